@@ -1,0 +1,43 @@
+"""The tk dialect: defined once in IRDL (tk.irdl.mlir), loaded into Contexts.
+
+MLIR is imported lazily so that `import tkc` works on a machine without it
+(the GPU runner only needs the runtime).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+IRDL_FILE = Path(__file__).with_name("tk.irdl.mlir")
+
+_LOADED = "_tkc_tk_loaded"
+
+
+def load(ctx) -> None:
+    """Register the tk dialect in `ctx` (idempotent)."""
+    if getattr(ctx, _LOADED, False) or _has_tk(ctx):
+        return
+    from mlir import ir
+    from mlir.dialects import irdl
+    module = ir.Module.parse(IRDL_FILE.read_text(), ctx)
+    irdl.load_dialects(module)
+    try:
+        setattr(ctx, _LOADED, True)
+    except AttributeError:  # nanobind objects may refuse new attributes
+        pass
+
+
+def _has_tk(ctx) -> bool:
+    from mlir import ir
+    try:
+        ir.Type.parse("!tk.barrier", ctx)
+        return True
+    except Exception:
+        return False
+
+
+def context():
+    """A new Context with the tk dialect loaded and the upstream ones available."""
+    from mlir import ir
+    ctx = ir.Context()
+    load(ctx)
+    return ctx

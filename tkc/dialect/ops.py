@@ -1,0 +1,145 @@
+"""Typed builders for tk ops, so nobody writes generic syntax by hand.
+
+Each builder creates the op at the current insertion point (and location, if
+`loc` is not given) and returns its result Value (or the Operation for ops
+without results). Result types are inferred from operands where the op
+defines them; the builders do not verify: tk-verify does.
+"""
+from __future__ import annotations
+
+from .types import RT, RV, view
+
+INITS = ("zero", "ones", "neg_infty", "pos_infty")
+UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg")
+BINARY = ("add", "sub", "mul", "div", "max", "min")
+REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
+BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
+             "add_col", "sub_col", "mul_col", "div_col")
+MMA = ("mma_ab", "mma_abt", "mma_atb", "mma_atbt")
+IDS = ("laneid", "warpid", "warpgroupid")
+
+
+def _ty(t):
+    """An ir.Type from a view or an ir.Type."""
+    return t.mlir() if hasattr(t, "mlir") else t
+
+
+def create(name: str, results=(), operands=(), attributes=None, loc=None):
+    """Create `tk.<name>` (or a full op name) at the current insertion point."""
+    from mlir import ir
+    full = name if "." in name else f"tk.{name}"
+    attrs = {}
+    for k, v in (attributes or {}).items():
+        if isinstance(v, str):
+            v = ir.StringAttr.get(v)
+        elif isinstance(v, bool):
+            v = ir.BoolAttr.get(v)
+        elif isinstance(v, int):
+            v = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+        attrs[k] = v
+    return ir.Operation.create(full, results=[_ty(t) for t in results],
+                               operands=list(operands), attributes=attrs, loc=loc)
+
+
+def _one(name, result, operands=(), attributes=None, loc=None):
+    return create(name, [result], operands, attributes, loc).result
+
+
+def init(kind: str, t, loc=None):
+    assert kind in INITS, kind
+    return _one(kind, t, loc=loc)
+
+
+def fill(t, value, loc=None):
+    """value: an f32 Value."""
+    return _one("fill", t, [value], loc=loc)
+
+
+def unary(name: str, x, t=None, loc=None):
+    """t defaults to x's type (copy with another dtype converts)."""
+    assert name in UNARY, name
+    return _one(name, t or x.type, [x], loc=loc)
+
+
+def binary(name: str, x, y, loc=None):
+    """y is a tile/vector of x's type, or an f32 scalar Value."""
+    assert name in BINARY, name
+    return _one(name, x.type, [x, y], loc=loc)
+
+
+def reduce(name: str, x, t=None, init=None, loc=None):
+    """row_* gives one element per row (a "col" rv), col_* one per column."""
+    assert name in REDUCE, name
+    if t is None:
+        if init is not None:
+            t = init.type
+        else:
+            rt = view(x.type)
+            t = rt.col_vec() if name.startswith("row") else rt.row_vec()
+    return _one(name, t, [x] + ([init] if init is not None else []), loc=loc)
+
+
+def broadcast(name: str, x, v, loc=None):
+    assert name in BROADCAST, name
+    return _one(name, x.type, [x, v], loc=loc)
+
+
+def mma(name: str, a, b, c, loc=None):
+    assert name in MMA, name
+    return _one(name, c.type, [a, b, c], loc=loc)
+
+
+def swap_layout(x, loc=None):
+    rt = view(x.type)
+    return _one("swap_layout", rt.with_(layout="col" if rt.layout == "row" else "row"), [x], loc=loc)
+
+
+def transpose(x, loc=None):
+    rt = view(x.type)
+    return _one("transpose", rt.with_(rows=rt.cols, cols=rt.rows), [x], loc=loc)
+
+
+def alloc(t, loc=None):
+    return _one("alloc", t, loc=loc)
+
+
+def load(t, src, idx=(), loc=None):
+    return _one("load", t, [src, *idx], loc=loc)
+
+
+def store(dst, x, idx=(), loc=None):
+    return create("store", [], [dst, x, *idx], loc=loc)
+
+
+def group_load(dst, src, idx, warps: int, loc=None):
+    return create("group_load", [], [dst, src, *idx], {"warps": warps}, loc=loc)
+
+
+def group_store(dst, src, idx, warps: int, loc=None):
+    return create("group_store", [], [dst, src, *idx], {"warps": warps}, loc=loc)
+
+
+def _index():
+    from mlir import ir
+    return ir.IndexType.get()
+
+
+def worker_id(name: str, loc=None):
+    assert name in IDS, name
+    return _one(name, _index(), loc=loc)
+
+
+def block_idx(dim: str, loc=None):
+    return _one("block_idx", _index(), attributes={"dim": dim}, loc=loc)
+
+
+def grid_dim(dim: str, loc=None):
+    return _one("grid_dim", _index(), attributes={"dim": dim}, loc=loc)
+
+
+def dim(g, axis: str, loc=None):
+    return _one("dim", _index(), [g], {"axis": axis}, loc=loc)
+
+
+def sync(loc=None):
+    return create("sync", loc=loc)

@@ -1,0 +1,427 @@
+// The tk dialect: ThunderKittens' tile vocabulary as MLIR types and ops.
+// This file is the single source of truth; tkc/dialect/__init__.py loads it
+// into any Context. Everything IRDL cannot say (shapes agree, layouts are
+// legal for mma, ...) is checked by the tk-verify pass (tkc/passes/verify.py).
+// Semantics of every op: docs/tile-ir.md.
+irdl.dialect @tk {
+  // Register tile: a rows x cols matrix held by one worker (a warp) in the
+  // tensor-core fragment layout of 16x16 base tiles. layout "row" is the
+  // A/C-operand layout, "col" the B-operand layout of mma_AB.
+  irdl.type @rt {
+    %bf16 = irdl.is bf16
+    %f16 = irdl.is f16
+    %f32 = irdl.is f32
+    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %rows = irdl.base "#builtin.integer"
+    %cols = irdl.base "#builtin.integer"
+    %row = irdl.is "row"
+    %col = irdl.is "col"
+    %layout = irdl.any_of(%row, %col)
+    irdl.parameters(dtype: %dtype, rows: %rows, cols: %cols, layout: %layout)
+  }
+  // Register vector: a tile's vector. kind "col" (ThunderKittens' col_vec)
+  // has one element per tile row (row_max's result, sub_row's operand);
+  // kind "row" has one element per tile column (col_max, sub_col).
+  irdl.type @rv {
+    %bf16 = irdl.is bf16
+    %f16 = irdl.is f16
+    %f32 = irdl.is f32
+    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %length = irdl.base "#builtin.integer"
+    %row = irdl.is "row"
+    %col = irdl.is "col"
+    %kind = irdl.any_of(%row, %col)
+    irdl.parameters(dtype: %dtype, length: %length, kind: %kind)
+  }
+  // Shared tile: rows x cols in shared memory, stored in 16x16-based
+  // layout with a swizzle; "auto" is decided by tk-layout-selection.
+  irdl.type @st {
+    %bf16 = irdl.is bf16
+    %f16 = irdl.is f16
+    %f32 = irdl.is f32
+    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %rows = irdl.base "#builtin.integer"
+    %cols = irdl.base "#builtin.integer"
+    %auto = irdl.is "auto"
+    %none = irdl.is "none"
+    %s32 = irdl.is "32b"
+    %s64 = irdl.is "64b"
+    %s128 = irdl.is "128b"
+    %swizzle = irdl.any_of(%auto, %none, %s32, %s64, %s128)
+    irdl.parameters(dtype: %dtype, rows: %rows, cols: %cols, swizzle: %swizzle)
+  }
+  // Shared vector.
+  irdl.type @sv {
+    %bf16 = irdl.is bf16
+    %f16 = irdl.is f16
+    %f32 = irdl.is f32
+    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %length = irdl.base "#builtin.integer"
+    irdl.parameters(dtype: %dtype, length: %length)
+  }
+  // Global layout: a contiguous 4-D tensor (batch, depth, rows, cols) in
+  // device memory; each dim is static (>0) or runtime (-1).
+  irdl.type @gl {
+    %bf16 = irdl.is bf16
+    %f16 = irdl.is f16
+    %f32 = irdl.is f32
+    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %b = irdl.base "#builtin.integer"
+    %d = irdl.base "#builtin.integer"
+    %r = irdl.base "#builtin.integer"
+    %c = irdl.base "#builtin.integer"
+    irdl.parameters(dtype: %dtype, b: %b, d: %d, r: %r, c: %c)
+  }
+  // An mbarrier in shared memory (Hopper producer/consumer sync).
+  irdl.type @barrier {
+  }
+
+  // ---- initialisers: () -> rt | rv
+  irdl.operation @zero {
+    %t = irdl.any
+    irdl.results(out: %t)
+  }
+  irdl.operation @ones {
+    %t = irdl.any
+    irdl.results(out: %t)
+  }
+  irdl.operation @neg_infty {
+    %t = irdl.any
+    irdl.results(out: %t)
+  }
+  irdl.operation @pos_infty {
+    %t = irdl.any
+    irdl.results(out: %t)
+  }
+  irdl.operation @fill {
+    %v = irdl.is f32
+    %t = irdl.any
+    irdl.operands(value: %v)
+    irdl.results(out: %t)
+  }
+
+  // ---- unary maps: rt -> rt, rv -> rv (copy may change dtype)
+  irdl.operation @copy {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @exp {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @exp2 {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @log {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @log2 {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @abs {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @relu {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @neg {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+
+  // ---- binary maps: (rt, rt | f32) -> rt, (rv, rv | f32) -> rv
+  irdl.operation @add {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+  irdl.operation @sub {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+  irdl.operation @mul {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+  irdl.operation @div {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+  irdl.operation @max {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+  irdl.operation @min {
+    %x = irdl.any
+    %y = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+
+  // ---- reductions: rt (+ optional rv to accumulate onto) -> rv
+  irdl.operation @row_max {
+    %x = irdl.base @tk::@rt
+    %i = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, init: optional %i)
+    irdl.results(out: %t)
+  }
+  irdl.operation @row_sum {
+    %x = irdl.base @tk::@rt
+    %i = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, init: optional %i)
+    irdl.results(out: %t)
+  }
+  irdl.operation @col_max {
+    %x = irdl.base @tk::@rt
+    %i = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, init: optional %i)
+    irdl.results(out: %t)
+  }
+  irdl.operation @col_sum {
+    %x = irdl.base @tk::@rt
+    %i = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, init: optional %i)
+    irdl.results(out: %t)
+  }
+
+  // ---- broadcasts: (rt, rv) -> rt. *_row: one vector element per row
+  // (a "col" vector); *_col: one element per column (a "row" vector).
+  irdl.operation @add_row {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @sub_row {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @mul_row {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @div_row {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @add_col {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @sub_col {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @mul_col {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+  irdl.operation @div_col {
+    %x = irdl.base @tk::@rt
+    %v = irdl.base @tk::@rv
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x, v: %v)
+    irdl.results(out: %t)
+  }
+
+  // ---- warp-level matrix multiply-accumulate: d = a @ b + c with the
+  // transposes in the name. Layouts: AB (row, col), ABt (row, row),
+  // AtB (col, col), AtBt (col, row); c and d are f32 row tiles.
+  irdl.operation @mma_ab {
+    %a = irdl.base @tk::@rt
+    %b = irdl.base @tk::@rt
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @mma_abt {
+    %a = irdl.base @tk::@rt
+    %b = irdl.base @tk::@rt
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @mma_atb {
+    %a = irdl.base @tk::@rt
+    %b = irdl.base @tk::@rt
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @mma_atbt {
+    %a = irdl.base @tk::@rt
+    %b = irdl.base @tk::@rt
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+
+  // ---- register layout changes
+  irdl.operation @swap_layout {
+    %x = irdl.base @tk::@rt
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @transpose {
+    %x = irdl.base @tk::@rt
+    %t = irdl.base @tk::@rt
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+
+  // ---- memory
+  // A shared-memory buffer (st or sv), alive for the whole kernel.
+  irdl.operation @alloc {
+    // (irdl.any_of over irdl.base crashes IRDL loading in MLIR 22;
+    // tk-verify checks that the result is an st or sv.)
+    %t = irdl.any
+    irdl.results(out: %t)
+  }
+  // Read into registers by one warp: gl (4 tile coords b, d, r, c) | st
+  // (2 coords in units of the result tile) | sv (no coords) -> rt | rv.
+  irdl.operation @load {
+    %src = irdl.any
+    %i = irdl.is index
+    %t = irdl.any
+    irdl.operands(src: %src, idx: variadic %i)
+    irdl.results(out: %t)
+  }
+  // Write registers out by one warp: the mirror of load.
+  irdl.operation @store {
+    %dst = irdl.any
+    %x = irdl.any
+    %i = irdl.is index
+    irdl.operands(dst: %dst, x: %x, idx: variadic %i)
+  }
+  // Cooperative copy global -> shared by a group of `warps` consecutive
+  // warps (coalesced 16-byte accesses); all warps of the group call it.
+  irdl.operation @group_load {
+    %dst = irdl.any
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "warps" = %n }
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+  // Cooperative copy shared -> global by a group of `warps` warps.
+  irdl.operation @group_store {
+    %dst = irdl.base @tk::@gl
+    %src = irdl.any
+    %i = irdl.is index
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "warps" = %n }
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+
+  // ---- workers and the grid
+  irdl.operation @laneid {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  irdl.operation @warpid {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  irdl.operation @warpgroupid {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  irdl.operation @block_idx {
+    %t = irdl.is index
+    %x = irdl.is "x"
+    %y = irdl.is "y"
+    %z = irdl.is "z"
+    %dim = irdl.any_of(%x, %y, %z)
+    irdl.attributes { "dim" = %dim }
+    irdl.results(out: %t)
+  }
+  irdl.operation @grid_dim {
+    %t = irdl.is index
+    %x = irdl.is "x"
+    %y = irdl.is "y"
+    %z = irdl.is "z"
+    %dim = irdl.any_of(%x, %y, %z)
+    irdl.attributes { "dim" = %dim }
+    irdl.results(out: %t)
+  }
+  // The size of one dim of a global layout (static or runtime).
+  irdl.operation @dim {
+    %g = irdl.base @tk::@gl
+    %t = irdl.is index
+    %b = irdl.is "b"
+    %d = irdl.is "d"
+    %r = irdl.is "r"
+    %c = irdl.is "c"
+    %axis = irdl.any_of(%b, %d, %r, %c)
+    irdl.attributes { "axis" = %axis }
+    irdl.operands(g: %g)
+    irdl.results(out: %t)
+  }
+  // Block-level barrier: every warp of the block waits here.
+  irdl.operation @sync {
+  }
+}

@@ -1,0 +1,178 @@
+"""Typed Python views of the tk types.
+
+An IRDL type is an opaque `ir.Type` in Python, so each tk type has a frozen
+dataclass here that builds it from its parameters (`.mlir(ctx)`) and reads
+them back (`view(t)`). Views are plain values: compare, hash, print them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..dtypes import DTYPES
+
+DYN = -1  # a runtime dim of a gl
+
+LAYOUTS = ("row", "col")
+VEC_KINDS = ("row", "col")
+SWIZZLES = ("auto", "none", "32b", "64b", "128b")
+
+
+def _i(n: int) -> str:
+    return f"{int(n)} : i64"
+
+
+@dataclass(frozen=True)
+class RT:
+    """Register tile rt<dtype, rows, cols, layout>."""
+    dtype: str
+    rows: int
+    cols: int
+    layout: str = "row"
+
+    def text(self) -> str:
+        return f'!tk.rt<{self.dtype}, {_i(self.rows)}, {_i(self.cols)}, "{self.layout}">'
+
+    @property
+    def shape(self):
+        return (self.rows, self.cols)
+
+    def with_(self, **kw) -> "RT":
+        return RT(**{**self.__dict__, **kw})
+
+    def col_vec(self, dtype: str | None = None) -> "RV":
+        """One element per row (ThunderKittens' col_vec): row_max's result."""
+        return RV(dtype or self.dtype, self.rows, "col")
+
+    def row_vec(self, dtype: str | None = None) -> "RV":
+        """One element per column (row_vec): col_max's result."""
+        return RV(dtype or self.dtype, self.cols, "row")
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+@dataclass(frozen=True)
+class RV:
+    """Register vector rv<dtype, length, kind>; kind "col" = one per tile row."""
+    dtype: str
+    length: int
+    kind: str = "col"
+
+    def text(self) -> str:
+        return f'!tk.rv<{self.dtype}, {_i(self.length)}, "{self.kind}">'
+
+    @property
+    def shape(self):
+        return (self.length,)
+
+    def with_(self, **kw) -> "RV":
+        return RV(**{**self.__dict__, **kw})
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+@dataclass(frozen=True)
+class ST:
+    """Shared tile st<dtype, rows, cols, swizzle>."""
+    dtype: str
+    rows: int
+    cols: int
+    swizzle: str = "auto"
+
+    def text(self) -> str:
+        return f'!tk.st<{self.dtype}, {_i(self.rows)}, {_i(self.cols)}, "{self.swizzle}">'
+
+    @property
+    def shape(self):
+        return (self.rows, self.cols)
+
+    def with_(self, **kw) -> "ST":
+        return ST(**{**self.__dict__, **kw})
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+@dataclass(frozen=True)
+class SV:
+    """Shared vector sv<dtype, length>."""
+    dtype: str
+    length: int
+
+    def text(self) -> str:
+        return f"!tk.sv<{self.dtype}, {_i(self.length)}>"
+
+    @property
+    def shape(self):
+        return (self.length,)
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+@dataclass(frozen=True)
+class GL:
+    """Global layout gl<dtype, b, d, r, c>; a dim is DYN (-1) when runtime."""
+    dtype: str
+    b: int
+    d: int
+    r: int
+    c: int
+
+    def text(self) -> str:
+        return f"!tk.gl<{self.dtype}, {_i(self.b)}, {_i(self.d)}, {_i(self.r)}, {_i(self.c)}>"
+
+    @property
+    def dims(self):
+        return (self.b, self.d, self.r, self.c)
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """An mbarrier in shared memory."""
+
+    def text(self) -> str:
+        return "!tk.barrier"
+
+    def mlir(self, ctx=None):
+        return _parse(self.text(), ctx)
+
+
+_PATTERNS = {
+    "rt": (re.compile(r'!tk\.rt<(\w+), (-?\d+) : i64, (-?\d+) : i64, "(\w+)">'),
+           lambda m: RT(m[1], int(m[2]), int(m[3]), m[4])),
+    "rv": (re.compile(r'!tk\.rv<(\w+), (-?\d+) : i64, "(\w+)">'),
+           lambda m: RV(m[1], int(m[2]), m[3])),
+    "st": (re.compile(r'!tk\.st<(\w+), (-?\d+) : i64, (-?\d+) : i64, "(\w+)">'),
+           lambda m: ST(m[1], int(m[2]), int(m[3]), m[4])),
+    "sv": (re.compile(r"!tk\.sv<(\w+), (-?\d+) : i64>"),
+           lambda m: SV(m[1], int(m[2]))),
+    "gl": (re.compile(r"!tk\.gl<(\w+), (-?\d+) : i64, (-?\d+) : i64, (-?\d+) : i64, (-?\d+) : i64>"),
+           lambda m: GL(m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5]))),
+    "barrier": (re.compile(r"!tk\.barrier"), lambda m: Barrier()),
+}
+
+TileType = RT | RV | ST | SV | GL | Barrier
+
+
+def view(t) -> TileType | None:
+    """The Python view of a tk type (an ir.Type or its text), None otherwise."""
+    s = str(t)
+    if not s.startswith("!tk."):
+        return None
+    kind = s[4:].split("<", 1)[0]
+    pat = _PATTERNS.get(kind)
+    m = pat[0].fullmatch(s) if pat else None
+    if m is None:
+        raise ValueError(f"malformed tk type {s}")
+    return pat[1](m)
+
+
+def _parse(text: str, ctx=None):
+    from mlir import ir
+    return ir.Type.parse(text, ctx) if ctx is not None else ir.Type.parse(text)

@@ -1,0 +1,92 @@
+"""Which elements of a register tile or vector each thread of a warp holds.
+
+This is the contract between every lowering pattern (and the tests): a
+lowered rt is a flat list of per-thread scalars in the order defined here.
+
+rt<dtype, R, C, layout> is (R/16) x (C/16) base tiles of 16x16, listed
+row-major over base tiles; each base tile gives every lane 8 elements.
+For lane l, g = l // 4 and t = l % 4. In the "row" layout (the A and C
+fragments of mma.m16n8k16) element k of a base tile sits at
+
+    k:   0       1         2         3           4         5         6           7
+        (g,2t) (g,2t+1) (g+8,2t) (g+8,2t+1) (g,2t+8) (g,2t+9) (g+8,2t+8) (g+8,2t+9)
+
+so k//2 names a 8x8 quadrant (0: top-left, 1: bottom-left, 2: top-right,
+3: bottom-right) and pairs (k, k+1) are adjacent columns. The "col" layout
+is its transpose: element k sits at (col, row) of the table above, which is
+the B fragment of mma.m16n8k16 (b0..b3 of the left n8 half are k = 0, 1, 4, 5;
+of the right half k = 2, 3, 6, 7).
+
+rv<dtype, L, "col"> (one value per row of a row-layout tile) gives each lane
+2 values per 16 rows: rows g and g+8 of each block, block-major. It is
+replicated over the 4 lanes of a quad (same g).
+rv<dtype, L, "row"> (one value per column of a row-layout tile) gives each
+lane 4 values per 16 columns: columns 2t, 2t+1, 2t+8, 2t+9 of each block,
+replicated over the 8 lanes with the same t.
+"""
+from __future__ import annotations
+
+BASE = 16
+PER_BASE_TILE = 8  # elements per lane per 16x16 base tile
+
+# (row, col) offsets in a base tile of element k, as functions of (g, t)
+_ROW_LAYOUT = (
+    lambda g, t: (g, 2 * t),
+    lambda g, t: (g, 2 * t + 1),
+    lambda g, t: (g + 8, 2 * t),
+    lambda g, t: (g + 8, 2 * t + 1),
+    lambda g, t: (g, 2 * t + 8),
+    lambda g, t: (g, 2 * t + 9),
+    lambda g, t: (g + 8, 2 * t + 8),
+    lambda g, t: (g + 8, 2 * t + 9),
+)
+
+
+def base_coord(layout: str, k: int, lane: int) -> tuple[int, int]:
+    """(row, col) inside a 16x16 base tile of element k held by `lane`."""
+    g, t = divmod(lane, 4)
+    r, c = _ROW_LAYOUT[k](g, t)
+    return (r, c) if layout == "row" else (c, r)
+
+
+def tile_elems(rows: int, cols: int) -> int:
+    """How many scalars each lane holds for an rt of this shape."""
+    return (rows // BASE) * (cols // BASE) * PER_BASE_TILE
+
+
+def tile_index(rows: int, cols: int, i: int, j: int, k: int) -> int:
+    """Position in the flat per-lane list of element k of base tile (i, j)."""
+    return (i * (cols // BASE) + j) * PER_BASE_TILE + k
+
+
+def tile_coord(rows: int, cols: int, layout: str, index: int, lane: int) -> tuple[int, int]:
+    """(row, col) in the whole tile of flat per-lane element `index` of `lane`."""
+    blk, k = divmod(index, PER_BASE_TILE)
+    i, j = divmod(blk, cols // BASE)
+    r, c = base_coord(layout, k, lane)
+    return i * BASE + r, j * BASE + c
+
+
+def vec_elems(length: int, kind: str) -> int:
+    """How many scalars each lane holds for an rv ("col": 2 per 16, "row": 4 per 16)."""
+    return (length // BASE) * (2 if kind == "col" else 4)
+
+
+def vec_coord(length: int, kind: str, index: int, lane: int) -> int:
+    """The vector element held at flat per-lane position `index` by `lane`."""
+    g, t = divmod(lane, 4)
+    if kind == "col":
+        blk, h = divmod(index, 2)
+        return blk * BASE + g + 8 * h
+    blk, h = divmod(index, 4)
+    return blk * BASE + 2 * t + (h & 1) + 8 * (h >> 1)
+
+
+def row_vec_slot(k: int) -> int:
+    """For element k of a row-layout base tile: its slot (0/1) in the "col" rv block."""
+    return (k >> 1) & 1
+
+
+def col_vec_slot(k: int) -> int:
+    """For element k of a row-layout base tile: its slot (0..3) in the "row" rv block."""
+    return (k & 1) + 2 * (k >> 2)
