@@ -1,0 +1,64 @@
+"""What the runtime must check before launch: the manifest's `divisible`.
+
+Global accesses are not bounds-checked in the kernel, so each gl dim must be
+a multiple of every tile extent the kernel reads or writes it with. A tile
+rt/st<R, C> at coordinate (b, d, r, c) covers rows r*R.. and cols c*C.., so
+it needs r % R == 0 and c % C == 0; a vector rv/sv<L> needs c % L == 0.
+"""
+from __future__ import annotations
+
+from math import lcm
+
+from ..diagnostics import error
+from ..dialect.types import GL, RT, RV, ST, SV, view
+
+# op name -> (operand index of the gl, how to find the tile's type)
+_ACCESSES = {
+    "tk.load": (0, lambda op: op.results[0].type),
+    "tk.store": (0, lambda op: op.operands[1].type),
+    "tk.group_load": (1, lambda op: op.operands[0].type),
+    "tk.group_store": (0, lambda op: op.operands[1].type),
+}
+
+
+def divisible(func_op) -> dict[int, list[int]]:
+    """For every gl argument index of the kernel: per dim (b, d, r, c), the
+    LCM of the extents its accesses use (1 where none)."""
+    op = getattr(func_op, "operation", func_op)
+    args = op.regions[0].blocks[0].arguments
+    out = {i: [1, 1, 1, 1] for i, a in enumerate(args) if isinstance(view(a.type), GL)}
+    for inner in _walk(op):
+        access = _ACCESSES.get(inner.name)
+        if access is None or not isinstance(view(inner.operands[access[0]].type), GL):
+            continue
+        index = _arg_index(inner, inner.operands[access[0]], args)
+        for dim, extent in enumerate(_extents(view(access[1](inner)))):
+            out[index][dim] = lcm(out[index][dim], extent)
+    return out
+
+
+def _extents(t) -> tuple[int, int, int, int]:
+    if isinstance(t, (RT, ST)):
+        return (1, 1, t.rows, t.cols)
+    if isinstance(t, (RV, SV)):
+        return (1, 1, 1, t.length)
+    return (1, 1, 1, 1)  # a malformed access: tk-verify reports it
+
+
+def _arg_index(op, value, args) -> int:
+    from mlir import ir
+    if isinstance(value, ir.BlockArgument):
+        for i, a in enumerate(args):
+            if a == value:
+                return i
+    raise error(op, "a gl operand must be a kernel argument "
+                    "(gl values cannot be created or carried through loops)")
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for o in block.operations:
+                o = o.operation
+                yield o
+                yield from _walk(o)
