@@ -1,0 +1,19 @@
+"""The kernel library, written in the tkc DSL.
+
+`library()` lists every specialisation that `tkc build` compiles ahead of
+time (and that the GPU tests and benchmarks run from the cache).
+"""
+from __future__ import annotations
+
+from .attention import attention_fwd
+from .gemm import gemm
+
+
+def library():
+    return [
+        gemm("bf16"),
+        gemm("f32"),
+        gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2),
+        attention_fwd(64),
+        attention_fwd(128, KV_SUB=16),
+    ]

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's main job: set up, compile the kernel library for sm_90a into
+# the artifact cache (printing each kernel's registers, spills and shared
+# memory), then, where a Hopper GPU is present, check every kernel against
+# PyTorch and benchmark it against the peers (cuBLAS, SDPA flash / cuDNN).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TKC_CACHE_DIR="${TKC_CACHE_DIR:-$PWD/.tkc-cache}"
+python3 -m pip install -q -e ".[test]"
+tkc build
+python3 -m tkc.bench

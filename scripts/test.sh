@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's test command: set up, then every test (lit + pytest).
+# GPU tests skip (with the reason) on a machine without a Hopper GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q -e ".[test]"
+python3 -m lit -sv test/lit
+python3 -m pytest -q -rs test/python test/gpu

@@ -1,0 +1,62 @@
+"""The kernel library on the GPU, from prebuilt artifacts, against PyTorch."""
+import math
+
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.kernels import attention_fwd, gemm
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def rel_err(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+@pytest.mark.parametrize("m,n,k", [(128, 128, 32), (256, 384, 96), (1024, 512, 2048), (384, 1152, 160)])
+def test_gemm(out, m, n, k):
+    kern = gemm(out)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    dt = torch.bfloat16 if out == "bf16" else torch.float32
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+    kern(a, b, c)
+    torch.cuda.synchronize()
+    assert not c.isnan().any()
+    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
+
+
+def test_gemm_small_tiles():
+    kern = gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2)
+    a = torch.randn(192, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 320, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(192, 320, device="cuda", dtype=torch.bfloat16)
+    kern(a, b, c)
+    assert rel_err(c, a.float() @ b.float()) < 1e-2
+
+
+def test_gemm_rejects_awkward_shapes():
+    kern = gemm("bf16")
+    a = torch.randn(100, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 128, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(100, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TkcError, match="divisible|multiple"):
+        kern(a, b, c)
+    with pytest.raises(TkcError, match="dtype|bf16"):
+        kern(a.float(), b, c)
+
+
+@pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])
+@pytest.mark.parametrize("B,H,N", [(1, 1, 64), (2, 3, 256), (1, 2, 1024)])
+def test_attention(D, kvsub, B, H, N):
+    kern = attention_fwd(D, KV_SUB=kvsub)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    scale = 1.0 / math.sqrt(D)
+    kern(q, k, v, o, scale)
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=scale)
+    assert not o.isnan().any()
+    assert rel_err(o, ref) < 1e-2

@@ -1,0 +1,1 @@
+"""Benchmarks: tkc kernels next to their peers, measured in the same run."""
