@@ -1,0 +1,261 @@
+"""The `tkc` driver: mlir-opt for tile IR, plus the ahead-of-time build.
+
+    tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin] [-o OUT]
+             [--print-ir-after-all] [--kernel NAME]
+    tkc --list-passes
+    tkc build [--force] [--filter SUBSTR]
+
+FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
+Python file defining kernels (traced with tkc.frontend.kernels_in_file;
+--kernel picks one when there are several). Without --pass-pipeline the tile
+IR goes through tkc.compiler.TILE_PIPELINE; with it, through exactly the given
+pipeline (tk and upstream passes by name, like mlir-opt). Later stages come
+from tkc.compiler.compile_to.
+
+Output goes to stdout or -o. A cubin is binary: it is written to -o, or to
+stdout only when stdout is not a terminal (`tkc k.mlir --emit=cubin > k.cubin`).
+
+Errors (parse errors, verifier errors, unknown passes, missing files) are
+printed as `file:line:col: error: msg` on stderr with exit status 1, never a
+traceback; TKC_DEBUG=1 re-raises them to show one.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .diagnostics import TkcError
+
+EMITS = ("tile", "nvvm", "llvm", "ptx", "cubin")
+# Used only until tkc.compiler exists; tkc.compiler.TILE_PIPELINE is the truth.
+_DEFAULT_TILE_PIPELINE = "tk-verify,tk-layout-selection"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv[:1] == ["build"]:
+            return _build(_build_parser().parse_args(argv[1:]))
+        return _compile(_parser().parse_args(argv))
+    except TkcError as e:
+        return _fail(e, str(e))
+    except FileNotFoundError as e:
+        return _fail(e, f"error: {e.filename or e}: no such file")
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # noqa: BLE001  (a driver prints, it does not trace back)
+        msg = _mlir_error(e)
+        return _fail(e, msg if msg else f"error: internal error: {type(e).__name__}: {e}\n"
+                     "(set TKC_DEBUG=1 for a traceback)")
+
+
+def _fail(exc: BaseException, message: str) -> int:
+    if os.environ.get("TKC_DEBUG") == "1":
+        raise exc
+    sys.stderr.write(message.rstrip("\n") + "\n")
+    return 1
+
+
+def _mlir_error(e: Exception) -> str | None:
+    """An MLIRError as located lines, or None for any other exception."""
+    if type(e).__name__ != "MLIRError":
+        return None
+    from .passes.pipeline import mlir_errors
+    return str(mlir_errors(e))
+
+
+# ---- tkc FILE --------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tkc", description="Compile ThunderKittens-style tile kernels "
+        "(tile IR .mlir or a Python kernel file). `tkc build --help` for the "
+        "ahead-of-time build of the kernel library.")
+    p.add_argument("file", nargs="?", help="a .mlir file or a Python kernel file")
+    p.add_argument("--pass-pipeline", metavar="P", default=None,
+                   help="comma-separated tk and upstream MLIR passes "
+                        "(default: tkc.compiler.TILE_PIPELINE)")
+    p.add_argument("--emit", choices=EMITS, default="tile", help="stage to print (default tile)")
+    p.add_argument("-o", dest="output", metavar="OUT", help="output file (default stdout)")
+    p.add_argument("--print-ir-after-all", action="store_true",
+                   help="print the IR after each pass to stderr")
+    p.add_argument("--kernel", metavar="NAME", help="which kernel of a Python file")
+    p.add_argument("--list-passes", action="store_true", help="list the tk passes and exit")
+    return p
+
+
+def _compile(args) -> int:
+    if args.list_passes:
+        return _list_passes()
+    if not args.file:
+        raise TkcError("no input file (usage: tkc FILE [options], tkc --list-passes, tkc build)")
+    module = load_module(args.file, args.kernel)
+    result = _run_stages(module, args)
+    _write(result, args.output)
+    return 0
+
+
+def _run_stages(module, args):
+    """Run the pipeline, then lower to the requested stage: text or bytes."""
+    from .passes.pipeline import run_pipeline
+    if args.pass_pipeline is not None:
+        run_pipeline(module, args.pass_pipeline, print_ir_after_all=args.print_ir_after_all)
+        if args.emit == "tile":
+            return str(module)
+        # The given pipeline replaces the tile pipeline: compile_to adds none.
+        return _compiler().compile_to(module, args.emit, tile_pipeline="",
+                                      print_ir_after_all=args.print_ir_after_all)
+    compiler = _compiler(required=args.emit != "tile")
+    if compiler is None:
+        run_pipeline(module, _DEFAULT_TILE_PIPELINE, print_ir_after_all=args.print_ir_after_all)
+        return str(module)
+    return compiler.compile_to(module, args.emit, print_ir_after_all=args.print_ir_after_all)
+
+
+def _compiler(required: bool = True):
+    try:
+        from . import compiler
+    except ImportError:
+        if required:
+            raise TkcError("this tkc has no compiler backend (tkc.compiler); "
+                           "only --emit=tile is available") from None
+        return None
+    return compiler
+
+
+def load_module(path: str, kernel: str | None = None):
+    """An ir.Module from a .mlir file or a Python kernel file."""
+    p = Path(path)
+    if not p.exists():
+        raise TkcError(f"{path}: no such file")
+    if p.suffix == ".py":
+        return _trace_python(p, kernel)
+    return parse_mlir(p)
+
+
+def parse_mlir(path: Path):
+    """Parse a .mlir file into a Context with the tk dialect; located errors."""
+    from mlir import ir
+    from .dialect import context
+    from .passes.pipeline import mlir_errors
+    ctx = context()
+    try:
+        # parseFile (not parse) so that locations name the user's file.
+        return ir.Module.parseFile(str(path), ctx)
+    except ir.MLIRError as e:
+        raise mlir_errors(e) from None
+
+
+def _trace_python(path: Path, kernel: str | None):
+    from .frontend import kernels_in_file
+    kernels = kernels_in_file(str(path))
+    if not kernels:
+        raise TkcError(f"{path}: defines no tkc kernel")
+    if kernel is not None:
+        chosen = [k for k in kernels if k.name == kernel]
+        if not chosen:
+            raise TkcError(f"{path}: no kernel named '{kernel}' "
+                           f"(it defines: {', '.join(k.name for k in kernels)})")
+        return chosen[0].trace()
+    if len(kernels) > 1:
+        raise TkcError(f"{path}: defines several kernels "
+                       f"({', '.join(k.name for k in kernels)}); pick one with --kernel")
+    return kernels[0].trace()
+
+
+def _write(result, output: str | None) -> None:
+    if isinstance(result, (bytes, bytearray)):
+        if output:
+            Path(output).write_bytes(result)
+        elif sys.stdout.isatty():
+            raise TkcError("a cubin is binary: write it with -o FILE (or redirect stdout)")
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(result)
+        return
+    text = result if result.endswith("\n") else result + "\n"
+    if output:
+        Path(output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def _list_passes() -> int:
+    from .passes.registry import all_passes
+    passes = all_passes()
+    width = max((len(n) for n in passes), default=0)
+    print("tk passes:")
+    for name, info in passes.items():
+        print(f"  {name:<{width}}  {info.description}")
+    print("Upstream MLIR passes (canonicalize, cse, convert-scf-to-cf, ...) are accepted "
+          "by name in --pass-pipeline, nested as in mlir-opt (gpu.module(...)).")
+    return 0
+
+
+# ---- tkc build ---------------------------------------------------------------
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tkc build", description="Compile every kernel of the library "
+        "(tkc.kernels.library()) into the artifact cache (TKC_CACHE_DIR).")
+    p.add_argument("--force", action="store_true", help="recompile even if cached")
+    p.add_argument("--filter", metavar="SUBSTR", help="only kernels whose name contains SUBSTR")
+    return p
+
+
+def _build(args) -> int:
+    from .kernels import library
+    kernels = [k for k in library() if not args.filter or args.filter in k.name]
+    if not kernels:
+        raise TkcError(f"no library kernel matches '{args.filter}'")
+    rows, failed = [], 0
+    for i, k in enumerate(kernels, 1):
+        sys.stderr.write(f"[{i}/{len(kernels)}] {k.name} ... ")
+        sys.stderr.flush()
+        t0 = time.perf_counter()
+        try:
+            art = k.build(force=args.force)
+        except TkcError as e:
+            sys.stderr.write(f"FAILED\n{e}\n")
+            rows.append(_row(k, None))
+            failed += 1
+            continue
+        sys.stderr.write(f"{time.perf_counter() - t0:.1f} s\n")
+        rows.append(_row(k, art))
+    _print_table(rows)
+    spilled = sum(1 for r in rows if r["spills"] not in ("0", "-"))
+    if failed or spilled:
+        sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} spilled\n")
+        return 1
+    return 0
+
+
+def _row(kernel, art) -> dict:
+    if art is None:
+        return {"kernel": kernel.name, "registers": "-", "spills": "-",
+                "shared bytes": "-", "cache path": "FAILED"}
+    res = art.manifest.get("resources", {})
+    spills = int(res.get("spill_stores", 0)) + int(res.get("spill_loads", 0))
+    return {"kernel": kernel.name, "registers": str(res.get("registers", "?")),
+            "spills": str(spills), "shared bytes": str(art.manifest.get("shared_bytes", "?")),
+            "cache path": _cache_path(kernel)}
+
+
+def _cache_path(kernel) -> str:
+    from .runtime import cache
+    return str(Path(cache.cache_dir()) / kernel.cache_key())
+
+
+def _print_table(rows: list[dict]) -> None:
+    cols = ["kernel", "registers", "spills", "shared bytes", "cache path"]
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(widths[c]) for c in cols).rstrip())
+    for r in rows:
+        print("  ".join(r[c].ljust(widths[c]) for c in cols).rstrip())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

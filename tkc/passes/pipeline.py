@@ -1,0 +1,116 @@
+"""Run a textual pass pipeline that mixes tk passes and upstream MLIR passes.
+
+A pipeline is a comma-separated list of entries, like mlir-opt's
+`--pass-pipeline` without the `builtin.module(...)` wrapper (which is accepted
+and stripped). An entry that names a registered tk pass runs the Python pass
+on the module; any other entry is upstream MLIR text (`canonicalize`,
+`gpu.module(convert-scf-to-cf)`, `cse{...}`) run through a PassManager
+anchored on the module. Entries run one after the other, so tk passes and
+upstream passes interleave freely.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..diagnostics import TkcError
+
+_OPEN = {"(": ")", "{": "}", "[": "]"}
+_WRAPPER = "builtin.module("
+
+
+def split_pipeline(pipeline: str) -> list[str]:
+    """Top-level comma-separated entries, respecting nested (), {} and []."""
+    entries, depth, start = [], [], 0
+    for i, ch in enumerate(pipeline):
+        if ch in _OPEN:
+            depth.append(_OPEN[ch])
+        elif ch in _OPEN.values():
+            if not depth or depth.pop() != ch:
+                raise TkcError(f"unbalanced '{ch}' in pass pipeline '{pipeline}'")
+        elif ch == "," and not depth:
+            entries.append(pipeline[start:i])
+            start = i + 1
+    if depth:
+        raise TkcError(f"unbalanced brackets in pass pipeline '{pipeline}'")
+    entries.append(pipeline[start:])
+    return [e.strip() for e in entries if e.strip()]
+
+
+def _unwrap(pipeline: str) -> str:
+    """Strip one `builtin.module(...)` around the whole pipeline, if present."""
+    p = pipeline.strip()
+    if p.startswith(_WRAPPER) and p.endswith(")") and len(split_pipeline(p)) == 1:
+        return p[len(_WRAPPER):-1]
+    return p
+
+
+def run_pipeline(module, pipeline: str, *, print_ir_after_all: bool = False,
+                 out=sys.stderr) -> None:
+    """Run `pipeline` on `module` (an ir.Module) in place; TkcError on failure.
+
+    With print_ir_after_all, the IR after each entry goes to `out` under a
+    `// -----// IR Dump After <entry> //----- //` header, like mlir-opt.
+    """
+    from .registry import all_passes
+    passes = all_passes()
+    for entry in split_pipeline(_unwrap(pipeline)):
+        info = passes.get(entry)
+        if info is not None:
+            _run_tk_pass(module, info)
+        else:
+            _run_upstream(module, entry)
+        if print_ir_after_all:
+            out.write(f"// -----// IR Dump After {entry} //----- //\n{module}\n")
+
+
+def _run_tk_pass(module, info) -> None:
+    from mlir import ir
+    with module.context:
+        info.run(module.operation)
+        # A Python pass can build IR that no verifier checked; catch it here,
+        # next to the pass that did it, not in a later stage.
+        try:
+            module.operation.verify()
+        except ir.MLIRError as e:
+            raise mlir_errors(e, f"IR invalid after {info.name}: ") from None
+
+
+def _run_upstream(module, entry: str) -> None:
+    from mlir import ir, passmanager
+    with module.context:
+        try:
+            pm = passmanager.PassManager.parse(f"builtin.module({entry})")
+        except ValueError as e:
+            raise TkcError(f"unknown pass or bad pipeline entry '{entry}' "
+                           f"(tkc --list-passes lists the tk passes): "
+                           f"{_first_line(str(e))}") from None
+        try:
+            pm.run(module.operation)
+        except ir.MLIRError as e:
+            raise mlir_errors(e, f"{entry}: ") from None
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else text
+
+
+class TkcErrors(TkcError):
+    """Several located errors reported at once; str() gives one
+    `file:line:col: error: msg` line per error (`.errors`: (where, msg) pairs).
+    """
+
+    def __init__(self, errors: list[tuple[str, str]]):
+        self.errors = list(errors)
+        super().__init__(self.errors[0][1], self.errors[0][0])
+
+    def __str__(self) -> str:
+        return "\n".join(f"{w}: error: {m}" if w else f"error: {m}" for w, m in self.errors)
+
+
+def mlir_errors(e, prefix: str = "") -> TkcErrors:
+    """A TkcErrors from an MLIRError's diagnostics (each message prefixed)."""
+    from ..diagnostics import where
+    diags = getattr(e, "error_diagnostics", None) or []
+    errors = [(where(d.location), prefix + d.message) for d in diags]
+    return TkcErrors(errors or [("", prefix + _first_line(str(e)))])
