@@ -1,0 +1,198 @@
+"""The compiler driver: tile IR -> nvvm -> llvm -> PTX -> cubin + manifest.
+
+Every stage is a function of the module as it stands, so `compile_to` can
+resume from IR printed at any stage (`tkc --emit=ptx file.nvvm.mlir` works
+like `tkc --emit=ptx file.mlir`):
+
+    tile   func.func {tk.kernel} with tk ops   -> TILE_PIPELINE, tk-lower-to-nvvm
+    nvvm   gpu.module with arith/scf/nvvm/llvm -> UPSTREAM_PIPELINE
+    llvm   gpu.module with llvm/nvvm only      -> gpu-module-to-binary{format=isa}
+    ptx    gpu.binary holding PTX text         -> ptxas
+    cubin  bytes
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from .diagnostics import TkcError
+
+TILE_PIPELINE = "tk-verify,tk-layout-selection"
+LOWER_PASS = "tk-lower-to-nvvm"
+STAGES = ("tile", "nvvm", "llvm", "ptx", "cubin")
+TARGETS = ("sm_90a",)
+
+# convert-nvvm-to-llvm first: it turns the nvvm ops that have no LLVM
+# intrinsic (wgmma, ...) into inline PTX, which LLVM translation needs.
+UPSTREAM_PIPELINE = ("gpu.module(convert-scf-to-cf,convert-nvvm-to-llvm,convert-arith-to-llvm,"
+                     "convert-index-to-llvm,convert-to-llvm,reconcile-unrealized-casts)")
+TO_PTX_PIPELINE = "gpu-module-to-binary{format=isa}"
+_LLVM_DIALECTS = ("llvm", "nvvm")
+
+
+# ---------------------------------------------------------------- stages
+
+def stage_of(module) -> str:
+    """The stage a module is in (one of STAGES but cubin)."""
+    top = [op.operation for op in module.body.operations]
+    if any(op.name == "gpu.binary" for op in top):
+        return "ptx"
+    gpu_modules = [op for op in top if op.name == "gpu.module"]
+    if not gpu_modules:
+        return "tile"
+    if any(_dialect(op.name) not in _LLVM_DIALECTS for g in gpu_modules for op in _walk(g)):
+        return "nvvm"
+    return "llvm"
+
+
+def compile_to(module, emit: str, *, tile_pipeline: str | None = None,
+               print_ir_after_all: bool = False, out=sys.stderr) -> str | bytes:
+    """Advance `module` (in place) to stage `emit` and return that stage's text
+    (the IR, or the PTX), or the cubin's bytes for "cubin"."""
+    if emit not in STAGES:
+        raise TkcError(f"unknown stage '{emit}': expected one of {', '.join(STAGES)}")
+    start = stage_of(module)
+    if STAGES.index(emit) < STAGES.index(start):
+        raise TkcError(f"the input is already at stage '{start}'; it cannot be emitted "
+                       f"as '{emit}' (stages: {' -> '.join(STAGES)})")
+    run = _Runner(print_ir_after_all, out)
+    if start == "tile":
+        run(module, tile_pipeline if tile_pipeline is not None else TILE_PIPELINE)
+        if emit == "tile":
+            return str(module)
+        _require_kernels(module)
+        run(module, LOWER_PASS)
+        start = "nvvm"
+    if start == "nvvm" and emit != "nvvm":
+        run(module, UPSTREAM_PIPELINE)
+        start = "llvm"
+    if emit in ("nvvm", "llvm"):
+        return str(module)
+    if start == "llvm":
+        run(module, TO_PTX_PIPELINE)
+    ptx = ptx_of(module)
+    return ptx if emit == "ptx" else ptxas(ptx)[0]
+
+
+class _Runner:
+    """run_pipeline with the options of one compile_to call."""
+
+    def __init__(self, print_ir_after_all, out):
+        self.print_ir_after_all, self.out = print_ir_after_all, out
+
+    def __call__(self, module, pipeline: str) -> None:
+        if not pipeline.strip():
+            return
+        from .passes.pipeline import run_pipeline
+        run_pipeline(module, pipeline, print_ir_after_all=self.print_ir_after_all, out=self.out)
+
+
+def ptx_of(module) -> str:
+    """The PTX text held by the module's gpu.binary."""
+    from mlir.dialects import gpu
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "gpu.binary":
+            return gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
+    raise TkcError("no gpu.binary in the module: nothing was compiled to PTX")
+
+
+def _require_kernels(module) -> None:
+    if stage_of(module) == "tile" and not any(
+            op.operation.name == "func.func" and "tk.kernel" in op.operation.attributes
+            for op in module.body.operations):
+        raise TkcError("no kernel in the input: expected a func.func with the tk.kernel attribute")
+
+
+# ---------------------------------------------------------------- ptxas
+
+_RESOURCE_PATTERNS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "stack": re.compile(r"(\d+) bytes stack frame"),
+    "shared_static": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
+    """Assemble PTX to a cubin with `ptxas -O3 -v`; return it and its resources."""
+    with tempfile.TemporaryDirectory(prefix="tkc-ptxas-") as tmp:
+        src, dst = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        cmd = ["ptxas", f"-arch={arch}", "-O3", "-v", src, "-o", dst]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except FileNotFoundError:
+            raise TkcError("ptxas not found on PATH: install the CUDA toolkit (12.4 or newer)") from None
+        report = (done.stdout + done.stderr).replace(src, "kernel.ptx")
+        if done.returncode != 0:
+            raise TkcError(f"ptxas failed (exit {done.returncode}):\n{report.strip()}")
+        with open(dst, "rb") as f:
+            return f.read(), parse_resources(report)
+
+
+def parse_resources(report: str) -> dict:
+    """Registers, spills, stack and static shared memory from `ptxas -v` output
+    (0 where ptxas does not mention them), and the report itself."""
+    out = {}
+    for key, pattern in _RESOURCE_PATTERNS.items():
+        m = pattern.search(report)
+        out[key] = int(m[1]) if m else 0
+    out["ptxas"] = report.strip()
+    return out
+
+
+# ---------------------------------------------------------------- artifacts
+
+def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
+    """Compile a module holding one tk kernel to an Artifact (cubin + manifest)."""
+    from .runtime.artifact import Artifact
+    from .runtime.cache import compiler_hash
+    if target not in TARGETS:
+        raise TkcError(f"unsupported target '{target}': tkc targets {', '.join(TARGETS)}")
+    tile_ir = compile_to(module, "tile") if stage_of(module) == "tile" else None
+    compile_to(module, "llvm")
+    manifest = read_manifest(module)
+    ptx = compile_to(module, "ptx")
+    cubin, resources = ptxas(ptx, target)
+    if resources["spill_stores"] or resources["spill_loads"]:
+        # Not an error (the kernel runs), but a performance bug worth seeing.
+        print(f"tkc: warning: kernel '{manifest.get('kernel')}' spills registers "
+              f"({resources['spill_stores']} bytes stored, {resources['spill_loads']} loaded)",
+              file=sys.stderr)
+    manifest.update(resources=resources, source={"key": key, "compiler": compiler_hash()})
+    manifest.setdefault("version", 1)
+    manifest.setdefault("target", target)
+    return Artifact(cubin, manifest, ptx, tile_ir)
+
+
+def read_manifest(module) -> dict:
+    """The `tkc.manifest` JSON that tk-lower-to-nvvm put on the one kernel."""
+    kernels = [op for g in module.body.operations if g.operation.name == "gpu.module"
+               for op in _walk(g.operation)
+               if op.name == "llvm.func" and "tkc.manifest" in op.attributes]
+    if len(kernels) != 1:
+        raise TkcError(f"expected exactly one tk kernel in the module, found {len(kernels)}")
+    from mlir import ir
+    return json.loads(ir.StringAttr(kernels[0].attributes["tkc.manifest"]).value)
+
+
+# ---------------------------------------------------------------- helpers
+
+def _dialect(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for o in block.operations:
+                o = o.operation
+                yield o
+                yield from _walk(o)
