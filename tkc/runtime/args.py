@@ -1,0 +1,173 @@
+"""Argument checks: nothing is launched with arguments that do not fit the manifest.
+
+`Signature(manifest).bind(args)` checks every argument against its parameter
+(count; for a gl: tensor-like, dtype, rank 1..4 viewed as 4-D by prepending
+1s, static dims, divisibility, int32 dims, contiguous row-major, 16-byte
+aligned, on a CUDA device, all on one device; for a scalar: its Python type
+and range) and returns what the launch needs: the kernel parameter values in
+PTX order, the grid environment and the device. Errors are TkcErrors naming
+the kernel, the parameter, expected and found, located at the caller's line.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+from typing import NamedTuple
+
+from ..diagnostics import TkcError
+from .callsite import caller
+from .grid import DIMS
+from .tensors import TensorView, view
+
+INT32_MAX = 2**31 - 1
+F32_MAX = 3.4028234663852886e38
+ALIGN = 16
+
+
+class Bound(NamedTuple):
+    values: list     # ctypes objects, one per PTX parameter
+    env: dict        # grid names -> ints ("a.r", i32 scalar names)
+    device: int | None  # CUDA ordinal of the gl arguments (None: no gl argument)
+
+
+class ArgError(TkcError):
+    """A bad launch argument, located at the user's call."""
+
+    def __init__(self, message: str):
+        super().__init__(message, caller())
+
+
+def _shape4(shape: tuple) -> tuple:
+    return (1,) * (4 - len(shape)) + tuple(shape)
+
+
+def _gl_text(dtype: str, dims) -> str:
+    return f"gl<{dtype}, {', '.join('-1' if d is None else str(d) for d in dims)}>"
+
+
+class GlParam:
+    def __init__(self, kernel: str, index: int, p: dict):
+        self.name, self.dtype, self.dims = p["name"], p["dtype"], p["dims"]
+        self.divisible = p.get("divisible", [1, 1, 1, 1])
+        self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
+        self.env_names = [f"{self.name}.{d}" for d in DIMS]
+        self.text = _gl_text(self.dtype, self.dims)
+        self._prefix = f"kernel '{kernel}': argument {index} '{self.name}' ({self.text})"
+
+    def error(self, what: str) -> ArgError:
+        return ArgError(f"{self._prefix}: {what}")
+
+    def check(self, obj, stream: int | None) -> TensorView:
+        v = view(obj, stream)
+        if v is None:
+            raise self.error(f"expected a tensor (torch.Tensor or a DLPack object), "
+                             f"found {type(obj).__name__}")
+        if v.dtype != self.dtype:
+            raise self.error(f"expected dtype {self.dtype}, found {v.dtype}")
+        if not 1 <= len(v.shape) <= 4:
+            raise self.error(f"expected rank 1 to 4, found rank {len(v.shape)} (shape {v.shape})")
+        self._check_dims(v)
+        self._check_layout(v)
+        return v
+
+    def _check_dims(self, v: TensorView) -> None:
+        for axis, (n, want, div) in enumerate(zip(_shape4(v.shape), self.dims, self.divisible)):
+            dim = f"dim {DIMS[axis]} (axis {axis} of the 4-D view of shape {v.shape})"
+            if want is not None and n != want:
+                raise self.error(f"{dim} must be {want}, found {n}")
+            if n % div:
+                raise self.error(f"{dim} = {n} must be a multiple of {div} "
+                                 f"(the kernel's tiles along {DIMS[axis]})")
+            if n > INT32_MAX:
+                raise self.error(f"{dim} = {n} does not fit int32")
+
+    def _check_layout(self, v: TensorView) -> None:
+        step = v.itemsize
+        for n, stride in zip(reversed(v.shape), reversed(v.strides)):
+            if n != 1 and stride != step:  # a size-1 dim's stride never matters
+                raise self.error(f"expected a contiguous row-major tensor, found shape {v.shape} "
+                                 f"with strides {tuple(s // v.itemsize for s in v.strides)} "
+                                 f"(in elements); call .contiguous()")
+            step *= n
+        if v.ptr % ALIGN:
+            raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned "
+                             f"(a slice starting mid-row?); copy it with .contiguous()/.clone()")
+
+    def pack(self, v: TensorView, values: list, env: dict) -> None:
+        values.append(ctypes.c_uint64(v.ptr))
+        shape = _shape4(v.shape)
+        for axis in self.runtime_axes:
+            values.append(ctypes.c_uint32(shape[axis]))
+        for name, n in zip(self.env_names, shape):
+            env[name] = n
+
+
+class ScalarParam:
+    def __init__(self, kernel: str, index: int, p: dict):
+        self.name, self.dtype = p["name"], p["dtype"]
+        self._prefix = f"kernel '{kernel}': argument {index} '{self.name}' ({self.dtype})"
+
+    def error(self, what: str) -> ArgError:
+        return ArgError(f"{self._prefix}: {what}")
+
+    def pack(self, x, values: list, env: dict) -> None:
+        if self.dtype == "f32":
+            values.append(ctypes.c_float(self._real(x)))
+        else:
+            values.append(ctypes.c_int32(self._int32(x)))
+            env[self.name] = int(x)
+
+    def _real(self, x) -> float:
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
+            raise self.error(f"expected a real number, found {type(x).__name__}")
+        x = float(x)
+        if math.isfinite(x) and abs(x) > F32_MAX:
+            raise self.error(f"{x} does not fit f32")
+        return x
+
+    def _int32(self, x) -> int:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise self.error(f"expected an int, found {type(x).__name__} {x!r}")
+        if not -INT32_MAX - 1 <= x <= INT32_MAX:
+            raise self.error(f"{x} does not fit int32")
+        return int(x)
+
+
+class Signature:
+    """A kernel's parameter list, prepared once per artifact."""
+
+    def __init__(self, manifest: dict):
+        self.kernel = manifest["kernel"]
+        self.params = [(GlParam if p["kind"] == "gl" else ScalarParam)(self.kernel, i, p)
+                       for i, p in enumerate(manifest["params"])]
+        self.names = ", ".join(p.name for p in self.params)
+
+    def bind(self, args, *, stream: int | None = None, host_ok: bool = False) -> Bound:
+        """Check args and pack them. host_ok accepts CPU memory (the interpreter's
+        arrays, and tests of the other checks); a launch never sets it."""
+        if len(args) != len(self.params):
+            raise ArgError(f"kernel '{self.kernel}' takes {len(self.params)} arguments "
+                           f"({self.names}), got {len(args)}")
+        values, env, device = [], {}, None
+        for param, arg in zip(self.params, args):
+            if isinstance(param, GlParam):
+                v = param.check(arg, stream)
+                device = self._device(param, v, device, host_ok)
+                param.pack(v, values, env)
+            else:
+                param.pack(arg, values, env)
+        return Bound(values, env, device)
+
+    @staticmethod
+    def _device(param: GlParam, v: TensorView, device, host_ok: bool):
+        if v.device != "cuda":
+            if host_ok:
+                return device
+            where = "on the CPU" if v.device == "cpu" else f"in {v.device} memory"
+            raise param.error(f"the tensor is {where}; tkc kernels need CUDA device memory "
+                              f"(e.g. tensor.cuda())")
+        if device is not None and v.index != device:
+            raise param.error(f"the tensor is on cuda:{v.index}, the arguments before it "
+                              f"on cuda:{device}; all tensors must be on one device")
+        return v.index

@@ -1,0 +1,153 @@
+"""The CUDA driver API through cuda-bindings: init, contexts, modules, launch.
+
+cuda-bindings is imported on first use (it is the optional [gpu] extra), so
+artifacts, caches and argument checks work on a machine without it. Every
+CUresult is checked; a failure is a TkcError naming the call and the CUDA
+error. Modules are loaded once per (cubin, device) and kept for the process.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from typing import NamedTuple
+
+from ..diagnostics import TkcError
+
+_cuda = None            # the cuda.bindings.driver module, once imported
+_contexts: dict = {}    # device ordinal -> primary CUcontext
+_functions: dict = {}   # (cubin sha256, ordinal, kernel name) -> Function
+STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in
+
+
+class Function(NamedTuple):
+    module: object      # CUmodule (kept so the module is never unloaded under us)
+    handle: object      # CUfunction
+    device: int
+
+
+def api():
+    """The cuda.bindings.driver module, initialised (cuInit) on first use."""
+    global _cuda
+    if _cuda is None:
+        try:
+            from cuda.bindings import driver
+        except ImportError:
+            raise TkcError("launching kernels needs cuda-bindings: pip install 'tkc[gpu]'") from None
+        try:
+            err, = driver.cuInit(0)
+        except Exception as e:  # cuda-bindings raises when libcuda itself is missing
+            raise TkcError(f"cannot load the CUDA driver (libcuda): {e}") from None
+        _check(driver, err, "cuInit")
+        _cuda = driver
+    return _cuda
+
+
+def _check(driver, err, call: str) -> None:
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise TkcError(f"{call} failed: {error_text(driver, err)}")
+
+
+def error_text(driver, err) -> str:
+    """'CUDA_ERROR_X: description' for a CUresult."""
+    name = getattr(err, "name", str(err))
+    try:
+        status, text = driver.cuGetErrorString(err)
+        if status == driver.CUresult.CUDA_SUCCESS and text:
+            return f"{name}: {text.decode() if isinstance(text, bytes) else text}"
+    except Exception:  # the name alone is still useful
+        pass
+    return name
+
+
+def call(name: str, *args):
+    """Call driver function `name`, check its CUresult, return its other results."""
+    driver = api()
+    err, *out = getattr(driver, name)(*args)
+    _check(driver, err, name)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def context(ordinal: int):
+    """Make the device's primary context current (torch uses the same one)."""
+    ctx = _contexts.get(ordinal)
+    if ctx is None:
+        dev = call("cuDeviceGet", ordinal)
+        ctx = call("cuDevicePrimaryCtxRetain", dev)
+        _contexts[ordinal] = ctx
+    if int(call("cuCtxGetCurrent")) != int(ctx):
+        call("cuCtxSetCurrent", ctx)
+    return ctx
+
+
+def compute_capability(ordinal: int) -> tuple[int, int]:
+    driver = api()
+    attr = driver.CUdevice_attribute
+    dev = call("cuDeviceGet", ordinal)
+    return (call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+            call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+
+
+def _shared_optin_limit(ordinal: int) -> int:
+    attr = api().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    return call("cuDeviceGetAttribute", attr, call("cuDeviceGet", ordinal))
+
+
+def load(image: bytes, kernel: str, ordinal: int, shared_bytes: int) -> Function:
+    """The kernel's function in image (cubin, or NUL-terminated PTX) on a device; cached."""
+    key = (hashlib.sha256(image).hexdigest(), ordinal, kernel)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _load(image, kernel, ordinal, shared_bytes)
+        _functions[key] = fn
+    return fn
+
+
+def _load(image: bytes, kernel: str, ordinal: int, shared_bytes: int) -> Function:
+    context(ordinal)
+    module = call("cuModuleLoadData", image)
+    handle = call("cuModuleGetFunction", module, kernel.encode())
+    if shared_bytes > STATIC_SHARED_LIMIT:
+        limit = _shared_optin_limit(ordinal)
+        if shared_bytes > limit:
+            raise TkcError(f"kernel '{kernel}' needs {shared_bytes} bytes of shared memory; "
+                           f"device {ordinal} allows {limit} per block")
+        attr = api().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        call("cuFuncSetAttribute", handle, attr, shared_bytes)
+    return Function(module, handle, ordinal)
+
+
+def loaded() -> list[tuple]:
+    """(cubin sha256, device, kernel) of every function loaded so far."""
+    return list(_functions)
+
+
+def params_array(values: list):
+    """A void*[] pointing at each ctypes value (kept alive by the caller)."""
+    return (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
+
+
+def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,
+           cluster=(1, 1, 1)) -> None:
+    """Launch fn; values are ctypes objects in the kernel's parameter order."""
+    params = params_array(values)
+    address = ctypes.addressof(params)
+    if tuple(cluster) == (1, 1, 1):
+        call("cuLaunchKernel", fn.handle, *grid, *block, shared_bytes, stream, address, 0)
+    else:
+        call("cuLaunchKernelEx", _cluster_config(grid, block, shared_bytes, stream, cluster),
+             fn.handle, address, 0)
+
+
+def _cluster_config(grid, block, shared_bytes: int, stream: int, cluster):
+    driver = api()
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = shared_bytes
+    config.hStream = driver.CUstream(stream)
+    config.attrs = [attr]
+    config.numAttrs = 1
+    return config
