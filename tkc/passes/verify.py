@@ -1,0 +1,389 @@
+"""tk-verify: every rule of docs/tile-ir.md that the IRDL definition cannot say.
+
+IRDL checks op names, operand counts and the enum-like type parameters; this
+pass checks the rest: shapes (positive multiples of 16), how operand and
+result types relate for each op family, the mma layout table, where allocs
+may sit, load/store index counts and subtile shapes, group-copy warp counts,
+and the kernel function's attributes and argument types.
+
+It collects every error of the module and raises one TkcErrors listing them
+as `file:line:col: error: <op>: <rule>`, located at the author's line.
+"""
+from __future__ import annotations
+
+from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
+from ..dialect.types import DYN, GL, RT, RV, ST, SV, view
+from ..diagnostics import where
+from ..dtypes import itemsize
+from .pipeline import TkcErrors
+from .registry import register
+
+SWIZZLE_BYTES = {"32b": 32, "64b": 64, "128b": 128}
+SCALAR_ARGS = ("f32", "i32")
+IDX_COUNT = {GL: 4, ST: 2, SV: 0}
+
+
+@register("tk-verify", "check the tile IR rules IRDL cannot express (docs/tile-ir.md)")
+def run(module_op) -> None:
+    errors = verify(module_op)
+    if errors:
+        raise TkcErrors(errors)
+
+
+def verify(module_op) -> list[tuple[str, str]]:
+    """All rule violations in the module, as (where, message) pairs, in IR order."""
+    errors: list[tuple[str, str]] = []
+    _walk(module_op.operation, None, errors)
+    return errors
+
+
+# ---- walking ------------------------------------------------------------------
+
+def _walk(op, kernel, errors) -> None:
+    """Check op, then everything nested in it; `kernel` is the enclosing tk kernel."""
+    op = op.operation
+    if op.name == "func.func" and "tk.kernel" in op.attributes:
+        kernel = op
+        errors.extend((w or where(op), m) for w, m in _check_kernel(op))
+    errors.extend((where(op), m) for m in _check_result_types(op))
+    if op.name.startswith("tk."):
+        errors.extend((where(op), m) for m in _check_op(op, kernel))
+    for region in op.regions:
+        for block in region.blocks:
+            for arg in block.arguments:
+                if op != kernel:  # kernel arguments are checked with the kernel
+                    errors.extend((where(arg.location) or where(op), m)
+                                  for m in _check_type(arg.type, "block argument"))
+            for child in block.operations:
+                _walk(child, kernel, errors)
+
+
+def _check_result_types(op):
+    for i, r in enumerate(op.results):
+        yield from _check_type(r.type, f"{_name(op)}: result {i}" if len(op.results) > 1
+                               else f"{_name(op)}: result")
+
+
+def _name(op) -> str:
+    return op.name.removeprefix("tk.")
+
+
+def short(t) -> str:
+    """A tk type without the noise: rt<bf16, 16, 64, row>."""
+    return str(t).removeprefix("!tk.").replace(" : i64", "").replace('"', "")
+
+
+# ---- types ------------------------------------------------------------------------
+
+def _check_type(t, what: str):
+    try:
+        v = view(t)
+    except ValueError:
+        yield f"{what}: malformed tk type {t}"
+        return
+    if isinstance(v, (RT, ST)):
+        if not (_tile_dim(v.rows) and _tile_dim(v.cols)):
+            yield f"{what}: {short(t)}: rows and cols must be positive multiples of 16"
+        elif isinstance(v, ST) and v.swizzle in SWIZZLE_BYTES:
+            s = SWIZZLE_BYTES[v.swizzle]
+            if (v.cols * itemsize(v.dtype)) % s:
+                yield (f"{what}: {short(t)}: a {v.swizzle} swizzle needs a row width in bytes "
+                       f"that is a multiple of {s}, got {v.cols * itemsize(v.dtype)}")
+    elif isinstance(v, (RV, SV)):
+        if not _tile_dim(v.length):
+            yield f"{what}: {short(t)}: length must be a positive multiple of 16"
+    elif isinstance(v, GL):
+        if any(d <= 0 and d != DYN for d in v.dims):
+            yield f"{what}: {short(t)}: gl dims must be positive, or -1 for a runtime dim"
+
+
+def _tile_dim(n: int) -> bool:
+    return n > 0 and n % 16 == 0
+
+
+def _safe_view(value):
+    """The view of a value's type; None when it is not a (well-formed) tk type."""
+    try:
+        return view(value.type)
+    except ValueError:  # reported where the value is defined
+        return None
+
+
+# ---- kernel functions -------------------------------------------------------------
+
+def _check_kernel(fn):
+    """(where, message) pairs; where '' means the function's own location."""
+    attrs = fn.attributes
+    name = f"kernel @{fn.attributes['sym_name'].value}"
+    args = fn.regions[0].blocks[0].arguments if fn.regions[0].blocks else []
+    if "tk.warps" in attrs and not _positive_int(attrs["tk.warps"]):
+        yield "", f"{name}: tk.warps must be a positive integer, got {attrs['tk.warps']}"
+    if "tk.grid" in attrs and not _strings(attrs["tk.grid"], 3):
+        yield "", f"{name}: tk.grid must be an array of 3 strings, got {attrs['tk.grid']}"
+    if "tk.arg_names" in attrs:
+        names = attrs["tk.arg_names"]
+        if not _strings(names, len(args)):
+            yield "", (f"{name}: tk.arg_names must be an array of {len(args)} strings "
+                       f"(one per argument), got {names}")
+        elif len({n.value for n in names}) != len(args):
+            yield "", f"{name}: tk.arg_names must be distinct, got {names}"
+    for i, arg in enumerate(args):
+        if not (isinstance(_safe_view(arg), GL) or str(arg.type) in SCALAR_ARGS):
+            yield where(arg.location), (f"{name}: argument {i} must be a !tk.gl, f32 or i32, "
+                                        f"got {arg.type}")
+        else:
+            yield from ((where(arg.location), m) for m in _check_type(arg.type, f"{name}: argument {i}"))
+    results = fn.attributes["function_type"].value.results
+    if len(results):
+        yield "", f"{name}: a kernel returns nothing, got results {list(map(str, results))}"
+
+
+def _positive_int(attr) -> bool:
+    from mlir import ir
+    return isinstance(attr, ir.IntegerAttr) and attr.value > 0
+
+
+def _strings(attr, n: int) -> bool:
+    from mlir import ir
+    return (isinstance(attr, ir.ArrayAttr) and len(attr) == n
+            and all(isinstance(a, ir.StringAttr) for a in attr))
+
+
+def kernel_warps(kernel) -> int | None:
+    """The kernel's tk.warps (default 1), None when it is not a positive int."""
+    if kernel is None or "tk.warps" not in kernel.attributes:
+        return 1 if kernel is not None else None
+    a = kernel.attributes["tk.warps"]
+    return a.value if _positive_int(a) else None
+
+
+# ---- ops ------------------------------------------------------------------------------
+
+def _check_op(op, kernel):
+    name = _name(op)
+    ins = [_safe_view(v) for v in op.operands]
+    outs = [_safe_view(v) for v in op.results]
+    if name in INITS or name == "fill":
+        return _check_init(name, outs[0])
+    if name in UNARY:
+        return _check_unary(name, ins[0], outs[0])
+    if name in BINARY:
+        return _check_binary(name, ins[0], ins[1], op.operands[1].type, outs[0])
+    if name in REDUCE:
+        return _check_reduce(name, ins[0], ins[1] if len(ins) > 1 else None, outs[0])
+    if name in BROADCAST:
+        return _check_broadcast(name, *ins, outs[0])
+    if name in MMA:
+        return _check_mma(name, *ins, outs[0])
+    checker = _OTHERS.get(name)
+    return checker(op, name, ins, outs, kernel) if checker else ()
+
+
+def _need(name: str, what: str, v, kinds, desc: str):
+    """Error unless v is one of `kinds` (view classes)."""
+    if not isinstance(v, kinds):
+        yield f"{name}: {what} must be {desc}, got {_desc(v)}"
+
+
+def _desc(v) -> str:
+    return "a non-tk value" if v is None else short(v.text())
+
+
+def _check_init(name, out):
+    yield from _need(name, "result", out, (RT, RV), "an rt or rv")
+
+
+def _check_unary(name, x, out):
+    if not isinstance(x, (RT, RV)):
+        yield from _need(name, "operand", x, (RT, RV), "an rt or rv")
+        return
+    if name == "copy":
+        if not (type(out) is type(x) and out.with_(dtype=x.dtype) == x):
+            yield (f"copy: result may differ from the operand only in dtype "
+                   f"(use swap_layout to change layout): {_desc(x)} -> {_desc(out)}")
+    elif out != x:
+        yield f"{name}: result type must equal the operand's, {_desc(x)} -> {_desc(out)}"
+
+
+def _check_binary(name, x, y, y_type, out):
+    if not isinstance(x, (RT, RV)):
+        yield from _need(name, "x", x, (RT, RV), "an rt or rv")
+        return
+    if y != x and not (y is None and str(y_type) == "f32"):
+        got = _desc(y) if y is not None else str(y_type)
+        yield f"{name}: y must have x's type {_desc(x)} or be an f32 scalar, got {got}"
+    if out != x:
+        yield f"{name}: result type must equal x's type {_desc(x)}, got {_desc(out)}"
+
+
+def _check_reduce(name, x, init, out):
+    rows = name.startswith("row")
+    if not isinstance(x, RT):
+        return
+    if x.layout != "row":
+        yield f"{name}: x must be a row-layout rt (v1), got {_desc(x)}"
+    kind, length = ("col", x.rows) if rows else ("row", x.cols)
+    if not (isinstance(out, RV) and out.kind == kind and out.length == length):
+        yield (f"{name}: result must be a {kind!r} rv of length {length} "
+               f"(one per tile {'row' if rows else 'column'}), got {_desc(out)}")
+    if init is not None and init != out:
+        yield f"{name}: init must have the result's type {_desc(out)}, got {_desc(init)}"
+
+
+def _check_broadcast(name, x, v, out):
+    if not isinstance(x, RT):
+        return
+    rows = name.endswith("_row")
+    if x.layout != "row":
+        yield f"{name}: x must be a row-layout rt (v1), got {_desc(x)}"
+    kind, length = ("col", x.rows) if rows else ("row", x.cols)
+    if not (isinstance(v, RV) and v.kind == kind and v.length == length):
+        yield (f"{name}: v must be a {kind!r} rv of length {length} "
+               f"(one per tile {'row' if rows else 'column'}), got {_desc(v)}")
+    if out != x:
+        yield f"{name}: result type must equal x's type {_desc(x)}, got {_desc(out)}"
+
+
+# op -> (a layout, a's K axis, b layout, b's K axis): the mma table of tile-ir.md.
+# Axis 0 = rows, 1 = cols; the other axis of a is M, of b is N.
+MMA_TABLE = {
+    "mma_ab": ("row", 1, "col", 0),
+    "mma_abt": ("row", 1, "row", 1),
+    "mma_atb": ("col", 0, "col", 0),
+    "mma_atbt": ("col", 0, "row", 1),
+}
+
+
+def _check_mma(name, a, b, c, d):
+    if not all(isinstance(t, RT) for t in (a, b, c, d)):
+        return  # IRDL guarantees rt operands
+    a_layout, a_k, b_layout, b_k = MMA_TABLE[name]
+    for what, t, layout in (("a", a, a_layout), ("b", b, b_layout)):
+        if t.layout != layout:
+            yield f"{name}: {what} must be a {layout}-layout rt, got {_desc(t)}"
+        if t.dtype not in ("bf16", "f16"):
+            yield f"{name}: {what} must be bf16 or f16, got {_desc(t)}"
+    if a.dtype != b.dtype:
+        yield f"{name}: a and b must have one dtype, got {a.dtype} and {b.dtype}"
+    m, k = a.shape[1 - a_k], a.shape[a_k]
+    n, kb = b.shape[1 - b_k], b.shape[b_k]
+    if k != kb:
+        yield f"{name}: K of a ({k}) and b ({kb}) must agree: {_desc(a)}, {_desc(b)}"
+    want = RT("f32", m, n, "row")
+    if c != want:
+        yield f"{name}: c must be {_desc(want)} (f32, row, M x N), got {_desc(c)}"
+    if d != want:
+        yield f"{name}: result must be {_desc(want)} (f32, row, M x N), got {_desc(d)}"
+
+
+# ---- layout and memory ops ----------------------------------------------------------------
+
+def _check_swap_layout(op, name, ins, outs, kernel):
+    x, out = ins[0], outs[0]
+    if isinstance(x, RT) and out != x.with_(layout="col" if x.layout == "row" else "row"):
+        yield f"swap_layout: result must be {_desc(x)} in the other layout, got {_desc(out)}"
+
+
+def _check_transpose(op, name, ins, outs, kernel):
+    x, out = ins[0], outs[0]
+    if isinstance(x, RT) and out != x.with_(rows=x.cols, cols=x.rows):
+        want = x.with_(rows=x.cols, cols=x.rows)
+        yield f"transpose: result must be {_desc(want)} (shape swapped, same layout), got {_desc(out)}"
+
+
+def _check_alloc(op, name, ins, outs, kernel):
+    yield from _need(name, "result", outs[0], (ST, SV), "an st or sv")
+    parent = op.parent
+    if (parent is None or parent.name != "func.func"
+            or op.block != parent.regions[0].blocks[0] or kernel is None):
+        yield "alloc: must be in the kernel function's entry block (not in a loop or branch)"
+
+
+def _check_load(op, name, ins, outs, kernel):
+    return _check_transfer("load", ins[0], outs[0], len(ins) - 1)
+
+
+def _check_store(op, name, ins, outs, kernel):
+    return _check_transfer("store", ins[0], ins[1], len(ins) - 2)
+
+
+# memory kind -> the register kinds load and store move to and from it
+_TRANSFERS = {GL: (RT, RV), ST: (RT,), SV: (RV,)}
+_KIND = {GL: "a gl", ST: "an st", SV: "an sv", RT: "an rt", RV: "an rv"}
+
+
+def _check_transfer(name, mem, reg, n_idx):
+    """load (mem -> reg) and store (reg -> mem): kinds, index count, shapes."""
+    side = "source" if name == "load" else "destination"
+    value = "result" if name == "load" else "x"
+    if type(mem) not in _TRANSFERS:
+        yield f"{name}: {side} must be a gl, st or sv, got {_desc(mem)}"
+        return
+    allowed = _TRANSFERS[type(mem)]
+    if not isinstance(reg, allowed):
+        kinds = " or ".join(_KIND[k] for k in allowed)
+        yield f"{name}: {value} must be {kinds} with {_KIND[type(mem)]}, got {_desc(reg)}"
+        return
+    want = IDX_COUNT[type(mem)]
+    if n_idx != want:
+        yield f"{name}: {_KIND[type(mem)]} takes {want} indices, got {n_idx}"
+    yield from _transfer_shapes(name, mem, reg)
+
+
+def _transfer_shapes(name, mem, reg):
+    if isinstance(mem, ST):
+        if mem.rows % reg.rows or mem.cols % reg.cols:
+            yield (f"{name}: {_desc(reg)} is not a subtile of {_desc(mem)} "
+                   f"(the st's shape must be a multiple of the rt's)")
+    elif isinstance(mem, SV):
+        if mem.length != reg.length:
+            yield f"{name}: lengths must be equal, {_desc(mem)} and {_desc(reg)}"
+    else:
+        yield from _gl_divides(name, mem, reg)
+
+
+def _gl_divides(name, g, t):
+    """A static gl dim must be a multiple of the tile extent used on it."""
+    extents = {"r": t.rows, "c": t.cols} if isinstance(t, (RT, ST)) else {"c": t.length}
+    for dim, ext in extents.items():
+        size = getattr(g, dim)
+        if size != DYN and size % ext:
+            yield (f"{name}: gl dim {dim} = {size} is not a multiple of the "
+                   f"{_desc(t)} extent {ext}")
+
+
+def _check_group(op, name, ins, outs, kernel):
+    """group_load(dst: st|sv, src: gl, 4 idx) and group_store(dst: gl, src: st|sv, 4 idx)."""
+    g, s = (ins[1], ins[0]) if name == "group_load" else (ins[0], ins[1])
+    shared = "dst" if name == "group_load" else "src"
+    if not isinstance(s, (ST, SV)):
+        yield f"{name}: {shared} must be an st or sv, got {_desc(s)}"
+    elif isinstance(g, GL):
+        if g.dtype != s.dtype:
+            yield f"{name}: gl and {_desc(s)} must have one dtype, got {g.dtype} and {s.dtype}"
+        yield from _gl_divides(name, g, s)
+    if len(ins) - 2 != 4:
+        yield f"{name}: takes 4 indices (b, d, r, c), got {len(ins) - 2}"
+    yield from _check_group_warps(op, name, kernel)
+
+
+def _check_group_warps(op, name, kernel):
+    from mlir import ir
+    w = op.attributes["warps"]
+    if not (isinstance(w, ir.IntegerAttr) and w.value >= 1):
+        yield f"{name}: warps must be >= 1, got {w}"
+        return
+    total = kernel_warps(kernel)
+    if total is not None and total % w.value:
+        yield f"{name}: warps = {w.value} must divide the kernel's tk.warps = {total}"
+
+
+_OTHERS = {
+    "swap_layout": _check_swap_layout,
+    "transpose": _check_transpose,
+    "alloc": _check_alloc,
+    "load": _check_load,
+    "store": _check_store,
+    "group_load": _check_group,
+    "group_store": _check_group,
+}
