@@ -30,8 +30,6 @@ from pathlib import Path
 from .diagnostics import TkcError
 
 EMITS = ("tile", "nvvm", "llvm", "ptx", "cubin")
-# Used only until tkc.compiler exists; tkc.compiler.TILE_PIPELINE is the truth.
-_DEFAULT_TILE_PIPELINE = "tk-verify,tk-layout-selection"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,30 +98,16 @@ def _compile(args) -> int:
 
 def _run_stages(module, args):
     """Run the pipeline, then lower to the requested stage: text or bytes."""
+    from .compiler import compile_to
     from .passes.pipeline import run_pipeline
-    if args.pass_pipeline is not None:
-        run_pipeline(module, args.pass_pipeline, print_ir_after_all=args.print_ir_after_all)
-        if args.emit == "tile":
-            return str(module)
-        # The given pipeline replaces the tile pipeline: compile_to adds none.
-        return _compiler().compile_to(module, args.emit, tile_pipeline="",
-                                      print_ir_after_all=args.print_ir_after_all)
-    compiler = _compiler(required=args.emit != "tile")
-    if compiler is None:
-        run_pipeline(module, _DEFAULT_TILE_PIPELINE, print_ir_after_all=args.print_ir_after_all)
+    opts = {"print_ir_after_all": args.print_ir_after_all}
+    if args.pass_pipeline is None:
+        return compile_to(module, args.emit, **opts)
+    # Like mlir-opt: exactly the given pipeline, on IR of any stage.
+    run_pipeline(module, args.pass_pipeline, **opts)
+    if args.emit == "tile":
         return str(module)
-    return compiler.compile_to(module, args.emit, print_ir_after_all=args.print_ir_after_all)
-
-
-def _compiler(required: bool = True):
-    try:
-        from . import compiler
-    except ImportError:
-        if required:
-            raise TkcError("this tkc has no compiler backend (tkc.compiler); "
-                           "only --emit=tile is available") from None
-        return None
-    return compiler
+    return compile_to(module, args.emit, tile_pipeline="", **opts)
 
 
 def load_module(path: str, kernel: str | None = None):
@@ -246,7 +230,7 @@ def _row(kernel, art) -> dict:
 
 def _cache_path(kernel) -> str:
     from .runtime import cache
-    return str(Path(cache.cache_dir()) / kernel.cache_key())
+    return str(cache.entry_dir(kernel.cache_key()))
 
 
 def _print_table(rows: list[dict]) -> None:
