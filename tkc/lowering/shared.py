@@ -210,8 +210,4 @@ def _declare(gpu_module) -> None:
     decl = ir.Operation.parse(
         f"llvm.mlir.global external @{SHARED_SYMBOL}() "
         "{addr_space = 3 : i32, alignment = 1024 : i64} : !llvm.array<0 x i8>")
-    first = body.operations[0] if len(body.operations) else None
-    if first is None:
-        body.append(decl)
-    else:
-        decl.move_before(first)
+    ir.InsertionPoint.at_block_begin(body).insert(decl)

@@ -1,0 +1,467 @@
+"""Lowering of memory ops: tk.alloc, tk.load, tk.store, tk.group_load, tk.group_store.
+
+Per-warp moves (load/store) follow the fragment layout of fragments.py:
+
+- gl <-> rt: every lane moves its own elements; in the row layout the pairs
+  (k, k+1) are adjacent columns, moved as one 4-byte (16-bit types) or
+  8-byte (f32) access. In the col layout pairs are adjacent rows: one
+  access per element.
+- st <-> rt, 16-bit: one `ldmatrix.x4` / `stmatrix.x4` per 16x16 base tile
+  (`.trans` for the col layout); lane l names row l%8 of 8x8 matrix l//8,
+  and matrix i lands in registers (e_2i, e_2i+1) (`ldmatrix_row_col`).
+  f32: per element or pair, like gl.
+- gl/sv <-> rv: every lane moves its vector slots. Lanes holding the same
+  slot (rv is replicated over quads or columns of lanes) all store the same
+  value: the duplicate stores are benign and cost less than a branch.
+
+Group copies (group_load/store) move 16-byte chunks with W*32 threads:
+chunk i*32W + thread-in-group in iteration i (unrolled), coalesced on the
+global side; a 16-byte chunk stays contiguous under every swizzle.
+
+Addresses are `index` arithmetic folded at trace time where both sides are
+Python ints, cast to i64 (global, element GEP) or i32 (shared, byte GEP).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm, scf
+
+from ..diagnostics import error
+from ..dtypes import itemsize
+from ..dialect.types import RT, RV, ST, SV, view
+from . import fragments, shared
+from .core import Frag, Global, Shared, rule, scalar_type
+
+_DYN = -2147483648  # LLVM dialect GEP: "this index is an operand"
+
+
+# ---------------------------------------------------------------- alloc
+
+@rule("tk.alloc")
+def _alloc(lw, op, args):
+    if lw.shared_plan is None or op.result not in lw.shared_plan.offsets:
+        raise error(op, "tk.alloc must be in the kernel's entry block")
+    return [Shared(view(op.result.type), lw.shared_plan.offset(op.result))]
+
+
+# ---------------------------------------------------------------- load / store
+
+@rule("tk.load")
+def _load(lw, op, args):
+    src, idx = args[0], args[1:]
+    out = _out_view(op, op.result.type)
+    if isinstance(src, Global):
+        _check_idx(op, idx, 4)
+        _check_rank(op, src.view, out)
+        vals = (_gl_to_rt if isinstance(out, RT) else _gl_to_rv)(lw, src, out, idx)
+    elif isinstance(src, Shared) and isinstance(src.view, ST) and isinstance(out, RT):
+        _check_idx(op, idx, 2)
+        _check_subtile(op, src.view, out)
+        vals = _st_to_rt(lw, src, out, idx)
+    elif isinstance(src, Shared) and isinstance(src.view, SV) and isinstance(out, RV):
+        _check_idx(op, idx, 0)
+        _check_length(op, src.view, out)
+        vals = _sv_to_rv(lw, src, out)
+    else:
+        raise error(op, f"tk.load cannot load a {out.text()} from {op.operands[0].type}")
+    return [Frag(out, vals)]
+
+
+@rule("tk.store")
+def _store(lw, op, args):
+    dst, x, idx = args[0], args[1], args[2:]
+    if not isinstance(x, Frag):
+        raise error(op, f"tk.store stores an rt or rv, found {op.operands[1].type}")
+    if isinstance(dst, Global):
+        _check_idx(op, idx, 4)
+        _check_rank(op, dst.view, x.view)
+        (_rt_to_gl if isinstance(x.view, RT) else _rv_to_gl)(lw, dst, x, idx)
+    elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
+        _check_idx(op, idx, 2)
+        _check_subtile(op, dst.view, x.view)
+        _rt_to_st(lw, dst, x, idx)
+    elif isinstance(dst, Shared) and isinstance(dst.view, SV) and isinstance(x.view, RV):
+        _check_idx(op, idx, 0)
+        _check_length(op, dst.view, x.view)
+        _rv_to_sv(lw, dst, x)
+    else:
+        raise error(op, f"tk.store cannot store a {x.view.text()} to {op.operands[0].type}")
+    return []
+
+
+# ---------------------------------------------------------------- group copies
+
+@rule("tk.group_load")
+def _group_load(lw, op, args):
+    _group_copy(lw, op, dst=args[0], src=args[1], idx=args[2:], to_shared=True)
+    return []
+
+
+@rule("tk.group_store")
+def _group_store(lw, op, args):
+    _group_copy(lw, op, dst=args[0], src=args[1], idx=args[2:], to_shared=False)
+    return []
+
+
+def _group_copy(lw, op, dst, src, idx, to_shared: bool) -> None:
+    """Copy between the Shared `dst`/`src` and the Global one, 16 bytes a thread."""
+    sh, gl = (dst, src) if to_shared else (src, dst)
+    name = op.name
+    if not isinstance(sh, Shared) or not isinstance(gl, Global):
+        raise error(op, f"{name} copies between an st/sv and a gl")
+    _check_idx(op, idx, 4)
+    if sh.view.dtype != gl.view.dtype:
+        raise error(op, f"{name} copies without converting: {sh.view.text()} and "
+                        f"{gl.view.text()} must have the same dtype")
+    warps = ir.IntegerAttr(op.attributes["warps"]).value
+    if warps < 1 or lw.warps % warps:
+        raise error(op, f"{name}: warps = {warps} must divide the kernel's {lw.warps} warps")
+    e = itemsize(sh.view.dtype)
+    rows, cols = (sh.view.rows, sh.view.cols) if isinstance(sh.view, ST) else (1, sh.view.length)
+    per_row = cols * e // 16  # 16-byte chunks per row (cols is a multiple of 16: >= 2)
+    chunks, threads = rows * per_row, 32 * warps
+    me = arith.remui(_tid(lw), _idx(threads))  # thread index within the group
+    origin = _gl_tile_origin(gl, idx, rows, cols, vector=isinstance(sh.view, SV))
+    for it in range((chunks + threads - 1) // threads):
+        chunk = _add(me, it * threads)
+        if (it + 1) * threads > chunks:  # the last round: not every thread has a chunk
+            inside = arith.cmpi(arith.CmpIPredicate.ult, chunk, _idx(chunks))
+            branch = scf.IfOp(inside)
+            with ir.InsertionPoint(branch.then_block):
+                _copy_chunk(lw, sh, gl, origin, chunk, per_row, e, to_shared)
+                scf.YieldOp([])
+        else:
+            _copy_chunk(lw, sh, gl, origin, chunk, per_row, e, to_shared)
+
+
+def _copy_chunk(lw, sh, gl, origin, chunk, per_row, e, to_shared) -> None:
+    row = arith.divui(chunk, _idx(per_row))
+    col = arith.muli(arith.remui(chunk, _idx(per_row)), _idx(16 // e))
+    g = _gl_ptr(gl, _add(origin, _add(_mul(row, gl.dims[3]), col)))
+    s = _sh_ptr(lw, sh, _shared_offset(sh, row, col))
+    v4 = ir.VectorType.get([4], ir.IntegerType.get_signless(32))
+    if to_shared:
+        llvm.store(llvm.load(v4, g, alignment=16), s, alignment=16)
+    else:
+        llvm.store(llvm.load(v4, s, alignment=16), g, alignment=16)
+
+
+# ---------------------------------------------------------------- gl <-> registers
+
+def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False):
+    """Element offset of the tile at coordinate (b, d, r, c) in units of its
+    shape: rows*cols tiles (r scaled by rows) or, for vectors, row r itself."""
+    b, d, r, c = idx
+    _, D, R, C = gl.dims
+    row0 = r if vector else _mul(r, rows)
+    return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _mul(c, cols))
+
+
+def _lane_rc(lw, layout: str):
+    """The lane's (row, col) inside every 16x16 base tile, for element 0.
+    Every fragment coordinate is this plus a constant (tested against
+    fragments.py): (g, 2t) in the row layout, (2t, g) in the col layout."""
+    g = lw.once(("g",), lambda: arith.shrui(lw.lane(), _idx(2)))
+    t2 = lw.once(("2t",), lambda: arith.shli(arith.andi(lw.lane(), _idx(3)), _idx(1)))
+    return (g, t2) if layout == "row" else (t2, g)
+
+
+def _pairs(view: RT):
+    """(index, static row, static col, paired) per access of an rt: paired
+    elements (k, k+1 adjacent columns, row layout only) move as one."""
+    n = fragments.tile_elems(view.rows, view.cols)
+    step = 2 if view.layout == "row" else 1
+    for i in range(0, n, step):
+        r, c = fragments.tile_coord(view.rows, view.cols, view.layout, i, 0)
+        yield i, r, c, step == 2
+
+
+def _gl_to_rt(lw, gl: Global, out: RT, idx):
+    origin = _gl_tile_origin(gl, idx, out.rows, out.cols)
+    lr, lc = _lane_rc(lw, out.layout)
+    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
+    vals = [None] * fragments.tile_elems(out.rows, out.cols)
+    for i, r, c, paired in _pairs(out):
+        p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
+        got = _load_n(p, gl.view.dtype, 2 if paired else 1)
+        for k, v in enumerate(got):
+            vals[i + k] = _convert(v, gl.view.dtype, out.dtype)
+    return vals
+
+
+def _rt_to_gl(lw, gl: Global, x: Frag, idx) -> None:
+    out = x.view
+    origin = _gl_tile_origin(gl, idx, out.rows, out.cols)
+    lr, lc = _lane_rc(lw, out.layout)
+    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
+    for i, r, c, paired in _pairs(out):
+        p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
+        vals = [_convert(x.vals[i + k], out.dtype, gl.view.dtype) for k in range(2 if paired else 1)]
+        _store_n(p, vals, gl.view.dtype)
+
+
+def _vec_slots(lw, view: RV):
+    """(flat index, element as an index Value) of every slot of the lane."""
+    g = lw.once(("g",), lambda: arith.shrui(lw.lane(), _idx(2)))
+    t2 = lw.once(("2t",), lambda: arith.shli(arith.andi(lw.lane(), _idx(3)), _idx(1)))
+    lane_part = g if view.kind == "col" else t2
+    for i in range(fragments.vec_elems(view.length, view.kind)):
+        yield i, _add(lane_part, fragments.vec_coord(view.length, view.kind, i, 0))
+
+
+def _gl_to_rv(lw, gl: Global, out: RV, idx):
+    origin = _gl_tile_origin(gl, idx, 1, out.length, vector=True)
+    return [_convert(_load_n(_gl_ptr(gl, _add(origin, e)), gl.view.dtype, 1)[0], gl.view.dtype, out.dtype)
+            for _, e in _vec_slots(lw, out)]
+
+
+def _rv_to_gl(lw, gl: Global, x: Frag, idx) -> None:
+    origin = _gl_tile_origin(gl, idx, 1, x.view.length, vector=True)
+    for i, e in _vec_slots(lw, x.view):
+        _store_n(_gl_ptr(gl, _add(origin, e)), [_convert(x.vals[i], x.view.dtype, gl.view.dtype)],
+                 gl.view.dtype)
+
+
+# ---------------------------------------------------------------- shared <-> registers
+
+def ldmatrix_row_col(layout: str, lane: int) -> tuple[int, int]:
+    """(row, col) in a 16x16 base tile of the 8-element row whose address
+    `lane` gives to ldmatrix/stmatrix .x4. Matrix q = lane // 8 must land in
+    registers (e_2q, e_2q+1) of fragments.py: quadrant order
+    (0,0), (8,0), (0,8), (8,8) for the row layout; with .trans (col layout)
+    e_2q holds the transposed matrix, so the order is (0,0), (0,8), (8,0), (8,8)."""
+    q, r = divmod(lane, 8)
+    lo, hi = q & 1, q >> 1
+    if layout == "row":
+        return lo * 8 + r, hi * 8
+    return hi * 8 + r, lo * 8
+
+
+def _ldmatrix_lane(lw, layout: str):
+    """ldmatrix_row_col as index Values (computed once per kernel)."""
+    def build():
+        lane = lw.lane()
+        r = arith.andi(lane, _idx(7))
+        lo = arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)), _idx(3))
+        hi = arith.shli(arith.shrui(lane, _idx(4)), _idx(3))
+        return (arith.addi(lo, r), hi) if layout == "row" else (arith.addi(hi, r), lo)
+    return lw.once(("ldmatrix", layout), build)
+
+
+def _uses_ldmatrix(st: ST, rt: RT) -> bool:
+    return itemsize(st.dtype) == 2
+
+
+def _st_to_rt(lw, sh: Shared, out: RT, idx):
+    st = sh.view
+    r0, c0 = _mul(idx[0], out.rows), _mul(idx[1], out.cols)
+    if not _uses_ldmatrix(st, out):
+        return _st_elems(lw, sh, out, r0, c0, store=None)
+    lr, lc = _ldmatrix_lane(lw, out.layout)
+    vals = []
+    regs_t = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
+    for bi in range(out.rows // 16):
+        for bj in range(out.cols // 16):
+            row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
+            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+            regs = nvvm.ldmatrix(regs_t, p, 4, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
+            for q in range(4):
+                pair = llvm.bitcast(_vec2(st.dtype), llvm.extractvalue(ir.IntegerType.get_signless(32), regs, ir.DenseI64ArrayAttr.get([q])))
+                for h in range(2):
+                    vals.append(_convert(llvm.extractelement(pair, _i32(h)), st.dtype, out.dtype))
+    return vals
+
+
+def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
+    st, out = sh.view, x.view
+    r0, c0 = _mul(idx[0], out.rows), _mul(idx[1], out.cols)
+    if not _uses_ldmatrix(st, out):
+        _st_elems(lw, sh, out, r0, c0, store=x)
+        return
+    lr, lc = _ldmatrix_lane(lw, out.layout)
+    i32 = ir.IntegerType.get_signless(32)
+    for bi in range(out.rows // 16):
+        for bj in range(out.cols // 16):
+            row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
+            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+            first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
+            regs = []
+            for q in range(4):
+                pair = [_convert(x.vals[first + 2 * q + h], out.dtype, st.dtype) for h in range(2)]
+                regs.append(llvm.bitcast(i32, _pack(pair, st.dtype)))
+            nvvm.stmatrix(p, regs, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
+
+
+def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
+    """Per element (or adjacent-column pair) ld/st.shared: the f32 path."""
+    st = sh.view
+    lr, lc = _lane_rc(lw, view.layout)
+    vals = [None] * fragments.tile_elems(view.rows, view.cols)
+    for i, r, c, paired in _pairs(view):
+        n = 2 if paired else 1
+        row, col = _add(_add(r0, lr), r), _add(_add(c0, lc), c)
+        p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+        if store is None:
+            for k, v in enumerate(_load_n(p, st.dtype, n)):
+                vals[i + k] = _convert(v, st.dtype, view.dtype)
+        else:
+            _store_n(p, [_convert(store.vals[i + k], view.dtype, st.dtype) for k in range(n)], st.dtype)
+    return vals
+
+
+def _sv_to_rv(lw, sh: Shared, out: RV):
+    e, sv = itemsize(sh.view.dtype), sh.view
+    return [_convert(_load_n(_sh_ptr(lw, sh, _mul(el, e)), sv.dtype, 1)[0], sv.dtype, out.dtype)
+            for _, el in _vec_slots(lw, out)]
+
+
+def _rv_to_sv(lw, sh: Shared, x: Frag) -> None:
+    e, sv = itemsize(sh.view.dtype), sh.view
+    for i, el in _vec_slots(lw, x.view):
+        _store_n(_sh_ptr(lw, sh, _mul(el, e)), [_convert(x.vals[i], x.view.dtype, sv.dtype)], sv.dtype)
+
+
+def _shared_offset(sh: Shared, row, col):
+    """Byte offset inside the st/sv of element (row, col) (row 0 for an sv)."""
+    if isinstance(sh.view, SV):
+        return arith.muli(_v(col), _idx(itemsize(sh.view.dtype)))
+    return shared.address(sh.view, _v(row), _v(col))
+
+
+# ---------------------------------------------------------------- pointers and scalars
+
+def _tid(lw):
+    return lw.once(("tid_index",), lambda: arith.index_castui(ir.IndexType.get(), lw.tid_i32()))
+
+
+def _gl_ptr(gl: Global, elems):
+    """&gl[elems] (an element offset, index Value or int)."""
+    off = arith.index_cast(ir.IntegerType.get_signless(64), _v(elems))
+    return llvm.getelementptr(ir.Type.parse("!llvm.ptr<1>"), gl.ptr, [off], ir.DenseI32ArrayAttr.get([_DYN]),
+                              scalar_type(gl.view.dtype), 0)
+
+
+def _sh_ptr(lw, sh: Shared, byte_off):
+    """&shared[sh.offset + byte_off] as an !llvm.ptr<3>."""
+    base = lw.once(("shared_base",), lambda: shared.base(lw))
+    off = arith.index_cast(ir.IntegerType.get_signless(32), _v(_add(byte_off, sh.offset)))
+    return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), base, [off], ir.DenseI32ArrayAttr.get([_DYN]),
+                              ir.IntegerType.get_signless(8), 0)
+
+
+def _load_n(ptr, dtype: str, n: int) -> list:
+    """n consecutive elements at ptr, as one access (aligned to its size)."""
+    el = scalar_type(dtype)
+    if n == 1:
+        return [llvm.load(el, ptr, alignment=itemsize(dtype))]
+    vec = llvm.load(ir.VectorType.get([n], el), ptr, alignment=n * itemsize(dtype))
+    return [llvm.extractelement(vec, _i32(k)) for k in range(n)]
+
+
+def _store_n(ptr, vals: list, dtype: str) -> None:
+    if len(vals) == 1:
+        llvm.store(vals[0], ptr, alignment=itemsize(dtype))
+    else:
+        llvm.store(_pack(vals, dtype), ptr, alignment=len(vals) * itemsize(dtype))
+
+
+def _pack(vals: list, dtype: str):
+    vec = llvm.mlir_undef(ir.VectorType.get([len(vals)], scalar_type(dtype)))
+    for k, v in enumerate(vals):
+        vec = llvm.insertelement(vec, v, _i32(k))
+    return vec
+
+
+def _convert(v, src: str, dst: str):
+    """Element type conversion; narrowing rounds to nearest even (fptrunc)."""
+    if src == dst:
+        return v
+    if src != "f32":
+        v = arith.extf(ir.F32Type.get(), v)
+    return v if dst == "f32" else arith.truncf(scalar_type(dst), v)
+
+
+def _vec2(dtype: str):
+    return ir.VectorType.get([2], scalar_type(dtype))
+
+
+def _mma_layout(layout: str):
+    return ir.Attribute.parse(f"#nvvm.mma_layout<{layout}>")
+
+
+def _LDST_SHAPE():
+    return ir.Attribute.parse("#nvvm.ld_st_matrix_shape<m = 8, n = 8>")
+
+
+def _B16():
+    return ir.Attribute.parse("#nvvm.ld_st_matrix_elt_type<b16>")
+
+
+def _i32(n: int):
+    i32 = ir.IntegerType.get_signless(32)
+    return llvm.ConstantOp(i32, ir.IntegerAttr.get(i32, n)).result
+
+
+# ---------------------------------------------------------------- index arithmetic (folds ints)
+
+def _idx(n: int):
+    return arith.constant(ir.IndexType.get(), int(n))
+
+
+def _v(x):
+    return x if isinstance(x, ir.Value) else _idx(x)
+
+
+def _add(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if isinstance(b, int) and b == 0:
+        return a
+    if isinstance(a, int) and a == 0:
+        return b
+    return arith.addi(_v(a), _v(b))
+
+
+def _mul(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if (isinstance(a, int) and a == 0) or (isinstance(b, int) and b == 0):
+        return 0
+    if isinstance(b, int) and b == 1:
+        return a
+    if isinstance(a, int) and a == 1:
+        return b
+    return arith.muli(_v(a), _v(b))
+
+
+# ---------------------------------------------------------------- checks (located errors)
+
+def _out_view(op, t):
+    v = view(t)
+    if not isinstance(v, (RT, RV)):
+        raise error(op, f"tk.load gives an rt or rv, found {t}")
+    return v
+
+
+def _check_idx(op, idx, n: int) -> None:
+    if len(idx) != n:
+        raise error(op, f"{op.name} here needs {n} index operands, found {len(idx)}")
+    for i in idx:
+        if not isinstance(i, ir.Value):
+            raise error(op, f"{op.name}: coordinates must be index values")
+
+
+def _check_rank(op, gl, x) -> None:
+    if isinstance(x, RT) and x.rows % 16 or isinstance(x, RT) and x.cols % 16:
+        raise error(op, f"{x.text()}: rows and cols must be multiples of 16")
+
+
+def _check_subtile(op, st: ST, rt: RT) -> None:
+    if st.rows % rt.rows or st.cols % rt.cols:
+        raise error(op, f"{op.name}: a {rt.rows}x{rt.cols} rt does not tile the "
+                        f"{st.rows}x{st.cols} st (its shape must divide the st's)")
+
+
+def _check_length(op, sv: SV, rv: RV) -> None:
+    if sv.length != rv.length:
+        raise error(op, f"{op.name}: sv length {sv.length} and rv length {rv.length} differ")

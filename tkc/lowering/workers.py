@@ -1,0 +1,76 @@
+"""Lowering of worker and grid ops: who am I, how big is the grid, sync.
+
+Ids come from the PTX special registers as i32 and become `index` values
+(unsigned casts: they are never negative). laneid and warpid derive from
+threadIdx.x (tid % 32, tid / 32), read once per kernel by the Lowering:
+blocks are one-dimensional, so this equals %laneid and saves a register read.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, nvvm
+
+from ..diagnostics import error
+from .core import Global, rule
+
+_AXES = ("b", "d", "r", "c")
+_SREGS = {
+    "tk.block_idx": {"x": nvvm.read_ptx_sreg_ctaid_x, "y": nvvm.read_ptx_sreg_ctaid_y,
+                     "z": nvvm.read_ptx_sreg_ctaid_z},
+    "tk.grid_dim": {"x": nvvm.read_ptx_sreg_nctaid_x, "y": nvvm.read_ptx_sreg_nctaid_y,
+                    "z": nvvm.read_ptx_sreg_nctaid_z},
+}
+
+
+@rule("tk.laneid")
+def _laneid(lw, op, args):
+    return [lw.lane()]
+
+
+@rule("tk.warpid")
+def _warpid(lw, op, args):
+    return [lw.warp()]
+
+
+@rule("tk.warpgroupid")
+def _warpgroupid(lw, op, args):
+    return [lw.once(("warpgroup",), lambda: arith.divui(lw.warp(), _index(4)))]
+
+
+@rule("tk.block_idx", "tk.grid_dim")
+def _grid(lw, op, args):
+    dim = _str_attr(op, "dim")
+    read = _SREGS[op.name].get(dim)
+    if read is None:
+        raise error(op, f"{op.name}: dim must be \"x\", \"y\" or \"z\", found {dim!r}")
+    # In the entry block, once: ctaid/nctaid are the same everywhere in the kernel.
+    return [lw.once((op.name, dim), lambda: arith.index_castui(
+        ir.IndexType.get(), read(ir.IntegerType.get_signless(32))))]
+
+
+@rule("tk.dim")
+def _dim(lw, op, args):
+    g = args[0]
+    if not isinstance(g, Global):
+        raise error(op, f"tk.dim takes a gl, found {op.operands[0].type}")
+    axis = _str_attr(op, "axis")
+    if axis not in _AXES:
+        raise error(op, f"tk.dim: axis must be one of b, d, r, c, found {axis!r}")
+    d = g.dims[_AXES.index(axis)]
+    return [d if isinstance(d, ir.Value) else _index(d)]
+
+
+@rule("tk.sync")
+def _sync(lw, op, args):
+    nvvm.barrier0()  # bar.sync 0: every thread of the block
+    return []
+
+
+def _index(n: int):
+    return arith.constant(ir.IndexType.get(), n)
+
+
+def _str_attr(op, name: str) -> str:
+    if name not in op.attributes:
+        raise error(op, f"{op.name} needs a '{name}' attribute")
+    return ir.StringAttr(op.attributes[name]).value
