@@ -1,0 +1,22 @@
+"""A CPU interpreter for tile IR (numpy), so kernels and passes are tested
+for numbers where there is no GPU.
+
+    from tkc.interpreter import run
+    run(module, [a, b, c], grid=(2, 2))   # a, b, c: numpy arrays, updated in place
+
+Semantics are those of docs/tile-ir.md: every block of the grid runs; the
+warps of a block each run the body on their own registers and share the
+block's shared memory; tk.sync is a barrier (machine.py). Register values are
+float32 arrays rounded to bf16/f16 when their type says so; shared memory
+starts as NaN so that reads of unwritten memory show.
+"""
+from __future__ import annotations
+
+
+def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None) -> None:
+    """Interpret the tk kernel of `module` on numpy `args` (see machine.run)."""
+    from .machine import run as _run  # imports MLIR-facing modules lazily
+    _run(module, args, kernel=kernel, grid=grid)
+
+
+__all__ = ["run"]

@@ -1,0 +1,460 @@
+"""One numpy function per tk op, registered by op name.
+
+Every handler runs once per op at compile time (checking the types it relies
+on, so a malformed op is a located error instead of a wrong number) and
+returns the closure that runs per warp. Register values are float32 arrays
+that no op ever mutates: a result is always a fresh array (or an operand
+passed through unchanged), so they can be shared freely between slots.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..diagnostics import error
+from ..dialect.types import GL, RT, RV, ST, SV, view
+from .program import Step, handler
+from .values import ROUND, rounder
+
+F32 = np.float32
+
+
+def tview(value):
+    return view(value.type)
+
+
+def expect(cond: bool, op, message: str) -> None:
+    if not cond:
+        raise error(op, f"{op.name}: {message}")
+
+
+# ---- initialisers
+
+_INIT = {"tk.zero": 0.0, "tk.ones": 1.0, "tk.neg_infty": -np.inf, "tk.pos_infty": np.inf}
+
+
+@handler(*_INIT)
+def _init(c, op):
+    t = tview(op.results[0])
+    expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
+    value = np.full(t.shape, _INIT[op.name], F32)  # shared: values are immutable
+    out = c.result_slot(op)
+
+    def step(env, w):
+        env[out] = value
+    return step
+
+
+@handler("tk.fill")
+def _fill(c, op):
+    t = tview(op.results[0])
+    expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
+    v, out, rnd, shape = c.slot(op.operands[0]), c.result_slot(op), rounder(t.dtype), t.shape
+
+    def step(env, w):
+        env[out] = rnd(np.full(shape, env[v], F32))
+    return step
+
+
+# ---- elementwise maps
+
+_UNARY = {
+    "tk.copy": lambda x: x,
+    "tk.exp": np.exp,
+    "tk.exp2": np.exp2,
+    "tk.log": np.log,
+    "tk.log2": np.log2,
+    "tk.abs": np.abs,
+    "tk.relu": lambda x: np.maximum(x, F32(0)),
+    "tk.neg": np.negative,
+}
+
+
+@handler(*_UNARY)
+def _unary(c, op):
+    x_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(t, (RT, RV)) and type(x_t) is type(t) and x_t.shape == t.shape, op,
+           f"operand {x_t} and result {t} must be rt/rv of one shape")
+    if op.name != "tk.copy":
+        expect(x_t == t, op, f"result type {t} must equal the operand's {x_t}")
+    x, out, f, rnd = c.slot(op.operands[0]), c.result_slot(op), _UNARY[op.name], rounder(t.dtype)
+
+    def step(env, w):
+        env[out] = rnd(f(env[x]))
+    return step
+
+
+_BINARY = {
+    "tk.add": np.add, "tk.sub": np.subtract, "tk.mul": np.multiply,
+    "tk.div": np.divide, "tk.max": np.maximum, "tk.min": np.minimum,
+}
+
+
+@handler(*_BINARY)
+def _binary(c, op):
+    x_t, y_t, t = tview(op.operands[0]), tview(op.operands[1]), tview(op.results[0])
+    expect(isinstance(x_t, (RT, RV)) and x_t == t, op,
+           f"result {t} must equal the first operand's type {x_t}")
+    scalar = str(op.operands[1].type) == "f32"
+    expect(scalar or (type(y_t) is type(x_t) and y_t.shape == x_t.shape), op,
+           f"second operand {y_t or op.operands[1].type} must be an f32 or of shape {x_t.shape}")
+    x, y, out = c.slot(op.operands[0]), c.slot(op.operands[1]), c.result_slot(op)
+    f, rnd = _BINARY[op.name], rounder(t.dtype)
+
+    def step(env, w):
+        env[out] = rnd(f(env[x], env[y]))
+    return step
+
+
+# ---- reductions: row_* reduce each row (axis 1) into a "col" vector
+
+_REDUCE = {
+    "tk.row_max": (1, np.max, np.maximum), "tk.row_sum": (1, np.sum, np.add),
+    "tk.col_max": (0, np.max, np.maximum), "tk.col_sum": (0, np.sum, np.add),
+}
+
+
+@handler(*_REDUCE)
+def _reduce(c, op):
+    axis, reduce, combine = _REDUCE[op.name]
+    x_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(x_t, RT), op, f"operand must be an rt, got {x_t}")
+    kind, length = ("col", x_t.rows) if axis == 1 else ("row", x_t.cols)
+    expect(isinstance(t, RV) and t.kind == kind and t.length == length, op,
+           f"result must be an rv of kind '{kind}' and length {length}, got {t}")
+    has_init = len(op.operands) == 2
+    if has_init:
+        i_t = tview(op.operands[1])
+        expect(isinstance(i_t, RV) and i_t.length == length and i_t.kind == kind, op,
+               f"init must be an rv of kind '{kind}' and length {length}, got {i_t}")
+    x, out, rnd = c.slot(op.operands[0]), c.result_slot(op), rounder(t.dtype)
+    init = c.slot(op.operands[1]) if has_init else None
+
+    def step(env, w):
+        r = reduce(env[x], axis=axis)
+        env[out] = rnd(combine(env[init], r) if has_init else r)
+    return step
+
+
+# ---- broadcasts: *_row apply v[i] to row i, *_col apply v[j] to column j
+
+_BROADCAST = {f"tk.{name}_{where}": (f, where)
+              for name, f in (("add", np.add), ("sub", np.subtract),
+                              ("mul", np.multiply), ("div", np.divide))
+              for where in ("row", "col")}
+
+
+@handler(*_BROADCAST)
+def _broadcast(c, op):
+    f, along = _BROADCAST[op.name]
+    x_t, v_t, t = tview(op.operands[0]), tview(op.operands[1]), tview(op.results[0])
+    expect(isinstance(x_t, RT) and x_t == t, op, f"result {t} must equal the tile's type {x_t}")
+    kind, length = ("col", x_t.rows) if along == "row" else ("row", x_t.cols)
+    expect(isinstance(v_t, RV) and v_t.kind == kind and v_t.length == length, op,
+           f"vector must be an rv of kind '{kind}' and length {length}, got {v_t}")
+    x, v, out, rnd = c.slot(op.operands[0]), c.slot(op.operands[1]), c.result_slot(op), rounder(t.dtype)
+    shape = (length, 1) if along == "row" else (1, length)
+
+    def step(env, w):
+        env[out] = rnd(f(env[x], env[v].reshape(shape)))
+    return step
+
+
+# ---- mma: (transpose a?, transpose b?, layout of a, layout of b)
+
+_MMA = {
+    "tk.mma_ab": (False, False, "row", "col"),
+    "tk.mma_abt": (False, True, "row", "row"),
+    "tk.mma_atb": (True, False, "col", "col"),
+    "tk.mma_atbt": (True, True, "col", "row"),
+}
+
+
+@handler(*_MMA)
+def _mma(c, op):
+    ta, tb, la, lb = _MMA[op.name]
+    a_t, b_t, c_t, d_t = (*(tview(v) for v in op.operands), tview(op.results[0]))
+    expect(all(isinstance(t, RT) for t in (a_t, b_t, c_t, d_t)), op, "operands must be rt")
+    expect(a_t.dtype == b_t.dtype and a_t.dtype in ("bf16", "f16"), op,
+           f"a and b must both be bf16 or f16, got {a_t.dtype} and {b_t.dtype}")
+    expect((a_t.layout, b_t.layout) == (la, lb), op,
+           f"wants a in '{la}' and b in '{lb}' layout, got '{a_t.layout}' and '{b_t.layout}'")
+    (m, k), (k2, n) = (a_t.shape[::-1] if ta else a_t.shape), (b_t.shape[::-1] if tb else b_t.shape)
+    expect(k == k2, op, f"inner dims differ: {a_t} and {b_t}")
+    want = RT("f32", m, n, "row")
+    expect(c_t == want and d_t == want, op, f"c and d must be {want.text()}, got {c_t} and {d_t}")
+    a, b, acc, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
+
+    # Products of bf16/f16 values are exact in float64; the sum is rounded
+    # to f32 once (the tensor core accumulates in f32 as it goes).
+    def step(env, w):
+        x = env[a].astype(np.float64)
+        y = env[b].astype(np.float64)
+        env[out] = (np.matmul(x.T if ta else x, y.T if tb else y) + env[acc]).astype(F32)
+    return step
+
+
+# ---- layout changes
+
+@handler("tk.swap_layout")
+def _swap_layout(c, op):
+    x_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(x_t, RT) and isinstance(t, RT) and t == x_t.with_(layout=t.layout), op,
+           f"result {t} must be the operand {x_t} in a layout")
+    x, out = c.slot(op.operands[0]), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = env[x]  # layouts do not change values
+    return step
+
+
+@handler("tk.transpose")
+def _transpose(c, op):
+    x_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(x_t, RT) and t == x_t.with_(rows=x_t.cols, cols=x_t.rows), op,
+           f"result {t} must be the transpose of {x_t}")
+    x, out = c.slot(op.operands[0]), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = np.ascontiguousarray(env[x].T)
+    return step
+
+
+# ---- memory
+
+@handler("tk.alloc")
+def _alloc(c, op):
+    t = tview(op.results[0])
+    expect(isinstance(t, (ST, SV)), op, f"result must be an st or sv, got {t}")
+    out, shape = c.result_slot(op), t.shape
+
+    def step(env, w):  # one buffer per block, shared by its warps; NaN = never written
+        buf = w.block.shared.get(out)
+        if buf is None:
+            buf = w.block.shared[out] = np.full(shape, np.nan, F32)
+        env[out] = buf
+    return step
+
+
+def window(op, coords, mem_t, shape, where: str) -> tuple:
+    """The numpy index of a `shape` piece at tile coordinates `coords` of `mem_t`.
+
+    gl: coords (b, d, r, c); a tile piece spans rows r*R.. and cols c*C..,
+    a vector piece is row r, cols c*L... st: coords (r, c) in units of the
+    piece. sv: no coords, the whole vector.
+    """
+    if isinstance(mem_t, SV):
+        return (slice(None),)
+    if isinstance(mem_t, ST):
+        r, c = coords if coords else (0, 0)
+        full = mem_t.shape
+        idx = (slice(r * shape[0], (r + 1) * shape[0]), slice(c * shape[1], (c + 1) * shape[1]))
+        ok = r >= 0 and c >= 0 and (r + 1) * shape[0] <= full[0] and (c + 1) * shape[1] <= full[1]
+    else:  # gl: `full` is the bound array's 4-D shape
+        b, d, r, c = coords
+        full = where
+        if len(shape) == 2:
+            idx = (b, d, slice(r * shape[0], (r + 1) * shape[0]), slice(c * shape[1], (c + 1) * shape[1]))
+            rows_ok = 0 <= r and (r + 1) * shape[0] <= full[2]
+        else:
+            idx = (b, d, r, slice(c * shape[0], (c + 1) * shape[0]))
+            rows_ok = 0 <= r < full[2]
+        ok = 0 <= b < full[0] and 0 <= d < full[1] and rows_ok and c >= 0 \
+            and (c + 1) * shape[-1] <= full[3]
+    if not ok:
+        what = "x".join(map(str, shape))
+        raise error(op, f"{op.name}: coordinate {tuple(coords)} of a {what} piece is out of "
+                        f"bounds of shape {tuple(full)}")
+    return idx
+
+
+def _coords_count(op, mem_t, n: int) -> None:
+    want = {GL: (4,), ST: (2, 0), SV: (0,)}[type(mem_t)]
+    expect(n in want, op, f"{mem_t} takes {want[0]} coordinates, got {n}")
+
+
+def _piece_fits(op, mem_t, t) -> None:
+    """The register/shared piece `t` can be cut out of `mem_t`."""
+    if isinstance(mem_t, SV):
+        expect(isinstance(t, (RV, SV)) and t.length == mem_t.length, op,
+               f"an {mem_t} holds exactly a vector of length {mem_t.length}, not {t}")
+    elif isinstance(mem_t, ST):
+        expect(isinstance(t, RT) and mem_t.rows % t.rows == 0 and mem_t.cols % t.cols == 0, op,
+               f"{t} is not a subtile of {mem_t}")
+    else:
+        expect(isinstance(t, (RT, RV, ST, SV)), op, f"cannot move {t} to or from a gl")
+
+
+def _memory(op, mem, piece):
+    """Common checks of load/store: (memory type, piece type, index slots)."""
+    mem_t, t = tview(mem), tview(piece) if hasattr(piece, "type") else piece
+    expect(isinstance(mem_t, (GL, ST, SV)), op, f"memory operand must be gl, st or sv, got {mem_t}")
+    _coords_count(op, mem_t, len(op.operands) - (1 if op.name == "tk.load" else 2))
+    _piece_fits(op, mem_t, t)
+    return mem_t, t
+
+
+@handler("tk.load")
+def _load(c, op):
+    t = tview(op.results[0])
+    mem_t, _ = _memory(op, op.operands[0], t)
+    src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
+    rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
+
+    def step(env, w):
+        arr = env[src]
+        piece = arr[window(op, [env[i] for i in idx], mem_t, shape, arr.shape)]
+        # astype copies (registers never alias memory); a gl array may hold
+        # values its dtype cannot (a float32 array for bf16): round them.
+        env[out] = rnd(rnd_mem(piece.astype(F32)))
+    return step
+
+
+@handler("tk.store")
+def _store(c, op):
+    mem_t, t = _memory(op, op.operands[0], op.operands[1])
+    dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
+    rnd, shape = ROUND[mem_t.dtype], t.shape
+
+    def step(env, w):
+        arr = env[dst]
+        arr[window(op, [env[i] for i in idx], mem_t, shape, arr.shape)] = rnd(env[x])
+    return step
+
+
+def _group(c, op, mem, shared):
+    """Checks and slots of group_load/group_store; returns (W, gl type, shared type)."""
+    gl_t, sh_t = tview(mem), tview(shared)
+    expect(isinstance(gl_t, GL), op, f"global operand must be a gl, got {gl_t}")
+    expect(isinstance(sh_t, (ST, SV)), op, f"shared operand must be an st or sv, got {sh_t}")
+    expect(gl_t.dtype == sh_t.dtype, op, f"dtypes differ: {gl_t} and {sh_t}")
+    expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")
+    warps = op.attributes["warps"].value
+    expect(0 < warps <= c.warps and c.warps % warps == 0, op,
+           f"a group of {warps} warps does not divide the block's {c.warps} warps")
+    return warps, gl_t, sh_t
+
+
+def _once_per_group(op, key, warps, w, coords) -> bool:
+    """True for the first warp of its group to reach the n-th run of this op.
+
+    Every warp of the group calls a group op; the copy is done once, by the
+    first to arrive (the scheduler runs warps in order up to each barrier,
+    so it is complete before the next tk.sync, when the data is visible).
+    The block checks at each barrier that the whole group arrived.
+    """
+    n = w.counts.get(key, 0)
+    w.counts[key] = n + 1
+    token = (key, w.warpid // warps, n)
+    arrival = w.block.groups.get(token)
+    if arrival is None:
+        w.block.groups[token] = GroupArrival(op, warps, coords)
+        return True
+    if arrival.coords != coords:
+        raise error(op, f"{op.name}: warps of one group disagree on coordinates: "
+                        f"{tuple(arrival.coords)} and {tuple(coords)} (warp {w.warpid})")
+    arrival.count += 1
+    return False
+
+
+class GroupArrival:
+    """How many warps of a group reached one run of a group op."""
+    __slots__ = ("op", "warps", "coords", "count")
+
+    def __init__(self, op, warps, coords):
+        self.op, self.warps, self.coords, self.count = op, warps, coords, 1
+
+    def check(self) -> None:
+        if self.count != self.warps:
+            raise error(self.op, f"{self.op.name}: only {self.count} of the {self.warps} warps "
+                                 f"of a group called it before the next tk.sync (every warp "
+                                 f"of the group must)")
+
+
+@handler("tk.group_load")
+def _group_load(c, op):
+    warps, gl_t, sh_t = _group(c, op, op.operands[1], op.operands[0])
+    dst, src, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
+    rnd, shape, key = ROUND[sh_t.dtype], sh_t.shape, object()
+
+    def step(env, w):
+        coords = [env[i] for i in idx]
+        if _once_per_group(op, key, warps, w, coords):
+            arr = env[src]
+            env[dst][...] = rnd(arr[window(op, coords, gl_t, shape, arr.shape)].astype(F32))
+    return step
+
+
+@handler("tk.group_store")
+def _group_store(c, op):
+    warps, gl_t, sh_t = _group(c, op, op.operands[0], op.operands[1])
+    dst, src, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
+    rnd, shape, key = ROUND[gl_t.dtype], sh_t.shape, object()
+
+    def step(env, w):
+        coords = [env[i] for i in idx]
+        if _once_per_group(op, key, warps, w, coords):
+            arr = env[dst]
+            arr[window(op, coords, gl_t, shape, arr.shape)] = rnd(env[src])
+    return step
+
+
+# ---- workers, grid, barrier
+
+_DIMS = {"x": 0, "y": 1, "z": 2}
+_AXES = {"b": 0, "d": 1, "r": 2, "c": 3}
+
+
+def _attr(op, name):
+    return op.attributes[name].value
+
+
+@handler("tk.warpid")
+def _warpid(c, op):
+    out = c.result_slot(op)
+
+    def step(env, w):
+        env[out] = w.warpid
+    return step
+
+
+@handler("tk.warpgroupid")
+def _warpgroupid(c, op):
+    out = c.result_slot(op)
+
+    def step(env, w):
+        env[out] = w.warpid // 4
+    return step
+
+
+@handler("tk.laneid")
+def _laneid(c, op):
+    def step(env, w):
+        raise error(op, "tk.laneid is not supported by the interpreter "
+                        "(it runs each warp as one unit, not 32 lanes)")
+    return step
+
+
+@handler("tk.block_idx", "tk.grid_dim")
+def _block_idx(c, op):
+    out, d = c.result_slot(op), _DIMS[_attr(op, "dim")]
+    grid = op.name == "tk.grid_dim"
+
+    def step(env, w):
+        env[out] = (w.block.grid if grid else w.block.idx)[d]
+    return step
+
+
+@handler("tk.dim")
+def _dim(c, op):
+    g, out, axis = c.slot(op.operands[0]), c.result_slot(op), _AXES[_attr(op, "axis")]
+
+    def step(env, w):
+        env[out] = env[g].shape[axis]
+    return step
+
+
+@handler("tk.sync")
+def _sync(c, op):
+    def step(env, w):
+        yield op  # the scheduler steps every warp of the block to here
+    return Step(step, op, gen=True)

@@ -1,0 +1,124 @@
+"""Compiling a kernel function into closures, and walking them.
+
+Each MLIR block becomes a `Block`: a list of `Step`s (one closure per op,
+found once in the handler table by op name) and the slots its terminator
+yields. Every SSA value gets an integer slot; a warp's registers are a list
+indexed by slot, so running an op is a closure call and two list lookups.
+
+A step is either plain, `fn(env, warp)`, or a generator (`gen=True`) for the
+ops that can reach a `tk.sync` (the sync itself, scf.for, scf.if): the walker
+`yield from`s those, and the warp scheduler (machine.py) sees each barrier as
+a value yielded by the warp's generator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..diagnostics import TkcError, error
+
+# op name -> handler(compiler, op) -> Step. Filled by ops.py and structured.py.
+HANDLERS: dict[str, Callable] = {}
+
+TERMINATORS = ("scf.yield", "func.return")
+
+
+def handler(*names: str):
+    """Register a handler for ops named `names` (e.g. "tk.add")."""
+    def deco(fn):
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+@dataclass
+class Step:
+    fn: Callable
+    op: object  # the ir.Operation, for located errors
+    gen: bool = False
+
+
+@dataclass
+class Block:
+    steps: list[Step]
+    arg_slots: list[int]
+    yield_slots: list[int] = field(default_factory=list)
+
+
+class Compiler:
+    """Assigns slots to values and compiles blocks of one kernel function."""
+
+    def __init__(self, warps: int):
+        self.warps = warps
+        self.slots: dict = {}
+
+    @property
+    def nslots(self) -> int:
+        return len(self.slots)
+
+    def slot(self, value) -> int:
+        s = self.slots.get(value)
+        if s is None:
+            s = self.slots[value] = len(self.slots)
+        return s
+
+    def operand_slots(self, op) -> list[int]:
+        return [self.slot(v) for v in op.operands]
+
+    def result_slot(self, op) -> int:
+        return self.slot(op.results[0])
+
+    def block(self, mblock) -> Block:
+        out = Block([], [self.slot(a) for a in mblock.arguments])
+        for op in mblock.operations:
+            op = op.operation  # an OpView may shadow .name (func.func's is sym_name)
+            if op.name in TERMINATORS:
+                out.yield_slots = self.operand_slots(op)
+                break
+            out.steps.append(self.step(op))
+        return out
+
+    def region(self, region) -> Block | None:
+        """The single block of `region`, or None when it is empty."""
+        blocks = list(region.blocks)
+        if not blocks:
+            return None
+        if len(blocks) > 1:
+            raise error(region.blocks[1].operations[0],
+                        "the interpreter supports single-block regions only")
+        return self.block(blocks[0])
+
+    def step(self, op) -> Step:
+        fn = HANDLERS.get(op.name)
+        if fn is None:
+            raise error(op, f"the interpreter does not know the op '{op.name}'")
+        step = fn(self, op)
+        return step if isinstance(step, Step) else Step(step, op)
+
+
+def execute(block: Block, env: list, warp):
+    """Run `block` for one warp (a generator); returns the yielded values."""
+    step = None
+    try:
+        for step in block.steps:
+            if step.gen:
+                yield from step.fn(env, warp)
+            else:
+                step.fn(env, warp)
+    except TkcError:
+        raise
+    except Exception as e:  # numpy/Python failure inside one op: locate it
+        raise error(step.op, f"interpreting '{step.op.name}' failed: "
+                             f"{type(e).__name__}: {e}") from e
+    return [env[s] for s in block.yield_slots]
+
+
+def run_plain(block: Block, env: list, warp):
+    """Run a block that contains no barrier (not a generator)."""
+    gen = execute(block, env, warp)
+    try:
+        next(gen)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("run_plain on a block that reaches a tk.sync")

@@ -1,0 +1,73 @@
+"""Values of the interpreter: element rounding and scalar integer widths.
+
+Register tiles and vectors are float32 numpy arrays of the type's shape whose
+elements are always representable in the type's dtype (an op producing a
+bf16/f16 value rounds to nearest even from f32, as docs/tile-ir.md says).
+Layouts never change values, so they have no representation here. Shared
+tiles are float32 arrays too, rounded on every write by the st's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_ABS_MASK = np.uint32(0x7FFFFFFF)
+_EXP_MASK = np.uint32(0x7F800000)
+_HIGH_HALF = np.uint32(0xFFFF0000)
+
+
+def round_bf16(x) -> np.ndarray:
+    """float32 -> nearest bf16 (ties to even), returned as float32.
+
+    bf16 is the top half of a float32: add 0x7FFF plus the lowest kept bit
+    and truncate. NaNs are kept as they are (the add could turn a NaN
+    payload into an infinity).
+    """
+    x = np.asarray(x, dtype=np.float32)
+    u = x.view(np.uint32)
+    rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) & _HIGH_HALF
+    nan = (u & _ABS_MASK) > _EXP_MASK
+    return np.where(nan, u, rounded).view(np.float32).reshape(x.shape)
+
+
+def round_f16(x) -> np.ndarray:
+    """float32 -> nearest f16 (numpy's cast rounds to nearest even), as float32."""
+    return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+
+
+def as_f32(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+ROUND = {"bf16": round_bf16, "f16": round_f16, "f32": as_f32}
+
+
+def rounder(dtype: str):
+    """The function that makes a float32 array representable in `dtype`."""
+    return ROUND[dtype]
+
+
+def round_scalar(dtype: str, v) -> np.float32:
+    return np.float32(ROUND[dtype](np.float32(v)))
+
+
+# ---- integers: arith works on index (64-bit), i32, i1 and friends
+
+def int_bits(type_text: str) -> int:
+    """Bit width of an integer type's text (`index` is 64-bit)."""
+    if type_text == "index":
+        return 64
+    if type_text.startswith("i") and type_text[1:].isdigit():
+        return int(type_text[1:])
+    raise ValueError(f"not an integer type: {type_text}")
+
+
+def wrap(v: int, bits: int) -> int:
+    """Two's-complement wrap of a Python int to a signed `bits`-bit value."""
+    if bits == 1:
+        return v & 1  # i1 is a boolean: 0 or 1
+    half = 1 << (bits - 1)
+    return ((v + half) & ((1 << bits) - 1)) - half
+
+
+def unsigned(v: int, bits: int) -> int:
+    return v & ((1 << bits) - 1)
