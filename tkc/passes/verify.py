@@ -42,7 +42,8 @@ def verify(module_op) -> list[tuple[str, str]]:
 def _walk(op, kernel, errors) -> None:
     """Check op, then everything nested in it; `kernel` is the enclosing tk kernel."""
     op = op.operation
-    if op.name == "func.func" and "tk.kernel" in op.attributes:
+    is_kernel = op.name == "func.func" and "tk.kernel" in op.attributes
+    if is_kernel:
         kernel = op
         errors.extend((w or where(op), m) for w, m in _check_kernel(op))
     errors.extend((where(op), m) for m in _check_result_types(op))
@@ -51,7 +52,7 @@ def _walk(op, kernel, errors) -> None:
     for region in op.regions:
         for block in region.blocks:
             for arg in block.arguments:
-                if op != kernel:  # kernel arguments are checked with the kernel
+                if not is_kernel:  # kernel arguments are checked with the kernel
                     errors.extend((where(arg.location) or where(op), m)
                                   for m in _check_type(arg.type, "block argument"))
             for child in block.operations:
