@@ -157,10 +157,17 @@ def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False)
     return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _mul(c, cols))
 
 
+def lane_offset(layout: str, lane: int) -> tuple[int, int]:
+    """The lane-dependent part of every fragment coordinate: fragments.py's
+    (row, col) of any element is its lane-0 coordinate plus this, (g, 2t) in
+    the row layout and (2t, g) in the col layout (g = lane // 4, t = lane % 4).
+    Splitting it off computes the lane's address once per tile."""
+    g, t = divmod(lane, 4)
+    return (g, 2 * t) if layout == "row" else (2 * t, g)
+
+
 def _lane_rc(lw, layout: str):
-    """The lane's (row, col) inside every 16x16 base tile, for element 0.
-    Every fragment coordinate is this plus a constant (tested against
-    fragments.py): (g, 2t) in the row layout, (2t, g) in the col layout."""
+    """lane_offset as index Values (computed once per kernel)."""
     g = lw.once(("g",), lambda: arith.shrui(lw.lane(), _idx(2)))
     t2 = lw.once(("2t",), lambda: arith.shli(arith.andi(lw.lane(), _idx(3)), _idx(1)))
     return (g, t2) if layout == "row" else (t2, g)

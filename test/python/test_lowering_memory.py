@@ -1,0 +1,273 @@
+"""Memory lowering: swizzle layout, ldmatrix/stmatrix lane addressing (simulated
+in numpy against fragments.py), shared-memory planning, divisibility."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.dialect.types import ST
+from tkc.dtypes import itemsize
+from tkc.lowering import fragments, requirements, shared
+from tkc.lowering.memory import lane_offset, ldmatrix_row_col
+
+SWIZZLED = [ST("bf16", 64, 64, "128b"), ST("bf16", 16, 32, "64b"), ST("f16", 32, 16, "32b"),
+            ST("f32", 16, 32, "128b"), ST("f32", 32, 16, "64b"), ST("bf16", 48, 128, "128b")]
+ALL = SWIZZLED + [ST("bf16", 32, 48, "none"), ST("f32", 16, 16, "none")]
+
+
+# ---------------------------------------------------------------- the st layout
+
+def _doc_offset(st: ST, row: int, col: int) -> int:
+    """docs/tile-ir.md, written out independently: column panels of P = S/E
+    columns, row-major in a panel, then o ^ (((o >> 7) & (S/16 - 1)) << 4)."""
+    e = itemsize(st.dtype)
+    s = {"none": 0, "32b": 32, "64b": 64, "128b": 128}[st.swizzle]
+    if s == 0:
+        return (row * st.cols + col) * e
+    p = s // e
+    o = (col // p) * st.rows * p * e + row * p * e + (col % p) * e
+    return o ^ (((o >> 7) & (s // 16 - 1)) << 4)
+
+
+@pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
+def test_address_is_a_bijection_matching_the_doc(st):
+    e = itemsize(st.dtype)
+    got = np.array([[shared.address(st, r, c) for c in range(st.cols)] for r in range(st.rows)])
+    assert sorted(got.ravel().tolist()) == list(range(0, st.rows * st.cols * e, e))
+    doc = np.array([[_doc_offset(st, r, c) for c in range(st.cols)] for r in range(st.rows)])
+    np.testing.assert_array_equal(got, doc)
+
+
+@pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
+def test_16_byte_chunks_stay_contiguous(st):
+    e = itemsize(st.dtype)
+    n = 16 // e
+    for r in range(st.rows):
+        for c0 in range(0, st.cols, n):
+            a = [shared.address(st, r, c) for c in range(c0, c0 + n)]
+            assert a[0] % 16 == 0
+            assert a == list(range(a[0], a[0] + 16, e))
+
+
+@pytest.mark.parametrize("st", [s for s in SWIZZLED if s.swizzle == "128b"], ids=lambda s: s.text())
+def test_128b_swizzle_spreads_eight_rows_over_all_banks(st):
+    """Why swizzle at all: the same 16-byte column chunk of 8 consecutive rows
+    hits 8 different 16-byte bank groups (conflict-free ldmatrix)."""
+    n = 16 // itemsize(st.dtype)
+    for c0 in range(0, st.cols, n):
+        groups = {(shared.address(st, r, c0) % 128) // 16 for r in range(8)}
+        assert len(groups) == 8
+
+
+def test_auto_swizzle_is_the_widest_dividing_the_row():
+    assert shared.swizzle_bytes(ST("bf16", 64, 64, "auto")) == 128
+    assert shared.swizzle_bytes(ST("bf16", 64, 32, "auto")) == 64
+    assert shared.swizzle_bytes(ST("bf16", 64, 16, "auto")) == 32
+    assert shared.swizzle_bytes(ST("f32", 16, 16, "auto")) == 64
+
+
+@pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
+def test_emitted_address_arith_equals_the_python_formula(st):
+    """The arith shared.address emits, JIT-compiled on the CPU, gives the
+    same offsets as the pure function for every element."""
+    from mlir import execution_engine, ir, passmanager
+    from mlir.dialects import func
+    import tkc.dialect as d
+    with d.context(), ir.Location.unknown():
+        m = ir.Module.create()
+        idx = ir.IndexType.get()
+        with ir.InsertionPoint(m.body):
+            @func.FuncOp.from_py_func(idx, idx)
+            def addr(r, c):
+                return shared.address(st, r, c)
+        addr.func_op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+        passmanager.PassManager.parse(
+            "builtin.module(convert-arith-to-llvm,convert-func-to-llvm,convert-index-to-llvm,"
+            "reconcile-unrealized-casts)").run(m.operation)
+        ee = execution_engine.ExecutionEngine(m)
+        out = ctypes.c_int64(0)
+        for r in range(0, st.rows, 3):
+            for c in range(0, st.cols, 5):
+                a, b = ctypes.c_int64(r), ctypes.c_int64(c)
+                ee.invoke("addr", ctypes.pointer(a), ctypes.pointer(b), ctypes.pointer(out))
+                assert out.value == shared.address(st, r, c), (r, c)
+
+
+# ---------------------------------------------------------------- fragments
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+def test_fragment_coords_are_lane0_plus_lane_offset(layout):
+    """memory.py computes each lane's base address once: this must hold."""
+    for lane in range(32):
+        dr, dc = lane_offset(layout, lane)
+        for k in range(8):
+            r0, c0 = fragments.base_coord(layout, k, 0)
+            assert fragments.base_coord(layout, k, lane) == (r0 + dr, c0 + dc)
+
+
+@pytest.mark.parametrize("kind", ["row", "col"])
+def test_vector_slots_are_lane0_plus_lane_offset(kind):
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        part = g if kind == "col" else 2 * t
+        for i in range(fragments.vec_elems(64, kind)):
+            assert fragments.vec_coord(64, kind, i, lane) == fragments.vec_coord(64, kind, i, 0) + part
+
+
+# ---------------------------------------------------------------- ldmatrix / stmatrix in numpy
+
+def _smem_with(st: ST, tile: np.ndarray) -> np.ndarray:
+    """Shared memory (as 16-bit elements) holding `tile` at the st's layout."""
+    mem = np.full(st.rows * st.cols, -1, dtype=np.int64)
+    for r in range(st.rows):
+        for c in range(st.cols):
+            mem[shared.address(st, r, c) // 2] = tile[r, c]
+    return mem
+
+
+def _ldmatrix_x4(mem: np.ndarray, addrs: list[int], trans: bool) -> np.ndarray:
+    """PTX ldmatrix.m8n8.x4.b16: lane 8q+j gives the byte address of row j of
+    matrix q; lane l receives in register q the pair at row l//4, columns
+    2(l%4), 2(l%4)+1 of matrix q (of its transpose with .trans)."""
+    mats = np.array([[mem[addrs[8 * q + j] // 2: addrs[8 * q + j] // 2 + 8] for j in range(8)]
+                     for q in range(4)])
+    if trans:
+        mats = mats.transpose(0, 2, 1)
+    regs = np.zeros((32, 8), dtype=np.int64)
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        for q in range(4):
+            regs[lane, 2 * q: 2 * q + 2] = mats[q, g, 2 * t: 2 * t + 2]
+    return regs
+
+
+def _stmatrix_x4(mem: np.ndarray, addrs: list[int], regs: np.ndarray, trans: bool) -> None:
+    """The mirror of _ldmatrix_x4."""
+    mats = np.zeros((4, 8, 8), dtype=np.int64)
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        for q in range(4):
+            mats[q, g, 2 * t: 2 * t + 2] = regs[lane, 2 * q: 2 * q + 2]
+    if trans:
+        mats = mats.transpose(0, 2, 1)
+    for q in range(4):
+        for j in range(8):
+            a = addrs[8 * q + j] // 2
+            mem[a: a + 8] = mats[q, j]
+
+
+_ST16 = [ST("bf16", 32, 64, "128b"), ST("bf16", 32, 32, "64b"), ST("f16", 32, 16, "32b"),
+         ST("bf16", 32, 48, "none")]
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("st", _ST16, ids=lambda s: s.text())
+def test_ldmatrix_gives_exactly_the_fragment_layout(st, layout):
+    tile = np.arange(st.rows * st.cols).reshape(st.rows, st.cols)
+    mem = _smem_with(st, tile)
+    for r0 in range(0, st.rows, 16):
+        for c0 in range(0, st.cols, 16):
+            addrs = [shared.address(st, r0 + rr, c0 + cc)
+                     for rr, cc in (ldmatrix_row_col(layout, lane) for lane in range(32))]
+            regs = _ldmatrix_x4(mem, addrs, trans=(layout == "col"))
+            for lane in range(32):
+                for k in range(8):
+                    r, c = fragments.base_coord(layout, k, lane)
+                    assert regs[lane, k] == tile[r0 + r, c0 + c], (lane, k)
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("st", _ST16, ids=lambda s: s.text())
+def test_stmatrix_writes_each_fragment_element_to_its_place(st, layout):
+    tile = np.arange(st.rows * st.cols).reshape(st.rows, st.cols) + 7
+    mem = np.full(st.rows * st.cols, -1, dtype=np.int64)
+    for r0 in range(0, st.rows, 16):
+        for c0 in range(0, st.cols, 16):
+            regs = np.array([[tile[r0 + fragments.base_coord(layout, k, lane)[0],
+                                   c0 + fragments.base_coord(layout, k, lane)[1]] for k in range(8)]
+                             for lane in range(32)])
+            addrs = [shared.address(st, r0 + rr, c0 + cc)
+                     for rr, cc in (ldmatrix_row_col(layout, lane) for lane in range(32))]
+            _stmatrix_x4(mem, addrs, regs, trans=(layout == "col"))
+    np.testing.assert_array_equal(mem, _smem_with(st, tile))
+
+
+def test_ldmatrix_row_addresses_are_16_byte_aligned_rows():
+    st = ST("bf16", 64, 64, "128b")
+    for layout in ("row", "col"):
+        for lane in range(32):
+            r, c = ldmatrix_row_col(layout, lane)
+            assert c % 8 == 0 and shared.address(st, r, c) % 16 == 0
+
+
+# ---------------------------------------------------------------- plan and divisibility
+
+def _func(body: str, args: str = ""):
+    from mlir import ir
+    import tkc.dialect as d
+    ctx = d.context()
+    text = (f'func.func @k({args}) attributes {{tk.kernel}} {{\n{body}\n  return\n}}')
+    with ctx:
+        m = ir.Module.parse(text)
+    return ctx, m, m.body.operations[0]
+
+
+def _alloc(t: str, line: int) -> str:
+    return f'  %a{line} = "tk.alloc"() : () -> {t} loc("k.py":{line}:1)'
+
+
+def test_plan_aligns_swizzled_tiles_to_1024_and_others_to_128():
+    body = "\n".join([_alloc("!tk.sv<f32, 16 : i64>", 1),
+                      _alloc('!tk.st<bf16, 64 : i64, 64 : i64, "128b">', 2),
+                      _alloc('!tk.st<f32, 16 : i64, 16 : i64, "none">', 3),
+                      _alloc("!tk.sv<bf16, 32 : i64>", 4)])
+    ctx, m, f = _func(body)
+    with ctx:
+        p = shared.plan(f)
+        ops = list(f.regions[0].blocks[0].operations)
+        offsets = [p.offset(op.result) for op in ops[:4]]
+    assert offsets == [0, 1024, 1024 + 8192, 1024 + 8192 + 1024]
+    assert p.total == offsets[3] + 64
+
+
+def test_plan_over_227_kib_is_located_and_lists_allocations():
+    body = "\n".join(_alloc('!tk.st<bf16, 128 : i64, 256 : i64, "128b">', i) for i in (1, 2, 3, 4))
+    ctx, m, f = _func(body)
+    with ctx, pytest.raises(TkcError) as e:
+        shared.plan(f)
+    assert e.value.where == "k.py:4:1"  # 4 x 64 KiB: the fourth overflows
+    assert "232448" in str(e.value) and "k.py:1:1" in str(e.value) and "offset 196608" in str(e.value)
+
+
+def test_plan_rejects_alloc_inside_a_loop():
+    body = ('  %c0 = arith.constant 0 : index\n  %c1 = arith.constant 1 : index\n'
+            '  scf.for %i = %c0 to %c1 step %c1 {\n'
+            '    %s = "tk.alloc"() : () -> !tk.sv<f32, 16 : i64> loc("k.py":9:3)\n  }')
+    ctx, m, f = _func(body)
+    with ctx, pytest.raises(TkcError) as e:
+        shared.plan(f)
+    assert e.value.where == "k.py:9:3"
+
+
+GL_A = "!tk.gl<bf16, 1 : i64, -1 : i64, -1 : i64, -1 : i64>"
+GL_V = "!tk.gl<f32, 1 : i64, 1 : i64, -1 : i64, -1 : i64>"
+
+
+def test_divisible_takes_the_lcm_of_every_access():
+    st = '!tk.st<bf16, 64 : i64, 32 : i64, "128b">'
+    body = f'''  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = "tk.alloc"() : () -> {st}
+  "tk.group_load"(%s, %a, %c0, %c0, %c0, %c0) {{warps = 1 : i64}} : ({st}, {GL_A}, index, index, index, index) -> ()
+  scf.for %i = %c0 to %c1 step %c1 {{
+    %r = "tk.load"(%a, %c0, %c0, %c0, %i) : ({GL_A}, index, index, index, index) -> !tk.rt<f32, 48 : i64, 16 : i64, "row">
+  }}
+  %v = "tk.load"(%v0, %c0, %c0, %c0, %c0) : ({GL_V}, index, index, index, index) -> !tk.rv<f32, 80 : i64, "col">
+  "tk.store"(%v0, %v, %c0, %c0, %c0, %c0) : ({GL_V}, !tk.rv<f32, 80 : i64, "col">, index, index, index, index) -> ()'''
+    ctx, m, f = _func(body, f"%a: {GL_A}, %x: f32, %v0: {GL_V}, %unused: {GL_V}")
+    with ctx:
+        got = requirements.divisible(f)
+    assert got == {0: [1, 1, 192, 32], 2: [1, 1, 1, 80], 3: [1, 1, 1, 1]}
