@@ -11,7 +11,8 @@ from tkc.diagnostics import TkcError
 from tkc.dialect.types import ST
 from tkc.dtypes import itemsize
 from tkc.lowering import fragments, requirements, shared
-from tkc.lowering.memory import lane_offset, ldmatrix_row_col
+from tkc.lowering.memory import (lane_offset, lane_offset_ir, ldmatrix_row_col,
+                                  ldmatrix_row_col_ir)
 
 SWIZZLED = [ST("bf16", 64, 64, "128b"), ST("bf16", 16, 32, "64b"), ST("f16", 32, 16, "32b"),
             ST("f32", 16, 32, "128b"), ST("f32", 32, 16, "64b"), ST("bf16", 48, 128, "128b")]
@@ -69,31 +70,65 @@ def test_auto_swizzle_is_the_widest_dividing_the_row():
     assert shared.swizzle_bytes(ST("f32", 16, 16, "auto")) == 64
 
 
-@pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
-def test_emitted_address_arith_equals_the_python_formula(st):
-    """The arith shared.address emits, JIT-compiled on the CPU, gives the
-    same offsets as the pure function for every element."""
+def _jit(build, nargs: int):
+    """JIT-compile `build(*index Values) -> index Value` (arith only) on the
+    CPU and return it as a Python function of ints."""
     from mlir import execution_engine, ir, passmanager
     from mlir.dialects import func
     import tkc.dialect as d
-    with d.context(), ir.Location.unknown():
+    ctx = d.context()
+    with ctx, ir.Location.unknown():
         m = ir.Module.create()
         idx = ir.IndexType.get()
         with ir.InsertionPoint(m.body):
-            @func.FuncOp.from_py_func(idx, idx)
-            def addr(r, c):
-                return shared.address(st, r, c)
-        addr.func_op.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            f = func.FuncOp("f", ir.FunctionType.get([idx] * nargs, [idx]))
+            f.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            block = f.add_entry_block()
+            with ir.InsertionPoint(block):
+                func.ReturnOp([build(*block.arguments)])
         passmanager.PassManager.parse(
             "builtin.module(convert-arith-to-llvm,convert-func-to-llvm,convert-index-to-llvm,"
             "reconcile-unrealized-casts)").run(m.operation)
         ee = execution_engine.ExecutionEngine(m)
+
+    def call(*args):
         out = ctypes.c_int64(0)
-        for r in range(0, st.rows, 3):
-            for c in range(0, st.cols, 5):
-                a, b = ctypes.c_int64(r), ctypes.c_int64(c)
-                ee.invoke("addr", ctypes.pointer(a), ctypes.pointer(b), ctypes.pointer(out))
-                assert out.value == shared.address(st, r, c), (r, c)
+        ptrs = [ctypes.pointer(ctypes.c_int64(a)) for a in args]
+        ee.invoke("f", *ptrs, ctypes.pointer(out))
+        return out.value
+    call.keep = (ctx, m, ee)
+    return call
+
+
+@pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
+def test_emitted_address_arith_equals_the_python_formula(st):
+    """The arith shared.address emits, JIT-compiled on the CPU, gives the
+    same offsets as the pure function."""
+    f = _jit(lambda r, c: shared.address(st, r, c), 2)
+    for r in range(0, st.rows, 3):
+        for c in range(0, st.cols, 5):
+            assert f(r, c) == shared.address(st, r, c), (r, c)
+
+
+@pytest.mark.parametrize("layout", ["row", "col"])
+def test_emitted_lane_arith_equals_the_python_helpers(layout):
+    from mlir.dialects import arith
+
+    def pack(rc):  # two index Values as one: row * 1000 + col
+        return arith.addi(arith.muli(rc[0], _const(1000)), rc[1])
+    ld = _jit(lambda lane: pack(ldmatrix_row_col_ir(layout, lane)), 1)
+    frag = _jit(lambda lane: pack(lane_offset_ir(layout, lane)), 1)
+    for lane in range(32):
+        r, c = ldmatrix_row_col(layout, lane)
+        assert ld(lane) == r * 1000 + c
+        r, c = lane_offset(layout, lane)
+        assert frag(lane) == r * 1000 + c
+
+
+def _const(n):
+    from mlir import ir
+    from mlir.dialects import arith
+    return arith.constant(ir.IndexType.get(), n)
 
 
 # ---------------------------------------------------------------- fragments

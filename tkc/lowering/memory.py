@@ -168,8 +168,13 @@ def lane_offset(layout: str, lane: int) -> tuple[int, int]:
 
 def _lane_rc(lw, layout: str):
     """lane_offset as index Values (computed once per kernel)."""
-    g = lw.once(("g",), lambda: arith.shrui(lw.lane(), _idx(2)))
-    t2 = lw.once(("2t",), lambda: arith.shli(arith.andi(lw.lane(), _idx(3)), _idx(1)))
+    return lw.once(("lane_offset", layout), lambda: lane_offset_ir(layout, lw.lane()))
+
+
+def lane_offset_ir(layout: str, lane):
+    """lane_offset on an index Value: emits arith, returns (row, col)."""
+    g = arith.shrui(lane, _idx(2))
+    t2 = arith.shli(arith.andi(lane, _idx(3)), _idx(1))
     return (g, t2) if layout == "row" else (t2, g)
 
 
@@ -209,8 +214,7 @@ def _rt_to_gl(lw, gl: Global, x: Frag, idx) -> None:
 
 def _vec_slots(lw, view: RV):
     """(flat index, element as an index Value) of every slot of the lane."""
-    g = lw.once(("g",), lambda: arith.shrui(lw.lane(), _idx(2)))
-    t2 = lw.once(("2t",), lambda: arith.shli(arith.andi(lw.lane(), _idx(3)), _idx(1)))
+    g, t2 = _lane_rc(lw, "row")
     lane_part = g if view.kind == "col" else t2
     for i in range(fragments.vec_elems(view.length, view.kind)):
         yield i, _add(lane_part, fragments.vec_coord(view.length, view.kind, i, 0))
@@ -246,13 +250,15 @@ def ldmatrix_row_col(layout: str, lane: int) -> tuple[int, int]:
 
 def _ldmatrix_lane(lw, layout: str):
     """ldmatrix_row_col as index Values (computed once per kernel)."""
-    def build():
-        lane = lw.lane()
-        r = arith.andi(lane, _idx(7))
-        lo = arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)), _idx(3))
-        hi = arith.shli(arith.shrui(lane, _idx(4)), _idx(3))
-        return (arith.addi(lo, r), hi) if layout == "row" else (arith.addi(hi, r), lo)
-    return lw.once(("ldmatrix", layout), build)
+    return lw.once(("ldmatrix", layout), lambda: ldmatrix_row_col_ir(layout, lw.lane()))
+
+
+def ldmatrix_row_col_ir(layout: str, lane):
+    """ldmatrix_row_col on an index Value: emits arith, returns (row, col)."""
+    r = arith.andi(lane, _idx(7))
+    lo = arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)), _idx(3))
+    hi = arith.shli(arith.shrui(lane, _idx(4)), _idx(3))
+    return (arith.addi(lo, r), hi) if layout == "row" else (arith.addi(hi, r), lo)
 
 
 def _uses_ldmatrix(st: ST, rt: RT) -> bool:
