@@ -54,7 +54,7 @@ class Frag:
     vals: list
 
     def __post_init__(self):
-        want = _frag_len(self.view)
+        want = frag_len(self.view)
         if len(self.vals) != want:
             raise ValueError(f"{self.view.text()} needs {want} values per thread, got {len(self.vals)}")
 
@@ -76,7 +76,7 @@ class Global:
     dims: list
 
 
-def _frag_len(v) -> int:
+def frag_len(v) -> int:
     if isinstance(v, RT):
         return fragments.tile_elems(v.rows, v.cols)
     return fragments.vec_elems(v.length, v.kind)
@@ -93,7 +93,7 @@ def flat_types(t: ir.Type) -> list[ir.Type]:
     if v is None:
         return [t]
     if isinstance(v, (RT, RV)):
-        return [scalar_type(v.dtype)] * _frag_len(v)
+        return [scalar_type(v.dtype)] * frag_len(v)
     raise TypeError(v.text())
 
 

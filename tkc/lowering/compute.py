@@ -1,0 +1,161 @@
+"""Elementwise register-tile rules: initialisers, copy, unary and binary maps.
+
+Everything is per thread and unrolled: a tile's op is the same scalar op on
+each of the thread's fragment values (fragments.py), because elementwise ops
+do not care which element a value is. bf16/f16 values compute in f32 and
+round back to nearest even (docs/tile-ir.md: a 16-bit tile's values are
+always representable in its type).
+
+Fast hardware paths, as ThunderKittens uses them: exp(x) = ex2.approx(x *
+log2 e), exp2 = ex2.approx, log(x) = lg2.approx(x) * ln 2, log2 = lg2.approx
+(all .ftz.f32). div is IEEE `div.rn.f32` (arith.divf): it is used once per
+row in softmax normalisation, where its cost does not matter and exactness
+keeps results comparable with the reference.
+"""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import arith, llvm
+
+from ..diagnostics import error
+from ..dialect.types import RT, RV, view
+from .core import Frag, frag_len, rule, scalar_type
+
+F32 = "f32"
+
+
+# ---------------------------------------------------------------- scalar helpers
+
+def f32_type() -> ir.Type:
+    return ir.F32Type.get()
+
+
+def to_f32(v: ir.Value, dtype: str) -> ir.Value:
+    """An element of `dtype` widened to f32 (exact)."""
+    return v if dtype == F32 else arith.extf(f32_type(), v)
+
+
+def from_f32(v: ir.Value, dtype: str) -> ir.Value:
+    """An f32 rounded to `dtype` (nearest even: cvt.rn.bf16.f32 / cvt.rn.f16.f32)."""
+    return v if dtype == F32 else arith.truncf(scalar_type(dtype), v)
+
+
+def convert(v: ir.Value, src: str, dst: str) -> ir.Value:
+    """An element converted between tk dtypes (through f32 when both are 16-bit)."""
+    return v if src == dst else from_f32(to_f32(v, src), dst)
+
+
+def ptx_f32(op: str, x: ir.Value) -> ir.Value:
+    """A one-operand f32 PTX instruction (e.g. "ex2.approx.ftz.f32") on x."""
+    return llvm.inline_asm(f32_type(), [x], f"{op} $0, $1;", "=f,f")
+
+
+def ex2(x):
+    return ptx_f32("ex2.approx.ftz.f32", x)
+
+
+def lg2(x):
+    return ptx_f32("lg2.approx.ftz.f32", x)
+
+
+def const(lw, x: float) -> ir.Value:
+    return lw.const_f32(x)
+
+
+# f32 -> f32 scalar functions of the unary ops
+UNARY = {
+    "tk.exp": lambda lw, x: ex2(arith.mulf(x, const(lw, math.log2(math.e)))),
+    "tk.exp2": lambda lw, x: ex2(x),
+    "tk.log": lambda lw, x: arith.mulf(lg2(x), const(lw, math.log(2.0))),
+    "tk.log2": lambda lw, x: lg2(x),
+    "tk.abs": lambda lw, x: llvm.intr_fabs(x),
+    "tk.relu": lambda lw, x: arith.maxnumf(x, const(lw, 0.0)),
+    "tk.neg": lambda lw, x: arith.negf(x),
+}
+
+# (f32, f32) -> f32 scalar functions of the binary ops (also used by reduce.py)
+BINARY = {
+    "add": arith.addf,
+    "sub": arith.subf,
+    "mul": arith.mulf,
+    "div": arith.divf,
+    "max": arith.maxnumf,
+    "min": arith.minnumf,
+}
+
+
+def map_frag(x: Frag, out_view, fn) -> Frag:
+    """Frag of `out_view` whose value i is fn(f32 value i of x), rounded back."""
+    return Frag(out_view, [from_f32(fn(to_f32(v, x.view.dtype)), out_view.dtype) for v in x.vals])
+
+
+def result_view(op):
+    v = view(op.results[0].type)
+    if not isinstance(v, (RT, RV)):
+        raise error(op, f"{op.name} must give an rt or rv, found {op.results[0].type}")
+    return v
+
+
+def same_shape(op, a, b) -> None:
+    """a and b (views) have the same shape and layout/kind, else a located error."""
+    if a.with_(dtype=b.dtype) != b:
+        raise error(op, f"{op.name}: operand {a.text()} and result {b.text()} differ in shape or layout")
+
+
+def frag_arg(op, x, pos: int = 0) -> Frag:
+    if not isinstance(x, Frag):
+        raise error(op, f"{op.name}: operand {pos} must be an rt or rv, found {op.operands[pos].type}")
+    return x
+
+
+# ---------------------------------------------------------------- rules
+
+_INIT_VALUES = {"tk.zero": 0.0, "tk.ones": 1.0, "tk.neg_infty": -math.inf, "tk.pos_infty": math.inf}
+
+
+@rule(*_INIT_VALUES)
+def _init(lw, op, args):
+    v = result_view(op)
+    c = arith.constant(scalar_type(v.dtype), _INIT_VALUES[op.name])
+    return [Frag(v, [c] * frag_len(v))]  # one constant serves every element
+
+
+@rule("tk.fill")
+def _fill(lw, op, args):
+    v = result_view(op)
+    c = from_f32(args[0], v.dtype)
+    return [Frag(v, [c] * frag_len(v))]
+
+
+@rule("tk.copy")
+def _copy(lw, op, args):
+    x, v = frag_arg(op, args[0]), result_view(op)
+    same_shape(op, x.view, v)
+    return [Frag(v, [convert(e, x.view.dtype, v.dtype) for e in x.vals])]
+
+
+@rule(*UNARY)
+def _unary(lw, op, args):
+    x, v = frag_arg(op, args[0]), result_view(op)
+    same_shape(op, x.view, v)
+    fn = UNARY[op.name]
+    return [map_frag(x, v, lambda e: fn(lw, e))]
+
+
+@rule(*(f"tk.{n}" for n in BINARY))
+def _binary(lw, op, args):
+    x, y, v = frag_arg(op, args[0]), args[1], result_view(op)
+    same_shape(op, x.view, v)
+    fn = BINARY[op.name[3:]]
+    if isinstance(y, Frag):
+        if y.view != x.view:
+            raise error(op, f"{op.name}: operands {x.view.text()} and {y.view.text()} differ")
+        ys = [to_f32(e, y.view.dtype) for e in y.vals]
+    elif isinstance(y, ir.Value) and str(y.type) == "f32":
+        ys = [y] * len(x.vals)  # tile op scalar: the scalar applies to every element
+    else:
+        raise error(op, f"{op.name}: second operand must be {x.view.text()} or f32, found {op.operands[1].type}")
+    xs = [to_f32(e, x.view.dtype) for e in x.vals]
+    return [Frag(v, [from_f32(fn(a, b), v.dtype) for a, b in zip(xs, ys)])]
