@@ -10,6 +10,7 @@ upstream passes interleave freely.
 """
 from __future__ import annotations
 
+import re
 import sys
 
 from ..diagnostics import TkcError
@@ -112,5 +113,20 @@ def mlir_errors(e, prefix: str = "") -> TkcErrors:
     """A TkcErrors from an MLIRError's diagnostics (each message prefixed)."""
     from ..diagnostics import where
     diags = getattr(e, "error_diagnostics", None) or []
-    errors = [(where(d.location), prefix + d.message) for d in diags]
+    errors = [(where(d.location), prefix + _name_op(d)) for d in diags]
     return TkcErrors(errors or [("", prefix + _first_line(str(e)))])
+
+
+_CURRENT_OP = re.compile(r'see current operation: (?:.* = )?"(\w+)\.(\w+)"')
+
+
+def _name_op(diag) -> str:
+    """IRDL's messages do not say which op failed ("op expects exactly 1
+    operands"); prefix the op's name, taken from the diagnostic's note."""
+    msg = diag.message
+    for note in diag.notes:
+        m = _CURRENT_OP.search(str(note.message))
+        if m and f"{m[1]}.{m[2]}" not in msg:
+            name = m[2] if m[1] == "tk" else f"{m[1]}.{m[2]}"
+            return f"{name}: {msg.removeprefix('op ')}"
+    return msg
