@@ -1,0 +1,38 @@
+"""The Python DSL for kernel authors (imports MLIR only while tracing).
+
+    import tkc
+    from tkc import bf16, f32, gl, rt, rv, st
+    from tkc.ops import *
+
+    @tkc.kernel(warps=4, grid=lambda a, b, c: (c.c // 64, c.r // 64))
+    def gemm(a: gl(bf16, 1, 1, None, None), ...): ...
+
+Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
+locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
+tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
+grid expressions), build (tracing a Kernel into a module; needs MLIR).
+"""
+import sys as _sys
+
+from . import ops
+from .control import else_, if_, range
+from .grid import cdiv, max, min
+from .kernel import Kernel, kernel, kernels_in_file
+from .tiles import DType, bf16, f16, f32, gl, i32, rt, rv, st, sv
+from .values import F32, Bool, Index
+from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
+
+# `from tkc.ops import *` is the documented spelling; until a tkc/ops.py
+# re-export exists, alias the module so that import works.
+_sys.modules.setdefault("tkc.ops", ops)
+
+__all__ = [
+    "kernel", "Kernel", "kernels_in_file",
+    "bf16", "f16", "f32", "i32", "DType",
+    "gl", "rt", "rv", "st", "sv",
+    "range", "if_", "else_",
+    "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
+    "cdiv", "min", "max",
+    "Index", "F32", "Bool",
+    "ops",
+]

@@ -1,0 +1,78 @@
+"""Trace a Kernel into a tile-IR module (needs MLIR; imported only to trace).
+
+The module holds one `func.func` with the kernel attributes of
+docs/tile-ir.md: tk.kernel, tk.warps, tk.grid, tk.arg_names. Arguments become
+handles: gl -> GLHandle, f32 -> F32, i32 -> Index (index_cast at entry, since
+i32 arguments size loops and coordinates).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import func
+
+from .. import dialect
+from ..diagnostics import TkcError
+from . import emit, trace
+from .tiles import GLHandle
+from .values import F32, Index
+
+
+def _arg_type(p):
+    if p.kind == "gl":
+        return p.spec.view().mlir()
+    return emit.mlir_type(p.dtype)
+
+
+def _attributes(kernel) -> dict:
+    i64 = ir.IntegerType.get_signless(64)
+    strs = lambda xs: ir.ArrayAttr.get([ir.StringAttr.get(x) for x in xs])  # noqa: E731
+    return {"tk.kernel": ir.UnitAttr.get(), "tk.warps": ir.IntegerAttr.get(i64, kernel.warps),
+            "tk.grid": strs(kernel.grid()), "tk.arg_names": strs(list(kernel.params))}
+
+
+def _handles(params, args):
+    out = []
+    for p, a in zip(params, args):
+        if p.kind == "gl":
+            out.append(GLHandle(p.spec, a, p.name))
+        elif p.dtype == "f32":
+            out.append(F32(a))
+        else:
+            out.append(Index(emit.index_cast(a)))
+    return out
+
+
+def trace_kernel(kernel) -> ir.Module:
+    params = list(kernel.params.values())
+    grid = kernel.grid()  # errors here before any IR
+    del grid
+    code = kernel.fn.__code__
+    ctx = dialect.context()
+    with ctx, ir.Location.file(code.co_filename, code.co_firstlineno, 1):
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp(kernel.name, ir.FunctionType.get([_arg_type(p) for p in params], []))
+        for k, v in _attributes(kernel).items():
+            f.attributes[k] = v
+        entry = f.add_entry_block()
+        state = trace.TraceState(ctx, module, f, entry, kernel.warps)
+        with trace.active(state):
+            with ir.InsertionPoint(entry):
+                handles = _handles(params, entry.arguments)
+            result = kernel.fn(*handles)
+            if result is not None:
+                raise TkcError(f"kernel {kernel.name} must not return a value (write outputs "
+                               "with store/group_store)", f"{code.co_filename}:{code.co_firstlineno}:1")
+            state.flush()
+            with ir.InsertionPoint(entry):
+                func.ReturnOp([])
+    _verify(module, kernel)
+    return module
+
+
+def _verify(module, kernel) -> None:
+    """IRDL and scf structure; a failure here is a frontend bug, reported located."""
+    try:
+        module.operation.verify()
+    except ir.MLIRError as e:
+        raise TkcError(f"internal error: traced IR of {kernel.name} does not verify: {e}") from e

@@ -1,0 +1,235 @@
+"""Control flow: `for i in tkc.range(...)` (scf.for) and `with tkc.if_(c):` (scf.if).
+
+Register handles are mutable names for SSA values, so a loop or an if must
+turn "handles changed inside" into results:
+
+- Every register handle holding a visible value when the region starts is a
+  candidate. Its value inside the region is tracked by identity; and since
+  authors also write the functional form (`o = o * 2`), the author's local
+  names bound to candidates are compared before and after, and a name rebound
+  to a new handle of the same type counts as a change of the old handle (both
+  handles get the result afterwards).
+- The region is first traced into a scratch op carrying every candidate
+  (loops: as iter_args); then a clean op is built carrying only the changed
+  ones, the ops are moved into it and the scratch op is erased. The emitted IR
+  therefore carries exactly the values the body changes.
+- A handle first assigned inside a region has no value after it (its scope is
+  closed): using it is a located error.
+"""
+from __future__ import annotations
+
+from .tiles import Reg
+from .trace import author_frame, author_where, current, emitting, fail, frame_position
+from .values import Bool, as_index
+
+
+class _Capture:
+    """The candidates of a region and the author's names bound to them."""
+
+    def __init__(self, st, frame):
+        self.frame = frame
+        self.handles = st.live_handles()
+        self.start = {h: (h._value, h._scope) for h in self.handles}
+        self.names = {n: h for n, h in _locals(frame).items() if isinstance(h, Reg) and h in self.start}
+
+    def finals(self):
+        """({candidate: value at region end}, {candidate: [alias handles]})."""
+        finals = {h: h._value for h in self.handles}
+        aliases = {}
+        now = _locals(self.frame)
+        for n, h0 in self.names.items():
+            h = now.get(n)
+            if isinstance(h, Reg) and h is not h0 and h.view == h0.view and h._value is not None \
+                    and current().visible(h._scope):
+                finals[h0] = h._value
+                aliases.setdefault(h0, []).append(h)
+        return finals, aliases
+
+    def restore(self, aliases) -> None:
+        """Give candidates (and their aliases) their values from the region start."""
+        for h, (v, s) in self.start.items():
+            h._value, h._scope = v, s
+            for a in aliases.get(h, ()):
+                a._value, a._scope = v, s
+
+    def rebind(self, results: dict, aliases, scope) -> None:
+        """After the region: changed candidates and their aliases get results."""
+        for h, v in results.items():
+            for x in (h, *aliases.get(h, ())):
+                x._value, x._scope = v, scope
+
+
+def _locals(frame) -> dict:
+    return dict(frame.f_locals) if frame is not None else {}
+
+
+def _here():
+    f = author_frame()
+    return f, (frame_position(f) if f is not None else None)
+
+
+# ------------------------------------------------------------------ range
+
+class range:
+    """`for i in tkc.range(stop)` / `tkc.range(start, stop, step=1)`: an scf.for."""
+
+    def __init__(self, start, stop=None, step=1):
+        if stop is None:
+            start, stop = 0, start
+        self.bounds = [as_index(x, "tkc.range bound") for x in (start, stop, step)]
+        if self.bounds[2].const is not None and self.bounds[2].const <= 0:
+            raise fail(f"tkc.range step must be positive, got {self.bounds[2].const}")
+        self.frame, self.pos = _here()
+        self.where = author_where()
+
+    def __iter__(self):
+        return self._loop()
+
+    def _loop(self):
+        st = current()
+        st.flush()
+        from . import emit
+        lb, ub, step = (b.ir() for b in self.bounds)
+        cap = _Capture(st, self.frame)
+        with emitting(self.pos):
+            scratch = emit.for_op(lb, ub, step, [h._value for h in cap.handles])
+        scope = st.push(scratch.body, "tkc.range loop", self.where)
+        for h, arg in zip(cap.handles, scratch.inner_iter_args):
+            h._value, h._scope = arg, scope
+        from .values import Index
+        try:
+            yield Index(scratch.induction_variable)
+        except GeneratorExit:
+            # `break`/`return` in the body (or an exception unwinding it).
+            st.poisoned = st.poisoned or fail(
+                f"leaving a tkc.range loop early (break/return) is not supported: the loop "
+                f"at {self.where} runs every iteration")
+            raise
+        self._finish(st, cap, scratch, (lb, ub, step))
+
+    def _finish(self, st, cap, scratch, bounds):
+        from . import emit
+        st.flush()
+        finals, aliases = cap.finals()
+        args = list(scratch.inner_iter_args)
+        changed = [h for h, a in zip(cap.handles, args) if finals[h] != a]
+        with st.ctx, st.location(self.pos), st.ips[-1]:
+            emit.yield_([finals[h] for h in changed])
+        st.pop()
+        with emitting(self.pos):
+            loop = emit.for_op(*bounds, [cap.start[h][0] for h in changed])
+        scratch.induction_variable.replace_all_uses_with(loop.induction_variable)
+        new_args = dict(zip(changed, loop.inner_iter_args))
+        for h, a in zip(cap.handles, args):
+            a.replace_all_uses_with(new_args[h] if h in new_args else cap.start[h][0])
+        emit.move_ops(scratch.body, loop.body)
+        scratch.operation.erase()
+        cap.restore({})
+        cap.rebind(dict(zip(changed, loop.results)), aliases, st.scope)
+
+
+# ------------------------------------------------------------------ if / else
+
+class _PendingIf:
+    """An if whose then-branch is traced; an else_ may still follow."""
+
+    def __init__(self, st, cond, scratch, cap, then, pos):
+        self.st, self.cond, self.scratch, self.cap, self.then, self.pos = \
+            st, cond, scratch, cap, then, pos
+
+    def finish(self, other) -> None:
+        """Build the clean scf.if from the branches' final values."""
+        from . import emit
+        st, cap = self.st, self.cap
+        then_f, then_a = self.then
+        else_f, else_a = other or ({h: v for h, (v, _) in cap.start.items()}, {})
+        changed = [h for h in cap.handles
+                   if then_f[h] != cap.start[h][0] or else_f[h] != cap.start[h][0]]
+        has_else = bool(changed) or len(self.scratch.else_block.operations) > 0
+        with emitting(self.pos):
+            op = emit.if_op(self.cond, [h._value.type for h in changed], has_else)
+        for src, dst, finals in ((self.scratch.then_block, op.then_block, then_f),
+                                 (self.scratch.else_block, op.else_block if has_else else None,
+                                  else_f)):
+            if dst is None:
+                continue
+            emit.move_ops(src, dst)
+            with st.ctx, st.location(self.pos), _ip(dst):
+                emit.yield_([finals[h] for h in changed])
+        self.scratch.operation.erase()
+        aliases = {h: then_a.get(h, []) + else_a.get(h, []) for h in changed}
+        cap.rebind(dict(zip(changed, op.results)), aliases, st.scope)
+
+
+def _ip(block):
+    from mlir import ir
+    return ir.InsertionPoint(block)
+
+
+class if_:
+    """`with tkc.if_(cond):` ... [`with tkc.else_():` ...]: an scf.if."""
+
+    def __init__(self, cond):
+        if not isinstance(cond, (Bool, bool)):
+            raise fail(f"tkc.if_ takes a comparison of traced values (e.g. warpid() == 0) or a "
+                       f"bool, got {type(cond).__name__}")
+        self.cond = cond
+        self.frame, self.pos = _here()
+        self.where = author_where()
+
+    def __enter__(self):
+        st = current()
+        st.flush()
+        from . import emit
+        with emitting(self.pos):
+            c = emit.constant("i1", int(self.cond)) if isinstance(self.cond, bool) else self.cond.ir()
+            self.scratch = emit.if_op(c, [], True)
+        self.c = c
+        self.cap = _Capture(st, self.frame)
+        st.push(self.scratch.then_block, "tkc.if_ branch", self.where)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        st = current()
+        if exc_type is not None:
+            st.pop()
+            return False
+        st.flush()
+        then = self.cap.finals()
+        st.pop()
+        self.cap.restore(then[1])
+        st.pending_if = _PendingIf(st, self.c, self.scratch, self.cap, then, self.pos)
+        return False
+
+
+class else_:
+    """`with tkc.else_():` right after a `with tkc.if_(...):` block."""
+
+    def __init__(self):
+        self.frame, self.pos = _here()
+        self.where = author_where()
+
+    def __enter__(self):
+        st = current()
+        p = st.pending_if
+        if p is None or p.cap.frame is not self.frame:
+            if st.poisoned is not None:
+                raise st.poisoned
+            raise fail("tkc.else_() must directly follow a `with tkc.if_(...):` block "
+                       "(no tile ops in between)")
+        st.pending_if = None
+        self.pending = p
+        st.push(p.scratch.else_block, "tkc.else_ branch", self.where)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        st = current()
+        if exc_type is not None:
+            st.pop()
+            return False
+        st.flush()
+        other = self.pending.cap.finals()
+        st.pop()
+        self.pending.cap.restore(other[1])
+        self.pending.finish(other)
+        return False

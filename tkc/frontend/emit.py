@@ -1,0 +1,74 @@
+"""MLIR building helpers for the frontend (arith scalars, scf regions).
+
+Only imported while tracing (this module needs MLIR); callers are inside
+`trace.emitting()`, so location and insertion point are already set.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+_INT_OPS = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli,
+            # index math in kernels is non-negative, where floor and
+            # truncating division agree; floordivsi keeps Python's `//`.
+            "floordiv": arith.floordivsi, "mod": arith.remsi,
+            "min": arith.minsi, "max": arith.maxsi}
+_FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf}
+_IPRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+
+
+def mlir_type(name: str):
+    if name == "index":
+        return ir.IndexType.get()
+    if name == "f32":
+        return ir.F32Type.get()
+    if name in ("i1", "i32"):
+        return ir.IntegerType.get_signless(int(name[1:]))
+    raise ValueError(name)
+
+
+def constant(type_name: str, value):
+    t = mlir_type(type_name)
+    if type_name == "f32":
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(value))).result
+    return arith.ConstantOp(t, ir.IntegerAttr.get(t, int(value))).result
+
+
+def binary(name: str, a, b):
+    table = _FLOAT_OPS if isinstance(a.type, ir.F32Type) else _INT_OPS
+    return table[name](a, b)
+
+
+def compare(type_name: str, pred: str, a, b):
+    if type_name == "f32":
+        return arith.cmpf(getattr(arith.CmpFPredicate, _FPRED[pred]), a, b)
+    return arith.cmpi(getattr(arith.CmpIPredicate, _IPRED[pred]), a, b)
+
+
+def logic(name: str, a, b):
+    if not isinstance(b, ir.Value):
+        b = b.ir()
+    return {"and": arith.andi, "or": arith.ori, "xor": arith.xori}[name](a, b)
+
+
+def index_cast(v):
+    return arith.index_cast(ir.IndexType.get(), v)
+
+
+def move_ops(src_block, dst_block) -> None:
+    """Move every op of src_block to the end of dst_block, in order."""
+    for op in list(src_block.operations):
+        dst_block.append(op)
+
+
+def for_op(lb, ub, step, inits):
+    return scf.ForOp(lb, ub, step, list(inits))
+
+
+def if_op(cond, result_types, has_else: bool):
+    return scf.IfOp(cond, list(result_types), has_else=has_else)
+
+
+def yield_(values) -> None:
+    scf.YieldOp(list(values))

@@ -1,0 +1,274 @@
+"""@tkc.kernel: the Kernel object (trace, cache key, build, launch, interpret).
+
+Tracing runs the author's function once with traced arguments in a fresh tk
+Context and returns the tile-IR module of docs/tile-ir.md ("Kernels"). The
+cache key and the grid expressions need no MLIR, so a GPU machine without it
+can find prebuilt artifacts.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import json
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+from ..diagnostics import TkcError
+from .grid import grid_exprs
+from .tiles import SCALAR_DTYPES, DType, GLSpec
+
+
+class Param:
+    """One kernel argument: a gl (spec) or an f32/i32 scalar (dtype)."""
+
+    def __init__(self, name: str, annotation):
+        self.name = name
+        if isinstance(annotation, GLSpec):
+            self.kind, self.spec, self.dtype = "gl", annotation, annotation.dtype
+        else:
+            self.kind, self.spec, self.dtype = "scalar", None, str(annotation)
+
+    def describe(self) -> str:
+        return repr(self.spec) if self.kind == "gl" else f"tkc.{self.dtype}"
+
+
+def _where_def(fn) -> str:
+    code = fn.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}:1"
+
+
+def _resolve(fn, name: str, ann, where: str):
+    """An annotation as a GLSpec or scalar DType (string annotations evaluated)."""
+    if isinstance(ann, str) and not isinstance(ann, DType):
+        env = dict(fn.__globals__)
+        env.update(_closure(fn))
+        try:
+            ann = eval(ann, env)  # noqa: S307 (the author's own annotation)
+        except Exception as e:
+            raise TkcError(f"cannot evaluate the annotation of argument {name!r}: {e}", where)
+    if isinstance(ann, GLSpec) or (isinstance(ann, DType) and ann in SCALAR_DTYPES):
+        return ann
+    raise TkcError(f"kernel argument {name!r} must be annotated with gl(dtype, b, d, r, c), "
+                   f"tkc.f32 or tkc.i32, got {ann!r}", where)
+
+
+def _closure(fn) -> dict:
+    cells = fn.__closure__ or ()
+    out = {}
+    for name, cell in zip(fn.__code__.co_freevars, cells):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    return out
+
+
+class Kernel:
+    """A ThunderKittens-style kernel written in Python (see tkc.kernel)."""
+
+    def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None):
+        if not callable(fn):
+            raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
+        if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
+            raise TkcError(f"warps must be a positive int, got {warps!r}", _where_def(fn))
+        if grid is not None and not callable(grid):
+            raise TkcError("grid must be a lambda over the kernel's arguments", _where_def(fn))
+        self.fn, self.warps, self.grid_fn = fn, warps, grid
+        self.name = name or fn.__name__
+        self.__doc__ = fn.__doc__
+        self._params = None
+        self._artifact = None
+
+    def __repr__(self):
+        return f"<tkc.Kernel {self.name}({', '.join(p.describe() for p in self.params.values())})>"
+
+    # ---------------------------------------------------------- signature
+    @property
+    def params(self) -> dict[str, Param]:
+        if self._params is None:
+            where = _where_def(self.fn)
+            sig = inspect.signature(self.fn)
+            params = {}
+            for name, p in sig.parameters.items():
+                if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                    raise TkcError(f"kernel argument {name!r}: only plain positional "
+                                   "arguments are supported", where)
+                params[name] = Param(name, _resolve(self.fn, name, p.annotation, where))
+            self._params = params
+        return self._params
+
+    def grid(self) -> list[str]:
+        """The three grid expressions (strings of the grid language)."""
+        where = _where_def(self.grid_fn) if self.grid_fn is not None else ""
+        return grid_exprs(self.grid_fn, self.params, where)
+
+    # ---------------------------------------------------------- tracing
+    def trace(self):
+        """The kernel as tile IR: an ir.Module in a fresh Context with tk loaded."""
+        from .build import trace_kernel
+        return trace_kernel(self)
+
+    def tile_ir(self, debug_info: bool = False) -> str:
+        """The traced tile IR as text (with locations if debug_info)."""
+        module = self.trace()
+        return module.operation.get_asm(enable_debug_info=debug_info)
+
+    # ---------------------------------------------------------- cache key
+    def source(self) -> str:
+        """Kernel source, grid lambda source, and sources of helpers it calls."""
+        parts = [_source(self.fn)]
+        if self.grid_fn is not None:
+            parts.append(_source(self.grid_fn))
+        parts += [_source(f) for f in _helpers(self.fn)]
+        return "\n".join(parts)
+
+    def specialisation(self) -> str:
+        """Decorator arguments, argument types and the constants the source reads."""
+        consts = {}
+        for f in (self.fn, self.grid_fn, *_helpers(self.fn)):
+            if f is not None:
+                consts.update(_constants(f))
+        return json.dumps({
+            "name": self.name, "warps": self.warps, "grid": self.grid(),
+            "params": [[p.name, p.describe()] for p in self.params.values()],
+            "constants": {k: repr(v) for k, v in sorted(consts.items())},
+        }, sort_keys=True)
+
+    def cache_key(self) -> str:
+        """sha256 of source + specialisation (no MLIR, no compiler hash)."""
+        blob = json.dumps([self.source(), self.specialisation()])
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def artifact_key(self, target: str = "sm_90a") -> str:
+        """The artifact cache's key (adds the compiler hash and target)."""
+        from ..runtime import cache
+        return cache.make_key(self.source(), self.specialisation(), target)
+
+    # ---------------------------------------------------------- running
+    def build(self, force: bool = False):
+        """The compiled Artifact: from the cache, else compiled and stored."""
+        from ..runtime import cache
+        if self._artifact is not None and not force:
+            return self._artifact
+        key = self.artifact_key()
+        art = None if force else cache.lookup(key)
+        if art is None:
+            if cache.offline():
+                raise cache.missing(self.name, key)
+            from ..compiler import compile_kernel
+            art = compile_kernel(self.trace(), key=key)
+            cache.store(key, art)
+        self._artifact = art
+        return art
+
+    def __call__(self, *args, stream=None):
+        """Launch on device tensors (build first if needed)."""
+        self._check_arg_count(args)
+        from ..runtime import launch
+        launch(self.build(), list(args), stream=stream)
+
+    def interpret(self, *arrays):
+        """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""
+        self._check_arg_count(arrays)
+        from ..interpreter import run
+        run(self.trace(), list(arrays))
+
+    def _check_arg_count(self, args) -> None:
+        if len(args) != len(self.params):
+            from .trace import author_where
+            raise TkcError(f"kernel {self.name} takes {len(self.params)} arguments "
+                           f"({', '.join(self.params)}), got {len(args)}", author_where())
+
+
+def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None):
+    """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare)."""
+    if fn is not None:
+        return Kernel(fn, warps=warps, grid=grid, name=name)
+    return lambda f: Kernel(f, warps=warps, grid=grid, name=name)
+
+
+# -------------------------------------------------------------- key helpers
+
+_SIMPLE = (int, float, str, bool, type(None))
+
+
+def _simple(v) -> bool:
+    if isinstance(v, tuple):
+        return all(_simple(x) for x in v)
+    return isinstance(v, _SIMPLE)
+
+
+def _source(f) -> str:
+    try:
+        return textwrap.dedent(inspect.getsource(f))
+    except (OSError, TypeError):
+        # No source file (e.g. exec'd code): the bytecode is the next best identity.
+        return repr(f.__code__.co_code) + repr(f.__code__.co_consts)
+
+
+def _names(code) -> set[str]:
+    """Global names a code object (and nested ones, e.g. lambdas) reads."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _names(c)
+    return names
+
+
+def _constants(f) -> dict:
+    """Closure variables and read module globals with int/float/str/bool/tuple values."""
+    out = {}
+    for name, v in _closure(f).items():
+        if _simple(v):
+            out[f"{f.__qualname__}:{name}"] = v
+    for name in sorted(_names(f.__code__)):
+        if name in f.__globals__ and _simple(f.__globals__[name]):
+            out[f"{f.__module__}.{name}"] = f.__globals__[name]
+    return out
+
+
+def _helpers(fn) -> list:
+    """Plain Python functions of the author's module that the kernel calls (transitively)."""
+    seen, out, todo = {fn}, [], [fn]
+    while todo:
+        f = todo.pop()
+        env = {**f.__globals__, **_closure(f)}
+        for name in sorted(_names(f.__code__) | set(f.__code__.co_freevars)):
+            g = env.get(name)
+            if isinstance(g, types.FunctionType) and g not in seen \
+                    and g.__module__ == fn.__module__:
+                seen.add(g)
+                out.append(g)
+                todo.append(g)
+    return out
+
+
+# -------------------------------------------------------------- files
+
+def kernels_in_file(path) -> list[Kernel]:
+    """Import a Python file by path; the Kernels among its globals and in KERNELS."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise TkcError(f"no such kernel file: {path}")
+    mod_name = f"_tkc_file_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # dataclasses and inspect look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except TkcError:
+        raise
+    except Exception as e:
+        raise TkcError(f"importing {path} failed: {type(e).__name__}: {e}") from e
+    found = []
+    values = list(vars(module).values())
+    extra = vars(module).get("KERNELS", ())
+    if isinstance(extra, (list, tuple)):
+        values += list(extra)
+    for v in values:
+        if isinstance(v, Kernel) and all(v is not k for k in found):
+            found.append(v)
+    return found

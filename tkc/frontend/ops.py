@@ -1,0 +1,386 @@
+"""The tile operations, ThunderKittens style (`from tkc.ops import *`).
+
+Every op has TK's in-place form, whose first argument is the destination
+handle (rebound to the result and returned), and a functional form returning
+a new handle; the forms are told apart by argument count or type:
+
+    exp(dst, src)             exp(src)
+    add(dst, a, b)            add(a, b)            b: tile, f32 value or number
+    row_max(dst, src[, acc])  row_max(src, init=None)
+    sub_row(dst, src, vec)    sub_row(src, vec)
+    mma_ABt(d, a, b, c)       mma_ABt(a, b, c)
+    swap_layout(dst, src)     swap_layout(src)     (also transpose)
+    copy(dst, src)            src.to(dtype)
+
+Initialisers zero/ones/neg_infty/pos_infty/fill(dst[, value]) always take the
+destination. Memory ops: load(dst, src, coords), store(dst, src, coords),
+group_load(st, gl, coords, warps=N), group_store(gl, st, coords, warps=N).
+
+Types are checked here where it is cheap, so mistakes point at the author's
+line; tk-verify checks the rest.
+"""
+from __future__ import annotations
+
+import builtins
+
+from ..dialect import ops as tk
+from ..dialect.types import RT, RV, ST, SV
+from .tiles import GLHandle, Reg, Shared
+from .trace import current, emitting, fail
+from .values import as_f32, as_index
+
+__all__ = [
+    "zero", "ones", "neg_infty", "pos_infty", "fill",
+    "copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
+    "add", "sub", "mul", "div", "max", "min",
+    "row_max", "row_sum", "col_max", "col_sum",
+    "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
+    "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
+    "swap_layout", "transpose",
+    "load", "store", "group_load", "group_store",
+]
+
+
+# ------------------------------------------------------------ helpers
+
+def _name(v) -> str:
+    return v.describe() if isinstance(v, Reg) else type(v).__name__
+
+
+def _reg(x, op: str, what: str = "operand", tile: bool | None = None) -> Reg:
+    """x as a register handle (tile / vector if `tile` says so)."""
+    if not isinstance(x, Reg) or (tile is True and not x.is_tile) or (tile is False and x.is_tile):
+        kind = {True: "register tile (rt)", False: "register vector (rv)"}.get(tile, "register tile or vector")
+        raise fail(f"{op}: {what} must be a {kind}, got {_name(x)}")
+    return x
+
+
+def _result(op: str, dst: Reg | None, view, make) -> Reg:
+    """Run make() (-> ir.Value) and bind dst (or a new handle) to it."""
+    if dst is None:
+        dst = Reg(view)
+    elif dst.view != view:
+        raise fail(f"{op}: destination is {_name(dst)} but the result is "
+                   f"{Reg(view).describe()}")
+    with emitting():
+        value = make()
+    return dst.bind(value)
+
+
+def _split(op: str, args, n: int) -> tuple[Reg | None, tuple]:
+    """TK in-place form has n+1 args (dst first), functional form n."""
+    if len(args) == n + 1:
+        return _reg(args[0], op, "destination"), args[1:]
+    if len(args) == n:
+        return None, args
+    raise fail(f"{op} takes {n} operands (functional form) or a destination and "
+               f"{n} operands (in-place form), got {len(args)} arguments")
+
+
+# ------------------------------------------------------------ initialisers
+
+def _init(kind):
+    def op(dst: Reg) -> Reg:
+        _reg(dst, kind, "destination")
+        return _result(kind, dst, dst.view, lambda: tk.init(kind, dst.view.mlir()))
+    op.__name__ = kind
+    op.__doc__ = f"Set every element of dst to {kind.replace('_', ' ')}; returns dst."
+    return op
+
+
+zero, ones, neg_infty, pos_infty = (_init(k) for k in tk.INITS)
+
+
+def fill(dst: Reg, value) -> Reg:
+    """Set every element of dst to value (a number or f32 value); returns dst."""
+    _reg(dst, "fill", "destination")
+    v = as_f32(value, "fill value")
+    return _result("fill", dst, dst.view, lambda: tk.fill(dst.view.mlir(), v.ir()))
+
+
+# ------------------------------------------------------------ unary maps
+
+def copy(dst: Reg, src: Reg) -> Reg:
+    """dst = src converted to dst's dtype (same shape and layout)."""
+    _reg(dst, "copy", "destination")
+    _reg(src, "copy", "source")
+    if dst.view.with_(dtype=src.dtype) != src.view:
+        raise fail(f"copy: destination {_name(dst)} and source {_name(src)} may differ only "
+                   "in dtype (use swap_layout to change layout)")
+    if dst.dtype == src.dtype:
+        # Value semantics: a same-type copy is the same value, so just rebind.
+        return dst.bind(src.value())
+    return _result("copy", dst, dst.view, lambda: tk.unary("copy", src.value(), dst.view.mlir()))
+
+
+def _unary(name):
+    def op(*args) -> Reg:
+        dst, (x,) = _split(name, args, 1)
+        _reg(x, name)
+        return _result(name, dst, x.view, lambda: tk.unary(name, x.value()))
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}: {name}(dst, src) or {name}(src)."
+    return op
+
+
+exp, exp2, log, log2, _abs, relu, neg = (_unary(n) for n in tk.UNARY[1:])
+
+
+def abs(*args):
+    """Elementwise abs of a tile; Python's abs for plain numbers."""
+    if not builtins.any(isinstance(a, Reg) for a in args):
+        return builtins.abs(*args)
+    return _abs(*args)
+
+
+# ------------------------------------------------------------ binary maps
+
+def _operand2(name, x: Reg, y):
+    """The second operand: a tile of x's type, or an f32 scalar."""
+    if isinstance(y, Reg):
+        if y.view != x.view:
+            raise fail(f"{name}: operands must have the same type, got {_name(x)} and {_name(y)}")
+        return y.value
+    s = as_f32(y, f"{name}'s second operand")
+    return s.ir
+
+
+def _binary(name):
+    def op(*args) -> Reg:
+        dst, (x, y) = _split(name, args, 2)
+        if not isinstance(x, Reg) and isinstance(y, Reg) and name in ("add", "mul", "max", "min"):
+            x, y = y, x   # commutative: scalar op tile
+        _reg(x, name, "first operand")
+        get_y = _operand2(name, x, y)
+        return _result(name, dst, x.view, lambda: tk.binary(name, x.value(), get_y()))
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}: {name}(dst, a, b) or {name}(a, b); b may be a scalar."
+    return op
+
+
+add, sub, mul, div, _max, _min = (_binary(n) for n in tk.BINARY)
+
+
+def max(*args, **kw):
+    """Elementwise max of tiles; Python's max for anything else."""
+    if kw or not builtins.any(isinstance(a, Reg) for a in args):
+        return builtins.max(*args, **kw)
+    return _max(*args)
+
+
+def min(*args, **kw):
+    """Elementwise min of tiles; Python's min for anything else."""
+    if kw or not builtins.any(isinstance(a, Reg) for a in args):
+        return builtins.min(*args, **kw)
+    return _min(*args)
+
+
+# ------------------------------------------------------------ reductions
+
+def _reduce(name):
+    by_row = name.startswith("row")
+
+    def op(*args, init=None) -> Reg:
+        if args and isinstance(args[0], Reg) and not args[0].is_tile:
+            if len(args) not in (2, 3) or init is not None:
+                raise fail(f"{name}(dst, src[, accum]) takes a destination vector, a tile "
+                           "and optionally a vector to accumulate onto")
+            dst, src, acc = args[0], args[1], (args[2] if len(args) == 3 else None)
+        elif len(args) == 1:
+            dst, src, acc = None, args[0], init
+        else:
+            raise fail(f"{name} takes (src, init=None) or (dst_vec, src[, accum])")
+        _reg(src, name, "source", tile=True)
+        if src.layout != "row":
+            raise fail(f"{name}: the source tile must be in row layout (v1), got {_name(src)}")
+        want = RV(src.dtype, src.rows if by_row else src.cols, "col" if by_row else "row")
+        view = dst.view if dst is not None else acc.view if isinstance(acc, Reg) else want
+        if (view.length, view.kind) != (want.length, want.kind):
+            raise fail(f"{name}: result must be a \"{want.kind}\" vector of length {want.length} "
+                       f"for {_name(src)}, got {Reg(view).describe()}")
+        if acc is not None:
+            _reg(acc, name, "accumulator", tile=False)
+            if acc.view != view:
+                raise fail(f"{name}: accumulator {_name(acc)} must have the result's type "
+                           f"{Reg(view).describe()}")
+        return _result(name, dst, view, lambda: tk.reduce(
+            name, src.value(), view.mlir(), acc.value() if acc is not None else None))
+    op.__name__ = name
+    op.__doc__ = f"{name}(dst_vec, src[, accum]) or {name}(src, init=None)."
+    return op
+
+
+row_max, row_sum, col_max, col_sum = (_reduce(n) for n in tk.REDUCE)
+
+
+# ------------------------------------------------------------ broadcasts
+
+def _broadcast(name):
+    per_row = name.endswith("_row")
+
+    def op(*args) -> Reg:
+        dst, (x, v) = _split(name, args, 2)
+        _reg(x, name, "tile", tile=True)
+        _reg(v, name, "vector", tile=False)
+        if x.layout != "row":
+            raise fail(f"{name}: the tile must be in row layout (v1), got {_name(x)}")
+        kind, n = ("col", x.rows) if per_row else ("row", x.cols)
+        if (v.kind, v.length) != (kind, n):
+            raise fail(f"{name}: the vector must be a \"{kind}\" vector of length {n} for "
+                       f"{_name(x)}, got {_name(v)}")
+        return _result(name, dst, x.view, lambda: tk.broadcast(name, x.value(), v.value()))
+    op.__name__ = name
+    op.__doc__ = f"{name}(dst, src, vec) or {name}(src, vec)."
+    return op
+
+
+(add_row, sub_row, mul_row, div_row,
+ add_col, sub_col, mul_col, div_col) = (_broadcast(n) for n in tk.BROADCAST)
+
+
+# ------------------------------------------------------------ mma
+
+# op -> (a layout, b layout, a's (M|K) axes, b's (K|N) axes) as index pairs
+_MMA = {
+    "mma_ab": ("row", "col", "MK", "KN"),
+    "mma_abt": ("row", "row", "MK", "NK"),
+    "mma_atb": ("col", "col", "KM", "KN"),
+    "mma_atbt": ("col", "row", "KM", "NK"),
+}
+
+
+def _check_mma(py: str, name: str, a: Reg, b: Reg, c: Reg) -> None:
+    la, lb, sa, sb = _MMA[name]
+    for x, what in ((a, "a"), (b, "b"), (c, "c")):
+        _reg(x, py, what, tile=True)
+    if a.dtype not in ("bf16", "f16") or b.dtype != a.dtype:
+        raise fail(f"{py}: a and b must both be bf16 or both f16, got {_name(a)} and {_name(b)}")
+    if c.dtype != "f32" or c.layout != "row":
+        raise fail(f"{py}: c must be an f32 row-layout tile, got {_name(c)}")
+    if (a.layout, b.layout) != (la, lb):
+        raise fail(f"{py}: wants a in {la} layout and b in {lb} layout, got {_name(a)} "
+                   f"and {_name(b)} (use swap_layout)")
+    dims = {}
+    for shape, axes in ((a.shape, sa), (b.shape, sb), (c.shape, "MN")):
+        for size, axis in zip(shape, axes):
+            if dims.setdefault(axis, size) != size:
+                raise fail(f"{py}: shapes do not agree on {axis} ({dims[axis]} vs {size}): "
+                           f"a {_name(a)}, b {_name(b)}, c {_name(c)}")
+
+
+def _mma(py):
+    name = py.lower()
+
+    def op(*args) -> Reg:
+        dst, (a, b, c) = _split(py, args, 3)
+        _check_mma(py, name, a, b, c)
+        return _result(py, dst, c.view, lambda: tk.mma(name, a.value(), b.value(), c.value()))
+    op.__name__ = py
+    op.__doc__ = f"{py}(d, a, b, c) or {py}(a, b, c): d = a @ b + c with the named transposes."
+    return op
+
+
+mma_AB, mma_ABt, mma_AtB, mma_AtBt = (_mma(n) for n in ("mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"))
+
+
+# ------------------------------------------------------------ layout
+
+def swap_layout(*args) -> Reg:
+    """The same values in the other register layout: swap_layout(dst, src) or (src)."""
+    dst, (x,) = _split("swap_layout", args, 1)
+    _reg(x, "swap_layout", tile=True)
+    view = x.view.with_(layout="col" if x.layout == "row" else "row")
+    return _result("swap_layout", dst, view, lambda: tk.swap_layout(x.value()))
+
+
+def transpose(*args) -> Reg:
+    """x.T in the same layout: transpose(dst, src) or (src)."""
+    dst, (x,) = _split("transpose", args, 1)
+    _reg(x, "transpose", tile=True)
+    view = x.view.with_(rows=x.cols, cols=x.rows)
+    return _result("transpose", dst, view, lambda: tk.transpose(x.value()))
+
+
+# ------------------------------------------------------------ memory
+
+def _coords(op: str, mem, reg_view, coords) -> list:
+    """Check the coordinate count for mem (gl: 4, st: 2, sv: 0); Index values."""
+    if isinstance(coords, (int,)) or not isinstance(coords, (tuple, list)):
+        coords = (coords,)
+    if isinstance(mem, GLHandle):
+        want, what = 4, "(b, d, r, c)"
+    elif isinstance(mem.view, ST):
+        want, what = 2, "(r, c)"
+    else:
+        want, what = 0, "()"
+    if len(coords) != want:
+        raise fail(f"{op}: a {'gl' if want == 4 else 'st' if want == 2 else 'sv'} takes {want} "
+                   f"coordinates {what}, got {len(coords)}")
+    return [as_index(c, f"{op} coordinate") for c in coords]
+
+
+def _check_mem(op: str, mem, reg: Reg, role: str) -> None:
+    if not isinstance(mem, (GLHandle, Shared)):
+        raise fail(f"{op}: {role} must be a gl argument, st or sv, got {_name(mem)}")
+    if isinstance(mem, Shared) and isinstance(mem.view, ST) and not reg.is_tile:
+        raise fail(f"{op}: an st is read and written with register tiles (rt), got {_name(reg)}")
+    if isinstance(mem, Shared) and isinstance(mem.view, SV) and reg.is_tile:
+        raise fail(f"{op}: an sv is read and written with register vectors (rv), got {_name(reg)}")
+    if isinstance(mem, Shared) and isinstance(mem.view, ST):
+        if mem.rows % reg.rows or mem.cols % reg.cols:
+            raise fail(f"{op}: {_name(reg)} is not a subtile of {mem.view.text()}")
+    if isinstance(mem, Shared) and isinstance(mem.view, SV) and mem.length != reg.length:
+        raise fail(f"{op}: {_name(reg)} and {mem.view.text()} must have the same length")
+
+
+def _index_values(idx):
+    return [i.ir() for i in idx]
+
+
+def load(dst: Reg, src, coords=()) -> Reg:
+    """dst = the tile of src at coords (in units of dst's shape); returns dst."""
+    _reg(dst, "load", "destination")
+    _check_mem("load", src, dst, "source")
+    idx = _coords("load", src, dst.view, coords)
+    return _result("load", dst, dst.view,
+                   lambda: tk.load(dst.view.mlir(), src.value(), _index_values(idx)))
+
+
+def store(dst, src: Reg, coords=()) -> None:
+    """Write src into the tile of dst at coords (the mirror of load)."""
+    _reg(src, "store", "source")
+    _check_mem("store", dst, src, "destination")
+    idx = _coords("store", dst, src.view, coords)
+    with emitting():
+        tk.store(dst.value(), src.value(), _index_values(idx))
+
+
+def _group(op: str, shared, glh, coords, warps):
+    if not isinstance(shared, Shared):
+        raise fail(f"{op}: the shared side must be an st or sv, got {_name(shared)}")
+    if not isinstance(glh, GLHandle):
+        raise fail(f"{op}: the global side must be a gl argument, got {_name(glh)}")
+    if shared.dtype != glh.dtype:
+        raise fail(f"{op}: {shared.view.text()} and gl {glh.name} ({glh.dtype}) must have the "
+                   "same dtype")
+    kernel_warps = current().warps
+    n = kernel_warps if warps is None else warps
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or kernel_warps % n:
+        raise fail(f"{op}: warps={n!r} must be a positive divisor of the kernel's "
+                   f"{kernel_warps} warps")
+    return _coords(op, glh, None, coords), n
+
+
+def group_load(dst: Shared, src: GLHandle, coords, warps: int | None = None) -> Shared:
+    """Cooperative copy gl -> shared by groups of `warps` warps (default: all)."""
+    idx, n = _group("group_load", dst, src, coords, warps)
+    with emitting():
+        tk.group_load(dst.value(), src.value(), _index_values(idx), n)
+    return dst
+
+
+def group_store(dst: GLHandle, src: Shared, coords, warps: int | None = None) -> None:
+    """Cooperative copy shared -> gl by groups of `warps` warps (default: all)."""
+    idx, n = _group("group_store", src, dst, coords, warps)
+    with emitting():
+        tk.group_store(dst.value(), src.value(), _index_values(idx), n)

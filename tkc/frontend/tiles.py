@@ -1,0 +1,275 @@
+"""Tile handles: rt/rv (registers), st/sv (shared), gl (global), and dtypes.
+
+A register handle is a mutable Python name for an immutable SSA value: TK's
+in-place ops (`exp(x, x)`, `mma_ABt(acc, a, b, acc)`) rebind the handle to
+the op's result. `rt(...)`/`rv(...)` make an unassigned handle (no IR until an
+op assigns it). Loops and ifs (control.py) rebind handles changed inside
+them to the loop's or if's results.
+
+Shared handles are allocated with `tk.alloc` when created, in the kernel's
+entry block only (ThunderKittens allocates shared memory up front).
+"""
+from __future__ import annotations
+
+from ..dialect.types import GL, LAYOUTS, RT, RV, ST, SV, SWIZZLES, VEC_KINDS
+from ..dtypes import DTYPES
+from .trace import current, emitting, fail
+from .values import Index, Traced
+
+
+class DType(str):
+    """An element type name; `tkc.f32`/`tkc.i32` also annotate scalar kernel args."""
+
+    def __repr__(self):
+        return f"tkc.{str(self)}"
+
+
+bf16, f16, f32, i32 = DType("bf16"), DType("f16"), DType("f32"), DType("i32")
+SCALAR_DTYPES = ("f32", "i32")
+
+
+def tile_dtype(x) -> str:
+    if not isinstance(x, str) or x not in DTYPES:
+        raise fail(f"tile element type must be one of {', '.join(DTYPES)} "
+                   f"(tkc.bf16, ...), got {x!r}")
+    return str(x)
+
+
+def _extent(n, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or n % 16:
+        raise fail(f"{what} must be a positive multiple of 16 (tiles are built of 16x16 "
+                   f"base tiles), got {n!r}")
+    return n
+
+
+def _choice(x, allowed, what):
+    if x not in allowed:
+        raise fail(f"{what} must be one of {', '.join(map(repr, allowed))}, got {x!r}")
+    return x
+
+
+# ------------------------------------------------------------ register handles
+
+class Reg(Traced):
+    """A register tile (rt) or vector (rv) handle."""
+
+    _what = "a register tile"
+
+    def __init__(self, view):
+        self.view = view
+        self._value = None
+        self._scope = None
+
+    # -- the SSA value
+    def value(self):
+        """The current SSA value; a located error if unassigned or out of scope."""
+        st = current()
+        st.flush()
+        if self._value is None:
+            raise fail(f"{self.describe()} is used before any op assigned it "
+                       "(e.g. zero(x), load(x, src, coords))")
+        if not st.visible(self._scope):
+            raise fail(f"{self.describe()} was assigned inside the {self._scope.describe()} "
+                       "and has no value after it: assign it before the loop/if to carry it")
+        return self._value
+
+    @property
+    def assigned(self) -> bool:
+        return self._value is not None
+
+    def bind(self, value) -> "Reg":
+        st = current()
+        self._value, self._scope = value, st.scope
+        st.track(self)
+        return self
+
+    def describe(self) -> str:
+        return self.view.text().replace("!tk.", "").replace(" : i64", "")
+
+    def __repr__(self):
+        return f"<{self.describe()}{'' if self.assigned else ' unassigned'}>"
+
+    # -- shape
+    dtype = property(lambda self: self.view.dtype)
+    shape = property(lambda self: self.view.shape)
+    is_tile = property(lambda self: isinstance(self.view, RT))
+    rows = property(lambda self: self.view.rows)
+    cols = property(lambda self: self.view.cols)
+    layout = property(lambda self: self.view.layout)
+    length = property(lambda self: self.view.length)
+    kind = property(lambda self: self.view.kind)
+
+    def to(self, dtype) -> "Reg":
+        """A copy converted to dtype (functional form of copy)."""
+        from . import ops
+        return ops.copy(Reg(self.view.with_(dtype=tile_dtype(dtype))), self)
+
+    # -- operators: the functional forms of add/sub/mul/div/neg
+    def __add__(self, o):
+        from . import ops
+        return ops.add(self, o)
+
+    def __radd__(self, o):
+        from . import ops
+        return ops.add(self, o)
+
+    def __sub__(self, o):
+        from . import ops
+        return ops.sub(self, o)
+
+    def __rsub__(self, o):
+        from . import ops
+        return ops.add(ops.neg(self), o)
+
+    def __mul__(self, o):
+        from . import ops
+        return ops.mul(self, o)
+
+    def __rmul__(self, o):
+        from . import ops
+        return ops.mul(self, o)
+
+    def __truediv__(self, o):
+        from . import ops
+        return ops.div(self, o)
+
+    def __rtruediv__(self, o):
+        from . import ops
+        return ops.div(ops.fill(Reg(self.view), o), self)
+
+    def __neg__(self):
+        from . import ops
+        return ops.neg(self)
+
+
+def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
+    """An unassigned register tile handle rt<dtype, rows, cols, layout>."""
+    return Reg(RT(tile_dtype(dtype), _extent(rows, "rt rows"), _extent(cols, "rt cols"),
+                  _choice(layout, LAYOUTS, "rt layout")))
+
+
+def rv(dtype, length: int, kind: str = "col") -> Reg:
+    """An unassigned register vector handle; kind "col" = one value per tile row."""
+    return Reg(RV(tile_dtype(dtype), _extent(length, "rv length"),
+                  _choice(kind, VEC_KINDS, "rv kind")))
+
+
+# ------------------------------------------------------------ shared handles
+
+class Shared(Traced):
+    """A shared tile (st) or vector (sv): one tk.alloc for the whole kernel."""
+
+    _what = "a shared tile"
+
+    def __init__(self, view, value):
+        self.view, self._value = view, value
+
+    def value(self):
+        return self._value
+
+    dtype = property(lambda self: self.view.dtype)
+    shape = property(lambda self: self.view.shape)
+    is_tile = property(lambda self: isinstance(self.view, ST))
+    rows = property(lambda self: self.view.rows)
+    cols = property(lambda self: self.view.cols)
+    length = property(lambda self: self.view.length)
+
+    def __repr__(self):
+        return f"<{self.view.text()}>"
+
+
+def _alloc(view) -> Shared:
+    st = current()
+    if not st.in_entry:
+        raise fail(f"shared memory ({view.text()}) must be allocated at the top level of the "
+                   f"kernel, not inside the {st.scope.describe()}: ThunderKittens allocates "
+                   "shared tiles up front; move the st(...)/sv(...) before the loop or if")
+    from ..dialect import ops as tk
+    with emitting():
+        return Shared(view, tk.alloc(view.mlir()))
+
+
+def st(dtype, rows: int, cols: int, swizzle: str = "auto") -> Shared:
+    """Allocate a shared tile st<dtype, rows, cols, swizzle>."""
+    return _alloc(ST(tile_dtype(dtype), _extent(rows, "st rows"), _extent(cols, "st cols"),
+                     _choice(swizzle, SWIZZLES, "st swizzle")))
+
+
+def sv(dtype, length: int) -> Shared:
+    """Allocate a shared vector sv<dtype, length>."""
+    return _alloc(SV(tile_dtype(dtype), _extent(length, "sv length")))
+
+
+# ------------------------------------------------------------ global layouts
+
+AXES = ("b", "d", "r", "c")
+
+
+class GLSpec:
+    """The annotation gl(dtype, b, d, r, c): each dim an int or None/str (runtime)."""
+
+    def __init__(self, dtype, b, d, r, c):
+        self.dtype = tile_dtype(dtype)
+        self.dims = tuple(_gl_dim(x, a) for x, a in zip((b, d, r, c), AXES))
+
+    @property
+    def static(self) -> tuple:
+        """Each dim's size, or None when runtime."""
+        return tuple(x if isinstance(x, int) else None for x in self.dims)
+
+    def view(self) -> GL:
+        return GL(self.dtype, *(-1 if x is None else x for x in self.static))
+
+    def __eq__(self, o):
+        return isinstance(o, GLSpec) and (self.dtype, self.dims) == (o.dtype, o.dims)
+
+    def __hash__(self):
+        return hash((self.dtype, self.dims))
+
+    def __repr__(self):
+        return f"gl({self.dtype}, {', '.join(map(repr, self.dims))})"
+
+
+def _gl_dim(x, axis):
+    if x is None or isinstance(x, str):
+        return x
+    if isinstance(x, bool) or not isinstance(x, int) or x <= 0:
+        raise fail(f"gl dim {axis} must be a positive int (static) or None/a name "
+                   f"(runtime), got {x!r}")
+    return x
+
+
+def gl(dtype, b=None, d=None, r=None, c=None) -> GLSpec:
+    """A global layout annotation for a kernel argument."""
+    return GLSpec(dtype, b, d, r, c)
+
+
+class GLHandle(Traced):
+    """A gl kernel argument inside the kernel: .b .d .r .c are Index values."""
+
+    _what = "a global layout"
+
+    def __init__(self, spec: GLSpec, value, name: str):
+        self.spec, self._value, self.name = spec, value, name
+
+    def value(self):
+        return self._value
+
+    dtype = property(lambda self: self.spec.dtype)
+    view = property(lambda self: self.spec.view())
+
+    def _dim(self, axis: str) -> Index:
+        size = self.spec.static[AXES.index(axis)]
+        if size is not None:
+            return Index(const=size)
+        from ..dialect import ops as tk
+        with emitting():
+            return Index(tk.dim(self._value, axis))
+
+    b = property(lambda self: self._dim("b"))
+    d = property(lambda self: self._dim("d"))
+    r = property(lambda self: self._dim("r"))
+    c = property(lambda self: self._dim("c"))
+
+    def __repr__(self):
+        return f"<{self.name}: {self.spec!r}>"
