@@ -16,6 +16,7 @@ from ..diagnostics import TkcError
 _cuda = None            # the cuda.bindings.driver module, once imported
 _contexts: dict = {}    # device ordinal -> primary CUcontext
 _functions: dict = {}   # (cubin sha256, ordinal, kernel name) -> Function
+_shared_optin: dict = {}  # same key -> dynamic shared bytes the function is opted in to
 STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in
 
 
@@ -93,27 +94,29 @@ def _shared_optin_limit(ordinal: int) -> int:
 
 
 def load(image: bytes, kernel: str, ordinal: int, shared_bytes: int) -> Function:
-    """The kernel's function in image (cubin, or NUL-terminated PTX) on a device; cached."""
+    """The kernel's function in image (cubin, or NUL-terminated PTX) on a device; cached.
+    Opts the function in to shared_bytes of dynamic shared memory when above 48 KiB."""
     key = (hashlib.sha256(image).hexdigest(), ordinal, kernel)
     fn = _functions.get(key)
     if fn is None:
-        fn = _load(image, kernel, ordinal, shared_bytes)
+        context(ordinal)
+        module = call("cuModuleLoadData", image)
+        fn = Function(module, call("cuModuleGetFunction", module, kernel.encode()), ordinal)
         _functions[key] = fn
+    # Per function, not per load: two artifacts may share a cubin with different sizes.
+    if shared_bytes > max(STATIC_SHARED_LIMIT, _shared_optin.get(key, 0)):
+        _opt_in_shared(fn, kernel, shared_bytes)
+        _shared_optin[key] = shared_bytes
     return fn
 
 
-def _load(image: bytes, kernel: str, ordinal: int, shared_bytes: int) -> Function:
-    context(ordinal)
-    module = call("cuModuleLoadData", image)
-    handle = call("cuModuleGetFunction", module, kernel.encode())
-    if shared_bytes > STATIC_SHARED_LIMIT:
-        limit = _shared_optin_limit(ordinal)
-        if shared_bytes > limit:
-            raise TkcError(f"kernel '{kernel}' needs {shared_bytes} bytes of shared memory; "
-                           f"device {ordinal} allows {limit} per block")
-        attr = api().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        call("cuFuncSetAttribute", handle, attr, shared_bytes)
-    return Function(module, handle, ordinal)
+def _opt_in_shared(fn: Function, kernel: str, shared_bytes: int) -> None:
+    limit = _shared_optin_limit(fn.device)
+    if shared_bytes > limit:
+        raise TkcError(f"kernel '{kernel}' needs {shared_bytes} bytes of shared memory; "
+                       f"device {fn.device} allows {limit} per block")
+    attr = api().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    call("cuFuncSetAttribute", fn.handle, attr, shared_bytes)
 
 
 def loaded() -> list[tuple]:
@@ -129,6 +132,7 @@ def params_array(values: list):
 def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,
            cluster=(1, 1, 1)) -> None:
     """Launch fn; values are ctypes objects in the kernel's parameter order."""
+    context(fn.device)  # a thread torch never touched has no current context
     params = params_array(values)
     address = ctypes.addressof(params)
     if tuple(cluster) == (1, 1, 1):
