@@ -1,0 +1,136 @@
+"""tkc.compiler: stages, resuming from printed IR, ptxas and its report, compile_kernel."""
+from __future__ import annotations
+
+import pytest
+
+from tkc import compiler
+from tkc.diagnostics import TkcError
+
+GL = "!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 32 : i64>"
+ST = '!tk.st<bf16, 32 : i64, 32 : i64, "auto">'
+KERNEL = f'''
+func.func @roundtrip(%a: {GL}, %o: {GL}) attributes {{tk.kernel, tk.warps = 2 : i64,
+    tk.grid = ["cdiv(a.r, 32)", "1", "1"], tk.arg_names = ["a", "o"]}} {{
+  %s = "tk.alloc"() : () -> {ST}
+  %c0 = arith.constant 0 : index
+  %bx = "tk.block_idx"() {{dim = "x"}} : () -> index
+  %w = "tk.warpid"() : () -> index
+  "tk.group_load"(%s, %a, %c0, %c0, %bx, %c0) {{warps = 2 : i64}} : ({ST}, {GL}, index, index, index, index) -> ()
+  "tk.sync"() : () -> ()
+  %r = "tk.load"(%s, %w, %c0) : ({ST}, index, index) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">
+  %row = arith.addi %bx, %bx : index
+  %rr = arith.addi %row, %w : index
+  "tk.store"(%o, %r, %c0, %c0, %rr, %c0) : ({GL}, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index, index, index, index) -> ()
+  return
+}}
+'''
+
+
+def _module(text=KERNEL):
+    from mlir import ir
+    import tkc.dialect as d
+    ctx = d.context()
+    with ctx:
+        return ir.Module.parse(text)
+
+
+def test_stages_advance_in_order():
+    m = _module()
+    assert compiler.stage_of(m) == "tile"
+    tile = compiler.compile_to(m, "tile")
+    assert '"128b"' not in KERNEL and '"64b"' in tile  # layout selection ran (32 bf16 = 64 B rows)
+    compiler.compile_to(m, "nvvm")
+    assert compiler.stage_of(m) == "nvvm"
+    compiler.compile_to(m, "llvm")
+    assert compiler.stage_of(m) == "llvm"
+    ptx = compiler.compile_to(m, "ptx")
+    assert compiler.stage_of(m) == "ptx"
+    assert ".target sm_90a" in ptx and ".entry roundtrip(" in ptx
+    with pytest.raises(TkcError, match="already at stage 'ptx'"):
+        compiler.compile_to(m, "nvvm")
+
+
+def test_resumes_from_printed_nvvm_and_llvm():
+    """The IR printed at a stage parses back and finishes the same way."""
+    m = _module()
+    nvvm_text = compiler.compile_to(m, "nvvm")
+    llvm_text = compiler.compile_to(m, "llvm")
+    ptx = compiler.compile_to(m, "ptx")
+    assert compiler.compile_to(_module(nvvm_text), "ptx") == ptx
+    assert compiler.compile_to(_module(llvm_text), "ptx") == ptx
+
+
+def test_cubin_is_an_elf_without_spills():
+    m = _module()
+    cubin = compiler.compile_to(m, "cubin")
+    assert cubin[:4] == b"\x7fELF"
+    _, res = compiler.ptxas(compiler.compile_to(_module(), "ptx"))
+    assert res["registers"] > 0 and res["spill_stores"] == 0 and res["spill_loads"] == 0
+
+
+def test_print_ir_after_all_prints_every_stage():
+    import io
+    out = io.StringIO()
+    compiler.compile_to(_module(), "ptx", print_ir_after_all=True, out=out)
+    dumps = [ln for ln in out.getvalue().splitlines() if ln.startswith("// -----// IR Dump After")]
+    names = " ".join(dumps)
+    for entry in ("tk-verify", "tk-layout-selection", "tk-lower-to-nvvm", "convert-nvvm-to-llvm",
+                  "gpu-module-to-binary"):
+        assert entry in names
+
+
+def test_unknown_stage_and_empty_input_are_errors():
+    with pytest.raises(TkcError, match="unknown stage"):
+        compiler.compile_to(_module(), "sass")
+    with pytest.raises(TkcError, match="no kernel"):
+        compiler.compile_to(_module("func.func @f() { return }"), "nvvm")
+
+
+REPORT = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_90a'
+ptxas info    : Function properties for k
+    24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 168 registers, used 1 barriers, 512 bytes smem, 368 bytes cmem[0]
+"""
+
+
+def test_parse_resources():
+    r = compiler.parse_resources(REPORT)
+    assert (r["registers"], r["spill_stores"], r["spill_loads"], r["stack"], r["shared_static"]) == \
+        (168, 8, 12, 24, 512)
+    assert r["ptxas"] == REPORT.strip()
+    assert compiler.parse_resources("")["registers"] == 0
+
+
+def test_ptxas_reports_static_shared_and_fails_cleanly():
+    ptx = (".version 8.0\n.target sm_90a\n.address_size 64\n"
+           ".visible .entry z() { .shared .align 4 .b8 buf[64]; .reg .b32 r; "
+           "mov.u32 r, buf; st.shared.u32 [r], r; ret; }\n")
+    cubin, res = compiler.ptxas(ptx)
+    assert cubin[:4] == b"\x7fELF" and res["shared_static"] == 64
+    with pytest.raises(TkcError, match="ptxas failed"):
+        compiler.ptxas(ptx.replace("ret;", "bogus;"))
+
+
+def test_compile_kernel_manifest():
+    from tkc.runtime.artifact import Artifact
+    from tkc.runtime.cache import compiler_hash
+    art = compiler.compile_kernel(_module(), key="k123")
+    assert isinstance(art, Artifact) and art.name == "roundtrip"
+    man = art.manifest
+    assert man["warps"] == 2 and man["block"] == [64, 1, 1]
+    assert man["grid"] == ["cdiv(a.r, 32)", "1", "1"]
+    assert man["shared_bytes"] == 32 * 32 * 2
+    a, o = man["params"]
+    assert a == {"name": "a", "kind": "gl", "dtype": "bf16", "dims": [1, 1, None, 32],
+                 "divisible": [1, 1, 32, 32]}
+    assert o["divisible"] == [1, 1, 16, 32]
+    assert man["resources"]["spill_stores"] == 0 and man["resources"]["registers"] > 0
+    assert man["source"] == {"key": "k123", "compiler": compiler_hash()}
+    assert art.cubin[:4] == b"\x7fELF" and ".entry roundtrip" in art.ptx
+    assert "tk.kernel" in art.tile_ir
+
+
+def test_compile_kernel_rejects_other_targets():
+    with pytest.raises(TkcError, match="unsupported target"):
+        compiler.compile_kernel(_module(), target="sm_80")
