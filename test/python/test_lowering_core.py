@@ -221,7 +221,7 @@ def _pure(op, ins):
         src = LANES ^ ins[2] if "bfly" in kind else np.asarray(ins[2]) & 31
         return ins[1][src]
     if name == "nvvm.mma.sync":
-        return _mma(ins[0:4], ins[4:6], ins[6:10])
+        return [_mma(ins[0:4], ins[4:6], ins[6:10])]  # one struct result
     if name == "llvm.inline_asm":
         asm = ir.StringAttr(op.attributes["asm_string"]).value
         with np.errstate(all="ignore"):

@@ -47,13 +47,19 @@ C_HALVES = ((0, 1, 2, 3), (4, 5, 6, 7))
 
 # ---------------------------------------------------------------- mma
 
-def _pack(lo: ir.Value, hi: ir.Value) -> ir.Value:
-    """Two 16-bit values as one b32 register (lo in the low half)."""
+def _pack(lo: ir.Value, hi: ir.Value, as_i32: bool = True) -> ir.Value:
+    """Two 16-bit values as one b32 register (lo in the low half): an i32,
+    or the vector<2xf16> NVVM's mma.sync wants for f16 operands."""
     i32 = ir.IntegerType.get_signless(32)
     vec = llvm.mlir_undef(ir.VectorType.get([2], lo.type))
     for pos, v in enumerate((lo, hi)):
         vec = llvm.insertelement(vec, v, arith.constant(i32, pos))
-    return llvm.bitcast(i32, vec)
+    return llvm.bitcast(i32, vec) if as_i32 else vec
+
+
+def _operand(lo, hi):
+    """An mma.sync A/B register: bf16 pairs as i32, f16 pairs as vector<2xf16>."""
+    return _pack(lo, hi, as_i32=str(lo.type) == "bf16")
 
 
 def _mma_shapes(op, a: RT, b: RT, c: RT, at: bool, bt: bool):
@@ -78,14 +84,14 @@ def _mma_shapes(op, a: RT, b: RT, c: RT, at: bool, bt: bool):
 def _a_regs(a: Frag, at: bool, i: int, kb: int) -> list:
     bi, bj = (kb, i) if at else (i, kb)
     base = fragments.tile_index(a.view.rows, a.view.cols, bi, bj, 0)
-    return [_pack(a.vals[base + p], a.vals[base + q]) for p, q in A_PAIRS]
+    return [_operand(a.vals[base + p], a.vals[base + q]) for p, q in A_PAIRS]
 
 
 def _b_regs(b: Frag, bt: bool, j: int, kb: int) -> list:
     """[left-half regs, right-half regs] of the B operand for output column block j."""
     bi, bj = (j, kb) if bt else (kb, j)
     base = fragments.tile_index(b.view.rows, b.view.cols, bi, bj, 0)
-    return [[_pack(b.vals[base + p], b.vals[base + q]) for p, q in half] for half in B_PAIRS]
+    return [[_operand(b.vals[base + p], b.vals[base + q]) for p, q in half] for half in B_PAIRS]
 
 
 def mma_sync(a_regs, b_regs, c_vals, dtype: str) -> list:

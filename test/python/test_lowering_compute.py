@@ -1,0 +1,243 @@
+"""Register-tile rules run on 32 simulated lanes (test_lowering_core.simulate)
+against numpy, plus PTX checks that the fast hardware paths are used."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tkc.dialect import ops
+from tkc.dialect.types import RT, RV
+from tkc.lowering import lower_module
+
+from test_lowering_core import bf16, build, ptxas_resources, round_to, run_kernel, to_ptx
+
+pytestmark = pytest.mark.usefixtures("lane_major_io")
+
+from test_lowering_core import lane_major_io  # noqa: E402,F401  (the fixture)
+
+RNG = np.random.default_rng(42)
+
+
+def rand(shape, dtype="f32", scale=1.0):
+    return round_to(RNG.standard_normal(shape).astype(np.float32) * scale, dtype)
+
+
+# ---------------------------------------------------------------- elementwise
+
+UNARY_REF = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2,
+    "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "neg": np.negative,
+}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("name", list(UNARY_REF))
+def test_unary(name, dtype):
+    v = RT(dtype, 16, 32, "row")
+    x = rand(v.shape, dtype)
+    if name.startswith("log"):
+        x = np.abs(x) + round_to(0.5, dtype)
+    out, = run_kernel([v], [v], lambda t: [ops.unary(name, t)], [x])
+    want = round_to(UNARY_REF[name](x.astype(np.float64)), dtype)
+    np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == "f32" else 1e-2)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "max", "min"])
+def test_binary_tile_tile_and_tile_scalar(name):
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+           "max": np.maximum, "min": np.minimum}[name]
+    v = RT("bf16", 32, 16, "col")
+    x, y = rand(v.shape, "bf16"), rand(v.shape, "bf16") + 3
+    out, = run_kernel([v, v], [v], lambda a, b: [ops.binary(name, a, b)], [x, y])
+    np.testing.assert_allclose(out, bf16(ref(x, y)), rtol=1e-2)
+    out, = run_kernel([v], [v], lambda a, s: [ops.binary(name, a, s)], [x], scalars=(1.75,))
+    np.testing.assert_allclose(out, bf16(ref(x, np.float32(1.75))), rtol=1e-2)
+
+
+@pytest.mark.parametrize("kind,value", [("zero", 0.0), ("ones", 1.0), ("neg_infty", -np.inf), ("pos_infty", np.inf)])
+def test_initialisers(kind, value):
+    v = RV("f32", 32, "row")
+    out, = run_kernel([], [v], lambda: [ops.init(kind, v)], [])
+    assert (out == value).all()
+
+
+def test_fill_rounds_to_bf16():
+    v = RT("bf16", 16, 16, "row")
+    out, = run_kernel([], [v], lambda s: [ops.fill(v, s)], [], scalars=(1.0 + 2 ** -9,))
+    assert (out == bf16(np.float32(1.0 + 2 ** -9))).all() and out[0, 0] == 1.0
+
+
+def test_copy_rounds_to_nearest_even():
+    src, dst = RT("f32", 16, 16, "row"), RT("bf16", 16, 16, "row")
+    # halfway cases: 1 + 2^-8 rounds down to 1 (even), 1 + 3*2^-8 up to 1 + 2^-6
+    x = rand(src.shape)
+    x[0, 0], x[0, 1] = 1 + 2 ** -8, 1 + 3 * 2 ** -8
+    out, = run_kernel([src], [dst], lambda t: [ops.unary("copy", t, dst)], [x])
+    np.testing.assert_array_equal(out, bf16(x))
+    assert out[0, 0] == 1.0 and out[0, 1] == 1 + 2 ** -6
+
+
+# ---------------------------------------------------------------- reductions and broadcasts
+
+@pytest.mark.parametrize("name", ["row_max", "row_sum", "col_max", "col_sum"])
+@pytest.mark.parametrize("shape", [(16, 16), (32, 48)])
+@pytest.mark.parametrize("with_init", [False, True])
+def test_reductions(name, shape, with_init):
+    v = RT("bf16", *shape, "row")
+    rows = name.startswith("row")
+    rv = v.col_vec("f32") if rows else v.row_vec("f32")
+    x = rand(shape, "bf16")
+    init = rand(rv.shape)
+    op = np.max if name.endswith("max") else np.sum
+    want = op(x.astype(np.float64), axis=1 if rows else 0)
+    if with_init:
+        want = np.maximum(want, init) if name.endswith("max") else want + init
+        out, = run_kernel([v, rv], [rv], lambda t, i: [ops.reduce(name, t, init=i)], [x, init])
+    else:
+        out, = run_kernel([v], [rv], lambda t: [ops.reduce(name, t, rv)], [x])
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["add_row", "sub_row", "mul_row", "div_row",
+                                  "add_col", "sub_col", "mul_col", "div_col"])
+def test_broadcasts(name):
+    v = RT("f32", 32, 48, "row")
+    rows = name.endswith("_row")
+    rv = v.col_vec() if rows else v.row_vec()
+    x, vec = rand(v.shape), rand(rv.shape) + 4
+    ref = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[name[:3]]
+    out, = run_kernel([v, rv], [v], lambda t, u: [ops.broadcast(name, t, u)], [x, vec])
+    np.testing.assert_allclose(out, ref(x, vec[:, None] if rows else vec[None, :]), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- mma
+
+def _mma_case(name, dtype, m, n, k):
+    at, bt = name in ("mma_atb", "mma_atbt"), name in ("mma_abt", "mma_atbt")
+    av = RT(dtype, *((k, m) if at else (m, k)), "col" if at else "row")
+    bv = RT(dtype, *((n, k) if bt else (k, n)), "row" if bt else "col")
+    cv = RT("f32", m, n, "row")
+    a, b, c = rand(av.shape, dtype), rand(bv.shape, dtype), rand(cv.shape)
+    out, = run_kernel([av, bv, cv], [cv], lambda x, y, z: [ops.mma(name, x, y, z)], [a, b, c])
+    A = a.T if at else a
+    Bm = b.T if bt else b
+    np.testing.assert_allclose(out, A.astype(np.float64) @ Bm + c, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["mma_ab", "mma_abt", "mma_atb", "mma_atbt"])
+@pytest.mark.parametrize("m,n,k", [(16, 16, 16), (32, 48, 16), (16, 32, 48), (48, 16, 32)])
+def test_mma_variants(name, m, n, k):
+    _mma_case(name, "bf16", m, n, k)
+
+
+@pytest.mark.parametrize("name", ["mma_ab", "mma_atbt"])
+def test_mma_f16(name):
+    _mma_case(name, "f16", 32, 32, 32)
+
+
+# ---------------------------------------------------------------- layouts
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("layout", ["row", "col"])
+def test_swap_layout(dtype, layout):
+    v = RT(dtype, 32, 48, layout)
+    w = v.with_(layout="col" if layout == "row" else "row")
+    x = rand(v.shape, dtype)
+    out, = run_kernel([v], [w], lambda t: [ops.swap_layout(t)], [x])
+    np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f32"])
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("shape", [(16, 16), (16, 48), (48, 32)])
+def test_transpose(dtype, layout, shape):
+    v = RT(dtype, *shape, layout)
+    w = v.with_(rows=shape[1], cols=shape[0])
+    x = rand(v.shape, dtype)
+    out, = run_kernel([v], [w], lambda t: [ops.transpose(t)], [x])
+    np.testing.assert_array_equal(out, x.T)
+
+
+def test_softmax_like_chain():
+    """row_max, sub_row, exp2, row_sum, div_row, copy to bf16, then mma_AB: the attention inner loop."""
+    s, vv, o = RT("f32", 16, 32, "row"), RT("bf16", 32, 16, "col"), RT("f32", 16, 16, "row")
+
+    def body(x, vals, acc):
+        mx = ops.reduce("row_max", x)
+        p = ops.unary("exp2", ops.broadcast("sub_row", x, mx))
+        p = ops.broadcast("div_row", p, ops.reduce("row_sum", p))
+        return [ops.mma("mma_ab", ops.unary("copy", p, s.with_(dtype="bf16")), vals, acc)]
+    x, v, c = rand(s.shape, scale=3), rand(vv.shape, "bf16"), np.zeros(o.shape, np.float32)
+    out, = run_kernel([s, vv, o], [o], body, [x, v, c])
+    p = np.exp2(x - x.max(1, keepdims=True))
+    p = bf16(p / p.sum(1, keepdims=True))
+    np.testing.assert_allclose(out, p.astype(np.float64) @ v, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- PTX
+
+def _ptx(ins, outs, body):
+    m = build(ins, outs, body)
+    with m.context:
+        return to_ptx(m)
+
+
+def test_ptx_mma_abt_operands():
+    """rt<bf16,16,32> x rt<bf16,16,32>^T: 2 k blocks x 2 n halves = 4 mma.sync."""
+    a = RT("bf16", 16, 32, "row")
+    c = RT("f32", 16, 16, "row")
+    ptx = _ptx([a, a, c], [c], lambda x, y, z: [ops.mma("mma_abt", x, y, z)])
+    mmas = re.findall(r"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32\s*\{([^}]*)\},\s*"
+                      r"\{([^}]*)\},\s*\{([^}]*)\},\s*\{([^}]*)\}", ptx)
+    assert len(mmas) == 4
+    d, a_ops, b_ops, c_ops = zip(*mmas)
+    # one A register set per k block, shared by the two n8 halves; a B pair per (k block, half)
+    assert len(set(a_ops)) == 2 and all(a_ops.count(x) == 2 for x in a_ops)
+    assert len(set(b_ops)) == 4
+    # the second k block accumulates onto the first: two mmas read another's D as C,
+    # and those two use the other A register set
+    chained = [n for n in range(4) if c_ops[n] in d]
+    assert len(chained) == 2 and len({a_ops[n] for n in chained}) == 1
+    assert {c_ops[n] for n in chained} == {d[n] for n in range(4) if n not in chained}
+    res = ptxas_resources(ptx)
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0
+
+
+def test_ptx_row_max_shuffles():
+    v = RT("f32", 16, 64, "row")
+    ptx = _ptx([v], [v.col_vec()], lambda t: [ops.reduce("row_max", t)])
+    # two rows (g, g+8) per thread, each: xor 1 then xor 2
+    assert sorted(re.findall(r"shfl.sync.bfly.b32\s+\S+, \S+, (\d+), 31, -1;", ptx)) == ["1", "1", "2", "2"]
+    assert "max.f32" in ptx
+
+
+def test_ptx_col_sum_shuffles():
+    v = RT("f32", 16, 16, "row")
+    ptx = _ptx([v], [v.row_vec()], lambda t: [ops.reduce("col_sum", t)])
+    assert sorted(set(re.findall(r"shfl.sync.bfly.b32\s+\S+, \S+, (\d+), 31", ptx))) == ["16", "4", "8"]
+
+
+def test_ptx_fast_paths_and_rounding():
+    v, w = RT("f32", 16, 16, "row"), RT("bf16", 16, 16, "row")
+    ptx = _ptx([v], [w], lambda t: [ops.unary("copy", ops.unary("exp", t), w)])
+    assert "ex2.approx.ftz.f32" in ptx
+    assert re.search(r"cvt.rn.bf16(x2)?.f32", ptx)
+    ptx = _ptx([v], [v], lambda t: [ops.unary("log", t)])
+    assert "lg2.approx.ftz.f32" in ptx
+
+
+def test_ptx_swap_layout_uses_movmatrix():
+    v = RT("bf16", 16, 32, "row")
+    ptx = _ptx([v], [v.with_(layout="col")], lambda t: [ops.swap_layout(t)])
+    assert ptx.count("movmatrix.sync.aligned.m8n8.trans.b16") == 8
+    ptxas_resources(ptx)
+
+
+def test_lane_id_read_once():
+    v = RT("f32", 16, 32, "row")
+    m = build([v], [v.with_(layout="col")], lambda t: [ops.swap_layout(t)])
+    with m.context:
+        lower_module(m)
+    assert str(m).count("nvvm.read.ptx.sreg.tid.x") == 1
