@@ -73,14 +73,18 @@ class GlParam:
 
     def _check_dims(self, v: TensorView) -> None:
         for axis, (n, want, div) in enumerate(zip(_shape4(v.shape), self.dims, self.divisible)):
-            dim = f"dim {DIMS[axis]} (axis {axis} of the 4-D view of shape {v.shape})"
-            if want is not None and n != want:
-                raise self.error(f"{dim} must be {want}, found {n}")
-            if n % div:
-                raise self.error(f"{dim} = {n} must be a multiple of {div} "
-                                 f"(the kernel's tiles along {DIMS[axis]})")
-            if n > INT32_MAX:
-                raise self.error(f"{dim} = {n} does not fit int32")
+            if (want is not None and n != want) or n % div or n > INT32_MAX:
+                raise self._dim_error(v, axis, n)
+
+    def _dim_error(self, v: TensorView, axis: int, n: int) -> ArgError:
+        want, div = self.dims[axis], self.divisible[axis]
+        dim = f"dim {DIMS[axis]} (axis {axis} of the 4-D view of shape {v.shape})"
+        if want is not None and n != want:
+            return self.error(f"{dim} must be {want}, found {n}")
+        if n % div:
+            return self.error(f"{dim} = {n} must be a multiple of {div} "
+                              f"(the kernel's tiles along {DIMS[axis]})")
+        return self.error(f"{dim} = {n} does not fit int32")
 
     def _check_layout(self, v: TensorView) -> None:
         step = v.itemsize

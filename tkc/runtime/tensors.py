@@ -36,7 +36,8 @@ def view(obj, stream: int | None = None) -> TensorView | None:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _torch_view(obj)
-    if type(obj).__module__ == "numpy" and hasattr(obj, "__array_interface__"):
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(obj, numpy.ndarray):
         return _numpy_view(obj)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_view(obj, stream)
@@ -51,9 +52,14 @@ def _torch_view(t) -> TensorView:
                       t.data_ptr(), dev.type, dev.index if dev.index is not None else 0)
 
 
+_numpy_names: dict = {}  # numpy dtype -> our name (dtype.name is slow to compute)
+
+
 def _numpy_view(a) -> TensorView:
-    name = a.dtype.name
-    return TensorView(_NUMPY_DTYPES.get(name, name), tuple(a.shape), tuple(a.strides),
+    name = _numpy_names.get(a.dtype)
+    if name is None:
+        name = _numpy_names[a.dtype] = _NUMPY_DTYPES.get(a.dtype.name, a.dtype.name)
+    return TensorView(name, tuple(a.shape), tuple(a.strides),
                       a.itemsize, a.__array_interface__["data"][0], "cpu", 0)
 
 
