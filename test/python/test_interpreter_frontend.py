@@ -1,0 +1,68 @@
+"""Kernels traced from the Python DSL and interpreted: numbers, and errors
+located at the author's line in this file."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, rt, rv, st
+from tkc.diagnostics import TkcError
+from tkc.ops import (exp, group_load, load, row_max, row_sum, store, sub_row, div_row)
+
+from test_interpreter_ops import ref_bf16
+
+
+@tkc.kernel(warps=2, grid=lambda x, o: (x.r // 32,))
+def softmax_rows(x: gl(f32, 1, 1, "N", 64), o: gl(f32, 1, 1, "N", 64)):
+    """Each block stages 32 rows in shared memory; each warp softmaxes 16 of them."""
+    blk, w = tkc.block_idx.x, tkc.warpid()
+    s = st(f32, 32, 64)
+    group_load(s, x, (0, 0, blk, 0), warps=2)
+    tkc.sync()
+    t = load(rt(bf16, 16, 64), s, (w, 0))
+    m = row_max(rv(f32, 16), t)
+    e = exp(sub_row(t, m))
+    total = row_sum(rv(f32, 16), e)
+    store(o, div_row(e, total), (0, 0, blk * 2 + w, 0))
+
+
+def test_traced_softmax_matches_numpy():
+    x = np.random.default_rng(4).standard_normal((96, 64)).astype(np.float32)
+    o = np.full_like(x, np.nan)
+    softmax_rows.interpret(x, o)
+    t = ref_bf16(x)  # loaded into a bf16 tile; every bf16 result rounds again
+    e = ref_bf16(np.exp(ref_bf16(t - t.max(axis=1, keepdims=True))))
+    want = ref_bf16(e / e.astype(np.float64).sum(axis=1, keepdims=True).astype(np.float32))
+    np.testing.assert_allclose(o, want, rtol=1e-2)
+    np.testing.assert_allclose(o.sum(axis=1), 1.0, rtol=2e-2)
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+@tkc.kernel(warps=2)
+def half_sync(o: gl(f32, 1, 1, 16, 16)):
+    with tkc.if_(tkc.warpid() == 0):
+        tkc.sync()  # only warp 0 gets here
+
+
+def test_deadlock_names_the_author_line():
+    with pytest.raises(TkcError, match="deadlock at sync") as info:
+        half_sync.interpret(np.zeros((16, 16), np.float32))
+    assert info.value.where.startswith(f"{__file__}:{line_of(half_sync.fn, 'tkc.sync()')}:")
+
+
+@tkc.kernel()
+def past_the_end(o: gl(f32, 1, 1, 32, 16)):
+    store(o, tkc.ops.zero(rt(f32, 16, 16)), (0, 0, 2, 0))
+
+
+def test_out_of_bounds_store_names_the_author_line():
+    with pytest.raises(TkcError, match=r"\(0, 0, 2, 0\).*out of bounds of shape \(1, 1, 32, 16\)") as info:
+        past_the_end.interpret(np.zeros((32, 16), np.float32))
+    assert info.value.where.startswith(f"{__file__}:{line_of(past_the_end.fn, 'store(o')}:")
