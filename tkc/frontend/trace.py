@@ -14,6 +14,7 @@ it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ from functools import lru_cache
 from ..diagnostics import TkcError
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# `with emitting():` runs our code under contextlib's frames: skip those too.
+_CONTEXTLIB = contextlib.__file__
 
 _ACTIVE: list["TraceState"] = []
 
@@ -31,7 +34,8 @@ _ACTIVE: list["TraceState"] = []
 def author_frame():
     """The innermost Python frame that is not frontend code."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_HERE):
+    while f is not None and (f.f_code.co_filename.startswith(_HERE)
+                             or f.f_code.co_filename == _CONTEXTLIB):
         f = f.f_back
     return f
 
