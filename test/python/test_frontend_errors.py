@@ -1,0 +1,172 @@
+"""Mistakes in kernels are TkcErrors at the author's file:line, found while tracing."""
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, rt, rv, st
+from tkc.diagnostics import TkcError
+from tkc.frontend.ops import exp, load, mma_AB, mma_ABt, row_max, store, sub_row, zero
+
+pytest.importorskip("mlir")
+
+G = gl(f32, 1, 1, 32, 32)
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# @{marker}"):
+                return i
+    raise AssertionError(marker)
+
+
+def _fails(kernel, marker: str, *words):
+    with pytest.raises(TkcError) as info:
+        kernel.trace()
+    e = info.value
+    assert e.where.startswith(f"{__file__}:{_line_of(marker)}:"), (e.where, e.message)
+    for w in words:
+        assert w in e.message, e.message
+    return e
+
+
+def test_mma_with_wrong_dtype():
+    @tkc.kernel
+    def k(a: G):
+        x = load(rt(f32, 16, 32), a, (0, 0, 0, 0))
+        acc = zero(rt(f32, 16, 16))
+        mma_ABt(acc, x, x, acc)  # @mma-dtype
+    _fails(k, "mma-dtype", "mma_ABt", "bf16")
+
+
+def test_mma_with_wrong_layout_and_shapes():
+    @tkc.kernel
+    def k(a: gl(bf16, 1, 1, 32, 32)):
+        x = load(rt(bf16, 16, 32), a, (0, 0, 0, 0))
+        mma_AB(x, x, zero(rt(f32, 16, 16)))  # @mma-layout
+    _fails(k, "mma-layout", "col layout", "swap_layout")
+
+    @tkc.kernel
+    def k2(a: gl(bf16, 1, 1, 32, 32)):
+        x = load(rt(bf16, 16, 32), a, (0, 0, 0, 0))
+        mma_ABt(x, x, zero(rt(f32, 16, 32)))  # @mma-shape
+    _fails(k2, "mma-shape", "N")
+
+
+def test_python_if_on_a_traced_value():
+    @tkc.kernel(warps=2)
+    def k(a: G):
+        if tkc.warpid() == 0:  # @pyif
+            store(a, zero(rt(f32, 16, 16)), (0, 0, 0, 0))
+    _fails(k, "pyif", "tkc.if_")
+
+
+def test_python_range_over_a_traced_value():
+    @tkc.kernel
+    def k(a: gl(f32, 1, 1, None, 32)):
+        for _ in range(a.r // 16):  # @pyrange
+            pass
+    _fails(k, "pyrange", "tkc.range")
+
+
+def test_alloc_inside_a_loop():
+    @tkc.kernel
+    def k(a: G):
+        for i in tkc.range(2):
+            s = st(f32, 32, 32)  # @alloc
+            del s
+    _fails(k, "alloc", "up front")
+
+
+def test_wrong_coordinate_count():
+    @tkc.kernel
+    def k(a: G):
+        load(rt(f32, 16, 16), a, (0, 0))  # @coords
+    _fails(k, "coords", "4 coordinates", "got 2")
+
+
+def test_handle_assigned_in_a_loop_is_not_available_after_it():
+    @tkc.kernel
+    def k(a: G):
+        for i in tkc.range(2):
+            x = load(rt(f32, 16, 16), a, (0, 0, i, 0))
+        store(a, x, (0, 0, 0, 0))  # @after-loop
+    _fails(k, "after-loop", "tkc.range loop")
+
+
+def test_index_from_a_branch_is_not_available_after_it():
+    @tkc.kernel
+    def k(a: G):
+        with tkc.if_(tkc.warpid() == 0):
+            r = tkc.laneid() + 1
+        store(a, zero(rt(f32, 16, 16)), (0, 0, r, 0))  # @after-if
+    _fails(k, "after-if", "tkc.if_ branch")
+
+
+def test_use_before_assignment():
+    @tkc.kernel
+    def k(a: G):
+        x = rt(f32, 16, 16)
+        store(a, exp(x), (0, 0, 0, 0))  # @unassigned
+    _fails(k, "unassigned", "before any op assigned it")
+
+
+def test_break_out_of_tkc_range():
+    @tkc.kernel
+    def k(a: G):
+        for i in tkc.range(4):
+            break  # @break
+        store(a, zero(rt(f32, 16, 16)), (0, 0, 0, 0))
+    _fails(k, "break", "break")
+
+
+def test_else_without_if():
+    @tkc.kernel
+    def k(a: G):
+        with tkc.else_():  # @else
+            pass
+    _fails(k, "else", "tkc.if_")
+
+
+def test_destination_of_the_wrong_type():
+    @tkc.kernel
+    def k(a: G):
+        x = load(rt(f32, 16, 32), a, (0, 0, 0, 0))
+        row_max(rv(f32, 32), x)  # @reduce
+        sub_row(x, rv(f32, 16))
+    _fails(k, "reduce", "length 16")
+
+
+def test_bad_tile_shape_and_dtype():
+    @tkc.kernel
+    def k(a: G):
+        zero(rt(f32, 8, 16))  # @shape
+    _fails(k, "shape", "multiple of 16")
+
+    @tkc.kernel
+    def k2(a: G):
+        zero(rt("f64", 16, 16))  # @dtype
+    _fails(k2, "dtype", "bf16")
+
+
+def test_bad_argument_annotation():
+    @tkc.kernel
+    def k(a: int):
+        pass
+    with pytest.raises(TkcError) as info:
+        k.trace()
+    assert "gl(dtype" in info.value.message and info.value.where.startswith(__file__)
+
+
+def test_grid_uses_an_f32_scalar():
+    @tkc.kernel(grid=lambda a, s: (s,))
+    def k(a: G, s: tkc.f32):
+        pass
+    with pytest.raises(TkcError) as info:
+        k.grid()
+    assert "i32" in info.value.message
+
+
+def test_ops_outside_a_kernel():
+    with pytest.raises(TkcError) as info:
+        zero(rt(f32, 16, 16))  # @outside
+    assert info.value.where.startswith(f"{__file__}:{_line_of('outside')}:")
