@@ -263,3 +263,25 @@ def test_gemm_is_right_and_fast():
     want = ref_bf16(a).astype(np.float64) @ ref_bf16(b).astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
     assert elapsed < 2.0, f"interpreting a 128^3 GEMM took {elapsed:.2f} s"
+
+
+def test_same_numbers_after_the_tile_pipeline():
+    """tk-layout-selection picks swizzles; swizzles never change values."""
+    from tkc.passes.pipeline import run_pipeline
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 128, 64), np.float32)
+    b = b.reshape(64, 128)
+    before, after = np.zeros((2, 128, 128), np.float32)
+    m = gemm_module()
+    run(m, [a, b, before])
+    run_pipeline(m, "tk-verify,tk-layout-selection")
+    assert '"auto"' not in str(m) and '"64b"' in str(m)
+    run(m, [a, b, after])
+    np.testing.assert_array_equal(after, before)
+    assert not np.isnan(after).any()
+
+
+def test_loop_with_zero_step_is_an_error_not_a_hang():
+    m = kernel([("n", "i32")], ["%i = arith.index_cast %n : i32 to index",
+                                "scf.for %k = %c0 to %c4 step %i {", "}"])
+    raises(m, [0], "step must be positive")

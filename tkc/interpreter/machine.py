@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from ..diagnostics import TkcError, error
+from ..diagnostics import TkcError, error, where
 from . import ops, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .program import Compiler, execute
@@ -125,9 +125,4 @@ def _check_barrier(waiting: dict, done: list) -> None:
     if others:
         w, op = next(iter(others.items()))
         raise error(sync, f"deadlock at sync: warp {first_warp} waits here but warp {w} "
-                          f"waits at another tk.sync ({_where(op)})")
-
-
-def _where(op) -> str:
-    from ..diagnostics import where
-    return where(op) or str(op.location)
+                          f"waits at another tk.sync ({where(op) or op.location})")

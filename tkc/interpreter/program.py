@@ -113,12 +113,3 @@ def execute(block: Block, env: list, warp):
                              f"{type(e).__name__}: {e}") from e
     return [env[s] for s in block.yield_slots]
 
-
-def run_plain(block: Block, env: list, warp):
-    """Run a block that contains no barrier (not a generator)."""
-    gen = execute(block, env, warp)
-    try:
-        next(gen)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("run_plain on a block that reaches a tk.sync")
