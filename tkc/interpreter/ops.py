@@ -284,19 +284,17 @@ def _piece_fits(op, mem_t, t) -> None:
         expect(isinstance(t, (RT, RV, ST, SV)), op, f"cannot move {t} to or from a gl")
 
 
-def _memory(op, mem, piece):
-    """Common checks of load/store: (memory type, piece type, index slots)."""
-    mem_t, t = tview(mem), tview(piece) if hasattr(piece, "type") else piece
+def _memory(op, mem_t, t, ncoords: int) -> None:
+    """Common checks of load/store between memory `mem_t` and registers `t`."""
     expect(isinstance(mem_t, (GL, ST, SV)), op, f"memory operand must be gl, st or sv, got {mem_t}")
-    _coords_count(op, mem_t, len(op.operands) - (1 if op.name == "tk.load" else 2))
+    _coords_count(op, mem_t, ncoords)
     _piece_fits(op, mem_t, t)
-    return mem_t, t
 
 
 @handler("tk.load")
 def _load(c, op):
-    t = tview(op.results[0])
-    mem_t, _ = _memory(op, op.operands[0], t)
+    mem_t, t = tview(op.operands[0]), tview(op.results[0])
+    _memory(op, mem_t, t, len(op.operands) - 1)
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
 
@@ -311,7 +309,8 @@ def _load(c, op):
 
 @handler("tk.store")
 def _store(c, op):
-    mem_t, t = _memory(op, op.operands[0], op.operands[1])
+    mem_t, t = tview(op.operands[0]), tview(op.operands[1])
+    _memory(op, mem_t, t, len(op.operands) - 2)
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
     rnd, shape = ROUND[mem_t.dtype], t.shape
 
