@@ -64,11 +64,15 @@ def _operand(x) -> str:
     return str(x) if x >= 0 else f"({x})"
 
 
+def _arg(x) -> str:
+    return x.text if isinstance(x, Sym) else str(x)
+
+
 def _call(fn: str, x, y, py, traced):
     if isinstance(x, Index) or isinstance(y, Index):
         return traced(Index.wrap(x) if not isinstance(x, Index) else x, y)
     if isinstance(x, Sym) or isinstance(y, Sym):
-        return Sym(f"{fn}({_operand(x)}, {_operand(y)})")
+        return Sym(f"{fn}({_arg(x)}, {_arg(y)})")
     return py(x, y)
 
 

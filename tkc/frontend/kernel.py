@@ -226,7 +226,8 @@ def _constants(f) -> dict:
             out[f"{f.__qualname__}:{name}"] = v
     for name in sorted(_names(f.__code__)):
         if name in f.__globals__ and _simple(f.__globals__[name]):
-            out[f"{f.__module__}.{name}"] = f.__globals__[name]
+            # by name only: the same file imported under another module name keeps its key
+            out[f"global:{name}"] = f.__globals__[name]
     return out
 
 

@@ -1,0 +1,168 @@
+"""Kernel objects: grid expressions, cache keys, kernels_in_file, and no MLIR at import."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, rt
+from tkc.diagnostics import TkcError
+from tkc.frontend import kernels_in_file
+from tkc.frontend.ops import load, store, zero
+
+
+def _make(n):
+    @tkc.kernel(warps=2, grid=lambda a: (a.r // n,))
+    def k(a: gl(f32, 1, 1, None, 64)):
+        store(a, zero(rt(f32, 16, n)), (0, 0, 0, 0))
+    return k
+
+
+def test_cache_key_is_stable_and_follows_closure_constants():
+    a, b, c = _make(32), _make(32), _make(16)
+    assert a.cache_key() == a.cache_key() == b.cache_key()
+    assert len(a.cache_key()) == 64
+    assert a.cache_key() != c.cache_key()
+
+
+def test_grid_expressions():
+    k = _make(32)
+    assert k.grid() == ["a.r // 32", "1", "1"]
+
+    @tkc.kernel(grid=lambda c, n: (tkc.cdiv(c.c, 64) * 2, tkc.min(c.r // 16, n + 1), (c.b + 1) % 3))
+    def g(c: gl(bf16, None, 8, None, None), n: tkc.i32):
+        pass
+    assert g.grid() == ["cdiv(c.c, 64) * 2", "min(c.r // 16, n + 1)", "(c.b + 1) % 3"]
+
+    # by name when the lambda names kernel arguments; static dims are ints
+    @tkc.kernel(grid=lambda c: (c.d * 4, c.r))
+    def h(n: tkc.i32, c: gl(bf16, None, 8, 128, None)):
+        pass
+    assert h.grid() == ["32", "128", "1"]
+    assert tkc.cdiv(65, 64) == 2 and tkc.min(3, 4) == 3 and tkc.max(3, 4) == 4
+
+
+def test_grid_errors():
+    @tkc.kernel(grid=lambda a: (a.r / 64,))
+    def k(a: gl(f32, 1, 1, None, 64)):
+        pass
+    with pytest.raises(TkcError) as info:
+        k.grid()
+    assert "//" in info.value.message and info.value.where.startswith(__file__)
+
+    @tkc.kernel(grid=lambda a: (1, 2, 3, 4))
+    def k4(a: gl(f32, 1, 1, None, 64)):
+        pass
+    with pytest.raises(TkcError):
+        k4.grid()
+
+
+KERNEL_FILE = '''
+import tkc
+from tkc import f32, gl, rt
+from tkc.ops import *
+
+D = {d}
+
+def helper(x):
+    return {helper}
+
+@tkc.kernel(name="copy_tile")
+def k(a: gl(f32, 1, 1, 16, 64)):
+    store(a, helper(load(rt(f32, 16, D), a, (0, 0, 0, 0))), (0, 0, 0, 0))
+
+def _make(n):
+    @tkc.kernel(name=f"zero_{{n}}")
+    def z(a: gl(f32, 1, 1, 16, 64)):
+        store(a, zero(rt(f32, 16, n)), (0, 0, 0, 0))
+    return z
+
+KERNELS = [_make(16), _make(32)]
+'''
+
+
+def _write(tmp_path, name, d=64, helper="exp(x)"):
+    p = tmp_path / name
+    p.write_text(KERNEL_FILE.format(d=d, helper=helper))
+    return p
+
+
+def test_kernels_in_file_and_global_constants(tmp_path):
+    ks = kernels_in_file(_write(tmp_path, "a.py"))
+    assert [k.name for k in ks] == ["copy_tile", "zero_16", "zero_32"]
+    again = kernels_in_file(_write(tmp_path, "b.py"))
+    assert [k.cache_key() for k in ks] == [k.cache_key() for k in again]
+    other_d = kernels_in_file(_write(tmp_path, "c.py", d=32))[0]
+    other_helper = kernels_in_file(_write(tmp_path, "d.py", helper="exp2(x)"))[0]
+    keys = {ks[0].cache_key(), other_d.cache_key(), other_helper.cache_key()}
+    assert len(keys) == 3
+    assert ks[1].cache_key() != ks[2].cache_key()
+    pytest.importorskip("mlir")
+    assert "tk.exp2" in other_helper.tile_ir() and "tk.exp2" not in ks[0].tile_ir()
+
+
+def test_kernels_in_file_errors(tmp_path):
+    with pytest.raises(TkcError):
+        kernels_in_file(tmp_path / "missing.py")
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ValueError('boom')\n")
+    with pytest.raises(TkcError) as info:
+        kernels_in_file(bad)
+    assert "boom" in info.value.message
+
+
+def test_arg_count_is_checked_before_running():
+    k = _make(16)
+    with pytest.raises(TkcError) as info:
+        k.interpret()
+    assert "takes 1 arguments" in info.value.message
+    assert info.value.where.startswith(__file__)
+
+
+NO_MLIR = '''
+import sys
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "mlir" or name.startswith("mlir."):
+            raise ImportError("MLIR is blocked in this test")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+import tkc
+from tkc import bf16, gl, rt
+from tkc.ops import *
+from tkc.diagnostics import TkcError
+
+@tkc.kernel(warps=4, grid=lambda a: (tkc.cdiv(a.r, 64),))
+def k(a: gl(bf16, 1, 1, None, 64)):
+    store(a, zero(rt(bf16, 16, 64)), (0, 0, 0, 0))
+
+print(k.name, k.grid(), k.cache_key())
+try:
+    k.build()
+except TkcError as e:
+    print("offline:", e.message)
+assert not [m for m in sys.modules if m == "mlir" or m.startswith("mlir.")]
+'''
+
+
+def test_import_and_cache_key_without_mlir(tmp_path):
+    script = tmp_path / "no_mlir.py"
+    script.write_text(NO_MLIR)
+    env = {**os.environ, "TKC_OFFLINE": "1", "TKC_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    name, rest = first.split(" ", 1)
+    assert name == "k" and "['cdiv(a.r, 64)', '1', '1']" in rest
+    assert len(rest.split()[-1]) == 64
+    assert second.startswith("offline:") and "tkc build" in second
+
+
+def test_repr_and_params():
+    k = _make(16)
+    assert repr(k) == "<tkc.Kernel k(gl(f32, 1, 1, None, 64))>"
+    assert list(k.params) == ["a"] and k.params["a"].kind == "gl"
