@@ -1,5 +1,6 @@
 """Kernel objects: grid expressions, cache keys, kernels_in_file, and no MLIR at import."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -166,3 +167,24 @@ def test_repr_and_params():
     k = _make(16)
     assert repr(k) == "<tkc.Kernel k(gl(f32, 1, 1, None, 64))>"
     assert list(k.params) == ["a"] and k.params["a"].kind == "gl"
+
+
+def test_build_compiles_once_then_reads_the_cache(tmp_path, monkeypatch):
+    pytest.importorskip("mlir")
+    if shutil.which("ptxas") is None:
+        pytest.skip("needs ptxas")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TKC_OFFLINE", raising=False)
+    art = _make(16).build()
+    assert art.name == "k" and art.manifest["source"]["key"] == _make(16).artifact_key()
+    assert art.manifest["grid"] == ["a.r // 16", "1", "1"] and art.manifest["warps"] == 2
+
+    import tkc.compiler
+
+    def no_compile(*a, **kw):
+        raise AssertionError("compiled although the cache holds the artifact")
+    monkeypatch.setattr(tkc.compiler, "compile_kernel", no_compile)
+    assert _make(16).build().cubin == art.cubin  # a fresh Kernel object: from disk
+    monkeypatch.setenv("TKC_OFFLINE", "1")
+    with pytest.raises(TkcError, match="tkc build"):
+        _make(32).build()
