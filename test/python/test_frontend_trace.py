@@ -272,3 +272,59 @@ def test_index_arithmetic_folds_python_ints():
     (s,) = _named(m, "tk.store")
     consts = [str(v.owner.attributes["value"]) for v in list(s.operands)[2:4]]
     assert consts == ["1 : index", "2 : index"]
+
+
+# ---------------------------------------------------------------- operators and the rest of the vocabulary
+
+def test_operators_scalars_and_layout_ops():
+    from tkc.frontend.ops import col_sum, group_store, max, swap_layout, transpose
+
+    @tkc.kernel(warps=2)
+    def k(a: gl(f32, 1, 1, 32, 64), b: gl(bf16, 1, 1, 64, 32), s: tkc.f32):
+        x = load(rt(f32, 16, 32), a, (0, 0, 0, 0))
+        t = s * 2.0 + 1.0                   # f32 scalar math
+        y = -(1.0 - x) / t                  # tile op scalar, scalar op tile
+        y = 2.0 / y
+        y = max(y, x)
+        v = col_sum(y)                      # a "row" vector of length 32
+        assert (v.kind, v.length) == ("row", 32)
+        c = swap_layout(y.to(bf16))
+        assert c.layout == "col"
+        tt = transpose(rt(f32, 32, 16), y)
+        assert tt.shape == (32, 16)
+        sb = st(bf16, 64, 32)
+        group_load(sb, b, (0, 0, 0, 0))
+        group_store(b, sb, (0, 0, 0, 0), warps=1)
+        store(a, y, (0, 0, 0, 0))
+    m = k.trace()
+    names = [o.name for o in _ops(m.operation)]
+    assert names.count("arith.mulf") == 1 and names.count("arith.addf") == 1
+    for op in ("tk.neg", "tk.add", "tk.div", "tk.fill", "tk.max", "tk.col_sum", "tk.swap_layout",
+               "tk.transpose", "tk.group_load", "tk.group_store"):
+        assert op in names, op
+    (gl_op,) = _named(m, "tk.group_load")
+    assert gl_op.attributes["warps"].value == 2   # defaults to the kernel's warps
+    (gs_op,) = _named(m, "tk.group_store")
+    assert gs_op.attributes["warps"].value == 1
+    (fill,) = _named(m, "tk.fill")
+    assert fill.operands[0].owner.name == "arith.constant"
+    _verify(m)
+
+
+def test_vectors_through_shared_memory():
+    from tkc import sv
+
+    @tkc.kernel
+    def k(a: gl(f32, 1, 1, 16, 32)):
+        vs = sv(f32, 32)
+        x = load(rt(f32, 16, 32), a, (0, 0, 0, 0))
+        v = row_max(x)
+        w = load(rv(f32, 32, "row"), a, (0, 0, 0, 0))
+        store(vs, w)
+        store(a, x, (0, 0, 0, 0))
+        store(a, load(rv(f32, 32, "row"), vs), (0, 0, 1, 0))
+        del v
+    m = k.trace()
+    loads = _named(m, "tk.load")
+    assert [len(list(o.operands)) for o in loads] == [5, 5, 1]
+    _verify(m)
