@@ -1,0 +1,8 @@
+// tkc --list-passes: every tk pass with its description, and a word on
+// upstream passes.
+// RUN: tkc --list-passes | FileCheck %s
+// CHECK: tk passes:
+// CHECK: tk-layout-selection {{ *}}choose each auto shared tile's swizzle
+// CHECK: tk-lower-to-nvvm
+// CHECK: tk-verify {{ *}}check the tile IR rules IRDL cannot express
+// CHECK: Upstream MLIR passes {{.*}} are accepted by name in --pass-pipeline
