@@ -69,7 +69,11 @@ def call(name: str, *args):
 
 
 def context(ordinal: int):
-    """Make the device's primary context current (torch uses the same one)."""
+    """Make the device's primary context current.
+
+    Always the primary one: a module lives in the context it was loaded in, so
+    one context per device keeps one module per device; it is also the one
+    torch and cupy allocate in, so their pointers are valid in it."""
     ctx = _contexts.get(ordinal)
     if ctx is None:
         dev = call("cuDeviceGet", ordinal)
