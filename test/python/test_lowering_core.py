@@ -11,17 +11,15 @@ gl buffer holds a fragment lane-major, value i of lane l at i * 32 + l.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from tkc.diagnostics import TkcError
 from tkc.dialect import context, ops
-from tkc.dialect.types import GL, RT, RV, view
+from tkc.dialect.types import GL, RT, view
 from tkc.lowering import fragments, lower_module
 
 mlir = pytest.importorskip("mlir")
