@@ -328,3 +328,26 @@ def test_vectors_through_shared_memory():
     loads = _named(m, "tk.load")
     assert [len(list(o.operands)) for o in loads] == [5, 5, 1]
     _verify(m)
+
+
+def test_loop_with_if_else_computes_the_right_numbers():
+    @tkc.kernel(warps=2)
+    def k(a: gl(f32, 1, 1, None, 16), out: gl(f32, 1, 1, 32, 16), n: tkc.i32):
+        w = tkc.warpid()
+        acc = zero(rt(f32, 16, 16))
+        for i in tkc.range(n):
+            t = load(rt(f32, 16, 16), a, (0, 0, i, 0))
+            with tkc.if_(i % 2 == w):
+                acc = acc + t
+            with tkc.else_():
+                acc = acc - t * 0.5
+        store(out, acc, (0, 0, w, 0))
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((5 * 16, 16)).astype(np.float32)
+    out = np.zeros((32, 16), np.float32)
+    k.interpret(a, out, 5)
+    tiles = a.reshape(5, 16, 16)
+    for w in range(2):
+        ref = sum(t if i % 2 == w else -0.5 * t for i, t in enumerate(tiles))
+        np.testing.assert_allclose(out[16 * w:16 * (w + 1)], ref, rtol=1e-5, atol=1e-5)

@@ -44,8 +44,6 @@ def _handles(params, args):
 
 def trace_kernel(kernel) -> ir.Module:
     params = list(kernel.params.values())
-    grid = kernel.grid()  # errors here before any IR
-    del grid
     code = kernel.fn.__code__
     ctx = dialect.context()
     with ctx, ir.Location.file(code.co_filename, code.co_firstlineno, 1):

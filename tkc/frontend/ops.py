@@ -303,9 +303,9 @@ def transpose(*args) -> Reg:
 
 # ------------------------------------------------------------ memory
 
-def _coords(op: str, mem, reg_view, coords) -> list:
+def _coords(op: str, mem, coords) -> list:
     """Check the coordinate count for mem (gl: 4, st: 2, sv: 0); Index values."""
-    if isinstance(coords, (int,)) or not isinstance(coords, (tuple, list)):
+    if not isinstance(coords, (tuple, list)):
         coords = (coords,)
     if isinstance(mem, GLHandle):
         want, what = 4, "(b, d, r, c)"
@@ -341,7 +341,7 @@ def load(dst: Reg, src, coords=()) -> Reg:
     """dst = the tile of src at coords (in units of dst's shape); returns dst."""
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
-    idx = _coords("load", src, dst.view, coords)
+    idx = _coords("load", src, coords)
     return _result("load", dst, dst.view,
                    lambda: tk.load(dst.view.mlir(), src.value(), _index_values(idx)))
 
@@ -350,7 +350,7 @@ def store(dst, src: Reg, coords=()) -> None:
     """Write src into the tile of dst at coords (the mirror of load)."""
     _reg(src, "store", "source")
     _check_mem("store", dst, src, "destination")
-    idx = _coords("store", dst, src.view, coords)
+    idx = _coords("store", dst, coords)
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx))
 
@@ -368,7 +368,7 @@ def _group(op: str, shared, glh, coords, warps):
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or kernel_warps % n:
         raise fail(f"{op}: warps={n!r} must be a positive divisor of the kernel's "
                    f"{kernel_warps} warps")
-    return _coords(op, glh, None, coords), n
+    return _coords(op, glh, coords), n
 
 
 def group_load(dst: Shared, src: GLHandle, coords, warps: int | None = None) -> Shared:
