@@ -229,42 +229,39 @@ def _build(args) -> int:
     kernels = [k for k in library() if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
-    rows, failed = [], 0
-    for i, k in enumerate(kernels, 1):
-        sys.stderr.write(f"[{i}/{len(kernels)}] {k.name} ... ")
-        sys.stderr.flush()
-        t0 = time.perf_counter()
-        try:
-            art = k.build(force=args.force)
-        except TkcError as e:
-            sys.stderr.write(f"FAILED\n{e}\n")
-            rows.append(_row(k, None))
-            failed += 1
-            continue
-        sys.stderr.write(f"{time.perf_counter() - t0:.1f} s\n")
-        rows.append(_row(k, art))
+    rows = [_build_one(k, i, len(kernels), args.force) for i, k in enumerate(kernels, 1)]
     _print_table(rows)
+    failed = sum(1 for r in rows if r["cache path"] == "FAILED")
     spilled = sum(1 for r in rows if r["spills"] not in ("0", "-"))
     if failed or spilled:
-        sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} spilled\n")
+        sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} spilled registers\n")
         return 1
     return 0
 
 
-def _row(kernel, art) -> dict:
-    if art is None:
+def _build_one(kernel, i: int, n: int, force: bool) -> dict:
+    """Build one kernel with a `[i/n] name ... 1.3 s` progress line on stderr."""
+    from .runtime import cache
+    sys.stderr.write(f"[{i}/{n}] {kernel.name} ... ")
+    sys.stderr.flush()
+    t0 = time.perf_counter()
+    try:
+        cached = not force and cache.entry_dir(kernel.artifact_key()).is_dir()
+        art = kernel.build(force=force)
+    except Exception as e:  # noqa: BLE001  (one broken kernel must not hide the others)
+        if os.environ.get("TKC_DEBUG") == "1":
+            raise
+        what = str(e) if isinstance(e, TkcError) else f"internal error: {type(e).__name__}: {e}"
+        sys.stderr.write(f"FAILED\n{what}\n")
         return {"kernel": kernel.name, "registers": "-", "spills": "-",
                 "shared bytes": "-", "cache path": "FAILED"}
+    sys.stderr.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
     res = art.manifest.get("resources", {})
     spills = int(res.get("spill_stores", 0)) + int(res.get("spill_loads", 0))
+    key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()
     return {"kernel": kernel.name, "registers": str(res.get("registers", "?")),
             "spills": str(spills), "shared bytes": str(art.manifest.get("shared_bytes", "?")),
-            "cache path": _cache_path(kernel)}
-
-
-def _cache_path(kernel) -> str:
-    from .runtime import cache
-    return str(cache.entry_dir(kernel.cache_key()))
+            "cache path": str(cache.entry_dir(key))}
 
 
 def _print_table(rows: list[dict]) -> None:

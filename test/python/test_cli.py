@@ -1,0 +1,239 @@
+"""The tkc driver as a user runs it: exit codes, stdout/stderr, files, build."""
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tkc import cli
+
+KERNEL = '''func.func @k(%g: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>)
+    attributes {tk.kernel, tk.warps = 1 : i64, tk.arg_names = ["g"]} {
+  %c0 = arith.constant 0 : index
+  %s = "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 64 : i64, "auto">
+  "tk.group_load"(%s, %g, %c0, %c0, %c0, %c0) {warps = 1 : i64} : (!tk.st<bf16, 16 : i64, 64 : i64, "auto">, !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>, index, index, index, index) -> ()
+  %x = "tk.load"(%s, %c0, %c0) : (!tk.st<bf16, 16 : i64, 64 : i64, "auto">, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+  "tk.store"(%g, %x, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index, index, index) -> ()
+  return
+}
+'''
+BAD = KERNEL.replace('!tk.rt<bf16, 16 : i64, 64 : i64, "row">', '!tk.rt<bf16, 16 : i64, 48 : i64, "row">')
+
+
+def tkc(*args, env=None, **kw):
+    """Run the tkc driver in a subprocess (as `python -m tkc.cli`)."""
+    full_env = {k: v for k, v in os.environ.items() if k != "TKC_DEBUG"}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "tkc.cli", *map(str, args)],
+                          capture_output=True, text=True, env=full_env, timeout=120, **kw)
+
+
+@pytest.fixture
+def kernel_file(tmp_path):
+    p = tmp_path / "k.mlir"
+    p.write_text(KERNEL)
+    return p
+
+
+def test_default_pipeline_prints_tile_ir(kernel_file):
+    r = tkc(kernel_file)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert '!tk.st<bf16, 16 : i64, 64 : i64, "128b">' in r.stdout  # layout selection ran
+    assert '"auto"' not in r.stdout
+
+
+def test_output_file(kernel_file, tmp_path):
+    out = tmp_path / "out.mlir"
+    r = tkc(kernel_file, "-o", out, "--pass-pipeline=tk-verify")
+    assert r.returncode == 0 and r.stdout == ""
+    assert '"auto"' in out.read_text() and "func.func @k" in out.read_text()
+
+
+def test_verifier_error_is_located_and_exit_1(tmp_path):
+    p = tmp_path / "bad.mlir"
+    p.write_text(BAD)
+    r = tkc(p)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines() == [
+        f"{p}:6:8: error: load: rt<bf16, 16, 48, row> is not a subtile of "
+        "st<bf16, 16, 64, auto> (the st's shape must be a multiple of the rt's)",
+        f"{p}:7:3: error: store: gl dim c = 64 is not a multiple of the rt<bf16, 16, 48, row> "
+        "extent 48"]
+
+
+def test_debug_env_shows_the_traceback(tmp_path):
+    p = tmp_path / "bad.mlir"
+    p.write_text(BAD)
+    assert "Traceback" not in tkc(p).stderr
+    r = tkc(p, env={"TKC_DEBUG": "1"})
+    assert r.returncode == 1 and "Traceback" in r.stderr and "TkcError" in r.stderr
+
+
+def test_parse_error_is_located(tmp_path):
+    p = tmp_path / "syntax.mlir"
+    p.write_text("func.func @f() {\n  %0 = \"tk.zero\"() : () -> !tk.rt<f32, 16 : i64>\n  return\n}\n")
+    r = tkc(p)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"{p}:2:")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--pass-pipeline=tk-verify,nope"], "error: unknown pass or bad pipeline entry 'nope'"),
+    (["--pass-pipeline=cse(", ], "error: unbalanced brackets in pass pipeline"),
+])
+def test_pipeline_errors(kernel_file, args, message):
+    r = tkc(kernel_file, *args)
+    assert r.returncode == 1 and r.stderr.startswith(message), r.stderr
+
+
+def test_missing_file_and_no_file(tmp_path):
+    r = tkc(tmp_path / "nope.mlir")
+    assert r.returncode == 1 and r.stderr.strip() == f"error: {tmp_path / 'nope.mlir'}: no such file"
+    r = tkc()
+    assert r.returncode == 1 and r.stderr.startswith("error: no input file")
+
+
+def test_list_passes_names_every_registered_pass():
+    from tkc.passes.registry import all_passes
+    r = tkc("--list-passes")
+    assert r.returncode == 0
+    for name, info in all_passes().items():
+        assert re.search(rf"^  {re.escape(name)} +{re.escape(info.description)}$", r.stdout, re.M)
+    assert "upstream" in r.stdout.lower()
+
+
+def test_print_ir_after_all_goes_to_stderr(kernel_file):
+    r = tkc(kernel_file, "--print-ir-after-all")
+    assert r.returncode == 0
+    assert r.stderr.count("// -----// IR Dump After ") == 2
+    assert "IR Dump" not in r.stdout
+
+
+def test_cubin_to_a_pipe_and_a_file(kernel_file, tmp_path):
+    out = tmp_path / "k.cubin"
+    r = tkc(kernel_file, "--emit=cubin", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:4] == b"\x7fELF"
+    piped = subprocess.run([sys.executable, "-m", "tkc.cli", str(kernel_file), "--emit=cubin"],
+                           capture_output=True, timeout=120)
+    assert piped.returncode == 0 and piped.stdout == out.read_bytes()
+
+
+def test_cubin_refuses_a_terminal(kernel_file):
+    """Binary to a tty would garble it: an error asking for -o."""
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([sys.executable, "-m", "tkc.cli", str(kernel_file), "--emit=cubin"],
+                           stdout=slave, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 1
+    assert "a cubin is binary: write it with -o FILE" in r.stderr
+
+
+def test_python_kernel_file_and_located_python_error(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(
+        "import tkc\nfrom tkc import f32, gl, rt\nfrom tkc.frontend.ops import store, zero\n\n"
+        "@tkc.kernel\ndef fill0(o: gl(f32, 1, 1, 16, 16)):\n"
+        "    store(o, zero(rt(f32, 16, 16)), (0, 0, 0, 0))\n")
+    r = tkc(good)
+    assert r.returncode == 0 and "func.func @fill0" in r.stdout
+    bad = tmp_path / "bad.py"
+    bad.write_text(good.read_text().replace("(0, 0, 0, 0)", "(0, 0, 1 / 0, 0)"))
+    r = tkc(bad)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith(f"{bad}:7:") and "ZeroDivisionError" in r.stderr
+
+
+def test_cli_imports_no_mlir():
+    r = subprocess.run([sys.executable, "-c", "import sys, tkc.cli; print('mlir' in sys.modules)"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False"
+
+
+# ---- tkc build ------------------------------------------------------------------
+
+class FakeArtifact:
+    def __init__(self, key, registers, spills):
+        self.manifest = {"shared_bytes": 1024, "source": {"key": key},
+                         "resources": {"registers": registers, "spill_stores": spills,
+                                       "spill_loads": 0}}
+
+
+class FakeKernel:
+    def __init__(self, name, registers=32, spills=0, error=None):
+        self.name, self.registers, self.spills, self.error = name, registers, spills, error
+        self.forced = None
+
+    def artifact_key(self):
+        return (self.name.encode().hex() * 64)[:64]
+
+    def build(self, force=False):
+        from tkc.diagnostics import TkcError
+        self.forced = force
+        if self.error:
+            raise TkcError(self.error, "lib.py:3:1")
+        return FakeArtifact(self.artifact_key(), self.registers, self.spills)
+
+
+def _build(monkeypatch, capsys, tmp_path, kernels, *args):
+    import tkc.kernels
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tkc.kernels, "library", lambda: kernels)
+    code = cli.main(["build", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_build_progress_and_table(monkeypatch, capsys, tmp_path):
+    ks = [FakeKernel("gemm_a", 96), FakeKernel("gemm_b", 128), FakeKernel("attn", 200)]
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "--filter", "gemm", "--force")
+    assert code == 0
+    assert re.fullmatch(r"\[1/2\] gemm_a \.\.\. \d+\.\d s\n\[2/2\] gemm_b \.\.\. \d+\.\d s\n", err)
+    lines = out.splitlines()
+    assert lines[0].split() == ["kernel", "registers", "spills", "shared", "bytes", "cache", "path"]
+    assert lines[1].split() == ["gemm_a", "96", "0", "1024",
+                                str(tmp_path / ks[0].artifact_key()[:2] / ks[0].artifact_key())]
+    assert lines[2].split()[:2] == ["gemm_b", "128"] and len(lines) == 3
+    assert ks[0].forced is True and ks[2].forced is None
+
+
+def test_build_fails_on_spills_and_errors_but_builds_the_rest(monkeypatch, capsys, tmp_path):
+    ks = [FakeKernel("a"), FakeKernel("b", spills=64), FakeKernel("c", error="mma_AB: bad"),
+          FakeKernel("d")]
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks)
+    assert code == 1
+    assert "[3/4] c ... FAILED\nlib.py:3:1: error: mma_AB: bad\n" in err
+    assert err.rstrip().endswith("error: 1 kernel(s) failed, 1 spilled registers")
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
+    assert rows["b"][2] == "64" and rows["c"][1:] == ["-", "-", "-", "FAILED"]
+    assert rows["d"][1] == "32"  # built after the failure
+
+
+def test_build_filter_matching_nothing(monkeypatch, capsys, tmp_path):
+    code, _, err = _build(monkeypatch, capsys, tmp_path, [FakeKernel("a")], "--filter", "zzz")
+    assert code == 1 and err.strip() == "error: no library kernel matches 'zzz'"
+
+
+def test_build_a_real_library_kernel_then_hit_the_cache(tmp_path):
+    """One small library kernel compiled end to end into the cache, then reused."""
+    from tkc.kernels import library
+    name = min((k.name for k in library()), key=len)
+    env = {"TKC_CACHE_DIR": str(tmp_path)}
+    first = tkc("build", "--filter", name, env=env)
+    assert first.returncode == 0, first.stderr
+    row = [ln for ln in first.stdout.splitlines() if ln.startswith(name)][0].split()
+    entry = Path(row[-1])
+    assert entry.is_dir() and entry.parent.parent == tmp_path
+    assert int(row[1]) > 0 and row[2] == "0"
+    again = tkc("build", "--filter", name, env=env)
+    assert again.returncode == 0 and f"{name} ... cached" in again.stderr
+    assert again.stdout == first.stdout
