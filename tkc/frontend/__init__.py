@@ -12,8 +12,6 @@ locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
 grid expressions), build (tracing a Kernel into a module; needs MLIR).
 """
-import sys as _sys
-
 from . import ops
 from .control import else_, if_, range
 from .grid import cdiv, max, min
@@ -21,10 +19,6 @@ from .kernel import Kernel, kernel, kernels_in_file
 from .tiles import DType, bf16, f16, f32, gl, i32, rt, rv, st, sv
 from .values import F32, Bool, Index
 from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
-
-# `from tkc.ops import *` is the documented spelling; until a tkc/ops.py
-# re-export exists, alias the module so that import works.
-_sys.modules.setdefault("tkc.ops", ops)
 
 __all__ = [
     "kernel", "Kernel", "kernels_in_file",
@@ -34,5 +28,4 @@ __all__ = [
     "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
     "cdiv", "min", "max",
     "Index", "F32", "Bool",
-    "ops",
 ]
