@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
-python3 -m lit -sv test/lit
+lit -sv test/lit
 python3 -m pytest -q -rs test/python test/gpu
