@@ -143,3 +143,58 @@ def dim(g, axis: str, loc=None):
 
 def sync(loc=None):
     return create("sync", loc=loc)
+
+
+# ---- Hopper: mbarriers, TMA, warpgroup mma, register reallocation
+
+WARPGROUP_MMA = ("warpgroup_mma_ab", "warpgroup_mma_abt",
+                 "warpgroup_mma_atb", "warpgroup_mma_atbt")
+
+
+def init_barrier(bar, count: int, loc=None):
+    return create("init_barrier", [], [bar], {"count": count}, loc=loc)
+
+
+def arrive(bar, count: int = 1, loc=None):
+    return create("arrive", [], [bar], {"count": count}, loc=loc)
+
+
+def expect_bytes(bar, nbytes: int, loc=None):
+    return create("expect_bytes", [], [bar], {"bytes": nbytes}, loc=loc)
+
+
+def wait(bar, phase, loc=None):
+    """phase: an index Value (its parity is waited on)."""
+    return create("wait", [], [bar, phase], loc=loc)
+
+
+def fence_async(loc=None):
+    return create("fence_async", loc=loc)
+
+
+def tma_load(dst, src, idx, bar, loc=None):
+    return create("tma_load", [], [dst, src, *idx, bar], loc=loc)
+
+
+def tma_store(dst, src, idx, add: bool = False, loc=None):
+    return create("tma_store_add" if add else "tma_store", [], [dst, src, *idx], loc=loc)
+
+
+def tma_store_wait(pending: int = 0, loc=None):
+    return create("tma_store_wait", [], [], {"pending": pending}, loc=loc)
+
+
+def warpgroup_mma(name: str, a, b, c, loc=None):
+    assert name in WARPGROUP_MMA, name
+    return _one(name, c.type, [a, b, c], loc=loc)
+
+
+def warpgroup_mma_wait(tiles, pending: int = 0, loc=None):
+    """Returns the op; its results are the waited-on tiles, in order."""
+    return create("warpgroup_mma_wait", [t.type for t in tiles], list(tiles),
+                  {"pending": pending}, loc=loc)
+
+
+def set_registers(increase: bool, count: int, loc=None):
+    return create("increase_registers" if increase else "decrease_registers", [], [],
+                  {"count": count}, loc=loc)

@@ -424,4 +424,126 @@ irdl.dialect @tk {
   // Block-level barrier: every warp of the block waits here.
   irdl.operation @sync {
   }
+
+  // ---- Hopper: mbarriers (in shared memory, from tk.alloc -> !tk.barrier).
+  // Arrival counts are counted in warps: one tk.arrive by a warp is `count`
+  // arrivals (its lane 0 arrives).
+  // Block-collective: thread 0 initialises, then the block synchronises.
+  irdl.operation @init_barrier {
+    %bar = irdl.base @tk::@barrier
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "count" = %n }
+    irdl.operands(bar: %bar)
+  }
+  irdl.operation @arrive {
+    %bar = irdl.base @tk::@barrier
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "count" = %n }
+    irdl.operands(bar: %bar)
+  }
+  // One arrival that also expects `bytes` of asynchronous (TMA) writes.
+  irdl.operation @expect_bytes {
+    %bar = irdl.base @tk::@barrier
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "bytes" = %n }
+    irdl.operands(bar: %bar)
+  }
+  // The whole warp waits until the barrier's phase with parity `phase`
+  // (0 or 1; taken mod 2) has completed.
+  irdl.operation @wait {
+    %bar = irdl.base @tk::@barrier
+    %p = irdl.is index
+    irdl.operands(bar: %bar, phase: %p)
+  }
+  // Orders this thread's ordinary shared-memory writes before later reads by
+  // the async proxy (TMA stores, wgmma operands).
+  irdl.operation @fence_async {
+  }
+
+  // ---- Hopper: TMA, issued by lane 0 of the calling warp.
+  // gl -> st at tile coords (b, d, r, c) (unit: the st's shape); the bytes
+  // arrive on `bar` (which must expect them).
+  irdl.operation @tma_load {
+    %dst = irdl.base @tk::@st
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    %bar = irdl.base @tk::@barrier
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i, bar: %bar)
+  }
+  // st -> gl; completion is awaited with tma_store_wait.
+  irdl.operation @tma_store {
+    %dst = irdl.base @tk::@gl
+    %src = irdl.base @tk::@st
+    %i = irdl.is index
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+  // st -> gl adding into the existing values (gl += st).
+  irdl.operation @tma_store_add {
+    %dst = irdl.base @tk::@gl
+    %src = irdl.base @tk::@st
+    %i = irdl.is index
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+  // Wait until at most `pending` of this warp's TMA stores still read shared memory.
+  irdl.operation @tma_store_wait {
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "pending" = %n }
+  }
+
+  // ---- Hopper: warpgroup (4 consecutive warps) matrix multiply with wgmma.
+  // All 4 warps call it. a: rt<16, K> per warp (the warpgroup's 64 x K in
+  // registers) or st<64, K> (shared); b: st; c, d: rt<f32, 16, N> per warp
+  // (rows 16*w .. 16*w+15 of the 64 x N result). Issues asynchronously and
+  // commits one wgmma group; read d only after tk.warpgroup_mma_wait.
+  irdl.operation @warpgroup_mma_ab {
+    %a = irdl.any
+    %b = irdl.base @tk::@st
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @warpgroup_mma_abt {
+    %a = irdl.any
+    %b = irdl.base @tk::@st
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @warpgroup_mma_atb {
+    %a = irdl.base @tk::@st
+    %b = irdl.base @tk::@st
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  irdl.operation @warpgroup_mma_atbt {
+    %a = irdl.base @tk::@st
+    %b = irdl.base @tk::@st
+    %c = irdl.base @tk::@rt
+    %d = irdl.base @tk::@rt
+    irdl.operands(a: %a, b: %b, c: %c)
+    irdl.results(d: %d)
+  }
+  // Wait until at most `pending` wgmma groups are in flight; returns the
+  // tiles it is given (the accumulators), so their uses come after the wait.
+  irdl.operation @warpgroup_mma_wait {
+    %t = irdl.base @tk::@rt
+    %u = irdl.base @tk::@rt
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "pending" = %n }
+    irdl.operands(tiles: variadic %t)
+    irdl.results(out: variadic %u)
+  }
+  // setmaxnreg: the calling warpgroup raises / lowers its per-thread register budget.
+  irdl.operation @increase_registers {
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "count" = %n }
+  }
+  irdl.operation @decrease_registers {
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "count" = %n }
+  }
 }
