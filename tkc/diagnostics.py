@@ -19,6 +19,19 @@ class TkcError(Exception):
         super().__init__(f"{where}: error: {message}" if where else f"error: {message}")
 
 
+class TkcErrors(TkcError):
+    """Several located errors reported at once; str() gives one
+    `file:line:col: error: msg` line per error (`.errors`: (where, msg) pairs).
+    """
+
+    def __init__(self, errors: list[tuple[str, str]]):
+        self.errors = list(errors)
+        super().__init__(self.errors[0][1], self.errors[0][0])
+
+    def __str__(self) -> str:
+        return "\n".join(f"{w}: error: {m}" if w else f"error: {m}" for w, m in self.errors)
+
+
 def where(obj) -> str:
     """'file:line:col' of an Operation, Value's owner, Location or its text."""
     loc = getattr(obj, "location", obj)

@@ -5,7 +5,7 @@ import pytest
 
 from tkc.dialect import ops
 from tkc.dialect.types import GL, RT, RV, ST, SV
-from tkc.passes import TkcErrors
+from tkc.diagnostics import TkcErrors
 from tkc.passes import verify as tkverify
 from tkc.passes.layout_selection import choose_swizzle
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import sys
 
-from ..diagnostics import TkcError
+from ..diagnostics import TkcError, TkcErrors  # noqa: F401  (TkcErrors re-exported)
 
 _OPEN = {"(": ")", "{": "}", "[": "]"}
 _WRAPPER = "builtin.module("
@@ -94,19 +94,6 @@ def _run_upstream(module, entry: str) -> None:
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[0] if lines else text
-
-
-class TkcErrors(TkcError):
-    """Several located errors reported at once; str() gives one
-    `file:line:col: error: msg` line per error (`.errors`: (where, msg) pairs).
-    """
-
-    def __init__(self, errors: list[tuple[str, str]]):
-        self.errors = list(errors)
-        super().__init__(self.errors[0][1], self.errors[0][0])
-
-    def __str__(self) -> str:
-        return "\n".join(f"{w}: error: {m}" if w else f"error: {m}" for w, m in self.errors)
 
 
 def mlir_errors(e, prefix: str = "") -> TkcErrors:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, view
-from ..diagnostics import where
+from ..diagnostics import TkcErrors, where
 from ..dtypes import itemsize
-from .pipeline import TkcErrors
 from .registry import register
 
 SWIZZLE_BYTES = {"32b": 32, "64b": 64, "128b": 128}
