@@ -72,6 +72,9 @@ def attention_rows(quick: bool):
 
 
 def _git_commit() -> str:
+    import os
+    if os.environ.get("TKC_COMMIT"):  # the GPU machine gets a copy of the tree without .git
+        return os.environ["TKC_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, check=True).stdout.strip()
