@@ -14,7 +14,7 @@ import math
 import subprocess
 import sys
 
-from .timing import bench, tflops
+from .timing import bench, launch_overhead_us, tflops
 
 
 def _rel_err(x, ref) -> float:
@@ -71,6 +71,14 @@ def attention_rows(quick: bool):
                     yield {**row, "peer": name, "peer_tflops": float("nan"), "note": str(e)[:80]}
 
 
+def _overhead() -> float:
+    import torch
+    from tkc.kernels import gemm
+    k = gemm("bf16")
+    a, b, c = (torch.randn(128, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    return launch_overhead_us(lambda: k(a, b, c))
+
+
 def _git_commit() -> str:
     import os
     if os.environ.get("TKC_COMMIT"):  # the GPU machine gets a copy of the tree without .git
@@ -108,7 +116,9 @@ def main(argv=None) -> int:
               f"{row['peer']:>11} {row['peer_tflops']:9.1f} {ratio:6.2f}{'' if ok else '  WRONG'}",
               flush=True)
     meta = dict(date=datetime.date.today().isoformat(), gpu=gpu, commit=_git_commit(),
-                torch=torch.__version__)
+                torch=torch.__version__, launch_overhead_us=_overhead())
+    print(f"tkc eager launch overhead (argument checks + cuLaunchKernel): "
+          f"{meta['launch_overhead_us']:.1f} us per call")
     with open(args.out, "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     print(f"{meta}  -> {args.out}")

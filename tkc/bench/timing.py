@@ -1,25 +1,52 @@
-"""Timing on the GPU: CUDA events around many launches, median of repeats."""
+"""Timing on the GPU: CUDA events around CUDA-graph replays, median of repeats.
+
+Both tkc and its peers are timed as graph replays, so the numbers measure
+the kernels, not Python launch overhead (which `launch_overhead_us`
+measures on its own).
+"""
 from __future__ import annotations
 
 import statistics
+import time
 
 
-def bench(fn, *, warmup: int = 10, reps: int = 50, inner: int = 5) -> float:
-    """Median milliseconds of one call of fn (events around `inner` calls)."""
+def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
+    """Median milliseconds of one call of fn, replayed from a CUDA graph."""
     import torch
-    for _ in range(warmup):
-        fn()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (module load, autotuning) off the capture
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    graph.replay()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(inner):
-            fn()
+        graph.replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / inner)
     return statistics.median(times)
+
+
+def launch_overhead_us(fn, n: int = 200) -> float:
+    """Host microseconds per eager call of fn (argument checks + launch)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
 
 
 def tflops(flops: float, ms: float) -> float:
