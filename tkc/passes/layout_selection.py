@@ -1,28 +1,71 @@
-"""tk-layout-selection (v1): choose the swizzle of every shared tile left "auto".
+"""tk-layout-selection: shared-tile swizzles, register-tile layouts, bank report.
 
-The rule is the paper's (docs/tile-ir.md, "Shared tile memory layout"): the
-widest swizzle of 128, 64 and 32 bytes that divides the tile's row width in
-bytes (cols * element size), else "none". Tensor-core (wgmma) and TMA
-accesses need one of those swizzles, and the widest one spreads a row group's
-16-byte chunks over the most banks, so it has the fewest bank conflicts.
-A swizzle the author fixed is kept.
+Three decisions, in this order (each needs the one before):
 
-The choice changes the `tk.alloc` result's type in place, so every user of
-the tile (loads, stores, group copies, loop-carried values are not possible
-for st) sees the decided layout.
+1. Swizzles. Every shared tile left "auto" gets the paper's rule
+   (docs/tile-ir.md, "Shared tile memory layout"): the widest swizzle of
+   128, 64 and 32 bytes that divides its row width in bytes (cols * element
+   size), else "none". Tensor-core (wgmma) and TMA accesses need one of
+   those swizzles, and the widest spreads a row group's 16-byte chunks over
+   the most banks. A swizzle the author fixed is kept. The `tk.alloc`
+   result's type changes in place, so every user sees the decided layout.
 
-Not yet here (a later issue): choosing register-tile layouts by propagating
-them through the dataflow (inserting swap_layout where needed), and reporting
-the bank conflicts each st access pattern would have.
+2. Register layouts: make every mma operand's layout legal (the mma table
+   of tile-ir.md), at the cheapest place.
+   - Values tied by layout-agnostic ops (tk.copy, unary and binary
+     elementwise ops: result and tile operands share one type but for
+     copy's dtype) form a class that must share one layout.
+   - A class is *free* when all its values are made by ops that can produce
+     either layout at no extra cost (tk.load from st or gl, initialisers,
+     elementwise ops) and used only by such ops, by tk.store, or as mma a/b
+     operands. Anything else pins it to its current layout ("hard"):
+     block arguments (scf.for iter_args: the carried layout stays fixed),
+     results of scf ops, mma results, broadcasts, swap_layout, transpose,
+     reductions, scf.yield and every op not named here.
+   - A free class takes the layout that needs the fewest swaps (ties keep
+     the author's): its values are retyped in place, so a load from shared
+     becomes ldmatrix.trans (free) and an initialiser or elementwise chain
+     simply works in the other layout.
+   - Each value that still has mma operand uses wanting the other layout
+     gets exactly one `tk.swap_layout`, right after its definition (at the
+     start of the block for a block argument: inside a loop body for an
+     iter_arg), located at the definition, shared by all those uses.
+   Explicit layouts are honoured: a legal program is left unchanged.
+   Malformed IR (classes mixing layouts, two hard layouts) is left alone
+   for tk-verify to report, so this pass may run before it.
+
+3. Bank conflicts (banks.py): every shared access's conflict degree is
+   computed from the decided layouts; degrees above 1-way are warned on
+   stderr as `file:line:col: warning: N-way shared-memory bank conflicts:
+   ldmatrix of st<bf16, 64, 64, "none">`. `tk-bank-report` remarks every
+   degree, 1-way included.
 """
 from __future__ import annotations
 
-from ..dialect.types import ST, view
+from collections import Counter
+
+from ..dialect import ops as tk
+from ..dialect.ops import BINARY, INITS, MMA, UNARY
+from ..dialect.types import RT, ST, view
 from ..dtypes import itemsize
+from . import banks
 from .registry import register
+from .verify import MMA_TABLE
 
 WIDTHS = (128, 64, 32)  # swizzle bytes, widest first
+OTHER = {"row": "col", "col": "row"}
 
+
+@register("tk-layout-selection",
+          "choose shared-tile swizzles and legal mma operand layouts (swap_layout where "
+          "needed); warn on shared-memory bank conflicts")
+def run(module_op) -> None:
+    choose_swizzles(module_op)
+    legalize_mma_layouts(module_op)
+    banks.report(module_op)
+
+
+# ---------------------------------------------------------------- 1. swizzles
 
 def choose_swizzle(st: ST) -> str:
     """The swizzle for an "auto" st: the widest S in WIDTHS dividing cols * E."""
@@ -33,25 +76,153 @@ def choose_swizzle(st: ST) -> str:
     return "none"
 
 
-@register("tk-layout-selection",
-          "choose each auto shared tile's swizzle: widest of 128b/64b/32b dividing its row bytes")
-def run(module_op) -> None:
-    for op in _allocs(module_op.operation):
-        result = op.results[0]
-        try:
-            st = view(result.type)
-        except ValueError:  # malformed: tk-verify reports it
+def choose_swizzles(module_op) -> None:
+    for op in _ops(module_op.operation):
+        if op.name != "tk.alloc":
             continue
+        result = op.results[0]
+        st = _view(result)
         if isinstance(st, ST) and st.swizzle == "auto":
             result.set_type(st.with_(swizzle=choose_swizzle(st)).mlir(result.type.context))
 
 
-def _allocs(op):
-    """Every tk.alloc nested in op, in IR order."""
+# ---------------------------------------------------------------- 2. register layouts
+
+_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "load", *UNARY, *BINARY)}
+_TIED = {f"tk.{n}" for n in (*UNARY, *BINARY)}  # result and tile operands share a layout
+_MMA = {f"tk.{n}": MMA_TABLE[n] for n in MMA}
+
+
+class _Classes:
+    """Union-find over rt values (ir.Value is hashable)."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, v):
+        self.parent.setdefault(v, v)
+        while self.parent[v] != v:
+            self.parent[v] = self.parent[self.parent[v]]
+            v = self.parent[v]
+        return v
+
+    def union(self, a, b) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def groups(self) -> list[list]:
+        out: dict = {}
+        for v in list(self.parent):
+            out.setdefault(self.find(v), []).append(v)
+        return list(out.values())
+
+
+def legalize_mma_layouts(module_op) -> None:
+    """Retype free classes and insert swap_layouts so every mma a/b is legal."""
+    classes, hard, wants = _analyse(module_op)
+    for members in classes.groups():
+        _fix_class(members, hard, wants)
+
+
+def _analyse(module_op):
+    """Classes of rt values, the hard layout constraints on each value, and
+    each value's mma operand demands: wants[v] = [(op, operand index, layout)]."""
+    classes, hard, wants = _Classes(), {}, {}
+
+    def pin(v):
+        hard.setdefault(v, set()).add(_view(v).layout)
+
+    for op in _ops(module_op.operation):
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.arguments:
+                    if _is_rt(arg):
+                        classes.find(arg)
+                        pin(arg)
+        for r in op.results:
+            if _is_rt(r):
+                classes.find(r)
+                if op.name not in _FREE_DEFS:
+                    pin(r)
+        for i, v in enumerate(op.operands):
+            if not _is_rt(v):
+                continue
+            if op.name in _TIED and _is_rt(op.results[0]):
+                classes.union(v, op.results[0])
+            elif op.name in _MMA and i < 2:
+                layout = _MMA[op.name][0 if i == 0 else 2]
+                wants.setdefault(v, []).append((op, i, layout))
+            elif not (op.name == "tk.store" and i == 1):
+                pin(v)
+    return classes, hard, wants
+
+
+def _fix_class(members, hard, wants) -> None:
+    layouts = {_view(v).layout for v in members}
+    pinned = set().union(*(hard.get(v, set()) for v in members))
+    if len(layouts) != 1 or len(pinned) > 1:
+        return  # malformed: tk-verify reports it
+    current = layouts.pop()
+    target = pinned.pop() if pinned else _cheapest(members, wants, current)
+    if target != current:
+        for v in members:
+            v.set_type(_view(v).with_(layout=target).mlir(v.type.context))
+    for v in members:
+        uses = [(op, i) for op, i, layout in wants.get(v, ()) if layout != target]
+        if uses:
+            _swap_for(v, uses)
+
+
+def _cheapest(members, wants, current: str) -> str:
+    """The layout that leaves the fewest values needing a swap; ties: current."""
+    cost = Counter()
+    for layout in ("row", "col"):
+        cost[layout] = sum(any(w != layout for _, _, w in wants.get(v, ())) for v in members)
+    return current if cost[current] <= cost[OTHER[current]] else OTHER[current]
+
+
+def _swap_for(v, uses) -> None:
+    """One swap_layout of v right after its definition, feeding `uses`."""
+    from mlir import ir
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        ip, loc = ir.InsertionPoint.at_block_begin(owner), _block_loc(v, owner)
+    else:
+        ip, loc = ir.InsertionPoint.after(owner.operation), owner.operation.location
+    with ip:
+        swapped = tk.swap_layout(v, loc=loc)
+    for op, i in uses:
+        op.operands[i] = swapped
+
+
+def _block_loc(arg, block):
+    """A block argument's location, or its region's op's (args often have none)."""
+    from mlir import ir
+    if "unknown" not in str(arg.location):
+        return arg.location
+    parent = block.owner
+    return parent.location if parent is not None else ir.Location.unknown()
+
+
+# ---------------------------------------------------------------- helpers
+
+def _view(value):
+    try:
+        return view(value.type)
+    except ValueError:  # malformed: tk-verify reports it
+        return None
+
+
+def _is_rt(value) -> bool:
+    return isinstance(_view(value), RT)
+
+
+def _ops(op):
+    """Every op nested in op, in IR order (a snapshot: callers may edit)."""
+    found = []
     for region in op.regions:
         for block in region.blocks:
             for child in block.operations:
                 child = child.operation
-                if child.name == "tk.alloc":
-                    yield child
-                yield from _allocs(child)
+                found.append(child)
+                found.extend(_ops(child))
+    return found

@@ -1,0 +1,258 @@
+"""Shared-memory bank conflicts of the accesses tkc's lowering emits.
+
+Shared memory has 32 banks of 4-byte words; word w lives in bank w % 32.
+A warp's request is served in phases, each a set of lanes served together:
+8 lanes for 16-byte accesses (ldmatrix/stmatrix rows, 16-byte copies), 16
+for 8-byte ones, 32 for 4-byte or narrower ones. A phase costs as many
+cycles as the most words it needs from any one bank; lanes asking for the
+same word share it (broadcast), so only distinct words count. The conflict
+degree of an access pattern is that maximum over all its phases ("N-way"),
+the way ThunderKittens' appendix counts banks: 1 means conflict-free.
+
+The lane addresses are those of the lowering itself (tkc/lowering/memory.py
+and shared.py): `shared.address` for the swizzled layout, `ldmatrix_row_col`
+for the rows lanes give ldmatrix/stmatrix, `lane_offset` and `_pairs` for
+the f32 element path, the 16-byte chunk rule of group copies, and
+fragments.py's vector slots. So the report describes the code that runs.
+
+A tile's subtile coordinates are runtime values, so a pattern's degree is
+the worst over every subtile position the st has for that rt shape.
+
+Patterns (`Access.pattern`):
+  "ldmatrix"    tk.load st -> rt, 16-bit st (.trans for a col-layout rt)
+  "stmatrix"    tk.store rt -> st, 16-bit st (.trans for col)
+  "f32 pair"    tk.load/tk.store of an rt with an f32 st: 8-byte pairs in the
+                row layout, single 4-byte elements in the col layout
+  "group copy"  tk.group_load/group_store: 16 bytes a thread
+  "vector"      tk.load/tk.store of an rv with an sv, one element a lane
+
+The core (`degree`, `phases`) is pure Python: it needs no MLIR context (the
+lowering helpers it imports are only loaded when called). `report` walks a
+module and is used by tk-layout-selection (warnings above 1-way) and by the
+tk-bank-report pass (a remark for every access).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+from ..dialect.types import RT, RV, ST, SV, view
+from ..diagnostics import where
+from ..dtypes import itemsize
+from .registry import register
+
+BANKS = 32
+WORD = 4  # bytes per bank word
+
+
+@dataclass(frozen=True)
+class Access:
+    """One shared-memory access pattern: which tile, which instruction shape.
+
+    `shared` is an ST or SV view; `reg` the RT/RV moved (None for group
+    copies); `warps` the group size of a group copy."""
+    pattern: str
+    shared: ST | SV
+    reg: RT | RV | None = None
+    warps: int = 1
+
+    def describe(self) -> str:
+        name = self.pattern
+        if name in ("ldmatrix", "stmatrix") and self.reg.layout == "col":
+            name += ".trans"
+        return f"{name} of {_text(self.shared)}"
+
+
+def _text(t) -> str:
+    """st<bf16, 64, 64, "none"> (the type without the dialect noise)."""
+    return t.text().removeprefix("!tk.").replace(" : i64", "")
+
+
+# ---------------------------------------------------------------- counting
+
+def phase_degree(addresses: Iterable[int], width: int) -> int:
+    """Most distinct words any one bank serves for these lanes' accesses of
+    `width` bytes at byte `addresses`."""
+    words = {(a + k) // WORD for a in addresses for k in range(0, max(width, 1), WORD)}
+    per_bank: dict[int, int] = {}
+    for w in words:
+        per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
+    return max(per_bank.values(), default=1)
+
+
+def lanes_per_phase(width: int) -> int:
+    """Lanes served together: 128 bytes of requests per phase."""
+    return 32 if width <= 4 else 128 // width
+
+
+def degree(access: Access) -> int:
+    """The conflict degree of an access pattern (1 = conflict-free)."""
+    return max((phase_degree(addrs, width) for addrs, width in phases(access)), default=1)
+
+
+def phases(access: Access) -> Iterator[tuple[list[int], int]]:
+    """Every phase of the pattern as (lanes' byte addresses, access width)."""
+    gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "f32 pair": _elements,
+           "group copy": _group, "vector": _vector}[access.pattern]
+    for addrs, width in gen(access):
+        n = lanes_per_phase(width)
+        for p in range(0, len(addrs), n):
+            yield addrs[p:p + n], width
+
+
+# ---------------------------------------------------------------- patterns
+
+def _subtiles(st: ST, rt: RT):
+    """Top-left (row, col) of every position of rt inside st."""
+    for i in range(st.rows // rt.rows):
+        for j in range(st.cols // rt.cols):
+            yield i * rt.rows, j * rt.cols
+
+
+def _matrix(a: Access):
+    """ldmatrix/stmatrix .x4: one instruction per 16x16 base tile; lane l
+    gives the address of one 16-byte row (memory.py's _st_to_rt/_rt_to_st).
+    All 32 lanes are listed; `phases` cuts them into the 4 matrices."""
+    from ..lowering.memory import ldmatrix_row_col
+    from ..lowering.shared import address
+    st, rt = a.shared, a.reg
+    lanes = [ldmatrix_row_col(rt.layout, lane) for lane in range(32)]
+    for r0, c0 in _subtiles(st, rt):
+        for bi in range(0, rt.rows, 16):
+            for bj in range(0, rt.cols, 16):
+                yield [address(st, r0 + bi + lr, c0 + bj + lc) for lr, lc in lanes], 16
+
+
+def _elements(a: Access):
+    """The f32 path (_st_elems): per access, lane l moves the element(s) at
+    its fragment coordinate; pairs of adjacent columns as one 8-byte access."""
+    from ..lowering.memory import _pairs, lane_offset
+    from ..lowering.shared import address
+    st, rt = a.shared, a.reg
+    e = itemsize(st.dtype)
+    lanes = [lane_offset(rt.layout, lane) for lane in range(32)]
+    for r0, c0 in _subtiles(st, rt):
+        for _, r, c, paired in _pairs(rt):
+            yield ([address(st, r0 + lr + r, c0 + lc + c) for lr, lc in lanes],
+                   e * (2 if paired else 1))
+
+
+def group_chunk(chunk: int, per_row: int, e: int) -> tuple[int, int]:
+    """(row, col) of 16-byte chunk `chunk` of a group copy: chunks are
+    row-major, per_row to a row (memory.py's _copy_chunk)."""
+    return chunk // per_row, (chunk % per_row) * (16 // e)
+
+
+def _group(a: Access):
+    """Group copies: thread t of the group moves chunk it*32W + t in round
+    `it`; each warp's 32 threads issue one 16-byte access per round."""
+    from ..lowering.shared import address
+    sh, e = a.shared, itemsize(a.shared.dtype)
+    rows, cols = (sh.rows, sh.cols) if isinstance(sh, ST) else (1, sh.length)
+    per_row, threads = cols * e // 16, 32 * a.warps
+    chunks = rows * per_row
+    for base in range(0, chunks, threads):
+        for warp0 in range(base, min(base + threads, chunks), 32):
+            lanes = range(warp0, min(warp0 + 32, chunks))
+            addrs = []
+            for chunk in lanes:
+                row, col = group_chunk(chunk, per_row, e)
+                addrs.append(address(sh, row, col) if isinstance(sh, ST) else col * e)
+            yield addrs, 16
+
+
+def _vector(a: Access):
+    """sv <-> rv: lane l moves each of its vector slots, one element each."""
+    from ..lowering import fragments
+    sv, rv = a.shared, a.reg
+    e = itemsize(sv.dtype)
+    for i in range(fragments.vec_elems(rv.length, rv.kind)):
+        yield [fragments.vec_coord(rv.length, rv.kind, i, lane) * e for lane in range(32)], e
+
+
+# ---------------------------------------------------------------- ops -> accesses
+
+def access_of(op) -> Access | None:
+    """The shared access pattern of a tk.load/store/group_load/group_store,
+    None when it touches no shared memory (or its types are malformed)."""
+    try:
+        types = [view(v.type) for v in op.operands[:2]]
+        if op.name == "tk.load":
+            return _transfer("ldmatrix", types[0], view(op.results[0].type))
+        if op.name == "tk.store":
+            return _transfer("stmatrix", types[0], types[1])
+        if op.name in ("tk.group_load", "tk.group_store"):
+            sh = types[0] if op.name == "tk.group_load" else types[1]
+            return _group_access(op, sh)
+    except (ValueError, IndexError):
+        return None  # malformed: tk-verify reports it
+    return None
+
+
+def _transfer(matrix: str, sh, reg) -> Access | None:
+    if isinstance(sh, ST) and isinstance(reg, RT):
+        if not _tiles(sh, reg):
+            return None
+        return Access(matrix if itemsize(sh.dtype) == 2 else "f32 pair", sh, reg)
+    if isinstance(sh, SV) and isinstance(reg, RV) and sh.length == reg.length:
+        return Access("vector", sh, reg)
+    return None
+
+
+def _tiles(st: ST, rt: RT) -> bool:
+    """Shapes the lowering accepts (else tk-verify reports the op)."""
+    return (all(n > 0 and n % 16 == 0 for n in (st.rows, st.cols, rt.rows, rt.cols))
+            and st.rows % rt.rows == 0 and st.cols % rt.cols == 0)
+
+
+def _group_access(op, sh) -> Access | None:
+    from mlir import ir
+    w = op.attributes["warps"]
+    if not isinstance(sh, (ST, SV)) or not isinstance(w, ir.IntegerAttr) or w.value < 1:
+        return None
+    if isinstance(sh, ST) and not all(n > 0 and n % 16 == 0 for n in sh.shape):
+        return None
+    return Access("group copy", sh, None, w.value)
+
+
+def accesses(module_op):
+    """(op, Access) for every shared access in the module, in IR order."""
+    for op in _walk(module_op.operation):
+        if op.name in ("tk.load", "tk.store", "tk.group_load", "tk.group_store"):
+            a = access_of(op)
+            if a is not None:
+                yield op, a
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                yield child
+                yield from _walk(child)
+
+
+def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> list:
+    """Write `file:line:col: <kind>: N-way shared-memory bank conflicts:
+    <pattern>` for each access of degree >= least; return (op, access,
+    degree) for all of them. Degrees are cached per pattern (kernels repeat
+    the same load)."""
+    out = out if out is not None else sys.stderr  # looked up now: pytest's capsys
+    cache: dict[Access, int] = {}
+    found = []
+    for op, a in accesses(module_op):
+        n = cache[a] if a in cache else cache.setdefault(a, degree(a))
+        found.append((op, a, n))
+        if n >= least:
+            loc = where(op)
+            out.write(f"{loc + ': ' if loc else ''}{kind}: {n}-way shared-memory bank "
+                      f"conflicts: {a.describe()}\n")
+    return found
+
+
+@register("tk-bank-report",
+          "remark the shared-memory bank-conflict degree of every shared access")
+def run(module_op) -> None:
+    report(module_op, least=1, kind="remark")
