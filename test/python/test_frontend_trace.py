@@ -351,3 +351,22 @@ def test_loop_with_if_else_computes_the_right_numbers():
     for w in range(2):
         ref = sum(t if i % 2 == w else -0.5 * t for i, t in enumerate(tiles))
         np.testing.assert_allclose(out[16 * w:16 * (w + 1)], ref, rtol=1e-5, atol=1e-5)
+
+
+@tkc.kernel
+def named_dims(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, None, 1, "K", 32), s: tkc.f32):
+    pass
+
+
+def test_dim_names_attribute():
+    """A string dim of gl(...) is a runtime dim with a name; tk.dim_names lists
+    every argument's (4 for a gl, "" when unnamed; none for a scalar)."""
+    m = named_dims.trace()
+    f = _func(m)
+    assert [[s.value for s in entry] for entry in f.attributes["tk.dim_names"]] == \
+        [["", "", "M", "K"], ["", "", "K", ""], []]
+    args = f.regions[0].blocks[0].arguments
+    assert str(args[1].type) == "!tk.gl<bf16, -1 : i64, 1 : i64, -1 : i64, 32 : i64>"
+    # a kernel that names nothing keeps its IR short: no attribute
+    m2 = attend.trace()
+    assert "tk.dim_names" not in _func(m2).attributes

@@ -66,3 +66,13 @@ def test_out_of_bounds_store_names_the_author_line():
     with pytest.raises(TkcError, match=r"\(0, 0, 2, 0\).*out of bounds of shape \(1, 1, 32, 16\)") as info:
         past_the_end.interpret(np.zeros((32, 16), np.float32))
     assert info.value.where.startswith(f"{__file__}:{line_of(past_the_end.fn, 'store(o')}:")
+
+
+def test_dims_with_one_name_must_agree():
+    """x and o share the row count "N": an o with more rows would be left partly unwritten."""
+    x = np.zeros((32, 64), np.float32)
+    with pytest.raises(TkcError) as info:
+        softmax_rows.interpret(x, np.zeros((64, 64), np.float32))
+    assert info.value.message == ("dim r of argument 'o' is 64, but dim r of argument 'x' "
+                                  "is 32: both are named 'N' and must have one size")
+    assert info.value.where.startswith(f"{__file__}:")

@@ -295,3 +295,53 @@ def test_driver_errors_are_named():
     finally:
         driver._cuda = old
     assert text.startswith("CUDA_ERROR_INVALID_VALUE")
+
+
+# ---- named dims: every dim with one name has one size
+
+def _named(dims, names, divisible):
+    return {"kind": "gl", "dtype": "f32", "dims": dims, "names": names, "divisible": divisible}
+
+
+GEMM_MANIFEST = {
+    "version": 1, "kernel": "gemm", "target": "sm_90a", "warps": 1, "block": [32, 1, 1],
+    "grid": ["cdiv(c.c, 16)", "cdiv(c.r, 16)", "1"], "shared_bytes": 0,
+    "params": [
+        {"name": "a", **_named([1, 1, None, None], [None, None, "M", "K"], [1, 1, 16, 16])},
+        {"name": "b", **_named([1, 1, None, None], [None, None, "K", "N"], [1, 1, 16, 16])},
+        {"name": "c", **_named([1, 1, None, None], [None, None, "M", "N"], [1, 1, 16, 16])},
+    ],
+}
+GEMM = Signature(Artifact(b"cubin", GEMM_MANIFEST).manifest)
+
+
+def gemm_args(m, k, n, c_rows=None):
+    return [aligned((m, k), np.float32), aligned((k, n), np.float32),
+            aligned((m if c_rows is None else c_rows, n), np.float32)]
+
+
+def test_named_dims_that_agree_bind():
+    bound = GEMM.bind(gemm_args(32, 48, 16), host_ok=True)
+    assert (bound.env["a.r"], bound.env["b.r"], bound.env["c.c"]) == (32, 48, 16)
+
+
+@pytest.mark.parametrize("args, message", [
+    # c has more rows than a: the grid covers c, a's rows would be read out of bounds
+    (gemm_args(32, 48, 16, c_rows=64),
+     "dim r of argument 2 'c' is 64, but dim r of argument 0 'a' is 32: both are named 'M'"),
+    # a's K (cols) against b's K (rows): one name across different axes
+    ([aligned((32, 48), np.float32), aligned((32, 16), np.float32), aligned((32, 16), np.float32)],
+     "dim r of argument 1 'b' is 32, but dim c of argument 0 'a' is 48: both are named 'K'"),
+])
+def test_named_dims_that_differ_are_located_errors(args, message):
+    with pytest.raises(TkcError) as info:
+        line = sys._getframe().f_lineno + 1
+        GEMM.bind(args, host_ok=True)
+    assert info.value.where == f"{__file__}:{line}"
+    assert info.value.message == f"kernel 'gemm': {message} and must have one size"
+
+
+def test_unnamed_dims_may_differ():
+    """The shapes of the failing case bind when no dim is named."""
+    unnamed = {**GEMM_MANIFEST, "params": [{**p, "names": [None] * 4} for p in GEMM_MANIFEST["params"]]}
+    Signature(Artifact(b"cubin", unnamed).manifest).bind(gemm_args(32, 48, 16, c_rows=64), host_ok=True)

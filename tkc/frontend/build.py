@@ -1,9 +1,10 @@
 """Trace a Kernel into a tile-IR module (needs MLIR; imported only to trace).
 
 The module holds one `func.func` with the kernel attributes of
-docs/tile-ir.md: tk.kernel, tk.warps, tk.grid, tk.arg_names. Arguments become
-handles: gl -> GLHandle, f32 -> F32, i32 -> Index (index_cast at entry, since
-i32 arguments size loops and coordinates).
+docs/tile-ir.md: tk.kernel, tk.warps, tk.grid, tk.arg_names, and tk.dim_names
+when a gl annotation names a dim. Arguments become handles: gl -> GLHandle,
+f32 -> F32, i32 -> Index (index_cast at entry, since i32 arguments size loops
+and coordinates).
 """
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ def _arg_type(p):
 def _attributes(kernel) -> dict:
     i64 = ir.IntegerType.get_signless(64)
     strs = lambda xs: ir.ArrayAttr.get([ir.StringAttr.get(x) for x in xs])  # noqa: E731
-    return {"tk.kernel": ir.UnitAttr.get(), "tk.warps": ir.IntegerAttr.get(i64, kernel.warps),
-            "tk.grid": strs(kernel.grid()), "tk.arg_names": strs(list(kernel.params))}
+    attrs = {"tk.kernel": ir.UnitAttr.get(), "tk.warps": ir.IntegerAttr.get(i64, kernel.warps),
+             "tk.grid": strs(kernel.grid()), "tk.arg_names": strs(list(kernel.params))}
+    names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]
+    if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
+        attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])
+    return attrs
 
 
 def _handles(params, args):

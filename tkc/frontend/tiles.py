@@ -206,7 +206,9 @@ AXES = ("b", "d", "r", "c")
 
 
 class GLSpec:
-    """The annotation gl(dtype, b, d, r, c): each dim an int or None/str (runtime)."""
+    """The annotation gl(dtype, b, d, r, c): each dim an int (static), None
+    (runtime) or a name (runtime, and every dim of the kernel's gl arguments
+    with that name has the same size: gl(bf16, 1, 1, "M", "K"))."""
 
     def __init__(self, dtype, b, d, r, c):
         self.dtype = tile_dtype(dtype)
@@ -216,6 +218,11 @@ class GLSpec:
     def static(self) -> tuple:
         """Each dim's size, or None when runtime."""
         return tuple(x if isinstance(x, int) else None for x in self.dims)
+
+    @property
+    def names(self) -> tuple:
+        """Each dim's name ("" when unnamed): same-named dims must agree at launch."""
+        return tuple(x if isinstance(x, str) else "" for x in self.dims)
 
     def view(self) -> GL:
         return GL(self.dtype, *(-1 if x is None else x for x in self.static))

@@ -4,7 +4,7 @@ gl arguments are numpy arrays of 1-4 dims, viewed as 4-D by prepending 1s
 (a view, so stores land in the caller's array). bf16 has no numpy dtype, so a
 bf16 gl takes a float32 array holding bf16 values (writes are rounded to
 bf16); f16 takes float16 or float32; f32 takes float32. Scalars are Python
-numbers.
+numbers. Dims named alike (tk.dim_names) must have one size.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 
 from ..diagnostics import TkcError, error
 from ..dialect.types import GL, view
+from ..passes.verify import dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",)}
 SCALARS = ("f32", "i32")
@@ -28,6 +29,7 @@ class Signature:
     grid: list[str]
     arg_names: list[str]
     arg_types: list  # GL views, or "f32" / "i32"
+    dim_names: list  # per argument, its dims' names (None = unnamed; [] for a scalar)
 
 
 def find_kernel(module, name: str | None):
@@ -59,7 +61,8 @@ def signature(func) -> Signature:
     warps = attrs["tk.warps"].value if "tk.warps" in attrs else 1
     if warps < 1:
         raise error(func, f"tk.warps must be positive, got {warps}")
-    return Signature(func, attrs["sym_name"].value, warps, grid, names, arg_types)
+    return Signature(func, attrs["sym_name"].value, warps, grid, names, arg_types,
+                     dim_names(func))
 
 
 def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
@@ -67,11 +70,12 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
     if len(args) != len(sig.arg_types):
         raise error(sig.func, f"kernel '{sig.name}' takes {len(sig.arg_types)} arguments "
                               f"({', '.join(sig.arg_names)}), got {len(args)}")
-    values, env = [], {}
-    for name, t, a in zip(sig.arg_names, sig.arg_types, args):
+    values, env, named = [], {}, {}
+    for name, t, a, dims in zip(sig.arg_names, sig.arg_types, args, sig.dim_names):
         if isinstance(t, GL):
             arr = _bind_gl(sig, name, t, a)
             env.update({f"{name}.{d}": n for d, n in zip("bdrc", arr.shape)})
+            _same_names(sig, name, arr.shape, dims, named)
         else:
             arr = _bind_scalar(sig, name, t, a)
             if t == "i32":
@@ -97,6 +101,18 @@ def _bind_gl(sig, name: str, t: GL, a) -> np.ndarray:
             raise error(sig.func, f"argument '{name}' has shape {a.shape} (as 4-D {arr.shape}): "
                                   f"dim {axis} must be {want}, got {got}")
     return arr
+
+
+def _same_names(sig, name: str, shape, dims, named: dict) -> None:
+    """Dims with one name must have one size (as at launch, tkc.runtime.args)."""
+    for axis, dim_name, n in zip("bdrc", dims, shape):
+        if dim_name is None:
+            continue
+        first = named.setdefault(dim_name, (name, axis, n))
+        if first[2] != n:
+            raise error(sig.func, f"dim {axis} of argument '{name}' is {n}, but dim {first[1]} "
+                                  f"of argument '{first[0]}' is {first[2]}: both are named "
+                                  f"{dim_name!r} and must have one size")
 
 
 def _bind_scalar(sig, name: str, t: str, a):

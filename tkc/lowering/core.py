@@ -37,6 +37,7 @@ from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, SV, ST, view
+from ..passes import verify
 from . import fragments
 
 TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx80", O = 3>'
@@ -319,12 +320,14 @@ def _bind_params(lw, func_op, entry) -> None:
 def _manifest(func_op, name, warps, grid, names, plan) -> dict:
     div_fn = _optional("requirements", "divisible")
     div = div_fn(func_op) if div_fn else {}
+    dim_names = verify.dim_names(func_op)
     params = []
     for i, a in enumerate(func_op.regions[0].blocks[0].arguments):
         v = view(a.type)
         if isinstance(v, GL):
             params.append({"name": names[i], "kind": "gl", "dtype": v.dtype,
                            "dims": [None if d == DYNAMIC else d for d in v.dims],
+                           "names": dim_names[i],
                            "divisible": list(div.get(i, [1, 1, 1, 1]))})
         else:
             params.append({"name": names[i], "kind": "scalar", "dtype": str(a.type)})

@@ -4,6 +4,7 @@ Global accesses are not bounds-checked in the kernel, so each gl dim must be
 a multiple of every tile extent the kernel reads or writes it with. A tile
 rt/st<R, C> at coordinate (b, d, r, c) covers rows r*R.. and cols c*C.., so
 it needs r % R == 0 and c % C == 0; a vector rv/sv<L> needs c % L == 0.
+Dims named alike (tk.dim_names) have one size, so they share one requirement.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from math import lcm
 
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
+from ..passes.verify import dim_names
 
 # op name -> (operand index of the gl, how to find the tile's type)
 _ACCESSES = {
@@ -23,7 +25,8 @@ _ACCESSES = {
 
 def divisible(func_op) -> dict[int, list[int]]:
     """For every gl argument index of the kernel: per dim (b, d, r, c), the
-    LCM of the extents its accesses use (1 where none)."""
+    LCM of the extents its accesses use (1 where none), unified over dims that
+    share a name (they have one size at launch, so each needs every extent)."""
     op = getattr(func_op, "operation", func_op)
     args = op.regions[0].blocks[0].arguments
     out = {i: [1, 1, 1, 1] for i, a in enumerate(args) if isinstance(view(a.type), GL)}
@@ -34,7 +37,21 @@ def divisible(func_op) -> dict[int, list[int]]:
         index = _arg_index(inner, inner.operands[access[0]], args)
         for dim, extent in enumerate(_extents(view(access[1](inner)))):
             out[index][dim] = lcm(out[index][dim], extent)
+    _unify(out, dim_names(op))
     return out
+
+
+def _unify(div: dict[int, list[int]], names: list[list]) -> None:
+    """Every dim named N gets the LCM over all dims named N."""
+    by_name: dict[str, int] = {}
+    for i, dims in div.items():
+        for axis, n in enumerate(names[i]):
+            if n is not None:
+                by_name[n] = lcm(by_name.get(n, 1), dims[axis])
+    for i, dims in div.items():
+        for axis, n in enumerate(names[i]):
+            if n is not None:
+                dims[axis] = by_name[n]
 
 
 def _extents(t) -> tuple[int, int, int, int]:

@@ -127,6 +127,8 @@ def _check_kernel(fn):
                        f"(one per argument), got {names}")
         elif len({n.value for n in names}) != len(args):
             yield "", f"{name}: tk.arg_names must be distinct, got {names}"
+    if "tk.dim_names" in attrs:
+        yield from (("", m) for m in _check_dim_names(name, attrs["tk.dim_names"], args))
     for i, arg in enumerate(args):
         if not (isinstance(_safe_view(arg), GL) or str(arg.type) in SCALAR_ARGS):
             yield where(arg.location), (f"{name}: argument {i} must be a !tk.gl, f32 or i32, "
@@ -136,6 +138,37 @@ def _check_kernel(fn):
     results = fn.attributes["function_type"].value.results
     if len(results):
         yield "", f"{name}: a kernel returns nothing, got results {list(map(str, results))}"
+
+
+def _check_dim_names(name, attr, args):
+    """tk.dim_names: per argument 4 strings for a gl, none for a scalar; a name
+    ("" = unnamed) only on a runtime dim, since it is checked at launch."""
+    from mlir import ir
+    if not (isinstance(attr, ir.ArrayAttr) and len(attr) == len(args)):
+        yield (f"{name}: tk.dim_names must be an array of {len(args)} arrays "
+               f"(one per argument), got {attr}")
+        return
+    for i, (entry, arg) in enumerate(zip(attr, args)):
+        g = _safe_view(arg)
+        n = 4 if isinstance(g, GL) else 0
+        if not _strings(entry, n):
+            yield (f"{name}: tk.dim_names entry {i} must be an array of {n} strings "
+                   f"({'one per gl dim' if n else 'a scalar has no dims'}), got {entry}")
+            continue
+        for axis, dim_name, size in zip("bdrc", entry, g.dims if n else ()):
+            if dim_name.value and size != DYN:
+                yield (f"{name}: argument {i} dim {axis} is static ({size}) but named "
+                       f"{dim_name.value!r}: names are for runtime dims")
+
+
+def dim_names(kernel) -> list[list[str | None]]:
+    """Per argument of a kernel, its dims' names (None = unnamed; [] for a scalar),
+    from tk.dim_names (every dim unnamed without it). Assumes tk-verify passed."""
+    args = kernel.regions[0].blocks[0].arguments
+    attr = kernel.attributes["tk.dim_names"] if "tk.dim_names" in kernel.attributes else None
+    if attr is None:
+        return [[None] * 4 if isinstance(_safe_view(a), GL) else [] for a in args]
+    return [[s.value or None for s in entry] for entry in attr]
 
 
 def _positive_int(attr) -> bool:

@@ -3,8 +3,8 @@
 `Signature(manifest).bind(args)` checks every argument against its parameter
 (count; for a gl: tensor-like, dtype, rank 1..4 viewed as 4-D by prepending
 1s, static dims, divisibility, int32 dims, contiguous row-major, 16-byte
-aligned, on a CUDA device, all on one device; for a scalar: its Python type
-and range) and returns what the launch needs: the kernel parameter values in
+aligned, on a CUDA device, all on one device; dims with one name of one
+size; for a scalar: its Python type and range) and returns what the launch needs: the kernel parameter values in
 PTX order, the grid environment and the device. Errors are TkcErrors naming
 the kernel, the parameter, expected and found, located at the caller's line.
 """
@@ -50,6 +50,7 @@ class GlParam:
     def __init__(self, kernel: str, index: int, p: dict):
         self.name, self.dtype, self.dims = p["name"], p["dtype"], p["dims"]
         self.divisible = p.get("divisible", [1, 1, 1, 1])
+        self.dim_names = p.get("names", [None] * 4)
         self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
         self.env_names = [f"{self.name}.{d}" for d in DIMS]
         self.text = _gl_text(self.dtype, self.dims)
@@ -154,14 +155,30 @@ class Signature:
             raise ArgError(f"kernel '{self.kernel}' takes {len(self.params)} arguments "
                            f"({self.names}), got {len(args)}")
         values, env, device = [], {}, None
-        for param, arg in zip(self.params, args):
+        named: dict[str, tuple] = {}
+        for index, (param, arg) in enumerate(zip(self.params, args)):
             if isinstance(param, GlParam):
                 v = param.check(arg, stream)
                 device = self._device(param, v, device, host_ok)
+                self._same_names(index, param, _shape4(v.shape), named)
                 param.pack(v, values, env)
             else:
                 param.pack(arg, values, env)
         return Bound(values, env, device)
+
+    def _same_names(self, index: int, param: GlParam, shape: tuple, named: dict) -> None:
+        """Dims with one name must have one size: the kernel covers one of them
+        and trusts the others (a larger one would be left partly unwritten)."""
+        for axis, (name, n) in enumerate(zip(param.dim_names, shape)):
+            if name is None:
+                continue
+            first = named.setdefault(name, (index, param, axis, n))
+            if first[3] != n:
+                i0, p0, a0, n0 = first
+                raise ArgError(
+                    f"kernel '{self.kernel}': dim {DIMS[axis]} of argument {index} "
+                    f"'{param.name}' is {n}, but dim {DIMS[a0]} of argument {i0} '{p0.name}' "
+                    f"is {n0}: both are named {name!r} and must have one size")
 
     @staticmethod
     def _device(param: GlParam, v: TensorView, device, host_ok: bool):

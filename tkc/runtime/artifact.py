@@ -144,6 +144,15 @@ def _check_gl_param(p: dict, bad) -> None:
         raise bad(f"{where}: 'dims' must be 4 entries, each an int >= 1 or null, found {dims!r}")
     if not (isinstance(divisible, list) and len(divisible) == 4 and all(_is_int(d, 1) for d in divisible)):
         raise bad(f"{where}: 'divisible' must be 4 ints >= 1, found {divisible!r}")
+    names = p.get("names", [None] * 4)
+    if not (isinstance(names, list) and len(names) == 4
+            and all(n is None or (isinstance(n, str) and n) for n in names)):
+        raise bad(f"{where}: 'names' must be 4 entries, each a non-empty string or null, "
+                  f"found {names!r}")
+    for axis, n, d in zip(DIMS, names, dims):
+        if n is not None and d is not None:
+            raise bad(f"{where}: dim {axis} is static ({d}) but named {n!r}: "
+                      "names are for runtime dims")
 
 
 def _check_grid(m: dict, bad) -> None:
