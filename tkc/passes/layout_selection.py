@@ -57,8 +57,8 @@ OTHER = {"row": "col", "col": "row"}
 
 
 @register("tk-layout-selection",
-          "choose shared-tile swizzles and legal mma operand layouts (swap_layout where "
-          "needed); warn on shared-memory bank conflicts")
+          "choose each auto shared tile's swizzle (widest of 128b/64b/32b dividing its row), "
+          "legal mma operand layouts (retype or one swap_layout); warn on bank conflicts")
 def run(module_op) -> None:
     choose_swizzles(module_op)
     legalize_mma_layouts(module_op)
