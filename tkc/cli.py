@@ -143,45 +143,11 @@ def _trace_python(path: Path, kernel: str | None):
         if not chosen:
             raise TkcError(f"{path}: no kernel named '{kernel}' "
                            f"(it defines: {', '.join(k.name for k in kernels)})")
-        return _trace(chosen[0], path)
+        return chosen[0].trace()
     if len(kernels) > 1:
         raise TkcError(f"{path}: defines several kernels "
                        f"({', '.join(k.name for k in kernels)}); pick one with --kernel")
-    return _trace(kernels[0], path)
-
-
-def _trace(kernel, path: Path):
-    """kernel.trace(), with a Python error in the author's code located at
-    the author's line rather than reported as an internal error."""
-    try:
-        return kernel.trace()
-    except TkcError:
-        raise
-    except Exception as e:
-        loc = _last_loc_in(e.__traceback__, path)
-        if loc is None:
-            raise
-        raise TkcError(f"{type(e).__name__}: {e}", f"{path}:{loc[0]}:{loc[1]}") from e
-
-
-def _last_loc_in(tb, path: Path) -> tuple[int, int] | None:
-    """(line, col) of the innermost traceback frame that is in the file `path`."""
-    target, loc = path.resolve(), None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if Path(code.co_filename).resolve() == target:
-            loc = (tb.tb_lineno, _column(code, tb.tb_lasti))
-        tb = tb.tb_next
-    return loc
-
-
-def _column(code, lasti: int) -> int:
-    """1-based column of the instruction at lasti (1 when Python does not know)."""
-    try:
-        col = list(code.co_positions())[lasti // 2][2]
-    except (AttributeError, IndexError):
-        return 1
-    return col + 1 if col is not None else 1
+    return kernels[0].trace()
 
 
 def _write(result, output: str | None) -> None:

@@ -5,9 +5,11 @@ callsite/fused forms); `where(op_or_loc)` turns them into `file.py:12:5`.
 """
 from __future__ import annotations
 
+import os
 import re
 
 _FILE_LOC = re.compile(r'"([^"]+)":(\d+):(\d+)')
+_TKC_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class TkcError(Exception):
@@ -42,3 +44,34 @@ def where(obj) -> str:
 def error(obj, message: str) -> TkcError:
     """A TkcError located at obj (an op, location or 'file:line:col')."""
     return TkcError(message, obj if isinstance(obj, str) else where(obj))
+
+
+def author_python_error(exc: BaseException, path: str) -> TkcError | None:
+    """A Python exception from the author's code (a NameError or TypeError in a
+    kernel body, say) as a TkcError at the innermost line of file `path` in its
+    traceback; chain it with `raise ... from exc`.
+
+    None when the exception was raised inside tkc itself (an internal error,
+    not the author's) or its traceback never passes through `path`.
+    """
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((os.path.abspath(tb.tb_frame.f_code.co_filename), tb))
+        tb = tb.tb_next
+    target = os.path.abspath(path)
+    ours = [tb for f, tb in frames if f == target]
+    if not ours or (frames[-1][0] != target and frames[-1][0].startswith(_TKC_DIR)):
+        return None
+    tb = ours[-1]
+    col = _column(tb.tb_frame.f_code, tb.tb_lasti)
+    return TkcError(f"{type(exc).__name__}: {exc}", f"{path}:{tb.tb_lineno}:{col}")
+
+
+def _column(code, lasti: int) -> int:
+    """1-based column of the instruction at lasti (1 when Python does not know)."""
+    try:
+        col = list(code.co_positions())[lasti // 2][2]
+    except (AttributeError, IndexError):
+        return 1
+    return col + 1 if col is not None else 1

@@ -170,3 +170,42 @@ def test_ops_outside_a_kernel():
     with pytest.raises(TkcError) as info:
         zero(rt(f32, 16, 16))  # @outside
     assert info.value.where.startswith(f"{__file__}:{_line_of('outside')}:")
+
+
+# ---- Python errors in the author's code: located, the original chained
+
+def _helper_with_a_bug(n):
+    return n + "rows"  # @helper-typeerror
+
+
+def test_name_error_in_the_kernel_body():
+    @tkc.kernel
+    def k(a: G):
+        store(a, zero(rt(f32, 16, 16)), (0, 0, undefined_row, 0))  # noqa: F821  # @nameerror
+    e = _fails(k, "nameerror", "NameError", "undefined_row")
+    assert isinstance(e.__cause__, NameError)
+
+
+def test_type_error_in_a_helper_of_the_kernel():
+    @tkc.kernel
+    def k(a: G):
+        _helper_with_a_bug(3)
+    e = _fails(k, "helper-typeerror", "TypeError", "unsupported operand")
+    assert isinstance(e.__cause__, TypeError)
+
+
+def test_error_inside_tkc_stays_an_internal_error(monkeypatch):
+    """An exception raised by tkc's own code is a tkc bug, not the author's: it
+    keeps its type and traceback."""
+    from tkc import dtypes
+    from tkc.dialect import ops as tk_ops
+    # tkc.sync() now calls a tkc function with the wrong arguments: a TypeError
+    # raised in tkc/frontend/workers.py (a stand-in defined in this file would
+    # count as the author's code).
+    monkeypatch.setattr(tk_ops, "sync", dtypes.itemsize)
+
+    @tkc.kernel
+    def k(a: G):
+        tkc.sync()
+    with pytest.raises(TypeError, match="itemsize"):
+        k.trace()

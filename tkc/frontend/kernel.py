@@ -16,7 +16,7 @@ import textwrap
 import types
 from pathlib import Path
 
-from ..diagnostics import TkcError
+from ..diagnostics import TkcError, author_python_error
 from .grid import grid_exprs
 from .tiles import SCALAR_DTYPES, DType, GLSpec
 
@@ -107,9 +107,21 @@ class Kernel:
 
     # ---------------------------------------------------------- tracing
     def trace(self):
-        """The kernel as tile IR: an ir.Module in a fresh Context with tk loaded."""
+        """The kernel as tile IR: an ir.Module in a fresh Context with tk loaded.
+
+        A Python error in the author's code (a typo'd name, a wrong call) is a
+        TkcError at the author's line, the original exception chained.
+        """
         from .build import trace_kernel
-        return trace_kernel(self)
+        try:
+            return trace_kernel(self)
+        except TkcError:
+            raise
+        except Exception as e:
+            located = author_python_error(e, self.fn.__code__.co_filename)
+            if located is None:
+                raise  # raised inside tkc: an internal error, with its traceback
+            raise located from e
 
     def tile_ir(self, debug_info: bool = False) -> str:
         """The traced tile IR as text (with locations if debug_info)."""
