@@ -10,9 +10,10 @@
 Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
 locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
-grid expressions), build (tracing a Kernel into a module; needs MLIR).
+grid expressions), warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`),
+build (tracing a Kernel into a module; needs MLIR).
 """
-from . import ops
+from . import ops, warpgroup
 from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
@@ -28,4 +29,5 @@ __all__ = [
     "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
     "cdiv", "min", "max",
     "Index", "F32", "Bool",
+    "warpgroup",
 ]

@@ -457,3 +457,7 @@ def _sync(c, op):
     def step(env, w):
         yield op  # the scheduler steps every warp of the block to here
     return Step(step, op, gen=True)
+
+
+# ---- Hopper warpgroup ops live in their own module; importing it registers them.
+from . import warpgroup  # noqa: E402,F401

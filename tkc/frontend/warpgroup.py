@@ -1,0 +1,128 @@
+"""Warpgroup operations (Hopper wgmma, setmaxnreg): `from tkc import warpgroup`.
+
+A warpgroup is 4 consecutive warps; all 4 call each op. Per warp, the
+accumulator is an rt<f32, 16, N> holding rows 16*(warp%4).. of the
+warpgroup's 64 x N result:
+
+    warpgroup.mma_AB(d, a, b, c)   d = a @ b + c          (in place: d rebound)
+    warpgroup.mma_AB(d, a, b)      d = a @ b + d          (accumulate)
+    d = warpgroup.mma_AB(a, b, c)  functional form
+    warpgroup.mma_async_wait(d)    wait for the issued mmas, then read d
+
+a: rt<16, K, row> per warp or st<64, K> (mma_AB, mma_ABt); st<K, 64>
+(mma_AtB, mma_AtBt). b: st<K, N> (AB, AtB) or st<N, K> (ABt, AtBt). The mma
+is asynchronous: read an accumulator only after `mma_async_wait` rebinds it.
+`increase_registers(n)` / `decrease_registers(n)` move the warpgroup's
+register budget (setmaxnreg; n a multiple of 8 in 24..256).
+
+The in-place and functional forms both take 3 arguments when c is left out;
+they differ by the first argument's type: an accumulator is f32, a
+multiplicand never is.
+"""
+from __future__ import annotations
+
+from ..dialect import ops as tk
+from ..passes import verify_warpgroup as rules
+from .tiles import Reg, Shared
+from .trace import current, emitting, fail
+
+__all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
+           "increase_registers", "decrease_registers"]
+
+
+def _view(x):
+    return x.view if isinstance(x, (Reg, Shared)) else None
+
+
+def _describe(x) -> str:
+    return rules.short(x.view) if isinstance(x, (Reg, Shared)) else type(x).__name__
+
+
+def _is_accumulator(x) -> bool:
+    return isinstance(x, Reg) and x.is_tile and x.dtype == "f32"
+
+
+def _split(py: str, args):
+    """(d or None, a, b, c) from the three call forms."""
+    if len(args) == 4:
+        return args
+    if len(args) == 3 and _is_accumulator(args[0]):
+        d, a, b = args
+        return d, a, b, d
+    if len(args) == 3:
+        return (None, *args)
+    raise fail(f"warpgroup.{py} takes (d, a, b[, c]) in place or (a, b, c) functionally, "
+               f"got {len(args)} arguments")
+
+
+def _check_warps(py: str) -> None:
+    problems = rules.warps_problems(f"warpgroup.{py}", current().warps)
+    if problems:
+        raise fail(problems[0])
+
+
+def _mma(py: str):
+    name = "warpgroup_" + py.lower()
+
+    def op(*args) -> Reg:
+        d, a, b, c = _split(py, args)
+        for what, x in (("a", a), ("b", b), ("c", c)):
+            if not isinstance(x, (Reg, Shared)):
+                raise fail(f"warpgroup.{py}: {what} must be a tile, got {_describe(x)}")
+        _check_warps(py)
+        problems = rules.mma_problems(name, _view(a), _view(b), _view(c))
+        if problems:
+            raise fail(problems[0].replace(name, f"warpgroup.{py}", 1))
+        if d is not None and (not isinstance(d, Reg) or d.view != c.view):
+            raise fail(f"warpgroup.{py}: destination {_describe(d)} must have c's type "
+                       f"{_describe(c)}")
+        dst = d if d is not None else Reg(c.view)
+        with emitting():
+            value = tk.warpgroup_mma(name, a.value(), b.value(), c.value())
+        return dst.bind(value)
+    op.__name__ = py
+    op.__doc__ = (f"{py}(d, a, b[, c]) or d = {py}(a, b, c): the warpgroup's 64 x N "
+                  "d = a @ b + c with the named transposes, issued asynchronously.")
+    return op
+
+
+mma_AB, mma_ABt, mma_AtB, mma_AtBt = (_mma(n) for n in ("mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"))
+
+
+def mma_async_wait(*tiles, pending: int = 0):
+    """Wait until at most `pending` warpgroup mma groups are in flight, and
+    rebind each given accumulator to its value after the wait. Returns the
+    tile (one given) or the tuple of tiles."""
+    for i, t in enumerate(tiles):
+        if not isinstance(t, Reg):
+            raise fail(f"warpgroup.mma_async_wait: tile {i} must be a register tile, "
+                       f"got {_describe(t)}")
+    problems = rules.wait_problems([t.view for t in tiles], [t.view for t in tiles], pending)
+    if problems:
+        raise fail(problems[0].replace("warpgroup_mma_wait", "warpgroup.mma_async_wait", 1))
+    _check_warps("mma_async_wait")
+    values = [t.value() for t in tiles]
+    with emitting():
+        op = tk.warpgroup_mma_wait(values, pending)
+    for t, r in zip(tiles, op.results):
+        t.bind(r)
+    return tiles[0] if len(tiles) == 1 else tiles
+
+
+def _registers(increase: bool):
+    name = "increase_registers" if increase else "decrease_registers"
+
+    def op(count: int) -> None:
+        problems = rules.register_problems(f"warpgroup.{name}", count)
+        if problems:
+            raise fail(problems[0])
+        _check_warps(name)
+        with emitting():
+            tk.set_registers(increase, count)
+    op.__name__ = name
+    op.__doc__ = (f"setmaxnreg.{'inc' if increase else 'dec'}: this warpgroup's threads get "
+                  "`count` registers each (a multiple of 8 in 24..256).")
+    return op
+
+
+increase_registers, decrease_registers = _registers(True), _registers(False)

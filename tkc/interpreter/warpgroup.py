@@ -1,0 +1,73 @@
+"""numpy semantics of the warpgroup ops (wgmma, its wait, setmaxnreg).
+
+Each of the 4 warps of a warpgroup runs the op on its own registers, so each
+computes only its 16 rows of the warpgroup's 64 x N result:
+d_w = a_w @ op(b) + c_w, where a_w is the warp's rt<16, K> (A in registers)
+or rows 16*(w%4).. of the shared A. That is exactly the warpgroup's product
+row block by row block, with no rendezvous between warps. The mma computes
+when issued (docs/tile-ir.md), so the wait returns its tiles unchanged;
+setmaxnreg changes nothing the interpreter can see (its count is checked).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..diagnostics import error
+from ..dialect.types import RT
+from ..passes import verify_warpgroup as rules
+from .ops import tview
+from .program import handler
+
+F32 = np.float32
+
+
+def _fail_on(op, problems) -> None:
+    if problems:
+        raise error(op, "; ".join(problems))
+
+
+@handler(*(f"tk.{n}" for n in rules.VARIANTS))
+def _warpgroup_mma(c, op):
+    name = op.name.removeprefix("tk.")
+    var = rules.VARIANTS[name]
+    a_t, b_t, c_t = (tview(v) for v in op.operands)
+    _fail_on(op, rules.mma_problems(name, a_t, b_t, c_t, tview(op.results[0]))
+             + rules.warps_problems(name, c.warps))
+    a, b, acc, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
+    a_in_regs = isinstance(a_t, RT)
+
+    # Products of bf16/f16 values are exact in float64; the sum is rounded to
+    # f32 once (as in tk.mma).
+    def step(env, w):
+        rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)
+        x = env[a].astype(np.float64)
+        x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
+        y = env[b].astype(np.float64)
+        y = y.T if var.b_k_major else y
+        env[out] = (x @ y + env[acc]).astype(F32)
+    return step
+
+
+@handler("tk.warpgroup_mma_wait")
+def _wait(c, op):
+    ins = [tview(v) for v in op.operands]
+    _fail_on(op, rules.wait_problems(ins, [tview(r) for r in op.results],
+                                     op.attributes["pending"].value)
+             + rules.warps_problems("warpgroup_mma_wait", c.warps))
+    pairs = [(c.slot(v), c.slot(r)) for v, r in zip(op.operands, op.results)]
+
+    def step(env, w):
+        for src, dst in pairs:
+            env[dst] = env[src]  # values are immutable: passing them on is a copy
+    return step
+
+
+@handler("tk.increase_registers", "tk.decrease_registers")
+def _registers(c, op):
+    name = op.name.removeprefix("tk.")
+    _fail_on(op, rules.register_problems(name, op.attributes["count"].value)
+             + rules.warps_problems(name, c.warps))
+
+    def step(env, w):
+        pass
+    return step

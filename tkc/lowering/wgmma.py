@@ -1,0 +1,232 @@
+"""Warpgroup mma (wgmma) and register reallocation (setmaxnreg).
+
+Registers. A warp's c/d is rt<f32, 16, N, row>; wgmma m64nNk16's accumulator
+gives warp w%4 rows 16*(w%4).. and lane (g, t) = (lane/4, lane%4), for each
+n8 block j, d[4j..4j+3] = (g, 8j+2t), (g, 8j+2t+1), (g+8, 8j+2t),
+(g+8, 8j+2t+1) (PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16";
+CuTe's CLayout_64xN). A 16x16 base tile of fragments.py's row layout is two
+n8 blocks, e0..e3 then e4..e7, and the base tiles of a 16-row tile are listed
+left to right: the flat fragment *is* d0 .. d(N/2-1). Likewise a row-layout
+rt<16, K> gives, per k16 step, a0..a7 = e0..e7 of base tile kb: the four b32
+registers of an A operand in registers (the packing of mma.sync's A).
+
+Shared operands. A 64-bit matrix descriptor (PTX ISA, "Matrix Descriptor
+Format"): start address >> 4 (bits 0-13), leading-dimension byte offset >> 4
+(16-29), stride-dimension byte offset >> 4 (32-45), base offset (49-51, 0:
+every st is 1024-aligned), swizzle mode (62-63: 1 = 128B, 2 = 64B, 3 = 32B).
+The canonical layouts (in 16-byte units T = 16/E elements, S the swizzle
+bytes) and how an st<R, C> with S-byte column panels (docs/tile-ir.md) fits:
+
+- K-major, ((8, m), (T, 2k)) : ((S/16 T, SBO), (1, T)): rows S bytes apart,
+  8-row groups SBO apart, K contiguous inside a row. A panel of the st is
+  exactly that with SBO = 8*S; LBO is unused (1). A k16 step reads 32 bytes
+  of each row: it starts at panel (16 kk / P) * R*S + (16 kk % P) * E, P = S/E.
+  The hardware XORs the absolute address bits (as the st layout does), so a
+  start inside a swizzle row reads the right chunks.
+- MN-major, ((T, S/16, m), (8, k)) : ((1, T, LBO), (S/16 T, SBO)): S bytes of
+  MN contiguous, the next S bytes of MN LBO away, K rows S bytes apart and
+  8-row groups SBO apart. In an st<K, MN> that is LBO = R*S (the next column
+  panel) and SBO = 8*S; a k16 step starts 16 rows further: 16*kk*S.
+
+Ordering. The op fences its input registers (an empty volatile asm with "+"
+constraints, as CUTLASS's warpgroup_fence_operand) so nothing writes them
+after `wgmma.fence`; then one `wgmma.mma_async` per k16 step chained through
+its accumulators, and `wgmma.commit_group`. `tk.warpgroup_mma_wait` is
+`wgmma.wait_group N` followed by the same fence on every tile it returns, so
+no use of an accumulator can move above the wait.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm
+
+from ..diagnostics import error
+from ..dialect.types import ST
+from ..dtypes import itemsize
+from ..passes import verify_warpgroup as rules
+from . import fragments, shared
+from .compute import result_view
+from .core import Frag, Shared, rule
+from .mma import _pack
+
+B = fragments.BASE
+SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # descriptor bits 62-63
+ADDRESS_MASK = 0x3FFFF                   # matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4
+UNUSED_LBO = 16                          # "not used, assumed to be 1" (encoded 1)
+
+
+# ---------------------------------------------------------------- descriptors (pure Python)
+
+@dataclass(frozen=True)
+class OperandLayout:
+    """How wgmma reads a shared operand: descriptor strides and, per k16 step,
+    the byte offset of the step's start from the st's first byte."""
+    k_major: bool
+    swizzle: int     # S bytes
+    lbo: int         # bytes
+    sbo: int         # bytes
+    steps: tuple     # byte offset of k step kk from the tile start
+
+    def descriptor(self, address: int, kk: int) -> int:
+        """The 64-bit descriptor of k step kk of the st at shared `address`."""
+        return encode(address + self.steps[kk], self.lbo, self.sbo, self.swizzle)
+
+
+def operand_layout(st: ST, k_major: bool) -> OperandLayout:
+    """K-major: st<MN, K> (K contiguous); MN-major: st<K, MN>."""
+    e, s = itemsize(st.dtype), shared.swizzle_bytes(st)
+    if s not in SWIZZLE_MODE:
+        raise ValueError(f"{st.text()}: wgmma operands must be swizzled")
+    p = s // e  # elements per panel row
+    if k_major:
+        steps = tuple((k // p) * st.rows * s + (k % p) * e for k in range(0, st.cols, B))
+        return OperandLayout(True, s, UNUSED_LBO, 8 * s, steps)
+    steps = tuple(k * s for k in range(0, st.rows, B))
+    return OperandLayout(False, s, st.rows * s, 8 * s, steps)
+
+
+def encode(address: int, lbo: int, sbo: int, swizzle: int) -> int:
+    """PTX's matrix descriptor (base offset 0: tiles are aligned to their pattern)."""
+    return (((address & ADDRESS_MASK) >> 4)
+            | ((lbo & ADDRESS_MASK) >> 4) << 16
+            | ((sbo & ADDRESS_MASK) >> 4) << 32
+            | SWIZZLE_MODE[swizzle] << 62)
+
+
+def decode(desc: int) -> dict:
+    """The fields of a descriptor, in bytes (the inverse of `encode`)."""
+    mode = desc >> 62
+    return {"address": (desc & 0x3FFF) << 4, "lbo": ((desc >> 16) & 0x3FFF) << 4,
+            "sbo": ((desc >> 32) & 0x3FFF) << 4, "base_offset": (desc >> 49) & 7,
+            "swizzle": {v: k for k, v in SWIZZLE_MODE.items()}.get(mode, 0)}
+
+
+def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_b: bool) -> str:
+    """The PTX of one m64nNk16 wgmma, operands numbered as the inline asm has
+    them: $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
+    registers or a descriptor), then B's descriptor."""
+    nd = n // 2
+    acc = ", ".join(f"${i}" for i in range(nd))
+    a = "{" + ", ".join(f"${2 * nd + i}" for i in range(4)) + "}" if a_registers else f"${2 * nd}"
+    b = f"${2 * nd + (4 if a_registers else 1)}"
+    # scale-d = 1 (accumulate: d = a*b + c), imm-scale-a/b = 1; tnspA only for a descriptor A.
+    imm = f"1, 1, 1, {int(trans_b)}" if a_registers else f"1, 1, 1, {int(trans_a)}, {int(trans_b)}"
+    return (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "
+            f"{{{acc}}}, {a}, {b}, {imm};")
+
+
+# ---------------------------------------------------------------- lowering rules
+
+def _asm(results: list, operands: list, text: str, constraints: str):
+    """A volatile inline asm; returns its results as a list."""
+    if not results:
+        llvm.inline_asm(None, operands, text, constraints, has_side_effects=True)
+        return []
+    if len(results) == 1:
+        return [llvm.inline_asm(results[0], operands, text, constraints, has_side_effects=True)]
+    res = llvm.inline_asm(llvm.StructType.get_literal(results), operands, text, constraints,
+                          has_side_effects=True)
+    return [llvm.extractvalue(t, res, [i]) for i, t in enumerate(results)]
+
+
+def fence_registers(vals: list, kind: str) -> list:
+    """vals passed through an empty volatile asm ("+f"/"+r"): every later use
+    depends on it and it keeps its place among the wgmma instructions."""
+    if not vals:
+        return []
+    n = len(vals)
+    cons = ",".join([f"={kind}"] * n + [str(i) for i in range(n)])
+    return _asm([v.type for v in vals], list(vals), "", cons)
+
+
+def _a_registers(a, kk: int) -> list:
+    """The 4 b32 registers of A for k step kk from a row-layout rt<16, K>."""
+    base = fragments.tile_index(a.view.rows, a.view.cols, 0, kk, 0)
+    return [_pack(a.vals[base + p], a.vals[base + p + 1]) for p in (0, 2, 4, 6)]
+
+
+def _shared_u64(lw):
+    """The dynamic shared array's shared-window address as an i64 (once per kernel)."""
+    base = lw.once(("shared_base",), lambda: shared.base(lw))
+    return lw.once(("shared_u64",), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(64), base))
+
+
+def _descriptor(lw, sh, layout: OperandLayout, kk: int):
+    """The i64 descriptor of k step kk of shared tile `sh` (the address is only
+    known at run time: the dynamic shared array's; the rest is constant)."""
+    i64 = ir.IntegerType.get_signless(64)
+    addr = arith.addi(_shared_u64(lw), arith.constant(i64, sh.offset + layout.steps[kk]))
+    low = arith.shrui(arith.andi(addr, arith.constant(i64, ADDRESS_MASK)), arith.constant(i64, 4))
+    return arith.ori(low, arith.constant(i64, _signed64(encode(0, layout.lbo, layout.sbo, layout.swizzle))))
+
+
+def _signed64(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _check(op, a, b, c):
+    name = op.name.removeprefix("tk.")
+    av = a.view if isinstance(a, (Frag, Shared)) else None
+    bv = b.view if isinstance(b, Shared) else None
+    cv = c.view if isinstance(c, Frag) else None
+    problems = rules.mma_problems(name, av, bv, cv) + rules.warps_problems(name, None)
+    if problems:
+        raise error(op, "; ".join(problems))
+    return rules.VARIANTS[name]
+
+
+def _lower_mma(lw, op, args):
+    a, b, c = args
+    var = _check(op, a, b, c)
+    n, k = rules.axes(b.view, var.b_k_major)
+    dtype = b.view.dtype
+    in_regs = isinstance(a, Frag)
+    b_layout = operand_layout(b.view, var.b_k_major)
+    a_layout = None if in_regs else operand_layout(a.view, var.a_k_major)
+    acc = fence_registers(list(c.vals), "f")
+    a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // B)] if in_regs else []
+    nvvm.wgmma_fence_aligned()
+    f32 = ir.F32Type.get()
+    text = mma_instruction(n, dtype, in_regs, not var.a_k_major, not var.b_k_major)
+    nd = n // 2
+    tied = ",".join(str(i) for i in range(nd))
+    a_cons = "r,r,r,r" if in_regs else "l"
+    cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
+    for kk in range(k // B):
+        a_ops = a_steps[kk] if in_regs else [_descriptor(lw, a, a_layout, kk)]
+        acc = _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b, b_layout, kk)], text, cons)
+    nvvm.wgmma_commit_group_sync_aligned()
+    return [Frag(result_view(op), acc)]
+
+
+def _lower_wait(lw, op, args):
+    pending = op.attributes["pending"].value
+    problems = rules.wait_problems([getattr(t, "view", None) for t in args],
+                                   [getattr(t, "view", None) for t in args], pending)
+    if problems:
+        raise error(op, "; ".join(problems))
+    nvvm.wgmma_wait_group_sync_aligned(pending)
+    return [Frag(t.view, fence_registers(list(t.vals), "f")) for t in args]
+
+
+def _lower_registers(lw, op, args):
+    name = op.name.removeprefix("tk.")
+    count = op.attributes["count"].value
+    problems = rules.register_problems(name, count) + rules.warps_problems(name, lw.warps)
+    if problems:
+        raise error(op, "; ".join(problems))
+    action = nvvm.SetMaxRegisterAction.increase if name.startswith("increase") \
+        else nvvm.SetMaxRegisterAction.decrease
+    nvvm.setmaxregister(count, action)
+    # ptxas ignores setmaxnreg (warning C7508) unless it knows the register
+    # budget at entry: one block per SM as the launch bound, like TK's
+    # __launch_bounds__(threads, 1).
+    lw.llvm_func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
+    return []
+
+
+rule(*(f"tk.{n}" for n in rules.VARIANTS))(_lower_mma)
+rule("tk.warpgroup_mma_wait")(_lower_wait)
+rule("tk.increase_registers", "tk.decrease_registers")(_lower_registers)
