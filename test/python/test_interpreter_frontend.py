@@ -12,7 +12,7 @@ from tkc import bf16, f32, gl, rt, rv, st
 from tkc.diagnostics import TkcError
 from tkc.ops import (exp, group_load, load, row_max, row_sum, store, sub_row, div_row)
 
-from test_interpreter_ops import ref_bf16
+from helpers import ref_bf16
 
 
 @tkc.kernel(warps=2, grid=lambda x, o: (x.r // 32,))

@@ -12,6 +12,8 @@ from tkc.dialect.types import GL, RT, ST
 from tkc.interpreter import run
 from tkc.interpreter.testing import kernel_module
 
+from helpers import ref_bf16
+
 IDX4 = "index, index, index, index"
 G16 = GL("f32", 1, 1, -1, -1)
 R16 = RT("f32", 16, 16)
@@ -252,7 +254,6 @@ def gemm_module():
 
 
 def test_gemm_is_right_and_fast():
-    from test_interpreter_ops import ref_bf16
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((2, 128, 128), np.float32)
     c = np.zeros((128, 128), np.float32)

@@ -11,20 +11,11 @@ from tkc.interpreter import run
 from tkc.interpreter.testing import kernel_module
 from tkc.interpreter.values import round_bf16
 
+from helpers import ref_bf16
+
 RNG = np.random.default_rng(0)
 C4 = "%c0, %c0, %c0, %c0"
 IDX4 = "index, index, index, index"
-
-
-def ref_bf16(x):
-    """Round to nearest-even bf16 in float64 (an independent algorithm):
-    bf16 keeps 8 significant bits, so scale by the ulp and np.round (ties to even)."""
-    x = np.asarray(x, np.float64)
-    _, e = np.frexp(x)  # |x| = m * 2**e, 0.5 <= m < 1
-    ulp = np.exp2(np.maximum(e - 8, -133).astype(np.float64))
-    r = np.round(x / ulp) * ulp
-    r = np.where(np.abs(r) >= 2.0 ** 128, np.copysign(np.inf, x), r)
-    return np.where(np.isfinite(x), r, x).astype(np.float32)
 
 
 def rand(*shape, lo=-2.0, hi=2.0):

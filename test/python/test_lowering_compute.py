@@ -1,4 +1,4 @@
-"""Register-tile rules run on 32 simulated lanes (test_lowering_core.simulate)
+"""Register-tile rules run on 32 simulated lanes (lanesim.simulate)
 against numpy, plus PTX checks that the fast hardware paths are used."""
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from tkc.dialect import ops
 from tkc.dialect.types import RT, RV
 from tkc.lowering import lower_module
 
-from test_lowering_core import bf16, build, ptxas_resources, round_to, run_kernel, to_ptx
+from lanesim import bf16, build, ptxas_resources, round_to, run_kernel, to_ptx
 
-pytestmark = pytest.mark.usefixtures("lane_major_io")
-
-from test_lowering_core import lane_major_io  # noqa: E402,F401  (the fixture)
+pytestmark = pytest.mark.usefixtures("lane_major_io")  # from conftest.py
 
 RNG = np.random.default_rng(42)
 

@@ -1,0 +1,9 @@
+"""Shared pieces of the CPU tests live in modules here (lanesim.py, helpers.py),
+never in test files: put this folder on sys.path so tests import them by name,
+whatever pytest's import mode, and offer lanesim's fixture to every test."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from lanesim import lane_major_io  # noqa: E402,F401  (a fixture)

@@ -1,0 +1,383 @@
+"""A 32-lane simulator of lowered IR, and helpers to build and run
+single-warp kernels through it (shared by the lowering tests).
+
+`simulate` runs the nvvm-stage IR that lower_module produces on one warp in
+numpy: every SSA value is an array over the 32 lanes, shuffles gather across
+lanes, and mma.sync / movmatrix follow the PTX ISA's fragment tables (written
+here from the ISA, independently of tkc/lowering/fragments.py). So the
+tests check the emitted IR itself, not a second model of it. Kernels in
+these tests move tiles with test-only load/store rules (`lane_major_io`): a
+gl buffer holds a fragment lane-major, value i of lane l at i * 32 + l.
+"""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from tkc.dialect import context, ops
+from tkc.dialect.types import GL, RT, view
+from tkc.lowering import fragments, lower_module
+
+mlir = pytest.importorskip("mlir")
+from mlir import ir  # noqa: E402
+from mlir.dialects import func, llvm  # noqa: E402
+
+LANES = np.arange(32)
+G, T = LANES // 4, LANES % 4
+
+
+# ---------------------------------------------------------------- numerics
+
+def bf16(x):
+    """Round float32 to bf16 (nearest even), kept as float32."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
+    return r.astype(np.uint32).view(np.float32)
+
+
+def round_to(x, dtype):
+    x = np.asarray(x, np.float32)
+    return {"f32": lambda v: v, "bf16": bf16, "f16": lambda v: v.astype(np.float16).astype(np.float32)}[dtype](x)
+
+
+def _dtype_of(t) -> str:
+    s = str(t)
+    return {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(s, "f32")
+
+
+# ---------------------------------------------------------------- PTX fragment tables
+
+def _mma(a_regs, b_regs, c):
+    """mma.sync.m16n8k16.row.col per the PTX ISA: A 16x16 from a0..a3, B 16x8 from b0, b1."""
+    A, Bm, C = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
+    for r, (dr, dc) in enumerate(((0, 0), (8, 0), (0, 8), (8, 8))):
+        for h in range(2):
+            A[G + dr, 2 * T + h + dc] = a_regs[r][:, h]
+    for r, dk in enumerate((0, 8)):
+        for h in range(2):
+            Bm[2 * T + h + dk, G] = b_regs[r][:, h]
+    for r, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+        C[G + dr, 2 * T + dc] = c[r]
+    D = (A @ Bm + C).astype(np.float32)
+    return [D[G + dr, 2 * T + dc] for dr, dc in ((0, 0), (0, 1), (8, 0), (8, 1))]
+
+
+def _movmatrix(reg):
+    """movmatrix.m8n8.trans.b16: lane (g, t) holds row g, cols 2t, 2t+1, before and after."""
+    M = np.zeros((8, 8), np.float32)
+    for h in range(2):
+        M[G, 2 * T + h] = reg[:, h]
+    Mt = M.T
+    return np.stack([Mt[G, 2 * T], Mt[G, 2 * T + 1]], axis=1)
+
+
+# ---------------------------------------------------------------- the simulator
+
+class _Return(Exception):
+    pass
+
+
+class Warp:
+    """Runs a lowered llvm.func for warp 0 (lanes 0..31) over numpy buffers."""
+
+    def __init__(self, buffers):
+        self.buffers = buffers
+        self.env = {}
+
+    def run(self, llvm_func, args):
+        entry = llvm_func.regions[0].blocks[0]
+        for a, v in zip(entry.arguments, args):
+            self.env[a] = v
+        block = entry
+        try:
+            while block is not None:
+                block = self.block(block)
+        except _Return:
+            pass
+
+    def block(self, block):
+        """Run a block; returns the next block (llvm.br) or None."""
+        for op in block.operations:
+            op = op.operation
+            if op.name == "llvm.br":
+                return op.successors[0]
+            out = self.op(op)
+            if out is not None:
+                return out
+        return None
+
+    def get(self, v):
+        return self.env[v]
+
+    def op(self, op):
+        name = op.name
+        ins = [self.get(v) for v in op.operands]
+        res = None
+        if name == "scf.for":
+            res = self._for(op, ins)
+        elif name == "scf.if":
+            res = self._if(op, ins)
+        elif name == "scf.yield":
+            raise _Yield(ins)
+        elif name == "llvm.return":
+            raise _Return()
+        elif name == "llvm.store":
+            buf, off = ins[1]
+            self.buffers[buf][off] = ins[0]
+            return None
+        else:
+            res = _pure(op, ins)
+        res = res if isinstance(res, list) else [res]
+        for r, v in zip(op.results, res, strict=True):
+            self.env[r] = v
+        return None
+
+    def region(self, block, args):
+        for a, v in zip(block.arguments, args):
+            self.env[a] = v
+        try:
+            self.block(block)
+        except _Yield as y:
+            return y.values
+        return []
+
+    def _for(self, op, ins):
+        lb, ub, step = (int(_uniform(x)) for x in ins[:3])
+        vals = ins[3:]
+        body = op.regions[0].blocks[0]
+        for i in range(lb, ub, step):
+            vals = self.region(body, [np.full(32, i)] + list(vals))
+        return list(vals)
+
+    def _if(self, op, ins):
+        cond = bool(_uniform(ins[0]))
+        region = op.regions[0] if cond else op.regions[1]
+        return self.region(region.blocks[0], []) if len(region.blocks) else []
+
+
+class _Yield(Exception):
+    def __init__(self, values):
+        self.values = values
+
+
+def _uniform(x):
+    x = np.asarray(x)
+    assert (x == x.flat[0]).all(), "control flow depends on the lane"
+    return x.flat[0]
+
+
+_INT = {"arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
+        "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
+        "arith.shli": np.left_shift, "arith.shrui": np.right_shift, "arith.remui": np.remainder,
+        "arith.divui": np.floor_divide}
+_FLOAT = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
+          "arith.divf": np.divide, "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin}
+
+
+def _is_float(t) -> bool:
+    return str(t) in ("f32", "bf16", "f16")
+
+
+def _attr_value(a, t):
+    return float(ir.FloatAttr(a).value) if _is_float(t) else int(ir.IntegerAttr(a).value)
+
+
+def _pure(op, ins):
+    name = op.name
+    rt = op.results[0].type if len(op.results) else None
+    if name == "arith.constant":
+        return np.full(32, _attr_value(op.attributes["value"], rt),
+                       np.float32 if _is_float(rt) else np.int64)
+    if name in _INT:
+        return _INT[name](ins[0], ins[1])
+    if name in _FLOAT:
+        with np.errstate(all="ignore"):
+            return round_to(_FLOAT[name](ins[0], ins[1]).astype(np.float32), _dtype_of(rt))
+    if name == "arith.negf":
+        return -ins[0]
+    if name == "arith.extf" or name == "arith.index_cast":
+        return ins[0]
+    if name == "arith.truncf":
+        return round_to(ins[0], _dtype_of(rt))
+    if name == "arith.cmpi":
+        pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
+        return {0: np.equal, 1: np.not_equal}[pred](ins[0], ins[1])
+    if name == "arith.cmpf":
+        pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
+        return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal}[pred](ins[0], ins[1])
+    if name == "arith.select":
+        c = ins[0].reshape((32,) + (1,) * (np.ndim(ins[1]) - 1))
+        return np.where(c, ins[1], ins[2])
+    if name == "nvvm.read.ptx.sreg.tid.x":
+        return LANES.copy()
+    if name == "nvvm.shfl.sync":
+        kind = str(op.attributes["kind"])
+        src = LANES ^ ins[2] if "bfly" in kind else np.asarray(ins[2]) & 31
+        return ins[1][src]
+    if name == "nvvm.mma.sync":
+        return [_mma(ins[0:4], ins[4:6], ins[6:10])]  # one struct result
+    if name == "llvm.inline_asm":
+        asm = ir.StringAttr(op.attributes["asm_string"]).value
+        with np.errstate(all="ignore"):
+            if asm.startswith("ex2.approx"):
+                return np.exp2(ins[0]).astype(np.float32)
+            if asm.startswith("lg2.approx"):
+                return np.log2(ins[0]).astype(np.float32)
+        if asm.startswith("movmatrix"):
+            return _movmatrix(ins[0])
+        raise NotImplementedError(asm)
+    if name == "llvm.intr.fabs":
+        return np.abs(ins[0])
+    if name in ("llvm.mlir.undef", "llvm.mlir.poison"):
+        return np.zeros((32, ir.VectorType(rt).shape[0]), np.float32)
+    if name == "llvm.insertelement":
+        out = ins[0].copy()
+        out[:, int(_uniform(ins[2]))] = ins[1]
+        return out
+    if name == "llvm.extractelement":
+        return ins[0][:, int(_uniform(ins[1]))].copy()
+    if name == "llvm.bitcast":
+        return ins[0]  # packed pairs stay (32, 2): nothing does integer math on them
+    if name == "llvm.extractvalue":
+        return ins[0][list(ir.DenseI64ArrayAttr(op.attributes["position"]))[0]]
+    if name == "llvm.getelementptr":
+        buf, off = ins[0]
+        return (buf, off + ins[1])
+    if name == "llvm.load":
+        buf, off = ins[0]
+        return sim_buffers[buf][off].copy()
+    raise NotImplementedError(name)
+
+
+sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
+
+
+def simulate(module, buffers: list[np.ndarray], scalars=()) -> None:
+    """Run the module's (only) kernel on warp 0: gl args (static dims only)
+    take `buffers` in order, then the f32 scalars."""
+    global sim_buffers
+    sim_buffers = buffers
+    gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
+    fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
+    args = [(i, 0) for i in range(len(buffers))] + [np.full(32, s, np.float32) for s in scalars]
+    Warp(buffers).run(fn.operation, args)
+
+
+# ---------------------------------------------------------------- lane-major test I/O
+
+def _lane_major_load(lw, op, args):
+    from mlir.dialects import llvm as L
+    from tkc.lowering.core import Frag, scalar_type
+    v = view(op.results[0].type)
+    return [Frag(v, [L.load(scalar_type(v.dtype), _addr(lw, args[0].ptr, i, v.dtype))
+                     for i in range(_frag_len(v))])]
+
+
+def _lane_major_store(lw, op, args):
+    from mlir.dialects import llvm as L
+    x = args[1]
+    for i, e in enumerate(x.vals):
+        L.store(e, _addr(lw, args[0].ptr, i, x.view.dtype))
+    return []
+
+
+def _addr(lw, ptr, i, dtype):
+    from mlir.dialects import arith
+    from tkc.lowering.core import scalar_type
+    i32 = ir.IntegerType.get_signless(32)
+    idx = arith.addi(lw.lane_i32(), arith.constant(i32, 32 * i))
+    return llvm.getelementptr(ptr.type, ptr, [idx], [-2147483648], scalar_type(dtype), no_wrap_flags=0)
+
+
+@pytest.fixture
+def lane_major_io(monkeypatch):
+    from tkc.lowering import core
+    core._load_rules()
+    monkeypatch.setitem(core.RULES, "tk.load", _lane_major_load)
+    monkeypatch.setitem(core.RULES, "tk.store", _lane_major_store)
+
+
+def encode(v, x: np.ndarray) -> np.ndarray:
+    """The lane-major buffer of a matrix/vector x held as view v."""
+    n = _frag_len(v)
+    buf = np.zeros(32 * n, np.float32)
+    for i in range(n):
+        for lane in range(32):
+            buf[i * 32 + lane] = x[_coord(v, i, lane)]
+    return buf
+
+
+def decode(v, buf: np.ndarray) -> np.ndarray:
+    """The matrix/vector a lane-major buffer holds; replicated copies must agree."""
+    out = np.full(v.shape, np.nan, np.float32)
+    n = len(buf) // 32
+    for i in range(n):
+        for lane in range(32):
+            c = _coord(v, i, lane)
+            if not np.isnan(out[c]) and not (out[c] == buf[i * 32 + lane]):
+                raise AssertionError(f"lanes disagree on element {c}: {out[c]} vs {buf[i * 32 + lane]}")
+            out[c] = buf[i * 32 + lane]
+    return out
+
+
+def _coord(v, i, lane):
+    if isinstance(v, RT):
+        return fragments.tile_coord(v.rows, v.cols, v.layout, i, lane)
+    return (fragments.vec_coord(v.length, v.kind, i, lane),)
+
+
+def _frag_len(v):
+    return fragments.tile_elems(v.rows, v.cols) if isinstance(v, RT) else fragments.vec_elems(v.length, v.kind)
+
+
+def _gl(v):
+    return GL(v.dtype, 1, 1, 1, 32 * _frag_len(v))
+
+
+def build(ins: list, outs: list, body, scalars: tuple = (), warps: int = 1):
+    """A module with one kernel: loads `ins` (views), body(*tiles, *scalars) -> tiles, stores `outs`."""
+    ctx = context()
+    with ctx, ir.Location.file("k.py", 7, 1):
+        module = ir.Module.create()
+        gls = [_gl(v).mlir() for v in ins + outs]
+        stypes = [ir.F32Type.get() for _ in scalars]
+        with ir.InsertionPoint(module.body):
+            f = func.FuncOp("k", (gls + stypes, []))
+        f.attributes["tk.kernel"] = ir.UnitAttr.get()
+        f.attributes["tk.warps"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), warps)
+        entry = f.add_entry_block()
+        with ir.InsertionPoint(entry):
+            from mlir.dialects import arith
+            c0 = arith.constant(ir.IndexType.get(), 0)
+            tiles = [ops.load(v, entry.arguments[n], [c0] * 4) for n, v in enumerate(ins)]
+            results = body(*tiles, *entry.arguments[len(gls):])
+            for n, r in enumerate(results):
+                ops.store(entry.arguments[len(ins) + n], r, [c0] * 4)
+            func.ReturnOp([])
+    return module
+
+
+def run_kernel(ins, outs, body, values, scalars=()):
+    """Lower and simulate; returns the decoded outputs."""
+    module = build(ins, outs, body, scalars)
+    with module.context:
+        lower_module(module)
+        assert module.operation.verify()
+    bufs = [encode(v, x) for v, x in zip(ins, values)]
+    bufs += [np.full(32 * _frag_len(v), np.nan, np.float32) for v in outs]
+    simulate(module, bufs, scalars)
+    return [decode(v, b) for v, b in zip(outs, bufs[len(ins):])]
+
+
+def to_ptx(module) -> str:
+    from tkc.compiler import compile_to
+    return compile_to(module, "ptx", tile_pipeline="")
+
+
+def ptxas_resources(ptx: str) -> str:
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not on PATH")
+    from tkc.compiler import ptxas
+    return ptxas(ptx)[1]
