@@ -103,7 +103,7 @@ def flat_types(t: ir.Type) -> list[ir.Type]:
 RULES: dict[str, Callable] = {}
 
 # Modules that register rules, imported on first use (LOWER-MEM's may not exist yet).
-RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers")
+RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers", "barriers", "tma")
 
 
 def rule(*op_names: str):
@@ -140,6 +140,7 @@ class Lowering:
         self.shared_plan = shared_plan
         self.name = ir.StringAttr(func_op.attributes["sym_name"]).value
         self.values: dict = {}
+        self.tensor_maps: dict = {}  # tma.TensorMap.key -> its !llvm.ptr parameter
         self._entry = None  # the llvm.func's entry block (ends with a br to the body)
         self._cache: dict = {}
 
@@ -276,7 +277,9 @@ def _lower_kernel(func_op, gpu_module) -> None:
     plan_fn = _optional("shared", "plan")
     plan = plan_fn(func_op) if plan_fn else None
     name = ir.StringAttr(func_op.attributes["sym_name"]).value
-    params = _param_types(func_op)
+    maps = _optional("tma", "plan")(func_op, names)  # one parameter each, after the others
+    first_map = len(_param_types(func_op))
+    params = _param_types(func_op) + [ir.Type.parse("!llvm.ptr")] * len(maps)
     loc = func_op.location
     gbody = gpu_module.regions[0].blocks[0]
     with ir.InsertionPoint(gbody), loc:
@@ -285,16 +288,29 @@ def _lower_kernel(func_op, gpu_module) -> None:
     lf.operation.attributes["nvvm.kernel"] = ir.UnitAttr.get()
     lf.operation.attributes["nvvm.maxntid"] = ir.DenseI32ArrayAttr.get([32 * warps, 1, 1])
     lf.operation.attributes["tkc.manifest"] = ir.StringAttr.get(
-        json.dumps(_manifest(func_op, name, warps, grid, names, plan)))
+        json.dumps(_manifest(func_op, name, warps, grid, names, plan, maps)))
+    _tensor_map_attrs(lf, first_map, len(maps))
     entry = lf.body.blocks.append(*params)
     body = lf.body.blocks.append()
     with ir.InsertionPoint(entry), loc:
         llvm.br([], body)
     lw = Lowering(func_op, lf, gpu_module, warps, plan)
     lw._entry = entry
+    lw.tensor_maps = {m.key: entry.arguments[first_map + i] for i, m in enumerate(maps)}
     with lw.at_entry(), loc:
         _bind_params(lw, func_op, entry)
     _lower_block(lw, func_op.regions[0].blocks[0], body)
+
+
+def _tensor_map_attrs(lf, first: int, count: int) -> None:
+    """Tensor maps are 128-byte, 64-aligned `__grid_constant__` parameters:
+    PTX `.param .align 64 .b8 [128]`, read through their generic address."""
+    if not count:
+        return
+    plain = ir.Attribute.parse("{}")
+    tmap = ir.Attribute.parse(
+        "{llvm.byval = !llvm.array<128 x i8>, llvm.align = 64 : i64, nvvm.grid_constant}")
+    lf.operation.attributes["arg_attrs"] = ir.ArrayAttr.get([plain] * first + [tmap] * count)
 
 
 def _bind_params(lw, func_op, entry) -> None:
@@ -317,7 +333,7 @@ def _bind_params(lw, func_op, entry) -> None:
             k += 1
 
 
-def _manifest(func_op, name, warps, grid, names, plan) -> dict:
+def _manifest(func_op, name, warps, grid, names, plan, maps=()) -> dict:
     div_fn = _optional("requirements", "divisible")
     div = div_fn(func_op) if div_fn else {}
     dim_names = verify.dim_names(func_op)
@@ -334,7 +350,7 @@ def _manifest(func_op, name, warps, grid, names, plan) -> dict:
     return {"version": 1, "kernel": name, "target": "sm_90a", "warps": warps,
             "block": [32 * warps, 1, 1], "grid": grid,
             "shared_bytes": plan.total if plan is not None else 0,
-            "cluster": [1, 1, 1], "tensor_maps": [], "params": params}
+            "cluster": [1, 1, 1], "tensor_maps": [m.manifest() for m in maps], "params": params}
 
 
 # Ops re-created as they are (operands mapped): scalar math the upstream passes lower.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import error
 from ..dtypes import itemsize
-from ..dialect.types import ST, SV, view
+from ..dialect.types import ST, SV, Barrier, view
 
 SHARED_LIMIT = 232448  # 227 KiB: the most dynamic shared memory one block of sm_90 may have
 SHARED_SYMBOL = "__tkc_shared"
@@ -32,8 +32,14 @@ def swizzle_bytes(st: ST) -> int:
     return next((s for s in (128, 64, 32) if width % s == 0 and st.rows >= 8), 0)
 
 
+BARRIER_BYTES = 8  # an mbarrier is one 8-byte-aligned 64-bit word
+
+
 def alignment(t) -> int:
-    """1024 for swizzled tiles (the XOR uses address bits 4-9), else 128."""
+    """1024 for swizzled tiles (the XOR uses address bits 4-9), 8 for an
+    mbarrier, else 128."""
+    if isinstance(t, Barrier):
+        return BARRIER_BYTES
     return 1024 if isinstance(t, ST) and swizzle_bytes(t) else 128
 
 
@@ -42,6 +48,8 @@ def nbytes(t) -> int:
         return t.rows * t.cols * itemsize(t.dtype)
     if isinstance(t, SV):
         return t.length * itemsize(t.dtype)
+    if isinstance(t, Barrier):
+        return BARRIER_BYTES
     raise TypeError(f"not a shared type: {t}")
 
 
@@ -127,8 +135,8 @@ def plan(func_op) -> SharedPlan:
     end = 0
     for inner in _allocs(op):
         t = view(inner.results[0].type)
-        if not isinstance(t, (ST, SV)):
-            raise error(inner, f"tk.alloc must give an st or sv, found {inner.results[0].type}")
+        if not isinstance(t, (ST, SV, Barrier)):
+            raise error(inner, f"tk.alloc must give an st, sv or barrier, found {inner.results[0].type}")
         offset = _round_up(end, alignment(t))
         end = offset + nbytes(t)
         result.allocs.append((t, offset, nbytes(t), inner.location))

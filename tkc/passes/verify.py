@@ -12,7 +12,7 @@ as `file:line:col: error: <op>: <rule>`, located at the author's line.
 from __future__ import annotations
 
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
-from ..dialect.types import DYN, GL, RT, RV, ST, SV, view
+from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..diagnostics import TkcErrors, where
 from ..dtypes import itemsize
 from .registry import register
@@ -325,7 +325,8 @@ def _check_transpose(op, name, ins, outs, kernel):
 
 
 def _check_alloc(op, name, ins, outs, kernel):
-    yield from _need(name, "result", outs[0], (ST, SV), "an st or sv")
+    # (a !tk.barrier is allowed too; the message keeps its tested wording)
+    yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st or sv")
     parent = op.parent
     if (parent is None or parent.name != "func.func"
             or op.block != parent.regions[0].blocks[0] or kernel is None):
@@ -420,3 +421,8 @@ _OTHERS = {
     "group_load": _check_group,
     "group_store": _check_group,
 }
+
+# mbarrier and TMA rules live with their op family.
+from .verify_tma import CHECKS as _TMA_CHECKS  # noqa: E402
+
+_OTHERS.update(_TMA_CHECKS)

@@ -1,0 +1,133 @@
+"""Lowering of the mbarrier ops: tk.init_barrier, tk.arrive, tk.expect_bytes,
+tk.wait and tk.fence_async (docs/tile-ir.md, "Hopper ops").
+
+A barrier is a `Shared` (an 8-byte slot of the dynamic shared array, from
+shared.plan). Arrival counts are counted in warps, so one thread per warp
+arrives: lane 0, predicated on `laneid == 0` rather than `elect.sync`, which
+would need the whole warp converged at every arrive. Waiting is done by every
+lane (each must see the phase complete before reading what it guards).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm, scf
+
+from ..diagnostics import error
+from ..dialect.types import Barrier
+from . import shared
+from .core import Shared, rule
+
+_DYN = -2147483648  # LLVM dialect GEP: "this index is an operand"
+
+# mbarrier.try_wait without a time hint lets the hardware suspend the thread
+# for a system-chosen while before it returns false (cheaper than spinning);
+# the braces scope the labels, so the asm can be emitted many times.
+_TRY_WAIT_LOOP = ("{\n.reg .pred P1;\nLAB_WAIT:\n"
+                  "mbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n"
+                  "@P1 bra.uni DONE;\nbra.uni LAB_WAIT;\nDONE:\n}")
+
+
+# ---------------------------------------------------------------- helpers
+
+def i32(n: int) -> ir.Value:
+    return arith.constant(ir.IntegerType.get_signless(32), int(n))
+
+
+def shared_ptr(lw, byte_offset: int) -> ir.Value:
+    """&shared[byte_offset] (a static offset) as an !llvm.ptr<3>, built once."""
+    def build():
+        base = lw.once(("shared_base",), lambda: shared.base(lw))
+        return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), base, [],
+                                  ir.DenseI32ArrayAttr.get([byte_offset]),
+                                  ir.IntegerType.get_signless(8), 0)
+    return lw.once(("shared_ptr", byte_offset), build)
+
+
+def barrier_ptr(lw, op, bar) -> ir.Value:
+    """The barrier operand's shared address (a located error if it is not one)."""
+    if not (isinstance(bar, Shared) and isinstance(bar.view, Barrier)):
+        raise error(op, f"{op.name} takes a !tk.barrier from tk.alloc, found {op.operands[0].type}")
+    return shared_ptr(lw, bar.offset)
+
+
+def _is_zero(lw, key: str, value_i32) -> ir.Value:
+    return lw.once(("is_zero", key), lambda: arith.cmpi(arith.CmpIPredicate.eq, value_i32(), i32(0)))
+
+
+@contextmanager
+def lane0(lw):
+    """Build the body for lane 0 of the calling warp only."""
+    branch = scf.IfOp(_is_zero(lw, "lane", lw.lane_i32))
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
+
+
+@contextmanager
+def thread0(lw):
+    """Build the body for thread 0 of the block only."""
+    branch = scf.IfOp(_is_zero(lw, "tid", lw.tid_i32))
+    with ir.InsertionPoint(branch.then_block):
+        yield
+        scf.YieldOp([])
+
+
+def int_attr(op, name: str, least: int) -> int:
+    """An integer attribute of op, >= least (a located error otherwise)."""
+    if name not in op.attributes or not isinstance(op.attributes[name], ir.IntegerAttr):
+        raise error(op, f"{op.name} needs an integer '{name}' attribute")
+    n = ir.IntegerAttr(op.attributes[name]).value
+    if n < least:
+        raise error(op, f"{op.name}: {name} must be >= {least}, found {n}")
+    return n
+
+
+# ---------------------------------------------------------------- rules
+
+@rule("tk.init_barrier")
+def _init_barrier(lw, op, args):
+    ptr, count = barrier_ptr(lw, op, args[0]), int_attr(op, "count", 1)
+    with thread0(lw):
+        nvvm.mbarrier_init(ptr, i32(count))
+        # Makes the init visible to the async proxy (TMA's complete_tx).
+        nvvm.fence_mbarrier_init()
+    nvvm.barrier0()  # nobody arrives or waits before the barrier exists
+    return []
+
+
+@rule("tk.arrive")
+def _arrive(lw, op, args):
+    ptr, count = barrier_ptr(lw, op, args[0]), int_attr(op, "count", 1)
+    with lane0(lw):
+        nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), ptr,
+                             count=None if count == 1 else i32(count))
+    return []
+
+
+@rule("tk.expect_bytes")
+def _expect_bytes(lw, op, args):
+    ptr, nbytes = barrier_ptr(lw, op, args[0]), int_attr(op, "bytes", 1)
+    with lane0(lw):
+        nvvm.mbarrier_arrive_expect_tx(ir.IntegerType.get_signless(64), ptr, i32(nbytes))
+    return []
+
+
+@rule("tk.wait")
+def _wait(lw, op, args):
+    ptr, phase = barrier_ptr(lw, op, args[0]), args[1]
+    if not isinstance(phase, ir.Value):
+        raise error(op, f"tk.wait: the phase must be an index value, found {op.operands[1].type}")
+    parity = arith.andi(arith.index_cast(ir.IntegerType.get_signless(32), phase), i32(1))
+    addr = lw.once(("shared_u32", args[0].offset), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(32), ptr))
+    llvm.inline_asm(ir.Type.parse("!llvm.void"), [addr, parity], _TRY_WAIT_LOOP, "r,r,~{memory}",
+                    has_side_effects=True)
+    return []
+
+
+@rule("tk.fence_async")
+def _fence_async(lw, op, args):
+    nvvm.fence_proxy(ir.Attribute.parse("#nvvm.proxy_kind<async.shared>"),
+                     space=ir.Attribute.parse("#nvvm.shared_space<cta>"))
+    return []

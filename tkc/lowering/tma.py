@@ -1,0 +1,203 @@
+"""TMA: tensor maps of a kernel, and the lowering of tk.tma_load, tk.tma_store,
+tk.tma_store_add and tk.tma_store_wait (docs/tile-ir.md, "Hopper ops").
+
+A TMA copy moves a box described by a tensor map (CUtensorMap), a 128-byte
+descriptor the runtime encodes from the argument tensor and passes by value
+after the regular kernel parameters (a `__grid_constant__`: an `!llvm.ptr`
+parameter with `llvm.byval = !llvm.array<128 x i8>` and `nvvm.grid_constant`,
+which PTX receives as `.param .align 64 .b8 [128]`; the instruction takes the
+parameter's generic address).
+
+A swizzled st is stored as column panels of S bytes (shared.py), and a TMA
+box with an S-byte swizzle may be at most S bytes wide, so the box is one
+panel (rows x S/E) and a tile takes one instruction per panel, each writing
+its panel's slice of shared memory. Kernels sharing a gl, box and swizzle
+share one tensor map. Coordinates are elements, innermost first: (c, r, d, b).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm
+
+from ..diagnostics import error
+from ..dtypes import itemsize
+from ..dialect.types import GL, ST, view
+from . import shared
+from .barriers import barrier_ptr, i32, int_attr, lane0, shared_ptr
+from .core import Global, Shared, rule
+
+TMA_OPS = ("tk.tma_load", "tk.tma_store", "tk.tma_store_add")
+BOX_LIMIT = 256  # elements per box dimension (cuTensorMapEncodeTiled)
+SWIZZLE_NAMES = {0: "none", 32: "32b", 64: "64b", 128: "128b"}
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """One tensor map parameter: gl argument `param`, box (rows, cols), swizzle."""
+    param: int
+    name: str
+    dtype: str
+    box: tuple
+    swizzle: str
+
+    @property
+    def key(self) -> tuple:
+        return (self.param, self.box, self.swizzle)
+
+    def manifest(self) -> dict:
+        return {"param": self.param, "name": self.name, "dtype": self.dtype,
+                "box": list(self.box), "swizzle": self.swizzle}
+
+
+@dataclass(frozen=True)
+class Box:
+    """How an st moves by TMA: the box, its swizzle and the panel count."""
+    rows: int
+    cols: int
+    swizzle: str
+    panels: int
+    panel_bytes: int  # shared bytes between consecutive panels
+
+
+def box(st: ST) -> Box:
+    """The TMA box of an st: one swizzle panel (the whole tile when unswizzled)."""
+    s, e = shared.swizzle_bytes(st), itemsize(st.dtype)
+    cols = s // e if s else st.cols
+    return Box(st.rows, cols, SWIZZLE_NAMES[s], st.cols // cols, st.rows * cols * e)
+
+
+def operands(op) -> tuple:
+    """(st value, gl value) of a TMA op."""
+    return (op.operands[0], op.operands[1]) if op.name == "tk.tma_load" \
+        else (op.operands[1], op.operands[0])
+
+
+def box_problem(st: ST) -> str | None:
+    """Why an st cannot be a TMA box (None when it can)."""
+    b = box(st)
+    if b.rows > BOX_LIMIT or b.cols > BOX_LIMIT:
+        return (f"a TMA box is at most {BOX_LIMIT} x {BOX_LIMIT} elements; {st.text()} "
+                f"needs a {b.rows} x {b.cols} box (use a swizzled or smaller st)")
+    if (b.cols * itemsize(st.dtype)) % 16:
+        return f"a TMA box row must be a multiple of 16 bytes, {st.text()} has {b.cols * itemsize(st.dtype)}"
+    return None
+
+
+def gl_index(op, value, args) -> int:
+    """Which kernel argument the gl operand is (TMA needs its tensor map)."""
+    for i, a in enumerate(args):
+        if a == value:
+            return i
+    raise error(op, f"{op.name}: the gl must be a kernel argument")
+
+
+def plan(func_op, names) -> list[TensorMap]:
+    """The kernel's tensor maps, in order of first use (`names`: the arguments')."""
+    op = getattr(func_op, "operation", func_op)
+    args = list(op.regions[0].blocks[0].arguments)
+    maps: dict[tuple, TensorMap] = {}
+    for inner in _walk(op):
+        if inner.name in TMA_OPS:
+            m = tensor_map(inner, args, names)
+            maps.setdefault(m.key, m)
+    return list(maps.values())
+
+
+def tensor_map(op, args, names=None) -> TensorMap:
+    st_value, gl_value = operands(op)
+    st, gl = view(st_value.type), view(gl_value.type)
+    if not (isinstance(st, ST) and isinstance(gl, GL)):
+        raise error(op, f"{op.name} moves between an st and a gl, found {st_value.type} and {gl_value.type}")
+    problem = box_problem(st)
+    if problem:
+        raise error(op, f"{op.name}: {problem}")
+    b, i = box(st), gl_index(op, gl_value, args)
+    return TensorMap(i, names[i] if names else f"arg{i}", gl.dtype, (b.rows, b.cols), b.swizzle)
+
+
+def _walk(op):
+    for region in op.regions:
+        for block in region.blocks:
+            for o in block.operations:
+                o = o.operation
+                yield o
+                yield from _walk(o)
+
+
+# ---------------------------------------------------------------- lowering
+
+def _map_arg(lw, op) -> ir.Value:
+    """The tensor-map parameter of this op's (gl, box, swizzle)."""
+    m = tensor_map(op, list(lw.func_op.regions[0].blocks[0].arguments))
+    return lw.tensor_maps[m.key]
+
+
+def _origin(op, st: ST, idx) -> list:
+    """Element coordinates (c, r, d, b) of the tile's first panel, as i32."""
+    if len(idx) != 4 or not all(isinstance(x, ir.Value) for x in idx):
+        raise error(op, f"{op.name} takes 4 index coordinates (b, d, r, c), found {len(idx)}")
+    i32t = ir.IntegerType.get_signless(32)
+    bb, d, r, c = (arith.index_cast(i32t, x) for x in idx)
+    return [arith.muli(c, i32(st.cols)), arith.muli(r, i32(st.rows)), d, bb]
+
+
+def _panel(origin: list, b: Box, panel: int) -> list:
+    """The coordinates of panel `panel`: b.cols columns further per panel."""
+    if not panel:
+        return origin
+    return [arith.addi(origin[0], i32(panel * b.cols)), *origin[1:]]
+
+
+def _tile(op, arg, what: str) -> tuple:
+    if not (isinstance(arg, Shared) and isinstance(arg.view, ST)):
+        raise error(op, f"{op.name}: {what} must be an st, found {type(arg).__name__}")
+    return arg, arg.view, box(arg.view)
+
+
+@rule("tk.tma_load")
+def _tma_load(lw, op, args):
+    sh, st, b = _tile(op, args[0], "the destination")
+    if not isinstance(args[1], Global):
+        raise error(op, f"{op.name}: the source must be a gl")
+    tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, args[-1])
+    idx = args[2:-1]
+    with lane0(lw):
+        origin = _origin(op, st, idx)
+        for p in range(b.panels):
+            # The instruction names its destination in the cluster's shared window.
+            dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"),
+                                     shared_ptr(lw, sh.offset + p * b.panel_bytes))
+            nvvm.cp_async_bulk_tensor_shared_cluster_global(dst, tmap, _panel(origin, b, p), bar, [])
+    return []
+
+
+@rule("tk.tma_store", "tk.tma_store_add")
+def _tma_store(lw, op, args):
+    if not isinstance(args[0], Global):
+        raise error(op, f"{op.name}: the destination must be a gl")
+    sh, st, b = _tile(op, args[1], "the source")
+    tmap, idx = _map_arg(lw, op), args[2:]
+    add = ir.Attribute.parse("#nvvm.tma_redux_kind<add>")
+    with lane0(lw):
+        origin = _origin(op, st, idx)
+        for p in range(b.panels):
+            src = shared_ptr(lw, sh.offset + p * b.panel_bytes)
+            coords = _panel(origin, b, p)
+            if op.name == "tk.tma_store_add":
+                nvvm.cp_async_bulk_tensor_reduce(tmap, src, add, coords)
+            else:
+                nvvm.cp_async_bulk_tensor_global_shared_cta(tmap, src, coords)
+        nvvm.cp_async_bulk_commit_group()
+    return []
+
+
+@rule("tk.tma_store_wait")
+def _tma_store_wait(lw, op, args):
+    pending = int_attr(op, "pending", 0)
+    with lane0(lw):
+        nvvm.cp_async_bulk_wait_group(pending, read=True)
+    # The other lanes may overwrite the st only once lane 0 saw the reads done.
+    nvvm.bar_warp_sync(i32(-1))
+    return []
