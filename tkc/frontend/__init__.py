@@ -10,14 +10,15 @@
 Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
 locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
-grid expressions), warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`),
-build (tracing a Kernel into a module; needs MLIR).
+grid expressions), tma (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`),
+warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), build (tracing a Kernel into a module; needs MLIR).
 """
-from . import ops, warpgroup
+from . import ops, tma, warpgroup
 from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
 from .tiles import DType, bf16, f16, f32, gl, i32, rt, rv, st, sv
+from .tma import arrive, barrier, fence_async, wait
 from .values import F32, Bool, Index
 from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
 
@@ -30,4 +31,5 @@ __all__ = [
     "cdiv", "min", "max",
     "Index", "F32", "Bool",
     "warpgroup",
+    "tma", "barrier", "wait", "arrive", "fence_async",
 ]

@@ -1,0 +1,179 @@
+"""Hopper mbarriers and TMA for kernel authors (docs/tile-ir.md, "Hopper ops").
+
+    bar = tkc.barrier(count=1)                 # at the kernel's top level
+    with tkc.if_(tkc.warpid() == 0):
+        tma.expect(bar, a_s, b_s)              # this phase waits for both tiles' bytes
+        tma.load_async(a_s, a, (0, 0, m, k), bar)
+        tma.load_async(b_s, b, (0, 0, k, n), bar)
+    tkc.wait(bar, k % 2)                       # every warp: the phase of parity k % 2
+    ...
+    tkc.fence_async(); tkc.sync()              # shared writes before a TMA store reads them
+    tma.store_async(c, c_s, (0, 0, m, n)); tma.store_async_wait()
+
+Arrival counts are counted in warps (lane 0 of a warp arrives). TMA copies are
+issued by lane 0 of the calling warp; coordinates are in units of the st's
+shape, like group_load. `barrier`, `wait`, `arrive` and `fence_async` are also
+`tkc.<name>`.
+"""
+from __future__ import annotations
+
+from ..dialect import ops as tk
+from ..dialect.types import ST, Barrier
+from ..dtypes import itemsize
+from .tiles import GLHandle, Shared
+from .trace import current, emitting, fail
+from .values import Traced, as_index
+
+__all__ = ["barrier", "wait", "arrive", "fence_async",
+           "expect", "expect_bytes", "load_async", "store_async", "store_add_async",
+           "store_async_wait"]
+
+TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
+
+
+class BarrierHandle(Traced):
+    """An mbarrier in shared memory (tkc.barrier)."""
+
+    _what = "a barrier"
+
+    def __init__(self, value, count: int):
+        self._value, self.count = value, count
+
+    def value(self):
+        return self._value
+
+    def __repr__(self):
+        return f"<barrier count={self.count}>"
+
+
+def _count(n, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise fail(f"{what} must be a positive int, got {n!r}")
+    return n
+
+
+def _bar(b, op: str) -> BarrierHandle:
+    if not isinstance(b, BarrierHandle):
+        raise fail(f"{op}: expected a barrier from tkc.barrier(...), got {type(b).__name__}")
+    return b
+
+
+# ------------------------------------------------------------ barriers
+
+def barrier(count: int = 1) -> BarrierHandle:
+    """Allocate and initialise an mbarrier expecting `count` warp arrivals per
+    phase. Block-collective: at the kernel's top level, where every warp runs it."""
+    count = _count(count, "barrier count")
+    st = current()
+    if not st.in_entry:
+        raise fail(f"tkc.barrier must be at the top level of the kernel, not inside the "
+                   f"{st.scope.describe()}: it is allocated once and initialised by the "
+                   "whole block")
+    with emitting():
+        value = tk.alloc(Barrier().mlir())
+        tk.init_barrier(value, count)
+    return BarrierHandle(value, count)
+
+
+def wait(bar: BarrierHandle, phase) -> None:
+    """Every lane of the warp waits until the barrier's phase of parity
+    `phase % 2` has completed (phase: an int or index value)."""
+    _bar(bar, "wait")
+    p = as_index(phase, "wait phase")
+    with emitting():
+        tk.wait(bar.value(), p.ir())
+
+
+def arrive(bar: BarrierHandle, count: int = 1) -> None:
+    """The calling warp arrives `count` times (its lane 0 does)."""
+    _bar(bar, "arrive")
+    n = _count(count, "arrive count")
+    with emitting():
+        tk.arrive(bar.value(), n)
+
+
+def fence_async() -> None:
+    """Order this thread's shared-memory writes before later async-proxy reads
+    (TMA stores, wgmma operands): write, fence_async, sync, then issue."""
+    with emitting():
+        tk.fence_async()
+
+
+# ------------------------------------------------------------ TMA
+
+def _st(x, op: str, role: str) -> Shared:
+    if not (isinstance(x, Shared) and isinstance(x.view, ST)):
+        raise fail(f"{op}: {role} must be a shared tile (st), got {_name(x)}")
+    return x
+
+
+def _name(x) -> str:
+    return x.view.text() if isinstance(x, Shared) else type(x).__name__
+
+
+def expect_bytes(bar: BarrierHandle, nbytes: int) -> None:
+    """The calling warp arrives once and the phase also waits for `nbytes`
+    bytes of TMA loads."""
+    _bar(bar, "expect_bytes")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int) or not 1 <= nbytes <= TX_LIMIT:
+        raise fail(f"expect_bytes: bytes must be an int in 1..{TX_LIMIT}, got {nbytes!r}")
+    with emitting():
+        tk.expect_bytes(bar.value(), nbytes)
+
+
+def expect(bar: BarrierHandle, *tiles) -> None:
+    """expect_bytes with the total size of the given shared tiles."""
+    if not tiles:
+        raise fail("expect: give the shared tiles the phase's TMA loads fill")
+    total = 0
+    for t in tiles:
+        s = _st(t, "expect", "every tile").view
+        total += s.rows * s.cols * itemsize(s.dtype)
+    expect_bytes(bar, total)
+
+
+def _tma_args(op: str, s, g, coords):
+    _st(s, op, "the shared side")
+    if not isinstance(g, GLHandle):
+        raise fail(f"{op}: the global side must be a gl argument, got {type(g).__name__}")
+    if s.dtype != g.dtype:
+        raise fail(f"{op}: TMA copies without converting: {s.view.text()} and gl {g.name} "
+                   f"({g.dtype}) must have one dtype")
+    if not isinstance(coords, (tuple, list)) or len(coords) != 4:
+        raise fail(f"{op}: coordinates are (b, d, r, c) in units of the st's shape, got {coords!r}")
+    return [as_index(c, f"{op} coordinate") for c in coords]
+
+
+def load_async(dst: Shared, src: GLHandle, coords, bar: BarrierHandle) -> Shared:
+    """Copy the tile of src at coords into dst by TMA; its bytes complete on
+    `bar` (expect them for that phase). Out-of-bounds elements read as zero."""
+    idx = _tma_args("load_async", dst, src, coords)
+    _bar(bar, "load_async")
+    with emitting():
+        tk.tma_load(dst.value(), src.value(), [i.ir() for i in idx], bar.value())
+    return dst
+
+
+def _store(op: str, dst, src, coords, add: bool) -> None:
+    idx = _tma_args(op, src, dst, coords)
+    with emitting():
+        tk.tma_store(dst.value(), src.value(), [i.ir() for i in idx], add=add)
+
+
+def store_async(dst: GLHandle, src: Shared, coords) -> None:
+    """Copy st src into the tile of dst at coords by TMA (asynchronous: call
+    store_async_wait before overwriting src). Out-of-bounds parts are skipped."""
+    _store("store_async", dst, src, coords, add=False)
+
+
+def store_add_async(dst: GLHandle, src: Shared, coords) -> None:
+    """Like store_async, adding into dst's values (dst += src)."""
+    _store("store_add_async", dst, src, coords, add=True)
+
+
+def store_async_wait(pending: int = 0) -> None:
+    """Wait until at most `pending` of this warp's TMA stores still read shared memory."""
+    if isinstance(pending, bool) or not isinstance(pending, int) or pending < 0:
+        raise fail(f"store_async_wait: pending must be an int >= 0, got {pending!r}")
+    with emitting():
+        tk.tma_store_wait(pending)
