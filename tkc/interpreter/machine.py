@@ -5,7 +5,8 @@ Each warp runs the kernel body as a Python generator over its own registers
 shared by its warps. A warp's generator yields at every tk.sync: the
 scheduler steps each warp, in warp order, to its next barrier, checks that
 they all stopped at the same one (else a deadlock on the GPU), and only then
-lets them continue. Deterministic, no threads.
+lets them continue. A warp blocked on an mbarrier (tk.wait) yields too and
+is resumed once the phase completes (hopper.py). Deterministic, no threads.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 from ..diagnostics import TkcError, error, where
 from . import ops, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
+from .hopper import Waiting
 from .program import Compiler, execute
 
 
@@ -98,21 +100,48 @@ def run_block(program: Program, values: list, idx: tuple, grid: tuple) -> None:
 
 
 def schedule(warps: list, block: BlockState) -> None:
-    """Step every live warp to its next tk.sync, barrier after barrier."""
-    live = list(range(len(warps)))
-    while live:
-        waiting, done = {}, []
-        for w in live:
+    """Run the warps of a block to the end, tk.sync after tk.sync.
+
+    A warp runs until it yields: at a tk.sync (an op) it waits for every live
+    warp to reach one; blocked in tk.wait (a hopper.Waiting) it is skipped
+    until the barrier phase completes. Warps run in warp order, so the
+    interleaving is deterministic; when no warp can move, that is a deadlock.
+    """
+    stopped = {w: None for w in range(len(warps))}  # live warp -> where it waits
+    done: list[int] = []
+    while stopped:
+        moved = False
+        for w, at in list(stopped.items()):
+            if at is not None and not (isinstance(at, Waiting) and at.ready()):
+                continue
+            moved = True
             try:
-                waiting[w] = next(warps[w])
+                stopped[w] = next(warps[w])
             except StopIteration:
+                del stopped[w]
                 done.append(w)
             except TkcError as e:
                 raise TkcError(f"{e.message} (warp {w})", e.where) from e
-        if waiting:
-            _check_barrier(waiting, done)
-        block.check_groups()
-        live = list(waiting)
+        syncs = {w: at for w, at in stopped.items() if not isinstance(at, Waiting)}
+        if stopped and len(syncs) == len(stopped):
+            _check_barrier(syncs, done)
+            block.check_groups()
+            stopped = dict.fromkeys(stopped)
+        elif stopped and not moved:
+            raise _deadlock(stopped, done)
+    block.check_groups()
+
+
+def _deadlock(stopped: dict, done: list) -> TkcError:
+    """No warp can move: name the first warp blocked on a barrier, and the rest."""
+    w, waiting = next((w, at) for w, at in stopped.items() if isinstance(at, Waiting))
+    others = [f"warp {v} waits at {'tk.sync' if not isinstance(at, Waiting) else 'tk.wait'} "
+              f"({where(at if not isinstance(at, Waiting) else at.op)})"
+              for v, at in stopped.items() if v != w]
+    if done:
+        others.append(f"warps {done} returned")
+    return error(waiting.op, f"deadlock: warp {w} waits for {waiting.describe()}, which no "
+                             f"warp can complete" + (f"; {'; '.join(others)}" if others else ""))
 
 
 def _check_barrier(waiting: dict, done: list) -> None:

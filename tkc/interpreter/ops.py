@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import error
-from ..dialect.types import GL, RT, RV, ST, SV, view
+from ..dialect.types import GL, RT, RV, ST, SV, Barrier, view
 from .program import Step, handler
 from .values import ROUND, rounder
 
@@ -224,6 +224,9 @@ def _transpose(c, op):
 @handler("tk.alloc")
 def _alloc(c, op):
     t = tview(op.results[0])
+    if isinstance(t, Barrier):
+        from .hopper import alloc_barrier
+        return alloc_barrier(c, op)
     expect(isinstance(t, (ST, SV)), op, f"result must be an st or sv, got {t}")
     out, shape = c.result_slot(op), t.shape
 
@@ -460,4 +463,4 @@ def _sync(c, op):
 
 
 # ---- Hopper warpgroup ops live in their own module; importing it registers them.
-from . import warpgroup  # noqa: E402,F401
+from . import hopper, warpgroup  # noqa: E402,F401

@@ -1,0 +1,229 @@
+"""mbarriers and TMA in the interpreter (docs/tile-ir.md, "Hopper ops").
+
+A barrier is a `BarrierState` in the block's shared memory. It follows the
+hardware: a phase completes when all its expected arrivals happened and its
+transaction count (bytes expected by expect_bytes minus bytes delivered by
+TMA loads, in either order) is back to zero; the barrier then moves to the
+next phase. `tk.wait(bar, p)` is satisfied when the current phase's parity
+differs from `p % 2` (PTX's try_wait.parity): right after init, the phase of
+parity 1 counts as completed, which is what lets a producer wait on an
+"empty" barrier before anyone arrived.
+
+A warp blocked in tk.wait yields a `Waiting` to the scheduler (machine.py),
+which runs other warps until it is satisfied, or reports a deadlock when no
+warp can move. TMA copies happen when issued and deliver their bytes at once;
+out-of-bounds elements read as zero and are not written, as with TMA.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..diagnostics import error
+from ..dialect.types import GL, ST, Barrier, view
+from ..dtypes import itemsize
+from .program import Step, handler
+from .values import ROUND
+
+F32 = np.float32
+
+
+class BarrierState:
+    """One mbarrier: per phase `count` arrivals and a transaction count."""
+
+    def __init__(self):
+        self.count = 0        # arrivals per phase (0: not initialised)
+        self.pending = 0      # arrivals still missing in the current phase
+        self.tx = 0           # bytes expected minus bytes delivered, this phase
+        self.phase = 0        # phases completed so far
+
+    def init(self, count: int) -> None:
+        self.count = self.pending = count
+        self.tx = self.phase = 0
+
+    def check(self, op) -> None:
+        if not self.count:
+            raise error(op, f"{op.name}: the barrier is used before tk.init_barrier")
+
+    def arrive(self, op, n: int) -> None:
+        self.check(op)
+        if n > self.pending:
+            raise error(op, f"{op.name}: {n} arrival(s) on a barrier whose phase {self.phase} "
+                            f"expects only {self.pending} more (of {self.count} per phase)")
+        self.pending -= n
+        self._maybe_complete()
+
+    def expect(self, op, nbytes: int) -> None:
+        self.check(op)
+        self.tx += nbytes
+        self.arrive(op, 1)
+
+    def deliver(self, op, nbytes: int) -> None:
+        self.check(op)
+        self.tx -= nbytes
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+
+    def passed(self, parity: int) -> bool:
+        """try_wait.parity: the phase of this parity has completed."""
+        return self.phase % 2 != parity % 2
+
+    def describe(self) -> str:
+        return (f"phase {self.phase}: {self.count - self.pending} of {self.count} arrivals, "
+                f"{self.tx} bytes outstanding")
+
+
+class Waiting:
+    """What a warp blocked in tk.wait yields to the scheduler."""
+    __slots__ = ("op", "bar", "parity")
+
+    def __init__(self, op, bar: BarrierState, parity: int):
+        self.op, self.bar, self.parity = op, bar, parity
+
+    def ready(self) -> bool:
+        return self.bar.passed(self.parity)
+
+    def describe(self) -> str:
+        return f"the phase of parity {self.parity} ({self.bar.describe()})"
+
+
+def _attr(op, name: str) -> int:
+    return op.attributes[name].value
+
+
+def _expect(cond: bool, op, message: str) -> None:
+    if not cond:
+        raise error(op, f"{op.name}: {message}")
+
+
+# ---- barriers
+
+def alloc_barrier(c, op):
+    """tk.alloc of a !tk.barrier: one BarrierState per block."""
+    out = c.result_slot(op)
+
+    def step(env, w):
+        bar = w.block.shared.get(out)
+        if bar is None:
+            bar = w.block.shared[out] = BarrierState()
+        env[out] = bar
+    return step
+
+
+@handler("tk.init_barrier")
+def _init_barrier(c, op):
+    bar, count = c.slot(op.operands[0]), _attr(op, "count")
+    _expect(count > 0, op, f"count must be positive, got {count}")
+
+    def step(env, w):
+        if w.warpid == 0:  # thread 0 initialises ...
+            env[bar].init(count)
+        yield op           # ... then the block synchronises
+    return Step(step, op, gen=True)
+
+
+@handler("tk.arrive")
+def _arrive(c, op):
+    bar, count = c.slot(op.operands[0]), _attr(op, "count")
+    _expect(count > 0, op, f"count must be positive, got {count}")
+
+    def step(env, w):
+        env[bar].arrive(op, count)
+    return step
+
+
+@handler("tk.expect_bytes")
+def _expect_bytes(c, op):
+    bar, nbytes = c.slot(op.operands[0]), _attr(op, "bytes")
+    _expect(nbytes > 0, op, f"bytes must be positive, got {nbytes}")
+
+    def step(env, w):
+        env[bar].expect(op, nbytes)
+    return step
+
+
+@handler("tk.wait")
+def _wait(c, op):
+    bar, phase = c.slot(op.operands[0]), c.slot(op.operands[1])
+
+    def step(env, w):
+        state = env[bar]
+        state.check(op)
+        waiting = Waiting(op, state, env[phase] % 2)
+        while not waiting.ready():
+            yield waiting
+    return Step(step, op, gen=True)
+
+
+@handler("tk.fence_async", "tk.tma_store_wait")
+def _no_op(c, op):
+    # Copies complete when issued here, so there is nothing to order or wait for.
+    def step(env, w):
+        pass
+    return step
+
+
+# ---- TMA
+
+def _tma_types(op, st_value, gl_value):
+    st, gl = view(st_value.type), view(gl_value.type)
+    _expect(isinstance(st, ST) and isinstance(gl, GL), op,
+            f"moves between an st and a gl, got {st_value.type} and {gl_value.type}")
+    _expect(st.dtype == gl.dtype, op, f"st and gl must have one dtype, got {st.dtype} and {gl.dtype}")
+    return st, gl
+
+
+def clipped(shape4, coords, rows: int, cols: int):
+    """(gl index, tile index) of the in-bounds part of the rows x cols tile at
+    tile coordinates (b, d, r, c); None when nothing of it is in bounds."""
+    b, d, r, c = coords
+    B, D, R, C = shape4
+    if not (0 <= b < B and 0 <= d < D):
+        return None
+    r0, c0 = r * rows, c * cols
+    r_lo, r_hi = max(r0, 0), min(r0 + rows, R)
+    c_lo, c_hi = max(c0, 0), min(c0 + cols, C)
+    if r_lo >= r_hi or c_lo >= c_hi:
+        return None
+    return ((b, d, slice(r_lo, r_hi), slice(c_lo, c_hi)),
+            (slice(r_lo - r0, r_hi - r0), slice(c_lo - c0, c_hi - c0)))
+
+
+@handler("tk.tma_load")
+def _tma_load(c, op):
+    _expect(len(op.operands) == 7, op, f"takes 4 coordinates, got {len(op.operands) - 3}")
+    _expect(isinstance(view(op.operands[6].type), Barrier), op, "the last operand must be a barrier")
+    st, _ = _tma_types(op, op.operands[0], op.operands[1])
+    dst, src, bar = (c.slot(op.operands[i]) for i in (0, 1, 6))
+    idx = [c.slot(v) for v in op.operands[2:6]]
+    rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
+
+    def step(env, w):
+        arr, tile = env[src], np.zeros(st.shape, F32)
+        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
+        if parts is not None:
+            tile[parts[1]] = arr[parts[0]].astype(F32)
+        env[dst][...] = rnd(tile)
+        env[bar].deliver(op, nbytes)  # the whole box counts, zero fill included
+    return step
+
+
+@handler("tk.tma_store", "tk.tma_store_add")
+def _tma_store(c, op):
+    _expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")
+    st, gl = _tma_types(op, op.operands[1], op.operands[0])
+    dst, src = c.slot(op.operands[0]), c.slot(op.operands[1])
+    idx = [c.slot(v) for v in op.operands[2:6]]
+    rnd, add = ROUND[gl.dtype], op.name == "tk.tma_store_add"
+
+    def step(env, w):
+        arr = env[dst]
+        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
+        if parts is None:
+            return
+        piece = env[src][parts[1]]
+        arr[parts[0]] = rnd(arr[parts[0]].astype(F32) + piece if add else piece)
+    return step
