@@ -69,7 +69,7 @@ def wgmma_read(memory: np.ndarray, desc: int, k_major: bool, mn: int, e: int) ->
     f = fields(desc)
     assert f["reserved"] == 0 and f["base_offset"] == 0
     s = SWIZZLE_OF_MODE[f["mode"]]
-    out = np.empty((mn, 16), np.int64)
+    out = np.empty((mn, 16), memory.dtype)
     for i, k in itertools.product(range(mn), range(16)):
         addr = cute_swizzle(f["start"] + canonical_offset(k_major, i, k, s, e, f["lbo"], f["sbo"]), s)
         assert addr % e == 0

@@ -79,6 +79,8 @@ def operand_layout(st: ST, k_major: bool) -> OperandLayout:
     e, s = itemsize(st.dtype), shared.swizzle_bytes(st)
     if s not in SWIZZLE_MODE:
         raise ValueError(f"{st.text()}: wgmma operands must be swizzled")
+    if (st.cols * e) % s:
+        raise ValueError(f"{st.text()}: a {s}-byte swizzle needs rows of a multiple of {s} bytes")
     p = s // e  # elements per panel row
     if k_major:
         steps = tuple((k // p) * st.rows * s + (k % p) * e for k in range(0, st.cols, B))
@@ -183,8 +185,11 @@ def _lower_mma(lw, op, args):
     n, k = rules.axes(b.view, var.b_k_major)
     dtype = b.view.dtype
     in_regs = isinstance(a, Frag)
-    b_layout = operand_layout(b.view, var.b_k_major)
-    a_layout = None if in_regs else operand_layout(a.view, var.a_k_major)
+    try:
+        b_layout = operand_layout(b.view, var.b_k_major)
+        a_layout = None if in_regs else operand_layout(a.view, var.a_k_major)
+    except ValueError as e:
+        raise error(op, f"{op.name}: {e}") from None
     acc = fence_registers(list(c.vals), "f")
     a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // B)] if in_regs else []
     nvvm.wgmma_fence_aligned()
