@@ -208,7 +208,7 @@ def _tiles(st: ST, rt: RT) -> bool:
 
 def _group_access(op, sh) -> Access | None:
     from mlir import ir
-    w = op.attributes["warps"]
+    w = op.attributes["warps"] if "warps" in op.attributes else None
     if not isinstance(sh, (ST, SV)) or not isinstance(w, ir.IntegerAttr) or w.value < 1:
         return None
     if isinstance(sh, ST) and not all(n > 0 and n % 16 == 0 for n in sh.shape):

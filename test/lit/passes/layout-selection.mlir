@@ -1,6 +1,7 @@
-// tk-layout-selection v1: an "auto" st gets the widest of 128b/64b/32b that
+// tk-layout-selection, swizzles: an "auto" st gets the widest of 128b/64b/32b that
 // divides its row width in bytes (cols * element bytes), else "none"; a fixed
-// swizzle is kept. Every user of the tile sees the new type.
+// swizzle is kept. Every user of the tile sees the new type. (Register
+// layouts: layout-registers.mlir; bank conflicts: layout-banks.mlir.)
 // RUN: tkc %s --pass-pipeline=tk-verify,tk-layout-selection | FileCheck %s
 // It is idempotent, and the default tile pipeline runs it.
 // RUN: tkc %s --pass-pipeline=tk-layout-selection,tk-layout-selection | FileCheck %s
@@ -32,6 +33,11 @@ func.func @swizzles(%g: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, -1 : i64>) attr
   %h = "tk.alloc"() : () -> !tk.st<f32, 16 : i64, 32 : i64, "auto">
   // CHECK: "tk.alloc"() : () -> !tk.st<f32, 16 : i64, 80 : i64, "64b">
   %i = "tk.alloc"() : () -> !tk.st<f32, 16 : i64, 80 : i64, "auto">
+  // bf16 x 80 cols = 160 bytes: only 32 divides it; f32 x 48 cols = 192 bytes: 64
+  // CHECK: "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 80 : i64, "32b">
+  %n = "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 80 : i64, "auto">
+  // CHECK: "tk.alloc"() : () -> !tk.st<f32, 32 : i64, 48 : i64, "64b">
+  %o = "tk.alloc"() : () -> !tk.st<f32, 32 : i64, 48 : i64, "auto">
   // bf16 x 256 cols = 512 bytes
   // CHECK: "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 256 : i64, "128b">
   %j = "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 256 : i64, "auto">
