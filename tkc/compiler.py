@@ -133,8 +133,19 @@ def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
         report = (done.stdout + done.stderr).replace(src, "kernel.ptx")
         if done.returncode != 0:
             raise TkcError(f"ptxas failed (exit {done.returncode}):\n{report.strip()}")
+        _refuse_ignored_setmaxnreg(report)
         with open(dst, "rb") as f:
             return f.read(), parse_resources(report)
+
+
+def _refuse_ignored_setmaxnreg(report: str) -> None:
+    """ptxas drops setmaxnreg with only an info line (C7508) when it cannot
+    tell the register budget at entry: the kernel would run, silently
+    without the registers its warpgroups asked for. Make that an error."""
+    if "C7508" in report:
+        raise TkcError("ptxas ignored setmaxnreg (C7508): the kernel needs one block per SM "
+                       "as its launch bound (nvvm.minctasm = 1, set by the lowering of "
+                       f"increase/decrease_registers):\n{report.strip()}")
 
 
 def parse_resources(report: str) -> dict:

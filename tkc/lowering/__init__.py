@@ -15,7 +15,6 @@ def lower_module(module) -> None:
     nvvm.kernel inside `gpu.module @tkc` (sm_90a target); the module gets
     gpu.container_module."""
     from .core import lower_module as lower
-    from . import wgmma  # noqa: F401  (registers the warpgroup rules)
     lower(module)
 
 

@@ -103,7 +103,7 @@ def flat_types(t: ir.Type) -> list[ir.Type]:
 RULES: dict[str, Callable] = {}
 
 # Modules that register rules, imported on first use (LOWER-MEM's may not exist yet).
-RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers", "barriers", "tma")
+RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers", "barriers", "tma", "wgmma")
 
 
 def rule(*op_names: str):

@@ -426,3 +426,8 @@ _OTHERS = {
 from .verify_tma import CHECKS as _TMA_CHECKS  # noqa: E402
 
 _OTHERS.update(_TMA_CHECKS)
+
+# warpgroup mma, its wait and setmaxnreg likewise.
+from .verify_warpgroup import CHECKS as _WARPGROUP_CHECKS  # noqa: E402
+
+_OTHERS.update(_WARPGROUP_CHECKS)
