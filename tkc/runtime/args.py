@@ -29,6 +29,7 @@ class Bound(NamedTuple):
     values: list     # ctypes objects, one per PTX parameter
     env: dict        # grid names -> ints ("a.r", i32 scalar names)
     device: int | None  # CUDA ordinal of the gl arguments (None: no gl argument)
+    views: list = []    # per argument, its TensorView (None for a scalar): for tensor maps
 
 
 class ArgError(TkcError):
@@ -154,7 +155,7 @@ class Signature:
         if len(args) != len(self.params):
             raise ArgError(f"kernel '{self.kernel}' takes {len(self.params)} arguments "
                            f"({self.names}), got {len(args)}")
-        values, env, device = [], {}, None
+        values, env, device, views = [], {}, None, []
         named: dict[str, tuple] = {}
         for index, (param, arg) in enumerate(zip(self.params, args)):
             if isinstance(param, GlParam):
@@ -162,9 +163,11 @@ class Signature:
                 device = self._device(param, v, device, host_ok)
                 self._same_names(index, param, _shape4(v.shape), named)
                 param.pack(v, values, env)
+                views.append(v)
             else:
                 param.pack(arg, values, env)
-        return Bound(values, env, device)
+                views.append(None)
+        return Bound(values, env, device, views)
 
     def _same_names(self, index: int, param: GlParam, shape: tuple, named: dict) -> None:
         """Dims with one name must have one size: the kernel covers one of them

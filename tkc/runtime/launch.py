@@ -15,6 +15,7 @@ from .args import Signature
 from .artifact import Artifact
 from .callsite import caller
 from .grid import compile_grid
+from .tensormap import TensorMaps
 
 
 class Launcher:
@@ -22,11 +23,10 @@ class Launcher:
 
     def __init__(self, artifact: Artifact):
         m = artifact.manifest
-        if m["tensor_maps"]:
-            raise TkcError(f"kernel '{m['kernel']}' uses TMA tensor maps, which this runtime "
-                           f"does not build yet", caller())
         self.image, self.kernel = artifact.cubin, m["kernel"]
         self.signature = Signature(m)
+        self.tensor_maps = TensorMaps(m["kernel"], m["tensor_maps"], m["params"]) \
+            if m["tensor_maps"] else None
         self.grid = compile_grid(tuple(m["grid"]))
         self.block = tuple(m["block"])
         self.shared = m["shared_bytes"]
@@ -38,6 +38,9 @@ class Launcher:
         try:
             bound = self.signature.bind(args, stream=raw_stream)
             grid = self._grid(bound.env)
+            values = bound.values
+            if self.tensor_maps is not None:  # after the regular parameters, alive until launched
+                values = values + self.tensor_maps.values(bound.views)
         except TkcError as e:  # grid errors come unlocated: they are the caller's too
             raise e if e.where else TkcError(e.message, caller()) from None
         device = bound.device if bound.device is not None else _current_device()
@@ -46,7 +49,7 @@ class Launcher:
             fn = self.functions[device] = self._load(device)
         if raw_stream is None:
             raw_stream = _default_stream(device)
-        driver.launch(fn, grid, self.block, self.shared, raw_stream, bound.values, self.cluster)
+        driver.launch(fn, grid, self.block, self.shared, raw_stream, values, self.cluster)
 
     def _grid(self, env: dict) -> tuple:
         grid = self.grid(env)

@@ -1,0 +1,110 @@
+"""Tensor maps on the CPU: the cuTensorMapEncodeTiled arguments, their checks,
+the aligned 128-byte parameters, the per-tensor cache, and a launch that
+appends the maps after the regular parameters (with a recording fake driver)."""
+import ctypes
+import sys
+
+import numpy as np
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.runtime import Artifact, driver, launch, tensors
+from tkc.runtime.tensormap import MAP_BYTES, TensorMaps, arguments, param
+
+A = {"param": 0, "name": "a", "dtype": "bf16", "box": [64, 64], "swizzle": "128b"}
+
+
+def test_arguments_are_innermost_first_with_byte_strides():
+    got = arguments("k", A, 0x1000, (3, 5, 96, 256))
+    assert got.dtype == "BFLOAT16" and got.swizzle == "128B" and got.address == 0x1000
+    assert got.global_dim == (256, 96, 5, 3)
+    assert got.global_strides == (256 * 2, 96 * 256 * 2, 5 * 96 * 256 * 2)
+    assert got.box == (64, 64, 1, 1) and got.element_strides == (1, 1, 1, 1)
+
+
+def test_lower_rank_tensors_are_viewed_as_4d():
+    got = arguments("k", dict(A, dtype="f32", box=[16, 32], swizzle="none"), 0x40, (40, 48))
+    assert got.global_dim == (48, 40, 1, 1) and got.global_strides == (192, 40 * 192, 40 * 192)
+    assert got.dtype == "FLOAT32" and got.swizzle == "NONE" and got.box == (32, 16, 1, 1)
+
+
+@pytest.mark.parametrize("entry, ptr, shape, message", [
+    (A, 0x1008, (64, 64), "16-byte aligned data pointer, found 0x1008"),
+    (A, 0x1000, (64, 36), "dim c = 36 of bf16 is 72 bytes"),
+    (dict(A, box=[64, 128]), 0x1000, (64, 128), "a 128b swizzle allows box rows of at most 128 bytes, found 256"),
+    (dict(A, box=[512, 64]), 0x1000, (64, 128), "box 512x64 must be at most 256 per dim"),
+])
+def test_arguments_refuse_what_tma_cannot_describe(entry, ptr, shape, message):
+    with pytest.raises(TkcError) as info:
+        line = sys._getframe().f_lineno + 1
+        arguments("k", entry, ptr, shape)
+    assert info.value.message.startswith("kernel 'k': argument 0 'a' (tensor map ")
+    assert message in info.value.message
+    assert info.value.where == f"{__file__}:{line}"
+
+
+def test_param_is_64_byte_aligned_and_holds_the_map():
+    data = bytes(range(128))
+    for _ in range(4):  # whatever the allocator returns, the buffer is aligned
+        buf = param(data)
+        assert ctypes.addressof(buf) % 64 == 0 and bytes(buf) == data and len(buf) == MAP_BYTES
+
+
+PARAMS = [{"name": "a", "kind": "gl", "dtype": "bf16"}, {"name": "s", "kind": "scalar", "dtype": "f32"}]
+
+
+def test_maps_are_encoded_once_per_pointer_and_shape():
+    calls = []
+    maps = TensorMaps("k", [A], PARAMS, encoder=lambda args: calls.append(args) or bytes([len(calls)]) * 128)
+    v = tensors.TensorView("bf16", (64, 64), (128, 2), 2, 0x2000, "cuda", 0)
+    first = maps.values([v, None])
+    again = maps.values([v, None])
+    other = maps.values([v._replace(ptr=0x4000), None])
+    assert len(calls) == 2 and again[0] is first[0]
+    assert bytes(first[0]) == b"\x01" * 128 and bytes(other[0]) == b"\x02" * 128
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"param": 1, "name": "s", "dtype": "f32", "box": [16, 16], "swizzle": "none"}, "must name a gl parameter"),
+    (dict(A, dtype="f16"), "must have the name and dtype of parameter 0"),
+    (dict(A, box=[64]), "needs 'box': [rows, cols]"),
+    (dict(A, swizzle="16b"), "needs 'swizzle' in"),
+])
+def test_malformed_entries_are_refused(entry, message):
+    with pytest.raises(TkcError, match="kernel 'k' uses TMA tensor maps, but its manifest's entry 0") as info:
+        TensorMaps("k", [entry], PARAMS)
+    assert message in info.value.message
+
+
+# ---- the launch appends one map per entry after the regular parameters
+
+MANIFEST = {
+    "version": 1, "kernel": "copy", "target": "sm_90a", "warps": 1, "block": [32, 1, 1],
+    "grid": ["a.r // 64", "1", "1"], "shared_bytes": 16392,
+    "params": [{"name": "a", "kind": "gl", "dtype": "f32", "dims": [1, 1, None, 64]},
+               {"name": "o", "kind": "gl", "dtype": "f32", "dims": [1, 1, None, 64]}],
+    "tensor_maps": [{"param": 1, "name": "o", "dtype": "f32", "box": [64, 32], "swizzle": "128b"},
+                    {"param": 0, "name": "a", "dtype": "f32", "box": [64, 32], "swizzle": "128b"}],
+}
+
+
+def test_launch_passes_tensor_maps_after_the_parameters(monkeypatch):
+    launches, encoded = [], []
+    monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
+    monkeypatch.setattr(driver, "load", lambda *a: driver.Function("m", "fn", 0))
+    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster:
+                        launches.append((grid, [bytes(v) if isinstance(v, ctypes.Array) else v.value
+                                                for v in values])))
+    monkeypatch.setattr("tkc.runtime.tensormap.encode",
+                        lambda args: encoded.append(args) or args.address.to_bytes(8, "little") * 16)
+    real_view = tensors.view
+    monkeypatch.setattr("tkc.runtime.args.view",
+                        lambda obj, stream=None: (v := real_view(obj, stream)) and v._replace(device="cuda"))
+    a, o = np.ones((128, 64), np.float32), np.zeros((128, 64), np.float32)
+    launch(Artifact(b"cubin", MANIFEST), [a, o])
+    (grid, values), = launches
+    assert grid == (2, 1, 1)
+    assert values[:4] == [a.ctypes.data, 128, o.ctypes.data, 128]
+    assert values[4] == o.ctypes.data.to_bytes(8, "little") * 16  # entry order, not param order
+    assert values[5] == a.ctypes.data.to_bytes(8, "little") * 16
+    assert [e.global_dim for e in encoded] == [(64, 128, 1, 1)] * 2

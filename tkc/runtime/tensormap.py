@@ -1,0 +1,146 @@
+"""TMA tensor maps: encode a manifest's `tensor_maps` entry for an argument tensor.
+
+A tensor map (CUtensorMap) is a 128-byte descriptor the kernel receives by
+value after its regular parameters (docs/tile-ir.md, "Hopper ops"). The
+kernel's gl is a row-major 4-D tensor (b, d, r, c); TMA lists dims innermost
+first, so globalDim is (c, r, d, b), globalStrides are the byte strides of
+r, d, b, and the box is (box cols, box rows, 1, 1). Out-of-bounds elements
+read as zero (oobFill NONE) and are skipped by stores.
+
+`arguments` computes the cuTensorMapEncodeTiled arguments as plain values
+and checks TMA's rules with clear errors (a pure function: tested without a
+GPU); `encode` calls the driver. `TensorMaps` keeps one encoded map per
+(data pointer, shape, entry), since encoding costs microseconds per launch.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+from ..diagnostics import TkcError
+from ..dtypes import itemsize
+from .callsite import caller
+
+MAP_BYTES, MAP_ALIGN = 128, 64
+BOX_LIMIT = 256
+SWIZZLE_SPAN = {"32b": 32, "64b": 64, "128b": 128}
+_DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32"}
+_SWIZZLES = {"none": "NONE", "32b": "32B", "64b": "64B", "128b": "128B"}
+
+
+class EncodeArgs(NamedTuple):
+    """The cuTensorMapEncodeTiled arguments (besides the enums' fixed choices)."""
+    dtype: str             # CU_TENSOR_MAP_DATA_TYPE_<dtype>
+    address: int
+    global_dim: tuple      # (c, r, d, b) elements
+    global_strides: tuple  # bytes of one step along r, d, b
+    box: tuple             # (cols, rows, 1, 1) elements
+    element_strides: tuple
+    swizzle: str           # CU_TENSOR_MAP_SWIZZLE_<swizzle>
+
+
+def _shape4(shape) -> tuple:
+    return (1,) * (4 - len(shape)) + tuple(shape)
+
+
+def arguments(kernel: str, entry: dict, ptr: int, shape) -> EncodeArgs:
+    """The encode arguments for a contiguous tensor of `shape` at `ptr`; a
+    TkcError naming the kernel and argument when TMA cannot describe it."""
+    def bad(what: str) -> TkcError:
+        return TkcError(f"kernel '{kernel}': argument {entry['param']} '{entry['name']}' "
+                        f"(tensor map {entry['box'][0]}x{entry['box'][1]} {entry['swizzle']}): "
+                        f"{what}", caller())
+
+    e = itemsize(entry["dtype"])
+    b, d, r, c = _shape4(shape)
+    rows, cols = entry["box"]
+    if ptr % 16:
+        raise bad(f"TMA needs a 16-byte aligned data pointer, found {ptr:#x}")
+    if (c * e) % 16:
+        raise bad(f"TMA needs rows of a multiple of 16 bytes: dim c = {c} of "
+                  f"{entry['dtype']} is {c * e} bytes (pad the last dim)")
+    if not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or (cols * e) % 16:
+        raise bad(f"box {rows}x{cols} must be at most {BOX_LIMIT} per dim with rows "
+                  f"of a multiple of 16 bytes")
+    span = SWIZZLE_SPAN.get(entry["swizzle"])
+    if span is not None and cols * e > span:
+        raise bad(f"a {entry['swizzle']} swizzle allows box rows of at most {span} bytes, "
+                  f"found {cols * e}")
+    if max(b, d, r, c) > 2**32:
+        raise bad(f"dims {(b, d, r, c)} exceed TMA's 2^32 elements per dim")
+    strides = (c * e, r * c * e, d * r * c * e)
+    return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
+                      (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])
+
+
+def encode(args: EncodeArgs) -> bytes:
+    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled)."""
+    from . import driver
+    cu = driver.api()
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    tmap = driver.call(
+        "cuTensorMapEncodeTiled",
+        getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{args.dtype}"), 4, args.address,
+        [u64(n) for n in args.global_dim], [u64(n) for n in args.global_strides],
+        [u32(n) for n in args.box], [u32(n) for n in args.element_strides],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{args.swizzle}"),
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
+
+
+def param(data: bytes):
+    """A 64-byte aligned ctypes buffer holding one map (a kernel parameter value)."""
+    raw = ctypes.create_string_buffer(MAP_BYTES + MAP_ALIGN)
+    pad = -ctypes.addressof(raw) % MAP_ALIGN
+    buf = (ctypes.c_ubyte * MAP_BYTES).from_buffer(raw, pad)  # keeps `raw` alive
+    ctypes.memmove(buf, data, MAP_BYTES)
+    return buf
+
+
+def entry_problem(entry, params: list) -> str | None:
+    """What is wrong with a manifest `tensor_maps` entry (None when nothing)."""
+    if not isinstance(entry, dict):
+        return "is not a dict"
+    i = entry.get("param")
+    if type(i) is not int or not 0 <= i < len(params) or params[i].get("kind") != "gl":
+        return "must name a gl parameter by its index in 'param'"
+    if entry.get("dtype") != params[i].get("dtype") or entry.get("name") != params[i].get("name"):
+        return f"must have the name and dtype of parameter {i}"
+    box = entry.get("box")
+    if not (isinstance(box, list) and len(box) == 2 and all(type(n) is int and n >= 1 for n in box)):
+        return "needs 'box': [rows, cols], two ints >= 1"
+    if entry.get("swizzle") not in _SWIZZLES:
+        return f"needs 'swizzle' in {list(_SWIZZLES)}"
+    return None
+
+
+class TensorMaps:
+    """A kernel's tensor-map parameters, encoded per argument tensor and cached."""
+
+    CACHE_LIMIT = 1024  # distinct (pointer, shape) pairs kept per kernel
+
+    def __init__(self, kernel: str, entries: list, params: list, encoder=None):
+        self.kernel, self.entries, self.encoder = kernel, list(entries), encoder
+        for i, entry in enumerate(self.entries):
+            problem = entry_problem(entry, params)
+            if problem:
+                raise TkcError(f"kernel '{kernel}' uses TMA tensor maps, but its manifest's "
+                               f"entry {i} ({entry!r}) {problem}", caller())
+        self._cache: dict = {}
+
+    def values(self, views: list) -> list:
+        """One ctypes parameter per entry; `views[i]` is argument i's TensorView."""
+        out = []
+        for n, entry in enumerate(self.entries):
+            v = views[entry["param"]]
+            key = (n, v.ptr, tuple(v.shape))
+            buf = self._cache.get(key)
+            if buf is None:
+                if len(self._cache) >= self.CACHE_LIMIT:
+                    self._cache.clear()
+                encoder = self.encoder or encode  # looked up late: tests replace it
+                buf = self._cache[key] = param(encoder(arguments(self.kernel, entry, v.ptr, v.shape)))
+            out.append(buf)
+        return out
