@@ -76,3 +76,17 @@ def test_dims_with_one_name_must_agree():
     assert info.value.message == ("dim r of argument 'o' is 64, but dim r of argument 'x' "
                                   "is 32: both are named 'N' and must have one size")
     assert info.value.where.startswith(f"{__file__}:")
+
+
+def test_malformed_dim_names_is_a_located_error_without_tk_verify():
+    """The interpreter runs unverified IR: a bad tk.dim_names is still a TkcError."""
+    from mlir import ir
+    from tkc.interpreter import run
+    m = softmax_rows.trace()
+    f = next(o.operation for o in m.body.operations)
+    with m.context:
+        f.attributes["tk.dim_names"] = ir.ArrayAttr.get([])
+    x = np.zeros((32, 64), np.float32)
+    with pytest.raises(TkcError, match="tk.dim_names must be an array of 2 arrays") as info:
+        run(m, [x, x.copy()])
+    assert info.value.where.startswith(f"{__file__}:")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
-from ..diagnostics import TkcErrors, where
+from ..diagnostics import TkcErrors, error, where
 from ..dtypes import itemsize
 from .registry import register
 
@@ -163,11 +163,15 @@ def _check_dim_names(name, attr, args):
 
 def dim_names(kernel) -> list[list[str | None]]:
     """Per argument of a kernel, its dims' names (None = unnamed; [] for a scalar),
-    from tk.dim_names (every dim unnamed without it). Assumes tk-verify passed."""
+    from tk.dim_names (every dim unnamed without it). A malformed attribute is a
+    located TkcError: the interpreter and the lowering may run without tk-verify."""
     args = kernel.regions[0].blocks[0].arguments
     attr = kernel.attributes["tk.dim_names"] if "tk.dim_names" in kernel.attributes else None
     if attr is None:
         return [[None] * 4 if isinstance(_safe_view(a), GL) else [] for a in args]
+    name = f"kernel @{kernel.attributes['sym_name'].value}"
+    for message in _check_dim_names(name, attr, args):
+        raise error(kernel, message)
     return [[s.value or None for s in entry] for entry in attr]
 
 
