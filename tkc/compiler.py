@@ -21,7 +21,10 @@ import tempfile
 
 from .diagnostics import TkcError
 
-TILE_PIPELINE = "tk-verify,tk-layout-selection"
+# Layout selection first: it makes mma operand layouts legal (and picks
+# swizzles), then tk-verify checks the result (malformed IR passes through
+# layout selection unchanged and is reported by tk-verify).
+TILE_PIPELINE = "tk-layout-selection,tk-verify"
 LOWER_PASS = "tk-lower-to-nvvm"
 STAGES = ("tile", "nvvm", "llvm", "ptx", "cubin")
 TARGETS = ("sm_90a",)

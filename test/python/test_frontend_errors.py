@@ -38,13 +38,29 @@ def test_mma_with_wrong_dtype():
     _fails(k, "mma-dtype", "mma_ABt", "bf16")
 
 
-def test_mma_with_wrong_layout_and_shapes():
-    @tkc.kernel
-    def k(a: gl(bf16, 1, 1, 32, 32)):
-        x = load(rt(bf16, 16, 32), a, (0, 0, 0, 0))
-        mma_AB(x, x, zero(rt(f32, 16, 16)))  # @mma-layout
-    _fails(k, "mma-layout", "col layout", "swap_layout")
+def test_mma_operand_layouts_are_left_to_layout_selection():
+    """An author need not pick operand layouts: tracing accepts a row-layout b
+    for mma_AB, and the tile pipeline makes it legal (the load becomes col)."""
+    import numpy as np
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.passes.pipeline import run_pipeline
 
+    @tkc.kernel
+    def k(a: gl(bf16, 1, 1, 16, 16), b: gl(bf16, 1, 1, 16, 16), c: gl(f32, 1, 1, 16, 16)):
+        x = load(rt(bf16, 16, 16), a, (0, 0, 0, 0))
+        y = load(rt(bf16, 16, 16), b, (0, 0, 0, 0))
+        store(c, mma_AB(x, y, zero(rt(f32, 16, 16))), (0, 0, 0, 0))
+    m = k.trace()
+    run_pipeline(m, TILE_PIPELINE)
+    assert '"tk.load"' in str(m) and 'bf16, 16 : i64, 16 : i64, "col">' in str(m)
+    rng = np.random.default_rng(0)
+    av, bv = (rng.integers(-4, 4, (16, 16)).astype(np.float32) for _ in range(2))
+    cv = np.zeros((16, 16), np.float32)
+    k.interpret(av, bv, cv)
+    np.testing.assert_array_equal(cv, av @ bv)
+
+
+def test_mma_with_wrong_shapes():
     @tkc.kernel
     def k2(a: gl(bf16, 1, 1, 32, 32)):
         x = load(rt(bf16, 16, 32), a, (0, 0, 0, 0))

@@ -185,8 +185,12 @@ class Kernel:
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""
         self._check_arg_count(arrays)
+        from ..compiler import TILE_PIPELINE
         from ..interpreter import run
-        run(self.trace(), list(arrays))
+        from ..passes.pipeline import run_pipeline
+        module = self.trace()
+        run_pipeline(module, TILE_PIPELINE)  # legal layouts, verified, as compiled
+        run(module, list(arrays))
 
     def _check_arg_count(self, args) -> None:
         if len(args) != len(self.params):

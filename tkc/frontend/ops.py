@@ -250,16 +250,15 @@ _MMA = {
 
 
 def _check_mma(py: str, name: str, a: Reg, b: Reg, c: Reg) -> None:
-    la, lb, sa, sb = _MMA[name]
+    _, _, sa, sb = _MMA[name]
     for x, what in ((a, "a"), (b, "b"), (c, "c")):
         _reg(x, py, what, tile=True)
     if a.dtype not in ("bf16", "f16") or b.dtype != a.dtype:
         raise fail(f"{py}: a and b must both be bf16 or both f16, got {_name(a)} and {_name(b)}")
     if c.dtype != "f32" or c.layout != "row":
         raise fail(f"{py}: c must be an f32 row-layout tile, got {_name(c)}")
-    if (a.layout, b.layout) != (la, lb):
-        raise fail(f"{py}: wants a in {la} layout and b in {lb} layout, got {_name(a)} "
-                   f"and {_name(b)} (use swap_layout)")
+    # a and b may come in either layout: tk-layout-selection makes them legal
+    # (retyping their loads, or one swap_layout each), so authors need not.
     dims = {}
     for shape, axes in ((a.shape, sa), (b.shape, sb), (c.shape, "MN")):
         for size, axis in zip(shape, axes):
