@@ -141,14 +141,21 @@ def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
             return f.read(), parse_resources(report)
 
 
+# ptxas codes for a setmaxnreg it dropped, and why.
+_SETMAXNREG_IGNORED = {
+    "C7507": "the code after a decrease_registers(n) needs more than n registers",
+    "C7508": "the kernel needs one block per SM as its launch bound (nvvm.minctasm = 1, "
+             "which the lowering of increase/decrease_registers sets)",
+}
+
+
 def _refuse_ignored_setmaxnreg(report: str) -> None:
-    """ptxas drops setmaxnreg with only an info line (C7508) when it cannot
-    tell the register budget at entry: the kernel would run, silently
-    without the registers its warpgroups asked for. Make that an error."""
-    if "C7508" in report:
-        raise TkcError("ptxas ignored setmaxnreg (C7508): the kernel needs one block per SM "
-                       "as its launch bound (nvvm.minctasm = 1, set by the lowering of "
-                       f"increase/decrease_registers):\n{report.strip()}")
+    """ptxas drops a setmaxnreg with only an info line: the kernel would run,
+    silently without the register split its warpgroups asked for. Make that
+    an error."""
+    for code, why in _SETMAXNREG_IGNORED.items():
+        if code in report:
+            raise TkcError(f"ptxas ignored setmaxnreg ({code}): {why}:\n{report.strip()}")
 
 
 def parse_resources(report: str) -> dict:

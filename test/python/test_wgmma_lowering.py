@@ -144,11 +144,20 @@ class Sim:
 
     def asm(self, op, ins):
         text = ir.StringAttr(op.attributes["asm_string"]).value
-        if text == "":  # a register fence: values pass through
+        if text == "" or text.startswith("mov.b32"):  # a register fence
             self.events.append("fence_registers")
-            return [ins] if len(ins) > 1 else ins[0]
+            out = ins if text == "" else self.copies(text, ins)
+            return [out] if len(out) > 1 else out[0]
         self.events.append("mma")
         return [self.wgmma(text, ins)]
+
+    @staticmethod
+    def copies(text, ins):
+        """`mov.b32 $i, $j;` lines: output i is input j - (number of outputs)."""
+        moves = [tuple(map(int, re.fullmatch(r"mov\.b32 \$(\d+), \$(\d+);", line).groups()))
+                 for line in text.splitlines()]
+        assert [i for i, _ in moves] == list(range(len(moves)))
+        return [ins[j - len(moves)] for _, j in moves]
 
     def wgmma(self, text, ins):
         m = re.match(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\2 ", text)
@@ -257,8 +266,9 @@ def _shape(kind, k, n):
     return {"64xK": (64, k), "Kx64": (k, 64), "KxN": (k, n), "NxK": (n, k)}[kind]
 
 
-def build(variant, dtype, k, n, a_swz, b_swz, a_regs):
-    """A kernel: c = per-warp rt; d = warpgroup mma(a, b, c); wait; store d."""
+def build(variant, dtype, k, n, a_swz, b_swz, a_regs, zero_c=False):
+    """A kernel: c = per-warp rt (loaded, or tk.zero); d = warpgroup mma(a, b, c);
+    wait; store d."""
     c_t = RT("f32", 16, n, "row")
     b_t = ST(dtype, *_shape(VARIANT_B[variant], k, n), b_swz)
     a_t = RT(dtype, 16, k, "row") if a_regs else ST(dtype, *_shape(VARIANT_A[variant], k, n), a_swz)
@@ -270,6 +280,7 @@ def build(variant, dtype, k, n, a_swz, b_swz, a_regs):
     else:
         body.append('  %x = "tk.alloc"() : () -> !a')
     body += [
+        '  %z = "tk.zero"() : () -> !c' if zero_c else
         '  %z = "tk.load"(%gc, %c0, %c0, %c0, %c0) : (!g, index, index, index, index) -> !c',
         f'  %d = "tk.warpgroup_mma_{variant}"(%x, %sb, %z) : (!a, !b, !c) -> !c',
         '  %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!c) -> !c',
@@ -313,15 +324,21 @@ CASES = [
 ]
 
 
+# The last case starts from tk.zero: one constant for every accumulator, which
+# the fence copies with movs inside its asm (wgmma.fence_registers).
+CASES.append(("abt", "bf16", 32, 32, "64b", "64b", True, True))
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
 def test_lowered_warpgroup_mma_matches_numpy(case, lane_major_io):
-    variant, dtype, k, n, a_swz, b_swz, a_regs = case
+    variant, dtype, k, n, a_swz, b_swz, a_regs, *zero_c = case
+    zero_c = bool(zero_c and zero_c[0])
     rnd = round_bf16 if dtype == "bf16" else round_f16
     rng = np.random.default_rng(k * 1000 + n)
-    module, a_t, b_t = build(variant, dtype, k, n, a_swz, b_swz, a_regs)
+    module, a_t, b_t = build(variant, dtype, k, n, a_swz, b_swz, a_regs, zero_c)
     a = rnd(rng.standard_normal(_shape(VARIANT_A[variant], k, n)).astype(np.float32))
     b = rnd(rng.standard_normal(b_t.shape).astype(np.float32))
-    c = rng.standard_normal((64, n)).astype(np.float32)
+    c = np.zeros((64, n), np.float32) if zero_c else rng.standard_normal((64, n)).astype(np.float32)
     a64 = a if variant in ("ab", "abt") else a.T
     bkn = b if variant in ("ab", "atb") else b.T
     tiles = [(b_t, b)] + ([] if a_regs else [(a_t, a)])

@@ -134,13 +134,25 @@ def _asm(results: list, operands: list, text: str, constraints: str):
 
 
 def fence_registers(vals: list, kind: str) -> list:
-    """vals passed through an empty volatile asm ("+f"/"+r"): every later use
-    depends on it and it keeps its place among the wgmma instructions."""
+    """vals passed through a volatile asm: every later use depends on it and
+    it keeps its place among the wgmma instructions.
+
+    Distinct values go through an empty asm with tied operands ("+f"/"+r":
+    no instruction). A value repeated in the list (an initialiser: zero()
+    is one constant for every register) is copied by `mov`s inside the asm
+    instead: with tied operands LLVM would copy it outside, making the
+    constant's register one of the accumulators, and ptxas then injects a
+    wgmma wait (C7517) when another group is in flight."""
     if not vals:
         return []
     n = len(vals)
-    cons = ",".join([f"={kind}"] * n + [str(i) for i in range(n)])
-    return _asm([v.type for v in vals], list(vals), "", cons)
+    unique = list(dict.fromkeys(vals))
+    if len(unique) == n:
+        cons = ",".join([f"={kind}"] * n + [str(i) for i in range(n)])
+        return _asm([v.type for v in vals], list(vals), "", cons)
+    text = "\n".join(f"mov.b32 ${i}, ${n + unique.index(v)};" for i, v in enumerate(vals))
+    cons = ",".join([f"={kind}"] * n + [kind] * len(unique))
+    return _asm([v.type for v in vals], unique, text, cons)
 
 
 def _a_registers(a, kk: int) -> list:
