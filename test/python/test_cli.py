@@ -62,7 +62,7 @@ def test_verifier_error_is_located_and_exit_1(tmp_path):
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.splitlines() == [
         f"{p}:6:8: error: load: rt<bf16, 16, 48, row> is not a subtile of "
-        "st<bf16, 16, 64, auto> (the st's shape must be a multiple of the rt's)",
+        "st<bf16, 16, 64, 128b> (the st's shape must be a multiple of the rt's)",
         f"{p}:7:3: error: store: gl dim c = 64 is not a multiple of the rt<bf16, 16, 48, row> "
         "extent 48"]
 

@@ -10,7 +10,7 @@
 
 // MISSING: error: {{.*}}does-not-exist.mlir: no such file
 // MISSING-NOT: Traceback
-// TRACE: {{.*}}bad_kernel.py:9:5: error: mma_AB: wants a in row layout and b in col layout
+// TRACE: {{.*}}bad_kernel.py:9:5: error: mma_AB: shapes do not agree on K (32 vs 16)
 // TRACE-NOT: Traceback
 // PYERR: {{.*}}typo_kernel.py:8:44: error: TypeError: '_Dims' object is not callable
 // PYERR-NOT: Traceback
