@@ -1,0 +1,111 @@
+// Warpgroup mma lowering: a shared-A mma_ABt (two K-major descriptors, tnspA
+// = tnspB = 0), a register-A mma_AB (4 b32 A registers, N-major B: tnspB = 1,
+// N = 256), a transposed-A mma_AtB (tnspA = 1), the wait, and setmaxnreg
+// with one block per SM; ptxas assembles the result without spills.
+// RUN: tkc %s --emit=nvvm | FileCheck %s --check-prefix=NVVM
+// RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
+// RUN: tkc %s --emit=ptx > %t.ptx && ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// NVVM-LABEL: llvm.func @abt(
+// NVVM: nvvm.wgmma.fence.aligned
+// NVVM-COUNT-4: llvm.inline_asm has_side_effects {{.*}}"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0, 0;"
+// NVVM: nvvm.wgmma.commit.group.sync.aligned
+// NVVM: nvvm.wgmma.wait.group.sync.aligned 0
+// NVVM-LABEL: llvm.func @ab_registers(
+// NVVM-SAME: nvvm.minctasm = 1 : i32
+// NVVM: nvvm.setmaxregister decrease 40
+// NVVM: nvvm.setmaxregister increase 232
+
+// PTX-LABEL: .entry abt(
+// PTX-NOT: .minnctapersm
+// PTX: wgmma.fence.sync.aligned;
+// The descriptors: K-major 128B, LBO 1 (unused), SBO 1024 >> 4 = 64, mode 1.
+// PTX: or.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 4611686293305360384;
+// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 0, 0;
+// PTX-NOT: wgmma.mma_async
+// PTX: wgmma.commit_group.sync.aligned;
+// PTX-NEXT: wgmma.wait_group.sync.aligned {{[ \t]*}}1;
+// PTX: wgmma.wait_group.sync.aligned {{[ \t]*}}0;
+// PTX-LABEL: .entry ab_registers(
+// PTX: .maxntid 256, 1, 1
+// PTX-NEXT: .minnctapersm 1
+// PTX: setmaxnreg.inc.sync.aligned.u32 {{[ \t]*}}232;
+// PTX: wgmma.fence.sync.aligned;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{{(%r[0-9]+, ){127}%r[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
+// PTX: wgmma.commit_group.sync.aligned;
+// PTX: setmaxnreg.dec.sync.aligned.u32 {{[ \t]*}}40;
+// PTX-LABEL: .entry atb(
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 1, 1;
+
+// PTXAS-NOT: C75{{0[78]}}
+// PTXAS-COUNT-3: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-NOT: C75{{0[78]}}
+
+!sa = !tk.st<bf16, 64 : i64, 64 : i64, "128b">
+!sb = !tk.st<bf16, 128 : i64, 64 : i64, "128b">
+!acc = !tk.rt<f32, 16 : i64, 128 : i64, "row">
+!ga = !tk.gl<bf16, 1 : i64, 1 : i64, 64 : i64, 64 : i64>
+!gb = !tk.gl<bf16, 1 : i64, 1 : i64, 128 : i64, 64 : i64>
+!gc = !tk.gl<f32, 1 : i64, 1 : i64, 64 : i64, 128 : i64>
+func.func @abt(%a: !ga, %b: !gb, %c: !gc) attributes {tk.kernel, tk.warps = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %sa = "tk.alloc"() : () -> !sa
+  %sb = "tk.alloc"() : () -> !sb
+  "tk.group_load"(%sa, %a, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!sa, !ga, index, index, index, index) -> ()
+  "tk.group_load"(%sb, %b, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!sb, !gb, index, index, index, index) -> ()
+  "tk.sync"() : () -> ()
+  %z = "tk.zero"() : () -> !acc
+  %d = "tk.warpgroup_mma_abt"(%sa, %sb, %z) : (!sa, !sb, !acc) -> !acc
+  %e = "tk.warpgroup_mma_wait"(%d) {pending = 1 : i64} : (!acc) -> !acc
+  %f = "tk.warpgroup_mma_wait"(%e) {pending = 0 : i64} : (!acc) -> !acc
+  %w = "tk.warpid"() : () -> index
+  "tk.store"(%c, %f, %c0, %c0, %w, %c0) : (!gc, !acc, index, index, index, index) -> ()
+  return
+}
+
+!xb = !tk.st<f16, 32 : i64, 256 : i64, "auto">
+!x = !tk.rt<f16, 16 : i64, 32 : i64, "row">
+!acc2 = !tk.rt<f32, 16 : i64, 256 : i64, "row">
+!gx = !tk.gl<f16, 1 : i64, 1 : i64, 64 : i64, 32 : i64>
+!gxb = !tk.gl<f16, 1 : i64, 1 : i64, 32 : i64, 256 : i64>
+!gxc = !tk.gl<f32, 1 : i64, 1 : i64, 64 : i64, 256 : i64>
+func.func @ab_registers(%a: !gx, %b: !gxb, %c: !gxc) attributes {tk.kernel, tk.warps = 8 : i64} {
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %c1 = arith.constant 1 : index
+  %sb = "tk.alloc"() : () -> !xb
+  "tk.group_load"(%sb, %b, %c0, %c0, %c0, %c0) {warps = 8 : i64} : (!xb, !gxb, index, index, index, index) -> ()
+  "tk.sync"() : () -> ()
+  %g = "tk.warpgroupid"() : () -> index
+  %producer = arith.cmpi eq, %g, %c1 : index
+  scf.if %producer {
+    "tk.decrease_registers"() {count = 40 : i64} : () -> ()
+  } else {
+    "tk.increase_registers"() {count = 232 : i64} : () -> ()
+    %w = "tk.warpid"() : () -> index
+    %r = arith.remui %w, %c4 : index
+    %x = "tk.load"(%a, %c0, %c0, %r, %c0) : (!gx, index, index, index, index) -> !x
+    %acc = "tk.load"(%c, %c0, %c0, %r, %c0) : (!gxc, index, index, index, index) -> !acc2
+    %d = "tk.warpgroup_mma_ab"(%x, %sb, %acc) : (!x, !xb, !acc2) -> !acc2
+    %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!acc2) -> !acc2
+    "tk.store"(%c, %e, %c0, %c0, %r, %c0) : (!gxc, !acc2, index, index, index, index) -> ()
+  }
+  return
+}
+
+!ta = !tk.st<bf16, 32 : i64, 64 : i64, "auto">
+!tacc = !tk.rt<f32, 16 : i64, 64 : i64, "row">
+!gt = !tk.gl<bf16, 1 : i64, 1 : i64, 32 : i64, 64 : i64>
+!gtc = !tk.gl<f32, 1 : i64, 1 : i64, 64 : i64, 64 : i64>
+func.func @atb(%a: !gt, %c: !gtc) attributes {tk.kernel, tk.warps = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %sa = "tk.alloc"() : () -> !ta
+  "tk.group_load"(%sa, %a, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!ta, !gt, index, index, index, index) -> ()
+  "tk.sync"() : () -> ()
+  %z = "tk.zero"() : () -> !tacc
+  %d = "tk.warpgroup_mma_atb"(%sa, %sa, %z) : (!ta, !ta, !tacc) -> !tacc
+  %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!tacc) -> !tacc
+  %w = "tk.warpid"() : () -> index
+  "tk.store"(%c, %e, %c0, %c0, %w, %c0) : (!gtc, !tacc, index, index, index, index) -> ()
+  return
+}
