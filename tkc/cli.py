@@ -1,9 +1,9 @@
 """The `tkc` driver: mlir-opt for tile IR, plus the ahead-of-time build.
 
-    tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin] [-o OUT]
+    tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR]
+    tkc build [--force] [--filter SUBSTR] [FILE.py ...]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .diagnostics import TkcError
 
-EMITS = ("tile", "nvvm", "llvm", "ptx", "cubin")
+EMITS = ("tile", "nvvm", "llvm", "ptx", "cubin", "sass")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,17 +97,23 @@ def _compile(args) -> int:
 
 
 def _run_stages(module, args):
-    """Run the pipeline, then lower to the requested stage: text or bytes."""
+    """Run the pipeline, then lower to the requested stage: text or bytes.
+    sass is the cubin disassembled (cuobjdump), to read HGMMA, UTMALDG, LDL."""
     from .compiler import compile_to
     from .passes.pipeline import run_pipeline
     opts = {"print_ir_after_all": args.print_ir_after_all}
+    emit = "cubin" if args.emit == "sass" else args.emit
     if args.pass_pipeline is None:
-        return compile_to(module, args.emit, **opts)
-    # Like mlir-opt: exactly the given pipeline, on IR of any stage.
-    run_pipeline(module, args.pass_pipeline, **opts)
-    if args.emit == "tile":
-        return str(module)
-    return compile_to(module, args.emit, tile_pipeline="", **opts)
+        result = compile_to(module, emit, **opts)
+    else:
+        # Like mlir-opt: exactly the given pipeline, on IR of any stage.
+        run_pipeline(module, args.pass_pipeline, **opts)
+        result = str(module) if emit == "tile" else \
+            compile_to(module, emit, tile_pipeline="", **opts)
+    if args.emit == "sass":
+        from .sass import disassemble
+        return disassemble(result)
+    return result
 
 
 def load_module(path: str, kernel: str | None = None):
@@ -187,12 +193,17 @@ def _build_parser() -> argparse.ArgumentParser:
         "(tkc.kernels.library()) into the artifact cache (TKC_CACHE_DIR).")
     p.add_argument("--force", action="store_true", help="recompile even if cached")
     p.add_argument("--filter", metavar="SUBSTR", help="only kernels whose name contains SUBSTR")
+    p.add_argument("files", nargs="*", metavar="FILE.py",
+                   help="also build the kernels defined in these Python files (e.g. the GPU "
+                        "tests' kernels, so a machine without MLIR can run them)")
     return p
 
 
 def _build(args) -> int:
+    from .frontend import kernels_in_file
     from .kernels import library
-    kernels = [k for k in library() if not args.filter or args.filter in k.name]
+    found = library() + [k for f in args.files for k in kernels_in_file(f)]
+    kernels = [k for k in found if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
     rows = [_build_one(k, i, len(kernels), args.force) for i, k in enumerate(kernels, 1)]

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels import attention_fwd, gemm
+from tkc.kernels import attention_fwd, gemm, gemm_hopper
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -46,6 +46,33 @@ def test_gemm_rejects_awkward_shapes():
         kern(a, b, c)
     with pytest.raises(TkcError, match="dtype|bf16"):
         kern(a.float(), b, c)
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+@pytest.mark.parametrize("m,n,k", [(64, 256, 64), (128, 512, 192), (1024, 1024, 1024),
+                                   (192, 768, 4096)])
+def test_gemm_hopper(out, m, n, k):
+    kern = gemm_hopper(out)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    dt = torch.bfloat16 if out == "bf16" else torch.float32
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+    kern(a, b, c)
+    torch.cuda.synchronize()
+    assert not c.isnan().any()
+    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
+
+
+def test_gemm_hopper_rejects_awkward_shapes():
+    kern = gemm_hopper("bf16")
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(64, 200, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(64, 200, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TkcError, match="divisible|multiple"):
+        kern(a, b, c)
+    with pytest.raises(TkcError, match="N"):  # c's N differs from b's N
+        kern(a, torch.randn(64, 256, device="cuda", dtype=torch.bfloat16),
+             torch.empty(64, 512, device="cuda", dtype=torch.bfloat16))
 
 
 @pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])

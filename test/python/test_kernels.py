@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tkc.kernels import attention_fwd, gemm, library, reference
+from tkc.kernels import attention_fwd, gemm, gemm_hopper, library, reference
 from tkc.kernels.reference import round_bf16
 
 
@@ -34,6 +34,30 @@ def test_gemm_default_tiles_interpreted():
     c = np.full((128, 256), np.nan, dtype=np.float32)
     kern.interpret(a, b, c)
     assert rel_err(c, reference.gemm(a, b)) < 1e-6
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_gemm_hopper_interpreted(out):
+    """TMA loads on an mbarrier and warpgroup mma, simulated: two blocks in M,
+    two in N, three K steps (so the barrier goes through phases 0, 1, 0)."""
+    rng = np.random.default_rng(2)
+    kern = gemm_hopper(out)
+    a = round_bf16(rng.standard_normal((128, 192)))
+    b = round_bf16(rng.standard_normal((192, 512)))
+    c = np.full((128, 512), np.nan, dtype=np.float32)
+    kern.interpret(a, b, c)
+    assert not np.isnan(c).any()
+    assert rel_err(c, reference.gemm(a, b)) < (1e-2 if out == "bf16" else 1e-6)
+
+
+def test_gemm_hopper_sass_has_hgmma_and_utmaldg(tmp_path, monkeypatch):
+    from tkc.sass import cuobjdump, disassemble, opcodes
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    ops = opcodes(disassemble(gemm_hopper("bf16").build().cubin))
+    assert ops.get("HGMMA") == 4 and ops.get("UTMALDG") == 5, ops
+    assert "HMMA" not in ops and "LDL" not in ops and "STL" not in ops
 
 
 @pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])

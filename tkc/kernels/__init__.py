@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .attention import attention_fwd
 from .gemm import gemm
+from .gemm_hopper import gemm_hopper
 
 
 def library():
@@ -14,6 +15,8 @@ def library():
         gemm("bf16"),
         gemm("f32"),
         gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2),
+        gemm_hopper("bf16"),
+        gemm_hopper("f32"),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
     ]
