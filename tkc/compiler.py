@@ -20,6 +20,7 @@ import sys
 import tempfile
 
 from .diagnostics import TkcError
+from .dialect import walk
 
 # Layout selection first: it makes mma operand layouts legal (and picks
 # swizzles), then tk-verify checks the result (malformed IR passes through
@@ -47,7 +48,7 @@ def stage_of(module) -> str:
     gpu_modules = [op for op in top if op.name == "gpu.module"]
     if not gpu_modules:
         return "tile"
-    if any(_dialect(op.name) not in _LLVM_DIALECTS for g in gpu_modules for op in _walk(g)):
+    if any(_dialect(op.name) not in _LLVM_DIALECTS for g in gpu_modules for op in walk(g)):
         return "nvvm"
     return "llvm"
 
@@ -196,7 +197,7 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
 def read_manifest(module) -> dict:
     """The `tkc.manifest` JSON that tk-lower-to-nvvm put on the one kernel."""
     kernels = [op for g in module.body.operations if g.operation.name == "gpu.module"
-               for op in _walk(g.operation)
+               for op in walk(g.operation)
                if op.name == "llvm.func" and "tkc.manifest" in op.attributes]
     if len(kernels) != 1:
         raise TkcError(f"expected exactly one tk kernel in the module, found {len(kernels)}")
@@ -208,12 +209,3 @@ def read_manifest(module) -> dict:
 
 def _dialect(name: str) -> str:
     return name.split(".", 1)[0]
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for o in block.operations:
-                o = o.operation
-                yield o
-                yield from _walk(o)

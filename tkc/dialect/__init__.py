@@ -41,3 +41,13 @@ def context():
     ctx = ir.Context()
     load(ctx)
     return ctx
+
+
+def walk(op):
+    """Every operation nested in `op` (not `op` itself), in pre-order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                inner = inner.operation
+                yield inner
+                yield from walk(inner)

@@ -13,6 +13,7 @@ from math import lcm
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
 from ..passes.verify import dim_names
+from ..dialect import walk
 
 # op name -> (operand index of the gl, how to find the tile's type)
 _ACCESSES = {
@@ -30,7 +31,7 @@ def divisible(func_op) -> dict[int, list[int]]:
     op = getattr(func_op, "operation", func_op)
     args = op.regions[0].blocks[0].arguments
     out = {i: [1, 1, 1, 1] for i, a in enumerate(args) if isinstance(view(a.type), GL)}
-    for inner in _walk(op):
+    for inner in walk(op):
         access = _ACCESSES.get(inner.name)
         if access is None or not isinstance(view(inner.operands[access[0]].type), GL):
             continue
@@ -70,12 +71,3 @@ def _arg_index(op, value, args) -> int:
                 return i
     raise error(op, "a gl operand must be a kernel argument "
                     "(gl values cannot be created or carried through loops)")
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for o in block.operations:
-                o = o.operation
-                yield o
-                yield from _walk(o)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..diagnostics import error
 from ..dtypes import itemsize
 from ..dialect.types import ST, SV, Barrier, view
+from ..dialect import walk
 
 SHARED_LIMIT = 232448  # 227 KiB: the most dynamic shared memory one block of sm_90 may have
 SHARED_SYMBOL = "__tkc_shared"
@@ -151,19 +152,10 @@ def _allocs(op):
     """tk.alloc ops of the entry block; one elsewhere is a located error."""
     entry = op.regions[0].blocks[0]
     found = [o for o in entry.operations if o.operation.name == "tk.alloc"]
-    for o in _walk(op):
+    for o in walk(op):
         if o.name == "tk.alloc" and o.parent is not None and o.parent != op:
             raise error(o, "tk.alloc must be in the kernel's entry block, not inside control flow")
     return [o.operation for o in found]
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for o in block.operations:
-                o = o.operation
-                yield o
-                yield from _walk(o)
 
 
 def _overflow_message(allocs, end) -> str:

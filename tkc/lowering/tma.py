@@ -27,6 +27,7 @@ from ..dialect.types import GL, ST, view
 from . import shared
 from .barriers import barrier_ptr, i32, int_attr, lane0, shared_ptr
 from .core import Global, Shared, rule
+from ..dialect import walk
 
 TMA_OPS = ("tk.tma_load", "tk.tma_store", "tk.tma_store_add")
 BOX_LIMIT = 256  # elements per box dimension (cuTensorMapEncodeTiled)
@@ -98,7 +99,7 @@ def plan(func_op, names) -> list[TensorMap]:
     op = getattr(func_op, "operation", func_op)
     args = list(op.regions[0].blocks[0].arguments)
     maps: dict[tuple, TensorMap] = {}
-    for inner in _walk(op):
+    for inner in walk(op):
         if inner.name in TMA_OPS:
             m = tensor_map(inner, args, names)
             maps.setdefault(m.key, m)
@@ -115,15 +116,6 @@ def tensor_map(op, args, names=None) -> TensorMap:
         raise error(op, f"{op.name}: {problem}")
     b, i = box(st), gl_index(op, gl_value, args)
     return TensorMap(i, names[i] if names else f"arg{i}", gl.dtype, (b.rows, b.cols), b.swizzle)
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for o in block.operations:
-                o = o.operation
-                yield o
-                yield from _walk(o)
 
 
 # ---------------------------------------------------------------- lowering

@@ -41,6 +41,7 @@ from ..dialect.types import RT, RV, ST, SV, view
 from ..diagnostics import where
 from ..dtypes import itemsize
 from .registry import register
+from ..dialect import walk
 
 BANKS = 32
 WORD = 4  # bytes per bank word
@@ -218,20 +219,11 @@ def _group_access(op, sh) -> Access | None:
 
 def accesses(module_op):
     """(op, Access) for every shared access in the module, in IR order."""
-    for op in _walk(module_op.operation):
+    for op in walk(module_op.operation):
         if op.name in ("tk.load", "tk.store", "tk.group_load", "tk.group_store"):
             a = access_of(op)
             if a is not None:
                 yield op, a
-
-
-def _walk(op):
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                child = child.operation
-                yield child
-                yield from _walk(child)
 
 
 def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> list:
