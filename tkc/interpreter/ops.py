@@ -227,7 +227,7 @@ def _alloc(c, op):
     if isinstance(t, Barrier):
         from .hopper import alloc_barrier
         return alloc_barrier(c, op)
-    expect(isinstance(t, (ST, SV)), op, f"result must be an st or sv, got {t}")
+    expect(isinstance(t, (ST, SV)), op, f"result must be an st, sv or barrier, got {t}")
     out, shape = c.result_slot(op), t.shape
 
     def step(env, w):  # one buffer per block, shared by its warps; NaN = never written

@@ -47,7 +47,7 @@ C_HALVES = ((0, 1, 2, 3), (4, 5, 6, 7))
 
 # ---------------------------------------------------------------- mma
 
-def _pack(lo: ir.Value, hi: ir.Value, as_i32: bool = True) -> ir.Value:
+def pack(lo: ir.Value, hi: ir.Value, as_i32: bool = True) -> ir.Value:
     """Two 16-bit values as one b32 register (lo in the low half): an i32,
     or the vector<2xf16> NVVM's mma.sync wants for f16 operands."""
     i32 = ir.IntegerType.get_signless(32)
@@ -59,7 +59,7 @@ def _pack(lo: ir.Value, hi: ir.Value, as_i32: bool = True) -> ir.Value:
 
 def _operand(lo, hi):
     """An mma.sync A/B register: bf16 pairs as i32, f16 pairs as vector<2xf16>."""
-    return _pack(lo, hi, as_i32=str(lo.type) == "bf16")
+    return pack(lo, hi, as_i32=str(lo.type) == "bf16")
 
 
 def _mma_shapes(op, a: RT, b: RT, c: RT, at: bool, bt: bool):
@@ -146,7 +146,7 @@ def _unpack(reg: ir.Value, dtype: str) -> list:
 
 
 def _transpose_pair_16(lo, hi, dtype) -> list:
-    return _unpack(_movmatrix(_pack(lo, hi)), dtype)
+    return _unpack(_movmatrix(pack(lo, hi)), dtype)
 
 
 def _quad_ids(lw):

@@ -49,7 +49,7 @@ from ..passes import verify_warpgroup as rules
 from . import fragments, shared
 from .compute import result_view
 from .core import Frag, Shared, rule
-from .mma import _pack
+from .mma import pack
 
 B = fragments.BASE
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # descriptor bits 62-63
@@ -158,7 +158,7 @@ def fence_registers(vals: list, kind: str) -> list:
 def _a_registers(a, kk: int) -> list:
     """The 4 b32 registers of A for k step kk from a row-layout rt<16, K>."""
     base = fragments.tile_index(a.view.rows, a.view.cols, 0, kk, 0)
-    return [_pack(a.vals[base + p], a.vals[base + p + 1]) for p in (0, 2, 4, 6)]
+    return [pack(a.vals[base + p], a.vals[base + p + 1]) for p in (0, 2, 4, 6)]
 
 
 def _shared_u64(lw):

@@ -329,8 +329,7 @@ def _check_transpose(op, name, ins, outs, kernel):
 
 
 def _check_alloc(op, name, ins, outs, kernel):
-    # (a !tk.barrier is allowed too; the message keeps its tested wording)
-    yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st or sv")
+    yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st, sv or barrier")
     parent = op.parent
     if (parent is None or parent.name != "func.func"
             or op.block != parent.regions[0].blocks[0] or kernel is None):

@@ -36,7 +36,7 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %sv0 = "tk.alloc"() : () -> !tk.sv<f32, 10 : i64>
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: alloc: result: st<f32, 16, 16, 128b>: a 128b swizzle needs a row width in bytes that is a multiple of 128, got 64
   %st1 = "tk.alloc"() : () -> !tk.st<f32, 16 : i64, 16 : i64, "128b">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: alloc: result must be an st or sv, got rt<f32, 16, 16, row>
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: alloc: result must be an st, sv or barrier, got rt<f32, 16, 16, row>
   %bad_alloc = "tk.alloc"() : () -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
   %st = "tk.alloc"() : () -> !tk.st<bf16, 64 : i64, 64 : i64, "auto">
   %sv = "tk.alloc"() : () -> !tk.sv<f32, 64 : i64>
