@@ -176,3 +176,30 @@ func.func @k() attributes {tk.kernel} {
     err = capsys.readouterr().err
     assert err == ('k.py:3:9: warning: 8-way shared-memory bank conflicts: '
                    'ldmatrix of st<bf16, 64, 64, "none">\n')
+
+
+WGMMA = '''
+!g = !tk.gl<bf16, 1 : i64, 1 : i64, 64 : i64, 64 : i64>
+!st = !tk.st<bf16, 64 : i64, 64 : i64, "auto">
+!a = !tk.rt<bf16, 16 : i64, 64 : i64, "col">
+!f = !tk.rt<f32, 16 : i64, 64 : i64, "row">
+func.func @k(%x: !g) attributes {tk.kernel, tk.warps = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %s = "tk.alloc"() : () -> !st
+  %a = "tk.load"(%x, %c0, %c0, %c0, %c0) : (!g, index, index, index, index) -> !a
+  %z = "tk.zero"() : () -> !f
+  %d = "tk.warpgroup_mma_abt"(%a, %s, %z) : (!a, !st, !f) -> !f
+  return
+}
+'''
+
+
+def test_warpgroup_register_a_is_made_row():
+    """wgmma reads a register a in the row layout: a col-layout load is retyped."""
+    from mlir import ir
+    from tkc.dialect import context
+    m = ir.Module.parse(WGMMA, context())
+    run_pipeline(m, "tk-layout-selection,tk-verify")
+    text = str(m)
+    assert '"tk.load"' in text and "swap_layout" not in text
+    assert '!tk.rt<bf16, 16 : i64, 64 : i64, "row">' in text
