@@ -10,7 +10,7 @@ import tkc
 from tkc import bf16, f32, gl, rt
 from tkc.diagnostics import TkcError
 from tkc.frontend import kernels_in_file
-from tkc.frontend.ops import load, store, zero
+from tkc.frontend.ops import store, zero
 
 
 def _make(n):

@@ -27,7 +27,7 @@ from tkc.interpreter.testing import kernel_module
 from tkc.interpreter.values import round_bf16, round_f16
 from tkc.lowering import lower_module, shared
 
-from test_wgmma_descriptors import wgmma_read
+from wgmma_model import wgmma_read
 
 mlir = pytest.importorskip("mlir")
 from mlir import ir  # noqa: E402

@@ -7,7 +7,7 @@ defines them; the builders do not verify: tk-verify does.
 """
 from __future__ import annotations
 
-from .types import RT, RV, view
+from .types import view
 
 INITS = ("zero", "ones", "neg_infty", "pos_infty")
 UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg")

@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..dtypes import DTYPES
-
 DYN = -1  # a runtime dim of a gl
 
 LAYOUTS = ("row", "col")

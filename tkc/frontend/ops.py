@@ -24,7 +24,7 @@ from __future__ import annotations
 import builtins
 
 from ..dialect import ops as tk
-from ..dialect.types import RT, RV, ST, SV
+from ..dialect.types import RV, ST, SV
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
 from .values import as_f32, as_index
