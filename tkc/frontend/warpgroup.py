@@ -15,6 +15,10 @@ is asynchronous: read an accumulator only after `mma_async_wait` rebinds it.
 `increase_registers(n)` / `decrease_registers(n)` move the warpgroup's
 register budget (setmaxnreg; n a multiple of 8 in 24..256).
 
+    warpgroup.load(dst, src, coords)   each warp loads its 16 rows of the
+    warpgroup.store(dst, src, coords)  64-row tile at coords (in units of
+                                       the warpgroup's 64 x C tile)
+
 The in-place and functional forms both take 3 arguments when c is left out;
 they differ by the first argument's type: an accumulator is f32, a
 multiplicand never is.
@@ -23,11 +27,13 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..passes import verify_warpgroup as rules
+from . import ops
 from .tiles import Reg, Shared
 from .trace import current, emitting, fail
+from .workers import warpid
 
 __all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
-           "increase_registers", "decrease_registers"]
+           "increase_registers", "decrease_registers", "load", "store"]
 
 
 def _view(x):
@@ -126,3 +132,28 @@ def _registers(increase: bool):
 
 
 increase_registers, decrease_registers = _registers(True), _registers(False)
+
+
+# ---------------------------------------------------------------- memory
+
+def _warp_rows(py: str, reg, coords):
+    """coords of the warpgroup's 64-row tile -> this warp's 16-row tile's."""
+    if not isinstance(reg, Reg) or not reg.is_tile or reg.view.rows != 16:
+        raise fail(f"warpgroup.{py}: the register side must be an rt with 16 rows (each warp's "
+                   f"part of the warpgroup's 64 rows), got {_describe(reg)}")
+    _check_warps(py)
+    coords = list(coords)
+    if len(coords) < 2:
+        raise fail(f"warpgroup.{py}: coordinates need a row and a column, got {tuple(coords)}")
+    coords[-2] = coords[-2] * 4 + warpid() % 4
+    return tuple(coords)
+
+
+def load(dst: Reg, src, coords=(0, 0)) -> Reg:
+    """Each warp loads its 16 rows of the 64 x C tile of src (gl or st) at coords."""
+    return ops.load(dst, src, _warp_rows("load", dst, coords))
+
+
+def store(dst, src: Reg, coords=(0, 0)) -> None:
+    """Each warp stores its 16 rows into the 64 x C tile of dst (gl or st) at coords."""
+    ops.store(dst, src, _warp_rows("store", src, coords))

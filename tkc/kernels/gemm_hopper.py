@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
-from tkc.ops import store, zero
+from tkc.ops import zero
 
 
 def gemm_hopper(out_dtype: str = bf16, BN: int = 256, BK: int = 64):
@@ -37,6 +37,6 @@ def gemm_hopper(out_dtype: str = bf16, BN: int = 256, BK: int = 64):
             warpgroup.mma_AB(acc, a_s, b_s)
             warpgroup.mma_async_wait(acc)
             tkc.sync()  # every warp is done reading a_s, b_s before the next load
-        store(c, acc.to(out_dtype), (0, 0, bm * 4 + w, bn))
+        warpgroup.store(c, acc.to(out_dtype), (0, 0, bm, bn))
 
     return gemm_hopper_kernel
