@@ -81,6 +81,7 @@ class Kernel:
         self.__doc__ = fn.__doc__
         self._params = None
         self._artifact = None
+        self._launcher = None  # the artifact's runtime launcher, kept by __call__
 
     def __repr__(self):
         return f"<tkc.Kernel {self.name}({', '.join(p.describe() for p in self.params.values())})>"
@@ -173,14 +174,20 @@ class Kernel:
             from ..compiler import compile_kernel
             art = compile_kernel(self.trace(), key=key)
             cache.store(key, art)
-        self._artifact = art
+        self._artifact, self._launcher = art, None
         return art
 
     def __call__(self, *args, stream=None):
-        """Launch on device tensors (build first if needed)."""
-        self._check_arg_count(args)
-        from ..runtime import launch
-        launch(self.build(), list(args), stream=stream)
+        """Launch on device tensors (build first if needed).
+
+        After the first call the launcher is kept: a call costs the argument
+        checks and the launch, never the artifact key (it hashes sources)."""
+        launcher = self._launcher
+        if launcher is None or len(args) != len(self._params):
+            self._check_arg_count(args)
+            from ..runtime.launch import launcher as launcher_of
+            launcher = self._launcher = launcher_of(self.build())
+        launcher(args, stream)
 
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""

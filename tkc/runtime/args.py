@@ -4,20 +4,30 @@
 (count; for a gl: tensor-like, dtype, rank 1..4 viewed as 4-D by prepending
 1s, static dims, divisibility, int32 dims, contiguous row-major, 16-byte
 aligned, on a CUDA device, all on one device; dims with one name of one
-size; for a scalar: its Python type and range) and returns what the launch needs: the kernel parameter values in
-PTX order, the grid environment and the device. Errors are TkcErrors naming
-the kernel, the parameter, expected and found, located at the caller's line.
+size; for a scalar: its Python type and range) and returns what the launch
+needs: the kernel parameter values in PTX order, the grid environment and the
+device. Errors are TkcErrors naming the kernel, the parameter, expected and
+found, located at the caller's line.
+
+`Signature.key(args)` is what those checks read, for the launcher's cache of
+check results: per tensor its dtype, shape, strides, device and data pointer
+modulo 16 (read straight from a torch tensor's attributes; other tensors
+through their view), and the values of the i32 scalars the grid reads.
+Scalars are checked on every call; a key is None when an argument is
+unusual (not a tensor, an out-of-range or non-builtin scalar), and the full
+checks then run and raise the error, or pass without caching.
 """
 from __future__ import annotations
 
 import ctypes
 import math
 import numbers
+import sys
 from typing import NamedTuple
 
 from ..diagnostics import TkcError
 from .callsite import caller
-from .grid import DIMS
+from .grid import DIMS, compile_grid
 from .tensors import TensorView, view
 
 INT32_MAX = 2**31 - 1
@@ -110,8 +120,9 @@ class GlParam:
 
 
 class ScalarParam:
-    def __init__(self, kernel: str, index: int, p: dict):
+    def __init__(self, kernel: str, index: int, p: dict, grid_names=()):
         self.name, self.dtype = p["name"], p["dtype"]
+        self.in_grid = self.name in grid_names  # its value decides the grid
         self._prefix = f"kernel '{kernel}': argument {index} '{self.name}' ({self.dtype})"
 
     def error(self, what: str) -> ArgError:
@@ -124,10 +135,24 @@ class ScalarParam:
             values.append(ctypes.c_int32(self._int32(x)))
             env[self.name] = int(x)
 
+    def fast(self, x):
+        """x when it is a builtin int or float that passes the checks, else None
+        (the full checks decide). Two type tests and a range test per launch."""
+        if type(x) is int:
+            if self.dtype == "i32":
+                return x if -INT32_MAX - 1 <= x <= INT32_MAX else None
+            return x if -F32_MAX <= x <= F32_MAX else None
+        if type(x) is float and self.dtype == "f32":  # inf and nan pass, as in _real
+            return x if -F32_MAX <= x <= F32_MAX or not math.isfinite(x) else None
+        return None
+
     def _real(self, x) -> float:
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             raise self.error(f"expected a real number, found {type(x).__name__}")
-        x = float(x)
+        try:
+            x = float(x)
+        except OverflowError:  # an int beyond any float
+            raise self.error(f"{x} does not fit f32") from None
         if math.isfinite(x) and abs(x) > F32_MAX:
             raise self.error(f"{x} does not fit f32")
         return x
@@ -145,9 +170,48 @@ class Signature:
 
     def __init__(self, manifest: dict):
         self.kernel = manifest["kernel"]
-        self.params = [(GlParam if p["kind"] == "gl" else ScalarParam)(self.kernel, i, p)
+        grid_names = compile_grid(tuple(manifest["grid"])).names
+        self.params = [GlParam(self.kernel, i, p) if p["kind"] == "gl"
+                       else ScalarParam(self.kernel, i, p, grid_names)
                        for i, p in enumerate(manifest["params"])]
         self.names = ", ".join(p.name for p in self.params)
+        # The PTX parameters ('u64' pointer and 'u32' runtime dims per gl,
+        # 'f32'/'i32' per scalar) and each argument's first one.
+        self.kinds, self.slots = [], []
+        for param in self.params:
+            self.slots.append(len(self.kinds))
+            if isinstance(param, GlParam):
+                self.kinds += ["u64"] + ["u32"] * len(param.runtime_axes)
+            else:
+                self.kinds.append(param.dtype)
+
+    def key(self, args, stream: int | None = None):
+        """(key, per argument its data pointer or scalar value), or None: see
+        the module's doc. Costs a few attribute reads per torch tensor."""
+        if len(args) != len(self.params):
+            return None
+        torch = sys.modules.get("torch")
+        tensor = torch.Tensor if torch is not None else ()
+        parts, values = [], []
+        for param, arg in zip(self.params, args):
+            if isinstance(param, ScalarParam):
+                x = param.fast(arg)
+                if x is None:
+                    return None
+                if param.in_grid:
+                    parts.append(x)
+                values.append(x)
+            elif isinstance(arg, tensor):  # what _torch_view reads, unconverted
+                ptr = arg.data_ptr()
+                parts.append((arg.dtype, arg.shape, arg.stride(), arg.device, ptr % ALIGN))
+                values.append(ptr)
+            else:
+                v = view(arg, stream)
+                if v is None:
+                    return None
+                parts.append(v._replace(ptr=v.ptr % ALIGN))
+                values.append(v.ptr)
+        return tuple(parts), values
 
     def bind(self, args, *, stream: int | None = None, host_ok: bool = False) -> Bound:
         """Check args and pack them. host_ok accepts CPU memory (the interpreter's

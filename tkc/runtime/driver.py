@@ -4,6 +4,10 @@ cuda-bindings is imported on first use (it is the optional [gpu] extra), so
 artifacts, caches and argument checks work on a machine without it. Every
 CUresult is checked; a failure is a TkcError naming the call and the CUDA
 error. Modules are loaded once per (cubin, device) and kept for the process.
+
+`launch` runs on every kernel call, so it calls the bindings directly (no
+`call` indirection), checks the current context with one call, and reuses
+the CUstream objects and cluster launch configs it made before.
 """
 from __future__ import annotations
 
@@ -14,7 +18,10 @@ from typing import NamedTuple
 from ..diagnostics import TkcError
 
 _cuda = None            # the cuda.bindings.driver module, once imported
-_contexts: dict = {}    # device ordinal -> primary CUcontext
+_contexts: dict = {}    # device ordinal -> (primary CUcontext, its int value)
+_streams: dict = {}     # int stream handle -> CUstream
+_configs: dict = {}     # (grid, block, shared, stream, cluster) -> CUlaunchConfig
+CACHE_LIMIT = 256       # entries kept in _streams and _configs
 _functions: dict = {}   # (cubin sha256, ordinal, kernel name) -> Function
 _shared_optin: dict = {}  # same key -> dynamic shared bytes the function is opted in to
 STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in
@@ -74,12 +81,15 @@ def context(ordinal: int):
     Always the primary one: a module lives in the context it was loaded in, so
     one context per device keeps one module per device; it is also the one
     torch and cupy allocate in, so their pointers are valid in it."""
-    ctx = _contexts.get(ordinal)
-    if ctx is None:
-        dev = call("cuDeviceGet", ordinal)
-        ctx = call("cuDevicePrimaryCtxRetain", dev)
-        _contexts[ordinal] = ctx
-    if int(call("cuCtxGetCurrent")) != int(ctx):
+    known = _contexts.get(ordinal)
+    if known is None:
+        ctx = call("cuDevicePrimaryCtxRetain", call("cuDeviceGet", ordinal))
+        known = _contexts[ordinal] = (ctx, int(ctx))
+    ctx, handle = known
+    err, current = _cuda.cuCtxGetCurrent()  # per launch: torch may have switched devices
+    if err:  # CUresult is an int enum, CUDA_SUCCESS = 0
+        _check(_cuda, err, "cuCtxGetCurrent")
+    if int(current) != handle:
         call("cuCtxSetCurrent", ctx)
     return ctx
 
@@ -133,20 +143,59 @@ def params_array(values: list):
     return (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
 
 
+class Params(list):
+    """Parameter values (ctypes objects) whose void*[] is built already
+    (`array`, at `address`): a launch passes it as is (see frame.py)."""
+
+    def __init__(self, values, array):
+        super().__init__(values)
+        self.array, self.address = array, ctypes.addressof(array)
+
+
 def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,
            cluster=(1, 1, 1)) -> None:
-    """Launch fn; values are ctypes objects in the kernel's parameter order."""
+    """Launch fn; values are ctypes objects in the kernel's parameter order
+    (a Params, or any list: its void*[] is then built here)."""
+    cu = _cuda or api()
     context(fn.device)  # a thread torch never touched has no current context
-    params = params_array(values)
-    address = ctypes.addressof(params)
-    if tuple(cluster) == (1, 1, 1):
-        call("cuLaunchKernel", fn.handle, *grid, *block, shared_bytes, stream, address, 0)
+    if isinstance(values, Params):
+        address = values.address
     else:
-        call("cuLaunchKernelEx", _cluster_config(grid, block, shared_bytes, stream, cluster),
-             fn.handle, address, 0)
+        array = params_array(values)  # alive until the call returns
+        address = ctypes.addressof(array)
+    if tuple(cluster) == (1, 1, 1):
+        err, = cu.cuLaunchKernel(fn.handle, *grid, *block, shared_bytes, _stream(stream), address, 0)
+        name = "cuLaunchKernel"
+    else:
+        config = _cluster_config(tuple(grid), tuple(block), shared_bytes, stream, tuple(cluster))
+        err, = cu.cuLaunchKernelEx(config, fn.handle, address, 0)
+        name = "cuLaunchKernelEx"
+    if err:
+        _check(cu, err, name)
+
+
+def _stream(handle: int):
+    """The CUstream for an int handle: the bindings would make one per call."""
+    stream = _streams.get(handle)
+    if stream is None:
+        if len(_streams) >= CACHE_LIMIT:
+            _streams.clear()
+        stream = _streams[handle] = _cuda.CUstream(handle)
+    return stream
 
 
 def _cluster_config(grid, block, shared_bytes: int, stream: int, cluster):
+    """The CUlaunchConfig of a cluster launch, made once per distinct launch shape."""
+    key = (grid, block, shared_bytes, stream, cluster)
+    config = _configs.get(key)
+    if config is None:
+        if len(_configs) >= CACHE_LIMIT:
+            _configs.clear()
+        config = _configs[key] = _new_cluster_config(grid, block, shared_bytes, stream, cluster)
+    return config
+
+
+def _new_cluster_config(grid, block, shared_bytes: int, stream: int, cluster):
     driver = api()
     attr = driver.CUlaunchAttribute()
     attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION

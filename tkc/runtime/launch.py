@@ -1,25 +1,43 @@
 """launch(artifact, args): check the arguments, evaluate the grid, launch.
 
 Everything that depends only on the artifact (the parameter checks, the
-compiled grid expressions, the block, the loaded function per device) is
-prepared once and kept on the artifact, so a launch does only the checks,
-the packing and the driver call.
+compiled grid expressions, the block, the parameter layout, the loaded
+function per device) is prepared once and kept on the artifact.
+
+A launch then reads the arguments' key (tkc.runtime.args, Signature.key): a
+key seen before gives the Plan its full checks made (grid, device, runtime
+dims), so a repeated launch does no check twice yet lets no changed argument
+through; an unseen or unusual key runs every check of Signature.bind, whose
+errors are the ones the caller sees. The values are packed into this
+thread's parameter frame (frame.py) and launched.
 """
 from __future__ import annotations
 
 import sys
+from typing import NamedTuple
 
 from ..diagnostics import TkcError
 from . import driver
 from .args import Signature
 from .artifact import Artifact
 from .callsite import caller
+from .frame import Layout
 from .grid import compile_grid
 from .tensormap import TensorMaps
 
 
+class Plan(NamedTuple):
+    """What the full checks found for one key."""
+    grid: tuple
+    device: int | None  # None: no gl argument, the current device runs it
+    values: list        # PTX parameter values (the runtime dims are what they keep)
+    shapes: list        # per argument, a tensor's shape (None for a scalar)
+
+
 class Launcher:
     """The per-artifact launch state."""
+
+    PLAN_LIMIT = 256  # keys remembered per kernel (all forgotten when full)
 
     def __init__(self, artifact: Artifact):
         m = artifact.manifest
@@ -31,25 +49,49 @@ class Launcher:
         self.block = tuple(m["block"])
         self.shared = m["shared_bytes"]
         self.cluster = tuple(m["cluster"])
+        self.layout = Layout(self.signature.kinds, len(m["tensor_maps"]))
         self.functions: dict[int, driver.Function] = {}
+        self.plans: dict = {}
 
     def __call__(self, args, stream=None) -> None:
         raw_stream = None if stream is None else _stream_handle(stream)
-        try:
-            bound = self.signature.bind(args, stream=raw_stream)
-            grid = self._grid(bound.env)
-            values = bound.values
-            if self.tensor_maps is not None:  # after the regular parameters, alive until launched
-                values = values + self.tensor_maps.values(bound.views)
-        except TkcError as e:  # grid errors come unlocated: they are the caller's too
-            raise e if e.where else TkcError(e.message, caller()) from None
-        device = bound.device if bound.device is not None else _current_device()
-        fn = self.functions.get(device)
-        if fn is None:
-            fn = self.functions[device] = self._load(device)
+        fast = self.signature.key(args, raw_stream)
+        plan = None if fast is None else self.plans.get(fast[0])
+        if plan is None:
+            plan = self._plan(args, raw_stream, fast)
+            values = plan.values
+        else:  # the plan's values, with this call's pointers and scalars
+            values = plan.values.copy()
+            for slot, x in zip(self.signature.slots, fast[1]):
+                values[slot] = x
+        maps = self._maps(values, plan.shapes) if self.tensor_maps is not None else ()
+        device = plan.device if plan.device is not None else _current_device()
+        fn = self.functions.get(device) or self._load(device)
         if raw_stream is None:
             raw_stream = _default_stream(device)
-        driver.launch(fn, grid, self.block, self.shared, raw_stream, values, self.cluster)
+        params = self.layout.frame().pack(values, maps)
+        driver.launch(fn, plan.grid, self.block, self.shared, raw_stream, params, self.cluster)
+
+    def _plan(self, args, stream, fast) -> Plan:
+        """Every check, the grid; the Plan is kept under the call's key (if any)."""
+        try:
+            bound = self.signature.bind(args, stream=stream)
+            grid = self._grid(bound.env)
+        except TkcError as e:  # grid errors come unlocated: they are the caller's too
+            raise e if e.where else TkcError(e.message, caller()) from None
+        plan = Plan(grid, bound.device, [v.value for v in bound.values],
+                    [None if v is None else tuple(v.shape) for v in bound.views])
+        if fast is not None:
+            if len(self.plans) >= self.PLAN_LIMIT:
+                self.plans.clear()
+            self.plans[fast[0]] = plan
+        return plan
+
+    def _maps(self, values: list, shapes: list) -> list:
+        """The tensor maps' 128-byte buffers, after the regular parameters."""
+        slots = self.signature.slots
+        return [self.tensor_maps.map(n, values[slots[i]], shapes[i])
+                for n, i in enumerate(self.tensor_maps.params)]
 
     def _grid(self, env: dict) -> tuple:
         grid = self.grid(env)
@@ -63,7 +105,8 @@ class Launcher:
         if (major, minor) != (9, 0):
             raise TkcError(f"kernel '{self.kernel}' is built for sm_90a (Hopper); "
                            f"cuda:{device} is sm_{major}{minor}", caller())
-        return driver.load(self.image, self.kernel, device, self.shared)
+        fn = self.functions[device] = driver.load(self.image, self.kernel, device, self.shared)
+        return fn
 
 
 def _stream_handle(stream) -> int:
@@ -83,9 +126,21 @@ def _torch_cuda():
     return torch.cuda if torch is not None and torch.cuda.is_initialized() else None
 
 
+_current_stream = None  # device -> torch's current raw stream, once torch's CUDA is up
+
+
 def _default_stream(device: int) -> int:
-    cuda = _torch_cuda()
-    return cuda.current_stream(device).cuda_stream if cuda is not None else 0
+    """torch's current stream on device (0, the legacy default, without torch)."""
+    global _current_stream
+    if _current_stream is None:
+        cuda = _torch_cuda()
+        if cuda is None:
+            return 0
+        # The raw getter skips building a torch.cuda.Stream object per launch.
+        import torch
+        _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+            (lambda d: cuda.current_stream(d).cuda_stream)
+    return _current_stream(device)
 
 
 def _current_device() -> int:

@@ -128,19 +128,21 @@ class TensorMaps:
             if problem:
                 raise TkcError(f"kernel '{kernel}' uses TMA tensor maps, but its manifest's "
                                f"entry {i} ({entry!r}) {problem}", caller())
+        self.params = [entry["param"] for entry in self.entries]  # the gl argument of each
         self._cache: dict = {}
 
     def values(self, views: list) -> list:
         """One ctypes parameter per entry; `views[i]` is argument i's TensorView."""
-        out = []
-        for n, entry in enumerate(self.entries):
-            v = views[entry["param"]]
-            key = (n, v.ptr, tuple(v.shape))
-            buf = self._cache.get(key)
-            if buf is None:
-                if len(self._cache) >= self.CACHE_LIMIT:
-                    self._cache.clear()
-                encoder = self.encoder or encode  # looked up late: tests replace it
-                buf = self._cache[key] = param(encoder(arguments(self.kernel, entry, v.ptr, v.shape)))
-            out.append(buf)
-        return out
+        return [self.map(n, views[i].ptr, views[i].shape) for n, i in enumerate(self.params)]
+
+    def map(self, n: int, ptr: int, shape) -> ctypes.Array:
+        """Entry n's map for a tensor at ptr of shape (checked already): a 64-byte
+        aligned 128-byte buffer, encoded on the first launch with this tensor."""
+        key = (n, ptr, tuple(shape))
+        buf = self._cache.get(key)
+        if buf is None:
+            if len(self._cache) >= self.CACHE_LIMIT:
+                self._cache.clear()
+            encoder = self.encoder or encode  # looked up late: tests replace it
+            buf = self._cache[key] = param(encoder(arguments(self.kernel, self.entries[n], ptr, shape)))
+        return buf
