@@ -14,6 +14,7 @@ the device check as if they lived on cuda:0. Every other check still runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -32,15 +33,17 @@ def fake_cuda():
     """A namespace with the cuda.bindings.driver calls tkc.runtime.driver makes,
     each returning (CUDA_SUCCESS, ...) at the cost of one Python call."""
     ok = 0
-    state = SimpleNamespace(current=_Handle(0), launches=0)
+    state = SimpleNamespace(current=_Handle(0), launches=0, last=None, set_current=0, result=ok)
 
     def set_current(ctx):
         state.current = ctx
+        state.set_current += 1
         return (ok,)
 
     def launch(*args):
         state.launches += 1
-        return (ok,)
+        state.last = args
+        return (state.result,)
 
     return SimpleNamespace(
         CUresult=SimpleNamespace(CUDA_SUCCESS=ok),
@@ -64,15 +67,33 @@ def fake_cuda():
     )
 
 
-def install_fake_driver():
-    """Make tkc.runtime use fake_cuda(), and tensors look like cuda:0 tensors.
-    Returns the fake (its .state.launches counts launches)."""
-    from tkc.runtime import args, driver, tensors
+@contextlib.contextmanager
+def fake_driver(bf16_from_f16: bool = False):
+    """Within: tkc.runtime uses fake_cuda(), and tensors the full checks see
+    claim to be on cuda:0 (numpy f16 arrays claim bf16 if bf16_from_f16).
+    Yields the fake (its .state counts launches); restores everything after."""
+    from tkc.runtime import args, driver
+    tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin)
+    saved = (driver._cuda, args.view, [dict(t) for t in tables])
+    real_view = args.view
+
+    def view(obj, stream=None):
+        v = real_view(obj, stream)
+        if v is not None and bf16_from_f16 and v.dtype == "f16":
+            v = v._replace(dtype="bf16")
+        return v and v._replace(device="cuda")
+
     fake = fake_cuda()
-    driver._cuda = fake
-    real_view = tensors.view
-    args.view = lambda obj, stream=None: (v := real_view(obj, stream)) and v._replace(device="cuda")
-    return fake
+    driver._cuda, args.view = fake, view
+    for table in tables:  # what the real driver made stays out of the fake's way
+        table.clear()
+    try:
+        yield fake
+    finally:
+        driver._cuda, args.view = saved[0], saved[1]
+        for table, old in zip(tables, saved[2]):
+            table.clear()
+            table.update(old)
 
 
 # ---------------------------------------------------------------- measuring
@@ -108,43 +129,32 @@ def tensors_for(device: str | None):
 
 
 def run(calls: int = 2000, fake: bool | None = None, profile: bool = False) -> dict:
-    """Measure; returns {'mode', 'tkc_us', 'torch_us' (GPU only)}."""
+    """Measure; returns {'mode', 'tkc_us', 'launches' (fake) or 'torch_us' (GPU)}."""
     from tkc.kernels import gemm
-    gpu = _have_gpu() if fake is None else not fake
     k = gemm("bf16")
     k.build()
-    result = {"mode": "gpu" if gpu else "fake driver"}
-    if gpu:
-        import torch
-        a, b, c = tensors_for("cuda")
-        result["torch_us"] = per_call_us(lambda: torch.add(a, b, out=c), calls)
-    else:
-        launches = install_fake_driver().state
+    if not (_have_gpu() if fake is None else not fake):
         a, b, c = tensors_for(None)
-        if not _is_torch(a):
-            _pretend_bf16()
-    call = lambda: k(a, b, c)  # noqa: E731
-    result["tkc_us"] = per_call_us(call, calls)
-    if gpu:
-        import torch
-        torch.cuda.synchronize()
-    else:
-        result["launches"] = launches.launches
+        with fake_driver(bf16_from_f16=not _is_torch(a)) as cuda:
+            us = _measure(lambda: k(a, b, c), calls, profile)
+        return {"mode": "fake driver", "tkc_us": us, "launches": cuda.state.launches}
+    import torch
+    a, b, c = tensors_for("cuda")
+    result = {"mode": "gpu", "torch_us": per_call_us(lambda: torch.add(a, b, out=c), calls),
+              "tkc_us": _measure(lambda: k(a, b, c), calls, profile)}
+    torch.cuda.synchronize()
+    return result
+
+
+def _measure(call, calls: int, profile: bool) -> float:
+    us = per_call_us(call, calls)
     if profile:
         _profile(call, calls)
-    return result
+    return us
 
 
 def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
-
-
-def _pretend_bf16():
-    """numpy f16 arrays stand in for bf16 tensors on the fake path."""
-    from tkc.runtime import args
-    view = args.view
-    args.view = lambda obj, stream=None: (v := view(obj, stream)) and \
-        (v._replace(dtype="bf16") if v.dtype == "f16" else v)
 
 
 def _have_gpu() -> bool:

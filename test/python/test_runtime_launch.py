@@ -1,0 +1,345 @@
+"""The launch fast path on the CPU: cached check results never let a changed
+argument through, the parameter frame packs what ctypes would, and
+driver.launch talks to a fake cuda-bindings module (bench/launch_overhead.py's)."""
+import ctypes
+import importlib.util
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc.diagnostics import TkcError
+from tkc.runtime import Artifact, driver, launch, tensors
+from tkc.runtime.args import Signature
+from tkc.runtime.frame import Layout
+from tkc.runtime.launch import Launcher, launcher
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("launch_overhead", os.path.join(ROOT, "bench", "launch_overhead.py"))
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+MANIFEST = {
+    "version": 1, "kernel": "scale", "target": "sm_90a", "warps": 2, "block": [64, 1, 1],
+    "grid": ["cdiv(x.r, 32)", "x.d", "n"], "shared_bytes": 1024,
+    "params": [
+        {"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, None, None, 64], "divisible": [1, 1, 16, 64]},
+        {"name": "y", "kind": "gl", "dtype": "f16", "dims": [1, 1, None, None], "divisible": [1, 1, 1, 8]},
+        {"name": "s", "kind": "scalar", "dtype": "f32"},
+        {"name": "n", "kind": "scalar", "dtype": "i32"},
+    ],
+}
+
+
+def aligned(shape, dtype, align=64):
+    n, size = int(np.prod(shape)), np.dtype(dtype).itemsize
+    raw = np.ones(n + align // size, dtype)
+    skip = (-raw.ctypes.data % align) // size
+    return raw[skip:skip + n].reshape(shape)
+
+
+def good_args():
+    return [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), 0.5, 3]
+
+
+class Fake:
+    """The fake cuda module, the launches it saw, and per-array devices."""
+
+    def __init__(self):
+        self.cuda = bench.fake_cuda()
+        self.devices = {}  # id(array) -> (kind, ordinal); default cuda:0
+        self.launches = []
+
+    def view(self, real):
+        def view(obj, stream=None):
+            v = real(obj, stream)
+            if v is None or v.device not in ("cpu", "cuda"):
+                return v
+            kind, index = self.devices.get(id(obj), ("cuda", 0))
+            return v._replace(device=kind, index=index)
+        return view
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Arrays on a pretend cuda:0 (the checks are real) and a driver that
+    records each launch's grid and parameter values at the time of the call."""
+    f = Fake()
+    monkeypatch.setattr(driver, "_cuda", f.cuda)
+    monkeypatch.setattr(driver, "_contexts", {})
+    monkeypatch.setattr(driver, "_streams", {})
+    monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
+    monkeypatch.setattr(driver, "load", lambda image, kernel, device, shared:
+                        driver.Function("module", f"fn{device}", device))
+    real_launch = driver.launch
+
+    def record(fn, grid, block, shared, stream, values, cluster=(1, 1, 1)):
+        f.launches.append((fn.device, grid, stream,
+                           [bytes(v) if isinstance(v, ctypes.Array) else v.value for v in values]))
+        real_launch(fn, grid, block, shared, stream, values, cluster)
+    monkeypatch.setattr(driver, "launch", record)
+    monkeypatch.setattr("tkc.runtime.args.view", f.view(tensors.view))
+    return f
+
+
+def expected_values(x, y, s, n):
+    shape = (1,) * (4 - x.ndim) + x.shape
+    return [x.ctypes.data, shape[1], shape[2], y.ctypes.data, *y.shape, s, n]
+
+
+def refused(art, args) -> TkcError:
+    with pytest.raises(TkcError) as info:
+        line = sys._getframe().f_lineno + 1
+        launch(art, args)
+    assert info.value.where == f"{__file__}:{line}"
+    return info.value
+
+
+def bind_message(args) -> str:
+    """What the full checks say about args (the message a launch must give)."""
+    with pytest.raises(TkcError) as info:
+        Signature(Artifact(b"c", MANIFEST).manifest).bind(args)
+    return info.value.message
+
+
+# ---- cached checks
+
+def test_repeated_launch_uses_the_plan_with_this_calls_pointers_and_scalars(fake):
+    art = Artifact(b"cubin", MANIFEST)
+    args = good_args()
+    launch(art, args)
+    other = [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), -1.5, 3]
+    launch(art, other)
+    assert len(launcher(art).plans) == 1  # same key: one set of full checks
+    assert [v for _, _, _, v in fake.launches] == [expected_values(*args), expected_values(*other)]
+    assert fake.cuda.state.launches == 2
+    assert fake.cuda.state.last[9] == launcher(art).layout.frame().params.address
+
+
+def test_keys_switch_between_shapes_and_grid_scalars(fake):
+    art = Artifact(b"cubin", MANIFEST)
+    a, b = good_args(), [aligned((3, 64, 64), np.float32), aligned((8, 40), np.float16), 2.0, 5]
+    for args in (a, b, a, b):
+        launch(art, args)
+    assert [g for _, g, _, _ in fake.launches] == [(1, 2, 3), (2, 3, 5)] * 2
+    assert [v for _, _, _, v in fake.launches] == [expected_values(*a), expected_values(*b)] * 2
+    launch(art, a[:3] + [7])  # n is a grid name: its value is part of the key
+    assert fake.launches[-1][1] == (1, 2, 7) and len(launcher(art).plans) == 3
+
+
+def test_array_changed_in_place_after_a_launch_is_refused(fake):
+    art = Artifact(b"cubin", MANIFEST)
+    args = good_args()
+    launch(art, args)
+    x = args[0]
+    x.shape = (2, 16, 128)  # same object, new shape: static c is 64
+    assert refused(art, args).message == bind_message(args)
+    x.shape = (2, 32, 64)
+    args[0] = np.lib.stride_tricks.as_strided(x, strides=(0, 256, 4))  # broadcast along d
+    assert "expected a contiguous row-major tensor" in refused(art, args).message
+    args[0] = x
+    launch(art, args)
+    assert len(fake.launches) == 2
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a.__setitem__(0, a[0].astype(np.float16)), "expected dtype f32, found f16"),
+    (lambda a: a.__setitem__(1, a[1][:, :16]), "expected a contiguous row-major tensor"),
+    (lambda a: a.__setitem__(1, np.ones(16 * 24 + 4, np.float16)[4:].reshape(16, 24)),
+     "is not 16-byte aligned"),
+    (lambda a: a.__setitem__(0, aligned((2, 40, 64), np.float32)), "must be a multiple of 16"),
+    (lambda a: a.__setitem__(2, "0.5"), "expected a real number, found str"),
+    (lambda a: a.__setitem__(2, 1e39), "1e+39 does not fit f32"),
+    (lambda a: a.__setitem__(3, True), "expected an int, found bool True"),
+    (lambda a: a.__setitem__(3, 2**31), "2147483648 does not fit int32"),
+    (lambda a: a.__setitem__(3, 0), "grid z = 0 from 'n': empty launch"),
+    (lambda a: a.__setitem__(0, [[1.0] * 64]), "expected a tensor"),
+    (lambda a: a.pop(), "takes 4 arguments"),
+])
+def test_changed_arguments_after_a_cached_launch_are_refused(fake, change, message):
+    art = Artifact(b"cubin", MANIFEST)
+    launch(art, good_args())
+    launch(art, good_args())
+    args = good_args()
+    change(args)
+    e = refused(art, args)
+    assert message in e.message
+    if "grid" not in message:
+        assert e.message == bind_message(args)
+    assert len(fake.launches) == 2
+
+
+def test_device_changes_are_refused(fake):
+    art = Artifact(b"cubin", MANIFEST)
+    args = good_args()
+    launch(art, args)
+    fake.devices[id(args[1])] = ("cpu", 0)
+    assert refused(art, args).message.endswith("the tensor is on the CPU; tkc kernels need CUDA "
+                                               "device memory (e.g. tensor.cuda())")
+    fake.devices[id(args[1])] = ("cuda", 1)
+    assert "on cuda:1, the arguments before it on cuda:0" in refused(art, args).message
+    fake.devices[id(args[0])] = ("cuda", 1)
+    launch(art, args)
+    assert [d for d, _, _, _ in fake.launches] == [0, 1]
+
+
+def test_unusual_scalars_take_the_full_checks_every_time(fake):
+    art = Artifact(b"cubin", MANIFEST)
+    for s in (np.float32(0.25), np.float64(-2.0), 4):
+        launch(art, good_args()[:2] + [s, np.int64(3)])
+    assert [v[6:] for _, _, _, v in fake.launches] == [[0.25, 3], [-2.0, 3], [4.0, 3]]
+    assert launcher(art).plans == {}  # an np.int64 grid scalar gives no key
+
+
+def test_plans_are_bounded(fake, monkeypatch):
+    monkeypatch.setattr(Launcher, "PLAN_LIMIT", 2)
+    art = Artifact(b"cubin", MANIFEST)
+    for n in (1, 2, 3, 1):
+        launch(art, good_args()[:3] + [n])
+    assert len(launcher(art).plans) <= 2
+    assert [g for _, g, _, _ in fake.launches] == [(1, 2, 1), (1, 2, 2), (1, 2, 3), (1, 2, 1)]
+
+
+def test_streams_and_tensor_map_slots(fake, monkeypatch):
+    monkeypatch.setattr("tkc.runtime.tensormap.encode", lambda a: a.address.to_bytes(8, "little") * 16)
+    m = dict(MANIFEST, tensor_maps=[{"param": 1, "name": "y", "dtype": "f16", "box": [16, 8],
+                                     "swizzle": "none"}])
+    art = Artifact(b"cubin", m)
+    args = good_args()
+    launch(art, args, stream=7)
+    launch(art, args, stream=7)
+    assert fake.cuda.state.last[8] == 7 and driver._streams[7] is fake.cuda.state.last[8]
+    frame = launcher(art).layout.frame()
+    assert frame.map_addresses[0] % 64 == 0
+    assert bytes(frame.params[-1]) == args[1].ctypes.data.to_bytes(8, "little") * 16
+    y2 = aligned((16, 24), np.float16)
+    launch(art, args[:1] + [y2] + args[2:])
+    assert bytes(frame.params[-1]) == y2.ctypes.data.to_bytes(8, "little") * 16
+
+
+# ---- torch tensors: the key is read from their attributes
+
+@pytest.fixture
+def torch_fake(fake):
+    return pytest.importorskip("torch")
+
+
+def test_torch_tensor_changes_are_refused(torch_fake, fake):
+    torch = torch_fake
+    art = Artifact(b"cubin", MANIFEST)
+    x, y = torch.ones(2, 32, 64), torch.ones(16, 24, dtype=torch.float16)
+    launch(art, [x, y, 0.5, 3])
+    launch(art, [x, y, 0.5, 3])
+    assert len(launcher(art).plans) == 1
+    assert fake.launches[-1][3] == [x.data_ptr(), 2, 32, y.data_ptr(), 16, 24, 0.5, 3]
+    cases = [
+        ([x.double(), y], "expected dtype f32, found float64"),
+        ([x, y[:, :16]], "expected a contiguous row-major tensor"),
+        ([x, torch.ones(16 * 24 + 1, dtype=torch.float16)[1:].view(16, 24)], "is not 16-byte aligned"),
+        ([x.to("meta"), y], "the tensor is in meta memory"),
+        ([x.view(2, 64, 32), y], "must be 64, found 32"),
+    ]
+    for tensors_, message in cases:
+        assert message in refused(art, tensors_ + [0.5, 3]).message
+    x.resize_(2, 32, 128)  # the same object, changed in place
+    assert "must be 64, found 128" in refused(art, [x, y, 0.5, 3]).message
+    x.resize_(2, 32, 64).as_strided_((2, 32, 64), (1, 128, 2))
+    assert "expected a contiguous row-major tensor" in refused(art, [x, y, 0.5, 3]).message
+    assert len(fake.launches) == 2
+
+
+# ---- the parameter frame
+
+def test_layout_aligns_each_parameter_and_the_maps():
+    layout = Layout(["u64", "u32", "u32", "f32", "u64", "i32"], maps=2)
+    assert layout.offsets == [0, 8, 12, 16, 24, 32]
+    assert layout.map_offsets == [64, 192] and layout.size == 320
+
+
+def test_frame_packs_what_ctypes_values_hold():
+    layout = Layout(["u64", "u32", "f32", "i32", "u64"], maps=1)
+    frame = layout.frame()
+    values = [0xDEAD_BEEF_0000, 96, 0.1, -7, 2**64 - 16]
+    params = frame.pack(values, [bytes(range(128))])
+    assert [v.value for v in params[:5]] == [0xDEAD_BEEF_0000, 96, ctypes.c_float(0.1).value, -7, 2**64 - 16]
+    assert bytes(params[5]) == bytes(range(128)) and ctypes.addressof(params[5]) % 64 == 0
+    array = (ctypes.c_void_p * 6).from_address(params.address)
+    assert list(array) == [ctypes.addressof(v) for v in params]
+
+
+def test_each_thread_has_its_own_frame():
+    layout = Layout(["u64"])
+    mine = layout.frame()
+    other = []
+    t = threading.Thread(target=lambda: other.append(layout.frame()))
+    t.start()
+    t.join()
+    assert layout.frame() is mine and other[0] is not mine
+    assert other[0].params.address != mine.params.address
+
+
+# ---- driver.launch against the fake bindings
+
+def test_driver_launch_sets_the_context_once_and_checks_results(monkeypatch):
+    cuda = bench.fake_cuda()
+    monkeypatch.setattr(driver, "_cuda", cuda)
+    monkeypatch.setattr(driver, "_contexts", {})
+    fn = driver.Function("m", "handle", 0)
+    values = [ctypes.c_uint64(5), ctypes.c_float(2.0)]
+    for _ in range(2):
+        driver.launch(fn, (4, 1, 1), (64, 1, 1), 0, 0, values)
+    assert cuda.state.set_current == 1 and int(cuda.state.current) == 1000
+    seen = cuda.state.last
+    assert seen[:9] == ("handle", 4, 1, 1, 64, 1, 1, 0, 0)
+    cuda.state.result = 700  # e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(TkcError, match="cuLaunchKernel failed: 700"):
+        driver.launch(fn, (4, 1, 1), (64, 1, 1), 0, 0, values)
+
+
+def test_cluster_configs_are_reused():
+    cuda = pytest.importorskip("cuda.bindings.driver")
+    old, driver._cuda = driver._cuda, cuda
+    try:
+        first = driver._cluster_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1))
+        assert driver._cluster_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)) is first
+        assert driver._cluster_config((8, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)).gridDimX == 8
+    finally:
+        driver._cuda = old
+
+
+# ---- Kernel.__call__ keeps its launcher
+
+def _kernel():
+    @tkc.kernel(warps=2, grid=lambda x, y, s, n: (x.r // 32, x.d, n))
+    def scale(x: tkc.gl("f32", 1, None, None, 64), y: tkc.gl("f16", 1, 1, None, None),
+              s: tkc.f32, n: tkc.i32):
+        pass
+    return scale
+
+
+def test_kernel_call_keeps_the_launcher(fake, monkeypatch):
+    k = _kernel()
+    k._artifact = Artifact(b"cubin", MANIFEST)  # as if built
+    k(*good_args())
+    kept = k._launcher
+    monkeypatch.setattr(type(k), "artifact_key", lambda self, *a: pytest.fail("key recomputed"))
+    k(*good_args())
+    assert k._launcher is kept and len(fake.launches) == 2
+    with pytest.raises(TkcError) as info:
+        line = sys._getframe().f_lineno + 1
+        k(*good_args()[:3])
+    assert info.value.message.startswith("kernel scale takes 4 arguments (x, y, s, n), got 3")
+    assert info.value.where.startswith(f"{__file__}:{line}")
+
+
+def test_bench_fake_path_restores_the_runtime():
+    before = (driver._cuda, tensors.view)
+    from tkc.runtime import args
+    view = args.view
+    with bench.fake_driver() as cuda:
+        launch(Artifact(b"cubin", MANIFEST), good_args())
+        assert cuda.state.launches == 1
+    assert (driver._cuda, args.view) == (before[0], view)
