@@ -4,7 +4,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels import attention_fwd, gemm, gemm_hopper
+from tkc.kernels import attention_fwd, gemm, gemm_hopper, gemm_pipelined
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -63,6 +63,21 @@ def test_gemm_hopper(out, m, n, k):
     assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
 
 
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+@pytest.mark.parametrize("m,n,k", [(128, 256, 256), (256, 512, 512), (1024, 1024, 1024),
+                                   (384, 768, 4096)])
+def test_gemm_pipelined(out, m, n, k):
+    kern = gemm_pipelined(out)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    dt = torch.bfloat16 if out == "bf16" else torch.float32
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
+    kern(a, b, c)
+    torch.cuda.synchronize()
+    assert not c.isnan().any()
+    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
+
+
 def test_gemm_hopper_rejects_awkward_shapes():
     kern = gemm_hopper("bf16")
     a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
@@ -70,6 +85,15 @@ def test_gemm_hopper_rejects_awkward_shapes():
     c = torch.empty(64, 200, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(TkcError, match="divisible|multiple"):
         kern(a, b, c)
+    for m, k in ((80, 64), (64, 96)):  # M not whole 64-row blocks, K not whole 64-wide steps
+        with pytest.raises(TkcError, match="divisible|multiple"):
+            kern(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                 torch.randn(k, 256, device="cuda", dtype=torch.bfloat16),
+                 torch.empty(m, 256, device="cuda", dtype=torch.bfloat16))
+    with pytest.raises(TkcError, match="divisible|multiple"):  # K = 320: 1.25 rounds of the ring
+        gemm_pipelined("bf16")(torch.randn(128, 320, device="cuda", dtype=torch.bfloat16),
+                               torch.randn(320, 256, device="cuda", dtype=torch.bfloat16),
+                               torch.empty(128, 256, device="cuda", dtype=torch.bfloat16))
     with pytest.raises(TkcError, match="N"):  # c's N differs from b's N
         kern(a, torch.randn(64, 256, device="cuda", dtype=torch.bfloat16),
              torch.empty(64, 512, device="cuda", dtype=torch.bfloat16))

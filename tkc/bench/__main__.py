@@ -24,9 +24,10 @@ def _rel_err(x, ref) -> float:
 
 def gemm_rows(quick: bool):
     import torch
-    from tkc.kernels import gemm, gemm_hopper
+    from tkc.kernels import gemm, gemm_hopper, gemm_pipelined
     sizes = [1024, 2048] if quick else [1024, 2048, 4096, 8192]
-    for k, n in ((k, n) for k in (gemm("bf16"), gemm_hopper("bf16")) for n in sizes):
+    kernels = (gemm("bf16"), gemm_hopper("bf16"), gemm_pipelined("bf16"))
+    for k, n in ((k, n) for k in kernels for n in sizes):
         a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
         c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)

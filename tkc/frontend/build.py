@@ -1,7 +1,7 @@
 """Trace a Kernel into a tile-IR module (needs MLIR; imported only to trace).
 
 The module holds one `func.func` with the kernel attributes of
-docs/tile-ir.md: tk.kernel, tk.warps, tk.grid, tk.arg_names, and tk.dim_names
+docs/tile-ir.md: tk.kernel, tk.warps, tk.grid, tk.arg_names, tk.dim_names and tk.divisible
 when a gl annotation names a dim. Arguments become handles: gl -> GLHandle,
 f32 -> F32, i32 -> Index (index_cast at entry, since i32 arguments size loops
 and coordinates).
@@ -33,6 +33,19 @@ def _attributes(kernel) -> dict:
     if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
         attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])
     return attrs
+
+
+def _divisible_attr(kernel, traced: dict):
+    """tk.divisible: the author's divisible= (by dim name) and the whole-tile
+    loops the trace saw ("a.c" keys); None when there are none."""
+    from math import lcm
+    merged = dict(kernel.divisible)
+    for ref, n in traced.items():
+        merged[ref] = lcm(merged.get(ref, 1), n)
+    if not merged:
+        return None
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in sorted(merged.items())})
 
 
 def _handles(params, args):
@@ -69,6 +82,9 @@ def trace_kernel(kernel) -> ir.Module:
             state.flush()
             with ir.InsertionPoint(entry):
                 func.ReturnOp([])
+        divisible = _divisible_attr(kernel, state.divisible)
+        if divisible is not None:
+            f.attributes["tk.divisible"] = divisible
     _verify(module, kernel)
     return module
 

@@ -77,6 +77,9 @@ class range:
         if stop is None:
             start, stop = 0, start
         self.bounds = [as_index(x, "tkc.range bound") for x in (start, stop, step)]
+        whole = getattr(self.bounds[1], "whole_tiles", None)
+        if whole:  # `range(x.c // 64)` walks whole tiles: x.c must be a multiple of 64
+            current().require_divisible(*whole)
         if self.bounds[2].const is not None and self.bounds[2].const <= 0:
             raise fail(f"tkc.range step must be positive, got {self.bounds[2].const}")
         self.frame, self.pos = _here()

@@ -69,13 +69,15 @@ def _closure(fn) -> dict:
 class Kernel:
     """A ThunderKittens-style kernel written in Python (see tkc.kernel)."""
 
-    def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None):
+    def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
+                 divisible: dict | None = None):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
             raise TkcError(f"warps must be a positive int, got {warps!r}", _where_def(fn))
         if grid is not None and not callable(grid):
             raise TkcError("grid must be a lambda over the kernel's arguments", _where_def(fn))
+        self.divisible = _check_divisible(divisible, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self.name = name or fn.__name__
         self.__doc__ = fn.__doc__
@@ -146,6 +148,7 @@ class Kernel:
                 consts.update(_constants(f))
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
+            "divisible": self.divisible,
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -206,11 +209,28 @@ class Kernel:
                            f"({', '.join(self.params)}), got {len(args)}", author_where())
 
 
-def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None):
-    """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare)."""
+def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
+           divisible: dict | None = None):
+    """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
+
+    divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
+    launch (on top of what the kernel's tile accesses require), e.g. for a K
+    loop unrolled by pipeline stages."""
+    opts = dict(warps=warps, grid=grid, name=name, divisible=divisible)
     if fn is not None:
-        return Kernel(fn, warps=warps, grid=grid, name=name)
-    return lambda f: Kernel(f, warps=warps, grid=grid, name=name)
+        return Kernel(fn, **opts)
+    return lambda f: Kernel(f, **opts)
+
+
+def _check_divisible(divisible, fn) -> dict[str, int]:
+    if divisible is None:
+        return {}
+    if not isinstance(divisible, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v > 0
+            for k, v in divisible.items()):
+        raise TkcError(f"divisible must map dim names to positive ints, got {divisible!r}",
+                       _where_def(fn))
+    return dict(divisible)
 
 
 # -------------------------------------------------------------- key helpers

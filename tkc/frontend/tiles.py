@@ -271,7 +271,9 @@ class GLHandle(Traced):
             return Index(const=size)
         from ..dialect import ops as tk
         with emitting():
-            return Index(tk.dim(self._value, axis))
+            idx = Index(tk.dim(self._value, axis))
+        idx.gl_dim = f"{self.name}.{axis}"  # so `tkc.range(x.c // 64)` can require x.c % 64 == 0
+        return idx
 
     b = property(lambda self: self._dim("b"))
     d = property(lambda self: self._dim("d"))

@@ -103,6 +103,11 @@ class TraceState:
         self._handle_ids = set()
         self.pending_if = None     # an if_ whose else_ may still follow
         self.poisoned: TkcError | None = None
+        self.divisible: dict[str, int] = {}  # "a.c" -> multiple, from loops over whole tiles
+
+    def require_divisible(self, ref: str, n: int) -> None:
+        from math import lcm
+        self.divisible[ref] = lcm(self.divisible.get(ref, 1), n)
 
     # -- insertion points and scopes
     def push(self, block, kind: str, where: str) -> Scope:

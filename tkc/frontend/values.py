@@ -164,7 +164,11 @@ class Index(Scalar):
         return self._binary(o, operator.mul, "mul", reverse=True)
 
     def __floordiv__(self, o):
-        return self._binary(o, operator.floordiv, "floordiv")
+        out = self._binary(o, operator.floordiv, "floordiv")
+        src = getattr(self, "gl_dim", None)
+        if src and isinstance(o, int) and not isinstance(o, bool) and o > 1 and out is not self:
+            out.whole_tiles = (src, o)  # counts whole tiles of a gl dim (see tkc.range)
+        return out
 
     def __rfloordiv__(self, o):
         return self._binary(o, operator.floordiv, "floordiv", reverse=True)

@@ -81,7 +81,19 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
             if t == "i32":
                 env[name] = arr
         values.append(arr)
+    _divisible(sig, values)
     return values, env
+
+
+def _divisible(sig, values) -> None:
+    """Each gl dim a multiple of what the kernel's tiles need (as at launch:
+    the manifest's `divisible`), so a ragged shape is refused, not cut short."""
+    from ..lowering.requirements import divisible
+    for i, div in divisible(sig.func).items():
+        for axis, n, d in zip("bdrc", values[i].shape, div):
+            if n % d:
+                raise error(sig.func, f"argument '{sig.arg_names[i]}': dim {axis} = {n} is not a "
+                                      f"multiple of {d} (the kernel works on whole tiles)")
 
 
 def _bind_gl(sig, name: str, t: GL, a) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .attention import attention_fwd
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
+from .gemm_pipelined import gemm_pipelined
 
 
 def library():
@@ -17,6 +18,8 @@ def library():
         gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2),
         gemm_hopper("bf16"),
         gemm_hopper("f32"),
+        gemm_pipelined("bf16"),
+        gemm_pipelined("f32"),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
     ]

@@ -4,7 +4,8 @@ Global accesses are not bounds-checked in the kernel, so each gl dim must be
 a multiple of every tile extent the kernel reads or writes it with. A tile
 rt/st<R, C> at coordinate (b, d, r, c) covers rows r*R.. and cols c*C.., so
 it needs r % R == 0 and c % C == 0; a vector rv/sv<L> needs c % L == 0.
-Dims named alike (tk.dim_names) have one size, so they share one requirement.
+Dims named alike (tk.dim_names) have one size, so they share one requirement;
+tk.divisible adds the author's own (e.g. a K loop unrolled by stages).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from math import lcm
 
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
-from ..passes.verify import dim_names
+from ..passes.verify import declared_divisible, dim_names, gl_arg_names
 from ..dialect import walk
 
 # op name -> (operand index of the gl, how to find the tile's type)
@@ -22,6 +23,10 @@ _ACCESSES = {
     "tk.group_load": (1, lambda op: op.operands[0].type),
     "tk.group_store": (0, lambda op: op.operands[1].type),
 }
+# TMA accesses add no requirement: TMA zero-fills past the end on load and
+# clips on store, so a kernel with a cdiv grid handles ragged edges. Whole
+# tiles are required where the kernel counts them by floor division instead:
+# a grid `a.r // 64`, or a loop `tkc.range(a.c // 64)` (tk.divisible "a.c").
 
 
 def divisible(func_op) -> dict[int, list[int]]:
@@ -38,13 +43,42 @@ def divisible(func_op) -> dict[int, list[int]]:
         index = _arg_index(inner, inner.operands[access[0]], args)
         for dim, extent in enumerate(_extents(view(access[1](inner)))):
             out[index][dim] = lcm(out[index][dim], extent)
-    _unify(out, dim_names(op))
+    declared = declared_divisible(op)
+    for ref, n in (*declared.items(), *_grid_divisors(op)):
+        arg, _, axis = ref.partition(".")
+        if axis:  # "a.c": one argument's dim
+            i = gl_arg_names(op)[arg]
+            out[i]["bdrc".index(axis)] = lcm(out[i]["bdrc".index(axis)], n)
+    _unify(out, dim_names(op), {k: v for k, v in declared.items() if "." not in k})
     return out
 
 
-def _unify(div: dict[int, list[int]], names: list[list]) -> None:
-    """Every dim named N gets the LCM over all dims named N."""
-    by_name: dict[str, int] = {}
+def _grid_divisors(op) -> list[tuple[str, int]]:
+    """("a.c", 64) for each `a.c // 64` in tk.grid: a grid of whole blocks
+    leaves a remainder unprocessed, so the dim must be a multiple."""
+    import ast
+    if "tk.grid" not in op.attributes:
+        return []
+    found = []
+    for expr in op.attributes["tk.grid"]:
+        try:
+            tree = ast.parse(expr.value, mode="eval")
+        except SyntaxError:
+            continue  # the runtime reports a bad grid expression
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv)
+                    and isinstance(node.left, ast.Attribute) and isinstance(node.left.value, ast.Name)
+                    and node.left.attr in ("b", "d", "r", "c")
+                    and isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)
+                    and node.right.value > 0 and node.left.value.id in gl_arg_names(op)):
+                found.append((f"{node.left.value.id}.{node.left.attr}", node.right.value))
+    return found
+
+
+def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int]) -> None:
+    """Every dim named N gets the LCM over all dims named N (and the multiple
+    the kernel declares for N: tkc.kernel(divisible={"K": 256}))."""
+    by_name: dict[str, int] = dict(declared)
     for i, dims in div.items():
         for axis, n in enumerate(names[i]):
             if n is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
-from ..diagnostics import TkcErrors, error, where
+from ..diagnostics import TkcError, TkcErrors, error, where
 from ..dtypes import itemsize
 from .registry import register
 
@@ -129,6 +129,8 @@ def _check_kernel(fn):
             yield "", f"{name}: tk.arg_names must be distinct, got {names}"
     if "tk.dim_names" in attrs:
         yield from (("", m) for m in _check_dim_names(name, attrs["tk.dim_names"], args))
+    if "tk.divisible" in attrs:
+        yield from (("", m) for m in _check_divisible(name, attrs["tk.divisible"], fn))
     for i, arg in enumerate(args):
         if not (isinstance(_safe_view(arg), GL) or str(arg.type) in SCALAR_ARGS):
             yield where(arg.location), (f"{name}: argument {i} must be a !tk.gl, f32 or i32, "
@@ -159,6 +161,49 @@ def _check_dim_names(name, attr, args):
             if dim_name.value and size != DYN:
                 yield (f"{name}: argument {i} dim {axis} is static ({size}) but named "
                        f"{dim_name.value!r}: names are for runtime dims")
+
+
+def _check_divisible(name, attr, kernel):
+    """tk.divisible: {key = positive int}; a key is a dim name of tk.dim_names
+    ("K") or an argument's dim ("a.c", the grid language's spelling)."""
+    from mlir import ir
+    if not isinstance(attr, ir.DictAttr):
+        yield f"{name}: tk.divisible must be a dictionary {{name = multiple}}, got {attr}"
+        return
+    known = {n for dims in _dim_names_or_none(kernel) for n in dims if n}
+    known |= {f"{a}.{axis}" for a in gl_arg_names(kernel) for axis in "bdrc"}
+    for entry in attr:
+        if not _positive_int(entry.attr):
+            yield f"{name}: tk.divisible[{entry.name}] must be a positive integer, got {entry.attr}"
+        if entry.name not in known:
+            yield (f"{name}: tk.divisible names {entry.name!r}, which is neither a dim name "
+                   "nor a gl argument's dim (like a.c)")
+
+
+def gl_arg_names(kernel) -> dict[str, int]:
+    """{name: argument index} of a kernel's gl arguments (tk.arg_names or argN)."""
+    args = kernel.regions[0].blocks[0].arguments
+    attr = kernel.attributes["tk.arg_names"] if "tk.arg_names" in kernel.attributes else None
+    names = [a.value for a in attr] if attr is not None and len(attr) == len(args) \
+        else [f"arg{i}" for i in range(len(args))]
+    return {n: i for i, (n, a) in enumerate(zip(names, args)) if isinstance(_safe_view(a), GL)}
+
+
+def _dim_names_or_none(kernel):
+    try:
+        return dim_names(kernel)
+    except TkcError:
+        return []  # reported by _check_dim_names
+
+
+def declared_divisible(kernel) -> dict[str, int]:
+    """tk.divisible as {dim name: multiple} ({} without it)."""
+    if "tk.divisible" not in kernel.attributes:
+        return {}
+    name = f"kernel @{kernel.attributes['sym_name'].value}"
+    for message in _check_divisible(name, kernel.attributes["tk.divisible"], kernel):
+        raise error(kernel, message)
+    return {e.name: e.attr.value for e in kernel.attributes["tk.divisible"]}
 
 
 def dim_names(kernel) -> list[list[str | None]]:
