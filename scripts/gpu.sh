@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-python3 -m pytest -q -rs -m gpu -p no:cacheprovider test/gpu 2>&1 | tee "$OUT/gpu-tests.log"
-python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+# time limits: a kernel that deadlocks on a barrier must not eat the session
+timeout 300 python3 -m pytest -q -rs -m gpu -p no:cacheprovider test/gpu 2>&1 | tee "$OUT/gpu-tests.log"
+timeout 300 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+timeout 60 python3 bench/launch_overhead.py 2>&1 | tee "$OUT/launch.log"
 if [ -z "${NO_NCU:-}" ]; then
   M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
