@@ -14,10 +14,7 @@ def rel_err(x, ref):
     return float((x.double() - ref.double()).norm() / ref.double().norm())
 
 
-@pytest.mark.parametrize("out", ["bf16", "f32"])
-@pytest.mark.parametrize("m,n,k", [(128, 128, 32), (256, 384, 96), (1024, 512, 2048), (384, 1152, 160)])
-def test_gemm(out, m, n, k):
-    kern = gemm(out)
+def check_gemm(kern, out, m, n, k):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     dt = torch.bfloat16 if out == "bf16" else torch.float32
@@ -26,6 +23,21 @@ def test_gemm(out, m, n, k):
     torch.cuda.synchronize()
     assert not c.isnan().any()
     assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
+
+
+# Shapes: the smallest legal one, several blocks each way, long K, and odd block counts.
+GEMMS = {
+    "warp": (gemm, [(128, 128, 32), (256, 384, 96), (1024, 512, 2048), (384, 1152, 160)]),
+    "hopper": (gemm_hopper, [(64, 256, 64), (128, 512, 192), (1024, 1024, 1024), (192, 768, 4096)]),
+    "pipelined": (gemm_pipelined, [(128, 256, 256), (256, 512, 512), (1024, 1024, 1024),
+                                   (384, 768, 4096)]),
+}
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+@pytest.mark.parametrize("which,shape", [(w, sh) for w, (_, shapes) in GEMMS.items() for sh in shapes])
+def test_gemm(which, shape, out):
+    check_gemm(GEMMS[which][0](out), out, *shape)
 
 
 def test_gemm_small_tiles():
@@ -46,36 +58,6 @@ def test_gemm_rejects_awkward_shapes():
         kern(a, b, c)
     with pytest.raises(TkcError, match="dtype|bf16"):
         kern(a.float(), b, c)
-
-
-@pytest.mark.parametrize("out", ["bf16", "f32"])
-@pytest.mark.parametrize("m,n,k", [(64, 256, 64), (128, 512, 192), (1024, 1024, 1024),
-                                   (192, 768, 4096)])
-def test_gemm_hopper(out, m, n, k):
-    kern = gemm_hopper(out)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    dt = torch.bfloat16 if out == "bf16" else torch.float32
-    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-    kern(a, b, c)
-    torch.cuda.synchronize()
-    assert not c.isnan().any()
-    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
-
-
-@pytest.mark.parametrize("out", ["bf16", "f32"])
-@pytest.mark.parametrize("m,n,k", [(128, 256, 256), (256, 512, 512), (1024, 1024, 1024),
-                                   (384, 768, 4096)])
-def test_gemm_pipelined(out, m, n, k):
-    kern = gemm_pipelined(out)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    dt = torch.bfloat16 if out == "bf16" else torch.float32
-    c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
-    kern(a, b, c)
-    torch.cuda.synchronize()
-    assert not c.isnan().any()
-    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
 
 
 def test_gemm_hopper_rejects_awkward_shapes():

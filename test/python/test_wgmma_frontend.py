@@ -206,20 +206,6 @@ def test_ptxas_ignoring_setmaxnreg_is_an_error(compiled):
         ptxas(ptx)
 
 
-def _cuobjdump():
-    """cuobjdump from PATH (CUDA toolkit), else from PyPI's nvidia-cuda-cuobjdump."""
-    import glob
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    try:
-        import nvidia
-    except ImportError:
-        return None
-    hits = [h for p in nvidia.__path__ for h in glob.glob(f"{p}/*/bin/cuobjdump")]
-    return hits[0] if hits else None
-
-
 @tkc.kernel(warps=8)
 def greedy_producer(b: gl(bf16, 1, 1, 64, 64), c: gl(f32, 1, 1, 128, 64)):
     """Both warpgroups run the mma after the branch: 40 registers cannot hold it."""
@@ -240,16 +226,12 @@ def test_a_decrease_below_what_the_code_needs_is_an_error(compiled):
         compile_kernel(greedy_producer.trace())
 
 
-def test_sass_has_hgmma(compiled, tmp_path):
+def test_sass_has_hgmma(compiled):
     """The cubin's SASS runs the tensor cores' warpgroup instruction."""
-    import subprocess
-    tool = _cuobjdump()
-    if tool is None:
+    from tkc.sass import cuobjdump, disassemble
+    if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    path = tmp_path / "k.cubin"
-    path.write_bytes(compiled["abt_two_warpgroups"].cubin)
-    sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True).stdout
-    assert "HGMMA.64x128x16.F32.BF16" in sass
+    assert "HGMMA.64x128x16.F32.BF16" in disassemble(compiled["abt_two_warpgroups"].cubin)
 
 
 # ---------------------------------------------------------------- located errors
