@@ -4,7 +4,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels import attention_fwd, gemm, gemm_hopper, gemm_pipelined
+from tkc.kernels import attention_fwd, attention_hopper, gemm, gemm_hopper, gemm_pipelined
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -81,10 +81,16 @@ def test_gemm_hopper_rejects_awkward_shapes():
              torch.empty(64, 512, device="cuda", dtype=torch.bfloat16))
 
 
-@pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])
-@pytest.mark.parametrize("B,H,N", [(1, 1, 64), (2, 3, 256), (1, 2, 1024)])
-def test_attention(D, kvsub, B, H, N):
-    kern = attention_fwd(D, KV_SUB=kvsub)
+ATTENTION = {"fig1-d64": lambda: attention_fwd(64, KV_SUB=32),
+             "fig1-d128": lambda: attention_fwd(128, KV_SUB=16),
+             "hopper-d64": lambda: attention_hopper(64), "hopper-d128": lambda: attention_hopper(128)}
+
+
+@pytest.mark.parametrize("which", list(ATTENTION))
+@pytest.mark.parametrize("B,H,N", [(1, 1, 128), (2, 3, 256), (1, 2, 1024)])
+def test_attention(which, B, H, N):
+    kern = ATTENTION[which]()
+    D = int(which.rsplit("d", 1)[1])
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(D)
@@ -93,3 +99,9 @@ def test_attention(D, kvsub, B, H, N):
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=scale)
     assert not o.isnan().any()
     assert rel_err(o, ref) < 1e-2
+
+
+def test_attention_rejects_ragged_sequences():
+    q = torch.randn(1, 1, 192, 64, device="cuda", dtype=torch.bfloat16)  # 1.5 KV rounds of 128
+    with pytest.raises(TkcError, match="divisible|multiple"):
+        attention_hopper(64)(q, q, q, torch.empty_like(q), 0.125)

@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from tkc.kernels import attention_fwd, gemm, gemm_hopper, gemm_pipelined, library, reference
+from tkc.kernels import (attention_fwd, attention_hopper, gemm, gemm_hopper, gemm_pipelined,
+                         library, reference)
 from tkc.kernels.reference import round_bf16
 
 
@@ -79,6 +80,21 @@ def test_attention_interpreted(D, kvsub):
     rng = np.random.default_rng(D)
     kern = attention_fwd(D, KV_SUB=kvsub)
     B, H, N = 1, 2, 128
+    q, k, v = (round_bf16(rng.standard_normal((B, H, N, D))) for _ in range(3))
+    o = np.full((B, H, N, D), np.nan, dtype=np.float32)
+    scale = 1.0 / math.sqrt(D)
+    kern.interpret(q, k, v, o, scale)
+    assert not np.isnan(o).any()
+    assert rel_err(o, reference.attention(q, k, v, scale)) < 1e-2
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_attention_hopper_interpreted(D):
+    """TMA ring of 2 stages over 4 KV tiles (both barrier phases), wgmma for
+    S = Q K^T and O += P V, two query blocks and two heads."""
+    rng = np.random.default_rng(D + 1)
+    kern = attention_hopper(D)
+    B, H, N = 1, 2, 256
     q, k, v = (round_bf16(rng.standard_normal((B, H, N, D))) for _ in range(3))
     o = np.full((B, H, N, D), np.nan, dtype=np.float32)
     scale = 1.0 / math.sqrt(D)

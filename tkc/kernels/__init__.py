@@ -6,6 +6,7 @@ time (and that the GPU tests and benchmarks run from the cache).
 from __future__ import annotations
 
 from .attention import attention_fwd
+from .attention_hopper import attention_hopper
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
 from .gemm_pipelined import gemm_pipelined
@@ -22,4 +23,6 @@ def library():
         gemm_pipelined("f32"),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
+        attention_hopper(64),
+        attention_hopper(128),
     ]
