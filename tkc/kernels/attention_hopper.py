@@ -1,9 +1,9 @@
 """Attention forward on Hopper: TMA and warpgroup wgmma, online softmax.
 
 O = softmax(Q K^T * scale) V, Q, K, V, O of shape (batch, heads, n, D).
-One warpgroup (4 warps) per block owns 64 query rows. Q arrives by TMA once;
-K and V tiles of KV rows stream through a 2-stage ring, loaded by TMA one
-tile ahead of the math. Per KV tile: S = Q K^T (wgmma, both operands in
+A block has WG warpgroups, each owning 64 query rows (its own Q tile); they
+share the K and V tiles, which stream through a 2-stage ring, loaded by TMA
+one tile ahead of the math. Q arrives by TMA once. Per KV tile: S = Q K^T (wgmma, both operands in
 shared memory), the online softmax on S in registers (each warp its 16
 rows, exp2 with the scale folded into log2(e)), then O += P V (wgmma with
 P from registers). The KV loop is unrolled by the 2 stages at trace time,
@@ -20,24 +20,26 @@ from tkc.ops import exp2, mul_row, neg_infty, row_max, row_sum, sub_row, zero, d
 LOG2E = math.log2(math.e)
 
 
-def attention_hopper(D: int = 64, KV: int = 64):
-    QROWS, STAGES = 64, 2
+def attention_hopper(D: int = 64, KV: int = 64, WG: int = 2):
+    STAGES = 2
+    QROWS = 64 * WG
 
-    @tkc.kernel(name=f"attn_hopper_d{D}_kv{KV}", warps=4,
+    @tkc.kernel(name=f"attn_hopper_d{D}_kv{KV}_wg{WG}", warps=4 * WG,
                 grid=lambda q, k, v, o, scale: (q.r // QROWS, q.d, q.b))
     def attn(q: gl(bf16, "B", "H", "N", D), k: gl(bf16, "B", "H", "N", D),
              v: gl(bf16, "B", "H", "N", D), o: gl(bf16, "B", "H", "N", D), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        w = tkc.warpid()
-        q_s = st(bf16, QROWS, D)
+        w, g = tkc.warpid(), tkc.warpgroupid()
+        q_s = [st(bf16, 64, D) for _ in range(WG)]
         k_s = [st(bf16, KV, D) for _ in range(STAGES)]
         v_s = [st(bf16, KV, D) for _ in range(STAGES)]
         q_bar = tkc.barrier()
         full = [tkc.barrier() for _ in range(STAGES)]
         n_kv = k.r // KV
         with tkc.if_(w == 0):  # Q, and the first K/V tile into stage 0
-            tma.expect(q_bar, q_s)
-            tma.load_async(q_s, q, (b, h, qb, 0), q_bar)
+            tma.expect(q_bar, *q_s)
+            for i in range(WG):
+                tma.load_async(q_s[i], q, (b, h, qb * WG + i, 0), q_bar)
             tma.expect(full[0], k_s[0], v_s[0])
             tma.load_async(k_s[0], k, (b, h, 0, 0), full[0])
             tma.load_async(v_s[0], v, (b, h, 0, 0), full[0])
@@ -57,8 +59,7 @@ def attention_hopper(D: int = 64, KV: int = 64):
                         tma.load_async(k_s[nxt], k, (b, h, j + 1, 0), full[nxt])
                         tma.load_async(v_s[nxt], v, (b, h, j + 1, 0), full[nxt])
                 tkc.wait(full[s], jr % 2)
-                att = warpgroup.mma_ABt(q_s, k_s[s], zero(rt(f32, 16, KV)))
-                warpgroup.mma_async_wait(att)
+                att = _scores(g, q_s, k_s[s], zero(rt(f32, 16, KV)))
                 att = att * c
                 m_prev = m
                 m = row_max(att, init=m)
@@ -69,6 +70,21 @@ def attention_hopper(D: int = 64, KV: int = 64):
                 warpgroup.mma_AB(o_r, att.to(bf16), v_s[s])
                 warpgroup.mma_async_wait(o_r)
         o_r = div_row(o_r, l)
-        warpgroup.store(o, o_r.to(bf16), (b, h, qb, 0))
+        warpgroup.store(o, o_r.to(bf16), (b, h, qb * WG + g, 0))
 
     return attn
+
+
+def _scores(g, q_s, k_s, att):
+    """S = Q K^T for warpgroup g, whose Q tile is q_s[g] (a warpgroup id picks
+    a tile only through a branch; the wait stays inside it, so no in-flight
+    accumulator crosses the branch)."""
+    if len(q_s) == 1:
+        warpgroup.mma_ABt(att, q_s[0], k_s)
+        return warpgroup.mma_async_wait(att)
+    with tkc.if_(g == 0):
+        warpgroup.mma_ABt(att, q_s[0], k_s)
+        warpgroup.mma_async_wait(att)
+    with tkc.else_():
+        _scores(g - 1, q_s[1:], k_s, att)
+    return att
