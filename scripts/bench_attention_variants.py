@@ -5,7 +5,7 @@ import sys
 
 from tkc.kernels import attention_hopper
 
-VARIANTS = [attention_hopper(64, 64, 1), attention_hopper(64, 64, 2), attention_hopper(64, 128, 2),
+KERNELS = [attention_hopper(64, 64, 1), attention_hopper(64, 64, 2), attention_hopper(64, 128, 2),
             attention_hopper(128, 64, 1), attention_hopper(128, 64, 2)]
 
 
@@ -15,7 +15,7 @@ def main():
     from torch.nn.functional import scaled_dot_product_attention as sdpa
     from tkc.bench.timing import bench, tflops
     for B, H, N in ((16, 16, 1024), (8, 16, 4096)):
-        for k in VARIANTS:
+        for k in KERNELS:
             D = 64 if "_d64_" in k.name else 128
             q, kk, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
             o = torch.empty_like(q)
