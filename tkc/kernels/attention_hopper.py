@@ -3,7 +3,11 @@
 O = softmax(Q K^T * scale) V, Q, K, V, O of shape (batch, heads, n, D).
 A block has WG warpgroups, each owning 64 query rows (its own Q tile); they
 share the K and V tiles, which stream through a 2-stage ring, loaded by TMA
-one tile ahead of the math. Q arrives by TMA once. Per KV tile: S = Q K^T (wgmma, both operands in
+one tile ahead of the math. Q arrives by TMA once. WG = 1 is the default:
+measured on the H100 (BENCHMARKS.md), two warpgroups sharing K/V ran 10-40%
+slower, since the per-tile block barrier couples them, while one-warpgroup
+blocks (41 KiB of shared memory at D = 64) fit several per SM and overlap
+one block's softmax with another's wgmma. Per KV tile: S = Q K^T (wgmma, both operands in
 shared memory), the online softmax on S in registers (each warp its 16
 rows, exp2 with the scale folded into log2(e)), then O += P V (wgmma with
 P from registers). The KV loop is unrolled by the 2 stages at trace time,
@@ -20,7 +24,7 @@ from tkc.ops import exp2, mul_row, neg_infty, row_max, row_sum, sub_row, zero, d
 LOG2E = math.log2(math.e)
 
 
-def attention_hopper(D: int = 64, KV: int = 64, WG: int = 2):
+def attention_hopper(D: int = 64, KV: int = 64, WG: int = 1):
     STAGES = 2
     QROWS = 64 * WG
 
