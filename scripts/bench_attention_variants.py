@@ -5,8 +5,8 @@ import sys
 
 from tkc.kernels import attention_hopper
 
-KERNELS = [attention_hopper(64, 64, 1), attention_hopper(64, 64, 2), attention_hopper(64, 128, 2),
-            attention_hopper(128, 64, 1), attention_hopper(128, 64, 2)]
+KERNELS = [attention_hopper(64, 64, 1), attention_hopper(64, 128, 1), attention_hopper(64, 64, 2),
+           attention_hopper(128, 64, 1), attention_hopper(128, 128, 1), attention_hopper(128, 64, 2)]
 
 
 def main():
