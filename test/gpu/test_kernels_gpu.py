@@ -81,16 +81,21 @@ def test_gemm_hopper_rejects_awkward_shapes():
              torch.empty(64, 512, device="cuda", dtype=torch.bfloat16))
 
 
-ATTENTION = {"fig1-d64": lambda: attention_fwd(64, KV_SUB=32),
-             "fig1-d128": lambda: attention_fwd(128, KV_SUB=16),
-             "hopper-d64": lambda: attention_hopper(64), "hopper-d128": lambda: attention_hopper(128)}
+ATTENTION = {  # name: (head dim, kernel factory)
+    "fig1-d64": (64, lambda: attention_fwd(64, KV_SUB=32)),
+    "fig1-d128": (128, lambda: attention_fwd(128, KV_SUB=16)),
+    "hopper-d64-kv64": (64, lambda: attention_hopper(64, KV=64)),
+    "hopper-d64-kv128": (64, lambda: attention_hopper(64, KV=128)),
+    "hopper-d128-kv64": (128, lambda: attention_hopper(128, KV=64)),
+    "hopper-d64-wg2": (64, lambda: attention_hopper(64, KV=64, WG=2)),
+}
 
 
 @pytest.mark.parametrize("which", list(ATTENTION))
-@pytest.mark.parametrize("B,H,N", [(1, 1, 128), (2, 3, 256), (1, 2, 1024)])
+@pytest.mark.parametrize("B,H,N", [(1, 1, 256), (2, 3, 512), (1, 2, 1024)])
 def test_attention(which, B, H, N):
-    kern = ATTENTION[which]()
-    D = int(which.rsplit("d", 1)[1])
+    D, make = ATTENTION[which]
+    kern = make()
     q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     scale = 1.0 / math.sqrt(D)
@@ -102,6 +107,6 @@ def test_attention(which, B, H, N):
 
 
 def test_attention_rejects_ragged_sequences():
-    q = torch.randn(1, 1, 192, 64, device="cuda", dtype=torch.bfloat16)  # 1.5 KV rounds of 128
+    q = torch.randn(1, 1, 320, 64, device="cuda", dtype=torch.bfloat16)  # 1.25 KV rounds of 256
     with pytest.raises(TkcError, match="divisible|multiple"):
-        attention_hopper(64)(q, q, q, torch.empty_like(q), 0.125)
+        attention_hopper(64, KV=128)(q, q, q, torch.empty_like(q), 0.125)

@@ -48,8 +48,8 @@ def attention_rows(quick: bool):
     from torch.nn.functional import scaled_dot_product_attention as sdpa
     from tkc.kernels import attention_fwd, attention_hopper
     configs = [(16, 16, 1024), (8, 16, 4096)] if not quick else [(4, 8, 1024)]
-    kernels = [(64, attention_fwd(64, KV_SUB=32)), (64, attention_hopper(64)),
-               (128, attention_fwd(128, KV_SUB=16)), (128, attention_hopper(128))]
+    kernels = [(64, attention_fwd(64, KV_SUB=32)), (64, attention_hopper(64, KV=128)),
+               (128, attention_fwd(128, KV_SUB=16)), (128, attention_hopper(128, KV=64))]
     for D, k in kernels:
         for B, H, N in configs:
             q, kk, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
