@@ -13,6 +13,10 @@ A warp blocked in tk.wait yields a `Waiting` to the scheduler (machine.py),
 which runs other warps until it is satisfied, or reports a deadlock when no
 warp can move. TMA copies happen when issued and deliver their bytes at once;
 out-of-bounds elements read as zero and are not written, as with TMA.
+
+For race detection (races.py) a barrier carries a `PhaseClock`: arrivals and
+TMA deliveries release into the current phase, a passed tk.wait acquires
+what the completed phases released.
 """
 from __future__ import annotations
 
@@ -30,15 +34,18 @@ F32 = np.float32
 class BarrierState:
     """One mbarrier: per phase `count` arrivals and a transaction count."""
 
-    def __init__(self):
+    def __init__(self, clock=None):
         self.count = 0        # arrivals per phase (0: not initialised)
         self.pending = 0      # arrivals still missing in the current phase
         self.tx = 0           # bytes expected minus bytes delivered, this phase
         self.phase = 0        # phases completed so far
+        self.clock = clock    # races.PhaseClock, or None without race checks
 
     def init(self, count: int) -> None:
         self.count = self.pending = count
         self.tx = self.phase = 0
+        if self.clock is not None:
+            self.clock.acc[:] = 0
 
     def check(self, op) -> None:
         if not self.count:
@@ -66,6 +73,8 @@ class BarrierState:
         if self.pending == 0 and self.tx == 0:
             self.phase += 1
             self.pending = self.count
+            if self.clock is not None:
+                self.clock.complete()
 
     def passed(self, parity: int) -> bool:
         """try_wait.parity: the phase of this parity has completed."""
@@ -108,7 +117,8 @@ def alloc_barrier(c, op):
     def step(env, w):
         bar = w.block.shared.get(out)
         if bar is None:
-            bar = w.block.shared[out] = BarrierState()
+            races = w.block.races
+            bar = w.block.shared[out] = BarrierState(races and races.phase_clock())
         env[out] = bar
     return step
 
@@ -131,8 +141,16 @@ def _arrive(c, op):
     _expect(count > 0, op, f"count must be positive, got {count}")
 
     def step(env, w):
+        _release(w, env[bar])
         env[bar].arrive(op, count)
     return step
+
+
+def _release(w, bar: BarrierState) -> None:
+    """The arrival releases the warp's history into the barrier's phase (before
+    the arrival, which may complete the phase)."""
+    if w.block.races is not None and bar.clock is not None:
+        w.block.races.release(w.warpid, bar.clock)
 
 
 @handler("tk.expect_bytes")
@@ -141,6 +159,7 @@ def _expect_bytes(c, op):
     _expect(nbytes > 0, op, f"bytes must be positive, got {nbytes}")
 
     def step(env, w):
+        _release(w, env[bar])
         env[bar].expect(op, nbytes)
     return step
 
@@ -155,6 +174,8 @@ def _wait(c, op):
         waiting = Waiting(op, state, env[phase] % 2)
         while not waiting.ready():
             yield waiting
+        if w.block.races is not None and state.clock is not None:
+            w.block.races.acquire(w.warpid, state.clock)
     return Step(step, op, gen=True)
 
 
@@ -206,8 +227,13 @@ def _tma_load(c, op):
         parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
         if parts is not None:
             tile[parts[1]] = arr[parts[0]].astype(F32)
+        barrier, races = env[bar], w.block.races
+        if races is not None:  # written by the warp's TMA agent, seen through the barrier
+            races.tma_write(w.warpid, env[dst], op)
+            if barrier.clock is not None:
+                races.deliver(w.warpid, barrier.clock)
         env[dst][...] = rnd(tile)
-        env[bar].deliver(op, nbytes)  # the whole box counts, zero fill included
+        barrier.deliver(op, nbytes)  # the whole box counts, zero fill included
     return step
 
 
@@ -221,6 +247,8 @@ def _tma_store(c, op):
 
     def step(env, w):
         arr = env[dst]
+        if w.block.races is not None:  # read at issue (the async window is not modelled)
+            w.block.races.read(w.warpid, env[src], (slice(None),), op)
         parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
         if parts is None:
             return

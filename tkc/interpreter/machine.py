@@ -7,6 +7,8 @@ scheduler steps each warp, in warp order, to its next barrier, checks that
 they all stopped at the same one (else a deadlock on the GPU), and only then
 lets them continue. A warp blocked on an mbarrier (tk.wait) yields too and
 is resumed once the phase completes (hopper.py). Deterministic, no threads.
+Since that order hides missing barriers, shared-memory accesses go through a
+race detector (races.py) that checks them against happens-before instead.
 """
 from __future__ import annotations
 
@@ -19,15 +21,23 @@ from . import ops, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
 from .program import Compiler, execute
+from .races import RaceTracker
 
 
 class BlockState:
     """What the warps of one block share."""
 
-    def __init__(self, idx: tuple, grid: tuple):
+    def __init__(self, idx: tuple, grid: tuple, warps: int = 1, races: bool = True):
         self.idx, self.grid = idx, grid
         self.shared: dict[int, np.ndarray] = {}  # alloc slot -> buffer
         self.groups: dict = {}  # (group op run) -> ops.GroupArrival
+        self.races = RaceTracker(warps) if races else None
+
+    def sync(self) -> None:
+        """Every live warp passed one tk.sync."""
+        self.check_groups()
+        if self.races is not None:
+            self.races.sync()
 
     def check_groups(self) -> None:
         """Every group op run since the last barrier was reached by its whole group."""
@@ -54,12 +64,14 @@ class Program:
         self.nslots = c.nslots
 
 
-def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None) -> None:
+def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None,
+        races: bool = True) -> None:
     """Interpret the tk kernel of `module` on numpy `args` (updated in place).
 
     module: tile IR (tk + arith + scf + func), before or after
     tk-layout-selection. args: one per kernel argument (see args.py).
     grid: blocks in (x, y, z) (1 to 3 ints); default: the kernel's tk.grid.
+    races: check shared-memory accesses for races (races.py).
     """
     sig = signature(find_kernel(module, kernel))
     values, env = bind(sig, list(args))
@@ -67,7 +79,7 @@ def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = N
     program = Program(sig)
     with np.errstate(all="ignore"):  # inf/NaN are values here, as on the GPU
         for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
-            run_block(program, values, (x, y, z), grid)
+            run_block(program, values, (x, y, z), grid, races)
 
 
 def _grid(sig, env) -> tuple:
@@ -85,8 +97,9 @@ def _check_grid(sig, grid) -> tuple:
     return grid + (1,) * (3 - len(grid))
 
 
-def run_block(program: Program, values: list, idx: tuple, grid: tuple) -> None:
-    block = BlockState(idx, grid)
+def run_block(program: Program, values: list, idx: tuple, grid: tuple,
+              races: bool = True) -> None:
+    block = BlockState(idx, grid, program.sig.warps, races)
     warps = []
     for w in range(program.sig.warps):
         env = [None] * program.nslots
@@ -125,7 +138,7 @@ def schedule(warps: list, block: BlockState) -> None:
         syncs = {w: at for w, at in stopped.items() if not isinstance(at, Waiting)}
         if stopped and len(syncs) == len(stopped):
             _check_barrier(syncs, done)
-            block.check_groups()
+            block.sync()
             stopped = dict.fromkeys(stopped)
         elif stopped and not moved:
             raise _deadlock(stopped, done)

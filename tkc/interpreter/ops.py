@@ -234,6 +234,8 @@ def _alloc(c, op):
         buf = w.block.shared.get(out)
         if buf is None:
             buf = w.block.shared[out] = np.full(shape, np.nan, F32)
+            if w.block.races is not None:
+                w.block.races.add_buffer(buf, t, op)
         env[out] = buf
     return step
 
@@ -300,10 +302,14 @@ def _load(c, op):
     _memory(op, mem_t, t, len(op.operands) - 1)
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
+    shared = not isinstance(mem_t, GL)
 
     def step(env, w):
         arr = env[src]
-        piece = arr[window(op, [env[i] for i in idx], mem_t, shape, arr.shape)]
+        ix = window(op, [env[i] for i in idx], mem_t, shape, arr.shape)
+        if shared and w.block.races is not None:
+            w.block.races.read(w.warpid, arr, ix, op)
+        piece = arr[ix]
         # astype copies (registers never alias memory); a gl array may hold
         # values its dtype cannot (a float32 array for bf16): round them.
         env[out] = rnd(rnd_mem(piece.astype(F32)))
@@ -316,10 +322,14 @@ def _store(c, op):
     _memory(op, mem_t, t, len(op.operands) - 2)
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
     rnd, shape = ROUND[mem_t.dtype], t.shape
+    shared = not isinstance(mem_t, GL)
 
     def step(env, w):
         arr = env[dst]
-        arr[window(op, [env[i] for i in idx], mem_t, shape, arr.shape)] = rnd(env[x])
+        ix = window(op, [env[i] for i in idx], mem_t, shape, arr.shape)
+        if shared and w.block.races is not None:
+            w.block.races.write(w.warpid, arr, ix, op)
+        arr[ix] = rnd(env[x])
     return step
 
 
@@ -336,8 +346,9 @@ def _group(c, op, mem, shared):
     return warps, gl_t, sh_t
 
 
-def _once_per_group(op, key, warps, w, coords) -> bool:
-    """True for the first warp of its group to reach the n-th run of this op.
+def _arrive_at_group(op, key, warps, w, coords):
+    """(arrival, first): this warp's group's n-th run of this op, and whether
+    the warp is the first of its group to reach it.
 
     Every warp of the group calls a group op; the copy is done once, by the
     first to arrive (the scheduler runs warps in order up to each barrier,
@@ -349,21 +360,22 @@ def _once_per_group(op, key, warps, w, coords) -> bool:
     token = (key, w.warpid // warps, n)
     arrival = w.block.groups.get(token)
     if arrival is None:
-        w.block.groups[token] = GroupArrival(op, warps, coords)
-        return True
+        arrival = w.block.groups[token] = GroupArrival(op, warps, coords)
+        return arrival, True
     if arrival.coords != coords:
         raise error(op, f"{op.name}: warps of one group disagree on coordinates: "
                         f"{tuple(arrival.coords)} and {tuple(coords)} (warp {w.warpid})")
     arrival.count += 1
-    return False
+    return arrival, False
 
 
 class GroupArrival:
-    """How many warps of a group reached one run of a group op."""
-    __slots__ = ("op", "warps", "coords", "count")
+    """How many warps of a group reached one run of a group op; `prior`: the
+    accesses the group's copy overwrites (races.Prior), for later members."""
+    __slots__ = ("op", "warps", "coords", "count", "prior")
 
     def __init__(self, op, warps, coords):
-        self.op, self.warps, self.coords, self.count = op, warps, coords, 1
+        self.op, self.warps, self.coords, self.count, self.prior = op, warps, coords, 1, None
 
     def check(self) -> None:
         if self.count != self.warps:
@@ -380,7 +392,13 @@ def _group_load(c, op):
 
     def step(env, w):
         coords = [env[i] for i in idx]
-        if _once_per_group(op, key, warps, w, coords):
+        arrival, first = _arrive_at_group(op, key, warps, w, coords)
+        races = w.block.races
+        if races is not None:  # the copy is every member's write
+            base = warps * (w.warpid // warps)
+            arrival.prior = races.group_write(w.warpid, env[dst], first, arrival.prior,
+                                              range(base, base + warps), op)
+        if first:
             arr = env[src]
             env[dst][...] = rnd(arr[window(op, coords, gl_t, shape, arr.shape)].astype(F32))
     return step
@@ -394,7 +412,10 @@ def _group_store(c, op):
 
     def step(env, w):
         coords = [env[i] for i in idx]
-        if _once_per_group(op, key, warps, w, coords):
+        _, first = _arrive_at_group(op, key, warps, w, coords)
+        if w.block.races is not None:  # each member reads the tile
+            w.block.races.read(w.warpid, env[src], (slice(None),), op)
+        if first:
             arr = env[dst]
             arr[window(op, coords, gl_t, shape, arr.shape)] = rnd(env[src])
     return step

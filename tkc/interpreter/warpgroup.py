@@ -4,7 +4,8 @@ Each of the 4 warps of a warpgroup runs the op on its own registers, so each
 computes only its 16 rows of the warpgroup's 64 x N result:
 d_w = a_w @ op(b) + c_w, where a_w is the warp's rt<16, K> (A in registers)
 or rows 16*(w%4).. of the shared A. That is exactly the warpgroup's product
-row block by row block, with no rendezvous between warps. The mma computes
+row block by row block, with no rendezvous between warps. For race
+detection each warp reads the whole shared operands when it issues. The mma computes
 when issued (docs/tile-ir.md), so the wait returns its tiles unchanged;
 setmaxnreg changes nothing the interpreter can see (its count is checked).
 """
@@ -35,10 +36,14 @@ def _warpgroup_mma(c, op):
              + rules.warps_problems(name, c.warps))
     a, b, acc, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
     a_in_regs = isinstance(a_t, RT)
+    shared = [b] if a_in_regs else [a, b]
 
     # Products of bf16/f16 values are exact in float64; the sum is rounded to
     # f32 once (as in tk.mma).
     def step(env, w):
+        if w.block.races is not None:  # each warp of the warpgroup reads the operands
+            for s in shared:
+                w.block.races.read(w.warpid, env[s], (slice(None),), op)
         rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)
         x = env[a].astype(np.float64)
         x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
