@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine without MLIR (the lent H100): run the GPU tests and the
-# benchmark from artifacts built elsewhere (`tkc build test/gpu/test_*_gpu.py`
+# benchmark from artifacts built elsewhere (`tkc build test/gpu/test_{kernels,tma,wgmma}_gpu.py`
 # into .tkc-cache, carried along), then ncu's shared-memory bank-conflict
 # counters for the GEMMs. Logs go to $OUT (or ./gpu-out).
 set -uo pipefail

@@ -152,7 +152,8 @@ def test_compiler_hash_is_memoized_hex():
 
 def test_compiler_hash_covers_tkc_sources(tmp_path, monkeypatch):
     """Hash snapshots of tkc/ (the live tree may be edited meanwhile): equal
-    for equal files wherever they live, different after any source edit."""
+    for equal files wherever they live, different after any edit of the
+    compiler's sources, unchanged by edits of the runtime or interpreter."""
     import shutil
     import tkc
     src = os.path.dirname(tkc.__file__)
@@ -176,8 +177,14 @@ def test_compiler_hash_covers_tkc_sources(tmp_path, monkeypatch):
     with open(copy_root / "dialect" / "tk.irdl.mlir", "a") as f:
         f.write("\n// edited\n")
     second = hash_of_copy()
+    (copy_root / "lowering" / "new_module.py").write_text("x = 1\n")
+    third = hash_of_copy()
+    assert len({first, second, third}) == 3
+    # the runtime, interpreter and CLI do not decide a cubin: editing them keeps the cache
     (copy_root / "runtime" / "new_module.py").write_text("x = 1\n")
-    assert len({first, second, hash_of_copy()}) == 3
+    with open(copy_root / "interpreter" / "machine.py", "a") as f:
+        f.write("\n# edited\n")
+    assert hash_of_copy() == third
 
 
 def test_make_key_stable_and_sensitive(monkeypatch):

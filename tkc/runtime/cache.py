@@ -44,12 +44,24 @@ def offline() -> bool:
     return os.environ.get("TKC_OFFLINE", "").strip().lower() in ("1", "true", "yes")
 
 
+# What decides a cubin: the dialect, the frontend, the passes, the lowering,
+# the compiler driver, the library kernels (whose helpers a kernel may call).
+# The runtime, the interpreter, the CLI and the benchmarks do not, so editing
+# them keeps the cache valid.
+COMPILER_PARTS = ("dialect", "frontend", "passes", "lowering", "kernels",
+                  "compiler.py", "dtypes.py", "diagnostics.py", "ops.py", "__init__.py")
+
+
 @functools.cache
 def compiler_hash() -> str:
-    """sha256 over every tkc/**/*.py and tkc/dialect/*.mlir (sorted path + content)."""
+    """sha256 over the compiler's sources, COMPILER_PARTS of tkc/ (*.py and the
+    dialect's *.mlir; sorted path + content)."""
     root = Path(__file__).resolve().parent.parent
-    files = sorted([*root.rglob("*.py"), *(root / "dialect").glob("*.mlir")],
-                   key=lambda p: p.relative_to(root).as_posix())
+    found = []
+    for part in COMPILER_PARTS:
+        p = root / part
+        found += [p] if p.is_file() else [*p.rglob("*.py"), *p.rglob("*.mlir")]
+    files = sorted(found, key=lambda p: p.relative_to(root).as_posix())
     h = hashlib.sha256()
     for path in files:
         data = path.read_bytes()
