@@ -397,7 +397,7 @@ def _group_load(c, op):
         if races is not None:  # the copy is every member's write
             base = warps * (w.warpid // warps)
             arrival.prior = races.group_write(w.warpid, env[dst], first, arrival.prior,
-                                              range(base, base + warps), op)
+                                              slice(base, base + warps), op)
         if first:
             arr = env[src]
             env[dst][...] = rnd(arr[window(op, coords, gl_t, shape, arr.shape)].astype(F32))

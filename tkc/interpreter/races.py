@@ -47,6 +47,7 @@ from ..passes.verify_warpgroup import short
 
 CELL = 16  # elements per cell side: every tile access is 16-aligned
 _ALL = slice(None)
+_NONE = slice(0, 0)  # no co-writers
 
 
 class PhaseClock:
@@ -64,25 +65,39 @@ class PhaseClock:
 
 
 class Buffer:
-    """Race bookkeeping of one shared st/sv, per cell."""
-    __slots__ = ("what", "w_epoch", "w_site", "r_epoch", "r_site")
+    """Race bookkeeping of one shared st/sv, per cell. `w_max` bounds each
+    agent's write epochs over the whole buffer from above, so that a read
+    ordered after all of them (the common case) skips the per-cell check."""
+    __slots__ = ("what", "w_epoch", "w_site", "r_epoch", "r_site", "w_max", "vector", "reads")
 
-    def __init__(self, what: str, cells: tuple, agents: int, warps: int):
-        self.what = what
+    def __init__(self, what: str, cells: tuple, agents: int, warps: int, vector: bool):
+        self.what, self.vector = what, vector
         self.w_epoch = np.zeros((agents, *cells), np.int64)  # 0: agent did not write
         self.w_site = np.full(cells, -1, np.int64)
         self.r_epoch = np.zeros((warps, *cells), np.int64)  # 0: no read since the write
         self.r_site = np.full((warps, *cells), -1, np.int64)
+        self.w_max = np.zeros(agents, np.int64)
+        self.reads = 0
+
+    def cells(self, ix: tuple) -> tuple:
+        """The cell region covering the elements [ix] (slices, as ops.window
+        gives: explicit bounds, or slice(None) for the whole buffer)."""
+        if self.vector:
+            return (_ALL, _cell_slice(ix[0]))
+        if len(ix) == 1:
+            return (_ALL, _ALL)
+        return (_cell_slice(ix[0]), _cell_slice(ix[1]))
 
 
 class Prior:
     """A region's accesses before a write: per agent the latest write epoch
     and its site, per warp the latest read epoch and its site."""
-    __slots__ = ("w_max", "w_site", "r_max", "r_site")
+    __slots__ = ("w_max", "w_site", "r_max", "r_site", "reads")
 
     def __init__(self, buf: Buffer, region: tuple):
         self.w_max, self.w_site = _latest(buf.w_epoch, np.broadcast_to(buf.w_site, buf.w_epoch.shape), region)
         self.r_max, self.r_site = _latest(buf.r_epoch, buf.r_site, region)
+        self.reads = buf.reads  # reads of the buffer so far (to see if any came since)
 
 
 def _latest(epochs, sites, region):
@@ -136,7 +151,7 @@ class RaceTracker:
             shape = arr.shape if arr.ndim == 2 else (1, arr.shape[0])
             cells = tuple(-(-n // CELL) for n in shape)
             what = f"{short(t)} (allocated at {where(op)})"
-            self.buffers[id(arr)] = Buffer(what, cells, self.agents, self.warps)
+            self.buffers[id(arr)] = Buffer(what, cells, self.agents, self.warps, arr.ndim == 1)
 
     def _site(self, op) -> int:
         s = self._site_ids.get(id(op))
@@ -152,24 +167,26 @@ class RaceTracker:
         buf = self.buffers.get(id(arr))
         if buf is None:
             return
-        region = _cells(arr, ix)
+        region = buf.cells(ix)
         vc = self.clock[w]
-        late = buf.w_epoch[(_ALL, *region)].reshape(self.agents, -1).max(axis=1) > vc
-        if late.any():
-            a = int(np.argmax(late))
-            cell = np.argmax(buf.w_epoch[(a, *region)] > vc[a])
-            site = buf.w_site[region].reshape(-1)[cell]
-            raise self._race_read(op, w, a, self.sites[site], buf, arr, ix)
+        if (buf.w_max > vc).any():
+            late = buf.w_epoch[(_ALL, *region)].reshape(self.agents, -1).max(axis=1) > vc
+            if late.any():
+                a = int(np.argmax(late))
+                cell = np.argmax(buf.w_epoch[(a, *region)] > vc[a])
+                site = buf.w_site[region].reshape(-1)[cell]
+                raise self._race_read(op, w, a, self.sites[site], buf, arr, ix)
         buf.r_epoch[(w, *region)] = vc[w]
         buf.r_site[(w, *region)] = self._site(op)
+        buf.reads += 1
 
     def write(self, w: int, arr: np.ndarray, ix: tuple, op) -> None:
         """Warp w writes arr[ix] (tk.store)."""
         buf = self.buffers.get(id(arr))
         if buf is None:
             return
-        region = _cells(arr, ix)
-        self._check_prior(Prior(buf, region), w, w, (), buf, arr, ix, op)
+        region = buf.cells(ix)
+        self._check_prior(Prior(buf, region), w, w, _NONE, buf, arr, ix, op)
         self._record(buf, region, w, self.clock[w, w], op)
 
     def tma_write(self, w: int, arr: np.ndarray, op) -> None:
@@ -178,28 +195,31 @@ class RaceTracker:
         buf = self.buffers.get(id(arr))
         if buf is None:
             return
-        region = _cells(arr, (_ALL,))
-        self._check_prior(Prior(buf, region), self.warps + w, w, (), buf, arr, (_ALL,), op)
+        region = buf.cells((_ALL,))
+        self._check_prior(Prior(buf, region), self.warps + w, w, _NONE, buf, arr, (_ALL,), op)
         self.tma[w] += 1
         self._record(buf, region, self.warps + w, self.tma[w], op)
 
-    def group_write(self, w: int, arr: np.ndarray, first: bool, prior, members, op):
-        """Warp w's part of a group_load into all of arr. `first`: w is the
+    def group_write(self, w: int, arr: np.ndarray, first: bool, prior, members: slice, op):
+        """Warp w's part of a group_load into all of arr (`members`: the
+        group's warps, a slice). `first`: w is the
         first of its group here (it records the write; the Prior it returns
         is kept for the others); later members check the same prior accesses,
         and any read of the tile since the first arrival."""
         buf = self.buffers.get(id(arr))
         if buf is None:
             return None
-        region = _cells(arr, (_ALL,))
+        region = buf.cells((_ALL,))
         if first:
             prior = Prior(buf, region)
         self._check_prior(prior, w, w, members, buf, arr, (_ALL,), op)
         if first:
             self._record(buf, region, w, self.clock[w, w], op)
             return prior
-        self._reads_before_member(buf, region, w, arr, op)
+        if buf.reads != prior.reads:
+            self._reads_before_member(buf, region, w, arr, op)
         buf.w_epoch[(w, *region)] = self.clock[w, w]
+        buf.w_max[w] = max(buf.w_max[w], self.clock[w, w])
         return prior
 
     # ---- checks
@@ -208,7 +228,7 @@ class RaceTracker:
         """A write by `agent`, ordered by warp w's clock, after `prior`."""
         vc = self.clock[w]  # w's own accesses are <= vc[w]: never late
         late_w = prior.w_max > vc
-        late_w[list(members)] = False  # co-writers of one group copy
+        late_w[members] = False  # co-writers of one group copy
         if late_w.any():
             a = int(np.argmax(late_w))
             raise self._race_write(op, agent, a, self.sites[prior.w_site[a]], buf, arr, ix,
@@ -233,6 +253,7 @@ class RaceTracker:
         buf.w_epoch[(agent, *region)] = epoch
         buf.w_site[region] = self._site(op)
         buf.r_epoch[(_ALL, *region)] = 0
+        buf.w_max[agent] = max(buf.w_max[agent], epoch)
 
     # ---- messages
 
@@ -251,17 +272,10 @@ class RaceTracker:
                          f"without a tk.sync or barrier wait in between")
 
 
-def _cells(arr: np.ndarray, ix: tuple) -> tuple:
-    """The cell region covering the elements arr[ix] (ix: slices)."""
-    if arr.ndim == 1:
-        return (slice(0, 1), _cell_slice(ix[0], arr.shape[0]))
-    ix = tuple(ix) + (_ALL,) * (2 - len(ix))
-    return tuple(_cell_slice(s, n) for s, n in zip(ix, arr.shape))
-
-
-def _cell_slice(s: slice, n: int) -> slice:
-    lo, hi, _ = s.indices(n)
-    return slice(lo // CELL, -(-hi // CELL))
+def _cell_slice(s: slice) -> slice:
+    if s.start is None:
+        return _ALL
+    return slice(s.start // CELL, -(-s.stop // CELL))
 
 
 def _piece(buf: Buffer, arr: np.ndarray, ix: tuple) -> str:
