@@ -29,14 +29,22 @@ and vector clocks (one per warp, FastTrack-style epochs per 16x16 cell):
 - warpgroup mma reads its shared operands as each calling warp, at issue;
   tma_store reads its tile as the issuing warp, at issue.
 
-Not modelled (documented in the tests): the asynchronous window of wgmma and
-tma_store reads (recorded at issue, so a write racing with an in-flight wgmma
-after its wait-less arrive is missed); proxy fences (tk.fence_async) are not
-checked; two group copies into one tile by overlapping groups without a sync
-are not compared with each other (the hardware gives each thread the same
-elements both times); an mbarrier wait acquires everything the barrier's
-completed phases released, not only the phase of its parity (permissive
-when a warp falls a whole phase behind). Global memory is not tracked.
+A race is reported at the second access of an unordered pair in the
+interpreter's (warp-by-warp) order, naming the first's line: "warp 1 reads
+... written by warp 0 at f:l" or "warp 1 overwrites ... read by warp 0 at
+f:l" (a read of a group copy before a member arrived is located at the
+read). A correctly synchronised kernel never gets one: every ordering
+modelled is one the hardware guarantees, and accesses are 16-aligned, so
+cells never make two disjoint accesses overlap.
+
+Not modelled (so such races are missed, never invented): the asynchronous
+window of wgmma and tma_store reads (recorded at issue: an arrive before
+the wgmma wait, or an overwrite before tma_store_wait, passes); proxy fences
+(tk.fence_async) are not checked; a group copy's write is not compared with
+earlier unsynchronised writes by its own group's warps (two copies into one
+tile give each thread the same elements); a tk.wait acquires everything the
+barrier's completed phases released, not only its parity's phase (a warp a
+whole phase behind learns too much). Global memory is not tracked.
 """
 from __future__ import annotations
 
