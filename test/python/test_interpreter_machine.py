@@ -92,10 +92,17 @@ def test_group_load_is_visible_to_other_warps_after_sync():
 
 
 def test_read_before_the_sync_sees_unwritten_memory():
+    """With the race detector off, the read runs before the copy: NaN shows it."""
     a = np.ones((16, 16), np.float32)
     o = np.zeros_like(a)
-    run(group_then_read(sync=False), [a, o])
+    run(group_then_read(sync=False), [a, o], races=False)
     assert np.isnan(o).all()
+
+
+def test_read_before_the_sync_is_a_race():
+    a = np.ones((16, 16), np.float32)
+    with pytest.raises(TkcError, match="shared-memory race"):
+        run(group_then_read(sync=False), [a, np.zeros_like(a)])
 
 
 def test_group_load_by_four_warps_copies_once_and_each_reads_its_part():
