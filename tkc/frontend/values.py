@@ -131,6 +131,25 @@ def _identity(name, a, b):
     return None
 
 
+def _operators(*ops):
+    """`__add__`/`__radd__`-style methods for (python name, operator, emitted op
+    name); a method the class defines itself is kept."""
+    def install(cls):
+        for py, pyop, name in ops:
+            for dunder, rev in ((f"__{py}__", False), (f"__r{py}__", True)):
+                if dunder not in cls.__dict__:
+                    setattr(cls, dunder, lambda self, o, f=pyop, n=name, r=rev:
+                            self._binary(o, f, n, reverse=r))
+        return cls
+    return install
+
+
+_ADD_SUB_MUL = (("add", operator.add, "add"), ("sub", operator.sub, "sub"),
+                ("mul", operator.mul, "mul"))
+
+
+@_operators(*_ADD_SUB_MUL, ("floordiv", operator.floordiv, "floordiv"),
+            ("mod", operator.mod, "mod"))
 class Index(Scalar):
     """An `index` value: block/warp ids, gl dims, loop variables, coordinates."""
 
@@ -145,39 +164,12 @@ class Index(Scalar):
             return NotImplemented
         return Index(const=x)
 
-    def __add__(self, o):
-        return self._binary(o, operator.add, "add")
-
-    def __radd__(self, o):
-        return self._binary(o, operator.add, "add", reverse=True)
-
-    def __sub__(self, o):
-        return self._binary(o, operator.sub, "sub")
-
-    def __rsub__(self, o):
-        return self._binary(o, operator.sub, "sub", reverse=True)
-
-    def __mul__(self, o):
-        return self._binary(o, operator.mul, "mul")
-
-    def __rmul__(self, o):
-        return self._binary(o, operator.mul, "mul", reverse=True)
-
     def __floordiv__(self, o):
         out = self._binary(o, operator.floordiv, "floordiv")
         src = getattr(self, "gl_dim", None)
         if src and isinstance(o, int) and not isinstance(o, bool) and o > 1 and out is not self:
             out.whole_tiles = (src, o)  # counts whole tiles of a gl dim (see tkc.range)
         return out
-
-    def __rfloordiv__(self, o):
-        return self._binary(o, operator.floordiv, "floordiv", reverse=True)
-
-    def __mod__(self, o):
-        return self._binary(o, operator.mod, "mod")
-
-    def __rmod__(self, o):
-        return self._binary(o, operator.mod, "mod", reverse=True)
 
     def __truediv__(self, o):
         raise fail("index values divide with `//` (true division `/` is for f32 values)")
@@ -201,6 +193,7 @@ def as_index(x, what: str = "coordinate") -> Index:
     return i
 
 
+@_operators(*_ADD_SUB_MUL, ("truediv", operator.truediv, "div"))
 class F32(Scalar):
     """An f32 scalar: kernel arguments and values derived from them."""
 
@@ -214,30 +207,6 @@ class F32(Scalar):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             return NotImplemented
         return F32(const=float(x))
-
-    def __add__(self, o):
-        return self._binary(o, operator.add, "add")
-
-    def __radd__(self, o):
-        return self._binary(o, operator.add, "add", reverse=True)
-
-    def __sub__(self, o):
-        return self._binary(o, operator.sub, "sub")
-
-    def __rsub__(self, o):
-        return self._binary(o, operator.sub, "sub", reverse=True)
-
-    def __mul__(self, o):
-        return self._binary(o, operator.mul, "mul")
-
-    def __rmul__(self, o):
-        return self._binary(o, operator.mul, "mul", reverse=True)
-
-    def __truediv__(self, o):
-        return self._binary(o, operator.truediv, "div")
-
-    def __rtruediv__(self, o):
-        return self._binary(o, operator.truediv, "div", reverse=True)
 
     def __neg__(self):
         return F32(const=-0.0) - self if self.const is None else F32(const=-self.const)
