@@ -14,7 +14,7 @@ import numpy as np
 
 from ..diagnostics import TkcError, error
 from ..dialect.types import GL, view
-from ..passes.verify import dim_names
+from ..passes.verify import arg_names, dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",)}
 SCALARS = ("f32", "i32")
@@ -55,8 +55,7 @@ def signature(func) -> Signature:
         if not isinstance(v, GL) and str(t) not in SCALARS:
             raise error(func, f"kernel argument {i} has type {t}: expected a !tk.gl, f32 or i32")
         arg_types.append(v if v is not None else str(t))
-    names = ([a.value for a in attrs["tk.arg_names"]] if "tk.arg_names" in attrs
-             else [f"arg{i}" for i in range(len(types))])
+    names = arg_names(func)
     grid = [a.value for a in attrs["tk.grid"]] if "tk.grid" in attrs else ["1", "1", "1"]
     warps = attrs["tk.warps"].value if "tk.warps" in attrs else 1
     if warps < 1:

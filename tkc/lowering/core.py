@@ -239,13 +239,7 @@ def _kernel_facts(func_op):
         raise error(func_op, f"tk.warps must be 1..32 (a block has at most 1024 threads), found {warps}")
     grid = _attr(func_op, "tk.grid", None)
     grid = [ir.StringAttr(g).value for g in ir.ArrayAttr(grid)] if grid is not None else ["1"] * 3
-    nargs = len(func_op.regions[0].blocks[0].arguments)
-    names = _attr(func_op, "tk.arg_names", None)
-    names = [ir.StringAttr(n).value for n in ir.ArrayAttr(names)] if names is not None \
-        else [f"arg{i}" for i in range(nargs)]
-    if len(names) != nargs:
-        raise error(func_op, f"tk.arg_names has {len(names)} names for {nargs} arguments")
-    return warps, grid, names
+    return warps, grid, verify.arg_names(func_op)
 
 
 def _param_types(func_op) -> list[ir.Type]:

@@ -43,11 +43,11 @@ def divisible(func_op) -> dict[int, list[int]]:
         index = _arg_index(inner, inner.operands[access[0]], args)
         for dim, extent in enumerate(_extents(view(access[1](inner)))):
             out[index][dim] = lcm(out[index][dim], extent)
-    declared = declared_divisible(op)
+    declared, gls = declared_divisible(op), gl_arg_names(op)
     for ref, n in (*declared.items(), *_grid_divisors(op)):
         arg, _, axis = ref.partition(".")
-        if axis:  # "a.c": one argument's dim
-            i = gl_arg_names(op)[arg]
+        if axis and arg in gls:  # "a.c": one gl argument's dim ("K" is a dim name)
+            i = gls[arg]
             out[i]["bdrc".index(axis)] = lcm(out[i]["bdrc".index(axis)], n)
     _unify(out, dim_names(op), {k: v for k, v in declared.items() if "." not in k})
     return out
@@ -56,23 +56,11 @@ def divisible(func_op) -> dict[int, list[int]]:
 def _grid_divisors(op) -> list[tuple[str, int]]:
     """("a.c", 64) for each `a.c // 64` in tk.grid: a grid of whole blocks
     leaves a remainder unprocessed, so the dim must be a multiple."""
-    import ast
+    from ..runtime.grid import compile_grid
     if "tk.grid" not in op.attributes:
         return []
-    found = []
-    for expr in op.attributes["tk.grid"]:
-        try:
-            tree = ast.parse(expr.value, mode="eval")
-        except SyntaxError:
-            continue  # the runtime reports a bad grid expression
-        for node in ast.walk(tree):
-            if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv)
-                    and isinstance(node.left, ast.Attribute) and isinstance(node.left.value, ast.Name)
-                    and node.left.attr in ("b", "d", "r", "c")
-                    and isinstance(node.right, ast.Constant) and isinstance(node.right.value, int)
-                    and node.right.value > 0 and node.left.value.id in gl_arg_names(op)):
-                found.append((f"{node.left.value.id}.{node.left.attr}", node.right.value))
-    return found
+    grid = compile_grid(tuple(e.value for e in op.attributes["tk.grid"]))
+    return grid.whole_blocks
 
 
 def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int]) -> None:

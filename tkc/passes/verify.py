@@ -121,12 +121,7 @@ def _check_kernel(fn):
     if "tk.grid" in attrs and not _strings(attrs["tk.grid"], 3):
         yield "", f"{name}: tk.grid must be an array of 3 strings, got {attrs['tk.grid']}"
     if "tk.arg_names" in attrs:
-        names = attrs["tk.arg_names"]
-        if not _strings(names, len(args)):
-            yield "", (f"{name}: tk.arg_names must be an array of {len(args)} strings "
-                       f"(one per argument), got {names}")
-        elif len({n.value for n in names}) != len(args):
-            yield "", f"{name}: tk.arg_names must be distinct, got {names}"
+        yield from (("", m) for m in _check_arg_names(name, attrs["tk.arg_names"], args))
     if "tk.dim_names" in attrs:
         yield from (("", m) for m in _check_dim_names(name, attrs["tk.dim_names"], args))
     if "tk.divisible" in attrs:
@@ -140,6 +135,27 @@ def _check_kernel(fn):
     results = fn.attributes["function_type"].value.results
     if len(results):
         yield "", f"{name}: a kernel returns nothing, got results {list(map(str, results))}"
+
+
+def _check_arg_names(name, attr, args):
+    """tk.arg_names: one distinct string per argument."""
+    if not _strings(attr, len(args)):
+        yield (f"{name}: tk.arg_names must be an array of {len(args)} strings "
+               f"(one per argument), got {attr}")
+    elif len({n.value for n in attr}) != len(args):
+        yield f"{name}: tk.arg_names must be distinct, got {attr}"
+
+
+def arg_names(kernel) -> list[str]:
+    """Each argument's name, from tk.arg_names (argN without it). A malformed
+    attribute is a located TkcError, as for dim_names."""
+    args = kernel.regions[0].blocks[0].arguments
+    if "tk.arg_names" not in kernel.attributes:
+        return [f"arg{i}" for i in range(len(args))]
+    attr = kernel.attributes["tk.arg_names"]
+    for message in _check_arg_names(f"kernel @{kernel.attributes['sym_name'].value}", attr, args):
+        raise error(kernel, message)
+    return [a.value for a in attr]
 
 
 def _check_dim_names(name, attr, args):
@@ -170,8 +186,8 @@ def _check_divisible(name, attr, kernel):
     if not isinstance(attr, ir.DictAttr):
         yield f"{name}: tk.divisible must be a dictionary {{name = multiple}}, got {attr}"
         return
-    known = {n for dims in _dim_names_or_none(kernel) for n in dims if n}
-    known |= {f"{a}.{axis}" for a in gl_arg_names(kernel) for axis in "bdrc"}
+    known = {n for dims in _lenient(dim_names, kernel) for n in dims if n}
+    known |= {f"{a}.{axis}" for a in _lenient(gl_arg_names, kernel) for axis in "bdrc"}
     for entry in attr:
         if not _positive_int(entry.attr):
             yield f"{name}: tk.divisible[{entry.name}] must be a positive integer, got {entry.attr}"
@@ -181,19 +197,19 @@ def _check_divisible(name, attr, kernel):
 
 
 def gl_arg_names(kernel) -> dict[str, int]:
-    """{name: argument index} of a kernel's gl arguments (tk.arg_names or argN)."""
+    """{name: argument index} of a kernel's gl arguments."""
     args = kernel.regions[0].blocks[0].arguments
-    attr = kernel.attributes["tk.arg_names"] if "tk.arg_names" in kernel.attributes else None
-    names = [a.value for a in attr] if attr is not None and len(attr) == len(args) \
-        else [f"arg{i}" for i in range(len(args))]
-    return {n: i for i, (n, a) in enumerate(zip(names, args)) if isinstance(_safe_view(a), GL)}
+    return {n: i for i, (n, a) in enumerate(zip(arg_names(kernel), args))
+            if isinstance(_safe_view(a), GL)}
 
 
-def _dim_names_or_none(kernel):
+def _lenient(reader, kernel):
+    """reader(kernel), or empty when its attribute is malformed (tk-verify
+    reports that attribute on its own)."""
     try:
-        return dim_names(kernel)
+        return reader(kernel)
     except TkcError:
-        return []  # reported by _check_dim_names
+        return []
 
 
 def declared_divisible(kernel) -> dict[str, int]:

@@ -40,6 +40,9 @@ class GridExpr:
     def __init__(self, text: str, axis: str):
         self.text, self.axis = text, axis
         self.names: set[str] = set()
+        # ("a.r", 64) for each `a.r // 64`: whole blocks of a dim (the rest is
+        # not launched, so the compiler requires the dim to be a multiple)
+        self.whole_blocks: list[tuple[str, int]] = []
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except SyntaxError as e:
@@ -79,14 +82,20 @@ class GridExpr:
 
     def _binop(self, op, node: ast.BinOp) -> Fn:
         lhs, rhs = self._build(node.left), self._build(node.right)
+        if op is operator.floordiv and isinstance(node.left, ast.Attribute) \
+                and isinstance(node.right, ast.Constant) and node.right.value > 0:
+            self.whole_blocks.append((ast.unparse(node.left), node.right.value))
         if op in (operator.floordiv, operator.mod):
-            def divide(env):
-                divisor = rhs(env)
-                if divisor == 0:
-                    raise self._error("division by zero")
-                return op(lhs(env), divisor)
-            return divide
+            return self._divide(op, lhs, rhs)
         return lambda env: op(lhs(env), rhs(env))
+
+    def _divide(self, fn, x: Fn, y: Fn) -> Fn:
+        def divide(env):
+            divisor = y(env)
+            if divisor == 0:
+                raise self._error("division by zero")
+            return fn(x(env), divisor)
+        return divide
 
     def _call(self, node: ast.Call) -> Fn:
         name = node.func.id if isinstance(node.func, ast.Name) else None
@@ -95,12 +104,7 @@ class GridExpr:
         fn = _CALLS[name]
         x, y = (self._build(a) for a in node.args)
         if fn is _cdiv:
-            def cdiv(env):
-                divisor = y(env)
-                if divisor == 0:
-                    raise self._error("division by zero")
-                return _cdiv(x(env), divisor)
-            return cdiv
+            return self._divide(_cdiv, x, y)
         return lambda env: fn(x(env), y(env))
 
     def __call__(self, env: dict) -> int:
@@ -116,6 +120,7 @@ class Grid:
         self.exprs = tuple(exprs)
         self._axes = tuple(GridExpr(text, axis) for text, axis in zip(exprs, AXES))
         self.names = set().union(*(e.names for e in self._axes))
+        self.whole_blocks = [w for e in self._axes for w in e.whole_blocks]
 
     def __call__(self, env: dict) -> tuple[int, int, int]:
         x, y, z = (self._check(e, e(env), limit) for e, limit in zip(self._axes, LIMITS))
