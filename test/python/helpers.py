@@ -1,4 +1,4 @@
-"""Reference numerics shared by the CPU tests (no test file imports another)."""
+"""Reference numerics and fixtures shared by the CPU tests (no test file imports another)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,3 +13,29 @@ def ref_bf16(x):
     r = np.round(x / ulp) * ulp
     r = np.where(np.abs(r) >= 2.0 ** 128, np.copysign(np.inf, x), r)
     return np.where(np.isfinite(x), r, x).astype(np.float32)
+
+
+# The runtime tests' kernel: a manifest with gl, static/runtime/divisible dims,
+# an f32 and an i32 scalar (the i32 feeds the grid), and arguments that fit it.
+SCALE_MANIFEST = {
+    "version": 1, "kernel": "scale", "target": "sm_90a", "warps": 2, "block": [64, 1, 1],
+    "grid": ["cdiv(x.r, 32)", "x.d", "n"], "shared_bytes": 1024,
+    "params": [
+        {"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, None, None, 64], "divisible": [1, 1, 16, 64]},
+        {"name": "y", "kind": "gl", "dtype": "f16", "dims": [1, 1, None, None], "divisible": [1, 1, 1, 8]},
+        {"name": "s", "kind": "scalar", "dtype": "f32"},
+        {"name": "n", "kind": "scalar", "dtype": "i32"},
+    ],
+}
+
+
+def aligned(shape, dtype, align=64):
+    """An array of ones whose data starts on an `align`-byte boundary."""
+    n, size = int(np.prod(shape)), np.dtype(dtype).itemsize
+    raw = np.ones(n + align // size, dtype)
+    skip = (-raw.ctypes.data % align) // size
+    return raw[skip:skip + n].reshape(shape)
+
+
+def good_args():
+    return [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), 0.5, 3]

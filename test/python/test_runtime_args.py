@@ -11,31 +11,11 @@ from tkc.runtime import Artifact, launch
 from tkc.runtime import driver, tensors
 from tkc.runtime.args import Signature
 
-MANIFEST = {
-    "version": 1, "kernel": "scale", "target": "sm_90a", "warps": 2, "block": [64, 1, 1],
-    "grid": ["cdiv(x.r, 32)", "x.d", "n"], "shared_bytes": 1024,
-    "params": [
-        {"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, None, None, 64], "divisible": [1, 1, 16, 64]},
-        {"name": "y", "kind": "gl", "dtype": "f16", "dims": [1, 1, None, None], "divisible": [1, 1, 1, 8]},
-        {"name": "s", "kind": "scalar", "dtype": "f32"},
-        {"name": "n", "kind": "scalar", "dtype": "i32"},
-    ],
-}
+from helpers import SCALE_MANIFEST as MANIFEST, aligned, good_args
+
 SIG = Signature(Artifact(b"cubin", MANIFEST).manifest)
 PREFIX_X = "kernel 'scale': argument 0 'x' (gl<f32, 1, -1, -1, 64>)"
 PREFIX_Y = "kernel 'scale': argument 1 'y' (gl<f16, 1, 1, -1, -1>)"
-
-
-def aligned(shape, dtype, align=64):
-    """An array of ones whose data starts on an `align`-byte boundary."""
-    n, size = int(np.prod(shape)), np.dtype(dtype).itemsize
-    raw = np.ones(n + align // size, dtype)
-    skip = (-raw.ctypes.data % align) // size
-    return raw[skip:skip + n].reshape(shape)
-
-
-def good_args():
-    return [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), 0.5, 3]
 
 
 def bind_error(args, host_ok=True) -> TkcError:

@@ -17,32 +17,12 @@ from tkc.runtime.args import Signature
 from tkc.runtime.frame import Layout
 from tkc.runtime.launch import Launcher, launcher
 
+from helpers import SCALE_MANIFEST as MANIFEST, aligned, good_args
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("launch_overhead", os.path.join(ROOT, "bench", "launch_overhead.py"))
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
-
-MANIFEST = {
-    "version": 1, "kernel": "scale", "target": "sm_90a", "warps": 2, "block": [64, 1, 1],
-    "grid": ["cdiv(x.r, 32)", "x.d", "n"], "shared_bytes": 1024,
-    "params": [
-        {"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, None, None, 64], "divisible": [1, 1, 16, 64]},
-        {"name": "y", "kind": "gl", "dtype": "f16", "dims": [1, 1, None, None], "divisible": [1, 1, 1, 8]},
-        {"name": "s", "kind": "scalar", "dtype": "f32"},
-        {"name": "n", "kind": "scalar", "dtype": "i32"},
-    ],
-}
-
-
-def aligned(shape, dtype, align=64):
-    n, size = int(np.prod(shape)), np.dtype(dtype).itemsize
-    raw = np.ones(n + align // size, dtype)
-    skip = (-raw.ctypes.data % align) // size
-    return raw[skip:skip + n].reshape(shape)
-
-
-def good_args():
-    return [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), 0.5, 3]
 
 
 class Fake:
