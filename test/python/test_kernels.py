@@ -14,11 +14,9 @@ def rel_err(x, ref):
     return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
 
 
-@pytest.mark.parametrize("out", ["bf16", "f32"])
-def test_gemm_interpreted(out):
-    rng = np.random.default_rng(0)
-    kern = gemm(out, BM=64, BN=64, BK=32, WM=2, WN=2)
-    m, n, k = 128, 192, 96
+def check_gemm_interpreted(kern, out, m, n, k, seed):
+    """C = A @ B through the interpreter: every element written, numbers as numpy's."""
+    rng = np.random.default_rng(seed)
     a = round_bf16(rng.standard_normal((m, k)))
     b = round_bf16(rng.standard_normal((k, n)))
     c = np.full((m, n), np.nan, dtype=np.float32)
@@ -27,42 +25,27 @@ def test_gemm_interpreted(out):
     assert rel_err(c, reference.gemm(a, b)) < (1e-2 if out == "bf16" else 1e-6)
 
 
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_gemm_interpreted(out):
+    check_gemm_interpreted(gemm(out, BM=64, BN=64, BK=32, WM=2, WN=2), out, 128, 192, 96, seed=0)
+
+
 def test_gemm_default_tiles_interpreted():
-    rng = np.random.default_rng(1)
-    kern = gemm("f32")
-    a = round_bf16(rng.standard_normal((128, 64)))
-    b = round_bf16(rng.standard_normal((64, 256)))
-    c = np.full((128, 256), np.nan, dtype=np.float32)
-    kern.interpret(a, b, c)
-    assert rel_err(c, reference.gemm(a, b)) < 1e-6
+    check_gemm_interpreted(gemm("f32"), "f32", 128, 256, 64, seed=1)
 
 
 @pytest.mark.parametrize("out", ["bf16", "f32"])
 def test_gemm_hopper_interpreted(out):
     """TMA loads on an mbarrier and warpgroup mma, simulated: two blocks in M,
     two in N, three K steps (so the barrier goes through phases 0, 1, 0)."""
-    rng = np.random.default_rng(2)
-    kern = gemm_hopper(out)
-    a = round_bf16(rng.standard_normal((128, 192)))
-    b = round_bf16(rng.standard_normal((192, 512)))
-    c = np.full((128, 512), np.nan, dtype=np.float32)
-    kern.interpret(a, b, c)
-    assert not np.isnan(c).any()
-    assert rel_err(c, reference.gemm(a, b)) < (1e-2 if out == "bf16" else 1e-6)
+    check_gemm_interpreted(gemm_hopper(out), out, 128, 512, 192, seed=2)
 
 
 @pytest.mark.parametrize("out", ["bf16", "f32"])
 def test_gemm_pipelined_interpreted(out):
     """Producer/consumer through a 4-stage ring: 2 rounds of the ring, so every
     full/empty barrier goes through two phases; two blocks in each direction."""
-    rng = np.random.default_rng(3)
-    kern = gemm_pipelined(out)
-    a = round_bf16(rng.standard_normal((256, 512)))
-    b = round_bf16(rng.standard_normal((512, 512)))
-    c = np.full((256, 512), np.nan, dtype=np.float32)
-    kern.interpret(a, b, c)
-    assert not np.isnan(c).any()
-    assert rel_err(c, reference.gemm(a, b)) < (1e-2 if out == "bf16" else 1e-6)
+    check_gemm_interpreted(gemm_pipelined(out), out, 256, 512, 512, seed=3)
 
 
 def test_gemm_hopper_sass_has_hgmma_and_utmaldg(tmp_path, monkeypatch):
@@ -75,32 +58,27 @@ def test_gemm_hopper_sass_has_hgmma_and_utmaldg(tmp_path, monkeypatch):
     assert "HMMA" not in ops and "LDL" not in ops and "STL" not in ops
 
 
-@pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])
-def test_attention_interpreted(D, kvsub):
-    rng = np.random.default_rng(D)
-    kern = attention_fwd(D, KV_SUB=kvsub)
-    B, H, N = 1, 2, 128
-    q, k, v = (round_bf16(rng.standard_normal((B, H, N, D))) for _ in range(3))
-    o = np.full((B, H, N, D), np.nan, dtype=np.float32)
+def check_attention_interpreted(kern, D, N, seed):
+    """softmax(Q K^T * scale) V for B=1, H=2 through the interpreter."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (round_bf16(rng.standard_normal((1, 2, N, D))) for _ in range(3))
+    o = np.full((1, 2, N, D), np.nan, dtype=np.float32)
     scale = 1.0 / math.sqrt(D)
     kern.interpret(q, k, v, o, scale)
     assert not np.isnan(o).any()
     assert rel_err(o, reference.attention(q, k, v, scale)) < 1e-2
+
+
+@pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])
+def test_attention_interpreted(D, kvsub):
+    check_attention_interpreted(attention_fwd(D, KV_SUB=kvsub), D, 128, seed=D)
 
 
 @pytest.mark.parametrize("D", [64, 128])
 def test_attention_hopper_interpreted(D):
     """TMA ring of 2 stages over 4 KV tiles (both barrier phases), wgmma for
     S = Q K^T and O += P V, two query blocks and two heads."""
-    rng = np.random.default_rng(D + 1)
-    kern = attention_hopper(D)
-    B, H, N = 1, 2, 256
-    q, k, v = (round_bf16(rng.standard_normal((B, H, N, D))) for _ in range(3))
-    o = np.full((B, H, N, D), np.nan, dtype=np.float32)
-    scale = 1.0 / math.sqrt(D)
-    kern.interpret(q, k, v, o, scale)
-    assert not np.isnan(o).any()
-    assert rel_err(o, reference.attention(q, k, v, scale)) < 1e-2
+    check_attention_interpreted(attention_hopper(D), D, 256, seed=D + 1)
 
 
 @pytest.mark.parametrize("kern", library(), ids=lambda k: k.name)
