@@ -179,11 +179,9 @@ class Shared(Traced):
 
 
 def _alloc(view) -> Shared:
-    st = current()
-    if not st.in_entry:
-        raise fail(f"shared memory ({view.text()}) must be allocated at the top level of the "
-                   f"kernel, not inside the {st.scope.describe()}: ThunderKittens allocates "
-                   "shared tiles up front; move the st(...)/sv(...) before the loop or if")
+    current().require_top_level(
+        f"shared memory ({view.text()}) allocation", "ThunderKittens allocates shared tiles "
+        "up front; move the st(...)/sv(...) before the loop or if")
     from ..dialect import ops as tk
     with emitting():
         return Shared(view, tk.alloc(view.mlir()))

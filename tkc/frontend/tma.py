@@ -64,11 +64,8 @@ def barrier(count: int = 1) -> BarrierHandle:
     """Allocate and initialise an mbarrier expecting `count` warp arrivals per
     phase. Block-collective: at the kernel's top level, where every warp runs it."""
     count = _count(count, "barrier count")
-    st = current()
-    if not st.in_entry:
-        raise fail(f"tkc.barrier must be at the top level of the kernel, not inside the "
-                   f"{st.scope.describe()}: it is allocated once and initialised by the "
-                   "whole block")
+    current().require_top_level("tkc.barrier", "it is allocated once and initialised by "
+                                "the whole block")
     with emitting():
         value = tk.alloc(Barrier().mlir())
         tk.init_barrier(value, count)

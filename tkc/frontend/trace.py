@@ -133,6 +133,12 @@ class TraceState:
     def in_entry(self) -> bool:
         return self.scope.parent is None
 
+    def require_top_level(self, what: str, why: str) -> None:
+        """A located error unless tracing is at the kernel's top level."""
+        if not self.in_entry:
+            raise fail(f"{what} must be at the top level of the kernel, not inside the "
+                       f"{self.scope.describe()}: {why}")
+
     # -- handles
     def track(self, handle) -> None:
         if id(handle) not in self._handle_ids:
