@@ -4,7 +4,7 @@ O = softmax(Q K^T * scale) V, Q, K, V, O of shape (batch, heads, n, D).
 A block has WG warpgroups, each owning 64 query rows (its own Q tile); they
 share the K and V tiles, which stream through a 2-stage ring, loaded by TMA
 one tile ahead of the math. Q arrives by TMA once. WG = 1 is the default:
-measured on the H100 (BENCHMARKS.md), two warpgroups sharing K/V ran 10-40%
+measured on the H100 (BENCHMARKS.md), two warpgroups sharing K/V ran 5-37%
 slower, since the per-tile block barrier couples them, while one-warpgroup
 blocks (41 KiB of shared memory at D = 64) fit several per SM and overlap
 one block's softmax with another's wgmma. Per KV tile: S = Q K^T (wgmma, both operands in
