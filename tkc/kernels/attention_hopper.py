@@ -6,7 +6,7 @@ share the K and V tiles, which stream through a 2-stage ring, loaded by TMA
 one tile ahead of the math. Q arrives by TMA once. WG = 1 is the default:
 measured on the H100 (BENCHMARKS.md), two warpgroups sharing K/V ran 5-37%
 slower, since the per-tile block barrier couples them, while one-warpgroup
-blocks (41 KiB of shared memory at D = 64) fit several per SM and overlap
+blocks (41 KiB of shared memory at D = 64, KV = 64) fit several per SM and overlap
 one block's softmax with another's wgmma. Per KV tile: S = Q K^T (wgmma, both operands in
 shared memory), the online softmax on S in registers (each warp its 16
 rows, exp2 with the scale folded into log2(e)), then O += P V (wgmma with
