@@ -99,8 +99,27 @@ def transpose(x, loc=None):
     return _one("transpose", rt.with_(rows=rt.cols, cols=rt.rows), [x], loc=loc)
 
 
-def alloc(t, loc=None):
-    return _one("alloc", t, loc=loc)
+def alloc(t, stages: int | None = None, loc=None):
+    """A shared buffer; with `stages`, a ring of that many slots (tk.stage picks one)."""
+    return _one("alloc", t, attributes=None if stages is None else {"stages": stages}, loc=loc)
+
+
+def stage(ring, i, loc=None):
+    """Slot `i` (an index Value) of a ring."""
+    return _one("stage", ring.type, [ring, i], loc=loc)
+
+
+def subtile(t, x, i, j, loc=None):
+    """The part of st/rt `x` of type `t` at (i, j), in units of t's shape."""
+    return _one("subtile", t, [x, i, j], loc=loc)
+
+
+def pipeline_load(dst, src, idx, loc=None):
+    return create("pipeline_load", [], [dst, src, *idx], loc=loc)
+
+
+def pipeline_store(dst, src, idx, loc=None):
+    return create("pipeline_store", [], [dst, src, *idx], loc=loc)
 
 
 def load(t, src, idx=(), loc=None):
@@ -141,8 +160,10 @@ def dim(g, axis: str, loc=None):
     return _one("dim", _index(), [g], {"axis": axis}, loc=loc)
 
 
-def sync(loc=None):
-    return create("sync", loc=loc)
+def sync(id: int | None = None, warps: int | None = None, loc=None):
+    """bar.sync: the whole block, or the named barrier `id` for `warps` warps."""
+    attrs = {k: v for k, v in (("id", id), ("warps", warps)) if v is not None}
+    return create("sync", attributes=attrs, loc=loc)
 
 
 # ---- Hopper: mbarriers, TMA, warpgroup mma, register reallocation

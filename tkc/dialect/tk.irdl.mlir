@@ -377,6 +377,40 @@ irdl.dialect @tk {
     irdl.operands(dst: %dst, src: %src, idx: variadic %i)
   }
 
+  // ---- block level: rings, subtiles, compiler-synchronised TMA
+  // Slot %i of a ring (a tk.alloc {stages = N} result): same type as the ring.
+  irdl.operation @stage {
+    %r = irdl.any
+    %i = irdl.is index
+    %t = irdl.any
+    irdl.operands(ring: %r, idx: %i)
+    irdl.results(out: %t)
+  }
+  // A view of part of an st (run-time indices) or rt (constant indices), in
+  // units of the result's shape.
+  irdl.operation @subtile {
+    %x = irdl.any
+    %i = irdl.is index
+    %t = irdl.any
+    irdl.operands(x: %x, row: %i, col: %i)
+    irdl.results(out: %t)
+  }
+  // Block-level TMA load gl -> st, synchronised by the compiler
+  // (tk-pipeline-staging turns it into the producer's TMA and mbarriers).
+  irdl.operation @pipeline_load {
+    %dst = irdl.base @tk::@st
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+  // Block-level TMA store st -> gl, synchronised by the compiler.
+  irdl.operation @pipeline_store {
+    %dst = irdl.base @tk::@gl
+    %src = irdl.base @tk::@st
+    %i = irdl.is index
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i)
+  }
+
   // ---- workers and the grid
   irdl.operation @laneid {
     %t = irdl.is index
@@ -421,7 +455,8 @@ irdl.dialect @tk {
     irdl.operands(g: %g)
     irdl.results(out: %t)
   }
-  // Block-level barrier: every warp of the block waits here.
+  // Block-level barrier: every warp of the block waits here; with the
+  // optional attributes id and warps, the named barrier `id` for `warps` warps.
   irdl.operation @sync {
   }
 

@@ -77,13 +77,21 @@ def choose_swizzle(st: ST) -> str:
 
 
 def choose_swizzles(module_op) -> None:
+    """Allocs get the rule; ring slots (tk.stage) and subtile views take the
+    layout of the tile they are part of (program order: definitions first)."""
     for op in _ops(module_op.operation):
-        if op.name != "tk.alloc":
+        result = op.results[0] if op.name in ("tk.alloc", "tk.stage", "tk.subtile") else None
+        st = _view(result) if result is not None else None
+        if not isinstance(st, ST):
             continue
-        result = op.results[0]
-        st = _view(result)
-        if isinstance(st, ST) and st.swizzle == "auto":
-            result.set_type(st.with_(swizzle=choose_swizzle(st)).mlir(result.type.context))
+        if op.name == "tk.alloc":
+            swizzle = choose_swizzle(st) if st.swizzle == "auto" else st.swizzle
+        else:
+            parent = _view(op.operands[0])
+            swizzle = parent.swizzle if isinstance(parent, ST) and parent.swizzle != "auto" \
+                else st.swizzle
+        if swizzle != st.swizzle:
+            result.set_type(st.with_(swizzle=swizzle).mlir(result.type.context))
 
 
 # ---------------------------------------------------------------- 2. register layouts

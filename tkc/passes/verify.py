@@ -45,6 +45,10 @@ def _walk(op, kernel, errors) -> None:
     if is_kernel:
         kernel = op
         errors.extend((w or where(op), m) for w, m in _check_kernel(op))
+        errors.extend((where(op), f"kernel @{op.attributes['sym_name'].value}: {m}")
+                      for m in block_rules.check_kernel(op))
+    if op.name == "scf.for":
+        errors.extend((where(op), m) for m in block_rules.check_loop(op))
     errors.extend((where(op), m) for m in _check_result_types(op))
     if op.name.startswith("tk."):
         errors.extend((where(op), m) for m in _check_op(op, kernel))
@@ -391,6 +395,7 @@ def _check_transpose(op, name, ins, outs, kernel):
 
 def _check_alloc(op, name, ins, outs, kernel):
     yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st, sv or barrier")
+    yield from block_rules.check_alloc_stages(op)
     parent = op.parent
     if (parent is None or parent.name != "func.func"
             or op.block != parent.regions[0].blocks[0] or kernel is None):
@@ -495,3 +500,8 @@ _OTHERS.update(_TMA_CHECKS)
 from .verify_warpgroup import CHECKS as _WARPGROUP_CHECKS  # noqa: E402
 
 _OTHERS.update(_WARPGROUP_CHECKS)
+
+# rings, subtiles, pipeline copies and named barriers likewise.
+from . import verify_block as block_rules  # noqa: E402
+
+_OTHERS.update(block_rules.CHECKS)
