@@ -29,6 +29,10 @@ def _attributes(kernel) -> dict:
     strs = lambda xs: ir.ArrayAttr.get([ir.StringAttr.get(x) for x in xs])  # noqa: E731
     attrs = {"tk.kernel": ir.UnitAttr.get(), "tk.warps": ir.IntegerAttr.get(i64, kernel.warps),
              "tk.grid": strs(kernel.grid()), "tk.arg_names": strs(list(kernel.params))}
+    if kernel.order is not None:
+        attrs["tk.order"] = ir.StringAttr.get(kernel.order)
+    if kernel.persistent:
+        attrs["tk.persistent"] = ir.UnitAttr.get()
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]
     if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
         attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])

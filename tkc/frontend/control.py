@@ -71,11 +71,17 @@ def _here():
 # ------------------------------------------------------------------ range
 
 class range:
-    """`for i in tkc.range(stop)` / `tkc.range(start, stop, step=1)`: an scf.for."""
+    """`for i in tkc.range(stop)` / `tkc.range(start, stop, step=1)`: an scf.for.
 
-    def __init__(self, start, stop=None, step=1):
+    `stages=N` (or "auto") makes it a pipelined loop (docs/pipelining.md): its
+    `tma.load`s run N iterations ahead in a producer warpgroup while the
+    kernel's warps compute (tk-pipeline-staging); `registers=(producer,
+    consumer)` overrides the setmaxnreg split the pass picks."""
+
+    def __init__(self, start, stop=None, step=1, *, stages=None, registers=None):
         if stop is None:
             start, stop = 0, start
+        self.pipeline = _pipeline_options(stages, registers)
         self.bounds = [as_index(x, "tkc.range bound") for x in (start, stop, step)]
         whole = getattr(self.bounds[1], "whole_tiles", None)
         if whole:  # `range(x.c // 64)` walks whole tiles: x.c must be a multiple of 64
@@ -121,6 +127,9 @@ class range:
         st.pop()
         with emitting(self.pos):
             loop = emit.for_op(*bounds, [cap.start[h][0] for h in changed])
+        if self.pipeline is not None:
+            with st.ctx:
+                loop.operation.attributes["tk.pipeline"] = _dict_attr(self.pipeline)
         scratch.induction_variable.replace_all_uses_with(loop.induction_variable)
         new_args = dict(zip(changed, loop.inner_iter_args))
         for h, a in zip(cap.handles, args):
@@ -129,6 +138,33 @@ class range:
         scratch.operation.erase()
         cap.restore({})
         cap.rebind(dict(zip(changed, loop.results)), aliases, st.scope)
+
+
+def _pipeline_options(stages, registers) -> dict | None:
+    """tk.pipeline's entries from tkc.range's keywords (None: a plain loop)."""
+    if stages is None and registers is None:
+        return None
+    if stages is None or stages == "auto":
+        opts = {"stages": 0}
+    elif isinstance(stages, int) and not isinstance(stages, bool) and 1 <= stages <= 16:
+        opts = {"stages": stages}
+    else:
+        raise fail(f"tkc.range stages must be \"auto\" or an int in 1..16, got {stages!r}")
+    if registers is not None:
+        ok = (isinstance(registers, tuple) and len(registers) == 2 and all(
+            isinstance(r, int) and not isinstance(r, bool) and 24 <= r <= 256 and r % 8 == 0
+            for r in registers))
+        if not ok:
+            raise fail("tkc.range registers must be (producer, consumer) setmaxnreg counts, "
+                       f"multiples of 8 in 24..256, got {registers!r}")
+        opts["producer_registers"], opts["consumer_registers"] = registers
+    return opts
+
+
+def _dict_attr(entries: dict):
+    from mlir import ir
+    i64 = ir.IntegerType.get_signless(64)
+    return ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in entries.items()})
 
 
 # ------------------------------------------------------------------ if / else

@@ -70,7 +70,8 @@ class Kernel:
     """A ThunderKittens-style kernel written in Python (see tkc.kernel)."""
 
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
-                 divisible: dict | None = None):
+                 divisible: dict | None = None, order: str | None = None,
+                 persistent: bool = False):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -78,6 +79,7 @@ class Kernel:
         if grid is not None and not callable(grid):
             raise TkcError("grid must be a lambda over the kernel's arguments", _where_def(fn))
         self.divisible = _check_divisible(divisible, fn)
+        self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self.name = name or fn.__name__
         self.__doc__ = fn.__doc__
@@ -148,7 +150,7 @@ class Kernel:
                 consts.update(_constants(f))
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
-            "divisible": self.divisible,
+            "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -210,16 +212,36 @@ class Kernel:
 
 
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
-           divisible: dict | None = None):
+           divisible: dict | None = None, order: str | None = None, persistent: bool = False):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
     launch (on top of what the kernel's tile accesses require), e.g. for a K
-    loop unrolled by pipeline stages."""
-    opts = dict(warps=warps, grid=grid, name=name, divisible=divisible)
+    loop unrolled by pipeline stages.
+
+    order: the order blocks take the grid's work items in (tk-grid-ordering):
+    "auto", a permutation of "xyz" (fastest first) or "grouped(y, W)" /
+    "grouped(x, W)" (L2-friendly super-rows / super-columns). persistent=True:
+    one block per SM, each looping over work items (docs/pipelining.md)."""
+    opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
+                persistent=persistent)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)
+
+
+def _check_schedule(order, persistent, fn) -> tuple[str | None, bool]:
+    """order and persistent, checked; a persistent kernel without an order gets "auto"."""
+    if not isinstance(persistent, bool):
+        raise TkcError(f"persistent must be True or False, got {persistent!r}", _where_def(fn))
+    if order is None:
+        return ("auto" if persistent else None), persistent
+    from ..passes.orders import parse_order
+    try:
+        parse_order(order if isinstance(order, str) else repr(order))
+    except ValueError as e:
+        raise TkcError(f"order: {e}", _where_def(fn)) from None
+    return order, persistent
 
 
 def _check_divisible(divisible, fn) -> dict[str, int]:

@@ -37,7 +37,7 @@ __all__ = [
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
     "swap_layout", "transpose",
-    "load", "store", "group_load", "group_store",
+    "load", "store", "group_load", "group_store", "subtile",
 ]
 
 
@@ -383,3 +383,35 @@ def group_store(dst: GLHandle, src: Shared, coords, warps: int | None = None) ->
     idx, n = _group("group_store", src, dst, coords, warps)
     with emitting():
         tk.group_store(dst.value(), src.value(), _index_values(idx), n)
+
+
+# ------------------------------------------------------------ subtiles
+
+def subtile(x, rows: int, cols: int, coords=(0, 0)):
+    """The rows x cols part of st or rt `x` at coords (in units of that shape),
+    ThunderKittens' subtile_inplace: a view, no data moves. An st view may sit
+    at run-time coords (`subtile(a_s, 64, 64, (warpgroupid(), 0))`); an rt
+    view needs int coords (registers are not indexed at run time)."""
+    from ..passes.verify_block import subtile_problems
+    if not isinstance(x, (Reg, Shared)) or not (isinstance(x, Shared) and isinstance(x.view, ST)
+                                                or isinstance(x, Reg) and x.is_tile):
+        raise fail(f"subtile: x must be an st or rt, got {_name(x)}")
+    if not isinstance(coords, (tuple, list)) or len(coords) != 2:
+        raise fail(f"subtile: coordinates are (row, col) in units of the subtile, got {coords!r}")
+    view = x.view.with_(rows=rows, cols=cols)
+    problems = subtile_problems(x.view, view)
+    if problems:
+        raise fail(problems[0])
+    if isinstance(x, Reg):
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in coords):
+            raise fail(f"subtile: a register tile's coordinates must be ints, got {coords!r} "
+                       "(registers cannot be indexed at run time)")
+        return _result("subtile", None, view, lambda: tk.subtile(
+            view.mlir(), x.value(), *_index_values([as_index(c) for c in coords])))
+    idx = [as_index(c, "subtile coordinate") for c in coords]
+    for c, n in zip(idx, (x.rows // rows, x.cols // cols)):
+        if c.const is not None and not 0 <= c.const < n:
+            raise fail(f"subtile: coordinate {c.const} is outside the {n} parts of {x.view.text()}")
+    vals = _index_values(idx)
+    with emitting():
+        return Shared(view, tk.subtile(view.mlir(), x.value(), *vals), current().scope)

@@ -157,14 +157,18 @@ def rv(dtype, length: int, kind: str = "col") -> Reg:
 # ------------------------------------------------------------ shared handles
 
 class Shared(Traced):
-    """A shared tile (st) or vector (sv): one tk.alloc for the whole kernel."""
+    """A shared tile (st) or vector (sv): one tk.alloc for the whole kernel,
+    or a view of part of one (subtile), valid in the scope that made it."""
 
     _what = "a shared tile"
 
-    def __init__(self, view, value):
-        self.view, self._value = view, value
+    def __init__(self, view, value, scope=None):
+        self.view, self._value, self._scope = view, value, scope
 
     def value(self):
+        if self._scope is not None and not current().visible(self._scope):
+            raise fail(f"the subtile {self.view.text()} was made inside the "
+                       f"{self._scope.describe()} and is not available after it")
         return self._value
 
     dtype = property(lambda self: self.view.dtype)

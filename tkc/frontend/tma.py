@@ -10,6 +10,11 @@
     tkc.fence_async(); tkc.sync()              # shared writes before a TMA store reads them
     tma.store_async(c, c_s, (0, 0, m, n)); tma.store_async_wait()
 
+Block-level copies synchronised by the compiler (no barrier to write): in a
+pipelined loop `tma.load(a_s, a, (0, 0, m, k))` runs ahead in the producer
+warpgroup that tk-pipeline-staging makes, and `tma.store(c, c_s, coords)`
+after the loop goes out while the next work item starts (docs/pipelining.md).
+
 Arrival counts are counted in warps (lane 0 of a warp arrives). TMA copies are
 issued by lane 0 of the calling warp; coordinates are in units of the st's
 shape, like group_load. `barrier`, `wait`, `arrive` and `fence_async` are also
@@ -26,7 +31,7 @@ from .values import Traced, as_index
 
 __all__ = ["barrier", "wait", "arrive", "fence_async",
            "expect", "expect_bytes", "load_async", "store_async", "store_add_async",
-           "store_async_wait"]
+           "store_async_wait", "load", "store"]
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
 
@@ -174,3 +179,24 @@ def store_async_wait(pending: int = 0) -> None:
         raise fail(f"store_async_wait: pending must be an int >= 0, got {pending!r}")
     with emitting():
         tk.tma_store_wait(pending)
+
+
+# ------------------------------------------------------------ compiler-synchronised
+
+def load(dst: Shared, src: GLHandle, coords) -> Shared:
+    """Block-level TMA load of the tile of src at coords into dst; every warp
+    may read dst afterwards. The compiler owns the synchronisation: in a
+    pipelined loop (tkc.range(n, stages=...)) the load runs ahead into a ring."""
+    idx = _tma_args("tma.load", dst, src, coords)
+    with emitting():
+        tk.pipeline_load(dst.value(), src.value(), [i.ir() for i in idx])
+    return dst
+
+
+def store(dst: GLHandle, src: Shared, coords) -> None:
+    """Block-level TMA store of st src into the tile of dst at coords, once
+    every warp's writes to src are done. The compiler owns the
+    synchronisation (and waits for the store's read before src is written again)."""
+    idx = _tma_args("tma.store", src, dst, coords)
+    with emitting():
+        tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx])

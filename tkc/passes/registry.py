@@ -29,5 +29,6 @@ def register(name: str, description: str):
 def all_passes() -> dict[str, PassInfo]:
     """Every registered tk pass (importing the modules that define them)."""
     from .. import passes  # noqa: F401  (registers verify, layout selection, ...)
+    from . import grid_ordering, pipeline_staging  # noqa: F401  (need MLIR: imported here)
     from .. import lowering  # noqa: F401  (registers tk-lower-to-nvvm)
     return dict(sorted(PASSES.items()))

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from ..diagnostics import TkcError
 from ..dtypes import DTYPES
-from .grid import DIMS, Grid
+from .grid import DIMS, SMS, Grid
 
 VERSION = 1
 CUBIN, MANIFEST, PTX, TILE_IR = "kernel.cubin", "manifest.json", "kernel.ptx", "tile.mlir"
 _REQUIRED = ("version", "kernel", "target", "warps", "block", "grid", "shared_bytes", "params")
-_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "resources": {}, "source": {}}
+_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "resources": {}, "source": {},
+             "persistent": False}
 SCALAR_DTYPES = ("f32", "i32")
 
 
@@ -162,6 +163,7 @@ def _check_grid(m: dict, bad) -> None:
         raise bad(e.message) from None
     known = {f"{p['name']}.{d}" for p in m["params"] if p["kind"] == "gl" for d in DIMS}
     known |= {p["name"] for p in m["params"] if p["kind"] == "scalar" and p["dtype"] == "i32"}
+    known.add(SMS)
     unknown = sorted(grid.names - known)
     if unknown:
         raise bad(f"grid {m['grid']} uses {unknown}, which are not gl dims or i32 scalar parameters")

@@ -12,6 +12,7 @@ the CUstream objects and cluster launch configs it made before.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 from typing import NamedTuple
 
@@ -100,6 +101,13 @@ def compute_capability(ordinal: int) -> tuple[int, int]:
     dev = call("cuDeviceGet", ordinal)
     return (call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
             call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+
+
+@functools.lru_cache(maxsize=None)
+def multiprocessors(ordinal: int) -> int:
+    """The device's SM count (the grid language's `sms`)."""
+    attr = api().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    return call("cuDeviceGetAttribute", attr, call("cuDeviceGet", ordinal))
 
 
 def _shared_optin_limit(ordinal: int) -> int:

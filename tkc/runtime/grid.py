@@ -5,7 +5,8 @@ A kernel's grid is three expressions over its arguments' dims, e.g.
 against a small whitelist (never `eval`: a manifest is data, not code), and
 turned into closures once per artifact so a launch only calls them.
 
-Names: `a.r` (gl argument `a`, dim b|d|r|c) and i32 scalar names.
+Names: `a.r` (gl argument `a`, dim b|d|r|c), i32 scalar names, and `sms`:
+the launching device's SM count (persistent kernels launch min(sms, items)).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..diagnostics import TkcError
 
 AXES = ("x", "y", "z")
 DIMS = ("b", "d", "r", "c")
+SMS = "sms"  # the device's multiprocessor count, supplied by whoever launches
 # CUDA's limits on gridDim.x, .y, .z.
 LIMITS = (2**31 - 1, 65535, 65535)
 _LANGUAGE = "integers, names like a.r, + - * // %, unary -, cdiv/min/max(x, y)"

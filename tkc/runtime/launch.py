@@ -22,7 +22,7 @@ from .args import Signature
 from .artifact import Artifact
 from .callsite import caller
 from .frame import Layout
-from .grid import compile_grid
+from .grid import SMS, compile_grid
 from .tensormap import TensorMaps
 
 
@@ -76,6 +76,9 @@ class Launcher:
         """Every check, the grid; the Plan is kept under the call's key (if any)."""
         try:
             bound = self.signature.bind(args, stream=stream)
+            if SMS in self.grid.names:  # a persistent kernel: one block per SM
+                device = bound.device if bound.device is not None else _current_device()
+                bound.env[SMS] = driver.multiprocessors(device)
             grid = self._grid(bound.env)
         except TkcError as e:  # grid errors come unlocated: they are the caller's too
             raise e if e.where else TkcError(e.message, caller()) from None

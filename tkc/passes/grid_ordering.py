@@ -1,0 +1,172 @@
+"""tk-grid-ordering: the grid level (the paper's persistent grid and block order).
+
+A kernel's grid (X, Y, Z) is its work-item space; `tk.order` says in which
+order blocks take the items, `tk.persistent` that one block per SM loops over
+them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
+
+1. resolves `tk.order = "auto"`: when the kernel's loads split into tiles
+   that depend only on block_idx.x and tiles that depend only on
+   block_idx.y (GEMM's B and A), it groups along y ("super-rows", the
+   paper's order). A wave of S concurrent blocks then covers W values of y
+   and S/W of x, so per K step the wave reads W*b_y + (S/W)*b_x distinct
+   bytes (b_y, b_x: the bytes of the tiles that depend on y, on x), least at
+   W = sqrt(S * b_x / b_y); W shrinks if that wave would not keep L2_WINDOW
+   steps of its tiles in L2. Otherwise the hardware's order "xyz" is kept.
+   The choice is written back into `tk.order`.
+2. rewrites the kernel when the order is not the hardware's or the kernel is
+   persistent: the launch becomes 1-D (`tk.grid` = `X*Y*Z`, or
+   `min(sms, X*Y*Z)` when persistent), the work-item space is computed in
+   the kernel from the original grid expressions (kept in `tk.work`), every
+   tk.block_idx becomes the decoded work item and every tk.grid_dim the
+   space's extent. A persistent kernel's body (all but its allocations and
+   barrier inits) moves into `scf.for %t = block_idx.x to X*Y*Z step
+   grid_dim.x {tk.work_items}`.
+
+With a warp-specialised pipeline (tk-pipeline-staging runs next), the
+producer then runs on into the next work item's loads while the consumers
+finish the current one: the paper's overlap of a persistent grid.
+"""
+from __future__ import annotations
+
+import math
+
+from mlir import ir
+from mlir.dialects import scf
+
+from ..dialect import ops as tk
+from ..dialect import walk
+from ..dialect.types import ST, view
+from ..dtypes import itemsize
+from .orders import AXES, Order, decode, parse_order
+from .registry import register
+from .rewrite import (IRArith, defining_op, emit_grid_expr, entry, grid_of, hoist_prologue,
+                      index, kernels, strings)
+
+SMS = 132                 # SMs of the sm_90a parts tkc targets (H100 SXM, H200)
+L2_BYTES = 50 * 2**20     # the H100's L2 (the H200 has 60 MB)
+L2_WINDOW = 32            # K steps a wave's tiles should stay in L2 for (block drift)
+LOADS = ("tk.pipeline_load", "tk.tma_load", "tk.group_load")
+
+
+@register("tk-grid-ordering",
+          "persistent grids and L2-aware block orders: resolve tk.order (auto: grouped "
+          "super-rows sized from tiles and L2), linearise the grid, loop over work items")
+def run(module_op) -> None:
+    for fn in kernels(module_op.operation):
+        order_kernel(fn)
+
+
+def order_kernel(fn) -> None:
+    persistent = "tk.persistent" in fn.attributes
+    text = ir.StringAttr(fn.attributes["tk.order"]).value if "tk.order" in fn.attributes else None
+    if text is None and not persistent:
+        return
+    order = parse_order(text or "auto")
+    if order == "auto":
+        order = choose_order(fn)
+    fn.attributes["tk.order"] = ir.StringAttr.get(order.text())
+    if order == Order() and not persistent:
+        return  # the hardware already launches blocks in this order
+    _linearise(fn, order, persistent)
+
+
+# ---------------------------------------------------------------- auto
+
+def axis_bytes(fn) -> dict:
+    """Per grid axis, the bytes of the tiles the kernel loads whose
+    coordinates depend on that block index alone."""
+    out = {a: 0 for a in AXES}
+    for op in walk(fn):
+        if op.name not in LOADS:
+            continue
+        st = view(op.operands[0].type)
+        if not isinstance(st, ST):
+            continue
+        axes = _block_axes(op.operands[2:6])
+        if len(axes) == 1:
+            out[axes.pop()] += st.rows * st.cols * itemsize(st.dtype)
+    return out
+
+
+def _block_axes(values) -> set:
+    """The block_idx axes the values are computed from (through arith; loop
+    variables and other values add none)."""
+    axes, todo, seen = set(), list(values), set()
+    while todo:
+        op = defining_op(todo.pop())
+        if op is None or op in seen:
+            continue
+        seen.add(op)
+        if op.name == "tk.block_idx":
+            axes.add(ir.StringAttr(op.attributes["dim"]).value)
+        elif op.name.startswith("arith."):
+            todo.extend(op.operands)
+    return axes
+
+
+def choose_order(fn) -> Order:
+    b = axis_bytes(fn)
+    if not (b["x"] and b["y"]):
+        return Order()
+    return Order(group_axis="y", width=group_width(b["x"], b["y"]))
+
+
+def group_width(b_x: int, b_y: int, sms: int = SMS, l2: int = L2_BYTES) -> int:
+    """The super-row width W minimising a wave's distinct bytes per step
+    W*b_y + (sms/W)*b_x, no wider than keeps L2_WINDOW steps of them in L2."""
+    w = max(1, min(sms, round(math.sqrt(sms * b_x / b_y))))
+    while w > 1 and (w * b_y + sms / w * b_x) * L2_WINDOW > l2:
+        w -= 1
+    return w
+
+
+# ---------------------------------------------------------------- rewrite
+
+def _linearise(fn, order: Order, persistent: bool) -> None:
+    work = grid_of(fn)
+    ids = [op for op in walk(fn) if op.name in ("tk.block_idx", "tk.grid_dim")]
+    first = hoist_prologue(fn)
+    with ir.InsertionPoint(first), fn.location:
+        dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
+        total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
+        t = tk.block_idx("x")
+        if persistent:
+            loop = scf.ForOp(t, total, tk.grid_dim("x"), [])
+            loop.operation.attributes["tk.work_items"] = ir.UnitAttr.get()
+            with ir.InsertionPoint(loop.body):
+                scf.YieldOp([])
+    if persistent:
+        _move_into(fn, loop)
+        at, t = ir.InsertionPoint.at_block_begin(loop.body), loop.induction_variable
+    else:
+        at = ir.InsertionPoint(first)
+    with at, fn.location:
+        xyz = [_value(v) for v in decode(order, t, dims, IRArith)]
+        extents = [_value(v) for v in dims]
+    _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
+    product = " * ".join(f"({g})" for g in work if g.strip() != "1") or "1"
+    fn.attributes["tk.grid"] = strings([f"min(sms, {product})" if persistent else product, "1", "1"])
+    fn.attributes["tk.work"] = strings(work)
+
+
+def _value(v):
+    return index(v) if isinstance(v, int) else v
+
+
+def _move_into(fn, loop) -> None:
+    """Every entry-block op after `loop` but the terminator goes into its body."""
+    ops = [o.operation for o in entry(fn).operations]
+    after = ops[ops.index(loop.operation) + 1:-1]
+    y = list(loop.body.operations)[-1].operation
+    for o in after:
+        o.move_before(y)
+
+
+def _replace_ids(ids, items: dict, extents: dict) -> None:
+    """The author's block_idx -> the work item's coordinate, grid_dim -> the
+    space's extent (`ids`: those ops, collected before the pass made its own)."""
+    for op in ids:
+        axis = ir.StringAttr(op.attributes["dim"]).value
+        new = items[axis] if op.name == "tk.block_idx" else extents[axis]
+        op.results[0].replace_all_uses_with(new)
+        op.erase()

@@ -1,0 +1,711 @@
+"""tk-pipeline-staging: the block level (the paper's load-compute-store-finish
+template as a pass; docs/pipelining.md says what an author writes).
+
+Input: a kernel whose warps all run the same code, with compiler-synchronised
+copies (tk.pipeline_load / tk.pipeline_store, docs/tile-ir.md "Block level")
+and at most one loop marked `tk.pipeline = {stages = N}` (0 = auto), at the
+kernel's top level or directly inside tk-grid-ordering's work-item loop.
+Output: the producer/consumer form, written only with the Hopper primitives
+(mbarriers, TMA, setmaxnreg, named barriers), so the interpreter checks it for
+races and deadlocks like any hand-written kernel:
+
+- The kernel's warps become the consumers; a producer warpgroup is added after
+  them (a single warp when the consumers are not whole warpgroups). Consumers
+  get registers from it with setmaxnreg when there are two or more consumer
+  warpgroups (ThunderKittens' 40 / 232 split for two).
+- Each tile a `tk.pipeline_load` in the pipelined loop fills becomes a ring
+  of S slots (tk.alloc {stages = S}); `full` and `empty` mbarrier rings hand
+  the slots over. The producer's one issuing warp walks the same loop (and
+  the same work items) with a ring counter `it`: wait for slot it % S to be
+  empty (parity (it / S + 1) % 2, so the first round passes), expect the
+  stage's bytes, issue the TMA loads. The consumers wait for the slot to be
+  full (parity (it / S) % 2), compute on it and release it.
+- Release, and wgmma kept in flight: when the loop body's warpgroup mmas only
+  feed their accumulators to the next iteration's mmas, the body's final
+  `warpgroup_mma_wait {pending = 0}` becomes `pending = g` (g: the mma groups
+  one iteration issues), the slot of the previous iteration is released after
+  it, and a `pending = 0` wait plus the last release follow the loop: the
+  release waits for the wgmma reads it would otherwise race with (the
+  interpreter checks this). Otherwise the slot is released at the end of the
+  iteration, which must then have waited for every mma it issued.
+- A `tk.pipeline_load` outside the loop (loaded once per work item) gets its
+  own full / empty barrier pair: the producer loads it before the loop's
+  stages, the consumers wait where the load was and release it at the end of
+  the work item.
+- A `tk.pipeline_store` becomes: every consumer fences its shared writes
+  (fence.proxy.async), the consumers meet at a named barrier, consumer warp 0
+  issues the TMA store. Before a later write to a tile whose store may still
+  be reading it (in the next work item too), warp 0 waits with
+  `tma_store_wait {pending = n}` (n: the stores issued since) and the
+  consumers meet again; the store of one work item thus overlaps the next
+  item's main loop.
+- The author's block-wide tk.sync in consumer code becomes a named barrier of
+  the consumer warps (the producer never reaches it).
+
+Stages: N as asked, or (auto) the deepest ring, up to AUTO_STAGES, that fits
+227 KiB of shared memory beside the kernel's other tiles, as ThunderKittens
+sizes its input pipe. Every refusal names the author's line and says why: a
+load coordinate the producer cannot compute, a pipelined tile used outside its
+loop, a shared-memory budget, a loop not at the top level, ...
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from ..diagnostics import error, where
+from ..dialect import ops as tk
+from ..dialect import walk
+from ..dialect.types import Barrier, ST, view
+from ..dtypes import itemsize
+from .registry import register
+from .rewrite import (add_iter_args, backward_slice, clone_ops, entry, extend_yield,
+                      hoist_prologue, i64, index, is_prologue, kernels, located, uses_in)
+from .verify import kernel_warps
+from .verify_block import pipeline_options
+
+AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
+SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
+WARPGROUP = 4
+REGISTER_FILE = 512    # per-thread registers of a warpgroup slot: 65536 / 128
+WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
+         "tk.warpgroup_mma_atbt")
+SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
+
+
+@register("tk-pipeline-staging",
+          "turn tk.pipeline loops and tma.load/tma.store into a warp-specialised "
+          "producer/consumer pipeline: TMA ring, full/empty mbarriers, setmaxnreg, "
+          "wgmma kept in flight, TMA-store epilogue")
+def run(module_op) -> None:
+    for fn in kernels(module_op.operation):
+        found = find(fn)
+        if found is not None:
+            Staging(found).build()
+
+
+# ---------------------------------------------------------------- what is there
+
+class Found:
+    """The kernel's pipeline structure, checked."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.items = next((o.operation for o in entry(fn).operations
+                           if o.operation.name == "scf.for"
+                           and "tk.work_items" in o.operation.attributes), None)
+        self.body = self.items.regions[0].blocks[0] if self.items is not None else entry(fn)
+        self.loop = None
+        self.ring_loads, self.once_loads, self.stores = [], [], []
+        self.warps = kernel_warps(fn) or 1
+
+
+def find(fn) -> Found | None:
+    f = Found(fn)
+    loops = [op for op in walk(fn) if op.name == "scf.for" and "tk.pipeline" in op.attributes]
+    loads = [op for op in walk(fn) if op.name == "tk.pipeline_load"]
+    stores = [op for op in walk(fn) if op.name == "tk.pipeline_store"]
+    if not (loops or loads or stores):
+        return None
+    if len(loops) > 1:
+        raise error(loops[1], "one pipelined loop per kernel: another is at " + where(loops[0]))
+    if loops:
+        f.loop = loops[0]
+        if f.loop.parent != f.body.owner and f.loop.parent.operation != f.body.owner:
+            raise error(f.loop, "a pipelined loop must be at the kernel's top level (or directly "
+                                "in its work-item loop): the producer warp walks it on its own")
+    for op in loads:
+        if f.loop is not None and _parent(op) == f.loop:
+            f.ring_loads.append(op)
+        elif _parent(op) == _block_owner(f):
+            f.once_loads.append(op)
+        else:
+            raise error(op, "tma.load must be at the kernel's top level or directly in the "
+                            "pipelined loop's body: the producer issues every load in order, "
+                            "so it cannot be conditional or in another loop")
+    for op in stores:
+        if _parent(op) != _block_owner(f):
+            raise error(op, "tma.store must be at the kernel's top level (after the pipelined "
+                            "loop): stores inside a loop or branch are not staged yet")
+        f.stores.append(op)
+    if f.loop is not None and not f.ring_loads:
+        raise error(f.loop, "this loop is pipelined (stages=...) but has no tma.load to run ahead")
+    _check_ring_tiles(f)
+    return f
+
+
+def _parent(op):
+    p = op.parent
+    return p.operation if p is not None else None
+
+
+def _block_owner(f: Found):
+    return f.items if f.items is not None else f.fn
+
+
+def _check_ring_tiles(f: Found) -> None:
+    seen = {}
+    for op in f.ring_loads:
+        dst = op.operands[0]
+        owner = dst.owner.operation if hasattr(dst.owner, "operation") else dst.owner
+        if getattr(owner, "name", "") != "tk.alloc" or "stages" in owner.attributes:
+            raise error(op, "the destination of a pipelined tma.load must be a whole shared "
+                            "tile from st(...) (not a view or a ring)")
+        if dst in seen:
+            raise error(op, f"this tile is loaded twice per iteration (also at {where(seen[dst])})")
+        seen[dst] = op
+        for u in dst.uses:
+            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            if not _within(user, f.loop):
+                raise error(user, f"{_short(dst)} is a pipelined tile (loaded at {where(op)}): "
+                                  "it lives in a ring of stages and may only be used inside its loop")
+
+
+def _within(op, ancestor) -> bool:
+    while op is not None:
+        if op == ancestor:
+            return True
+        op = _parent(op)
+    return False
+
+
+def _short(v) -> str:
+    return str(v.type).removeprefix("!tk.").replace(" : i64", "")
+
+
+def _bytes(t) -> int:
+    return t.rows * t.cols * itemsize(t.dtype)
+
+
+# ---------------------------------------------------------------- the rewrite
+
+class Staging:
+    def __init__(self, f: Found):
+        self.f, self.fn = f, f.fn
+        self.cw = f.warps                                   # consumer warps
+        self.whole = self.cw % WARPGROUP == 0               # consumers are warpgroups
+        self.total = self.cw + (WARPGROUP if self.whole else 1)
+        self.opts = pipeline_options(f.loop) if f.loop is not None else {}
+        self.persistent = f.items is not None
+        self.has_producer = bool(f.ring_loads or f.once_loads)
+        self.loc = f.loop.location if f.loop is not None else self.fn.location
+
+    # -- the whole kernel
+    def build(self) -> None:
+        first = hoist_prologue(self.fn)
+        if not self.has_producer:
+            self._stores_only()
+            return
+        self.stages = self._choose_stages()
+        self.registers = self._split_registers()
+        with ir.InsertionPoint(first), self.loc:
+            self._barriers()
+            branch = self._split()
+        self._producer(branch)  # first: it reads the loads the consumers' rewrite removes
+        self._consumers(branch)
+        self.fn.attributes["tk.warps"] = i64(self.total)
+
+    def _stores_only(self) -> None:
+        """No loads: every warp stays a consumer; stores use the block barrier."""
+        self.sync = {}
+        self._epilogue(self.f.body)
+        with ir.InsertionPoint(_terminator(entry(self.fn))), self.loc:
+            self._store_wait(0)
+
+    # -- stages and shared memory
+    def _choose_stages(self) -> int:
+        if not self.f.ring_loads:
+            return 0
+        asked = self.opts.get("stages", 0)
+        tiles = [view(op.operands[0].type) for op in self.f.ring_loads]
+        if asked:
+            self._check_budget(asked, tiles, fixed=True)
+            return asked
+        for s in range(AUTO_STAGES, 0, -1):
+            if self._check_budget(s, tiles, fixed=False):
+                return s
+        self._check_budget(1, tiles, fixed=True)  # raises, with the breakdown
+        return 1
+
+    def _check_budget(self, stages: int, tiles, fixed: bool) -> bool:
+        from ..lowering.shared import SHARED_LIMIT, alignment, nbytes
+        end, lines = 0, []
+        ring = {op.operands[0] for op in self.f.ring_loads}
+        allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
+        extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2)] * len(self.f.once_loads)
+        for t, n in [(view(a.results[0].type),
+                      stages if a.results[0] in ring else _stages_of(a)) for a in allocs] + extra:
+            stride = _round_up(nbytes(t), alignment(t))
+            end = _round_up(end, alignment(t)) + stride * n
+            lines.append(f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
+                         + (f" x {n} stages" if n > 1 else "") + f": {stride * n} bytes")
+        if end <= SHARED_LIMIT:
+            return True
+        if fixed:
+            raise error(self.f.loop or self.fn,
+                        f"a {stages}-stage pipeline needs {end} bytes of shared memory, more than "
+                        f"the {SHARED_LIMIT} a block may use: use fewer stages, smaller tiles or "
+                        "stages=\"auto\":\n" + "\n".join(lines))
+        return False
+
+    # -- barriers: full/empty rings and one-off pairs, initialised up front
+    def _barriers(self) -> None:
+        b = Barrier().mlir()
+        self.full = self.empty = None
+        if self.stages:
+            self.full = tk.alloc(b, self.stages)
+            self.empty = tk.alloc(b, self.stages)
+            tk.init_barrier(self.full, 1)
+            tk.init_barrier(self.empty, self.cw)
+            for op in self.f.ring_loads:
+                _alloc_of(op.operands[0]).attributes["stages"] = i64(self.stages)
+        self.once = {}
+        for op in self.f.once_loads:
+            full, empty = tk.alloc(b), tk.alloc(b)
+            tk.init_barrier(full, 1)
+            tk.init_barrier(empty, self.cw)
+            self.once[op] = (full, empty)
+        # the new prologue ops join the entry block's prologue
+        self.stage_bytes = sum(_bytes(view(op.operands[0].type)) for op in self.f.ring_loads)
+
+    # -- the role split
+    def _split(self):
+        """scf.if warpid >= cw {producer} else {consumers}, with every
+        non-prologue op of the entry block moved into the else branch."""
+        ops = [o.operation for o in entry(self.fn).operations]
+        is_producer = arith.cmpi(arith.CmpIPredicate.uge, tk.worker_id("warpid"), index(self.cw))
+        branch = scf.IfOp(is_producer, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            y = scf.YieldOp([])
+        for o in ops[:-1]:
+            if not is_prologue(o) and o.parent is not None:
+                o.move_before(y)
+        return branch
+
+    # ---------------------------------------------------------------- consumers
+
+    def _consumers(self, branch) -> None:
+        block = branch.else_block
+        y = _terminator(block)
+        with ir.InsertionPoint.at_block_begin(block), self.loc:
+            if self.registers:
+                tk.set_registers(True, self.registers[1])
+            zero = index(0)
+        self.sync = {"id": SYNC_ID, "warps": self.cw}
+        self._rename_syncs(block)
+        if self.persistent:
+            items = add_iter_args(self.f.items, [zero])
+            self.f.items = items.operation
+            self.f.body = items.body
+            ring_in = items.body.arguments[-1]
+        else:
+            ring_in = zero
+        ring_out = self._consumer_loop(ring_in) if self.f.loop is not None else ring_in
+        self._consumer_once_loads()
+        if self.persistent:
+            extend_yield(items, [ring_out])
+        self._epilogue(self.f.body)
+        if self.f.stores:
+            with ir.InsertionPoint(y), self.loc:
+                self._store_wait(0)
+
+    def _split_registers(self):
+        """(producer, consumer) setmaxnreg counts, or None: setmaxnreg needs
+        whole warpgroups, and pays only when two or more consumer warpgroups
+        share the SM (one consumer warpgroup already has 255 registers)."""
+        consumers = self.cw // WARPGROUP
+        if not self.whole or consumers < 2:
+            return None
+        p = self.opts.get("producer_registers") or 40
+        c = self.opts.get("consumer_registers") or min(256, (REGISTER_FILE - p) // consumers // 8 * 8)
+        if p + consumers * c > REGISTER_FILE:
+            raise error(self.f.loop or self.fn,
+                        f"registers=({p}, {c}) need {p + consumers * c} per thread slot over "
+                        f"{consumers + 1} warpgroups; the register file has {REGISTER_FILE}")
+        return p, c
+
+    def _rename_syncs(self, block) -> None:
+        """The author's block-wide tk.sync: after the split, only the consumers reach it."""
+        for op in _walk_block(block):
+            if op.name == "tk.sync" and "id" not in op.attributes:
+                op.attributes["id"] = i64(SYNC_ID)
+                op.attributes["warps"] = i64(self.cw)
+
+    def _consumer_loop(self, ring_in):
+        loop = add_iter_args(self.f.loop, [ring_in])
+        self.f.loop = loop.operation
+        it = loop.body.arguments[-1]
+        body = loop.body
+        first = list(body.operations)[0].operation
+        with ir.InsertionPoint(first), self.f.ring_loads[0].location:
+            s, ph = self._slot(it)
+            tk.wait(tk.stage(self.full, s), ph)
+            slots = {}
+            for op in self.f.ring_loads:
+                slots[op.operands[0]] = tk.stage(op.operands[0], s)
+        for tile, slot in slots.items():
+            for user, i in uses_in(tile, loop.operation):
+                if user != slot.owner.operation:
+                    user.operands[i] = slot
+        for op in self.f.ring_loads:
+            op.erase()
+        relaxed = _relax_wgmma(body)
+        with ir.InsertionPoint(_terminator(body)), self.loc:
+            if relaxed is None:
+                _check_retired(body)
+                tk.arrive(tk.stage(self.empty, s))
+            nxt = arith.addi(it, index(1))
+        if relaxed is not None:
+            self._delayed_release(loop, relaxed, it, s)
+        extend_yield(loop, [nxt])
+        loop.operation.attributes["tk.staged"] = _staged(self.stages, "consumer")
+        del loop.operation.attributes["tk.pipeline"]
+        return loop.results[-1]
+
+    def _slot(self, it):
+        """(slot, phase parity) of ring counter `it`."""
+        s = arith.remui(it, index(self.stages))
+        ph = arith.remui(arith.divui(it, index(self.stages)), index(2))
+        return s, ph
+
+    def _delayed_release(self, loop, wait, it, s) -> None:
+        """After the relaxed wait: release the previous iteration's slot (all
+        its groups retired); after the loop: wait for all, release the last."""
+        start = list(loop.operation.operands)[-1]
+        with ir.InsertionPoint(_next_op(wait)), wait.location:
+            later = arith.cmpi(arith.CmpIPredicate.ne, it, start)
+            with _if(later):
+                prev = arith.remui(arith.subi(it, index(1)), index(self.stages))
+                tk.arrive(tk.stage(self.empty, prev))
+        carried = _carried_positions(loop, wait)
+        after = _next_op(loop.operation)
+        with ir.InsertionPoint(after), loop.operation.location:
+            results = [loop.results[i] for i in carried]
+            done = tk.warpgroup_mma_wait(results, 0)
+            for r, d in zip(results, done.results):
+                for user, i in [(u.owner, u.operand_number) for u in list(r.uses)]:
+                    user = user.operation if hasattr(user, "operation") else user
+                    if user != done:
+                        user.operands[i] = d
+            end = loop.results[-1]
+            with _if(arith.cmpi(arith.CmpIPredicate.ne, end, start)):
+                last = arith.remui(arith.subi(end, index(1)), index(self.stages))
+                tk.arrive(tk.stage(self.empty, last))
+
+    def _consumer_once_loads(self) -> None:
+        """A once-per-item load: wait where it was, release at the item's end."""
+        if not self.f.once_loads:
+            return
+        parity = self._item_parity()
+        for op in self.f.once_loads:
+            full, empty = self.once[op]
+            with ir.InsertionPoint(op), op.location:
+                tk.wait(full, parity(op))
+            if self.persistent:
+                with ir.InsertionPoint(_terminator(self.f.body)), op.location:
+                    tk.arrive(empty)
+            op.erase()
+
+    def _item_parity(self):
+        """parity(op) -> the work item counter's parity at op (0 without items)."""
+        if not self.persistent:
+            return lambda op: index(0)
+        loop = _for(self.f.items)
+
+        def parity(op):
+            with ir.InsertionPoint(op), op.location:
+                j = arith.divui(arith.subi(loop.induction_variable, loop.lowerBound), loop.step)
+                return arith.remui(j, index(2))
+        return parity
+
+    # ---------------------------------------------------------------- epilogue
+
+    def _epilogue(self, block) -> None:
+        """TMA stores: fence, meet, one warp issues; waits before rewriting a
+        tile a store may still read (simulated over two work items)."""
+        if not self.f.stores:
+            return
+        stores = set(self.f.stores)
+        inflight = self._simulate(block, stores, [], insert=False) if self.persistent else []
+        self._simulate(block, stores, inflight, insert=True)
+        for op in self.f.stores:
+            with ir.InsertionPoint(op), op.location:
+                tk.fence_async()
+                tk.sync(**self.sync)
+                with _if(self._is_issuer()):
+                    tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:])
+            op.erase()
+
+    def _is_issuer(self):
+        w = tk.worker_id("warpid")
+        return arith.cmpi(arith.CmpIPredicate.eq, w, index(0))
+
+    def _simulate(self, block, stores, inflight, insert: bool) -> list:
+        """Walk the block's top-level ops; return the stores in flight at its
+        end. With insert, put a wait before each write to a tile in flight."""
+        inflight = list(inflight)
+        for op in [o.operation for o in block.operations]:
+            written = _writes(op)
+            hit = [i for i, t in enumerate(inflight) if t in written]
+            if hit:
+                pending = len(inflight) - 1 - hit[-1]
+                if insert:
+                    with ir.InsertionPoint(op), op.location:
+                        self._store_wait(pending)
+                        tk.sync(**self.sync)
+                inflight = inflight[len(inflight) - pending:] if pending else []
+            if op in stores:
+                inflight.append(_root(op.operands[1]))
+        return inflight
+
+    def _store_wait(self, pending: int) -> None:
+        with _if(self._is_issuer()):
+            tk.tma_store_wait(pending)
+
+    # ---------------------------------------------------------------- producer
+
+    def _producer(self, branch) -> None:
+        block = branch.then_block
+        y = _terminator(block)
+        with ir.InsertionPoint(y), self.loc:
+            if self.registers:
+                tk.set_registers(False, self.registers[0])
+            w = tk.worker_id("warpid")
+            with _if(arith.cmpi(arith.CmpIPredicate.eq, w, index(self.cw))):
+                mapping = {a: a for a in entry(self.fn).arguments}
+                if self.persistent:
+                    self._producer_items(mapping)
+                else:
+                    self._producer_block(self.f.body, mapping, index(0), index(0))
+
+    def _producer_items(self, mapping) -> None:
+        src = _for(self.f.items)
+        lb, ub, step = _need(mapping, [src.lowerBound, src.upperBound, src.step], self.f.items)
+        loop = scf.ForOp(lb, ub, step, [index(0)])
+        with ir.InsertionPoint(loop.body), self.loc:
+            inner = dict(mapping)
+            inner[src.induction_variable] = loop.induction_variable
+            j = arith.divui(arith.subi(loop.induction_variable, lb), step)
+            out = self._producer_block(self.f.body, inner, loop.body.arguments[-1],
+                                       arith.remui(j, index(2)))
+            scf.YieldOp([out])
+        loop.operation.attributes["tk.staged"] = _staged(self.stages, "producer")
+
+    def _producer_block(self, block, mapping, it, parity):
+        """The producer's walk of one work item: once-loads, then the ring."""
+        for op in [o.operation for o in block.operations]:
+            if op in self.once:
+                self._producer_once(op, mapping, parity)
+            elif op == self.f.loop:
+                it = self._producer_loop(mapping, it)
+        return it
+
+    def _producer_once(self, op, mapping, parity) -> None:
+        full, empty = self.once[op]
+        with op.location:
+            coords = _need(mapping, list(op.operands)[2:], op)
+            if self.persistent:
+                tk.wait(empty, arith.addi(parity, index(1)))
+            tk.expect_bytes(full, _bytes(view(op.operands[0].type)))
+            tk.tma_load(op.operands[0], op.operands[1], coords, full)
+
+    def _producer_loop(self, mapping, it):
+        src = _for(self.f.loop)
+        with self.f.loop.location:
+            lb, ub, step = _need(mapping, [src.lowerBound, src.upperBound, src.step], self.f.loop)
+            for op in self.f.ring_loads:  # what does not change with k: computed once, here
+                _need(mapping, list(op.operands)[2:], op, varying=src.induction_variable)
+            loop = scf.ForOp(lb, ub, step, [it])
+        body_map = dict(mapping)
+        body_map[src.induction_variable] = loop.induction_variable
+        cur = loop.body.arguments[-1]
+        with ir.InsertionPoint(loop.body), self.f.ring_loads[0].location:
+            s, ph = self._slot(cur)
+            tk.wait(tk.stage(self.empty, s), arith.addi(ph, index(1)))
+            full = tk.stage(self.full, s)
+            tk.expect_bytes(full, self.stage_bytes)
+            for op in self.f.ring_loads:
+                with op.location:
+                    coords = _need(body_map, list(op.operands)[2:], op)
+                    tk.tma_load(tk.stage(op.operands[0], s), op.operands[1], coords, full)
+            scf.YieldOp([arith.addi(cur, index(1))])
+        loop.operation.attributes["tk.staged"] = _staged(self.stages, "producer")
+        return loop.results[0]
+
+
+# ---------------------------------------------------------------- helpers
+
+def _need(mapping, values, op, varying=None) -> list:
+    """values as the producer sees them: their pure computation cloned here.
+    With `varying` (a loop variable), only the part that does not depend on
+    it is cloned (hoisted out of that loop)."""
+    try:
+        ops = backward_slice(values, stop=lambda v: v in mapping or (varying is not None and v == varying))
+    except ValueError as e:
+        culprit, why = e.args[0]
+        raise error(op, "the producer cannot compute this load's coordinates or loop bounds: "
+                        f"they depend on {why}{located(culprit)}") from None
+    if varying is not None:
+        ops = [o for o in ops if not _depends(o, varying, ops)]
+    clone_ops(ops, mapping)
+    return [mapping.get(v) for v in values]
+
+
+def _depends(op, value, among) -> bool:
+    """Whether op's result depends on `value` through the ops `among`."""
+    producers = {r: o for o in among for r in o.results}
+    todo, seen = list(op.operands), set()
+    while todo:
+        v = todo.pop()
+        if v == value:
+            return True
+        o = producers.get(v)
+        if o is not None and o not in seen:
+            seen.add(o)
+            todo.extend(o.operands)
+    return False
+
+
+def _for(op):
+    """The scf.ForOp view of an scf.for Operation."""
+    return op.opview if hasattr(op, "opview") else op
+
+
+def _alloc_of(value):
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _stages_of(alloc) -> int:
+    a = alloc.attributes["stages"] if "stages" in alloc.attributes else None
+    return ir.IntegerAttr(a).value if a is not None else 1
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def _terminator(block):
+    return list(block.operations)[-1].operation
+
+
+def _next_op(op):
+    ops = [o.operation for o in _block_of(op).operations]
+    return ops[ops.index(op) + 1]
+
+
+def _block_of(op):
+    parent = op.parent
+    for region in parent.regions:
+        for block in region.blocks:
+            if any(o.operation == op for o in block.operations):
+                return block
+    raise ValueError("op not found in its parent")
+
+
+class _if:
+    """`with _if(cond):` builds an scf.if without results at the insertion point."""
+
+    def __init__(self, cond):
+        self.cond = cond
+
+    def __enter__(self):
+        self.op = scf.IfOp(self.cond, [], has_else=False)
+        self.ip = ir.InsertionPoint(self.op.then_block)
+        self.ip.__enter__()
+        return self.op
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            scf.YieldOp([])
+        self.ip.__exit__(*exc)
+        return False
+
+
+def _staged(stages: int, role: str):
+    return ir.DictAttr.get({"stages": i64(stages), "role": ir.StringAttr.get(role)})
+
+
+def _walk_block(block):
+    for op in block.operations:
+        op = op.operation
+        yield op
+        yield from walk(op)
+
+
+def _root(value):
+    """The tk.alloc a shared value is a slot or view of."""
+    while True:
+        owner = _alloc_of(value)
+        if getattr(owner, "name", "") in ("tk.subtile", "tk.stage"):
+            value = owner.operands[0]
+        else:
+            return value
+
+
+def _writes(op) -> set:
+    """The allocs (roots) op writes, with everything nested in it."""
+    out = set()
+    for o in [op, *walk(op)]:
+        if o.name in SHARED_WRITES and isinstance(view(o.operands[0].type), ST):
+            out.add(_root(o.operands[0]))
+    return out
+
+
+def _relax_wgmma(body):
+    """The body's final wait, relaxed to keep this iteration's wgmma groups in
+    flight, when every mma only feeds the next iteration's mmas (else None)."""
+    tops = [o.operation for o in body.operations]
+    mmas = [o for o in tops if o.name in WGMMA]
+    waits = [o for o in tops if o.name == "tk.warpgroup_mma_wait"]
+    nested = [o for t in tops for o in walk(t) if o.name in WGMMA + ("tk.warpgroup_mma_wait",)]
+    if not mmas or len(waits) != 1 or nested:
+        return None
+    wait = waits[0]
+    if ir.IntegerAttr(wait.attributes["pending"]).value != 0 or tops.index(wait) < tops.index(mmas[-1]):
+        return None
+    y = tops[-1]
+    results = {r for m in mmas for r in m.results}
+    for m in mmas:
+        for u in m.results[0].uses:
+            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            if not (user == wait or (user.name in WGMMA and u.operand_number == 2)):
+                return None
+    if set(wait.operands) - results:
+        return None
+    args = list(body.arguments)
+    for r in wait.results:
+        for u in r.uses:
+            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            if user != y:
+                return None
+            arg = args[1 + u.operand_number]
+            for au in arg.uses:
+                au_user = au.owner.operation if hasattr(au.owner, "operation") else au.owner
+                if not (au_user.name in WGMMA and au.operand_number == 2 and au_user in mmas):
+                    return None
+    wait.attributes["pending"] = i64(len(mmas))
+    return wait
+
+
+def _carried_positions(loop, wait) -> list:
+    """The loop results that carry the relaxed wait's tiles."""
+    y = _terminator(loop.body)
+    return [i for i, v in enumerate(y.operands) if v in set(wait.results)]
+
+
+def _check_retired(body) -> None:
+    """Releasing at the end of an iteration needs every wgmma of it waited for."""
+    tops = [o.operation for o in body.operations]
+    last_mma = max((i for i, o in enumerate(tops) if o.name in WGMMA
+                    or any(n.name in WGMMA for n in walk(o))), default=None)
+    if last_mma is None:
+        return
+    ok = any(o.name == "tk.warpgroup_mma_wait" and ir.IntegerAttr(o.attributes["pending"]).value == 0
+             for o in tops[last_mma + 1:])
+    if not ok:
+        raise error(tops[last_mma], "the pipelined loop's stage is released at the end of each "
+                                    "iteration, but this warpgroup mma may still read it: wait for "
+                                    "it (warpgroup.mma_async_wait) before the iteration ends")
