@@ -10,13 +10,15 @@
 Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
 locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
-grid expressions), tma (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`),
+grid expressions), tma (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`,
+`tkc.tma.load` in pipelined loops), lcsf (the load-compute-store-finish template),
 warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), build (tracing a Kernel into a module; needs MLIR).
 """
 from . import ops, tma, warpgroup
 from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
+from .lcsf import lcsf
 from .tiles import DType, bf16, f16, f32, gl, i32, rt, rv, st, sv
 from .tma import arrive, barrier, fence_async, wait
 from .values import F32, Bool, Index
@@ -26,7 +28,7 @@ __all__ = [
     "kernel", "Kernel", "kernels_in_file",
     "bf16", "f16", "f32", "i32", "DType",
     "gl", "rt", "rv", "st", "sv",
-    "range", "if_", "else_",
+    "range", "if_", "else_", "lcsf",
     "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
     "cdiv", "min", "max",
     "Index", "F32", "Bool",
