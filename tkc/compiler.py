@@ -24,8 +24,11 @@ from .dialect import walk
 
 # Layout selection first: it makes mma operand layouts legal (and picks
 # swizzles), then tk-verify checks the result (malformed IR passes through
-# layout selection unchanged and is reported by tk-verify).
-TILE_PIPELINE = "tk-layout-selection,tk-verify"
+# layout selection unchanged and is reported by tk-verify). Then the grid
+# level before the block level: tk-pipeline-staging splits the work-item loop
+# tk-grid-ordering makes into a producer's and the consumers' copies and runs
+# its ring counter through it. tk-verify checks what the passes wrote.
+TILE_PIPELINE = "tk-layout-selection,tk-verify,tk-grid-ordering,tk-pipeline-staging,tk-verify"
 LOWER_PASS = "tk-lower-to-nvvm"
 STAGES = ("tile", "nvvm", "llvm", "ptx", "cubin")
 TARGETS = ("sm_90a",)

@@ -92,8 +92,11 @@ def decode(order: Order, t, dims, A=PyArith):
         return out["x"], out["y"], out["z"]
     # grouped: g is the grouped axis (width W), o the other one; z outermost
     G, O = (Y, X) if order.group_axis == "y" else (X, Y)
-    plane = A.mul(X, Y)
-    z, r = A.div(t, plane), A.rem(t, plane)
+    if isinstance(Z, int) and Z == 1:
+        z, r = 0, t
+    else:
+        plane = A.mul(X, Y)
+        z, r = A.div(t, plane), A.rem(t, plane)
     w = order.width
     span = A.mul(w, O)                      # items in one full group
     group = A.div(r, span)

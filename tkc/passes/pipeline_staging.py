@@ -280,8 +280,10 @@ class Staging:
         with ir.InsertionPoint(branch.else_block):
             y = scf.YieldOp([])
         for o in ops[:-1]:
-            if not is_prologue(o) and o.parent is not None:
+            if not is_prologue(o):
                 o.move_before(y)
+        if not self.persistent:
+            self.f.body = branch.else_block  # the per-item code now lives there
         return branch
 
     # ---------------------------------------------------------------- consumers

@@ -1,0 +1,125 @@
+// tk-pipeline-staging: a plain pipelined loop (every warp loads and computes) becomes
+// the producer/consumer pipeline of the paper's LCSF template.
+// RUN: tkc %s --pass-pipeline=tk-layout-selection,tk-verify,tk-pipeline-staging,tk-verify | FileCheck %s
+// The staged IR is plain tile IR: it lowers and assembles without spills.
+// RUN: tkc %s --emit=ptx --kernel gemm | FileCheck %s --check-prefix=PTX
+
+!A = !tk.st<bf16, 128 : i64, 64 : i64, "auto">
+!B = !tk.st<bf16, 64 : i64, 256 : i64, "auto">
+!W = !tk.st<bf16, 64 : i64, 64 : i64, "auto">
+!O = !tk.st<bf16, 128 : i64, 256 : i64, "auto">
+!C = !tk.rt<f32, 16 : i64, 256 : i64, "row">
+!D = !tk.rt<bf16, 16 : i64, 256 : i64, "row">
+!G = !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, -1 : i64>
+
+// Before: 8 warps (two warpgroups), each warpgroup multiplies its 64 rows of the
+// stage's A tile; after the loop the block tile goes out through shared memory.
+// The 64 KiB output tile leaves room for 3 stages of 48 KiB (auto).
+// CHECK-LABEL: func.func @gemm
+// CHECK-SAME: tk.warps = 12
+// CHECK: %[[SA:.*]] = "tk.alloc"() {stages = 3 : i64} : () -> !tk.st<bf16, 128 : i64, 64 : i64, "128b">
+// CHECK: %[[SB:.*]] = "tk.alloc"() {stages = 3 : i64} : () -> !tk.st<bf16, 64 : i64, 256 : i64, "128b">
+// CHECK: %[[SC:.*]] = "tk.alloc"() : () -> !tk.st<bf16, 128 : i64, 256 : i64, "128b">
+// CHECK: %[[FULL:.*]] = "tk.alloc"() {stages = 3 : i64} : () -> !tk.barrier
+// CHECK: %[[EMPTY:.*]] = "tk.alloc"() {stages = 3 : i64} : () -> !tk.barrier
+// CHECK: "tk.init_barrier"(%[[FULL]]) {count = 1 : i64}
+// CHECK: "tk.init_barrier"(%[[EMPTY]]) {count = 8 : i64}
+//   The producer warpgroup (warps 8..11) gives registers away; warp 8 issues.
+// CHECK: %[[W:.*]] = "tk.warpid"
+// CHECK: %[[PRODUCER:.*]] = arith.cmpi uge, %[[W]], %c8
+// CHECK: scf.if %[[PRODUCER]] {
+// CHECK:   "tk.decrease_registers"() {count = 40 : i64}
+// CHECK:   arith.cmpi eq, %{{.*}}, %c8
+// CHECK:   scf.if
+// CHECK:     %[[PBM:.*]] = "tk.block_idx"() {dim = "y"}
+// CHECK:     %[[PBN:.*]] = "tk.block_idx"() {dim = "x"}
+// CHECK:     scf.for %[[PK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PIT:.*]] = %{{.*}}) -> (index) {
+// CHECK:       %[[PS:.*]] = arith.remui %[[PIT]], %c3
+// CHECK:       %[[PR:.*]] = arith.divui %[[PIT]], %c3
+// CHECK:       %[[PPH:.*]] = arith.remui %[[PR]], %c2
+// CHECK:       %[[PE:.*]] = "tk.stage"(%[[EMPTY]], %[[PS]])
+// CHECK:       %[[PARITY:.*]] = arith.addi %[[PPH]], %c1
+// CHECK:       "tk.wait"(%[[PE]], %[[PARITY]])
+// CHECK:       %[[PF:.*]] = "tk.stage"(%[[FULL]], %[[PS]])
+// CHECK:       "tk.expect_bytes"(%[[PF]]) {bytes = 49152 : i64}
+// CHECK:       %[[PA:.*]] = "tk.stage"(%[[SA]], %[[PS]])
+// CHECK:       "tk.tma_load"(%[[PA]], %arg0, %{{.*}}, %{{.*}}, %[[PBM]], %[[PK]], %[[PF]])
+// CHECK:       %[[PB:.*]] = "tk.stage"(%[[SB]], %[[PS]])
+// CHECK:       "tk.tma_load"(%[[PB]], %arg1, %{{.*}}, %{{.*}}, %[[PK]], %[[PBN]], %[[PF]])
+// CHECK:     } {tk.staged = {role = "producer", stages = 3 : i64}}
+//   The consumers (the kernel's 8 warps) take 232 registers each.
+// CHECK: } else {
+// CHECK:   "tk.increase_registers"() {count = 232 : i64}
+// CHECK:   %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %{{.*}} iter_args(%[[X:.*]] = %{{.*}}, %[[IT:.*]] = %{{.*}}) -> (!tk.rt<f32, 16 : i64, 256 : i64, "row">, index) {
+// CHECK:     %[[S:.*]] = arith.remui %[[IT]], %c3
+// CHECK:     %[[F:.*]] = "tk.stage"(%[[FULL]], %[[S]])
+// CHECK:     "tk.wait"(%[[F]],
+// CHECK:     %[[A:.*]] = "tk.stage"(%[[SA]], %[[S]])
+// CHECK:     %[[B:.*]] = "tk.stage"(%[[SB]], %[[S]])
+// CHECK-NOT: tk.pipeline_load
+// CHECK:     %[[AW:.*]] = "tk.subtile"(%[[A]],
+// CHECK:     %[[Y:.*]] = "tk.warpgroup_mma_ab"(%[[AW]], %[[B]], %[[X]])
+//   This iteration's wgmma stays in flight; the previous one's stage is released.
+// CHECK:     %[[Z:.*]] = "tk.warpgroup_mma_wait"(%[[Y]]) {pending = 1 : i64}
+// CHECK:     %[[LATER:.*]] = arith.cmpi ne, %[[IT]],
+// CHECK:     scf.if %[[LATER]] {
+// CHECK:       %[[PREV:.*]] = arith.subi %[[IT]], %c1
+// CHECK:       %[[PS2:.*]] = arith.remui %[[PREV]], %c3
+// CHECK:       %[[PE2:.*]] = "tk.stage"(%[[EMPTY]], %[[PS2]])
+// CHECK:       "tk.arrive"(%[[PE2]]) {count = 1 : i64}
+// CHECK:     scf.yield %[[Z]], %{{.*}} : !tk.rt<f32, 16 : i64, 256 : i64, "row">, index
+// CHECK:   } {tk.staged = {role = "consumer", stages = 3 : i64}}
+// CHECK:   %[[DONE:.*]] = "tk.warpgroup_mma_wait"(%[[ACC]]#0) {pending = 0 : i64}
+// CHECK:   scf.if
+// CHECK:     "tk.arrive"
+// CHECK:   %[[OUT:.*]] = "tk.copy"(%[[DONE]])
+// CHECK:   "tk.store"(%[[SC]], %[[OUT]],
+//   The store: every consumer fences, the consumers meet, warp 0 issues; before the
+//   kernel ends, warp 0 waits for the store to have read the tile.
+// CHECK:   "tk.fence_async"()
+// CHECK:   "tk.sync"() {id = 1 : i64, warps = 8 : i64}
+// CHECK:   scf.if
+// CHECK:     "tk.tma_store"(%arg1, %[[SC]],
+// CHECK:   scf.if
+// CHECK:     "tk.tma_store_wait"() {pending = 0 : i64}
+// CHECK-NOT: tk.pipeline_store
+// PTX: .maxntid 384, 1, 1
+// PTX: setmaxnreg.dec.sync.aligned.u32 {{.*}}40;
+// PTX: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// PTX: setmaxnreg.inc.sync.aligned.u32 {{.*}}232;
+// PTX: wgmma.wait_group.sync.aligned {{.*}}1;
+// PTX: bar.sync {{.*}}1, 256;
+// PTX: cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group
+// PTX: cp.async.bulk.wait_group.read {{.*}}0;
+func.func @gemm(%a: !G, %b: !G) attributes {tk.kernel, tk.warps = 8 : i64, tk.arg_names = ["a", "b"],
+    tk.grid = ["b.c // 256", "a.r // 128", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c64 = arith.constant 64 : index
+  %sa = "tk.alloc"() : () -> !A
+  %sb = "tk.alloc"() : () -> !B
+  %sc = "tk.alloc"() : () -> !O
+  %bn = "tk.block_idx"() {dim = "x"} : () -> index
+  %bm = "tk.block_idx"() {dim = "y"} : () -> index
+  %wg = "tk.warpgroupid"() : () -> index
+  %w = "tk.warpid"() : () -> index
+  %kk = "tk.dim"(%a) {axis = "c"} : (!G) -> index
+  %n = arith.floordivsi %kk, %c64 : index
+  %acc0 = "tk.zero"() : () -> !C
+  %acc = scf.for %k = %c0 to %n step %c1 iter_args(%x = %acc0) -> (!C) {
+    "tk.pipeline_load"(%sa, %a, %c0, %c0, %bm, %k) : (!A, !G, index, index, index, index) -> ()
+    "tk.pipeline_load"(%sb, %b, %c0, %c0, %k, %bn) : (!B, !G, index, index, index, index) -> ()
+    %aw = "tk.subtile"(%sa, %wg, %c0) : (!A, index, index) -> !W
+    %y = "tk.warpgroup_mma_ab"(%aw, %sb, %x) : (!W, !B, !C) -> !C
+    %z = "tk.warpgroup_mma_wait"(%y) {pending = 0 : i64} : (!C) -> !C
+    scf.yield %z : !C
+  } {tk.pipeline = {stages = 0 : i64}}
+  %out = "tk.copy"(%acc) : (!C) -> !D
+  %row0 = arith.muli %wg, %c4 : index
+  %wr = arith.remui %w, %c4 : index
+  %row = arith.addi %row0, %wr : index
+  "tk.store"(%sc, %out, %row, %c0) : (!O, !D, index, index) -> ()
+  "tk.pipeline_store"(%b, %sc, %c0, %c0, %bm, %bn) : (!G, !O, index, index, index, index) -> ()
+  return
+}
