@@ -6,20 +6,22 @@ for numbers where there is no GPU.
 
 Semantics are those of docs/tile-ir.md: every block of the grid runs; the
 warps of a block each run the body on their own registers and share the
-block's shared memory; tk.sync is a barrier (machine.py). Shared-memory
-accesses not ordered by a tk.sync or an mbarrier are located errors
-(races.py), since the sequential warp order would otherwise hide them. Register values are
-float32 arrays rounded to bf16/f16 when their type says so; shared memory
-starts as NaN so that reads of unwritten memory show.
+block's shared memory; tk.sync is a (named) barrier (machine.py, syncs.py).
+Shared-memory accesses not ordered by a tk.sync or an mbarrier, including
+writes while a wgmma or TMA store may still read, are located errors
+(races.py), since the sequential warp order would otherwise hide them.
+Register values are float32 arrays rounded to bf16/f16 when their type says
+so; shared memory starts as NaN so that reads of unwritten memory show.
 """
 from __future__ import annotations
 
 
 def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None,
-        races: bool = True) -> None:
-    """Interpret the tk kernel of `module` on numpy `args` (see machine.run)."""
+        races: bool = True, sms: int = 4) -> None:
+    """Interpret the tk kernel of `module` on numpy `args` (see machine.run);
+    `sms` is the SM count a grid expression's `sms` reads."""
     from .machine import run as _run  # imports MLIR-facing modules lazily
-    _run(module, args, kernel=kernel, grid=grid, races=races)
+    _run(module, args, kernel=kernel, grid=grid, races=races, sms=sms)
 
 
 __all__ = ["run"]

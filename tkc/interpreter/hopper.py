@@ -12,7 +12,10 @@ parity 1 counts as completed, which is what lets a producer wait on an
 A warp blocked in tk.wait yields a `Waiting` to the scheduler (machine.py),
 which runs other warps until it is satisfied, or reports a deadlock when no
 warp can move. TMA copies happen when issued and deliver their bytes at once;
-out-of-bounds elements read as zero and are not written, as with TMA.
+out-of-bounds elements read as zero and are not written, as with TMA. A TMA
+store's read of its tile lasts, for the race detector, until the
+tk.tma_store_wait that retires it. tk.init_barrier of a ring (`tk.alloc
+{stages}`) initialises every slot.
 
 For race detection (races.py) a barrier carries a `PhaseClock`: arrivals and
 TMA deliveries release into the current phase, a passed tk.wait acquires
@@ -25,7 +28,9 @@ import numpy as np
 from ..diagnostics import error
 from ..dialect.types import GL, ST, Barrier, view
 from ..dtypes import itemsize
+from ..passes.verify_block import ring_stages
 from .program import Step, handler
+from .syncs import block_sync
 from .values import ROUND
 
 F32 = np.float32
@@ -108,30 +113,20 @@ def _expect(cond: bool, op, message: str) -> None:
         raise error(op, f"{op.name}: {message}")
 
 
-# ---- barriers
-
-def alloc_barrier(c, op):
-    """tk.alloc of a !tk.barrier: one BarrierState per block."""
-    out = c.result_slot(op)
-
-    def step(env, w):
-        bar = w.block.shared.get(out)
-        if bar is None:
-            races = w.block.races
-            bar = w.block.shared[out] = BarrierState(races and races.phase_clock())
-        env[out] = bar
-    return step
-
+# ---- barriers (tk.alloc of a !tk.barrier, or a ring of them: shared.py)
 
 @handler("tk.init_barrier")
 def _init_barrier(c, op):
     bar, count = c.slot(op.operands[0]), _attr(op, "count")
     _expect(count > 0, op, f"count must be positive, got {count}")
+    ring = ring_stages(op.operands[0]) is not None  # a ring: every slot
+    point = block_sync(c, op)
 
     def step(env, w):
         if w.warpid == 0:  # thread 0 initialises ...
-            env[bar].init(count)
-        yield op           # ... then the block synchronises
+            for state in (w.block.shared[bar] if ring else [env[bar]]):
+                state.init(count)
+        yield point        # ... then the block synchronises
     return Step(step, op, gen=True)
 
 
@@ -179,17 +174,30 @@ def _wait(c, op):
     return Step(step, op, gen=True)
 
 
-@handler("tk.fence_async", "tk.tma_store_wait")
-def _no_op(c, op):
-    # Copies complete when issued here, so there is nothing to order or wait for.
+@handler("tk.fence_async")
+def _fence(c, op):
+    # Proxy fences are not modelled (races.py): nothing to do.
     def step(env, w):
         pass
     return step
 
 
+@handler("tk.tma_store_wait")
+def _tma_store_wait(c, op):
+    pending = _attr(op, "pending")
+    _expect(pending >= 0, op, f"pending must be >= 0, got {pending}")
+
+    def step(env, w):
+        # The copies were done at issue; what ends here is their reads of
+        # shared memory (all but the warp's `pending` most recent stores).
+        if w.block.races is not None:
+            w.block.races.retire(w.warpid, "tma_store", pending, op)
+    return step
+
+
 # ---- TMA
 
-def _tma_types(op, st_value, gl_value):
+def tma_types(op, st_value, gl_value):
     st, gl = view(st_value.type), view(gl_value.type)
     _expect(isinstance(st, ST) and isinstance(gl, GL), op,
             f"moves between an st and a gl, got {st_value.type} and {gl_value.type}")
@@ -217,7 +225,7 @@ def clipped(shape4, coords, rows: int, cols: int):
 def _tma_load(c, op):
     _expect(len(op.operands) == 7, op, f"takes 4 coordinates, got {len(op.operands) - 3}")
     _expect(isinstance(view(op.operands[6].type), Barrier), op, "the last operand must be a barrier")
-    st, _ = _tma_types(op, op.operands[0], op.operands[1])
+    st, _ = tma_types(op, op.operands[0], op.operands[1])
     dst, src, bar = (c.slot(op.operands[i]) for i in (0, 1, 6))
     idx = [c.slot(v) for v in op.operands[2:6]]
     rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
@@ -240,15 +248,15 @@ def _tma_load(c, op):
 @handler("tk.tma_store", "tk.tma_store_add")
 def _tma_store(c, op):
     _expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")
-    st, gl = _tma_types(op, op.operands[1], op.operands[0])
+    st, gl = tma_types(op, op.operands[1], op.operands[0])
     dst, src = c.slot(op.operands[0]), c.slot(op.operands[1])
     idx = [c.slot(v) for v in op.operands[2:6]]
     rnd, add = ROUND[gl.dtype], op.name == "tk.tma_store_add"
 
     def step(env, w):
         arr = env[dst]
-        if w.block.races is not None:  # read at issue (the async window is not modelled)
-            w.block.races.read(w.warpid, env[src], (slice(None),), op)
+        if w.block.races is not None:  # reads st until a tk.tma_store_wait retires it
+            w.block.races.issue(w.warpid, "tma_store", [env[src]], op)
         parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
         if parts is None:
             return

@@ -1,14 +1,16 @@
-"""The machine: every block of the grid, the warps of a block, and tk.sync.
+"""The machine: every block of the grid, the warps of a block, and barriers.
 
 Each warp runs the kernel body as a Python generator over its own registers
-(a list of slot values); the block's shared memory is one dict of arrays,
-shared by its warps. A warp's generator yields at every tk.sync: the
-scheduler steps each warp, in warp order, to its next barrier, checks that
-they all stopped at the same one (else a deadlock on the GPU), and only then
-lets them continue. A warp blocked on an mbarrier (tk.wait) yields too and
-is resumed once the phase completes (hopper.py). Deterministic, no threads.
-Since that order hides missing barriers, shared-memory accesses go through a
-race detector (races.py) that checks them against happens-before instead.
+(a list of slot values); the block's shared memory is one dict of buffers,
+shared by its warps. A warp's generator yields where it must wait: at a
+tk.sync (or another op that synchronises the block) it yields a
+syncs.SyncPoint, and the scheduler holds it until that named barrier has its
+warps (checking they all stopped at the same op, else a deadlock on the
+GPU); blocked on an mbarrier (tk.wait) it yields a hopper.Waiting and is
+resumed once the phase completes. Warps run in warp order, each to its next
+stop. Deterministic, no threads. Since that order hides missing barriers,
+shared-memory accesses go through a race detector (races.py) that checks
+them against happens-before instead.
 """
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ import itertools
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
-from . import ops, structured  # noqa: F401  (register the op handlers)
+from . import ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
 from .program import Compiler, execute
 from .races import RaceTracker
+from .syncs import NamedBarriers, SyncPoint
 
 
 class BlockState:
@@ -29,21 +32,29 @@ class BlockState:
 
     def __init__(self, idx: tuple, grid: tuple, warps: int = 1, races: bool = True):
         self.idx, self.grid = idx, grid
-        self.shared: dict[int, np.ndarray] = {}  # alloc slot -> buffer
+        self.shared: dict[int, list] = {}  # alloc slot -> its slots (a ring's N, else one)
         self.groups: dict = {}  # (group op run) -> ops.GroupArrival
+        self.barriers = NamedBarriers()
         self.races = RaceTracker(warps) if races else None
 
-    def sync(self) -> None:
-        """Every live warp passed one tk.sync."""
-        self.check_groups()
+    def sync(self, warps: list[int]) -> None:
+        """`warps` completed a barrier together."""
+        self.check_groups(set(warps))
         if self.races is not None:
-            self.races.sync()
+            self.races.sync(warps)
 
-    def check_groups(self) -> None:
-        """Every group op run since the last barrier was reached by its whole group."""
-        for arrival in self.groups.values():
-            arrival.check()
-        self.groups.clear()
+    def finish(self, w: int) -> None:
+        """Warp w returned."""
+        if self.races is not None:
+            self.races.finish(w)
+
+    def check_groups(self, warps: set | None = None) -> None:
+        """Every group op run since the last barrier was reached by its whole
+        group; at a named barrier, only the groups made of its warps."""
+        for token, arrival in list(self.groups.items()):
+            if warps is None or arrival.members(token) <= warps:
+                arrival.check()
+                del self.groups[token]
 
 
 class Warp:
@@ -65,17 +76,21 @@ class Program:
 
 
 def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None,
-        races: bool = True) -> None:
+        races: bool = True, sms: int = 4) -> None:
     """Interpret the tk kernel of `module` on numpy `args` (updated in place).
 
     module: tile IR (tk + arith + scf + func), before or after
     tk-layout-selection. args: one per kernel argument (see args.py).
     grid: blocks in (x, y, z) (1 to 3 ints); default: the kernel's tk.grid.
     races: check shared-memory accesses for races (races.py).
+    sms: the SM count the grid language's `sms` stands for (a persistent
+    kernel's grid is min(sms, work items)).
     """
     sig = signature(find_kernel(module, kernel))
     values, env = bind(sig, list(args))
-    grid = _grid(sig, env) if grid is None else _check_grid(sig, grid)
+    if isinstance(sms, bool) or not isinstance(sms, (int, np.integer)) or sms < 1:
+        raise error(sig.func, f"sms must be a positive int, got {sms!r}")
+    grid = _grid(sig, {"sms": int(sms), **env}) if grid is None else _check_grid(sig, grid)
     program = Program(sig)
     with np.errstate(all="ignore"):  # inf/NaN are values here, as on the GPU
         for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
@@ -113,58 +128,62 @@ def run_block(program: Program, values: list, idx: tuple, grid: tuple,
 
 
 def schedule(warps: list, block: BlockState) -> None:
-    """Run the warps of a block to the end, tk.sync after tk.sync.
+    """Run the warps of a block to the end, barrier after barrier.
 
-    A warp runs until it yields: at a tk.sync (an op) it waits for every live
-    warp to reach one; blocked in tk.wait (a hopper.Waiting) it is skipped
-    until the barrier phase completes. Warps run in warp order, so the
-    interleaving is deterministic; when no warp can move, that is a deadlock.
+    A warp runs until it yields: at a SyncPoint it waits until its named
+    barrier completes (the arrival that completes it releases every warp of
+    it); blocked in tk.wait (a hopper.Waiting) it is skipped until the phase
+    completes. Warps run in warp order, so the interleaving is deterministic;
+    when no warp can move, that is a deadlock.
     """
-    stopped = {w: None for w in range(len(warps))}  # live warp -> where it waits
+    stopped = {w: None for w in range(len(warps))}  # live warp -> where it waits (None: runs)
     done: list[int] = []
     while stopped:
         moved = False
-        for w, at in list(stopped.items()):
+        for w in list(stopped):
+            at = stopped[w]
             if at is not None and not (isinstance(at, Waiting) and at.ready()):
                 continue
             moved = True
             try:
-                stopped[w] = next(warps[w])
+                at = stopped[w] = next(warps[w])
             except StopIteration:
                 del stopped[w]
                 done.append(w)
+                block.finish(w)
+                continue
             except TkcError as e:
                 raise TkcError(f"{e.message} (warp {w})", e.where) from e
-        syncs = {w: at for w, at in stopped.items() if not isinstance(at, Waiting)}
-        if stopped and len(syncs) == len(stopped):
-            _check_barrier(syncs, done)
-            block.sync()
-            stopped = dict.fromkeys(stopped)
-        elif stopped and not moved:
-            raise _deadlock(stopped, done)
+            if isinstance(at, SyncPoint):
+                _arrive(block, stopped, w, at)
+        if stopped and not moved:
+            raise _deadlock(stopped, done, block)
     block.check_groups()
 
 
-def _deadlock(stopped: dict, done: list) -> TkcError:
-    """No warp can move: name the first warp blocked on a barrier, and the rest."""
-    w, waiting = next((w, at) for w, at in stopped.items() if isinstance(at, Waiting))
-    others = [f"warp {v} waits at {'tk.sync' if not isinstance(at, Waiting) else 'tk.wait'} "
-              f"({where(at if not isinstance(at, Waiting) else at.op)})"
-              for v, at in stopped.items() if v != w]
+def _arrive(block: BlockState, stopped: dict, w: int, point: SyncPoint) -> None:
+    """Warp w reached a barrier; if that completes it, its warps go on."""
+    released = block.barriers.arrive(w, point)
+    if released:
+        block.sync(released)
+        for v in released:
+            stopped[v] = None
+
+
+def _stop(at) -> str:
+    """Where a warp is stopped: 'tk.wait (f:l)' or its SyncPoint's description."""
+    return f"tk.wait ({where(at.op)})" if isinstance(at, Waiting) else at.describe()
+
+
+def _deadlock(stopped: dict, done: list, block: BlockState) -> TkcError:
+    """No warp can move: name the first warp blocked on an mbarrier, and the
+    rest; with none, the first barrier that cannot complete."""
+    waiting = [(w, at) for w, at in stopped.items() if isinstance(at, Waiting)]
+    if not waiting:
+        return block.barriers.deadlock(stopped, done)
+    w, at = waiting[0]
+    others = [f"warp {v} waits at {_stop(p)}" for v, p in stopped.items() if v != w]
     if done:
         others.append(f"warps {done} returned")
-    return error(waiting.op, f"deadlock: warp {w} waits for {waiting.describe()}, which no "
-                             f"warp can complete" + (f"; {'; '.join(others)}" if others else ""))
-
-
-def _check_barrier(waiting: dict, done: list) -> None:
-    """All live warps stopped at one tk.sync; any other state is a deadlock."""
-    first_warp, sync = next(iter(waiting.items()))
-    if done:
-        raise error(sync, f"deadlock at sync: warps {sorted(waiting)} wait here but "
-                          f"warps {done} returned without reaching it")
-    others = {w: op for w, op in waiting.items() if op is not sync}
-    if others:
-        w, op = next(iter(others.items()))
-        raise error(sync, f"deadlock at sync: warp {first_warp} waits here but warp {w} "
-                          f"waits at another tk.sync ({where(op) or op.location})")
+    return error(at.op, f"deadlock: warp {w} waits for {at.describe()}, which no "
+                        f"warp can complete" + (f"; {'; '.join(others)}" if others else ""))

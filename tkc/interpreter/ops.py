@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import error
-from ..dialect.types import GL, RT, RV, ST, SV, Barrier, view
-from .program import Step, handler
+from ..dialect.types import GL, RT, RV, ST, SV, view
+from .program import handler
 from .values import ROUND, rounder
 
 F32 = np.float32
@@ -221,25 +221,6 @@ def _transpose(c, op):
 
 # ---- memory
 
-@handler("tk.alloc")
-def _alloc(c, op):
-    t = tview(op.results[0])
-    if isinstance(t, Barrier):
-        from .hopper import alloc_barrier
-        return alloc_barrier(c, op)
-    expect(isinstance(t, (ST, SV)), op, f"result must be an st, sv or barrier, got {t}")
-    out, shape = c.result_slot(op), t.shape
-
-    def step(env, w):  # one buffer per block, shared by its warps; NaN = never written
-        buf = w.block.shared.get(out)
-        if buf is None:
-            buf = w.block.shared[out] = np.full(shape, np.nan, F32)
-            if w.block.races is not None:
-                w.block.races.add_buffer(buf, t, op)
-        env[out] = buf
-    return step
-
-
 def window(op, coords, mem_t, shape, where: str) -> tuple:
     """The numpy index of a `shape` piece at tile coordinates `coords` of `mem_t`.
 
@@ -377,6 +358,11 @@ class GroupArrival:
     def __init__(self, op, warps, coords):
         self.op, self.warps, self.coords, self.count, self.prior = op, warps, coords, 1, None
 
+    def members(self, token) -> set[int]:
+        """The warps of the group that `token` (key, group, run) names."""
+        first = self.warps * token[1]
+        return set(range(first, first + self.warps))
+
     def check(self) -> None:
         if self.count != self.warps:
             raise error(self.op, f"{self.op.name}: only {self.count} of the {self.warps} warps "
@@ -474,13 +460,6 @@ def _dim(c, op):
     def step(env, w):
         env[out] = env[g].shape[axis]
     return step
-
-
-@handler("tk.sync")
-def _sync(c, op):
-    def step(env, w):
-        yield op  # the scheduler steps every warp of the block to here
-    return Step(step, op, gen=True)
 
 
 # ---- Hopper warpgroup ops live in their own module; importing it registers them.

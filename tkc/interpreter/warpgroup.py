@@ -4,10 +4,12 @@ Each of the 4 warps of a warpgroup runs the op on its own registers, so each
 computes only its 16 rows of the warpgroup's 64 x N result:
 d_w = a_w @ op(b) + c_w, where a_w is the warp's rt<16, K> (A in registers)
 or rows 16*(w%4).. of the shared A. That is exactly the warpgroup's product
-row block by row block, with no rendezvous between warps. For race
-detection each warp reads the whole shared operands when it issues. The mma computes
-when issued (docs/tile-ir.md), so the wait returns its tiles unchanged;
-setmaxnreg changes nothing the interpreter can see (its count is checked).
+row block by row block, with no rendezvous between warps. The mma computes
+when issued (docs/tile-ir.md), so the wait returns its tiles unchanged; for
+race detection, though, each warp reads the whole shared operands from issue
+until a tk.warpgroup_mma_wait of that warp retires the group (races.py), so
+a stage released before that wait races with its next writer. setmaxnreg
+changes nothing the interpreter can see (its count is checked).
 """
 from __future__ import annotations
 
@@ -41,9 +43,8 @@ def _warpgroup_mma(c, op):
     # Products of bf16/f16 values are exact in float64; the sum is rounded to
     # f32 once (as in tk.mma).
     def step(env, w):
-        if w.block.races is not None:  # each warp of the warpgroup reads the operands
-            for s in shared:
-                w.block.races.read(w.warpid, env[s], (slice(None),), op)
+        if w.block.races is not None:  # each warp reads the operands, until its wait
+            w.block.races.issue(w.warpid, "wgmma", [env[s] for s in shared], op)
         rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)
         x = env[a].astype(np.float64)
         x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
@@ -60,8 +61,11 @@ def _wait(c, op):
                                      op.attributes["pending"].value)
              + rules.warps_problems("warpgroup_mma_wait", c.warps))
     pairs = [(c.slot(v), c.slot(r)) for v, r in zip(op.operands, op.results)]
+    pending = op.attributes["pending"].value
 
     def step(env, w):
+        if w.block.races is not None:  # the retired groups' operand reads end here
+            w.block.races.retire(w.warpid, "wgmma", pending, op)
         for src, dst in pairs:
             env[dst] = env[src]  # values are immutable: passing them on is a copy
     return step
