@@ -6,6 +6,11 @@ shared.plan). Arrival counts are counted in warps, so one thread per warp
 arrives: lane 0, predicated on `laneid == 0` rather than `elect.sync`, which
 would need the whole warp converged at every arrive. Waiting is done by every
 lane (each must see the phase complete before reading what it guards).
+
+A slot of a barrier ring (`tk.stage` at a run-time index) has a run-time
+address: every rule takes its pointer from `shared.pointer`, which keeps
+static offsets folded (PTX `[__tkc_shared+N]`), so kernels without rings
+lower as before. tk.init_barrier on a ring initialises all its slots.
 """
 from __future__ import annotations
 
@@ -16,10 +21,9 @@ from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..dialect.types import Barrier
+from ..passes.verify_block import ring_stages
 from . import shared
 from .core import Shared, rule
-
-_DYN = -2147483648  # LLVM dialect GEP: "this index is an operand"
 
 # mbarrier.try_wait without a time hint lets the hardware suspend the thread
 # for a system-chosen while before it returns false (cheaper than spinning);
@@ -37,19 +41,15 @@ def i32(n: int) -> ir.Value:
 
 def shared_ptr(lw, byte_offset: int) -> ir.Value:
     """&shared[byte_offset] (a static offset) as an !llvm.ptr<3>, built once."""
-    def build():
-        base = lw.once(("shared_base",), lambda: shared.base(lw))
-        return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), base, [],
-                                  ir.DenseI32ArrayAttr.get([byte_offset]),
-                                  ir.IntegerType.get_signless(8), 0)
-    return lw.once(("shared_ptr", byte_offset), build)
+    return shared.static_pointer(lw, byte_offset)
 
 
-def barrier_ptr(lw, op, bar) -> ir.Value:
-    """The barrier operand's shared address (a located error if it is not one)."""
+def barrier_ptr(lw, op, bar, extra: int = 0) -> ir.Value:
+    """The barrier operand's shared address (a located error if it is not one);
+    `extra` bytes further (another slot of a ring)."""
     if not (isinstance(bar, Shared) and isinstance(bar.view, Barrier)):
         raise error(op, f"{op.name} takes a !tk.barrier from tk.alloc, found {op.operands[0].type}")
-    return shared_ptr(lw, bar.offset)
+    return shared.pointer(lw, bar, extra)
 
 
 def _is_zero(lw, key: str, value_i32) -> ir.Value:
@@ -88,10 +88,17 @@ def int_attr(op, name: str, least: int) -> int:
 
 @rule("tk.init_barrier")
 def _init_barrier(lw, op, args):
-    ptr, count = barrier_ptr(lw, op, args[0]), int_attr(op, "count", 1)
+    """On a ring (`tk.alloc {stages = N}`) every slot is initialised: the
+    ring is one allocation and nobody else can reach its other slots' init."""
+    slots = ring_stages(op.operands[0]) or 1
+    stride = shared.stride(Barrier())
+    ptrs = [barrier_ptr(lw, op, args[0], s * stride) for s in range(slots)]
+    count = int_attr(op, "count", 1)
     with thread0(lw):
-        nvvm.mbarrier_init(ptr, i32(count))
-        # Makes the init visible to the async proxy (TMA's complete_tx).
+        n = i32(count)
+        for ptr in ptrs:
+            nvvm.mbarrier_init(ptr, n)
+        # Makes the inits visible to the async proxy (TMA's complete_tx).
         nvvm.fence_mbarrier_init()
     nvvm.barrier0()  # nobody arrives or waits before the barrier exists
     return []
@@ -120,10 +127,19 @@ def _wait(lw, op, args):
     if not isinstance(phase, ir.Value):
         raise error(op, f"tk.wait: the phase must be an index value, found {op.operands[1].type}")
     parity = arith.andi(arith.index_cast(ir.IntegerType.get_signless(32), phase), i32(1))
-    addr = lw.once(("shared_u32", args[0].offset), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(32), ptr))
+    addr = _address_u32(lw, args[0], ptr)
     llvm.inline_asm(ir.Type.parse("!llvm.void"), [addr, parity], _TRY_WAIT_LOOP, "r,r,~{memory}",
                     has_side_effects=True)
     return []
+
+
+def _address_u32(lw, bar: Shared, ptr) -> ir.Value:
+    """The barrier's 32-bit shared address for the asm (once per static one)."""
+    def build():
+        return llvm.ptrtoint(ir.IntegerType.get_signless(32), ptr)
+    if bar.dynamic is not None:
+        return build()
+    return lw.once(("shared_u32", bar.offset), build)
 
 
 @rule("tk.fence_async")

@@ -6,7 +6,9 @@ the kernel body in order and maps every source Value to its lowered form:
 
 - rt / rv   -> `Frag(view, vals)`: the thread's scalars of the element type,
                in the order of `tkc/lowering/fragments.py`;
-- st / sv   -> `Shared(view, offset)`: a byte offset in the dynamic shared array;
+- st / sv / barrier -> `Shared(view, offset, dynamic, pitch)`: a byte offset in
+               the dynamic shared array (static, plus a run-time part for
+               ring slots and subtiles at run-time indices);
 - gl        -> `Global(view, ptr, dims)`: an `!llvm.ptr<1>` and the 4 dims
                (`index` Values for runtime dims, Python ints for static ones);
 - scalars   -> the `ir.Value` itself (index, f32, i32, i1).
@@ -36,7 +38,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
-from ..dialect.types import GL, RT, RV, SV, ST, view
+from ..dialect.types import GL, RT, RV, SV, ST, Barrier, view
 from ..passes import verify
 from . import fragments
 
@@ -62,10 +64,27 @@ class Frag:
 
 @dataclass
 class Shared:
-    """A shared tile or vector: `offset` bytes into the dynamic shared array
-    (shared.SHARED_SYMBOL); `shared.base(lw)` gives the array's pointer."""
-    view: ST | SV
+    """A shared tile, vector or barrier at `offset` + `dynamic` bytes into the
+    dynamic shared array (shared.SHARED_SYMBOL; `shared.base(lw)` gives its
+    pointer, `shared.pointer(lw, sh)` this value's).
+
+    `offset` is the static part, a Python int, so that kernels without ring
+    slots or run-time subtiles keep constant-folded addresses. `dynamic` is
+    the run-time part, an `index` Value of bytes (a ring slot i*stride, a
+    subtile at a run-time index), or None.
+
+    `pitch` (an st's): the rows of the panel layout the tile lives in. A
+    swizzled st is stored as column panels of rows*S bytes; a row subtile
+    of a multi-panel st keeps its parent's panels, pitch*S bytes apart, not
+    its own rows*S (docs/tile-ir.md, "Block level"). 0 for sv and barriers."""
+    view: ST | SV | Barrier
     offset: int
+    dynamic: ir.Value | None = None
+    pitch: int = 0
+
+    def __post_init__(self):
+        if isinstance(self.view, ST) and not self.pitch:
+            self.pitch = self.view.rows
 
 
 @dataclass
@@ -103,7 +122,8 @@ def flat_types(t: ir.Type) -> list[ir.Type]:
 RULES: dict[str, Callable] = {}
 
 # Modules that register rules, imported on first use (LOWER-MEM's may not exist yet).
-RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers", "barriers", "tma", "wgmma")
+RULE_MODULES = ("compute", "reduce", "mma", "memory", "workers", "barriers", "tma", "wgmma",
+                "views")
 
 
 def rule(*op_names: str):

@@ -20,6 +20,10 @@ global side; a 16-byte chunk stays contiguous under every swizzle.
 
 Addresses are `index` arithmetic folded at trace time where both sides are
 Python ints, cast to i64 (global, element GEP) or i32 (shared, byte GEP).
+A shared operand's address is its static offset, plus its dynamic part (a
+ring slot, a run-time subtile), plus the element's `shared.address` in the
+panel layout the tile lives in (`Shared.pitch`: a row subtile keeps its
+parent's panel stride).
 """
 from __future__ import annotations
 
@@ -276,7 +280,7 @@ def _st_to_rt(lw, sh: Shared, out: RT, idx):
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
             row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
-            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
             regs = nvvm.ldmatrix(regs_t, p, 4, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
             for q in range(4):
                 pair = llvm.bitcast(_vec2(st.dtype), llvm.extractvalue(ir.IntegerType.get_signless(32), regs, ir.DenseI64ArrayAttr.get([q])))
@@ -296,7 +300,7 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
             row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
-            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
             first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
             regs = []
             for q in range(4):
@@ -313,7 +317,7 @@ def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
     for i, r, c, paired in _pairs(view):
         n = 2 if paired else 1
         row, col = _add(_add(r0, lr), r), _add(_add(c0, lc), c)
-        p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col)))
+        p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
         if store is None:
             for k, v in enumerate(_load_n(p, st.dtype, n)):
                 vals[i + k] = _convert(v, st.dtype, view.dtype)
@@ -338,7 +342,7 @@ def _shared_offset(sh: Shared, row, col):
     """Byte offset inside the st/sv of element (row, col) (row 0 for an sv)."""
     if isinstance(sh.view, SV):
         return arith.muli(_v(col), _idx(itemsize(sh.view.dtype)))
-    return shared.address(sh.view, _v(row), _v(col))
+    return shared.address(sh.view, _v(row), _v(col), sh.pitch)
 
 
 # ---------------------------------------------------------------- pointers and scalars
@@ -355,9 +359,12 @@ def _gl_ptr(gl: Global, elems):
 
 
 def _sh_ptr(lw, sh: Shared, byte_off):
-    """&shared[sh.offset + byte_off] as an !llvm.ptr<3>."""
+    """&shared[sh.offset + sh.dynamic + byte_off] as an !llvm.ptr<3>."""
     base = lw.once(("shared_base",), lambda: shared.base(lw))
-    off = arith.index_cast(ir.IntegerType.get_signless(32), _v(_add(byte_off, sh.offset)))
+    off = _add(byte_off, sh.offset)
+    if sh.dynamic is not None:  # a ring slot or a subtile at a run-time index
+        off = _add(off, sh.dynamic)
+    off = arith.index_cast(ir.IntegerType.get_signless(32), _v(off))
     return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), base, [off], ir.DenseI32ArrayAttr.get([_DYN]),
                               ir.IntegerType.get_signless(8), 0)
 

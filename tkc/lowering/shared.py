@@ -2,10 +2,13 @@
 
 A kernel has one dynamic `extern .shared` array (`@__tkc_shared`, aligned to
 1024); every `tk.alloc` of the entry block gets a byte offset in it
-(`plan`). Inside an st the element (row, col) lives at the byte offset given
-by `address` (docs/tile-ir.md, "Shared tile memory layout"): column panels
-of S bytes per row, and 16-byte chunks XOR-permuted within each group of 8
-128-byte lines, the pattern of TMA's and wgmma's swizzle modes.
+(`plan`), a ring (`tk.alloc {stages = N}`) N slots `stride` bytes apart.
+Inside an st the element (row, col) lives at the byte offset given by
+`address` (docs/tile-ir.md, "Shared tile memory layout"): column panels of
+S bytes per row, and 16-byte chunks XOR-permuted within each group of 8
+128-byte lines, the pattern of TMA's and wgmma's swizzle modes. A subtile
+lives in its parent's panels: `address` takes the panel layout's rows
+(`pitch`) apart from the tile's own.
 """
 from __future__ import annotations
 
@@ -44,6 +47,12 @@ def alignment(t) -> int:
     return 1024 if isinstance(t, ST) and swizzle_bytes(t) else 128
 
 
+def stride(t) -> int:
+    """Bytes between the slots of a ring of `t`: its size rounded up to its
+    alignment, so that every slot is as aligned as a lone allocation."""
+    return _round_up(nbytes(t), alignment(t))
+
+
 def nbytes(t) -> int:
     if isinstance(t, ST):
         return t.rows * t.cols * itemsize(t.dtype)
@@ -61,28 +70,31 @@ def swizzle(offset: int, s: int) -> int:
     return offset ^ (((offset >> 7) & (s // 16 - 1)) << 4)
 
 
-def address(st: ST, row, col):
+def address(st: ST, row, col, pitch: int | None = None):
     """Byte offset of element (row, col) inside `st`.
 
-    With Python ints this is a pure function (the tests' reference); with
-    `index` ir.Values (either or both) it emits arith at the current
-    insertion point and returns an index Value.
+    `pitch` is the rows of the panel layout the tile lives in (default: its
+    own rows); a row subtile of a multi-panel st passes its parent's, whose
+    panels are pitch*S bytes apart. With Python ints this is a pure function
+    (the tests' reference); with `index` ir.Values (either or both) it emits
+    arith at the current insertion point and returns an index Value.
     """
+    pitch = st.rows if pitch is None else pitch
     if isinstance(row, int) and isinstance(col, int):
-        return _address_int(st, row, col)
-    return _address_ir(st, row, col)
+        return _address_int(st, row, col, pitch)
+    return _address_ir(st, row, col, pitch)
 
 
-def _address_int(st: ST, row: int, col: int) -> int:
+def _address_int(st: ST, row: int, col: int, pitch: int) -> int:
     e, s = itemsize(st.dtype), swizzle_bytes(st)
     if not s:
         return (row * st.cols + col) * e
     p = s // e  # columns per panel
-    linear = (col // p) * (st.rows * s) + row * s + (col % p) * e
+    linear = (col // p) * (pitch * s) + row * s + (col % p) * e
     return swizzle(linear, s)
 
 
-def _address_ir(st: ST, row, col):
+def _address_ir(st: ST, row, col, pitch: int):
     from mlir.dialects import arith
     from mlir import ir
 
@@ -101,7 +113,7 @@ def _address_ir(st: ST, row, col):
     p = s // e  # a power of two: shifts and masks
     panel = arith.shrui(col, c(p.bit_length() - 1))
     in_panel = arith.andi(col, c(p - 1))
-    linear = arith.addi(arith.addi(arith.muli(panel, c(st.rows * s)), arith.muli(row, c(s))),
+    linear = arith.addi(arith.addi(arith.muli(panel, c(pitch * s)), arith.muli(row, c(s))),
                         arith.muli(in_panel, c(e)))
     chunk = arith.andi(arith.shrui(linear, c(7)), c(s // 16 - 1))
     return arith.xori(linear, arith.shli(chunk, c(4)))
@@ -114,12 +126,13 @@ class SharedPlan:
     """Where each tk.alloc lives in the dynamic shared array.
 
     `offsets` maps the tk.alloc's result ir.Value (hashable, compares equal
-    to itself wherever it is reached from) to its byte offset; `total` is
-    the dynamic shared memory the kernel needs (the manifest's
-    shared_bytes)."""
+    to itself wherever it is reached from) to its byte offset (a ring's:
+    slot 0's); `total` is the dynamic shared memory the kernel needs (the
+    manifest's shared_bytes). `allocs` lists (view, offset, bytes, where,
+    stages) in order, bytes counting every slot of a ring."""
     offsets: dict = field(default_factory=dict)
     total: int = 0
-    allocs: list = field(default_factory=list)  # (view, offset, bytes, where) in order
+    allocs: list = field(default_factory=list)
 
     def offset(self, value) -> int:
         return self.offsets[value]
@@ -130,7 +143,8 @@ def plan(func_op) -> SharedPlan:
 
     A bump allocator is the right tool: allocations live for the whole
     kernel (no reuse to find), and program order keeps offsets stable for
-    the reader of the IR."""
+    the reader of the IR. A ring of N slots takes N strides (the last slot
+    padded too: one rule for every slot)."""
     op = getattr(func_op, "operation", func_op)
     result = SharedPlan()
     end = 0
@@ -138,14 +152,28 @@ def plan(func_op) -> SharedPlan:
         t = view(inner.results[0].type)
         if not isinstance(t, (ST, SV, Barrier)):
             raise error(inner, f"tk.alloc must give an st, sv or barrier, found {inner.results[0].type}")
+        n = stages(inner)
+        size = nbytes(t) if n == 1 else n * stride(t)
         offset = _round_up(end, alignment(t))
-        end = offset + nbytes(t)
-        result.allocs.append((t, offset, nbytes(t), inner.location))
+        end = offset + size
+        result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
         if end > SHARED_LIMIT:
             raise error(inner, _overflow_message(result.allocs, end))
     result.total = end
     return result
+
+
+def stages(alloc) -> int:
+    """The slots of a tk.alloc: its `stages` attribute, 1 without it."""
+    from mlir import ir
+    if "stages" not in alloc.attributes:
+        return 1
+    attr = alloc.attributes["stages"]
+    n = ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else 0
+    if n < 1:
+        raise error(alloc, f"tk.alloc: stages must be a positive integer, found {attr}")
+    return n
 
 
 def _allocs(op):
@@ -159,9 +187,18 @@ def _allocs(op):
 
 
 def _overflow_message(allocs, end) -> str:
-    lines = [f"  {a[0].text()} at offset {a[1]}, {a[2]} bytes ({_where(a[3])})" for a in allocs]
+    lines = [f"  {_what(t, n)} at offset {off}, {size} bytes ({_where(loc)})"
+             for t, off, size, loc, n in allocs]
     return (f"shared memory overflow: the allocations need {end} bytes, more than the "
             f"{SHARED_LIMIT} bytes (227 KiB) a block may use on sm_90:\n" + "\n".join(lines))
+
+
+def _what(t, n: int) -> str:
+    """An allocation as the overflow message names it: a ring says that it
+    counts every slot (else 4 x 16 KiB would read as a 64 KiB tile)."""
+    if n == 1:
+        return t.text()
+    return f"ring of {n} x {t.text()} ({n} slots of {stride(t)} bytes)"
 
 
 def _where(loc) -> str:
@@ -189,6 +226,41 @@ def base(lw):
         raise RuntimeError("shared.base must be called inside a gpu.module")
     _declare(gpu_module)
     return llvm.mlir_addressof(ir.Type.parse("!llvm.ptr<3>"), SHARED_SYMBOL)
+
+
+_DYN = -2147483648  # LLVM dialect GEP: "this index is an operand"
+
+
+def static_pointer(lw, byte_offset: int):
+    """&shared[byte_offset] (a static offset) as an !llvm.ptr<3>, built once
+    per kernel at its entry (PTX then names `[__tkc_shared+offset]`)."""
+    from mlir import ir
+    from mlir.dialects import llvm
+
+    def build():
+        array = lw.once(("shared_base",), lambda: base(lw))
+        return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), array, [],
+                                  ir.DenseI32ArrayAttr.get([byte_offset]),
+                                  ir.IntegerType.get_signless(8), 0)
+    return lw.once(("shared_ptr", byte_offset), build)
+
+
+def pointer(lw, sh, extra: int = 0):
+    """&shared[sh's offset + extra] as an !llvm.ptr<3> (`sh` a core.Shared).
+
+    Static offsets give the cached constant GEP of `static_pointer`; a ring
+    slot or run-time subtile adds its dynamic part at the insertion point."""
+    if sh.dynamic is None:
+        return static_pointer(lw, sh.offset + extra)
+    from mlir import ir
+    from mlir.dialects import arith, llvm
+    i32 = ir.IntegerType.get_signless(32)
+    off = arith.index_cast(i32, sh.dynamic)
+    if sh.offset + extra:
+        off = arith.addi(off, arith.constant(i32, sh.offset + extra))
+    array = lw.once(("shared_base",), lambda: base(lw))
+    return llvm.getelementptr(ir.Type.parse("!llvm.ptr<3>"), array, [off], ir.DenseI32ArrayAttr.get([_DYN]),
+                              ir.IntegerType.get_signless(8), 0)
 
 
 def _enclosing(op, name):

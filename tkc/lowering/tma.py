@@ -13,6 +13,15 @@ box with an S-byte swizzle may be at most S bytes wide, so the box is one
 panel (rows x S/E) and a tile takes one instruction per panel, each writing
 its panel's slice of shared memory. Kernels sharing a gl, box and swizzle
 share one tensor map. Coordinates are elements, innermost first: (c, r, d, b).
+
+The box comes from the st's type, so a view (a ring slot, a subtile) moves
+its own rows; but a row subtile of a multi-panel st lives in its parent's
+panels, `pitch`*S bytes apart (core.Shared), so the shared address of panel
+p is offset + p*pitch*S, not the view's own panel size.
+
+`tk.pipeline_load` / `tk.pipeline_store` are block-level copies whose
+synchronisation tk-pipeline-staging writes; they reach this lowering only if
+that pass did not run, which is an error here rather than a guess.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ from ..diagnostics import error
 from ..dtypes import itemsize
 from ..dialect.types import GL, ST, view
 from . import shared
-from .barriers import barrier_ptr, i32, int_attr, lane0, shared_ptr
+from .barriers import barrier_ptr, i32, int_attr, lane0
 from .core import Global, Shared, rule
 from ..dialect import walk
 
@@ -142,6 +151,12 @@ def _panel(origin: list, b: Box, panel: int) -> list:
     return [arith.addi(origin[0], i32(panel * b.cols)), *origin[1:]]
 
 
+def _panel_ptr(lw, sh: Shared, b: Box, panel: int) -> ir.Value:
+    """The shared address of panel `panel` of `sh`: panels are pitch*S bytes
+    apart (b.panel_bytes when the tile is not a row subtile of a wider one)."""
+    return shared.pointer(lw, sh, panel * sh.pitch * b.cols * itemsize(sh.view.dtype))
+
+
 def _tile(op, arg, what: str) -> tuple:
     if not (isinstance(arg, Shared) and isinstance(arg.view, ST)):
         raise error(op, f"{op.name}: {what} must be an st, found {type(arg).__name__}")
@@ -159,8 +174,7 @@ def _tma_load(lw, op, args):
         origin = _origin(op, st, idx)
         for p in range(b.panels):
             # The instruction names its destination in the cluster's shared window.
-            dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"),
-                                     shared_ptr(lw, sh.offset + p * b.panel_bytes))
+            dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), _panel_ptr(lw, sh, b, p))
             nvvm.cp_async_bulk_tensor_shared_cluster_global(dst, tmap, _panel(origin, b, p), bar, [])
     return []
 
@@ -175,7 +189,7 @@ def _tma_store(lw, op, args):
     with lane0(lw):
         origin = _origin(op, st, idx)
         for p in range(b.panels):
-            src = shared_ptr(lw, sh.offset + p * b.panel_bytes)
+            src = _panel_ptr(lw, sh, b, p)
             coords = _panel(origin, b, p)
             if op.name == "tk.tma_store_add":
                 nvvm.cp_async_bulk_tensor_reduce(tmap, src, add, coords)
@@ -193,3 +207,10 @@ def _tma_store_wait(lw, op, args):
     # The other lanes may overwrite the st only once lane 0 saw the reads done.
     nvvm.bar_warp_sync(i32(-1))
     return []
+
+
+@rule("tk.pipeline_load", "tk.pipeline_store")
+def _pipeline_copy(lw, op, args):
+    raise error(op, f"{op.name} is a block-level, compiler-synchronised TMA copy: it must be "
+                    "staged by tk-pipeline-staging (the tile pipeline runs it) and is never "
+                    "lowered directly; run the tile pipeline before tk-lower-to-nvvm")

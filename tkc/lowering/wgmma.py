@@ -28,6 +28,12 @@ bytes) and how an st<R, C> with S-byte column panels (docs/tile-ir.md) fits:
   8-row groups SBO apart. In an st<K, MN> that is LBO = R*S (the next column
   panel) and SBO = 8*S; a k16 step starts 16 rows further: 16*kk*S.
 
+A view lives in its parent's panels (core.Shared.pitch): a row subtile of a
+multi-panel st has its panels pitch*S bytes apart, not R*S, so the K-major
+steps cross panels by pitch*S and the MN-major LBO is pitch*S. A ring slot
+or run-time subtile has a dynamic address part, added to the descriptor's
+start address (the rest of the descriptor stays constant).
+
 Ordering. The op fences its input registers (an empty volatile asm with "+"
 constraints, as CUTLASS's warpgroup_fence_operand) so nothing writes them
 after `wgmma.fence`; then one `wgmma.mma_async` per k16 step chained through
@@ -74,8 +80,10 @@ class OperandLayout:
         return encode(address + self.steps[kk], self.lbo, self.sbo, self.swizzle)
 
 
-def operand_layout(st: ST, k_major: bool) -> OperandLayout:
-    """K-major: st<MN, K> (K contiguous); MN-major: st<K, MN>."""
+def operand_layout(st: ST, k_major: bool, pitch: int | None = None) -> OperandLayout:
+    """K-major: st<MN, K> (K contiguous); MN-major: st<K, MN>. `pitch`: the
+    rows of the panel layout the st lives in (default its own rows)."""
+    pitch = st.rows if pitch is None else pitch
     e, s = itemsize(st.dtype), shared.swizzle_bytes(st)
     if s not in SWIZZLE_MODE:
         raise ValueError(f"{st.text()}: wgmma operands must be swizzled")
@@ -83,10 +91,10 @@ def operand_layout(st: ST, k_major: bool) -> OperandLayout:
         raise ValueError(f"{st.text()}: a {s}-byte swizzle needs rows of a multiple of {s} bytes")
     p = s // e  # elements per panel row
     if k_major:
-        steps = tuple((k // p) * st.rows * s + (k % p) * e for k in range(0, st.cols, B))
+        steps = tuple((k // p) * pitch * s + (k % p) * e for k in range(0, st.cols, B))
         return OperandLayout(True, s, UNUSED_LBO, 8 * s, steps)
     steps = tuple(k * s for k in range(0, st.rows, B))
-    return OperandLayout(False, s, st.rows * s, 8 * s, steps)
+    return OperandLayout(False, s, pitch * s, 8 * s, steps)
 
 
 def encode(address: int, lbo: int, sbo: int, swizzle: int) -> int:
@@ -167,11 +175,22 @@ def _shared_u64(lw):
     return lw.once(("shared_u64",), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(64), base))
 
 
-def _descriptor(lw, sh, layout: OperandLayout, kk: int):
+def _start_u64(lw, sh):
+    """The shared-window address of `sh` less its static offset, as an i64:
+    the array's, plus the dynamic part of a ring slot or run-time subtile
+    (built once per operand, not per k step)."""
+    if sh.dynamic is None:
+        return _shared_u64(lw)
+    return arith.addi(_shared_u64(lw), arith.index_cast(ir.IntegerType.get_signless(64), sh.dynamic))
+
+
+def _descriptor(lw, sh, layout: OperandLayout, kk: int, start=None):
     """The i64 descriptor of k step kk of shared tile `sh` (the address is only
-    known at run time: the dynamic shared array's; the rest is constant)."""
+    known at run time: the dynamic shared array's; the rest is constant).
+    `start`: _start_u64(lw, sh), when the caller has it."""
     i64 = ir.IntegerType.get_signless(64)
-    addr = arith.addi(_shared_u64(lw), arith.constant(i64, sh.offset + layout.steps[kk]))
+    start = _start_u64(lw, sh) if start is None else start
+    addr = arith.addi(start, arith.constant(i64, sh.offset + layout.steps[kk]))
     low = arith.shrui(arith.andi(addr, arith.constant(i64, ADDRESS_MASK)), arith.constant(i64, 4))
     return arith.ori(low, arith.constant(i64, _signed64(encode(0, layout.lbo, layout.sbo, layout.swizzle))))
 
@@ -198,8 +217,8 @@ def _lower_mma(lw, op, args):
     dtype = b.view.dtype
     in_regs = isinstance(a, Frag)
     try:
-        b_layout = operand_layout(b.view, var.b_k_major)
-        a_layout = None if in_regs else operand_layout(a.view, var.a_k_major)
+        b_layout = operand_layout(b.view, var.b_k_major, b.pitch)
+        a_layout = None if in_regs else operand_layout(a.view, var.a_k_major, a.pitch)
     except ValueError as e:
         raise error(op, f"{op.name}: {e}") from None
     acc = fence_registers(list(c.vals), "f")
@@ -211,9 +230,11 @@ def _lower_mma(lw, op, args):
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "l"
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
+    a_start = None if in_regs else _start_u64(lw, a)
+    b_start = _start_u64(lw, b)
     for kk in range(k // B):
-        a_ops = a_steps[kk] if in_regs else [_descriptor(lw, a, a_layout, kk)]
-        acc = _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b, b_layout, kk)], text, cons)
+        a_ops = a_steps[kk] if in_regs else [_descriptor(lw, a, a_layout, kk, a_start)]
+        acc = _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b, b_layout, kk, b_start)], text, cons)
     nvvm.wgmma_commit_group_sync_aligned()
     return [Frag(result_view(op), acc)]
 

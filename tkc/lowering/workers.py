@@ -4,6 +4,8 @@ Ids come from the PTX special registers as i32 and become `index` values
 (unsigned casts: they are never negative). laneid and warpid derive from
 threadIdx.x (tid % 32, tid / 32), read once per kernel by the Lowering:
 blocks are one-dimensional, so this equals %laneid and saves a register read.
+`tk.sync` is `bar.sync 0` for the block, or with `id` / `warps` the named
+barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level").
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from mlir import ir
 from mlir.dialects import arith, nvvm
 
 from ..diagnostics import error
+from ..passes.verify_block import BARRIER_IDS, sync_group
 from .core import Global, rule
 
 _AXES = ("b", "d", "r", "c")
@@ -62,7 +65,22 @@ def _dim(lw, op, args):
 
 @rule("tk.sync")
 def _sync(lw, op, args):
-    nvvm.barrier0()  # bar.sync 0: every thread of the block
+    """Plain: bar.sync 0 for the whole block. With `id` / `warps`: the named
+    barrier `bar.sync id, 32*warps` (warps defaults to the kernel's), which
+    lets a warpgroup synchronise without stopping the others."""
+    if "id" not in op.attributes and "warps" not in op.attributes:
+        nvvm.barrier0()  # bar.sync 0: every thread of the block
+        return []
+    ident, warps = sync_group(op, lw.warps)
+    if ident is None or not 0 <= ident < BARRIER_IDS:
+        raise error(op, f"tk.sync: id must be an integer in 0..{BARRIER_IDS - 1}, "
+                        f"found {op.attributes['id']}")
+    if warps is None or not 1 <= warps <= lw.warps:
+        raise error(op, f"tk.sync: warps must be an integer in 1..{lw.warps} (the kernel's warps), "
+                        f"found {op.attributes['warps']}")
+    i32 = ir.IntegerType.get_signless(32)
+    nvvm.barrier(None, barrier_id=arith.constant(i32, ident),
+                 number_of_threads=arith.constant(i32, 32 * warps))
     return []
 
 

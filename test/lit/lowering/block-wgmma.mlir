@@ -1,0 +1,90 @@
+// wgmma on subtile views keeps the parent's panel layout. abt_rows: A is rows
+// 64..127 of a 2-panel 128b st<128, 128> (K-major, K = 128): its k16 steps
+// start at 8192 + 0, 32, 64, 96, then cross to the second panel at
+// 8192 + 128 * 128 (the parent's pitch), not 8192 + 64 * 128. ab_rows: B is
+// rows 64y.. of a 4-panel st<128, 256> (MN-major, N = 256): LBO is the
+// parent's panel stride 128 * 128 = 16384 (encoded in the constant high
+// word), and the run-time row index y adds y * 8192 to the start address
+// of every descriptor. ptxas assembles both without spills.
+// RUN: tkc %s --emit=ptx -o %t.ptx
+// RUN: FileCheck %s --check-prefix=PTX < %t.ptx
+// RUN: ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
+
+// PTX-LABEL: .entry abt_rows(
+// PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
+// PTX-NEXT: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8192;
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 32768;
+// PTX: wgmma.mma_async
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8224;
+// PTX: wgmma.mma_async
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8256;
+// PTX: wgmma.mma_async
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8288;
+// PTX: wgmma.mma_async
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 24576;
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 49152;
+// PTX: wgmma.mma_async
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 24608;
+// PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
+// PTX-NOT: wgmma.mma_async
+// PTX: wgmma.commit_group.sync.aligned;
+
+// PTX-LABEL: .entry ab_rows(
+// PTX: mov.u32 %r[[Y:[0-9]+]], %ctaid.y;
+// PTX: shl.b32 %r{{[0-9]+}}, %r[[Y]], 13;
+// PTX: wgmma.fence.sync.aligned;
+// PTX-NEXT: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
+// PTX-NEXT: add.s64 %rd[[START:[0-9]+]], %rd{{[0-9]+}}, %rd[[BASE]];
+// PTX-NEXT: shr.u64
+// PTX-NEXT: and.b64
+// The high word: LBO 16384 >> 4 = 1024 in bits 16-29, SBO 1024 >> 4 in 32-45, 128B.
+// PTX-NEXT: or.b64 %rd{{[0-9]+}}, %rd{{[0-9]+}}, 4611686293372403712;
+// The k16 steps: 16 rows of 128 bytes each.
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[START]], 2048;
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[START]], 4096;
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[START]], 6144;
+// A in registers, B MN-major (tnspB = 1): the 4th and last k step.
+// PTX: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
+// PTX-NOT: wgmma.mma_async
+// PTX: wgmma.commit_group.sync.aligned;
+
+// PTXAS-COUNT-2: 0 bytes spill stores, 0 bytes spill loads
+
+!p = !tk.st<bf16, 128 : i64, 128 : i64, "128b">
+!a = !tk.st<bf16, 64 : i64, 128 : i64, "128b">
+!b = !tk.st<bf16, 128 : i64, 128 : i64, "128b">
+!acc = !tk.rt<f32, 16 : i64, 128 : i64, "row">
+!gc = !tk.gl<f32, 1 : i64, 1 : i64, 64 : i64, 128 : i64>
+func.func @abt_rows(%c: !gc) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["c"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %sp = "tk.alloc"() : () -> !p
+  %sb = "tk.alloc"() : () -> !b
+  %lo = "tk.subtile"(%sp, %c1, %c0) : (!p, index, index) -> !a
+  %z = "tk.zero"() : () -> !acc
+  %d = "tk.warpgroup_mma_abt"(%lo, %sb, %z) : (!a, !b, !acc) -> !acc
+  %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!acc) -> !acc
+  %w = "tk.warpid"() : () -> index
+  "tk.store"(%c, %e, %c0, %c0, %w, %c0) : (!gc, !acc, index, index, index, index) -> ()
+  return
+}
+
+!pb = !tk.st<bf16, 128 : i64, 256 : i64, "128b">
+!bb = !tk.st<bf16, 64 : i64, 256 : i64, "128b">
+!ra = !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+!acc2 = !tk.rt<f32, 16 : i64, 256 : i64, "row">
+!ga = !tk.gl<bf16, 1 : i64, 1 : i64, 64 : i64, 64 : i64>
+!gc2 = !tk.gl<f32, 1 : i64, 1 : i64, 64 : i64, 256 : i64>
+func.func @ab_rows(%a: !ga, %c: !gc2) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a", "c"]} {
+  %c0 = arith.constant 0 : index
+  %sp = "tk.alloc"() : () -> !pb
+  %w = "tk.warpid"() : () -> index
+  %x = "tk.load"(%a, %c0, %c0, %w, %c0) : (!ga, index, index, index, index) -> !ra
+  %y = "tk.block_idx"() {dim = "y"} : () -> index
+  %rows = "tk.subtile"(%sp, %y, %c0) : (!pb, index, index) -> !bb
+  %z = "tk.zero"() : () -> !acc2
+  %d = "tk.warpgroup_mma_ab"(%x, %rows, %z) : (!ra, !bb, !acc2) -> !acc2
+  %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!acc2) -> !acc2
+  "tk.store"(%c, %e, %c0, %c0, %w, %c0) : (!gc2, !acc2, index, index, index, index) -> ()
+  return
+}
