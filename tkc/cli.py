@@ -210,8 +210,10 @@ def _build(args) -> int:
     _print_table(rows)
     failed = sum(1 for r in rows if r["cache path"] == "FAILED")
     spilled = sum(1 for r in rows if r["spills"] not in ("0", "-"))
-    if failed or spilled:
-        sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} spilled registers\n")
+    serial = sum(1 for r in rows if r["wgmma"] == "serialised")
+    if failed or spilled or serial:
+        sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} kernel(s) spilled "
+                         f"registers, {serial} kernel(s) have serialised wgmma\n")
         return 1
     return 0
 
@@ -230,19 +232,21 @@ def _build_one(kernel, i: int, n: int, force: bool) -> dict:
             raise
         what = str(e) if isinstance(e, TkcError) else f"internal error: {type(e).__name__}: {e}"
         sys.stderr.write(f"FAILED\n{what}\n")
-        return {"kernel": kernel.name, "registers": "-", "spills": "-",
+        return {"kernel": kernel.name, "registers": "-", "spills": "-", "wgmma": "-",
                 "shared bytes": "-", "cache path": "FAILED"}
     sys.stderr.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
     res = art.manifest.get("resources", {})
     spills = int(res.get("spill_stores", 0)) + int(res.get("spill_loads", 0))
     key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()
+    serial = "serialised" if res.get("wgmma_serialized") else "-"
     return {"kernel": kernel.name, "registers": str(res.get("registers", "?")),
-            "spills": str(spills), "shared bytes": str(art.manifest.get("shared_bytes", "?")),
+            "spills": str(spills), "wgmma": serial,
+            "shared bytes": str(art.manifest.get("shared_bytes", "?")),
             "cache path": str(cache.entry_dir(key))}
 
 
 def _print_table(rows: list[dict]) -> None:
-    cols = ["kernel", "registers", "spills", "shared bytes", "cache path"]
+    cols = ["kernel", "registers", "spills", "wgmma", "shared bytes", "cache path"]
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
     print("  ".join(c.ljust(widths[c]) for c in cols).rstrip())
     for r in rows:

@@ -169,6 +169,8 @@ def parse_resources(report: str) -> dict:
     for key, pattern in _RESOURCE_PATTERNS.items():
         m = pattern.search(report)
         out[key] = int(m[1]) if m else 0
+    # C7509-C7515: "Potential Performance Loss: wgmma.mma_async instructions are serialized"
+    out["wgmma_serialized"] = "wgmma.mma_async instructions are serialized" in report
     out["ptxas"] = report.strip()
     return out
 
@@ -186,6 +188,10 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
     manifest = read_manifest(module)
     ptx = compile_to(module, "ptx")
     cubin, resources = ptxas(ptx, target)
+    if resources["wgmma_serialized"]:
+        print(f"tkc: warning: kernel '{manifest.get('kernel')}': ptxas serialises its wgmma "
+              f"instructions (C7514: something reads an accumulator while its wgmma runs)",
+              file=sys.stderr)
     if resources["spill_stores"] or resources["spill_loads"]:
         # Not an error (the kernel runs), but a performance bug worth seeing.
         print(f"tkc: warning: kernel '{manifest.get('kernel')}' spills registers "

@@ -43,7 +43,10 @@ def round_to(x, dtype):
 
 
 def _dtype_of(t) -> str:
+    """The element dtype of a scalar or vector type (vector<2xbf16>: packed pairs)."""
     s = str(t)
+    if s.startswith("vector<"):
+        s = s.rstrip(">").split("x")[-1]
     return {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(s, "f32")
 
 

@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tkc.kernels import (attention_fwd, attention_hopper, gemm, gemm_hopper, gemm_pipelined,
-                         library, reference)
+from tkc.kernels import attention_fwd, attention_hopper, gemm, gemm_hopper, library, reference
 from tkc.kernels.reference import round_bf16
 
 
@@ -14,15 +13,15 @@ def rel_err(x, ref):
     return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
 
 
-def check_gemm_interpreted(kern, out, m, n, k, seed):
-    """C = A @ B through the interpreter: every element written, numbers as numpy's."""
+def check_gemm_interpreted(kern, out, m, n, k, seed, transpose_b=False):
+    """C = A @ B (or A @ B^T) through the interpreter: every element written, numbers as numpy's."""
     rng = np.random.default_rng(seed)
     a = round_bf16(rng.standard_normal((m, k)))
-    b = round_bf16(rng.standard_normal((k, n)))
+    b = round_bf16(rng.standard_normal((n, k) if transpose_b else (k, n)))
     c = np.full((m, n), np.nan, dtype=np.float32)
     kern.interpret(a, b, c)
     assert not np.isnan(c).any()
-    assert rel_err(c, reference.gemm(a, b)) < (1e-2 if out == "bf16" else 1e-6)
+    assert rel_err(c, reference.gemm(a, b.T if transpose_b else b)) < (1e-2 if out == "bf16" else 1e-6)
 
 
 @pytest.mark.parametrize("out", ["bf16", "f32"])
@@ -35,27 +34,28 @@ def test_gemm_default_tiles_interpreted():
 
 
 @pytest.mark.parametrize("out", ["bf16", "f32"])
-def test_gemm_hopper_interpreted(out):
-    """TMA loads on an mbarrier and warpgroup mma, simulated: two blocks in M,
-    two in N, three K steps (so the barrier goes through phases 0, 1, 0)."""
-    check_gemm_interpreted(gemm_hopper(out), out, 128, 512, 192, seed=2)
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_gemm_hopper_interpreted(out, transpose_b):
+    """The staged, persistent library GEMM on the interpreter's 4
+    SMs: 6 items, so two blocks take a second one; 5 K steps over the
+    4-slot ring, so slots and barrier phases wrap inside a work item."""
+    check_gemm_interpreted(gemm_hopper(out, transpose_b=transpose_b), out, 384, 512, 320,
+                           seed=2, transpose_b=transpose_b)
 
 
-@pytest.mark.parametrize("out", ["bf16", "f32"])
-def test_gemm_pipelined_interpreted(out):
-    """Producer/consumer through a 4-stage ring: 2 rounds of the ring, so every
-    full/empty barrier goes through two phases; two blocks in each direction."""
-    check_gemm_interpreted(gemm_pipelined(out), out, 256, 512, 512, seed=3)
-
-
-def test_gemm_hopper_sass_has_hgmma_and_utmaldg(tmp_path, monkeypatch):
+def test_gemm_hopper_sass(tmp_path, monkeypatch):
+    """wgmma (HGMMA, not HMMA), TMA loads (1 box of A, 4 panels of B) and
+    TMA stores (4 finish tiles), no local memory."""
     from tkc.sass import cuobjdump, disassemble, opcodes
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
-    ops = opcodes(disassemble(gemm_hopper("bf16").build().cubin))
-    assert ops.get("HGMMA") == 4 and ops.get("UTMALDG") == 5, ops
+    art = gemm_hopper("bf16").build()
+    ops = opcodes(disassemble(art.cubin))
+    assert ops.get("HGMMA", 0) >= 4 and ops["HGMMA"] % 4 == 0, ops
+    assert ops.get("UTMALDG") == 5 and ops.get("UTMASTG") == 4, ops
     assert "HMMA" not in ops and "LDL" not in ops and "STL" not in ops
+    assert art.manifest["resources"]["spill_stores"] == 0
 
 
 def check_attention_interpreted(kern, D, N, seed):

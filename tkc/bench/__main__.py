@@ -22,24 +22,77 @@ def _rel_err(x, ref) -> float:
     return float((x - ref).norm() / ref.norm())
 
 
-def gemm_rows(quick: bool):
+GEMM_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
+               (16384, 16384, 16384), (8192, 8192, 1024), (4096, 4096, 16384)]
+L2_BYTES = 50 * 2**20
+
+
+def gemm_inputs(m, n, k, transpose_b=False, out=None):
+    """Enough (a, b, c) sets that rotating through them defeats the L2 (METHOD.md)."""
     import torch
-    from tkc.kernels import gemm, gemm_hopper, gemm_pipelined
-    sizes = [1024, 2048] if quick else [1024, 2048, 4096, 8192]
-    kernels = (gemm("bf16"), gemm_hopper("bf16"), gemm_pipelined("bf16"))
-    for k, n in ((k, n) for k in kernels for n in sizes):
-        a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        k(a, b, c)
-        ref = a.float() @ b.float()
-        err = _rel_err(c, ref)
-        flops = 2.0 * n ** 3
-        t_tkc = bench(lambda: k(a, b, c))
-        t_ref = bench(lambda: torch.matmul(a, b))
-        yield dict(kernel=k.name, shape=f"{n}x{n}x{n}", rel_err=err,
-                   tkc_tflops=tflops(flops, t_tkc), peer="cuBLAS",
-                   peer_tflops=tflops(flops, t_ref))
+    out = out or torch.bfloat16
+    size = 2 * (m * k + k * n) + m * n * torch.finfo(out).bits // 8
+    sets = max(1, min(4, -(-3 * L2_BYTES // size)))
+    return [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+             torch.randn(*((n, k) if transpose_b else (k, n)), device="cuda", dtype=torch.bfloat16),
+             torch.full((m, n), float("nan"), device="cuda", dtype=out)) for _ in range(sets)]
+
+
+def rotating(fn, sets):
+    """fn over the input sets in turn (one set per call)."""
+    state = {"i": 0}
+
+    def call():
+        fn(*sets[state["i"] % len(sets)])
+        state["i"] += 1
+    return call
+
+
+def timing_for(flops: float) -> dict:
+    """bench() repeats scaled to the work: ~0.3 s per measurement at 700 TFLOP/s."""
+    per_call = flops / 700e12
+    inner = max(1, min(10, int(0.03 / per_call)))
+    return dict(inner=inner, reps=max(5, min(30, int(0.3 / (per_call * inner)))))
+
+
+def compare_gemm(kernel, m, n, k, rounds, transpose_b=False, out_dtype="bf16"):
+    """One row: tkc interleaved with cuBLAS (torch.matmul) over `rounds`."""
+    import torch
+    from .timing import interleaved, median_ratio
+    out = {"bf16": torch.bfloat16, "f32": torch.float32}[out_dtype]
+    sets = gemm_inputs(m, n, k, transpose_b, out)
+    a, b, c = sets[0]
+    kernel(a, b, c)
+    ref = a.float() @ (b.float().T if transpose_b else b.float())
+    err = _rel_err(c, ref)
+    if out_dtype != "bf16":  # torch's matmul writes its inputs' dtype: the peer writes bf16
+        peer = lambda a, b, c: torch.matmul(a, b.T if transpose_b else b)  # noqa: E731
+    else:
+        peer = (lambda a, b, c: torch.matmul(a, b.T, out=c)) if transpose_b else \
+            (lambda a, b, c: torch.matmul(a, b, out=c))
+    flops = 2.0 * m * n * k
+    ms = interleaved({"tkc": rotating(kernel, sets), "peer": rotating(peer, sets)}, rounds,
+                     **timing_for(flops))
+    ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
+    import statistics
+    return dict(kernel=kernel.name, shape=f"{m}x{n}x{k}", rel_err=err,
+                tkc_tflops=tflops(flops, statistics.median(ms["tkc"])), peer="cuBLAS",
+                peer_tflops=tflops(flops, statistics.median(ms["peer"])),
+                ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
+                ratio_max=max(ratios), rounds=rounds)
+
+
+def gemm_rows(quick: bool):
+    from tkc.kernels import gemm, gemm_hopper
+    rounds = 3 if quick else 5
+    shapes = GEMM_SHAPES[:2] if quick else GEMM_SHAPES
+    for m, n, k in shapes:
+        yield compare_gemm(gemm_hopper("bf16"), m, n, k, rounds)
+    if not quick:
+        yield compare_gemm(gemm_hopper("bf16", transpose_b=True), 4096, 4096, 4096, rounds,
+                           transpose_b=True)
+        yield compare_gemm(gemm_hopper("f32"), 4096, 4096, 4096, rounds, out_dtype="f32")
+        yield compare_gemm(gemm("bf16"), 4096, 4096, 4096, rounds)
 
 
 def attention_rows(quick: bool):
@@ -75,7 +128,7 @@ def attention_rows(quick: bool):
 def _overhead() -> float:
     import torch
     from tkc.kernels import gemm
-    k = gemm("bf16")
+    k = gemm("bf16")  # the warp-level GEMM: a small kernel, so launch cost dominates
     a, b, c = (torch.randn(128, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     return launch_overhead_us(lambda: k(a, b, c))
 
@@ -106,16 +159,18 @@ def main(argv=None) -> int:
         return 0
     gpu = torch.cuda.get_device_name()
     rows, bad = [], 0
-    print(f"{'kernel':28} {'shape':22} {'rel err':>9} {'tkc TF/s':>9} {'peer':>11} {'peer TF/s':>9} {'ratio':>6}")
+    print(f"{'kernel':36} {'shape':22} {'rel err':>9} {'tkc TF/s':>9} {'peer':>11} {'peer TF/s':>9} {'ratio':>6}  range")
     for row in (*gemm_rows(args.quick), *attention_rows(args.quick)):
         ok = row["rel_err"] < 2e-2
         bad += not ok
-        ratio = row["tkc_tflops"] / row["peer_tflops"] if row["peer_tflops"] == row["peer_tflops"] else float("nan")
-        row["ratio"] = ratio
+        if "ratio" not in row:
+            row["ratio"] = row["tkc_tflops"] / row["peer_tflops"] \
+                if row["peer_tflops"] == row["peer_tflops"] else float("nan")
         rows.append(row)
-        print(f"{row['kernel']:28} {row['shape']:22} {row['rel_err']:9.2e} {row['tkc_tflops']:9.1f} "
-              f"{row['peer']:>11} {row['peer_tflops']:9.1f} {ratio:6.2f}{'' if ok else '  WRONG'}",
-              flush=True)
+        spread = f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}" if "ratio_min" in row else ""
+        print(f"{row['kernel']:36} {row['shape']:22} {row['rel_err']:9.2e} {row['tkc_tflops']:9.1f} "
+              f"{row['peer']:>11} {row['peer_tflops']:9.1f} {row['ratio']:6.2f}  {spread}"
+              f"{'' if ok else '  WRONG'}", flush=True)
     meta = dict(date=datetime.date.today().isoformat(), gpu=gpu, commit=_git_commit(),
                 torch=torch.__version__, launch_overhead_us=_overhead())
     print(f"tkc eager launch overhead (argument checks + cuLaunchKernel): "

@@ -36,6 +36,21 @@ def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
     return statistics.median(times)
 
 
+def interleaved(fns: dict, rounds: int = 5, **kw) -> dict:
+    """{name: [ms per round]}: each round times every fn once, in turn, so a
+    clock change under sustained load hits tkc and its peer alike."""
+    out = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            out[name].append(bench(fn, **kw))
+    return out
+
+
+def median_ratio(peer_ms: list, tkc_ms: list) -> float:
+    """The median over rounds of peer time / tkc time (> 1: tkc is faster)."""
+    return statistics.median(p / t for p, t in zip(peer_ms, tkc_ms))
+
+
 def launch_overhead_us(fn, n: int = 200) -> float:
     """Host microseconds per eager call of fn (argument checks + launch)."""
     import torch

@@ -9,7 +9,6 @@ from .attention import attention_fwd
 from .attention_hopper import attention_hopper
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
-from .gemm_pipelined import gemm_pipelined
 
 
 def library():
@@ -19,8 +18,8 @@ def library():
         gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2),
         gemm_hopper("bf16"),
         gemm_hopper("f32"),
-        gemm_pipelined("bf16"),
-        gemm_pipelined("f32"),
+        gemm_hopper("bf16", transpose_b=True),
+        gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
         attention_hopper(64, KV=128),  # KV tiles per D: the faster on the H100 (BENCHMARKS.md)

@@ -1,42 +1,57 @@
-"""Hopper GEMM: TMA loads into swizzled shared tiles, warpgroup wgmma.
+"""The library GEMM on Hopper: C = A @ B (or A @ B^T, nn.Linear's layout).
 
-C = A @ B with A (M x K), B (K x N) bf16, f32 accumulation. One warpgroup
-(4 warps) per block computes a BM x BN tile, BM = 64 (the wgmma M); each
-warp holds 16 rows of it as an rt<f32, 16, BN>. Each K step, warp 0 issues
-TMA loads of A and B into 128-byte-swizzled shared tiles completing on an
-mbarrier; all warps wait for the phase, then the warpgroup multiplies
-straight from shared memory. One stage, no pipelining yet: the baseline
-the producer/consumer version is measured against.
+A (M x K) and B (K x N, or N x K) bf16, f32 accumulation, C bf16 or f32.
+Written as a plain pipelined loop (docs/pipelining.md): tk-pipeline-staging
+makes the producer warpgroup, the TMA ring and its mbarriers, and keeps each
+wgmma in flight into the next iteration; tk-grid-ordering makes it persistent
+(one block per SM) in L2-friendly super-rows. No barrier is written here.
+
+A block computes a 128 x BN tile of C with two consumer warpgroups (each its
+64 rows: a subtile of the A stage) over K steps of 64; the finish goes
+through two shared tiles of 128 x EPI by TMA stores, so a work item's stores
+overlap the next item's main loop. TMA zero-fills and clips, so M, N and K
+need not be multiples of the tile: only rows of 16 bytes (K and N multiples
+of 8 for bf16).
 """
-from __future__ import annotations
 
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
-from tkc.ops import zero
+from tkc.ops import subtile, zero
+
+BM, BK = 128, 64
+EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
 
 
-def gemm_hopper(out_dtype: str = bf16, BN: int = 256, BK: int = 64):
-    BM = 64
+def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
+                stages="auto", persistent: bool = True, order: str = "auto"):
+    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))
+    name = "_".join(x for x in (
+        f"gemm_hopper_{out_dtype}_{'abt' if transpose_b else 'ab'}_{BM}x{BN}x{BK}",
+        "" if stages == "auto" else f"s{stages}", "" if persistent else "np",
+        "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", "")) if x)
+    b_dims = ("N", "K") if transpose_b else ("K", "N")
 
-    @tkc.kernel(name=f"gemm_hopper_{out_dtype}_{BM}x{BN}x{BK}", warps=4,
-                grid=lambda a, b, c: (c.c // BN, c.r // BM))
-    def gemm_hopper_kernel(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"),
-                           c: gl(out_dtype, 1, 1, "M", "N")):
-        bn, bm = tkc.block_idx.x, tkc.block_idx.y
-        w = tkc.warpid()
+    @tkc.kernel(name=name, warps=8, persistent=persistent, order=order,
+                grid=lambda a, b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))
+    def gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, *b_dims),
+             c: gl(out_dtype, 1, 1, "M", "N")):
+        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
         a_s = st(bf16, BM, BK)
-        b_s = st(bf16, BK, BN)
-        bar = tkc.barrier(count=1)
+        b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
+        c_s = [st(out_dtype, BM, epi) for _ in range(2)]
         acc = zero(rt(f32, 16, BN))
-        for k in tkc.range(a.c // BK):
-            with tkc.if_(w == 0):
-                tma.expect(bar, a_s, b_s)
-                tma.load_async(a_s, a, (0, 0, bm, k), bar)
-                tma.load_async(b_s, b, (0, 0, k, bn), bar)
-            tkc.wait(bar, k % 2)
-            warpgroup.mma_AB(acc, a_s, b_s)
+        for k in tkc.range(tkc.cdiv(a.c, BK), stages=stages):
+            tma.load(a_s, a, (0, 0, bm, k))
+            if transpose_b:
+                tma.load(b_s, b, (0, 0, bn, k))
+                warpgroup.mma_ABt(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+            else:
+                tma.load(b_s, b, (0, 0, k, bn))
+                warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
             warpgroup.mma_async_wait(acc)
-            tkc.sync()  # every warp is done reading a_s, b_s before the next load
-        warpgroup.store(c, acc.to(out_dtype), (0, 0, bm, bn))
+        for j in range(BN // epi):
+            out = c_s[j % 2]
+            warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(out_dtype), (wg, 0))
+            tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
 
-    return gemm_hopper_kernel
+    return gemm

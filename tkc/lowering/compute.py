@@ -133,7 +133,25 @@ def _fill(lw, op, args):
 def _copy(lw, op, args):
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
+    if x.view.dtype == F32 and v.dtype != F32 and len(x.vals) % 2 == 0:
+        return [Frag(v, narrow_pairs(x.vals, v.dtype))]
     return [Frag(v, [convert(e, x.view.dtype, v.dtype) for e in x.vals])]
+
+
+def narrow_pairs(vals: list, dtype: str) -> list:
+    """f32 values rounded to a 16-bit dtype two at a time: one packed
+    cvt.rn.bf16x2.f32 (f16x2) per pair, half the instructions of scalar
+    cvts, and the form ptxas expects next to wgmma: scalar cvts reading
+    wgmma accumulators make it serialise every wgmma of the kernel (C7514)."""
+    i32, t = ir.IntegerType.get_signless(32), scalar_type(dtype)
+    out = []
+    for lo, hi in zip(vals[0::2], vals[1::2]):
+        vec = llvm.mlir_undef(ir.VectorType.get([2], f32_type()))
+        for pos, e in enumerate((lo, hi)):
+            vec = llvm.insertelement(vec, e, arith.constant(i32, pos))
+        half = arith.truncf(ir.VectorType.get([2], t), vec)
+        out += [llvm.extractelement(half, arith.constant(i32, pos)) for pos in (0, 1)]
+    return out
 
 
 @rule(*UNARY)

@@ -57,6 +57,8 @@ def run(module_op) -> None:
 
 
 def order_kernel(fn) -> None:
+    if "tk.work" in fn.attributes:
+        return  # ordered already (tk.work keeps the original grid)
     persistent = "tk.persistent" in fn.attributes
     text = ir.StringAttr(fn.attributes["tk.order"]).value if "tk.order" in fn.attributes else None
     if text is None and not persistent:

@@ -66,6 +66,7 @@ from .verify_block import pipeline_options
 
 AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
+OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
 WARPGROUP = 4
 REGISTER_FILE = 512    # per-thread registers of a warpgroup slot: 65536 / 128
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
@@ -96,7 +97,7 @@ class Found:
                            and "tk.work_items" in o.operation.attributes), None)
         self.body = self.items.regions[0].blocks[0] if self.items is not None else entry(fn)
         self.loop = None
-        self.ring_loads, self.once_loads, self.stores = [], [], []
+        self.ring_loads, self.once_loads, self.stores, self.loop_stores = [], [], [], []
         self.warps = kernel_warps(fn) or 1
 
 
@@ -124,10 +125,15 @@ def find(fn) -> Found | None:
                             "pipelined loop's body: the producer issues every load in order, "
                             "so it cannot be conditional or in another loop")
     for op in stores:
-        if _parent(op) != _block_owner(f):
-            raise error(op, "tma.store must be at the kernel's top level (after the pipelined "
-                            "loop): stores inside a loop or branch are not staged yet")
-        f.stores.append(op)
+        if f.loop is not None and _parent(op) == f.loop:
+            f.loop_stores.append(op)
+        elif _parent(op) == _block_owner(f):
+            f.stores.append(op)
+        else:
+            raise error(op, "tma.store must be at the kernel's top level or directly in the "
+                            "pipelined loop's body: warp 0 issues every store and counts them "
+                            "to know when a tile may be written again")
+    _check_loop_outputs(f)
     if f.loop is not None and not f.ring_loads:
         raise error(f.loop, "this loop is pipelined (stages=...) but has no tma.load to run ahead")
     _check_ring_tiles(f)
@@ -159,6 +165,21 @@ def _check_ring_tiles(f: Found) -> None:
             if not _within(user, f.loop):
                 raise error(user, f"{_short(dst)} is a pipelined tile (loaded at {where(op)}): "
                                   "it lives in a ring of stages and may only be used inside its loop")
+
+
+def _check_loop_outputs(f: Found) -> None:
+    """A tile stored in the pipelined loop is double-buffered there: it may not
+    be used outside the loop."""
+    for op in f.loop_stores:
+        tile = op.operands[1]
+        if getattr(_alloc_of(tile), "name", "") != "tk.alloc" or "stages" in _alloc_of(tile).attributes:
+            raise error(op, "the source of a tma.store in a pipelined loop must be a whole shared "
+                            "tile from st(...) (not a view or a ring)")
+        for u in tile.uses:
+            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            if not _within(user, f.loop):
+                raise error(user, f"{_short(tile)} is stored in the pipelined loop (at {where(op)}): "
+                                  "it is double-buffered there and may only be used inside the loop")
 
 
 def _within(op, ancestor) -> bool:
@@ -231,10 +252,12 @@ class Staging:
         from ..lowering.shared import SHARED_LIMIT, alignment, nbytes
         end, lines = 0, []
         ring = {op.operands[0] for op in self.f.ring_loads}
+        outputs = {op.operands[1] for op in self.f.loop_stores}
         allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
         extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2)] * len(self.f.once_loads)
         for t, n in [(view(a.results[0].type),
-                      stages if a.results[0] in ring else _stages_of(a)) for a in allocs] + extra:
+                      stages if a.results[0] in ring else OUTPUT_STAGES if a.results[0] in outputs
+                      else _stages_of(a)) for a in allocs] + extra:
             stride = _round_up(nbytes(t), alignment(t))
             end = _round_up(end, alignment(t)) + stride * n
             lines.append(f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
@@ -309,7 +332,7 @@ class Staging:
         if self.persistent:
             extend_yield(items, [ring_out])
         self._epilogue(self.f.body)
-        if self.f.stores:
+        if self.f.stores or self.f.loop_stores:
             with ir.InsertionPoint(y), self.loc:
                 self._store_wait(0)
 
@@ -353,6 +376,7 @@ class Staging:
                     user.operands[i] = slot
         for op in self.f.ring_loads:
             op.erase()
+        self._loop_outputs(loop, it)
         relaxed = _relax_wgmma(body)
         with ir.InsertionPoint(_terminator(body)), self.loc:
             if relaxed is None:
@@ -365,6 +389,39 @@ class Staging:
         loop.operation.attributes["tk.staged"] = _staged(self.stages, "consumer")
         del loop.operation.attributes["tk.pipeline"]
         return loop.results[-1]
+
+    def _loop_outputs(self, loop, it) -> None:
+        """Tiles stored every iteration: a ring of OUTPUT_STAGES slots; before
+        writing slot it % 2, warp 0 waits for the store that read it two
+        iterations ago (at most the m stores of the previous iteration and
+        those of this one so far may stay in flight)."""
+        if not self.f.loop_stores:
+            return
+        body, m = loop.body, len(self.f.loop_stores)
+        first = list(body.operations)[0].operation
+        slots = {}
+        with ir.InsertionPoint(first), self.f.loop_stores[0].location:
+            s = arith.remui(it, index(OUTPUT_STAGES))
+            for op in self.f.loop_stores:
+                tile = op.operands[1]
+                if tile not in slots:
+                    _alloc_of(tile).attributes["stages"] = i64(OUTPUT_STAGES)
+                    slots[tile] = tk.stage(tile, s)
+        for tile, slot in slots.items():
+            for user, i in uses_in(tile, loop.operation):
+                if user != slot.owner.operation:
+                    user.operands[i] = slot
+        issued, waited = 0, set()
+        for op in [o.operation for o in body.operations]:
+            for root in _writes(op) & set(slots) - waited:
+                waited.add(root)
+                with ir.InsertionPoint(op), op.location:
+                    self._store_wait(m + issued)
+                    tk.sync(**self.sync)
+            if op in self.f.loop_stores:
+                issued += 1
+        for op in self.f.loop_stores:
+            self._issue_store(op)
 
     def _slot(self, it):
         """(slot, phase parity) of ring counter `it`."""
@@ -433,12 +490,16 @@ class Staging:
         inflight = self._simulate(block, stores, [], insert=False) if self.persistent else []
         self._simulate(block, stores, inflight, insert=True)
         for op in self.f.stores:
-            with ir.InsertionPoint(op), op.location:
-                tk.fence_async()
-                tk.sync(**self.sync)
-                with _if(self._is_issuer()):
-                    tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:])
-            op.erase()
+            self._issue_store(op)
+
+    def _issue_store(self, op) -> None:
+        """Every consumer fences its shared writes, they meet, warp 0 stores."""
+        with ir.InsertionPoint(op), op.location:
+            tk.fence_async()
+            tk.sync(**self.sync)
+            with _if(self._is_issuer()):
+                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:])
+        op.erase()
 
     def _is_issuer(self):
         w = tk.worker_id("warpid")

@@ -1,5 +1,5 @@
 // Elementwise rules: exp through ex2.approx of x * log2(e), f32 -> bf16
-// copies round to nearest even (cvt.rn.bf16), tile-scalar ops, a tile
+// copies round pairs to nearest even (cvt.rn.bf16x2), tile-scalar ops, a tile
 // carried through scf.for as 8 scalars, and swap_layout by movmatrix.
 // RUN: tkc %s --emit=nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
@@ -8,13 +8,13 @@
 // NVVM: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32, f32, f32, f32, f32, f32, f32) {
 // NVVM: arith.constant 1.44269{{[0-9]*}} : f32
 // NVVM: llvm.inline_asm "ex2.approx.ftz.f32 $0, $1;", "=f,f"
-// NVVM: arith.truncf {{.*}} : f32 to bf16
+// NVVM: arith.truncf {{.*}} : vector<2xf32> to vector<2xbf16>
 // NVVM-LABEL: llvm.func @swap
 // NVVM-COUNT-4: llvm.inline_asm has_side_effects "movmatrix.sync.aligned.m8n8.trans.b16 $0, $1;"
 
 // PTX-LABEL: .entry softmax_step(
 // PTX: ex2.approx.ftz.f32
-// PTX: cvt.rn.bf16{{(x2)?}}.f32
+// PTX: cvt.rn.bf16x2.f32
 // PTX-LABEL: .entry swap(
 // PTX-COUNT-4: movmatrix.sync.aligned.m8n8.trans.b16
 func.func @softmax_step(%a: !tk.gl<f32, 1 : i64, 1 : i64, 16 : i64, 16 : i64>,

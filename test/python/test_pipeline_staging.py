@@ -1,0 +1,297 @@
+"""tk-pipeline-staging and tk-grid-ordering from the DSL: the staged kernels
+compute the right numbers in the interpreter (whose race and deadlock checks
+cover what the passes wrote), the LCSF template traces to the plain loop's IR,
+and every refusal names the author's line and says why."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import tkc
+import tkc.interpreter
+from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc.compiler import TILE_PIPELINE, compile_to
+from tkc.diagnostics import TkcError
+from tkc.kernels import gemm_hopper
+from tkc.ops import subtile, zero
+
+from helpers import ref_bf16
+
+BM, BN, BK = 128, 256, 64
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(7)
+
+
+def staged(kernel):
+    """The kernel's tile IR after the tile pipeline (both passes)."""
+    module = kernel.trace()
+    compile_to(module, "tile")
+    return module
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+def refused(kernel, text: str, marker: str):
+    with pytest.raises(TkcError) as e:
+        staged(kernel)
+    assert text in e.value.message, e.value.message
+    assert e.value.where.endswith(f":{line_of(kernel.fn, marker)}:{e.value.where.split(':')[-1]}"), \
+        (e.value.where, marker)
+    return e.value
+
+
+# ---------------------------------------------------------------- numbers
+
+def gemm_arrays(m, n, k, rng, out=np.float32, transpose_b=False):
+    a = ref_bf16(rng.standard_normal((m, k)))
+    b = ref_bf16(rng.standard_normal((n, k) if transpose_b else (k, n)))
+    c = np.full((m, n), np.nan, np.float32).astype(out)
+    ref = a.astype(np.float64) @ (b.T if transpose_b else b).astype(np.float64)
+    return a, b, c, ref
+
+
+def rel_err(x, ref):
+    return float(np.linalg.norm(x.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("m,n,k,sms", [
+    (256, 512, 192, 3),   # 4 work items on 3 persistent blocks: one block takes two
+    (128, 256, 64, 1),    # one item, one K step
+    (384, 256, 320, 2),   # K = 5 steps over a 4-slot ring: slots wrap mid-item
+])
+def test_library_gemm_in_the_interpreter(m, n, k, sms, rng):
+    kernel = gemm_hopper("bf16")
+    a, b, c, ref = gemm_arrays(m, n, k, rng)
+    module = staged(kernel)
+    tkc.interpreter.run(module, [a, b, c], sms=sms)
+    assert not np.isnan(c).any()
+    assert rel_err(c, ref) < 1e-2
+
+
+@pytest.mark.parametrize("out,transpose_b", [("f32", False), ("f32", True), ("bf16", True)])
+def test_library_gemm_variants(out, transpose_b, rng):
+    kernel = gemm_hopper(out, transpose_b=transpose_b)
+    a, b, c, ref = gemm_arrays(256, 256, 128, rng, transpose_b=transpose_b)
+    tkc.interpreter.run(staged(kernel), [a, b, c], sms=2)
+    assert rel_err(c, ref) < (1e-5 if out == "f32" else 1e-2)
+
+
+def test_ragged_shapes_are_zero_filled_and_clipped(rng):
+    """TMA zero-fills loads past the edge and clips stores, so M, N, K need no padding."""
+    a, b, c, ref = gemm_arrays(200, 264, 72, rng)
+    tkc.interpreter.run(staged(gemm_hopper("f32")), [a, b, c], sms=3)
+    assert rel_err(c, ref) < 1e-5
+
+
+def test_unstaged_kernel_computes_the_same(rng):
+    """Before the passes, tma.load/tma.store synchronise the block: the same
+    kernel is correct (and race-free) without a producer."""
+    kernel = gemm_hopper("f32", persistent=False, order="xyz")
+    module = kernel.trace()
+    from tkc.passes.pipeline import run_pipeline
+    run_pipeline(module, "tk-layout-selection,tk-verify")
+    a, b, c, ref = gemm_arrays(256, 256, 128, rng)
+    tkc.interpreter.run(module, [a, b, c])
+    assert rel_err(c, ref) < 1e-5
+
+
+# ---------------------------------------------------------------- the template
+
+def _template_gemm():
+    @tkc.kernel(name="lcsf_gemm", warps=8, grid=lambda a, b, c: (c.c // BN, c.r // BM),
+                persistent=True)
+    def lcsf_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"),
+                  c: gl(f32, 1, 1, "M", "N")):
+        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+
+        def load(s, k):
+            tma.load(s.a, a, (0, 0, bm, k))
+            tma.load(s.b, b, (0, 0, k, bn))
+
+        def compute(s, k, acc):
+            warpgroup.mma_AB(acc, subtile(s.a, 64, BK, (wg, 0)), s.b)
+            warpgroup.mma_async_wait(acc)
+
+        def finish(out, acc):
+            for j in range(BN // 32):
+                warpgroup.store(out.c[j % 2], subtile(acc, 16, 32, (0, j)), (wg, 0))
+                tma.store(c, out.c[j % 2], (0, 0, bm, bn * (BN // 32) + j))
+
+        n = a.c // BK
+        tkc.lcsf(n, load, compute, finish,
+                 inputs=dict(a=st(bf16, BM, BK), b=st(bf16, BK, BN)),
+                 outputs=dict(c=[st(f32, BM, 32), st(f32, BM, 32)]),
+                 setup=lambda: zero(rt(f32, 16, BN)))
+    return lcsf_gemm
+
+
+def _loop_gemm():
+    @tkc.kernel(name="lcsf_gemm", warps=8, grid=lambda a, b, c: (c.c // BN, c.r // BM),
+                persistent=True)
+    def loop_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"),
+                  c: gl(f32, 1, 1, "M", "N")):
+        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+        n = a.c // BK
+        a_s, b_s = st(bf16, BM, BK), st(bf16, BK, BN)
+        c_s = [st(f32, BM, 32), st(f32, BM, 32)]
+        acc = zero(rt(f32, 16, BN))
+        for k in tkc.range(n, stages="auto"):
+            tma.load(a_s, a, (0, 0, bm, k))
+            tma.load(b_s, b, (0, 0, k, bn))
+            warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+            warpgroup.mma_async_wait(acc)
+        for j in range(BN // 32):
+            warpgroup.store(c_s[j % 2], subtile(acc, 16, 32, (0, j)), (wg, 0))
+            tma.store(c, c_s[j % 2], (0, 0, bm, bn * (BN // 32) + j))
+    return loop_gemm
+
+
+def test_template_and_loop_trace_to_the_same_ir():
+    template, loop = _template_gemm(), _loop_gemm()
+    assert str(template.trace()) == str(loop.trace())
+    assert str(staged(template)) == str(staged(loop))
+
+
+def test_template_runs(rng):
+    a, b, c, ref = gemm_arrays(256, 512, 128, rng)
+    tkc.interpreter.run(staged(_template_gemm()), [a, b, c], sms=3)
+    assert rel_err(c, ref) < 1e-5
+
+
+# ---------------------------------------------------------------- the checker checks the pass
+
+def _move_release_before_wait(module):
+    """Break the pass's output the way Mosaic GPU users break theirs (no
+    delay_release): release the previous stage before the wgmma wait."""
+    from tkc.dialect import walk
+    wait = next(op for op in walk(module.operation) if op.name == "tk.warpgroup_mma_wait"
+                and op.attributes["pending"].value == 1)
+    ops = [o.operation for o in wait.parent.regions[0].blocks[0].operations]
+    release = next(o for o in ops[ops.index(wait):] if o.name == "scf.if")
+    release.move_before(wait)
+    cond = release.operands[0].owner
+    cond.move_before(release)
+    return module
+
+
+def test_an_early_release_is_a_race(rng):
+    module = _move_release_before_wait(staged(gemm_hopper("f32")))
+    a, b, c, _ = gemm_arrays(128, 256, 384, rng)
+    with pytest.raises(TkcError, match="race") as e:
+        tkc.interpreter.run(module, [a, b, c], sms=1)
+    assert "gemm_hopper.py" in str(e.value)
+
+
+# ---------------------------------------------------------------- what the passes decide
+
+def test_auto_stages_fit_shared_memory():
+    text = str(staged(gemm_hopper("bf16")))
+    assert text.count("{stages = 4 : i64} : () -> !tk.st") == 2
+    assert "tk.order = \"grouped(y, 16)\"" in text
+    assert "tk.warps = 12" in text
+
+
+def test_stages_override():
+    text = str(staged(gemm_hopper("bf16", stages=2)))
+    assert text.count("{stages = 2 : i64} : () -> !tk.st") == 2
+
+
+# ---------------------------------------------------------------- refusals
+
+@tkc.kernel(warps=4)
+def coords_from_warp(a: gl(bf16, 1, 1, "M", "K")):
+    a_s = st(bf16, 64, 64)
+    w = tkc.warpid()
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, w, k))  # <- warp
+        tkc.sync()
+
+
+def test_refuses_coords_from_the_warp():
+    e = refused(coords_from_warp, "the producer cannot compute this load's coordinates",
+                "# <- warp")
+    assert "the warp's identity" in e.message
+
+
+@tkc.kernel(warps=4)
+def tile_used_after(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
+    a_s = st(bf16, 64, 64)
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+    x = tkc.ops.load(rt(bf16, 16, 64), a_s, (0, 0))  # <- after
+    tkc.ops.store(c, x.to(f32), (0, 0, 0, 0))
+
+
+def test_refuses_a_ring_tile_used_after_its_loop():
+    refused(tile_used_after, "is a pipelined tile", "# <- after")
+
+
+@tkc.kernel(warps=8)
+def too_deep(a: gl(bf16, 1, 1, "M", "K")):
+    a_s, b_s = st(bf16, 128, 128), st(bf16, 128, 256)
+    for k in tkc.range(a.c // 128, stages=4):  # <- deep
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+
+
+def test_refuses_a_ring_that_does_not_fit():
+    e = refused(too_deep, "a 4-stage pipeline needs", "# <- deep")
+    assert "x 4 stages" in e.message and "232448" in e.message
+
+
+@tkc.kernel(warps=4)
+def conditional_load(a: gl(bf16, 1, 1, "M", "K")):
+    a_s = st(bf16, 64, 64)
+    for k in tkc.range(a.c // 64, stages=2):
+        with tkc.if_(k > 0):
+            tma.load(a_s, a, (0, 0, 0, k))  # <- if
+
+
+def test_refuses_a_conditional_load():
+    refused(conditional_load, "cannot be conditional", "# <- if")
+
+
+@tkc.kernel(warps=4)
+def nested_loop(a: gl(bf16, 1, 1, "M", "K")):
+    a_s = st(bf16, 64, 64)
+    for i in tkc.range(2):
+        for k in tkc.range(a.c // 64, stages=2):  # <- nested
+            tma.load(a_s, a, (0, 0, i, k))
+
+
+def test_refuses_a_nested_pipelined_loop():
+    refused(nested_loop, "must be at the kernel's top level", "# <- nested")
+
+
+@tkc.kernel(warps=4)
+def no_loads(a: gl(bf16, 1, 1, "M", "K")):
+    for k in tkc.range(a.c // 64, stages=2):  # <- empty
+        tkc.sync()
+
+
+def test_refuses_a_pipelined_loop_without_loads():
+    refused(no_loads, "has no tma.load to run ahead", "# <- empty")
+
+
+@tkc.kernel(warps=4)
+def unwaited_mma(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
+    a_s, b_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+        warpgroup.mma_AB(acc, a_s, b_s)  # <- mma
+        tkc.ops.store(c, acc, (0, 0, 0, 0))
+    warpgroup.mma_async_wait(acc)
+
+
+def test_refuses_releasing_a_stage_an_mma_may_still_read():
+    refused(unwaited_mma, "may still read it", "# <- mma")
