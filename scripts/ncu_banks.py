@@ -10,12 +10,12 @@ import sys
 
 import torch
 
-from tkc.kernels import attention_fwd, gemm, gemm_hopper, gemm_pipelined
+from tkc.kernels import attention_fwd, gemm, gemm_hopper
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 1024
 a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
 c = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
-for k in (gemm("bf16"), gemm_hopper("bf16"), gemm_pipelined("bf16")):
+for k in (gemm("bf16"), gemm_hopper("bf16")):
     k(a, b, c)
 q, kk, v = (torch.randn(1, 4, 512, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 attention_fwd(64)(q, kk, v, torch.empty_like(q), 0.125)

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels import attention_fwd, attention_hopper, gemm, gemm_hopper, gemm_pipelined
+from tkc.kernels import attention_fwd, attention_hopper, gemm, gemm_hopper
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels below must import without torch: `tkc build` reads this file
@@ -17,23 +17,25 @@ def rel_err(x, ref):
     return float((x.double() - ref.double()).norm() / ref.double().norm())
 
 
-def check_gemm(kern, out, m, n, k):
+def check_gemm(kern, out, m, n, k, transpose_b=False):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(*((n, k) if transpose_b else (k, n)), device="cuda", dtype=torch.bfloat16)
     dt = torch.bfloat16 if out == "bf16" else torch.float32
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
     kern(a, b, c)
     torch.cuda.synchronize()
     assert not c.isnan().any()
-    assert rel_err(c, a.float() @ b.float()) < (1e-2 if out == "bf16" else 1e-5)
+    ref = a.float() @ (b.float().T if transpose_b else b.float())
+    assert rel_err(c, ref) < (1e-2 if out == "bf16" else 1e-5)
 
 
-# Shapes: the smallest legal one, several blocks each way, long K, and odd block counts.
+# Shapes: the smallest legal one, several blocks each way, long K, odd block
+# counts, more work items than SMs, and (Hopper GEMM) ragged M, N, K.
 GEMMS = {
     "warp": (gemm, [(128, 128, 32), (256, 384, 96), (1024, 512, 2048), (384, 1152, 160)]),
-    "hopper": (gemm_hopper, [(64, 256, 64), (128, 512, 192), (1024, 1024, 1024), (192, 768, 4096)]),
-    "pipelined": (gemm_pipelined, [(128, 256, 256), (256, 512, 512), (1024, 1024, 1024),
-                                   (384, 768, 4096)]),
+    "hopper": (gemm_hopper, [(128, 256, 64), (256, 512, 192), (1024, 1024, 1024),
+                             (384, 768, 4096), (4096, 4096, 320), (200, 264, 72),
+                             (1000, 1000, 1000), (8, 8, 8)]),
 }
 
 
@@ -41,6 +43,25 @@ GEMMS = {
 @pytest.mark.parametrize("which,shape", [(w, sh) for w, (_, shapes) in GEMMS.items() for sh in shapes])
 def test_gemm(which, shape, out):
     check_gemm(GEMMS[which][0](out), out, *shape)
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+@pytest.mark.parametrize("shape", [(128, 256, 64), (1024, 2048, 512), (264, 200, 1000)])
+def test_gemm_abt(shape, out):
+    """A @ B^T, nn.Linear's layout (B is N x K)."""
+    check_gemm(gemm_hopper(out, transpose_b=True), out, *shape, transpose_b=True)
+
+
+# The benchmark's variants (bench/gemm_tables.py): every one must be correct.
+VARIANTS = {f"stages={s}": dict(stages=s) for s in (1, 2, 3, 4)}
+VARIANTS.update({"launched": dict(persistent=False), "xyz": dict(order="xyz"),
+                 "grouped4": dict(order="grouped(y, 4)"), "grouped8": dict(order="grouped(y, 8)"),
+                 "grouped32": dict(order="grouped(y, 32)")})
+
+
+@pytest.mark.parametrize("which", list(VARIANTS))
+def test_gemm_variants(which):
+    check_gemm(gemm_hopper("bf16", **VARIANTS[which]), "bf16", 1152, 2304, 768)
 
 
 def test_gemm_small_tiles():
@@ -63,25 +84,19 @@ def test_gemm_rejects_awkward_shapes():
         kern(a.float(), b, c)
 
 
-def test_gemm_hopper_rejects_awkward_shapes():
+def test_gemm_hopper_rejects_bad_arguments():
     kern = gemm_hopper("bf16")
-    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(64, 200, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty(64, 200, device="cuda", dtype=torch.bfloat16)
-    with pytest.raises(TkcError, match="divisible|multiple"):
-        kern(a, b, c)
-    for m, k in ((80, 64), (64, 96)):  # M not whole 64-row blocks, K not whole 64-wide steps
-        with pytest.raises(TkcError, match="divisible|multiple"):
-            kern(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                 torch.randn(k, 256, device="cuda", dtype=torch.bfloat16),
-                 torch.empty(m, 256, device="cuda", dtype=torch.bfloat16))
-    with pytest.raises(TkcError, match="divisible|multiple"):  # K = 320: 1.25 rounds of the ring
-        gemm_pipelined("bf16")(torch.randn(128, 320, device="cuda", dtype=torch.bfloat16),
-                               torch.randn(320, 256, device="cuda", dtype=torch.bfloat16),
-                               torch.empty(128, 256, device="cuda", dtype=torch.bfloat16))
+    t = lambda *s, dt=torch.bfloat16: torch.randn(*s, device="cuda", dtype=dt)  # noqa: E731
+    with pytest.raises(TkcError, match="16 bytes"):  # N = 100: rows of 200 bytes
+        kern(t(64, 64), t(64, 100), t(64, 100))
+    with pytest.raises(TkcError, match="dtype|bf16"):
+        kern(t(64, 64, dt=torch.float32), t(64, 256), t(64, 256))
     with pytest.raises(TkcError, match="N"):  # c's N differs from b's N
-        kern(a, torch.randn(64, 256, device="cuda", dtype=torch.bfloat16),
-             torch.empty(64, 512, device="cuda", dtype=torch.bfloat16))
+        kern(t(64, 64), t(64, 256), t(64, 512))
+    with pytest.raises(TkcError, match="contiguous|stride"):
+        kern(t(64, 128)[:, :64], t(64, 256), t(64, 256))
+    with pytest.raises(TkcError, match="device|cuda|GPU"):
+        kern(t(64, 64).cpu(), t(64, 256), t(64, 256))
 
 
 ATTENTION = {  # name: (head dim, kernel factory)
@@ -95,7 +110,8 @@ ATTENTION = {  # name: (head dim, kernel factory)
 
 
 # the variants beyond the library, for `tkc build test/gpu/test_kernels_gpu.py`
-KERNELS = [make() for _, make in ATTENTION.values()]
+KERNELS = [make() for _, make in ATTENTION.values()] + \
+    [gemm_hopper("bf16", **kw) for kw in VARIANTS.values()]
 
 
 @pytest.mark.parametrize("which", list(ATTENTION))

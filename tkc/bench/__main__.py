@@ -148,6 +148,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tkc.bench")
     ap.add_argument("--out", default="bench-results.json")
     ap.add_argument("--quick", action="store_true", help="fewer, smaller shapes")
+    ap.add_argument("--only", choices=("gemm", "attention"), help="one family of rows")
     args = ap.parse_args(argv)
     try:
         import torch
@@ -160,7 +161,9 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name()
     rows, bad = [], 0
     print(f"{'kernel':36} {'shape':22} {'rel err':>9} {'tkc TF/s':>9} {'peer':>11} {'peer TF/s':>9} {'ratio':>6}  range")
-    for row in (*gemm_rows(args.quick), *attention_rows(args.quick)):
+    families = {"gemm": gemm_rows, "attention": attention_rows}
+    picked = [families[args.only]] if args.only else list(families.values())
+    for row in (r for family in picked for r in family(args.quick)):
         ok = row["rel_err"] < 2e-2
         bad += not ok
         if "ratio" not in row:

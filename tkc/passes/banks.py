@@ -233,12 +233,13 @@ def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> lis
     the same load)."""
     out = out if out is not None else sys.stderr  # looked up now: pytest's capsys
     cache: dict[Access, int] = {}
-    found = []
+    found, said = [], set()
     for op, a in accesses(module_op):
         n = cache[a] if a in cache else cache.setdefault(a, degree(a))
         found.append((op, a, n))
-        if n >= least:
-            loc = where(op)
+        loc = where(op)
+        if n >= least and (loc, a) not in said:  # once per line: unrolled copies repeat it
+            said.add((loc, a))
             out.write(f"{loc + ': ' if loc else ''}{kind}: {n}-way shared-memory bank "
                       f"conflicts: {a.describe()}\n")
     return found
