@@ -35,7 +35,10 @@ ORDERS = ("xyz", "grouped(y, 4)", "grouped(y, 8)", "auto", "grouped(y, 32)")
 PAPER_ORDER = {4096: (767, 735), 16384: (797, 387)}  # (L2-aware, naive)
 SIZES = (1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 
+EPILOGUES = ((64, 2), (128, 2), (256, 1))  # finish tiles (cols, buffers); the first is the default
+
 KERNELS = ([gemm_hopper("bf16", stages=s) for s in STAGES]
+           + [gemm_hopper("bf16", epilogue=e) for e in EPILOGUES[1:]]
            + [gemm_hopper("bf16", persistent=False)]
            + [gemm_hopper("bf16", order=o) for o in ORDERS if o != "auto"])
 
@@ -69,6 +72,12 @@ def order_table(rounds, sizes=(4096, 16384)):
     return rows
 
 
+def epilogue_table(rounds, shapes=((8192, 8192, 1024), (4096, 4096, 4096))):
+    """The finish's tile size against the ring depth it leaves (auto stages)."""
+    return [dict(_time(gemm_hopper("bf16", epilogue=e), *shape, rounds), epilogue=f"{e[1]} x 128x{e[0]}")
+            for shape in shapes for e in EPILOGUES]
+
+
 def sizes_table(rounds, sizes=SIZES):
     return [_time(gemm_hopper("bf16"), n, n, n, rounds) for n in sizes]
 
@@ -93,6 +102,11 @@ def markdown(t) -> str:
     out += [f"| {r['n']}³ | {r['order']} | {r['tkc_tflops']:.0f} | {r['peer_tflops']:.0f} "
             f"| {r['ratio']:.2f} | {'%d / %d' % PAPER_ORDER[r['n']] if r['n'] in PAPER_ORDER else ''} |"
             for r in t["order"]]
+    out += ["", "### Finish tiles (auto stages: 4 with 2 x 16 KiB, 3 with more)", "",
+            "| shape | finish tiles | tkc TFLOP/s | cuBLAS TFLOP/s | tkc / cuBLAS |",
+            "| --- | --- | ---: | ---: | ---: |"]
+    out += [f"| {r['shape']} | {r['epilogue']} | {r['tkc_tflops']:.0f} | {r['peer_tflops']:.0f} "
+            f"| {r['ratio']:.2f} |" for r in t.get("epilogue", [])]
     out += ["", "### tkc against cuBLAS over sizes (n³)", "",
             "| n | tkc TFLOP/s | cuBLAS TFLOP/s | tkc / cuBLAS (median, range) |", "| ---: | ---: | ---: | ---: |"]
     out += [f"| {r['shape'].split('x')[0]} | {r['tkc_tflops']:.0f} | {r['peer_tflops']:.0f} "
@@ -163,6 +177,7 @@ def main(argv=None) -> int:
     t = dict(stages=stages_table(r),
              persistent=persistent_table(r, ks=KS[::3] if args.quick else KS),
              order=order_table(r, sizes=(4096,) if args.quick else (4096, 16384)),
+             epilogue=epilogue_table(r),
              sizes=sizes_table(r, sizes=SIZES[:4:2] if args.quick else SIZES))
     with open(os.path.join(args.out, "gemm_tables.json"), "w") as f:
         json.dump(t, f, indent=1)

@@ -23,12 +23,16 @@ EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
 
 
 def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
-                stages="auto", persistent: bool = True, order: str = "auto"):
-    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))
+                stages="auto", persistent: bool = True, order: str = "auto",
+                epilogue: tuple | None = None):
+    """epilogue=(cols, buffers): the finish tiles (default: 16 KiB ones, two of them)."""
+    default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
+    epi, buffers = epilogue or default
     name = "_".join(x for x in (
         f"gemm_hopper_{out_dtype}_{'abt' if transpose_b else 'ab'}_{BM}x{BN}x{BK}",
         "" if stages == "auto" else f"s{stages}", "" if persistent else "np",
-        "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", "")) if x)
+        "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", ""),
+        "" if epilogue in (None, default) else f"e{epi}x{buffers}") if x)
     b_dims = ("N", "K") if transpose_b else ("K", "N")
 
     @tkc.kernel(name=name, warps=8, persistent=persistent, order=order,
@@ -38,7 +42,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
         a_s = st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
-        c_s = [st(out_dtype, BM, epi) for _ in range(2)]
+        c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
         acc = zero(rt(f32, 16, BN))
         for k in tkc.range(tkc.cdiv(a.c, BK), stages=stages):
             tma.load(a_s, a, (0, 0, bm, k))
@@ -50,7 +54,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
             warpgroup.mma_async_wait(acc)
         for j in range(BN // epi):
-            out = c_s[j % 2]
+            out = c_s[j % buffers]
             warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(out_dtype), (wg, 0))
             tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
 

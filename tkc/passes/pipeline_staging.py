@@ -26,8 +26,10 @@ races and deadlocks like any hand-written kernel:
   one iteration issues), the slot of the previous iteration is released after
   it, and a `pending = 0` wait plus the last release follow the loop: the
   release waits for the wgmma reads it would otherwise race with (the
-  interpreter checks this). Otherwise the slot is released at the end of the
-  iteration, which must then have waited for every mma it issued.
+  interpreter checks this). Otherwise (or with a single stage, which the
+  consumers cannot hold on to while the producer refills it) the slot is
+  released at the end of the iteration, which must then have waited for
+  every mma it issued.
 - A `tk.pipeline_load` outside the loop (loaded once per work item) gets its
   own full / empty barrier pair: the producer loads it before the loop's
   stages, the consumers wait where the load was and release it at the end of
@@ -377,7 +379,9 @@ class Staging:
         for op in self.f.ring_loads:
             op.erase()
         self._loop_outputs(loop, it)
-        relaxed = _relax_wgmma(body)
+        # Keeping an iteration's wgmma in flight holds its slot one iteration
+        # longer: with a single slot the producer could never refill it.
+        relaxed = _relax_wgmma(body) if self.stages >= 2 else None
         with ir.InsertionPoint(_terminator(body)), self.loc:
             if relaxed is None:
                 _check_retired(body)
