@@ -4,39 +4,51 @@
 # artifacts built elsewhere and carried along in .tkc-cache:
 #   tkc build test/gpu/test_kernels_gpu.py test/gpu/test_tma_gpu.py \
 #             test/gpu/test_wgmma_gpu.py bench/gemm_tables.py
-# STEPS picks the steps (default: all, in this order); logs go to $OUT (or ./gpu-out).
+# STEPS picks the steps (default: all, in this order). Everything printed goes
+# to $OUT/log.txt (or ./gpu-out); JSON results and PNG plots beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
+LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
 STEPS="${STEPS:-tests bench tables ncu sanitizer}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
+say() { echo "== $*" | tee -a "$LOG"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
 # time limits: a kernel that deadlocks on a barrier must not eat the session
 if has tests; then
-  timeout 300 python3 -m pytest -q -rs -m gpu -p no:cacheprovider test/gpu 2>&1 | tee "$OUT/gpu-tests.log" | tail -15
+  say "GPU tests"
+  timeout 300 python3 -m pytest -q -rs -m gpu -p no:cacheprovider test/gpu >> "$LOG" 2>&1
+  tail -3 "$LOG"
 fi
 if has bench; then
-  timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
-  timeout 60 python3 bench/launch_overhead.py 2>&1 | tee "$OUT/launch.log"
+  say "benchmark"
+  timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG"
+  timeout 60 python3 bench/launch_overhead.py 2>&1 | tee -a "$LOG"
 fi
 if has tables; then
-  timeout 480 python3 bench/gemm_tables.py --out "$OUT" ${TABLES_ARGS:-} 2>&1 | tee "$OUT/tables.log" | tail -60
+  say "GEMM tables"
+  timeout 480 python3 bench/gemm_tables.py --out "$OUT" ${TABLES_ARGS:-} 2>&1 | tee -a "$LOG" | tail -60
+  rm -f "$OUT/gemm_tables.md"  # its text is in the log
 fi
 if has ncu; then
+  say "ncu: HBM traffic of the block orders"
   M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
   timeout 300 ncu --csv --page raw --print-units base -k regex:gemm_hopper --metrics "$M" \
-    python3 scripts/ncu_order.py run > "$OUT/ncu-order.csv" 2> "$OUT/ncu-order.err"
-  python3 scripts/ncu_order.py parse "$OUT/ncu-order.csv" | tee "$OUT/ncu-order.md"
+    python3 scripts/ncu_order.py run > "$TMP/order.csv" 2> "$TMP/order.err"
+  echo "ncu exit $?" | tee -a "$LOG"
+  python3 scripts/ncu_order.py parse "$TMP/order.csv" 2>&1 | tee -a "$LOG"
+  head -c 1500 "$TMP/order.csv" >> "$LOG"; tail -5 "$TMP/order.err" >> "$LOG"
+  say "ncu: shared-memory bank conflicts"
   M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
-  timeout 120 ncu --metrics "$M" python3 scripts/ncu_banks.py > "$OUT/ncu-banks.log" 2>&1
-  grep -E "^  [a-z_]+.*\(|bank_conflicts|wavefronts" "$OUT/ncu-banks.log" | tail -24
+  timeout 120 ncu -k regex:"gemm|attn" --metrics "$M" python3 scripts/ncu_banks.py > "$TMP/banks.log" 2>&1
+  grep -E "^  [a-z_]+.*\(|bank_conflicts|wavefronts" "$TMP/banks.log" | grep -v "at::" | tail -24 | tee -a "$LOG"
 fi
 if has sanitizer; then
   for tool in memcheck racecheck synccheck; do
     timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 scripts/sanitize.py \
-      > "$OUT/sanitizer-$tool.log" 2>&1
-    echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -1)"
+      > "$TMP/sanitizer.log" 2>&1
+    echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMP/sanitizer.log" | tail -1)" | tee -a "$LOG"
   done
 fi

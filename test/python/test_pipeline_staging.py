@@ -308,3 +308,35 @@ def unwaited_mma(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
 
 def test_refuses_releasing_a_stage_an_mma_may_still_read():
     refused(unwaited_mma, "may still read it", "# <- mma")
+
+
+# ---------------------------------------------------------------- once-loaded tiles, finishes
+
+@tkc.kernel(warps=4, grid=lambda a, c: (a.r // 64, 1, 1), persistent=True)
+def scale_rows(a: gl(bf16, 1, 1, "M", 64), c: gl(bf16, 1, 1, "M", 64)):
+    """A tile loaded once per work item, each warp scales its 16 rows into its
+    own band of the output tile: banded TMA stores, no barrier."""
+    t, o = st(bf16, 64, 64), st(bf16, 64, 64)
+    tma.load(t, a, (0, 0, tkc.block_idx.x, 0))
+    x = tkc.ops.load(rt(bf16, 16, 64), t, (tkc.warpid(), 0))
+    tkc.ops.store(o, x * 2.0, (tkc.warpid(), 0))
+    tma.store(c, o, (0, 0, tkc.block_idx.x, 0))
+
+
+@tkc.kernel(warps=4, grid=lambda a, c: (a.r // 64, 1, 1), persistent=True)
+def copy_rows(a: gl(bf16, 1, 1, "M", 64), c: gl(bf16, 1, 1, "M", 64)):
+    """The output tile written by a group copy: the whole-tile store protocol."""
+    o = st(bf16, 64, 64)
+    tkc.ops.group_load(o, a, (0, 0, tkc.block_idx.x, 0))
+    tma.store(c, o, (0, 0, tkc.block_idx.x, 0))
+
+
+@pytest.mark.parametrize("kernel,factor", [(scale_rows, 2.0), (copy_rows, 1.0)])
+def test_once_loads_and_finishes(kernel, factor, rng):
+    a = ref_bf16(rng.standard_normal((64 * 5, 64)))
+    c = np.full_like(a, np.nan)
+    module = staged(kernel)
+    banded = '"tk.sync"() {warps = 1 : i64}' in str(module)
+    assert banded == (kernel is scale_rows)
+    tkc.interpreter.run(module, [a, c], sms=2)   # 5 items on 2 blocks
+    np.testing.assert_array_equal(c, ref_bf16(a * factor))

@@ -5,7 +5,8 @@ Ids come from the PTX special registers as i32 and become `index` values
 threadIdx.x (tid % 32, tid / 32), read once per kernel by the Lowering:
 blocks are one-dimensional, so this equals %laneid and saves a register read.
 `tk.sync` is `bar.sync 0` for the block, or with `id` / `warps` the named
-barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level").
+barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level"); one warp's
+is `bar.warp.sync`.
 """
 from __future__ import annotations
 
@@ -79,6 +80,9 @@ def _sync(lw, op, args):
         raise error(op, f"tk.sync: warps must be an integer in 1..{lw.warps} (the kernel's warps), "
                         f"found {op.attributes['warps']}")
     i32 = ir.IntegerType.get_signless(32)
+    if warps == 1:  # one warp: its lanes converge (no named barrier needed)
+        nvvm.bar_warp_sync(arith.constant(i32, -1))
+        return []
     nvvm.barrier(None, barrier_id=arith.constant(i32, ident),
                  number_of_threads=arith.constant(i32, 32 * warps))
     return []

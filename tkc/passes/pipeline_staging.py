@@ -40,7 +40,10 @@ races and deadlocks like any hand-written kernel:
   be reading it (in the next work item too), warp 0 waits with
   `tma_store_wait {pending = n}` (n: the stores issued since) and the
   consumers meet again; the store of one work item thus overlaps the next
-  item's main loop.
+  item's main loop. When every warp writes only its own band of rows of
+  each stored tile (a full-width tk.store at a row index that is a
+  permutation of the warp ids, as `warpgroup.store` gives), each warp
+  stores its band and waits for its own stores: no barrier between warps.
 - The author's block-wide tk.sync in consumer code becomes a named barrier of
   the consumer warps (the producer never reaches it).
 
@@ -58,7 +61,7 @@ from mlir.dialects import arith, scf
 from ..diagnostics import error, where
 from ..dialect import ops as tk
 from ..dialect import walk
-from ..dialect.types import Barrier, ST, view
+from ..dialect.types import RT, ST, Barrier, view
 from ..dtypes import itemsize
 from .registry import register
 from .rewrite import (add_iter_args, backward_slice, clone_ops, entry, extend_yield,
@@ -487,14 +490,20 @@ class Staging:
 
     def _epilogue(self, block) -> None:
         """TMA stores: fence, meet, one warp issues; waits before rewriting a
-        tile a store may still read (simulated over two work items)."""
+        tile a store may still read (simulated over two work items). When
+        every warp writes only its own band of rows of every stored tile,
+        each warp stores its band instead: no barrier at all."""
         if not self.f.stores:
             return
+        self.bands = _bands(self.f.stores, self.fn, self.cw)
         stores = set(self.f.stores)
         inflight = self._simulate(block, stores, [], insert=False) if self.persistent else []
         self._simulate(block, stores, inflight, insert=True)
         for op in self.f.stores:
-            self._issue_store(op)
+            if self.bands:
+                self._issue_band(op, block)
+            else:
+                self._issue_store(op)
 
     def _issue_store(self, op) -> None:
         """Every consumer fences its shared writes, they meet, warp 0 stores."""
@@ -503,6 +512,21 @@ class Staging:
             tk.sync(**self.sync)
             with _if(self._is_issuer()):
                 tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:])
+        op.erase()
+
+    def _issue_band(self, op, block) -> None:
+        """The warp fences its writes and stores its own band of the tile:
+        rows band*R .. of it, at row tile r * (rows / R) + band of the gl."""
+        tile = op.operands[1]
+        rows, band = self.bands[tile], _last_band(op, tile, block)
+        t = view(tile.type)
+        gl, (b, d, r, c) = op.operands[0], list(op.operands)[2:]
+        with ir.InsertionPoint(op), op.location:
+            tk.fence_async()
+            tk.sync(warps=1)
+            part = tk.subtile(t.with_(rows=rows).mlir(), tile, band, index(0))
+            row = arith.addi(arith.muli(r, index(t.rows // rows)), band)
+            tk.tma_store(gl, part, [b, d, row, c])
         op.erase()
 
     def _is_issuer(self):
@@ -521,13 +545,18 @@ class Staging:
                 if insert:
                     with ir.InsertionPoint(op), op.location:
                         self._store_wait(pending)
-                        tk.sync(**self.sync)
+                        if not getattr(self, "bands", None):
+                            tk.sync(**self.sync)
                 inflight = inflight[len(inflight) - pending:] if pending else []
             if op in stores:
                 inflight.append(_root(op.operands[1]))
         return inflight
 
     def _store_wait(self, pending: int) -> None:
+        """The issuing warp (each warp, for banded stores) waits for reads."""
+        if getattr(self, "bands", None):
+            tk.tma_store_wait(pending)
+            return
         with _if(self._is_issuer()):
             tk.tma_store_wait(pending)
 
@@ -565,7 +594,7 @@ class Staging:
         for op in [o.operation for o in block.operations]:
             if op in self.once:
                 self._producer_once(op, mapping, parity)
-            elif op == self.f.loop:
+            elif self.f.loop is not None and op == self.f.loop:
                 it = self._producer_loop(mapping, it)
         return it
 
@@ -719,6 +748,75 @@ def _writes(op) -> set:
         if o.name in SHARED_WRITES and isinstance(view(o.operands[0].type), ST):
             out.add(_root(o.operands[0]))
     return out
+
+
+def _bands(stores, fn, warps: int) -> dict:
+    """{tile: band rows R} when each stored tile is written only by tk.store
+    of a full-width rt<R, C> at a row index that gives every consumer warp
+    its own band (a permutation of 0 .. warps-1 over the warp ids) and read
+    by nothing but its stores; {} unless that holds for every stored tile
+    (the warps' store counts must agree for tma_store_wait)."""
+    out = {}
+    for p in stores:
+        tile = p.operands[1]
+        t = view(tile.type)
+        if getattr(_alloc_of(tile), "name", "") != "tk.alloc" or t.rows % warps:
+            return {}
+        rows = t.rows // warps
+        for u in tile.uses:
+            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+            if user.name == "tk.pipeline_store" and u.operand_number == 1:
+                continue
+            x = view(user.operands[1].type) if user.name == "tk.store" else None
+            if not (u.operand_number == 0 and isinstance(x, RT) and x.rows == rows
+                    and x.cols == t.cols and _band_of(user.operands[2], warps)
+                    and _constant_index(user.operands[3]) == 0):
+                return {}
+        out[tile] = rows
+    return out
+
+
+def _band_of(value, warps: int) -> bool:
+    """Whether `value`, computed from the warp's id by index arithmetic, takes
+    each of 0 .. warps-1 once over warps 0 .. warps-1."""
+    return sorted(_eval_index(value, w) for w in range(warps)) == list(range(warps))
+
+
+_EVAL = {"arith.addi": lambda a, b: a + b, "arith.subi": lambda a, b: a - b,
+         "arith.muli": lambda a, b: a * b, "arith.remsi": lambda a, b: a % b,
+         "arith.remui": lambda a, b: a % b, "arith.divsi": lambda a, b: a // b,
+         "arith.divui": lambda a, b: a // b, "arith.floordivsi": lambda a, b: a // b}
+
+
+def _eval_index(value, w: int):
+    """value for warp w, or None if it depends on anything but the warp id."""
+    op = _alloc_of(value)
+    name = getattr(op, "name", "")
+    if name == "tk.warpid":
+        return w
+    if name == "tk.warpgroupid":
+        return w // WARPGROUP
+    if name == "arith.constant":
+        return ir.IntegerAttr(op.attributes["value"]).value
+    if name in _EVAL:
+        a, b = (_eval_index(v, w) for v in op.operands)
+        return None if a is None or b is None or (b == 0 and "div" in name + "rem") \
+            else _EVAL[name](a, b)
+    return None
+
+
+def _constant_index(value):
+    op = _alloc_of(value)
+    return ir.IntegerAttr(op.attributes["value"]).value if getattr(op, "name", "") == "arith.constant" else None
+
+
+def _last_band(store, tile, block):
+    """The row index of the last tk.store into `tile` before `store` in `block`."""
+    ops = [o.operation for o in block.operations]
+    for o in reversed(ops[:ops.index(store)]):
+        if o.name == "tk.store" and o.operands[0] == tile:
+            return o.operands[2]
+    raise error(store, "internal: a banded store with no write before it")
 
 
 def _relax_wgmma(body):

@@ -74,21 +74,23 @@
 // CHECK:     "tk.arrive"
 // CHECK:   %[[OUT:.*]] = "tk.copy"(%[[DONE]])
 // CHECK:   "tk.store"(%[[SC]], %[[OUT]],
-//   The store: every consumer fences, the consumers meet, warp 0 issues; before the
-//   kernel ends, warp 0 waits for the store to have read the tile.
+//   The store: each warp wrote its own 16-row band of the tile (row wg * 4 + w % 4
+//   takes every value of 0..7 once), so each warp fences its writes and stores its
+//   band, with no barrier between warps; before the kernel ends, each waits for its
+//   store to have read the band.
 // CHECK:   "tk.fence_async"()
-// CHECK:   "tk.sync"() {id = 1 : i64, warps = 8 : i64}
-// CHECK:   scf.if
-// CHECK:     "tk.tma_store"(%arg1, %[[SC]],
-// CHECK:   scf.if
-// CHECK:     "tk.tma_store_wait"() {pending = 0 : i64}
+// CHECK:   "tk.sync"() {warps = 1 : i64}
+// CHECK:   %[[BAND:.*]] = "tk.subtile"(%[[SC]], %[[ROW:.*]], %{{.*}}) : {{.*}} -> !tk.st<bf16, 16 : i64, 256 : i64, "128b">
+// CHECK:   %[[R8:.*]] = arith.muli %{{.*}}, %c8
+// CHECK:   %[[R:.*]] = arith.addi %[[R8]], %[[ROW]]
+// CHECK:   "tk.tma_store"(%arg1, %[[BAND]], %{{.*}}, %{{.*}}, %[[R]], %{{.*}})
+// CHECK:   "tk.tma_store_wait"() {pending = 0 : i64}
 // CHECK-NOT: tk.pipeline_store
 // PTX: .maxntid 384, 1, 1
 // PTX: setmaxnreg.dec.sync.aligned.u32 {{.*}}40;
 // PTX: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX: setmaxnreg.inc.sync.aligned.u32 {{.*}}232;
 // PTX: wgmma.wait_group.sync.aligned {{.*}}1;
-// PTX: bar.sync {{.*}}1, 256;
 // PTX: cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group
 // PTX: cp.async.bulk.wait_group.read {{.*}}0;
 func.func @gemm(%a: !G, %b: !G) attributes {tk.kernel, tk.warps = 8 : i64, tk.arg_names = ["a", "b"],
@@ -121,5 +123,31 @@ func.func @gemm(%a: !G, %b: !G) attributes {tk.kernel, tk.warps = 8 : i64, tk.ar
   %row = arith.addi %row0, %wr : index
   "tk.store"(%sc, %out, %row, %c0) : (!O, !D, index, index) -> ()
   "tk.pipeline_store"(%b, %sc, %c0, %c0, %bm, %bn) : (!G, !O, index, index, index, index) -> ()
+  return
+}
+
+// A tile the warps write together (a group copy): the whole-tile protocol. Every
+// consumer fences, the consumers meet at their named barrier, warp 0 issues the
+// store; before the kernel ends warp 0 waits for it to have read the tile.
+// CHECK-LABEL: func.func @copy_through
+// CHECK-SAME: tk.warps = 8
+// CHECK: } else {
+// CHECK:   "tk.group_load"(%[[T:.*]], %arg0,
+// CHECK:   "tk.fence_async"()
+// CHECK:   "tk.sync"() {id = 1 : i64, warps = 4 : i64}
+// CHECK:   %[[W0:.*]] = arith.cmpi eq, %{{.*}}, %c0
+// CHECK:   scf.if %[[W0]] {
+// CHECK:     "tk.tma_store"(%arg1, %[[T]],
+// CHECK:   scf.if
+// CHECK:     "tk.tma_store_wait"() {pending = 0 : i64}
+func.func @copy_through(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a", "c"],
+    tk.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %q = "tk.alloc"() : () -> !W
+  %t = "tk.alloc"() : () -> !W
+  "tk.pipeline_load"(%q, %a, %c0, %c0, %c0, %c0) : (!W, !G, index, index, index, index) -> ()
+  "tk.group_load"(%t, %a, %c0, %c0, %c0, %c1) {warps = 4 : i64} : (!W, !G, index, index, index, index) -> ()
+  "tk.pipeline_store"(%c, %t, %c0, %c0, %c0, %c0) : (!G, !W, index, index, index, index) -> ()
   return
 }
