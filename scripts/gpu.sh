@@ -38,7 +38,7 @@ if has ncu; then
     python3 scripts/ncu_order.py run > "$TMP/order.csv" 2> "$TMP/order.err"
   echo "ncu exit $?" | tee -a "$LOG"
   python3 scripts/ncu_order.py parse "$TMP/order.csv" 2>&1 | tee -a "$LOG"
-  head -c 1500 "$TMP/order.csv" >> "$LOG"; tail -5 "$TMP/order.err" >> "$LOG"
+  cp "$TMP/order.csv" "$OUT/ncu-order.csv"; tail -3 "$TMP/order.err" >> "$LOG"
   say "ncu: shared-memory bank conflicts"
   M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum

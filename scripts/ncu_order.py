@@ -43,11 +43,11 @@ def parse(path: str) -> str:
         name = r.get("Kernel Name", "")
         if not name.startswith("gemm_hopper"):
             continue
-        try:
-            read = float(r["dram__bytes_read.sum"])
-            write = float(r["dram__bytes_write.sum"])
-            ns = float(r["gpu__time_duration.sum"])
-        except (KeyError, ValueError):
+        try:  # ncu writes thousands separators
+            read, write, ns = (float(r[k].replace(",", "")) for k in
+                               ("dram__bytes_read.sum", "dram__bytes_write.sum",
+                                "gpu__time_duration.sum"))
+        except (KeyError, ValueError, AttributeError):
             continue  # the units row
         rows.setdefault(name, []).append((read, write, ns))
     out = ["| kernel (size in launch order) | HBM read GB | HBM write GB | time ms | HBM GB/s |",
