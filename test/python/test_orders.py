@@ -51,6 +51,7 @@ def test_grouped_columns_are_the_transpose():
 @pytest.mark.parametrize("text,want", [
     ("auto", "auto"), ("xyz", Order()), ("zyx", Order(axes="zyx")),
     ("grouped(y, 8)", Order(group_axis="y", width=8)), (" grouped( x,12 ) ", Order(group_axis="x", width=12)),
+    ("grouped(y, 16, l2)", Order(group_axis="y", width=16, l2=True)),
 ])
 def test_parse(text, want):
     assert parse_order(text) == want
@@ -58,7 +59,8 @@ def test_parse(text, want):
         assert parse_order(want.text()) == want
 
 
-@pytest.mark.parametrize("text", ["", "xy", "xxy", "grouped(z, 4)", "grouped(y, 0)", "grouped(y)", "rows"])
+@pytest.mark.parametrize("text", ["", "xy", "xxy", "grouped(z, 4)", "grouped(y, 0)", "grouped(y)", "rows",
+                                  "grouped(y, 4, l3)"])
 def test_parse_rejects(text):
     with pytest.raises(ValueError, match="unknown order"):
         parse_order(text)
@@ -78,3 +80,12 @@ def test_auto_width_minimises_a_waves_bytes():
     # an L2 too small to hold 32 steps of the wave keeps the hardware order
     from tkc.passes.grid_ordering import fits_l2
     assert fits_l2(16, 32768, 16384) and not fits_l2(16, 32768, 16384, l2=8 * 2**20)
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 7])
+def test_run_time_width_visits_every_item_once(width):
+    """grouped(y, W, l2) decodes with the width the kernel computes."""
+    order, dims = Order(group_axis="y", width=16, l2=True), (5, 13, 2)
+    seen = [decode(order, t, dims, width=width) for t in range(5 * 13 * 2)]
+    assert sorted(seen) == sorted(itertools.product(range(5), range(13), range(2)))
+    assert seen[:width] == [(0, y, 0) for y in range(width)]

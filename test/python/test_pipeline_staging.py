@@ -196,7 +196,7 @@ def test_an_early_release_is_a_race(rng):
 def test_auto_stages_fit_shared_memory():
     text = str(staged(gemm_hopper("bf16")))
     assert text.count("{stages = 4 : i64} : () -> !tk.st") == 2
-    assert "tk.order = \"grouped(y, 16)\"" in text
+    assert "tk.order = \"grouped(y, 16, l2)\"" in text
     assert "tk.warps = 12" in text
 
 
@@ -209,6 +209,19 @@ def test_every_stage_count_runs(stages, rng):
     relaxed = re.search(r'"tk.warpgroup_mma_wait".*\{pending = 1 : i64\}', str(module))
     assert bool(relaxed) == (stages > 1)
     tkc.interpreter.run(module, [a, b, c], sms=1)
+    assert rel_err(c, ref) < 1e-5
+
+
+@pytest.mark.parametrize("l2_rows", [1, 2, 16])
+def test_group_width_shrinks_when_l2_is_small(l2_rows, rng, monkeypatch):
+    """grouped(y, 16, l2): the kernel narrows the group at run time to what
+    half the L2 holds of a row's A tiles over the K loop. With a tiny L2 the
+    width drops to 1 or 2 rows: every item must still be computed once."""
+    from tkc.passes import grid_ordering
+    m, n, k = 512, 768, 320            # 4 x 3 items, 5 K steps of a 16 KiB A tile
+    monkeypatch.setattr(grid_ordering, "L2_BYTES", 2 * l2_rows * 5 * BM * BK * 2)
+    a, b, c, ref = gemm_arrays(m, n, k, rng)
+    tkc.interpreter.run(staged(gemm_hopper("f32")), [a, b, c], sms=3)
     assert rel_err(c, ref) < 1e-5
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import arith, scf
 
 from ..dialect import ops as tk
 from ..dialect import walk
@@ -39,8 +39,8 @@ from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
 from .registry import register
-from .rewrite import (IRArith, defining_op, emit_grid_expr, entry, grid_of, hoist_prologue,
-                      index, kernels, strings)
+from .rewrite import (IRArith, backward_slice, clone_ops, defining_op, emit_grid_expr, entry,
+                      grid_of, hoist_prologue, index, kernels, strings)
 
 SMS = 132                 # SMs of the sm_90a parts tkc targets (H100 SXM, H200)
 L2_BYTES = 50 * 2**20     # the H100's L2 (the H200 has 60 MB)
@@ -111,7 +111,40 @@ def choose_order(fn) -> Order:
     if not (b["x"] and b["y"]):
         return Order()
     w = group_width(b["x"], b["y"])
-    return Order(group_axis="y", width=w) if fits_l2(w, b["x"], b["y"]) else Order()
+    if not fits_l2(w, b["x"], b["y"]):
+        return Order()
+    return Order(group_axis="y", width=w, l2=_row_loop(fn) is not None)
+
+
+def _row_loop(fn):
+    """The loop around the loads that follow block_idx.y alone (the A tiles),
+    whose trip count says how many bytes a group row reads; None if none."""
+    for op in walk(fn):
+        if op.name in LOADS and _block_axes(op.operands[2:6]) == {"y"}:
+            parent = op.parent
+            parent = parent.operation if parent is not None else None
+            if parent is not None and parent.name == "scf.for":
+                return parent
+    return None
+
+
+def l2_width(fn, order: Order):
+    """The group width at run time for a "grouped(y, W, l2)" order: W, or
+    fewer rows when a group's A panels (per row: the y-tiles' bytes times
+    the loop's trip count) would not stay in half the L2 while the group's
+    waves sweep x (the other half holds B's panels and the wave's working
+    set). Emitted at the insertion point; the trip count's computation is
+    cloned there."""
+    loop = _row_loop(fn)
+    row = axis_bytes(fn)["y"]
+    f = loop.opview
+    values = [f.lowerBound, f.upperBound, f.step]
+    mapping = {a: a for a in entry(fn).arguments}
+    clone_ops(backward_slice(values, stop=lambda v: v in mapping), mapping)
+    lb, ub, step = (mapping[v] for v in values)
+    trips = arith.ceildivsi(arith.subi(ub, lb), step)
+    fit = arith.divui(index(L2_BYTES // 2), arith.muli(trips, index(row)))
+    return arith.maxui(arith.minui(fit, index(order.width)), index(1))
 
 
 def group_width(b_x: int, b_y: int, sms: int = SMS) -> int:
@@ -148,7 +181,8 @@ def _linearise(fn, order: Order, persistent: bool) -> None:
     else:
         at = ir.InsertionPoint(first)
     with at, fn.location:
-        xyz = [_value(v) for v in decode(order, t, dims, IRArith)]
+        width = l2_width(fn, order) if order.l2 else None
+        xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
         extents = [_value(v) for v in dims]
     _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
     product = " * ".join(f"({g})" if " " in g.strip() else g.strip()

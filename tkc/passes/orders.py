@@ -11,6 +11,8 @@ work-item number t (0 .. X*Y*Z-1, the order blocks take them in) to the item's
   W rows of A and a few columns of B in L2 (the paper's GEMM block order); a
   last group narrower than W takes the rows left. z is outermost.
   "grouped(x, W)" is the same with x and y swapped (super-columns).
+  "grouped(y, W, l2)": W at most, narrower at run time when a group's rows
+  of tiles over the whole loop would not stay in L2 (tk-grid-ordering).
 
 `decode` is written once over an arithmetic (`PyArith` for Python ints, the
 pass's IR builder for index values), so the IR the pass emits and the
@@ -29,12 +31,15 @@ class Order:
     axes: str = "xyz"               # fastest first (a permutation of xyz)
     group_axis: str | None = None   # "x" or "y" for a grouped order
     width: int = 0                  # the group width W
+    l2: bool = False                # at run time, no wider than a group's panels fit L2
 
     def text(self) -> str:
-        return f"grouped({self.group_axis}, {self.width})" if self.group_axis else self.axes
+        if not self.group_axis:
+            return self.axes
+        return f"grouped({self.group_axis}, {self.width}{', l2' if self.l2 else ''})"
 
 
-_GROUPED = re.compile(r"^grouped\(\s*([xy])\s*,\s*(\d+)\s*\)$")
+_GROUPED = re.compile(r"^grouped\(\s*([xy])\s*,\s*(\d+)\s*(,\s*l2\s*)?\)$")
 
 
 def parse_order(text: str):
@@ -46,9 +51,10 @@ def parse_order(text: str):
         return Order(axes=t)
     m = _GROUPED.match(t)
     if m and int(m[2]) >= 1:
-        return Order(group_axis=m[1], width=int(m[2]))
+        return Order(group_axis=m[1], width=int(m[2]), l2=bool(m[3]))
     raise ValueError(f"unknown order {text!r}: expected \"auto\", a permutation of \"xyz\" "
-                     "(fastest axis first) or \"grouped(y, W)\" / \"grouped(x, W)\" with W >= 1")
+                     "(fastest axis first) or \"grouped(y, W)\" / \"grouped(x, W)\" with W >= 1 "
+                     "(\"grouped(y, W, l2)\": at most W, fewer when a group's tiles outgrow L2)")
 
 
 class PyArith:
@@ -79,8 +85,9 @@ class PyArith:
         return min(a, b)
 
 
-def decode(order: Order, t, dims, A=PyArith):
-    """(x, y, z) of work item t in the space dims = (X, Y, Z) under `order`."""
+def decode(order: Order, t, dims, A=PyArith, width=None):
+    """(x, y, z) of work item t in the space dims = (X, Y, Z) under `order`
+    (`width`: the group width when it is known only at run time)."""
     X, Y, Z = dims
     if order.group_axis is None:
         sizes = dict(zip(AXES, dims))
@@ -97,7 +104,7 @@ def decode(order: Order, t, dims, A=PyArith):
     else:
         plane = A.mul(X, Y)
         z, r = A.div(t, plane), A.rem(t, plane)
-    w = order.width
+    w = order.width if width is None else width
     span = A.mul(w, O)                      # items in one full group
     group = A.div(r, span)
     first = A.mul(group, w)                 # the group's first g value
