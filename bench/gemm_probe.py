@@ -32,6 +32,8 @@ def no_finish(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(bf
         tma.load(b_s, b, (0, 0, k, bn))
         warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
         warpgroup.mma_async_wait(acc)
+    with tkc.if_(a.c == 8):  # never at the probe's sizes: keeps the wgmma alive, stores nothing
+        tkc.ops.store(c, acc.to(bf16), (0, 0, bm * 8 + tkc.warpid(), bn))
 
 
 KERNELS = [no_finish]
