@@ -108,13 +108,22 @@ def scalar_type(dtype: str) -> ir.Type:
 
 
 def flat_types(t: ir.Type) -> list[ir.Type]:
-    """The lowered scalar types of a value of type t (1:N for rt/rv)."""
+    """The types a value of type t is carried as through scf (1:N for rt/rv):
+    its scalars, 16-bit ones packed in pairs as i32 (a carried bf16 tile
+    then takes one 32-bit register per two elements, not one per element)."""
     v = view(t)
     if v is None:
         return [t]
     if isinstance(v, (RT, RV)):
-        return [scalar_type(v.dtype)] * frag_len(v)
+        n = frag_len(v)
+        if _packed(v):
+            return [ir.IntegerType.get_signless(32)] * (n // 2)
+        return [scalar_type(v.dtype)] * n
     raise TypeError(v.text())
+
+
+def _packed(v) -> bool:
+    return v.dtype != "f32" and frag_len(v) % 2 == 0
 
 
 # ---------------------------------------------------------------- rules
@@ -419,12 +428,13 @@ def _recreate(lw, op) -> None:
 
 
 def _flatten(lw, op, values) -> list:
-    """Mapped values -> flat scalars (a Frag gives its vals)."""
+    """Mapped values -> the flat values flat_types says (a Frag gives its
+    vals, 16-bit ones packed in pairs)."""
     out = []
     for v in values:
         low = lw.lookup(v)
         if isinstance(low, Frag):
-            out += low.vals
+            out += _pack_pairs(low.vals) if _packed(low.view) else low.vals
         elif isinstance(low, ir.Value):
             out.append(low)
         else:
@@ -433,15 +443,38 @@ def _flatten(lw, op, values) -> list:
 
 
 def _unflatten(types, flat) -> list:
-    """Regroup flat scalars as the lowered values of source `types`."""
+    """Regroup flat values as the lowered values of source `types` (16-bit
+    pairs unpacked at the insertion point)."""
     out, k = [], 0
     for t in types:
         n = len(flat_types(t))
         chunk = list(flat[k:k + n])
         k += n
         v = view(t)
+        if v is not None and _packed(v):
+            chunk = _unpack_pairs(chunk, scalar_type(v.dtype))
         out.append(Frag(v, chunk) if v is not None else chunk[0])
     assert k == len(flat)
+    return out
+
+
+def _pack_pairs(vals: list) -> list:
+    i32 = ir.IntegerType.get_signless(32)
+    out = []
+    for lo, hi in zip(vals[0::2], vals[1::2]):
+        vec = llvm.mlir_undef(ir.VectorType.get([2], lo.type))
+        for pos, e in enumerate((lo, hi)):
+            vec = llvm.insertelement(vec, e, arith.constant(i32, pos))
+        out.append(llvm.bitcast(i32, vec))
+    return out
+
+
+def _unpack_pairs(words: list, t) -> list:
+    i32 = ir.IntegerType.get_signless(32)
+    out = []
+    for w in words:
+        vec = llvm.bitcast(ir.VectorType.get([2], t), w)
+        out += [llvm.extractelement(vec, arith.constant(i32, pos)) for pos in (0, 1)]
     return out
 
 
@@ -459,7 +492,8 @@ def _lower_for(lw, op) -> None:
     sblock = op.regions[0].blocks[0]
     lw.values[sblock.arguments[0]] = new.induction_variable
     carried = list(sblock.arguments)[1:]
-    lw.bind(carried, _unflatten([a.type for a in carried], list(new.inner_iter_args)))
+    with ir.InsertionPoint(new.body):
+        lw.bind(carried, _unflatten([a.type for a in carried], list(new.inner_iter_args)))
     _lower_block(lw, sblock, new.body)
     lw.bind(op.results, _unflatten([r.type for r in op.results], list(new.results)))
 

@@ -72,6 +72,7 @@ from .verify_block import pipeline_options
 AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
 OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
+OVERHEAD_REGISTERS = 32  # a consumer's registers beside its tiles (addresses, counters)
 WARPGROUP = 4
 REGISTER_FILE = 512    # per-thread registers of a warpgroup slot: 65536 / 128
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
@@ -337,9 +338,22 @@ class Staging:
         if self.persistent:
             extend_yield(items, [ring_out])
         self._epilogue(self.f.body)
+        if self.persistent and self.f.loop is not None and self.f.stores:
+            self._overlap()
         if self.f.stores or self.f.loop_stores:
             with ir.InsertionPoint(y), self.loc:
                 self._store_wait(0)
+
+    def _overlap(self) -> None:
+        """The finish's stores into the next item's loop (overlap.py), if
+        the carried tiles fit beside the accumulators."""
+        from .overlap import overlap_finish
+        from ..lowering.core import flat_types
+        have = self.registers[1] if self.registers else 255
+        acc = sum(len(flat_types(a.type)) for a in list(self.f.loop.regions[0].blocks[0].arguments)[1:])
+        new = overlap_finish(self.f.items, self.f.loop, self.drain, have - acc - OVERHEAD_REGISTERS)
+        if new is not None:
+            self.f.items = new.operation
 
     def _split_registers(self):
         """(producer, consumer) setmaxnreg counts, or None: setmaxnreg needs
@@ -390,8 +404,11 @@ class Staging:
                 _check_retired(body)
                 tk.arrive(tk.stage(self.empty, s))
             nxt = arith.addi(it, index(1))
+        self.drain = []
         if relaxed is not None:
             self._delayed_release(loop, relaxed, it, s)
+            ops = [o.operation for o in _block_of(loop.operation).operations]
+            self.drain = ops[ops.index(loop.operation) + 1:ops.index(self._drain_end)]
         extend_yield(loop, [nxt])
         loop.operation.attributes["tk.staged"] = _staged(self.stages, "consumer")
         del loop.operation.attributes["tk.pipeline"]
@@ -447,6 +464,7 @@ class Staging:
                 tk.arrive(tk.stage(self.empty, prev))
         carried = _carried_positions(loop, wait)
         after = _next_op(loop.operation)
+        self._drain_end = after
         with ir.InsertionPoint(after), loop.operation.location:
             results = [loop.results[i] for i in carried]
             done = tk.warpgroup_mma_wait(results, 0)
