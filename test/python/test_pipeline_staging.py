@@ -219,7 +219,8 @@ def test_group_width_shrinks_when_l2_is_small(l2_rows, rng, monkeypatch):
     width drops to 1 or 2 rows: every item must still be computed once."""
     from tkc.passes import grid_ordering
     m, n, k = 512, 768, 320            # 4 x 3 items, 5 K steps of a 16 KiB A tile
-    monkeypatch.setattr(grid_ordering, "L2_BYTES", 2 * l2_rows * 5 * BM * BK * 2)
+    monkeypatch.setattr(grid_ordering, "L2_BYTES", l2_rows * 5 * BM * BK * 2)
+    monkeypatch.setattr(grid_ordering, "L2_GROUP_SHARE", 1)
     a, b, c, ref = gemm_arrays(m, n, k, rng)
     tkc.interpreter.run(staged(gemm_hopper("f32")), [a, b, c], sms=3)
     assert rel_err(c, ref) < 1e-5

@@ -10,9 +10,16 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
    paper's order). A wave of S concurrent blocks then covers W values of y
    and S/W of x, so per K step the wave reads W*b_y + (S/W)*b_x distinct
    bytes (b_y, b_x: the bytes of the tiles that depend on y, on x), least at
-   W = sqrt(S * b_x / b_y); W shrinks if that wave would not keep L2_WINDOW
-   steps of its tiles in L2. Otherwise the hardware's order "xyz" is kept.
-   The choice is written back into `tk.order`.
+   W = sqrt(S * b_x / b_y), provided L2 holds L2_WINDOW steps of that wave
+   (its blocks drift apart by a few steps). A group spans several waves as
+   it sweeps x, and each wave reads the group's rows of A again: over a
+   K loop that is W * b_y * trips bytes, which should stay in L2 while B
+   streams past. So when the y-tiles are loaded in a loop the order is
+   "grouped(y, W, l2)": the kernel narrows W at run time to the rows whose
+   A fits L2_GROUP_SHARE of the L2 (K = 16384, 128-row tiles: 4 MiB a row,
+   8 rows). Total traffic is then about A once plus B once per group, so
+   the widest group L2 allows is best. Otherwise the hardware's order "xyz"
+   is kept. The choice is written back into `tk.order`.
 2. rewrites the kernel when the order is not the hardware's or the kernel is
    persistent: the launch becomes 1-D (`tk.grid` = `X*Y*Z`, or
    `min(sms, X*Y*Z)` when persistent), the work-item space is computed in
@@ -45,6 +52,10 @@ from .rewrite import (IRArith, backward_slice, clone_ops, defining_op, emit_grid
 SMS = 132                 # SMs of the sm_90a parts tkc targets (H100 SXM, H200)
 L2_BYTES = 50 * 2**20     # the H100's L2 (the H200 has 60 MB)
 L2_WINDOW = 32            # K steps a wave's tiles should stay in L2 for (block drift)
+# The part of L2 a group's A rows may take. Measured by ncu at 16384³ (K =
+# 16384, 4 MiB of A per row): 6 rows (half the L2) read 13.9 GB from HBM,
+# 8 rows 11.5 GB, 16 rows 16.8 GB: 2/3 gives 8.
+L2_GROUP_SHARE = 2 / 3
 LOADS = ("tk.pipeline_load", "tk.tma_load", "tk.group_load")
 
 
@@ -131,10 +142,9 @@ def _row_loop(fn):
 def l2_width(fn, order: Order):
     """The group width at run time for a "grouped(y, W, l2)" order: W, or
     fewer rows when a group's A panels (per row: the y-tiles' bytes times
-    the loop's trip count) would not stay in half the L2 while the group's
-    waves sweep x (the other half holds B's panels and the wave's working
-    set). Emitted at the insertion point; the trip count's computation is
-    cloned there."""
+    the loop's trip count) would not fit L2_GROUP_SHARE of the L2 (the rest
+    holds the B panels streaming past). Emitted at the insertion point; the
+    trip count's computation is cloned there."""
     loop = _row_loop(fn)
     row = axis_bytes(fn)["y"]
     f = loop.opview
@@ -143,7 +153,8 @@ def l2_width(fn, order: Order):
     clone_ops(backward_slice(values, stop=lambda v: v in mapping), mapping)
     lb, ub, step = (mapping[v] for v in values)
     trips = arith.ceildivsi(arith.subi(ub, lb), step)
-    fit = arith.divui(index(L2_BYTES // 2), arith.muli(trips, index(row)))
+    budget = int(L2_BYTES * L2_GROUP_SHARE)
+    fit = arith.divui(index(budget), arith.muli(trips, index(row)))
     return arith.maxui(arith.minui(fit, index(order.width)), index(1))
 
 
