@@ -16,7 +16,7 @@ barrier waits for whom.
 from __future__ import annotations
 
 from ..diagnostics import TkcError, error, where
-from ..passes.verify_block import BARRIER_IDS, sync_group
+from ..passes.verify_block import checked_sync_group
 from .program import Step, handler
 
 
@@ -51,13 +51,7 @@ def _sync(c, op):
 
 
 def _point(c, op) -> SyncPoint:
-    i, warps = sync_group(op, c.warps)
-    if i is None or not 0 <= i < BARRIER_IDS:
-        raise error(op, f"tk.sync: id must be an integer in 0..{BARRIER_IDS - 1}, "
-                        f"got {op.attributes['id']}")
-    if warps is None or not 1 <= warps <= c.warps:
-        raise error(op, f"tk.sync: warps must be an integer in 1..{c.warps} (the kernel's "
-                        f"warps), got {op.attributes['warps']}")
+    i, warps = checked_sync_group(op, c.warps)
     return SyncPoint(op, i, warps, i == 0 and warps == c.warps)
 
 

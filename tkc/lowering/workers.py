@@ -14,7 +14,7 @@ from mlir import ir
 from mlir.dialects import arith, nvvm
 
 from ..diagnostics import error
-from ..passes.verify_block import BARRIER_IDS, sync_group
+from ..passes.verify_block import checked_sync_group
 from .core import Global, rule
 
 _AXES = ("b", "d", "r", "c")
@@ -72,13 +72,7 @@ def _sync(lw, op, args):
     if "id" not in op.attributes and "warps" not in op.attributes:
         nvvm.barrier0()  # bar.sync 0: every thread of the block
         return []
-    ident, warps = sync_group(op, lw.warps)
-    if ident is None or not 0 <= ident < BARRIER_IDS:
-        raise error(op, f"tk.sync: id must be an integer in 0..{BARRIER_IDS - 1}, "
-                        f"found {op.attributes['id']}")
-    if warps is None or not 1 <= warps <= lw.warps:
-        raise error(op, f"tk.sync: warps must be an integer in 1..{lw.warps} (the kernel's warps), "
-                        f"found {op.attributes['warps']}")
+    ident, warps = checked_sync_group(op, lw.warps)
     i32 = ir.IntegerType.get_signless(32)
     if warps == 1:  # one warp: its lanes converge (no named barrier needed)
         nvvm.bar_warp_sync(arith.constant(i32, -1))

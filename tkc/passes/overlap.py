@@ -28,7 +28,7 @@ from mlir.dialects import arith, scf
 from ..dialect import ops as tk
 from ..dialect import walk
 from ..dialect.types import RT, RV, view
-from .rewrite import add_iter_args, extend_yield, index
+from .rewrite import add_iter_args, extend_yield, index, inside
 
 REGISTER_OPS = ("tk.subtile", "tk.copy", "tk.swap_layout", "tk.transpose", "tk.exp", "tk.exp2",
                 "tk.log", "tk.log2", "tk.abs", "tk.relu", "tk.neg", "tk.add", "tk.sub", "tk.mul",
@@ -133,7 +133,7 @@ def _carried(memory, body, made_in_memory) -> list:
     for op in memory:
         for o in [op, *walk(op)]:
             for v in o.operands:
-                if v in mine and v not in made_in_memory and v not in seen and not _inside(v, op):
+                if v in mine and v not in made_in_memory and v not in seen and not _defined_in(v, op):
                     seen.add(v)
                     out.append(v)
     return out
@@ -145,16 +145,10 @@ def _all_results(op):
         yield from o.results
 
 
-def _inside(value, op) -> bool:
-    """Whether value is defined inside op's regions."""
+def _defined_in(value, op) -> bool:
     owner = value.owner
     owner = owner.operation if hasattr(owner, "operation") else None
-    while owner is not None:
-        if owner == op:
-            return True
-        parent = owner.parent
-        owner = parent.operation if parent is not None else None
-    return False
+    return owner is not None and inside(owner, op)
 
 
 def _words(value) -> int:

@@ -65,7 +65,7 @@ from ..dialect.types import RT, ST, Barrier, view
 from ..dtypes import itemsize
 from .registry import register
 from .rewrite import (add_iter_args, backward_slice, clone_ops, entry, extend_yield,
-                      hoist_prologue, i64, index, is_prologue, kernels, located, uses_in)
+                      hoist_prologue, i64, index, inside, is_prologue, kernels, located, uses_in)
 from .verify import kernel_warps
 from .verify_block import pipeline_options
 
@@ -168,7 +168,7 @@ def _check_ring_tiles(f: Found) -> None:
         seen[dst] = op
         for u in dst.uses:
             user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-            if not _within(user, f.loop):
+            if not inside(user, f.loop):
                 raise error(user, f"{_short(dst)} is a pipelined tile (loaded at {where(op)}): "
                                   "it lives in a ring of stages and may only be used inside its loop")
 
@@ -183,17 +183,9 @@ def _check_loop_outputs(f: Found) -> None:
                             "tile from st(...) (not a view or a ring)")
         for u in tile.uses:
             user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-            if not _within(user, f.loop):
+            if not inside(user, f.loop):
                 raise error(user, f"{_short(tile)} is stored in the pipelined loop (at {where(op)}): "
                                   "it is double-buffered there and may only be used inside the loop")
-
-
-def _within(op, ancestor) -> bool:
-    while op is not None:
-        if op == ancestor:
-            return True
-        op = _parent(op)
-    return False
 
 
 def _short(v) -> str:

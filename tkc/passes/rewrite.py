@@ -231,12 +231,13 @@ def uses_in(value, region_op) -> list:
     for u in value.uses:
         o = u.owner
         o = o.operation if hasattr(o, "operation") else o
-        if _inside(o, region_op):
+        if inside(o, region_op):
             out.append((o, u.operand_number))
     return out
 
 
-def _inside(op, ancestor) -> bool:
+def inside(op, ancestor) -> bool:
+    """Whether op is ancestor or nested in it."""
     while op is not None:
         if op == ancestor:
             return True

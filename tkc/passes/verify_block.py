@@ -119,6 +119,20 @@ def sync_group(op, kernel_warps: int | None) -> tuple[int, int | None]:
     return i, (w if w is not None else kernel_warps)
 
 
+def checked_sync_group(op, kernel_warps: int) -> tuple[int, int]:
+    """sync_group, or a located error when the id or warp count is out of
+    range (the interpreter and the lowering may run without tk-verify)."""
+    from ..diagnostics import error
+    i, warps = sync_group(op, kernel_warps)
+    if i is None or not 0 <= i < BARRIER_IDS:
+        raise error(op, f"tk.sync: id must be an integer in 0..{BARRIER_IDS - 1}, "
+                        f"got {op.attributes['id']}")
+    if warps is None or not 1 <= warps <= kernel_warps:
+        raise error(op, f"tk.sync: warps must be an integer in 1..{kernel_warps} (the kernel's "
+                        f"warps), got {op.attributes['warps']}")
+    return i, warps
+
+
 def _check_sync(op, name, ins, outs, kernel):
     from .verify import kernel_warps
     if "id" in op.attributes:
