@@ -354,3 +354,32 @@ def test_once_loads_and_finishes(kernel, factor, rng):
     assert banded == (kernel is scale_rows)
     tkc.interpreter.run(module, [a, c], sms=2)   # 5 items on 2 blocks
     np.testing.assert_array_equal(c, ref_bf16(a * factor))
+
+
+@tkc.kernel(warps=4, grid=lambda a, o: (1, 1, 1))
+def running_sum(a: gl(f32, 1, 1, "M", 64), o: gl(f32, 1, 1, "M", 64)):
+    """o's row tile k = a's tiles 0..k summed: LCSF's store function, a
+    per-iteration output the pass double-buffers."""
+    def load(s, k):
+        tma.load(s.a, a, (0, 0, k, 0))
+
+    def compute(s, k, acc):
+        return acc + tkc.ops.load(rt(f32, 16, 64), s.a, (tkc.warpid(), 0))
+
+    def store(out, k, acc):
+        tkc.ops.store(out.o, acc, (tkc.warpid(), 0))
+        tma.store(o, out.o, (0, 0, k, 0))
+
+    tkc.lcsf(a.r // 64, load, compute, inputs=dict(a=st(f32, 64, 64)),
+             outputs=dict(o=st(f32, 64, 64)), store=store,
+             setup=lambda: zero(rt(f32, 16, 64)), stages=2)
+
+
+def test_lcsf_store_runs_per_iteration(rng):
+    a = rng.standard_normal((64 * 5, 64)).astype(np.float32)
+    o = np.full_like(a, np.nan)
+    module = staged(running_sum)
+    assert "{stages = 2 : i64} : () -> !tk.st<f32, 64 : i64, 64 : i64" in str(module)  # 2 output slots
+    tkc.interpreter.run(module, [a, o])
+    want = np.cumsum(a.reshape(5, 64, 64), axis=0).reshape(-1, 64)
+    np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-5)

@@ -83,7 +83,7 @@ SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
 @register("tk-pipeline-staging",
           "turn tk.pipeline loops and tma.load/tma.store into a warp-specialised "
           "producer/consumer pipeline: TMA ring, full/empty mbarriers, setmaxnreg, "
-          "wgmma kept in flight, TMA-store epilogue")
+          "wgmma kept in flight, TMA-store finish overlapped with the next work item")
 def run(module_op) -> None:
     for fn in kernels(module_op.operation):
         found = find(fn)
