@@ -44,6 +44,9 @@ races and deadlocks like any hand-written kernel:
   each stored tile (a full-width tk.store at a row index that is a
   permutation of the warp ids, as `warpgroup.store` gives), each warp
   stores its band and waits for its own stores: no barrier between warps.
+- In a persistent kernel the finish's stores then move into the next work
+  item's pipelined loop, one chunk per iteration right after its wgmma issue
+  (overlap.py), when the tiles they carry fit the registers.
 - The author's block-wide tk.sync in consumer code becomes a named barrier of
   the consumer warps (the producer never reaches it).
 
@@ -208,6 +211,8 @@ class Staging:
         self.persistent = f.items is not None
         self.has_producer = bool(f.ring_loads or f.once_loads)
         self.loc = f.loop.location if f.loop is not None else self.fn.location
+        self.bands = {}   # stored tile -> band rows, when every warp stores its own band
+        self.drain = []   # the ops that end the consumers' pipelined loop
 
     # -- the whole kernel
     def build(self) -> None:
@@ -236,17 +241,19 @@ class Staging:
         if not self.f.ring_loads:
             return 0
         asked = self.opts.get("stages", 0)
-        tiles = [view(op.operands[0].type) for op in self.f.ring_loads]
         if asked:
-            self._check_budget(asked, tiles, fixed=True)
+            self._check_budget(asked, fixed=True)
             return asked
         for s in range(AUTO_STAGES, 0, -1):
-            if self._check_budget(s, tiles, fixed=False):
+            if self._check_budget(s, fixed=False):
                 return s
-        self._check_budget(1, tiles, fixed=True)  # raises, with the breakdown
+        self._check_budget(1, fixed=True)  # raises, with the breakdown
         return 1
 
-    def _check_budget(self, stages: int, tiles, fixed: bool) -> bool:
+    def _check_budget(self, stages: int, fixed: bool) -> bool:
+        """Whether `stages` slots of the ring fit beside the other shared
+        buffers (the shared plan's bump layout); with `fixed`, a located error
+        with every buffer's bytes instead of False."""
         from ..lowering.shared import SHARED_LIMIT, alignment, nbytes
         end, lines = 0, []
         ring = {op.operands[0] for op in self.f.ring_loads}
@@ -286,7 +293,6 @@ class Staging:
             tk.init_barrier(full, 1)
             tk.init_barrier(empty, self.cw)
             self.once[op] = (full, empty)
-        # the new prologue ops join the entry block's prologue
         self.stage_bytes = sum(_bytes(view(op.operands[0].type)) for op in self.f.ring_loads)
 
     # -- the role split
@@ -505,7 +511,7 @@ class Staging:
         each warp stores its band instead: no barrier at all."""
         if not self.f.stores:
             return
-        self.bands = _bands(self.f.stores, self.fn, self.cw)
+        self.bands = _bands(self.f.stores, self.cw)
         stores = set(self.f.stores)
         inflight = self._simulate(block, stores, [], insert=False) if self.persistent else []
         self._simulate(block, stores, inflight, insert=True)
@@ -555,7 +561,7 @@ class Staging:
                 if insert:
                     with ir.InsertionPoint(op), op.location:
                         self._store_wait(pending)
-                        if not getattr(self, "bands", None):
+                        if not self.bands:
                             tk.sync(**self.sync)
                 inflight = inflight[len(inflight) - pending:] if pending else []
             if op in stores:
@@ -564,7 +570,7 @@ class Staging:
 
     def _store_wait(self, pending: int) -> None:
         """The issuing warp (each warp, for banded stores) waits for reads."""
-        if getattr(self, "bands", None):
+        if self.bands:
             tk.tma_store_wait(pending)
             return
         with _if(self._is_issuer()):
@@ -760,7 +766,7 @@ def _writes(op) -> set:
     return out
 
 
-def _bands(stores, fn, warps: int) -> dict:
+def _bands(stores, warps: int) -> dict:
     """{tile: band rows R} when each stored tile is written only by tk.store
     of a full-width rt<R, C> at a row index that gives every consumer warp
     its own band (a permutation of 0 .. warps-1 over the warp ids) and read
