@@ -224,15 +224,19 @@ def _pure(op, ins):
     if name == "llvm.inline_asm":
         asm = ir.StringAttr(op.attributes["asm_string"]).value
         with np.errstate(all="ignore"):
-            if asm.startswith("ex2.approx"):
-                return np.exp2(ins[0]).astype(np.float32)
-            if asm.startswith("lg2.approx"):
-                return np.log2(ins[0]).astype(np.float32)
+            exact = _APPROX.get(asm.split()[0])
+            if exact is not None:  # the PTX approximations, simulated exactly
+                return exact(*[np.asarray(x, np.float64) for x in ins]).astype(np.float32)
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
         raise NotImplementedError(asm)
     if name == "llvm.intr.fabs":
         return np.abs(ins[0])
+    if name == "llvm.intr.fma":
+        x, y, z = (np.asarray(v, np.float64) for v in ins)
+        return (x * y + z).astype(np.float32)
+    if name == "llvm.intr.copysign":
+        return np.copysign(ins[0], ins[1])
     if name in ("llvm.mlir.undef", "llvm.mlir.poison"):
         return np.zeros((32, ir.VectorType(rt).shape[0]), np.float32)
     if name == "llvm.insertelement":
@@ -253,6 +257,13 @@ def _pure(op, ins):
         return sim_buffers[buf][off].copy()
     raise NotImplementedError(name)
 
+
+_APPROX = {
+    "ex2.approx.ftz.f32": np.exp2, "lg2.approx.ftz.f32": np.log2,
+    "sqrt.approx.ftz.f32": np.sqrt, "rsqrt.approx.ftz.f32": lambda x: 1 / np.sqrt(x),
+    "rcp.approx.ftz.f32": lambda x: 1 / x, "tanh.approx.f32": np.tanh,
+    "div.full.f32": lambda a, b: a / b,
+}
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
 

@@ -356,3 +356,33 @@ def test_float_scalars_cmpf_select_and_casts():
     run(m, [1.3, 3, o])
     w = -(np.float32(1.3) * 2 / 3)
     np.testing.assert_array_equal(o, np.full_like(o, ref_bf16(np.float32(w)) + 4))
+
+
+# ---- math functions (docs/tile-ir.md, "Math"): the interpreter is the float64 reference
+
+def test_math_functions_against_float64():
+    import tkc
+    from tkc import f32, gl, rt
+    from tkc.ops import erf, fma, gelu, gelu_tanh, load, rcp, rsqrt, sigmoid, silu, sqrt, store, tanh
+
+    fns = (sqrt, rsqrt, rcp, sigmoid, silu, tanh, erf, gelu, gelu_tanh)
+
+    @tkc.kernel(warps=1)
+    def maths(x: gl(f32, 1, 1, 16, 32), o: gl(f32, 1, 11, 16, 32)):
+        a = load(rt(f32, 16, 32), x, (0, 0, 0, 0))
+        for i, fn in enumerate(fns):
+            store(o, fn(a), (0, i, 0, 0))
+        store(o, fma(a, a, 1.0), (0, 9, 0, 0))
+        store(o, tkc.ops.div(a, a * 3.0, ieee=True), (0, 10, 0, 0))
+
+    x = np.linspace(0.05, 4, 16 * 32, dtype=np.float32).reshape(16, 32)
+    o = np.full((11, 16, 32), np.nan, np.float32)
+    maths.interpret(x, o)
+    d = x.astype(np.float64)
+    erf64 = np.vectorize(__import__("math").erf)
+    want = [np.sqrt(d), 1 / np.sqrt(d), 1 / d, 1 / (1 + np.exp(-d)), d / (1 + np.exp(-d)),
+            np.tanh(d), erf64(d), 0.5 * d * (1 + erf64(d / np.sqrt(2))),
+            0.5 * d * (1 + np.tanh(np.sqrt(2 / np.pi) * (d + 0.044715 * d ** 3))),
+            d * d + 1, np.full_like(d, 1 / 3)]
+    for i, w in enumerate(want):
+        np.testing.assert_allclose(o[i], w.astype(np.float32), rtol=2e-7, err_msg=str(i))

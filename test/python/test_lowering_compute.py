@@ -2,6 +2,7 @@
 against numpy, plus PTX checks that the fast hardware paths are used."""
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -24,22 +25,52 @@ def rand(shape, dtype="f32", scale=1.0):
 
 # ---------------------------------------------------------------- elementwise
 
+_erf = np.vectorize(math.erf)
+
 UNARY_REF = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2,
     "abs": np.abs, "relu": lambda x: np.maximum(x, 0), "neg": np.negative,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "rcp": lambda x: 1 / x,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "silu": lambda x: x / (1 + np.exp(-x)),
+    "tanh": np.tanh, "erf": _erf, "gelu": lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))),
+    "gelu_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
 }
+POSITIVE = ("log", "log2", "sqrt", "rsqrt")
+# Beyond f32 rounding, the lowering's own algorithm (the instructions' error
+# aside: lanesim computes them exactly): erf's polynomial is 1.5e-7 absolute.
+ATOL = {"erf": 3e-7, "gelu": 1e-6, "gelu_tanh": 1e-6, "silu": 1e-7}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 @pytest.mark.parametrize("name", list(UNARY_REF))
 def test_unary(name, dtype):
     v = RT(dtype, 16, 32, "row")
-    x = rand(v.shape, dtype)
-    if name.startswith("log"):
+    x = rand(v.shape, dtype, scale=2.0)
+    if name in POSITIVE:
         x = np.abs(x) + round_to(0.5, dtype)
     out, = run_kernel([v], [v], lambda t: [ops.unary(name, t)], [x])
     want = round_to(UNARY_REF[name](x.astype(np.float64)), dtype)
-    np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == "f32" else 1e-2)
+    np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == "f32" else 1e-2,
+                               atol=ATOL.get(name, 0) if dtype == "f32" else 1e-2)
+
+
+def test_fma_tile_and_scalars():
+    v = RT("f32", 16, 32, "row")
+    x, y, z = rand(v.shape), rand(v.shape), rand(v.shape)
+    out, = run_kernel([v, v, v], [v], lambda a, b, c: [ops.fma(a, b, c)], [x, y, z])
+    np.testing.assert_allclose(out, x.astype(np.float64) * y + z, rtol=1e-6)
+    out, = run_kernel([v], [v], lambda a, s, t: [ops.fma(a, s, t)], [x], scalars=(1.5, -2.0))
+    np.testing.assert_allclose(out, x.astype(np.float64) * 1.5 - 2, rtol=1e-6)
+
+
+def test_div_is_fast_unless_ieee():
+    v = RT("f32", 16, 16, "row")
+
+    def ptx(ieee):
+        return to_ptx(build([v, v], [v], lambda a, b: [ops.binary("div", a, b, ieee=ieee)]))
+    fast, exact = ptx(False), ptx(True)
+    assert "div.full.f32" in fast and "div.rn.f32" not in fast
+    assert "div.rn.f32" in exact and "div.full.f32" not in exact
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "max", "min"])

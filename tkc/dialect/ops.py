@@ -10,7 +10,8 @@ from __future__ import annotations
 from .types import view
 
 INITS = ("zero", "ones", "neg_infty", "pos_infty")
-UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg")
+UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
+         "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh")
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
@@ -61,10 +62,16 @@ def unary(name: str, x, t=None, loc=None):
     return _one(name, t or x.type, [x], loc=loc)
 
 
-def binary(name: str, x, y, loc=None):
-    """y is a tile/vector of x's type, or an f32 scalar Value."""
+def binary(name: str, x, y, ieee: bool = False, loc=None):
+    """y is a tile/vector of x's type, or an f32 scalar Value. `ieee` (div
+    only): IEEE-rounded division instead of the fast default."""
     assert name in BINARY, name
-    return _one(name, x.type, [x, y], loc=loc)
+    return _one(name, x.type, [x, y], attributes={"ieee": True} if ieee else None, loc=loc)
+
+
+def fma(x, y, z, loc=None):
+    """x * y + z with one rounding; y, z tiles of x's type or f32 scalars."""
+    return _one("fma", x.type, [x, y, z], loc=loc)
 
 
 def reduce(name: str, x, t=None, init=None, loc=None):

@@ -100,7 +100,8 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
-  // ---- unary maps: rt -> rt, rv -> rv (copy may change dtype)
+  // ---- unary maps: rt -> rt, rv -> rv (copy may change dtype); the math
+  // functions' approximations are in docs/tile-ir.md ("Math")
   irdl.operation @copy {
     %x = irdl.any
     %t = irdl.any
@@ -147,6 +148,70 @@ irdl.dialect @tk {
     %x = irdl.any
     %t = irdl.any
     irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+
+  irdl.operation @sqrt {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @rsqrt {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @rcp {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @sigmoid {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @silu {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @tanh {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @erf {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @gelu {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @gelu_tanh {
+    %x = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  // x * y + z in one rounding; y and z tiles of x's type or f32 scalars.
+  irdl.operation @fma {
+    %x = irdl.any
+    %y = irdl.any
+    %z = irdl.any
+    %t = irdl.any
+    irdl.operands(x: %x, y: %y, z: %z)
     irdl.results(out: %t)
   }
 

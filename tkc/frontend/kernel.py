@@ -40,10 +40,14 @@ def _where_def(fn) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}:1"
 
 
-def _resolve(fn, name: str, ann, where: str):
-    """An annotation as a GLSpec or scalar DType (string annotations evaluated)."""
+def _resolve(fn, name: str, ann, where: str, scope: dict | None = None):
+    """An annotation as a GLSpec or scalar DType (string annotations, as
+    `from __future__ import annotations` makes them, are evaluated with the
+    function's globals, the names of the scope that defined it, and its
+    closure)."""
     if isinstance(ann, str) and not isinstance(ann, DType):
         env = dict(fn.__globals__)
+        env.update(scope or {})
         env.update(_closure(fn))
         try:
             ann = eval(ann, env)  # noqa: S307 (the author's own annotation)
@@ -71,7 +75,7 @@ class Kernel:
 
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
-                 persistent: bool = False):
+                 persistent: bool = False, scope: dict | None = None):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -81,6 +85,7 @@ class Kernel:
         self.divisible = _check_divisible(divisible, fn)
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
+        self._scope = scope or {}  # the defining scope's names, for string annotations
         self.name = name or fn.__name__
         self.__doc__ = fn.__doc__
         self._params = None
@@ -101,7 +106,8 @@ class Kernel:
                 if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
                     raise TkcError(f"kernel argument {name!r}: only plain positional "
                                    "arguments are supported", where)
-                params[name] = Param(name, _resolve(self.fn, name, p.annotation, where))
+                params[name] = Param(name, _resolve(self.fn, name, p.annotation, where,
+                                                    self._scope))
             self._params = params
         return self._params
 
@@ -223,8 +229,11 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     "auto", a permutation of "xyz" (fastest first) or "grouped(y, W)" /
     "grouped(x, W)" (L2-friendly super-rows / super-columns). persistent=True:
     one block per SM, each looping over work items (docs/pipelining.md)."""
+    # The defining scope's local names (a kernel defined inside a function
+    # may annotate with names imported there): called where the def is.
+    scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
-                persistent=persistent)
+                persistent=persistent, scope=scope)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)

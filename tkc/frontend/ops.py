@@ -6,6 +6,7 @@ a new handle; the forms are told apart by argument count or type:
 
     exp(dst, src)             exp(src)
     add(dst, a, b)            add(a, b)            b: tile, f32 value or number
+    fma(dst, x, y, z)         fma(x, y, z)         x * y + z; y, z: tile or number
     row_max(dst, src[, acc])  row_max(src, init=None)
     sub_row(dst, src, vec)    sub_row(src, vec)
     mma_ABt(d, a, b, c)       mma_ABt(a, b, c)
@@ -32,6 +33,7 @@ from .values import as_f32, as_index
 __all__ = [
     "zero", "ones", "neg_infty", "pos_infty", "fill",
     "copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
+    "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
     "add", "sub", "mul", "div", "max", "min",
     "row_max", "row_sum", "col_max", "col_sum",
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
@@ -123,7 +125,8 @@ def _unary(name):
     return op
 
 
-exp, exp2, log, log2, _abs, relu, neg = (_unary(n) for n in tk.UNARY[1:])
+(exp, exp2, log, log2, _abs, relu, neg, sqrt, rsqrt, rcp, sigmoid, silu, tanh, erf, gelu,
+ gelu_tanh) = (_unary(n) for n in tk.UNARY[1:])
 
 
 def abs(*args):
@@ -146,19 +149,32 @@ def _operand2(name, x: Reg, y):
 
 
 def _binary(name):
-    def op(*args) -> Reg:
+    def op(*args, **kw) -> Reg:
+        ieee = kw.pop("ieee", False) if name == "div" else False
+        if kw:
+            raise fail(f"{name}: unknown keyword(s) {', '.join(kw)}")
         dst, (x, y) = _split(name, args, 2)
         if not isinstance(x, Reg) and isinstance(y, Reg) and name in ("add", "mul", "max", "min"):
             x, y = y, x   # commutative: scalar op tile
         _reg(x, name, "first operand")
         get_y = _operand2(name, x, y)
-        return _result(name, dst, x.view, lambda: tk.binary(name, x.value(), get_y()))
+        return _result(name, dst, x.view, lambda: tk.binary(name, x.value(), get_y(), ieee=ieee))
     op.__name__ = name
     op.__doc__ = f"Elementwise {name}: {name}(dst, a, b) or {name}(a, b); b may be a scalar."
     return op
 
 
 add, sub, mul, div, _max, _min = (_binary(n) for n in tk.BINARY)
+div.__doc__ = ("Elementwise a / b: div(dst, a, b) or div(a, b); b may be a scalar. Fast "
+               "(div.full.f32, 2 ulp) by default; ieee=True rounds correctly (div.rn.f32).")
+
+
+def fma(*args) -> Reg:
+    """x * y + z rounded once: fma(dst, x, y, z) or fma(x, y, z); y and z may be scalars."""
+    dst, (x, y, z) = _split("fma", args, 3)
+    _reg(x, "fma", "x")
+    get_y, get_z = _operand2("fma", x, y), _operand2("fma", x, z)
+    return _result("fma", dst, x.view, lambda: tk.fma(x.value(), get_y(), get_z()))
 
 
 def max(*args, **kw):

@@ -8,6 +8,8 @@ passed through unchanged), so they can be shared freely between slots.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..diagnostics import error
@@ -57,6 +59,14 @@ def _fill(c, op):
 
 # ---- elementwise maps
 
+def _exact(f):
+    """f computed in float64 and rounded once to f32: the reference the GPU's
+    approximations are measured against (docs/tile-ir.md, "Math")."""
+    return lambda x: f(np.asarray(x, np.float64)).astype(F32)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
 _UNARY = {
     "tk.copy": lambda x: x,
     "tk.exp": np.exp,
@@ -66,6 +76,16 @@ _UNARY = {
     "tk.abs": np.abs,
     "tk.relu": lambda x: np.maximum(x, F32(0)),
     "tk.neg": np.negative,
+    "tk.sqrt": _exact(np.sqrt),
+    "tk.rsqrt": _exact(lambda x: 1 / np.sqrt(x)),
+    "tk.rcp": _exact(lambda x: 1 / x),
+    "tk.sigmoid": _exact(lambda x: 1 / (1 + np.exp(-x))),
+    "tk.silu": _exact(lambda x: x / (1 + np.exp(-x))),
+    "tk.tanh": _exact(np.tanh),
+    "tk.erf": _exact(_erf),
+    "tk.gelu": _exact(lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2)))),
+    "tk.gelu_tanh": _exact(lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi)
+                                                          * (x + 0.044715 * x ** 3)))),
 }
 
 
@@ -102,6 +122,21 @@ def _binary(c, op):
 
     def step(env, w):
         env[out] = rnd(f(env[x], env[y]))
+    return step
+
+
+@handler("tk.fma")
+def _fma(c, op):
+    t = tview(op.results[0])
+    for v in op.operands[1:]:
+        expect(tview(v) == t or str(v.type) == "f32", op,
+               f"y and z must have the result's type {t} or be f32 scalars")
+    x, y, z, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
+    rnd = rounder(t.dtype)
+
+    def step(env, w):  # one rounding: exact in float64 (products of f32 are exact there)
+        a, b, d = (np.asarray(env[s], np.float64) for s in (x, y, z))
+        env[out] = rnd((a * b + d).astype(F32))
     return step
 
 

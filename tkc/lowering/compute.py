@@ -8,9 +8,12 @@ always representable in its type).
 
 Fast hardware paths, as ThunderKittens uses them: exp(x) = ex2.approx(x *
 log2 e), exp2 = ex2.approx, log(x) = lg2.approx(x) * ln 2, log2 = lg2.approx
-(all .ftz.f32). div is IEEE `div.rn.f32` (arith.divf): it is used once per
-row in softmax normalisation, where its cost does not matter and exactness
-keeps results comparable with the reference.
+(all .ftz.f32); sqrt, rsqrt, rcp are the .approx.ftz.f32 instructions, tanh is
+tanh.approx.f32, sigmoid(x) = rcp(1 + ex2(-x log2 e)), silu(x) = x sigmoid(x),
+erf is Abramowitz & Stegun 7.1.26 (a degree-5 polynomial in 1 / (1 + p|x|)
+times exp(-x^2)), gelu its erf form and gelu_tanh the tanh form; fma is
+fma.rn.f32. div is div.full.f32 (2 ulp, full range) unless the op says
+`ieee`: then div.rn.f32. docs/tile-ir.md ("Math") gives each one's error.
 """
 from __future__ import annotations
 
@@ -64,6 +67,43 @@ def const(lw, x: float) -> ir.Value:
     return lw.const_f32(x)
 
 
+def _f(lw, *xs):
+    return [const(lw, x) for x in xs]
+
+
+def sigmoid(lw, x):
+    one, k = _f(lw, 1.0, -math.log2(math.e))
+    return ptx_f32("rcp.approx.ftz.f32", arith.addf(one, ex2(arith.mulf(x, k))))
+
+
+# Abramowitz & Stegun 7.1.26: erf(a) = 1 - t (a1 + t (a2 + ...)) exp(-a^2), t = 1/(1 + p a)
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def erf(lw, x):
+    a = llvm.intr_fabs(x)
+    one, p = _f(lw, 1.0, _ERF_P)
+    t = ptx_f32("rcp.approx.ftz.f32", arith.addf(one, arith.mulf(p, a)))
+    poly = const(lw, _ERF_A[-1])
+    for c in reversed(_ERF_A[:-1]):
+        poly = llvm.intr_fma(poly, t, const(lw, c))
+    poly = arith.mulf(poly, t)
+    e = ex2(arith.mulf(arith.mulf(a, a), const(lw, -math.log2(math.e))))
+    return llvm.intr_copysign(arith.subf(one, arith.mulf(poly, e)), x)
+
+
+def gelu(lw, x):
+    half, one, k = _f(lw, 0.5, 1.0, 1 / math.sqrt(2))
+    return arith.mulf(arith.mulf(half, x), arith.addf(one, erf(lw, arith.mulf(x, k))))
+
+
+def gelu_tanh(lw, x):
+    half, one, k, c = _f(lw, 0.5, 1.0, math.sqrt(2 / math.pi), 0.044715)
+    inner = arith.mulf(k, llvm.intr_fma(arith.mulf(c, arith.mulf(x, x)), x, x))
+    return arith.mulf(arith.mulf(half, x), arith.addf(one, ptx_f32("tanh.approx.f32", inner)))
+
+
 # f32 -> f32 scalar functions of the unary ops
 UNARY = {
     "tk.exp": lambda lw, x: ex2(arith.mulf(x, const(lw, math.log2(math.e)))),
@@ -73,7 +113,21 @@ UNARY = {
     "tk.abs": lambda lw, x: llvm.intr_fabs(x),
     "tk.relu": lambda lw, x: arith.maxnumf(x, const(lw, 0.0)),
     "tk.neg": lambda lw, x: arith.negf(x),
+    "tk.sqrt": lambda lw, x: ptx_f32("sqrt.approx.ftz.f32", x),
+    "tk.rsqrt": lambda lw, x: ptx_f32("rsqrt.approx.ftz.f32", x),
+    "tk.rcp": lambda lw, x: ptx_f32("rcp.approx.ftz.f32", x),
+    "tk.tanh": lambda lw, x: ptx_f32("tanh.approx.f32", x),
+    "tk.sigmoid": sigmoid,
+    "tk.silu": lambda lw, x: arith.mulf(x, sigmoid(lw, x)),
+    "tk.erf": erf,
+    "tk.gelu": gelu,
+    "tk.gelu_tanh": gelu_tanh,
 }
+
+
+def fast_div(a, b):
+    """a / b to within 2 ulp over the full range (no IEEE slow path)."""
+    return llvm.inline_asm(f32_type(), [a, b], "div.full.f32 $0, $1, $2;", "=f,f,f")
 
 # (f32, f32) -> f32 scalar functions of the binary ops (also used by reduce.py)
 BINARY = {
@@ -167,6 +221,8 @@ def _binary(lw, op, args):
     x, y, v = frag_arg(op, args[0]), args[1], result_view(op)
     same_shape(op, x.view, v)
     fn = BINARY[op.name[3:]]
+    if op.name == "tk.div" and "ieee" not in op.attributes:
+        fn = fast_div
     if isinstance(y, Frag):
         if y.view != x.view:
             raise error(op, f"{op.name}: operands {x.view.text()} and {y.view.text()} differ")
@@ -177,3 +233,19 @@ def _binary(lw, op, args):
         raise error(op, f"{op.name}: second operand must be {x.view.text()} or f32, found {op.operands[1].type}")
     xs = [to_f32(e, x.view.dtype) for e in x.vals]
     return [Frag(v, [from_f32(fn(a, b), v.dtype) for a, b in zip(xs, ys)])]
+
+
+@rule("tk.fma")
+def _fma(lw, op, args):
+    x, v = frag_arg(op, args[0]), result_view(op)
+    same_shape(op, x.view, v)
+    ins = []
+    for pos, a in ((1, args[1]), (2, args[2])):
+        if isinstance(a, Frag) and a.view == x.view:
+            ins.append([to_f32(e, a.view.dtype) for e in a.vals])
+        elif isinstance(a, ir.Value) and str(a.type) == "f32":
+            ins.append([a] * len(x.vals))
+        else:
+            raise error(op, f"tk.fma: operand {pos} must be {x.view.text()} or f32, found {op.operands[pos].type}")
+    xs = [to_f32(e, x.view.dtype) for e in x.vals]
+    return [Frag(v, [from_f32(llvm.intr_fma(a, b, c), v.dtype) for a, b, c in zip(xs, *ins)])]

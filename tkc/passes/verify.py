@@ -271,6 +271,8 @@ def _check_op(op, kernel):
         return _check_unary(name, ins[0], outs[0])
     if name in BINARY:
         return _check_binary(name, ins[0], ins[1], op.operands[1].type, outs[0])
+    if name == "fma":
+        return _check_fma(ins, [v.type for v in op.operands], outs[0])
     if name in REDUCE:
         return _check_reduce(name, ins[0], ins[1] if len(ins) > 1 else None, outs[0])
     if name in BROADCAST:
@@ -316,6 +318,18 @@ def _check_binary(name, x, y, y_type, out):
         yield f"{name}: y must have x's type {_desc(x)} or be an f32 scalar, got {got}"
     if out != x:
         yield f"{name}: result type must equal x's type {_desc(x)}, got {_desc(out)}"
+
+
+def _check_fma(ins, types, out):
+    x = ins[0]
+    if not isinstance(x, (RT, RV)):
+        yield from _need("fma", "x", x, (RT, RV), "an rt or rv")
+        return
+    for what, v, t in (("y", ins[1], types[1]), ("z", ins[2], types[2])):
+        if v != x and not (v is None and str(t) == "f32"):
+            yield f"fma: {what} must have x's type {_desc(x)} or be an f32 scalar, got {_desc(v) if v else t}"
+    if out != x:
+        yield f"fma: result type must equal x's type {_desc(x)}, got {_desc(out)}"
 
 
 def _check_reduce(name, x, init, out):
