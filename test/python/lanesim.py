@@ -128,7 +128,11 @@ class Warp:
             raise _Return()
         elif name == "llvm.store":
             buf, off = ins[1]
-            self.buffers[buf][off] = ins[0]
+            val = np.asarray(ins[0])
+            if val.ndim == 2:  # a vector store: n consecutive elements a lane
+                self.buffers[buf][np.asarray(off)[:, None] + np.arange(val.shape[1])] = val
+            else:
+                self.buffers[buf][off] = val
             return None
         else:
             res = _pure(op, ins)
@@ -190,7 +194,7 @@ def _attr_value(a, t):
 def _pure(op, ins):
     name = op.name
     rt = op.results[0].type if len(op.results) else None
-    if name == "arith.constant":
+    if name in ("arith.constant", "llvm.mlir.constant"):
         return np.full(32, _attr_value(op.attributes["value"], rt),
                        np.float32 if _is_float(rt) else np.int64)
     if name in _INT:
@@ -200,13 +204,15 @@ def _pure(op, ins):
             return round_to(_FLOAT[name](ins[0], ins[1]).astype(np.float32), _dtype_of(rt))
     if name == "arith.negf":
         return -ins[0]
-    if name == "arith.extf" or name == "arith.index_cast":
+    if name in ("arith.extf", "arith.index_cast", "arith.index_castui"):
         return ins[0]
     if name == "arith.truncf":
         return round_to(ins[0], _dtype_of(rt))
     if name == "arith.cmpi":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
-        return {0: np.equal, 1: np.not_equal}[pred](ins[0], ins[1])
+        return {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater,
+                5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater,
+                9: np.greater_equal}[pred](ins[0], ins[1])
     if name == "arith.cmpf":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
         return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal}[pred](ins[0], ins[1])
@@ -215,6 +221,8 @@ def _pure(op, ins):
         return np.where(c, ins[1], ins[2])
     if name == "nvvm.read.ptx.sreg.tid.x":
         return LANES.copy()
+    if name == "nvvm.read.ptx.sreg.ctaid.x":
+        return np.full(32, sim_block, np.int64)
     if name == "nvvm.shfl.sync":
         kind = str(op.attributes["kind"])
         src = LANES ^ ins[2] if "bfly" in kind else np.asarray(ins[2]) & 31
@@ -251,9 +259,12 @@ def _pure(op, ins):
         return ins[0][list(ir.DenseI64ArrayAttr(op.attributes["position"]))[0]]
     if name == "llvm.getelementptr":
         buf, off = ins[0]
-        return (buf, off + ins[1])
+        const = [i for i in ir.DenseI32ArrayAttr(op.attributes["rawConstantIndices"]) if i != -2147483648]
+        return (buf, off + (ins[1] if len(ins) > 1 else 0) + sum(const))
     if name == "llvm.load":
         buf, off = ins[0]
+        if str(rt).startswith("vector<"):  # n consecutive elements a lane
+            return sim_buffers[buf][np.asarray(off)[:, None] + np.arange(ir.VectorType(rt).shape[0])].copy()
         return sim_buffers[buf][off].copy()
     raise NotImplementedError(name)
 
@@ -266,13 +277,14 @@ _APPROX = {
 }
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
+sim_block = 0  # blockIdx.x of the running simulation
 
 
-def simulate(module, buffers: list[np.ndarray], scalars=()) -> None:
-    """Run the module's (only) kernel on warp 0: gl args (static dims only)
-    take `buffers` in order, then the f32 scalars."""
-    global sim_buffers
-    sim_buffers = buffers
+def simulate(module, buffers: list[np.ndarray], scalars=(), block: int = 0) -> None:
+    """Run the module's (only) kernel on warp 0 of block (block, 0, 0): gl
+    args (static dims only) take `buffers` in order, then the f32 scalars."""
+    global sim_buffers, sim_block
+    sim_buffers, sim_block = buffers, block
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
     args = [(i, 0) for i in range(len(buffers))] + [np.full(32, s, np.float32) for s in scalars]
@@ -383,6 +395,19 @@ def run_kernel(ins, outs, body, values, scalars=()):
     bufs += [np.full(32 * _frag_len(v), np.nan, np.float32) for v in outs]
     simulate(module, bufs, scalars)
     return [decode(v, b) for v, b in zip(outs, bufs[len(ins):])]
+
+
+def run_traced(kernel, arrays: list[np.ndarray], blocks: int = 1) -> None:
+    """Compile a one-warp frontend kernel (static gl dims) through the tile
+    pipeline and the lowering, then simulate blocks 0..blocks-1 over
+    `arrays` (float32, holding values of each gl's dtype), in place."""
+    from tkc.compiler import compile_to
+    module = kernel.trace()
+    with module.context:
+        compile_to(module, "nvvm")
+    bufs = [a.reshape(-1) for a in arrays]
+    for b in range(blocks):
+        simulate(module, bufs, block=b)
 
 
 def to_ptx(module) -> str:

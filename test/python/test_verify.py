@@ -115,7 +115,7 @@ def test_all_errors_are_collected_in_ir_order():
     msgs = k.messages()
     assert [m.split(": ", 1)[0] for m in msgs] == [f"kernel.py:{n}:5" for n in (l1, l2, l3)]
     assert "rows and cols must be positive multiples of 16" in msgs[0]
-    assert "row_sum: x must be a row-layout rt (v1)" in msgs[1]
+    assert "row_sum: x must be an rt in row or wide layout" in msgs[1]
     assert "group_load: warps = 4 must divide the kernel's tk.warps = 2" in msgs[2]
 
 

@@ -14,6 +14,7 @@ UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
          "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh")
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
+VEC_REDUCE = ("vec_sum", "vec_max", "vec_min")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
              "add_col", "sub_col", "mul_col", "div_col")
 MMA = ("mma_ab", "mma_abt", "mma_atb", "mma_atbt")
@@ -84,6 +85,13 @@ def reduce(name: str, x, t=None, init=None, loc=None):
             rt = view(x.type)
             t = rt.col_vec() if name.startswith("row") else rt.row_vec()
     return _one(name, t, [x] + ([init] if init is not None else []), loc=loc)
+
+
+def vec_reduce(name: str, x, loc=None):
+    """The sum, max or min of a whole rv, as an f32 scalar."""
+    from mlir import ir
+    assert name in VEC_REDUCE, name
+    return _one(name, ir.F32Type.get(), [x], loc=loc)
 
 
 def broadcast(name: str, x, v, loc=None):

@@ -6,7 +6,8 @@
 irdl.dialect @tk {
   // Register tile: a rows x cols matrix held by one worker (a warp) in the
   // tensor-core fragment layout of 16x16 base tiles. layout "row" is the
-  // A/C-operand layout, "col" the B-operand layout of mma_AB.
+  // A/C-operand layout, "col" the B-operand layout of mma_AB; "wide" gives
+  // each lane 8 adjacent elements of a row (16-byte memory accesses).
   irdl.type @rt {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
@@ -16,12 +17,14 @@ irdl.dialect @tk {
     %cols = irdl.base "#builtin.integer"
     %row = irdl.is "row"
     %col = irdl.is "col"
-    %layout = irdl.any_of(%row, %col)
+    %wide = irdl.is "wide"
+    %layout = irdl.any_of(%row, %col, %wide)
     irdl.parameters(dtype: %dtype, rows: %rows, cols: %cols, layout: %layout)
   }
   // Register vector: a tile's vector. kind "col" (ThunderKittens' col_vec)
   // has one element per tile row (row_max's result, sub_row's operand);
-  // kind "row" has one element per tile column (col_max, sub_col).
+  // kind "row" has one element per tile column (col_max, sub_col); kind
+  // "flat" is a vector on its own, L/32 elements per lane, no replication.
   irdl.type @rv {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
@@ -30,7 +33,8 @@ irdl.dialect @tk {
     %length = irdl.base "#builtin.integer"
     %row = irdl.is "row"
     %col = irdl.is "col"
-    %kind = irdl.any_of(%row, %col)
+    %flat = irdl.is "flat"
+    %kind = irdl.any_of(%row, %col, %flat)
     irdl.parameters(dtype: %dtype, length: %length, kind: %kind)
   }
   // Shared tile: rows x cols in shared memory, stored in 16x16-based
@@ -286,6 +290,26 @@ irdl.dialect @tk {
     %i = irdl.base @tk::@rv
     %t = irdl.base @tk::@rv
     irdl.operands(x: %x, init: optional %i)
+    irdl.results(out: %t)
+  }
+
+  // ---- whole-vector reductions: rv -> f32 (every lane holds the result)
+  irdl.operation @vec_sum {
+    %x = irdl.base @tk::@rv
+    %t = irdl.is f32
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @vec_max {
+    %x = irdl.base @tk::@rv
+    %t = irdl.is f32
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+  irdl.operation @vec_min {
+    %x = irdl.base @tk::@rv
+    %t = irdl.is f32
+    irdl.operands(x: %x)
     irdl.results(out: %t)
   }
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 DYN = -1  # a runtime dim of a gl
 
-LAYOUTS = ("row", "col")
-VEC_KINDS = ("row", "col")
+LAYOUTS = ("row", "col", "wide")
+VEC_KINDS = ("row", "col", "flat")
+MMA_LAYOUTS = ("row", "col")  # the tensor-core fragment layouts; "wide" is for memory
 SWIZZLES = ("auto", "none", "32b", "64b", "128b")
 
 
@@ -52,7 +53,8 @@ class RT:
 
 @dataclass(frozen=True)
 class RV:
-    """Register vector rv<dtype, length, kind>; kind "col" = one per tile row."""
+    """Register vector rv<dtype, length, kind>; kind "col" = one per tile row,
+    "row" = one per tile column, "flat" = a vector on its own (no replication)."""
     dtype: str
     length: int
     kind: str = "col"

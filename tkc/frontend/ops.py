@@ -8,6 +8,8 @@ a new handle; the forms are told apart by argument count or type:
     add(dst, a, b)            add(a, b)            b: tile, f32 value or number
     fma(dst, x, y, z)         fma(x, y, z)         x * y + z; y, z: tile or number
     row_max(dst, src[, acc])  row_max(src, init=None)
+                              sum(v), max(v), min(v)   a whole vector -> f32
+                              rsqrt(x), fma(x, y, z)   math on f32 scalars too
     sub_row(dst, src, vec)    sub_row(src, vec)
     mma_ABt(d, a, b, c)       mma_ABt(a, b, c)
     swap_layout(dst, src)     swap_layout(src)     (also transpose)
@@ -28,13 +30,13 @@ from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
-from .values import as_f32, as_index
+from .values import F32, as_f32, as_index
 
 __all__ = [
     "zero", "ones", "neg_infty", "pos_infty", "fill",
     "copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
     "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
-    "add", "sub", "mul", "div", "max", "min",
+    "add", "sub", "mul", "div", "max", "min", "sum",
     "row_max", "row_sum", "col_max", "col_sum",
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
@@ -115,13 +117,26 @@ def copy(dst: Reg, src: Reg) -> Reg:
     return _result("copy", dst, dst.view, lambda: tk.unary("copy", src.value(), dst.view.mlir()))
 
 
+def _is_scalar(x) -> bool:
+    """An f32 scalar operand: an F32 value or a Python number."""
+    return isinstance(x, F32) or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+
+def _scalar_op(make) -> F32:
+    with emitting():
+        return F32(make())
+
+
 def _unary(name):
-    def op(*args) -> Reg:
+    def op(*args) -> Reg | F32:
+        if len(args) == 1 and _is_scalar(args[0]):  # math on an f32 scalar
+            x = as_f32(args[0], f"{name}'s operand")
+            return _scalar_op(lambda: tk.unary(name, x.ir()))
         dst, (x,) = _split(name, args, 1)
         _reg(x, name)
         return _result(name, dst, x.view, lambda: tk.unary(name, x.value()))
     op.__name__ = name
-    op.__doc__ = f"Elementwise {name}: {name}(dst, src) or {name}(src)."
+    op.__doc__ = f"Elementwise {name}: {name}(dst, src) or {name}(src); on an f32 scalar, {name}(x)."
     return op
 
 
@@ -169,26 +184,45 @@ div.__doc__ = ("Elementwise a / b: div(dst, a, b) or div(a, b); b may be a scala
                "(div.full.f32, 2 ulp) by default; ieee=True rounds correctly (div.rn.f32).")
 
 
-def fma(*args) -> Reg:
-    """x * y + z rounded once: fma(dst, x, y, z) or fma(x, y, z); y and z may be scalars."""
+def fma(*args) -> Reg | F32:
+    """x * y + z rounded once: fma(dst, x, y, z) or fma(x, y, z); y and z may be
+    scalars, and so may x (then all three are, and so is the result)."""
+    if len(args) == 3 and builtins.all(_is_scalar(a) for a in args):
+        x, y, z = (as_f32(a, "fma's operand") for a in args)
+        return _scalar_op(lambda: tk.fma(x.ir(), y.ir(), z.ir()))
     dst, (x, y, z) = _split("fma", args, 3)
     _reg(x, "fma", "x")
     get_y, get_z = _operand2("fma", x, y), _operand2("fma", x, z)
     return _result("fma", dst, x.view, lambda: tk.fma(x.value(), get_y(), get_z()))
 
 
+def _vec_reduce(name: str, v) -> F32:
+    _reg(v, name, "operand", tile=False)
+    return _scalar_op(lambda: tk.vec_reduce(f"vec_{name}", v.value()))
+
+
 def max(*args, **kw):
-    """Elementwise max of tiles; Python's max for anything else."""
+    """Elementwise max of tiles; max(v) of one vector is its largest element (an
+    f32); Python's max for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
         return builtins.max(*args, **kw)
-    return _max(*args)
+    return _vec_reduce("max", args[0]) if len(args) == 1 else _max(*args)
 
 
 def min(*args, **kw):
-    """Elementwise min of tiles; Python's min for anything else."""
+    """Elementwise min of tiles; min(v) of one vector is its smallest element (an
+    f32); Python's min for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
         return builtins.min(*args, **kw)
-    return _min(*args)
+    return _vec_reduce("min", args[0]) if len(args) == 1 else _min(*args)
+
+
+def sum(*args, **kw):
+    """sum(v): the sum of a vector's elements, an f32 (ThunderKittens' sum);
+    Python's sum for anything else."""
+    if kw or len(args) != 1 or not isinstance(args[0], Reg):
+        return builtins.sum(*args, **kw)
+    return _vec_reduce("sum", args[0])
 
 
 # ------------------------------------------------------------ reductions
@@ -207,8 +241,9 @@ def _reduce(name):
         else:
             raise fail(f"{name} takes (src, init=None) or (dst_vec, src[, accum])")
         _reg(src, name, "source", tile=True)
-        if src.layout != "row":
-            raise fail(f"{name}: the source tile must be in row layout (v1), got {_name(src)}")
+        layouts = ("row", "wide") if by_row else ("row",)
+        if src.layout not in layouts:
+            raise fail(f"{name}: the source tile must be in {' or '.join(layouts)} layout, got {_name(src)}")
         want = RV(src.dtype, src.rows if by_row else src.cols, "col" if by_row else "row")
         view = dst.view if dst is not None else acc.view if isinstance(acc, Reg) else want
         if (view.length, view.kind) != (want.length, want.kind):
@@ -238,8 +273,9 @@ def _broadcast(name):
         dst, (x, v) = _split(name, args, 2)
         _reg(x, name, "tile", tile=True)
         _reg(v, name, "vector", tile=False)
-        if x.layout != "row":
-            raise fail(f"{name}: the tile must be in row layout (v1), got {_name(x)}")
+        layouts = ("row", "wide") if per_row else ("row",)
+        if x.layout not in layouts:
+            raise fail(f"{name}: the tile must be in {' or '.join(layouts)} layout, got {_name(x)}")
         kind, n = ("col", x.rows) if per_row else ("row", x.cols)
         if (v.kind, v.length) != (kind, n):
             raise fail(f"{name}: the vector must be a \"{kind}\" vector of length {n} for "
@@ -273,6 +309,10 @@ def _check_mma(py: str, name: str, a: Reg, b: Reg, c: Reg) -> None:
         raise fail(f"{py}: a and b must both be bf16 or both f16, got {_name(a)} and {_name(b)}")
     if c.dtype != "f32" or c.layout != "row":
         raise fail(f"{py}: c must be an f32 row-layout tile, got {_name(c)}")
+    for x, what in ((a, "a"), (b, "b")):
+        if x.layout == "wide":
+            raise fail(f"{py}: {what} is {_name(x)}; the wide layout is for memory, the tensor "
+                       "cores take row or col: load it in one of those")
     # a and b may come in either layout: tk-layout-selection makes them legal
     # (retyping their loads, or one swap_layout each), so authors need not.
     dims = {}
@@ -304,6 +344,9 @@ def swap_layout(*args) -> Reg:
     """The same values in the other register layout: swap_layout(dst, src) or (src)."""
     dst, (x,) = _split("swap_layout", args, 1)
     _reg(x, "swap_layout", tile=True)
+    if x.layout == "wide":
+        raise fail(f"swap_layout: {_name(x)} is wide, which does not change layout in registers: "
+                   "store it to shared memory and load it in the layout you need")
     view = x.view.with_(layout="col" if x.layout == "row" else "row")
     return _result("swap_layout", dst, view, lambda: tk.swap_layout(x.value()))
 
@@ -312,6 +355,8 @@ def transpose(*args) -> Reg:
     """x.T in the same layout: transpose(dst, src) or (src)."""
     dst, (x,) = _split("transpose", args, 1)
     _reg(x, "transpose", tile=True)
+    if x.layout == "wide":
+        raise fail(f"transpose: needs a row or col layout tile, got {_name(x)}")
     view = x.view.with_(rows=x.cols, cols=x.rows)
     return _result("transpose", dst, view, lambda: tk.transpose(x.value()))
 

@@ -89,8 +89,18 @@ _UNARY = {
 }
 
 
+def _scalar_math(op) -> bool:
+    return all(str(v.type) == "f32" for v in (*op.operands, *op.results))
+
+
 @handler(*_UNARY)
 def _unary(c, op):
+    if op.name != "tk.copy" and _scalar_math(op):
+        x, out, f = c.slot(op.operands[0]), c.result_slot(op), _UNARY[op.name]
+
+        def scalar(env, w):
+            env[out] = F32(f(F32(env[x])))
+        return scalar
     x_t, t = tview(op.operands[0]), tview(op.results[0])
     expect(isinstance(t, (RT, RV)) and type(x_t) is type(t) and x_t.shape == t.shape, op,
            f"operand {x_t} and result {t} must be rt/rv of one shape")
@@ -127,6 +137,12 @@ def _binary(c, op):
 
 @handler("tk.fma")
 def _fma(c, op):
+    if _scalar_math(op):
+        x, y, z, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
+
+        def scalar(env, w):
+            env[out] = F32(np.float64(env[x]) * np.float64(env[y]) + np.float64(env[z]))
+        return scalar
     t = tview(op.results[0])
     for v in op.operands[1:]:
         expect(tview(v) == t or str(v.type) == "f32", op,
@@ -167,6 +183,22 @@ def _reduce(c, op):
     def step(env, w):
         r = reduce(env[x], axis=axis)
         env[out] = rnd(combine(env[init], r) if has_init else r)
+    return step
+
+
+# ---- whole-vector reductions: rv -> f32 scalar
+
+_VEC_REDUCE = {"tk.vec_sum": np.sum, "tk.vec_max": np.max, "tk.vec_min": np.min}
+
+
+@handler(*_VEC_REDUCE)
+def _vec_reduce(c, op):
+    f = _VEC_REDUCE[op.name]
+    expect(isinstance(tview(op.operands[0]), RV), op, f"operand must be an rv, got {op.operands[0].type}")
+    x, out = c.slot(op.operands[0]), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = F32(f(env[x]))
     return step
 
 

@@ -208,8 +208,15 @@ def narrow_pairs(vals: list, dtype: str) -> list:
     return out
 
 
+def _scalars(args) -> bool:
+    """Math on f32 scalars (every operand an f32 Value)."""
+    return all(isinstance(a, ir.Value) and str(a.type) == "f32" for a in args)
+
+
 @rule(*UNARY)
 def _unary(lw, op, args):
+    if op.name != "tk.copy" and _scalars(args):
+        return [UNARY[op.name](lw, args[0])]
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
     fn = UNARY[op.name]
@@ -237,6 +244,8 @@ def _binary(lw, op, args):
 
 @rule("tk.fma")
 def _fma(lw, op, args):
+    if _scalars(args):
+        return [llvm.intr_fma(*args)]
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
     ins = []

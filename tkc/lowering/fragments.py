@@ -15,7 +15,11 @@ so k//2 names a 8x8 quadrant (0: top-left, 1: bottom-left, 2: top-right,
 3: bottom-right) and pairs (k, k+1) are adjacent columns. The "col" layout
 is its transpose: element k sits at (col, row) of the table above, which is
 the B fragment of mma.m16n8k16 (b0..b3 of the left n8 half are k = 0, 1, 4, 5;
-of the right half k = 2, 3, 6, 7).
+of the right half k = 2, 3, 6, 7). The "wide" layout is for memory, not
+tensor cores: lane l holds row l % 16, columns 8 (l // 16) + k, so a lane's 8
+elements are adjacent and move to and from memory as one 16-byte access, and
+the 8 lanes of a shared-memory phase read one 16-byte column chunk of 8 rows,
+which every swizzle spreads over all 32 banks.
 
 rv<dtype, L, "col"> (one value per row of a row-layout tile) gives each lane
 2 values per 16 rows: rows g and g+8 of each block, block-major. It is
@@ -23,6 +27,11 @@ replicated over the 4 lanes of a quad (same g).
 rv<dtype, L, "row"> (one value per column of a row-layout tile) gives each
 lane 4 values per 16 columns: columns 2t, 2t+1, 2t+8, 2t+9 of each block,
 replicated over the 8 lanes with the same t.
+rv<dtype, L, "flat"> (a vector on its own, ThunderKittens' naive layout made
+wide) gives each lane L / 32 values, no replication: chunks of c adjacent
+elements (c = flat_chunk(L): 8, 4, 2 or 1, the largest with L % 32c == 0)
+dealt to lanes 0..31 in turn, so element (j * 32 + l) * c + k is value
+j * c + k of lane l.
 """
 from __future__ import annotations
 
@@ -44,6 +53,8 @@ _ROW_LAYOUT = (
 
 def base_coord(layout: str, k: int, lane: int) -> tuple[int, int]:
     """(row, col) inside a 16x16 base tile of element k held by `lane`."""
+    if layout == "wide":
+        return lane % 16, 8 * (lane // 16) + k
     g, t = divmod(lane, 4)
     r, c = _ROW_LAYOUT[k](g, t)
     return (r, c) if layout == "row" else (c, r)
@@ -67,13 +78,24 @@ def tile_coord(rows: int, cols: int, layout: str, index: int, lane: int) -> tupl
     return i * BASE + r, j * BASE + c
 
 
+def flat_chunk(length: int) -> int:
+    """Adjacent elements per chunk of a "flat" rv (0: the length is not a multiple of 32)."""
+    return next((c for c in (8, 4, 2, 1) if length % (32 * c) == 0), 0)
+
+
 def vec_elems(length: int, kind: str) -> int:
-    """How many scalars each lane holds for an rv ("col": 2 per 16, "row": 4 per 16)."""
+    """How many scalars each lane holds for an rv ("col": 2 per 16, "row": 4 per 16, "flat": 1 per 32)."""
+    if kind == "flat":
+        return length // 32
     return (length // BASE) * (2 if kind == "col" else 4)
 
 
 def vec_coord(length: int, kind: str, index: int, lane: int) -> int:
     """The vector element held at flat per-lane position `index` by `lane`."""
+    if kind == "flat":
+        c = flat_chunk(length)
+        j, k = divmod(index, c)
+        return (j * 32 + lane) * c + k
     g, t = divmod(lane, 4)
     if kind == "col":
         blk, h = divmod(index, 2)

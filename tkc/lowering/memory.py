@@ -164,8 +164,11 @@ def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False)
 def lane_offset(layout: str, lane: int) -> tuple[int, int]:
     """The lane-dependent part of every fragment coordinate: fragments.py's
     (row, col) of any element is its lane-0 coordinate plus this, (g, 2t) in
-    the row layout and (2t, g) in the col layout (g = lane // 4, t = lane % 4).
-    Splitting it off computes the lane's address once per tile."""
+    the row layout, (2t, g) in the col layout (g = lane // 4, t = lane % 4)
+    and (lane % 16, 8 (lane // 16)) in the wide layout. Splitting it off
+    computes the lane's address once per tile."""
+    if layout == "wide":
+        return lane % 16, 8 * (lane // 16)
     g, t = divmod(lane, 4)
     return (g, 2 * t) if layout == "row" else (2 * t, g)
 
@@ -177,19 +180,25 @@ def _lane_rc(lw, layout: str):
 
 def lane_offset_ir(layout: str, lane):
     """lane_offset on an index Value: emits arith, returns (row, col)."""
+    if layout == "wide":
+        return arith.andi(lane, _idx(15)), arith.shli(arith.shrui(lane, _idx(4)), _idx(3))
     g = arith.shrui(lane, _idx(2))
     t2 = arith.shli(arith.andi(lane, _idx(3)), _idx(1))
     return (g, t2) if layout == "row" else (t2, g)
 
 
-def _pairs(view: RT):
-    """(index, static row, static col, paired) per access of an rt: paired
-    elements (k, k+1 adjacent columns, row layout only) move as one."""
-    n = fragments.tile_elems(view.rows, view.cols)
-    step = 2 if view.layout == "row" else 1
-    for i in range(0, n, step):
+# adjacent columns per run of a lane's elements: pairs (k, k+1) in the row
+# layout, single elements in the col layout, a base tile's 8 in the wide one
+RUN = {"row": 2, "col": 1, "wide": 8}
+
+
+def runs(view: RT):
+    """(index, static row, static col, n) per run of a lane's elements in an
+    rt: elements index .. index+n-1 are adjacent columns, moved together."""
+    n = RUN[view.layout]
+    for i in range(0, fragments.tile_elems(view.rows, view.cols), n):
         r, c = fragments.tile_coord(view.rows, view.cols, view.layout, i, 0)
-        yield i, r, c, step == 2
+        yield i, r, c, n
 
 
 def _gl_to_rt(lw, gl: Global, out: RT, idx):
@@ -197,10 +206,9 @@ def _gl_to_rt(lw, gl: Global, out: RT, idx):
     lr, lc = _lane_rc(lw, out.layout)
     base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
     vals = [None] * fragments.tile_elems(out.rows, out.cols)
-    for i, r, c, paired in _pairs(out):
+    for i, r, c, n in runs(out):
         p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
-        got = _load_n(p, gl.view.dtype, 2 if paired else 1)
-        for k, v in enumerate(got):
+        for k, v in enumerate(_load_n(p, gl.view.dtype, n)):
             vals[i + k] = _convert(v, gl.view.dtype, out.dtype)
     return vals
 
@@ -210,31 +218,50 @@ def _rt_to_gl(lw, gl: Global, x: Frag, idx) -> None:
     origin = _gl_tile_origin(gl, idx, out.rows, out.cols)
     lr, lc = _lane_rc(lw, out.layout)
     base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
-    for i, r, c, paired in _pairs(out):
+    for i, r, c, n in runs(out):
         p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
-        vals = [_convert(x.vals[i + k], out.dtype, gl.view.dtype) for k in range(2 if paired else 1)]
-        _store_n(p, vals, gl.view.dtype)
+        _store_n(p, [_convert(x.vals[i + k], out.dtype, gl.view.dtype) for k in range(n)], gl.view.dtype)
 
 
-def _vec_slots(lw, view: RV):
-    """(flat index, element as an index Value) of every slot of the lane."""
+def vec_runs(view: RV):
+    """(index, static element, n, lane part) per run of a lane's vector slots:
+    "flat" chunks of flat_chunk(L), pairs 2t, 2t+1 of a "row" vector, single
+    slots of a "col" one. The lane part names the lane's offset: lane * c
+    ("flat"), 2t ("row") or g ("col")."""
+    if view.kind == "flat":
+        c = fragments.flat_chunk(view.length)
+        for j in range(view.length // (32 * c)):
+            yield j * c, 32 * c * j, c, "flat"
+        return
+    n = 2 if view.kind == "row" else 1
+    for i in range(0, fragments.vec_elems(view.length, view.kind), n):
+        yield i, fragments.vec_coord(view.length, view.kind, i, 0), n, view.kind
+
+
+def _vec_lane(lw, view: RV):
+    """The lane part of a vector element, as an index Value."""
+    if view.kind == "flat":
+        c = fragments.flat_chunk(view.length)
+        return lw.once(("flat_lane", c), lambda: arith.muli(lw.lane(), _idx(c)))
     g, t2 = _lane_rc(lw, "row")
-    lane_part = g if view.kind == "col" else t2
-    for i in range(fragments.vec_elems(view.length, view.kind)):
-        yield i, _add(lane_part, fragments.vec_coord(view.length, view.kind, i, 0))
+    return g if view.kind == "col" else t2
 
 
 def _gl_to_rv(lw, gl: Global, out: RV, idx):
-    origin = _gl_tile_origin(gl, idx, 1, out.length, vector=True)
-    return [_convert(_load_n(_gl_ptr(gl, _add(origin, e)), gl.view.dtype, 1)[0], gl.view.dtype, out.dtype)
-            for _, e in _vec_slots(lw, out)]
+    origin = _add(_gl_tile_origin(gl, idx, 1, out.length, vector=True), _vec_lane(lw, out))
+    vals = [None] * fragments.vec_elems(out.length, out.kind)
+    for i, e, n, _ in vec_runs(out):
+        for k, v in enumerate(_load_n(_gl_ptr(gl, _add(origin, e)), gl.view.dtype, n)):
+            vals[i + k] = _convert(v, gl.view.dtype, out.dtype)
+    return vals
 
 
 def _rv_to_gl(lw, gl: Global, x: Frag, idx) -> None:
-    origin = _gl_tile_origin(gl, idx, 1, x.view.length, vector=True)
-    for i, e in _vec_slots(lw, x.view):
-        _store_n(_gl_ptr(gl, _add(origin, e)), [_convert(x.vals[i], x.view.dtype, gl.view.dtype)],
-                 gl.view.dtype)
+    v = x.view
+    origin = _add(_gl_tile_origin(gl, idx, 1, v.length, vector=True), _vec_lane(lw, v))
+    for i, e, n, _ in vec_runs(v):
+        _store_n(_gl_ptr(gl, _add(origin, e)),
+                 [_convert(x.vals[i + k], v.dtype, gl.view.dtype) for k in range(n)], gl.view.dtype)
 
 
 # ---------------------------------------------------------------- shared <-> registers
@@ -266,7 +293,7 @@ def ldmatrix_row_col_ir(layout: str, lane):
 
 
 def _uses_ldmatrix(st: ST, rt: RT) -> bool:
-    return itemsize(st.dtype) == 2
+    return itemsize(st.dtype) == 2 and rt.layout != "wide"
 
 
 def _st_to_rt(lw, sh: Shared, out: RT, idx):
@@ -310,12 +337,12 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
 
 
 def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
-    """Per element (or adjacent-column pair) ld/st.shared: the f32 path."""
+    """ld/st.shared per run of adjacent columns (runs): the f32 and wide paths.
+    A run of at most 16 bytes never crosses a swizzle chunk or a panel."""
     st = sh.view
     lr, lc = _lane_rc(lw, view.layout)
     vals = [None] * fragments.tile_elems(view.rows, view.cols)
-    for i, r, c, paired in _pairs(view):
-        n = 2 if paired else 1
+    for i, r, c, n in runs(view):
         row, col = _add(_add(r0, lr), r), _add(_add(c0, lc), c)
         p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
         if store is None:
@@ -328,14 +355,20 @@ def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
 
 def _sv_to_rv(lw, sh: Shared, out: RV):
     e, sv = itemsize(sh.view.dtype), sh.view
-    return [_convert(_load_n(_sh_ptr(lw, sh, _mul(el, e)), sv.dtype, 1)[0], sv.dtype, out.dtype)
-            for _, el in _vec_slots(lw, out)]
+    lane = _vec_lane(lw, out)
+    vals = [None] * fragments.vec_elems(out.length, out.kind)
+    for i, el, n, _ in vec_runs(out):
+        for k, v in enumerate(_load_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)), sv.dtype, n)):
+            vals[i + k] = _convert(v, sv.dtype, out.dtype)
+    return vals
 
 
 def _rv_to_sv(lw, sh: Shared, x: Frag) -> None:
-    e, sv = itemsize(sh.view.dtype), sh.view
-    for i, el in _vec_slots(lw, x.view):
-        _store_n(_sh_ptr(lw, sh, _mul(el, e)), [_convert(x.vals[i], x.view.dtype, sv.dtype)], sv.dtype)
+    e, sv, v = itemsize(sh.view.dtype), sh.view, x.view
+    lane = _vec_lane(lw, v)
+    for i, el, n, _ in vec_runs(v):
+        _store_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)),
+                 [_convert(x.vals[i + k], v.dtype, sv.dtype) for k in range(n)], sv.dtype)
 
 
 def _shared_offset(sh: Shared, row, col):
@@ -369,20 +402,36 @@ def _sh_ptr(lw, sh: Shared, byte_off):
                               ir.IntegerType.get_signless(8), 0)
 
 
+MAX_ACCESS = 16  # bytes: the widest load/store a thread issues (ld.v4.b32)
+
+
+def _pieces(ptr, dtype: str, n: int):
+    """(pointer, first element, count) of the accesses moving n consecutive
+    elements at ptr: as few as possible, each at most 16 bytes and aligned to
+    its size (the caller guarantees ptr is aligned to the first one's)."""
+    m = min(n, MAX_ACCESS // itemsize(dtype))
+    for k in range(0, n, m):
+        p = ptr if k == 0 else llvm.getelementptr(ptr.type, ptr, [], ir.DenseI32ArrayAttr.get([k]),
+                                                   scalar_type(dtype), 0)
+        yield p, k, min(m, n - k)
+
+
 def _load_n(ptr, dtype: str, n: int) -> list:
-    """n consecutive elements at ptr, as one access (aligned to its size)."""
-    el = scalar_type(dtype)
-    if n == 1:
-        return [llvm.load(el, ptr, alignment=itemsize(dtype))]
-    vec = llvm.load(ir.VectorType.get([n], el), ptr, alignment=n * itemsize(dtype))
-    return [llvm.extractelement(vec, _i32(k)) for k in range(n)]
+    """n consecutive elements at ptr, in accesses of up to 16 bytes."""
+    el, out = scalar_type(dtype), []
+    for p, _, m in _pieces(ptr, dtype, n):
+        if m == 1:
+            out.append(llvm.load(el, p, alignment=itemsize(dtype)))
+        else:
+            vec = llvm.load(ir.VectorType.get([m], el), p, alignment=m * itemsize(dtype))
+            out.extend(llvm.extractelement(vec, _i32(k)) for k in range(m))
+    return out
 
 
 def _store_n(ptr, vals: list, dtype: str) -> None:
-    if len(vals) == 1:
-        llvm.store(vals[0], ptr, alignment=itemsize(dtype))
-    else:
-        llvm.store(_pack(vals, dtype), ptr, alignment=len(vals) * itemsize(dtype))
+    for p, k, m in _pieces(ptr, dtype, len(vals)):
+        v = vals[k] if m == 1 else _pack(vals[k:k + m], dtype)
+        llvm.store(v, p, alignment=m * itemsize(dtype))
 
 
 def _pack(vals: list, dtype: str):

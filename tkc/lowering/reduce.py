@@ -10,11 +10,22 @@ replication the rv layouts promise. Arithmetic is in f32.
 
 Broadcasts are shuffle-free: element k of base tile (i, j) meets the rv slot
 of its own row (fragments.row_vec_slot) or column (col_vec_slot).
+
+In the wide layout lane l holds row l % 16 of each 16-row block, 8 columns
+per base tile: a row reduction combines the thread's elements, then lanes
+r and r + 16 (xor 16); the "col" rv it gives (rows g, g+8 on lane 4g + t) is
+then gathered from lanes g and g + 8 (two shfl.idx per 16 rows). A row
+broadcast reads row r = l % 16 from the "col" rv the other way round: slot
+r // 8 of lane 4 (r % 8).
+
+Whole-vector reductions (vec_sum/max/min) combine the lane's slots, then
+the lanes holding distinct elements: all 32 for a flat rv, the quads (xor
+4, 8, 16) for a "col" rv, the lanes of a quad (xor 1, 2) for a "row" one.
 """
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import nvvm
+from mlir.dialects import arith, nvvm
 
 from ..diagnostics import error
 from ..dialect.types import RT, RV
@@ -34,6 +45,16 @@ def shuffle_xor(lw, v: ir.Value, mask: int) -> ir.Value:
                           nvvm.ShflKind.bfly)
 
 
+def shuffle_idx(lw, v: ir.Value, src: ir.Value) -> ir.Value:
+    """The value of v held by lane `src` (an i32 per lane): shfl.sync.idx."""
+    return nvvm.shfl_sync(v.type, lw.const_i32(-1), v, src, lw.const_i32(31), nvvm.ShflKind.idx)
+
+
+def _lane_fn(lw, key: str, fn) -> ir.Value:
+    """fn(lane) on the i32 lane id, computed once per kernel."""
+    return lw.once(("lane_fn", key), lambda: fn(lw.lane_i32(), lw.const_i32))
+
+
 def _tree(fn, vals):
     """Combine vals pairwise (a balanced tree: shorter dependency chains)."""
     while len(vals) > 1:
@@ -43,8 +64,9 @@ def _tree(fn, vals):
 
 
 def _check_reduce(op, x, v, rows: bool):
-    if not isinstance(x.view, RT) or x.view.layout != "row":
-        raise error(op, f"{op.name} needs an rt in row layout, found {op.operands[0].type}")
+    layouts = ("row", "wide") if rows else ("row",)
+    if not isinstance(x.view, RT) or x.view.layout not in layouts:
+        raise error(op, f"{op.name} needs an rt in {' or '.join(layouts)} layout, found {op.operands[0].type}")
     want = RV(v.dtype, x.view.rows if rows else x.view.cols, "col" if rows else "row")
     if v != want:
         raise error(op, f"{op.name} of {x.view.text()} gives {want.text()}, found {v.text()}")
@@ -59,16 +81,34 @@ def _reduce(lw, op, args):
     if init is not None and (not isinstance(init, Frag) or init.view.with_(dtype=v.dtype) != v):
         raise error(op, f"{op.name}: init must be {v.with_(dtype='f32').text()}-shaped, found {op.operands[1].type}")
     fn = BINARY[_REDUCE[op.name]]
-    groups = _row_groups(x.view) if rows else _col_groups(x.view)
+    if x.view.layout == "wide":
+        accs = _wide_rows(lw, x, fn)
+    else:
+        accs = []
+        for members in (_row_groups(x.view) if rows else _col_groups(x.view)):
+            acc = _tree(fn, [to_f32(x.vals[m], x.view.dtype) for m in members])
+            for mask in (QUAD_XORS if rows else COLUMN_XORS):
+                acc = fn(acc, shuffle_xor(lw, acc, mask))
+            accs.append(acc)
     out = []
-    for slot, members in enumerate(groups):
-        acc = _tree(fn, [to_f32(x.vals[m], x.view.dtype) for m in members])
-        for mask in (QUAD_XORS if rows else COLUMN_XORS):
-            acc = fn(acc, shuffle_xor(lw, acc, mask))
+    for slot, acc in enumerate(accs):
         if init is not None:
             acc = fn(to_f32(init.vals[slot], init.view.dtype), acc)
         out.append(from_f32(acc, v.dtype))
     return [Frag(v, out)]
+
+
+def _wide_rows(lw, x: Frag, fn) -> list:
+    """Row reduction of a wide tile, in f32, as the slots of a "col" rv."""
+    t, per_block = x.view, 8 * (x.view.cols // fragments.BASE)
+    srcs = [_lane_fn(lw, f"wide_row_src{h}", lambda lane, c, h=h: arith.addi(arith.shrui(lane, c(2)), c(8 * h)))
+            for h in range(2)]
+    out = []
+    for i in range(t.rows // fragments.BASE):
+        acc = _tree(fn, [to_f32(e, t.dtype) for e in x.vals[i * per_block:(i + 1) * per_block]])
+        acc = fn(acc, shuffle_xor(lw, acc, 16))
+        out.extend(shuffle_idx(lw, acc, src) for src in srcs)
+    return out
 
 
 def _row_groups(t: RT) -> list[list[int]]:
@@ -101,14 +141,46 @@ def _broadcast_slot(t: RT, index: int, rows: bool) -> int:
 def _broadcast(lw, op, args):
     x, vec, out_view = frag_arg(op, args[0]), frag_arg(op, args[1], 1), result_view(op)
     rows = op.name.endswith("_row")
-    if not isinstance(x.view, RT) or x.view.layout != "row" or out_view != x.view:
-        raise error(op, f"{op.name} needs an rt in row layout and gives the same type, "
-                        f"found {op.operands[0].type} -> {op.results[0].type}")
+    layouts = ("row", "wide") if rows else ("row",)
+    if not isinstance(x.view, RT) or x.view.layout not in layouts or out_view != x.view:
+        raise error(op, f"{op.name} needs an rt in {' or '.join(layouts)} layout and gives the same "
+                        f"type, found {op.operands[0].type} -> {op.results[0].type}")
     want = RV(vec.view.dtype, x.view.rows if rows else x.view.cols, "col" if rows else "row")
     if vec.view != want:
         raise error(op, f"{op.name} of {x.view.text()} needs a vector {want.text()}, found {vec.view.text()}")
     fn = BINARY[op.name[3:6]]
     vs = [to_f32(e, vec.view.dtype) for e in vec.vals]
-    out = [from_f32(fn(to_f32(e, x.view.dtype), vs[_broadcast_slot(x.view, n, rows)]), x.view.dtype)
-           for n, e in enumerate(x.vals)]
+    if x.view.layout == "wide":
+        vs, slot = _wide_row_values(lw, vs), lambda n: n // (8 * (x.view.cols // fragments.BASE))
+    else:
+        slot = lambda n: _broadcast_slot(x.view, n, rows)  # noqa: E731
+    out = [from_f32(fn(to_f32(e, x.view.dtype), vs[slot(n)]), x.view.dtype) for n, e in enumerate(x.vals)]
     return [Frag(out_view, out)]
+
+
+def _wide_row_values(lw, vs: list) -> list:
+    """Per 16-row block, the "col" rv's value of the wide lane's row l % 16."""
+    src = _lane_fn(lw, "wide_bcast_src", lambda lane, c: arith.shli(arith.andi(lane, c(7)), c(2)))
+    upper = _lane_fn(lw, "wide_bcast_upper", lambda lane, c: arith.cmpi(
+        arith.CmpIPredicate.ne, arith.andi(lane, c(8)), c(0)))
+    return [arith.select(upper, shuffle_idx(lw, vs[2 * i + 1], src), shuffle_idx(lw, vs[2 * i], src))
+            for i in range(len(vs) // 2)]
+
+
+# ---------------------------------------------------------------- whole-vector reductions
+
+# lanes holding distinct elements of an rv, as butterfly masks
+_VEC_XORS = {"flat": (1, 2, 4, 8, 16), "col": (4, 8, 16), "row": (1, 2)}
+_VEC_REDUCE = {"tk.vec_sum": "add", "tk.vec_max": "max", "tk.vec_min": "min"}
+
+
+@rule(*_VEC_REDUCE)
+def _vec_reduce(lw, op, args):
+    x = frag_arg(op, args[0])
+    if not isinstance(x.view, RV):
+        raise error(op, f"{op.name} reduces an rv, found {op.operands[0].type}")
+    fn = BINARY[_VEC_REDUCE[op.name]]
+    acc = _tree(fn, [to_f32(e, x.view.dtype) for e in x.vals])
+    for mask in _VEC_XORS[x.view.kind]:
+        acc = fn(acc, shuffle_xor(lw, acc, mask))
+    return [acc]

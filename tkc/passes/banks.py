@@ -11,8 +11,8 @@ the way ThunderKittens' appendix counts banks: 1 means conflict-free.
 
 The lane addresses are those of the lowering itself (tkc/lowering/memory.py
 and shared.py): `shared.address` for the swizzled layout, `ldmatrix_row_col`
-for the rows lanes give ldmatrix/stmatrix, `lane_offset` and `_pairs` for
-the f32 element path, the 16-byte chunk rule of group copies, and
+for the rows lanes give ldmatrix/stmatrix, `lane_offset` and `runs` for
+the f32 and wide element paths, the 16-byte chunk rule of group copies, and
 fragments.py's vector slots. So the report describes the code that runs.
 
 A tile's subtile coordinates are runtime values, so a pattern's degree is
@@ -23,8 +23,10 @@ Patterns (`Access.pattern`):
   "stmatrix"    tk.store rt -> st, 16-bit st (.trans for col)
   "f32 pair"    tk.load/tk.store of an rt with an f32 st: 8-byte pairs in the
                 row layout, single 4-byte elements in the col layout
+  "wide access" tk.load/tk.store of a wide-layout rt with an st: a lane's 8
+                adjacent columns, in accesses of up to 16 bytes
   "group copy"  tk.group_load/group_store: 16 bytes a thread
-  "vector"      tk.load/tk.store of an rv with an sv, one element a lane
+  "vector"      tk.load/tk.store of an rv with an sv, a run of slots a lane
 
 The core (`degree`, `phases`) is pure Python: it needs no MLIR context (the
 lowering helpers it imports are only loaded when called). `report` walks a
@@ -94,7 +96,7 @@ def degree(access: Access) -> int:
 
 def phases(access: Access) -> Iterator[tuple[list[int], int]]:
     """Every phase of the pattern as (lanes' byte addresses, access width)."""
-    gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "f32 pair": _elements,
+    gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "f32 pair": _elements, "wide access": _elements,
            "group copy": _group, "vector": _vector}[access.pattern]
     for addrs, width in gen(access):
         n = lanes_per_phase(width)
@@ -125,18 +127,25 @@ def _matrix(a: Access):
                 yield [address(st, r0 + bi + lr, c0 + bj + lc) for lr, lc in lanes], 16
 
 
+def _pieces(addrs: list[int], e: int, n: int):
+    """A run of n elements of e bytes per lane, as the lowering's accesses of
+    at most 16 bytes (memory.py's _pieces)."""
+    m = min(n, 16 // e)
+    for k in range(0, n, m):
+        yield [x + k * e for x in addrs], min(m, n - k) * e
+
+
 def _elements(a: Access):
-    """The f32 path (_st_elems): per access, lane l moves the element(s) at
-    its fragment coordinate; pairs of adjacent columns as one 8-byte access."""
-    from ..lowering.memory import _pairs, lane_offset
+    """The f32 and wide paths (_st_elems): lane l moves each run of adjacent
+    columns at its fragment coordinate (runs), in pieces of up to 16 bytes."""
+    from ..lowering.memory import lane_offset, runs
     from ..lowering.shared import address
     st, rt = a.shared, a.reg
     e = itemsize(st.dtype)
     lanes = [lane_offset(rt.layout, lane) for lane in range(32)]
     for r0, c0 in _subtiles(st, rt):
-        for _, r, c, paired in _pairs(rt):
-            yield ([address(st, r0 + lr + r, c0 + lc + c) for lr, lc in lanes],
-                   e * (2 if paired else 1))
+        for _, r, c, n in runs(rt):
+            yield from _pieces([address(st, r0 + lr + r, c0 + lc + c) for lr, lc in lanes], e, n)
 
 
 def group_chunk(chunk: int, per_row: int, e: int) -> tuple[int, int]:
@@ -164,12 +173,13 @@ def _group(a: Access):
 
 
 def _vector(a: Access):
-    """sv <-> rv: lane l moves each of its vector slots, one element each."""
+    """sv <-> rv: lane l moves each run of its vector slots (vec_runs)."""
     from ..lowering import fragments
+    from ..lowering.memory import vec_runs
     sv, rv = a.shared, a.reg
     e = itemsize(sv.dtype)
-    for i in range(fragments.vec_elems(rv.length, rv.kind)):
-        yield [fragments.vec_coord(rv.length, rv.kind, i, lane) * e for lane in range(32)], e
+    for i, _, n, _ in vec_runs(rv):
+        yield from _pieces([fragments.vec_coord(rv.length, rv.kind, i, lane) * e for lane in range(32)], e, n)
 
 
 # ---------------------------------------------------------------- ops -> accesses
@@ -195,6 +205,8 @@ def _transfer(matrix: str, sh, reg) -> Access | None:
     if isinstance(sh, ST) and isinstance(reg, RT):
         if not _tiles(sh, reg):
             return None
+        if reg.layout == "wide":
+            return Access("wide access", sh, reg)
         return Access(matrix if itemsize(sh.dtype) == 2 else "f32 pair", sh, reg)
     if isinstance(sh, SV) and isinstance(reg, RV) and sh.length == reg.length:
         return Access("vector", sh, reg)

@@ -96,6 +96,8 @@ def _check_type(t, what: str):
     elif isinstance(v, (RV, SV)):
         if not _tile_dim(v.length):
             yield f"{what}: {short(t)}: length must be a positive multiple of 16"
+        elif isinstance(v, RV) and v.kind == "flat" and v.length % 32:
+            yield f"{what}: {short(t)}: a flat rv's length must be a multiple of 32 (one chunk per lane)"
     elif isinstance(v, GL):
         if any(d <= 0 and d != DYN for d in v.dims):
             yield f"{what}: {short(t)}: gl dims must be positive, or -1 for a runtime dim"
@@ -268,10 +270,12 @@ def _check_op(op, kernel):
     if name in INITS or name == "fill":
         return _check_init(name, outs[0])
     if name in UNARY:
-        return _check_unary(name, ins[0], outs[0])
+        return _check_unary(name, ins[0], outs[0], [op.operands[0].type, op.results[0].type])
     if name in BINARY:
         return _check_binary(name, ins[0], ins[1], op.operands[1].type, outs[0])
     if name == "fma":
+        if _scalar_math([*(v.type for v in op.operands), op.results[0].type]):
+            return ()
         return _check_fma(ins, [v.type for v in op.operands], outs[0])
     if name in REDUCE:
         return _check_reduce(name, ins[0], ins[1] if len(ins) > 1 else None, outs[0])
@@ -297,9 +301,16 @@ def _check_init(name, out):
     yield from _need(name, "result", out, (RT, RV), "an rt or rv")
 
 
-def _check_unary(name, x, out):
+def _scalar_math(types) -> bool:
+    """Every operand and the result an f32 scalar: math on scalars."""
+    return all(str(t) == "f32" for t in types)
+
+
+def _check_unary(name, x, out, types=()):
+    if name != "copy" and _scalar_math(types):
+        return
     if not isinstance(x, (RT, RV)):
-        yield from _need(name, "operand", x, (RT, RV), "an rt or rv")
+        yield from _need(name, "operand", x, (RT, RV), "an rt or rv" if name == "copy" else "an rt, rv or f32 scalar")
         return
     if name == "copy":
         if not (type(out) is type(x) and out.with_(dtype=x.dtype) == x):
@@ -332,12 +343,21 @@ def _check_fma(ins, types, out):
         yield f"fma: result type must equal x's type {_desc(x)}, got {_desc(out)}"
 
 
+# Reductions and broadcasts along rows run on the row and wide layouts; along
+# columns on the row layout only (v1).
+ALONG_LAYOUTS = {True: ("row", "wide"), False: ("row",)}
+
+
+def _along_layout(name, x, rows: bool):
+    if x.layout not in ALONG_LAYOUTS[rows]:
+        yield f"{name}: x must be an rt in {' or '.join(ALONG_LAYOUTS[rows])} layout, got {_desc(x)}"
+
+
 def _check_reduce(name, x, init, out):
     rows = name.startswith("row")
     if not isinstance(x, RT):
         return
-    if x.layout != "row":
-        yield f"{name}: x must be a row-layout rt (v1), got {_desc(x)}"
+    yield from _along_layout(name, x, rows)
     kind, length = ("col", x.rows) if rows else ("row", x.cols)
     if not (isinstance(out, RV) and out.kind == kind and out.length == length):
         yield (f"{name}: result must be a {kind!r} rv of length {length} "
@@ -350,8 +370,7 @@ def _check_broadcast(name, x, v, out):
     if not isinstance(x, RT):
         return
     rows = name.endswith("_row")
-    if x.layout != "row":
-        yield f"{name}: x must be a row-layout rt (v1), got {_desc(x)}"
+    yield from _along_layout(name, x, rows)
     kind, length = ("col", x.rows) if rows else ("row", x.cols)
     if not (isinstance(v, RV) and v.kind == kind and v.length == length):
         yield (f"{name}: v must be a {kind!r} rv of length {length} "
@@ -396,13 +415,18 @@ def _check_mma(name, a, b, c, d):
 
 def _check_swap_layout(op, name, ins, outs, kernel):
     x, out = ins[0], outs[0]
-    if isinstance(x, RT) and out != x.with_(layout="col" if x.layout == "row" else "row"):
+    if isinstance(x, RT) and "wide" in (x.layout, getattr(out, "layout", None)):
+        yield (f"swap_layout: a wide rt does not change layout in registers ({_desc(x)} -> "
+               f"{_desc(out)}): store it to shared memory and load it in the layout you need")
+    elif isinstance(x, RT) and out != x.with_(layout="col" if x.layout == "row" else "row"):
         yield f"swap_layout: result must be {_desc(x)} in the other layout, got {_desc(out)}"
 
 
 def _check_transpose(op, name, ins, outs, kernel):
     x, out = ins[0], outs[0]
-    if isinstance(x, RT) and out != x.with_(rows=x.cols, cols=x.rows):
+    if isinstance(x, RT) and x.layout == "wide":
+        yield f"transpose: needs a row or col layout rt, got {_desc(x)}"
+    elif isinstance(x, RT) and out != x.with_(rows=x.cols, cols=x.rows):
         want = x.with_(rows=x.cols, cols=x.rows)
         yield f"transpose: result must be {_desc(want)} (shape swapped, same layout), got {_desc(out)}"
 

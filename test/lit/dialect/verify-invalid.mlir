@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 70
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 75
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -56,8 +56,8 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   // ---- unary
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: exp: result type must equal the operand's, rt<f32, 16, 32, row> -> rt<bf16, 16, 32, row>
   %e = "tk.exp"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: neg: operand must be an rt or rv, got a non-tk value
-  %ng = "tk.neg"(%s) : (f32) -> f32
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: neg: operand must be an rt, rv or f32 scalar, got a non-tk value
+  %ng = "tk.neg"(%n) : (i32) -> i32
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: copy: result may differ from the operand only in dtype
   %cp = "tk.copy"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 16 : i64, 32 : i64, "col">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: copy: result may differ from the operand only in dtype
@@ -73,7 +73,7 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %a4 = "tk.sub"(%s, %s) : (f32, f32) -> f32
   // ---- reductions
   %vb = "tk.zero"() : () -> !tk.rv<bf16, 16 : i64, "col">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_max: x must be a row-layout rt (v1), got rt<f32, 16, 32, col>
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_max: x must be an rt in row or wide layout, got rt<f32, 16, 32, col>
   %r1 = "tk.row_max"(%xc) : (!tk.rt<f32, 16 : i64, 32 : i64, "col">) -> !tk.rv<f32, 16 : i64, "col">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_sum: result must be a 'col' rv of length 16 (one per tile row), got rv<f32, 16, row>
   %r2 = "tk.row_sum"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rv<f32, 16 : i64, "row">
@@ -82,7 +82,7 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_max: init must have the result's type rv<f32, 16, col>, got rv<bf16, 16, col>
   %r4 = "tk.row_max"(%x, %vb) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, !tk.rv<bf16, 16 : i64, "col">) -> !tk.rv<f32, 16 : i64, "col">
   // ---- broadcasts
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sub_row: x must be a row-layout rt (v1), got rt<f32, 16, 32, col>
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sub_row: x must be an rt in row or wide layout, got rt<f32, 16, 32, col>
   %b1 = "tk.sub_row"(%xc, %v) : (!tk.rt<f32, 16 : i64, 32 : i64, "col">, !tk.rv<f32, 16 : i64, "col">) -> !tk.rt<f32, 16 : i64, 32 : i64, "col">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: mul_col: v must be a 'row' rv of length 32 (one per tile column), got rv<f32, 16, col>
   %b2 = "tk.mul_col"(%x, %v) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, !tk.rv<f32, 16 : i64, "col">) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">
@@ -125,6 +125,19 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %sw = "tk.swap_layout"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: transpose: result must be rt<f32, 32, 16, row> (shape swapped, same layout), got rt<f32, 32, 16, col>
   %tr = "tk.transpose"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<f32, 32 : i64, 16 : i64, "col">
+  // ---- the wide layout and flat vectors
+  %wd = "tk.zero"() : () -> !tk.rt<bf16, 16 : i64, 64 : i64, "wide">
+  %acc16 = "tk.zero"() : () -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: swap_layout: a wide rt does not change layout in registers (rt<bf16, 16, 64, wide> -> rt<bf16, 16, 64, row>): store it to shared memory and load it in the layout you need
+  %sww = "tk.swap_layout"(%wd) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: transpose: needs a row or col layout rt, got rt<bf16, 16, 64, wide>
+  %trw = "tk.transpose"(%wd) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">) -> !tk.rt<bf16, 64 : i64, 16 : i64, "wide">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: col_sum: x must be an rt in row layout, got rt<bf16, 16, 64, wide>
+  %csw = "tk.col_sum"(%wd) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">) -> !tk.rv<bf16, 64 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: mma_abt: a must be a row-layout rt, got rt<bf16, 16, 64, wide>
+  %mw = "tk.mma_abt"(%wd, %a, %acc16) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, !tk.rt<f32, 16 : i64, 16 : i64, "row">) -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: zero: result: rv<f32, 48, flat>: a flat rv's length must be a multiple of 32 (one chunk per lane)
+  %fl48 = "tk.zero"() : () -> !tk.rv<f32, 48 : i64, "flat">
   // ---- load / store
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: source must be a gl, st or sv, got rt<f32, 16, 32, row>
   %l1 = "tk.load"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">

@@ -1,8 +1,10 @@
 // Row reductions: per-thread combine, then shfl.sync.bfly xor 1 and 2 across
 // the quad (two rows g, g+8 per thread: 4 shuffles); column reductions: xor 4, 8, 16
 // across the quads (4 columns per thread per 16: 12). Broadcasts need no shuffle.
-// RUN: tkc %s --emit=nvvm | FileCheck %s --check-prefix=NVVM
-// RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
+// The row layout as written (tk-verify only: the default pipeline would make
+// these tiles wide, see wide.mlir).
+// RUN: tkc %s --pass-pipeline=tk-verify --emit=nvvm | FileCheck %s --check-prefix=NVVM
+// RUN: tkc %s --pass-pipeline=tk-verify --emit=ptx | FileCheck %s --check-prefix=PTX
 
 // NVVM-LABEL: llvm.func @row_max_sub_row
 // NVVM-COUNT-4: nvvm.shfl.sync bfly {{.*}} : f32 -> f32

@@ -13,7 +13,7 @@
 // An f32 operand: retyped like any other, still reported for its dtype.
 // CHECK: k.py:5:3: error: mma_ab: b must be bf16 or f16, got rt<f32, 16, 16, col>
 // Only mma operands are legalised: a col tile broadcast over is reported.
-// CHECK: k.py:8:3: error: sub_row: x must be a row-layout rt (v1), got rt<f32, 16, 16, col>
+// CHECK: k.py:8:3: error: sub_row: x must be an rt in row or wide layout, got rt<f32, 16, 16, col>
 func.func @bad(%g: !g) attributes {tk.kernel} {
   %c0 = arith.constant 0 : index
   %a = "tk.load"(%g, %c0, %c0, %c0, %c0) : (!g, index, index, index, index) -> !brow
