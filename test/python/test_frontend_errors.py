@@ -225,3 +225,40 @@ def test_error_inside_tkc_stays_an_internal_error(monkeypatch):
         tkc.sync()
     with pytest.raises(TypeError, match="itemsize"):
         k.trace()
+
+
+def test_wide_tiles_refuse_what_needs_the_fragment_layout():
+    from tkc.ops import col_sum, swap_layout
+
+    @tkc.kernel
+    def mma(a: gl(bf16, 1, 1, 16, 16)):
+        x = load(rt(bf16, 16, 16, "wide"), a, (0, 0, 0, 0))
+        mma_ABt(x, x, zero(rt(f32, 16, 16)))  # @wide-mma
+    _fails(mma, "wide-mma", "mma_ABt", "wide layout is for memory")
+
+    @tkc.kernel
+    def swap(a: G):
+        swap_layout(load(rt(f32, 16, 32, "wide"), a, (0, 0, 0, 0)))  # @wide-swap
+    _fails(swap, "wide-swap", "swap_layout", "store it to shared memory")
+
+    @tkc.kernel
+    def cols(a: G):
+        col_sum(load(rt(f32, 16, 32, "wide"), a, (0, 0, 0, 0)))  # @wide-cols
+    _fails(cols, "wide-cols", "col_sum", "row layout")
+
+
+def test_vector_sum_needs_a_vector():
+    from tkc.ops import sum
+
+    @tkc.kernel
+    def k(a: G):
+        sum(load(rt(f32, 16, 32), a, (0, 0, 0, 0)))  # @sum-tile
+    _fails(k, "sum-tile", "sum", "register vector (rv)")
+    assert sum([1, 2, 3]) == 6  # Python's sum otherwise
+
+
+def test_flat_vector_length_must_be_a_multiple_of_32():
+    @tkc.kernel
+    def k(a: gl(f32, 1, 1, 1, 48)):
+        load(rv(f32, 48, "flat"), a, (0, 0, 0, 0))  # @flat-48
+    _fails(k, "flat-48", "flat rv", "multiple of 32")

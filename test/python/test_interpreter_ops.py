@@ -386,3 +386,34 @@ def test_math_functions_against_float64():
             d * d + 1, np.full_like(d, 1 / 3)]
     for i, w in enumerate(want):
         np.testing.assert_allclose(o[i], w.astype(np.float32), rtol=2e-7, err_msg=str(i))
+
+
+# ---- whole-vector reductions and math on scalars
+
+@pytest.mark.parametrize("kind", ["col", "row", "flat"])
+@pytest.mark.parametrize("op,ref", [("vec_sum", np.sum), ("vec_max", np.max), ("vec_min", np.min)])
+def test_vector_reductions(kind, op, ref):
+    g, go, v, r = GL("f32", 1, 1, 1, 64), GL("f32", 1, 1, 16, 16), RV("f32", 64, kind), RT("f32", 16, 16)
+    m = kernel([("a", "!g"), ("o", "!go")], [
+        load("x", "a", "g", "v"),
+        f'%s = "tk.{op}"(%x) : (!v) -> f32',
+        '%t = "tk.fill"(%s) : (f32) -> !r', store("o", "t", "go", "r"),
+    ], {"g": g.text(), "go": go.text(), "v": v.text(), "r": r.text()})
+    a, o = rand(1, 64), np.zeros((16, 16), np.float32)
+    run(m, [a, o])
+    np.testing.assert_allclose(o, np.full_like(o, ref(a)), rtol=1e-6)
+
+
+def test_math_on_scalars_against_float64():
+    g, r = GL("f32", 1, 1, 16, 16), RT("f32", 16, 16)
+    m = kernel([("s", "f32"), ("o", "!g")], [
+        '%q = "tk.rsqrt"(%s) : (f32) -> f32', '%e = "tk.erf"(%q) : (f32) -> f32',
+        '%f = "tk.fma"(%e, %s, %q) : (f32, f32, f32) -> f32',
+        '%t = "tk.fill"(%f) : (f32) -> !r', store("o", "t", "g", "r"),
+    ], {"g": g.text(), "r": r.text()})
+    o = np.zeros((16, 16), np.float32)
+    run(m, [np.float32(2.5), o])
+    q = np.float32(1 / math.sqrt(np.float64(np.float32(2.5))))
+    e = np.float32(math.erf(np.float64(q)))
+    want = np.float32(np.float64(e) * np.float64(np.float32(2.5)) + np.float64(q))
+    np.testing.assert_array_equal(o, np.full_like(o, want))

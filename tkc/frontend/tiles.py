@@ -149,9 +149,12 @@ def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
 
 
 def rv(dtype, length: int, kind: str = "col") -> Reg:
-    """An unassigned register vector handle; kind "col" = one value per tile row."""
-    return Reg(RV(tile_dtype(dtype), _extent(length, "rv length"),
-                  _choice(kind, VEC_KINDS, "rv kind")))
+    """An unassigned register vector handle; kind "col" = one value per tile
+    row, "row" = one per tile column, "flat" = a vector on its own (L/32 a lane)."""
+    view = RV(tile_dtype(dtype), _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
+    if kind == "flat" and length % 32:
+        raise fail(f"a flat rv's length must be a multiple of 32 (one chunk per lane), got {length}")
+    return Reg(view)
 
 
 # ------------------------------------------------------------ shared handles

@@ -1,6 +1,6 @@
 """tk-layout-selection: shared-tile swizzles, register-tile layouts, bank report.
 
-Three decisions, in this order (each needs the one before):
+Four decisions, in this order (each needs the one before):
 
 1. Swizzles. Every shared tile left "auto" gets the paper's rule
    (docs/tile-ir.md, "Shared tile memory layout"): the widest swizzle of
@@ -34,7 +34,11 @@ Three decisions, in this order (each needs the one before):
    Malformed IR (classes mixing layouts, two hard layouts) is left alone
    for tk-verify to report, so this pass may run before it.
 
-3. Bank conflicts (banks.py): every shared access's conflict degree is
+3. Wide tiles (choose_wide): a row class that moves through global memory
+   and needs nothing of the fragment layout becomes "wide" (16-byte
+   accesses a lane); see choose_wide for the rule.
+
+4. Bank conflicts (banks.py): every shared access's conflict degree is
    computed from the decided layouts; degrees above 1-way are warned on
    stderr as `file:line:col: warning: N-way shared-memory bank conflicts:
    ldmatrix of st<bf16, 64, 64, "none">`. `tk-bank-report` remarks every
@@ -58,7 +62,8 @@ OTHER = {"row": "col", "col": "row"}
 
 @register("tk-layout-selection",
           "choose each auto shared tile's swizzle (widest of 128b/64b/32b dividing its row), "
-          "legal mma operand layouts (retype or one swap_layout); warn on bank conflicts")
+          "legal mma operand layouts (retype or one swap_layout), wide tiles for global "
+          "memory; warn on bank conflicts")
 def run(module_op) -> None:
     choose_swizzles(module_op)
     legalize_mma_layouts(module_op)
