@@ -206,6 +206,10 @@ def _pure(op, ins):
         return -ins[0]
     if name in ("arith.extf", "arith.index_cast", "arith.index_castui"):
         return ins[0]
+    if name in ("arith.uitofp", "arith.sitofp"):
+        return np.asarray(ins[0]).astype(np.float32)
+    if name == "arith.fptosi":
+        return np.trunc(ins[0]).astype(np.int64)
     if name == "arith.truncf":
         return round_to(ins[0], _dtype_of(rt))
     if name == "arith.cmpi":
@@ -215,7 +219,8 @@ def _pure(op, ins):
                 9: np.greater_equal}[pred](ins[0], ins[1])
     if name == "arith.cmpf":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
-        return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal}[pred](ins[0], ins[1])
+        return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal,
+                13: np.not_equal}[pred](ins[0], ins[1])
     if name == "arith.select":
         c = ins[0].reshape((32,) + (1,) * (np.ndim(ins[1]) - 1))
         return np.where(c, ins[1], ins[2])

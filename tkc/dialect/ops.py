@@ -15,6 +15,7 @@ UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
 VEC_REDUCE = ("vec_sum", "vec_max", "vec_min")
+CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
              "add_col", "sub_col", "mul_col", "div_col")
 MMA = ("mma_ab", "mma_abt", "mma_atb", "mma_atbt")
@@ -85,6 +86,17 @@ def reduce(name: str, x, t=None, init=None, loc=None):
             rt = view(x.type)
             t = rt.col_vec() if name.startswith("row") else rt.row_vec()
     return _one(name, t, [x] + ([init] if init is not None else []), loc=loc)
+
+
+def iota(t, axis: int, loc=None):
+    """Each element's index along axis (0: row, 1: column; 0 for an rv)."""
+    return _one("iota", t, [], {"axis": axis}, loc=loc)
+
+
+def where(cmp: str, a, b, x, y, t, loc=None):
+    """x where `a cmp b`, else y, elementwise; t is the result type."""
+    assert cmp in CMPS, cmp
+    return _one("where", t, [a, b, x, y], {"cmp": cmp}, loc=loc)
 
 
 def vec_reduce(name: str, x, loc=None):

@@ -293,6 +293,33 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
+  // ---- masks: iota gives each element its index along `axis` (0: row,
+  // 1: column of an rt; 0 for an rv); where picks x where `a cmp b`, else y
+  // (a, b, x, y: tiles of the result's shape, or f32 scalars).
+  irdl.operation @iota {
+    %n = irdl.base "#builtin.integer"
+    %t = irdl.any
+    irdl.attributes { "axis" = %n }
+    irdl.results(out: %t)
+  }
+  irdl.operation @where {
+    %a = irdl.any
+    %b = irdl.any
+    %x = irdl.any
+    %y = irdl.any
+    %lt = irdl.is "lt"
+    %le = irdl.is "le"
+    %gt = irdl.is "gt"
+    %ge = irdl.is "ge"
+    %eq = irdl.is "eq"
+    %ne = irdl.is "ne"
+    %cmp = irdl.any_of(%lt, %le, %gt, %ge, %eq, %ne)
+    %t = irdl.any
+    irdl.attributes { "cmp" = %cmp }
+    irdl.operands(a: %a, b: %b, x: %x, y: %y)
+    irdl.results(out: %t)
+  }
+
   // ---- whole-vector reductions: rv -> f32 (every lane holds the result)
   irdl.operation @vec_sum {
     %x = irdl.base @tk::@rv

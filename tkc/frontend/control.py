@@ -209,6 +209,10 @@ class if_:
     """`with tkc.if_(cond):` ... [`with tkc.else_():` ...]: an scf.if."""
 
     def __init__(self, cond):
+        from .ops import Mask
+        if isinstance(cond, Mask):
+            raise fail("tkc.if_ takes a scalar condition; a tile comparison is a mask, one "
+                       "truth value per element: use where(mask, x, y)")
         if not isinstance(cond, (Bool, bool)):
             raise fail(f"tkc.if_ takes a comparison of traced values (e.g. warpid() == 0) or a "
                        f"bool, got {type(cond).__name__}")

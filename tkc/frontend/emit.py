@@ -56,6 +56,16 @@ def index_cast(v):
     return arith.index_cast(ir.IndexType.get(), v)
 
 
+def index_to_f32(v):
+    """index -> i64 -> f32 (signed; exact below 2^24)."""
+    return arith.sitofp(ir.F32Type.get(), arith.index_cast(ir.IntegerType.get_signless(64), v))
+
+
+def f32_to_index(v):
+    """f32 -> i64 (toward zero) -> index."""
+    return arith.index_cast(ir.IndexType.get(), arith.fptosi(ir.IntegerType.get_signless(64), v))
+
+
 def move_ops(src_block, dst_block) -> None:
     """Move every op of src_block to the end of dst_block, in order."""
     for op in list(src_block.operations):

@@ -10,13 +10,14 @@ a new handle; the forms are told apart by argument count or type:
     row_max(dst, src[, acc])  row_max(src, init=None)
                               sum(v), max(v), min(v)   a whole vector -> f32
                               rsqrt(x), fma(x, y, z)   math on f32 scalars too
+    where(t < 0.5, t, 0.0)    where(lt(a, b) & (c >= 1), x, y)     masks (no bool tiles)
     sub_row(dst, src, vec)    sub_row(src, vec)
     mma_ABt(d, a, b, c)       mma_ABt(a, b, c)
     swap_layout(dst, src)     swap_layout(src)     (also transpose)
     copy(dst, src)            src.to(dtype)
 
-Initialisers zero/ones/neg_infty/pos_infty/fill(dst[, value]) always take the
-destination. Memory ops: load(dst, src, coords), store(dst, src, coords),
+Initialisers zero/ones/neg_infty/pos_infty/fill(dst[, value])/iota(dst, axis)
+always take the destination. Memory ops: load(dst, src, coords), store(dst, src, coords),
 group_load(st, gl, coords, warps=N), group_store(gl, st, coords, warps=N).
 
 Types are checked here where it is cheap, so mistakes point at the author's
@@ -33,10 +34,11 @@ from .trace import current, emitting, fail
 from .values import F32, as_f32, as_index
 
 __all__ = [
-    "zero", "ones", "neg_infty", "pos_infty", "fill",
+    "zero", "ones", "neg_infty", "pos_infty", "fill", "iota",
     "copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
     "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
     "add", "sub", "mul", "div", "max", "min", "sum",
+    "lt", "le", "gt", "ge", "eq", "ne", "where",
     "row_max", "row_sum", "col_max", "col_sum",
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
@@ -100,6 +102,17 @@ def fill(dst: Reg, value) -> Reg:
     _reg(dst, "fill", "destination")
     v = as_f32(value, "fill value")
     return _result("fill", dst, dst.view, lambda: tk.fill(dst.view.mlir(), v.ir()))
+
+
+def iota(dst: Reg, axis: int = 0) -> Reg:
+    """Each element's index along axis: the row (0) or column (1) of a tile,
+    the position (0) in a vector; returns dst. Offset it with +, e.g.
+    iota(rt(f32, 64, 64), 1) + k * 64 for global column numbers."""
+    _reg(dst, "iota", "destination")
+    axes = (0, 1) if dst.is_tile else (0,)
+    if isinstance(axis, bool) or axis not in axes:
+        raise fail(f"iota: axis must be {' or '.join(map(str, axes))} for {_name(dst)}, got {axis!r}")
+    return _result("iota", dst, dst.view, lambda: tk.iota(dst.view.mlir(), axis))
 
 
 # ------------------------------------------------------------ unary maps
@@ -223,6 +236,82 @@ def sum(*args, **kw):
     if kw or len(args) != 1 or not isinstance(args[0], Reg):
         return builtins.sum(*args, **kw)
     return _vec_reduce("sum", args[0])
+
+
+# ------------------------------------------------------------ masks
+
+class Mask:
+    """A comparison of tiles (or a tile and a scalar), for where(): there are
+    no boolean tiles, each where folds its mask into per-element selects.
+    Masks combine with & | ~ (nested selects)."""
+
+    def __init__(self, op: str, *parts):
+        self.op, self.parts = op, parts
+
+    def __and__(self, o):
+        return Mask("and", self, _mask(o, "&"))
+
+    def __or__(self, o):
+        return Mask("or", self, _mask(o, "|"))
+
+    def __invert__(self):
+        return Mask("not", self)
+
+    def __bool__(self):
+        raise fail("a tile comparison has no Python truth value: use where(mask, x, y)")
+
+    def select(self, x, y):
+        if self.op == "and":
+            return self.parts[0].select(self.parts[1].select(x, y), y)
+        if self.op == "or":
+            return self.parts[0].select(x, self.parts[1].select(x, y))
+        if self.op == "not":
+            return self.parts[0].select(y, x)
+        a, b = self.parts
+        tiles = [v for v in (x, y, a, b) if isinstance(v, Reg)]
+        view = x.view if isinstance(x, Reg) else y.view if isinstance(y, Reg) else tiles[0].view.with_(dtype="f32")
+        for v, what in ((a, "a"), (b, "b"), (x, "x"), (y, "y")):
+            if isinstance(v, Reg) and v.view.with_(dtype=view.dtype) != view:
+                raise fail(f"where: {_name(v)} does not match {Reg(view).describe()} "
+                           "(every tile of a where has one shape and layout)")
+            if isinstance(v, Reg) and what in "xy" and v.view != view:
+                raise fail(f"where: x and y must have one type, got {_name(x)} and {_name(y)}")
+        get = [(v.value if isinstance(v, Reg) else as_f32(v, f"where's {what}").ir)
+               for v, what in ((a, "a"), (b, "b"), (x, "x"), (y, "y"))]
+        return _result("where", None, view, lambda: tk.where(self.op, *(g() for g in get), view.mlir()))
+
+
+def _mask(m, op: str) -> Mask:
+    if not isinstance(m, Mask):
+        raise fail(f"{op} combines masks (tile comparisons), got {type(m).__name__}")
+    return m
+
+
+def _compare(cmp: str):
+    def op(a, b) -> Mask:
+        if not builtins.any(isinstance(v, Reg) for v in (a, b)):
+            raise fail(f"{cmp} compares tiles (or a tile and a scalar): for scalars use {cmp!r} "
+                       "operators, which give a condition for tkc.if_")
+        for v in (a, b):
+            if not isinstance(v, Reg):
+                as_f32(v, f"{cmp}'s operand")
+        return Mask(cmp, a, b)
+    op.__name__ = cmp
+    op.__doc__ = f"The mask a {cmp} b, elementwise (a or b may be a scalar), for where()."
+    return op
+
+
+lt, le, gt, ge, eq, ne = (_compare(c) for c in tk.CMPS)
+
+
+def where(mask: Mask, x, y) -> Reg:
+    """x where mask holds, else y, elementwise (torch.where); x and y are tiles
+    of one type or scalars. The result has x's (or y's) type; with two scalars,
+    the compared tiles' shape in f32."""
+    if not isinstance(mask, Mask):
+        raise fail(f"where's first argument is a mask (a tile comparison such as t < 0.5 or "
+                   f"lt(a, b)), got {_name(mask)}")
+    return mask.select(x, y)
 
 
 # ------------------------------------------------------------ reductions

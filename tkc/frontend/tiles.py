@@ -133,6 +133,23 @@ class Reg(Traced):
         from . import ops
         return ops.div(self, o)
 
+    # -- comparisons: masks for where() (== and != stay identity: use ops.eq / ops.ne)
+    def __lt__(self, o):
+        from . import ops
+        return ops.lt(self, o)
+
+    def __le__(self, o):
+        from . import ops
+        return ops.le(self, o)
+
+    def __gt__(self, o):
+        from . import ops
+        return ops.gt(self, o)
+
+    def __ge__(self, o):
+        from . import ops
+        return ops.ge(self, o)
+
     def __rtruediv__(self, o):
         from . import ops
         return ops.div(ops.fill(Reg(self.view), o), self)

@@ -172,10 +172,27 @@ class Index(Scalar):
         return out
 
     def __truediv__(self, o):
-        raise fail("index values divide with `//` (true division `/` is for f32 values)")
+        raise fail("index values divide with `//` (true division `/` is for f32 values: "
+                   "convert with .to(tkc.f32) first)")
 
     def __neg__(self):
         return Index(const=0) - self
+
+    def _binary(self, other, pyop, emit_name, reverse=False):
+        if isinstance(other, (float, F32)) and emit_name in ("add", "sub", "mul"):
+            return F32.wrap(self)._binary(other, pyop, emit_name, reverse)  # index op f32 is f32
+        return super()._binary(other, pyop, emit_name, reverse)
+
+    def to(self, dtype) -> "F32":
+        """This index as an f32 scalar (exact below 2^24): i.to(tkc.f32)."""
+        if dtype != "f32":
+            raise fail(f"an index value converts to f32 (tkc.f32), not {dtype!r}")
+        if self._v is None:
+            return F32(const=float(self.const))
+        from . import emit
+        v = self.ir()
+        with emitting():
+            return F32(emit.index_to_f32(v))
 
     def min(self, o):
         return self._binary(o, min, "min")
@@ -204,12 +221,25 @@ class F32(Scalar):
     def wrap(cls, x):
         if isinstance(x, F32):
             return x
+        if isinstance(x, Index):
+            return x.to("f32")  # an index where an f32 is wanted converts (like int -> float)
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             return NotImplemented
         return F32(const=float(x))
 
     def __neg__(self):
         return F32(const=-0.0) - self if self.const is None else F32(const=-self.const)
+
+    def to(self, dtype) -> "Index":
+        """This value as an index, rounded toward zero (like Python's int()): x.to(tkc.i32)."""
+        if dtype != "i32":
+            raise fail(f"an f32 value converts to an index with tkc.i32, not {dtype!r}")
+        if self._v is None:
+            return Index(const=int(self.const))
+        from . import emit
+        v = self.ir()
+        with emitting():
+            return Index(emit.f32_to_index(v))
 
 
 def as_f32(x, what: str = "scalar") -> F32:

@@ -186,6 +186,43 @@ def _reduce(c, op):
     return step
 
 
+# ---- masks
+
+@handler("tk.iota")
+def _iota(c, op):
+    t, axis = tview(op.results[0]), op.attributes["axis"].value
+    expect(isinstance(t, (RT, RV)) and axis in ((0, 1) if isinstance(t, RT) else (0,)), op,
+           f"result must be an rt (axis 0 or 1) or rv (axis 0), got {t} with axis {axis}")
+    idx = np.indices(t.shape)[axis]
+    value = rounder(t.dtype)(idx.astype(F32))
+    out = c.result_slot(op)
+
+    def step(env, w):
+        env[out] = value
+    return step
+
+
+_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal}
+
+
+@handler("tk.where")
+def _where(c, op):
+    t = tview(op.results[0])
+    expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
+    for v in op.operands:
+        v_t = view(v.type) if str(v.type).startswith("!tk.") else None
+        expect(str(v.type) == "f32" or (type(v_t) is type(t) and v_t.shape == t.shape), op,
+               f"operands must be f32 scalars or tiles of shape {t.shape}, got {v.type}")
+    cmp, rnd = _CMP[op.attributes["cmp"].value], rounder(t.dtype)
+    a, b, x, y = (c.slot(v) for v in op.operands)
+    out, shape = c.result_slot(op), t.shape
+
+    def step(env, w):
+        env[out] = rnd(np.broadcast_to(np.where(cmp(env[a], env[b]), env[x], env[y]), shape).astype(F32))
+    return step
+
+
 # ---- whole-vector reductions: rv -> f32 scalar
 
 _VEC_REDUCE = {"tk.vec_sum": np.sum, "tk.vec_max": np.max, "tk.vec_min": np.min}

@@ -102,8 +102,8 @@ def choose_swizzles(module_op) -> None:
 
 # ---------------------------------------------------------------- 2. register layouts
 
-_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "load", *UNARY, *BINARY, "fma")}
-_TIED = {f"tk.{n}" for n in (*UNARY, *BINARY, "fma")}  # result and tile operands share a layout
+_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "iota", "load", *UNARY, *BINARY, "fma", "where")}
+_TIED = {f"tk.{n}" for n in (*UNARY, *BINARY, "fma", "where")}  # result and tile operands share a layout
 _MMA = {f"tk.{n}": MMA_TABLE[n] for n in MMA}
 # wgmma takes a register a in row layout (b is always an st: no register demand)
 _MMA.update({f"tk.warpgroup_mma_{n}": ("row", 1, None, None) for n in ("ab", "abt")})

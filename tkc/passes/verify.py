@@ -411,6 +411,35 @@ def _check_mma(name, a, b, c, d):
         yield f"{name}: result must be {_desc(want)} (f32, row, M x N), got {_desc(d)}"
 
 
+# ---- masks ---------------------------------------------------------------------------------
+
+def _check_iota(op, name, ins, outs, kernel):
+    from mlir import ir
+    out = outs[0]
+    yield from _need(name, "result", out, (RT, RV), "an rt or rv")
+    axis = op.attributes["axis"]
+    axes = (0, 1) if isinstance(out, RT) else (0,)
+    if not (isinstance(axis, ir.IntegerAttr) and axis.value in axes):
+        yield f"iota: axis must be {' or '.join(map(str, axes))} for {_desc(out)}, got {axis}"
+
+
+def _check_where(op, name, ins, outs, kernel):
+    """where(a, b, x, y): each a tile of the result's shape and layout or an
+    f32 scalar; x and y, when tiles, of the result's type."""
+    out = outs[0]
+    if not isinstance(out, (RT, RV)):
+        yield from _need(name, "result", out, (RT, RV), "an rt or rv")
+        return
+    for what, v, value in zip("abxy", ins, op.operands):
+        if v is None:
+            if str(value.type) != "f32":
+                yield f"where: {what} must be a tile or an f32 scalar, got {value.type}"
+        elif what in "xy" and v != out:
+            yield f"where: {what} must have the result's type {_desc(out)} (or be an f32 scalar), got {_desc(v)}"
+        elif type(v) is not type(out) or v.with_(dtype=out.dtype) != out:
+            yield f"where: {what} must have the result's shape and layout {_desc(out)}, got {_desc(v)}"
+
+
 # ---- layout and memory ops ----------------------------------------------------------------
 
 def _check_swap_layout(op, name, ins, outs, kernel):
@@ -520,6 +549,8 @@ def _check_group_warps(op, name, kernel):
 
 
 _OTHERS = {
+    "iota": _check_iota,
+    "where": _check_where,
     "swap_layout": _check_swap_layout,
     "transpose": _check_transpose,
     "alloc": _check_alloc,

@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 75
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 78
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -136,6 +136,12 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %csw = "tk.col_sum"(%wd) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">) -> !tk.rv<bf16, 64 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: mma_abt: a must be a row-layout rt, got rt<bf16, 16, 64, wide>
   %mw = "tk.mma_abt"(%wd, %a, %acc16) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, !tk.rt<f32, 16 : i64, 16 : i64, "row">) -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
+  // ---- masks
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: iota: axis must be 0 for rv<f32, 16, col>, got 1 : i64
+  %io = "tk.iota"() {axis = 1 : i64} : () -> !tk.rv<f32, 16 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: where: b must have the result's shape and layout rt<f32, 16, 32, row>, got rt<f32, 16, 32, col>
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: where: y must be a tile or an f32 scalar, got i32
+  %wh = "tk.where"(%x, %xc, %x, %n) {cmp = "lt"} : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, !tk.rt<f32, 16 : i64, 32 : i64, "col">, !tk.rt<f32, 16 : i64, 32 : i64, "row">, i32) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: zero: result: rv<f32, 48, flat>: a flat rv's length must be a multiple of 32 (one chunk per lane)
   %fl48 = "tk.zero"() : () -> !tk.rv<f32, 48 : i64, "flat">
   // ---- load / store

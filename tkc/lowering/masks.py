@@ -1,0 +1,66 @@
+"""Lowering of masks: tk.iota and tk.where.
+
+iota: an element's coordinate is its lane-0 coordinate plus the lane's part
+(memory.lane_offset for tiles, the vector's lane part for vectors), so each
+value is one f32 add of a constant to the lane's part, which is converted to
+f32 once per kernel.
+
+where: per element, one compare (fcmp in f32) and one select.
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith
+
+from ..diagnostics import error
+from ..dialect.types import RT, RV
+from . import fragments
+from .compute import from_f32, result_view, to_f32
+from .core import Frag, rule
+from .memory import _lane_rc, _vec_lane
+
+_CMPF = {"lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE", "eq": "OEQ", "ne": "UNE"}
+
+
+def _as_f32(lw, key, index_value):
+    """An index Value as f32, converted once per kernel."""
+    return lw.once(("iota_lane", key), lambda: arith.uitofp(
+        ir.F32Type.get(), arith.index_cast(ir.IntegerType.get_signless(32), index_value)))
+
+
+@rule("tk.iota")
+def _iota(lw, op, args):
+    v, axis = result_view(op), ir.IntegerAttr(op.attributes["axis"]).value
+    if isinstance(v, RT) and axis in (0, 1):
+        lane = _as_f32(lw, (v.layout, axis), _lane_rc(lw, v.layout)[axis])
+        static = [fragments.tile_coord(v.rows, v.cols, v.layout, i, 0)[axis]
+                  for i in range(fragments.tile_elems(v.rows, v.cols))]
+    elif isinstance(v, RV) and axis == 0:
+        lane = _as_f32(lw, (v.kind, v.length), _vec_lane(lw, v))
+        static = [fragments.vec_coord(v.length, v.kind, i, 0)
+                  for i in range(fragments.vec_elems(v.length, v.kind))]
+    else:
+        raise error(op, f"tk.iota: axis {axis} of {op.results[0].type} (0 or 1 for an rt, 0 for an rv)")
+    f32 = ir.F32Type.get()
+    return [Frag(v, [from_f32(arith.addf(lane, arith.constant(f32, float(s))) if s else lane, v.dtype)
+                     for s in static])]
+
+
+@rule("tk.where")
+def _where(lw, op, args):
+    v = result_view(op)
+    n = fragments.tile_elems(v.rows, v.cols) if isinstance(v, RT) else fragments.vec_elems(v.length, v.kind)
+    cols = [_operand(op, a, v, n, pos) for pos, a in enumerate(args)]
+    pred = getattr(arith.CmpFPredicate, _CMPF[op.attributes["cmp"].value])
+    out = [from_f32(arith.select(arith.cmpf(pred, a, b), x, y), v.dtype) for a, b, x, y in zip(*cols)]
+    return [Frag(v, out)]
+
+
+def _operand(op, a, v, n: int, pos: int) -> list:
+    """Operand `pos` as n f32 values: a tile's elements, or a scalar repeated."""
+    if isinstance(a, Frag) and a.view.with_(dtype=v.dtype) == v:
+        return [to_f32(e, a.view.dtype) for e in a.vals]
+    if isinstance(a, ir.Value) and str(a.type) == "f32":
+        return [a] * n
+    raise error(op, f"tk.where: operand {pos} must be a tile shaped like {v.text()} or an f32, "
+                    f"found {op.operands[pos].type}")
