@@ -88,6 +88,7 @@ class Warp:
     def __init__(self, buffers):
         self.buffers = buffers
         self.env = {}
+        self.active = np.ones(32, bool)  # lanes inside every enclosing lane-dependent scf.if
 
     def run(self, llvm_func, args):
         entry = llvm_func.regions[0].blocks[0]
@@ -128,11 +129,12 @@ class Warp:
             raise _Return()
         elif name == "llvm.store":
             buf, off = ins[1]
-            val = np.asarray(ins[0])
+            val, on = np.asarray(ins[0]), self.active
+            off = np.broadcast_to(np.asarray(off), (32,))
             if val.ndim == 2:  # a vector store: n consecutive elements a lane
-                self.buffers[buf][np.asarray(off)[:, None] + np.arange(val.shape[1])] = val
+                self.buffers[buf][off[on][:, None] + np.arange(val.shape[1])] = val[on]
             else:
-                self.buffers[buf][off] = val
+                self.buffers[buf][off[on]] = np.broadcast_to(val, (32,))[on]
             return None
         else:
             res = _pure(op, ins)
@@ -159,8 +161,17 @@ class Warp:
         return list(vals)
 
     def _if(self, op, ins):
-        cond = bool(_uniform(ins[0]))
-        region = op.regions[0] if cond else op.regions[1]
+        cond = np.broadcast_to(np.asarray(ins[0]), (32,)).astype(bool)
+        if not (cond == cond[0]).all():  # lane-dependent: run the branch for its lanes
+            assert not len(op.results), "a lane-dependent scf.if with results"
+            outer = self.active
+            for region, lanes in ((op.regions[0], cond), (op.regions[1], ~cond)):
+                if len(region.blocks):
+                    self.active = outer & lanes
+                    self.region(region.blocks[0], [])
+            self.active = outer
+            return []
+        region = op.regions[0] if cond[0] else op.regions[1]
         return self.region(region.blocks[0], []) if len(region.blocks) else []
 
 
@@ -175,7 +186,8 @@ def _uniform(x):
     return x.flat[0]
 
 
-_INT = {"arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
+_INT = {"arith.floordivsi": np.floor_divide, "arith.remsi": np.fmod,
+        "arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
         "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
         "arith.shli": np.left_shift, "arith.shrui": np.right_shift, "arith.remui": np.remainder,
         "arith.divui": np.floor_divide}
@@ -222,7 +234,10 @@ def _pure(op, ins):
         return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal,
                 13: np.not_equal}[pred](ins[0], ins[1])
     if name == "arith.select":
-        c = ins[0].reshape((32,) + (1,) * (np.ndim(ins[1]) - 1))
+        if isinstance(ins[1], tuple):  # pointers: (buffer, offset) of one buffer
+            assert ins[1][0] == ins[2][0]
+            return (ins[1][0], np.where(ins[0], ins[1][1], ins[2][1]))
+        c = np.broadcast_to(np.asarray(ins[0]), (32,)).reshape((32,) + (1,) * (np.ndim(ins[1]) - 1))
         return np.where(c, ins[1], ins[2])
     if name == "nvvm.read.ptx.sreg.tid.x":
         return LANES.copy()

@@ -48,7 +48,7 @@ def test_flat_vector_is_a_bijection_in_chunks(length, chunk):
     held = [[fragments.vec_coord(length, "flat", i, lane) for i in range(n)] for lane in range(32)]
     assert sorted(e for lane in held for e in lane) == list(range(length))
     for lane in range(32):  # each run of vec_runs is `chunk` adjacent elements at lane * chunk + e0
-        for i, e0, m, _ in vec_runs(rv(f32, length, "flat").view):
+        for i, e0, m in vec_runs(rv(f32, length, "flat").view):
             assert m == chunk and held[lane][i:i + m] == list(range(lane * chunk + e0, lane * chunk + e0 + m))
 
 

@@ -149,12 +149,17 @@ def pipeline_store(dst, src, idx, loc=None):
     return create("pipeline_store", [], [dst, src, *idx], loc=loc)
 
 
-def load(t, src, idx=(), loc=None):
-    return _one("load", t, [src, *idx], loc=loc)
+def load(t, src, idx=(), fill: float | None = None, loc=None):
+    """fill: a ragged load from a gl (what lies outside reads as fill)."""
+    from mlir import ir
+    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else None
+    return _one("load", t, [src, *idx], attrs, loc=loc)
 
 
-def store(dst, x, idx=(), loc=None):
-    return create("store", [], [dst, x, *idx], loc=loc)
+def store(dst, x, idx=(), clip: bool = False, loc=None):
+    """clip: a ragged store to a gl (what lies outside is not written)."""
+    from mlir import ir
+    return create("store", [], [dst, x, *idx], {"clip": ir.UnitAttr.get()} if clip else None, loc=loc)
 
 
 def group_load(dst, src, idx, warps: int, loc=None):

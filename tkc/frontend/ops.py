@@ -486,22 +486,39 @@ def _index_values(idx):
     return [i.ir() for i in idx]
 
 
-def load(dst: Reg, src, coords=()) -> Reg:
-    """dst = the tile of src at coords (in units of dst's shape); returns dst."""
+def load(dst: Reg, src, coords=(), fill=None) -> Reg:
+    """dst = the tile of src at coords (in units of dst's shape); returns dst.
+    fill=value makes a load from a gl ragged: elements past the gl's last row
+    or column read as value (a number), so the gl's r and c need not be
+    multiples of the tile (c only of the access width: docs/tile-ir.md)."""
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
     idx = _coords("load", src, coords)
+    if fill is not None:
+        _ragged("load", src, "fill")
+        if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+            raise fail(f"load: fill must be a number, got {type(fill).__name__}")
     return _result("load", dst, dst.view,
-                   lambda: tk.load(dst.view.mlir(), src.value(), _index_values(idx)))
+                   lambda: tk.load(dst.view.mlir(), src.value(), _index_values(idx), fill=fill))
 
 
-def store(dst, src: Reg, coords=()) -> None:
-    """Write src into the tile of dst at coords (the mirror of load)."""
+def store(dst, src: Reg, coords=(), clip: bool = False) -> None:
+    """Write src into the tile of dst at coords (the mirror of load). clip=True
+    makes a store to a gl ragged: elements past its last row or column are
+    not written."""
     _reg(src, "store", "source")
     _check_mem("store", dst, src, "destination")
     idx = _coords("store", dst, coords)
+    if clip:
+        _ragged("store", dst, "clip")
     with emitting():
-        tk.store(dst.value(), src.value(), _index_values(idx))
+        tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip))
+
+
+def _ragged(op: str, mem, what: str) -> None:
+    if not isinstance(mem, GLHandle):
+        raise fail(f"{op}: {what} is for a gl (global memory has ragged edges; shared tiles "
+                   f"do not), got {_name(mem)}")
 
 
 def _group(op: str, shared, glh, coords, warps):

@@ -325,6 +325,22 @@ def _transpose(c, op):
 
 # ---- memory
 
+def clipped(op, coords, shape, full) -> tuple[tuple, tuple]:
+    """A ragged gl access: (the gl's index, the piece's index) of the part of
+    the `shape` piece at coords (b, d, r, c) that lies inside `full`."""
+    b, d, r, c = coords
+    if not (0 <= b < full[0] and 0 <= d < full[1] and r >= 0 and c >= 0):
+        raise error(op, f"{op.name}: coordinate {tuple(coords)} is out of bounds of shape "
+                        f"{tuple(full)} (a ragged access clips rows and columns only at their end)")
+    if len(shape) == 2:
+        r0, c0 = r * shape[0], c * shape[1]
+        nr, nc = max(0, min(shape[0], full[2] - r0)), max(0, min(shape[1], full[3] - c0))
+        return (b, d, slice(r0, r0 + nr), slice(c0, c0 + nc)), (slice(0, nr), slice(0, nc))
+    c0 = c * shape[0]
+    nc = max(0, min(shape[0], full[3] - c0)) if r < full[2] else 0
+    return (b, d, min(r, full[2] - 1), slice(c0, c0 + nc)), (slice(0, nc),)
+
+
 def window(op, coords, mem_t, shape, where: str) -> tuple:
     """The numpy index of a `shape` piece at tile coordinates `coords` of `mem_t`.
 
@@ -388,6 +404,17 @@ def _load(c, op):
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
     shared = not isinstance(mem_t, GL)
+    if "fill" in op.attributes:  # ragged: what lies outside the gl reads as fill
+        expect(not shared, op, "fill (a ragged load) needs a gl source")
+        fill = rnd(np.full(shape, op.attributes["fill"].value, F32))
+
+        def ragged(env, w):
+            arr = env[src]
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape)
+            piece = fill.copy()
+            piece[part] = rnd(rnd_mem(arr[ix].astype(F32)))
+            env[out] = piece
+        return ragged
 
     def step(env, w):
         arr = env[src]
@@ -408,6 +435,14 @@ def _store(c, op):
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
     rnd, shape = ROUND[mem_t.dtype], t.shape
     shared = not isinstance(mem_t, GL)
+    if "clip" in op.attributes:  # ragged: what lies outside the gl is not written
+        expect(not shared, op, "clip (a ragged store) needs a gl destination")
+
+        def ragged(env, w):
+            arr = env[dst]
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape)
+            arr[ix] = rnd(env[x][part])
+        return ragged
 
     def step(env, w):
         arr = env[dst]

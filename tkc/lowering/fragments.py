@@ -78,6 +78,22 @@ def tile_coord(rows: int, cols: int, layout: str, index: int, lane: int) -> tupl
     return i * BASE + r, j * BASE + c
 
 
+# Adjacent columns per run of a lane's elements: pairs (k, k+1) in the row
+# layout, single elements in the col layout, a base tile's 8 in the wide one.
+RUNS = {"row": 2, "col": 1, "wide": 8}
+
+
+def vec_run(length: int, kind: str) -> int:
+    """Adjacent elements per run of a lane's vector slots: a flat vector's
+    chunk, the pairs (2t, 2t+1) of a "row" vector, single "col" slots."""
+    return flat_chunk(length) if kind == "flat" else 2 if kind == "row" else 1
+
+
+def access_elems(run: int, dtype: str) -> int:
+    """Elements per memory access of a run: at most 16 bytes."""
+    return min(run, 16 // {"bf16": 2, "f16": 2, "f32": 4}[dtype])
+
+
 def flat_chunk(length: int) -> int:
     """Adjacent elements per chunk of a "flat" rv (0: the length is not a multiple of 32)."""
     return next((c for c in (8, 4, 2, 1) if length % (32 * c) == 0), 0)

@@ -27,6 +27,8 @@ parent's panel stride).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
@@ -34,7 +36,7 @@ from ..diagnostics import error
 from ..dtypes import itemsize
 from ..dialect.types import RT, RV, ST, SV, view
 from . import fragments, shared
-from .core import Frag, Global, Shared, rule, scalar_type
+from .core import Frag, Global, Shared, frag_len, rule, scalar_type
 
 _DYN = -2147483648  # LLVM dialect GEP: "this index is an operand"
 
@@ -57,7 +59,9 @@ def _load(lw, op, args):
     if isinstance(src, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, src.view, out)
-        vals = (_gl_to_rt if isinstance(out, RT) else _gl_to_rv)(lw, src, out, idx)
+        edge = edge_of(op, src)
+        accesses = (_tile_accesses if isinstance(out, RT) else _vec_accesses)(lw, src, out, idx, edge)
+        vals = _gl_load(lw, src, out, accesses, edge)
     elif isinstance(src, Shared) and isinstance(src.view, ST) and isinstance(out, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, src.view, out)
@@ -79,7 +83,9 @@ def _store(lw, op, args):
     if isinstance(dst, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, dst.view, x.view)
-        (_rt_to_gl if isinstance(x.view, RT) else _rv_to_gl)(lw, dst, x, idx)
+        edge = edge_of(op, dst)
+        accesses = (_tile_accesses if isinstance(x.view, RT) else _vec_accesses)(lw, dst, x.view, idx, edge)
+        _gl_store(lw, dst, x, accesses, edge)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
@@ -187,59 +193,26 @@ def lane_offset_ir(layout: str, lane):
     return (g, t2) if layout == "row" else (t2, g)
 
 
-# adjacent columns per run of a lane's elements: pairs (k, k+1) in the row
-# layout, single elements in the col layout, a base tile's 8 in the wide one
-RUN = {"row": 2, "col": 1, "wide": 8}
-
-
 def runs(view: RT):
     """(index, static row, static col, n) per run of a lane's elements in an
     rt: elements index .. index+n-1 are adjacent columns, moved together."""
-    n = RUN[view.layout]
+    n = fragments.RUNS[view.layout]
     for i in range(0, fragments.tile_elems(view.rows, view.cols), n):
         r, c = fragments.tile_coord(view.rows, view.cols, view.layout, i, 0)
         yield i, r, c, n
 
 
-def _gl_to_rt(lw, gl: Global, out: RT, idx):
-    origin = _gl_tile_origin(gl, idx, out.rows, out.cols)
-    lr, lc = _lane_rc(lw, out.layout)
-    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
-    vals = [None] * fragments.tile_elems(out.rows, out.cols)
-    for i, r, c, n in runs(out):
-        p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
-        for k, v in enumerate(_load_n(p, gl.view.dtype, n)):
-            vals[i + k] = _convert(v, gl.view.dtype, out.dtype)
-    return vals
-
-
-def _rt_to_gl(lw, gl: Global, x: Frag, idx) -> None:
-    out = x.view
-    origin = _gl_tile_origin(gl, idx, out.rows, out.cols)
-    lr, lc = _lane_rc(lw, out.layout)
-    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
-    for i, r, c, n in runs(out):
-        p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
-        _store_n(p, [_convert(x.vals[i + k], out.dtype, gl.view.dtype) for k in range(n)], gl.view.dtype)
-
-
 def vec_runs(view: RV):
-    """(index, static element, n, lane part) per run of a lane's vector slots:
-    "flat" chunks of flat_chunk(L), pairs 2t, 2t+1 of a "row" vector, single
-    slots of a "col" one. The lane part names the lane's offset: lane * c
-    ("flat"), 2t ("row") or g ("col")."""
-    if view.kind == "flat":
-        c = fragments.flat_chunk(view.length)
-        for j in range(view.length // (32 * c)):
-            yield j * c, 32 * c * j, c, "flat"
-        return
-    n = 2 if view.kind == "row" else 1
+    """(index, static element, n) per run of a lane's vector slots; the lane's
+    own part of the element is _vec_lane's."""
+    n = fragments.vec_run(view.length, view.kind)
     for i in range(0, fragments.vec_elems(view.length, view.kind), n):
-        yield i, fragments.vec_coord(view.length, view.kind, i, 0), n, view.kind
+        yield i, fragments.vec_coord(view.length, view.kind, i, 0), n
 
 
 def _vec_lane(lw, view: RV):
-    """The lane part of a vector element, as an index Value."""
+    """The lane part of a vector element, as an index Value: lane * chunk
+    ("flat"), g ("col") or 2t ("row")."""
     if view.kind == "flat":
         c = fragments.flat_chunk(view.length)
         return lw.once(("flat_lane", c), lambda: arith.muli(lw.lane(), _idx(c)))
@@ -247,21 +220,81 @@ def _vec_lane(lw, view: RV):
     return g if view.kind == "col" else t2
 
 
-def _gl_to_rv(lw, gl: Global, out: RV, idx):
-    origin = _add(_gl_tile_origin(gl, idx, 1, out.length, vector=True), _vec_lane(lw, out))
-    vals = [None] * fragments.vec_elems(out.length, out.kind)
-    for i, e, n, _ in vec_runs(out):
-        for k, v in enumerate(_load_n(_gl_ptr(gl, _add(origin, e)), gl.view.dtype, n)):
-            vals[i + k] = _convert(v, gl.view.dtype, out.dtype)
+@dataclass
+class Edge:
+    """A ragged access (tk.load {fill}, tk.store {clip}): each access of a lane
+    happens only if its (row, col) lies inside the gl's rows x cols; a load
+    reads `fill` there instead (from a clamped, valid address: no branch)."""
+    rows: object
+    cols: object
+    fill: float | None = None
+
+    def inside(self, row, col):
+        lt = arith.CmpIPredicate.ult
+        return arith.andi(arith.cmpi(lt, _v(row), _v(self.rows)), arith.cmpi(lt, _v(col), _v(self.cols)))
+
+
+def edge_of(op, gl: Global) -> Edge | None:
+    """The Edge of a ragged tk.load/tk.store on a gl, None for a plain one."""
+    attrs = op.attributes
+    if "fill" in attrs:
+        return Edge(gl.dims[2], gl.dims[3], ir.FloatAttr(attrs["fill"]).value)
+    return Edge(gl.dims[2], gl.dims[3]) if "clip" in attrs else None
+
+
+def _tile_accesses(lw, gl: Global, view: RT, idx, edge):
+    """(index, pointer, n, (row, col) or None) per run of an rt at tile
+    coordinate idx; row and col (absolute in the gl) only for a ragged access."""
+    origin = _gl_tile_origin(gl, idx, view.rows, view.cols)
+    lr, lc = _lane_rc(lw, view.layout)
+    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
+    if edge is not None:
+        row0, col0 = _add(_mul(idx[2], view.rows), lr), _add(_mul(idx[3], view.cols), lc)
+    for i, r, c, n in runs(view):
+        at = (_add(row0, r), _add(col0, c)) if edge is not None else None
+        yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c))), n, at
+
+
+def _vec_accesses(lw, gl: Global, view: RV, idx, edge):
+    """As _tile_accesses for an rv: row idx[2], elements from idx[3] * L."""
+    lane = _vec_lane(lw, view)
+    base = _add(_gl_tile_origin(gl, idx, 1, view.length, vector=True), lane)
+    if edge is not None:
+        col0 = _add(_mul(idx[3], view.length), lane)
+    for i, e, n in vec_runs(view):
+        at = (idx[2], _add(col0, e)) if edge is not None else None
+        yield i, _gl_ptr(gl, _add(base, e)), n, at
+
+
+def _gl_load(lw, gl: Global, out, accesses, edge):
+    dtype, vals = gl.view.dtype, [None] * frag_len(out)
+    same = out.dtype == dtype  # then the fill is selected into the loaded vector, whole
+    for i, p, n, at in accesses:
+        for q, k, m in _pieces(p, dtype, n):
+            ok = edge.inside(at[0], _add(at[1], k)) if edge is not None else None
+            if ok is not None:
+                q = arith.select(ok, q, gl.ptr)
+            got = _load_piece(q, dtype, m, ok if same else None, edge.fill if edge is not None else None)
+            for j, v in enumerate(got):
+                v = _convert(v, dtype, out.dtype)
+                if ok is not None and not same:
+                    v = arith.select(ok, v, arith.constant(scalar_type(out.dtype), edge.fill))
+                vals[i + k + j] = v
     return vals
 
 
-def _rv_to_gl(lw, gl: Global, x: Frag, idx) -> None:
-    v = x.view
-    origin = _add(_gl_tile_origin(gl, idx, 1, v.length, vector=True), _vec_lane(lw, v))
-    for i, e, n, _ in vec_runs(v):
-        _store_n(_gl_ptr(gl, _add(origin, e)),
-                 [_convert(x.vals[i + k], v.dtype, gl.view.dtype) for k in range(n)], gl.view.dtype)
+def _gl_store(lw, gl: Global, x: Frag, accesses, edge) -> None:
+    dtype = gl.view.dtype
+    for i, p, n, at in accesses:
+        vals = [_convert(x.vals[i + k], x.view.dtype, dtype) for k in range(n)]
+        for q, k, m in _pieces(p, dtype, n):
+            if edge is None:
+                _store_piece(q, vals[k:k + m], dtype)
+                continue
+            branch = scf.IfOp(edge.inside(at[0], _add(at[1], k)))
+            with ir.InsertionPoint(branch.then_block):
+                _store_piece(q, vals[k:k + m], dtype)
+                scf.YieldOp([])
 
 
 # ---------------------------------------------------------------- shared <-> registers
@@ -357,7 +390,7 @@ def _sv_to_rv(lw, sh: Shared, out: RV):
     e, sv = itemsize(sh.view.dtype), sh.view
     lane = _vec_lane(lw, out)
     vals = [None] * fragments.vec_elems(out.length, out.kind)
-    for i, el, n, _ in vec_runs(out):
+    for i, el, n in vec_runs(out):
         for k, v in enumerate(_load_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)), sv.dtype, n)):
             vals[i + k] = _convert(v, sv.dtype, out.dtype)
     return vals
@@ -366,7 +399,7 @@ def _sv_to_rv(lw, sh: Shared, out: RV):
 def _rv_to_sv(lw, sh: Shared, x: Frag) -> None:
     e, sv, v = itemsize(sh.view.dtype), sh.view, x.view
     lane = _vec_lane(lw, v)
-    for i, el, n, _ in vec_runs(v):
+    for i, el, n in vec_runs(v):
         _store_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)),
                  [_convert(x.vals[i + k], v.dtype, sv.dtype) for k in range(n)], sv.dtype)
 
@@ -402,36 +435,44 @@ def _sh_ptr(lw, sh: Shared, byte_off):
                               ir.IntegerType.get_signless(8), 0)
 
 
-MAX_ACCESS = 16  # bytes: the widest load/store a thread issues (ld.v4.b32)
-
-
 def _pieces(ptr, dtype: str, n: int):
     """(pointer, first element, count) of the accesses moving n consecutive
     elements at ptr: as few as possible, each at most 16 bytes and aligned to
     its size (the caller guarantees ptr is aligned to the first one's)."""
-    m = min(n, MAX_ACCESS // itemsize(dtype))
+    m = fragments.access_elems(n, dtype)
     for k in range(0, n, m):
         p = ptr if k == 0 else llvm.getelementptr(ptr.type, ptr, [], ir.DenseI32ArrayAttr.get([k]),
                                                    scalar_type(dtype), 0)
         yield p, k, min(m, n - k)
 
 
+def _load_piece(ptr, dtype: str, m: int, keep=None, fill: float | None = None) -> list:
+    """m consecutive elements at ptr as one access (aligned to its size); where
+    the i1 `keep` is false they read `fill` instead (one select per register)."""
+    el = scalar_type(dtype)
+    if m == 1:
+        v = llvm.load(el, ptr, alignment=itemsize(dtype))
+        return [v if keep is None else arith.select(keep, v, arith.constant(el, fill))]
+    t = ir.VectorType.get([m], el)
+    vec = llvm.load(t, ptr, alignment=m * itemsize(dtype))
+    if keep is not None:
+        vec = arith.select(keep, vec, arith.constant(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(el, fill))))
+    return [llvm.extractelement(vec, _i32(k)) for k in range(m)]
+
+
+def _store_piece(ptr, vals: list, dtype: str) -> None:
+    v = vals[0] if len(vals) == 1 else _pack(vals, dtype)
+    llvm.store(v, ptr, alignment=len(vals) * itemsize(dtype))
+
+
 def _load_n(ptr, dtype: str, n: int) -> list:
     """n consecutive elements at ptr, in accesses of up to 16 bytes."""
-    el, out = scalar_type(dtype), []
-    for p, _, m in _pieces(ptr, dtype, n):
-        if m == 1:
-            out.append(llvm.load(el, p, alignment=itemsize(dtype)))
-        else:
-            vec = llvm.load(ir.VectorType.get([m], el), p, alignment=m * itemsize(dtype))
-            out.extend(llvm.extractelement(vec, _i32(k)) for k in range(m))
-    return out
+    return [v for p, _, m in _pieces(ptr, dtype, n) for v in _load_piece(p, dtype, m)]
 
 
 def _store_n(ptr, vals: list, dtype: str) -> None:
     for p, k, m in _pieces(ptr, dtype, len(vals)):
-        v = vals[k] if m == 1 else _pack(vals[k:k + m], dtype)
-        llvm.store(v, p, alignment=m * itemsize(dtype))
+        _store_piece(p, vals[k:k + m], dtype)
 
 
 def _pack(vals: list, dtype: str):

@@ -4,6 +4,10 @@ Global accesses are not bounds-checked in the kernel, so each gl dim must be
 a multiple of every tile extent the kernel reads or writes it with. A tile
 rt/st<R, C> at coordinate (b, d, r, c) covers rows r*R.. and cols c*C.., so
 it needs r % R == 0 and c % C == 0; a vector rv/sv<L> needs c % L == 0.
+A ragged access (tk.load {fill}, tk.store {clip}) is bounds-checked per
+memory access, so it needs only that each access stays aligned and whole:
+c a multiple of its access width (8 bf16 for a wide tile's 16 bytes, 2 for
+the row layout's pairs, 1 for the col layout).
 Dims named alike (tk.dim_names) have one size, so they share one requirement;
 tk.divisible adds the author's own (e.g. a K loop unrolled by stages).
 """
@@ -15,6 +19,7 @@ from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
 from ..passes.verify import declared_divisible, dim_names, gl_arg_names
 from ..dialect import walk
+from . import fragments
 
 # op name -> (operand index of the gl, how to find the tile's type)
 _ACCESSES = {
@@ -41,7 +46,9 @@ def divisible(func_op) -> dict[int, list[int]]:
         if access is None or not isinstance(view(inner.operands[access[0]].type), GL):
             continue
         index = _arg_index(inner, inner.operands[access[0]], args)
-        for dim, extent in enumerate(_extents(view(access[1](inner)))):
+        gl = view(inner.operands[access[0]].type)
+        ragged = "fill" in inner.attributes or "clip" in inner.attributes
+        for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged)):
             out[index][dim] = lcm(out[index][dim], extent)
     declared, gls = declared_divisible(op), gl_arg_names(op)
     for ref, n in (*declared.items(), *_grid_divisors(op)):
@@ -77,7 +84,11 @@ def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int
                 dims[axis] = by_name[n]
 
 
-def _extents(t) -> tuple[int, int, int, int]:
+def extents(t, gl_dtype: str = "f32", ragged: bool = False) -> tuple[int, int, int, int]:
+    """What an access of t needs of (b, d, r, c)."""
+    if ragged and isinstance(t, (RT, RV)):
+        run = fragments.RUNS[t.layout] if isinstance(t, RT) else fragments.vec_run(t.length, t.kind)
+        return (1, 1, 1, fragments.access_elems(run, gl_dtype))
     if isinstance(t, (RT, ST)):
         return (1, 1, t.rows, t.cols)
     if isinstance(t, (RV, SV)):

@@ -178,7 +178,7 @@ def _vector(a: Access):
     from ..lowering.memory import vec_runs
     sv, rv = a.shared, a.reg
     e = itemsize(sv.dtype)
-    for i, _, n, _ in vec_runs(rv):
+    for i, _, n in vec_runs(rv):
         yield from _pieces([fragments.vec_coord(rv.length, rv.kind, i, lane) * e for lane in range(32)], e, n)
 
 

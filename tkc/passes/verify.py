@@ -470,11 +470,19 @@ def _check_alloc(op, name, ins, outs, kernel):
 
 
 def _check_load(op, name, ins, outs, kernel):
-    return _check_transfer("load", ins[0], outs[0], len(ins) - 1)
+    from mlir import ir
+    if "fill" in op.attributes:
+        if not isinstance(op.attributes["fill"], ir.FloatAttr):
+            yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {op.attributes['fill']}"
+        if not isinstance(ins[0], GL):
+            yield "load: fill (a ragged load) needs a gl source: shared tiles have no ragged edge"
+    yield from _check_transfer("load", ins[0], outs[0], len(ins) - 1, ragged="fill" in op.attributes)
 
 
 def _check_store(op, name, ins, outs, kernel):
-    return _check_transfer("store", ins[0], ins[1], len(ins) - 2)
+    if "clip" in op.attributes and not isinstance(ins[0], GL):
+        yield "store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge"
+    yield from _check_transfer("store", ins[0], ins[1], len(ins) - 2, ragged="clip" in op.attributes)
 
 
 # memory kind -> the register kinds load and store move to and from it
@@ -482,7 +490,7 @@ _TRANSFERS = {GL: (RT, RV), ST: (RT,), SV: (RV,)}
 _KIND = {GL: "a gl", ST: "an st", SV: "an sv", RT: "an rt", RV: "an rv"}
 
 
-def _check_transfer(name, mem, reg, n_idx):
+def _check_transfer(name, mem, reg, n_idx, ragged=False):
     """load (mem -> reg) and store (reg -> mem): kinds, index count, shapes."""
     side = "source" if name == "load" else "destination"
     value = "result" if name == "load" else "x"
@@ -497,10 +505,10 @@ def _check_transfer(name, mem, reg, n_idx):
     want = IDX_COUNT[type(mem)]
     if n_idx != want:
         yield f"{name}: {_KIND[type(mem)]} takes {want} indices, got {n_idx}"
-    yield from _transfer_shapes(name, mem, reg)
+    yield from _transfer_shapes(name, mem, reg, ragged)
 
 
-def _transfer_shapes(name, mem, reg):
+def _transfer_shapes(name, mem, reg, ragged=False):
     if isinstance(mem, ST):
         if mem.rows % reg.rows or mem.cols % reg.cols:
             yield (f"{name}: {_desc(reg)} is not a subtile of {_desc(mem)} "
@@ -509,12 +517,14 @@ def _transfer_shapes(name, mem, reg):
         if mem.length != reg.length:
             yield f"{name}: lengths must be equal, {_desc(mem)} and {_desc(reg)}"
     else:
-        yield from _gl_divides(name, mem, reg)
+        yield from _gl_divides(name, mem, reg, ragged)
 
 
-def _gl_divides(name, g, t):
-    """A static gl dim must be a multiple of the tile extent used on it."""
-    extents = {"r": t.rows, "c": t.cols} if isinstance(t, (RT, ST)) else {"c": t.length}
+def _gl_divides(name, g, t, ragged=False):
+    """A static gl dim must be a multiple of the tile extent used on it (of
+    the access width on c for a ragged access: requirements.extents)."""
+    from ..lowering.requirements import extents
+    extents = dict(zip("rc", extents(t, g.dtype, ragged)[2:]))
     for dim, ext in extents.items():
         size = getattr(g, dim)
         if size != DYN and size % ext:

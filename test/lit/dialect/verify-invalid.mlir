@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 78
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 81
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -136,6 +136,13 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %csw = "tk.col_sum"(%wd) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">) -> !tk.rv<bf16, 64 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: mma_abt: a must be a row-layout rt, got rt<bf16, 16, 64, wide>
   %mw = "tk.mma_abt"(%wd, %a, %acc16) : (!tk.rt<bf16, 16 : i64, 64 : i64, "wide">, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, !tk.rt<f32, 16 : i64, 16 : i64, "row">) -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
+  // ---- ragged accesses
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: fill (a ragged load) needs a gl source: shared tiles have no ragged edge
+  %rf = "tk.load"(%st, %c0, %c0) {fill = 0.0 : f32} : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: fill must be a float attribute (fill = 0.0 : f32), got 1 : i64
+  %rg = "tk.load"(%g, %c0, %c0, %c0, %c0) {fill = 1} : (!tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge
+  "tk.store"(%st, %rg, %c0, %c0) {clip} : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index) -> ()
   // ---- masks
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: iota: axis must be 0 for rv<f32, 16, col>, got 1 : i64
   %io = "tk.iota"() {axis = 1 : i64} : () -> !tk.rv<f32, 16 : i64, "col">
