@@ -417,3 +417,19 @@ def test_math_on_scalars_against_float64():
     e = np.float32(math.erf(np.float64(q)))
     want = np.float32(np.float64(e) * np.float64(np.float32(2.5)) + np.float64(q))
     np.testing.assert_array_equal(o, np.full_like(o, want))
+
+
+def test_sv_pieces_at_coordinates():
+    """An rv of length L is piece i of an sv of length n*L: sv[i*L:(i+1)*L]."""
+    g, gv, sv, v = GL("f32", 1, 1, 1, 128), GL("f32", 1, 1, 4, 32), SV("f32", 128), RV("f32", 32, "flat")
+    m = kernel([("a", "!g"), ("o", "!gv")], [
+        '%s = "tk.alloc"() : () -> !sv',
+        '"tk.group_load"(%s, %a, %c0, %c0, %c0, %c0) {warps = 1 : i64} : (!sv, !g, ' + IDX4 + ') -> ()',
+        '%x = "tk.load"(%s, %c2) : (!sv, index) -> !v',
+        '"tk.store"(%s, %x, %c3) : (!sv, !v, index) -> ()',
+        '%y = "tk.load"(%s, %c3) : (!sv, index) -> !v',
+        store("o", "y", "gv", "v", "%c0, %c0, %c1, %c0"),
+    ], {"g": g.text(), "gv": gv.text(), "sv": sv.text(), "v": v.text()})
+    a, o = rand(1, 128), np.zeros((4, 32), np.float32)
+    run(m, [a, o])
+    np.testing.assert_array_equal(o[1], a[0, 64:96])

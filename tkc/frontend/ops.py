@@ -453,7 +453,7 @@ def transpose(*args) -> Reg:
 # ------------------------------------------------------------ memory
 
 def _coords(op: str, mem, coords) -> list:
-    """Check the coordinate count for mem (gl: 4, st: 2, sv: 0); Index values."""
+    """Check the coordinate count for mem (gl: 4, st: 2, sv: 0 or 1); Index values."""
     if not isinstance(coords, (tuple, list)):
         coords = (coords,)
     if isinstance(mem, GLHandle):
@@ -461,7 +461,7 @@ def _coords(op: str, mem, coords) -> list:
     elif isinstance(mem.view, ST):
         want, what = 2, "(r, c)"
     else:
-        want, what = 0, "()"
+        want, what = (len(coords) if len(coords) in (0, 1) else 1), "(i) or ()"
     if len(coords) != want:
         raise fail(f"{op}: a {'gl' if want == 4 else 'st' if want == 2 else 'sv'} takes {want} "
                    f"coordinates {what}, got {len(coords)}")
@@ -478,8 +478,9 @@ def _check_mem(op: str, mem, reg: Reg, role: str) -> None:
     if isinstance(mem, Shared) and isinstance(mem.view, ST):
         if mem.rows % reg.rows or mem.cols % reg.cols:
             raise fail(f"{op}: {_name(reg)} is not a subtile of {mem.view.text()}")
-    if isinstance(mem, Shared) and isinstance(mem.view, SV) and mem.length != reg.length:
-        raise fail(f"{op}: {_name(reg)} and {mem.view.text()} must have the same length")
+    if isinstance(mem, Shared) and isinstance(mem.view, SV) and mem.length % reg.length:
+        raise fail(f"{op}: {_name(reg)} is not a piece of {mem.view.text()} (its length must "
+                   "divide the sv's)")
 
 
 def _index_values(idx):

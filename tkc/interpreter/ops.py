@@ -349,7 +349,11 @@ def window(op, coords, mem_t, shape, where: str) -> tuple:
     piece. sv: no coords, the whole vector.
     """
     if isinstance(mem_t, SV):
-        return (slice(None),)
+        i = coords[0] if coords else 0
+        if not 0 <= i < mem_t.length // shape[0]:
+            raise error(op, f"{op.name}: coordinate {i} of a {shape[0]}-element piece is out of "
+                            f"bounds of {mem_t.text()}")
+        return (slice(i * shape[0], (i + 1) * shape[0]),)
     if isinstance(mem_t, ST):
         r, c = coords if coords else (0, 0)
         full = mem_t.shape
@@ -374,15 +378,15 @@ def window(op, coords, mem_t, shape, where: str) -> tuple:
 
 
 def _coords_count(op, mem_t, n: int) -> None:
-    want = {GL: (4,), ST: (2, 0), SV: (0,)}[type(mem_t)]
+    want = {GL: (4,), ST: (2, 0), SV: (1, 0)}[type(mem_t)]
     expect(n in want, op, f"{mem_t} takes {want[0]} coordinates, got {n}")
 
 
 def _piece_fits(op, mem_t, t) -> None:
     """The register/shared piece `t` can be cut out of `mem_t`."""
     if isinstance(mem_t, SV):
-        expect(isinstance(t, (RV, SV)) and t.length == mem_t.length, op,
-               f"an {mem_t} holds exactly a vector of length {mem_t.length}, not {t}")
+        expect(isinstance(t, (RV, SV)) and mem_t.length % t.length == 0, op,
+               f"{t} is not a piece of {mem_t} (its length must divide the sv's)")
     elif isinstance(mem_t, ST):
         expect(isinstance(t, RT) and mem_t.rows % t.rows == 0 and mem_t.cols % t.cols == 0, op,
                f"{t} is not a subtile of {mem_t}")

@@ -67,9 +67,8 @@ def _load(lw, op, args):
         _check_subtile(op, src.view, out)
         vals = _st_to_rt(lw, src, out, idx)
     elif isinstance(src, Shared) and isinstance(src.view, SV) and isinstance(out, RV):
-        _check_idx(op, idx, 0)
-        _check_length(op, src.view, out)
-        vals = _sv_to_rv(lw, src, out)
+        _check_length(op, idx, src.view, out)
+        vals = _sv_to_rv(lw, src, out, idx)
     else:
         raise error(op, f"tk.load cannot load a {out.text()} from {op.operands[0].type}")
     return [Frag(out, vals)]
@@ -91,9 +90,8 @@ def _store(lw, op, args):
         _check_subtile(op, dst.view, x.view)
         _rt_to_st(lw, dst, x, idx)
     elif isinstance(dst, Shared) and isinstance(dst.view, SV) and isinstance(x.view, RV):
-        _check_idx(op, idx, 0)
-        _check_length(op, dst.view, x.view)
-        _rv_to_sv(lw, dst, x)
+        _check_length(op, idx, dst.view, x.view)
+        _rv_to_sv(lw, dst, x, idx)
     else:
         raise error(op, f"tk.store cannot store a {x.view.text()} to {op.operands[0].type}")
     return []
@@ -386,9 +384,10 @@ def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
     return vals
 
 
-def _sv_to_rv(lw, sh: Shared, out: RV):
+def _sv_to_rv(lw, sh: Shared, out: RV, idx):
+    """The rv at piece idx[0] (in units of its length; 0 without one) of the sv."""
     e, sv = itemsize(sh.view.dtype), sh.view
-    lane = _vec_lane(lw, out)
+    lane = _add(_vec_lane(lw, out), _mul(idx[0], out.length) if idx else 0)
     vals = [None] * fragments.vec_elems(out.length, out.kind)
     for i, el, n in vec_runs(out):
         for k, v in enumerate(_load_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)), sv.dtype, n)):
@@ -396,9 +395,9 @@ def _sv_to_rv(lw, sh: Shared, out: RV):
     return vals
 
 
-def _rv_to_sv(lw, sh: Shared, x: Frag) -> None:
+def _rv_to_sv(lw, sh: Shared, x: Frag, idx) -> None:
     e, sv, v = itemsize(sh.view.dtype), sh.view, x.view
-    lane = _vec_lane(lw, v)
+    lane = _add(_vec_lane(lw, v), _mul(idx[0], v.length) if idx else 0)
     for i, el, n in vec_runs(v):
         _store_n(_sh_ptr(lw, sh, _mul(_add(lane, el), e)),
                  [_convert(x.vals[i + k], v.dtype, sv.dtype) for k in range(n)], sv.dtype)
@@ -572,6 +571,9 @@ def _check_subtile(op, st: ST, rt: RT) -> None:
                         f"{st.rows}x{st.cols} st (its shape must divide the st's)")
 
 
-def _check_length(op, sv: SV, rv: RV) -> None:
-    if sv.length != rv.length:
-        raise error(op, f"{op.name}: sv length {sv.length} and rv length {rv.length} differ")
+def _check_length(op, idx, sv: SV, rv: RV) -> None:
+    if len(idx) > 1:
+        raise error(op, f"{op.name}: an sv takes 0 or 1 index operands, found {len(idx)}")
+    _check_idx(op, idx, len(idx))
+    if sv.length % rv.length:
+        raise error(op, f"{op.name}: rv length {rv.length} does not divide sv length {sv.length}")

@@ -173,13 +173,16 @@ def _group(a: Access):
 
 
 def _vector(a: Access):
-    """sv <-> rv: lane l moves each run of its vector slots (vec_runs)."""
+    """sv <-> rv: lane l moves each run of its vector slots (vec_runs), at
+    every position of the rv in the sv."""
     from ..lowering import fragments
     from ..lowering.memory import vec_runs
     sv, rv = a.shared, a.reg
     e = itemsize(sv.dtype)
-    for i, _, n in vec_runs(rv):
-        yield from _pieces([fragments.vec_coord(rv.length, rv.kind, i, lane) * e for lane in range(32)], e, n)
+    for at in range(0, sv.length, rv.length):
+        for i, _, n in vec_runs(rv):
+            yield from _pieces([(at + fragments.vec_coord(rv.length, rv.kind, i, lane)) * e
+                                for lane in range(32)], e, n)
 
 
 # ---------------------------------------------------------------- ops -> accesses
@@ -208,7 +211,7 @@ def _transfer(matrix: str, sh, reg) -> Access | None:
         if reg.layout == "wide":
             return Access("wide access", sh, reg)
         return Access(matrix if itemsize(sh.dtype) == 2 else "f32 pair", sh, reg)
-    if isinstance(sh, SV) and isinstance(reg, RV) and sh.length == reg.length:
+    if isinstance(sh, SV) and isinstance(reg, RV) and sh.length % reg.length == 0:
         return Access("vector", sh, reg)
     return None
 

@@ -19,7 +19,7 @@ from .registry import register
 
 SWIZZLE_BYTES = {"32b": 32, "64b": 64, "128b": 128}
 SCALAR_ARGS = ("f32", "i32")
-IDX_COUNT = {GL: 4, ST: 2, SV: 0}
+IDX_COUNT = {GL: (4,), ST: (2,), SV: (0, 1)}
 
 
 @register("tk-verify", "check the tile IR rules IRDL cannot express (docs/tile-ir.md)")
@@ -503,8 +503,8 @@ def _check_transfer(name, mem, reg, n_idx, ragged=False):
         yield f"{name}: {value} must be {kinds} with {_KIND[type(mem)]}, got {_desc(reg)}"
         return
     want = IDX_COUNT[type(mem)]
-    if n_idx != want:
-        yield f"{name}: {_KIND[type(mem)]} takes {want} indices, got {n_idx}"
+    if n_idx not in want:
+        yield f"{name}: {_KIND[type(mem)]} takes {' or '.join(map(str, want))} indices, got {n_idx}"
     yield from _transfer_shapes(name, mem, reg, ragged)
 
 
@@ -514,8 +514,8 @@ def _transfer_shapes(name, mem, reg, ragged=False):
             yield (f"{name}: {_desc(reg)} is not a subtile of {_desc(mem)} "
                    f"(the st's shape must be a multiple of the rt's)")
     elif isinstance(mem, SV):
-        if mem.length != reg.length:
-            yield f"{name}: lengths must be equal, {_desc(mem)} and {_desc(reg)}"
+        if mem.length % reg.length:
+            yield f"{name}: {_desc(reg)} is not a piece of {_desc(mem)} (its length must divide the sv's)"
     else:
         yield from _gl_divides(name, mem, reg, ragged)
 

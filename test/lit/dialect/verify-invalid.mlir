@@ -162,10 +162,10 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %l4 = "tk.load"(%st, %c0, %c0) : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, index, index) -> !tk.rv<bf16, 64 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: rt<bf16, 48, 64, row> is not a subtile of st<bf16, 64, 64, auto>
   %l5 = "tk.load"(%st, %c0, %c0) : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, index, index) -> !tk.rt<bf16, 48 : i64, 64 : i64, "row">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: lengths must be equal, sv<f32, 64> and rv<f32, 32, row>
-  %l6 = "tk.load"(%sv) : (!tk.sv<f32, 64 : i64>) -> !tk.rv<f32, 32 : i64, "row">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: an sv takes 0 indices, got 1
-  %l7 = "tk.load"(%sv, %c0) : (!tk.sv<f32, 64 : i64>, index) -> !tk.rv<f32, 64 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: rv<f32, 48, row> is not a piece of sv<f32, 64> (its length must divide the sv's)
+  %l6 = "tk.load"(%sv) : (!tk.sv<f32, 64 : i64>) -> !tk.rv<f32, 48 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: an sv takes 0 or 1 indices, got 2
+  %l7 = "tk.load"(%sv, %c0, %c0) : (!tk.sv<f32, 64 : i64>, index, index) -> !tk.rv<f32, 64 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: store: an st takes 2 indices, got 4
   "tk.store"(%sf, %x, %c0, %c0, %c0, %c0) : (!tk.st<f32, 64 : i64, 64 : i64, "auto">, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index, index, index, index) -> ()
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: store: x must be an rv with an sv, got rt<f32, 16, 32, row>
