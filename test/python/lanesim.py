@@ -131,6 +131,7 @@ class Warp:
             buf, off = ins[1]
             val, on = np.asarray(ins[0]), self.active
             off = np.broadcast_to(np.asarray(off), (32,))
+            _in_bounds(self.buffers[buf], off[on], val.shape[1] if val.ndim == 2 else 1)
             if val.ndim == 2:  # a vector store: n consecutive elements a lane
                 self.buffers[buf][off[on][:, None] + np.arange(val.shape[1])] = val[on]
             else:
@@ -226,9 +227,12 @@ def _pure(op, ins):
         return round_to(ins[0], _dtype_of(rt))
     if name == "arith.cmpi":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
+        a, b = ins
+        if pred >= 6:  # ult, ule, ugt, uge: two's complement, as the GPU compares
+            a, b = np.asarray(a).astype(np.int64).view(np.uint64), np.asarray(b).astype(np.int64).view(np.uint64)
         return {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater,
                 5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater,
-                9: np.greater_equal}[pred](ins[0], ins[1])
+                9: np.greater_equal}[pred](a, b)
     if name == "arith.cmpf":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
         return {1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal,
@@ -283,10 +287,19 @@ def _pure(op, ins):
         return (buf, off + (ins[1] if len(ins) > 1 else 0) + sum(const))
     if name == "llvm.load":
         buf, off = ins[0]
-        if str(rt).startswith("vector<"):  # n consecutive elements a lane
-            return sim_buffers[buf][np.asarray(off)[:, None] + np.arange(ir.VectorType(rt).shape[0])].copy()
+        n = ir.VectorType(rt).shape[0] if str(rt).startswith("vector<") else 1
+        _in_bounds(sim_buffers[buf], off, n)
+        if n > 1:  # n consecutive elements a lane
+            return sim_buffers[buf][np.asarray(off)[:, None] + np.arange(n)].copy()
         return sim_buffers[buf][off].copy()
     raise NotImplementedError(name)
+
+
+def _in_bounds(buf, off, n: int) -> None:
+    """Every lane's access lies inside its buffer (the GPU would fault)."""
+    off = np.asarray(off)
+    assert (off >= 0).all() and (off + n <= len(buf)).all(), \
+        f"out-of-bounds access: offsets {np.unique(off)} (+{n}) of a buffer of {len(buf)}"
 
 
 _APPROX = {

@@ -119,3 +119,49 @@ def test_ragged_ptx_clamps_loads_and_predicates_stores():
         ptx = compile_to(m, "ptx")
     assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.global.v4.b32") == 4
     assert ptx.count("selp.b64") >= 4  # each load's address clamped to the gl's base
+
+
+# ---------------------------------------------------------------- element coordinates
+
+T, D = 37, 64
+
+
+@tkc.kernel(warps=1, grid=lambda x, w, y: (3, 1))
+def _causal_conv(x: gl(bf16, 1, 1, T, D), w: gl(f32, 1, 1, 4, D), y: gl(f32, 1, 1, T, D)):
+    """y[t] = sum_k w[k] * x[t - k]: loads shifted along time by k rows, the
+    rows before 0 and after T reading 0."""
+    from tkc.ops import mul_col, zero
+    i = tkc.block_idx.x
+    acc = zero(rt(f32, 16, 64))
+    for k in range(4):
+        xs = load(rt(f32, 16, 64), x, at=(0, 0, i * 16 - k, 0), fill=0.0)
+        acc = acc + mul_col(xs, load(rv(f32, 64, "row"), w, (0, 0, k, 0)))
+    store(y, acc, (0, 0, i, 0), clip=True)
+
+
+def test_shifted_loads_of_a_causal_convolution():
+    rng = np.random.default_rng(3)
+    x, w = _bf(rng.standard_normal((T, D))), rng.standard_normal((4, D)).astype(np.float32)
+    want = sum(w[k] * np.vstack([np.zeros((k, D), np.float32), x[:T - k]]) for k in range(4))
+    for run in (lambda y: run_traced(_causal_conv, [x, w, y], blocks=3), lambda y: _causal_conv.interpret(x, w, y)):
+        y = np.full((T, D), np.nan, np.float32)
+        run(y)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+@tkc.kernel(warps=1, grid=lambda x, y: (1, 1))
+def _misaligned(x: gl(bf16, 1, 1, 16, 64), y: gl(bf16, 1, 1, 16, 64)):
+    t = load(rt(bf16, 16, 32, "wide"), x, at=(0, 0, 0, 3), fill=0.0)
+    store(y, t, (0, 0, 0, 0))
+
+
+def test_element_columns_must_keep_accesses_aligned():
+    with pytest.raises(TkcError, match="column 3 is not a multiple of 8"):
+        _misaligned.interpret(np.zeros((16, 64), np.float32), np.zeros((16, 64), np.float32))
+
+
+def test_element_coordinates_need_fill_or_clip():
+    def k(x: gl(f32, 1, 1, 16, 16)):
+        load(rt(f32, 16, 16), x, at=(0, 0, 1, 0))
+    with pytest.raises(TkcError, match="give fill="):
+        tkc.kernel(k).trace()

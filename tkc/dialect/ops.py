@@ -149,17 +149,21 @@ def pipeline_store(dst, src, idx, loc=None):
     return create("pipeline_store", [], [dst, src, *idx], loc=loc)
 
 
-def load(t, src, idx=(), fill: float | None = None, loc=None):
-    """fill: a ragged load from a gl (what lies outside reads as fill)."""
+def load(t, src, idx=(), fill: float | None = None, elements: bool = False, loc=None):
+    """fill: a ragged load from a gl (what lies outside reads as fill);
+    elements: idx's r and c count elements, not tiles."""
     from mlir import ir
-    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else None
+    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else {}
+    if elements:
+        attrs["elements"] = ir.UnitAttr.get()
     return _one("load", t, [src, *idx], attrs, loc=loc)
 
 
-def store(dst, x, idx=(), clip: bool = False, loc=None):
+def store(dst, x, idx=(), clip: bool = False, elements: bool = False, loc=None):
     """clip: a ragged store to a gl (what lies outside is not written)."""
     from mlir import ir
-    return create("store", [], [dst, x, *idx], {"clip": ir.UnitAttr.get()} if clip else None, loc=loc)
+    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements)) if on}
+    return create("store", [], [dst, x, *idx], attrs, loc=loc)
 
 
 def group_load(dst, src, idx, warps: int, loc=None):

@@ -487,33 +487,49 @@ def _index_values(idx):
     return [i.ir() for i in idx]
 
 
-def load(dst: Reg, src, coords=(), fill=None) -> Reg:
+def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
     """dst = the tile of src at coords (in units of dst's shape); returns dst.
     fill=value makes a load from a gl ragged: elements past the gl's last row
     or column read as value (a number), so the gl's r and c need not be
-    multiples of the tile (c only of the access width: docs/tile-ir.md)."""
+    multiples of the tile (c only of the access width: docs/tile-ir.md).
+    at=(b, d, row, col) instead of coords places the tile at an element (a
+    shifted load: row may be negative); it needs fill."""
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
-    idx = _coords("load", src, coords)
+    idx = _placed("load", src, coords, at, fill is not None, "fill=")
     if fill is not None:
         _ragged("load", src, "fill")
         if isinstance(fill, bool) or not isinstance(fill, (int, float)):
             raise fail(f"load: fill must be a number, got {type(fill).__name__}")
-    return _result("load", dst, dst.view,
-                   lambda: tk.load(dst.view.mlir(), src.value(), _index_values(idx), fill=fill))
+    return _result("load", dst, dst.view, lambda: tk.load(
+        dst.view.mlir(), src.value(), _index_values(idx), fill=fill, elements=at is not None))
 
 
-def store(dst, src: Reg, coords=(), clip: bool = False) -> None:
+def store(dst, src: Reg, coords=(), clip: bool = False, at=None) -> None:
     """Write src into the tile of dst at coords (the mirror of load). clip=True
     makes a store to a gl ragged: elements past its last row or column are
-    not written."""
+    not written. at=(b, d, row, col) places it at an element; it needs clip."""
     _reg(src, "store", "source")
     _check_mem("store", dst, src, "destination")
-    idx = _coords("store", dst, coords)
+    idx = _placed("store", dst, coords, at, bool(clip), "clip=True")
     if clip:
         _ragged("store", dst, "clip")
     with emitting():
-        tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip))
+        tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None)
+
+
+def _placed(op: str, mem, coords, at, ragged: bool, needs: str) -> list:
+    """The coordinates: tile units (coords) or elements (at=, a gl only, ragged)."""
+    if at is None:
+        return _coords(op, mem, coords)
+    if coords != ():
+        raise fail(f"{op}: give the place as coords (in tiles) or at= (in elements), not both")
+    if not isinstance(mem, GLHandle):
+        raise fail(f"{op}: at= (element coordinates) is for a gl, got {_name(mem)}")
+    if not ragged:
+        raise fail(f"{op}: at= places the tile at any element, past the gl's edges too: "
+                   f"give {needs}")
+    return _coords(op, mem, at)
 
 
 def _ragged(op: str, mem, what: str) -> None:

@@ -325,20 +325,41 @@ def _transpose(c, op):
 
 # ---- memory
 
-def clipped(op, coords, shape, full) -> tuple[tuple, tuple]:
+def clipped(op, coords, shape, full, width: int, elements: bool = False) -> tuple[tuple, tuple]:
     """A ragged gl access: (the gl's index, the piece's index) of the part of
-    the `shape` piece at coords (b, d, r, c) that lies inside `full`."""
+    the `shape` piece at coords (b, d, r, c) that lies inside `full`. With
+    element coordinates the piece may start before row or column 0, and its
+    column must be a multiple of the access width (the GPU's alignment)."""
     b, d, r, c = coords
-    if not (0 <= b < full[0] and 0 <= d < full[1] and r >= 0 and c >= 0):
+    if not (0 <= b < full[0] and 0 <= d < full[1]) or (not elements and (r < 0 or c < 0)):
         raise error(op, f"{op.name}: coordinate {tuple(coords)} is out of bounds of shape "
-                        f"{tuple(full)} (a ragged access clips rows and columns only at their end)")
-    if len(shape) == 2:
-        r0, c0 = r * shape[0], c * shape[1]
-        nr, nc = max(0, min(shape[0], full[2] - r0)), max(0, min(shape[1], full[3] - c0))
-        return (b, d, slice(r0, r0 + nr), slice(c0, c0 + nc)), (slice(0, nr), slice(0, nc))
-    c0 = c * shape[0]
-    nc = max(0, min(shape[0], full[3] - c0)) if r < full[2] else 0
-    return (b, d, min(r, full[2] - 1), slice(c0, c0 + nc)), (slice(0, nc),)
+                        f"{tuple(full)} (a ragged access clips rows and columns only)")
+    if elements and c % width:
+        raise error(op, f"{op.name}: column {c} is not a multiple of {width}, the access width "
+                        f"of this {op.name.removeprefix('tk.')} (16-byte accesses stay aligned)")
+    if len(shape) == 1:  # a vector is row r of the gl
+        rows = _span(r, 1, full[2])
+        cols = _span(c if elements else c * shape[0], shape[0], full[3])
+        if rows[0].stop == rows[0].start:
+            cols = (slice(0, 0), slice(0, 0))
+        return (b, d, min(max(r, 0), full[2] - 1), cols[0]), (cols[1],)
+    rows = _span(r if elements else r * shape[0], shape[0], full[2])
+    cols = _span(c if elements else c * shape[1], shape[1], full[3])
+    return (b, d, rows[0], cols[0]), (rows[1], cols[1])
+
+
+def access_width(t, gl_t) -> int:
+    """Elements per GPU memory access of a ragged access of t (requirements.extents)."""
+    from ..lowering.requirements import extents
+    return extents(t, gl_t.dtype, ragged=True)[3]
+
+
+def _span(start: int, n: int, size: int) -> tuple[slice, slice]:
+    """(in the gl, in the piece) of the piece's n entries from start within 0..size."""
+    lo, hi = max(start, 0), min(start + n, size)
+    if hi <= lo:
+        return slice(0, 0), slice(0, 0)
+    return slice(lo, hi), slice(lo - start, hi - start)
 
 
 def window(op, coords, mem_t, shape, where: str) -> tuple:
@@ -408,13 +429,16 @@ def _load(c, op):
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
     shared = not isinstance(mem_t, GL)
+    expect("elements" not in op.attributes or "fill" in op.attributes, op,
+           "element coordinates need fill (the load may reach past the gl's edges)")
     if "fill" in op.attributes:  # ragged: what lies outside the gl reads as fill
         expect(not shared, op, "fill (a ragged load) needs a gl source")
         fill = rnd(np.full(shape, op.attributes["fill"].value, F32))
+        width, elements = access_width(t, mem_t), "elements" in op.attributes
 
         def ragged(env, w):
             arr = env[src]
-            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape)
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements)
             piece = fill.copy()
             piece[part] = rnd(rnd_mem(arr[ix].astype(F32)))
             env[out] = piece
@@ -439,12 +463,15 @@ def _store(c, op):
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
     rnd, shape = ROUND[mem_t.dtype], t.shape
     shared = not isinstance(mem_t, GL)
+    expect("elements" not in op.attributes or "clip" in op.attributes, op,
+           "element coordinates need clip (the store may reach past the gl's edges)")
     if "clip" in op.attributes:  # ragged: what lies outside the gl is not written
         expect(not shared, op, "clip (a ragged store) needs a gl destination")
+        width, elements = access_width(t, mem_t), "elements" in op.attributes
 
         def ragged(env, w):
             arr = env[dst]
-            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape)
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements)
             arr[ix] = rnd(env[x][part])
         return ragged
 

@@ -60,7 +60,8 @@ def _load(lw, op, args):
         _check_idx(op, idx, 4)
         _check_rank(op, src.view, out)
         edge = edge_of(op, src)
-        accesses = (_tile_accesses if isinstance(out, RT) else _vec_accesses)(lw, src, out, idx, edge)
+        accesses = (_tile_accesses if isinstance(out, RT) else _vec_accesses)(
+            lw, src, out, idx, edge, "elements" in op.attributes)
         vals = _gl_load(lw, src, out, accesses, edge)
     elif isinstance(src, Shared) and isinstance(src.view, ST) and isinstance(out, RT):
         _check_idx(op, idx, 2)
@@ -83,7 +84,8 @@ def _store(lw, op, args):
         _check_idx(op, idx, 4)
         _check_rank(op, dst.view, x.view)
         edge = edge_of(op, dst)
-        accesses = (_tile_accesses if isinstance(x.view, RT) else _vec_accesses)(lw, dst, x.view, idx, edge)
+        accesses = (_tile_accesses if isinstance(x.view, RT) else _vec_accesses)(
+            lw, dst, x.view, idx, edge, "elements" in op.attributes)
         _gl_store(lw, dst, x, accesses, edge)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
@@ -240,25 +242,28 @@ def edge_of(op, gl: Global) -> Edge | None:
     return Edge(gl.dims[2], gl.dims[3]) if "clip" in attrs else None
 
 
-def _tile_accesses(lw, gl: Global, view: RT, idx, edge):
-    """(index, pointer, n, (row, col) or None) per run of an rt at tile
-    coordinate idx; row and col (absolute in the gl) only for a ragged access."""
-    origin = _gl_tile_origin(gl, idx, view.rows, view.cols)
+def _tile_accesses(lw, gl: Global, view: RT, idx, edge, elements: bool = False):
+    """(index, pointer, n, (row, col) or None) per run of an rt at coordinate
+    idx (in tiles, or in elements); row and col (absolute in the gl) only for
+    a ragged access."""
+    rows, cols = (1, 1) if elements else (view.rows, view.cols)
+    origin = _gl_tile_origin(gl, idx, rows, cols)
     lr, lc = _lane_rc(lw, view.layout)
     base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
     if edge is not None:
-        row0, col0 = _add(_mul(idx[2], view.rows), lr), _add(_mul(idx[3], view.cols), lc)
+        row0, col0 = _add(_mul(idx[2], rows), lr), _add(_mul(idx[3], cols), lc)
     for i, r, c, n in runs(view):
         at = (_add(row0, r), _add(col0, c)) if edge is not None else None
         yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c))), n, at
 
 
-def _vec_accesses(lw, gl: Global, view: RV, idx, edge):
-    """As _tile_accesses for an rv: row idx[2], elements from idx[3] * L."""
+def _vec_accesses(lw, gl: Global, view: RV, idx, edge, elements: bool = False):
+    """As _tile_accesses for an rv: row idx[2], elements from idx[3] * L (idx[3])."""
+    length = 1 if elements else view.length
     lane = _vec_lane(lw, view)
-    base = _add(_gl_tile_origin(gl, idx, 1, view.length, vector=True), lane)
+    base = _add(_gl_tile_origin(gl, idx, 1, length, vector=True), lane)
     if edge is not None:
-        col0 = _add(_mul(idx[3], view.length), lane)
+        col0 = _add(_mul(idx[3], length), lane)
     for i, e, n in vec_runs(view):
         at = (idx[2], _add(col0, e)) if edge is not None else None
         yield i, _gl_ptr(gl, _add(base, e)), n, at

@@ -476,12 +476,16 @@ def _check_load(op, name, ins, outs, kernel):
             yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {op.attributes['fill']}"
         if not isinstance(ins[0], GL):
             yield "load: fill (a ragged load) needs a gl source: shared tiles have no ragged edge"
+    if "elements" in op.attributes and "fill" not in op.attributes:
+        yield "load: element coordinates (elements) need fill: such a load may reach past the gl's edges"
     yield from _check_transfer("load", ins[0], outs[0], len(ins) - 1, ragged="fill" in op.attributes)
 
 
 def _check_store(op, name, ins, outs, kernel):
     if "clip" in op.attributes and not isinstance(ins[0], GL):
         yield "store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge"
+    if "elements" in op.attributes and "clip" not in op.attributes:
+        yield "store: element coordinates (elements) need clip: such a store may reach past the gl's edges"
     yield from _check_transfer("store", ins[0], ins[1], len(ins) - 2, ragged="clip" in op.attributes)
 
 

@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 81
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 82
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -143,6 +143,8 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %rg = "tk.load"(%g, %c0, %c0, %c0, %c0) {fill = 1} : (!tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge
   "tk.store"(%st, %rg, %c0, %c0) {clip} : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index) -> ()
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load: element coordinates (elements) need fill: such a load may reach past the gl's edges
+  %re = "tk.load"(%g, %c0, %c0, %c0, %c0) {elements} : (!tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
   // ---- masks
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: iota: axis must be 0 for rv<f32, 16, col>, got 1 : i64
   %io = "tk.iota"() {axis = 1 : i64} : () -> !tk.rv<f32, 16 : i64, "col">
