@@ -233,12 +233,25 @@ def choose_wide(module_op) -> None:
         if op.name in ("tk.load", "tk.store"):
             value = op.results[0] if op.name == "tk.load" else op.operands[1]
             memory.setdefault(value, set()).add(type(_view(op.operands[0])))
+            if _is_rt(value) and not _wide_fits(op, _view(op.operands[0]), _view(value)):
+                narrow.add(value)
     for members in classes.groups():
         kinds = set().union(*(memory.get(v, set()) for v in members))
         if (GL in kinds and ST not in kinds and not narrow.intersection(members)
                 and all(_view(v).layout == "row" for v in members)):
             for v in members:
                 v.set_type(_view(v).with_(layout="wide").mlir(v.type.context))
+
+
+def _wide_fits(op, mem, t) -> bool:
+    """A ragged access asks only for its access width on c (requirements.py):
+    widening it would ask for more (16 bytes), so it is widened only where a
+    static c already allows that; any other access asks for the same."""
+    from ..lowering.requirements import extents
+    if not isinstance(mem, GL) or not ("fill" in op.attributes or "clip" in op.attributes):
+        return True
+    need = extents(t.with_(layout="wide"), mem.dtype, ragged=True)[3]
+    return mem.c != -1 and mem.c % need == 0
 
 
 def _swap_for(v, uses) -> None:

@@ -78,3 +78,17 @@ func.func @carried(%a: !fgl, %b: !bgl, %o: !fgl) attributes {tk.kernel} {
   "tk.store"(%b, %y, %c0, %c0, %c0, %c0) : (!bgl, !brow, index, index, index, index) -> ()
   return
 }
+
+// A ragged access asks only for its access width on c: a runtime c keeps the
+// row layout (pairs: c even), a static c that holds 16-byte rows is widened.
+// CHECK-LABEL: func.func @ragged
+// CHECK: "tk.load"{{.*}}{fill = 0.000000e+00 : f32}{{.*}} -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
+// CHECK: "tk.load"{{.*}}{fill = 0.000000e+00 : f32}{{.*}} -> !tk.rt<bf16, 16 : i64, 32 : i64, "wide">
+func.func @ragged(%a: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, -1 : i64>, %b: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 40 : i64>) attributes {tk.kernel} {
+  %c0 = arith.constant 0 : index
+  %x = "tk.load"(%a, %c0, %c0, %c0, %c0) {fill = 0.0 : f32} : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, -1 : i64>, index, index, index, index) -> !brow
+  "tk.store"(%a, %x, %c0, %c0, %c0, %c0) {clip} : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, -1 : i64>, !brow, index, index, index, index) -> ()
+  %y = "tk.load"(%b, %c0, %c0, %c0, %c0) {fill = 0.0 : f32} : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 40 : i64>, index, index, index, index) -> !brow
+  "tk.store"(%b, %y, %c0, %c0, %c0, %c0) {clip} : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 40 : i64>, !brow, index, index, index, index) -> ()
+  return
+}
