@@ -211,7 +211,13 @@ def _pure(op, ins):
         return np.full(32, _attr_value(op.attributes["value"], rt),
                        np.float32 if _is_float(rt) else np.int64)
     if name in _INT:
-        return _INT[name](ins[0], ins[1])
+        out = _INT[name](np.asarray(ins[0]), np.asarray(ins[1]))
+        return out & 0xFFFFFFFF if str(rt) == "i32" else out  # i32 wraps (held unsigned)
+    if name == "arith.mului_extended":  # (low, high) of the unsigned 64-bit product
+        p = (np.asarray(ins[0]).astype(np.uint64) & 0xFFFFFFFF) * (np.asarray(ins[1]).astype(np.uint64) & 0xFFFFFFFF)
+        return [(p & 0xFFFFFFFF).astype(np.int64), (p >> np.uint64(32)).astype(np.int64)]
+    if name == "arith.trunci" or (name == "arith.index_cast" and str(rt) == "i32"):
+        return np.asarray(ins[0]) & ((1 << ir.IntegerType(rt).width) - 1)
     if name in _FLOAT:
         with np.errstate(all="ignore"):
             return round_to(_FLOAT[name](ins[0], ins[1]).astype(np.float32), _dtype_of(rt))
@@ -262,6 +268,12 @@ def _pure(op, ins):
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
         raise NotImplementedError(asm)
+    if name == "llvm.call_intrinsic":
+        intrin = ir.StringAttr(op.attributes["intrin"]).value
+        if intrin == "llvm.nvvm.mulhi.ui":  # the high word of the unsigned product
+            a, b = (np.asarray(x).astype(np.uint64) & 0xFFFFFFFF for x in ins)
+            return ((a * b) >> np.uint64(32)).astype(np.int64)
+        raise NotImplementedError(intrin)
     if name == "llvm.intr.fabs":
         return np.abs(ins[0])
     if name == "llvm.intr.fma":
@@ -315,12 +327,14 @@ sim_block = 0  # blockIdx.x of the running simulation
 
 def simulate(module, buffers: list[np.ndarray], scalars=(), block: int = 0) -> None:
     """Run the module's (only) kernel on warp 0 of block (block, 0, 0): gl
-    args (static dims only) take `buffers` in order, then the f32 scalars."""
+    args (static dims only) take `buffers` in order, then the scalars (f32 or i32)."""
     global sim_buffers, sim_block
     sim_buffers, sim_block = buffers, block
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
-    args = [(i, 0) for i in range(len(buffers))] + [np.full(32, s, np.float32) for s in scalars]
+    types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(buffers):]
+    args = [(i, 0) for i in range(len(buffers))]
+    args += [np.full(32, s, np.int64 if t == "i32" else np.float32) for s, t in zip(scalars, types)]
     Warp(buffers).run(fn.operation, args)
 
 
@@ -430,7 +444,7 @@ def run_kernel(ins, outs, body, values, scalars=()):
     return [decode(v, b) for v, b in zip(outs, bufs[len(ins):])]
 
 
-def run_traced(kernel, arrays: list[np.ndarray], blocks: int = 1) -> None:
+def run_traced(kernel, arrays: list[np.ndarray], blocks: int = 1, scalars=()) -> None:
     """Compile a one-warp frontend kernel (static gl dims) through the tile
     pipeline and the lowering, then simulate blocks 0..blocks-1 over
     `arrays` (float32, holding values of each gl's dtype), in place."""
@@ -440,7 +454,7 @@ def run_traced(kernel, arrays: list[np.ndarray], blocks: int = 1) -> None:
         compile_to(module, "nvvm")
     bufs = [a.reshape(-1) for a in arrays]
     for b in range(blocks):
-        simulate(module, bufs, block=b)
+        simulate(module, bufs, scalars, block=b)
 
 
 def to_ptx(module) -> str:

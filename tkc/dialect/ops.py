@@ -99,6 +99,11 @@ def where(cmp: str, a, b, x, y, t, loc=None):
     return _one("where", t, [a, b, x, y], {"cmp": cmp}, loc=loc)
 
 
+def rand(t, seed, offset, base, stride, loc=None):
+    """Uniform [0, 1) numbers: element (i, j) is number base + i * stride + j."""
+    return _one("rand", t, [seed, offset, base, stride], loc=loc)
+
+
 def vec_reduce(name: str, x, loc=None):
     """The sum, max or min of a whole rv, as an f32 scalar."""
     from mlir import ir

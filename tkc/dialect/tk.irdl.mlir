@@ -320,6 +320,15 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
+  // ---- random numbers: uniform in [0, 1) from Philox4x32-10 (tkc/philox.py);
+  // element (i, j) is number base + i * stride + j of the tensor's numbering.
+  irdl.operation @rand {
+    %i = irdl.is index
+    %t = irdl.any
+    irdl.operands(seed: %i, offset: %i, base: %i, stride: %i)
+    irdl.results(out: %t)
+  }
+
   // ---- whole-vector reductions: rv -> f32 (every lane holds the result)
   irdl.operation @vec_sum {
     %x = irdl.base @tk::@rv

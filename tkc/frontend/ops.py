@@ -34,7 +34,7 @@ from .trace import current, emitting, fail
 from .values import F32, as_f32, as_index
 
 __all__ = [
-    "zero", "ones", "neg_infty", "pos_infty", "fill", "iota",
+    "zero", "ones", "neg_infty", "pos_infty", "fill", "iota", "rand",
     "copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
     "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
     "add", "sub", "mul", "div", "max", "min", "sum",
@@ -113,6 +113,19 @@ def iota(dst: Reg, axis: int = 0) -> Reg:
     if isinstance(axis, bool) or axis not in axes:
         raise fail(f"iota: axis must be {' or '.join(map(str, axes))} for {_name(dst)}, got {axis!r}")
     return _result("iota", dst, dst.view, lambda: tk.iota(dst.view.mlir(), axis))
+
+
+def rand(dst: Reg, seed, offset, base, stride=0) -> Reg:
+    """Uniform random numbers in [0, 1) (Philox4x32-10, docs/tile-ir.md): the
+    elements of a tensor are numbered, and element (i, j) of dst is number
+    base + i * stride + j (i of a vector: base + i), so the numbers do not
+    depend on tiles, layouts or warps. seed and offset are i32 values as
+    PyTorch's generator gives them (offset: how many numbers earlier calls
+    used); base and stride multiples of 4. Dropout: where(rand(...) < p, 0.0, x / (1 - p))."""
+    _reg(dst, "rand", "destination")
+    vals = [as_index(x, f"rand's {what}") for x, what in
+            ((seed, "seed"), (offset, "offset"), (base, "base"), (stride, "stride"))]
+    return _result("rand", dst, dst.view, lambda: tk.rand(dst.view.mlir(), *(x.ir() for x in vals)))
 
 
 # ------------------------------------------------------------ unary maps

@@ -223,6 +223,26 @@ def _where(c, op):
     return step
 
 
+# ---- random numbers
+
+@handler("tk.rand")
+def _rand(c, op):
+    from .. import philox
+    t = tview(op.results[0])
+    expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
+    seed, offset, base, stride = (c.slot(v) for v in op.operands)
+    out, rnd = c.result_slot(op), rounder(t.dtype)
+    idx = np.indices(t.shape)
+
+    def step(env, w):
+        b, s = int(env[base]), int(env[stride])
+        if b % 4 or s % 4:  # the GPU draws 4 numbers per Philox call, for aligned groups of 4
+            raise error(op, f"tk.rand: base ({b}) and stride ({s}) must be multiples of 4")
+        e = b + (idx[0] * s + idx[1] if len(t.shape) == 2 else idx[0])
+        env[out] = rnd(philox.uniform(int(env[seed]), int(env[offset]), e))
+    return step
+
+
 # ---- whole-vector reductions: rv -> f32 scalar
 
 _VEC_REDUCE = {"tk.vec_sum": np.sum, "tk.vec_max": np.max, "tk.vec_min": np.min}

@@ -131,8 +131,8 @@ def _packed(v) -> bool:
 RULES: dict[str, Callable] = {}
 
 # Modules that register rules, imported on first use (LOWER-MEM's may not exist yet).
-RULE_MODULES = ("compute", "reduce", "masks", "mma", "memory", "workers", "barriers", "tma",
-                "wgmma", "views")
+RULE_MODULES = ("compute", "reduce", "masks", "random", "mma", "memory", "workers", "barriers",
+                "tma", "wgmma", "views")
 
 
 def rule(*op_names: str):

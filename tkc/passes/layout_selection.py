@@ -102,7 +102,7 @@ def choose_swizzles(module_op) -> None:
 
 # ---------------------------------------------------------------- 2. register layouts
 
-_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "iota", "load", *UNARY, *BINARY, "fma", "where")}
+_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "iota", "rand", "load", *UNARY, *BINARY, "fma", "where")}
 _TIED = {f"tk.{n}" for n in (*UNARY, *BINARY, "fma", "where")}  # result and tile operands share a layout
 _MMA = {f"tk.{n}": MMA_TABLE[n] for n in MMA}
 # wgmma takes a register a in row layout (b is always an st: no register demand)

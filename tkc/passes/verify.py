@@ -564,6 +564,7 @@ def _check_group_warps(op, name, kernel):
 
 _OTHERS = {
     "iota": _check_iota,
+    "rand": lambda op, name, ins, outs, kernel: _need(name, "result", outs[0], (RT, RV), "an rt or rv"),
     "where": _check_where,
     "swap_layout": _check_swap_layout,
     "transpose": _check_transpose,
