@@ -123,8 +123,8 @@ def test_compile_kernel_manifest():
     assert man["shared_bytes"] == 32 * 32 * 2
     a, o = man["params"]
     assert a == {"name": "a", "kind": "gl", "dtype": "bf16", "dims": [1, 1, None, 32],
-                 "names": [None] * 4, "divisible": [1, 1, 32, 32]}
-    assert o["divisible"] == [1, 1, 16, 32]
+                 "names": [None] * 4, "divisible": [1, 1, 32, 32], "writes": False}
+    assert o["divisible"] == [1, 1, 16, 32] and o["writes"] and man["inplace"] == []
     assert man["resources"]["spill_stores"] == 0 and man["resources"]["registers"] > 0
     assert man["source"] == {"key": "k123", "compiler": compiler_hash()}
     assert art.cubin[:4] == b"\x7fELF" and ".entry roundtrip" in art.ptx

@@ -37,7 +37,7 @@ def test_loop_over_whole_tiles_requires_a_multiple():
 
 def test_ragged_shapes_are_refused_not_cut_short():
     a = np.ones((32, 40), np.float32)  # 40 columns: 2.5 tiles
-    with pytest.raises(TkcError, match="dim c = 40 is not a multiple of 16"):
+    with pytest.raises(TkcError, match=r"dim c .* = 40 must be a multiple of 16"):
         row_sums.interpret(a, np.zeros((32, 16), np.float32))
     a = np.arange(32 * 48, dtype=np.float32).reshape(32, 48)
     o = np.zeros((32, 16), np.float32)
@@ -46,7 +46,7 @@ def test_ragged_shapes_are_refused_not_cut_short():
 
 
 def test_grid_floor_division_requires_a_multiple():
-    with pytest.raises(TkcError, match="dim r = 24 is not a multiple of 16"):
+    with pytest.raises(TkcError, match=r"dim r .* = 24 must be a multiple of 16"):
         row_sums.interpret(np.ones((24, 16), np.float32), np.zeros((24, 16), np.float32))
 
 
@@ -55,7 +55,7 @@ def test_declared_multiple_by_dim_name():
     def k(a: gl(f32, 1, 1, 16, "N"), b: gl(f32, 1, 1, 16, "N")):
         store(b, load(rt(f32, 16, 16), a, (0, 0, 0, 0)), (0, 0, 0, 0))
     assert _divisible(k) == {0: [1, 1, 16, 64], 1: [1, 1, 16, 64]}
-    with pytest.raises(TkcError, match="dim c = 32 is not a multiple of 64"):
+    with pytest.raises(TkcError, match=r"dim c .* = 32 must be a multiple of 64"):
         k.interpret(np.ones((16, 32), np.float32), np.ones((16, 32), np.float32))
 
 

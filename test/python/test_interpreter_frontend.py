@@ -73,8 +73,9 @@ def test_dims_with_one_name_must_agree():
     x = np.zeros((32, 64), np.float32)
     with pytest.raises(TkcError) as info:
         softmax_rows.interpret(x, np.zeros((64, 64), np.float32))
-    assert info.value.message == ("dim r of argument 'o' is 64, but dim r of argument 'x' "
-                                  "is 32: both are named 'N' and must have one size")
+    assert info.value.message == ("kernel 'softmax_rows': dim r of argument 1 'o' is 64, but dim r "
+                                  "of argument 0 'x' is 32: both are named 'N' and must have one size")
+    assert info.value.where == f"{__file__}:75"  # the call, as a launch is located
     assert info.value.where.startswith(f"{__file__}:")
 
 

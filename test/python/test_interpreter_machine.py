@@ -211,12 +211,12 @@ SIG_ALIASES = {"gb": GL("bf16", 1, 1, -1, 32).text()}
 @pytest.mark.parametrize("args,match", [
     ([np.zeros((4, 32), np.float64), 1.0, 1], "must be a float32 array, got float64"),
     ([np.zeros((4, 32), np.float16), 1.0, 1], "must be a float32 array, got float16"),
-    ([np.zeros((4, 16), np.float32), 1.0, 1], "dim c must be 32, got 16"),
-    ([np.zeros((2, 2, 2, 4, 32), np.float32), 1.0, 1], "1 to 4 dims"),
+    ([np.zeros((4, 16), np.float32), 1.0, 1], r"dim c .* must be 32, found 16"),
+    ([np.zeros((2, 2, 2, 4, 32), np.float32), 1.0, 1], "rank 1 to 4, found rank 5"),
     ([[0.0] * 32, 1.0, 1], "must be a numpy array, got list"),
-    ([np.zeros((4, 32), np.float32), "x", 1], "'s' .* must be a number"),
-    ([np.zeros((4, 32), np.float32), 1.0, 1.5], "'n' .* 32-bit integer"),
-    ([np.zeros((4, 32), np.float32), 1.0, 2**40], "'n' .* 32-bit integer"),
+    ([np.zeros((4, 32), np.float32), "x", 1], "'s' .*expected a real number, found str"),
+    ([np.zeros((4, 32), np.float32), 1.0, 1.5], "'n' .*expected an int, found float"),
+    ([np.zeros((4, 32), np.float32), 1.0, 2**40], "'n' .*does not fit int32"),
     ([np.zeros((4, 32), np.float32), 1.0], "takes 3 arguments"),
 ])
 def test_argument_checks(args, match):

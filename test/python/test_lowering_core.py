@@ -67,7 +67,7 @@ def test_manifest_attribute():
     assert man["kernel"] == "k" and man["warps"] == 2 and man["block"] == [64, 1, 1]
     assert man["grid"] == ["cdiv(a.r, 16)", "1", "n"]
     assert man["params"][0] == {"name": "a", "kind": "gl", "dtype": "f32", "dims": [1, 1, None, 64],
-                                "names": [None] * 4, "divisible": [1, 1, 1, 1]}
+                                "names": [None] * 4, "divisible": [1, 1, 1, 1], "writes": False}
     assert man["params"][1:] == [{"name": "s", "kind": "scalar", "dtype": "f32"},
                                  {"name": "n", "kind": "scalar", "dtype": "i32"}]
     assert man["shared_bytes"] == 0 and man["cluster"] == [1, 1, 1] and man["tensor_maps"] == []

@@ -87,7 +87,7 @@ def test_static_dim():
 def test_divisibility():
     e = bind_error(with_arg(1, np.ones((16, 20), np.float16)))
     assert e.message == (f"{PREFIX_Y}: dim c (axis 3 of the 4-D view of shape (16, 20)) = 20 "
-                         f"must be a multiple of 8 (the kernel's tiles along c)")
+                         f"must be a multiple of 8 (the kernel's tiles, or its aligned accesses, along c)")
 
 
 def test_non_contiguous():

@@ -33,6 +33,8 @@ def _attributes(kernel) -> dict:
         attrs["tk.order"] = ir.StringAttr.get(kernel.order)
     if kernel.persistent:
         attrs["tk.persistent"] = ir.UnitAttr.get()
+    if kernel.inplace:
+        attrs["tk.inplace"] = ir.ArrayAttr.get([strs(pair) for pair in kernel.inplace.items()])
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]
     if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
         attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])

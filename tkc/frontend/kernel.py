@@ -75,7 +75,7 @@ class Kernel:
 
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
-                 persistent: bool = False, scope: dict | None = None):
+                 persistent: bool = False, inplace: dict | None = None, scope: dict | None = None):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -83,6 +83,7 @@ class Kernel:
         if grid is not None and not callable(grid):
             raise TkcError("grid must be a lambda over the kernel's arguments", _where_def(fn))
         self.divisible = _check_divisible(divisible, fn)
+        self.inplace = _check_inplace(inplace, fn)
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
@@ -157,6 +158,7 @@ class Kernel:
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
+            "inplace": self.inplace,
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -218,7 +220,8 @@ class Kernel:
 
 
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
-           divisible: dict | None = None, order: str | None = None, persistent: bool = False):
+           divisible: dict | None = None, order: str | None = None, persistent: bool = False,
+           inplace: dict | None = None):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -228,12 +231,16 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     order: the order blocks take the grid's work items in (tk-grid-ordering):
     "auto", a permutation of "xyz" (fastest first) or "grouped(y, W)" /
     "grouped(x, W)" (L2-friendly super-rows / super-columns). persistent=True:
-    one block per SM, each looping over work items (docs/pipelining.md)."""
+    one block per SM, each looping over work items (docs/pipelining.md).
+
+    inplace={"o": "x"}: the output o may be the very tensor x (the kernel
+    reads each element of x before writing it, once). Without it, a launch
+    whose written argument overlaps another argument in memory is refused."""
     # The defining scope's local names (a kernel defined inside a function
     # may annotate with names imported there): called where the def is.
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
-                persistent=persistent, scope=scope)
+                persistent=persistent, inplace=inplace, scope=scope)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)
@@ -251,6 +258,16 @@ def _check_schedule(order, persistent, fn) -> tuple[str | None, bool]:
     except ValueError as e:
         raise TkcError(f"order: {e}", _where_def(fn)) from None
     return order, persistent
+
+
+def _check_inplace(inplace, fn) -> dict[str, str]:
+    if inplace is None:
+        return {}
+    if not isinstance(inplace, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k != v for k, v in inplace.items()):
+        raise TkcError(f"inplace maps an output argument's name to the input it may be, "
+                       f"got {inplace!r}", _where_def(fn))
+    return dict(inplace)
 
 
 def _check_divisible(divisible, fn) -> dict[str, int]:

@@ -18,7 +18,6 @@ from ..passes.verify import arg_names, dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",)}
 SCALARS = ("f32", "i32")
-I32_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 
 @dataclass
@@ -65,34 +64,54 @@ def signature(func) -> Signature:
 
 
 def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
-    """Checked argument values, and the grid environment ("a.r" -> 128, "n" -> 5)."""
+    """Checked argument values, and the grid environment ("a.r" -> 128, "n" -> 5).
+
+    The launch rules are the runtime's own (tkc.runtime.args.Signature, on the
+    manifest's params that the lowering also writes): count, dtypes, static
+    dims, divisibility, contiguity, 16-byte alignment, one size per dim name,
+    TMA rows of 16 bytes, scalar ranges. Each array is checked as it would
+    lie in GPU memory (in its gl's dtype); only what is numpy's own (the
+    array dtypes a bf16 gl accepts, writability) is checked here."""
+    from ..lowering.requirements import inplace, params, tma_params
+    from ..runtime.args import Signature as Launch
     if len(args) != len(sig.arg_types):
         raise error(sig.func, f"kernel '{sig.name}' takes {len(sig.arg_types)} arguments "
                               f"({', '.join(sig.arg_names)}), got {len(args)}")
-    values, env, named = [], {}, {}
-    for name, t, a, dims in zip(sig.arg_names, sig.arg_types, args, sig.dim_names):
+    values, on_gpu = [], []
+    for name, t, a in zip(sig.arg_names, sig.arg_types, args):
         if isinstance(t, GL):
-            arr = _bind_gl(sig, name, t, a)
-            env.update({f"{name}.{d}": n for d, n in zip("bdrc", arr.shape)})
-            _same_names(sig, name, arr.shape, dims, named)
+            values.append(_bind_gl(sig, name, t, a))
+            on_gpu.append(_as_on_gpu(t, a))
         else:
-            arr = _bind_scalar(sig, name, t, a)
-            if t == "i32":
-                env[name] = arr
-        values.append(arr)
-    _divisible(sig, values)
+            values.append(None)
+            on_gpu.append(a)
+    manifest = {"kernel": sig.name, "grid": sig.grid, "params": params(sig.func, sig.arg_names),
+                "tensor_maps": [{"param": i} for i in sorted(tma_params(sig.func))],
+                "inplace": inplace(sig.func)}
+    env = Launch(manifest).bind(on_gpu, host_ok=True).env
+    for i, (t, a) in enumerate(zip(sig.arg_types, args)):
+        if not isinstance(t, GL):
+            values[i] = np.float32(a) if t == "f32" else int(a)
     return values, env
 
 
-def _divisible(sig, values) -> None:
-    """Each gl dim a multiple of what the kernel's tiles need (as at launch:
-    the manifest's `divisible`), so a ragged shape is refused, not cut short."""
-    from ..lowering.requirements import divisible
-    for i, div in divisible(sig.func).items():
-        for axis, n, d in zip("bdrc", values[i].shape, div):
-            if n % d:
-                raise error(sig.func, f"argument '{sig.arg_names[i]}': dim {axis} = {n} is not a "
-                                      f"multiple of {d} (the kernel works on whole tiles)")
+def _as_on_gpu(t: GL, a: np.ndarray):
+    """The TensorView of array `a` as the gl's tensor would lie in GPU memory:
+    its dtype, element strides and element offset from the allocation's start
+    (an allocation is aligned), whatever numpy type holds the values. Its
+    address is the allocation's (rounded down to 16 bytes) plus that offset:
+    inside the allocation, so arrays overlap there exactly when they share
+    elements."""
+    from ..dtypes import itemsize
+    from ..runtime.tensors import TensorView
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    offset = (a.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // a.itemsize
+    e = itemsize(t.dtype)
+    start = base.__array_interface__["data"][0] & ~15
+    return TensorView(t.dtype, tuple(a.shape), tuple(s // a.itemsize * e for s in a.strides), e,
+                      start + offset * e, "cpu", 0)
 
 
 def _bind_gl(sig, name: str, t: GL, a) -> np.ndarray:
@@ -102,36 +121,6 @@ def _bind_gl(sig, name: str, t: GL, a) -> np.ndarray:
     if a.dtype.name not in ARRAY_DTYPES[t.dtype]:
         raise error(sig.func, f"argument '{name}' ({t.dtype} gl) must be a "
                               f"{' or '.join(ARRAY_DTYPES[t.dtype])} array, got {a.dtype.name}")
-    if not 1 <= a.ndim <= 4:
-        raise error(sig.func, f"argument '{name}' must have 1 to 4 dims, got {a.ndim}")
     if not a.flags.writeable:
         raise error(sig.func, f"argument '{name}' is a read-only array")
-    arr = a[(None,) * (4 - a.ndim)]  # a view: stores reach the caller's array
-    for axis, want, got in zip("bdrc", t.dims, arr.shape):
-        if want != -1 and want != got:
-            raise error(sig.func, f"argument '{name}' has shape {a.shape} (as 4-D {arr.shape}): "
-                                  f"dim {axis} must be {want}, got {got}")
-    return arr
-
-
-def _same_names(sig, name: str, shape, dims, named: dict) -> None:
-    """Dims with one name must have one size (as at launch, tkc.runtime.args)."""
-    for axis, dim_name, n in zip("bdrc", dims, shape):
-        if dim_name is None:
-            continue
-        first = named.setdefault(dim_name, (name, axis, n))
-        if first[2] != n:
-            raise error(sig.func, f"dim {axis} of argument '{name}' is {n}, but dim {first[1]} "
-                                  f"of argument '{first[0]}' is {first[2]}: both are named "
-                                  f"{dim_name!r} and must have one size")
-
-
-def _bind_scalar(sig, name: str, t: str, a):
-    if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, float, np.integer, np.floating)):
-        raise error(sig.func, f"argument '{name}' ({t}) must be a number, got {type(a).__name__}")
-    if t == "f32":
-        return np.float32(a)
-    if (isinstance(a, (float, np.floating)) and not float(a).is_integer()) \
-            or not I32_RANGE[0] <= int(a) <= I32_RANGE[1]:
-        raise error(sig.func, f"argument '{name}' (i32) must be a 32-bit integer, got {a}")
-    return int(a)
+    return a[(None,) * max(0, 4 - a.ndim)]  # a view: stores reach the caller's array

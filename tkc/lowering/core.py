@@ -357,23 +357,12 @@ def _bind_params(lw, func_op, entry) -> None:
 
 
 def _manifest(func_op, name, warps, grid, names, plan, maps=()) -> dict:
-    div_fn = _optional("requirements", "divisible")
-    div = div_fn(func_op) if div_fn else {}
-    dim_names = verify.dim_names(func_op)
-    params = []
-    for i, a in enumerate(func_op.regions[0].blocks[0].arguments):
-        v = view(a.type)
-        if isinstance(v, GL):
-            params.append({"name": names[i], "kind": "gl", "dtype": v.dtype,
-                           "dims": [None if d == DYNAMIC else d for d in v.dims],
-                           "names": dim_names[i],
-                           "divisible": list(div.get(i, [1, 1, 1, 1]))})
-        else:
-            params.append({"name": names[i], "kind": "scalar", "dtype": str(a.type)})
+    from .requirements import inplace, params
     return {"version": 1, "kernel": name, "target": "sm_90a", "warps": warps,
             "block": [32 * warps, 1, 1], "grid": grid,
             "shared_bytes": plan.total if plan is not None else 0,
-            "cluster": [1, 1, 1], "tensor_maps": [m.manifest() for m in maps], "params": params}
+            "cluster": [1, 1, 1], "tensor_maps": [m.manifest() for m in maps],
+            "params": params(func_op, names), "inplace": inplace(func_op)}
 
 
 # Ops re-created as they are (operands mapped): scalar math the upstream passes lower.

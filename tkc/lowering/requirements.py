@@ -17,7 +17,7 @@ from math import lcm
 
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
-from ..passes.verify import declared_divisible, dim_names, gl_arg_names
+from ..passes.verify import arg_names, declared_divisible, dim_names, gl_arg_names
 from ..dialect import walk
 from . import fragments
 
@@ -58,6 +58,56 @@ def divisible(func_op) -> dict[int, list[int]]:
             out[i]["bdrc".index(axis)] = lcm(out[i]["bdrc".index(axis)], n)
     _unify(out, dim_names(op), {k: v for k, v in declared.items() if "." not in k})
     return out
+
+
+# ops whose gl operand a tensor map describes: (op name, operand index of the gl)
+_TMA = {"tk.tma_load": 1, "tk.pipeline_load": 1, "tk.tma_store": 0, "tk.tma_store_add": 0,
+        "tk.pipeline_store": 0}
+
+
+# ops that write a gl: (op name, operand index of the gl)
+_WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
+           "tk.pipeline_store": 0}
+
+
+def params(func_op, names: list[str]) -> list[dict]:
+    """The manifest's `params` (what the runtime checks each argument against)."""
+    op = getattr(func_op, "operation", func_op)
+    div, dims, written = divisible(op), dim_names(op), _written(op)
+    out = []
+    for i, a in enumerate(op.regions[0].blocks[0].arguments):
+        v = view(a.type)
+        if isinstance(v, GL):
+            out.append({"name": names[i], "kind": "gl", "dtype": v.dtype,
+                        "dims": [None if d == -1 else d for d in v.dims], "names": dims[i],
+                        "divisible": list(div.get(i, [1, 1, 1, 1])), "writes": i in written})
+        else:
+            out.append({"name": names[i], "kind": "scalar", "dtype": str(a.type)})
+    return out
+
+
+def _written(op) -> set[int]:
+    args = op.regions[0].blocks[0].arguments
+    return {_arg_index(inner, inner.operands[_WRITES[inner.name]], args)
+            for inner in walk(op) if inner.name in _WRITES
+            and isinstance(view(inner.operands[_WRITES[inner.name]].type), GL)}
+
+
+def inplace(func_op) -> list[list[int]]:
+    """tk.inplace as argument index pairs [output, input]: the output may be the input."""
+    op = getattr(func_op, "operation", func_op)
+    if "tk.inplace" not in op.attributes:
+        return []
+    index = {n: i for i, n in enumerate(arg_names(op))}
+    return [[index[pair[0].value], index[pair[1].value]] for pair in op.attributes["tk.inplace"]]
+
+
+def tma_params(func_op) -> set[int]:
+    """The gl arguments a TMA op moves (each gets a tensor map at launch)."""
+    op = getattr(func_op, "operation", func_op)
+    args = op.regions[0].blocks[0].arguments
+    return {_arg_index(inner, inner.operands[_TMA[inner.name]], args)
+            for inner in walk(op) if inner.name in _TMA}
 
 
 def _grid_divisors(op) -> list[tuple[str, int]]:

@@ -130,6 +130,8 @@ def _check_kernel(fn):
         yield from (("", m) for m in _check_arg_names(name, attrs["tk.arg_names"], args))
     if "tk.dim_names" in attrs:
         yield from (("", m) for m in _check_dim_names(name, attrs["tk.dim_names"], args))
+    if "tk.inplace" in attrs:
+        yield from (("", m) for m in _check_inplace(name, attrs["tk.inplace"], fn))
     if "tk.divisible" in attrs:
         yield from (("", m) for m in _check_divisible(name, attrs["tk.divisible"], fn))
     for i, arg in enumerate(args):
@@ -200,6 +202,25 @@ def _check_divisible(name, attr, kernel):
         if entry.name not in known:
             yield (f"{name}: tk.divisible names {entry.name!r}, which is neither a dim name "
                    "nor a gl argument's dim (like a.c)")
+
+
+def _check_inplace(name, attr, kernel):
+    """tk.inplace: [[output, input], ...] names of two distinct gl arguments,
+    the output one the kernel writes."""
+    from mlir import ir
+    from ..lowering.requirements import _written
+    gls = _lenient(gl_arg_names, kernel)
+    ok = isinstance(attr, ir.ArrayAttr) and all(_strings(pair, 2) for pair in attr)
+    if not ok:
+        yield f"{name}: tk.inplace must be an array of [output, input] name pairs, got {attr}"
+        return
+    written = _written(kernel)
+    for pair in attr:
+        out, src = pair[0].value, pair[1].value
+        if out not in gls or src not in gls or out == src:
+            yield f"{name}: tk.inplace pairs two distinct gl arguments, got [{out!r}, {src!r}]"
+        elif gls[out] not in written:
+            yield f"{name}: tk.inplace names {out!r} as an output, but the kernel never writes it"
 
 
 def gl_arg_names(kernel) -> dict[str, int]:

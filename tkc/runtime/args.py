@@ -58,9 +58,12 @@ def _gl_text(dtype: str, dims) -> str:
 
 
 class GlParam:
-    def __init__(self, kernel: str, index: int, p: dict):
+    def __init__(self, kernel: str, index: int, p: dict, tma: bool = False):
         self.name, self.dtype, self.dims = p["name"], p["dtype"], p["dims"]
+        self.tma = tma  # a tensor map describes it: rows of a multiple of 16 bytes
         self.divisible = p.get("divisible", [1, 1, 1, 1])
+        self.writes = p.get("writes", False)
+        self.itemsize = {"bf16": 2, "f16": 2, "f32": 4}[self.dtype]
         self.dim_names = p.get("names", [None] * 4)
         self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
         self.env_names = [f"{self.name}.{d}" for d in DIMS]
@@ -81,6 +84,10 @@ class GlParam:
             raise self.error(f"expected rank 1 to 4, found rank {len(v.shape)} (shape {v.shape})")
         self._check_dims(v)
         self._check_layout(v)
+        if self.tma and (_shape4(v.shape)[3] * v.itemsize) % 16:
+            c = _shape4(v.shape)[3]
+            raise self.error(f"TMA needs rows of a multiple of 16 bytes: dim c = {c} of "
+                             f"{self.dtype} is {c * v.itemsize} bytes (pad the last dim)")
         return v
 
     def _check_dims(self, v: TensorView) -> None:
@@ -95,7 +102,7 @@ class GlParam:
             return self.error(f"{dim} must be {want}, found {n}")
         if n % div:
             return self.error(f"{dim} = {n} must be a multiple of {div} "
-                              f"(the kernel's tiles along {DIMS[axis]})")
+                              f"(the kernel's tiles, or its aligned accesses, along {DIMS[axis]})")
         return self.error(f"{dim} = {n} does not fit int32")
 
     def _check_layout(self, v: TensorView) -> None:
@@ -171,10 +178,17 @@ class Signature:
     def __init__(self, manifest: dict):
         self.kernel = manifest["kernel"]
         grid_names = compile_grid(tuple(manifest["grid"])).names
-        self.params = [GlParam(self.kernel, i, p) if p["kind"] == "gl"
+        tma = {m["param"] for m in manifest.get("tensor_maps", ())}
+        self.params = [GlParam(self.kernel, i, p, i in tma) if p["kind"] == "gl"
                        else ScalarParam(self.kernel, i, p, grid_names)
                        for i, p in enumerate(manifest["params"])]
         self.names = ", ".join(p.name for p in self.params)
+        # (written, other) gl argument pairs that must not overlap, and those
+        # declared in-place (which may also be the very same tensor)
+        gls = [i for i, p in enumerate(self.params) if isinstance(p, GlParam)]
+        self.inplace = {tuple(pair) for pair in manifest.get("inplace", ())}
+        self.overlaps = [(i, j) for i in gls if self.params[i].writes for j in gls
+                         if j != i and not (self.params[j].writes and j < i)]
         # The PTX parameters ('u64' pointer and 'u32' runtime dims per gl,
         # 'f32'/'i32' per scalar) and each argument's first one.
         self.kinds, self.slots = [], []
@@ -231,7 +245,32 @@ class Signature:
             else:
                 param.pack(arg, values, env)
                 views.append(None)
+        self.check_aliasing([v.ptr if v is not None else None for v in views],
+                            [v.shape if v is not None else None for v in views])
         return Bound(values, env, device, views)
+
+    def check_aliasing(self, ptrs: list, shapes: list) -> None:
+        """No written argument may overlap another argument in memory (the
+        kernel would read what it already wrote), except the very same tensor
+        as a declared in-place partner. Per launch: a few comparisons."""
+        for i, j in self.overlaps:
+            a, b = self._span(i, ptrs[i], shapes[i]), self._span(j, ptrs[j], shapes[j])
+            if a[0] < b[1] and b[0] < a[1]:
+                if a == b and ((i, j) in self.inplace or (j, i) in self.inplace):
+                    continue
+                self._alias_error(i, j, a == b)
+
+    def _span(self, i: int, ptr: int, shape) -> tuple[int, int]:
+        return ptr, ptr + math.prod(shape) * self.params[i].itemsize
+
+    def _alias_error(self, i: int, j: int, same: bool):
+        pi, pj = self.params[i], self.params[j]
+        what = "is the same tensor as" if same else "overlaps"
+        hint = (f"if writing each element of '{pi.name}' right after reading it from '{pj.name}' "
+                f"is intended, declare tkc.kernel(inplace={{'{pi.name}': '{pj.name}'}})"
+                if same else "pass separate tensors")
+        raise ArgError(f"kernel '{self.kernel}': argument {i} '{pi.name}', which the kernel "
+                       f"writes, {what} argument {j} '{pj.name}' in memory: {hint}")
 
     def _same_names(self, index: int, param: GlParam, shape: tuple, named: dict) -> None:
         """Dims with one name must have one size: the kernel covers one of them

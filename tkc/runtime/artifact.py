@@ -17,7 +17,7 @@ from .grid import DIMS, SMS, Grid
 VERSION = 1
 CUBIN, MANIFEST, PTX, TILE_IR = "kernel.cubin", "manifest.json", "kernel.ptx", "tile.mlir"
 _REQUIRED = ("version", "kernel", "target", "warps", "block", "grid", "shared_bytes", "params")
-_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "resources": {}, "source": {},
+_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "inplace": [], "resources": {}, "source": {},
              "persistent": False}
 SCALAR_DTYPES = ("f32", "i32")
 
@@ -90,6 +90,7 @@ def validate_manifest(manifest: dict) -> dict:
     m = {**_DEFAULTS, **manifest}
     _check_launch_shape(m, bad)
     _check_params(m["params"], bad)
+    _check_inplace(m, bad)
     _check_grid(m, bad)
     return m
 
@@ -136,6 +137,15 @@ def _check_params(params, bad) -> None:
             raise bad(f"param '{p['name']}': kind must be 'gl' or 'scalar', found {p.get('kind')!r}")
 
 
+def _check_inplace(m: dict, bad) -> None:
+    gls = [i for i, p in enumerate(m["params"]) if p.get("kind") == "gl"]
+    pairs = m["inplace"]
+    if not (isinstance(pairs, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(i in gls for i in p) and p[0] != p[1]
+            for p in pairs)):
+        raise bad(f"'inplace' must be [output, input] pairs of gl param indices, found {pairs!r}")
+
+
 def _check_gl_param(p: dict, bad) -> None:
     where = f"gl param '{p['name']}'"
     if p.get("dtype") not in DTYPES:
@@ -145,6 +155,8 @@ def _check_gl_param(p: dict, bad) -> None:
         raise bad(f"{where}: 'dims' must be 4 entries, each an int >= 1 or null, found {dims!r}")
     if not (isinstance(divisible, list) and len(divisible) == 4 and all(_is_int(d, 1) for d in divisible)):
         raise bad(f"{where}: 'divisible' must be 4 ints >= 1, found {divisible!r}")
+    if not isinstance(p.get("writes", False), bool):
+        raise bad(f"{where}: 'writes' must be true or false, found {p['writes']!r}")
     names = p.get("names", [None] * 4)
     if not (isinstance(names, list) and len(names) == 4
             and all(n is None or (isinstance(n, str) and n) for n in names)):

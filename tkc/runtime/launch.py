@@ -61,6 +61,7 @@ class Launcher:
             plan = self._plan(args, raw_stream, fast)
             values = plan.values
         else:  # the plan's values, with this call's pointers and scalars
+            self.signature.check_aliasing(fast[1], plan.shapes)
             values = plan.values.copy()
             for slot, x in zip(self.signature.slots, fast[1]):
                 values[slot] = x

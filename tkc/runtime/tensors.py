@@ -33,6 +33,8 @@ _DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda"}
 
 def view(obj, stream: int | None = None) -> TensorView | None:
     """The view of a tensor-like object, or None if obj is not one."""
+    if isinstance(obj, TensorView):  # already one (the interpreter's arrays, as on the GPU)
+        return obj
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         return _torch_view(obj)
