@@ -201,3 +201,22 @@ def test_elements_match_model(st, rt):
     (SV("bf16", 64), 1), (SV("f32", 48), 2)])
 def test_group_matches_model(sh, warps):
     assert degree(Access("group copy", sh, None, warps)) == model_group(sh, warps)
+
+
+def test_a_warning_is_printed_once_per_process(capsys):
+    """interpret() and build() rerun the tile pipeline; the warning does not repeat."""
+    import numpy as np
+    import tkc
+    from tkc import f32, gl, rt, st
+    from tkc.ops import group_load, load, store
+
+    @tkc.kernel(warps=1)
+    def conflicted(a: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 16, 16)):
+        s = st(f32, 16, 16, "none")
+        group_load(s, a, (0, 0, 0, 0))
+        tkc.sync()
+        for _ in range(3):  # three copies of one line
+            store(o, load(rt(f32, 16, 16), s, (0, 0)), (0, 0, 0, 0))
+    for _ in range(3):
+        conflicted.interpret(np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32))
+    assert capsys.readouterr().err.count("2-way shared-memory bank conflicts") == 1

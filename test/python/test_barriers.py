@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import f32, gl, rt, st, tma
+from tkc import bf16, f32, gl, rt, st, tma
 from tkc.diagnostics import TkcError
 from tkc.interpreter.hopper import BarrierState
 from tkc.ops import load, store, zero
@@ -117,8 +117,20 @@ def test_expected_bytes_that_never_arrive_deadlock():
         bar = tkc.barrier()
         tma.expect_bytes(bar, 1024)
         tkc.wait(bar, 0)
-    with pytest.raises(TkcError, match=r"phase 0: 1 of 1 arrivals, 1024 bytes outstanding"):
+    with pytest.raises(TkcError, match=r"phase 0: 1 of 1 arrivals, 1024 bytes still expected"):
         no_load.interpret(np.zeros((16, 16), np.float32))
+
+
+def test_a_tma_load_without_expect_names_the_missing_expect():
+    @tkc.kernel(warps=1)
+    def no_expect(a: gl(bf16, 1, 1, 64, 64), x: gl(f32, 1, 1, 16, 16)):
+        s = st(bf16, 64, 64)
+        bar = tkc.barrier()
+        tma.load_async(s, a, (0, 0, 0, 0), bar)
+        tkc.wait(bar, 0)
+    with pytest.raises(TkcError, match=r"0 of 1 arrivals; TMA delivered 8192 bytes more than any "
+                                       r"expect announced: .*needs tma.expect"):
+        no_expect.interpret(np.zeros((64, 64), np.float32), np.zeros((16, 16), np.float32))
 
 
 # ---- frontend checks, located at the author's line

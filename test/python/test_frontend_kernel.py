@@ -160,7 +160,15 @@ def test_import_and_cache_key_without_mlir(tmp_path):
     name, rest = first.split(" ", 1)
     assert name == "k" and "['cdiv(a.r, 64)', '1', '1']" in rest
     assert len(rest.split()[-1]) == 64
-    assert second.startswith("offline:") and "tkc build" in second
+    assert second.startswith("offline:") and second.rstrip().endswith(f"tkc build {script}`")
+
+
+def test_offline_miss_names_the_library_build_for_library_kernels(tmp_path, monkeypatch):
+    from tkc.kernels import gemm_hopper
+    monkeypatch.setenv("TKC_OFFLINE", "1")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    with pytest.raises(TkcError, match=r"tkc build`$"):
+        gemm_hopper("bf16").build()
 
 
 def test_repr_and_params():

@@ -269,12 +269,14 @@ def test_plan_aligns_swizzled_tiles_to_1024_and_others_to_128():
 
 
 def test_plan_over_227_kib_is_located_and_lists_allocations():
-    body = "\n".join(_alloc('!tk.st<bf16, 128 : i64, 256 : i64, "128b">', i) for i in (1, 2, 3, 4))
+    body = "\n".join(_alloc('!tk.st<bf16, 128 : i64, 256 : i64, "128b">', i) for i in (1, 2, 3, 4, 5, 6))
     ctx, m, f = _func(body)
     with ctx, pytest.raises(TkcError) as e:
         shared.plan(f)
-    assert e.value.where == "k.py:4:1"  # 4 x 64 KiB: the fourth overflows
+    assert e.value.where == "k.py:4:1"  # 6 x 64 KiB: the fourth is the first past the limit
     assert "232448" in str(e.value) and "k.py:1:1" in str(e.value) and "offset 196608" in str(e.value)
+    # every allocation counts, those after the first overflow too
+    assert "need 393216 bytes" in str(e.value) and "k.py:6:1" in str(e.value)
 
 
 def test_plan_rejects_alloc_inside_a_loop():

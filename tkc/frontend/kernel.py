@@ -183,7 +183,7 @@ class Kernel:
         art = None if force else cache.lookup(key)
         if art is None:
             if cache.offline():
-                raise cache.missing(self.name, key)
+                raise cache.missing(self.name, key, self.fn.__code__.co_filename)
             from ..compiler import compile_kernel
             art = compile_kernel(self.trace(), key=key)
             cache.store(key, art)

@@ -86,8 +86,11 @@ class BarrierState:
         return self.phase % 2 != parity % 2
 
     def describe(self) -> str:
-        return (f"phase {self.phase}: {self.count - self.pending} of {self.count} arrivals, "
-                f"{self.tx} bytes outstanding")
+        arrivals = f"phase {self.phase}: {self.count - self.pending} of {self.count} arrivals"
+        if self.tx >= 0:
+            return f"{arrivals}, {self.tx} bytes still expected"
+        return (f"{arrivals}; TMA delivered {-self.tx} bytes more than any expect announced: "
+                f"each TMA load into this barrier needs tma.expect(bar, ...) before the wait")
 
 
 class Waiting:

@@ -147,7 +147,7 @@ def plan(func_op) -> SharedPlan:
     padded too: one rule for every slot)."""
     op = getattr(func_op, "operation", func_op)
     result = SharedPlan()
-    end = 0
+    end, first = 0, None
     for inner in _allocs(op):
         t = view(inner.results[0].type)
         if not isinstance(t, (ST, SV, Barrier)):
@@ -158,8 +158,9 @@ def plan(func_op) -> SharedPlan:
         end = offset + size
         result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
-        if end > SHARED_LIMIT:
-            raise error(inner, _overflow_message(result.allocs, end))
+        first = first if end <= SHARED_LIMIT or first is not None else inner
+    if first is not None:  # located at the first allocation past the limit; counts them all
+        raise error(first, _overflow_message(result.allocs, end))
     result.total = end
     return result
 

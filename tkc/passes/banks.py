@@ -241,6 +241,9 @@ def accesses(module_op):
                 yield op, a
 
 
+_WARNED: set = set()  # (location, access) pairs already warned about in this process
+
+
 def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> list:
     """Write `file:line:col: <kind>: N-way shared-memory bank conflicts:
     <pattern>` for each access of degree >= least; return (op, access,
@@ -248,12 +251,15 @@ def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> lis
     the same load)."""
     out = out if out is not None else sys.stderr  # looked up now: pytest's capsys
     cache: dict[Access, int] = {}
-    found, said = [], set()
+    found = []
+    # once per line (unrolled copies repeat it) and, for warnings, once per
+    # process: each interpret() or build of a kernel runs this pass again
+    said = _WARNED if kind == "warning" else set()
     for op, a in accesses(module_op):
         n = cache[a] if a in cache else cache.setdefault(a, degree(a))
         found.append((op, a, n))
         loc = where(op)
-        if n >= least and (loc, a) not in said:  # once per line: unrolled copies repeat it
+        if n >= least and (loc, a) not in said:
             said.add((loc, a))
             out.write(f"{loc + ': ' if loc else ''}{kind}: {n}-way shared-memory bank "
                       f"conflicts: {a.describe()}\n")

@@ -156,10 +156,23 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def missing(name: str, key: str) -> TkcError:
-    """The error for a cache miss when TKC_OFFLINE=1 forbids compiling."""
+def missing(name: str, key: str, source: str | None = None) -> TkcError:
+    """The error for a cache miss when TKC_OFFLINE=1 forbids compiling. The
+    build command names the kernel's file unless it is the library's own
+    (`tkc build` builds the library; `tkc build FILE.py` a file's kernels too)."""
     root = cache_dir()
+    here = Path(__file__).resolve().parent.parent  # the tkc package
+    path = Path(source).resolve() if source else None
+    target = "" if path is None or here in path.parents else f" {_shown(path)}"
     return TkcError(
         f"no artifact for kernel '{name}' (key {key[:12]}...) in {root} and TKC_OFFLINE=1 "
         f"forbids compiling here; build it on a machine with MLIR: "
-        f"`TKC_CACHE_DIR={root} tkc build`", caller())
+        f"`TKC_CACHE_DIR={root} tkc build{target}`", caller())
+
+
+def _shown(path: Path) -> str:
+    """path relative to the working directory when it is below it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
