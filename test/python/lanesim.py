@@ -252,7 +252,11 @@ def _pure(op, ins):
     if name == "nvvm.read.ptx.sreg.tid.x":
         return LANES.copy()
     if name == "nvvm.read.ptx.sreg.ctaid.x":
-        return np.full(32, sim_block, np.int64)
+        return np.full(32, sim_block[0], np.int64)
+    if name == "nvvm.read.ptx.sreg.ctaid.y":
+        return np.full(32, sim_block[1], np.int64)
+    if name.startswith("nvvm.read.ptx.sreg.nctaid."):
+        return np.full(32, sim_grid["xyz".index(name[-1])], np.int64)
     if name == "nvvm.shfl.sync":
         kind = str(op.attributes["kind"])
         src = LANES ^ ins[2] if "bfly" in kind else np.asarray(ins[2]) & 31
@@ -322,18 +326,23 @@ _APPROX = {
 }
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
-sim_block = 0  # blockIdx.x of the running simulation
+sim_block = (0, 0)  # blockIdx (x, y) of the running simulation
+sim_grid = (1, 1, 1)  # gridDim
 
 
-def simulate(module, buffers: list[np.ndarray], scalars=(), block: int = 0) -> None:
-    """Run the module's (only) kernel on warp 0 of block (block, 0, 0): gl
-    args (static dims only) take `buffers` in order, then the scalars (f32 or i32)."""
-    global sim_buffers, sim_block
-    sim_buffers, sim_block = buffers, block
+def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, grid=(1, 1, 1)) -> None:
+    """Run the module's (only) kernel on warp 0 of block `block` (an int: x,
+    or (x, y)): gl args take `buffers` in order, each followed by its runtime
+    dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32)."""
+    global sim_buffers, sim_block, sim_grid
+    sim_buffers, sim_block = buffers, block if isinstance(block, tuple) else (block, 0)
+    sim_grid = tuple(grid) + (1,) * (3 - len(grid))
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
-    types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(buffers):]
-    args = [(i, 0) for i in range(len(buffers))]
+    args = []
+    for i in range(len(buffers)):
+        args += [(i, 0)] + [np.full(32, n, np.int64) for n in (dims[i] if dims else ())]
+    types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(args):]
     args += [np.full(32, s, np.int64 if t == "i32" else np.float32) for s, t in zip(scalars, types)]
     Warp(buffers).run(fn.operation, args)
 
@@ -444,17 +453,24 @@ def run_kernel(ins, outs, body, values, scalars=()):
     return [decode(v, b) for v, b in zip(outs, bufs[len(ins):])]
 
 
-def run_traced(kernel, arrays: list[np.ndarray], blocks: int = 1, scalars=()) -> None:
-    """Compile a one-warp frontend kernel (static gl dims) through the tile
-    pipeline and the lowering, then simulate blocks 0..blocks-1 over
-    `arrays` (float32, holding values of each gl's dtype), in place."""
+def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
+    """Compile a frontend kernel through the tile pipeline and the lowering,
+    then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y))
+    over `arrays` (float32, holding values of each gl's dtype; a runtime dim
+    is the array's, as 4-D), in place."""
     from tkc.compiler import compile_to
     module = kernel.trace()
+    fn = [o for o in module.body.operations if o.operation.name == "func.func"][0]
+    gls = [view(a.type) for a in fn.regions[0].blocks[0].arguments if isinstance(view(a.type), GL)]
+    dims = [[n for d, n in zip(g.dims, (1,) * (4 - a.ndim) + a.shape) if d == -1]
+            for g, a in zip(gls, arrays)]
     with module.context:
         compile_to(module, "nvvm")
     bufs = [a.reshape(-1) for a in arrays]
-    for b in range(blocks):
-        simulate(module, bufs, scalars, block=b)
+    grid = blocks if isinstance(blocks, tuple) else (blocks, 1)
+    for x in range(grid[0]):
+        for y in range(grid[1]):
+            simulate(module, bufs, scalars, block=(x, y), dims=dims, grid=grid)
 
 
 def to_ptx(module) -> str:

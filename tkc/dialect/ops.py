@@ -164,6 +164,22 @@ def load(t, src, idx=(), fill: float | None = None, elements: bool = False, loc=
     return _one("load", t, [src, *idx], attrs, loc=loc)
 
 
+def load_split(t, src, idx, fill: float | None = None, elements: bool = False, loc=None):
+    """(even, odd): columns 2j and 2j + 1 of the gl tile of twice t's width."""
+    from mlir import ir
+    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else {}
+    if elements:
+        attrs["elements"] = ir.UnitAttr.get()
+    op = create("load_split", [t, t], [src, *idx], attrs, loc=loc)
+    return op.results[0], op.results[1]
+
+
+def store_join(dst, even, odd, idx, clip: bool = False, elements: bool = False, loc=None):
+    from mlir import ir
+    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements)) if on}
+    return create("store_join", [], [dst, even, odd, *idx], attrs, loc=loc)
+
+
 def store(dst, x, idx=(), clip: bool = False, elements: bool = False, loc=None):
     """clip: a ragged store to a gl (what lies outside is not written)."""
     from mlir import ir

@@ -475,6 +475,22 @@ irdl.dialect @tk {
     irdl.operands(src: %src, idx: variadic %i)
     irdl.results(out: %t)
   }
+  // Columns 2j and 2j+1 of a gl tile twice the result's width, into two rt
+  // (interleaved pairs: complex numbers, interleaved rotary); attributes as load's.
+  irdl.operation @load_split {
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    %t = irdl.base @tk::@rt
+    irdl.operands(src: %src, idx: variadic %i)
+    irdl.results(even: %t, odd: %t)
+  }
+  // The mirror of load_split: two rt interleaved into a gl tile.
+  irdl.operation @store_join {
+    %dst = irdl.base @tk::@gl
+    %x = irdl.base @tk::@rt
+    %i = irdl.is index
+    irdl.operands(dst: %dst, even: %x, odd: %x, idx: variadic %i)
+  }
   // Write registers out by one warp: the mirror of load.
   irdl.operation @store {
     %dst = irdl.any

@@ -43,7 +43,7 @@ __all__ = [
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
     "swap_layout", "transpose",
-    "load", "store", "group_load", "group_store", "subtile",
+    "load", "store", "load_split", "store_join", "group_load", "group_store", "subtile",
 ]
 
 
@@ -506,7 +506,11 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
     or column read as value (a number), so the gl's r and c need not be
     multiples of the tile (c only of the access width: docs/tile-ir.md).
     at=(b, d, row, col) instead of coords places the tile at an element (a
-    shifted load: row may be negative); it needs fill."""
+    shifted load: row may be negative); it needs fill.
+    load(tkc.f32, src, at=(b, d, row, col), fill=v) reads one element of a gl
+    as an f32 scalar (v outside the gl), e.g. a row's saved statistic."""
+    if dst == "f32" and not isinstance(dst, Reg):
+        return _load_element(src, at, fill)
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
     idx = _placed("load", src, coords, at, fill is not None, "fill=")
@@ -521,7 +525,11 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
 def store(dst, src: Reg, coords=(), clip: bool = False, at=None) -> None:
     """Write src into the tile of dst at coords (the mirror of load). clip=True
     makes a store to a gl ragged: elements past its last row or column are
-    not written. at=(b, d, row, col) places it at an element; it needs clip."""
+    not written. at=(b, d, row, col) places it at an element; it needs clip.
+    An f32 scalar src writes one element (at=, clip=True), from lane 0."""
+    if not isinstance(src, Reg) and _is_scalar(src):
+        _store_element(dst, src, at, clip)
+        return
     _reg(src, "store", "source")
     _check_mem("store", dst, src, "destination")
     idx = _placed("store", dst, coords, at, bool(clip), "clip=True")
@@ -529,6 +537,61 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None) -> None:
         _ragged("store", dst, "clip")
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None)
+
+
+def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:
+    """(even, odd): columns 2j and 2j + 1 of the gl tile twice dst's width (in
+    units of that pair tile; at= in elements), as two tiles of dst's type: the
+    interleaved pairs of complex numbers or of interleaved rotary, moved with
+    the same wide accesses as a load. fill= as for load."""
+    _reg(dst, "load_split", "destination", tile=True)
+    if not isinstance(src, GLHandle):
+        raise fail(f"load_split reads a gl, got {_name(src)}")
+    idx = _placed("load_split", src, coords, at, fill is not None, "fill=")
+    with emitting():
+        even, odd = tk.load_split(dst.view.mlir(), src.value(), _index_values(idx), fill=fill,
+                                  elements=at is not None)
+    return Reg(dst.view).bind(even), Reg(dst.view).bind(odd)
+
+
+def store_join(dst, even: Reg, odd: Reg, coords=(), clip: bool = False, at=None) -> None:
+    """The mirror of load_split: even and odd interleaved into the gl tile."""
+    for x, what in ((even, "even"), (odd, "odd")):
+        _reg(x, "store_join", what, tile=True)
+    if even.view != odd.view:
+        raise fail(f"store_join: even and odd must have one type, got {_name(even)} and {_name(odd)}")
+    if not isinstance(dst, GLHandle):
+        raise fail(f"store_join writes a gl, got {_name(dst)}")
+    idx = _placed("store_join", dst, coords, at, bool(clip), "clip=True")
+    with emitting():
+        tk.store_join(dst.value(), even.value(), odd.value(), _index_values(idx), clip=bool(clip),
+                      elements=at is not None)
+
+
+def _load_element(src, at, fill) -> F32:
+    if not isinstance(src, GLHandle) or at is None or fill is None:
+        raise fail("load(tkc.f32, src, at=(b, d, row, col), fill=value) reads one element "
+                   "of a gl: give a gl, at= and fill=")
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise fail(f"load: fill must be a number, got {type(fill).__name__}")
+    idx = _coords("load", src, at)
+    return _scalar_op(lambda: tk.load(ir_f32(), src.value(), _index_values(idx), fill=fill,
+                                      elements=True))
+
+
+def _store_element(dst, x, at, clip) -> None:
+    if not isinstance(dst, GLHandle) or at is None or not clip:
+        raise fail("store(dst, value, at=(b, d, row, col), clip=True) writes one element of a "
+                   "gl: give a gl, at= and clip=True")
+    idx = _coords("store", dst, at)
+    v = as_f32(x, "store's value")
+    with emitting():
+        tk.store(dst.value(), v.ir(), _index_values(idx), clip=True, elements=True)
+
+
+def ir_f32():
+    from mlir import ir
+    return ir.F32Type.get()
 
 
 def _placed(op: str, mem, coords, at, ragged: bool, needs: str) -> list:

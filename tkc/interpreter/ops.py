@@ -345,6 +345,93 @@ def _transpose(c, op):
 
 # ---- memory
 
+@handler("tk.load_split")
+def _load_split(c, op):
+    """(even, odd) columns of the gl tile of twice the results' width."""
+    mem_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(mem_t, GL) and isinstance(t, RT) and tview(op.results[1]) == t, op,
+           "splits a gl tile into two rt of one type")
+    src, idx, outs = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[1:]], \
+        [c.slot(r) for r in op.results]
+    piece = _pair_piece(op, mem_t, t, "fill")
+    rnd_mem, rnd = ROUND[mem_t.dtype], rounder(t.dtype)
+
+    def step(env, w):
+        arr, coords = env[src], [env[i] for i in idx]
+        ix, part, whole = piece(arr, coords)
+        whole[part] = rnd_mem(arr[ix].astype(F32))
+        env[outs[0]], env[outs[1]] = rnd(whole[:, 0::2]), rnd(whole[:, 1::2])
+    return step
+
+
+@handler("tk.store_join")
+def _store_join(c, op):
+    mem_t, t = tview(op.operands[0]), tview(op.operands[1])
+    expect(isinstance(mem_t, GL) and isinstance(t, RT) and tview(op.operands[2]) == t, op,
+           "joins two rt of one type into a gl tile")
+    dst, xs, idx = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[1:3]], \
+        [c.slot(v) for v in op.operands[3:]]
+    piece, rnd = _pair_piece(op, mem_t, t, "clip"), ROUND[mem_t.dtype]
+
+    def step(env, w):
+        arr, coords = env[dst], [env[i] for i in idx]
+        ix, part, whole = piece(arr, coords)
+        whole[:, 0::2], whole[:, 1::2] = env[xs[0]], env[xs[1]]
+        arr[ix] = rnd(whole[part])
+    return step
+
+
+def _pair_piece(op, mem_t, t, bound):
+    """piece(arr, coords) -> (the gl's index, the pair tile's index, a pair
+    tile filled with the fill value): ragged with fill/clip, else whole."""
+    shape = (t.rows, 2 * t.cols)
+    ragged, elements = bound in op.attributes, "elements" in op.attributes
+    expect(ragged or not elements, op, f"element coordinates need {bound}")
+    fill = F32(op.attributes["fill"].value) if bound == "fill" and ragged else F32(np.nan)
+    if ragged:
+        from ..lowering.requirements import extents
+        width = extents(t, mem_t.dtype, True, 2)[3]
+        return lambda arr, coords: (*clipped(op, coords, shape, arr.shape, width, elements),
+                                    np.full(shape, fill, F32))
+    return lambda arr, coords: (window(op, coords, mem_t, shape, arr.shape),
+                                (slice(None), slice(None)), np.full(shape, fill, F32))
+
+
+def _element(c, op, mem, coords, x, bound):
+    """One f32 element at element coordinates (b, d, r, c) of a gl: outside
+    its rows or columns a load reads fill and a store writes nothing."""
+    mem_t = tview(mem)
+    expect(isinstance(mem_t, GL) and len(coords) == 4, op, "one element moves to or from a gl, at 4 coordinates")
+    expect("elements" in op.attributes and bound in op.attributes, op,
+           f"one element needs element coordinates and {bound}")
+    arr_s, idx = c.slot(mem), [c.slot(v) for v in coords]
+    rnd = ROUND[mem_t.dtype]
+    if x is None:
+        out, fill = c.result_slot(op), F32(op.attributes["fill"].value)
+
+        def load(env, w):
+            b, d, r, col = (int(env[i]) for i in idx)
+            arr = env[arr_s]
+            _element_bd(op, b, d, arr.shape)
+            inside = 0 <= r < arr.shape[2] and 0 <= col < arr.shape[3]
+            env[out] = F32(rnd(arr[b, d, r, col].astype(F32))) if inside else fill
+        return load
+    x_s = c.slot(x)
+
+    def store(env, w):
+        b, d, r, col = (int(env[i]) for i in idx)
+        arr = env[arr_s]
+        _element_bd(op, b, d, arr.shape)
+        if 0 <= r < arr.shape[2] and 0 <= col < arr.shape[3]:
+            arr[b, d, r, col] = rnd(F32(env[x_s]))
+    return store
+
+
+def _element_bd(op, b, d, full) -> None:
+    if not (0 <= b < full[0] and 0 <= d < full[1]):
+        raise error(op, f"{op.name}: coordinate ({b}, {d}, ...) is out of bounds of shape {tuple(full)}")
+
+
 def clipped(op, coords, shape, full, width: int, elements: bool = False) -> tuple[tuple, tuple]:
     """A ragged gl access: (the gl's index, the piece's index) of the part of
     the `shape` piece at coords (b, d, r, c) that lies inside `full`. With
@@ -444,6 +531,8 @@ def _memory(op, mem_t, t, ncoords: int) -> None:
 
 @handler("tk.load")
 def _load(c, op):
+    if str(op.results[0].type) == "f32":
+        return _element(c, op, op.operands[0], op.operands[1:], None, "fill")
     mem_t, t = tview(op.operands[0]), tview(op.results[0])
     _memory(op, mem_t, t, len(op.operands) - 1)
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
@@ -478,6 +567,8 @@ def _load(c, op):
 
 @handler("tk.store")
 def _store(c, op):
+    if str(op.operands[1].type) == "f32":
+        return _element(c, op, op.operands[0], op.operands[2:], op.operands[1], "clip")
     mem_t, t = tview(op.operands[0]), tview(op.operands[1])
     _memory(op, mem_t, t, len(op.operands) - 2)
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]

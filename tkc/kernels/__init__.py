@@ -9,6 +9,8 @@ from .attention import attention_fwd
 from .attention_hopper import attention_hopper
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
+from .layernorm import layernorm_bwd, layernorm_fwd
+from .rotary import rotary
 
 
 def library():
@@ -24,4 +26,10 @@ def library():
         attention_fwd(128, KV_SUB=16),
         attention_hopper(64, KV=128),  # KV tiles per D: the faster on the H100 (BENCHMARKS.md)
         attention_hopper(128, KV=64),
+        rotary(128),
+        rotary(128, interleaved=True),
+        layernorm_fwd(1024),
+        layernorm_fwd(1024, dropout=True),
+        layernorm_bwd(1024),
+        layernorm_bwd(1024, dropout=True),
     ]

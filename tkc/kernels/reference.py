@@ -18,6 +18,44 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.n
     return p @ v
 
 
+def rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool = False) -> np.ndarray:
+    """RoPE of x [B, T, H, D] with cos, sin [T, D/2]: pairs (i, i + D/2), or (2i, 2i + 1)."""
+    x = x.astype(np.float64)
+    c, s = cos[None, :, None, :].astype(np.float64), sin[None, :, None, :].astype(np.float64)
+    half = x.shape[-1] // 2
+    x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :half], x[..., half:])
+    out = np.empty_like(x)
+    o1, o2 = (out[..., 0::2], out[..., 1::2]) if interleaved else (out[..., :half], out[..., half:])
+    o1[...], o2[...] = x1 * c - x2 * s, x2 * c + x1 * s
+    return out
+
+
+def dropout_mask(seed: int, offset: int, shape, p: float) -> np.ndarray:
+    """tkc's dropout keep-mask of a tensor of `shape` (tk.rand over its elements)."""
+    from ..philox import uniform
+    return uniform(seed, offset, np.arange(int(np.prod(shape))).reshape(shape)) >= p
+
+
+def layernorm(x, residual, w, b, eps: float, keep=None, p: float = 0.0):
+    """(y, h, mean, rstd) of LayerNorm(dropout(x) + residual) over the last dim."""
+    x, residual = x.astype(np.float64), residual.astype(np.float64)
+    h = (np.where(keep, x / (1 - p), 0) if keep is not None else x) + residual
+    mean = h.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + eps)
+    return (h - mean) * rstd * w + b, h, mean[..., 0], rstd[..., 0]
+
+
+def layernorm_bwd(dy, dh_next, h, w, mean, rstd, keep=None, p: float = 0.0):
+    """(dx, dresidual, dw, db) of layernorm's outputs y and h, given h, mean, rstd."""
+    dy, h = dy.astype(np.float64), h.astype(np.float64)
+    xhat = (h - mean[..., None]) * rstd[..., None]
+    g = dy * w
+    dh = (g - xhat * (g * xhat).mean(-1, keepdims=True) - g.mean(-1, keepdims=True)) * rstd[..., None]
+    dh = dh + dh_next
+    dx = np.where(keep, dh / (1 - p), 0) if keep is not None else dh
+    return dx, dh, (dy * xhat).sum(0), dy.sum(0)
+
+
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """x rounded to bfloat16 (nearest even), returned as float32."""
     u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)

@@ -55,6 +55,9 @@ def _alloc(lw, op, args):
 @rule("tk.load")
 def _load(lw, op, args):
     src, idx = args[0], args[1:]
+    if str(op.result.type) == "f32" and isinstance(src, Global):
+        _check_idx(op, idx, 4)
+        return [_gl_scalar(lw, op, src, idx, None)]
     out = _out_view(op, op.result.type)
     if isinstance(src, Global):
         _check_idx(op, idx, 4)
@@ -78,6 +81,10 @@ def _load(lw, op, args):
 @rule("tk.store")
 def _store(lw, op, args):
     dst, x, idx = args[0], args[1], args[2:]
+    if isinstance(dst, Global) and isinstance(x, ir.Value) and str(x.type) == "f32":
+        _check_idx(op, idx, 4)
+        _gl_scalar(lw, op, dst, idx, x)
+        return []
     if not isinstance(x, Frag):
         raise error(op, f"tk.store stores an rt or rv, found {op.operands[1].type}")
     if isinstance(dst, Global):
@@ -86,7 +93,7 @@ def _store(lw, op, args):
         edge = edge_of(op, dst)
         accesses = (_tile_accesses if isinstance(x.view, RT) else _vec_accesses)(
             lw, dst, x.view, idx, edge, "elements" in op.attributes)
-        _gl_store(lw, dst, x, accesses, edge)
+        _gl_store(lw, dst, [x], accesses, edge)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
@@ -96,6 +103,34 @@ def _store(lw, op, args):
         _rv_to_sv(lw, dst, x, idx)
     else:
         raise error(op, f"tk.store cannot store a {x.view.text()} to {op.operands[0].type}")
+    return []
+
+
+# ---------------------------------------------------------------- split loads, joined stores
+
+@rule("tk.load_split")
+def _load_split(lw, op, args):
+    """Two rt of columns 2j and 2j + 1 of a gl tile twice their width."""
+    src, idx = args[0], args[1:]
+    out = _out_view(op, op.results[0].type)
+    if not (isinstance(src, Global) and isinstance(out, RT)):
+        raise error(op, "tk.load_split splits a gl tile into two rt")
+    _check_idx(op, idx, 4)
+    edge = edge_of(op, src)
+    accesses = _tile_accesses(lw, src, out, idx, edge, "elements" in op.attributes, k=2)
+    return [Frag(out, vals) for vals in _gl_load(lw, src, out, accesses, edge, k=2)]
+
+
+@rule("tk.store_join")
+def _store_join(lw, op, args):
+    """The mirror: columns 2j and 2j + 1 of the gl tile from the two rt."""
+    dst, xs, idx = args[0], args[1:3], args[3:]
+    if not (isinstance(dst, Global) and all(isinstance(x, Frag) and isinstance(x.view, RT) for x in xs)):
+        raise error(op, "tk.store_join joins two rt into a gl tile")
+    _check_idx(op, idx, 4)
+    edge = edge_of(op, dst)
+    accesses = _tile_accesses(lw, dst, xs[0].view, idx, edge, "elements" in op.attributes, k=2)
+    _gl_store(lw, dst, list(xs), accesses, edge)
     return []
 
 
@@ -242,19 +277,21 @@ def edge_of(op, gl: Global) -> Edge | None:
     return Edge(gl.dims[2], gl.dims[3]) if "clip" in attrs else None
 
 
-def _tile_accesses(lw, gl: Global, view: RT, idx, edge, elements: bool = False):
+def _tile_accesses(lw, gl: Global, view: RT, idx, edge, elements: bool = False, k: int = 1):
     """(index, pointer, n, (row, col) or None) per run of an rt at coordinate
     idx (in tiles, or in elements); row and col (absolute in the gl) only for
-    a ragged access."""
-    rows, cols = (1, 1) if elements else (view.rows, view.cols)
+    a ragged access. k = 2 reads the columns in pairs (load_split): tile
+    column j covers gl columns 2j and 2j + 1, a run of n moves 2n elements."""
+    rows, cols = (1, 1) if elements else (view.rows, view.cols * k)
     origin = _gl_tile_origin(gl, idx, rows, cols)
     lr, lc = _lane_rc(lw, view.layout)
+    lc = _mul(lc, k)
     base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
     if edge is not None:
         row0, col0 = _add(_mul(idx[2], rows), lr), _add(_mul(idx[3], cols), lc)
     for i, r, c, n in runs(view):
-        at = (_add(row0, r), _add(col0, c)) if edge is not None else None
-        yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c))), n, at
+        at = (_add(row0, r), _add(col0, c * k)) if edge is not None else None
+        yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c * k))), n * k, at
 
 
 def _vec_accesses(lw, gl: Global, view: RV, idx, edge, elements: bool = False):
@@ -269,34 +306,60 @@ def _vec_accesses(lw, gl: Global, view: RV, idx, edge, elements: bool = False):
         yield i, _gl_ptr(gl, _add(base, e)), n, at
 
 
-def _gl_load(lw, gl: Global, out, accesses, edge):
-    dtype, vals = gl.view.dtype, [None] * frag_len(out)
+def _gl_load(lw, gl: Global, out, accesses, edge, k: int = 1):
+    """The fragment values (k = 1), or the k fragments of a split load
+    (element 2j of each run to the first, 2j + 1 to the second)."""
+    dtype, frags = gl.view.dtype, [[None] * frag_len(out) for _ in range(k)]
     same = out.dtype == dtype  # then the fill is selected into the loaded vector, whole
     for i, p, n, at in accesses:
-        for q, k, m in _pieces(p, dtype, n):
-            ok = edge.inside(at[0], _add(at[1], k)) if edge is not None else None
+        run = []
+        for q, c, m in _pieces(p, dtype, n):
+            ok = edge.inside(at[0], _add(at[1], c)) if edge is not None else None
             if ok is not None:
                 q = arith.select(ok, q, gl.ptr)
-            got = _load_piece(q, dtype, m, ok if same else None, edge.fill if edge is not None else None)
-            for j, v in enumerate(got):
+            for v in _load_piece(q, dtype, m, ok if same else None, edge.fill if edge is not None else None):
                 v = _convert(v, dtype, out.dtype)
                 if ok is not None and not same:
                     v = arith.select(ok, v, arith.constant(scalar_type(out.dtype), edge.fill))
-                vals[i + k + j] = v
-    return vals
+                run.append(v)
+        for j, v in enumerate(run):
+            frags[j % k][i + j // k] = v
+    return frags[0] if k == 1 else frags
 
 
-def _gl_store(lw, gl: Global, x: Frag, accesses, edge) -> None:
+def _gl_scalar(lw, op, gl: Global, idx, x):
+    """One element at element coordinates (b, d, r, c), bounds-checked on r
+    and c like a ragged access: a load by every lane (one address: a
+    broadcast) giving `fill` outside, or a store by lane 0 where inside."""
+    edge = edge_of(op, gl)
+    if edge is None or "elements" not in op.attributes:
+        raise error(op, f"{op.name} of one element needs element coordinates and "
+                        f"{'fill' if x is None else 'clip'}")
+    p = _gl_ptr(gl, _gl_tile_origin(gl, idx, 1, 1))
+    ok = edge.inside(idx[2], idx[3])
     dtype = gl.view.dtype
+    if x is None:
+        v = _convert(_load_piece(arith.select(ok, p, gl.ptr), dtype, 1)[0], dtype, "f32")
+        return arith.select(ok, v, arith.constant(ir.F32Type.get(), edge.fill))
+    first = arith.cmpi(arith.CmpIPredicate.eq, lw.lane(), _idx(0))
+    branch = scf.IfOp(arith.andi(ok, first))
+    with ir.InsertionPoint(branch.then_block):
+        _store_piece(p, [_convert(x, "f32", dtype)], dtype)
+        scf.YieldOp([])
+
+
+def _gl_store(lw, gl: Global, xs: list, accesses, edge) -> None:
+    """Store fragment xs[0], or interleave the k fragments xs (store_join)."""
+    dtype, k = gl.view.dtype, len(xs)
     for i, p, n, at in accesses:
-        vals = [_convert(x.vals[i + k], x.view.dtype, dtype) for k in range(n)]
-        for q, k, m in _pieces(p, dtype, n):
+        vals = [_convert(xs[j % k].vals[i + j // k], xs[0].view.dtype, dtype) for j in range(n)]
+        for q, c, m in _pieces(p, dtype, n):
             if edge is None:
-                _store_piece(q, vals[k:k + m], dtype)
+                _store_piece(q, vals[c:c + m], dtype)
                 continue
-            branch = scf.IfOp(edge.inside(at[0], _add(at[1], k)))
+            branch = scf.IfOp(edge.inside(at[0], _add(at[1], c)))
             with ir.InsertionPoint(branch.then_block):
-                _store_piece(q, vals[k:k + m], dtype)
+                _store_piece(q, vals[c:c + m], dtype)
                 scf.YieldOp([])
 
 

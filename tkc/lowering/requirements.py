@@ -27,7 +27,10 @@ _ACCESSES = {
     "tk.store": (0, lambda op: op.operands[1].type),
     "tk.group_load": (1, lambda op: op.operands[0].type),
     "tk.group_store": (0, lambda op: op.operands[1].type),
+    "tk.load_split": (0, lambda op: op.results[0].type),
+    "tk.store_join": (0, lambda op: op.operands[1].type),
 }
+_PAIRED = ("tk.load_split", "tk.store_join")  # their gl tile is twice the rt's width
 # TMA accesses add no requirement: TMA zero-fills past the end on load and
 # clips on store, so a kernel with a cdiv grid handles ragged edges. Whole
 # tiles are required where the kernel counts them by floor division instead:
@@ -48,7 +51,8 @@ def divisible(func_op) -> dict[int, list[int]]:
         index = _arg_index(inner, inner.operands[access[0]], args)
         gl = view(inner.operands[access[0]].type)
         ragged = "fill" in inner.attributes or "clip" in inner.attributes
-        for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged)):
+        k = 2 if inner.name in _PAIRED else 1
+        for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged, k)):
             out[index][dim] = lcm(out[index][dim], extent)
     declared, gls = declared_divisible(op), gl_arg_names(op)
     for ref, n in (*declared.items(), *_grid_divisors(op)):
@@ -67,7 +71,7 @@ _TMA = {"tk.tma_load": 1, "tk.pipeline_load": 1, "tk.tma_store": 0, "tk.tma_stor
 
 # ops that write a gl: (op name, operand index of the gl)
 _WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
-           "tk.pipeline_store": 0}
+           "tk.pipeline_store": 0, "tk.store_join": 0}
 
 
 def params(func_op, names: list[str]) -> list[dict]:
@@ -134,13 +138,14 @@ def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int
                 dims[axis] = by_name[n]
 
 
-def extents(t, gl_dtype: str = "f32", ragged: bool = False) -> tuple[int, int, int, int]:
-    """What an access of t needs of (b, d, r, c)."""
+def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1) -> tuple[int, int, int, int]:
+    """What an access of t needs of (b, d, r, c); k = 2 for a split/joined pair
+    (columns 2j and 2j + 1 of a tile twice t's width)."""
     if ragged and isinstance(t, (RT, RV)):
         run = fragments.RUNS[t.layout] if isinstance(t, RT) else fragments.vec_run(t.length, t.kind)
-        return (1, 1, 1, fragments.access_elems(run, gl_dtype))
+        return (1, 1, 1, fragments.access_elems(k * run, gl_dtype))
     if isinstance(t, (RT, ST)):
-        return (1, 1, t.rows, t.cols)
+        return (1, 1, t.rows, k * t.cols)
     if isinstance(t, (RV, SV)):
         return (1, 1, 1, t.length)
     return (1, 1, 1, 1)  # a malformed access: tk-verify reports it

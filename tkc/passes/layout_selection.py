@@ -102,7 +102,8 @@ def choose_swizzles(module_op) -> None:
 
 # ---------------------------------------------------------------- 2. register layouts
 
-_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "iota", "rand", "load", *UNARY, *BINARY, "fma", "where")}
+_FREE_DEFS = {f"tk.{n}" for n in (*INITS, "fill", "iota", "rand", "load", "load_split", *UNARY, *BINARY,
+                                   "fma", "where")}
 _TIED = {f"tk.{n}" for n in (*UNARY, *BINARY, "fma", "where")}  # result and tile operands share a layout
 _MMA = {f"tk.{n}": MMA_TABLE[n] for n in MMA}
 # wgmma takes a register a in row layout (b is always an st: no register demand)
@@ -202,7 +203,8 @@ def _cheapest(members, wants, current: str) -> str:
 
 # Uses a wide rt supports besides elementwise ops: (op, operand index).
 _ROW_BROADCASTS = {f"tk.{n}" for n in BROADCAST if n.endswith("_row")}
-_WIDE_USES = {("tk.store", 1), ("tk.row_max", 0), ("tk.row_sum", 0)} | {(n, 0) for n in _ROW_BROADCASTS}
+_WIDE_USES = {("tk.store", 1), ("tk.store_join", 1), ("tk.store_join", 2), ("tk.row_max", 0),
+              ("tk.row_sum", 0)} | {(n, 0) for n in _ROW_BROADCASTS}
 
 
 def choose_wide(module_op) -> None:
@@ -230,8 +232,9 @@ def choose_wide(module_op) -> None:
                 classes.union(v, op.results[0])
             elif (op.name, i) not in _WIDE_USES:
                 narrow.add(v)
-        if op.name in ("tk.load", "tk.store"):
-            value = op.results[0] if op.name == "tk.load" else op.operands[1]
+        moved = {"tk.load": list(op.results), "tk.load_split": list(op.results),
+                 "tk.store": list(op.operands[1:2]), "tk.store_join": list(op.operands[1:3])}
+        for value in moved.get(op.name, ()):
             memory.setdefault(value, set()).add(type(_view(op.operands[0])))
             if _is_rt(value) and not _wide_fits(op, _view(op.operands[0]), _view(value)):
                 narrow.add(value)
@@ -250,7 +253,8 @@ def _wide_fits(op, mem, t) -> bool:
     from ..lowering.requirements import extents
     if not isinstance(mem, GL) or not ("fill" in op.attributes or "clip" in op.attributes):
         return True
-    need = extents(t.with_(layout="wide"), mem.dtype, ragged=True)[3]
+    k = 2 if op.name in ("tk.load_split", "tk.store_join") else 1
+    need = extents(t.with_(layout="wide"), mem.dtype, True, k)[3]
     return mem.c != -1 and mem.c % need == 0
 
 

@@ -499,6 +499,9 @@ def _check_load(op, name, ins, outs, kernel):
             yield "load: fill (a ragged load) needs a gl source: shared tiles have no ragged edge"
     if "elements" in op.attributes and "fill" not in op.attributes:
         yield "load: element coordinates (elements) need fill: such a load may reach past the gl's edges"
+    if str(op.results[0].type) == "f32":
+        yield from _check_element(op, "load", ins[0], len(ins) - 1, "fill")
+        return
     yield from _check_transfer("load", ins[0], outs[0], len(ins) - 1, ragged="fill" in op.attributes)
 
 
@@ -507,7 +510,36 @@ def _check_store(op, name, ins, outs, kernel):
         yield "store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge"
     if "elements" in op.attributes and "clip" not in op.attributes:
         yield "store: element coordinates (elements) need clip: such a store may reach past the gl's edges"
+    if str(op.operands[1].type) == "f32":
+        yield from _check_element(op, "store", ins[0], len(ins) - 2, "clip")
+        return
     yield from _check_transfer("store", ins[0], ins[1], len(ins) - 2, ragged="clip" in op.attributes)
+
+
+def _check_split(op, mem, pair, n_idx, bound):
+    """load_split / store_join: a gl tile of twice the rt's width, as load/store."""
+    name = _name(op)
+    if pair[0] != pair[1] or not isinstance(pair[0], RT):
+        yield f"{name}: the even and odd tiles must be rt of one type, got {_desc(pair[0])} and {_desc(pair[1])}"
+        return
+    if not isinstance(mem, GL):
+        yield f"{name}: needs a gl, got {_desc(mem)}"
+        return
+    if n_idx != 4:
+        yield f"{name}: a gl takes 4 indices, got {n_idx}"
+    if "elements" in op.attributes and bound not in op.attributes:
+        yield f"{name}: element coordinates (elements) need {bound}"
+    yield from _gl_divides(name, mem, pair[0], bound in op.attributes, k=2)
+
+
+def _check_element(op, name, mem, n_idx, bound):
+    """One f32 element to or from a gl: element coordinates, bounds-checked."""
+    if not isinstance(mem, GL):
+        yield f"{name}: one element (an f32) moves to or from a gl, got {_desc(mem)}"
+    if n_idx != 4:
+        yield f"{name}: a gl takes 4 indices, got {n_idx}"
+    if "elements" not in op.attributes or bound not in op.attributes:
+        yield f"{name}: one element needs element coordinates (elements) and {bound}"
 
 
 # memory kind -> the register kinds load and store move to and from it
@@ -545,11 +577,11 @@ def _transfer_shapes(name, mem, reg, ragged=False):
         yield from _gl_divides(name, mem, reg, ragged)
 
 
-def _gl_divides(name, g, t, ragged=False):
+def _gl_divides(name, g, t, ragged=False, k=1):
     """A static gl dim must be a multiple of the tile extent used on it (of
     the access width on c for a ragged access: requirements.extents)."""
     from ..lowering.requirements import extents
-    extents = dict(zip("rc", extents(t, g.dtype, ragged)[2:]))
+    extents = dict(zip("rc", extents(t, g.dtype, ragged, k)[2:]))
     for dim, ext in extents.items():
         size = getattr(g, dim)
         if size != DYN and size % ext:
@@ -584,6 +616,8 @@ def _check_group_warps(op, name, kernel):
 
 
 _OTHERS = {
+    "load_split": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], outs, len(ins) - 1, "fill"),
+    "store_join": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], ins[1:3], len(ins) - 3, "clip"),
     "iota": _check_iota,
     "rand": lambda op, name, ins, outs, kernel: _need(name, "result", outs[0], (RT, RV), "an rt or rv"),
     "where": _check_where,

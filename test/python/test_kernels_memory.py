@@ -1,0 +1,130 @@
+"""The memory-bound kernels on the CPU: rotary embedding (half-split and
+interleaved) and fused dropout + residual + LayerNorm (forward, backward),
+against numpy references through the interpreter, lowered and simulated lane
+by lane (lanesim: the real global accesses), and their SASS: 128-bit global
+accesses only, no local memory."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.kernels import layernorm_bwd, layernorm_fwd, reference, rotary
+from tkc.kernels.reference import round_bf16 as bf
+
+from lanesim import run_traced
+
+pytest.importorskip("mlir")
+RNG = np.random.default_rng(0)
+
+
+def _rope_inputs(B, T, H, D):
+    x = bf(RNG.standard_normal((B, T, H, D)))
+    theta = np.outer(np.arange(T), 1 / 10000 ** (np.arange(D // 2) * 2 / D))
+    return x, bf(np.cos(theta)), bf(np.sin(theta))
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("shape", [(2, 37, 3, 128), (1, 16, 1, 64)])
+def test_rotary_interpreted(shape, interleaved):
+    B, T, H, D = shape
+    x, cos, sin = _rope_inputs(*shape)
+    o = np.full_like(x, np.nan)
+    rotary(D, interleaved).interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
+    np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_simulated(interleaved):
+    B, T, H, D = 2, 21, 2, 128
+    x, cos, sin = _rope_inputs(B, T, H, D)
+    o = np.full_like(x, np.nan)
+    run_traced(rotary(D, interleaved, warps=1), [x.reshape(B, 1, T, H * D), cos, sin,
+                                                 o.reshape(B, 1, T, H * D)], blocks=(2, B))
+    np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
+
+
+def test_rotary_in_place():
+    B, T, H, D = 1, 16, 2, 128
+    x, cos, sin = _rope_inputs(B, T, H, D)
+    want = reference.rotary(x, cos, sin)
+    rotary(D).interpret(x.reshape(B, 1, T, H * D), cos, sin, x.reshape(B, 1, T, H * D))
+    np.testing.assert_allclose(x, want, rtol=2 ** -7, atol=1e-6)
+
+
+def _ln_inputs(N, D):
+    return (bf(RNG.standard_normal((N, D))), bf(RNG.standard_normal((N, D))),
+            bf(RNG.standard_normal((1, D))), bf(RNG.standard_normal((1, D))))
+
+
+def _ln_forward(run, N, D, p, seed=7, offset=12):
+    x, res, w, b = _ln_inputs(N, D)
+    y, h = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
+    mean, rstd = np.full((1, N), np.nan, np.float32), np.full((1, N), np.nan, np.float32)
+    run([x, res, w, b, y, h, mean, rstd], (p, 1e-5, seed, offset))
+    keep = reference.dropout_mask(seed, offset, (N, D), p) if p else None
+    ry, rh, rmean, rrstd = reference.layernorm(x, res, w, b, 1e-5, keep, p)
+    np.testing.assert_allclose(h, bf(rh), rtol=2 ** -7, atol=1e-6)
+    np.testing.assert_allclose(y, ry, rtol=2 ** -6, atol=2e-2)
+    np.testing.assert_allclose(mean[0], rmean, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(rstd[0], rrstd, rtol=1e-4)
+    return x, w, h, mean, rstd, keep
+
+
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_layernorm_forward_and_backward_interpreted(p):
+    N, D, W = 37, 512, 8  # N ragged for 4 warps a block
+    fwd, bwd = layernorm_fwd(D, dropout=p > 0), layernorm_bwd(D, dropout=p > 0)
+    x, w, h, mean, rstd, keep = _ln_forward(lambda a, s: fwd.interpret(*a, *s), N, D, p)
+    dy, dhn = bf(RNG.standard_normal((N, D))), bf(RNG.standard_normal((N, D)))
+    dx, dres = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
+    dw, db = np.full((W, D), np.nan, np.float32), np.full((W, D), np.nan, np.float32)
+    bwd.interpret(dy, dhn, h, w, mean, rstd, dx, dres, dw, db, p, 7, 12)
+    rdx, rdres, rdw, rdb = reference.layernorm_bwd(dy, dhn, h, w[0], mean[0], rstd[0], keep, p)
+    np.testing.assert_allclose(dres, rdres, rtol=2 ** -6, atol=3e-2)
+    np.testing.assert_allclose(dx, rdx, rtol=2 ** -6, atol=4e-2)
+    np.testing.assert_allclose(dw.sum(0), rdw, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(db.sum(0), rdb, rtol=1e-4, atol=1e-3)
+
+
+def test_layernorm_simulated():
+    """One warp a block, lowered: forward with dropout (tk.rand), then backward."""
+    N, D, p = 3, 256, 0.5
+    fwd, bwd = layernorm_fwd(D, dropout=True, warps=1), layernorm_bwd(D, dropout=True, warps=1)
+    x, w, h, mean, rstd, keep = _ln_forward(
+        lambda a, s: run_traced(fwd, a, blocks=N, scalars=s), N, D, p)
+    dy, dhn = bf(RNG.standard_normal((N, D))), bf(RNG.standard_normal((N, D)))
+    dx, dres = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
+    dw, db = np.full((2, D), np.nan, np.float32), np.full((2, D), np.nan, np.float32)
+    run_traced(bwd, [dy, dhn, h, w, mean, rstd, dx, dres, dw, db], blocks=2, scalars=(p, 7, 12))
+    rdx, rdres, rdw, rdb = reference.layernorm_bwd(dy, dhn, h, w[0], mean[0], rstd[0], keep, p)
+    np.testing.assert_allclose(dx, rdx, rtol=2 ** -6, atol=4e-2)
+    np.testing.assert_allclose(dw.sum(0), rdw, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(db.sum(0), rdb, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("kernel", [rotary(128), rotary(128, interleaved=True), layernorm_fwd(1024),
+                                    layernorm_fwd(1024, dropout=True), layernorm_bwd(1024, dropout=True)],
+                         ids=lambda k: k.name)
+def test_sass_has_only_128_bit_global_accesses(kernel, tmp_path, monkeypatch):
+    """Every LDG/STG of x-sized data is .128: the f32 scalars (mean, rstd) are
+    the only 32-bit accesses; no local memory (spills)."""
+    from tkc.sass import cuobjdump, disassemble
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    art = kernel.build()
+    sass = disassemble(art.cubin)
+    wide = [ln for ln in sass.splitlines() if ("LDG.E" in ln or "STG.E" in ln)]
+    narrow = [ln for ln in wide if ".128" not in ln]
+    scalars = 2 if "layernorm" in kernel.name else 0
+    assert len(wide) > scalars and len(narrow) <= scalars, narrow
+    assert "LDL" not in sass and "STL" not in sass
+    assert art.manifest["resources"]["spill_stores"] == 0
+
+
+def test_bad_sizes_are_refused():
+    with pytest.raises(TkcError, match="multiple of 64"):
+        rotary(96)
+    with pytest.raises(TkcError, match="multiple of 256"):
+        layernorm_fwd(384)
