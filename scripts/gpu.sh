@@ -5,13 +5,15 @@
 #   tkc build test/gpu/test_kernels_gpu.py test/gpu/test_tma_gpu.py \
 #             test/gpu/test_wgmma_gpu.py bench/gemm_tables.py
 # STEPS picks the steps (default: all, in this order). Everything printed goes
-# to $OUT/log.txt (or ./gpu-out); JSON results and PNG plots beside it.
+# to $OUT/log.txt (or ./gpu-out); JSON results and PNG plots beside it. The
+# memory step compares with flash-linear-attention when .fla/ holds its wheels
+# (pip download --no-deps fla-core==0.6.0 einops -d .fla), carried along.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests bench tables ncu sanitizer}"
+STEPS="${STEPS:-tests bench memory tables ncu sanitizer}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
@@ -25,6 +27,14 @@ if has bench; then
   say "benchmark"
   timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG"
   timeout 60 python3 bench/launch_overhead.py 2>&1 | tee -a "$LOG"
+fi
+if has memory; then
+  say "memory-bound kernels next to a copy, flash-linear-attention and torch.compile"
+  if ls .fla/*.whl > /dev/null 2>&1; then  # carried wheels (pip download fla-core einops)
+    pip install -q --no-index --no-deps --target "$TMP/fla" .fla/*.whl >> "$LOG" 2>&1
+    export PYTHONPATH="$PYTHONPATH:$TMP/fla"
+  fi
+  timeout 420 python3 bench/memory_bound.py --out "$OUT/memory.json" ${MEMORY_ARGS:-} 2>&1 | tee -a "$LOG"
 fi
 if has tables; then
   say "GEMM tables"

@@ -1,0 +1,97 @@
+"""The memory-bound kernels on the GPU through their torch.library ops:
+rotary (both layouts, in place, autograd) and dropout + residual + LayerNorm
+(forward, backward, the dropout mask against tkc.philox), against PyTorch."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def ops():
+    from tkc.kernels import torch_ops
+    return torch_ops
+
+
+def rel_err(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+def rope_ref(x, cos, sin, interleaved):
+    x, c, s = x.float(), cos.float()[None, :, None, :], sin.float()[None, :, None, :]
+    D = x.shape[-1]
+    x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :D // 2], x[..., D // 2:])
+    o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+    return torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+
+
+def rope_inputs(B, T, H, D, grad=False):
+    x = torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=grad)
+    theta = torch.outer(torch.arange(T, device="cuda").float(),
+                        1 / 10000 ** (torch.arange(D // 2, device="cuda").float() * 2 / D))
+    return x, theta.cos().bfloat16(), theta.sin().bfloat16()
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("shape", [(2, 1000, 3, 128), (16, 1024, 16, 128), (1, 17, 1, 128)])
+def test_rotary(shape, interleaved):
+    x, cos, sin = rope_inputs(*shape)
+    out = ops().rotary_embedding(x, cos, sin, interleaved)
+    assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
+
+
+def test_rotary_grad_and_opcheck():
+    x, cos, sin = rope_inputs(2, 100, 4, 128, grad=True)
+    g = torch.randn_like(x)
+    ops().rotary_embedding(x, cos, sin).backward(g)
+    xr = x.detach().clone().requires_grad_()
+    rope_ref(xr, cos, sin, False).backward(g.float())
+    assert rel_err(x.grad, xr.grad) < 1e-2
+    torch.library.opcheck(ops()._rotary, (x.detach(), cos, sin, False))
+
+
+def test_rotary_kernel_in_place():
+    from tkc.kernels import rotary
+    x, cos, sin = rope_inputs(2, 64, 4, 128)
+    want = rope_ref(x, cos, sin, False)
+    v = x.view(2, 1, 64, 4 * 128)
+    rotary(128)(v, cos, sin, v)  # declared inplace={"o": "x"}
+    torch.cuda.synchronize()
+    assert rel_err(x, want) < 1e-2
+
+
+def ln_ref(x, w, b, res, eps, keep=None, p=0.0):
+    h = (torch.where(keep, x.float() / (1 - p), 0) if keep is not None else x.float()) + res.float()
+    return torch.nn.functional.layer_norm(h, (h.shape[-1],), w.float(), b.float(), eps), h
+
+
+@pytest.mark.parametrize("shape", [(16384, 1024), (1000, 1024), (3, 1024)])
+def test_layer_norm_forward_backward(shape):
+    N, D = shape
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    res = torch.randn_like(x, requires_grad=True)
+    w = torch.randn(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn_like(w, requires_grad=True)
+    y, h = ops().layer_norm(x, w, b, residual=res, prenorm=True)
+    leaves = [t.detach().clone().requires_grad_() for t in (x, res, w, b)]
+    ry, rh = ln_ref(leaves[0], leaves[2], leaves[3], leaves[1], 1e-5)
+    assert rel_err(y, ry) < 1e-2 and rel_err(h, rh) < 1e-2
+    gy, gh = torch.randn_like(y), torch.randn_like(h)
+    torch.autograd.backward([y, h], [gy, gh])
+    torch.autograd.backward([ry, rh], [gy.float(), gh.float()])
+    for got, ref in zip((x, res, w, b), leaves):
+        assert rel_err(got.grad, ref.grad) < 2e-2, (got.shape, rel_err(got.grad, ref.grad))
+
+
+def test_layer_norm_dropout_mask_is_tkc_philox():
+    from tkc import philox
+    N, D, p = 64, 1024, 0.3
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
+    res = torch.zeros_like(x)
+    w, b = torch.ones(D, device="cuda", dtype=torch.bfloat16), torch.zeros(D, device="cuda", dtype=torch.bfloat16)
+    y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, 1234, 77)
+    keep = philox.uniform(1234, 77, np.arange(N * D).reshape(N, D)) >= p
+    want = torch.where(torch.from_numpy(keep).cuda(), x.float() / (1 - p), 0)
+    assert rel_err(h, want) < 1e-2
+    assert abs((h == 0).float().mean().item() - p) < 0.01
+    torch.library.opcheck(ops()._ln_fwd, (x, res, w, b, 1e-5, p, 1234, 77))
