@@ -63,7 +63,7 @@ def rows(compile_peer: bool = True):
         if rope_c is not None:
             fns["compile"] = lambda: rope_c(x, cos, sin)
         if fla_rope is not None:
-            fns["fla"] = lambda: fla_rope(x, cos.float(), sin.float())
+            fns["fla"] = lambda: fla_rope(x, cos, sin)
         yield f"rotary B{B} H{H} D{D} L{L}", 2 * x.numel() * 2, 2 * x.numel() * 2, fns
     for N in (16384, 65536):
         D = 1024

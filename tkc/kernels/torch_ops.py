@@ -16,20 +16,20 @@ import functools
 import torch
 from torch import Tensor
 
-from . import layernorm as _ln
-from . import rotary as _rope
+from .layernorm import layernorm_bwd, layernorm_fwd
+from .rotary import rotary
 
 WARPS = 4
 
 
 @functools.lru_cache(maxsize=None)
 def _rotary_kernel(D: int, interleaved: bool):
-    return _rope.rotary(D, interleaved)
+    return rotary(D, interleaved)
 
 
 @functools.lru_cache(maxsize=None)
 def _ln_kernels(D: int, dropout: bool):
-    return _ln.layernorm_fwd(D, dropout, WARPS), _ln.layernorm_bwd(D, dropout, WARPS)
+    return layernorm_fwd(D, dropout, WARPS), layernorm_bwd(D, dropout, WARPS)
 
 
 def _bf16(t: Tensor) -> Tensor:
