@@ -492,28 +492,32 @@ def _check_alloc(op, name, ins, outs, kernel):
 
 def _check_load(op, name, ins, outs, kernel):
     from mlir import ir
-    if "fill" in op.attributes:
-        if not isinstance(op.attributes["fill"], ir.FloatAttr):
-            yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {op.attributes['fill']}"
-        if not isinstance(ins[0], GL):
-            yield "load: fill (a ragged load) needs a gl source: shared tiles have no ragged edge"
-    if "elements" in op.attributes and "fill" not in op.attributes:
-        yield "load: element coordinates (elements) need fill: such a load may reach past the gl's edges"
-    if str(op.results[0].type) == "f32":
-        yield from _check_element(op, "load", ins[0], len(ins) - 1, "fill")
-        return
-    yield from _check_transfer("load", ins[0], outs[0], len(ins) - 1, ragged="fill" in op.attributes)
+    fill = op.attributes["fill"] if "fill" in op.attributes else None
+    if fill is not None and not isinstance(fill, ir.FloatAttr):
+        yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {fill}"
+    yield from _check_ragged(op, "load", ins[0], "fill", len(ins) - 1, outs[0], op.results[0])
 
 
 def _check_store(op, name, ins, outs, kernel):
-    if "clip" in op.attributes and not isinstance(ins[0], GL):
-        yield "store: clip (a ragged store) needs a gl destination: shared tiles have no ragged edge"
-    if "elements" in op.attributes and "clip" not in op.attributes:
-        yield "store: element coordinates (elements) need clip: such a store may reach past the gl's edges"
-    if str(op.operands[1].type) == "f32":
-        yield from _check_element(op, "store", ins[0], len(ins) - 2, "clip")
+    yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
+
+
+# load's and store's ragged forms: (the attribute, what the access does past the edge)
+_RAGGED = {"fill": ("a ragged load", "a gl source", "load"), "clip": ("a ragged store", "a gl destination", "store")}
+
+
+def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
+    """The attributes of load/store (bound: fill or clip; elements), then the
+    transfer: one f32 element, or a tile or vector."""
+    what, needs, verb = _RAGGED[bound]
+    if bound in op.attributes and not isinstance(mem, GL):
+        yield f"{name}: {bound} ({what}) needs {needs}: shared tiles have no ragged edge"
+    if "elements" in op.attributes and bound not in op.attributes:
+        yield f"{name}: element coordinates (elements) need {bound}: such a {verb} may reach past the gl's edges"
+    if str(reg_value.type) == "f32":
+        yield from _check_element(op, name, mem, n_idx, bound)
         return
-    yield from _check_transfer("store", ins[0], ins[1], len(ins) - 2, ragged="clip" in op.attributes)
+    yield from _check_transfer(name, mem, reg, n_idx, ragged=bound in op.attributes)
 
 
 def _check_split(op, mem, pair, n_idx, bound):
