@@ -516,8 +516,7 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
     idx = _placed("load", src, coords, at, fill is not None, "fill=")
     if fill is not None:
         _ragged("load", src, "fill")
-        if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-            raise fail(f"load: fill must be a number, got {type(fill).__name__}")
+        _check_fill("load", fill)
     return _result("load", dst, dst.view, lambda: tk.load(
         dst.view.mlir(), src.value(), _index_values(idx), fill=fill, elements=at is not None))
 
@@ -548,6 +547,8 @@ def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:
     if not isinstance(src, GLHandle):
         raise fail(f"load_split reads a gl, got {_name(src)}")
     idx = _placed("load_split", src, coords, at, fill is not None, "fill=")
+    if fill is not None:
+        _check_fill("load_split", fill)
     with emitting():
         even, odd = tk.load_split(dst.view.mlir(), src.value(), _index_values(idx), fill=fill,
                                   elements=at is not None)
@@ -572,11 +573,11 @@ def _load_element(src, at, fill) -> F32:
     if not isinstance(src, GLHandle) or at is None or fill is None:
         raise fail("load(tkc.f32, src, at=(b, d, row, col), fill=value) reads one element "
                    "of a gl: give a gl, at= and fill=")
-    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
-        raise fail(f"load: fill must be a number, got {type(fill).__name__}")
+    from . import emit  # MLIR: only while tracing
+    _check_fill("load", fill)
     idx = _coords("load", src, at)
-    return _scalar_op(lambda: tk.load(ir_f32(), src.value(), _index_values(idx), fill=fill,
-                                      elements=True))
+    return _scalar_op(lambda: tk.load(emit.mlir_type("f32"), src.value(), _index_values(idx),
+                                      fill=fill, elements=True))
 
 
 def _store_element(dst, x, at, clip) -> None:
@@ -589,9 +590,9 @@ def _store_element(dst, x, at, clip) -> None:
         tk.store(dst.value(), v.ir(), _index_values(idx), clip=True, elements=True)
 
 
-def ir_f32():
-    from mlir import ir
-    return ir.F32Type.get()
+def _check_fill(op: str, fill) -> None:
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)):
+        raise fail(f"{op}: fill must be a number, got {type(fill).__name__}")
 
 
 def _placed(op: str, mem, coords, at, ragged: bool, needs: str) -> list:

@@ -389,8 +389,7 @@ def _pair_piece(op, mem_t, t, bound):
     expect(ragged or not elements, op, f"element coordinates need {bound}")
     fill = F32(op.attributes["fill"].value) if bound == "fill" and ragged else F32(np.nan)
     if ragged:
-        from ..lowering.requirements import extents
-        width = extents(t, mem_t.dtype, True, 2)[3]
+        width = access_width(t, mem_t, 2)
         return lambda arr, coords: (*clipped(op, coords, shape, arr.shape, width, elements),
                                     np.full(shape, fill, F32))
     return lambda arr, coords: (window(op, coords, mem_t, shape, arr.shape),
@@ -455,10 +454,11 @@ def clipped(op, coords, shape, full, width: int, elements: bool = False) -> tupl
     return (b, d, rows[0], cols[0]), (rows[1], cols[1])
 
 
-def access_width(t, gl_t) -> int:
-    """Elements per GPU memory access of a ragged access of t (requirements.extents)."""
+def access_width(t, gl_t, k: int = 1) -> int:
+    """Elements per GPU memory access of a ragged access of t (requirements.extents;
+    k = 2 for a split or joined pair)."""
     from ..lowering.requirements import extents
-    return extents(t, gl_t.dtype, ragged=True)[3]
+    return extents(t, gl_t.dtype, True, k)[3]
 
 
 def _span(start: int, n: int, size: int) -> tuple[slice, slice]:

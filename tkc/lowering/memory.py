@@ -62,10 +62,7 @@ def _load(lw, op, args):
     if isinstance(src, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, src.view, out)
-        edge = edge_of(op, src)
-        accesses = (_tile_accesses if isinstance(out, RT) else _vec_accesses)(
-            lw, src, out, idx, edge, "elements" in op.attributes)
-        vals = _gl_load(lw, src, out, accesses, edge)
+        vals = _gl_load(lw, src, out, *_gl_accesses(lw, op, src, out, idx))
     elif isinstance(src, Shared) and isinstance(src.view, ST) and isinstance(out, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, src.view, out)
@@ -90,10 +87,7 @@ def _store(lw, op, args):
     if isinstance(dst, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, dst.view, x.view)
-        edge = edge_of(op, dst)
-        accesses = (_tile_accesses if isinstance(x.view, RT) else _vec_accesses)(
-            lw, dst, x.view, idx, edge, "elements" in op.attributes)
-        _gl_store(lw, dst, [x], accesses, edge)
+        _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx))
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
@@ -116,9 +110,8 @@ def _load_split(lw, op, args):
     if not (isinstance(src, Global) and isinstance(out, RT)):
         raise error(op, "tk.load_split splits a gl tile into two rt")
     _check_idx(op, idx, 4)
-    edge = edge_of(op, src)
-    accesses = _tile_accesses(lw, src, out, idx, edge, "elements" in op.attributes, k=2)
-    return [Frag(out, vals) for vals in _gl_load(lw, src, out, accesses, edge, k=2)]
+    halves = _gl_load(lw, src, out, *_gl_accesses(lw, op, src, out, idx, 2), k=2)
+    return [Frag(out, vals) for vals in halves]
 
 
 @rule("tk.store_join")
@@ -128,9 +121,7 @@ def _store_join(lw, op, args):
     if not (isinstance(dst, Global) and all(isinstance(x, Frag) and isinstance(x.view, RT) for x in xs)):
         raise error(op, "tk.store_join joins two rt into a gl tile")
     _check_idx(op, idx, 4)
-    edge = edge_of(op, dst)
-    accesses = _tile_accesses(lw, dst, xs[0].view, idx, edge, "elements" in op.attributes, k=2)
-    _gl_store(lw, dst, list(xs), accesses, edge)
+    _gl_store(lw, dst, list(xs), *_gl_accesses(lw, op, dst, xs[0].view, idx, 2))
     return []
 
 
@@ -275,6 +266,15 @@ def edge_of(op, gl: Global) -> Edge | None:
     if "fill" in attrs:
         return Edge(gl.dims[2], gl.dims[3], ir.FloatAttr(attrs["fill"]).value)
     return Edge(gl.dims[2], gl.dims[3]) if "clip" in attrs else None
+
+
+def _gl_accesses(lw, op, gl: Global, view, idx, k: int = 1):
+    """(accesses, edge) of a load or store of `view` with a gl, as its
+    attributes say (fill/clip: ragged; elements: element coordinates)."""
+    edge, elements = edge_of(op, gl), "elements" in op.attributes
+    if isinstance(view, RT):
+        return _tile_accesses(lw, gl, view, idx, edge, elements, k), edge
+    return _vec_accesses(lw, gl, view, idx, edge, elements), edge
 
 
 def _tile_accesses(lw, gl: Global, view: RT, idx, edge, elements: bool = False, k: int = 1):

@@ -28,6 +28,7 @@ from typing import NamedTuple
 from ..diagnostics import TkcError
 from .callsite import caller
 from .grid import DIMS, compile_grid
+from .tensormap import row_problem
 from .tensors import TensorView, view
 
 INT32_MAX = 2**31 - 1
@@ -84,10 +85,9 @@ class GlParam:
             raise self.error(f"expected rank 1 to 4, found rank {len(v.shape)} (shape {v.shape})")
         self._check_dims(v)
         self._check_layout(v)
-        if self.tma and (_shape4(v.shape)[3] * v.itemsize) % 16:
-            c = _shape4(v.shape)[3]
-            raise self.error(f"TMA needs rows of a multiple of 16 bytes: dim c = {c} of "
-                             f"{self.dtype} is {c * v.itemsize} bytes (pad the last dim)")
+        problem = row_problem(self.dtype, _shape4(v.shape)[3]) if self.tma else None
+        if problem:
+            raise self.error(problem)
         return v
 
     def _check_dims(self, v: TensorView) -> None:

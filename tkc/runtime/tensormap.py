@@ -43,6 +43,14 @@ def _shape4(shape) -> tuple:
     return (1,) * (4 - len(shape)) + tuple(shape)
 
 
+def row_problem(dtype: str, c: int) -> str | None:
+    """Why TMA cannot describe rows of c elements of dtype (None: it can)."""
+    if (c * itemsize(dtype)) % 16:
+        return (f"TMA needs rows of a multiple of 16 bytes: dim c = {c} of {dtype} is "
+                f"{c * itemsize(dtype)} bytes (pad the last dim)")
+    return None
+
+
 def arguments(kernel: str, entry: dict, ptr: int, shape) -> EncodeArgs:
     """The encode arguments for a contiguous tensor of `shape` at `ptr`; a
     TkcError naming the kernel and argument when TMA cannot describe it."""
@@ -56,9 +64,8 @@ def arguments(kernel: str, entry: dict, ptr: int, shape) -> EncodeArgs:
     rows, cols = entry["box"]
     if ptr % 16:
         raise bad(f"TMA needs a 16-byte aligned data pointer, found {ptr:#x}")
-    if (c * e) % 16:
-        raise bad(f"TMA needs rows of a multiple of 16 bytes: dim c = {c} of "
-                  f"{entry['dtype']} is {c * e} bytes (pad the last dim)")
+    if row_problem(entry["dtype"], c):
+        raise bad(row_problem(entry["dtype"], c))
     if not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or (cols * e) % 16:
         raise bad(f"box {rows}x{cols} must be at most {BOX_LIMIT} per dim with rows "
                   f"of a multiple of 16 bytes")
