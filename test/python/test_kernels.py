@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from tkc.kernels import attention_fwd, attention_hopper, gemm, gemm_hopper, library, reference
+from tkc.kernels import attention_fwd, gemm, gemm_hopper, library, reference
 from tkc.kernels.reference import round_bf16
 
 
@@ -75,13 +75,6 @@ def check_attention_interpreted(kern, D, N, seed):
 @pytest.mark.parametrize("D,kvsub", [(64, 32), (128, 16)])
 def test_attention_interpreted(D, kvsub):
     check_attention_interpreted(attention_fwd(D, KV_SUB=kvsub), D, 128, seed=D)
-
-
-@pytest.mark.parametrize("D", [64, 128])
-def test_attention_hopper_interpreted(D):
-    """TMA ring of 2 stages over 4 KV tiles (both barrier phases), wgmma for
-    S = Q K^T and O += P V, two query blocks and two heads."""
-    check_attention_interpreted(attention_hopper(D), D, 256, seed=D + 1)
 
 
 @pytest.mark.parametrize("kern", library(), ids=lambda k: k.name)

@@ -47,11 +47,12 @@ def _divisible_attr(kernel, traced: dict):
     from math import lcm
     merged = dict(kernel.divisible)
     for ref, n in traced.items():
-        merged[ref] = lcm(merged.get(ref, 1), n)
+        merged[ref] = lcm(merged.get(ref, 1), n)  # "a.c" keys: never a relation's
     if not merged:
         return None
     i64 = ir.IntegerType.get_signless(64)
-    return ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in sorted(merged.items())})
+    return ir.DictAttr.get({k: ir.StringAttr.get(v) if isinstance(v, str) else ir.IntegerAttr.get(i64, v)
+                            for k, v in sorted(merged.items())})
 
 
 def _handles(params, args):

@@ -226,7 +226,8 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
     launch (on top of what the kernel's tile accesses require), e.g. for a K
-    loop unrolled by pipeline stages.
+    loop unrolled by pipeline stages. divisible={"Hq": "Hkv"}: dim Hq must be
+    a multiple of dim Hkv (GQA: query heads in groups per KV head).
 
     order: the order blocks take the grid's work items in (tk-grid-ordering):
     "auto", a permutation of "xyz" (fastest first) or "grouped(y, W)" /
@@ -270,14 +271,15 @@ def _check_inplace(inplace, fn) -> dict[str, str]:
     return dict(inplace)
 
 
-def _check_divisible(divisible, fn) -> dict[str, int]:
+def _check_divisible(divisible, fn) -> dict[str, int | str]:
     if divisible is None:
         return {}
     if not isinstance(divisible, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v > 0
+            isinstance(k, str) and k and (isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                          or isinstance(v, str) and v and v != k and "." not in k + v)
             for k, v in divisible.items()):
-        raise TkcError(f"divisible must map dim names to positive ints, got {divisible!r}",
-                       _where_def(fn))
+        raise TkcError(f"divisible must map dim names to positive ints or to other dim names, "
+                       f"got {divisible!r}", _where_def(fn))
     return dict(divisible)
 
 

@@ -72,7 +72,7 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
     TMA rows of 16 bytes, scalar ranges. Each array is checked as it would
     lie in GPU memory (in its gl's dtype); only what is numpy's own (the
     array dtypes a bf16 gl accepts, writability) is checked here."""
-    from ..lowering.requirements import inplace, params, tma_params
+    from ..lowering.requirements import inplace, multiples, params, tma_params
     from ..runtime.args import Signature as Launch
     if len(args) != len(sig.arg_types):
         raise error(sig.func, f"kernel '{sig.name}' takes {len(sig.arg_types)} arguments "
@@ -87,7 +87,7 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
             on_gpu.append(a)
     manifest = {"kernel": sig.name, "grid": sig.grid, "params": params(sig.func, sig.arg_names),
                 "tensor_maps": [{"param": i} for i in sorted(tma_params(sig.func))],
-                "inplace": inplace(sig.func)}
+                "inplace": inplace(sig.func), "multiples": multiples(sig.func)}
     env = Launch(manifest).bind(on_gpu, host_ok=True).env
     for i, (t, a) in enumerate(zip(sig.arg_types, args)):
         if not isinstance(t, GL):

@@ -24,8 +24,7 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        attention_hopper(64, KV=128),  # KV tiles per D: the faster on the H100 (BENCHMARKS.md)
-        attention_hopper(128, KV=64),
+        *[attention_hopper(D, causal) for D in (64, 128) for causal in (False, True)],
         rotary(128),
         rotary(128, interleaved=True),
         layernorm_fwd(1024),

@@ -1,17 +1,30 @@
-"""Attention forward on Hopper: TMA and warpgroup wgmma, online softmax.
+"""Attention forward on Hopper, written as a plain pipelined loop.
 
-O = softmax(Q K^T * scale) V, Q, K, V, O of shape (batch, heads, n, D).
-A block has WG warpgroups, each owning 64 query rows (its own Q tile); they
-share the K and V tiles, which stream through a 2-stage ring, loaded by TMA
-one tile ahead of the math. Q arrives by TMA once. WG = 1 is the default:
-measured on the H100 (BENCHMARKS.md), two warpgroups sharing K/V ran 5-37%
-slower, since the per-tile block barrier couples them, while one-warpgroup
-blocks (41 KiB of shared memory at D = 64, KV = 64) fit several per SM and overlap
-one block's softmax with another's wgmma. Per KV tile: S = Q K^T (wgmma, both operands in
-shared memory), the online softmax on S in registers (each warp its 16
-rows, exp2 with the scale folded into log2(e)), then O += P V (wgmma with
-P from registers). The KV loop is unrolled by the 2 stages at trace time,
-so n must be a multiple of 2 * KV.
+O = softmax(Q K^T * scale [+ causal mask]) V, and the log-sum-exp of each
+query row (natural log; +inf for a row with no key, whose output is 0), for
+the backward. bf16 in and out, f32 softmax and accumulation.
+
+A block owns BQ = 128 query rows of one head: two consumer warpgroups of 64
+rows each (a subtile of the block's Q tile), which share the K and V tiles.
+tk-pipeline-staging turns the loop over KV tiles into a producer warpgroup
+streaming K and V by TMA through a ring of stages, full/empty mbarriers and
+the setmaxnreg split; Q is loaded once. Per KV tile each warpgroup computes
+S = Q K^T (wgmma from shared memory), the online softmax on S in registers
+(exp2, the scale folded into log2 e), and O += P V (wgmma with P from
+registers).
+
+Shapes: any Lq and Lk. TMA zero-fills past the ends, keys past Lk are masked
+inside the kernel (only in the tiles that reach past Lk or the diagonal), and
+the output's TMA store clips. Causal masks align bottom-right, as
+FlashAttention 2+: query i sees key j iff j <= i + Lk - Lq; a causal block
+stops at its last unmasked tile and the grid runs the longest blocks first.
+GQA/MQA: Hq a multiple of Hkv (checked at launch), query head h reads KV
+head h // (Hq / Hkv).
+
+Layouts (the gl each tensor is viewed as; `layout=`):
+  "bhld": q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] (SDPA's); lse [B, Hq, Lq]
+  "blhd": q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D] (FlashAttention's), viewed
+          as [B, L, H*D] so a tile is 128 rows of one head's D columns
 """
 from __future__ import annotations
 
@@ -19,76 +32,87 @@ import math
 
 import tkc
 from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
-from tkc.ops import exp2, mul_row, neg_infty, row_max, row_sum, sub_row, zero, div_row
+from tkc.diagnostics import TkcError
+from tkc.ops import (div_row, eq, exp2, iota, log2, mul_row, neg_infty, row_max, row_sum,
+                     store, sub_row, subtile, where, zero)
 
-LOG2E = math.log2(math.e)
+LOG2E, LN2 = math.log2(math.e), math.log(2)
+BQ = 128                    # query rows per block: two consumer warpgroups of 64
+HEAD_DIMS = (64, 128)
+LAYOUTS = ("bhld", "blhd")
 
 
-def attention_hopper(D: int = 64, KV: int = 64, WG: int = 1):
-    STAGES = 2
-    QROWS = 64 * WG
+def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
+                     KV: int | None = None, stages="auto"):
+    """The forward kernel attn(q, k, v, o, lse, scale) for head dim D."""
+    if D not in HEAD_DIMS:
+        raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
+    if layout not in LAYOUTS:
+        raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
+    KV = KV or 128
+    name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
+                                f"kv{KV}", "" if stages == "auto" else f"s{stages}") if x)
+    bhld = layout == "bhld"
 
-    @tkc.kernel(name=f"attn_hopper_d{D}_kv{KV}_wg{WG}", warps=4 * WG,
-                grid=lambda q, k, v, o, scale: (q.r // QROWS, q.d, q.b))
-    def attn(q: gl(bf16, "B", "H", "N", D), k: gl(bf16, "B", "H", "N", D),
-             v: gl(bf16, "B", "H", "N", D), o: gl(bf16, "B", "H", "N", D), scale: tkc.f32):
-        qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        w, g = tkc.warpid(), tkc.warpgroupid()
-        q_s = [st(bf16, 64, D) for _ in range(WG)]
-        k_s = [st(bf16, KV, D) for _ in range(STAGES)]
-        v_s = [st(bf16, KV, D) for _ in range(STAGES)]
-        q_bar = tkc.barrier()
-        full = [tkc.barrier() for _ in range(STAGES)]
-        n_kv = k.r // KV
-        with tkc.if_(w == 0):  # Q, and the first K/V tile into stage 0
-            tma.expect(q_bar, *q_s)
-            for i in range(WG):
-                tma.load_async(q_s[i], q, (b, h, qb * WG + i, 0), q_bar)
-            tma.expect(full[0], k_s[0], v_s[0])
-            tma.load_async(k_s[0], k, (b, h, 0, 0), full[0])
-            tma.load_async(v_s[0], v, (b, h, 0, 0), full[0])
-        o_r = zero(rt(f32, 16, D))
-        m = neg_infty(rv(f32, 16))
-        l = zero(rv(f32, 16))
+    def tile(b, h, t):  # the (b, d, r, c) coordinates of row tile t of head h
+        return (b, h, t, 0) if bhld else (0, b, t, h)
+
+    if bhld:
+        dims = dict(q=gl(bf16, "B", "Hq", "Lq", D), k=gl(bf16, "B", "Hkv", "Lk", D))
+    else:
+        dims = dict(q=gl(bf16, 1, "B", "Lq", "HqD"), k=gl(bf16, 1, "B", "Lk", "HkvD"))
+    Q, K = dims["q"], dims["k"]
+
+    @tkc.kernel(name=name, warps=8, divisible={"Hq": "Hkv"} if bhld else {"HqD": "HkvD"},
+                grid=lambda q, k, v, o, lse, scale: (tkc.cdiv(q.r, BQ), q.d if bhld else q.c // D,
+                                                     q.b if bhld else q.d))
+    def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
+        qb, h, b, wg, w = (tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z,
+                           tkc.warpgroupid(), tkc.warpid())
+        Lq, Lk = q.r, k.r
+        if causal:  # the longest blocks first
+            qb = tkc.cdiv(Lq, BQ) - 1 - qb
+        hk = h // (lse.d // (k.d if bhld else k.c // D))
+        q_s, o_s = st(bf16, BQ, D), st(bf16, BQ, D)
+        k_s, v_s = st(bf16, KV, D), st(bf16, KV, D)
+        tma.load(q_s, q, tile(b, h, qb))
+        row0 = qb * BQ + w * 16          # this warp's first query row
+        shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
+        n = tkc.cdiv(Lk, KV)
+        if causal:
+            n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
+        o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
         c = scale * LOG2E
-        tkc.wait(q_bar, 0)
-        for jr in tkc.range(k.r // (KV * STAGES)):
-            for s in range(STAGES):
-                j = jr * STAGES + s
-                nxt = 1 - s
-                tkc.sync()  # every warp is done with the stage the prefetch overwrites
-                with tkc.if_(w == 0):
-                    with tkc.if_(j + 1 < n_kv):
-                        tma.expect(full[nxt], k_s[nxt], v_s[nxt])
-                        tma.load_async(k_s[nxt], k, (b, h, j + 1, 0), full[nxt])
-                        tma.load_async(v_s[nxt], v, (b, h, j + 1, 0), full[nxt])
-                tkc.wait(full[s], jr % 2)
-                att = _scores(g, q_s, k_s[s], zero(rt(f32, 16, KV)))
-                att = att * c
-                m_prev = m
-                m = row_max(att, init=m)
-                att = exp2(sub_row(att, m))
-                alpha = exp2(m_prev - m)
-                l = row_sum(att, init=l * alpha)
-                o_r = mul_row(o_r, alpha)
-                warpgroup.mma_AB(o_r, att.to(bf16), v_s[s])
-                warpgroup.mma_async_wait(o_r)
-        o_r = div_row(o_r, l)
-        warpgroup.store(o, o_r.to(bf16), (b, h, qb * WG + g, 0))
+        for j in tkc.range(n, stages=stages):
+            tma.load(k_s, k, tile(b, hk, j))
+            tma.load(v_s, v, tile(b, hk, j))
+            s = zero(rt(f32, 16, KV))
+            warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
+            warpgroup.mma_async_wait(s)
+            s = s * c
+            edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
+            if causal:
+                edge = edge | (j * KV + KV - 1 > row0 + shift)
+            with tkc.if_(edge):
+                col = iota(rt(f32, 16, KV), 1) + j * KV
+                keep = col < Lk
+                if causal:
+                    keep = keep & (col <= iota(rt(f32, 16, KV), 0) + (row0 + shift))
+                s = where(keep, s, -math.inf)
+            m_prev = m
+            m = row_max(s, init=m)
+            ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
+            s = exp2(sub_row(s, ms))
+            alpha = exp2(m_prev - ms)
+            l = row_sum(s, init=l * alpha)
+            o_r = mul_row(o_r, alpha)
+            warpgroup.mma_AB(o_r, s.to(bf16), v_s)
+            warpgroup.mma_async_wait(o_r)
+        empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
+        o_r = div_row(o_r, where(empty, 1.0, l))
+        store(lse, where(empty, math.inf, (m + log2(l)) * LN2), (b, h, 0, qb * (BQ // 16) + w),
+              clip=True)
+        warpgroup.store(o_s, o_r.to(bf16), (wg, 0))
+        tma.store(o, o_s, tile(b, h, qb))
 
     return attn
-
-
-def _scores(g, q_s, k_s, att):
-    """S = Q K^T for warpgroup g, whose Q tile is q_s[g] (a warpgroup id picks
-    a tile only through a branch; the wait stays inside it, so no in-flight
-    accumulator crosses the branch)."""
-    if len(q_s) == 1:
-        warpgroup.mma_ABt(att, q_s[0], k_s)
-        return warpgroup.mma_async_wait(att)
-    with tkc.if_(g == 0):
-        warpgroup.mma_ABt(att, q_s[0], k_s)
-        warpgroup.mma_async_wait(att)
-    with tkc.else_():
-        _scores(g - 1, q_s[1:], k_s, att)
-    return att

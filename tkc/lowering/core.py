@@ -357,12 +357,13 @@ def _bind_params(lw, func_op, entry) -> None:
 
 
 def _manifest(func_op, name, warps, grid, names, plan, maps=()) -> dict:
-    from .requirements import inplace, params
+    from .requirements import inplace, multiples, params
     return {"version": 1, "kernel": name, "target": "sm_90a", "warps": warps,
             "block": [32 * warps, 1, 1], "grid": grid,
             "shared_bytes": plan.total if plan is not None else 0,
             "cluster": [1, 1, 1], "tensor_maps": [m.manifest() for m in maps],
-            "params": params(func_op, names), "inplace": inplace(func_op)}
+            "params": params(func_op, names), "inplace": inplace(func_op),
+            "multiples": multiples(func_op)}
 
 
 # Ops re-created as they are (operands mapped): scalar math the upstream passes lower.

@@ -97,6 +97,13 @@ def _written(op) -> set[int]:
             and isinstance(view(inner.operands[_WRITES[inner.name]].type), GL)}
 
 
+def multiples(func_op) -> list[list[str]]:
+    """The manifest's `multiples`: [dim name, dim name] pairs, the first dim's
+    size a multiple of the second's at launch (tk.divisible {Hq = "Hkv"})."""
+    from ..passes.verify import declared_multiples
+    return declared_multiples(getattr(func_op, "operation", func_op))
+
+
 def inplace(func_op) -> list[list[int]]:
     """tk.inplace as argument index pairs [output, input]: the output may be the input."""
     op = getattr(func_op, "operation", func_op)

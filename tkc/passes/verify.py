@@ -189,14 +189,20 @@ def _check_dim_names(name, attr, args):
 
 def _check_divisible(name, attr, kernel):
     """tk.divisible: {key = positive int}; a key is a dim name of tk.dim_names
-    ("K") or an argument's dim ("a.c", the grid language's spelling)."""
+    ("K") or an argument's dim ("a.c", the grid language's spelling). A
+    relation {Hq = "Hkv"} pairs two dim names: Hq a multiple of Hkv."""
     from mlir import ir
     if not isinstance(attr, ir.DictAttr):
         yield f"{name}: tk.divisible must be a dictionary {{name = multiple}}, got {attr}"
         return
-    known = {n for dims in _lenient(dim_names, kernel) for n in dims if n}
-    known |= {f"{a}.{axis}" for a in _lenient(gl_arg_names, kernel) for axis in "bdrc"}
+    names = {n for dims in _lenient(dim_names, kernel) for n in dims if n}
+    known = names | {f"{a}.{axis}" for a in _lenient(gl_arg_names, kernel) for axis in "bdrc"}
     for entry in attr:
+        if isinstance(entry.attr, ir.StringAttr):
+            if entry.name not in names or entry.attr.value not in names:
+                yield (f"{name}: tk.divisible[{entry.name}] = {entry.attr} relates two dims: "
+                       f"both must be dim names (of tk.dim_names: {sorted(names)})")
+            continue
         if not _positive_int(entry.attr):
             yield f"{name}: tk.divisible[{entry.name}] must be a positive integer, got {entry.attr}"
         if entry.name not in known:
@@ -240,7 +246,16 @@ def _lenient(reader, kernel):
 
 
 def declared_divisible(kernel) -> dict[str, int]:
-    """tk.divisible as {dim name: multiple} ({} without it)."""
+    """tk.divisible's numbers as {dim name: multiple} ({} without it)."""
+    return {k: v for k, v in _declared(kernel).items() if isinstance(v, int)}
+
+
+def declared_multiples(kernel) -> list[list[str]]:
+    """tk.divisible's relations as [[dim name, dim name it is a multiple of], ...]."""
+    return [[k, v] for k, v in _declared(kernel).items() if isinstance(v, str)]
+
+
+def _declared(kernel) -> dict:
     if "tk.divisible" not in kernel.attributes:
         return {}
     name = f"kernel @{kernel.attributes['sym_name'].value}"

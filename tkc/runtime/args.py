@@ -187,6 +187,7 @@ class Signature:
         # declared in-place (which may also be the very same tensor)
         gls = [i for i, p in enumerate(self.params) if isinstance(p, GlParam)]
         self.inplace = {tuple(pair) for pair in manifest.get("inplace", ())}
+        self.multiples = [tuple(pair) for pair in manifest.get("multiples", ())]
         self.overlaps = [(i, j) for i in gls if self.params[i].writes for j in gls
                          if j != i and not (self.params[j].writes and j < i)]
         # The PTX parameters ('u64' pointer and 'u32' runtime dims per gl,
@@ -245,6 +246,7 @@ class Signature:
             else:
                 param.pack(arg, values, env)
                 views.append(None)
+        self._check_multiples(named)
         self.check_aliasing([v.ptr if v is not None else None for v in views],
                             [v.shape if v is not None else None for v in views])
         return Bound(values, env, device, views)
@@ -285,6 +287,17 @@ class Signature:
                     f"kernel '{self.kernel}': dim {DIMS[axis]} of argument {index} "
                     f"'{param.name}' is {n}, but dim {DIMS[a0]} of argument {i0} '{p0.name}' "
                     f"is {n0}: both are named {name!r} and must have one size")
+
+    def _check_multiples(self, named: dict) -> None:
+        """Declared relations: dim `name`'s size a multiple of dim `of`'s
+        (tkc.kernel(divisible={"Hq": "Hkv"}): query heads in groups per KV head)."""
+        for name, of in self.multiples:
+            (i, p, axis, n), (j, q, axis2, m) = named[name], named[of]
+            if m == 0 or n % m:
+                raise ArgError(
+                    f"kernel '{self.kernel}': dim {DIMS[axis]} of argument {i} '{p.name}' "
+                    f"({name} = {n}) must be a multiple of dim {DIMS[axis2]} of argument {j} "
+                    f"'{q.name}' ({of} = {m})")
 
     @staticmethod
     def _device(param: GlParam, v: TensorView, device, host_ok: bool):

@@ -17,7 +17,8 @@ from .grid import DIMS, SMS, Grid
 VERSION = 1
 CUBIN, MANIFEST, PTX, TILE_IR = "kernel.cubin", "manifest.json", "kernel.ptx", "tile.mlir"
 _REQUIRED = ("version", "kernel", "target", "warps", "block", "grid", "shared_bytes", "params")
-_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "inplace": [], "resources": {}, "source": {},
+_DEFAULTS = {"cluster": [1, 1, 1], "tensor_maps": [], "inplace": [], "multiples": [],
+             "resources": {}, "source": {},
              "persistent": False}
 SCALAR_DTYPES = ("f32", "i32")
 
@@ -91,6 +92,7 @@ def validate_manifest(manifest: dict) -> dict:
     _check_launch_shape(m, bad)
     _check_params(m["params"], bad)
     _check_inplace(m, bad)
+    _check_multiples(m, bad)
     _check_grid(m, bad)
     return m
 
@@ -144,6 +146,16 @@ def _check_inplace(m: dict, bad) -> None:
             isinstance(p, list) and len(p) == 2 and all(i in gls for i in p) and p[0] != p[1]
             for p in pairs)):
         raise bad(f"'inplace' must be [output, input] pairs of gl param indices, found {pairs!r}")
+
+
+def _check_multiples(m: dict, bad) -> None:
+    names = {n for p in m["params"] if p.get("kind") == "gl" for n in p.get("names", ()) if n}
+    pairs = m["multiples"]
+    if not (isinstance(pairs, list) and all(
+            isinstance(p, list) and len(p) == 2 and all(n in names for n in p) and p[0] != p[1]
+            for p in pairs)):
+        raise bad(f"'multiples' must be [dim name, dim name] pairs of the params' dim names, "
+                  f"found {pairs!r}")
 
 
 def _check_gl_param(p: dict, bad) -> None:
