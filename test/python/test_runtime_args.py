@@ -57,7 +57,7 @@ def test_not_a_tensor():
     assert e.message == f"{PREFIX_X}: expected a tensor (torch.Tensor or a DLPack object), found list"
 
 
-@pytest.mark.parametrize("dtype, name", [(np.float64, "float64"), (np.float16, "f16"), (np.int32, "int32")])
+@pytest.mark.parametrize("dtype, name", [(np.float64, "float64"), (np.float16, "f16"), (np.int32, "i32")])
 def test_dtype(dtype, name):
     e = bind_error(with_arg(0, np.ones((2, 32, 64), dtype)))
     assert e.message == f"{PREFIX_X}: expected dtype f32, found {name}"

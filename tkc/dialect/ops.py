@@ -213,6 +213,11 @@ def grid_dim(dim: str, loc=None):
     return _one("grid_dim", _index(), attributes={"dim": dim}, loc=loc)
 
 
+def gl_slice(t, g, axis: str, start, size, loc=None):
+    """The gl view of type t: elements start .. start+size-1 of g along axis."""
+    return _one("gl_slice", t, [g, start, size], {"axis": axis}, loc=loc)
+
+
 def dim(g, axis: str, loc=None):
     return _one("dim", _index(), [g], {"axis": axis}, loc=loc)
 

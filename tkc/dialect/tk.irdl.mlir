@@ -64,12 +64,14 @@ irdl.dialect @tk {
     irdl.parameters(dtype: %dtype, length: %length)
   }
   // Global layout: a contiguous 4-D tensor (batch, depth, rows, cols) in
-  // device memory; each dim is static (>0) or runtime (-1).
+  // device memory; each dim is static (>0) or runtime (-1). An i32 gl holds
+  // indices (read one element at a time).
   irdl.type @gl {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
     %f32 = irdl.is f32
-    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %i32 = irdl.is i32
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32)
     %b = irdl.base "#builtin.integer"
     %d = irdl.base "#builtin.integer"
     %r = irdl.base "#builtin.integer"
@@ -582,6 +584,20 @@ irdl.dialect @tk {
     %dim = irdl.any_of(%x, %y, %z)
     irdl.attributes { "dim" = %dim }
     irdl.results(out: %t)
+  }
+  // A view of part of a global layout: along `axis` (r or c) it starts at
+  // element `start` of src and has `size` elements (a runtime dim); the
+  // other dims are src's. Bounds-checked accesses (fill, clip) stop at its
+  // edges; TMA loads read src's elements past them.
+  irdl.operation @gl_slice {
+    %g = irdl.base @tk::@gl
+    %i = irdl.is index
+    %r = irdl.is "r"
+    %c = irdl.is "c"
+    %axis = irdl.any_of(%r, %c)
+    irdl.attributes { "axis" = %axis }
+    irdl.operands(src: %g, start: %i, size: %i)
+    irdl.results(out: %g)
   }
   // The size of one dim of a global layout (static or runtime).
   irdl.operation @dim {

@@ -31,7 +31,7 @@ from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
-from .values import F32, as_f32, as_index
+from .values import F32, Index, as_f32, as_index
 
 __all__ = [
     "zero", "ones", "neg_infty", "pos_infty", "fill", "iota", "rand",
@@ -508,9 +508,11 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
     at=(b, d, row, col) instead of coords places the tile at an element (a
     shifted load: row may be negative); it needs fill.
     load(tkc.f32, src, at=(b, d, row, col), fill=v) reads one element of a gl
-    as an f32 scalar (v outside the gl), e.g. a row's saved statistic."""
-    if dst == "f32" and not isinstance(dst, Reg):
-        return _load_element(src, at, fill)
+    as an f32 scalar (v outside the gl), e.g. a row's saved statistic;
+    load(tkc.i32, src, ...) one element of an i32 gl as an index value (a
+    cumulative sequence offset)."""
+    if dst in ("f32", "i32") and not isinstance(dst, Reg):
+        return _load_element(src, dst, at, fill)
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
     idx = _placed("load", src, coords, at, fill is not None, "fill=")
@@ -569,15 +571,25 @@ def store_join(dst, even: Reg, odd: Reg, coords=(), clip: bool = False, at=None)
                       elements=at is not None)
 
 
-def _load_element(src, at, fill) -> F32:
+def _load_element(src, dtype, at, fill) -> F32 | Index:
     if not isinstance(src, GLHandle) or at is None or fill is None:
-        raise fail("load(tkc.f32, src, at=(b, d, row, col), fill=value) reads one element "
+        raise fail(f"load(tkc.{dtype}, src, at=(b, d, row, col), fill=value) reads one element "
                    "of a gl: give a gl, at= and fill=")
+    if (src.dtype == "i32") != (dtype == "i32"):
+        raise fail(f"load(tkc.{dtype}, ...): one element of the {src.dtype} gl {src.name} is "
+                   f"read as tkc.{'i32' if src.dtype == 'i32' else 'f32'}")
     from . import emit  # MLIR: only while tracing
     _check_fill("load", fill)
+    if dtype == "i32" and fill != int(fill):
+        raise fail(f"load(tkc.i32, ...): fill must be an integer, got {fill!r}")
     idx = _coords("load", src, at)
-    return _scalar_op(lambda: tk.load(emit.mlir_type("f32"), src.value(), _index_values(idx),
-                                      fill=fill, elements=True))
+    if dtype == "f32":
+        return _scalar_op(lambda: tk.load(emit.mlir_type("f32"), src.value(), _index_values(idx),
+                                          fill=fill, elements=True))
+    vals = _index_values(idx)
+    with emitting():
+        return Index(emit.index_cast(tk.load(emit.mlir_type("i32"), src.value(), vals,
+                                             fill=float(fill), elements=True)))
 
 
 def _store_element(dst, x, at, clip) -> None:

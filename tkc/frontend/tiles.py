@@ -230,10 +230,11 @@ AXES = ("b", "d", "r", "c")
 class GLSpec:
     """The annotation gl(dtype, b, d, r, c): each dim an int (static), None
     (runtime) or a name (runtime, and every dim of the kernel's gl arguments
-    with that name has the same size: gl(bf16, 1, 1, "M", "K"))."""
+    with that name has the same size: gl(bf16, 1, 1, "M", "K")). An i32 gl
+    holds indices, read one element at a time (load(tkc.i32, g, at=...))."""
 
     def __init__(self, dtype, b, d, r, c):
-        self.dtype = tile_dtype(dtype)
+        self.dtype = "i32" if dtype == "i32" else tile_dtype(dtype)
         self.dims = tuple(_gl_dim(x, a) for x, a in zip((b, d, r, c), AXES))
 
     @property
@@ -274,14 +275,18 @@ def gl(dtype, b=None, d=None, r=None, c=None) -> GLSpec:
 
 
 class GLHandle(Traced):
-    """A gl kernel argument inside the kernel: .b .d .r .c are Index values."""
+    """A gl kernel argument inside the kernel (or a slice of one): .b .d .r .c
+    are Index values."""
 
     _what = "a global layout"
 
-    def __init__(self, spec: GLSpec, value, name: str):
-        self.spec, self._value, self.name = spec, value, name
+    def __init__(self, spec: GLSpec, value, name: str, sliced: frozenset = frozenset(), scope=None):
+        self.spec, self._value, self.name, self.sliced, self._scope = spec, value, name, sliced, scope
 
     def value(self):
+        if self._scope is not None and not current().visible(self._scope):
+            raise fail(f"the slice of {self.name} was made inside the {self._scope.describe()} "
+                       "and is not available after it")
         return self._value
 
     dtype = property(lambda self: self.spec.dtype)
@@ -293,9 +298,30 @@ class GLHandle(Traced):
             return Index(const=size)
         from ..dialect import ops as tk
         with emitting():
-            idx = Index(tk.dim(self._value, axis))
-        idx.gl_dim = f"{self.name}.{axis}"  # so `tkc.range(x.c // 64)` can require x.c % 64 == 0
+            idx = Index(tk.dim(self.value(), axis))
+        if axis not in self.sliced:  # so `tkc.range(x.c // 64)` can require x.c % 64 == 0
+            idx.gl_dim = f"{self.name}.{axis}"
         return idx
+
+    def slice(self, axis: str, start, size) -> "GLHandle":
+        """The part of this gl whose `axis` ("r" or "c") runs over elements
+        start .. start + size - 1 (a runtime dim; variable-length sequences
+        packed in one tensor: q.slice("r", cu[b], cu[b + 1] - cu[b])).
+        Ragged loads and stores (fill=, clip=) stop at its edges, so register
+        accesses through it need them; a TMA load reads the parent's elements
+        past its end (zeros only past the parent's), a TMA store cannot clip
+        to it and is refused."""
+        if axis not in ("r", "c"):
+            raise fail(f"slice: axis must be \"r\" or \"c\", got {axis!r}")
+        from ..dialect import ops as tk
+        from .values import as_index
+        s, n = as_index(start, "slice start"), as_index(size, "slice size")
+        dims = list(self.spec.dims)
+        dims[AXES.index(axis)] = None
+        spec = GLSpec(self.dtype, *dims)
+        with emitting():
+            value = tk.gl_slice(spec.view().mlir(), self.value(), axis, s.ir(), n.ir())
+        return GLHandle(spec, value, self.name, self.sliced | {axis}, current().scope)
 
     b = property(lambda self: self._dim("b"))
     d = property(lambda self: self._dim("d"))

@@ -16,7 +16,8 @@ from ..diagnostics import TkcError, error
 from ..dialect.types import GL, view
 from ..passes.verify import arg_names, dim_names
 
-ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",)}
+ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",),
+                "i32": ("int32",)}
 SCALARS = ("f32", "i32")
 
 

@@ -32,6 +32,7 @@ from ..passes.verify_block import ring_stages
 from .program import Step, handler
 from .syncs import block_sync
 from .values import ROUND
+from .ops import whole  # noqa: E402 (ops imports this module at its end)
 
 F32 = np.float32
 
@@ -208,14 +209,15 @@ def tma_types(op, st_value, gl_value):
     return st, gl
 
 
-def clipped(shape4, coords, rows: int, cols: int):
+def clipped(shape4, coords, rows: int, cols: int, origin=(0, 0, 0, 0)):
     """(gl index, tile index) of the in-bounds part of the rows x cols tile at
-    tile coordinates (b, d, r, c); None when nothing of it is in bounds."""
+    tile coordinates (b, d, r, c) (from element `origin`: a slice's place in
+    its argument); None when nothing of it is in bounds."""
     b, d, r, c = coords
     B, D, R, C = shape4
     if not (0 <= b < B and 0 <= d < D):
         return None
-    r0, c0 = r * rows, c * cols
+    r0, c0 = r * rows + origin[2], c * cols + origin[3]
     r_lo, r_hi = max(r0, 0), min(r0 + rows, R)
     c_lo, c_hi = max(c0, 0), min(c0 + cols, C)
     if r_lo >= r_hi or c_lo >= c_hi:
@@ -234,8 +236,9 @@ def _tma_load(c, op):
     rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
 
     def step(env, w):
-        arr, tile = env[src], np.zeros(st.shape, F32)
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
+        arr, origin = whole(env[src])  # past a slice's end: the argument's elements
+        tile = np.zeros(st.shape, F32)
+        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
         if parts is not None:
             tile[parts[1]] = arr[parts[0]].astype(F32)
         barrier, races = env[bar], w.block.races

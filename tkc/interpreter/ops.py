@@ -397,24 +397,26 @@ def _pair_piece(op, mem_t, t, bound):
 
 
 def _element(c, op, mem, coords, x, bound):
-    """One f32 element at element coordinates (b, d, r, c) of a gl: outside
-    its rows or columns a load reads fill and a store writes nothing."""
+    """One element at element coordinates (b, d, r, c) of a gl (an f32, or an
+    int from an i32 gl): outside its rows or columns a load reads fill and a
+    store writes nothing."""
     mem_t = tview(mem)
     expect(isinstance(mem_t, GL) and len(coords) == 4, op, "one element moves to or from a gl, at 4 coordinates")
     expect("elements" in op.attributes and bound in op.attributes, op,
            f"one element needs element coordinates and {bound}")
     arr_s, idx = c.slot(mem), [c.slot(v) for v in coords]
-    rnd = ROUND[mem_t.dtype]
     if x is None:
-        out, fill = c.result_slot(op), F32(op.attributes["fill"].value)
+        out, fill = c.result_slot(op), op.attributes["fill"].value
+        value = int if mem_t.dtype == "i32" else lambda v: F32(ROUND[mem_t.dtype](v.astype(F32)))
 
         def load(env, w):
             b, d, r, col = (int(env[i]) for i in idx)
             arr = env[arr_s]
             _element_bd(op, b, d, arr.shape)
             inside = 0 <= r < arr.shape[2] and 0 <= col < arr.shape[3]
-            env[out] = F32(rnd(arr[b, d, r, col].astype(F32))) if inside else fill
+            env[out] = value(arr[b, d, r, col]) if inside else value(np.asarray(fill))
         return load
+    rnd = ROUND[mem_t.dtype]
     x_s = c.slot(x)
 
     def store(env, w):
@@ -531,7 +533,7 @@ def _memory(op, mem_t, t, ncoords: int) -> None:
 
 @handler("tk.load")
 def _load(c, op):
-    if str(op.results[0].type) == "f32":
+    if str(op.results[0].type) in ("f32", "i32"):
         return _element(c, op, op.operands[0], op.operands[1:], None, "fill")
     mem_t, t = tview(op.operands[0]), tview(op.results[0])
     _memory(op, mem_t, t, len(op.operands) - 1)
@@ -731,6 +733,38 @@ def _block_idx(c, op):
 
     def step(env, w):
         env[out] = (w.block.grid if grid else w.block.idx)[d]
+    return step
+
+
+class GLSlice(np.ndarray):
+    """A gl slice: a numpy view of the argument's elements (accesses through
+    it see its own edges), remembering the whole argument (`whole`) and its
+    first element there (`origin`, b d r c), which TMA loads read past its end."""
+
+
+def whole(arr) -> tuple:
+    """(the argument array, the origin of `arr` in it) of a gl value."""
+    if isinstance(arr, GLSlice):
+        return arr.whole, arr.origin
+    return arr, (0, 0, 0, 0)
+
+
+@handler("tk.gl_slice")
+def _gl_slice(c, op):
+    g, start, size = (c.slot(op.operands[i]) for i in range(3))
+    out = c.result_slot(op)
+    axis = _AXES[op.attributes["axis"].value]
+
+    def step(env, w):
+        arr, s, n = env[g], int(env[start]), int(env[size])
+        expect(0 <= s <= arr.shape[axis], op, f"the slice starts at {s}, outside the gl's "
+               f"{arr.shape[axis]} elements along {'bdrc'[axis]}")
+        idx = [slice(None)] * 4
+        idx[axis] = slice(s, s + max(n, 0))  # numpy clamps at the end, as the GPU's bounds
+        part = arr[tuple(idx)].view(GLSlice)
+        root, origin = whole(arr)
+        part.whole, part.origin = root, tuple(o + (s if i == axis else 0) for i, o in enumerate(origin))
+        env[out] = part
     return step
 
 

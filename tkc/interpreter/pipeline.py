@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .hopper import clipped, tma_types
-from .ops import expect
+from .ops import expect, whole
 from .program import Step, handler
 from .syncs import block_sync
 from .values import ROUND
@@ -49,8 +49,9 @@ def _pipeline_load(c, op):
     rnd = ROUND[st.dtype]
 
     def copy(env, w):
-        arr, tile = env[src], np.zeros(st.shape, F32)
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
+        arr, origin = whole(env[src])  # past a slice's end: the argument's elements
+        tile = np.zeros(st.shape, F32)
+        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
         if parts is not None:
             tile[parts[1]] = arr[parts[0]].astype(F32)
         if w.block.races is not None:

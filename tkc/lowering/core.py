@@ -90,10 +90,19 @@ class Shared:
 @dataclass
 class Global:
     """A global layout: `ptr` (!llvm.ptr<1>) and dims (b, d, r, c), each an
-    `index` Value (runtime dim) or a Python int (static dim)."""
+    `index` Value (runtime dim) or a Python int (static dim): the kernel
+    argument's, which address its elements. A slice (tk.gl_slice) keeps them
+    and adds `origin`, its first element's coordinates in the argument, and
+    `bounds`, its own sizes (what tk.dim and ragged accesses see)."""
     view: GL
     ptr: ir.Value
     dims: list
+    origin: list = None
+    bounds: list = None
+
+    def __post_init__(self):
+        self.origin = self.origin or [0, 0, 0, 0]
+        self.bounds = self.bounds or list(self.dims)
 
 
 def frag_len(v) -> int:
@@ -104,7 +113,8 @@ def frag_len(v) -> int:
 
 def scalar_type(dtype: str) -> ir.Type:
     """The MLIR scalar type of a tk element type name."""
-    return {"bf16": ir.BF16Type.get, "f16": ir.F16Type.get, "f32": ir.F32Type.get}[dtype]()
+    return {"bf16": ir.BF16Type.get, "f16": ir.F16Type.get, "f32": ir.F32Type.get,
+            "i32": lambda: ir.IntegerType.get_signless(32)}[dtype]()
 
 
 def flat_types(t: ir.Type) -> list[ir.Type]:

@@ -55,7 +55,7 @@ def _alloc(lw, op, args):
 @rule("tk.load")
 def _load(lw, op, args):
     src, idx = args[0], args[1:]
-    if str(op.result.type) == "f32" and isinstance(src, Global):
+    if str(op.result.type) in ("f32", "i32") and isinstance(src, Global):
         _check_idx(op, idx, 4)
         return [_gl_scalar(lw, op, src, idx, None)]
     out = _out_view(op, op.result.type)
@@ -98,6 +98,22 @@ def _store(lw, op, args):
     else:
         raise error(op, f"tk.store cannot store a {x.view.text()} to {op.operands[0].type}")
     return []
+
+
+@rule("tk.gl_slice")
+def _gl_slice(lw, op, args):
+    """The same argument's elements from `start` along the axis; its size is
+    clamped to what the parent has from there (never past its end, never
+    negative), so ragged accesses through it stay inside the argument."""
+    g, start, size = args
+    if not isinstance(g, Global):
+        raise error(op, "tk.gl_slice slices a gl")
+    a = "bdrc".index(ir.StringAttr(op.attributes["axis"]).value)
+    origin, bounds = list(g.origin), list(g.bounds)
+    room = arith.maxsi(arith.subi(_v(bounds[a]), start), _idx(0))
+    origin[a] = _add(origin[a], start)
+    bounds[a] = arith.maxsi(arith.minsi(size, room), _idx(0))
+    return [Global(view(op.result.type), g.ptr, g.dims, origin, bounds)]
 
 
 # ---------------------------------------------------------------- split loads, joined stores
@@ -186,11 +202,12 @@ def _copy_chunk(lw, sh, gl, origin, chunk, per_row, e, to_shared) -> None:
 
 def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False):
     """Element offset of the tile at coordinate (b, d, r, c) in units of its
-    shape: rows*cols tiles (r scaled by rows) or, for vectors, row r itself."""
+    shape: rows*cols tiles (r scaled by rows) or, for vectors, row r itself
+    (of a slice: from its origin)."""
     b, d, r, c = idx
     _, D, R, C = gl.dims
-    row0 = r if vector else _mul(r, rows)
-    return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _mul(c, cols))
+    row0 = _add(r if vector else _mul(r, rows), gl.origin[2])
+    return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _add(_mul(c, cols), gl.origin[3]))
 
 
 def lane_offset(layout: str, lane: int) -> tuple[int, int]:
@@ -264,8 +281,8 @@ def edge_of(op, gl: Global) -> Edge | None:
     """The Edge of a ragged tk.load/tk.store on a gl, None for a plain one."""
     attrs = op.attributes
     if "fill" in attrs:
-        return Edge(gl.dims[2], gl.dims[3], ir.FloatAttr(attrs["fill"]).value)
-    return Edge(gl.dims[2], gl.dims[3]) if "clip" in attrs else None
+        return Edge(gl.bounds[2], gl.bounds[3], ir.FloatAttr(attrs["fill"]).value)
+    return Edge(gl.bounds[2], gl.bounds[3]) if "clip" in attrs else None
 
 
 def _gl_accesses(lw, op, gl: Global, view, idx, k: int = 1):
@@ -338,9 +355,11 @@ def _gl_scalar(lw, op, gl: Global, idx, x):
     p = _gl_ptr(gl, _gl_tile_origin(gl, idx, 1, 1))
     ok = edge.inside(idx[2], idx[3])
     dtype = gl.view.dtype
-    if x is None:
-        v = _convert(_load_piece(arith.select(ok, p, gl.ptr), dtype, 1)[0], dtype, "f32")
-        return arith.select(ok, v, arith.constant(ir.F32Type.get(), edge.fill))
+    if x is None:  # an f32, or an i32 from an index gl
+        out = "i32" if dtype == "i32" else "f32"
+        v = _convert(_load_piece(arith.select(ok, p, gl.ptr), dtype, 1)[0], dtype, out)
+        fill = int(edge.fill) if out == "i32" else edge.fill
+        return arith.select(ok, v, arith.constant(scalar_type(out), fill))
     first = arith.cmpi(arith.CmpIPredicate.eq, lw.lane(), _idx(0))
     branch = scf.IfOp(arith.andi(ok, first))
     with ir.InsertionPoint(branch.then_block):

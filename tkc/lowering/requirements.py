@@ -52,8 +52,10 @@ def divisible(func_op) -> dict[int, list[int]]:
         gl = view(inner.operands[access[0]].type)
         ragged = "fill" in inner.attributes or "clip" in inner.attributes
         k = 2 if inner.name in _PAIRED else 1
+        sliced = gl_root(inner.operands[access[0]])[1]  # a slice's own edges bound these
         for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged, k)):
-            out[index][dim] = lcm(out[index][dim], extent)
+            if "bdrc"[dim] not in sliced:
+                out[index][dim] = lcm(out[index][dim], extent)
     declared, gls = declared_divisible(op), gl_arg_names(op)
     for ref, n in (*declared.items(), *_grid_divisors(op)):
         arg, _, axis = ref.partition(".")
@@ -158,8 +160,22 @@ def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1) -> tuple
     return (1, 1, 1, 1)  # a malformed access: tk-verify reports it
 
 
+def gl_root(value) -> tuple:
+    """(the kernel argument a gl value views, the axes sliced on the way):
+    a gl value is an argument or a tk.gl_slice of one."""
+    sliced = set()
+    while True:
+        owner = value.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if getattr(owner, "name", "") != "tk.gl_slice":
+            return value, sliced
+        sliced.add(owner.attributes["axis"].value)
+        value = owner.operands[0]
+
+
 def _arg_index(op, value, args) -> int:
     from mlir import ir
+    value = gl_root(value)[0]
     if isinstance(value, ir.BlockArgument):
         for i, a in enumerate(args):
             if a == value:

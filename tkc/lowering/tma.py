@@ -96,7 +96,9 @@ def box_problem(st: ST) -> str | None:
 
 
 def gl_index(op, value, args) -> int:
-    """Which kernel argument the gl operand is (TMA needs its tensor map)."""
+    """Which kernel argument the gl operand is, or views (TMA needs its tensor map)."""
+    from .requirements import gl_root
+    value = gl_root(value)[0]
     for i, a in enumerate(args):
         if a == value:
             return i
@@ -135,13 +137,21 @@ def _map_arg(lw, op) -> ir.Value:
     return lw.tensor_maps[m.key]
 
 
-def _origin(op, st: ST, idx) -> list:
-    """Element coordinates (c, r, d, b) of the tile's first panel, as i32."""
+def _origin(op, st: ST, idx, gl: Global) -> list:
+    """Element coordinates (c, r, d, b) of the tile's first panel, as i32 (a
+    slice's tile coordinates count from its origin in the argument)."""
     if len(idx) != 4 or not all(isinstance(x, ir.Value) for x in idx):
         raise error(op, f"{op.name} takes 4 index coordinates (b, d, r, c), found {len(idx)}")
     i32t = ir.IntegerType.get_signless(32)
     bb, d, r, c = (arith.index_cast(i32t, x) for x in idx)
-    return [arith.muli(c, i32(st.cols)), arith.muli(r, i32(st.rows)), d, bb]
+    c, r = arith.muli(c, i32(st.cols)), arith.muli(r, i32(st.rows))
+    c, r = (x if isinstance(o, int) and o == 0 else arith.addi(x, arith.index_cast(i32t, _value(o)))
+            for x, o in ((c, gl.origin[3]), (r, gl.origin[2])))
+    return [c, r, d, bb]
+
+
+def _value(x):
+    return x if isinstance(x, ir.Value) else arith.constant(ir.IndexType.get(), x)
 
 
 def _panel(origin: list, b: Box, panel: int) -> list:
@@ -171,7 +181,7 @@ def _tma_load(lw, op, args):
     tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, args[-1])
     idx = args[2:-1]
     with lane0(lw):
-        origin = _origin(op, st, idx)
+        origin = _origin(op, st, idx, args[1])
         for p in range(b.panels):
             # The instruction names its destination in the cluster's shared window.
             dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), _panel_ptr(lw, sh, b, p))
@@ -187,7 +197,7 @@ def _tma_store(lw, op, args):
     tmap, idx = _map_arg(lw, op), args[2:]
     add = ir.Attribute.parse("#nvvm.tma_redux_kind<add>")
     with lane0(lw):
-        origin = _origin(op, st, idx)
+        origin = _origin(op, st, idx, args[0])
         for p in range(b.panels):
             src = _panel_ptr(lw, sh, b, p)
             coords = _panel(origin, b, p)

@@ -60,7 +60,7 @@ def _dim(lw, op, args):
     axis = _str_attr(op, "axis")
     if axis not in _AXES:
         raise error(op, f"tk.dim: axis must be one of b, d, r, c, found {axis!r}")
-    d = g.dims[_AXES.index(axis)]
+    d = g.bounds[_AXES.index(axis)]
     return [d if isinstance(d, ir.Value) else _index(d)]
 
 

@@ -617,18 +617,18 @@ class Staging:
     def _producer_once(self, op, mapping, parity) -> None:
         full, empty = self.once[op]
         with op.location:
-            coords = _need(mapping, list(op.operands)[2:], op)
+            src, *coords = _need(mapping, list(op.operands)[1:], op)  # a slice: its offsets too
             if self.persistent:
                 tk.wait(empty, arith.addi(parity, index(1)))
             tk.expect_bytes(full, _bytes(view(op.operands[0].type)))
-            tk.tma_load(op.operands[0], op.operands[1], coords, full)
+            tk.tma_load(op.operands[0], src, coords, full)
 
     def _producer_loop(self, mapping, it):
         src = _for(self.f.loop)
         with self.f.loop.location:
             lb, ub, step = _need(mapping, [src.lowerBound, src.upperBound, src.step], self.f.loop)
             for op in self.f.ring_loads:  # what does not change with k: computed once, here
-                _need(mapping, list(op.operands)[2:], op, varying=src.induction_variable)
+                _need(mapping, list(op.operands)[1:], op, varying=src.induction_variable)
             loop = scf.ForOp(lb, ub, step, [it])
         body_map = dict(mapping)
         body_map[src.induction_variable] = loop.induction_variable
@@ -640,8 +640,8 @@ class Staging:
             tk.expect_bytes(full, self.stage_bytes)
             for op in self.f.ring_loads:
                 with op.location:
-                    coords = _need(body_map, list(op.operands)[2:], op)
-                    tk.tma_load(tk.stage(op.operands[0], s), op.operands[1], coords, full)
+                    src, *coords = _need(body_map, list(op.operands)[1:], op)
+                    tk.tma_load(tk.stage(op.operands[0], s), src, coords, full)
             scf.YieldOp([arith.addi(cur, index(1))])
         loop.operation.attributes["tk.staged"] = _staged(self.stages, "producer")
         return loop.results[0]

@@ -136,7 +136,7 @@ def emit_grid_expr(fn, text: str) -> ir.Value:
 
 # Ops whose value depends only on their operands and the block's identity:
 # the producer may recompute them.
-PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim")
+PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim", "tk.gl_slice")
 WARP_IDS = ("tk.warpid", "tk.laneid", "tk.warpgroupid")
 
 
@@ -162,7 +162,8 @@ def backward_slice(values, stop) -> list:
             return
         if op.name in WARP_IDS:
             raise ValueError((op, "the warp's identity (the producer warp issues every load)"))
-        if not (op.name.startswith(("arith.", "index.")) or op.name in PURE_TK) or len(op.regions):
+        if not (op.name.startswith(("arith.", "index.")) or op.name in PURE_TK
+                or _index_load(op)) or len(op.regions):
             raise ValueError((op, f"{op.name}, which is not index arithmetic"))
         seen.add(op)
         for x in op.operands:
@@ -172,6 +173,12 @@ def backward_slice(values, stop) -> list:
     for v in values:
         visit(v)
     return order
+
+
+def _index_load(op) -> bool:
+    """A one-element load from an i32 gl: an index the kernel only reads
+    (cumulative sequence offsets), as pure as its argument."""
+    return op.name == "tk.load" and str(op.results[0].type) == "i32"
 
 
 def clone_ops(ops, mapping: dict) -> None:

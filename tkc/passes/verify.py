@@ -303,6 +303,12 @@ def _check_op(op, kernel):
     name = _name(op)
     ins = [_safe_view(v) for v in op.operands]
     outs = [_safe_view(v) for v in op.results]
+    if any(isinstance(v, GL) and v.dtype == "i32" for v in ins) and not _index_use(op):
+        return [f"{name}: an i32 gl holds indices: it is read one element at a time "
+                "(load(tkc.i32, g, at=..., fill=...)), sliced or sized, nothing else"]
+    sliced = _slice_use_problem(op)
+    if sliced:
+        return [f"{name}: {sliced}"]
     if name in INITS or name == "fill":
         return _check_init(name, outs[0])
     if name in UNARY:
@@ -529,8 +535,8 @@ def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
         yield f"{name}: {bound} ({what}) needs {needs}: shared tiles have no ragged edge"
     if "elements" in op.attributes and bound not in op.attributes:
         yield f"{name}: element coordinates (elements) need {bound}: such a {verb} may reach past the gl's edges"
-    if str(reg_value.type) == "f32":
-        yield from _check_element(op, name, mem, n_idx, bound)
+    if str(reg_value.type) in SCALAR_ARGS:
+        yield from _check_element(op, name, mem, n_idx, bound, str(reg_value.type))
         return
     yield from _check_transfer(name, mem, reg, n_idx, ragged=bound in op.attributes)
 
@@ -551,10 +557,61 @@ def _check_split(op, mem, pair, n_idx, bound):
     yield from _gl_divides(name, mem, pair[0], bound in op.attributes, k=2)
 
 
-def _check_element(op, name, mem, n_idx, bound):
-    """One f32 element to or from a gl: element coordinates, bounds-checked."""
+# ops whose gl operand may be a slice, and what they need then
+_SLICE_OK = ("tk.dim", "tk.gl_slice", "tk.tma_load", "tk.pipeline_load")
+_SLICE_RAGGED = {"tk.load": "fill", "tk.load_split": "fill", "tk.store": "clip", "tk.store_join": "clip"}
+
+
+def is_slice(value) -> bool:
+    owner = value.owner
+    owner = owner.operation if hasattr(owner, "operation") else owner
+    return getattr(owner, "name", "") == "tk.gl_slice"
+
+
+def _slice_use_problem(op) -> str | None:
+    """Accesses through a gl slice stop at its edges: register loads and stores
+    must be ragged (fill/clip); a TMA or group store cannot clip to it."""
+    if op.name in _SLICE_OK or not any(is_slice(v) for v in op.operands):
+        return None
+    bound = _SLICE_RAGGED.get(op.name)
+    if bound is None:
+        return ("a gl slice is read by TMA loads and by ragged register loads, and written by "
+                "ragged register stores (clip=True): this op cannot stop at its edges")
+    if bound not in op.attributes:
+        return (f"an access through a gl slice must stop at its edges: give {bound}= "
+                f"({'fill=value' if bound == 'fill' else 'clip=True'})")
+    return None
+
+
+def _check_gl_slice(op, name, ins, outs, kernel):
+    src, out = ins[0], outs[0]
+    if not isinstance(src, GL):
+        yield f"gl_slice: the source must be a gl, got {_desc(src)}"
+        return
+    axis = op.attributes["axis"].value
+    dims = list(src.dims)
+    dims["bdrc".index(axis)] = DYN
+    want = GL(src.dtype, *dims)
+    if out != want:
+        yield f"gl_slice: the result must be {_desc(want)} (the source with a runtime {axis}), got {_desc(out)}"
+
+
+def _index_use(op) -> bool:
+    """The uses an i32 gl allows: one-element loads of an i32, its dims, slices."""
+    return op.name in ("tk.dim", "tk.gl_slice") or (
+        op.name == "tk.load" and str(op.results[0].type) == "i32")
+
+
+def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
+    """One element to or from a gl: element coordinates, bounds-checked; an
+    f32 with a float gl, an i32 loaded from an i32 gl."""
     if not isinstance(mem, GL):
         yield f"{name}: one element (an f32) moves to or from a gl, got {_desc(mem)}"
+    elif (mem.dtype == "i32") != (scalar == "i32"):
+        yield (f"{name}: one element of a {mem.dtype} gl is {'an i32' if mem.dtype == 'i32' else 'an f32'}"
+               f", got {scalar}")
+    elif scalar == "i32" and name != "load":
+        yield f"{name}: an i32 gl is read, never written"
     if n_idx != 4:
         yield f"{name}: a gl takes 4 indices, got {n_idx}"
     if "elements" not in op.attributes or bound not in op.attributes:
@@ -647,6 +704,7 @@ _OTHERS = {
     "store": _check_store,
     "group_load": _check_group,
     "group_store": _check_group,
+    "gl_slice": _check_gl_slice,
 }
 
 # mbarrier and TMA rules live with their op family.

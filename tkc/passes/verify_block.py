@@ -107,9 +107,11 @@ def _check_pipeline_copy(op, name, ins, outs, kernel):
     if g.c != DYN and (g.c * itemsize(g.dtype)) % 16:
         yield (f"{name}: a gl used with TMA needs rows of a multiple of 16 bytes; "
                f"dim c = {g.c} gives {g.c * itemsize(g.dtype)}")
-    gl_value = op.operands[1 if load else 0]
+    from ..lowering.requirements import gl_root
+    gl_value = gl_root(op.operands[1 if load else 0])[0]
     if kernel is not None and gl_value not in list(kernel.regions[0].blocks[0].arguments):
-        yield f"{name}: the gl must be a kernel argument (its tensor map is a kernel parameter)"
+        yield (f"{name}: the gl must be a kernel argument or a slice of one (its tensor map is "
+               "a kernel parameter)")
 
 
 def sync_group(op, kernel_warps: int | None) -> tuple[int, int | None]:

@@ -68,9 +68,11 @@ def _check_tma(op, name, ins, outs, kernel):
     if g.c != DYN and row_bytes % 16:
         yield (f"{name}: a gl used with TMA needs rows of a multiple of 16 bytes; "
                f"dim c = {g.c} gives {row_bytes}")
-    gl_value = op.operands[0 if not load else 1]
+    from ..lowering.requirements import gl_root
+    gl_value = gl_root(op.operands[0 if not load else 1])[0]
     if kernel is not None and gl_value not in list(kernel.regions[0].blocks[0].arguments):
-        yield f"{name}: the gl must be a kernel argument (its tensor map is a kernel parameter)"
+        yield (f"{name}: the gl must be a kernel argument or a slice of one (its tensor map is "
+               "a kernel parameter)")
 
 
 CHECKS = {

@@ -26,6 +26,7 @@ import sys
 from typing import NamedTuple
 
 from ..diagnostics import TkcError
+from ..dtypes import itemsize
 from .callsite import caller
 from .grid import DIMS, compile_grid
 from .tensormap import row_problem
@@ -64,7 +65,7 @@ class GlParam:
         self.tma = tma  # a tensor map describes it: rows of a multiple of 16 bytes
         self.divisible = p.get("divisible", [1, 1, 1, 1])
         self.writes = p.get("writes", False)
-        self.itemsize = {"bf16": 2, "f16": 2, "f32": 4}[self.dtype]
+        self.itemsize = itemsize(self.dtype)
         self.dim_names = p.get("names", [None] * 4)
         self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
         self.env_names = [f"{self.name}.{d}" for d in DIMS]

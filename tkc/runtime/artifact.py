@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..diagnostics import TkcError
-from ..dtypes import DTYPES
+from ..dtypes import GL_DTYPES
 from .grid import DIMS, SMS, Grid
 
 VERSION = 1
@@ -160,8 +160,8 @@ def _check_multiples(m: dict, bad) -> None:
 
 def _check_gl_param(p: dict, bad) -> None:
     where = f"gl param '{p['name']}'"
-    if p.get("dtype") not in DTYPES:
-        raise bad(f"{where}: dtype must be one of {DTYPES}, found {p.get('dtype')!r}")
+    if p.get("dtype") not in GL_DTYPES:
+        raise bad(f"{where}: dtype must be one of {GL_DTYPES}, found {p.get('dtype')!r}")
     dims, divisible = p.get("dims"), p.get("divisible", [1, 1, 1, 1])
     if not (isinstance(dims, list) and len(dims) == 4 and all(d is None or _is_int(d, 1) for d in dims)):
         raise bad(f"{where}: 'dims' must be 4 entries, each an int >= 1 or null, found {dims!r}")
