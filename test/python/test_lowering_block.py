@@ -203,15 +203,23 @@ class Ptx:
         return self.value(m[1]) + int(m[2] or 0)
 
     def wgmma_descriptors(self) -> list[tuple]:
-        """(A descriptor or None for registers, B descriptor) per wgmma, in order."""
-        out = []
+        """(A descriptor or None for registers, B descriptor) per wgmma, in
+        order; a later k step's `%tkdN` is its asm block's `add.s64 %tkdN,
+        %rdM, step`, k step 0's descriptor advanced by the step."""
+        out, local = [], {}
         for line in self.text.splitlines():
+            m = re.fullmatch(r"\s*add.s64 (%tkd\d+), (%rd\d+), (\d+);\s*", line)
+            if m:
+                local[m[1]] = self.value(m[2]) + int(m[3])
+                continue
             if "wgmma.mma_async" not in line:
                 continue
             rest = line.split("}", 1)[1]  # past the accumulators
-            regs = re.findall(r"\{[^}]*\}|%rd\d+", rest)
-            a = None if regs[0].startswith("{") else self.value(regs[0])
-            out.append((a, self.value(regs[1])))
+            regs = re.findall(r"\{[^}]*\}|%rd\d+|%tkd\d+", rest)
+            value = lambda r: local[r] if r.startswith("%tkd") else self.value(r)  # noqa: E731
+            a = None if regs[0].startswith("{") else value(regs[0])
+            out.append((a, value(regs[1])))
+            local = {}
         return out
 
     def tma(self, kind: str) -> list[dict]:

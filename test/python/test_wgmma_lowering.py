@@ -160,7 +160,14 @@ class Sim:
         return [ins[j - len(moves)] for _, j in moves]
 
     def wgmma(self, text, ins):
+        steps = []
+        if text.startswith("{"):  # a later k step: `add.s64 %tkdN, $K, step;` then the wgmma on %tkdN
+            steps = re.findall(r"add\.s64 %tkd\d+, \$(\d+), (\d+);", text)
+            text = next(line for line in text.splitlines() if line.startswith("wgmma"))
         m = re.match(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\2 ", text)
+        ins = list(ins)
+        for k, step in steps:  # operand $K is ins[K - N/2] (the N/2 results come first)
+            ins[int(k) - int(m[1]) // 2] = np.asarray(ins[int(k) - int(m[1]) // 2]) + int(step)
         assert m, text
         n, regs = int(m[1]), text.count("{") == 2
         imm = [int(x) for x in text.rstrip(";").split(",")[-(4 if regs else 5):]]

@@ -88,9 +88,10 @@ def reduce(name: str, x, t=None, init=None, loc=None):
     return _one(name, t, [x] + ([init] if init is not None else []), loc=loc)
 
 
-def iota(t, axis: int, loc=None):
-    """Each element's index along axis (0: row, 1: column; 0 for an rv)."""
-    return _one("iota", t, [], {"axis": axis}, loc=loc)
+def iota(t, axis: int, start=None, loc=None):
+    """Each element's index along axis (0: row, 1: column; 0 for an rv), plus
+    the f32 value `start` when given."""
+    return _one("iota", t, [] if start is None else [start], {"axis": axis}, loc=loc)
 
 
 def where(cmp: str, a, b, x, y, t, loc=None):
@@ -150,8 +151,10 @@ def pipeline_load(dst, src, idx, loc=None):
     return create("pipeline_load", [], [dst, src, *idx], loc=loc)
 
 
-def pipeline_store(dst, src, idx, loc=None):
-    return create("pipeline_store", [], [dst, src, *idx], loc=loc)
+def pipeline_store(dst, src, idx, add: bool = False, loc=None):
+    from mlir import ir
+    attrs = {"add": ir.UnitAttr.get()} if add else {}
+    return create("pipeline_store", [], [dst, src, *idx], attrs, loc=loc)
 
 
 def load(t, src, idx=(), fill: float | None = None, elements: bool = False, loc=None):
@@ -180,10 +183,12 @@ def store_join(dst, even, odd, idx, clip: bool = False, elements: bool = False, 
     return create("store_join", [], [dst, even, odd, *idx], attrs, loc=loc)
 
 
-def store(dst, x, idx=(), clip: bool = False, elements: bool = False, loc=None):
-    """clip: a ragged store to a gl (what lies outside is not written)."""
+def store(dst, x, idx=(), clip: bool = False, elements: bool = False, add: bool = False, loc=None):
+    """clip: a ragged store to a gl (what lies outside is not written); add:
+    atomically add into the gl's values (red.global.add) instead of writing."""
     from mlir import ir
-    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements)) if on}
+    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements), ("add", add))
+             if on}
     return create("store", [], [dst, x, *idx], attrs, loc=loc)
 
 

@@ -300,8 +300,10 @@ irdl.dialect @tk {
   // (a, b, x, y: tiles of the result's shape, or f32 scalars).
   irdl.operation @iota {
     %n = irdl.base "#builtin.integer"
+    %f = irdl.is f32
     %t = irdl.any
     irdl.attributes { "axis" = %n }
+    irdl.operands(start: optional %f)
     irdl.results(out: %t)
   }
   irdl.operation @where {
@@ -546,7 +548,8 @@ irdl.dialect @tk {
     %i = irdl.is index
     irdl.operands(dst: %dst, src: %src, idx: variadic %i)
   }
-  // Block-level TMA store st -> gl, synchronised by the compiler.
+  // Block-level TMA store st -> gl, synchronised by the compiler; with the
+  // unit attribute `add` a reduce-add (gl += st), as tma_store_add.
   irdl.operation @pipeline_store {
     %dst = irdl.base @tk::@gl
     %src = irdl.base @tk::@st

@@ -52,6 +52,10 @@ def logic(name: str, a, b):
     return {"and": arith.andi, "or": arith.ori, "xor": arith.xori}[name](a, b)
 
 
+def select(cond, a, b):
+    return arith.select(cond, a, b)
+
+
 def index_cast(v):
     return arith.index_cast(ir.IndexType.get(), v)
 

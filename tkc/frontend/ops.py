@@ -31,7 +31,7 @@ from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
-from .values import F32, Index, as_f32, as_index
+from .values import F32, Bool, Index, as_f32, as_index
 
 __all__ = [
     "zero", "ones", "neg_infty", "pos_infty", "fill", "iota", "rand",
@@ -104,15 +104,18 @@ def fill(dst: Reg, value) -> Reg:
     return _result("fill", dst, dst.view, lambda: tk.fill(dst.view.mlir(), v.ir()))
 
 
-def iota(dst: Reg, axis: int = 0) -> Reg:
+def iota(dst: Reg, axis: int = 0, start=None) -> Reg:
     """Each element's index along axis: the row (0) or column (1) of a tile,
-    the position (0) in a vector; returns dst. Offset it with +, e.g.
-    iota(rt(f32, 64, 64), 1) + k * 64 for global column numbers."""
+    the position (0) in a vector, plus `start` (a number, index or f32 value);
+    returns dst. iota(rt(f32, 64, 64), 1, start=k * 64) numbers global
+    columns (cheaper in a loop than iota(...) + k * 64: see tk.iota)."""
     _reg(dst, "iota", "destination")
     axes = (0, 1) if dst.is_tile else (0,)
     if isinstance(axis, bool) or axis not in axes:
         raise fail(f"iota: axis must be {' or '.join(map(str, axes))} for {_name(dst)}, got {axis!r}")
-    return _result("iota", dst, dst.view, lambda: tk.iota(dst.view.mlir(), axis))
+    s = None if start is None else as_f32(start, "iota's start")
+    return _result("iota", dst, dst.view, lambda: tk.iota(dst.view.mlir(), axis,
+                                                          None if s is None else s.ir()))
 
 
 def rand(dst: Reg, seed, offset, base, stride=0) -> Reg:
@@ -320,11 +323,29 @@ lt, le, gt, ge, eq, ne = (_compare(c) for c in tk.CMPS)
 def where(mask: Mask, x, y) -> Reg:
     """x where mask holds, else y, elementwise (torch.where); x and y are tiles
     of one type or scalars. The result has x's (or y's) type; with two scalars,
-    the compared tiles' shape in f32."""
+    the compared tiles' shape in f32. With a scalar condition (a comparison of
+    index or f32 values) it selects between two scalars: where(i < n, i, 0)."""
+    if isinstance(mask, (Bool, bool)):
+        return _select(mask, x, y)
     if not isinstance(mask, Mask):
         raise fail(f"where's first argument is a mask (a tile comparison such as t < 0.5 or "
                    f"lt(a, b)), got {_name(mask)}")
     return mask.select(x, y)
+
+
+def _select(cond, x, y):
+    """The scalar where: x if cond else y, two index values or two f32 values."""
+    kind = F32 if any(isinstance(v, (F32, float)) for v in (x, y)) else Index
+    a, b = kind.wrap(x), kind.wrap(y)
+    if a is NotImplemented or b is NotImplemented:
+        raise fail(f"where with a scalar condition selects between two scalars (index or f32 "
+                   f"values, numbers), got {type(x).__name__} and {type(y).__name__}")
+    if isinstance(cond, bool):
+        return a if cond else b
+    from . import emit
+    c, av, bv = cond.ir(), a.ir(), b.ir()
+    with emitting():
+        return kind(emit.select(c, av, bv))
 
 
 # ------------------------------------------------------------ reductions
@@ -523,10 +544,12 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
         dst.view.mlir(), src.value(), _index_values(idx), fill=fill, elements=at is not None))
 
 
-def store(dst, src: Reg, coords=(), clip: bool = False, at=None) -> None:
+def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = False) -> None:
     """Write src into the tile of dst at coords (the mirror of load). clip=True
     makes a store to a gl ragged: elements past its last row or column are
     not written. at=(b, d, row, col) places it at an element; it needs clip.
+    add=True adds src into an f32 gl's values, atomically (red.global.add:
+    many blocks accumulating one result, e.g. dQ), instead of writing them.
     An f32 scalar src writes one element (at=, clip=True), from lane 0."""
     if not isinstance(src, Reg) and _is_scalar(src):
         _store_element(dst, src, at, clip)
@@ -536,8 +559,11 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None) -> None:
     idx = _placed("store", dst, coords, at, bool(clip), "clip=True")
     if clip:
         _ragged("store", dst, "clip")
+    if add and not (isinstance(dst, GLHandle) and dst.dtype == "f32"):
+        raise fail(f"store(add=True) adds into an f32 gl, got {_name(dst)}")
     with emitting():
-        tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None)
+        tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None,
+                 add=bool(add))
 
 
 def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:

@@ -31,7 +31,7 @@ from .values import Traced, as_index
 
 __all__ = ["barrier", "wait", "arrive", "fence_async",
            "expect", "expect_bytes", "load_async", "store_async", "store_add_async",
-           "store_async_wait", "load", "store"]
+           "store_async_wait", "load", "store", "store_add"]
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
 
@@ -200,3 +200,11 @@ def store(dst: GLHandle, src: Shared, coords) -> None:
     idx = _tma_args("tma.store", src, dst, coords)
     with emitting():
         tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx])
+
+
+def store_add(dst: GLHandle, src: Shared, coords) -> None:
+    """tma.store adding into dst's values (dst += src, a reduce-add done by
+    the TMA unit: accumulating partial sums from many blocks, e.g. dQ)."""
+    idx = _tma_args("tma.store_add", src, dst, coords)
+    with emitting():
+        tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx], add=True)

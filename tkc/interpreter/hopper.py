@@ -260,12 +260,30 @@ def _tma_store(c, op):
     rnd, add = ROUND[gl.dtype], op.name == "tk.tma_store_add"
 
     def step(env, w):
-        arr = env[dst]
         if w.block.races is not None:  # reads st until a tk.tma_store_wait retires it
             w.block.races.issue(w.warpid, "tma_store", [env[src]], op)
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
-        if parts is None:
-            return
-        piece = env[src][parts[1]]
-        arr[parts[0]] = rnd(arr[parts[0]].astype(F32) + piece if add else piece)
+        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add)
     return step
+
+
+def store_box(op, arr, tile, coords, rnd, add: bool) -> None:
+    """A TMA store (add: reduce-add) of `tile` at tile coordinates `coords`
+    of gl `arr`, clipped at the argument's edges. Through a slice only an add
+    is allowed, and it adds its whole box: past the slice's end it must add
+    exact zeros (whoever shares those rows sees them), which is checked."""
+    rows, cols = tile.shape
+    root, origin = whole(arr)
+    parts = clipped(root.shape, coords, rows, cols, origin)
+    if parts is None:
+        return
+    if root is not arr:
+        _expect(add, op, "a TMA store through a gl slice cannot stop at its edges")
+        mine = clipped(arr.shape, coords, rows, cols)
+        outside = np.ones(tile.shape, bool)
+        if mine is not None:
+            outside[mine[1]] = False
+        spill = tile[parts[1]][outside[parts[1]]]
+        _expect(not spill.any(), op, "a TMA add through a gl slice adds its whole box: past the "
+                f"slice's end it must add zeros, but adds {spill[spill != 0][:4].tolist()}...")
+    piece = tile[parts[1]]
+    root[parts[0]] = rnd(root[parts[0]].astype(F32) + piece if add else piece)

@@ -193,12 +193,12 @@ def _iota(c, op):
     t, axis = tview(op.results[0]), op.attributes["axis"].value
     expect(isinstance(t, (RT, RV)) and axis in ((0, 1) if isinstance(t, RT) else (0,)), op,
            f"result must be an rt (axis 0 or 1) or rv (axis 0), got {t} with axis {axis}")
-    idx = np.indices(t.shape)[axis]
-    value = rounder(t.dtype)(idx.astype(F32))
-    out = c.result_slot(op)
+    idx = np.indices(t.shape)[axis].astype(F32)
+    rnd, out = rounder(t.dtype), c.result_slot(op)
+    start = c.slot(op.operands[0]) if len(op.operands) else None
 
     def step(env, w):
-        env[out] = value
+        env[out] = rnd(idx if start is None else idx + F32(env[start]))
     return step
 
 
@@ -578,6 +578,11 @@ def _store(c, op):
     shared = not isinstance(mem_t, GL)
     expect("elements" not in op.attributes or "clip" in op.attributes, op,
            "element coordinates need clip (the store may reach past the gl's edges)")
+    add = "add" in op.attributes  # atomic adds: the gl's values plus x
+    expect(not add or (not shared and mem_t.dtype == "f32"), op, "add needs an f32 gl destination")
+
+    def put(arr, ix, v):
+        arr[ix] = rnd(arr[ix] + v) if add else rnd(v)
     if "clip" in op.attributes:  # ragged: what lies outside the gl is not written
         expect(not shared, op, "clip (a ragged store) needs a gl destination")
         width, elements = access_width(t, mem_t), "elements" in op.attributes
@@ -585,7 +590,7 @@ def _store(c, op):
         def ragged(env, w):
             arr = env[dst]
             ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements)
-            arr[ix] = rnd(env[x][part])
+            put(arr, ix, env[x][part])
         return ragged
 
     def step(env, w):
@@ -593,7 +598,7 @@ def _store(c, op):
         ix = window(op, [env[i] for i in idx], mem_t, shape, arr.shape)
         if shared and w.block.races is not None:
             w.block.races.write(w.warpid, arr, ix, op)
-        arr[ix] = rnd(env[x])
+        put(arr, ix, env[x])
     return step
 
 

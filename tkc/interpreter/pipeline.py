@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hopper import clipped, tma_types
+from .hopper import clipped, store_box, tma_types
 from .ops import expect, whole
 from .program import Step, handler
 from .syncs import block_sync
@@ -64,12 +64,10 @@ def _pipeline_load(c, op):
 def _pipeline_store(c, op):
     st, src, dst, idx = _operands(c, op, 1, 0)
     rnd = ROUND[st.dtype]  # the gl's too (one dtype); a gl array may hold f32
+    add = "add" in op.attributes
 
     def copy(env, w):
         if w.block.races is not None:
             w.block.races.read(w.warpid, env[src], _ALL, op)
-        arr = env[dst]
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols)
-        if parts is not None:
-            arr[parts[0]] = rnd(env[src][parts[1]])
+        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add)
     return _synchronised(c, op, copy)

@@ -15,77 +15,69 @@ registers).
 
 Shapes: any Lq and Lk. TMA zero-fills past the ends, keys past Lk are masked
 inside the kernel (only in the tiles that reach past Lk or the diagonal), and
-the output's TMA store clips. Causal masks align bottom-right, as
-FlashAttention 2+: query i sees key j iff j <= i + Lk - Lq; a causal block
-stops at its last unmasked tile and the grid runs the longest blocks first.
-GQA/MQA: Hq a multiple of Hkv (checked at launch), query head h reads KV
-head h // (Hq / Hkv).
+outputs are clipped. Causal masks align bottom-right, as FlashAttention 2+:
+query i sees key j iff j <= i + Lk - Lq; a causal block stops at its last
+unmasked tile and the grid runs the longest blocks first. GQA/MQA: Hq a
+multiple of Hkv (checked at launch), query head h reads KV head h // (Hq / Hkv).
 
-Layouts (the gl each tensor is viewed as; `layout=`):
-  "bhld": q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] (SDPA's); lse [B, Hq, Lq]
-  "blhd": q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D] (FlashAttention's), viewed
-          as [B, L, H*D] so a tile is 128 rows of one head's D columns
+Layouts (`layout=`; the gl each tensor is viewed as):
+  "bhld"   q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] (SDPA's); lse [B, Hq, Lq]
+  "blhd"   q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D] (FlashAttention's), viewed as
+           [B, L, H*D], so a tile is 128 rows of one head's D columns; lse as bhld
+  "varlen" q [Tq, Hq, D], k, v [Tk, Hkv, D]: sequences packed along the tokens
+           (FlashAttention's varlen), sequence b being rows cu_q[b] .. cu_q[b+1]
+           of q and cu_k[b] .. cu_k[b+1] of k and v (cu_q, cu_k: i32 [B + 1]);
+           lse [Hq, Tq]. Each block slices its sequence (gl.slice): TMA reads
+           past a sequence's end are masked keys, O is stored from registers,
+           clipped to the sequence. The grid covers max_q query rows.
 """
 from __future__ import annotations
 
 import math
 
 import tkc
-from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
+from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import (div_row, eq, exp2, iota, log2, mul_row, neg_infty, row_max, row_sum,
+from tkc.ops import (div_row, eq, exp2, iota, load, log2, mul_row, neg_infty, row_max, row_sum,
                      store, sub_row, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 BQ = 128                    # query rows per block: two consumer warpgroups of 64
 HEAD_DIMS = (64, 128)
-LAYOUTS = ("bhld", "blhd")
+LAYOUTS = ("bhld", "blhd", "varlen")
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     KV: int | None = None, stages="auto"):
-    """The forward kernel attn(q, k, v, o, lse, scale) for head dim D."""
+                     KV: int = 128, stages="auto"):
+    """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
+    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale)."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
-    KV = KV or 128
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}") if x)
-    bhld = layout == "bhld"
 
-    def tile(b, h, t):  # the (b, d, r, c) coordinates of row tile t of head h
-        return (b, h, t, 0) if bhld else (0, b, t, h)
-
-    if bhld:
-        dims = dict(q=gl(bf16, "B", "Hq", "Lq", D), k=gl(bf16, "B", "Hkv", "Lk", D))
-    else:
-        dims = dict(q=gl(bf16, 1, "B", "Lq", "HqD"), k=gl(bf16, 1, "B", "Lk", "HkvD"))
-    Q, K = dims["q"], dims["k"]
-
-    @tkc.kernel(name=name, warps=8, divisible={"Hq": "Hkv"} if bhld else {"HqD": "HkvD"},
-                grid=lambda q, k, v, o, lse, scale: (tkc.cdiv(q.r, BQ), q.d if bhld else q.c // D,
-                                                     q.b if bhld else q.d))
-    def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
-        qb, h, b, wg, w = (tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z,
-                           tkc.warpgroupid(), tkc.warpid())
+    def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
+        """One block: query rows qb * BQ.. of head h against KV head hk.
+        tile(h, t): the gl coordinates of row tile t of head h; lse_tile(h, t)
+        those of a warp's 16 statistics; by_tma: O leaves by a TMA store
+        (else from registers, clipped)."""
+        wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
-        if causal:  # the longest blocks first
-            qb = tkc.cdiv(Lq, BQ) - 1 - qb
-        hk = h // (lse.d // (k.d if bhld else k.c // D))
-        q_s, o_s = st(bf16, BQ, D), st(bf16, BQ, D)
-        k_s, v_s = st(bf16, KV, D), st(bf16, KV, D)
-        tma.load(q_s, q, tile(b, h, qb))
+        q_s, k_s, v_s = st(bf16, BQ, D), st(bf16, KV, D), st(bf16, KV, D)
+        tma.load(q_s, q, tile(h, qb))
         row0 = qb * BQ + w * 16          # this warp's first query row
         shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
         n = tkc.cdiv(Lk, KV)
         if causal:
             n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
+        n = n * tkc.min(tkc.max(Lq - qb * BQ, 0), 1)  # no query row here (varlen): no work
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
         c = scale * LOG2E
         for j in tkc.range(n, stages=stages):
-            tma.load(k_s, k, tile(b, hk, j))
-            tma.load(v_s, v, tile(b, hk, j))
+            tma.load(k_s, k, tile(hk, j))
+            tma.load(v_s, v, tile(hk, j))
             s = zero(rt(f32, 16, KV))
             warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
             warpgroup.mma_async_wait(s)
@@ -94,10 +86,10 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             if causal:
                 edge = edge | (j * KV + KV - 1 > row0 + shift)
             with tkc.if_(edge):
-                col = iota(rt(f32, 16, KV), 1) + j * KV
+                col = iota(rt(f32, 16, KV), 1, start=j * KV)
                 keep = col < Lk
                 if causal:
-                    keep = keep & (col <= iota(rt(f32, 16, KV), 0) + (row0 + shift))
+                    keep = keep & (col <= iota(rt(f32, 16, KV), 0, start=row0 + shift))
                 s = where(keep, s, -math.inf)
             m_prev = m
             m = row_max(s, init=m)
@@ -110,9 +102,57 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             warpgroup.mma_async_wait(o_r)
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
         o_r = div_row(o_r, where(empty, 1.0, l))
-        store(lse, where(empty, math.inf, (m + log2(l)) * LN2), (b, h, 0, qb * (BQ // 16) + w),
+        store(lse, where(empty, math.inf, (m + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
               clip=True)
-        warpgroup.store(o_s, o_r.to(bf16), (wg, 0))
-        tma.store(o, o_s, tile(b, h, qb))
+        if by_tma:
+            o_s = st(bf16, BQ, D)
+            warpgroup.store(o_s, o_r.to(bf16), (wg, 0))
+            tma.store(o, o_s, tile(h, qb))
+        else:
+            b, d, t, col = tile(h, qb * (BQ // 16) + w)
+            store(o, o_r.to(bf16), (b, d, t, col), clip=True)
+
+    def grid(q, *_):
+        return (tkc.cdiv(q.r, BQ), q.d, q.b) if layout == "bhld" else (tkc.cdiv(q.r, BQ), q.c // D, q.d)
+
+    def schedule(qb, nq):
+        """The longest causal blocks first (they have the most KV tiles); a
+        block past the sequence's nq (varlen) keeps its index: it has no rows."""
+        return where(qb < nq, nq - 1 - qb, qb) if causal else qb
+
+    if layout == "varlen":
+        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D},
+                    grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
+                    (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1))
+        def attn(q: gl(bf16, 1, 1, "Tq", "HqD"), k: gl(bf16, 1, 1, "Tk", "HkvD"),
+                 v: gl(bf16, 1, 1, "Tk", "HkvD"), o: gl(bf16, 1, 1, "Tq", "HqD"),
+                 lse: gl(f32, 1, "Hq", 1, "Tq"), cu_q: gl(i32, 1, 1, 1, "B1"),
+                 cu_k: gl(i32, 1, 1, 1, "B1"), max_q: tkc.i32, scale: tkc.f32):
+            qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+            q0, q1 = load(i32, cu_q, at=(0, 0, 0, b), fill=0), load(i32, cu_q, at=(0, 0, 0, b + 1), fill=0)
+            k0, k1 = load(i32, cu_k, at=(0, 0, 0, b), fill=0), load(i32, cu_k, at=(0, 0, 0, b + 1), fill=0)
+            qs, os = q.slice("r", q0, q1 - q0), o.slice("r", q0, q1 - q0)
+            ks, vs = k.slice("r", k0, k1 - k0), v.slice("r", k0, k1 - k0)
+            qb = schedule(qb, tkc.cdiv(q1 - q0, BQ))
+            forward(qs, ks, vs, os, lse.slice("c", q0, q1 - q0), scale, qb, h,
+                    h // (q.c // k.c), lambda h, t: (0, 0, t, h), lambda h, t: (0, h, 0, t),
+                    by_tma=False)
+        return attn
+
+    if layout == "bhld":
+        Q, K = gl(bf16, "B", "Hq", "Lq", D), gl(bf16, "B", "Hkv", "Lk", D)
+        relation = {"Hq": "Hkv"}
+    else:
+        Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
+        relation = {"HqD": "HkvD", "HkvD": D}
+
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid)
+    def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
+        qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))
+        qb = schedule(qb, tkc.cdiv(q.r, BQ))
+        forward(q, k, v, o, lse, scale, qb, h, hk,
+                (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
+                lambda h, t: (b, h, 0, t), by_tma=True)
 
     return attn

@@ -3,7 +3,9 @@
 iota: an element's coordinate is its lane-0 coordinate plus the lane's part
 (memory.lane_offset for tiles, the vector's lane part for vectors), so each
 value is one f32 add of a constant to the lane's part, which is converted to
-f32 once per kernel.
+f32 once per kernel. With a start, the start is added to the lane's part
+first: in a loop whose start changes, nothing per element is invariant (LLVM
+would hoist an iota's per-element values out of the loop, into registers).
 
 where: per element, one compare (fcmp in f32) and one select.
 """
@@ -42,6 +44,8 @@ def _iota(lw, op, args):
     else:
         raise error(op, f"tk.iota: axis {axis} of {op.results[0].type} (0 or 1 for an rt, 0 for an rv)")
     f32 = ir.F32Type.get()
+    if args:  # (lane + start) + s: one value per element would be loop-invariant
+        lane = arith.addf(lane, args[0])  # and hoisted (registers); these are not
     return [Frag(v, [from_f32(arith.addf(lane, arith.constant(f32, float(s))) if s else lane, v.dtype)
                      for s in static])]
 

@@ -87,7 +87,7 @@ def _store(lw, op, args):
     if isinstance(dst, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, dst.view, x.view)
-        _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx))
+        _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx), add="add" in op.attributes)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
@@ -367,19 +367,30 @@ def _gl_scalar(lw, op, gl: Global, idx, x):
         scf.YieldOp([])
 
 
-def _gl_store(lw, gl: Global, xs: list, accesses, edge) -> None:
-    """Store fragment xs[0], or interleave the k fragments xs (store_join)."""
+def _gl_store(lw, gl: Global, xs: list, accesses, edge, add: bool = False) -> None:
+    """Store fragment xs[0], or interleave the k fragments xs (store_join);
+    add: atomically add each f32 element instead (red.global.add.f32)."""
     dtype, k = gl.view.dtype, len(xs)
+    put = _add_piece if add else _store_piece
     for i, p, n, at in accesses:
         vals = [_convert(xs[j % k].vals[i + j // k], xs[0].view.dtype, dtype) for j in range(n)]
         for q, c, m in _pieces(p, dtype, n):
             if edge is None:
-                _store_piece(q, vals[c:c + m], dtype)
+                put(q, vals[c:c + m], dtype)
                 continue
             branch = scf.IfOp(edge.inside(at[0], _add(at[1], c)))
             with ir.InsertionPoint(branch.then_block):
-                _store_piece(q, vals[c:c + m], dtype)
+                put(q, vals[c:c + m], dtype)
                 scf.YieldOp([])
+
+
+def _add_piece(ptr, vals: list, dtype: str) -> None:
+    """Atomic adds of consecutive f32 elements at ptr: no value comes back
+    (red, not atom); one per element (the vector forms need PTX ISA 8.1)."""
+    for k, v in enumerate(vals):
+        q = ptr if k == 0 else llvm.getelementptr(ptr.type, ptr, [], ir.DenseI32ArrayAttr.get([k]),
+                                                  scalar_type(dtype), 0)
+        llvm.inline_asm(None, [q, v], "red.global.add.f32 [$0], $1;", "l,f", has_side_effects=True)
 
 
 # ---------------------------------------------------------------- shared <-> registers

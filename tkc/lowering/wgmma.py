@@ -195,6 +195,28 @@ def _descriptor(lw, sh, layout: OperandLayout, kk: int, start=None):
     return arith.ori(low, arith.constant(i64, _signed64(encode(0, layout.lbo, layout.sbo, layout.swizzle))))
 
 
+def _stepped(text: str, nd: int, a_registers: bool, steps: list) -> str:
+    """The wgmma of a later k step: its descriptors are k step 0's advanced by
+    the step's byte offset (in the 16-byte units of the address field, which
+    cannot carry: shared addresses stay below 256 KiB), added inside the asm.
+    So one descriptor per operand lives across a loop, not one per k step:
+    LLVM would hoist each step's invariant descriptor out of the loop, and a
+    kernel with many wgmma operands (attention's backward) then spills them."""
+    if not any(steps):
+        return text
+    first = 2 * nd + (4 if a_registers else 0)   # the descriptor operands' numbers
+    operands = [f"${first + i}" for i in range(len(steps))]
+    adds, names = [], []
+    for i, (op, step) in enumerate(zip(operands, steps)):
+        if step:
+            adds.append(f"add.s64 %tkd{i}, {op}, {step >> 4};")
+            names.append((op, f"%tkd{i}"))
+    for op, name in names:
+        text = text.replace(f"{op},", f"{name},").replace(f"{op};", f"{name};")
+    decl = ".reg .b64 " + ", ".join(n for _, n in names) + ";"
+    return "{\n" + decl + "\n" + "\n".join(adds) + "\n" + text + "\n}"
+
+
 def _signed64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
@@ -230,11 +252,13 @@ def _lower_mma(lw, op, args):
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "l"
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
-    a_start = None if in_regs else _start_u64(lw, a)
-    b_start = _start_u64(lw, b)
+    a_desc = None if in_regs else _descriptor(lw, a, a_layout, 0)
+    b_desc = _descriptor(lw, b, b_layout, 0)
     for kk in range(k // B):
-        a_ops = a_steps[kk] if in_regs else [_descriptor(lw, a, a_layout, kk, a_start)]
-        acc = _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b, b_layout, kk, b_start)], text, cons)
+        a_ops = a_steps[kk] if in_regs else [a_desc]
+        steps = [] if in_regs else [a_layout.steps[kk] - a_layout.steps[0]]
+        steps.append(b_layout.steps[kk] - b_layout.steps[0])
+        acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, steps), cons)
     nvvm.wgmma_commit_group_sync_aligned()
     return [Frag(result_view(op), acc)]
 

@@ -527,7 +527,8 @@ class Staging:
             tk.fence_async()
             tk.sync(**self.sync)
             with _if(self._is_issuer()):
-                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:])
+                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:],
+                             add="add" in op.attributes)
         op.erase()
 
     def _issue_band(self, op, block) -> None:
@@ -542,7 +543,7 @@ class Staging:
             tk.sync(warps=1)
             part = tk.subtile(t.with_(rows=rows).mlir(), tile, band, index(0))
             row = arith.addi(arith.muli(r, index(t.rows // rows)), band)
-            tk.tma_store(gl, part, [b, d, row, c])
+            tk.tma_store(gl, part, [b, d, row, c], add="add" in op.attributes)
         op.erase()
 
     def _is_issuer(self):

@@ -520,6 +520,10 @@ def _check_load(op, name, ins, outs, kernel):
 
 
 def _check_store(op, name, ins, outs, kernel):
+    if "add" in op.attributes and not (isinstance(ins[0], GL) and ins[0].dtype == "f32"
+                                       and isinstance(ins[1], (RT, RV))):
+        yield (f"store: add (an atomic reduce-add) writes a tile or vector into an f32 gl, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}")
     yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
 
 
@@ -573,10 +577,12 @@ def _slice_use_problem(op) -> str | None:
     must be ragged (fill/clip); a TMA or group store cannot clip to it."""
     if op.name in _SLICE_OK or not any(is_slice(v) for v in op.operands):
         return None
+    if op.name == "tk.tma_store_add" or (op.name == "tk.pipeline_store" and "add" in op.attributes):
+        return None  # adds its whole box: zeros past the slice's end (the interpreter checks)
     bound = _SLICE_RAGGED.get(op.name)
     if bound is None:
         return ("a gl slice is read by TMA loads and by ragged register loads, and written by "
-                "ragged register stores (clip=True): this op cannot stop at its edges")
+                "ragged register stores (clip=True) and TMA adds: this op cannot stop at its edges")
     if bound not in op.attributes:
         return (f"an access through a gl slice must stop at its edges: give {bound}= "
                 f"({'fill=value' if bound == 'fill' else 'clip=True'})")

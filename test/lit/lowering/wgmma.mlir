@@ -8,7 +8,7 @@
 
 // NVVM-LABEL: llvm.func @abt(
 // NVVM: nvvm.wgmma.fence.aligned
-// NVVM-COUNT-4: llvm.inline_asm has_side_effects {{.*}}"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0, 0;"
+// NVVM-COUNT-4: llvm.inline_asm has_side_effects {{.*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0, 0;
 // NVVM: nvvm.wgmma.commit.group.sync.aligned
 // NVVM: nvvm.wgmma.wait.group.sync.aligned 0
 // NVVM-LABEL: llvm.func @ab_registers(
@@ -21,7 +21,8 @@
 // PTX: wgmma.fence.sync.aligned;
 // The descriptors: K-major 128B, LBO 1 (unused), SBO 1024 >> 4 = 64, mode 1.
 // PTX: or.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 4611686293305360384;
-// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 0, 0;
+// Later k steps add their offset to k step 0's descriptors inside the asm (%tkdN).
+// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 0, 0;
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX-NEXT: wgmma.wait_group.sync.aligned {{[ \t]*}}1;
@@ -31,11 +32,11 @@
 // PTX-NEXT: .minnctapersm 1
 // PTX: setmaxnreg.inc.sync.aligned.u32 {{[ \t]*}}232;
 // PTX: wgmma.fence.sync.aligned;
-// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{{(%r[0-9]+, ){127}%r[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %rd{{[0-9]+}}, 1, 1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{{(%r[0-9]+, ){127}%r[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 1;
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX: setmaxnreg.dec.sync.aligned.u32 {{[ \t]*}}40;
 // PTX-LABEL: .entry atb(
-// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %rd{{[0-9]+}}, %rd{{[0-9]+}}, 1, 1, 1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 1, 1;
 
 // PTXAS-NOT: C75{{0[78]}}
 // PTXAS-COUNT-3: 0 bytes spill stores, 0 bytes spill loads

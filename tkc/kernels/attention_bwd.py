@@ -1,0 +1,201 @@
+"""Attention backward on Hopper: dQ, dK, dV of attention_hopper's forward.
+
+With P = softmax(S), S = Q K^T * scale (masked), the forward's log-sum-exp L
+and delta = rowsum(dO * O) (the preprocessing kernel, `attention_delta`):
+
+    P = exp(S - L)    dV = P^T dO    dP = dO V^T    dS = P * (dP - delta)
+    dK = scale * dS^T Q                dQ = scale * dS K
+
+A block owns BKV = 128 keys of one KV head: two consumer warpgroups of 64
+keys each, which keep their dK and dV in registers while the block walks
+every query tile that sees its keys, for every query head of the KV head's
+group (GQA: dK and dV summed over the group). Q and dO stream through a ring
+of stages (tk-pipeline-staging: producer warpgroup, TMA, mbarriers); per
+query tile each warpgroup computes S^T = K Q^T and dP^T = V dO^T (wgmma from
+shared memory), P^T and dS^T in registers (the statistics as row vectors:
+one per query column), dV += P^T dO and dK += dS^T Q (wgmma with the left
+operand from registers); dS^T goes through shared memory so that both
+warpgroups compute the block's dQ tile = dS K, which TMA adds (reduce-add)
+into an f32 dQ accumulator in global memory. Causal blocks start at the first
+query tile that sees their keys and mask only the tiles on the diagonal.
+
+The loop walks query tiles of BQ = 64 rows; each warpgroup computes half of
+dQ's columns (from a column subtile of K: whole swizzle panels, so K is
+64-byte swizzled at D = 64). dQ is added atomically from registers (red.add)
+or, with dq="tma", by TMA reduce-adds of a shared f32 tile.
+
+Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
+Lq read lse = +inf (P = 0) and delta = 0, so they add nothing; keys past Lk
+are zero (TMA fill) and are clipped when dK and dV are stored.
+"""
+from __future__ import annotations
+
+import math
+
+import tkc
+from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
+from tkc.diagnostics import TkcError
+from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
+
+from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E
+
+BKV = 128                   # keys per block: two consumer warpgroups of 64
+BQ = 64                     # query rows per step of the loop
+WARPS_DELTA = 4
+
+
+def _layout_dims(layout: str, D: int, dtype=bf16):
+    """(q-like gl, k-like gl) annotations of a layout, in dtype."""
+    if layout == "bhld":
+        return gl(dtype, "B", "Hq", "Lq", D), gl(dtype, "B", "Hkv", "Lk", D)
+    if layout == "blhd":
+        return gl(dtype, 1, "B", "Lq", "HqD"), gl(dtype, 1, "B", "Lk", "HkvD")
+    return gl(dtype, 1, 1, "Tq", "HqD"), gl(dtype, 1, 1, "Tk", "HkvD")
+
+
+def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
+                  dq: str = "atomic"):
+    """The backward kernel for head dim D: bwd(q, k, v, do, lse, delta, dq,
+    dk, dv, scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale). dq is an
+    f32 accumulator laid out as q, zeroed by the caller, that receives
+    scale * dS K: by atomic adds from registers (dq="atomic", clipped at the
+    edges) or by TMA reduce-adds of a shared tile (dq="tma"; through a
+    sequence's slice for varlen, where rows past its end add exact zeros)."""
+    if dq not in ("atomic", "tma"):
+        raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
+    if D not in HEAD_DIMS:
+        raise TkcError(f"attention backward: head dim {D} is not supported (one of {HEAD_DIMS})")
+    if layout not in LAYOUTS:
+        raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
+    name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
+                                "" if stages == 2 else f"s{stages}", "" if dq == "atomic" else "dqtma")
+                     if x)
+    by_tma = dq == "tma"
+
+    def backward(q, k, v, do, lse, delta, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
+        """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
+        against every query tile of heads h0 .. h0 + group - 1 that sees them;
+        vec(h, t): coordinates of BQ statistics; out(h, t): of a warp's 16 rows."""
+        wg, w = tkc.warpgroupid(), tkc.warpid()
+        Lq, Lk = q.r, k.r
+        hk = h0 // group
+        k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 else "64b"), st(bf16, BKV, D)
+        q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
+        p_s, ds_s = st(bf16, BKV, BQ), st(bf16, BKV, BQ)
+        dq_s = st(f32, BQ, D) if by_tma else None
+        tma.load(k_s, k, tile(hk, kb))
+        tma.load(v_s, v, tile(hk, kb))
+        key0 = kb * BKV + w * 16         # this warp's first key
+        shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
+        nq = tkc.cdiv(Lq, BQ)
+        first = 0
+        if causal:                       # the first query tile that sees a key of the block
+            first = tkc.min(tkc.max(kb * BKV - shift, 0) // BQ, nq)
+        per_head = nq - first
+        dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
+        c = scale * LOG2E
+        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
+            h, i = h0 + it // per_head, first + it % per_head
+            tma.load(q_s, q, tile(h, i))
+            tma.load(do_s, do, tile(h, i))
+            sT, dpT = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
+            warpgroup.mma_ABt(sT, subtile(k_s, 64, D, (wg, 0)), q_s)
+            warpgroup.mma_ABt(dpT, subtile(v_s, 64, D, (wg, 0)), do_s)
+            warpgroup.mma_async_wait(sT, dpT)
+            lse2 = load(rv(f32, BQ, "row"), lse, vec(h, i), fill=math.inf) * LOG2E
+            pT = exp2(sub_col(sT * c, lse2))
+            edge = key0 + 16 > Lk          # keys past Lk (of the next sequence, varlen)
+            if causal:
+                edge = edge | (key0 + 15 > i * BQ + shift)
+            with tkc.if_(edge):
+                key = iota(rt(f32, 16, BQ), 0, start=key0)
+                keep = key < Lk
+                if causal:
+                    keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=i * BQ + shift))
+                pT = where(keep, pT, 0.0)
+            dsT = pT * sub_col(dpT, load(rv(f32, BQ, "row"), delta, vec(h, i), fill=0.0))
+            tkc.sync()                   # the last tile's mmas (both warpgroups) read p_s, ds_s
+            warpgroup.store(p_s, pT.to(bf16), (wg, 0))
+            warpgroup.store(ds_s, dsT.to(bf16), (wg, 0))
+            tkc.fence_async()
+            tkc.sync()
+            warpgroup.mma_AB(dv_r, subtile(p_s, 64, BQ, (wg, 0)), do_s)
+            warpgroup.mma_AB(dk_r, subtile(ds_s, 64, BQ, (wg, 0)), q_s)
+            dqp = zero(rt(f32, 16, D // 2))  # dQ's columns: half each
+            warpgroup.mma_AtB(dqp, ds_s, subtile(k_s, BKV, D // 2, (0, wg)))
+            warpgroup.mma_async_wait(dqp)
+            warpgroup.mma_async_wait(dv_r, dk_r)  # (one wait per tile type)
+            if by_tma:
+                warpgroup.store(subtile(dq_s, BQ, D // 2, (0, wg)), dqp * scale, (0, 0))
+                tma.store_add(dq_acc, dq_s, tile(h, i))
+            else:                        # this warp's 16 rows of its half, atomically
+                b, d, r, col = tile(h, i * (BQ // 16) + w % 4)
+                store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True)
+        b, d, r, col = out(hk, kb * (BKV // 16) + w)
+        store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
+        store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
+
+    Q, K = _layout_dims(layout, D)
+    QF = _layout_dims(layout, D, f32)[0]
+    if layout == "varlen":
+        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D},
+                    grid=lambda q, k, v, do, lse, delta, dq, dk, dv, cu_q, cu_k, max_k, scale:
+                    (tkc.cdiv(max_k, BKV), k.c // D, cu_q.c - 1))
+        def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"),
+                delta: gl(f32, 1, "Hq", 1, "Tq"), dq: QF, dk: K, dv: K,
+                cu_q: gl(i32, 1, 1, 1, "B1"), cu_k: gl(i32, 1, 1, 1, "B1"), max_k: tkc.i32,
+                scale: tkc.f32):
+            kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+            q0, q1 = load(i32, cu_q, at=(0, 0, 0, b), fill=0), load(i32, cu_q, at=(0, 0, 0, b + 1), fill=0)
+            k0, k1 = load(i32, cu_k, at=(0, 0, 0, b), fill=0), load(i32, cu_k, at=(0, 0, 0, b + 1), fill=0)
+            group = q.c // k.c
+            sq, sk = (lambda g: g.slice("r", q0, q1 - q0)), (lambda g: g.slice("r", k0, k1 - k0))
+            sv = lambda g: g.slice("c", q0, q1 - q0)  # noqa: E731
+            backward(sq(q), sk(k), sk(v), sq(do), sv(lse), sv(delta), sq(dq), sk(dk), sk(dv),
+                     scale, kb, hk * group, group, lambda h, t: (0, 0, t, h),
+                     lambda h, t: (0, h, 0, t), lambda h, t: (0, 0, t, h))
+        return bwd
+
+    relation = {"Hq": "Hkv"} if layout == "bhld" else {"HqD": "HkvD", "HkvD": D}
+
+    def grid(q, k, *_):
+        return (tkc.cdiv(k.r, BKV), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, BKV), k.c // D, k.d)
+
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid)
+    def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"),
+            delta: gl(f32, "B", "Hq", 1, "Lq"), dq: QF, dk: K, dv: K, scale: tkc.f32):
+        kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        group = lse.d // (k.d if layout == "bhld" else k.c // D)
+        tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
+        backward(q, k, v, do, lse, delta, dq, dk, dv, scale, kb, hk * group, group, tile,
+                 lambda h, t: (b, h, 0, t), tile)
+
+    return bwd
+
+
+def attention_delta(D: int = 128, layout: str = "bhld"):
+    """The backward's preprocessing: delta[b, h, i] = sum_d dO * O of each
+    query row (f32, laid out as lse), one row per warp as a flat vector
+    (16-byte loads): delta(o, do, out) (varlen: delta(o, do, out) over the
+    packed rows, out [Hq, Tq])."""
+    if layout not in LAYOUTS:
+        raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
+    W = WARPS_DELTA
+    Q = _layout_dims(layout, D)[0]
+    if layout == "bhld":
+        OUT = gl(f32, "B", "Hq", 1, "Lq")
+    else:
+        OUT = gl(f32, 1 if layout == "varlen" else "B", "Hq", 1, "Lq" if layout == "blhd" else "Tq")
+
+    def grid(o, do, out):
+        return (tkc.cdiv(out.c, W), out.d, out.b)
+
+    @tkc.kernel(name=f"attn_delta_d{D}_{layout}", warps=W, grid=grid)
+    def delta(o: Q, do: Q, out: OUT):
+        i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
+        at = (b, h, i, 0) if layout == "bhld" else (0, b, i, h)
+        x = load(rv(f32, D, "flat"), o, at, fill=0.0)
+        y = load(rv(f32, D, "flat"), do, at, fill=0.0)
+        store(out, sum(x * y), at=(b, h, 0, i), clip=True)
+
+    return delta
