@@ -255,6 +255,8 @@ def _pure(op, ins):
         return np.full(32, sim_block[0], np.int64)
     if name == "nvvm.read.ptx.sreg.ctaid.y":
         return np.full(32, sim_block[1], np.int64)
+    if name == "nvvm.read.ptx.sreg.ctaid.z":
+        return np.full(32, sim_block[2], np.int64)
     if name.startswith("nvvm.read.ptx.sreg.nctaid."):
         return np.full(32, sim_grid["xyz".index(name[-1])], np.int64)
     if name == "nvvm.shfl.sync":
@@ -271,6 +273,8 @@ def _pure(op, ins):
                 return exact(*[np.asarray(x, np.float64) for x in ins]).astype(np.float32)
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
+        if "ld.global" in asm:
+            return _guarded_load(asm, ins, rt)
         raise NotImplementedError(asm)
     if name == "llvm.call_intrinsic":
         intrin = ir.StringAttr(op.attributes["intrin"]).value
@@ -311,6 +315,38 @@ def _pure(op, ins):
     raise NotImplementedError(name)
 
 
+def _guarded_load(asm: str, ins, rt):
+    """`{ preset the words to the fill; @p ld.global }` (a ragged load,
+    memory.py's _load_guarded): lanes whose flag is set read the buffer
+    (inside it: the GPU would fault), the others the preset fill."""
+    import re
+    (buf, off), flag = ins[0], np.broadcast_to(np.asarray(ins[1]), (32,)).astype(bool)
+    words = str(rt)[len("!llvm.struct<("):-2].split(", ") if str(rt).startswith("!llvm.struct") \
+        else [str(rt)]
+    per = [2 if t.startswith("vector<") else 1 for t in words]
+    n, off = sum(per), np.broadcast_to(np.asarray(off), (32,))
+    _in_bounds(sim_buffers[buf], off[flag], n)
+    data = np.zeros((32, n), np.float32)
+    data[flag] = sim_buffers[buf][off[flag][:, None] + np.arange(n)]
+    presets = [int(v, 16) for v in re.findall(r"mov\.b32 \$\d+, 0[xf]([0-9a-fA-F]{8})", asm)]
+    data[~flag] = np.concatenate([_word_values(p, t) for p, t in zip(presets, words)])
+    out, c = [], 0
+    for k in per:
+        out.append(data[:, c:c + k] if k == 2 else data[:, c])
+        c += k
+    return [out] if len(words) > 1 else out[0]  # a struct is one result
+
+
+def _word_values(bits: int, t: str) -> np.ndarray:
+    """The elements of a 32-bit word of type t (f32, vector<2xbf16>, vector<2xf16>)."""
+    if t == "f32":
+        return np.array([bits], np.uint32).view(np.float32)
+    halves = np.array([bits & 0xFFFF, bits >> 16], np.uint32)
+    if "bf16" in t:
+        return (halves << 16).view(np.float32)
+    return halves.astype(np.uint16).view(np.float16).astype(np.float32)
+
+
 def _in_bounds(buf, off, n: int) -> None:
     """Every lane's access lies inside its buffer (the GPU would fault)."""
     off = np.asarray(off)
@@ -326,16 +362,17 @@ _APPROX = {
 }
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
-sim_block = (0, 0)  # blockIdx (x, y) of the running simulation
+sim_block = (0, 0, 0)  # blockIdx (x, y, z) of the running simulation
 sim_grid = (1, 1, 1)  # gridDim
 
 
 def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, grid=(1, 1, 1)) -> None:
     """Run the module's (only) kernel on warp 0 of block `block` (an int: x,
-    or (x, y)): gl args take `buffers` in order, each followed by its runtime
+    or (x, y), (x, y, z)): gl args take `buffers` in order, each followed by its runtime
     dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32)."""
     global sim_buffers, sim_block, sim_grid
-    sim_buffers, sim_block = buffers, block if isinstance(block, tuple) else (block, 0)
+    sim_buffers, block = buffers, tuple(block) if isinstance(block, tuple) else (block,)
+    sim_block = block + (0,) * (3 - len(block))
     sim_grid = tuple(grid) + (1,) * (3 - len(grid))
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
@@ -455,7 +492,7 @@ def run_kernel(ins, outs, body, values, scalars=()):
 
 def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     """Compile a frontend kernel through the tile pipeline and the lowering,
-    then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y))
+    then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y), (x, y, z))
     over `arrays` (float32, holding values of each gl's dtype; a runtime dim
     is the array's, as 4-D), in place."""
     from tkc.compiler import compile_to
@@ -467,10 +504,12 @@ def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     with module.context:
         compile_to(module, "nvvm")
     bufs = [a.reshape(-1) for a in arrays]
-    grid = blocks if isinstance(blocks, tuple) else (blocks, 1)
-    for x in range(grid[0]):
+    grid = (tuple(blocks) if isinstance(blocks, tuple) else (blocks,))
+    grid += (1,) * (3 - len(grid))
+    for z in range(grid[2]):
         for y in range(grid[1]):
-            simulate(module, bufs, scalars, block=(x, y), dims=dims, grid=grid)
+            for x in range(grid[0]):
+                simulate(module, bufs, scalars, block=(x, y, z), dims=dims, grid=grid)
 
 
 def to_ptx(module) -> str:
