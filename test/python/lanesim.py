@@ -191,7 +191,8 @@ _INT = {"arith.floordivsi": np.floor_divide, "arith.remsi": np.fmod,
         "arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
         "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
         "arith.shli": np.left_shift, "arith.shrui": np.right_shift, "arith.remui": np.remainder,
-        "arith.divui": np.floor_divide}
+        "arith.divui": np.floor_divide, "arith.ceildivsi": lambda a, b: -(-a // b),
+        "arith.divsi": lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))}
 _FLOAT = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
           "arith.divf": np.divide, "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin}
 

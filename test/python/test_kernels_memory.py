@@ -25,22 +25,28 @@ def _rope_inputs(B, T, H, D):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-@pytest.mark.parametrize("shape", [(2, 37, 3, 128), (1, 16, 1, 64)])
-def test_rotary_interpreted(shape, interleaved):
+@pytest.mark.parametrize("shape, config", [((2, 37, 3, 128), {}), ((1, 16, 1, 64), {}),
+                                           ((1, 40, 5, 128), {"warps": 2, "heads": 2})])
+def test_rotary_interpreted(shape, config, interleaved):
     B, T, H, D = shape
     x, cos, sin = _rope_inputs(*shape)
     o = np.full_like(x, np.nan)
-    rotary(D, interleaved).interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
+    rotary(D, interleaved, **config).interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
     np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_rotary_simulated(interleaved):
-    B, T, H, D = 2, 21, 2, 128
+@pytest.mark.parametrize("H, heads", [(2, 1), (3, 2)])
+def test_rotary_simulated(interleaved, H, heads):
+    """Lowered and simulated lane by lane, one warp a block: ragged T, and with
+    heads=2 a ragged head group (H = 3: the last warp's second head is past the
+    row's end, its loads are off and its stores clipped)."""
+    B, T, D = 2, 21, 128
     x, cos, sin = _rope_inputs(B, T, H, D)
     o = np.full_like(x, np.nan)
-    run_traced(rotary(D, interleaved, warps=1), [x.reshape(B, 1, T, H * D), cos, sin,
-                                                 o.reshape(B, 1, T, H * D)], blocks=(2, B))
+    run_traced(rotary(D, interleaved, warps=1, heads=heads),
+               [x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D)],
+               blocks=2 * -(-H // heads) * B)  # order "yxz": a 1-D launch of the work items
     np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
