@@ -127,8 +127,10 @@ class Warp:
             raise _Yield(ins)
         elif name == "llvm.return":
             raise _Return()
+        elif name == "nvvm.barrier0":  # one warp: nothing to wait for
+            return None
         elif name == "llvm.store":
-            buf, off = ins[1]
+            buf, off = _words(*ins[1], op.operands[0].type)
             val, on = np.asarray(ins[0]), self.active
             off = np.broadcast_to(np.asarray(off), (32,))
             _in_bounds(self.buffers[buf], off[on], val.shape[1] if val.ndim == 2 else 1)
@@ -305,9 +307,14 @@ def _pure(op, ins):
     if name == "llvm.getelementptr":
         buf, off = ins[0]
         const = [i for i in ir.DenseI32ArrayAttr(op.attributes["rawConstantIndices"]) if i != -2147483648]
-        return (buf, off + (ins[1] if len(ins) > 1 else 0) + sum(const))
+        step = 1  # a gl pointer counts its elements, a shared one bytes
+        if buf == sim_shared:
+            step = {"i8": 1, "f32": 4, "bf16": 2, "f16": 2}[str(ir.TypeAttr(op.attributes["elem_type"]).value)]
+        return (buf, off + ((ins[1] if len(ins) > 1 else 0) + sum(const)) * step)
+    if name == "llvm.mlir.addressof":  # the dynamic shared array
+        return (sim_shared, np.zeros(32, np.int64))
     if name == "llvm.load":
-        buf, off = ins[0]
+        buf, off = _words(*ins[0], rt)
         n = ir.VectorType(rt).shape[0] if str(rt).startswith("vector<") else 1
         _in_bounds(sim_buffers[buf], off, n)
         if n > 1:  # n consecutive elements a lane
@@ -348,6 +355,15 @@ def _word_values(bits: int, t: str) -> np.ndarray:
     return halves.astype(np.uint16).view(np.float16).astype(np.float32)
 
 
+def _words(buf, off, t):
+    """(buffer, element offsets) of an access: a shared byte offset becomes an
+    f32 word's (shared memory holds f32 here)."""
+    if buf != sim_shared:
+        return buf, off
+    assert "f32" in str(t) and (np.asarray(off) % 4 == 0).all(), f"shared access of {t} at {off}"
+    return buf, np.asarray(off) // 4
+
+
 def _in_bounds(buf, off, n: int) -> None:
     """Every lane's access lies inside its buffer (the GPU would fault)."""
     off = np.asarray(off)
@@ -363,6 +379,8 @@ _APPROX = {
 }
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
+SHARED_BYTES = 1 << 18  # shared memory: one warp's view of a block's (a byte-addressed pointer)
+sim_shared = -1  # its index in sim_buffers
 sim_block = (0, 0, 0)  # blockIdx (x, y, z) of the running simulation
 sim_grid = (1, 1, 1)  # gridDim
 
@@ -371,14 +389,16 @@ def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, 
     """Run the module's (only) kernel on warp 0 of block `block` (an int: x,
     or (x, y), (x, y, z)): gl args take `buffers` in order, each followed by its runtime
     dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32)."""
-    global sim_buffers, sim_block, sim_grid
-    sim_buffers, block = buffers, tuple(block) if isinstance(block, tuple) else (block,)
+    global sim_buffers, sim_block, sim_grid, sim_shared
+    block = tuple(block) if isinstance(block, tuple) else (block,)
+    sim_shared = len(buffers)  # the block's shared memory: f32 words, NaN until written
+    buffers = sim_buffers = list(buffers) + [np.full(SHARED_BYTES // 4, np.nan, np.float32)]
     sim_block = block + (0,) * (3 - len(block))
     sim_grid = tuple(grid) + (1,) * (3 - len(grid))
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
     args = []
-    for i in range(len(buffers)):
+    for i in range(sim_shared):
         args += [(i, 0)] + [np.full(32, n, np.int64) for n in (dims[i] if dims else ())]
     types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(args):]
     args += [np.full(32, s, np.int64 if t == "i32" else np.float32) for s, t in zip(scalars, types)]
