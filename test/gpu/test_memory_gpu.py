@@ -166,3 +166,15 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     torch.library.opcheck(ops()._ln_bwd, (torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd,
                                           0.0, 0, 0))
 
+
+@pytest.mark.parametrize("config", [dict(warps=8), dict(heads=2)])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_configurations(config, interleaved):
+    """The benchmark's other block shapes (bench/memory_bound.py builds them)."""
+    from tkc.kernels import rotary
+    B, T, H, D = 2, 1000, 6, 128  # H not a multiple of the block's heads
+    x, cos, sin = rope_inputs(B, T, H, D)
+    out = torch.empty_like(x)
+    rotary(D, interleaved, **config)(x.view(B, 1, T, H * D), cos, sin, out.view(B, 1, T, H * D))
+    torch.cuda.synchronize()
+    assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
