@@ -95,3 +95,86 @@ def test_layer_norm_dropout_mask_is_tkc_philox():
     assert rel_err(h, want) < 1e-2
     assert abs((h == 0).float().mean().item() - p) < 0.01
     torch.library.opcheck(ops()._ln_fwd, (x, res, w, b, 1e-5, p, 1234, 77))
+
+
+@pytest.mark.parametrize("prenorm", [False, True])
+@pytest.mark.parametrize("shape", [(16384, 1024), (1000, 1024), (3, 1024)])
+def test_layer_norm_without_residual(shape, prenorm):
+    """residual=None, no dropout: the x-only kernels (h = x itself)."""
+    N, D = shape
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    b = torch.randn_like(w, requires_grad=True)
+    out = ops().layer_norm(x, w, b, prenorm=prenorm)
+    y, h = out if prenorm else (out, None)
+    assert h is None or h is x
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b)]
+    ry, _ = ln_ref(leaves[0], leaves[1], leaves[2], torch.zeros_like(leaves[0]), 1e-5)
+    assert rel_err(y, ry) < 1e-2
+    gy = torch.randn_like(y)
+    y.backward(gy)
+    ry.backward(gy.float())
+    for got, ref in zip((x, w, b), leaves):
+        assert rel_err(got.grad, ref.grad) < 2e-2, (got.shape, rel_err(got.grad, ref.grad))
+
+
+def _philox_keep(N, D, p, seed, offset):
+    from tkc import philox
+    return torch.from_numpy(philox.uniform(seed, offset, np.arange(N * D).reshape(N, D)) >= p).cuda()
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_layer_norm_dropout_gradients(residual):
+    """With dropout, through the ops (fixed seed and offset), against PyTorch with
+    tkc.philox's mask: values and every gradient (dres differs from dx)."""
+    N, D, p, seed, offset = 1000, 1024, 0.25, 1234, 77
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
+    res = torch.randn_like(x)
+    w = torch.randn(D, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn_like(w)
+    keep = _philox_keep(N, D, p, seed, offset)
+    leaves = [t.float().requires_grad_() for t in (x, res, w, b)]
+    ry, rh = ln_ref(leaves[0], leaves[2], leaves[3], leaves[1] if residual else torch.zeros_like(leaves[1]),
+                    1e-5, keep, p)
+    gy, gh = torch.randn_like(x), torch.randn_like(x)
+    if residual:
+        y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, seed, offset)
+        dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, seed, offset)
+        torch.autograd.backward([ry, rh], [gy.float(), gh.float()])
+        assert rel_err(h, rh) < 1e-2 and rel_err(dres, leaves[1].grad) < 2e-2
+        torch.library.opcheck(ops()._ln_bwd, (gy, gh, h, w, mean, rstd, p, seed, offset))
+    else:
+        y, mean, rstd = ops()._ln_fwd_nores(x, w, b, 1e-5, p, seed, offset)
+        dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, seed, offset)
+        ry.backward(gy.float())
+        torch.library.opcheck(ops()._ln_fwd_nores, (x, w, b, 1e-5, p, seed, offset))
+        torch.library.opcheck(ops()._ln_bwd_nores, (gy, x, w, mean, rstd, p, seed, offset))
+    assert rel_err(y, ry) < 1e-2
+    assert rel_err(dx, leaves[0].grad) < 2e-2
+    assert rel_err(dwb[0], leaves[2].grad) < 2e-2 and rel_err(dwb[1], leaves[3].grad) < 2e-2
+
+
+def test_layer_norm_backward_without_dropout_shares_dx():
+    """p = 0: the backward writes dx only; dres comes back empty and autograd
+    gives the residual dx itself."""
+    N, D = 64, 1024
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
+    w, b = torch.randn(D, device="cuda", dtype=torch.bfloat16), torch.randn(D, device="cuda", dtype=torch.bfloat16)
+    y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, 0, 0)
+    dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, 0, 0)
+    assert dres.numel() == 0 and dx.shape == x.shape and dwb.shape == (2, D)
+    torch.library.opcheck(ops()._ln_bwd, (torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd,
+                                          0.0, 0, 0))
+
+
+@pytest.mark.parametrize("config", [dict(warps=8), dict(heads=2)])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_configurations(config, interleaved):
+    """The benchmark's other block shapes (bench/memory_bound.py builds them)."""
+    from tkc.kernels import rotary
+    B, T, H, D = 2, 1000, 6, 128  # H not a multiple of the block's heads
+    x, cos, sin = rope_inputs(B, T, H, D)
+    out = torch.empty_like(x)
+    rotary(D, interleaved, **config)(x.view(B, 1, T, H * D), cos, sin, out.view(B, 1, T, H * D))
+    torch.cuda.synchronize()
+    assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2

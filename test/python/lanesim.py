@@ -127,8 +127,10 @@ class Warp:
             raise _Yield(ins)
         elif name == "llvm.return":
             raise _Return()
+        elif name == "nvvm.barrier0":  # one warp: nothing to wait for
+            return None
         elif name == "llvm.store":
-            buf, off = ins[1]
+            buf, off = _words(*ins[1], op.operands[0].type)
             val, on = np.asarray(ins[0]), self.active
             off = np.broadcast_to(np.asarray(off), (32,))
             _in_bounds(self.buffers[buf], off[on], val.shape[1] if val.ndim == 2 else 1)
@@ -191,7 +193,9 @@ _INT = {"arith.floordivsi": np.floor_divide, "arith.remsi": np.fmod,
         "arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
         "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
         "arith.shli": np.left_shift, "arith.shrui": np.right_shift, "arith.remui": np.remainder,
-        "arith.divui": np.floor_divide, "arith.maxsi": np.maximum, "arith.minsi": np.minimum}
+        "arith.divui": np.floor_divide, "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+        "arith.ceildivsi": lambda a, b: -(-a // b),
+        "arith.divsi": lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))}
 _FLOAT = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
           "arith.divf": np.divide, "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin}
 
@@ -255,6 +259,8 @@ def _pure(op, ins):
         return np.full(32, sim_block[0], np.int64)
     if name == "nvvm.read.ptx.sreg.ctaid.y":
         return np.full(32, sim_block[1], np.int64)
+    if name == "nvvm.read.ptx.sreg.ctaid.z":
+        return np.full(32, sim_block[2], np.int64)
     if name.startswith("nvvm.read.ptx.sreg.nctaid."):
         return np.full(32, sim_grid["xyz".index(name[-1])], np.int64)
     if name == "nvvm.shfl.sync":
@@ -271,6 +277,8 @@ def _pure(op, ins):
                 return exact(*[np.asarray(x, np.float64) for x in ins]).astype(np.float32)
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
+        if "ld.global" in asm:
+            return _guarded_load(asm, ins, rt)
         raise NotImplementedError(asm)
     if name == "llvm.call_intrinsic":
         intrin = ir.StringAttr(op.attributes["intrin"]).value
@@ -300,15 +308,61 @@ def _pure(op, ins):
     if name == "llvm.getelementptr":
         buf, off = ins[0]
         const = [i for i in ir.DenseI32ArrayAttr(op.attributes["rawConstantIndices"]) if i != -2147483648]
-        return (buf, off + (ins[1] if len(ins) > 1 else 0) + sum(const))
+        step = 1  # a gl pointer counts its elements, a shared one bytes
+        if buf == sim_shared:
+            step = {"i8": 1, "f32": 4, "bf16": 2, "f16": 2}[str(ir.TypeAttr(op.attributes["elem_type"]).value)]
+        return (buf, off + ((ins[1] if len(ins) > 1 else 0) + sum(const)) * step)
+    if name == "llvm.mlir.addressof":  # the dynamic shared array
+        return (sim_shared, np.zeros(32, np.int64))
     if name == "llvm.load":
-        buf, off = ins[0]
+        buf, off = _words(*ins[0], rt)
         n = ir.VectorType(rt).shape[0] if str(rt).startswith("vector<") else 1
         _in_bounds(sim_buffers[buf], off, n)
         if n > 1:  # n consecutive elements a lane
             return sim_buffers[buf][np.asarray(off)[:, None] + np.arange(n)].copy()
         return sim_buffers[buf][off].copy()
     raise NotImplementedError(name)
+
+
+def _guarded_load(asm: str, ins, rt):
+    """`{ preset the words to the fill; @p ld.global }` (a ragged load,
+    memory.py's _load_guarded): lanes whose flag is set read the buffer
+    (inside it: the GPU would fault), the others the preset fill."""
+    import re
+    (buf, off), flag = ins[0], np.broadcast_to(np.asarray(ins[1]), (32,)).astype(bool)
+    words = str(rt)[len("!llvm.struct<("):-2].split(", ") if str(rt).startswith("!llvm.struct") \
+        else [str(rt)]
+    per = [2 if t.startswith("vector<") else 1 for t in words]
+    n, off = sum(per), np.broadcast_to(np.asarray(off), (32,))
+    _in_bounds(sim_buffers[buf], off[flag], n)
+    data = np.zeros((32, n), np.float32)
+    data[flag] = sim_buffers[buf][off[flag][:, None] + np.arange(n)]
+    presets = [int(v, 16) for v in re.findall(r"mov\.b32 \$\d+, 0[xf]([0-9a-fA-F]{8})", asm)]
+    data[~flag] = np.concatenate([_word_values(p, t) for p, t in zip(presets, words)])
+    out, c = [], 0
+    for k in per:
+        out.append(data[:, c:c + k] if k == 2 else data[:, c])
+        c += k
+    return [out] if len(words) > 1 else out[0]  # a struct is one result
+
+
+def _word_values(bits: int, t: str) -> np.ndarray:
+    """The elements of a 32-bit word of type t (f32, vector<2xbf16>, vector<2xf16>)."""
+    if t == "f32":
+        return np.array([bits], np.uint32).view(np.float32)
+    halves = np.array([bits & 0xFFFF, bits >> 16], np.uint32)
+    if "bf16" in t:
+        return (halves << 16).view(np.float32)
+    return halves.astype(np.uint16).view(np.float16).astype(np.float32)
+
+
+def _words(buf, off, t):
+    """(buffer, element offsets) of an access: a shared byte offset becomes an
+    f32 word's (shared memory holds f32 here)."""
+    if buf != sim_shared:
+        return buf, off
+    assert "f32" in str(t) and (np.asarray(off) % 4 == 0).all(), f"shared access of {t} at {off}"
+    return buf, np.asarray(off) // 4
 
 
 def _in_bounds(buf, off, n: int) -> None:
@@ -326,21 +380,26 @@ _APPROX = {
 }
 
 sim_buffers: list = []  # the buffers of the running simulation (llvm.load reads them)
-sim_block = (0, 0)  # blockIdx (x, y) of the running simulation
+SHARED_BYTES = 1 << 18  # shared memory: one warp's view of a block's (a byte-addressed pointer)
+sim_shared = -1  # its index in sim_buffers
+sim_block = (0, 0, 0)  # blockIdx (x, y, z) of the running simulation
 sim_grid = (1, 1, 1)  # gridDim
 
 
 def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, grid=(1, 1, 1)) -> None:
     """Run the module's (only) kernel on warp 0 of block `block` (an int: x,
-    or (x, y)): gl args take `buffers` in order, each followed by its runtime
+    or (x, y), (x, y, z)): gl args take `buffers` in order, each followed by its runtime
     dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32)."""
-    global sim_buffers, sim_block, sim_grid
-    sim_buffers, sim_block = buffers, block if isinstance(block, tuple) else (block, 0)
+    global sim_buffers, sim_block, sim_grid, sim_shared
+    block = tuple(block) if isinstance(block, tuple) else (block,)
+    sim_shared = len(buffers)  # the block's shared memory: f32 words, NaN until written
+    buffers = sim_buffers = list(buffers) + [np.full(SHARED_BYTES // 4, np.nan, np.float32)]
+    sim_block = block + (0,) * (3 - len(block))
     sim_grid = tuple(grid) + (1,) * (3 - len(grid))
     gm = [o for o in module.body.operations if o.operation.name == "gpu.module"][0]
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
     args = []
-    for i in range(len(buffers)):
+    for i in range(sim_shared):
         args += [(i, 0)] + [np.full(32, n, np.int64) for n in (dims[i] if dims else ())]
     types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(args):]
     args += [np.full(32, s, np.int64 if t == "i32" else np.float32) for s, t in zip(scalars, types)]
@@ -455,7 +514,7 @@ def run_kernel(ins, outs, body, values, scalars=()):
 
 def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     """Compile a frontend kernel through the tile pipeline and the lowering,
-    then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y))
+    then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y), (x, y, z))
     over `arrays` (float32, holding values of each gl's dtype; a runtime dim
     is the array's, as 4-D), in place."""
     from tkc.compiler import compile_to
@@ -467,10 +526,12 @@ def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     with module.context:
         compile_to(module, "nvvm")
     bufs = [a.reshape(-1) for a in arrays]
-    grid = blocks if isinstance(blocks, tuple) else (blocks, 1)
-    for x in range(grid[0]):
+    grid = (tuple(blocks) if isinstance(blocks, tuple) else (blocks,))
+    grid += (1,) * (3 - len(grid))
+    for z in range(grid[2]):
         for y in range(grid[1]):
-            simulate(module, bufs, scalars, block=(x, y), dims=dims, grid=grid)
+            for x in range(grid[0]):
+                simulate(module, bufs, scalars, block=(x, y, z), dims=dims, grid=grid)
 
 
 def to_ptx(module) -> str:

@@ -25,22 +25,28 @@ def _rope_inputs(B, T, H, D):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-@pytest.mark.parametrize("shape", [(2, 37, 3, 128), (1, 16, 1, 64)])
-def test_rotary_interpreted(shape, interleaved):
+@pytest.mark.parametrize("shape, config", [((2, 37, 3, 128), {}), ((1, 16, 1, 64), {}),
+                                           ((1, 40, 5, 128), {"warps": 2, "heads": 2})])
+def test_rotary_interpreted(shape, config, interleaved):
     B, T, H, D = shape
     x, cos, sin = _rope_inputs(*shape)
     o = np.full_like(x, np.nan)
-    rotary(D, interleaved).interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
+    rotary(D, interleaved, **config).interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
     np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_rotary_simulated(interleaved):
-    B, T, H, D = 2, 21, 2, 128
+@pytest.mark.parametrize("H, heads", [(2, 1), (3, 2)])
+def test_rotary_simulated(interleaved, H, heads):
+    """Lowered and simulated lane by lane, one warp a block: ragged T, and with
+    heads=2 a ragged head group (H = 3: the last warp's second head is past the
+    row's end, its loads are off and its stores clipped)."""
+    B, T, D = 2, 21, 128
     x, cos, sin = _rope_inputs(B, T, H, D)
     o = np.full_like(x, np.nan)
-    run_traced(rotary(D, interleaved, warps=1), [x.reshape(B, 1, T, H * D), cos, sin,
-                                                 o.reshape(B, 1, T, H * D)], blocks=(2, B))
+    run_traced(rotary(D, interleaved, warps=1, heads=heads),
+               [x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D)],
+               blocks=2 * -(-H // heads) * B)  # order "yxz": a 1-D launch of the work items
     np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
@@ -57,54 +63,75 @@ def _ln_inputs(N, D):
             bf(RNG.standard_normal((1, D))), bf(RNG.standard_normal((1, D))))
 
 
-def _ln_forward(run, N, D, p, seed=7, offset=12):
+def _ln_forward(run, N, D, p, residual=True, seed=7, offset=12):
+    """Run a forward (residual: x, res, w, b -> y, h, mean, rstd; else x, w,
+    b -> y, mean, rstd) and check it; returns what the backward needs (h: the
+    kernel's, rounded to bf16, or without a residual the reference's
+    dropout(x), which the backward recomputes)."""
     x, res, w, b = _ln_inputs(N, D)
     y, h = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
     mean, rstd = np.full((1, N), np.nan, np.float32), np.full((1, N), np.nan, np.float32)
-    run([x, res, w, b, y, h, mean, rstd], (p, 1e-5, seed, offset))
+    run([x, res, w, b, y, h, mean, rstd] if residual else [x, w, b, y, mean, rstd],
+        (p, 1e-5, seed, offset))
     keep = reference.dropout_mask(seed, offset, (N, D), p) if p else None
-    ry, rh, rmean, rrstd = reference.layernorm(x, res, w, b, 1e-5, keep, p)
-    np.testing.assert_allclose(h, bf(rh), rtol=2 ** -7, atol=1e-6)
+    ry, rh, rmean, rrstd = reference.layernorm(x, res if residual else None, w, b, 1e-5, keep, p)
+    if residual:
+        np.testing.assert_allclose(h, bf(rh), rtol=2 ** -7, atol=1e-6)
+    else:
+        assert np.isnan(h).all()  # not an argument: nothing written
+        h = rh
     np.testing.assert_allclose(y, ry, rtol=2 ** -6, atol=2e-2)
     np.testing.assert_allclose(mean[0], rmean, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(rstd[0], rrstd, rtol=1e-4)
     return x, w, h, mean, rstd, keep
 
 
-@pytest.mark.parametrize("p", [0.0, 0.25])
-def test_layernorm_forward_and_backward_interpreted(p):
-    N, D, W = 37, 512, 8  # N ragged for 4 warps a block
-    fwd, bwd = layernorm_fwd(D, dropout=p > 0), layernorm_bwd(D, dropout=p > 0)
-    x, w, h, mean, rstd, keep = _ln_forward(lambda a, s: fwd.interpret(*a, *s), N, D, p)
+def _ln_backward(run, x, w, h, mean, rstd, keep, p, residual, blocks):
+    """Run a backward (dx, dres only with dropout: without, dres = dx; no
+    residual: dy, x, ... -> dx) and check dx, dres and the per-block partial
+    sums of dw, db."""
+    N, D = x.shape
     dy, dhn = bf(RNG.standard_normal((N, D))), bf(RNG.standard_normal((N, D)))
     dx, dres = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
-    dw, db = np.full((W, D), np.nan, np.float32), np.full((W, D), np.nan, np.float32)
-    bwd.interpret(dy, dhn, h, w, mean, rstd, dx, dres, dw, db, p, 7, 12)
-    rdx, rdres, rdw, rdb = reference.layernorm_bwd(dy, dhn, h, w[0], mean[0], rstd[0], keep, p)
-    np.testing.assert_allclose(dres, rdres, rtol=2 ** -6, atol=3e-2)
+    dw, db = np.full((blocks, D), np.nan, np.float32), np.full((blocks, D), np.nan, np.float32)
+    if residual:
+        args = [dy, dhn, h, w, mean, rstd, dx] + ([dres] if p else []) + [dw, db]
+    else:
+        args = [dy, x, w, mean, rstd, dx, dw, db]
+    run(args, (p, 7, 12))
+    rdx, rdres, rdw, rdb = reference.layernorm_bwd(dy, dhn if residual else None, h, w[0], mean[0],
+                                                   rstd[0], keep, p)
     np.testing.assert_allclose(dx, rdx, rtol=2 ** -6, atol=4e-2)
+    if residual and p:
+        np.testing.assert_allclose(dres, rdres, rtol=2 ** -6, atol=3e-2)
     np.testing.assert_allclose(dw.sum(0), rdw, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(db.sum(0), rdb, rtol=1e-4, atol=1e-3)
 
 
-def test_layernorm_simulated():
+@pytest.mark.parametrize("residual", [True, False])
+@pytest.mark.parametrize("p", [0.0, 0.25])
+def test_layernorm_forward_and_backward_interpreted(p, residual):
+    N, D = 37, 512  # N ragged for 4 warps a block; 2 blocks of 4 warps in the backward
+    fwd = layernorm_fwd(D, dropout=p > 0, residual=residual)
+    bwd = layernorm_bwd(D, dropout=p > 0, residual=residual)
+    got = _ln_forward(lambda a, s: fwd.interpret(*a, *s), N, D, p, residual)
+    _ln_backward(lambda a, s: bwd.interpret(*a, *s), *got, p, residual, blocks=2)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_layernorm_simulated(residual):
     """One warp a block, lowered: forward with dropout (tk.rand), then backward."""
     N, D, p = 3, 256, 0.5
-    fwd, bwd = layernorm_fwd(D, dropout=True, warps=1), layernorm_bwd(D, dropout=True, warps=1)
-    x, w, h, mean, rstd, keep = _ln_forward(
-        lambda a, s: run_traced(fwd, a, blocks=N, scalars=s), N, D, p)
-    dy, dhn = bf(RNG.standard_normal((N, D))), bf(RNG.standard_normal((N, D)))
-    dx, dres = np.full((N, D), np.nan, np.float32), np.full((N, D), np.nan, np.float32)
-    dw, db = np.full((2, D), np.nan, np.float32), np.full((2, D), np.nan, np.float32)
-    run_traced(bwd, [dy, dhn, h, w, mean, rstd, dx, dres, dw, db], blocks=2, scalars=(p, 7, 12))
-    rdx, rdres, rdw, rdb = reference.layernorm_bwd(dy, dhn, h, w[0], mean[0], rstd[0], keep, p)
-    np.testing.assert_allclose(dx, rdx, rtol=2 ** -6, atol=4e-2)
-    np.testing.assert_allclose(dw.sum(0), rdw, rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(db.sum(0), rdb, rtol=1e-4, atol=1e-3)
+    fwd = layernorm_fwd(D, dropout=True, warps=1, residual=residual)
+    bwd = layernorm_bwd(D, dropout=True, warps=1, residual=residual)
+    got = _ln_forward(lambda a, s: run_traced(fwd, a, blocks=N, scalars=s), N, D, p, residual)
+    _ln_backward(lambda a, s: run_traced(bwd, a, blocks=2, scalars=s), *got, p, residual, blocks=2)
 
 
 @pytest.mark.parametrize("kernel", [rotary(128), rotary(128, interleaved=True), layernorm_fwd(1024),
-                                    layernorm_fwd(1024, dropout=True), layernorm_bwd(1024, dropout=True)],
+                                    layernorm_fwd(1024, dropout=True), layernorm_fwd(1024, residual=False),
+                                    layernorm_bwd(1024), layernorm_bwd(1024, dropout=True),
+                                    layernorm_bwd(1024, residual=False)],
                          ids=lambda k: k.name)
 def test_sass_has_only_128_bit_global_accesses(kernel, tmp_path, monkeypatch):
     """Every LDG/STG of x-sized data is .128: the f32 scalars (mean, rstd) are

@@ -4,6 +4,8 @@ addresses and the predicated stores), interpreted, and the launch rules
 (requirements.divisible: only the access width on c) checked."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -114,13 +116,31 @@ def test_ragged_access_on_shared_memory_is_refused():
         tkc.kernel(k).trace()
 
 
-def test_ragged_ptx_clamps_loads_and_predicates_stores():
-    from tkc.compiler import compile_to
+def test_ragged_ptx_predicates_loads_and_stores():
+    """Each ragged load is predicated, its registers preset to the fill (1.0 in
+    bf16: 0x3f80 a half), with no select after it and no clamped address; each
+    store is branched around."""
+    from tkc.compiler import compile_to, ptxas
     m = _tiles.trace()
     with m.context:
         ptx = compile_to(m, "ptx")
-    assert ptx.count("ld.global.v4.b32") == 4 and ptx.count("st.global.v4.b32") == 4
-    assert ptx.count("selp.b64") >= 4  # each load's address clamped to the gl's base
+    loads = [ln for ln in ptx.splitlines() if "ld.global.v4.b32" in ln]
+    assert len(loads) == 4 and ptx.count("st.global.v4.b32") == 4
+    assert all(re.search(r"@%p\d+ ld.global", ln) and ln.count("mov.b32") == 4
+               and "0x3f803f80" in ln for ln in loads)
+    assert "selp" not in ptx
+    ptxas(ptx)  # assembles
+
+
+def test_ragged_f32_load_presets_the_fill():
+    """An f32 gl's ragged load: the preset is the fill's f32 bits (-2.0)."""
+    from tkc.compiler import compile_to, ptxas
+    m = _fill_seen.trace()
+    with m.context:
+        ptx = compile_to(m, "ptx")
+    loads = [ln for ln in ptx.splitlines() if "ld.global" in ln and "@" in ln]
+    assert loads and all("0fC0000000" in ln for ln in loads)
+    ptxas(ptx)
 
 
 # ---------------------------------------------------------------- element coordinates

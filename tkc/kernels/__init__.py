@@ -27,8 +27,13 @@ def library():
         *[attention_hopper(D, causal) for D in (64, 128) for causal in (False, True)],
         rotary(128),
         rotary(128, interleaved=True),
+        # torch_ops.layer_norm: with a residual or without, with dropout or without
         layernorm_fwd(1024),
         layernorm_fwd(1024, dropout=True),
+        layernorm_fwd(1024, residual=False),
+        layernorm_fwd(1024, dropout=True, residual=False),
         layernorm_bwd(1024),
         layernorm_bwd(1024, dropout=True),
+        layernorm_bwd(1024, residual=False),
+        layernorm_bwd(1024, dropout=True, residual=False),
     ]

@@ -37,8 +37,9 @@ def dropout_mask(seed: int, offset: int, shape, p: float) -> np.ndarray:
 
 
 def layernorm(x, residual, w, b, eps: float, keep=None, p: float = 0.0):
-    """(y, h, mean, rstd) of LayerNorm(dropout(x) + residual) over the last dim."""
-    x, residual = x.astype(np.float64), residual.astype(np.float64)
+    """(y, h, mean, rstd) of LayerNorm(dropout(x) + residual) over the last dim
+    (residual None: none)."""
+    x, residual = x.astype(np.float64), 0.0 if residual is None else residual.astype(np.float64)
     h = (np.where(keep, x / (1 - p), 0) if keep is not None else x) + residual
     mean = h.mean(-1, keepdims=True)
     rstd = 1 / np.sqrt(((h - mean) ** 2).mean(-1, keepdims=True) + eps)
@@ -46,12 +47,13 @@ def layernorm(x, residual, w, b, eps: float, keep=None, p: float = 0.0):
 
 
 def layernorm_bwd(dy, dh_next, h, w, mean, rstd, keep=None, p: float = 0.0):
-    """(dx, dresidual, dw, db) of layernorm's outputs y and h, given h, mean, rstd."""
+    """(dx, dresidual, dw, db) of layernorm's outputs y and h, given h, mean, rstd
+    (dh_next None: h feeds only the norm)."""
     dy, h = dy.astype(np.float64), h.astype(np.float64)
     xhat = (h - mean[..., None]) * rstd[..., None]
     g = dy * w
     dh = (g - xhat * (g * xhat).mean(-1, keepdims=True) - g.mean(-1, keepdims=True)) * rstd[..., None]
-    dh = dh + dh_next
+    dh = dh + (0.0 if dh_next is None else dh_next)
     dx = np.where(keep, dh / (1 - p), 0) if keep is not None else dh
     return dx, dh, (dy * xhat).sum(0), dy.sum(0)
 

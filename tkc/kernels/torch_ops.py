@@ -28,8 +28,17 @@ def _rotary_kernel(D: int, interleaved: bool):
 
 
 @functools.lru_cache(maxsize=None)
-def _ln_kernels(D: int, dropout: bool):
-    return layernorm_fwd(D, dropout, WARPS), layernorm_bwd(D, dropout, WARPS)
+def _ln_kernels(D: int, dropout: bool, residual: bool = True):
+    return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
+
+
+def _ln_partials(x: Tensor, D: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The backward's partial sums: one [2, blocks, D] f32 buffer (dw rows, db
+    rows; 2 blocks an SM) and its two halves, reduced at once afterwards into
+    one [2, D] output (dw, db: an op's outputs may not alias each other)."""
+    blocks = torch.cuda.get_device_properties(x.device).multi_processor_count * 2
+    part = torch.empty(2, blocks, D, device=x.device, dtype=torch.float32)
+    return part, part[0], part[1]
 
 
 def _bf16(t: Tensor) -> Tensor:
@@ -78,6 +87,14 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
 
 
 # ---------------------------------------------------------------- layer norm
+#
+# Two op families: with a residual (tkc::layer_norm_fwd / _bwd: h = dropout(x)
+# + residual is written, and read back by the backward) and without one
+# (tkc::layer_norm_fwd_nores / _bwd_nores: reads x only, writes no h; the
+# backward reads x and redraws the dropout mask). Without dropout the
+# residual's gradient is dx itself: the backward writes dx only and returns an
+# empty dres (an op's outputs may not alias), and the autograd formula hands
+# dx to both. The backward ops return dw and db stacked, [2, D].
 
 @torch.library.custom_op("tkc::layer_norm_fwd", mutates_args=())
 def _ln_fwd(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
@@ -100,21 +117,27 @@ def _(x, residual, weight, bias, eps, p, seed, offset):
 
 @torch.library.custom_op("tkc::layer_norm_bwd", mutates_args=())
 def _ln_bwd(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor,
-            p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+            p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dres, [dw; db]); dres is empty without dropout (it is dx)."""
     N, D = dy.shape
-    dx, dres = torch.empty_like(dy), torch.empty_like(dy)
-    rows = torch.cuda.get_device_properties(dy.device).multi_processor_count * 2 * WARPS
-    dw = torch.empty(rows, D, device=dy.device, dtype=torch.float32)
-    db = torch.empty_like(dw)
-    _ln_kernels(D, p > 0)[1](dy, dh_next, h, weight.view(1, D), mean.view(1, N), rstd.view(1, N),
-                             dx, dres, dw, db, p, seed, offset)
-    return dx, dres, dw.sum(0).to(weight.dtype), db.sum(0).to(weight.dtype)
+    dx = torch.empty_like(dy)
+    part, dw, db = _ln_partials(dy, D)
+    bwd = _ln_kernels(D, p > 0)[1]
+    if p > 0:
+        dres = torch.empty_like(dy)
+        bwd(dy, dh_next, h, weight.view(1, D), mean.view(1, N), rstd.view(1, N), dx, dres, dw, db,
+            p, seed, offset)
+    else:
+        dres = dy.new_empty(0)
+        bwd(dy, dh_next, h, weight.view(1, D), mean.view(1, N), rstd.view(1, N), dx, dw, db,
+            p, seed, offset)
+    return dx, dres, part.sum(1).to(weight.dtype)
 
 
 @_ln_bwd.register_fake
 def _(dy, dh_next, h, weight, mean, rstd, p, seed, offset):
-    return (torch.empty_like(dy), torch.empty_like(dy), torch.empty_like(weight),
-            torch.empty_like(weight))
+    dres = torch.empty_like(dy) if p > 0 else dy.new_empty(0)
+    return torch.empty_like(dy), dres, weight.new_empty(2, dy.shape[1])
 
 
 def _ln_setup(ctx, inputs, output):
@@ -128,11 +151,63 @@ def _ln_backward(ctx, dy, dh, dmean, drstd):
     h, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dy.contiguous()
     dh = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dw, db = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
-    return dx, dres, dw, db, None, None, None, None
+    dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
+    return dx, (dres if ctx.p > 0 else dx), dwb[0], dwb[1], None, None, None, None
 
 
 _ln_fwd.register_autograd(_ln_backward, setup_context=_ln_setup)
+
+
+@torch.library.custom_op("tkc::layer_norm_fwd_nores", mutates_args=())
+def _ln_fwd_nores(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
+                  offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    N, D = x.shape
+    y = torch.empty_like(x)
+    mean = torch.empty(N, device=x.device, dtype=torch.float32)
+    rstd = torch.empty_like(mean)
+    _ln_kernels(D, p > 0, False)[0](x, weight.view(1, D), bias.view(1, D), y, mean.view(1, N),
+                                    rstd.view(1, N), p, eps, seed, offset)
+    return y, mean, rstd
+
+
+@_ln_fwd_nores.register_fake
+def _(x, weight, bias, eps, p, seed, offset):
+    stat = x.new_empty(x.shape[0], dtype=torch.float32)
+    return torch.empty_like(x), stat, torch.empty_like(stat)
+
+
+@torch.library.custom_op("tkc::layer_norm_bwd_nores", mutates_args=())
+def _ln_bwd_nores(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
+                  seed: int, offset: int) -> tuple[Tensor, Tensor]:
+    """(dx, [dw; db])."""
+    N, D = dy.shape
+    dx = torch.empty_like(dy)
+    part, dw, db = _ln_partials(dy, D)
+    _ln_kernels(D, p > 0, False)[1](dy, x, weight.view(1, D), mean.view(1, N), rstd.view(1, N),
+                                    dx, dw, db, p, seed, offset)
+    return dx, part.sum(1).to(weight.dtype)
+
+
+@_ln_bwd_nores.register_fake
+def _(dy, x, weight, mean, rstd, p, seed, offset):
+    return torch.empty_like(dy), weight.new_empty(2, dy.shape[1])
+
+
+def _ln_nores_setup(ctx, inputs, output):
+    x, weight, _, _, p, seed, offset = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, weight, mean, rstd)
+    ctx.p, ctx.seed, ctx.offset = p, seed, offset
+
+
+def _ln_nores_backward(ctx, dy, dmean, drstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    dy = torch.zeros_like(x) if dy is None else dy.contiguous()
+    dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
+    return dx, dwb[0], dwb[1], None, None, None, None
+
+
+_ln_fwd_nores.register_autograd(_ln_nores_backward, setup_context=_ln_nores_setup)
 
 
 def _philox(x: Tensor, p: float) -> tuple[int, int]:
@@ -158,9 +233,14 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
         raise ValueError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}")
     shape, D = x.shape, x.shape[-1]
     x2 = x.reshape(-1, D).contiguous()
+    seed, offset = _philox(x2, dropout_p)
+    w, b = _bf16(weight), _bf16(bias)
+    if residual is None and not (prenorm and dropout_p > 0):  # reads x only
+        y = _ln_fwd_nores(x2, w, b, eps, dropout_p, seed, offset)[0].view(shape)
+        return (y, x) if prenorm else y  # h = x (without dropout)
+    # with a residual, or h = dropout(x) wanted: the residual kernels (a zero residual)
     r2 = residual.reshape(-1, D).to(torch.bfloat16).contiguous() if residual is not None \
         else torch.zeros_like(x2)
-    seed, offset = _philox(x2, dropout_p)
-    y, h, _, _ = _ln_fwd(x2, r2, _bf16(weight), _bf16(bias), eps, dropout_p, seed, offset)
+    y, h, _, _ = _ln_fwd(x2, r2, w, b, eps, dropout_p, seed, offset)
     y, h = y.view(shape), h.view(shape)
     return (y, h) if prenorm else y

@@ -27,6 +27,7 @@ parent's panel stride).
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from mlir import ir
@@ -267,7 +268,8 @@ def _vec_lane(lw, view: RV):
 class Edge:
     """A ragged access (tk.load {fill}, tk.store {clip}): each access of a lane
     happens only if its (row, col) lies inside the gl's rows x cols; a load
-    reads `fill` there instead (from a clamped, valid address: no branch)."""
+    reads `fill` there instead (a predicated load, or one from a clamped,
+    valid address and a select: no branch)."""
     rows: object
     cols: object
     fill: float | None = None
@@ -328,10 +330,14 @@ def _gl_load(lw, gl: Global, out, accesses, edge, k: int = 1):
     (element 2j of each run to the first, 2j + 1 to the second)."""
     dtype, frags = gl.view.dtype, [[None] * frag_len(out) for _ in range(k)]
     same = out.dtype == dtype  # then the fill is selected into the loaded vector, whole
+    bits = _fill_bits(edge.fill, dtype, same) if edge is not None else None
     for i, p, n, at in accesses:
         run = []
         for q, c, m in _pieces(p, dtype, n):
             ok = edge.inside(at[0], _add(at[1], c)) if edge is not None else None
+            if ok is not None and bits is not None and m * itemsize(dtype) % 4 == 0:
+                run += [_convert(v, dtype, out.dtype) for v in _load_guarded(q, dtype, m, ok, bits)]
+                continue
             if ok is not None:
                 q = arith.select(ok, q, gl.ptr)
             for v in _load_piece(q, dtype, m, ok if same else None, edge.fill if edge is not None else None):
@@ -555,6 +561,52 @@ def _load_piece(ptr, dtype: str, m: int, keep=None, fill: float | None = None) -
     if keep is not None:
         vec = arith.select(keep, vec, arith.constant(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(el, fill))))
     return [llvm.extractelement(vec, _i32(k)) for k in range(m)]
+
+
+def _fill_bits(fill: float, dtype: str, rounded: bool) -> int | None:
+    """fill's bit pattern in dtype (rounded to nearest even), or None where
+    it is not exact and not `rounded` (a converting load must give the fill
+    in the result's dtype: then it is selected in after the conversion)."""
+    f32 = struct.unpack("<I", struct.pack("<f", fill))[0]
+    if dtype == "f32":
+        return f32
+    if dtype == "bf16":
+        out = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16 if fill == fill else 0x7FC0
+        return out if rounded or out << 16 == f32 else None
+    try:
+        out = struct.unpack("<H", struct.pack("<e", fill))[0]
+    except OverflowError:
+        return None
+    return out if rounded or struct.unpack("<e", struct.pack("<H", out))[0] == fill else None
+
+
+def _load_guarded(ptr, dtype: str, m: int, ok, bits: int) -> list:
+    """m consecutive elements at ptr (a multiple of 4 bytes, aligned to the
+    access) read only where the i1 `ok` holds, else the fill `bits`: the
+    registers are preset and the load predicated (`@p ld.global`), as Triton
+    does for masked loads. Unlike a load followed by a select, this leaves
+    ptxas free to issue every load of a kernel before the first use (with a
+    select right behind each load it reuses one register quad and waits on
+    each load in turn: docs/tile-ir.md, on ragged accesses). No address is
+    clamped: a load that is off is not made."""
+    words, el = m * itemsize(dtype) // 4, scalar_type(dtype)
+    half = itemsize(dtype) == 2
+    word_t = ir.VectorType.get([2], el) if half else el
+    fill = (bits | bits << 16) if half else bits
+    presets = "".join(f"mov.b32 ${w}, 0x{fill:08x}; " if half else f"mov.b32 ${w}, 0f{fill:08X}; "
+                      for w in range(words))
+    dst = ", ".join(f"${w}" for w in range(words))
+    shape = {1: "", 2: ".v2", 4: ".v4"}[words]
+    text = (f"{{ {presets}"
+            f"@${words + 1} ld.global{shape}.b32 {'{' + dst + '}' if words > 1 else dst}, [${words}]; }}")
+    res_t = word_t if words == 1 else llvm.StructType.get_literal([word_t] * words)
+    res = llvm.inline_asm(res_t, [ptr, ok], text, ",".join(["=" + ("r" if half else "f")] * words) + ",l,b",
+                          has_side_effects=True)
+    regs = [res] if words == 1 else [llvm.extractvalue(word_t, res, ir.DenseI64ArrayAttr.get([w]))
+                                     for w in range(words)]
+    if not half:
+        return regs
+    return [llvm.extractelement(r, _i32(h)) for r in regs for h in range(2)]
 
 
 def _store_piece(ptr, vals: list, dtype: str) -> None:
