@@ -7,3 +7,12 @@ ops) comes from tkc.frontend, which imports MLIR only when a kernel is traced.
 __version__ = "0.1.0"
 
 from .frontend import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, if_, ...)
+
+
+def __getattr__(name):
+    """tkc.attention and tkc.attention_varlen, the PyTorch ops: imported on
+    first use (they need torch, which `import tkc` does not)."""
+    if name in ("attention", "attention_varlen"):
+        from .kernels import attention_ops
+        return getattr(attention_ops, name)
+    raise AttributeError(f"module 'tkc' has no attribute {name!r}")

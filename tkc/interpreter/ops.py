@@ -390,7 +390,8 @@ def _pair_piece(op, mem_t, t, bound):
     fill = F32(op.attributes["fill"].value) if bound == "fill" and ragged else F32(np.nan)
     if ragged:
         width = access_width(t, mem_t, 2)
-        return lambda arr, coords: (*clipped(op, coords, shape, arr.shape, width, elements),
+        return lambda arr, coords: (*clipped(op, coords, shape, arr.shape, width, elements,
+                                             whole(arr)[1][3]),
                                     np.full(shape, fill, F32))
     return lambda arr, coords: (window(op, coords, mem_t, shape, arr.shape),
                                 (slice(None), slice(None)), np.full(shape, fill, F32))
@@ -433,18 +434,22 @@ def _element_bd(op, b, d, full) -> None:
         raise error(op, f"{op.name}: coordinate ({b}, {d}, ...) is out of bounds of shape {tuple(full)}")
 
 
-def clipped(op, coords, shape, full, width: int, elements: bool = False) -> tuple[tuple, tuple]:
+def clipped(op, coords, shape, full, width: int, elements: bool = False,
+            origin: int = 0) -> tuple[tuple, tuple]:
     """A ragged gl access: (the gl's index, the piece's index) of the part of
     the `shape` piece at coords (b, d, r, c) that lies inside `full`. With
-    element coordinates the piece may start before row or column 0, and its
-    column must be a multiple of the access width (the GPU's alignment)."""
+    element coordinates the piece may start before row or column 0; its
+    column in the argument (from a slice's `origin` column) must be a
+    multiple of the access width (the GPU's alignment)."""
     b, d, r, c = coords
     if not (0 <= b < full[0] and 0 <= d < full[1]) or (not elements and (r < 0 or c < 0)):
         raise error(op, f"{op.name}: coordinate {tuple(coords)} is out of bounds of shape "
                         f"{tuple(full)} (a ragged access clips rows and columns only)")
-    if elements and c % width:
-        raise error(op, f"{op.name}: column {c} is not a multiple of {width}, the access width "
-                        f"of this {op.name.removeprefix('tk.')} (16-byte accesses stay aligned)")
+    col = origin + (c if elements else c * shape[-1])
+    if col % width:
+        where = f" (column {col - origin} of a slice starting at column {origin})" if origin else ""
+        raise error(op, f"{op.name}: column {col}{where} is not a multiple of {width}, the access "
+                        f"width of this {op.name.removeprefix('tk.')} (accesses stay aligned)")
     if len(shape) == 1:  # a vector is row r of the gl
         rows = _span(r, 1, full[2])
         cols = _span(c if elements else c * shape[0], shape[0], full[3])
@@ -549,7 +554,8 @@ def _load(c, op):
 
         def ragged(env, w):
             arr = env[src]
-            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements)
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements,
+                               whole(arr)[1][3])
             piece = fill.copy()
             piece[part] = rnd(rnd_mem(arr[ix].astype(F32)))
             env[out] = piece
@@ -589,7 +595,8 @@ def _store(c, op):
 
         def ragged(env, w):
             arr = env[dst]
-            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements)
+            ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements,
+                               whole(arr)[1][3])
             put(arr, ix, env[x][part])
         return ragged
 

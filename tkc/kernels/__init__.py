@@ -6,6 +6,7 @@ time (and that the GPU tests and benchmarks run from the cache).
 from __future__ import annotations
 
 from .attention import attention_fwd
+from .attention_bwd import attention_bwd, attention_delta, attention_kernels
 from .attention_hopper import attention_hopper
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
@@ -24,7 +25,9 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        *[attention_hopper(D, causal) for D in (64, 128) for causal in (False, True)],
+        # tkc.attention: forward, delta and backward per head dim, mask and layout
+        *dict.fromkeys(k for D in (64, 128) for causal in (False, True)
+                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
         rotary(128),
         rotary(128, interleaved=True),
         # torch_ops.layer_norm: with a residual or without, with dropout or without

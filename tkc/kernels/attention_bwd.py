@@ -30,14 +30,15 @@ are zero (TMA fill) and are clipped when dK and dV are stored.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
+from tkc.ops import exp2, iota, load, store, sub_row, subtile, sum, where, zero
 
-from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E
+from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
 BQ = 64                     # query rows per step of the loop
@@ -75,17 +76,18 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     def backward(q, k, v, do, lse, delta, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
         against every query tile of heads h0 .. h0 + group - 1 that sees them;
-        vec(h, t): coordinates of BQ statistics; out(h, t): of a warp's 16 rows."""
+        vec(h, t): coordinates of a warp's 16 statistics; out(h, t): of a
+        warp's 16 rows of dK and dV."""
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
         hk = h0 // group
         k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 else "64b"), st(bf16, BKV, D)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
-        p_s, ds_s = st(bf16, BKV, BQ), st(bf16, BKV, BQ)
+        p_s, ds_s = st(bf16, BQ, BKV), st(bf16, BQ, BKV)
         dq_s = st(f32, BQ, D) if by_tma else None
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
-        key0 = kb * BKV + w * 16         # this warp's first key
+        key0 = kb * BKV + wg * 64        # this warpgroup's first key
         shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
         nq = tkc.cdiv(Lq, BQ)
         first = 0
@@ -98,31 +100,34 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))
-            sT, dpT = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
-            warpgroup.mma_ABt(sT, subtile(k_s, 64, D, (wg, 0)), q_s)
-            warpgroup.mma_ABt(dpT, subtile(v_s, 64, D, (wg, 0)), do_s)
-            warpgroup.mma_async_wait(sT, dpT)
-            lse2 = load(rv(f32, BQ, "row"), lse, vec(h, i), fill=math.inf) * LOG2E
-            pT = exp2(sub_col(sT * c, lse2))
-            edge = key0 + 16 > Lk          # keys past Lk (of the next sequence, varlen)
+            # S and dP of the tile's 64 queries (rows: each warp 16) and the
+            # warpgroup's 64 keys; their statistics one per row
+            s, dp = zero(rt(f32, 16, 64)), zero(rt(f32, 16, 64))
+            warpgroup.mma_ABt(s, q_s, subtile(k_s, 64, D, (wg, 0)))
+            warpgroup.mma_ABt(dp, do_s, subtile(v_s, 64, D, (wg, 0)))
+            warpgroup.mma_async_wait(s, dp)
+            row = vec(h, i * (BQ // 16) + w % 4)
+            p = exp2(sub_row(s * c, load(rv(f32, 16), lse, row, fill=math.inf) * LOG2E))
+            query0 = i * BQ + (w % 4) * 16   # this warp's first query
+            edge = key0 + 64 > Lk            # keys past Lk (of the next sequence, varlen)
             if causal:
-                edge = edge | (key0 + 15 > i * BQ + shift)
+                edge = edge | (key0 + 63 > query0 + shift)
             with tkc.if_(edge):
-                key = iota(rt(f32, 16, BQ), 0, start=key0)
+                key = iota(rt(f32, 16, 64), 1, start=key0)
                 keep = key < Lk
                 if causal:
-                    keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=i * BQ + shift))
-                pT = where(keep, pT, 0.0)
-            dsT = pT * sub_col(dpT, load(rv(f32, BQ, "row"), delta, vec(h, i), fill=0.0))
+                    keep = keep & (key <= iota(rt(f32, 16, 64), 0, start=query0 + shift))
+                p = where(keep, p, 0.0)
+            ds = p * sub_row(dp, load(rv(f32, 16), delta, row, fill=0.0))
             tkc.sync()                   # the last tile's mmas (both warpgroups) read p_s, ds_s
-            warpgroup.store(p_s, pT.to(bf16), (wg, 0))
-            warpgroup.store(ds_s, dsT.to(bf16), (wg, 0))
+            warpgroup.store(subtile(p_s, BQ, 64, (0, wg)), p.to(bf16), (0, 0))
+            warpgroup.store(subtile(ds_s, BQ, 64, (0, wg)), ds.to(bf16), (0, 0))
             tkc.fence_async()
             tkc.sync()
-            warpgroup.mma_AB(dv_r, subtile(p_s, 64, BQ, (wg, 0)), do_s)
-            warpgroup.mma_AB(dk_r, subtile(ds_s, 64, BQ, (wg, 0)), q_s)
-            dqp = zero(rt(f32, 16, D // 2))  # dQ's columns: half each
-            warpgroup.mma_AtB(dqp, ds_s, subtile(k_s, BKV, D // 2, (0, wg)))
+            warpgroup.mma_AtB(dv_r, subtile(p_s, BQ, 64, (0, wg)), do_s)    # dV += P^T dO
+            warpgroup.mma_AtB(dk_r, subtile(ds_s, BQ, 64, (0, wg)), q_s)    # dK += dS^T Q
+            dqp = zero(rt(f32, 16, D // 2))                                 # dQ = dS K:
+            warpgroup.mma_AB(dqp, ds_s, subtile(k_s, BKV, D // 2, (0, wg)))  # half the columns each
             warpgroup.mma_async_wait(dqp)
             warpgroup.mma_async_wait(dv_r, dk_r)  # (one wait per tile type)
             if by_tma:
@@ -199,3 +204,17 @@ def attention_delta(D: int = 128, layout: str = "bhld"):
         store(out, sum(x * y), at=(b, h, 0, i), clip=True)
 
     return delta
+
+
+@functools.lru_cache(maxsize=None)
+def attention_kernels(D: int, causal: bool, layout: str):
+    """(forward, delta, backward) as tkc.attention launches them: the forward
+    with 2 stages at D = 64 (faster than a deeper ring on the H100, see
+    BENCHMARKS.md), the deepest that fits at D = 128 (2)."""
+    return (attention_hopper(D, causal, layout, stages=2 if D == 64 else "auto"),
+            _delta(D, layout), attention_bwd(D, causal, layout))
+
+
+@functools.lru_cache(maxsize=None)
+def _delta(D: int, layout: str):
+    return attention_delta(D, layout)

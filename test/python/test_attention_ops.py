@@ -1,0 +1,168 @@
+"""tkc.attention's PyTorch face on the CPU: the torch.library ops, their fake
+(meta) implementations, autograd and torch.compile, with the tile-IR
+interpreter standing in for the GPU launch (tensors go through numpy and
+back). The layouts the op picks (SDPA's [B, H, L, D], FlashAttention's
+[B, L, H, D] memory, packed varlen sequences) reach the kernels as views,
+so this checks the op's views, strides and argument order too. The GPU
+tests (test/gpu/test_attention_gpu.py) run the real kernels."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels import attention_ops as ops  # noqa: E402
+from tkc.kernels.attention_bwd import attention_kernels  # noqa: E402
+
+
+def _interpreted(kernel):
+    """kernel(*args) through kernel.interpret: tensors to float32 / int32
+    numpy arrays and back (what the kernel wrote lands in the tensors)."""
+    def run(*args):
+        arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
+                  .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
+        kernel.interpret(*arrays)
+        with torch.no_grad():
+            for a, arr in zip(args, arrays):
+                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
+                    a.copy_(torch.from_numpy(arr).view(a.shape))
+    return run
+
+
+@pytest.fixture(autouse=True)
+def interpreter(monkeypatch):
+    monkeypatch.setattr(ops, "_fwd_kernel", lambda *key: _interpreted(attention_kernels(*key)[0]))
+    monkeypatch.setattr(ops, "_bwd_kernels",
+                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[1:]))
+
+
+def _reference(q, k, v, causal, scale):
+    """float64 attention (GQA by repeating k, v; bottom-right causal; empty rows 0)."""
+    q, k, v = (t.double() for t in (q, k, v))
+    g = q.shape[-3] // k.shape[-3]
+    k, v = k.repeat_interleave(g, -3), v.repeat_interleave(g, -3)
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        lq, lk = s.shape[-2:]
+        keep = torch.arange(lk)[None, :] <= torch.arange(lq)[:, None] + (lk - lq)
+        s = s.masked_fill(~keep, -math.inf)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ v
+
+
+def _qkv(B, Hq, Hkv, Lq, Lk, D, blhd=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    def make(H, L):
+        t = torch.randn(B, L, H, D, generator=g) if blhd else torch.randn(B, H, L, D, generator=g)
+        t = t.bfloat16()
+        return (t.transpose(1, 2) if blhd else t).requires_grad_()
+    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
+def _rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("blhd", [False, True], ids=["bhld", "blhd"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_and_gradients(blhd, causal):
+    """Values and gradients against float64 autograd, GQA 2:1, ragged
+    lengths, Lq != Lk; FlashAttention's memory layout needs no copy (the
+    output keeps it)."""
+    q, k, v = _qkv(1, 4, 2, 77, 130, 64, blhd=blhd)
+    scale = 0.125
+    o, lse = ops._fwd(q, k, v, causal, scale)
+    assert o.shape == q.shape and lse.shape == (1, 4, 77)
+    assert o.transpose(1, 2).is_contiguous() == blhd
+    ref = _reference(q, k, v, causal, scale)
+    assert _rel(o, ref) < 1e-2
+    do = torch.randn_like(o)
+    o.backward(do)
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    ref.backward(do.double())
+    for g, t in zip(grads, (q, k, v)):
+        assert g.shape == t.shape and _rel(g, t.grad) < 2e-2
+
+
+def test_opcheck():
+    """torch.library.opcheck: schema, fake tensors, autograd registration and
+    AOT dispatch of the forward op agree with its real implementation."""
+    q, k, v = _qkv(1, 2, 1, 64, 96, 64)
+    torch.library.opcheck(ops._fwd, (q, k, v, True, 0.125))
+
+
+def test_compiles_without_graph_breaks():
+    """A model that calls the op traces as one graph (fullgraph=True), and its
+    backward runs through the compiled graph."""
+    q, k, v = _qkv(1, 2, 2, 64, 64, 64, seed=3)
+    w = torch.randn(64, 64, requires_grad=True)
+
+    def model(q, k, v):
+        o, _ = ops._fwd(q, k, v, True, 0.125)
+        return (o.float() @ w).square().mean()
+
+    loss = torch.compile(model, backend="aot_eager", fullgraph=True)(q, k, v)
+    loss.backward()
+    assert all(t.grad is not None and t.grad.isfinite().all() for t in (q, k, v, w))
+
+
+def test_varlen_forward_and_gradients():
+    lengths_q, lengths_k = [30, 1, 100], [50, 20, 99]
+    cu_q = torch.tensor([0, *np.cumsum(lengths_q)], dtype=torch.int32)
+    cu_k = torch.tensor([0, *np.cumsum(lengths_k)], dtype=torch.int32)
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(int(cu_q[-1]), 4, 64, generator=g).bfloat16().requires_grad_()
+    k, v = (torch.randn(int(cu_k[-1]), 2, 64, generator=g).bfloat16().requires_grad_()
+            for _ in range(2))
+    o, lse = ops._vfwd(q, k, v, cu_q, cu_k, 100, 99, True, 0.125)
+    do = torch.randn_like(o)
+    o.backward(do)
+    for b in range(3):
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        qb, kb, vb = (t.detach()[s].transpose(0, 1).requires_grad_() for t, s in ((q, sq), (k, sk), (v, sk)))
+        ref = _reference(qb, kb, vb, True, 0.125)
+        assert _rel(o[sq].transpose(0, 1), ref) < 1e-2
+        ref.backward(do[sq].transpose(0, 1).double())
+        for t, s, r in ((q, sq, qb), (k, sk, kb), (v, sk, vb)):
+            assert _rel(t.grad[s].transpose(0, 1), r.grad) < 2e-2
+
+
+def _refused(fn, args, match):
+    with pytest.raises(TkcError, match=match) as e:
+        fn(*args)
+    assert "test_attention_ops.py" in str(e.value)  # the caller's line
+
+
+def test_bad_inputs_are_refused_at_the_callers_line():
+    q, k, v = (t.detach() for t in _qkv(1, 4, 2, 64, 64, 64))
+    z = lambda *shape: torch.zeros(shape, dtype=torch.bfloat16)  # noqa: E731
+    _refused(ops.attention, (q.float(), k, v), "q must be bf16")
+    _refused(ops.attention, (q[0], k, v), r"q must be \[B, H, L, D\]")
+    _refused(ops.attention, (z(1, 3, 64, 64), k, v), r"query heads \(3\) must be a multiple of the "
+                                                     r"key/value heads \(2\)")
+    _refused(ops.attention, (q, z(1, 2, 64, 128), z(1, 2, 64, 128)), "one head dim, got 64, 128")
+    _refused(ops.attention, (z(1, 2, 8, 96),) * 3, r"head dim 96 is not supported")
+    _refused(ops.attention, (q, k, v[:, :, :32]), "k and v must have one shape")
+    _refused(ops.attention, (q, k, v), "must be on q's CUDA device")  # CPU tensors
+
+
+def test_bad_offsets_are_refused():
+    q, k = torch.zeros(10, 2, 64, dtype=torch.bfloat16), torch.zeros(12, 2, 64, dtype=torch.bfloat16)
+    cu = lambda *c: torch.tensor(c, dtype=torch.int32)  # noqa: E731
+    good = cu(0, 4, 10), cu(0, 6, 12)
+    fn = ops.attention_varlen
+    _refused(fn, (q, k, k, cu(0, 4, 9), good[1], 6, 6), r"must rise from 0 to 10 .* got \[0, 4, 9\]")
+    _refused(fn, (q, k, k, cu(0, 7, 4, 10), good[1], 9, 9), r"must rise from 0 to 10")
+    _refused(fn, (q, k, k, good[0], good[1], 5, 6), r"6 rows is longer than the max_seqlen given "
+                                                     r"for cu_seqlens_q \(5\)")
+    _refused(fn, (q, k, k, good[0].long(), good[1], 6, 6), "must be an int32 tensor")
+    _refused(fn, (q, k, k, good[0], cu(0, 2, 6, 12), 6, 6), "must describe one batch")
+    _refused(fn, (q, k, k, *good, 6, 6), "must be on q's CUDA device")  # CPU tensors

@@ -1,0 +1,286 @@
+"""Attention as a PyTorch op: `tkc.attention` and `tkc.attention_varlen`.
+
+    o = tkc.attention(q, k, v, causal=True)      # q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D]
+    o.sum().backward()                            # dq, dk, dv by the backward kernels
+
+    o = tkc.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
+                                                  # q [Tq, Hq, D] packed, cu_q int32 [B + 1]
+
+Registered with torch.library (custom_op + register_fake + register_autograd,
+FlashAttention-3's pattern), so torch.compile traces a model that calls it
+without a graph break and autograd runs attention_bwd. The specialisation
+(head dim, causal, memory layout) is picked from the arguments: q, k, v laid
+out as [B, L, H, D] in memory (q.transpose(1, 2) of FlashAttention's layout,
+as most models make them) run the "blhd" kernels without a copy, contiguous
+[B, H, L, D] ones the "bhld" kernels; anything else is made contiguous. The
+launches go to torch's current stream and allocate through torch, so they
+can be captured in CUDA graphs (after a first call has loaded the kernels).
+
+Semantics are SDPA's with FlashAttention 2+'s causal alignment (bottom-right:
+query i sees key j iff j <= i + Lk - Lq; a query with no key gets 0): bf16
+in and out, f32 softmax, default scale 1/sqrt(D), GQA/MQA when Hq is a
+multiple of Hkv. Importing this module needs torch (not MLIR: with
+TKC_OFFLINE=1 the kernels come from the artifact cache).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..runtime.callsite import caller
+from .attention_bwd import attention_kernels
+from .attention_hopper import HEAD_DIMS
+
+__all__ = ["attention", "attention_varlen"]
+
+
+def _fwd_kernel(D: int, causal: bool, layout: str):
+    return attention_kernels(D, causal, layout)[0]
+
+
+def _bwd_kernels(D: int, causal: bool, layout: str):
+    return attention_kernels(D, causal, layout)[1:]
+
+
+# ---------------------------------------------------------------- fixed-length batches
+
+def _views(layout: str, *ts: Tensor) -> list[Tensor]:
+    """[B, H, L, D] tensors as the kernels' gl: as they are (bhld), or the
+    [B, L, H * D] view of their memory (blhd)."""
+    if layout == "bhld":
+        return list(ts)
+    return [t.transpose(1, 2).reshape(t.shape[0], t.shape[2], -1) for t in ts]
+
+
+def _layout_of(*ts: Tensor) -> str:
+    """"blhd" when every tensor is a transpose of a contiguous [B, L, H, D]."""
+    return "blhd" if all(t.transpose(1, 2).is_contiguous() for t in ts) else "bhld"
+
+
+def _like(t: Tensor, layout: str, dtype=None) -> Tensor:
+    """An empty tensor shaped like t ([B, H, L, D]) in the layout's memory order."""
+    if layout == "bhld":
+        return torch.empty_like(t, dtype=dtype, memory_format=torch.contiguous_format)
+    B, H, L, D = t.shape
+    return torch.empty(B, L, H, D, device=t.device, dtype=dtype or t.dtype).transpose(1, 2)
+
+
+def _in_layout(t: Tensor, layout: str) -> Tensor:
+    return t.contiguous() if layout == "bhld" else t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+@torch.library.custom_op("tkc::attention_fwd", mutates_args=())
+def _fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    layout = _layout_of(q, k, v)
+    q, k, v = (_in_layout(t, layout) for t in (q, k, v))
+    B, H, L, D = q.shape
+    o = _like(q, layout)
+    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
+    _fwd_kernel(D, causal, layout)(*_views(layout, q, k, v, o), lse.unsqueeze(2), scale)
+    return o, lse
+
+
+@_fwd.register_fake
+def _(q, k, v, causal, scale):
+    B, H, L, D = q.shape
+    return _like(q, _layout_of(q, k, v)), q.new_empty(B, H, L, dtype=torch.float32)
+
+
+@torch.library.custom_op("tkc::attention_bwd", mutates_args=())
+def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+         scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    layout = _layout_of(q, k, v, o)
+    q, k, v, o, do = (_in_layout(t, layout) for t in (q, k, v, o, do))
+    B, H, L, D = q.shape
+    delta_k, bwd_k = _bwd_kernels(D, causal, layout)
+    stats = lse.view(B, H, 1, L)
+    delta = torch.empty_like(stats)
+    delta_k(*_views(layout, o, do), delta)
+    dq = _like(q, layout, torch.float32).zero_()  # the f32 accumulator
+    dk, dv = _like(k, layout), _like(v, layout)
+    bwd_k(*_views(layout, q, k, v, do), stats, delta, *_views(layout, dq, dk, dv), scale)
+    return dq.to(q.dtype), dk, dv
+
+
+@_bwd.register_fake
+def _(do, q, k, v, o, lse, causal, scale):
+    layout = _layout_of(q, k, v, o)
+    return _like(q, layout), _like(k, layout), _like(v, layout)
+
+
+def _setup(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _backward(ctx, do, dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = _bwd(do, q, k, v, o, lse, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+_fwd.register_autograd(_backward, setup_context=_setup)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
+              return_lse: bool = False):
+    """softmax(q k^T * scale [causal mask]) v for q [B, Hq, Lq, D] and k, v
+    [B, Hkv, Lk, D] (bf16, on the GPU; D 64 or 128; Hq a multiple of Hkv),
+    differentiable in q, k and v. return_lse=True also returns the
+    log-sum-exp of each query row [B, Hq, Lq] (f32)."""
+    _check_qkv(q, k, v, 4)
+    B, Hq, Lq, D = q.shape
+    if k.shape[0] != B:
+        raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}",
+                       caller())
+    _check_device("attention", q, k, v)
+    o, lse = _fwd(q, k, v, causal, _scale(scale, D))
+    return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- variable-length batches
+
+@torch.library.custom_op("tkc::attention_varlen_fwd", mutates_args=())
+def _vfwd(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_q: int, max_k: int,
+          causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    T, H, D = q.shape
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(q)
+    lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
+    _fwd_kernel(D, causal, "varlen")(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
+                                     lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
+    return o, lse
+
+
+@_vfwd.register_fake
+def _(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):
+    T, H, D = q.shape
+    return torch.empty_like(q), q.new_empty(H, T, dtype=torch.float32)
+
+
+@torch.library.custom_op("tkc::attention_varlen_bwd", mutates_args=())
+def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, cu_q: Tensor,
+          cu_k: Tensor, max_q: int, max_k: int, causal: bool,
+          scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    T, H, D = q.shape
+    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
+    delta_k, bwd_k = _bwd_kernels(D, causal, "varlen")
+    flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
+    stats = lse.view(H, 1, T)
+    delta = torch.empty_like(stats)
+    delta_k(flat(o), flat(do), delta)
+    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    bwd_k(*(flat(t) for t in (q, k, v, do)), stats, delta, *(flat(t) for t in (dq, dk, dv)),
+          cu_q, cu_k, max_k, scale)
+    return dq.to(q.dtype), dk, dv
+
+
+@_vbwd.register_fake
+def _(do, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _vsetup(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, causal, scale = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+    ctx.args = (max_q, max_k, causal, scale)
+
+
+def _vbackward(ctx, do, dlse):
+    q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    dq, dk, dv = _vbwd(do, q, k, v, o, lse, cu_q, cu_k, *ctx.args)
+    return dq, dk, dv, None, None, None, None, None, None
+
+
+_vfwd.register_autograd(_vbackward, setup_context=_vsetup)
+
+
+def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                     max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
+                     scale: float | None = None, return_lse: bool = False):
+    """Attention over a batch of sequences of different lengths packed along
+    the tokens (FlashAttention's varlen API): q [Tq, Hq, D], k, v [Tk, Hkv, D];
+    sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of q and
+    cu_seqlens_k[b] .. cu_seqlens_k[b + 1] of k and v (int32 [B + 1] on q's
+    device, starting at 0, ending at Tq / Tk); max_seqlen_* bound the
+    lengths. return_lse=True also returns the log-sum-exp [Hq, Tq]."""
+    _check_qkv(q, k, v, 3)
+    for name, cu, t, most in (("cu_seqlens_q", cu_seqlens_q, q, max_seqlen_q),
+                              ("cu_seqlens_k", cu_seqlens_k, k, max_seqlen_k)):
+        _check_offsets(name, cu, t, most)
+    if cu_seqlens_q.shape != cu_seqlens_k.shape:
+        raise TkcError(f"attention_varlen: cu_seqlens_q and cu_seqlens_k must describe one batch, "
+                       f"got shapes {tuple(cu_seqlens_q.shape)} and {tuple(cu_seqlens_k.shape)}",
+                       caller())
+    _check_device("attention_varlen", q, k, v)
+    o, lse = _vfwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                   causal, _scale(scale, q.shape[-1]))
+    return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- argument checks
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
+    """dtype, device, rank, head dim, GQA heads: errors at the caller's line."""
+    what = "[B, H, L, D]" if rank == 4 else "[T, H, D]"
+    fn = "attention" if rank == 4 else "attention_varlen"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise TkcError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}", caller())
+        if t.dim() != rank:
+            raise TkcError(f"{fn}: {name} must be {what}, got shape {tuple(t.shape)}", caller())
+        if t.dtype != torch.bfloat16:
+            raise TkcError(f"{fn}: {name} must be bf16, got {t.dtype}", caller())
+    D = q.shape[-1]
+    if k.shape[-1] != D or v.shape[-1] != D:
+        raise TkcError(f"{fn}: q, k and v must have one head dim, got {D}, {k.shape[-1]} and "
+                       f"{v.shape[-1]}", caller())
+    if D not in HEAD_DIMS:
+        raise TkcError(f"{fn}: head dim {D} is not supported (one of {HEAD_DIMS})", caller())
+    if k.shape != v.shape:
+        raise TkcError(f"{fn}: k and v must have one shape, got {tuple(k.shape)} and "
+                       f"{tuple(v.shape)}", caller())
+    hq, hk = q.shape[-3] if rank == 4 else q.shape[1], k.shape[-3] if rank == 4 else k.shape[1]
+    if hq % hk:
+        raise TkcError(f"{fn}: the query heads ({hq}) must be a multiple of the key/value heads "
+                       f"({hk})", caller())
+
+
+def _check_device(fn: str, *ts: Tensor) -> None:
+    for name, t in zip(("q", "k", "v"), ts):
+        if not t.is_cuda or t.device != ts[0].device:
+            raise TkcError(f"{fn}: {name} must be on q's CUDA device, got {t.device}", caller())
+
+
+def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:
+    """int32 [B + 1] on t's device; its values (0 first, ascending, ending at
+    t's rows, gaps at most `most`) when they can be read: not while a CUDA
+    graph is captured or torch.compile traces."""
+    if not isinstance(cu, Tensor) or cu.dtype != torch.int32 or cu.dim() != 1 or len(cu) < 2:
+        raise TkcError(f"attention_varlen: {name} must be an int32 tensor [B + 1], got "
+                       f"{getattr(cu, 'dtype', type(cu).__name__)} {tuple(getattr(cu, 'shape', ()))}",
+                       caller())
+    if cu.device != t.device:
+        raise TkcError(f"attention_varlen: {name} must be on {t.device}, got {cu.device}", caller())
+    if torch.compiler.is_compiling() or (cu.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    c = cu.tolist()
+    lengths = [b - a for a, b in zip(c, c[1:])]
+    if c[0] != 0 or c[-1] != t.shape[0] or min(lengths) < 0:
+        raise TkcError(f"attention_varlen: {name} must rise from 0 to {t.shape[0]} (the rows of its "
+                       f"tensor), got {c if len(c) <= 8 else c[:4] + ['...'] + c[-2:]}", caller())
+    if max(lengths) > most:
+        raise TkcError(f"attention_varlen: a sequence of {max(lengths)} rows is longer than the "
+                       f"max_seqlen given for {name} ({most})", caller())
+
+
+def _scale(scale, D: int) -> float:
+    return 1.0 / math.sqrt(D) if scale is None else float(scale)
