@@ -13,20 +13,24 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests bench memory tables ncu sanitizer}"
+STEPS="${STEPS:-tests bench attention memory tables ncu profile sanitizer}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
 # time limits: a kernel that deadlocks on a barrier must not eat the session
 if has tests; then
   say "GPU tests"
-  timeout 300 python3 -m pytest -q -rs -m gpu -p no:cacheprovider test/gpu >> "$LOG" 2>&1
-  tail -3 "$LOG"
+  timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -rs -m gpu -p no:cacheprovider ${TEST_ARGS:-test/gpu} >> "$LOG" 2>&1
+  grep -E "^FAILED|^ERROR|passed|failed" "$LOG" | tail -40
 fi
 if has bench; then
   say "benchmark"
   timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG"
   timeout 60 python3 bench/launch_overhead.py 2>&1 | tee -a "$LOG"
+fi
+if has attention; then
+  say "tkc.attention next to SDPA (cuDNN, flash) and FlexAttention"
+  timeout 420 python3 bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} 2>&1 | tee -a "$LOG"
 fi
 if has memory; then
   say "memory-bound kernels next to a copy, flash-linear-attention and torch.compile"
@@ -56,10 +60,20 @@ if has ncu; then
   timeout 120 ncu -k regex:"gemm|attn" --metrics "$M" python3 scripts/ncu_banks.py > "$TMP/banks.log" 2>&1
   grep -E "^  [a-z_]+.*\(|bank_conflicts|wavefronts" "$TMP/banks.log" | grep -v "at::" | tail -24 | tee -a "$LOG"
 fi
+if has profile; then
+  say "ncu: tkc.attention forward and backward (D128, L4096)"
+  timeout 240 ncu -k regex:attn_ --launch-count 4 --section SpeedOfLight --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section Occupancy --profile-from-start off \
+    python3 scripts/ncu_attention.py > "$OUT/ncu-attention.txt" 2>&1
+  echo "ncu exit $?" | tee -a "$LOG"
+  grep -E "^  attn_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc A|Stall|Registers Per|Achieved Occupancy" \
+    "$OUT/ncu-attention.txt" | head -60 | tee -a "$LOG"
+fi
 if has sanitizer; then
   for tool in memcheck racecheck synccheck; do
     timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 scripts/sanitize.py \
-      > "$TMP/sanitizer.log" 2>&1
+      ${SANITIZE_ARGS:-} > "$TMP/sanitizer.log" 2>&1
     echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMP/sanitizer.log" | tail -1)" | tee -a "$LOG"
+    grep -E "WRONG|Error|error" "$TMP/sanitizer.log" | head -5 | tee -a "$LOG"
   done
 fi

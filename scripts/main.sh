@@ -2,7 +2,8 @@
 # The README's main job: set up, compile the kernel library for sm_90a into
 # the artifact cache (printing each kernel's registers, spills and shared
 # memory), then, where a Hopper GPU is present, check every kernel against
-# PyTorch and benchmark it against the peers (cuBLAS, SDPA flash / cuDNN;
+# PyTorch and benchmark it against the peers (cuBLAS, SDPA flash / cuDNN and
+# FlexAttention for tkc.attention;
 # for the memory-bound kernels a copy, torch.compile and, where installed,
 # flash-linear-attention).
 set -euo pipefail
@@ -11,4 +12,5 @@ export TKC_CACHE_DIR="${TKC_CACHE_DIR:-$PWD/.tkc-cache}"
 python3 -m pip install -q -e ".[test]"
 tkc build
 python3 -m tkc.bench
+python3 bench/attention.py
 python3 bench/memory_bound.py

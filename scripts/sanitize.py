@@ -1,12 +1,16 @@
-"""The library GEMMs once each on small shapes, for compute-sanitizer:
+"""The library's Hopper kernels once each on small shapes, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 scripts/sanitize.py
+        python3 scripts/sanitize.py [gemm attention memory]
 
-Shapes give several work items per persistent block, K steps that wrap the
-ring, and ragged edges (TMA zero-fill and clipping). Results are checked
-too, so a tool that perturbs timing cannot hide a wrong answer.
+GEMM shapes give several work items per persistent block, K steps that wrap
+the ring, and ragged edges (TMA zero-fill and clipping); attention runs
+forward and backward (causal and not, ragged, GQA, a varlen batch); the
+memory-bound kernels rotary and LayerNorm (forward and backward, with and
+without a residual). Results are checked too, so a tool that perturbs timing
+cannot hide a wrong answer.
 """
+import math
 import os
 import sys
 
@@ -15,21 +19,79 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tkc.kernels import gemm_hopper  # noqa: E402
 
-SHAPES = [(384, 768, 320), (200, 264, 72)]
 bad = 0
-for out in ("bf16", "f32"):
-    for transpose_b in (False, True):
-        k = gemm_hopper(out, transpose_b=transpose_b)
-        for m, n, kk in SHAPES:
-            a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(*((n, kk) if transpose_b else (kk, n)), device="cuda", dtype=torch.bfloat16)
-            c = torch.full((m, n), float("nan"), device="cuda",
-                           dtype=torch.bfloat16 if out == "bf16" else torch.float32)
-            k(a, b, c)
-            torch.cuda.synchronize()
-            ref = a.float() @ (b.float().T if transpose_b else b.float())
-            err = float((c.double() - ref.double()).norm() / ref.double().norm())
-            ok = err < (1e-2 if out == "bf16" else 1e-5)
-            bad += not ok
-            print(f"{k.name} {m}x{n}x{kk}: rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+
+
+def report(name: str, err: float, tol: float) -> None:
+    global bad
+    ok = err < tol
+    bad += not ok
+    print(f"{name}: rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+
+
+def rel(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+def gemms():
+    for out in ("bf16", "f32"):
+        for transpose_b in (False, True):
+            k = gemm_hopper(out, transpose_b=transpose_b)
+            for m, n, kk in [(384, 768, 320), (200, 264, 72)]:
+                a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
+                b = torch.randn(*((n, kk) if transpose_b else (kk, n)), device="cuda", dtype=torch.bfloat16)
+                c = torch.full((m, n), float("nan"), device="cuda",
+                               dtype=torch.bfloat16 if out == "bf16" else torch.float32)
+                k(a, b, c)
+                torch.cuda.synchronize()
+                ref = a.float() @ (b.float().T if transpose_b else b.float())
+                report(f"{k.name} {m}x{n}x{kk}", rel(c, ref), 1e-2 if out == "bf16" else 1e-5)
+
+
+def attention():
+    import tkc
+    for D in (64, 128):
+        for causal in (False, True):
+            q = torch.randn(1, 4, 200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            k, v = (torch.randn(1, 2, 330, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    for _ in range(2))
+            o = tkc.attention(q, k, v, causal=causal)
+            o.float().sum().backward()
+            kk, vv = k.float().repeat_interleave(2, 1), v.float().repeat_interleave(2, 1)
+            s = q.float() @ kk.transpose(-1, -2) / math.sqrt(D)
+            if causal:
+                keep = torch.arange(330, device="cuda")[None] <= torch.arange(200, device="cuda")[:, None] + 130
+                s = s.masked_fill(~keep, -math.inf)
+            report(f"attention d{D} causal={causal}", rel(o, torch.softmax(s, -1) @ vv), 1e-2)
+            report(f"attention backward d{D} causal={causal} (finite dq)", 0.0 if q.grad.isfinite().all() else 1.0, 0.5)
+        cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
+        q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(278, 2, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+        o = tkc.attention_varlen(q, k, v, cu, cu, 200, 200, causal=True)
+        o.float().sum().backward()
+        report(f"attention varlen d{D} (finite)", 0.0 if o.isfinite().all() and q.grad.isfinite().all() else 1.0, 0.5)
+
+
+def memory():
+    from tkc.kernels.torch_ops import layer_norm, rotary_embedding
+    x = torch.randn(2, 77, 4, 128, device="cuda", dtype=torch.bfloat16)
+    theta = torch.randn(77, 64, device="cuda")
+    cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
+    y = rotary_embedding(x, cos, sin)
+    x1, x2 = x[..., :64].float(), x[..., 64:].float()
+    c, s = cos[None, :, None].float(), sin[None, :, None].float()
+    report("rotary", rel(y, torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)), 1e-2)
+    for residual in (True, False):
+        h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn_like(h) if residual else None
+        w, b = torch.randn(1024, device="cuda", dtype=torch.bfloat16), torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+        out = layer_norm(h, w, b, residual=r)
+        out.float().sum().backward()
+        ref = torch.nn.functional.layer_norm(h.float() + (r.float() if residual else 0), (1024,), w.float(), b.float())
+        report(f"layer_norm residual={residual}", rel(out, ref), 1e-2)
+
+
+STEPS = {"gemm": gemms, "attention": attention, "memory": memory}
+for step in sys.argv[1:] or list(STEPS):
+    STEPS[step]()
 sys.exit(1 if bad else 0)

@@ -99,10 +99,11 @@ def attention_rows(quick: bool):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
-    from tkc.kernels import attention_fwd, attention_hopper
+    from tkc.kernels import attention_fwd
     configs = [(16, 16, 1024), (8, 16, 4096)] if not quick else [(4, 8, 1024)]
-    kernels = [(64, attention_fwd(64, KV_SUB=32)), (64, attention_hopper(64, KV=128)),
-               (128, attention_fwd(128, KV_SUB=16)), (128, attention_hopper(128, KV=64))]
+    # the paper's Figure 1 kernel (warp-level mma.sync); tkc.attention, the
+    # Hopper kernels forward and backward, has its own benchmark: bench/attention.py
+    kernels = [(64, attention_fwd(64, KV_SUB=32)), (128, attention_fwd(128, KV_SUB=16))]
     for D, k in kernels:
         for B, H, N in configs:
             q, kk, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))

@@ -215,14 +215,26 @@ div.__doc__ = ("Elementwise a / b: div(dst, a, b) or div(a, b); b may be a scala
 
 def fma(*args) -> Reg | F32:
     """x * y + z rounded once: fma(dst, x, y, z) or fma(x, y, z); y and z may be
-    scalars, and so may x (then all three are, and so is the result)."""
+    scalars, and so may x (then all three are, and so is the result). Of a
+    tile x, y and z may also be "col" vectors of its rows, broadcast along
+    each row (fma(s, scale, -m): the softmax's exponent in one FFMA)."""
     if len(args) == 3 and builtins.all(_is_scalar(a) for a in args):
         x, y, z = (as_f32(a, "fma's operand") for a in args)
         return _scalar_op(lambda: tk.fma(x.ir(), y.ir(), z.ir()))
     dst, (x, y, z) = _split("fma", args, 3)
     _reg(x, "fma", "x")
-    get_y, get_z = _operand2("fma", x, y), _operand2("fma", x, z)
+    get_y, get_z = (_row_vector(x, v) or _operand2("fma", x, v) for v in (y, z))
     return _result("fma", dst, x.view, lambda: tk.fma(x.value(), get_y(), get_z()))
+
+
+def _row_vector(x: Reg, v):
+    """v's value getter when v is a "col" vector of x's rows (broadcast), else None."""
+    if not (isinstance(v, Reg) and not v.is_tile and x.is_tile):
+        return None
+    if (v.kind, v.length) != ("col", x.rows) or x.layout not in ("row", "wide"):
+        raise fail(f"fma: a vector operand of {_name(x)} is a \"col\" vector of its {x.rows} rows "
+                   f"(broadcast along each row; row or wide layout), got {_name(v)}")
+    return v.value
 
 
 def _vec_reduce(name: str, v) -> F32:

@@ -144,14 +144,17 @@ def _fma(c, op):
             env[out] = F32(np.float64(env[x]) * np.float64(env[y]) + np.float64(env[z]))
         return scalar
     t = tview(op.results[0])
-    for v in op.operands[1:]:
-        expect(tview(v) == t or str(v.type) == "f32", op,
-               f"y and z must have the result's type {t} or be f32 scalars")
+    rows = [isinstance(t, RT) and isinstance(tview(v), RV) for v in op.operands[1:]]
+    for v, row in zip(op.operands[1:], rows):
+        expect(tview(v) == t or str(v.type) == "f32" or row, op,
+               f"y and z must have the result's type {t}, be f32 scalars or vectors of its rows")
     x, y, z, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
     rnd = rounder(t.dtype)
+    shape = [(slice(None), None) if row else () for row in rows]  # a row vector broadcast along rows
 
     def step(env, w):  # one rounding: exact in float64 (products of f32 are exact there)
-        a, b, d = (np.asarray(env[s], np.float64) for s in (x, y, z))
+        a = np.asarray(env[x], np.float64)
+        b, d = (np.asarray(env[s], np.float64)[ix] for s, ix in zip((y, z), shape))
         env[out] = rnd((a * b + d).astype(F32))
     return step
 

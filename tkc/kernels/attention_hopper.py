@@ -10,8 +10,8 @@ tk-pipeline-staging turns the loop over KV tiles into a producer warpgroup
 streaming K and V by TMA through a ring of stages, full/empty mbarriers and
 the setmaxnreg split; Q is loaded once. Per KV tile each warpgroup computes
 S = Q K^T (wgmma from shared memory), the online softmax on S in registers
-(exp2, the scale folded into log2 e), and O += P V (wgmma with P from
-registers).
+(exp2 of one FFMA per score: the scale folded into log2 e, the row maxima
+taken of the raw scores), and O += P V (wgmma with P from registers).
 
 Shapes: any Lq and Lk. TMA zero-fills past the ends, keys past Lk are masked
 inside the kernel (only in the tiles that reach past Lk or the diagonal), and
@@ -38,8 +38,8 @@ import math
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import (div_row, eq, exp2, iota, load, log2, mul_row, neg_infty, row_max, row_sum,
-                     store, sub_row, subtile, where, zero)
+from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
+                     store, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 BQ = 128                    # query rows per block: two consumer warpgroups of 64
@@ -81,7 +81,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             s = zero(rt(f32, 16, KV))
             warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
             warpgroup.mma_async_wait(s)
-            s = s * c
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
                 edge = edge | (j * KV + KV - 1 > row0 + shift)
@@ -92,17 +91,17 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                     keep = keep & (col <= iota(rt(f32, 16, KV), 0, start=row0 + shift))
                 s = where(keep, s, -math.inf)
             m_prev = m
-            m = row_max(s, init=m)
+            m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
             ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
-            s = exp2(sub_row(s, ms))
-            alpha = exp2(m_prev - ms)
+            s = exp2(fma(s, c, ms * -c))
+            alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
             o_r = mul_row(o_r, alpha)
             warpgroup.mma_AB(o_r, s.to(bf16), v_s)
             warpgroup.mma_async_wait(o_r)
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
-        o_r = div_row(o_r, where(empty, 1.0, l))
-        store(lse, where(empty, math.inf, (m + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
+        o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
+        store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
               clip=True)
         if by_tma:
             o_s = st(bf16, BQ, D)

@@ -10,12 +10,49 @@ def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
     """softmax(q k^T * scale) v over the last two dims, any leading dims."""
+    return attention_lse(q, k, v, scale)[0]
+
+
+def attention_lse(q, k, v, scale: float, causal: bool = False):
+    """(o, lse) of attention over [..., H, L, D] arrays: GQA when q has a
+    multiple of k's heads (axis -3), causal aligned bottom-right (query i
+    sees key j iff j <= i + Lk - Lq), a query with no key: o = 0, lse = +inf."""
     q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    g = q.shape[-3] // k.shape[-3]
+    k, v = np.repeat(k, g, axis=-3), np.repeat(v, g, axis=-3)
     s = q @ np.swapaxes(k, -1, -2) * scale
-    s -= s.max(axis=-1, keepdims=True)
-    p = np.exp(s)
-    p /= p.sum(axis=-1, keepdims=True)
-    return p @ v
+    lq, lk = s.shape[-2:]
+    if causal:
+        s = np.where(np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq), s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    p = np.exp(s - m)
+    l = p.sum(axis=-1, keepdims=True)
+    o = p @ v / np.where(l == 0, 1.0, l)
+    with np.errstate(divide="ignore"):
+        lse = np.where(l == 0, np.inf, np.log(l) + m)[..., 0]
+    return o, lse
+
+
+def attention_bwd(q, k, v, do, scale: float, causal: bool = False):
+    """(dq, dk, dv) of attention_lse's o for upstream gradient do; GQA's dk, dv
+    are summed over the query heads of each KV head."""
+    g = q.shape[-3] // k.shape[-3]
+    o, lse = attention_lse(q, k, v, scale, causal)
+    q, k, v, do = (x.astype(np.float64) for x in (q, k, v, do))
+    ke, ve = np.repeat(k, g, axis=-3), np.repeat(v, g, axis=-3)
+    s = q @ np.swapaxes(ke, -1, -2) * scale
+    with np.errstate(invalid="ignore"):
+        p = np.nan_to_num(np.exp(s - lse[..., None]))  # lse = inf (no key): p = 0
+    if causal:
+        lq, lk = s.shape[-2:]
+        p = np.where(np.arange(lk)[None, :] <= np.arange(lq)[:, None] + (lk - lq), p, 0.0)
+    dp = do @ np.swapaxes(ve, -1, -2)
+    ds = p * (dp - (do * o).sum(-1, keepdims=True))
+    dq = ds @ ke * scale
+    dk, dv = np.swapaxes(ds, -1, -2) @ q * scale, np.swapaxes(p, -1, -2) @ do
+    shape = (*k.shape[:-3], k.shape[-3], g, *k.shape[-2:])
+    return dq, dk.reshape(shape).sum(-3), dv.reshape(shape).sum(-3)
 
 
 def rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool = False) -> np.ndarray:

@@ -254,7 +254,11 @@ def _fma(lw, op, args):
             ins.append([to_f32(e, a.view.dtype) for e in a.vals])
         elif isinstance(a, ir.Value) and str(a.type) == "f32":
             ins.append([a] * len(x.vals))
+        elif isinstance(a, Frag) and isinstance(a.view, RV) and isinstance(x.view, RT):
+            from .reduce import row_broadcast  # a "col" vector of x's rows, along each row
+            ins.append(row_broadcast(lw, x.view, a))
         else:
-            raise error(op, f"tk.fma: operand {pos} must be {x.view.text()} or f32, found {op.operands[pos].type}")
+            raise error(op, f"tk.fma: operand {pos} must be {x.view.text()}, f32 or a vector of its "
+                            f"rows, found {op.operands[pos].type}")
     xs = [to_f32(e, x.view.dtype) for e in x.vals]
     return [Frag(v, [from_f32(llvm.intr_fma(a, b, c), v.dtype) for a, b, c in zip(xs, *ins)])]

@@ -149,13 +149,24 @@ def _broadcast(lw, op, args):
     if vec.view != want:
         raise error(op, f"{op.name} of {x.view.text()} needs a vector {want.text()}, found {vec.view.text()}")
     fn = BINARY[op.name[3:6]]
-    vs = [to_f32(e, vec.view.dtype) for e in vec.vals]
-    if x.view.layout == "wide":
-        vs, slot = _wide_row_values(lw, vs), lambda n: n // (8 * (x.view.cols // fragments.BASE))
-    else:
-        slot = lambda n: _broadcast_slot(x.view, n, rows)  # noqa: E731
-    out = [from_f32(fn(to_f32(e, x.view.dtype), vs[slot(n)]), x.view.dtype) for n, e in enumerate(x.vals)]
+    vs = _broadcast_values(lw, x.view, vec, rows)
+    out = [from_f32(fn(to_f32(e, x.view.dtype), v), x.view.dtype) for e, v in zip(x.vals, vs)]
     return [Frag(out_view, out)]
+
+
+def row_broadcast(lw, t: RT, vec: Frag) -> list:
+    """The f32 value of "col" vector `vec` (one per row of t) at each of t's
+    fragment elements: its row's (a row broadcast, e.g. fma's operand)."""
+    return _broadcast_values(lw, t, vec, rows=True)
+
+
+def _broadcast_values(lw, t: RT, vec: Frag, rows: bool) -> list:
+    vs = [to_f32(e, vec.view.dtype) for e in vec.vals]
+    if t.layout == "wide":
+        vs, slot = _wide_row_values(lw, vs), lambda n: n // (8 * (t.cols // fragments.BASE))
+    else:
+        slot = lambda n: _broadcast_slot(t, n, rows)  # noqa: E731
+    return [vs[slot(n)] for n in range(fragments.tile_elems(t.rows, t.cols))]
 
 
 def _wide_row_values(lw, vs: list) -> list:

@@ -379,8 +379,10 @@ def _check_fma(ins, types, out):
         yield from _need("fma", "x", x, (RT, RV), "an rt or rv")
         return
     for what, v, t in (("y", ins[1], types[1]), ("z", ins[2], types[2])):
-        if v != x and not (v is None and str(t) == "f32"):
-            yield f"fma: {what} must have x's type {_desc(x)} or be an f32 scalar, got {_desc(v) if v else t}"
+        row_vector = isinstance(x, RT) and isinstance(v, RV) and (v.kind, v.length) == ("col", x.rows)
+        if v != x and not (v is None and str(t) == "f32") and not row_vector:
+            yield (f"fma: {what} must have x's type {_desc(x)}, be an f32 scalar or a \"col\" vector "
+                   f"of x's rows, got {_desc(v) if v else t}")
     if out != x:
         yield f"fma: result type must equal x's type {_desc(x)}, got {_desc(out)}"
 

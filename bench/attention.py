@@ -1,0 +1,128 @@
+"""tkc.attention on the GPU next to its peers: SDPA's cuDNN and FlashAttention-2
+backends and FlexAttention (torch.compile of flex_attention), forward and
+backward, interleaved in rounds (each round times every contender once), the
+median of the per-round ratios (METHOD.md; BENCHMARKS.md has the results).
+
+    python bench/attention.py [--out FILE.json] [--quick] [--no-flex]
+
+TFLOP/s: forward 4·B·H·Lq·Lk·D (halved when causal), backward 2.5x that (its
+five matrix products against the forward's two). The backward is timed as
+autograd.grad of a saved forward (tkc: the delta kernel, the backward kernel
+and dQ's conversion to bf16; the peers: their own backward). Every
+contender's output is checked against float32 before it is timed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+
+try:
+    import torch
+except ImportError:  # a CPU machine: main() says so
+    torch = None
+
+ROUNDS = 3
+TIMING = dict(reps=10, inner=5)  # a 16k-token forward takes milliseconds: fewer replays suffice
+
+
+def configs(quick: bool):
+    shapes = [(16, 1024), (4, 4096), (1, 16384)] if not quick else [(4, 1024)]
+    for D in (64, 128):
+        for causal in (False, True):
+            for B, L in shapes:
+                yield B, 16, L, D, causal
+
+
+def contenders(q, k, v, causal, flex: bool):
+    import tkc
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    def backend(be):
+        def run(q, k, v):
+            with sdpa_kernel(be):
+                return sdpa(q, k, v, is_causal=causal)
+        return run
+    out = {"tkc": lambda q, k, v: tkc.attention(q, k, v, causal=causal),
+           "cudnn": backend(SDPBackend.CUDNN_ATTENTION),
+           "flash": backend(SDPBackend.FLASH_ATTENTION)}
+    if flex:
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            L = q.shape[2]
+            mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, L, L) if causal else None
+            compiled = torch.compile(flex_attention)
+            compiled(q, k, v, block_mask=mask)  # compile now: a failure drops the peer, not the run
+            out["flex"] = lambda q, k, v: compiled(q, k, v, block_mask=mask)
+        except Exception as e:  # noqa: BLE001 (report and go on)
+            print(f"# FlexAttention unavailable: {type(e).__name__}: {str(e)[:200]}", flush=True)
+    return out
+
+
+def measure(B, H, L, D, causal, flex: bool) -> list[dict]:
+    from tkc.bench.timing import interleaved, median_ratio, tflops
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    fns = contenders(q, k, v, causal, flex)
+    ref = None
+    outs, fwd, bwd = {}, {}, {}
+    do = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    for name, fn in fns.items():
+        o = fn(q, k, v)
+        if ref is None and L <= 4096:  # float32 reference of the first, once
+            s = q.float() @ k.float().transpose(-1, -2) / math.sqrt(D)
+            if causal:
+                s = s.masked_fill(torch.ones(L, L, device="cuda", dtype=torch.bool).triu(1), -math.inf)
+            ref = torch.softmax(s, -1) @ v.float()
+        err = float((o.float() - ref).norm() / ref.norm()) if ref is not None else float("nan")
+        outs[name] = err
+        fwd[name] = (lambda fn=fn: fn(q, k, v))
+        saved = fn(q, k, v)
+        bwd[name] = (lambda saved=saved: torch.autograd.grad(saved, (q, k, v), do, retain_graph=True))
+    flops = 4.0 * B * H * L * L * D / (2 if causal else 1)
+    rows = []
+    for phase, table, f in (("fwd", fwd, flops), ("bwd", bwd, 2.5 * flops)):
+        times = interleaved(table, rounds=ROUNDS, **TIMING)
+        row = {"phase": phase, "shape": f"B{B} H{H} L{L} D{D}", "causal": causal,
+               "tkc_tflops": tflops(f, statistics.median(times["tkc"])), "rel_err": outs,
+               "times_ms": times}
+        for peer in table:
+            if peer != "tkc":
+                row[f"{peer}_tflops"] = tflops(f, statistics.median(times[peer]))
+                row[f"vs_{peer}"] = median_ratio(times[peer], times["tkc"])
+                row[f"vs_{peer}_range"] = [min(p / t for p, t in zip(times[peer], times["tkc"])),
+                                           max(p / t for p, t in zip(times[peer], times["tkc"]))]
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="attention-bench.json")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles take minutes)")
+    args = ap.parse_args(argv)
+    if torch is None or not torch.cuda.is_available():
+        print("bench/attention.py: no CUDA GPU here (or no torch): nothing run.")
+        return
+    rows = []
+    print(f"{'phase':4} {'shape':22} {'causal':6} {'tkc':>6} {'cuDNN':>6} {'flash':>6} {'flex':>6}"
+          "  tkc/cuDNN  tkc/flash  tkc/flex   (TFLOP/s; ratios: median peer time / tkc time)")
+    for B, H, L, D, causal in configs(args.quick):
+        flex = not args.no_flex and L == 4096 and D == 128
+        for r in measure(B, H, L, D, causal, flex):
+            rows.append(r)
+            f = lambda key: f"{r[key]:6.0f}" if key in r else "     -"  # noqa: E731
+            g = lambda key: f"{r[key]:9.2f}" if key in r else "        -"  # noqa: E731
+            print(f"{r['phase']:4} {r['shape']:22} {str(r['causal']):6} {f('tkc_tflops')} "
+                  f"{f('cudnn_tflops')} {f('flash_tflops')} {f('flex_tflops')}  {g('vs_cudnn')}  "
+                  f"{g('vs_flash')}  {g('vs_flex')}   err {max(r['rel_err'].values()):.1e}", flush=True)
+    with open(args.out, "w") as fh:
+        json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""tkc.attention on the GPU, from prebuilt artifacts, against a float32
+PyTorch reference: forward values and log-sum-exp, gradients, causal and
+not, D 64 and 128, GQA 8:1 and MQA, ragged lengths (77, 1000), Lq != Lk,
+FlashAttention's memory layout, a varlen batch of mixed lengths; dQ by TMA
+reduce-add against atomics; torch.compile with loss.backward(); CUDA-graph
+capture; refusals. `tkc build test/gpu/test_attention_gpu.py` builds the
+variants beyond the library (KERNELS)."""
+import math
+
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.kernels.attention_bwd import attention_bwd
+
+pytestmark = pytest.mark.gpu
+try:  # the kernels below must import without torch: `tkc build` reads this file
+    import torch
+except ImportError:
+    torch = None
+
+KERNELS = [attention_bwd(D, causal, "bhld", dq="tma") for D in (64, 128) for causal in (False, True)]
+
+
+def rel_err(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+def reference(q, k, v, causal, scale=None):
+    """float32 attention in [B, H, L, D] with GQA and bottom-right causal masks
+    (SDPA with an explicit mask; rows without a key give 0), differentiable."""
+    q, k, v = (t.float() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    lq, lk = q.shape[2], k.shape[2]
+    s = q @ k.transpose(-1, -2) * (scale or 1 / math.sqrt(q.shape[-1]))
+    if causal:
+        keep = torch.arange(lk, device=q.device)[None, :] <= torch.arange(lq, device=q.device)[:, None] + lk - lq
+        s = s.masked_fill(~keep, -math.inf)
+    return torch.softmax(s, -1).nan_to_num(0.0) @ v
+
+
+def inputs(B, Hq, Hkv, Lq, Lk, D, blhd=False, grad=True):
+    def make(H, L):
+        t = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16)
+        t = t.transpose(1, 2) if blhd else t.transpose(1, 2).contiguous()
+        return t.requires_grad_(grad)
+    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
+# B, Hq, Hkv, Lq, Lk
+SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
+          "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300)}
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_attention(shape, causal, D):
+    import tkc
+    q, k, v = inputs(*SHAPES[shape], D)
+    o, lse = tkc.attention(q, k, v, causal=causal, return_lse=True)
+    ref = reference(q, k, v, causal)
+    assert not o.isnan().any() and rel_err(o, ref) < 1e-2
+    do = torch.randn_like(o)
+    o.backward(do)
+    grads = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    ref.backward(do.float())
+    for g, t in zip(grads, (q, k, v)):
+        assert g.shape == t.shape and not g.isnan().any()
+        assert rel_err(g, t.grad) < 2e-2
+
+
+def test_lse_matches():
+    import tkc
+    q, k, v = inputs(1, 4, 2, 333, 333, 128, grad=False)
+    _, lse = tkc.attention(q, k, v, return_lse=True)
+    s = q.float() @ k.float().repeat_interleave(2, 1).transpose(-1, -2) / math.sqrt(128)
+    assert (lse - torch.logsumexp(s, -1)).abs().max() < 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_layout_without_copies(causal):
+    """q, k, v transposes of [B, L, H, D] tensors (FlashAttention's layout)
+    run the blhd kernels; the output keeps that layout."""
+    import tkc
+    q, k, v = inputs(2, 8, 2, 500, 700, 64, blhd=True)
+    o = tkc.attention(q, k, v, causal=causal)
+    assert o.transpose(1, 2).is_contiguous()
+    ref = reference(q, k, v, causal)
+    assert rel_err(o, ref) < 1e-2
+    o.float().square().sum().backward()
+    ref.square().sum().backward()
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen(causal, D):
+    import tkc
+    lq, lk = [1000, 77, 1, 300, 513], [1000, 200, 30, 300, 64]
+    cu = lambda ls: torch.tensor([0, *torch.tensor(ls).cumsum(0).tolist()], device="cuda", dtype=torch.int32)  # noqa: E731
+    cu_q, cu_k = cu(lq), cu(lk)
+    q = torch.randn(sum(lq), 8, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(sum(lk), 2, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    o = tkc.attention_varlen(q, k, v, cu_q, cu_k, max(lq), max(lk), causal=causal)
+    do = torch.randn_like(o)
+    o.backward(do)
+    for b in range(len(lq)):
+        sq, sk = slice(int(cu_q[b]), int(cu_q[b + 1])), slice(int(cu_k[b]), int(cu_k[b + 1]))
+        qb, kb, vb = (t.detach()[s].transpose(0, 1)[None].requires_grad_() for t, s in ((q, sq), (k, sk), (v, sk)))
+        ref = reference(qb, kb, vb, causal)
+        assert rel_err(o[sq].transpose(0, 1)[None], ref) < 1e-2
+        ref.backward(do[sq].transpose(0, 1)[None].float())
+        for t, s, r in ((q, sq, qb), (k, sk, kb), (v, sk, vb)):
+            assert rel_err(t.grad[s].transpose(0, 1)[None], r.grad) < 2e-2
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_dq_by_tma_equals_atomics(causal, D):
+    from tkc.kernels.attention_ops import _bwd_kernels
+    q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
+    o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
+    do = torch.randn_like(o)
+    delta_k, atomic = _bwd_kernels(D, causal, "bhld")
+    delta = torch.empty(2, 4, 1, 700, device="cuda")
+    delta_k(o, do, delta)
+    out = {}
+    for name, kern in (("atomic", atomic), ("tma", attention_bwd(D, causal, "bhld", dq="tma"))):
+        dq = torch.zeros(q.shape, device="cuda")
+        dk, dv = torch.empty_like(k), torch.empty_like(v)
+        kern(q, k, v, do, lse.unsqueeze(2), delta, dq, dk, dv, 0.1)
+        out[name] = (dq, dk, dv)
+    for a, b in zip(out["atomic"], out["tma"]):
+        assert rel_err(a, b) < 1e-5  # the same sums, in another order
+
+
+def test_compiled_model_backward():
+    """A small model calling tkc.attention, compiled (one graph: fullgraph),
+    trains a step: loss.backward() through the custom ops, as eager does."""
+    import tkc
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(256, 3 * 256, dtype=torch.bfloat16, device="cuda")
+
+        def forward(self, x):
+            B, L, _ = x.shape
+            q, k, v = self.qkv(x).view(B, L, 3, 4, 64).unbind(2)
+            o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+            return o.transpose(1, 2).reshape(B, L, 256)
+
+    torch.manual_seed(0)
+    model = Block()
+    x = torch.randn(2, 300, 256, device="cuda", dtype=torch.bfloat16)
+    loss = model(x).float().square().mean()
+    loss.backward()
+    eager = model.qkv.weight.grad.clone()
+    model.qkv.weight.grad = None
+    compiled = torch.compile(model, fullgraph=True)
+    closs = compiled(x).float().square().mean()
+    closs.backward()
+    assert abs(closs.item() - loss.item()) < 1e-2 * abs(loss.item())
+    assert rel_err(model.qkv.weight.grad, eager) < 2e-2
+
+
+def test_cuda_graph_capture():
+    """Forward and backward captured in a CUDA graph and replayed on new inputs."""
+    import tkc
+    q, k, v = inputs(2, 4, 2, 512, 512, 128)
+    static = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up: module loads happen outside the capture
+        tkc.attention(*static, causal=True).sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    for t in static:
+        t.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = tkc.attention(*static, causal=True)
+        out.float().square().sum().backward()
+    with torch.no_grad():
+        for s, t in zip(static, (q, k, v)):
+            s.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = reference(*(s.detach() for s in static), True)
+    assert rel_err(out, ref) < 1e-2
+    assert all(s.grad is not None and not s.grad.isnan().any() for s in static)
+
+
+def test_opcheck():
+    q, k, v = inputs(1, 4, 2, 200, 300, 64)
+    torch.library.opcheck(torch.ops.tkc.attention_fwd.default, (q, k, v, True, 0.125))
+
+
+def test_refusals():
+    import tkc
+    q, k, v = inputs(1, 4, 2, 64, 64, 64, grad=False)
+    with pytest.raises(TkcError, match="bf16"):
+        tkc.attention(q.half(), k, v)
+    with pytest.raises(TkcError, match=r"query heads \(3\) must be a multiple"):
+        tkc.attention(q[:, :3], k, v)
+    with pytest.raises(TkcError, match="head dim 96"):
+        z = torch.zeros(1, 2, 8, 96, device="cuda", dtype=torch.bfloat16)
+        tkc.attention(z, z, z)
+    with pytest.raises(TkcError, match="CUDA device"):
+        tkc.attention(q, k.cpu(), v)
+    cu = torch.tensor([0, 30, 60], device="cuda", dtype=torch.int32)
+    with pytest.raises(TkcError, match="must rise from 0 to 64"):
+        tkc.attention_varlen(q[0].transpose(0, 1), k[0].transpose(0, 1), v[0].transpose(0, 1),
+                             cu, cu, 30, 30)
+    # a non-contiguous input is copied, not refused (as SDPA does)
+    o = tkc.attention(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2])
+    assert rel_err(o, reference(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2], False)) < 1e-2
+    # the raw kernel refuses it: it reads memory as the manifest says
+    from tkc.kernels.attention_bwd import attention_kernels
+    fwd = attention_kernels(64, False, "bhld")[0]
+    with pytest.raises(TkcError, match="contiguous"):
+        fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)

@@ -1,0 +1,33 @@
+# tk-pipeline-staging, accumulating stores: tma.store_add in a pipelined loop
+# (the attention backward's dQ) is a tk.pipeline_store {add}; the pass
+# double-buffers its tile like any per-iteration store and issues a
+# tma_store_add (cp.reduce.async.bulk ... add) where a store would go.
+# RUN: tkc %s --emit=tile | FileCheck %s
+# RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
+import tkc
+from tkc import f32, gl, rt, st, tma, warpgroup
+from tkc.ops import zero
+
+# CHECK-LABEL: func.func @accumulate
+# CHECK: "tk.alloc"() {stages = 2 : i64} : () -> !tk.st<f32, 64 : i64, 64 : i64
+# CHECK: scf.for
+# CHECK:   "tk.tma_load"
+# CHECK: scf.for
+# CHECK:   "tk.wait"
+# CHECK:   "tk.tma_store_wait"() {pending = 1 : i64}
+# CHECK:   "tk.store"
+# CHECK:   "tk.fence_async"
+# CHECK:   "tk.tma_store_add"
+# CHECK-NOT: "tk.tma_store"(
+# CHECK: } {tk.staged = {role = "consumer"
+# PTX: cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group
+
+
+@tkc.kernel(warps=4, grid=lambda x, acc: (1,))
+def accumulate(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
+    """acc += every 64-row tile of x."""
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2):
+        tma.load(x_s, x, (0, 0, i, 0))
+        warpgroup.store(a_s, warpgroup.load(rt(f32, 16, 64), x_s), (0, 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))

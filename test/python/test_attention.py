@@ -1,0 +1,172 @@
+"""The Hopper attention kernels on the CPU: forward (attention_hopper),
+backward (attention_delta + attention_bwd) through the interpreter after the
+block and grid passes (the staged producer/consumer form, its races and
+deadlocks checked), against numpy's float64 reference; every layout, causal
+and not, GQA and MQA, ragged lengths, Lq != Lk, variable-length batches; and
+what the compiled kernels are made of (HGMMA, TMA, the ring)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tkc.diagnostics import TkcError
+from tkc.kernels import reference
+from tkc.kernels.attention_bwd import attention_bwd, attention_delta
+from tkc.kernels.attention_hopper import attention_hopper
+from tkc.kernels.reference import round_bf16
+
+pytest.importorskip("mlir")
+
+SCALE = 0.125
+
+
+def rel_err(x, ref):
+    return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
+
+
+def _inputs(B, Hq, Hkv, Lq, Lk, D, seed):
+    rng = np.random.default_rng(seed)
+    q, do = (round_bf16(rng.standard_normal((B, Hq, Lq, D))) for _ in range(2))
+    k, v = (round_bf16(rng.standard_normal((B, Hkv, Lk, D))) for _ in range(2))
+    return q, k, v, do
+
+
+def _blhd(x):
+    """[B, H, L, D] -> FlashAttention's [B, L, H * D] (contiguous)."""
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(x.shape[0], x.shape[2], -1)
+
+
+def _from_blhd(x, H):
+    B, L, _ = x.shape
+    return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
+
+
+def run_fixed(D, causal, layout, q, k, v, do, dq_mode="atomic"):
+    """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]."""
+    B, Hq, Lq, _ = q.shape
+    Hkv = k.shape[1]
+    view = (lambda x: x) if layout == "bhld" else _blhd
+    back = (lambda x, H: x) if layout == "bhld" else _from_blhd
+    o = np.full(view(q).shape, np.nan, np.float32)
+    lse = np.full((B, Hq, 1, Lq), np.nan, np.float32)
+    attention_hopper(D, causal, layout).interpret(view(q), view(k), view(v), o, lse, SCALE)
+    delta = np.full_like(lse, np.nan)
+    attention_delta(D, layout).interpret(o, view(do), delta)
+    dq = np.zeros(view(q).shape, np.float32)
+    dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
+    attention_bwd(D, causal, layout, dq=dq_mode).interpret(view(q), view(k), view(v), view(do), lse,
+                                                           delta, dq, dk, dv, SCALE)
+    return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
+
+
+def check(got, q, k, v, do, causal):
+    o, lse, dq, dk, dv = got
+    ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
+    rdq, rdk, rdv = reference.attention_bwd(q, k, v, do, SCALE, causal)
+    for x in (o, lse, dq, dk, dv):
+        assert not np.isnan(x).any()  # every element written
+    assert rel_err(o, ro) < 1e-2
+    fin = np.isfinite(rlse)
+    assert (np.isinf(lse) == ~fin).all() and np.abs(lse[fin] - rlse[fin]).max() < 1e-4
+    for x, r in ((dq, rdq), (dk, rdk), (dv, rdv)):
+        assert rel_err(x, r) < 1e-2
+
+
+CASES = {  # name: (D, causal, layout, B, Hq, Hkv, Lq, Lk)
+    "d64": (64, False, "bhld", 1, 2, 2, 256, 256),
+    "d128-causal": (128, True, "bhld", 1, 2, 2, 256, 256),
+    "ragged-gqa": (64, False, "bhld", 2, 4, 2, 200, 130),
+    "mqa-causal-lq<lk": (64, True, "bhld", 1, 4, 1, 77, 300),
+    "causal-lq>lk": (128, True, "bhld", 1, 2, 1, 300, 77),   # queries with no key: o 0, lse inf
+    "blhd-causal-gqa": (64, True, "blhd", 1, 4, 2, 150, 200),
+    "blhd-d128": (128, False, "blhd", 2, 2, 1, 64, 1000),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_forward_and_backward_interpreted(case):
+    D, causal, layout, B, Hq, Hkv, Lq, Lk = CASES[case]
+    q, k, v, do = _inputs(B, Hq, Hkv, Lq, Lk, D, seed=len(case))
+    check(run_fixed(D, causal, layout, q, k, v, do), q, k, v, do, causal)
+
+
+def test_dq_by_tma_reduce_add():
+    q, k, v, do = _inputs(1, 4, 2, 130, 200, 128, seed=7)
+    check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="tma"), q, k, v, do, True)
+
+
+def _packed(lengths, H, D, rng):
+    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return cu, round_bf16(rng.standard_normal((cu[-1], H, D)))
+
+
+@pytest.mark.parametrize("D,causal,dq_mode", [(64, True, "atomic"), (128, False, "tma")])
+def test_varlen_interpreted(D, causal, dq_mode):
+    """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
+    200, 30, 129): each sequence's rows as its own attention; offsets that
+    are not multiples of anything (odd slices of lse and of the gl rows)."""
+    rng = np.random.default_rng(D)
+    cu_q, q = _packed([77, 200, 1, 130], 4, D, rng)
+    cu_k, k = _packed([100, 200, 30, 129], 2, D, rng)
+    v, do = round_bf16(rng.standard_normal(k.shape)), round_bf16(rng.standard_normal(q.shape))
+    flat = lambda x: x.reshape(len(x), -1)  # noqa: E731
+    o = np.full_like(q, np.nan)
+    lse = np.full((4, 1, len(q)), np.nan, np.float32)
+    attention_hopper(D, causal, "varlen").interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q,
+                                                    cu_k, 200, SCALE)
+    delta = np.full_like(lse, np.nan)
+    attention_delta(D, "varlen").interpret(flat(o), flat(do), delta[None])
+    dq = np.zeros_like(q)
+    dk, dv = np.full_like(k, np.nan), np.full_like(v, np.nan)
+    attention_bwd(D, causal, "varlen", dq=dq_mode).interpret(
+        flat(q), flat(k), flat(v), flat(do), lse, delta, flat(dq), flat(dk), flat(dv), cu_q, cu_k,
+        200, SCALE)
+    for b in range(4):
+        sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        t = lambda x, s: x[s].transpose(1, 0, 2)[None]  # noqa: E731
+        check((t(o, sq), lse[:, 0, sq][None], t(dq, sq), t(dk, sk), t(dv, sk)),
+              t(q, sq), t(k, sk), t(v, sk), t(do, sq), causal)
+
+
+def test_refusals():
+    with pytest.raises(TkcError, match="head dim 96 is not supported"):
+        attention_hopper(96)
+    with pytest.raises(TkcError, match="layout must be one of"):
+        attention_bwd(64, layout="bshd")
+    with pytest.raises(TkcError, match="dq must be 'atomic' or 'tma'"):
+        attention_bwd(64, dq="shared")
+    kern = attention_hopper(64)
+    q = np.zeros((1, 3, 64, 64), np.float32)
+    k = np.zeros((1, 2, 64, 64), np.float32)
+    with pytest.raises(TkcError, match=r"\(Hq = 3\) must be a multiple of .* \(Hkv = 2\)"):
+        kern.interpret(q, k, k, q.copy(), np.zeros((1, 3, 1, 64), np.float32), SCALE)
+
+
+@pytest.fixture(scope="module")
+def sass(tmp_path_factory):
+    from tkc.sass import cuobjdump, disassemble, opcodes
+    if cuobjdump() is None:
+        pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
+    import os
+    os.environ["TKC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    return lambda kern: (opcodes(disassemble(kern.build().cubin)), kern.build().manifest)
+
+
+def test_forward_sass(sass):
+    """wgmma (HGMMA 64x128 for S, 64x128 for O at D = 128), TMA loads of Q, K
+    and V, a TMA store of O, setmaxnreg, no local memory."""
+    ops, manifest = sass(attention_hopper(128, causal=True))
+    assert ops.get("HGMMA", 0) >= 16 and "HMMA" not in ops, ops
+    assert ops.get("UTMALDG", 0) >= 3 and ops.get("UTMASTG", 0) >= 1, ops
+    assert "LDL" not in ops and "STL" not in ops
+    assert manifest["resources"]["spill_stores"] == 0
+    assert "wgmma_serialized" not in manifest["resources"] or not manifest["resources"]["wgmma_serialized"]
+
+
+def test_backward_sass(sass):
+    """Five wgmma per query tile, atomic dQ adds (RED), no wgmma serialisation."""
+    ops, manifest = sass(attention_bwd(64, causal=True))
+    assert ops.get("HGMMA", 0) >= 5 and "HMMA" not in ops, ops
+    assert ops.get("REDG", 0) + ops.get("RED", 0) >= 1, ops
+    assert manifest["resources"]["spill_stores"] == 0
+    assert not manifest["resources"].get("wgmma_serialized")
