@@ -347,16 +347,20 @@ def _tensor_map_attrs(lf, first: int, count: int) -> None:
 
 
 def _bind_params(lw, func_op, entry) -> None:
-    """Map source arguments to Global / scalar values (runtime dims index_cast)."""
-    k = 0
-    for a in func_op.regions[0].blocks[0].arguments:
+    """Map source arguments to Global / scalar values (runtime dims index_cast).
+    Dims named alike are one size (the runtime checks it), so they share the
+    first one's value: one register however many arguments carry the dim."""
+    from ..passes.verify import dim_names
+    k, named = 0, {}
+    for a, names in zip(func_op.regions[0].blocks[0].arguments, dim_names(func_op)):
         v = view(a.type)
         if isinstance(v, GL):
             ptr, k = entry.arguments[k], k + 1
             dims = []
-            for d in v.dims:
+            for d, name in zip(v.dims, names):
                 if d == DYNAMIC:
-                    dims.append(arith.index_cast(ir.IndexType.get(), entry.arguments[k]))
+                    value = arith.index_cast(ir.IndexType.get(), entry.arguments[k])
+                    dims.append(named.setdefault(name, value) if name else value)
                     k += 1
                 else:
                     dims.append(d)
