@@ -209,7 +209,7 @@ def _build(args) -> int:
     rows = [_build_one(k, i, len(kernels), args.force) for i, k in enumerate(kernels, 1)]
     _print_table(rows)
     failed = sum(1 for r in rows if r["cache path"] == "FAILED")
-    spilled = sum(1 for r in rows if r["spills"] not in ("0", "-"))
+    spilled = sum(1 for r in rows if r["over"])
     serial = sum(1 for r in rows if r["wgmma"] == "serialised")
     if failed or spilled or serial:
         sys.stderr.write(f"error: {failed} kernel(s) failed, {spilled} kernel(s) spilled "
@@ -233,16 +233,18 @@ def _build_one(kernel, i: int, n: int, force: bool) -> dict:
         what = str(e) if isinstance(e, TkcError) else f"internal error: {type(e).__name__}: {e}"
         sys.stderr.write(f"FAILED\n{what}\n")
         return {"kernel": kernel.name, "registers": "-", "spills": "-", "wgmma": "-",
-                "shared bytes": "-", "cache path": "FAILED"}
+                "shared bytes": "-", "cache path": "FAILED", "over": False}
     sys.stderr.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
     res = art.manifest.get("resources", {})
     spills = int(res.get("spill_stores", 0)) + int(res.get("spill_loads", 0))
     key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()
     serial = "serialised" if res.get("wgmma_serialized") else "-"
+    allowed = getattr(kernel, "spills", 0)  # a declared allowance: tkc.kernel(spills=N)
     return {"kernel": kernel.name, "registers": str(res.get("registers", "?")),
-            "spills": str(spills), "wgmma": serial,
-            "shared bytes": str(art.manifest.get("shared_bytes", "?")),
-            "cache path": str(cache.entry_dir(key))}
+            "spills": str(spills) + (f" (<= {allowed} declared)" if allowed and spills else ""),
+            "wgmma": serial, "shared bytes": str(art.manifest.get("shared_bytes", "?")),
+            "cache path": str(cache.entry_dir(key)),
+            "over": int(res.get("spill_stores", 0)) > allowed or (spills and not allowed)}
 
 
 def _print_table(rows: list[dict]) -> None:

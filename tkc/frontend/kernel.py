@@ -75,7 +75,8 @@ class Kernel:
 
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
-                 persistent: bool = False, inplace: dict | None = None, scope: dict | None = None):
+                 persistent: bool = False, inplace: dict | None = None, scope: dict | None = None,
+                 spills: int = 0):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -84,6 +85,9 @@ class Kernel:
             raise TkcError("grid must be a lambda over the kernel's arguments", _where_def(fn))
         self.divisible = _check_divisible(divisible, fn)
         self.inplace = _check_inplace(inplace, fn)
+        if isinstance(spills, bool) or not isinstance(spills, int) or spills < 0:
+            raise TkcError(f"spills must be a byte count >= 0, got {spills!r}", _where_def(fn))
+        self.spills = spills  # the register spill stores `tkc build` accepts (it refuses more)
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
@@ -221,7 +225,7 @@ class Kernel:
 
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
            divisible: dict | None = None, order: str | None = None, persistent: bool = False,
-           inplace: dict | None = None):
+           inplace: dict | None = None, spills: int = 0):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -236,12 +240,16 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
 
     inplace={"o": "x"}: the output o may be the very tensor x (the kernel
     reads each element of x before writing it, once). Without it, a launch
-    whose written argument overlaps another argument in memory is refused."""
+    whose written argument overlaps another argument in memory is refused.
+
+    spills=N: the kernel is known to spill up to N bytes of registers (ptxas's
+    spill stores); `tkc build` reports more, or any spill of a kernel that
+    declares none, as an error. A declared allowance says why at its kernel."""
     # The defining scope's local names (a kernel defined inside a function
     # may annotate with names imported there): called where the def is.
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
-                persistent=persistent, inplace=inplace, scope=scope)
+                persistent=persistent, inplace=inplace, scope=scope, spills=spills)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)

@@ -42,6 +42,10 @@ from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
 BQ = 64                     # query rows per step of the loop
+# The consumers keep dK and dV (64 f32 registers each at D = 128) in their
+# 240 registers beside S, dP, the statistics and the wgmma descriptors; ptxas
+# spills a few loop-invariant values (D = 128: 28-124 bytes; D = 64: 0-4).
+SPILLS = 128
 WARPS_DELTA = 4
 
 
@@ -143,7 +147,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     Q, K = _layout_dims(layout, D)
     QF = _layout_dims(layout, D, f32)[0]
     if layout == "varlen":
-        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D},
+        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS,
                     grid=lambda q, k, v, do, lse, delta, dq, dk, dv, cu_q, cu_k, max_k, scale:
                     (tkc.cdiv(max_k, BKV), k.c // D, cu_q.c - 1))
         def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"),
@@ -166,7 +170,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     def grid(q, k, *_):
         return (tkc.cdiv(k.r, BKV), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, BKV), k.c // D, k.d)
 
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid)
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS)
     def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"),
             delta: gl(f32, "B", "Hq", 1, "Lq"), dq: QF, dk: K, dv: K, scale: tkc.f32):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
