@@ -170,8 +170,9 @@ class FakeArtifact:
 
 
 class FakeKernel:
-    def __init__(self, name, registers=32, spills=0, error=None):
-        self.name, self.registers, self.spills, self.error = name, registers, spills, error
+    def __init__(self, name, registers=32, spills=0, error=None, allowed=0):
+        self.name, self.registers, self.spilled, self.error = name, registers, spills, error
+        self.spills = allowed  # tkc.kernel(spills=N): the spill stores it declares
         self.forced = None
 
     def artifact_key(self):
@@ -182,7 +183,7 @@ class FakeKernel:
         self.forced = force
         if self.error:
             raise TkcError(self.error, "lib.py:3:1")
-        return FakeArtifact(self.artifact_key(), self.registers, self.spills)
+        return FakeArtifact(self.artifact_key(), self.registers, self.spilled)
 
 
 def _build(monkeypatch, capsys, tmp_path, kernels, *args):
@@ -219,6 +220,14 @@ def test_build_fails_on_spills_and_errors_but_builds_the_rest(monkeypatch, capsy
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
     assert rows["b"][2] == "64" and rows["c"][1:] == ["-", "-", "-", "-", "FAILED"]
     assert rows["d"][1] == "32"  # built after the failure
+
+
+def test_build_accepts_a_declared_spill_allowance(monkeypatch, capsys, tmp_path):
+    """tkc.kernel(spills=N): up to N bytes of spill stores build; more fail."""
+    ks = [FakeKernel("a", spills=64, allowed=64), FakeKernel("b", spills=64, allowed=32)]
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks)
+    assert code == 1 and "1 kernel(s) spilled registers" in err
+    assert "(<= 64 declared)" in out and "(<= 32 declared)" in out
 
 
 def test_build_filter_matching_nothing(monkeypatch, capsys, tmp_path):
