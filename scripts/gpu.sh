@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests bench attention memory tables ncu profile sanitizer}"
+STEPS="${STEPS:-tests attention sanitizer memory bench tables ncu profile}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
@@ -23,14 +23,17 @@ if has tests; then
   timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -rs -m gpu -p no:cacheprovider ${TEST_ARGS:-test/gpu} >> "$LOG" 2>&1
   grep -E "^FAILED|^ERROR|passed|failed" "$LOG" | tail -40
 fi
-if has bench; then
-  say "benchmark"
-  timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG"
-  timeout 60 python3 bench/launch_overhead.py 2>&1 | tee -a "$LOG"
-fi
 if has attention; then
   say "tkc.attention next to SDPA (cuDNN, flash) and FlexAttention"
   timeout 420 python3 bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} 2>&1 | tee -a "$LOG"
+fi
+if has sanitizer; then
+  for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
+    timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 scripts/sanitize.py \
+      ${SANITIZE_ARGS:-} > "$TMP/sanitizer.log" 2>&1
+    echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMP/sanitizer.log" | tail -1)" | tee -a "$LOG"
+    grep -E "WRONG|Error|error" "$TMP/sanitizer.log" | head -5 | tee -a "$LOG"
+  done
 fi
 if has memory; then
   say "memory-bound kernels next to a copy, flash-linear-attention and torch.compile"
@@ -40,6 +43,11 @@ if has memory; then
   fi
   # its torch.compile peer compiles about a dozen graphs (minutes): MEMORY_ARGS=--no-compile skips it
   timeout 570 python3 bench/memory_bound.py --out "$OUT/memory.json" ${MEMORY_ARGS:-} 2>&1 | tee -a "$LOG"
+fi
+if has bench; then
+  say "benchmark"
+  timeout 420 python3 -m tkc.bench --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee -a "$LOG"
+  timeout 60 python3 bench/launch_overhead.py 2>&1 | tee -a "$LOG"
 fi
 if has tables; then
   say "GEMM tables"
@@ -68,12 +76,4 @@ if has profile; then
   echo "ncu exit $?" | tee -a "$LOG"
   grep -E "^  attn_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc A|Stall|Registers Per|Achieved Occupancy" \
     "$OUT/ncu-attention.txt" | head -60 | tee -a "$LOG"
-fi
-if has sanitizer; then
-  for tool in memcheck racecheck synccheck; do
-    timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 scripts/sanitize.py \
-      ${SANITIZE_ARGS:-} > "$TMP/sanitizer.log" 2>&1
-    echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMP/sanitizer.log" | tail -1)" | tee -a "$LOG"
-    grep -E "WRONG|Error|error" "$TMP/sanitizer.log" | head -5 | tee -a "$LOG"
-  done
 fi
