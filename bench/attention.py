@@ -71,21 +71,28 @@ def measure(B, H, L, D, causal, flex: bool) -> list[dict]:
     outs, fwd, bwd = {}, {}, {}
     do = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
     for name, fn in fns.items():
-        o = fn(q, k, v)
+        with torch.no_grad():
+            o = fn(q, k, v)
         if ref is None and L <= 4096:  # float32 reference of the first, once
-            s = q.float() @ k.float().transpose(-1, -2) / math.sqrt(D)
+            s = q.detach().float() @ k.detach().float().transpose(-1, -2) / math.sqrt(D)
             if causal:
                 s = s.masked_fill(torch.ones(L, L, device="cuda", dtype=torch.bool).triu(1), -math.inf)
-            ref = torch.softmax(s, -1) @ v.float()
+            ref = torch.softmax(s, -1) @ v.detach().float()
         err = float((o.float() - ref).norm() / ref.norm()) if ref is not None else float("nan")
         outs[name] = err
         fwd[name] = (lambda fn=fn: fn(q, k, v))
-        saved = fn(q, k, v)
-        bwd[name] = (lambda saved=saved: torch.autograd.grad(saved, (q, k, v), do, retain_graph=True))
+        # forward and backward in one graph (a backward alone would replay on the
+        # stream its forward ran on, outside the capture): bwd = both - forward
+        bwd[name] = (lambda fn=fn: torch.autograd.grad(fn(q, k, v), (q, k, v), do))
     flops = 4.0 * B * H * L * L * D / (2 if causal else 1)
     rows = []
+    fwd_times = None
     for phase, table, f in (("fwd", fwd, flops), ("bwd", bwd, 2.5 * flops)):
         times = interleaved(table, rounds=ROUNDS, **TIMING)
+        if phase == "fwd":
+            fwd_times = times
+        else:
+            times = {n: [b - a for a, b in zip(fwd_times[n], t)] for n, t in times.items()}
         row = {"phase": phase, "shape": f"B{B} H{H} L{L} D{D}", "causal": causal,
                "tkc_tflops": tflops(f, statistics.median(times["tkc"])), "rel_err": outs,
                "times_ms": times}
