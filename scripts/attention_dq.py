@@ -1,7 +1,7 @@
 """dQ accumulation in the attention backward: atomic adds from registers
 (red.global.add.f32) against TMA reduce-adds of a shared tile, the same
 kernel otherwise, timed interleaved (B4 H16 L4096). `tkc build
-test/gpu/test_attention_gpu.py` builds the dq="tma" variants."""
+test/gpu/test_attention_gpu.py` builds the dq="atomic" variants."""
 import statistics
 
 import torch
@@ -13,14 +13,14 @@ B, H, L = 4, 16, 4096
 for D in (64, 128):
     for causal in (False, True):
         q, k, v, do = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-        fwd, delta_k, atomic = attention_kernels(D, causal, "bhld")
+        fwd, delta_k, tma = attention_kernels(D, causal, "bhld")
         o, lse = torch.empty_like(q), torch.empty(B, H, 1, L, device="cuda")
         fwd(q, k, v, o, lse, 0.1)
         delta = torch.empty_like(lse)
         delta_k(o, do, delta)
         dq = torch.zeros(q.shape, device="cuda")
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-        tma = attention_bwd(D, causal, "bhld", dq="tma")
+        atomic = attention_bwd(D, causal, "bhld", dq="atomic")
         times = interleaved({n: (lambda kern=kern: kern(q, k, v, do, lse, delta, dq, dk, dv, 0.1))
                              for n, kern in (("atomic", atomic), ("tma", tma))}, rounds=3, reps=10, inner=5)
         f = 2.5 * 4.0 * B * H * L * L * D / (2 if causal else 1)

@@ -18,7 +18,7 @@ try:  # the kernels below must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-KERNELS = [attention_bwd(D, causal, "bhld", dq="tma") for D in (64, 128) for causal in (False, True)]
+KERNELS = [attention_bwd(D, causal, "bhld", dq="atomic") for D in (64, 128) for causal in (False, True)]
 
 
 def rel_err(x, ref):
@@ -124,11 +124,11 @@ def test_dq_by_tma_equals_atomics(causal, D):
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
-    delta_k, atomic = _bwd_kernels(D, causal, "bhld")
+    delta_k, tma = _bwd_kernels(D, causal, "bhld")
     delta = torch.empty(2, 4, 1, 700, device="cuda")
     delta_k(o, do, delta)
     out = {}
-    for name, kern in (("atomic", atomic), ("tma", attention_bwd(D, causal, "bhld", dq="tma"))):
+    for name, kern in (("atomic", attention_bwd(D, causal, "bhld", dq="atomic")), ("tma", tma)):
         dq = torch.zeros(q.shape, device="cuda")
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         kern(q, k, v, do, lse.unsqueeze(2), delta, dq, dk, dv, 0.1)

@@ -41,7 +41,7 @@ def _from_blhd(x, H):
     return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
 
 
-def run_fixed(D, causal, layout, q, k, v, do, dq_mode="atomic"):
+def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma"):
     """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]."""
     B, Hq, Lq, _ = q.shape
     Hkv = k.shape[1]
@@ -90,9 +90,9 @@ def test_forward_and_backward_interpreted(case):
     check(run_fixed(D, causal, layout, q, k, v, do), q, k, v, do, causal)
 
 
-def test_dq_by_tma_reduce_add():
+def test_dq_by_atomic_adds():
     q, k, v, do = _inputs(1, 4, 2, 130, 200, 128, seed=7)
-    check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="tma"), q, k, v, do, True)
+    check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="atomic"), q, k, v, do, True)
 
 
 def _packed(lengths, H, D, rng):
@@ -164,9 +164,12 @@ def test_forward_sass(sass):
 
 
 def test_backward_sass(sass):
-    """Five wgmma per query tile, atomic dQ adds (RED), no wgmma serialisation."""
+    """Five wgmma per query tile, dQ by TMA reduce-add (UTMAREDG), or by
+    atomic adds (REDG), no wgmma serialisation."""
     ops, manifest = sass(attention_bwd(64, causal=True))
     assert ops.get("HGMMA", 0) >= 5 and "HMMA" not in ops, ops
+    assert ops.get("UTMAREDG", 0) >= 1 and "REDG" not in ops, ops
+    ops, _ = sass(attention_bwd(64, causal=True, dq="atomic"))
     assert ops.get("REDG", 0) + ops.get("RED", 0) >= 1, ops
     assert manifest["resources"]["spill_stores"] == 0
     assert not manifest["resources"].get("wgmma_serialized")

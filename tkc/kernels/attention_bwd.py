@@ -21,8 +21,8 @@ query tile that sees their keys and mask only the tiles on the diagonal.
 
 The loop walks query tiles of BQ = 64 rows; each warpgroup computes half of
 dQ's columns (from a column subtile of K: whole swizzle panels, so K is
-64-byte swizzled at D = 64). dQ is added atomically from registers (red.add)
-or, with dq="tma", by TMA reduce-adds of a shared f32 tile.
+64-byte swizzled at D = 64). dQ is added by TMA reduce-adds of a shared f32
+tile (or, with dq="atomic", atomically from registers: slower, BENCHMARKS.md).
 
 Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
 Lq read lse = +inf (P = 0) and delta = 0, so they add nothing; keys past Lk
@@ -59,13 +59,14 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str = "atomic"):
+                  dq: str = "tma"):
     """The backward kernel for head dim D: bwd(q, k, v, do, lse, delta, dq,
     dk, dv, scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale). dq is an
     f32 accumulator laid out as q, zeroed by the caller, that receives
-    scale * dS K: by atomic adds from registers (dq="atomic", clipped at the
-    edges) or by TMA reduce-adds of a shared tile (dq="tma"; through a
-    sequence's slice for varlen, where rows past its end add exact zeros)."""
+    scale * dS K: by TMA reduce-adds of a shared tile (dq="tma", the default:
+    0.61-0.76 of the atomics' time on the H100; through a sequence's slice for
+    varlen, where rows past its end add exact zeros) or by atomic adds from
+    registers (dq="atomic", clipped at the edges)."""
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
     if D not in HEAD_DIMS:
@@ -73,7 +74,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
-                                "" if stages == 2 else f"s{stages}", "" if dq == "atomic" else "dqtma")
+                                "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic")
                      if x)
     by_tma = dq == "tma"
 
