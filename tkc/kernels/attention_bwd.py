@@ -11,22 +11,24 @@ keys each, which keep their dK and dV in registers while the block walks
 every query tile that sees its keys, for every query head of the KV head's
 group (GQA: dK and dV summed over the group). Q and dO stream through a ring
 of stages (tk-pipeline-staging: producer warpgroup, TMA, mbarriers); per
-query tile each warpgroup computes S^T = K Q^T and dP^T = V dO^T (wgmma from
-shared memory), P^T and dS^T in registers (the statistics as row vectors:
-one per query column), dV += P^T dO and dK += dS^T Q (wgmma with the left
-operand from registers); dS^T goes through shared memory so that both
-warpgroups compute the block's dQ tile = dS K, which TMA adds (reduce-add)
-into an f32 dQ accumulator in global memory. Causal blocks start at the first
-query tile that sees their keys and mask only the tiles on the diagonal.
-
-The loop walks query tiles of BQ = 64 rows; each warpgroup computes half of
-dQ's columns (from a column subtile of K: whole swizzle panels, so K is
-64-byte swizzled at D = 64). dQ is added by TMA reduce-adds of a shared f32
-tile (or, with dq="atomic", atomically from registers: slower, BENCHMARKS.md).
+query tile of BQ = 64 rows each warpgroup computes S = Q K^T and dP = dO V^T
+for its 64 keys (wgmma from shared memory; each warp 16 query rows, so the
+statistics are one value per row, read one element a lane: any Lq and any
+varlen offset stay aligned), then P and dS in registers. P and dS go to
+shared memory, where the three other products read them: dV += P^T dO and
+dK += dS^T Q (the transposed operand from shared memory) and the block's dQ
+tile dS K, half its columns per warpgroup (a column subtile of K: whole
+swizzle panels, so K is 64-byte swizzled at D = 64). dQ reaches an f32
+accumulator in global memory by TMA reduce-adds of a shared tile (or, with
+dq="atomic", by atomic adds from registers: slower, BENCHMARKS.md). Causal
+blocks start at the first query tile that sees their keys and mask only the
+tiles on the diagonal.
 
 Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
-Lq read lse = +inf (P = 0) and delta = 0, so they add nothing; keys past Lk
-are zero (TMA fill) and are clipped when dK and dV are stored.
+Lq read lse = +inf (P = 0) and delta = 0, so they add nothing (to dQ too:
+its TMA add through a varlen sequence's slice adds exact zeros past the
+sequence's end); keys past Lk (zero, or the next sequence's) are masked, and
+dK and dV are clipped when stored.
 """
 from __future__ import annotations
 

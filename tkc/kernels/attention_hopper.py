@@ -72,7 +72,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         n = tkc.cdiv(Lk, KV)
         if causal:
             n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
-        n = n * tkc.min(tkc.max(Lq - qb * BQ, 0), 1)  # no query row here (varlen): no work
+        n = where(qb * BQ < Lq, n, 0)    # no query row here (a short varlen sequence): no work
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
         c = scale * LOG2E
         for j in tkc.range(n, stages=stages):
