@@ -9,6 +9,8 @@ from tkc.kernels.attention_hopper import attention_hopper
 
 VARIANTS = [dict(D=D, causal=c, KV=kv, stages=s) for D in (64, 128) for c in (False, True)
             for kv in (64, 128) for s in ("auto", 2)]
+VARIANTS += [dict(D=D, causal=c, stages=2 if D == 64 else "auto", overlap=True)
+             for D in (64, 128) for c in (False, True)]
 KERNELS = [attention_hopper(**v) for v in VARIANTS]
 
 

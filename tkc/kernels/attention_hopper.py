@@ -48,15 +48,27 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     KV: int = 128, stages="auto"):
+                     KV: int = 128, stages="auto", overlap: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
-    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale)."""
+    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
+
+    overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
+    loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
+    for S_j only, and runs the softmax of tile j while that PV wgmma runs;
+    P_j is carried to the next iteration. The loop runs once more than there
+    are tiles: V_(-1) and K_n lie past the edges (TMA reads zeros, or a
+    neighbour sequence's rows, which P = 0 and the mask cancel), a
+    1/n-tile overhead on Q K^T. Not the default: correct (interpreter), but
+    in the SASS ptxas places the wait for the PV group (WARPGROUP.DEPBAR 0)
+    right after the wait for S, before the softmax, so nothing overlaps yet
+    (it likely schedules the O rescale, which needs that wait, early)."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
-                                f"kv{KV}", "" if stages == "auto" else f"s{stages}") if x)
+                                f"kv{KV}", "" if stages == "auto" else f"s{stages}",
+                                "overlap" if overlap else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -74,13 +86,18 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
         n = where(qb * BQ < Lq, n, 0)    # no query row here (a short varlen sequence): no work
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
+        p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
-        for j in tkc.range(n, stages=stages):
+        for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
             tma.load(k_s, k, tile(hk, j))
-            tma.load(v_s, v, tile(hk, j))
+            tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
             s = zero(rt(f32, 16, KV))
             warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
-            warpgroup.mma_async_wait(s)
+            if overlap:                  # O += P V of the previous tile, in flight meanwhile
+                warpgroup.mma_AB(o_r, p, v_s)
+                warpgroup.mma_async_wait(s, pending=1)
+            else:
+                warpgroup.mma_async_wait(s)
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
                 edge = edge | (j * KV + KV - 1 > row0 + shift)
@@ -96,9 +113,14 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             s = exp2(fma(s, c, ms * -c))
             alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
-            o_r = mul_row(o_r, alpha)
-            warpgroup.mma_AB(o_r, s.to(bf16), v_s)
-            warpgroup.mma_async_wait(o_r)
+            if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
+                warpgroup.mma_async_wait(o_r)
+                p = s.to(bf16)
+                o_r = mul_row(o_r, alpha)
+            else:
+                o_r = mul_row(o_r, alpha)
+                warpgroup.mma_AB(o_r, s.to(bf16), v_s)
+                warpgroup.mma_async_wait(o_r)
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
         o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
         store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
