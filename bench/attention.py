@@ -78,7 +78,7 @@ def measure(B, H, L, D, causal, flex: bool) -> list[dict]:
             if causal:
                 s = s.masked_fill(torch.ones(L, L, device="cuda", dtype=torch.bool).triu(1), -math.inf)
             ref = torch.softmax(s, -1) @ v.detach().float()
-        err = float((o.float() - ref).norm() / ref.norm()) if ref is not None else float("nan")
+        err = float((o.detach().float() - ref).norm() / ref.norm()) if ref is not None else float("nan")
         outs[name] = err
         fwd[name] = (lambda fn=fn: fn(q, k, v))
         # forward and backward in one graph (a backward alone would replay on the
