@@ -43,6 +43,24 @@ def context():
     return ctx
 
 
+def gl_root(value) -> tuple:
+    """(the kernel argument a gl value views, the axes sliced on the way):
+    a gl value is an argument or a tk.gl_slice of one."""
+    sliced = set()
+    while True:
+        owner = value.owner
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if getattr(owner, "name", "") != "tk.gl_slice":
+            return value, sliced
+        sliced.add(owner.attributes["axis"].value)
+        value = owner.operands[0]
+
+
+def is_index_load(op) -> bool:
+    """A one-element load of an i32 gl: an index (a cumulative sequence offset)."""
+    return op.name == "tk.load" and str(op.results[0].type) == "i32"
+
+
 def walk(op):
     """Every operation nested in `op` (not `op` itself), in pre-order."""
     for region in op.regions:

@@ -193,18 +193,20 @@ def load(dst: Shared, src: GLHandle, coords) -> Shared:
     return dst
 
 
+def _pipeline_store(op: str, dst, src, coords, add: bool) -> None:
+    idx = _tma_args(op, src, dst, coords)
+    with emitting():
+        tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx], add=add)
+
+
 def store(dst: GLHandle, src: Shared, coords) -> None:
     """Block-level TMA store of st src into the tile of dst at coords, once
     every warp's writes to src are done. The compiler owns the
     synchronisation (and waits for the store's read before src is written again)."""
-    idx = _tma_args("tma.store", src, dst, coords)
-    with emitting():
-        tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx])
+    _pipeline_store("tma.store", dst, src, coords, add=False)
 
 
 def store_add(dst: GLHandle, src: Shared, coords) -> None:
     """tma.store adding into dst's values (dst += src, a reduce-add done by
     the TMA unit: accumulating partial sums from many blocks, e.g. dQ)."""
-    idx = _tma_args("tma.store_add", src, dst, coords)
-    with emitting():
-        tk.pipeline_store(dst.value(), src.value(), [i.ir() for i in idx], add=True)
+    _pipeline_store("tma.store_add", dst, src, coords, add=True)

@@ -18,7 +18,7 @@ from math import lcm
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV, view
 from ..passes.verify import arg_names, declared_divisible, dim_names, gl_arg_names
-from ..dialect import walk
+from ..dialect import gl_root, walk
 from . import fragments
 
 # op name -> (operand index of the gl, how to find the tile's type)
@@ -158,19 +158,6 @@ def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1) -> tuple
     if isinstance(t, (RV, SV)):
         return (1, 1, 1, t.length)
     return (1, 1, 1, 1)  # a malformed access: tk-verify reports it
-
-
-def gl_root(value) -> tuple:
-    """(the kernel argument a gl value views, the axes sliced on the way):
-    a gl value is an argument or a tk.gl_slice of one."""
-    sliced = set()
-    while True:
-        owner = value.owner
-        owner = owner.operation if hasattr(owner, "operation") else owner
-        if getattr(owner, "name", "") != "tk.gl_slice":
-            return value, sliced
-        sliced.add(owner.attributes["axis"].value)
-        value = owner.operands[0]
 
 
 def _arg_index(op, value, args) -> int:

@@ -36,7 +36,8 @@ from ..dialect.types import GL, ST, view
 from . import shared
 from .barriers import barrier_ptr, i32, int_attr, lane0
 from .core import Global, Shared, rule
-from ..dialect import walk
+from .memory import _v  # an int or index Value, as an index Value
+from ..dialect import gl_root, walk
 
 TMA_OPS = ("tk.tma_load", "tk.tma_store", "tk.tma_store_add")
 BOX_LIMIT = 256  # elements per box dimension (cuTensorMapEncodeTiled)
@@ -97,7 +98,6 @@ def box_problem(st: ST) -> str | None:
 
 def gl_index(op, value, args) -> int:
     """Which kernel argument the gl operand is, or views (TMA needs its tensor map)."""
-    from .requirements import gl_root
     value = gl_root(value)[0]
     for i, a in enumerate(args):
         if a == value:
@@ -145,13 +145,9 @@ def _origin(op, st: ST, idx, gl: Global) -> list:
     i32t = ir.IntegerType.get_signless(32)
     bb, d, r, c = (arith.index_cast(i32t, x) for x in idx)
     c, r = arith.muli(c, i32(st.cols)), arith.muli(r, i32(st.rows))
-    c, r = (x if isinstance(o, int) and o == 0 else arith.addi(x, arith.index_cast(i32t, _value(o)))
+    c, r = (x if isinstance(o, int) and o == 0 else arith.addi(x, arith.index_cast(i32t, _v(o)))
             for x, o in ((c, gl.origin[3]), (r, gl.origin[2])))
     return [c, r, d, bb]
-
-
-def _value(x):
-    return x if isinstance(x, ir.Value) else arith.constant(ir.IndexType.get(), x)
 
 
 def _panel(origin: list, b: Box, panel: int) -> list:

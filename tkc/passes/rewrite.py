@@ -12,6 +12,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from ..diagnostics import error, where
+from ..dialect import is_index_load  # an i32 gl is only read: as pure as its argument
 from ..dialect import ops as tk
 from .verify import arg_names
 
@@ -163,7 +164,7 @@ def backward_slice(values, stop) -> list:
         if op.name in WARP_IDS:
             raise ValueError((op, "the warp's identity (the producer warp issues every load)"))
         if not (op.name.startswith(("arith.", "index.")) or op.name in PURE_TK
-                or _index_load(op)) or len(op.regions):
+                or is_index_load(op)) or len(op.regions):
             raise ValueError((op, f"{op.name}, which is not index arithmetic"))
         seen.add(op)
         for x in op.operands:
@@ -173,12 +174,6 @@ def backward_slice(values, stop) -> list:
     for v in values:
         visit(v)
     return order
-
-
-def _index_load(op) -> bool:
-    """A one-element load from an i32 gl: an index the kernel only reads
-    (cumulative sequence offsets), as pure as its argument."""
-    return op.name == "tk.load" and str(op.results[0].type) == "i32"
 
 
 def clone_ops(ops, mapping: dict) -> None:

@@ -11,6 +11,7 @@ as `file:line:col: error: <op>: <rule>`, located at the author's line.
 """
 from __future__ import annotations
 
+from ..dialect import gl_root, is_index_load
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..diagnostics import TkcError, TkcErrors, error, where
@@ -568,16 +569,10 @@ _SLICE_OK = ("tk.dim", "tk.gl_slice", "tk.tma_load", "tk.pipeline_load")
 _SLICE_RAGGED = {"tk.load": "fill", "tk.load_split": "fill", "tk.store": "clip", "tk.store_join": "clip"}
 
 
-def is_slice(value) -> bool:
-    owner = value.owner
-    owner = owner.operation if hasattr(owner, "operation") else owner
-    return getattr(owner, "name", "") == "tk.gl_slice"
-
-
 def _slice_use_problem(op) -> str | None:
     """Accesses through a gl slice stop at its edges: register loads and stores
     must be ragged (fill/clip); a TMA or group store cannot clip to it."""
-    if op.name in _SLICE_OK or not any(is_slice(v) for v in op.operands):
+    if op.name in _SLICE_OK or not any(gl_root(v)[1] for v in op.operands):
         return None
     if op.name == "tk.tma_store_add" or (op.name == "tk.pipeline_store" and "add" in op.attributes):
         return None  # adds its whole box: zeros past the slice's end (the interpreter checks)
@@ -606,8 +601,7 @@ def _check_gl_slice(op, name, ins, outs, kernel):
 
 def _index_use(op) -> bool:
     """The uses an i32 gl allows: one-element loads of an i32, its dims, slices."""
-    return op.name in ("tk.dim", "tk.gl_slice") or (
-        op.name == "tk.load" and str(op.results[0].type) == "i32")
+    return op.name in ("tk.dim", "tk.gl_slice") or is_index_load(op)
 
 
 def _check_element(op, name, mem, n_idx, bound, scalar="f32"):

@@ -8,9 +8,9 @@ op, `check_loop(op)` per scf.for and `check_kernel(fn)` per kernel.
 """
 from __future__ import annotations
 
-from ..dialect.types import DYN, GL, RT, ST
+from ..dialect.types import RT, ST
 from ..dtypes import itemsize
-from .verify_tma import _int_attr
+from .verify_tma import _int_attr, tma_copy_problems
 
 BARRIER_IDS = 16   # bar.sync ids 0..15
 MAX_STAGES = 16    # ring slots (ThunderKittens' limit too)
@@ -92,26 +92,11 @@ def constant(value):
 
 def _check_pipeline_copy(op, name, ins, outs, kernel):
     """pipeline_load(st, gl, b, d, r, c) and pipeline_store(gl, st, b, d, r, c)."""
-    from ..lowering.tma import box_problem
     load = name == "pipeline_load"
     s, g = (ins[0], ins[1]) if load else (ins[1], ins[0])
     if len(ins) - 2 != 4:
         yield f"{name}: takes 4 coordinates (b, d, r, c), got {len(ins) - 2}"
-    if not (isinstance(s, ST) and isinstance(g, GL)):
-        return
-    if s.dtype != g.dtype:
-        yield f"{name}: TMA copies without converting: st and gl must have one dtype, got {s.dtype} and {g.dtype}"
-    problem = box_problem(s)
-    if problem:
-        yield f"{name}: {problem}"
-    if g.c != DYN and (g.c * itemsize(g.dtype)) % 16:
-        yield (f"{name}: a gl used with TMA needs rows of a multiple of 16 bytes; "
-               f"dim c = {g.c} gives {g.c * itemsize(g.dtype)}")
-    from ..lowering.requirements import gl_root
-    gl_value = gl_root(op.operands[1 if load else 0])[0]
-    if kernel is not None and gl_value not in list(kernel.regions[0].blocks[0].arguments):
-        yield (f"{name}: the gl must be a kernel argument or a slice of one (its tensor map is "
-               "a kernel parameter)")
+    yield from tma_copy_problems(name, s, g, op.operands[1 if load else 0], kernel)
 
 
 def sync_group(op, kernel_warps: int | None) -> tuple[int, int | None]:

@@ -8,6 +8,7 @@ whose rows are a multiple of 16 bytes (tensor-map strides must be). tk-verify
 """
 from __future__ import annotations
 
+from ..dialect import gl_root
 from ..dialect.types import DYN, GL, ST, Barrier
 from ..dtypes import itemsize
 
@@ -49,7 +50,6 @@ def _check_store_wait(op, name, ins, outs, kernel):
 
 def _check_tma(op, name, ins, outs, kernel):
     """tma_load(st, gl, b, d, r, c, bar) and tma_store[_add](gl, st, b, d, r, c)."""
-    from ..lowering.tma import box_problem  # the rule the lowering applies
     load = name == "tma_load"
     s, g = (ins[0], ins[1]) if load else (ins[1], ins[0])
     n_idx = len(ins) - (3 if load else 2)
@@ -57,6 +57,14 @@ def _check_tma(op, name, ins, outs, kernel):
         yield f"{name}: takes 4 coordinates (b, d, r, c), got {n_idx}"
     if load and not isinstance(ins[-1], Barrier):
         yield f"{name}: the last operand must be the !tk.barrier the bytes arrive on"
+    yield from tma_copy_problems(name, s, g, op.operands[1 if load else 0], kernel)
+
+
+def tma_copy_problems(name, s, g, gl_value, kernel):
+    """What a TMA copy (tma_load/store, pipeline_load/store) needs of its st
+    `s` and gl `g`: one dtype, a TMA-able box, rows of 16 bytes, and a tensor
+    map: the gl is a kernel argument or a slice of one."""
+    from ..lowering.tma import box_problem  # the rule the lowering applies
     if not (isinstance(s, ST) and isinstance(g, GL)):
         return  # IRDL reports the operand kinds
     if s.dtype != g.dtype:
@@ -68,9 +76,7 @@ def _check_tma(op, name, ins, outs, kernel):
     if g.c != DYN and row_bytes % 16:
         yield (f"{name}: a gl used with TMA needs rows of a multiple of 16 bytes; "
                f"dim c = {g.c} gives {row_bytes}")
-    from ..lowering.requirements import gl_root
-    gl_value = gl_root(op.operands[0 if not load else 1])[0]
-    if kernel is not None and gl_value not in list(kernel.regions[0].blocks[0].arguments):
+    if kernel is not None and gl_root(gl_value)[0] not in list(kernel.regions[0].blocks[0].arguments):
         yield (f"{name}: the gl must be a kernel argument or a slice of one (its tensor map is "
                "a kernel parameter)")
 
