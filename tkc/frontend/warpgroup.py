@@ -107,11 +107,17 @@ def mma_async_wait(*tiles, pending: int = 0):
     if problems:
         raise fail(problems[0].replace("warpgroup_mma_wait", "warpgroup.mma_async_wait", 1))
     _check_warps("mma_async_wait")
-    values = [t.value() for t in tiles]
-    with emitting():
-        op = tk.warpgroup_mma_wait(values, pending)
-    for t, r in zip(tiles, op.results):
-        t.bind(r)
+    # one tk.warpgroup_mma_wait per tile type (its variadic operands share a
+    # type); the ones after the first find at most `pending` groups in flight
+    # already: the same wait, to the hardware and the interpreter
+    kinds: dict[str, list[Reg]] = {}
+    for t in tiles:
+        kinds.setdefault(str(t.value().type), []).append(t)
+    for same in kinds.values():
+        with emitting():
+            op = tk.warpgroup_mma_wait([t.value() for t in same], pending)
+        for t, r in zip(same, op.results):
+            t.bind(r)
     return tiles[0] if len(tiles) == 1 else tiles
 
 

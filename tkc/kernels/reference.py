@@ -100,3 +100,26 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
     u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
     return u.astype(np.uint32).view(np.float32)
+
+
+def linear_attention(q, k, v, scale: float, g=None) -> np.ndarray:
+    """Causal linear attention over [..., L, F] / [..., L, DV] arrays:
+    o_t = scale * sum_{s<=t} exp(G_t - G_s) (q_t . k_s) v_s, G the cumulative
+    sum of the log decay g [..., L] (g None: no decay)."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    a = q @ np.swapaxes(k, -1, -2) * scale
+    L = a.shape[-1]
+    if g is not None:
+        G = np.cumsum(g.astype(np.float64), axis=-1)
+        with np.errstate(over="ignore"):
+            a = a * np.exp(G[..., :, None] - G[..., None, :])
+    return np.where(np.tri(L, dtype=bool), a, 0.0) @ v
+
+
+def based(q, k, v, scale: float) -> np.ndarray:
+    """Based's causal linear attention with the 2nd-order Taylor map, no
+    normaliser: o_t = sum_{s<=t} (1 + x + x^2 / 2) v_s, x = scale * q_t . k_s."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    x = q @ np.swapaxes(k, -1, -2) * scale
+    L = x.shape[-1]
+    return np.where(np.tri(L, dtype=bool), 1 + x + x * x / 2, 0.0) @ v

@@ -1,0 +1,214 @@
+"""Causal linear attention on Hopper, chunk by chunk: the paper's linear
+attention family (plain, Mamba-2's decaying form, Based's Taylor map).
+
+    linear_attention: o_t = scale * sum_{s<=t} w(t, s) (q_t . k_s) v_s
+        w = 1 (plain; Hedgehog's linear part, FLA's chunk_linear_attn), or
+        w = exp(G_t - G_s) with G_t = g_1 + .. + g_t the cumulative sum of a
+        per-step log decay g (Mamba-2's SSD with a scalar decay per head and
+        step, FLA's chunk_simple_gla: q = C, k = B, v = x dt, g = A dt).
+    based: o_t = sum_{s<=t} (1 + x + x^2 / 2) v_s, x = scale * q_t . k_s
+        (the 2nd-order Taylor map (1, x, x (x) x / sqrt 2) of q and k; feature
+        dim 16, no normaliser: FLA's parallel_based(use_norm=False)).
+
+q, k are [B, H, L, F] and v, o [B, H, L, DV] (SDPA's layout); g is [B, H, L]
+(f32). Any L: TMA reads zeros past the end (a zero v row adds nothing, to the
+state either), g reads 0, the output is clipped.
+
+A block owns one (batch, head) and walks its chunks of C = 64 steps in order,
+with the state of the chunks before in registers (f32) and, for the tensor
+cores, in shared memory (bf16). Two consumer warpgroups split the value
+columns: each owns DV/2 columns of the state and of o and computes the whole
+chunk's scores itself (S = Q K^T is small), so neither reads what the other
+writes. tk-pipeline-staging streams Q, K and V by TMA through a ring. Per chunk:
+
+    o = Q H (inter-chunk, from shared) + mask(S) V (intra-chunk)
+    H += K^T V
+
+Decay: o's inter part is scaled by exp(G_t) per row, S by exp(G_t - G_s),
+and H = exp(G_C) H + (K exp(G_C - G_s))^T V: K's rows are scaled into a
+shared tile first (the A operand of a transposed wgmma comes from shared
+memory). G inside the chunk is a masked row sum of g (for the rows) and a
+masked column sum (for the columns): no cumsum kernel.
+
+Based keeps its state as 320 rows of features: rows 16i + j hold
+sum_s k_si k_sj v_s (i, j < 16), rows 256 + j sum_s k_sj v_s and row 272
+sum_s v_s. A warp builds its 16 rows of each 64-row block from K^T (one row
+of K^T broadcast down the columns of K^T: k_i k_j for its i and every j),
+and the query side of row block i is q * q_i * scale^2 / 2 (a 16-column
+A operand: 16 wgmmas of K = 16 for the 256 second-order rows), then q *
+scale and e_0 for the first- and zeroth-order rows.
+"""
+from __future__ import annotations
+
+import math
+
+import tkc
+from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
+from tkc.diagnostics import TkcError
+from tkc.ops import (add_col, add_row, col_sum, eq, exp, iota, load, mul_col, mul_row, row_sum,
+                     store, sub_col, subtile, sum, transpose, where, zero)
+
+C = 64                  # steps per chunk
+CONSUMERS = 2           # consumer warpgroups, each DV / 2 value columns
+BASED_F, BASED_DV = 16, 64
+
+
+def _panel(cols: int) -> str:
+    """The swizzle of a bf16 tile whose column subtiles of `cols` are wgmma
+    operands: whole panels (64 columns: 128-byte, 32: 64-byte)."""
+    return "auto" if cols % 64 == 0 else "64b"
+
+
+def _causal(w):
+    """keep(t, s): s <= t, for the 16 rows of warp w in the chunk."""
+    return iota(rt(f32, 16, C), 1) <= iota(rt(f32, 16, C), 0, start=(w % 4) * 16)
+
+
+def _chunk_decay(g, b, h, c, w):
+    """(G at this warp's 16 rows (col rv), G at every column (row rv), G_C):
+    the chunk's cumulative sums of the log decay g."""
+    gc = load(rv(f32, C, "row"), g, (b, h, 0, c), fill=0.0)
+    tile = add_col(zero(rt(f32, 16, C)), gc)
+    g_rows = row_sum(where(_causal(w), tile, 0.0))
+    g_cols = zero(rv(f32, C, "row"))
+    for p in range(C // 16):     # G_s = sum_{r <= s} g_r, 16 rows r at a time
+        gp = load(rv(f32, 16), g, (b, h, 0, c * (C // 16) + p), fill=0.0)
+        before = iota(rt(f32, 16, C), 0, start=16 * p) <= iota(rt(f32, 16, C), 1)
+        g_cols = col_sum(where(before, add_row(zero(rt(f32, 16, C)), gp), 0.0), init=g_cols)
+    return g_rows, g_cols, sum(gc)
+
+
+def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="auto"):
+    """The kernel la(q, k, v, o, scale) (decay: la(q, k, v, g, o, scale)) for
+    feature dim F and value dim DV (multiples of 64 and of 32 * CONSUMERS)."""
+    if F % 64 or F > 256:
+        raise TkcError(f"linear attention: the feature dim F = {F} must be 64, 128, 192 or 256")
+    if DV % (32 * CONSUMERS) or DV > 256:
+        raise TkcError(f"linear attention: the value dim DV = {DV} must be 64, 128, 192 or 256")
+    DVh = DV // CONSUMERS
+    name = f"linear_attn_f{F}_v{DV}" + ("_decay" if decay else "") + (
+        "" if stages == "auto" else f"_s{stages}")
+
+    def body(q, k, v, g, o, scale):
+        h, b = tkc.block_idx.x, tkc.block_idx.y
+        wg, w = tkc.warpgroupid(), tkc.warpid()
+        q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV, _panel(DVh))
+        h_s, o_s = st(bf16, F, DV, _panel(DVh)), st(bf16, C, DV, _panel(DVh))
+        kd_s = st(bf16, C, F) if decay else None
+        state = [zero(rt(f32, 16, DVh)) for _ in range(F // 64)]
+        mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731  this warpgroup's columns
+        for t, s in enumerate(state):
+            warpgroup.store(mine(h_s, F), s.to(bf16), (t, 0))
+        tkc.fence_async()
+        tkc.sync()
+        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
+            tma.load(q_s, q, (b, h, c, 0))
+            tma.load(k_s, k, (b, h, c, 0))
+            tma.load(v_s, v, (b, h, c, 0))
+            s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
+            warpgroup.mma_ABt(s, q_s, k_s)
+            warpgroup.mma_AB(o_r, q_s, mine(h_s, F))          # the chunks before
+            if decay:
+                g_rows, g_cols, g_last = _chunk_decay(g, b, h, c, w)
+            warpgroup.mma_async_wait(s, o_r)
+            s = s * scale
+            k_from = k_s
+            if decay:
+                o_r = mul_row(o_r, exp(g_rows) * scale)
+                s = s * exp(sub_col(add_row(zero(rt(f32, 16, C)), g_rows), g_cols))
+                # K's rows times exp(G_C - G_s): each warp its band, half the columns
+                kd = load(rt(f32, 16, F // 2), k_s, (w % 4, wg))
+                store(kd_s, mul_row(kd, exp(g_last - g_rows)).to(bf16), (w % 4, wg))
+                state = [x * exp(g_last) for x in state]
+                tkc.fence_async()
+                tkc.sync()
+                k_from = kd_s
+            else:
+                o_r = o_r * scale
+            warpgroup.mma_AB(o_r, where(_causal(w), s, 0.0).to(bf16), mine(v_s, C))
+            for t in range(F // 64):
+                warpgroup.mma_AtB(state[t], subtile(k_from, C, 64, (0, t)), mine(v_s, C))
+            warpgroup.mma_async_wait(o_r, *state)
+            tkc.sync()                   # every wgmma of this chunk has read h_s (and kd_s)
+            for t, x in enumerate(state):
+                warpgroup.store(mine(h_s, F), x.to(bf16), (t, 0))
+            warpgroup.store(mine(o_s, C), o_r.to(bf16), (0, 0))
+            tkc.fence_async()
+            tkc.sync()
+            tma.store(o, o_s, (b, h, c, 0))
+
+    Q, V = gl(bf16, "B", "H", "L", F), gl(bf16, "B", "H", "L", DV)
+
+    def grid(q, *_):
+        return (q.d, q.b)
+
+    if decay:
+        @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=grid)
+        def la(q: Q, k: Q, v: V, g: gl(f32, "B", "H", 1, "L"), o: V, scale: tkc.f32):
+            body(q, k, v, g, o, scale)
+        return la
+
+    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=grid)
+    def la(q: Q, k: Q, v: V, o: V, scale: tkc.f32):
+        body(q, k, v, None, o, scale)
+    return la
+
+
+def based(stages="auto"):
+    """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64]."""
+    F, DV = BASED_F, BASED_DV
+    DVh = DV // CONSUMERS
+    ROWS = 5 * 64                # the state's rows: 256 (2nd order), 16 (1st), 16 (0th, 1 used), 32 zero
+    name = "based_f16_v64" + ("" if stages == "auto" else f"_s{stages}")
+
+    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b))
+    def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
+                  v: gl(bf16, "B", "H", "L", DV), o: gl(bf16, "B", "H", "L", DV), scale: tkc.f32):
+        h, b = tkc.block_idx.x, tkc.block_idx.y
+        wg, w = tkc.warpgroupid(), tkc.warpid()
+        q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV, _panel(DVh))
+        a_s, o_s = st(bf16, ROWS, DV, _panel(DVh)), st(bf16, C, DV, _panel(DVh))
+        state = [zero(rt(f32, 16, DVh)) for _ in range(ROWS // 64)]
+        mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731
+        for t, x in enumerate(state):
+            warpgroup.store(mine(a_s, ROWS), x.to(bf16), (t, 0))
+        tkc.fence_async()
+        tkc.sync()
+        first = where(w % 4 == 0, 1.0, 0.0)   # block 4: warp 0 holds the 1st order, warp 1 the 0th
+        zeroth = where(w % 4 == 1, 1.0, 0.0)
+        col = iota(rt(f32, 16, F), 1)
+        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
+            tma.load(q_s, q, (b, h, c, 0))
+            tma.load(k_s, k, (b, h, c, 0))
+            tma.load(v_s, v, (b, h, c, 0))
+            s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
+            warpgroup.mma_ABt(s, q_s, k_s)
+            # the chunks before: o += phi(q) . state, 16 query-side tiles of K = 16 a row block
+            qf = load(rt(f32, 16, F), q_s, (w % 4, 0))
+            for i in range(F):
+                qi = row_sum(where(eq(col, i), qf, 0.0))          # q_i of each row
+                warpgroup.mma_AB(o_r, mul_row(qf, qi * (scale * scale / 2)).to(bf16),
+                                 mine(subtile(a_s, 16, DV, (i, 0)), 16))
+            warpgroup.mma_AB(o_r, (qf * scale).to(bf16), mine(subtile(a_s, 16, DV, (16, 0)), 16))
+            warpgroup.mma_AB(o_r, where(eq(col, 0), 1.0, 0.0).to(bf16),
+                             mine(subtile(a_s, 16, DV, (17, 0)), 16))
+            warpgroup.mma_async_wait(s)
+            x = s * scale                 # inside the chunk: (1 + x + x^2 / 2), causal
+            warpgroup.mma_AB(o_r, where(_causal(w), 1.0 + x + x * x * 0.5, 0.0).to(bf16), mine(v_s, C))
+            # the state: this warp's 16 feature rows of each 64-row block, from K^T
+            kt = transpose(load(rt(f32, C, F), k_s, (0, 0)))
+            row = iota(rt(f32, F, C), 0)
+            for t in range(4):
+                ki = col_sum(where(eq(row, 4 * t + w % 4), kt, 0.0))  # k_i along the chunk
+                warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), mine(v_s, C))
+            warpgroup.mma_AB(state[4], (kt * first + zeroth).to(bf16), mine(v_s, C))
+            warpgroup.mma_async_wait(o_r, *state)
+            tkc.sync()                   # every wgmma of this chunk has read a_s
+            for t, x in enumerate(state):
+                warpgroup.store(mine(a_s, ROWS), x.to(bf16), (t, 0))
+            warpgroup.store(mine(o_s, C), o_r.to(bf16), (0, 0))
+            tkc.fence_async()
+            tkc.sync()
+            tma.store(o, o_s, (b, h, c, 0))
+
+    return based_fwd
