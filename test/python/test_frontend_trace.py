@@ -115,6 +115,29 @@ def test_loop_carries_exactly_the_changed_tiles():
     assert ub.name == "arith.floordivsi" and ub.operands[0].owner.name == "tk.dim"
 
 
+def test_loop_names_a_reused_name_and_list_elements():
+    """A name reused inside a loop for an unrelated tile of the same type is
+    not an update of the tile it held before (that tile, changed in place,
+    is carried with its own value), and a list of tiles rebound element by
+    element (`acc = [x * 2 for x in acc]`) carries every element."""
+    @tkc.kernel(warps=1, grid=lambda o: (1,))
+    def k(o: gl(f32, 1, 1, 16, 32)):
+        acc = [zero(rt(f32, 16, 16)), zero(rt(f32, 16, 16))]
+        for s in acc:                       # s names acc[1] when the loop starts
+            store(o, s, (0, 0, 0, 0))
+        for i in tkc.range(3):
+            s = zero(rt(f32, 16, 16)) + 1.0      # an unrelated tile: acc[1] is not touched
+            acc = [x * 2.0 + s for x in acc]
+        store(o, acc[0], (0, 0, 0, 0))
+        store(o, acc[1], (0, 0, 0, 1))
+
+    (loop,) = _named(k.trace(), "scf.for")
+    assert len(loop.results) == 2           # both elements, not the reused name
+    out = np.zeros((1, 1, 16, 32), np.float32)
+    k.interpret(out)
+    assert (out == 7.0).all()               # ((0 * 2 + 1) * 2 + 1) * 2 + 1, in both halves
+
+
 def test_locations_point_at_the_author_lines():
     m = attend.trace()
     (mma,) = _named(m, "tk.mma_abt")

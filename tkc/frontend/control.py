@@ -30,17 +30,23 @@ class _Capture:
         self.frame = frame
         self.handles = st.live_handles()
         self.start = {h: (h._value, h._scope) for h in self.handles}
-        self.names = {n: h for n, h in _locals(frame).items() if isinstance(h, Reg) and h in self.start}
+        self.entry = {h: v for h, (v, _) in self.start.items()}  # loops: their iter_args
+        self.names = {n: h for n, h in _named(_locals(frame)).items() if h in self.start}
 
     def finals(self):
-        """({candidate: value at region end}, {candidate: [alias handles]})."""
+        """({candidate: value at region end}, {candidate: [alias handles]}).
+        A name rebound to a new handle is a functional update of the old one
+        (`o = o * 2`) only when the new value depends on the old one's value
+        at the region's start: a name reused for an unrelated tile of the same
+        type (`for s in tiles: ...` before a loop that makes `s = zero(...)`)
+        changes nothing."""
         finals = {h: h._value for h in self.handles}
         aliases = {}
-        now = _locals(self.frame)
+        now = _named(_locals(self.frame))
         for n, h0 in self.names.items():
             h = now.get(n)
             if isinstance(h, Reg) and h is not h0 and h.view == h0.view and h._value is not None \
-                    and current().visible(h._scope):
+                    and current().visible(h._scope) and _depends(h._value, self.entry[h0]):
                 finals[h0] = h._value
                 aliases.setdefault(h0, []).append(h)
         return finals, aliases
@@ -57,6 +63,49 @@ class _Capture:
         for h, v in results.items():
             for x in (h, *aliases.get(h, ())):
                 x._value, x._scope = v, scope
+
+
+def _depends(value, on) -> bool:
+    """Whether `value` is `on` or computed from it (through the operands of
+    its defining ops and of the ops nested in their regions)."""
+    from mlir import ir
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if v == on:
+            return True
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            continue
+        op = owner.operation if hasattr(owner, "operation") else owner
+        if op in seen:
+            continue
+        seen.add(op)
+        todo.extend(op.operands)
+        todo.extend(x for inner in _nested(op) for x in inner.operands)
+    return False
+
+
+def _nested(op):
+    """The ops inside op's regions, at any depth."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from _nested(inner.operation)
+
+
+def _named(names: dict) -> dict:
+    """The register handles the author's names hold: {name: handle}, and
+    {(name, i): handle} for the elements of a list or tuple (`state = [x * c
+    for x in state]` updates each element functionally)."""
+    out = {}
+    for n, x in names.items():
+        if isinstance(x, Reg):
+            out[n] = x
+        elif isinstance(x, (list, tuple)):
+            out.update(((n, i), h) for i, h in enumerate(x) if isinstance(h, Reg))
+    return out
 
 
 def _locals(frame) -> dict:
@@ -105,6 +154,7 @@ class range:
         scope = st.push(scratch.body, "tkc.range loop", self.where)
         for h, arg in zip(cap.handles, scratch.inner_iter_args):
             h._value, h._scope = arg, scope
+            cap.entry[h] = arg
         from .values import Index
         try:
             yield Index(scratch.induction_variable)

@@ -11,6 +11,7 @@ from .attention_hopper import attention_hopper
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
 from .layernorm import layernorm_bwd, layernorm_fwd
+from .linear_attention import based, linear_attention
 from .rotary import rotary
 
 
@@ -39,4 +40,7 @@ def library():
         layernorm_bwd(1024, dropout=True),
         layernorm_bwd(1024, residual=False),
         layernorm_bwd(1024, dropout=True, residual=False),
+        # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
+        *(linear_attention(F, F, decay) for F in (64, 128) for decay in (False, True)),
+        based(),
     ]

@@ -40,7 +40,6 @@ scale and e_0 for the first- and zeroth-order rows.
 """
 from __future__ import annotations
 
-import math
 
 import tkc
 from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
@@ -51,6 +50,10 @@ from tkc.ops import (add_col, add_row, col_sum, eq, exp, iota, load, mul_col, mu
 C = 64                  # steps per chunk
 CONSUMERS = 2           # consumer warpgroups, each DV / 2 value columns
 BASED_F, BASED_DV = 16, 64
+# ptxas spills loop-invariant addresses (one load each per chunk, from L1)
+# beside the state and the in-flight wgmma operands: decay at F = 128 60
+# bytes, Based 112 (its 21 register-operand wgmmas a chunk).
+SPILLS_DECAY, SPILLS_BASED = 64, 128
 
 
 def _panel(cols: int) -> str:
@@ -97,8 +100,8 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         kd_s = st(bf16, C, F) if decay else None
         state = [zero(rt(f32, 16, DVh)) for _ in range(F // 64)]
         mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731  this warpgroup's columns
-        for t, s in enumerate(state):
-            warpgroup.store(mine(h_s, F), s.to(bf16), (t, 0))
+        for t, x in enumerate(state):
+            warpgroup.store(mine(h_s, F), x.to(bf16), (t, 0))
         tkc.fence_async()
         tkc.sync()
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
@@ -143,7 +146,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         return (q.d, q.b)
 
     if decay:
-        @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=grid)
+        @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=grid, spills=SPILLS_DECAY)
         def la(q: Q, k: Q, v: V, g: gl(f32, "B", "H", 1, "L"), o: V, scale: tkc.f32):
             body(q, k, v, g, o, scale)
         return la
@@ -161,7 +164,7 @@ def based(stages="auto"):
     ROWS = 5 * 64                # the state's rows: 256 (2nd order), 16 (1st), 16 (0th, 1 used), 32 zero
     name = "based_f16_v64" + ("" if stages == "auto" else f"_s{stages}")
 
-    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b))
+    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
     def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
                   v: gl(bf16, "B", "H", "L", DV), o: gl(bf16, "B", "H", "L", DV), scale: tkc.f32):
         h, b = tkc.block_idx.x, tkc.block_idx.y
@@ -184,7 +187,7 @@ def based(stages="auto"):
             s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
             warpgroup.mma_ABt(s, q_s, k_s)
             # the chunks before: o += phi(q) . state, 16 query-side tiles of K = 16 a row block
-            qf = load(rt(f32, 16, F), q_s, (w % 4, 0))
+            qf = load(rt(bf16, 16, F), q_s, (w % 4, 0))
             for i in range(F):
                 qi = row_sum(where(eq(col, i), qf, 0.0))          # q_i of each row
                 warpgroup.mma_AB(o_r, mul_row(qf, qi * (scale * scale / 2)).to(bf16),
@@ -192,17 +195,20 @@ def based(stages="auto"):
             warpgroup.mma_AB(o_r, (qf * scale).to(bf16), mine(subtile(a_s, 16, DV, (16, 0)), 16))
             warpgroup.mma_AB(o_r, where(eq(col, 0), 1.0, 0.0).to(bf16),
                              mine(subtile(a_s, 16, DV, (17, 0)), 16))
-            warpgroup.mma_async_wait(s)
+            warpgroup.mma_async_wait(s, pending=F + 2)
             x = s * scale                 # inside the chunk: (1 + x + x^2 / 2), causal
             warpgroup.mma_AB(o_r, where(_causal(w), 1.0 + x + x * x * 0.5, 0.0).to(bf16), mine(v_s, C))
+            # a wgmma reads its register operand while in flight: retire these
+            # 19 (76 registers a thread) before the state's 5 (80) are built
+            warpgroup.mma_async_wait(o_r)
             # the state: this warp's 16 feature rows of each 64-row block, from K^T
-            kt = transpose(load(rt(f32, C, F), k_s, (0, 0)))
+            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
             row = iota(rt(f32, F, C), 0)
             for t in range(4):
                 ki = col_sum(where(eq(row, 4 * t + w % 4), kt, 0.0))  # k_i along the chunk
                 warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), mine(v_s, C))
             warpgroup.mma_AB(state[4], (kt * first + zeroth).to(bf16), mine(v_s, C))
-            warpgroup.mma_async_wait(o_r, *state)
+            warpgroup.mma_async_wait(*state)
             tkc.sync()                   # every wgmma of this chunk has read a_s
             for t, x in enumerate(state):
                 warpgroup.store(mine(a_s, ROWS), x.to(bf16), (t, 0))

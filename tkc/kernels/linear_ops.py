@@ -1,0 +1,124 @@
+"""The linear-attention kernels as PyTorch ops (torch.library custom_op +
+register_fake, so torch.compile traces them without a graph break):
+
+    o = tkc.linear_attention(q, k, v)            # q, k [B, H, L, F], v [B, H, L, DV]
+    o = tkc.linear_attention(q, k, v, g=g)       # decay: g [B, H, L] f32 (Mamba-2 / simple GLA)
+    o = tkc.based(q, k, v)                       # q, k [B, H, L, 16], v [B, H, L, 64]
+
+bf16 in and out, f32 state; default scale 1/sqrt(F). Forward only: no
+backward kernels yet, so these tensors carry no gradient (calling backward
+through them raises torch's error for an op without autograd). Semantics and
+the kernels: tkc/kernels/linear_attention.py. Importing this module needs
+torch, not MLIR.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..runtime.callsite import caller
+from .linear_attention import BASED_DV, BASED_F, based as based_kernel
+from .linear_attention import linear_attention as la_kernel
+
+__all__ = ["linear_attention", "based"]
+DIMS = (64, 128, 192, 256)
+
+
+@functools.lru_cache(maxsize=None)
+def _la_kernel(F: int, DV: int, decay: bool):
+    return la_kernel(F, DV, decay)
+
+
+@functools.lru_cache(maxsize=None)
+def _based_kernel():
+    return based_kernel()
+
+
+@torch.library.custom_op("tkc::linear_attention", mutates_args=())
+def _la(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(v)
+    if g is None:
+        _la_kernel(q.shape[-1], v.shape[-1], False)(q, k, v, o, scale)
+    else:
+        _la_kernel(q.shape[-1], v.shape[-1], True)(q, k, v, g.contiguous().unsqueeze(2), o, scale)
+    return o
+
+
+@_la.register_fake
+def _(q, k, v, g, scale):
+    return torch.empty_like(v, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("tkc::based", mutates_args=())
+def _based(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(v)
+    _based_kernel()(q, k, v, o, scale)
+    return o
+
+
+@_based.register_fake
+def _(q, k, v, scale):
+    return torch.empty_like(v, memory_format=torch.contiguous_format)
+
+
+def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
+                     scale: float | None = None) -> Tensor:
+    """Causal linear attention o_t = scale * sum_{s<=t} w(t, s) (q_t . k_s) v_s
+    for q, k [B, H, L, F] and v [B, H, L, DV] (bf16, on the GPU; F and DV 64,
+    128, 192 or 256): w = 1, or with g [B, H, L] (f32, log decays, <= 0)
+    w = exp(g_(s+1) + .. + g_t) (Mamba-2's SSD with scalar decay = FLA's
+    chunk_simple_gla; q = C, k = B, v = x dt, g = A dt). Any L (even with g)."""
+    _check("linear_attention", q, k, v, None, DIMS)
+    if g is not None:
+        if not isinstance(g, Tensor) or g.dtype != torch.float32 or tuple(g.shape) != tuple(q.shape[:3]):
+            raise TkcError(f"linear_attention: g must be an f32 tensor {list(q.shape[:3])} "
+                           f"([B, H, L]), got {getattr(g, 'dtype', type(g).__name__)} "
+                           f"{tuple(getattr(g, 'shape', ()))}", caller())
+        if g.device != q.device:
+            raise TkcError(f"linear_attention: g must be on {q.device}, got {g.device}", caller())
+    return _la(q, k, v, g, _scale(scale, q.shape[-1]))
+
+
+def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor:
+    """Based's linear attention: o_t = sum_{s<=t} (1 + x + x^2 / 2) v_s with
+    x = scale * q_t . k_s (the 2nd-order Taylor map of softmax; no
+    normaliser, as FLA's parallel_based(use_norm=False)), for q, k [B, H, L,
+    16] and v [B, H, L, 64] (bf16, on the GPU); scale defaults to 1/4."""
+    _check("based", q, k, v, (BASED_F,), (BASED_DV,))
+    return _based(q, k, v, _scale(scale, q.shape[-1]))
+
+
+def _check(fn: str, q, k, v, features, values) -> None:
+    """Types, ranks, shapes, dims and device: errors at the caller's line."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise TkcError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}", caller())
+        if t.dim() != 4:
+            raise TkcError(f"{fn}: {name} must be [B, H, L, D], got shape {tuple(t.shape)}", caller())
+        if t.dtype != torch.bfloat16:
+            raise TkcError(f"{fn}: {name} must be bf16, got {t.dtype}", caller())
+    if k.shape != q.shape:
+        raise TkcError(f"{fn}: q and k must have one shape, got {tuple(q.shape)} and "
+                       f"{tuple(k.shape)}", caller())
+    if v.shape[:3] != q.shape[:3]:
+        raise TkcError(f"{fn}: v must be [B, H, L, DV] with q's B, H, L {tuple(q.shape[:3])}, got "
+                       f"{tuple(v.shape)}", caller())
+    if q.shape[-1] not in (features or DIMS):
+        raise TkcError(f"{fn}: the feature dim {q.shape[-1]} is not supported (one of "
+                       f"{features or DIMS})", caller())
+    if v.shape[-1] not in values:
+        raise TkcError(f"{fn}: the value dim {v.shape[-1]} is not supported (one of {values})",
+                       caller())
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_cuda or t.device != q.device:
+            raise TkcError(f"{fn}: {name} must be on q's CUDA device, got {t.device}", caller())
+
+
+def _scale(scale, F: int) -> float:
+    return 1.0 / math.sqrt(F) if scale is None else float(scale)
