@@ -13,12 +13,19 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests attention sanitizer memory bench tables ncu profile}"
+STEPS="${STEPS:-tests attention linear sanitizer memory bench tables ncu profile}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
 # time limits: a kernel that deadlocks on a barrier must not eat the session
+fla_path() {  # flash-linear-attention from its carried wheels (pip download fla-core einops -d .fla)
+  if ls .fla/*.whl > /dev/null 2>&1 && [ ! -d "$TMP/fla" ]; then
+    pip install -q --no-index --no-deps --target "$TMP/fla" .fla/*.whl >> "$LOG" 2>&1
+  fi
+  [ -d "$TMP/fla" ] && export PYTHONPATH="$PYTHONPATH:$TMP/fla"
+}
 if has tests; then
+  fla_path
   say "GPU tests"
   timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q -rs -m gpu -p no:cacheprovider ${TEST_ARGS:-test/gpu} >> "$LOG" 2>&1
   grep -E "^FAILED|^ERROR|passed|failed" "$LOG" | tail -40
@@ -26,6 +33,11 @@ fi
 if has attention; then
   say "tkc.attention next to SDPA (cuDNN, flash) and FlexAttention"
   timeout 420 python3 bench/attention.py --out "$OUT/attention.json" ${ATTENTION_ARGS:-} 2>&1 | tee -a "$LOG"
+fi
+if has linear; then
+  say "linear attention (tkc.based, tkc.linear_attention) next to flash-linear-attention"
+  fla_path
+  timeout 420 python3 bench/linear_attention.py --out "$OUT/linear.json" ${LINEAR_ARGS:-} 2>&1 | tee -a "$LOG"
 fi
 if has sanitizer; then
   for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
@@ -37,10 +49,7 @@ if has sanitizer; then
 fi
 if has memory; then
   say "memory-bound kernels next to a copy, flash-linear-attention and torch.compile"
-  if ls .fla/*.whl > /dev/null 2>&1; then  # carried wheels (pip download fla-core einops)
-    pip install -q --no-index --no-deps --target "$TMP/fla" .fla/*.whl >> "$LOG" 2>&1
-    export PYTHONPATH="$PYTHONPATH:$TMP/fla"
-  fi
+  fla_path
   # its torch.compile peer compiles about a dozen graphs (minutes): MEMORY_ARGS=--no-compile skips it
   timeout 570 python3 bench/memory_bound.py --out "$OUT/memory.json" ${MEMORY_ARGS:-} 2>&1 | tee -a "$LOG"
 fi

@@ -91,7 +91,26 @@ def memory():
         report(f"layer_norm residual={residual}", rel(out, ref), 1e-2)
 
 
-STEPS = {"gemm": gemms, "attention": attention, "memory": memory}
+def linear():
+    import tkc
+    for F, DV in ((64, 64), (128, 128)):
+        for decay in (False, True):
+            q, k = (torch.randn(1, 2, 200, F, device="cuda") * 0.3 for _ in range(2))
+            q, k, v = q.bfloat16(), k.bfloat16(), torch.randn(1, 2, 200, DV, device="cuda").bfloat16()
+            g = -torch.rand(1, 2, 200, device="cuda") * 0.05 if decay else None
+            o = tkc.linear_attention(q, k, v, g=g)
+            a = q.double() @ k.double().transpose(-1, -2) / math.sqrt(F)
+            if decay:
+                G = g.double().cumsum(-1)
+                a = a * torch.exp((G[..., :, None] - G[..., None, :]).clamp(max=0))
+            report(f"linear_attention F{F} DV{DV} decay={decay}", rel(o, a.tril() @ v.double()), 2e-2)
+    q, k = (torch.randn(1, 2, 200, 16, device="cuda").bfloat16() for _ in range(2))
+    v = torch.randn(1, 2, 200, 64, device="cuda").bfloat16()
+    x = q.double() @ k.double().transpose(-1, -2) / 4
+    report("based", rel(tkc.based(q, k, v), (1 + x + x * x / 2).tril() @ v.double()), 2e-2)
+
+
+STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear}
 for step in sys.argv[1:] or list(STEPS):
     STEPS[step]()
 sys.exit(1 if bad else 0)

@@ -117,25 +117,28 @@ def test_loop_carries_exactly_the_changed_tiles():
 
 def test_loop_names_a_reused_name_and_list_elements():
     """A name reused inside a loop for an unrelated tile of the same type is
-    not an update of the tile it held before (that tile, changed in place,
-    is carried with its own value), and a list of tiles rebound element by
+    not an update of the tile it held before when that tile changes in place
+    (it is carried with its own value), and a list of tiles rebound element by
     element (`acc = [x * 2 for x in acc]`) carries every element."""
     @tkc.kernel(warps=1, grid=lambda o: (1,))
-    def k(o: gl(f32, 1, 1, 16, 32)):
+    def k(o: gl(f32, 1, 1, 16, 64)):
         acc = [zero(rt(f32, 16, 16)), zero(rt(f32, 16, 16))]
+        fun = [zero(rt(f32, 16, 16)), zero(rt(f32, 16, 16))]
         for s in acc:                       # s names acc[1] when the loop starts
             store(o, s, (0, 0, 0, 0))
         for i in tkc.range(3):
-            s = zero(rt(f32, 16, 16)) + 1.0      # an unrelated tile: acc[1] is not touched
-            acc = [x * 2.0 + s for x in acc]
-        store(o, acc[0], (0, 0, 0, 0))
-        store(o, acc[1], (0, 0, 0, 1))
+            s = zero(rt(f32, 16, 16)) + 1.0      # an unrelated tile
+            for x in acc:
+                add(x, x, s)                      # in place
+            fun = [x * 2.0 + s for x in fun]      # functionally, element by element
+        for j, x in enumerate(acc + fun):
+            store(o, x, (0, 0, 0, j))
 
     (loop,) = _named(k.trace(), "scf.for")
-    assert len(loop.results) == 2           # both elements, not the reused name
-    out = np.zeros((1, 1, 16, 32), np.float32)
+    assert len(loop.results) == 4           # every element, not the reused name
+    out = np.zeros((1, 1, 16, 64), np.float32)
     k.interpret(out)
-    assert (out == 7.0).all()               # ((0 * 2 + 1) * 2 + 1) * 2 + 1, in both halves
+    assert (out[..., :32] == 3.0).all() and (out[..., 32:] == 7.0).all()
 
 
 def test_locations_point_at_the_author_lines():

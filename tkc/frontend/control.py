@@ -36,17 +36,20 @@ class _Capture:
     def finals(self):
         """({candidate: value at region end}, {candidate: [alias handles]}).
         A name rebound to a new handle is a functional update of the old one
-        (`o = o * 2`) only when the new value depends on the old one's value
-        at the region's start: a name reused for an unrelated tile of the same
-        type (`for s in tiles: ...` before a loop that makes `s = zero(...)`)
-        changes nothing."""
+        (`o = o * 2`, `p = s.to(bf16)` carrying p to the next iteration),
+        unless the old handle also changed in place and the new value does
+        not depend on the old one's: then the name was reused for an
+        unrelated tile of the same type (`for s in tiles: ...` before a loop
+        that makes `s = zero(...)` while an mma accumulates into tiles[-1]),
+        and the old handle keeps its own value."""
         finals = {h: h._value for h in self.handles}
         aliases = {}
         now = _named(_locals(self.frame))
         for n, h0 in self.names.items():
             h = now.get(n)
             if isinstance(h, Reg) and h is not h0 and h.view == h0.view and h._value is not None \
-                    and current().visible(h._scope) and _depends(h._value, self.entry[h0]):
+                    and current().visible(h._scope) \
+                    and (h0._value == self.entry[h0] or _depends(h._value, self.entry[h0])):
                 finals[h0] = h._value
                 aliases.setdefault(h0, []).append(h)
         return finals, aliases

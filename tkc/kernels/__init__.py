@@ -41,6 +41,7 @@ def library():
         layernorm_bwd(1024, residual=False),
         layernorm_bwd(1024, dropout=True, residual=False),
         # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
-        *(linear_attention(F, F, decay) for F in (64, 128) for decay in (False, True)),
+        *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
+          for decay in (False, True)),
         based(),
     ]

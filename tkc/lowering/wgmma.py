@@ -184,30 +184,24 @@ def _start_u64(lw, sh):
     return arith.addi(_shared_u64(lw), arith.index_cast(ir.IntegerType.get_signless(64), sh.dynamic))
 
 
-def _descriptor(lw, sh, layout: OperandLayout, kk: int | None, start=None):
+def _descriptor(lw, sh, layout: OperandLayout, kk: int, start=None):
     """The i64 descriptor of k step kk of shared tile `sh` (the address is only
-    known at run time: the dynamic shared array's; the rest is constant), or
-    with kk None that of the dynamic shared array's start (plus a ring
-    slot's or run-time subtile's dynamic part) in `sh`'s layout, to which a
-    wgmma adds its static offset (_stepped). `start`: _start_u64(lw, sh), when
-    the caller has it."""
+    known at run time: the dynamic shared array's; the rest is constant).
+    `start`: _start_u64(lw, sh), when the caller has it."""
     i64 = ir.IntegerType.get_signless(64)
     start = _start_u64(lw, sh) if start is None else start
-    offset = 0 if kk is None else sh.offset + layout.steps[kk]
-    addr = arith.addi(start, arith.constant(i64, offset)) if offset else start
+    addr = arith.addi(start, arith.constant(i64, sh.offset + layout.steps[kk]))
     low = arith.shrui(arith.andi(addr, arith.constant(i64, ADDRESS_MASK)), arith.constant(i64, 4))
     return arith.ori(low, arith.constant(i64, _signed64(encode(0, layout.lbo, layout.sbo, layout.swizzle))))
 
 
 def _stepped(text: str, nd: int, a_registers: bool, steps: list) -> str:
-    """A wgmma whose descriptors are the shared array's (one per layout and
-    dynamic start, _descriptor with kk None) advanced by the operand's static
-    offset and k step's byte offset (in the 16-byte units of the address
-    field, which cannot carry: shared addresses stay below 256 KiB), added
-    inside the asm. So one descriptor per layout lives across a loop, not one
-    per operand and k step: LLVM would hoist each invariant descriptor out of
-    the loop, and a kernel with many wgmma operands (attention's backward,
-    Based's 16 state subtiles) then spills them."""
+    """The wgmma of a later k step: its descriptors are k step 0's advanced by
+    the step's byte offset (in the 16-byte units of the address field, which
+    cannot carry: shared addresses stay below 256 KiB), added inside the asm.
+    So one descriptor per operand lives across a loop, not one per k step:
+    LLVM would hoist each step's invariant descriptor out of the loop, and a
+    kernel with many wgmma operands (attention's backward) then spills them."""
     if not any(steps):
         return text
     first = 2 * nd + (4 if a_registers else 0)   # the descriptor operands' numbers
@@ -258,12 +252,12 @@ def _lower_mma(lw, op, args):
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "l"
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
-    a_desc = None if in_regs else _descriptor(lw, a, a_layout, None)
-    b_desc = _descriptor(lw, b, b_layout, None)
+    a_desc = None if in_regs else _descriptor(lw, a, a_layout, 0)
+    b_desc = _descriptor(lw, b, b_layout, 0)
     for kk in range(k // B):
         a_ops = a_steps[kk] if in_regs else [a_desc]
-        steps = [] if in_regs else [a.offset + a_layout.steps[kk]]
-        steps.append(b.offset + b_layout.steps[kk])
+        steps = [] if in_regs else [a_layout.steps[kk] - a_layout.steps[0]]
+        steps.append(b_layout.steps[kk] - b_layout.steps[0])
         acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, steps), cons)
     nvvm.wgmma_commit_group_sync_aligned()
     return [Frag(result_view(op), acc)]

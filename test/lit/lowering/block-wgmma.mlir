@@ -5,33 +5,30 @@
 // rows 64y.. of a 4-panel st<128, 256> (MN-major, N = 256): LBO is the
 // parent's panel stride 128 * 128 = 16384 (encoded in the constant high
 // word), and the run-time row index y adds y * 8192 to the start address
-// of its descriptor. Every wgmma reads one descriptor per layout (and
-// run-time start): the shared array's, to which the operand's static offset
-// and the k step's byte offset, / 16, are added inside the wgmma's asm (so
-// one descriptor stays live in a loop however many subtiles and k steps
-// read that layout; here A and B share it). ptxas assembles both without
-// spills.
+// of its descriptor. A later k step's descriptor is k step 0's plus the
+// step's byte offset / 16, added inside the wgmma's asm (one descriptor per
+// operand stays live in a loop). ptxas assembles both without spills.
 // RUN: tkc %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // PTX-LABEL: .entry abt_rows(
-// PTX: mov.b64 %rd{{[0-9]+}}, __tkc_shared;
-// PTX: or.b64 %rd[[D:[0-9]+]], %rd{{[0-9]+}}, 4611686293305360384;
-// A at 8192 (/ 16 = 512), B at 32768 (2048).
-// PTX: add.s64 %tkd0, %rd[[D]], 512;
-// PTX-NEXT: add.s64 %tkd1, %rd[[D]], 2048;
-// PTX-NEXT: wgmma.mma_async{{.*}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
-// PTX: add.s64 %tkd0, %rd[[D]], 514;
+// PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
+// PTX-NEXT: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8192;
+// PTX: or.b64 %rd[[A:[0-9]+]], %rd{{[0-9]+}}, 4611686293305360384;
+// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 32768;
+// PTX: or.b64 %rd[[B:[0-9]+]], %rd{{[0-9]+}}, 4611686293305360384;
+// PTX: wgmma.mma_async{{.*}}, %rd[[A]], %rd[[B]], 1, 1, 1, 0, 0;
+// PTX: add.s64 %tkd0, %rd[[A]], 2;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[D]], 516;
+// PTX: add.s64 %tkd0, %rd[[A]], 4;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[D]], 518;
+// PTX: add.s64 %tkd0, %rd[[A]], 6;
 // PTX: wgmma.mma_async
-// The second panel: 8192 + 16384 = (1536 * 16).
-// PTX: add.s64 %tkd0, %rd[[D]], 1536;
+// The second panel: 8192 + 16384 = (8192 + 1024 * 16).
+// PTX: add.s64 %tkd0, %rd[[A]], 1024;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[D]], 1538;
+// PTX: add.s64 %tkd0, %rd[[A]], 1026;
 // PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
@@ -47,7 +44,6 @@
 // The high word: LBO 16384 >> 4 = 1024 in bits 16-29, SBO 1024 >> 4 in 32-45, 128B.
 // PTX-NEXT: or.b64 %rd[[B:[0-9]+]], %rd{{[0-9]+}}, 4611686293372403712;
 // The k16 steps: 16 rows of 128 bytes each, 2048 / 16 = 128 a step.
-// PTX: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, %rd[[B]], 1, 1, 1, 1;
 // PTX: add.s64 %tkd0, %rd[[B]], 128;
 // PTX: add.s64 %tkd0, %rd[[B]], 256;
 // PTX: add.s64 %tkd0, %rd[[B]], 384;

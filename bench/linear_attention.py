@@ -1,0 +1,101 @@
+"""The linear-attention kernels on the GPU next to flash-linear-attention's
+Triton kernels of the same semantics, interleaved in rounds (each round times
+every contender once), the median of the per-round ratios (METHOD.md;
+BENCHMARKS.md has the results):
+
+    Based (F 16, DV 64)          tkc.based               FLA parallel_based(use_norm=False)
+    linear attention (F = DV)    tkc.linear_attention    FLA chunk_linear_attn(normalize=False)
+    Mamba-2 SSD, scalar decay    tkc.linear_attention(g) FLA chunk_simple_gla
+
+    python bench/linear_attention.py [--out FILE.json] [--quick]
+
+Each contender gets its own layout (tkc [B, H, L, D], FLA [B, T, H, D], made
+outside the timing) and its output is checked against the other's first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+ROUNDS = 5
+TIMING = dict(reps=10, inner=5)
+
+
+def configs(quick: bool):
+    Ls = (1024, 4096, 8192) if not quick else (1024,)
+    for L in Ls:
+        yield "based", 16, 16, L, 16, 64
+    for L in Ls[:2]:
+        yield "linear", 16, 16, L, 128, 128
+        yield "ssd", 16, 16, L, 64, 64
+        yield "ssd", 16, 16, L, 128, 64
+
+
+def contenders(kind):
+    import tkc
+    from fla.ops.based import parallel_based
+    from fla.ops.linear_attn import chunk_linear_attn
+    from fla.ops.simple_gla import chunk_simple_gla
+    if kind == "based":
+        return (lambda q, k, v, g: tkc.based(q, k, v),
+                lambda q, k, v, g: parallel_based(q, k, v, use_norm=False))
+    if kind == "linear":
+        return (lambda q, k, v, g: tkc.linear_attention(q, k, v),
+                lambda q, k, v, g: chunk_linear_attn(q, k, v, normalize=False)[0])
+    return (lambda q, k, v, g: tkc.linear_attention(q, k, v, g=g),
+            lambda q, k, v, g: chunk_simple_gla(q, k, v, g=g)[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("linear attention benchmark: no CUDA GPU here, nothing measured")
+        return 0
+    try:
+        import fla.ops  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        print(f"linear attention benchmark: flash-linear-attention is not importable ({e})")
+        return 0
+    from tkc.bench.timing import interleaved, median_ratio
+    rows = []
+    print(f"{'kernel':8} {'B':>3} {'H':>3} {'L':>5} {'F':>4} {'DV':>4} {'tkc ms':>8} {'FLA ms':>8} "
+          f"{'FLA/tkc':>8}  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
+    for kind, B, H, L, F, DV in configs(args.quick):
+        torch.manual_seed(0)
+        qk = 1.0 if kind == "based" else 0.3
+        q, k = (torch.randn(B, H, L, F, device="cuda") * qk for _ in range(2))
+        q, k = q.bfloat16(), k.bfloat16()
+        v = torch.randn(B, H, L, DV, device="cuda").bfloat16()
+        g = -torch.rand(B, H, L, device="cuda") * 0.05 if kind == "ssd" else None
+        t = lambda x: None if x is None else x.transpose(1, 2).contiguous()  # noqa: E731
+        fq, fk, fv, fg = t(q), t(k), t(v), t(g)
+        mine, peer = contenders(kind)
+        ours, theirs = mine(q, k, v, g).float(), peer(fq, fk, fv, fg).transpose(1, 2).float()
+        err = float((ours - theirs).norm() / theirs.norm())
+        if err > 3e-2:
+            print(f"{kind} L{L}: tkc and FLA disagree (rel. error {err:.3g}); not timed")
+            continue
+        ms = interleaved({"tkc": lambda: mine(q, k, v, g), "fla": lambda: peer(fq, fk, fv, fg)},
+                         rounds=ROUNDS, **TIMING)
+        tk, fl = sorted(ms["tkc"])[ROUNDS // 2], sorted(ms["fla"])[ROUNDS // 2]
+        ratio = median_ratio(ms["fla"], ms["tkc"])
+        print(f"{kind:8} {B:3} {H:3} {L:5} {F:4} {DV:4} {tk:8.3f} {fl:8.3f} {ratio:8.2f}")
+        rows.append(dict(kernel=kind, B=B, H=H, L=L, F=F, DV=DV, tkc_ms=ms["tkc"], fla_ms=ms["fla"],
+                         ratio=ratio, rel_err=err))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
