@@ -5,7 +5,7 @@
 # PyTorch and benchmark it against the peers (cuBLAS, SDPA flash / cuDNN and
 # FlexAttention for tkc.attention;
 # for the memory-bound kernels a copy, torch.compile and, where installed,
-# flash-linear-attention).
+# flash-linear-attention; for linear attention flash-linear-attention).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TKC_CACHE_DIR="${TKC_CACHE_DIR:-$PWD/.tkc-cache}"
@@ -14,3 +14,4 @@ tkc build
 python3 -m tkc.bench
 python3 bench/attention.py
 python3 bench/memory_bound.py
+python3 bench/linear_attention.py
