@@ -72,6 +72,8 @@ def _depends(value, on) -> bool:
     """Whether `value` is `on` or computed from it (through the operands of
     its defining ops and of the ops nested in their regions)."""
     from mlir import ir
+
+    from ..dialect import walk
     seen, todo = set(), [value]
     while todo:
         v = todo.pop()
@@ -85,17 +87,8 @@ def _depends(value, on) -> bool:
             continue
         seen.add(op)
         todo.extend(op.operands)
-        todo.extend(x for inner in _nested(op) for x in inner.operands)
+        todo.extend(x for inner in walk(op) for x in inner.operands)
     return False
-
-
-def _nested(op):
-    """The ops inside op's regions, at any depth."""
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                yield inner.operation
-                yield from _nested(inner.operation)
 
 
 def _named(names: dict) -> dict:

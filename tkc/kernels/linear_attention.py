@@ -82,6 +82,44 @@ def _chunk_decay(g, b, h, c, w):
     return g_rows, g_cols, sum(gc)
 
 
+
+def _start(state_s, rows: int, DVh: int, mine):
+    """The f32 state (rows / 64 warpgroup tiles of DVh columns) at zero, and
+    its bf16 copy in this warpgroup's columns of state_s (`mine`), for the
+    first chunk's wgmma."""
+    state = [zero(rt(f32, 16, DVh)) for _ in range(rows // 64)]
+    _publish(state, state_s, rows, mine)
+    tkc.fence_async()
+    tkc.sync()
+    return state
+
+
+def _publish(state, state_s, rows: int, mine) -> None:
+    for t, x in enumerate(state):
+        warpgroup.store(mine(state_s, rows), x.to(bf16), (t, 0))
+
+
+def _chunk(q, k, v, q_s, k_s, v_s, at, DVh: int):
+    """Load the chunk at gl coordinates `at` (a TMA ring) and issue S = Q K^T:
+    (S, a zero o)."""
+    tma.load(q_s, q, at)
+    tma.load(k_s, k, at)
+    tma.load(v_s, v, at)
+    s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
+    warpgroup.mma_ABt(s, q_s, k_s)
+    return s, o_r
+
+
+def _finish(state, state_s, rows: int, o_r, o_s, o, at, mine) -> None:
+    """After the chunk's wgmmas: the state's new copy, and o out by TMA."""
+    tkc.sync()                   # every wgmma of this chunk has read state_s (and kd_s)
+    _publish(state, state_s, rows, mine)
+    warpgroup.store(mine(o_s, C), o_r.to(bf16), (0, 0))
+    tkc.fence_async()
+    tkc.sync()
+    tma.store(o, o_s, at)
+
+
 def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="auto"):
     """The kernel la(q, k, v, o, scale) (decay: la(q, k, v, g, o, scale)) for
     feature dim F and value dim DV (multiples of 64 and of 32 * CONSUMERS)."""
@@ -99,18 +137,10 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV, _panel(DVh))
         h_s, o_s = st(bf16, F, DV, _panel(DVh)), st(bf16, C, DV, _panel(DVh))
         kd_s = st(bf16, C, F) if decay else None
-        state = [zero(rt(f32, 16, DVh)) for _ in range(F // 64)]
         mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731  this warpgroup's columns
-        for t, x in enumerate(state):
-            warpgroup.store(mine(h_s, F), x.to(bf16), (t, 0))
-        tkc.fence_async()
-        tkc.sync()
+        state = _start(h_s, F, DVh, mine)
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
-            tma.load(q_s, q, (b, h, c, 0))
-            tma.load(k_s, k, (b, h, c, 0))
-            tma.load(v_s, v, (b, h, c, 0))
-            s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
-            warpgroup.mma_ABt(s, q_s, k_s)
+            s, o_r = _chunk(q, k, v, q_s, k_s, v_s, (b, h, c, 0), DVh)
             warpgroup.mma_AB(o_r, q_s, mine(h_s, F))          # the chunks before
             if decay:
                 g_rows, g_cols, g_last = _chunk_decay(g, b, h, c, w)
@@ -133,13 +163,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
             for t in range(F // 64):
                 warpgroup.mma_AtB(state[t], subtile(k_from, C, 64, (0, t)), mine(v_s, C))
             warpgroup.mma_async_wait(o_r, *state)
-            tkc.sync()                   # every wgmma of this chunk has read h_s (and kd_s)
-            for t, x in enumerate(state):
-                warpgroup.store(mine(h_s, F), x.to(bf16), (t, 0))
-            warpgroup.store(mine(o_s, C), o_r.to(bf16), (0, 0))
-            tkc.fence_async()
-            tkc.sync()
-            tma.store(o, o_s, (b, h, c, 0))
+            _finish(state, h_s, F, o_r, o_s, o, (b, h, c, 0), mine)
 
     Q, V = gl(bf16, "B", "H", "L", F), gl(bf16, "B", "H", "L", DV)
 
@@ -172,21 +196,13 @@ def based(stages="auto"):
         wg, w = tkc.warpgroupid(), tkc.warpid()
         q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV, _panel(DVh))
         a_s, o_s = st(bf16, ROWS, DV, _panel(DVh)), st(bf16, C, DV, _panel(DVh))
-        state = [zero(rt(f32, 16, DVh)) for _ in range(ROWS // 64)]
         mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731
-        for t, x in enumerate(state):
-            warpgroup.store(mine(a_s, ROWS), x.to(bf16), (t, 0))
-        tkc.fence_async()
-        tkc.sync()
+        state = _start(a_s, ROWS, DVh, mine)
         first = where(w % 4 == 0, 1.0, 0.0)   # block 4: warp 0 holds the 1st order, warp 1 the 0th
         zeroth = where(w % 4 == 1, 1.0, 0.0)
         col = iota(rt(f32, 16, F), 1)
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
-            tma.load(q_s, q, (b, h, c, 0))
-            tma.load(k_s, k, (b, h, c, 0))
-            tma.load(v_s, v, (b, h, c, 0))
-            s, o_r = zero(rt(f32, 16, C)), zero(rt(f32, 16, DVh))
-            warpgroup.mma_ABt(s, q_s, k_s)
+            s, o_r = _chunk(q, k, v, q_s, k_s, v_s, (b, h, c, 0), DVh)
             # the chunks before: o += phi(q) . state, 16 query-side tiles of K = 16 a row block
             qf = load(rt(bf16, 16, F), q_s, (w % 4, 0))
             for i in range(F):
@@ -210,12 +226,6 @@ def based(stages="auto"):
                 warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), mine(v_s, C))
             warpgroup.mma_AB(state[4], (kt * first + zeroth).to(bf16), mine(v_s, C))
             warpgroup.mma_async_wait(*state)
-            tkc.sync()                   # every wgmma of this chunk has read a_s
-            for t, x in enumerate(state):
-                warpgroup.store(mine(a_s, ROWS), x.to(bf16), (t, 0))
-            warpgroup.store(mine(o_s, C), o_r.to(bf16), (0, 0))
-            tkc.fence_async()
-            tkc.sync()
-            tma.store(o, o_s, (b, h, c, 0))
+            _finish(state, a_s, ROWS, o_r, o_s, o, (b, h, c, 0), mine)
 
     return based_fwd
