@@ -272,9 +272,10 @@ def tma_store_wait(pending: int = 0, loc=None):
     return create("tma_store_wait", [], [], {"pending": pending}, loc=loc)
 
 
-def warpgroup_mma(name: str, a, b, c, loc=None):
+def warpgroup_mma(name: str, a, b, c, negate: bool = False, loc=None):
+    """d = a @ b + c (negate: d = -(a @ b) + c), transposes as `name` says."""
     assert name in WARPGROUP_MMA, name
-    return _one(name, c.type, [a, b, c], loc=loc)
+    return _one(name, c.type, [a, b, c], {"negate": True} if negate else None, loc=loc)
 
 
 def warpgroup_mma_wait(tiles, pending: int = 0, loc=None):

@@ -690,6 +690,9 @@ irdl.dialect @tk {
   // registers) or st<64, K> (shared); b: st; c, d: rt<f32, 16, N> per warp
   // (rows 16*w .. 16*w+15 of the 64 x N result). Issues asynchronously and
   // commits one wgmma group; read d only after tk.warpgroup_mma_wait.
+  // An optional `negate = true` (a discardable attribute: IRDL declares no
+  // optional ones) computes d = -(a @ b) + c (wgmma's imm-scale-a = -1): the
+  // minus of a complex product's real part costs nothing.
   irdl.operation @warpgroup_mma_ab {
     %a = irdl.any
     %b = irdl.base @tk::@st

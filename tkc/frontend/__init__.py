@@ -12,9 +12,11 @@ locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops), control (range, if_/else_), workers (ids, sync), grid (symbolic
 grid expressions), tma (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`,
 `tkc.tma.load` in pipelined loops), lcsf (the load-compute-store-finish template),
-warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), build (tracing a Kernel into a module; needs MLIR).
+warpgroup (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), complex (complex
+tiles: crt, crv, cst, cgl), build (tracing a Kernel into a module; needs MLIR).
 """
 from . import ops, tma, warpgroup
+from .complex import Complex, cgl, crt, crv, cst
 from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
@@ -28,6 +30,7 @@ __all__ = [
     "kernel", "Kernel", "kernels_in_file",
     "bf16", "f16", "f32", "i32", "DType",
     "gl", "rt", "rv", "st", "sv",
+    "crt", "crv", "cst", "cgl", "Complex",
     "range", "if_", "else_", "lcsf",
     "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
     "cdiv", "min", "max",

@@ -94,11 +94,15 @@ def _depends(value, on) -> bool:
 def _named(names: dict) -> dict:
     """The register handles the author's names hold: {name: handle}, and
     {(name, i): handle} for the elements of a list or tuple (`state = [x * c
-    for x in state]` updates each element functionally)."""
+    for x in state]` updates each element functionally) and for the parts of
+    a complex tile (i = "re", "im")."""
+    from .complex import Complex
     out = {}
     for n, x in names.items():
         if isinstance(x, Reg):
             out[n] = x
+        elif isinstance(x, Complex):
+            out.update(((n, p), getattr(x, p)) for p in ("re", "im") if isinstance(getattr(x, p), Reg))
         elif isinstance(x, (list, tuple)):
             out.update(((n, i), h) for i, h in enumerate(x) if isinstance(h, Reg))
     return out

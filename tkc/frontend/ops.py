@@ -29,6 +29,7 @@ import builtins
 
 from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
+from .complex import partwise
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
 from .values import F32, Bool, Index, as_f32, as_index
@@ -726,3 +727,8 @@ def subtile(x, rows: int, cols: int, coords=(0, 0)):
     vals = _index_values(idx)
     with emitting():
         return Shared(view, tk.subtile(view.mlir(), x.value(), *vals), current().scope)
+
+
+# complex tiles (tkc.crt, tkc.cst, tkc.cgl): the data movers act on each part
+zero, copy, load, store, group_load, group_store, subtile = (
+    partwise(f) for f in (zero, copy, load, store, group_load, group_store, subtile))

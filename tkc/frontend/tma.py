@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..dialect import ops as tk
 from ..dialect.types import ST, Barrier
 from ..dtypes import itemsize
+from .complex import Complex, partwise
 from .tiles import GLHandle, Shared
 from .trace import current, emitting, fail
 from .values import Traced, as_index
@@ -128,7 +129,7 @@ def expect(bar: BarrierHandle, *tiles) -> None:
     if not tiles:
         raise fail("expect: give the shared tiles the phase's TMA loads fill")
     total = 0
-    for t in tiles:
+    for t in (p for x in tiles for p in ((x.re, x.im) if isinstance(x, Complex) else (x,))):
         s = _st(t, "expect", "every tile").view
         total += s.rows * s.cols * itemsize(s.dtype)
     expect_bytes(bar, total)
@@ -210,3 +211,8 @@ def store_add(dst: GLHandle, src: Shared, coords) -> None:
     """tma.store adding into dst's values (dst += src, a reduce-add done by
     the TMA unit: accumulating partial sums from many blocks, e.g. dQ)."""
     _pipeline_store("tma.store_add", dst, src, coords, add=True)
+
+
+# complex tiles (tkc.cst, tkc.cgl): one copy per part
+load_async, store_async, store_add_async, load, store, store_add = (
+    partwise(f) for f in (load_async, store_async, store_add_async, load, store, store_add))

@@ -7,6 +7,7 @@ warpgroup's 64 x N result:
     warpgroup.mma_AB(d, a, b, c)   d = a @ b + c          (in place: d rebound)
     warpgroup.mma_AB(d, a, b)      d = a @ b + d          (accumulate)
     d = warpgroup.mma_AB(a, b, c)  functional form
+    warpgroup.mma_AB(d, a, b, negate=True)   d = -(a @ b) + d (no extra work)
     warpgroup.mma_async_wait(d)    wait for the issued mmas, then read d
 
 a: rt<16, K, row> per warp or st<64, K> (mma_AB, mma_ABt); st<K, 64>
@@ -28,6 +29,7 @@ from __future__ import annotations
 from ..dialect import ops as tk
 from ..passes import verify_warpgroup as rules
 from . import ops
+from .complex import Complex, partwise
 from .tiles import Reg, Shared
 from .trace import current, emitting, fail
 from .workers import warpid
@@ -70,7 +72,11 @@ def _check_warps(py: str) -> None:
 def _mma(py: str):
     name = "warpgroup_" + py.lower()
 
-    def op(*args) -> Reg:
+    def op(*args, negate: bool = False) -> Reg:
+        if not isinstance(negate, bool):
+            raise fail(f"warpgroup.{py}: negate must be True or False, got {negate!r}")
+        if any(isinstance(x, Complex) for x in args):
+            return _complex_mma(py, op, args, negate)
         d, a, b, c = _split(py, args)
         for what, x in (("a", a), ("b", b), ("c", c)):
             if not isinstance(x, (Reg, Shared)):
@@ -84,21 +90,60 @@ def _mma(py: str):
                        f"{_describe(c)}")
         dst = d if d is not None else Reg(c.view)
         with emitting():
-            value = tk.warpgroup_mma(name, a.value(), b.value(), c.value())
+            value = tk.warpgroup_mma(name, a.value(), b.value(), c.value(), negate)
         return dst.bind(value)
     op.__name__ = py
     op.__doc__ = (f"{py}(d, a, b[, c]) or d = {py}(a, b, c): the warpgroup's 64 x N "
-                  "d = a @ b + c with the named transposes, issued asynchronously.")
+                  "d = a @ b + c with the named transposes, issued asynchronously; "
+                  "negate=True: d = -(a @ b) + c (free: wgmma's scale of a).")
     return op
 
 
 mma_AB, mma_ABt, mma_AtB, mma_AtBt = (_mma(n) for n in ("mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"))
 
 
+def _complex_mma(py: str, real, args, negate: bool) -> Complex:
+    """A complex (or complex-times-real) warpgroup mma as real ones, each its
+    own wgmma group: d.re = c.re + a.re b.re - a.im b.im, d.im = c.im +
+    a.re b.im + a.im b.re, the minus and the operands' conjugates given to
+    the wgmma as `negate` (no data is negated)."""
+    if len(args) == 4:
+        d, a, b, c = args
+    elif len(args) == 3 and isinstance(args[0], Complex) and _is_accumulator(args[0].re):
+        d, a, b, c = args[0], args[1], args[2], args[0]
+    elif len(args) == 3:
+        d, (a, b, c) = None, args
+    else:
+        raise fail(f"warpgroup.{py} takes (d, a, b[, c]) in place or (a, b, c) functionally, "
+                   f"got {len(args)} arguments")
+    for what, x in (("c", c), ("d", d)):
+        if x is not None and not (isinstance(x, Complex) and _is_accumulator(x.re)):
+            raise fail(f"warpgroup.{py}: with complex operands {what} must be a complex f32 "
+                       f"register tile (tkc.crt(f32, 16, N)), got {x!r}")
+    c = c.resolved()
+    ar, ai, sa = (a.re, a.im, a.sign) if isinstance(a, Complex) else (a, None, 1)
+    br, bi, sb = (b.re, b.im, b.sign) if isinstance(b, Complex) else (b, None, 1)
+    s = -1 if negate else 1
+    re = real(None, ar, br, c.re, negate=s < 0)
+    if ai is not None and bi is not None:
+        re = real(None, ai, bi, re, negate=s * sa * sb > 0)
+    im = c.im
+    for x, y, sign in ((ar, bi, sb), (ai, br, sa)):
+        if x is not None and y is not None:
+            im = real(None, x, y, im, negate=s * sign < 0)
+    if d is None:
+        return Complex(re, im)
+    d.re.bind(re.value())
+    d.im.bind(im.value())
+    return d
+
+
 def mma_async_wait(*tiles, pending: int = 0):
     """Wait until at most `pending` warpgroup mma groups are in flight, and
     rebind each given accumulator to its value after the wait. Returns the
     tile (one given) or the tuple of tiles."""
+    given = tiles
+    tiles = [p for t in tiles for p in ((t.re, t.im) if isinstance(t, Complex) else (t,))]
     for i, t in enumerate(tiles):
         if not isinstance(t, Reg):
             raise fail(f"warpgroup.mma_async_wait: tile {i} must be a register tile, "
@@ -118,7 +163,7 @@ def mma_async_wait(*tiles, pending: int = 0):
             op = tk.warpgroup_mma_wait([t.value() for t in same], pending)
         for t, r in zip(same, op.results):
             t.bind(r)
-    return tiles[0] if len(tiles) == 1 else tiles
+    return given[0] if len(given) == 1 else given
 
 
 def _registers(increase: bool):
@@ -155,11 +200,13 @@ def _warp_rows(py: str, reg, coords):
     return tuple(coords)
 
 
+@partwise
 def load(dst: Reg, src, coords=(0, 0)) -> Reg:
     """Each warp loads its 16 rows of the 64 x C tile of src (gl or st) at coords."""
     return ops.load(dst, src, _warp_rows("load", dst, coords))
 
 
+@partwise
 def store(dst, src: Reg, coords=(0, 0)) -> None:
     """Each warp stores its 16 rows into the 64 x C tile of dst (gl or st) at coords."""
     ops.store(dst, src, _warp_rows("store", src, coords))

@@ -35,7 +35,8 @@ def _warpgroup_mma(c, op):
     var = rules.VARIANTS[name]
     a_t, b_t, c_t = (tview(v) for v in op.operands)
     _fail_on(op, rules.mma_problems(name, a_t, b_t, c_t, tview(op.results[0]))
-             + rules.warps_problems(name, c.warps))
+             + rules.warps_problems(name, c.warps) + rules.negate_problems(name, op))
+    sign = -1.0 if rules.negated(op) else 1.0
     a, b, acc, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
     a_in_regs = isinstance(a_t, RT)
     shared = [b] if a_in_regs else [a, b]
@@ -50,7 +51,7 @@ def _warpgroup_mma(c, op):
         x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
         y = env[b].astype(np.float64)
         y = y.T if var.b_k_major else y
-        env[out] = (x @ y + env[acc]).astype(F32)
+        env[out] = (sign * (x @ y) + env[acc]).astype(F32)
     return step
 
 

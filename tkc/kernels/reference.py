@@ -123,3 +123,47 @@ def based(q, k, v, scale: float) -> np.ndarray:
     x = q @ np.swapaxes(k, -1, -2) * scale
     L = x.shape[-1]
     return np.where(np.tri(L, dtype=bool), 1 + x + x * x / 2, 0.0) @ v
+
+
+def hedgehog_features(x, fmap, clamp: float = 1e-6) -> np.ndarray:
+    """Hedgehog's feature map of x [B, H, L, D] with fmap [H, D, P]:
+    concat(softmax(x fmap), softmax(-x fmap)) over the P projected columns
+    (2P features), clamped below at `clamp` as ThunderKittens' reference."""
+    x = np.einsum("bhld,hdp->bhlp", x.astype(np.float64), fmap.astype(np.float64))
+
+    def softmax(y):
+        e = np.exp(y - y.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    return np.maximum(np.concatenate([softmax(x), softmax(-x)], axis=-1), clamp)
+
+
+def hedgehog(q, k, v, qmap, kmap, alpha, beta, scale: float, chunk: int = 64) -> np.ndarray:
+    """Hedgehog's hybrid attention (ThunderKittens' kernels/hedgehog) for q, k
+    [B, H, L, D], v [B, H, L, DV], maps [H, D, P], alpha, beta [H]. Query t
+    in chunk c = t // chunk: sliding-window softmax over W(t) = {s <= t,
+    s // chunk >= c - 1} (the chunk causally and the whole chunk before),
+    linear attention over the chunks before that, one normaliser:
+        a(t, s) = beta_h exp((q_t.k_s - m_t) scale), s in W(t), m_t = max over W(t) of q_t.k_s
+        a(t, s) = alpha_h phi(q_t).phi(k_s),          s // chunk <= c - 2
+        o_t = sum_s a(t, s) v_s / (sum_s a(t, s) + 1e-6)."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    L = q.shape[-2]
+    t, s = np.arange(L)[:, None], np.arange(L)[None, :]
+    window = (s <= t) & (s // chunk >= t // chunk - 1)
+    linear = s // chunk <= t // chunk - 2
+    x = q @ np.swapaxes(k, -1, -2)
+    m = np.where(window, x, -np.inf).max(axis=-1, keepdims=True)
+    a = np.where(window, np.exp((np.where(window, x, m) - m) * scale), 0.0)
+    a = a * np.asarray(beta, np.float64)[:, None, None]
+    lin = hedgehog_features(q, qmap) @ np.swapaxes(hedgehog_features(k, kmap), -1, -2)
+    a = a + np.where(linear, lin * np.asarray(alpha, np.float64)[:, None, None], 0.0)
+    return (a @ v) / (a.sum(axis=-1, keepdims=True) + 1e-6)
+
+
+def fftconv(u, k, N: int):
+    """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
+    and k [D, Lk]: circular (L = N) or causal (L + Lk - 1 <= N) convolution."""
+    L = u.shape[-1]
+    uf = np.fft.rfft(np.asarray(u, np.float64), n=N)
+    kf = np.fft.rfft(np.asarray(k, np.float64), n=N)
+    return np.fft.irfft(uf * kf, n=N)[..., :L]

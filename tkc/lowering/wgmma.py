@@ -113,16 +113,19 @@ def decode(desc: int) -> dict:
             "swizzle": {v: k for k, v in SWIZZLE_MODE.items()}.get(mode, 0)}
 
 
-def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_b: bool) -> str:
+def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_b: bool,
+                    negate: bool = False) -> str:
     """The PTX of one m64nNk16 wgmma, operands numbered as the inline asm has
     them: $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
-    registers or a descriptor), then B's descriptor."""
+    registers or a descriptor), then B's descriptor. negate: d = -(a b) + d."""
     nd = n // 2
     acc = ", ".join(f"${i}" for i in range(nd))
     a = "{" + ", ".join(f"${2 * nd + i}" for i in range(4)) + "}" if a_registers else f"${2 * nd}"
     b = f"${2 * nd + (4 if a_registers else 1)}"
-    # scale-d = 1 (accumulate: d = a*b + c), imm-scale-a/b = 1; tnspA only for a descriptor A.
-    imm = f"1, 1, 1, {int(trans_b)}" if a_registers else f"1, 1, 1, {int(trans_a)}, {int(trans_b)}"
+    # scale-d = 1 (accumulate: d = a*b + c), imm-scale-a = -1 negates the
+    # product, imm-scale-b = 1; tnspA only for a descriptor A.
+    scales = "-1, 1" if negate else "1, 1"
+    imm = f"1, {scales}, {int(trans_b)}" if a_registers else f"1, {scales}, {int(trans_a)}, {int(trans_b)}"
     return (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "
             f"{{{acc}}}, {a}, {b}, {imm};")
 
@@ -226,7 +229,8 @@ def _check(op, a, b, c):
     av = a.view if isinstance(a, (Frag, Shared)) else None
     bv = b.view if isinstance(b, Shared) else None
     cv = c.view if isinstance(c, Frag) else None
-    problems = rules.mma_problems(name, av, bv, cv) + rules.warps_problems(name, None)
+    problems = rules.mma_problems(name, av, bv, cv) + rules.warps_problems(name, None) \
+        + rules.negate_problems(name, op)
     if problems:
         raise error(op, "; ".join(problems))
     return rules.VARIANTS[name]
@@ -247,7 +251,7 @@ def _lower_mma(lw, op, args):
     a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // B)] if in_regs else []
     nvvm.wgmma_fence_aligned()
     f32 = ir.F32Type.get()
-    text = mma_instruction(n, dtype, in_regs, not var.a_k_major, not var.b_k_major)
+    text = mma_instruction(n, dtype, in_regs, not var.a_k_major, not var.b_k_major, rules.negated(op))
     nd = n // 2
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "l"

@@ -143,6 +143,20 @@ def wait_problems(ins, outs, pending) -> list[str]:
     return out
 
 
+def negated(op) -> bool:
+    """A warpgroup mma's optional `negate`: d = -(a @ b) + c."""
+    from mlir import ir
+    a = op.attributes["negate"] if "negate" in op.attributes else None
+    return isinstance(a, ir.BoolAttr) and a.value
+
+
+def negate_problems(name: str, op) -> list[str]:
+    from mlir import ir
+    if "negate" in op.attributes and not isinstance(op.attributes["negate"], ir.BoolAttr):
+        return [f"{name}: negate must be true or false, got {op.attributes['negate']}"]
+    return []
+
+
 def register_problems(name: str, count) -> list[str]:
     """increase_registers / decrease_registers {count}."""
     lo, hi = REGISTER_RANGE
@@ -169,6 +183,7 @@ def check_op(op, name: str, ins, outs, kernel) -> list[str]:
     if name in VARIANTS:
         out += mma_problems(name, *ins[:3], outs[0] if outs else None) if len(ins) == 3 else \
             [f"{name}: takes 3 operands (a, b, c), got {len(ins)}"]
+        out += negate_problems(name, op)
     elif name == "warpgroup_mma_wait":
         out += wait_problems(ins, outs, _int_attr(op, "pending"))
     else:

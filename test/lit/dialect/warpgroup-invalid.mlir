@@ -1,7 +1,7 @@
 // tk-verify on warpgroup ops: every rule of docs/tile-ir.md "Hopper ops",
 // each reported at its line; the valid kernel reports nothing.
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 13
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 14
 
 !a = !tk.st<bf16, 64 : i64, 64 : i64, "auto">
 !b = !tk.st<bf16, 128 : i64, 64 : i64, "128b">
@@ -10,7 +10,7 @@ func.func @valid() attributes {tk.kernel, tk.warps = 8 : i64} {
   %sa = "tk.alloc"() : () -> !a
   %sb = "tk.alloc"() : () -> !b
   %z = "tk.zero"() : () -> !acc
-  %d = "tk.warpgroup_mma_abt"(%sa, %sb, %z) : (!a, !b, !acc) -> !acc
+  %d = "tk.warpgroup_mma_abt"(%sa, %sb, %z) {negate = true} : (!a, !b, !acc) -> !acc
   %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!acc) -> !acc
   "tk.increase_registers"() {count = 240 : i64} : () -> ()
   return
@@ -41,6 +41,8 @@ func.func @invalid() attributes {tk.kernel, tk.warps = 4 : i64} {
   %6 = "tk.warpgroup_mma_abt"(%sa, %wide, %z) : (!a, !tk.st<bf16, 272 : i64, 64 : i64, "auto">, !acc) -> !acc
   // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: warpgroup_mma_abt: result must have c's type
   %7 = "tk.warpgroup_mma_abt"(%sa, %sb, %z) : (!a, !b, !acc) -> !tk.rt<f32, 16 : i64, 64 : i64, "row">
+  // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: warpgroup_mma_abt: negate must be true or false, got 1
+  %n = "tk.warpgroup_mma_abt"(%sa, %sb, %z) {negate = 1 : i64} : (!a, !b, !acc) -> !acc
   // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: warpgroup_mma_wait: tile 0 must be an f32 rt
   %8 = "tk.warpgroup_mma_wait"(%x) {pending = 0 : i64} : (!tk.rt<bf16, 16 : i64, 64 : i64, "col">) -> !tk.rt<bf16, 16 : i64, 64 : i64, "col">
   // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: warpgroup_mma_wait: results must have the types of the tiles

@@ -1,7 +1,8 @@
 // Warpgroup mma lowering: a shared-A mma_ABt (two K-major descriptors, tnspA
 // = tnspB = 0), a register-A mma_AB (4 b32 A registers, N-major B: tnspB = 1,
-// N = 256), a transposed-A mma_AtB (tnspA = 1), the wait, and setmaxnreg
-// with one block per SM; ptxas assembles the result without spills.
+// N = 256), a transposed-A mma_AtB (tnspA = 1), negated products (register
+// and shared A: imm-scale-a = -1), the wait, and setmaxnreg with one block
+// per SM; ptxas assembles the result without spills.
 // RUN: tkc %s --emit=nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
 // RUN: tkc %s --emit=ptx > %t.ptx && ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
@@ -38,8 +39,12 @@
 // PTX-LABEL: .entry atb(
 // PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 1, 1;
 
+// PTX-LABEL: .entry negated(
+// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, 1, -1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, -1, 1, 1, 1;
+
 // PTXAS-NOT: C75{{0[78]}}
-// PTXAS-COUNT-3: 0 bytes spill stores, 0 bytes spill loads
+// PTXAS-COUNT-4: 0 bytes spill stores, 0 bytes spill loads
 // PTXAS-NOT: C75{{0[78]}}
 
 !sa = !tk.st<bf16, 64 : i64, 64 : i64, "128b">
@@ -106,6 +111,25 @@ func.func @atb(%a: !gt, %c: !gtc) attributes {tk.kernel, tk.warps = 4 : i64} {
   %z = "tk.zero"() : () -> !tacc
   %d = "tk.warpgroup_mma_atb"(%sa, %sa, %z) : (!ta, !ta, !tacc) -> !tacc
   %e = "tk.warpgroup_mma_wait"(%d) {pending = 0 : i64} : (!tacc) -> !tacc
+  %w = "tk.warpid"() : () -> index
+  "tk.store"(%c, %e, %c0, %c0, %w, %c0) : (!gtc, !tacc, index, index, index, index) -> ()
+  return
+}
+
+// d = -(x @ a) - (a^T @ a) + 0: the real part of a complex product's
+// imaginary-times-imaginary term, A in registers and in shared memory.
+!nx = !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+func.func @negated(%a: !gt, %c: !gtc) attributes {tk.kernel, tk.warps = 4 : i64} {
+  %c0 = arith.constant 0 : index
+  %sa = "tk.alloc"() : () -> !ta
+  %sq = "tk.alloc"() : () -> !tk.st<bf16, 64 : i64, 64 : i64, "auto">
+  "tk.group_load"(%sa, %a, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!ta, !gt, index, index, index, index) -> ()
+  "tk.sync"() : () -> ()
+  %z = "tk.zero"() : () -> !tacc
+  %x = "tk.zero"() : () -> !nx
+  %d = "tk.warpgroup_mma_ab"(%x, %sq, %z) {negate = true} : (!nx, !tk.st<bf16, 64 : i64, 64 : i64, "auto">, !tacc) -> !tacc
+  %d2 = "tk.warpgroup_mma_atb"(%sa, %sa, %d) {negate = true} : (!ta, !ta, !tacc) -> !tacc
+  %e = "tk.warpgroup_mma_wait"(%d2) {pending = 0 : i64} : (!tacc) -> !tacc
   %w = "tk.warpid"() : () -> index
   "tk.store"(%c, %e, %c0, %c0, %w, %c0) : (!gtc, !tacc, index, index, index, index) -> ()
   return
