@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests attention linear sanitizer memory bench tables ncu profile}"
+STEPS="${STEPS:-tests attention linear fftconv sanitizer memory bench tables ncu profile}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
@@ -38,6 +38,10 @@ if has linear; then
   say "linear attention (tkc.based, tkc.linear_attention) next to flash-linear-attention"
   fla_path
   timeout 420 python3 bench/linear_attention.py --out "$OUT/linear.json" ${LINEAR_ARGS:-} 2>&1 | tee -a "$LOG"
+fi
+if has fftconv; then
+  say "FFT convolution (tkc.fftconv) next to torch.fft"
+  timeout 300 python3 bench/fftconv.py --out "$OUT/fftconv.json" ${FFTCONV_ARGS:-} 2>&1 | tee -a "$LOG"
 fi
 if has sanitizer; then
   for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do

@@ -32,10 +32,11 @@ from . import ops
 from .complex import Complex, partwise
 from .tiles import Reg, Shared
 from .trace import current, emitting, fail
-from .workers import warpid
+from .workers import warpgroupid, warpid
 
 __all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
-           "increase_registers", "decrease_registers", "load", "store"]
+           "increase_registers", "decrease_registers", "load", "store", "sync"]
+FIRST_SYNC_ID = 8          # warpgroup g's named barrier is 8 + g (the passes use the low ids)
 
 
 def _view(x):
@@ -183,6 +184,19 @@ def _registers(increase: bool):
 
 
 increase_registers, decrease_registers = _registers(True), _registers(False)
+
+
+def sync() -> None:
+    """The calling warpgroup's 4 warps wait for each other, the other
+    warpgroups go on (a named barrier per warpgroup, `bar.sync 8 + g, 128`):
+    e.g. between a warpgroup's shared writes and its own wgmma reading them,
+    without holding the other consumers in lockstep as tkc.sync does."""
+    from .control import if_
+    _check_warps("sync")
+    g = warpgroupid()
+    for i in range(current().warps // 4):
+        with if_(g == i), emitting():
+            tk.sync(id=FIRST_SYNC_ID + i, warps=4)
 
 
 # ---------------------------------------------------------------- memory

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_delta, attention_kernels
 from .attention_hopper import attention_hopper
+from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
 from .layernorm import layernorm_bwd, layernorm_fwd
@@ -44,4 +45,6 @@ def library():
         *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
           for decay in (False, True)),
         based(),
+        # tkc.fftconv: circular at N 1024, 2048, 4096 and causal (L = N / 2)
+        *(fftconv(N, L) for N in (1024, 2048, 4096) for L in (N, N // 2)),
     ]

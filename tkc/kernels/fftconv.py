@@ -27,9 +27,10 @@ kron(I, F_N1) (64 x 64) and the right products F_N2 as it is; per work item
 that is 2 + 4 + 4 + 2 wgmmas (complex times real, complex times complex,
 the real part only). A block owns 128 rows of channels (two consumer
 warpgroups) and walks the batch, so the filter's tile is loaded once; u
-streams in through the TMA ring of tk-pipeline-staging, one box per channel
-(rows past L read as zeros: the causal padding), and y leaves by TMA (rows
-past L clipped).
+streams in through the TMA ring of tk-pipeline-staging, and each warp stores
+its rows of y from registers. The warpgroups meet only at the ring: the
+exchange through shared memory before the last step is a warpgroup's own
+(warpgroup.sync), so the two interleave instead of running in lockstep.
 """
 from __future__ import annotations
 
@@ -43,7 +44,6 @@ from tkc.diagnostics import TkcError
 from tkc.ops import store, subtile, zero
 
 CONSUMERS = 2
-ROWS = 64 * CONSUMERS          # rows of the C layout a block owns (N1 per channel)
 SPLITS = {1024: (32, 32), 2048: (32, 64), 4096: (64, 64)}   # N -> (N1, N2)
 
 
@@ -93,18 +93,34 @@ def filter_layout(kf: np.ndarray, N: int) -> np.ndarray:
     return np.swapaxes(kf.reshape(*kf.shape[:-1], N2, N1), -1, -2)
 
 
-def fftconv(N: int = 1024, L: int | None = None, stages="auto"):
+def items(N: int) -> int:
+    """64-row parts a warpgroup interleaves (its mmas on one in flight while
+    it works on the other): 2 where the tiles are narrow (N2 = 32), else 1."""
+    return 2 if split(N)[1] == 32 else 1
+
+
+def block_channels(N: int, parts: int | None = None) -> int:
+    """Channels a block owns (D must be a multiple)."""
+    return 64 * CONSUMERS * (parts or items(N)) // split(N)[0]
+
+
+def fftconv(N: int = 1024, L: int | None = None, parts: int | None = None, stages="auto"):
     """The kernel conv(u, kf_re, kf_im, f_re, f_im, g_re, g_im, t_re, t_im,
-    h_re, h_im, y) for FFT size N and sequence length L (default N):
+    h_re, h_im, y) for FFT size N and sequence length L (default N), each
+    warpgroup on `parts` 64-row parts at once (default items(N)):
     u, y [B, 1, D * L / N2, N2] (u [B, D, L] viewed in rows of N2 steps);
     kf [1, 1, D * N1, N2] the filter's transform in C's layout; f, g, t, h
     from `matrices` (all bf16, planar complex)."""
     L = N if L is None else L
     N1, N2, R, K = shape(N, L)
-    per = ROWS // N1                      # channels a block owns
-    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if stages == "auto" else f"_s{stages}")
+    P = parts or items(N)
+    rows = 64 * CONSUMERS * P             # rows of C a block owns (N1 per channel)
+    per = rows // N1                      # channels a block owns
+    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if P == items(N) else f"_p{P}") + (
+        "" if stages == "auto" else f"_s{stages}")
     U, KF = gl(bf16, "B", 1, "DR", N2), gl(bf16, 1, 1, "DN1", N2)
     M = lambda r, c: gl(bf16, 1, 1, r, c)  # noqa: E731
+    acc = lambda: zero(tkc.crt(f32, 16, N2))  # noqa: E731
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda u, *_: (tkc.cdiv(u.r, per * R), 1))
     def conv(u: U, kf_re: KF, kf_im: KF, f_re: M(64, K), f_im: M(64, K), g_re: M(N2, N2),
@@ -112,36 +128,37 @@ def fftconv(N: int = 1024, L: int | None = None, stages="auto"):
              y: U):
         blk, wg, w = tkc.block_idx.x, tkc.warpgroupid(), tkc.warpid() % 4
         f, g, t, h = tkc.cst(bf16, 64, K), tkc.cst(bf16, N2, N2), tkc.cst(bf16, 64, N2), tkc.cst(bf16, 64, 64)
-        kf, e_s = tkc.cst(bf16, ROWS, N2), tkc.cst(bf16, ROWS, N2)
-        x_s, y_s = st(bf16, 2 * K, N2), st(bf16, 2 * K, N2)
+        kf, e_s = tkc.cst(bf16, rows, N2), tkc.cst(bf16, rows, N2)
+        x_s = st(bf16, per * R, N2)
         for x, src, at in ((f, (f_re, f_im), 0), (g, (g_re, g_im), 0), (t, (t_re, t_im), 0),
                            (h, (h_re, h_im), 0), (kf, (kf_re, kf_im), blk)):
             tma.load(x, tkc.cgl(*src), (0, 0, at, 0))
         tw = warpgroup.load(tkc.crt(f32, 16, N2), t)           # this warp's twiddles
-        mine = lambda x, r=64: subtile(x, r, N2, (wg, 0))      # noqa: E731  this warpgroup's rows
+        part = lambda x, i, r=64: subtile(x, r, N2, (wg * P + i, 0))  # noqa: E731  a part's rows
         for b in tkc.range(u.b, stages=stages):
             tma.load(x_s, u, (b, 0, blk, 0))
-            # C = ((F_N1 X) * T) F_N2: the forward transform of 64 / N1 sequences
-            x = warpgroup.mma_AB(f, mine(x_s, K), zero(tkc.crt(f32, 16, N2)))
-            x = warpgroup.mma_async_wait(x) * tw
-            c = warpgroup.mma_async_wait(warpgroup.mma_AB(x.to(bf16), g, zero(tkc.crt(f32, 16, N2))))
+            # C = ((F_N1 X) * T) F_N2: the forward transform of 64 / N1 sequences a part
+            xs = _wait([warpgroup.mma_AB(f, part(x_s, i, K), acc()) for i in range(P)])
+            cs = _wait([warpgroup.mma_AB((x * tw).to(bf16), g, acc()) for x in xs])
             # times the filter's transform; the inverse's first two steps
-            c = c * warpgroup.load(tkc.crt(f32, 16, N2), mine(kf))
-            e = warpgroup.mma_AB(c.to(bf16), g.conj(), zero(tkc.crt(f32, 16, N2)))
-            e = warpgroup.mma_async_wait(e) * tw.conj()
-            warpgroup.store(mine(e_s), e.to(bf16))
+            es = _wait([warpgroup.mma_AB((c * warpgroup.load(tkc.crt(f32, 16, N2), part(kf, i)))
+                                         .to(bf16), g.conj(), acc()) for i, c in enumerate(cs)])
+            warpgroup.sync()             # our warps' last reads of e_s (wgmmas) are retired
+            for i, e in enumerate(es):
+                warpgroup.store(part(e_s, i), (e * tw.conj()).to(bf16))
             tkc.fence_async()
-            tkc.sync()
+            warpgroup.sync()             # e_s is this warpgroup's own: the other one goes on
             # y = Re(H E) = H.re E.re - H.im E.im: K rows (the rest of H is zero)
-            yr = warpgroup.mma_AB(h.re, mine(e_s.re), zero(tkc.rt(f32, 16, N2)))
-            yr = warpgroup.mma_async_wait(warpgroup.mma_AB(yr, h.im, mine(e_s.im), negate=True))
-            if K == 64:
-                warpgroup.store(mine(y_s), yr.to(bf16))
-            else:
-                with tkc.if_(w < K // 16):
-                    store(y_s, yr.to(bf16), (wg * (K // 16) + w, 0))
-            tkc.fence_async()
-            tkc.sync()
-            tma.store(y, y_s, (b, 0, blk, 0))
+            ys = [warpgroup.mma_AB(h.re, part(e_s.re, i), zero(tkc.rt(f32, 16, N2))) for i in range(P)]
+            ys = _wait([warpgroup.mma_AB(yr, h.im, part(e_s.im, i), negate=True) for i, yr in enumerate(ys)])
+            for i, yr in enumerate(ys):
+                with tkc.if_(w < K // 16):   # each warp its 16 rows, straight to y
+                    store(y, yr.to(bf16), (b, 0, (blk * per * R + (wg * P + i) * K) // 16 + w, 0))
 
     return conv
+
+
+def _wait(tiles: list) -> list:
+    """warpgroup.mma_async_wait of all of them, as a list."""
+    out = warpgroup.mma_async_wait(*tiles)
+    return list(out) if len(tiles) > 1 else [out]

@@ -1,0 +1,78 @@
+"""The FFT long convolution on the GPU next to torch.fft (cuFFT: rfft, the
+pointwise product with the filter's precomputed transform, irfft; f32 inside,
+bf16 in and out as tkc), interleaved in rounds (each round times both once),
+the median of the per-round ratios (METHOD.md; BENCHMARKS.md has the results):
+
+    python bench/fftconv.py [--out FILE.json] [--quick]
+
+Rows: B 16, D 1024 (the issue's peer shape); circular (N = L) at L 1k, 2k,
+4k, causal (N = 2L) at L 512, 1k, 2k. Each filter's transform is made once
+outside the timing, for both. Outputs are checked against each other first.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+ROUNDS = 5
+TIMING = dict(reps=10, inner=5)
+
+
+def configs(quick: bool):
+    rows = [(16, 1024, 1024, 1024), (16, 1024, 4096, 4096), (16, 1024, 2048, 2048),
+            (16, 1024, 512, 1024), (16, 1024, 1024, 2048), (16, 1024, 2048, 4096)]
+    return rows[:1] if quick else rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if torch is None or not torch.cuda.is_available():
+        print("fftconv benchmark: no CUDA GPU here, nothing measured")
+        return 0
+    import tkc
+    from tkc.bench.timing import interleaved, median_ratio
+    rows = []
+    print(f"{'B':>3} {'D':>5} {'L':>5} {'N':>5} {'tkc ms':>8} {'fft ms':>8} {'fft/tkc':>8} {'GB/s':>6}"
+          f"  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
+    for B, D, L, N in configs(args.quick):
+        torch.manual_seed(0)
+        u = torch.randn(B, D, L, device="cuda").bfloat16()
+        taps = N if L == N else N - L + 1
+        k = torch.randn(D, taps, device="cuda") * torch.exp(-torch.arange(taps, device="cuda") / (taps / 4))
+        kf = tkc.fftconv_filter(k, N)
+        kr = torch.fft.rfft(k, n=N)
+
+        def peer():
+            return torch.fft.irfft(torch.fft.rfft(u.float(), n=N) * kr, n=N)[..., :L].bfloat16()
+
+        def mine():
+            return tkc.fftconv(u, kf)
+
+        ours, theirs = mine().float(), peer().float()
+        err = float((ours - theirs).norm() / theirs.norm())
+        if err > 3e-2:
+            print(f"L{L} N{N}: tkc and torch.fft disagree (rel. error {err:.3g}); not timed")
+            continue
+        ms = interleaved({"tkc": mine, "fft": peer}, rounds=ROUNDS, **TIMING)
+        tk, ft = sorted(ms["tkc"])[ROUNDS // 2], sorted(ms["fft"])[ROUNDS // 2]
+        ratio = median_ratio(ms["fft"], ms["tkc"])
+        gbs = 2 * u.numel() * 2 / tk / 1e6
+        print(f"{B:3} {D:5} {L:5} {N:5} {tk:8.3f} {ft:8.3f} {ratio:8.2f} {gbs:6.0f}")
+        rows.append(dict(B=B, D=D, L=L, N=N, tkc_ms=ms["tkc"], fft_ms=ms["fft"], ratio=ratio, rel_err=err))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Complex tiles and the FFT convolution on the CPU: the complex arithmetic
+and wgmma signs (conjugates on either side, negate) through the interpreter
+against numpy; tkc/kernels/fftconv.py against numpy's FFT at each N, circular
+and causal; the torch op with the interpreter standing in for the GPU; what
+the compiled kernel is made of; refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, warpgroup
+from tkc.diagnostics import TkcError
+from tkc.kernels import reference
+from tkc.kernels.fftconv import fftconv, filter_layout, matrices, shape
+from tkc.kernels.reference import round_bf16
+from tkc.ops import zero
+
+pytest.importorskip("mlir")
+
+
+def rel_err(x, ref):
+    return float(np.linalg.norm(x - ref) / np.linalg.norm(ref))
+
+
+M, O = gl(bf16, 1, 1, 64, 64), gl(f32, 1, 1, 64, 64)
+
+
+@tkc.kernel(warps=4, grid=lambda *_: (1,))
+def complex_ops(a_re: M, a_im: M, b_re: M, b_im: M, o1r: O, o1i: O, o2r: O, o2i: O, o3r: O,
+                o3i: O, o4r: O, o4i: O, o5r: O, o5i: O):
+    """o1 = a conj(b) - a b (shared operands), o2 = conj(a) b + b (register A),
+    o3 = a * conj(b) elementwise, o4 = conj(a) * conj(b) - a, o5 = conj(a) stored."""
+    a, b = tkc.cst(bf16, 64, 64), tkc.cst(bf16, 64, 64)
+    tkc.ops.group_load(a, tkc.cgl(a_re, a_im), (0, 0, 0, 0))
+    tkc.ops.group_load(b, tkc.cgl(b_re, b_im), (0, 0, 0, 0))
+    tkc.sync()
+    acc = zero(tkc.crt(f32, 16, 64))
+    warpgroup.mma_AB(acc, a, b.conj())
+    warpgroup.mma_AB(acc, a, b, negate=True)
+    ar = warpgroup.load(tkc.crt(bf16, 16, 64), a)
+    br = warpgroup.load(tkc.crt(f32, 16, 64), b)
+    o2 = warpgroup.mma_AB(ar.conj(), b, br)
+    acc, o2 = warpgroup.mma_async_wait(acc, o2)
+    x = warpgroup.load(tkc.crt(f32, 16, 64), a)
+    at = (0, 0, 0, 0)
+    warpgroup.store(tkc.cgl(o1r, o1i), acc, at)
+    warpgroup.store(tkc.cgl(o2r, o2i), o2, at)
+    warpgroup.store(tkc.cgl(o3r, o3i), x * br.conj(), at)
+    warpgroup.store(tkc.cgl(o4r, o4i), x.conj() * br.conj() - x, at)
+    warpgroup.store(tkc.cgl(o5r, o5i), x.conj(), at)
+
+
+def test_complex_ops():
+    rng = np.random.default_rng(1)
+    a, b = (round_bf16(rng.standard_normal((64, 64))) + 1j * round_bf16(rng.standard_normal((64, 64)))
+            for _ in range(2))
+    outs = [np.full((1, 1, 64, 64), np.nan, np.float32) for _ in range(10)]
+    planes = [p.astype(np.float32)[None, None].copy() for z in (a, b) for p in (z.real, z.imag)]
+    complex_ops.interpret(*planes, *outs)
+    got = [outs[i][0, 0] + 1j * outs[i + 1][0, 0] for i in range(0, 10, 2)]
+    want = [a @ b.conj() - a @ b, a.conj() @ b + b, a * b.conj(), a.conj() * b.conj() - a, a.conj()]
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert rel_err(g, w) < 1e-5, i
+
+
+def test_complex_refusals():
+    @tkc.kernel(warps=4, grid=lambda *_: (1,))
+    def mixed(a_re: M, a_im: M, o: O):
+        a = tkc.cst(bf16, 64, 64)
+        tkc.ops.group_load(a, a_re, (0, 0, 0, 0))
+
+    with pytest.raises(TkcError, match=r"test_fftconv.py:\d+.*a_re is real while another operand is complex"):
+        mixed.interpret(*(np.zeros((1, 1, 64, 64), np.float32) for _ in range(3)))
+
+    @tkc.kernel(warps=4, grid=lambda *_: (1,))
+    def conj_store(a_re: M, a_im: M, o: M):
+        a = tkc.cst(bf16, 64, 64)
+        tkc.ops.group_load(a.conj(), tkc.cgl(a_re, a_im), (0, 0, 0, 0))
+
+    with pytest.raises(TkcError, match=r"test_fftconv.py:\d+.*conjugate of st<bf16, 64, 64.*only be read"):
+        conj_store.interpret(*(np.zeros((1, 1, 64, 64), np.float32) for _ in range(3)))
+
+
+def _inputs(B, D, L, N, taps, seed):
+    rng = np.random.default_rng(seed)
+    u = round_bf16(rng.standard_normal((B, D, L)))
+    k = rng.standard_normal((D, taps)) * np.exp(-np.arange(taps) / (taps / 4))
+    return u, k
+
+
+def _planes(z):
+    return (round_bf16(z.real).astype(np.float32)[None, None].copy(),
+            round_bf16(z.imag).astype(np.float32)[None, None].copy())
+
+
+@pytest.mark.parametrize("N,L,B,D", [
+    (1024, 1024, 2, 8), (1024, 512, 1, 8), (1024, 256, 1, 16), (2048, 1024, 1, 4),
+    (2048, 2048, 1, 8), (4096, 4096, 2, 2), (4096, 3072, 1, 4),
+])
+def test_fftconv(N, L, B, D):
+    N1, N2, R, _ = shape(N, L)
+    u, k = _inputs(B, D, L, N, N if L == N else N - L + 1, seed=N + L)
+    kf = filter_layout(np.fft.fft(k, n=N), N).reshape(D * N1, N2)
+    y = np.full((B, 1, D * R, N2), np.nan, np.float32)
+    fftconv(N, L).interpret(u.reshape(B, 1, D * R, N2).astype(np.float32), *_planes(kf),
+                            *(p for m in matrices(N, L) for p in _planes(m)), y)
+    ref = reference.fftconv(u, k, N)
+    assert not np.isnan(y).any()
+    assert rel_err(y.reshape(B, D, L), ref) < 1e-2   # bf16 DFT matrices and operands
+
+
+def test_causal_is_linear_convolution():
+    """With L <= N - taps + 1 the circular convolution is the causal one."""
+    u, k = _inputs(1, 1, 512, 1024, 513, seed=4)
+    ref = reference.fftconv(u, k, 1024)[0, 0]
+    direct = np.convolve(u[0, 0], k[0])[:512]
+    assert np.allclose(ref, direct)
+
+
+def test_refusals():
+    with pytest.raises(TkcError, match="FFT size N = 512"):
+        fftconv(512)
+    with pytest.raises(TkcError, match="L = 1000"):
+        fftconv(1024, 1000)
+
+
+def test_compiled():
+    """HGMMA, TMA loads, y stored from registers, no spills."""
+    from tkc import sass
+    if sass.cuobjdump() is None:
+        pytest.skip("no cuobjdump")
+    for N in (1024, 4096):
+        art = fftconv(N).build()
+        ops = sass.opcodes(sass.disassemble(art.cubin))
+        assert ops.get("HGMMA", 0) >= 12 and ops.get("UTMALDG", 0) > 0 and ops.get("STG", 0) > 0
+        assert art.manifest["resources"]["spill_stores"] == 0
+        assert "-1, 1, 1, 1" in art.ptx or "-1, 1, 0, 1" in art.ptx or ", -1, 1" in art.ptx
+
+
+# ---------------------------------------------------------------- the torch op
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def ops(monkeypatch):
+    from tkc.kernels import fftconv_ops
+
+    def interpreted(N, L):
+        def run(*args):
+            arrays = [a.detach().float().contiguous().numpy().copy() for a in args]
+            fftconv(N, L).interpret(*arrays)
+            with torch.no_grad():
+                args[-1].copy_(torch.from_numpy(arrays[-1]).view(args[-1].shape))
+        return run
+    monkeypatch.setattr(fftconv_ops, "_kernel", interpreted)
+    return fftconv_ops
+
+
+def test_op(ops):
+    u, k = _inputs(1, 4, 1024, 2048, 1025, seed=7)
+    ut, kt = torch.from_numpy(u).bfloat16(), torch.from_numpy(k).float()
+    kf = ops.fftconv_filter(kt, 2048)
+    N1, N2, _, _ = shape(2048, 1024)
+    want = filter_layout(np.fft.fft(k, n=2048), 2048)
+    assert tuple(kf.shape) == (2, 4, N1, N2)
+    assert rel_err(kf[0].double().numpy() + 1j * kf[1].double().numpy(), want) < 1e-2
+    y = ops._fftconv(ut, kf)
+    assert rel_err(y.float().numpy(), reference.fftconv(u, k, 2048)) < 1e-2
+    torch.library.opcheck(ops._fftconv, (ut, kf), test_utils=("test_schema", "test_faketensor"))
+
+
+def test_op_errors(ops):
+    u = torch.zeros(1, 8, 1024, dtype=torch.bfloat16)
+    kf = ops.fftconv_filter(torch.zeros(8, 100), 1024)
+    with pytest.raises(TkcError, match=r"test_fftconv.py:\d+.*u must be a bf16 tensor \[B, D, L\]"):
+        tkc.fftconv(u.float(), kf)
+    with pytest.raises(TkcError, match="kf must be fftconv_filter"):
+        tkc.fftconv(u, kf[0])
+    with pytest.raises(TkcError, match="kf has 8 channels, u has D = 16"):
+        tkc.fftconv(torch.zeros(1, 16, 1024, dtype=torch.bfloat16), kf)
+    with pytest.raises(TkcError, match="D = 4 must be a multiple of 8"):
+        tkc.fftconv(u[:, :4], kf[:, :4])
+    with pytest.raises(TkcError, match=r"test_fftconv.py:\d+.*L = 1000"):
+        tkc.fftconv(u[..., :1000], kf)
+    with pytest.raises(TkcError, match="CUDA device"):
+        tkc.fftconv(u, kf)
+    with pytest.raises(TkcError, match="N = 3000"):
+        tkc.fftconv_filter(torch.zeros(4, 100), 3000)
+    with pytest.raises(TkcError, match="2000 taps"):
+        tkc.fftconv_filter(torch.zeros(4, 2000), 1024)

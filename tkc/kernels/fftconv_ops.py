@@ -1,0 +1,112 @@
+"""The FFT long convolution as a PyTorch op (torch.library custom_op +
+register_fake, so torch.compile traces it without a graph break):
+
+    kf = tkc.fftconv_filter(k, N)     # once per filter: k [D, Lk] -> its transform
+    y = tkc.fftconv(u, kf)            # u [B, D, L] bf16 -> y [B, D, L] bf16
+
+y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L]: a circular convolution
+when L = N, a causal one when Lk <= N - L + 1 (e.g. N = 2L). Forward only.
+The kernel and its layouts: tkc/kernels/fftconv.py. Importing this module
+needs torch, not MLIR.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..runtime.callsite import caller
+from .fftconv import SPLITS, block_channels, matrices, shape
+from .fftconv import fftconv as fftconv_kernel
+
+__all__ = ["fftconv", "fftconv_filter"]
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(N: int, L: int):
+    return fftconv_kernel(N, L)
+
+
+@functools.lru_cache(maxsize=None)
+def _operands(N: int, L: int, device: str) -> tuple[Tensor, ...]:
+    """f, g, t, h (matrices()) as bf16 [1, 1, r, c] planes: re, im, re, im, ..."""
+    planes = []
+    for m in matrices(N, L):
+        for part in (m.real, m.imag):
+            planes.append(torch.from_numpy(part).to(device, torch.bfloat16)[None, None].contiguous())
+    return tuple(planes)
+
+
+@torch.library.custom_op("tkc::fftconv", mutates_args=())
+def _fftconv(u: Tensor, kf: Tensor) -> Tensor:
+    B, D, L = u.shape
+    _, _, N1, N2 = kf.shape
+    N = N1 * N2
+    R = L // N2
+    u = u.contiguous()
+    y = torch.empty_like(u)
+    rows = lambda x: x.view(B, 1, D * R, N2)  # noqa: E731
+    _kernel(N, L)(rows(u), kf[0].view(1, 1, D * N1, N2), kf[1].view(1, 1, D * N1, N2),
+                  *_operands(N, L, str(u.device)), rows(y))
+    return y
+
+
+@_fftconv.register_fake
+def _(u, kf):
+    return torch.empty_like(u, memory_format=torch.contiguous_format)
+
+
+def fftconv_filter(k: Tensor, N: int) -> Tensor:
+    """The transform of filters k [D, Lk] (Lk <= N, any float dtype) for
+    tkc.fftconv with FFT size N (1024, 2048 or 4096): fft(k, n=N) in the
+    kernel's layout, [2, D, N1, N2] bf16 (real and imaginary planes).
+    Computed once per filter, as a model keeps its long filters' transforms."""
+    if not isinstance(k, Tensor) or k.dim() != 2 or not k.is_floating_point():
+        raise TkcError(f"fftconv_filter: k must be a float tensor [D, Lk], got "
+                       f"{getattr(k, 'dtype', type(k).__name__)} {tuple(getattr(k, 'shape', ()))}",
+                       caller())
+    if N not in SPLITS:
+        raise TkcError(f"fftconv_filter: the FFT size N = {N} must be one of {sorted(SPLITS)}",
+                       caller())
+    if k.shape[-1] > N:
+        raise TkcError(f"fftconv_filter: the filter has {k.shape[-1]} taps, more than N = {N}",
+                       caller())
+    kf = torch.fft.fft(k.double(), n=N)
+    N1, N2 = SPLITS[N]
+    kf = kf.reshape(k.shape[0], N2, N1).transpose(-1, -2)   # = filter_layout, in torch
+    return torch.stack([kf.real, kf.imag]).to(torch.bfloat16).contiguous()
+
+
+def fftconv(u: Tensor, kf: Tensor) -> Tensor:
+    """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
+    (bf16, on the GPU) and kf = fftconv_filter(k, N): L = N (circular) or N / 4,
+    N / 2, 3N / 4 (causal when k has at most N - L + 1 taps). D a multiple of
+    the channels a block owns (8 for N 1024, 4 for 2048, 2 for 4096)."""
+    if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
+        raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
+                       f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
+                       caller())
+    if not isinstance(kf, Tensor) or kf.dim() != 4 or kf.shape[0] != 2 or kf.dtype != torch.bfloat16 \
+            or (kf.shape[2] * kf.shape[3], tuple(kf.shape[2:])) not in SPLITS.items():
+        raise TkcError("fftconv: kf must be fftconv_filter(k, N) ([2, D, N1, N2] bf16), got "
+                       f"{getattr(kf, 'dtype', type(kf).__name__)} {tuple(getattr(kf, 'shape', ()))}",
+                       caller())
+    B, D, L = u.shape
+    N1, N2 = kf.shape[2:]
+    if kf.shape[1] != D:
+        raise TkcError(f"fftconv: kf has {kf.shape[1]} channels, u has D = {D}", caller())
+    if D % block_channels(N1 * N2):
+        raise TkcError(f"fftconv: D = {D} must be a multiple of {block_channels(N1 * N2)} for "
+                       f"N = {N1 * N2}",
+                       caller())
+    try:
+        shape(N1 * N2, L)
+    except TkcError as e:
+        raise TkcError(str(e), caller()) from None
+    for name, t in (("u", u), ("kf", kf)):
+        if not t.is_cuda or t.device != u.device:
+            raise TkcError(f"fftconv: {name} must be on u's CUDA device, got {t.device}", caller())
+    return _fftconv(u, kf.contiguous())
+
