@@ -11,12 +11,12 @@ from .frontend import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, 
 
 def __getattr__(name):
     """The PyTorch ops tkc.attention, tkc.attention_varlen, tkc.linear_attention,
-    tkc.based, tkc.fftconv and tkc.fftconv_filter: imported on first use (they
-    need torch, which `import tkc` does not)."""
+    tkc.based, tkc.hedgehog, tkc.fftconv and tkc.fftconv_filter: imported on
+    first use (they need torch, which `import tkc` does not)."""
     if name in ("attention", "attention_varlen"):
         from .kernels import attention_ops
         return getattr(attention_ops, name)
-    if name in ("linear_attention", "based"):
+    if name in ("linear_attention", "based", "hedgehog"):
         from .kernels import linear_ops
         return getattr(linear_ops, name)
     if name in ("fftconv", "fftconv_filter"):

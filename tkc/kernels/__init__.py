@@ -11,6 +11,7 @@ from .attention_hopper import attention_hopper
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
+from .hedgehog import hedgehog
 from .layernorm import layernorm_bwd, layernorm_fwd
 from .linear_attention import based, linear_attention
 from .rotary import rotary
@@ -45,6 +46,7 @@ def library():
         *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
           for decay in (False, True)),
         based(),
+        hedgehog(),                             # tkc.hedgehog
         # tkc.fftconv: circular at N 1024, 2048, 4096 and causal (L = N / 2)
         *(fftconv(N, L) for N in (1024, 2048, 4096) for L in (N, N // 2)),
     ]

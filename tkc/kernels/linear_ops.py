@@ -4,12 +4,13 @@ register_fake, so torch.compile traces them without a graph break):
     o = tkc.linear_attention(q, k, v)            # q, k [B, H, L, F], v [B, H, L, DV]
     o = tkc.linear_attention(q, k, v, g=g)       # decay: g [B, H, L] f32 (Mamba-2 / simple GLA)
     o = tkc.based(q, k, v)                       # q, k [B, H, L, 16], v [B, H, L, 64]
+    o = tkc.hedgehog(q, k, v, qmap, kmap, alpha, beta)   # q, k, v [B, H, L, 128], maps [H, 128, 64]
 
 bf16 in and out, f32 state; default scale 1/sqrt(F). Forward only: no
 backward kernels yet, so these tensors carry no gradient (calling backward
 through them raises torch's error for an op without autograd). Semantics and
-the kernels: tkc/kernels/linear_attention.py. Importing this module needs
-torch, not MLIR.
+the kernels: tkc/kernels/linear_attention.py and tkc/kernels/hedgehog.py.
+Importing this module needs torch, not MLIR.
 """
 from __future__ import annotations
 
@@ -21,10 +22,11 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
+from .hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
 from .linear_attention import BASED_DV, BASED_F, based as based_kernel
 from .linear_attention import linear_attention as la_kernel
 
-__all__ = ["linear_attention", "based"]
+__all__ = ["linear_attention", "based", "hedgehog"]
 DIMS = (64, 128, 192, 256)
 
 
@@ -36,6 +38,11 @@ def _la_kernel(F: int, DV: int, decay: bool):
 @functools.lru_cache(maxsize=None)
 def _based_kernel():
     return based_kernel()
+
+
+@functools.lru_cache(maxsize=None)
+def _hedgehog_kernel():
+    return hedgehog_kernel()
 
 
 @torch.library.custom_op("tkc::linear_attention", mutates_args=())
@@ -67,6 +74,22 @@ def _(q, k, v, scale):
     return torch.empty_like(v, memory_format=torch.contiguous_format)
 
 
+@torch.library.custom_op("tkc::hedgehog", mutates_args=())
+def _hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
+              beta: Tensor, scale: float) -> Tensor:
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = torch.empty_like(v)
+    _hedgehog_kernel()(q, k, v, qmap.contiguous().unsqueeze(0), kmap.contiguous().unsqueeze(0),
+                       alpha.contiguous().view(1, 1, 1, -1), beta.contiguous().view(1, 1, 1, -1),
+                       o, scale)
+    return o
+
+
+@_hedgehog.register_fake
+def _(q, k, v, qmap, kmap, alpha, beta, scale):
+    return torch.empty_like(v, memory_format=torch.contiguous_format)
+
+
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
                      scale: float | None = None) -> Tensor:
     """Causal linear attention o_t = scale * sum_{s<=t} w(t, s) (q_t . k_s) v_s
@@ -92,6 +115,33 @@ def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor
     16] and v [B, H, L, 64] (bf16, on the GPU); scale defaults to 1/4."""
     _check("based", q, k, v, (BASED_F,), (BASED_DV,))
     return _based(q, k, v, _scale(scale, q.shape[-1]))
+
+
+def hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
+             beta: Tensor, scale: float | None = None) -> Tensor:
+    """Hedgehog attention (ThunderKittens' kernels/hedgehog): a sliding-window
+    softmax over the query's chunk of 64 (causally) and the chunk before,
+    plus linear attention with the feature map phi(x) = max(concat(softmax(x
+    map), softmax(-x map)), 1e-6) over the chunks before those, normalised
+    together: a = beta_h exp((q.k - m) scale) in the window (m the window's
+    largest q.k), alpha_h phi(q).phi(k) before it, o = sum a v / (sum a +
+    1e-6). q, k, v [B, H, L, 128] (bf16, on the GPU), qmap, kmap [H, 128,
+    64] (bf16), alpha, beta [H] (f32); scale defaults to 1/sqrt(128); any L.
+    Semantics: tkc/kernels/hedgehog.py (reference.hedgehog)."""
+    if isinstance(q, Tensor) and q.dim() == 4:
+        H = q.shape[1]
+        for name, t, dtype, shape in (("qmap", qmap, torch.bfloat16, (H, HH_D, HH_P)),
+                                      ("kmap", kmap, torch.bfloat16, (H, HH_D, HH_P)),
+                                      ("alpha", alpha, torch.float32, (H,)),
+                                      ("beta", beta, torch.float32, (H,))):
+            if not isinstance(t, Tensor) or t.dtype != dtype or tuple(t.shape) != shape:
+                raise TkcError(f"hedgehog: {name} must be a {str(dtype).split('.')[-1]} tensor "
+                               f"{list(shape)}, got {getattr(t, 'dtype', type(t).__name__)} "
+                               f"{tuple(getattr(t, 'shape', ()))}", caller())
+            if t.device != q.device:
+                raise TkcError(f"hedgehog: {name} must be on {q.device}, got {t.device}", caller())
+    _check("hedgehog", q, k, v, (HH_D,), (HH_DV,))
+    return _hedgehog(q, k, v, qmap, kmap, alpha, beta, _scale(scale, q.shape[-1]))
 
 
 def _check(fn: str, q, k, v, features, values) -> None:
