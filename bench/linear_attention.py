@@ -6,11 +6,15 @@ BENCHMARKS.md has the results):
     Based (F 16, DV 64)          tkc.based               FLA parallel_based(use_norm=False)
     linear attention (F = DV)    tkc.linear_attention    FLA chunk_linear_attn(normalize=False)
     Mamba-2 SSD, scalar decay    tkc.linear_attention(g) FLA chunk_simple_gla
+    Hedgehog (D = DV = 128)      tkc.hedgehog            FLA chunk_linear_attn(normalize=False)
 
     python bench/linear_attention.py [--out FILE.json] [--quick]
 
 Each contender gets its own layout (tkc [B, H, L, D], FLA [B, T, H, D], made
 outside the timing) and its output is checked against the other's first.
+FLA has no Hedgehog: its peer is linear attention of the same size (as the
+ThunderKittens paper compares), which computes something else, so
+tkc.hedgehog is checked against the float64 reference on one (batch, head).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ def configs(quick: bool):
         yield "linear", 16, 16, L, 128, 128
         yield "ssd", 16, 16, L, 64, 64
         yield "ssd", 16, 16, L, 128, 64
+        yield "hedgehog", 16, 16, L, 128, 128
 
 
 def contenders(kind):
@@ -45,11 +50,31 @@ def contenders(kind):
     if kind == "based":
         return (lambda q, k, v, g: tkc.based(q, k, v),
                 lambda q, k, v, g: parallel_based(q, k, v, use_norm=False))
+    if kind == "hedgehog":     # g: (qmap, kmap, alpha, beta)
+        return (lambda q, k, v, g: tkc.hedgehog(q, k, v, *g),
+                lambda q, k, v, g: chunk_linear_attn(q, k, v, normalize=False)[0])
     if kind == "linear":
         return (lambda q, k, v, g: tkc.linear_attention(q, k, v),
                 lambda q, k, v, g: chunk_linear_attn(q, k, v, normalize=False)[0])
     return (lambda q, k, v, g: tkc.linear_attention(q, k, v, g=g),
             lambda q, k, v, g: chunk_simple_gla(q, k, v, g=g)[0])
+
+
+def hedgehog_args(H: int, D: int):
+    """(qmap, kmap, alpha, beta) as ThunderKittens' generator draws them."""
+    qmap, kmap = (torch.randn(H, D, 64, device="cuda").bfloat16() for _ in range(2))
+    return qmap, kmap, torch.rand(H, device="cuda") * 3, torch.rand(H, device="cuda")
+
+
+def hedgehog_error(o, q, k, v, g) -> float:
+    """tkc.hedgehog's output against the float64 reference on (batch 0, head 0)."""
+    import numpy as np
+
+    from tkc.kernels import reference
+    first = lambda x: x[:1].float().cpu().numpy()  # noqa: E731  head 0 (of batch 0)
+    ref = reference.hedgehog(*(first(x[:, :1]) for x in (q, k, v)), *(first(x) for x in g),
+                             q.shape[-1] ** -0.5)
+    return float(np.linalg.norm(first(o[:, :1]) - ref) / np.linalg.norm(ref))
 
 
 def main() -> int:
@@ -78,11 +103,15 @@ def main() -> int:
         g = -torch.rand(B, H, L, device="cuda") * 0.05 if kind == "ssd" else None
         t = lambda x: None if x is None else x.transpose(1, 2).contiguous()  # noqa: E731
         fq, fk, fv, fg = t(q), t(k), t(v), t(g)
+        if kind == "hedgehog":   # its peer ignores g
+            g = hedgehog_args(H, F)
         mine, peer = contenders(kind)
         ours, theirs = mine(q, k, v, g).float(), peer(fq, fk, fv, fg).transpose(1, 2).float()
-        err = float((ours - theirs).norm() / theirs.norm())
+        err = (hedgehog_error(ours, q, k, v, g) if kind == "hedgehog"
+               else float((ours - theirs).norm() / theirs.norm()))
         if err > 3e-2:
-            print(f"{kind} L{L}: tkc and FLA disagree (rel. error {err:.3g}); not timed")
+            against = "the reference" if kind == "hedgehog" else "FLA"
+            print(f"{kind} L{L}: tkc disagrees with {against} (rel. error {err:.3g}); not timed")
             continue
         ms = interleaved({"tkc": lambda: mine(q, k, v, g), "fla": lambda: peer(fq, fk, fv, fg)},
                          rounds=ROUNDS, **TIMING)

@@ -108,6 +108,13 @@ def linear():
     v = torch.randn(1, 2, 200, 64, device="cuda").bfloat16()
     x = q.double() @ k.double().transpose(-1, -2) / 4
     report("based", rel(tkc.based(q, k, v), (1 + x + x * x / 2).tril() @ v.double()), 2e-2)
+    from tkc.kernels import reference
+    q, k, v = (torch.randn(1, 2, 200, 128, device="cuda").bfloat16() for _ in range(3))
+    maps = [torch.randn(2, 128, 64, device="cuda").bfloat16() for _ in range(2)]
+    alpha, beta = torch.rand(2, device="cuda") * 3, torch.rand(2, device="cuda")
+    args = (q, k, v, *maps, alpha, beta)
+    ref = reference.hedgehog(*(t.float().cpu().numpy() for t in args), 128 ** -0.5)
+    report("hedgehog", rel(tkc.hedgehog(*args), torch.from_numpy(ref).to(q.device)), 2e-2)
 
 
 STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear}
