@@ -92,19 +92,28 @@ class Complex:
 
     def __mul__(self, o):
         """Complex times complex: (a + ib)(c + id) = (ac - bd) + i(ad + bc),
-        the conjugates' signs folded in; times a real tile or number: each part."""
+        the conjugates' signs folded in, each part one FMUL and one FFMA;
+        times a real tile or number: each part."""
         x = self._regs("*")
         if not isinstance(o, Complex):
             return Complex(x.re * o, x.im * o, x.sign)
         o = o._regs("*")
-        s = x.sign * o.sign
-        re = x.re * o.re - x.im * o.im if s > 0 else x.re * o.re + x.im * o.im
-        ad, bc = x.re * o.im, x.im * o.re
-        ad = ad if o.sign > 0 else -ad
-        im = ad + bc if x.sign > 0 else ad - bc
+        a, b, c, d = x.re, x.im, o.re, o.im
+        re = _madd(a, c, b * d, -x.sign * o.sign)               # ac -+ bd
+        if o.sign > 0:
+            im = _madd(a, d, b * c, x.sign)                      # ad +- bc
+        else:
+            im = _madd(b, c, a * d, -1) if x.sign > 0 else -_madd(a, d, b * c, 1)
         return Complex(re, im)
 
     __rmul__ = __mul__
+
+
+def _madd(p, q, r, sign: int):
+    """p * q + sign * r, one fma (a mul and an add would round twice and
+    take two instructions: the lowering keeps them apart)."""
+    from .ops import fma
+    return fma(p, q, r if sign > 0 else -r)
 
 
 def _name(x) -> str:

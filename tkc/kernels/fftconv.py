@@ -21,16 +21,23 @@ where K[k1, k2] = k̂[k1 + N1 k2] is the filter's transform in C's layout. With
 F_N1 / sqrt(N1) and F_N2 / sqrt(N2) (unitary steps), nothing is scaled by N
 and the values stay near the input's size, as bf16 wants.
 
-A warpgroup owns 64 rows: 64 / N1 sequences (consecutive channels of one
-batch row) stacked, so the left products take the block-diagonal
-kron(I, F_N1) (64 x 64) and the right products F_N2 as it is; per work item
-that is 2 + 4 + 4 + 2 wgmmas (complex times real, complex times complex,
-the real part only). A block owns 128 rows of channels (two consumer
-warpgroups) and walks the batch, so the filter's tile is loaded once; u
-streams in through the TMA ring of tk-pipeline-staging, and each warp stores
-its rows of y from registers. The warpgroups meet only at the ring: the
-exchange through shared memory before the last step is a warpgroup's own
-(warpgroup.sync), so the two interleave instead of running in lockstep.
+Two real sequences make one complex one: the convolution is linear and the
+filter real, so Z = X_b + i X_b+1 (one channel, two batch rows) gives
+Y = y_b + i y_b+1, half the transforms. A warpgroup owns 64 rows: 64 / N1
+such pairs (consecutive channels) stacked, so the left products take the
+block-diagonal kron(I, F_N1) (64 x 64) and the right products F_N2 as it is.
+Where one factor is a constant, a complex product is three real ones
+(Gauss: the constant's sums precomputed, the data's sum one add in
+registers): per pair of sequences 4 + 3 + 3 + 3 wgmmas, against 2 x 12 for
+the sequences one by one, each the real part only at the end.
+
+A block owns 128 rows of channels (two consumer warpgroups) and walks the
+batch two rows at a time, so the filter's tile is loaded once; u streams in
+through the TMA ring of tk-pipeline-staging (a missing odd row reads as
+zeros), and each warp stores its rows of y from registers. The warpgroups
+meet only at the ring: the exchange through shared memory before the last
+step is a warpgroup's own (warpgroup.sync), so the two interleave instead
+of running in lockstep.
 """
 from __future__ import annotations
 
@@ -87,78 +94,93 @@ def matrices(N: int, L: int) -> tuple[np.ndarray, ...]:
     return np.kron(np.eye(S), F[:, :R]), _dft(N2) / math.sqrt(N2), np.tile(t, (S, 1)), h
 
 
+def operands(N: int, L: int) -> list[np.ndarray]:
+    """The kernel's constant operands as real planes, in its argument order:
+    f (re, im); g and h as the Gauss sums (re, re + im, im - re); t (re, im)."""
+    f, g, t, h = matrices(N, L)
+    gauss = lambda m: [m.real, m.real + m.imag, m.imag - m.real]  # noqa: E731
+    return [f.real, f.imag, *gauss(g), t.real, t.imag, *gauss(h)]
+
+
 def filter_layout(kf: np.ndarray, N: int) -> np.ndarray:
     """fft(k, n=N) [..., N] -> K [..., N1, N2], K[k1, k2] = kf[k1 + N1 k2]."""
     N1, N2 = split(N)
     return np.swapaxes(kf.reshape(*kf.shape[:-1], N2, N1), -1, -2)
 
 
-def items(N: int) -> int:
-    """64-row parts a warpgroup interleaves (its mmas on one in flight while
-    it works on the other): 2 where the tiles are narrow (N2 = 32), else 1."""
-    return 2 if split(N)[1] == 32 else 1
-
-
-def block_channels(N: int, parts: int | None = None) -> int:
+def block_channels(N: int) -> int:
     """Channels a block owns (D must be a multiple)."""
-    return 64 * CONSUMERS * (parts or items(N)) // split(N)[0]
+    return 64 * CONSUMERS // split(N)[0]
 
 
-def fftconv(N: int = 1024, L: int | None = None, parts: int | None = None, stages="auto"):
-    """The kernel conv(u, kf_re, kf_im, f_re, f_im, g_re, g_im, t_re, t_im,
-    h_re, h_im, y) for FFT size N and sequence length L (default N), each
-    warpgroup on `parts` 64-row parts at once (default items(N)):
-    u, y [B, 1, D * L / N2, N2] (u [B, D, L] viewed in rows of N2 steps);
-    kf [1, 1, D * N1, N2] the filter's transform in C's layout; f, g, t, h
-    from `matrices` (all bf16, planar complex)."""
+def fftconv(N: int = 1024, L: int | None = None, stages="auto"):
+    """The kernel conv(u, kf_re, kf_im, f_re, f_im, g_re, g_sum, g_diff, t_re,
+    t_im, h_re, h_sum, h_diff, y) for FFT size N and sequence length L
+    (default N): u, y [B, 1, D * L / N2, N2] (u [B, D, L] viewed in rows of
+    N2 steps); kf [1, 1, D * N1, N2] the filter's transform in C's layout;
+    the constants from `operands` (all bf16)."""
     L = N if L is None else L
     N1, N2, R, K = shape(N, L)
-    P = parts or items(N)
-    rows = 64 * CONSUMERS * P             # rows of C a block owns (N1 per channel)
+    rows = 64 * CONSUMERS                 # rows of C a block owns (N1 per channel)
     per = rows // N1                      # channels a block owns
-    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if P == items(N) else f"_p{P}") + (
-        "" if stages == "auto" else f"_s{stages}")
+    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if stages == "auto" else f"_s{stages}")
     U, KF = gl(bf16, "B", 1, "DR", N2), gl(bf16, 1, 1, "DN1", N2)
     M = lambda r, c: gl(bf16, 1, 1, r, c)  # noqa: E731
-    acc = lambda: zero(tkc.crt(f32, 16, N2))  # noqa: E731
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda u, *_: (tkc.cdiv(u.r, per * R), 1))
     def conv(u: U, kf_re: KF, kf_im: KF, f_re: M(64, K), f_im: M(64, K), g_re: M(N2, N2),
-             g_im: M(N2, N2), t_re: M(64, N2), t_im: M(64, N2), h_re: M(64, 64), h_im: M(64, 64),
-             y: U):
+             g_sum: M(N2, N2), g_diff: M(N2, N2), t_re: M(64, N2), t_im: M(64, N2),
+             h_re: M(64, 64), h_sum: M(64, 64), h_diff: M(64, 64), y: U):
         blk, wg, w = tkc.block_idx.x, tkc.warpgroupid(), tkc.warpid() % 4
-        f, g, t, h = tkc.cst(bf16, 64, K), tkc.cst(bf16, N2, N2), tkc.cst(bf16, 64, N2), tkc.cst(bf16, 64, 64)
-        kf, e_s = tkc.cst(bf16, rows, N2), tkc.cst(bf16, rows, N2)
-        x_s = st(bf16, per * R, N2)
-        for x, src, at in ((f, (f_re, f_im), 0), (g, (g_re, g_im), 0), (t, (t_re, t_im), 0),
-                           (h, (h_re, h_im), 0), (kf, (kf_re, kf_im), blk)):
-            tma.load(x, tkc.cgl(*src), (0, 0, at, 0))
-        tw = warpgroup.load(tkc.crt(f32, 16, N2), t)           # this warp's twiddles
-        part = lambda x, i, r=64: subtile(x, r, N2, (wg * P + i, 0))  # noqa: E731  a part's rows
-        for b in tkc.range(u.b, stages=stages):
-            tma.load(x_s, u, (b, 0, blk, 0))
-            # C = ((F_N1 X) * T) F_N2: the forward transform of 64 / N1 sequences a part
-            xs = _wait([warpgroup.mma_AB(f, part(x_s, i, K), acc()) for i in range(P)])
-            cs = _wait([warpgroup.mma_AB((x * tw).to(bf16), g, acc()) for x in xs])
-            # times the filter's transform; the inverse's first two steps
-            es = _wait([warpgroup.mma_AB((c * warpgroup.load(tkc.crt(f32, 16, N2), part(kf, i)))
-                                         .to(bf16), g.conj(), acc()) for i, c in enumerate(cs)])
+        f, t, kf = tkc.cst(bf16, 64, K), tkc.cst(bf16, 64, N2), tkc.cst(bf16, rows, N2)
+        g, h = [st(bf16, N2, N2) for _ in range(3)], [st(bf16, 64, 64) for _ in range(3)]
+        e_s = [st(bf16, rows, N2) for _ in range(3)]            # E: re, im, re + im
+        x_s = tkc.cst(bf16, per * R, N2)                        # Z: rows b and b + 1
+        for x, src, at in ((f, tkc.cgl(f_re, f_im), 0), (t, tkc.cgl(t_re, t_im), 0),
+                           (kf, tkc.cgl(kf_re, kf_im), blk),
+                           *zip(g, (g_re, g_sum, g_diff), (0, 0, 0)),
+                           *zip(h, (h_re, h_sum, h_diff), (0, 0, 0))):
+            tma.load(x, src, (0, 0, at, 0))
+        mine = lambda x, r=64: subtile(x, r, N2, (wg, 0))        # noqa: E731  this warpgroup's rows
+        crt = lambda: tkc.crt(f32, 16, N2)                       # noqa: E731
+        for p in tkc.range(tkc.cdiv(u.b, 2), stages=stages):
+            tma.load(x_s.re, u, (2 * p, 0, blk, 0))
+            tma.load(x_s.im, u, (2 * p + 1, 0, blk, 0))           # past the last row: zeros
+            # C = ((F_N1 Z) * T) F_N2: the forward transform
+            z = warpgroup.mma_async_wait(warpgroup.mma_AB(f, mine(x_s, K), zero(crt())))
+            c = _gauss(z * warpgroup.load(crt(), t), g, conj=False)
+            # times the filter's transform; the inverse's first two steps (the
+            # twiddles read again from shared: held, they would crowd the wgmmas' registers)
+            e = _gauss(c * warpgroup.load(crt(), mine(kf)), g, conj=True) * warpgroup.load(crt(), t).conj()
             warpgroup.sync()             # our warps' last reads of e_s (wgmmas) are retired
-            for i, e in enumerate(es):
-                warpgroup.store(part(e_s, i), (e * tw.conj()).to(bf16))
+            for x_, v in zip(e_s, (e.re, e.im, e.re + e.im)):
+                warpgroup.store(mine(x_), v.to(bf16))
             tkc.fence_async()
             warpgroup.sync()             # e_s is this warpgroup's own: the other one goes on
-            # y = Re(H E) = H.re E.re - H.im E.im: K rows (the rest of H is zero)
-            ys = [warpgroup.mma_AB(h.re, part(e_s.re, i), zero(tkc.rt(f32, 16, N2))) for i in range(P)]
-            ys = _wait([warpgroup.mma_AB(yr, h.im, part(e_s.im, i), negate=True) for i, yr in enumerate(ys)])
-            for i, yr in enumerate(ys):
-                with tkc.if_(w < K // 16):   # each warp its 16 rows, straight to y
-                    store(y, yr.to(bf16), (b, 0, (blk * per * R + (wg * P + i) * K) // 16 + w, 0))
+            # Y = H E (Gauss, H constant): k1 = H.re (E.re + E.im), k2 = (H.re + H.im) E.im,
+            # k3 = (H.im - H.re) E.re; Y.re = k1 - k2, Y.im = k1 + k3; K rows (the rest zero)
+            k1, k2, k3 = (warpgroup.mma_AB(h[i], mine(e_s[j]), zero(tkc.rt(f32, 16, N2)), negate=i == 1)
+                          for i, j in ((0, 2), (1, 1), (2, 0)))
+            k1, k2, k3 = warpgroup.mma_async_wait(k1, k2, k3)
+            with tkc.if_(w < K // 16):   # each warp its 16 rows, straight to y
+                at = (blk * per * R + wg * K) // 16 + w
+                store(y, (k1 + k2).to(bf16), (2 * p, 0, at, 0))
+                with tkc.if_(2 * p + 1 < u.b):
+                    store(y, (k1 + k3).to(bf16), (2 * p + 1, 0, at, 0))
 
     return conv
 
 
-def _wait(tiles: list) -> list:
-    """warpgroup.mma_async_wait of all of them, as a list."""
-    out = warpgroup.mma_async_wait(*tiles)
-    return list(out) if len(tiles) > 1 else [out]
+def _gauss(x, g, conj: bool):
+    """x @ G (conj: x @ conj(G)) for complex f32 registers x and a constant G
+    given as its Gauss sums g = (re, re + im, im - re) in shared memory: three
+    wgmmas k1 = (x.re + x.im) G.re, k2 = x.re (G.im - G.re), k3 = x.im (G.re +
+    G.im); x G = (k1 - k3) + i (k1 + k2). conj(G) has the sums -(im - re) and
+    -(re + im): the same tiles, the other way round and negated."""
+    acc = lambda: zero(tkc.rt(f32, 16, g[0].view.cols))  # noqa: E731
+    k1 = warpgroup.mma_AB((x.re + x.im).to(bf16), g[0], acc())
+    a, b = x.re.to(bf16), x.im.to(bf16)
+    re = warpgroup.mma_AB(b, g[2] if conj else g[1], acc(), negate=not conj)
+    im = warpgroup.mma_AB(a, g[1] if conj else g[2], acc(), negate=conj)
+    k1, re, im = warpgroup.mma_async_wait(k1, re, im)
+    return tkc.Complex(k1 + re, k1 + im)

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .fftconv import SPLITS, block_channels, matrices, shape
+from .fftconv import SPLITS, block_channels, operands, shape
 from .fftconv import fftconv as fftconv_kernel
 
 __all__ = ["fftconv", "fftconv_filter"]
@@ -31,12 +31,9 @@ def _kernel(N: int, L: int):
 
 @functools.lru_cache(maxsize=None)
 def _operands(N: int, L: int, device: str) -> tuple[Tensor, ...]:
-    """f, g, t, h (matrices()) as bf16 [1, 1, r, c] planes: re, im, re, im, ..."""
-    planes = []
-    for m in matrices(N, L):
-        for part in (m.real, m.imag):
-            planes.append(torch.from_numpy(part).to(device, torch.bfloat16)[None, None].contiguous())
-    return tuple(planes)
+    """The kernel's constants (fftconv.operands) as bf16 [1, 1, r, c] tensors."""
+    return tuple(torch.from_numpy(x).to(device, torch.bfloat16)[None, None].contiguous()
+                 for x in operands(N, L))
 
 
 @torch.library.custom_op("tkc::fftconv", mutates_args=())
@@ -83,7 +80,7 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
     (bf16, on the GPU) and kf = fftconv_filter(k, N): L = N (circular) or N / 4,
     N / 2, 3N / 4 (causal when k has at most N - L + 1 taps). D a multiple of
-    the channels a block owns (8 for N 1024, 4 for 2048, 2 for 4096)."""
+    the channels a block owns (4 for N 1024 and 2048, 2 for 4096)."""
     if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
         raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
                        f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
