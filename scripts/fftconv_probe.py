@@ -1,11 +1,12 @@
-"""Probe FFT-convolution variants on the GPU (ring stages): correctness against torch.fft, then time interleaved with the
+"""Probe FFT-convolution variants on the GPU (consumer warpgroups, ring
+stages): correctness against torch.fft, then time interleaved with the
 library's kernel and torch.fft. `tkc build scripts/fftconv_probe.py` first
 (the variants are KERNELS)."""
 import statistics
 
 from tkc.kernels.fftconv import fftconv
 
-VARIANTS = [dict(N=1024, stages=2), dict(N=1024, stages=4), dict(N=2048, stages=2),
+VARIANTS = [dict(N=1024, consumers=2), dict(N=1024, stages=2), dict(N=2048, stages=2),
             dict(N=4096, stages=2)]
 KERNELS = [fftconv(**v) for v in VARIANTS]
 

@@ -1,13 +1,13 @@
 """The library's Hopper kernels once each on small shapes, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 scripts/sanitize.py [gemm attention memory]
+        python3 scripts/sanitize.py [gemm attention memory linear fftconv]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
 forward and backward (causal and not, ragged, GQA, a varlen batch); the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
-without a residual). Results are checked too, so a tool that perturbs timing
+without a residual); the linear-attention family; the FFT convolution. Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
 import math
@@ -117,7 +117,18 @@ def linear():
     report("hedgehog", rel(tkc.hedgehog(*args), torch.from_numpy(ref).to(q.device)), 2e-2)
 
 
-STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear}
+def fftconv():
+    """Circular and causal at each FFT size, an odd batch (the pair's missing row)."""
+    import tkc
+    for N in (1024, 2048, 4096):
+        for L in (N, N // 2):
+            u = torch.randn(3, 4, L, device="cuda").bfloat16()
+            k = torch.randn(4, N - L + 1 if L < N else N, device="cuda")
+            y = torch.fft.irfft(torch.fft.rfft(u.double(), n=N) * torch.fft.rfft(k.double(), n=N), n=N)
+            report(f"fftconv N{N} L{L}", rel(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
+
+
+STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv}
 for step in sys.argv[1:] or list(STEPS):
     STEPS[step]()
 sys.exit(1 if bad else 0)

@@ -50,7 +50,7 @@ from tkc import bf16, f32, gl, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import store, subtile, zero
 
-CONSUMERS = 2
+CONSUMERS = {1024: 4, 2048: 2, 4096: 2}   # consumer warpgroups: narrow tiles leave registers for 4
 SPLITS = {1024: (32, 32), 2048: (32, 64), 4096: (64, 64)}   # N -> (N1, N2)
 
 
@@ -110,24 +110,27 @@ def filter_layout(kf: np.ndarray, N: int) -> np.ndarray:
 
 def block_channels(N: int) -> int:
     """Channels a block owns (D must be a multiple)."""
-    return 64 * CONSUMERS // split(N)[0]
+    return 64 * CONSUMERS[N] // split(N)[0]
 
 
-def fftconv(N: int = 1024, L: int | None = None, stages="auto"):
+def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, stages="auto"):
     """The kernel conv(u, kf_re, kf_im, f_re, f_im, g_re, g_sum, g_diff, t_re,
     t_im, h_re, h_sum, h_diff, y) for FFT size N and sequence length L
     (default N): u, y [B, 1, D * L / N2, N2] (u [B, D, L] viewed in rows of
     N2 steps); kf [1, 1, D * N1, N2] the filter's transform in C's layout;
-    the constants from `operands` (all bf16)."""
+    the constants from `operands` (all bf16). `consumers`: warpgroups (default
+    CONSUMERS[N])."""
     L = N if L is None else L
     N1, N2, R, K = shape(N, L)
-    rows = 64 * CONSUMERS                 # rows of C a block owns (N1 per channel)
+    W = consumers or CONSUMERS[N]
+    rows = 64 * W                         # rows of C a block owns (N1 per channel)
     per = rows // N1                      # channels a block owns
-    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if stages == "auto" else f"_s{stages}")
+    name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if W == CONSUMERS[N] else f"_w{W}") + (
+        "" if stages == "auto" else f"_s{stages}")
     U, KF = gl(bf16, "B", 1, "DR", N2), gl(bf16, 1, 1, "DN1", N2)
     M = lambda r, c: gl(bf16, 1, 1, r, c)  # noqa: E731
 
-    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda u, *_: (tkc.cdiv(u.r, per * R), 1))
+    @tkc.kernel(name=name, warps=4 * W, grid=lambda u, *_: (tkc.cdiv(u.r, per * R), 1))
     def conv(u: U, kf_re: KF, kf_im: KF, f_re: M(64, K), f_im: M(64, K), g_re: M(N2, N2),
              g_sum: M(N2, N2), g_diff: M(N2, N2), t_re: M(64, N2), t_im: M(64, N2),
              h_re: M(64, 64), h_sum: M(64, 64), h_diff: M(64, 64), y: U):

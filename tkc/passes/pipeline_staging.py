@@ -77,7 +77,16 @@ SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
 OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
 OVERHEAD_REGISTERS = 32  # a consumer's registers beside its tiles (addresses, counters)
 WARPGROUP = 4
-REGISTER_FILE = 512    # per-thread registers of a warpgroup slot: 65536 / 128
+REGISTER_FILE = 65536  # registers of an SM
+
+
+def register_budget(warpgroups: int) -> int:
+    """The per-thread registers of one thread of each warpgroup together that
+    a block of `warpgroups` launches with (one block per SM): ptxas gives
+    every thread 65536 / threads rounded down to a multiple of 8, and
+    setmaxnreg only moves registers within the block's allocation (an
+    increase past it waits forever: 5 warpgroups hold 5 x 96 = 480, not 512)."""
+    return REGISTER_FILE // (128 * warpgroups) // 8 * 8 * warpgroups
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
          "tk.warpgroup_mma_atbt")
 SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
@@ -360,12 +369,13 @@ class Staging:
         consumers = self.cw // WARPGROUP
         if not self.whole or consumers < 2:
             return None
-        p = self.opts.get("producer_registers") or 40
-        c = self.opts.get("consumer_registers") or min(256, (REGISTER_FILE - p) // consumers // 8 * 8)
-        if p + consumers * c > REGISTER_FILE:
+        budget = register_budget(consumers + 1)
+        p = self.opts.get("producer_registers") or (40 if consumers < 3 else 24)
+        c = self.opts.get("consumer_registers") or min(256, (budget - p) // consumers // 8 * 8)
+        if p + consumers * c > budget:
             raise error(self.f.loop or self.fn,
                         f"registers=({p}, {c}) need {p + consumers * c} per thread slot over "
-                        f"{consumers + 1} warpgroups; the register file has {REGISTER_FILE}")
+                        f"{consumers + 1} warpgroups; a block of them launches with {budget}")
         return p, c
 
     def _rename_syncs(self, block) -> None:
