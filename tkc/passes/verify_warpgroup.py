@@ -157,11 +157,24 @@ def negate_problems(name: str, op) -> list[str]:
     return []
 
 
-def register_problems(name: str, count) -> list[str]:
-    """increase_registers / decrease_registers {count}."""
+def register_problems(name: str, count, warps: int | None = None) -> list[str]:
+    """increase_registers / decrease_registers {count}; with the kernel's
+    warps, an increase the block's register allocation can meet (setmaxnreg
+    only moves registers within it: an increase past it waits forever).
+    The test is for the usual split: one producer warpgroup at the minimum,
+    every other one at `count`."""
     lo, hi = REGISTER_RANGE
     if isinstance(count, bool) or not isinstance(count, int) or not lo <= count <= hi or count % 8:
         return [f"{name}: count must be a multiple of 8 in {lo}..{hi} (setmaxnreg), got {count!r}"]
+    if name.endswith("increase_registers") and warps and warps % WARPGROUP_WARPS == 0:
+        from .pipeline_staging import register_budget
+        groups = warps // WARPGROUP_WARPS
+        budget = register_budget(groups)
+        if groups > 1 and lo + (groups - 1) * count > budget:
+            return [f"{name}: {groups - 1} warpgroups at {count} registers and one at {lo} need "
+                    f"{lo + (groups - 1) * count} per thread slot; a block of {groups} warpgroups "
+                    f"launches with {budget} ({budget // groups} a thread), so setmaxnreg would "
+                    f"wait forever: at most {(budget - lo) // (groups - 1) // 8 * 8}"]
     return []
 
 
@@ -187,7 +200,7 @@ def check_op(op, name: str, ins, outs, kernel) -> list[str]:
     elif name == "warpgroup_mma_wait":
         out += wait_problems(ins, outs, _int_attr(op, "pending"))
     else:
-        out += register_problems(name, _int_attr(op, "count"))
+        out += register_problems(name, _int_attr(op, "count"), _kernel_warps(kernel))
     return out
 
 

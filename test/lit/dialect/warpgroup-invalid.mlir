@@ -1,7 +1,7 @@
 // tk-verify on warpgroup ops: every rule of docs/tile-ir.md "Hopper ops",
 // each reported at its line; the valid kernel reports nothing.
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 14
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 15
 
 !a = !tk.st<bf16, 64 : i64, 64 : i64, "auto">
 !b = !tk.st<bf16, 128 : i64, 64 : i64, "128b">
@@ -55,5 +55,15 @@ func.func @invalid() attributes {tk.kernel, tk.warps = 4 : i64} {
 func.func @two_warps() attributes {tk.kernel, tk.warps = 2 : i64} {
   // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: increase_registers: a warpgroup is 4 warps, so the kernel's tk.warps must be a multiple of 4, got 2
   "tk.increase_registers"() {count = 240 : i64} : () -> ()
+  return
+}
+
+// setmaxnreg moves registers only within the block's launch allocation: 5
+// warpgroups launch with 96 a thread (480 per thread slot), so 4 at 120 and
+// a producer at 24 would wait forever; 112 fits.
+func.func @overcommit() attributes {tk.kernel, tk.warps = 20 : i64} {
+  // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: increase_registers: 4 warpgroups at 120 registers and one at 24 need 504 per thread slot; a block of 5 warpgroups launches with 480 (96 a thread), so setmaxnreg would wait forever: at most 112
+  "tk.increase_registers"() {count = 120 : i64} : () -> ()
+  "tk.increase_registers"() {count = 112 : i64} : () -> ()
   return
 }
