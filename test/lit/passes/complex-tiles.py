@@ -2,7 +2,7 @@
 # complex wgmma is 4 real ones into the two accumulators, the minus of
 # re(a) re(b) - im(a) im(b) and the conjugates' signs given to the wgmma as
 # `negate` (imm-scale-a = -1 in the PTX), never as negated data; elementwise
-# complex products are mul/sub/add of the parts; loads and stores go part by part.
+# complex products are a mul and an fma a part; loads and stores go part by part.
 # RUN: tkc %s --emit=tile | FileCheck %s
 # RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
 import tkc
@@ -17,13 +17,13 @@ from tkc.ops import zero
 # CHECK-NEXT: %[[IM0:.*]] = "tk.warpgroup_mma_ab"(%{{.*}}, %{{.*}}, %{{.*}}) {negate = true}
 # CHECK-NEXT: %[[IM:.*]] = "tk.warpgroup_mma_ab"(%{{.*}}, %{{.*}}, %[[IM0]]) :
 # CHECK: "tk.warpgroup_mma_wait"(%[[RE]], %[[IM]])
-# the elementwise product (c * c): re = re*re - im*im, im = re*im + im*re
+# the elementwise product (c * c), an FMUL and an FFMA a part:
+# re = fma(re, re, -(im*im)), im = fma(re, im, im*re)
 # CHECK: "tk.mul"
-# CHECK: "tk.mul"
-# CHECK: "tk.sub"
-# CHECK: "tk.mul"
-# CHECK: "tk.mul"
-# CHECK: "tk.add"
+# CHECK-NEXT: "tk.neg"
+# CHECK-NEXT: "tk.fma"
+# CHECK-NEXT: "tk.mul"
+# CHECK-NEXT: "tk.fma"
 # CHECK-COUNT-2: "tk.store"
 # PTX-LABEL: .entry cmma(
 # PTX-COUNT-8: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0, 1;
