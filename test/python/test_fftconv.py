@@ -126,14 +126,14 @@ def test_refusals():
 
 
 def test_compiled():
-    """HGMMA, TMA loads, y stored from registers, no spills."""
+    """HGMMA, TMA loads and stores, no spills."""
     from tkc import sass
     if sass.cuobjdump() is None:
         pytest.skip("no cuobjdump")
     for N in (1024, 4096):
         art = fftconv(N).build()
         ops = sass.opcodes(sass.disassemble(art.cubin))
-        assert ops.get("HGMMA", 0) >= 12 and ops.get("UTMALDG", 0) > 0 and ops.get("STG", 0) > 0
+        assert ops.get("HGMMA", 0) >= 12 and ops.get("UTMALDG", 0) > 0 and ops.get("UTMASTG", 0) > 0
         assert art.manifest["resources"]["spill_stores"] == 0
         assert "-1, 1, 1, 1" in art.ptx or "-1, 1, 0, 1" in art.ptx or ", -1, 1" in art.ptx
 

@@ -34,10 +34,12 @@ the sequences one by one, each the real part only at the end.
 A block owns 128 rows of channels (two consumer warpgroups) and walks the
 batch two rows at a time, so the filter's tile is loaded once; u streams in
 through the TMA ring of tk-pipeline-staging (a missing odd row reads as
-zeros), and each warp stores its rows of y from registers. The warpgroups
-meet only at the ring: the exchange through shared memory before the last
-step is a warpgroup's own (warpgroup.sync), so the two interleave instead
-of running in lockstep.
+zeros), and y leaves by TMA stores that each warpgroup issues from its own
+rows of the E tiles once its last wgmma has read them. The warpgroups meet
+only at the ring: every exchange through shared memory is a warpgroup's own
+(warpgroup.sync, a named barrier each), so they interleave instead of
+running in lockstep. (y stored from registers instead: 15-20% slower at N2 =
+64, the stores' registers held until the stores have read them.)
 """
 from __future__ import annotations
 
@@ -124,6 +126,7 @@ def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, s
     N1, N2, R, K = shape(N, L)
     W = consumers or CONSUMERS[N]
     rows = 64 * W                         # rows of C a block owns (N1 per channel)
+    box = next(b for b in (64, 32, 16) if K % b == 0)   # rows of y a TMA store moves
     per = rows // N1                      # channels a block owns
     name = f"fftconv_{N}" + ("" if L == N else f"_l{L}") + ("" if W == CONSUMERS[N] else f"_w{W}") + (
         "" if stages == "auto" else f"_s{stages}")
@@ -155,7 +158,9 @@ def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, s
             # times the filter's transform; the inverse's first two steps (the
             # twiddles read again from shared: held, they would crowd the wgmmas' registers)
             e = _gauss(c * warpgroup.load(crt(), mine(kf)), g, conj=True) * warpgroup.load(crt(), t).conj()
-            warpgroup.sync()             # our warps' last reads of e_s (wgmmas) are retired
+            with tkc.if_(w == 0):
+                tma.store_async_wait()   # the last y out of e_s has been read
+            warpgroup.sync()             # ... and our warps' last wgmma reads of e_s retired
             for x_, v in zip(e_s, (e.re, e.im, e.re + e.im)):
                 warpgroup.store(mine(x_), v.to(bf16))
             tkc.fence_async()
@@ -165,11 +170,19 @@ def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, s
             k1, k2, k3 = (warpgroup.mma_AB(h[i], mine(e_s[j]), zero(tkc.rt(f32, 16, N2)), negate=i == 1)
                           for i, j in ((0, 2), (1, 1), (2, 0)))
             k1, k2, k3 = warpgroup.mma_async_wait(k1, k2, k3)
-            with tkc.if_(w < K // 16):   # each warp its 16 rows, straight to y
-                at = (blk * per * R + wg * K) // 16 + w
-                store(y, (k1 + k2).to(bf16), (2 * p, 0, at, 0))
-                with tkc.if_(2 * p + 1 < u.b):
-                    store(y, (k1 + k3).to(bf16), (2 * p + 1, 0, at, 0))
+            warpgroup.sync()             # every warp's wgmmas have read e_s
+            with tkc.if_(w < K // 16):   # y through e_s (free now) and out by TMA
+                store(mine(e_s[0]), (k1 + k2).to(bf16), (w, 0))
+                store(mine(e_s[1]), (k1 + k3).to(bf16), (w, 0))
+            tkc.fence_async()
+            warpgroup.sync()
+            with tkc.if_(w == 0):        # K rows in boxes of `box` (a divisor of 64)
+                for j in range(K // box):
+                    out = lambda i: subtile(e_s[i], box, N2, (wg * (64 // box) + j, 0))  # noqa: E731
+                    at = (blk * W * K + wg * K) // box + j
+                    tma.store_async(y, out(0), (2 * p, 0, at, 0))
+                    with tkc.if_(2 * p + 1 < u.b):
+                        tma.store_async(y, out(1), (2 * p + 1, 0, at, 0))
 
     return conv
 
