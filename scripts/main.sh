@@ -5,7 +5,8 @@
 # PyTorch and benchmark it against the peers (cuBLAS, SDPA flash / cuDNN and
 # FlexAttention for tkc.attention;
 # for the memory-bound kernels a copy, torch.compile and, where installed,
-# flash-linear-attention; for linear attention flash-linear-attention).
+# flash-linear-attention; for linear attention flash-linear-attention; for the
+# FFT convolution torch.fft).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TKC_CACHE_DIR="${TKC_CACHE_DIR:-$PWD/.tkc-cache}"
@@ -15,3 +16,4 @@ python3 -m tkc.bench
 python3 bench/attention.py
 python3 bench/memory_bound.py
 python3 bench/linear_attention.py
+python3 bench/fftconv.py

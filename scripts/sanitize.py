@@ -122,8 +122,8 @@ def fftconv():
     import tkc
     for N in (1024, 2048, 4096):
         for L in (N, N // 2):
-            u = torch.randn(3, 4, L, device="cuda").bfloat16()
-            k = torch.randn(4, N - L + 1 if L < N else N, device="cuda")
+            u = torch.randn(3, 8, L, device="cuda").bfloat16()
+            k = torch.randn(8, N - L + 1 if L < N else N, device="cuda")
             y = torch.fft.irfft(torch.fft.rfft(u.double(), n=N) * torch.fft.rfft(k.double(), n=N), n=N)
             report(f"fftconv N{N} L{L}", rel(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
 
