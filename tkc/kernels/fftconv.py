@@ -52,8 +52,8 @@ from tkc import bf16, f32, gl, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import store, subtile, zero
 
-CONSUMERS = {1024: 4, 2048: 2, 4096: 2}   # consumer warpgroups: narrow tiles leave registers for 4
-SPLITS = {1024: (32, 32), 2048: (32, 64), 4096: (64, 64)}   # N -> (N1, N2)
+CONSUMERS = {1024: 4, 2048: 4, 4096: 2}   # consumer warpgroups: narrow tiles leave registers for 4
+SPLITS = {1024: (32, 32), 2048: (64, 32), 4096: (64, 64)}   # N -> (N1, N2): N2 = 32 where it can be (4 consumers)
 
 
 def split(N: int) -> tuple[int, int]:
