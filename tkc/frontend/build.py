@@ -33,6 +33,8 @@ def _attributes(kernel) -> dict:
         attrs["tk.order"] = ir.StringAttr.get(kernel.order)
     if kernel.persistent:
         attrs["tk.persistent"] = ir.UnitAttr.get()
+    if kernel.blocks_per_sm > 1:
+        attrs["tk.blocks_per_sm"] = ir.IntegerAttr.get(i64, kernel.blocks_per_sm)
     if kernel.inplace:
         attrs["tk.inplace"] = ir.ArrayAttr.get([strs(pair) for pair in kernel.inplace.items()])
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]

@@ -76,7 +76,7 @@ class Kernel:
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
                  persistent: bool = False, inplace: dict | None = None, scope: dict | None = None,
-                 spills: int = 0):
+                 spills: int = 0, blocks_per_sm: int = 1):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -88,6 +88,9 @@ class Kernel:
         if isinstance(spills, bool) or not isinstance(spills, int) or spills < 0:
             raise TkcError(f"spills must be a byte count >= 0, got {spills!r}", _where_def(fn))
         self.spills = spills  # the register spill stores `tkc build` accepts (it refuses more)
+        if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or not 1 <= blocks_per_sm <= 32:
+            raise TkcError(f"blocks_per_sm must be an int in 1..32, got {blocks_per_sm!r}", _where_def(fn))
+        self.blocks_per_sm = blocks_per_sm
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
@@ -162,7 +165,7 @@ class Kernel:
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
-            "inplace": self.inplace,
+            "inplace": self.inplace, "blocks_per_sm": self.blocks_per_sm,
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -225,7 +228,7 @@ class Kernel:
 
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
            divisible: dict | None = None, order: str | None = None, persistent: bool = False,
-           inplace: dict | None = None, spills: int = 0):
+           inplace: dict | None = None, spills: int = 0, blocks_per_sm: int = 1):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -244,12 +247,19 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
 
     spills=N: the kernel is known to spill up to N bytes of registers (ptxas's
     spill stores); `tkc build` reports more, or any spill of a kernel that
-    declares none, as an error. A declared allowance says why at its kernel."""
+    declares none, as an error. A declared allowance says why at its kernel.
+
+    blocks_per_sm=n: n blocks share an SM (CUDA's __launch_bounds__ minimum
+    blocks): ptxas keeps registers to 65536 / (n * threads) a thread and the
+    block's shared memory (tk-pipeline-staging's ring included) to an n-th of
+    the SM's, so that several independent work items hide each other's
+    latency."""
     # The defining scope's local names (a kernel defined inside a function
     # may annotate with names imported there): called where the def is.
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
-                persistent=persistent, inplace=inplace, scope=scope, spills=spills)
+                persistent=persistent, inplace=inplace, scope=scope, spills=spills,
+                blocks_per_sm=blocks_per_sm)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)

@@ -320,6 +320,9 @@ def _lower_kernel(func_op, gpu_module) -> None:
         lf = llvm.LLVMFuncOp(name, fty)
     lf.operation.attributes["nvvm.kernel"] = ir.UnitAttr.get()
     lf.operation.attributes["nvvm.maxntid"] = ir.DenseI32ArrayAttr.get([32 * warps, 1, 1])
+    n = _optional("shared", "blocks_per_sm")(func_op)
+    if n > 1:  # ptxas keeps the registers to 65536 / (n * threads) a thread, so n blocks fit
+        lf.operation.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), n)
     lf.operation.attributes["tkc.manifest"] = ir.StringAttr.get(
         json.dumps(_manifest(func_op, name, warps, grid, names, plan, maps)))
     _tensor_map_attrs(lf, first_map, len(maps))

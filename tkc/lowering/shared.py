@@ -20,6 +20,27 @@ from ..dialect.types import ST, SV, Barrier, view
 from ..dialect import walk
 
 SHARED_LIMIT = 232448  # 227 KiB: the most dynamic shared memory one block of sm_90 may have
+SHARED_PER_SM = 233472  # 228 KiB an SM, 1 KiB of it reserved per resident block
+
+
+def shared_limit(func_op) -> int:
+    """The shared memory one block may have: SHARED_LIMIT, or with
+    `tk.blocks_per_sm = n` an n-th of the SM's (less the 1 KiB each block's
+    reservation), so that n blocks fit side by side."""
+    n = blocks_per_sm(func_op)
+    return SHARED_LIMIT if n == 1 else (SHARED_PER_SM - 1024 * n) // n // 1024 * 1024
+
+
+def blocks_per_sm(func_op) -> int:
+    from mlir import ir
+    op = getattr(func_op, "operation", func_op)
+    if "tk.blocks_per_sm" not in op.attributes:
+        return 1
+    a = op.attributes["tk.blocks_per_sm"]
+    n = ir.IntegerAttr(a).value if isinstance(a, ir.IntegerAttr) else 0
+    if not 1 <= n <= 32:
+        raise error(op, f"tk.blocks_per_sm must be an integer in 1..32, found {a}")
+    return n
 SHARED_SYMBOL = "__tkc_shared"
 SWIZZLE_BYTES = {"none": 0, "32b": 32, "64b": 64, "128b": 128}
 
@@ -147,7 +168,7 @@ def plan(func_op) -> SharedPlan:
     padded too: one rule for every slot)."""
     op = getattr(func_op, "operation", func_op)
     result = SharedPlan()
-    end, first = 0, None
+    end, first, limit = 0, None, shared_limit(op)
     for inner in _allocs(op):
         t = view(inner.results[0].type)
         if not isinstance(t, (ST, SV, Barrier)):
@@ -158,9 +179,9 @@ def plan(func_op) -> SharedPlan:
         end = offset + size
         result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
-        first = first if end <= SHARED_LIMIT or first is not None else inner
+        first = first if end <= limit or first is not None else inner
     if first is not None:  # located at the first allocation past the limit; counts them all
-        raise error(first, _overflow_message(result.allocs, end))
+        raise error(first, _overflow_message(result.allocs, end, limit))
     result.total = end
     return result
 
@@ -187,11 +208,13 @@ def _allocs(op):
     return [o.operation for o in found]
 
 
-def _overflow_message(allocs, end) -> str:
+def _overflow_message(allocs, end, limit: int = SHARED_LIMIT) -> str:
     lines = [f"  {_what(t, n)} at offset {off}, {size} bytes ({_where(loc)})"
              for t, off, size, loc, n in allocs]
+    what = "(227 KiB) a block may use on sm_90" if limit == SHARED_LIMIT else \
+        "a block may use with tk.blocks_per_sm"
     return (f"shared memory overflow: the allocations need {end} bytes, more than the "
-            f"{SHARED_LIMIT} bytes (227 KiB) a block may use on sm_90:\n" + "\n".join(lines))
+            f"{limit} bytes {what}:\n" + "\n".join(lines))
 
 
 def _what(t, n: int) -> str:

@@ -289,7 +289,8 @@ def _lower_registers(lw, op, args):
     # ptxas ignores setmaxnreg (warning C7508) unless it knows the register
     # budget at entry: one block per SM as the launch bound, like TK's
     # __launch_bounds__(threads, 1).
-    lw.llvm_func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
+    if "nvvm.minctasm" not in lw.llvm_func.attributes:
+        lw.llvm_func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
     return []
 
 

@@ -263,7 +263,8 @@ class Staging:
         """Whether `stages` slots of the ring fit beside the other shared
         buffers (the shared plan's bump layout); with `fixed`, a located error
         with every buffer's bytes instead of False."""
-        from ..lowering.shared import SHARED_LIMIT, alignment, nbytes
+        from ..lowering.shared import alignment, nbytes, shared_limit
+        limit = shared_limit(self.fn)
         end, lines = 0, []
         ring = {op.operands[0] for op in self.f.ring_loads}
         outputs = {op.operands[1] for op in self.f.loop_stores}
@@ -276,12 +277,12 @@ class Staging:
             end = _round_up(end, alignment(t)) + stride * n
             lines.append(f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
                          + (f" x {n} stages" if n > 1 else "") + f": {stride * n} bytes")
-        if end <= SHARED_LIMIT:
+        if end <= limit:
             return True
         if fixed:
             raise error(self.f.loop or self.fn,
                         f"a {stages}-stage pipeline needs {end} bytes of shared memory, more than "
-                        f"the {SHARED_LIMIT} a block may use: use fewer stages, smaller tiles or "
+                        f"the {limit} a block may use: use fewer stages, smaller tiles or "
                         "stages=\"auto\":\n" + "\n".join(lines))
         return False
 
