@@ -68,19 +68,24 @@ def _causal(w):
     return iota(rt(f32, 16, C), 1) <= iota(rt(f32, 16, C), 0, start=(w % 4) * 16)
 
 
-def _chunk_decay(g, b, h, c, w):
+def _decay_loads(g, b, h, c):
+    """Chunk c's log decays: along the columns (a row rv) and as 4 col rvs of
+    16 (rows). Loaded a chunk ahead: the loop does not wait on memory."""
+    return [load(rv(f32, C, "row"), g, (b, h, 0, c), fill=0.0)] + [
+        load(rv(f32, 16), g, (b, h, 0, c * (C // 16) + p), fill=0.0) for p in range(C // 16)]
+
+
+def _chunk_decay(loaded, w):
     """(G at this warp's 16 rows (col rv), G at every column (row rv), G_C):
-    the chunk's cumulative sums of the log decay g."""
-    gc = load(rv(f32, C, "row"), g, (b, h, 0, c), fill=0.0)
+    the chunk's cumulative sums of the log decay g (from _decay_loads)."""
+    gc, pieces = loaded[0], loaded[1:]
     tile = add_col(zero(rt(f32, 16, C)), gc)
     g_rows = row_sum(where(_causal(w), tile, 0.0))
     g_cols = zero(rv(f32, C, "row"))
-    for p in range(C // 16):     # G_s = sum_{r <= s} g_r, 16 rows r at a time
-        gp = load(rv(f32, 16), g, (b, h, 0, c * (C // 16) + p), fill=0.0)
+    for p, gp in enumerate(pieces):   # G_s = sum_{r <= s} g_r, 16 rows r at a time
         before = iota(rt(f32, 16, C), 0, start=16 * p) <= iota(rt(f32, 16, C), 1)
         g_cols = col_sum(where(before, add_row(zero(rt(f32, 16, C)), gp), 0.0), init=g_cols)
     return g_rows, g_cols, sum(gc)
-
 
 
 def _start(state_s, rows: int, DVh: int, mine):
@@ -147,11 +152,13 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         kd_s = st(bf16, C, F) if decay else None
         mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731  this warpgroup's columns
         state = _start(h_s, F, DVh, mine)
+        ahead = _decay_loads(g, b, h, 0) if decay else None
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
             s, o_r = _chunk(q, k, v, q_s, k_s, v_s, (b, h, c, 0), DVh)
             warpgroup.mma_AB(o_r, q_s, mine(h_s, F))          # the chunks before
             if decay:
-                g_rows, g_cols, g_last = _chunk_decay(g, b, h, c, w)
+                loaded, ahead = ahead, _decay_loads(g, b, h, c + 1)
+                g_rows, g_cols, g_last = _chunk_decay(loaded, w)
             warpgroup.mma_async_wait(s, o_r)
             s = s * scale
             k_from = k_s
