@@ -319,3 +319,32 @@ def test_three_argument_forms_are_told_apart_by_the_accumulator():
     # the loop-carried d feeds c, and the wait's result is what the loop yields
     m = re.search(r'"tk\.warpgroup_mma_ab"\(%\S+, %\S+, (%\S+)\)', text)
     assert m and m[1].startswith("%arg")
+
+
+def _exchange(sync):
+    """Two warpgroups; each warp writes its 16 rows of its warpgroup's 64-row
+    half of a shared tile, then reads the whole half back (rows of the other
+    3 warps): ordered by `sync`."""
+    @tkc.kernel(warps=8, grid=lambda a, o: (1,))
+    def exchange(a: gl(f32, 1, 1, 128, 64), o: gl(f32, 1, 1, 128, 64)):
+        s = st(f32, 128, 64)
+        w, g = tkc.warpid(), tkc.warpgroupid()
+        store(s, load(rt(f32, 16, 64), a, (0, 0, w, 0)), (w, 0))
+        sync()
+        mine = load(rt(f32, 16, 64), s, (g * 4 + (w + 1) % 4, 0))   # a neighbour's rows
+        store(o, mine, (0, 0, w, 0))
+    return exchange
+
+
+def test_warpgroup_sync_orders_a_warpgroups_shared_exchange():
+    a = np.arange(128 * 64, dtype=np.float32).reshape(1, 1, 128, 64)
+    o = np.zeros_like(a)
+    _exchange(warpgroup.sync).interpret(a, o)
+    w = np.arange(8)
+    want = a[0, 0].reshape(8, 16, 64)[(w // 4) * 4 + (w % 4 + 1) % 4]
+    assert np.array_equal(o[0, 0].reshape(8, 16, 64), want)
+    with pytest.raises(TkcError, match="shared-memory race"):
+        _exchange(lambda: None).interpret(a, np.zeros_like(a))
+    text = _exchange(warpgroup.sync).tile_ir()          # a named barrier a warpgroup
+    assert '"tk.sync"() {id = 8 : i64, warps = 4 : i64}' in text
+    assert '"tk.sync"() {id = 9 : i64, warps = 4 : i64}' in text
