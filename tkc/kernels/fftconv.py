@@ -29,10 +29,12 @@ block-diagonal kron(I, F_N1) (64 x 64) and the right products F_N2 as it is.
 Where one factor is a constant, a complex product is three real ones
 (Gauss: the constant's sums precomputed, the data's sum one add in
 registers): per pair of sequences 4 + 3 + 3 + 3 wgmmas, against 2 x 12 for
-the sequences one by one, each the real part only at the end.
+the two one by one (2 + 4 + 4 + 2 each: complex times real, then complex
+times complex, and the real part only at the end).
 
-A block owns 128 rows of channels (two consumer warpgroups) and walks the
-batch two rows at a time, so the filter's tile is loaded once; u streams in
+A block owns 64 W rows of channels (W consumer warpgroups: 4 where the tiles
+are 32 wide, N 1024 and 2048 as 64 x 32, else 2) and walks the batch two
+rows at a time, so the filter's tile is loaded once; u streams in
 through the TMA ring of tk-pipeline-staging (a missing odd row reads as
 zeros), and y leaves by TMA stores that each warpgroup issues from its own
 rows of the E tiles once its last wgmma has read them. The warpgroups meet

@@ -80,7 +80,7 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
     (bf16, on the GPU) and kf = fftconv_filter(k, N): L = N (circular) or N / 4,
     N / 2, 3N / 4 (causal when k has at most N - L + 1 taps). D a multiple of
-    the channels a block owns (4 for N 1024 and 2048, 2 for 4096)."""
+    the channels a block owns (8 for N 1024, 4 for 2048, 2 for 4096)."""
     if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
         raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
                        f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
