@@ -152,7 +152,7 @@ def test_op_errors(ops):
     q, v = args["q"], args["v"]
     for bad, message in [
         (dict(q=q.float()), "q must be bf16"),
-        (dict(q=q[..., :64], k=q[..., :64]), "the feature dim 64 is not supported"),
+        (dict(q=q[..., :64], k=q[..., :64]), "the head dim 64 is not supported"),
         (dict(v=v[..., :64]), "the value dim 64 is not supported"),
         (dict(qmap=args["qmap"][:, :, :32]), r"qmap must be a bfloat16 tensor \[2, 128, 64\], got "
                                              r"torch.bfloat16 \(2, 128, 32\)"),

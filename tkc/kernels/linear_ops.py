@@ -160,7 +160,8 @@ def _check(fn: str, q, k, v, features, values) -> None:
         raise TkcError(f"{fn}: v must be [B, H, L, DV] with q's B, H, L {tuple(q.shape[:3])}, got "
                        f"{tuple(v.shape)}", caller())
     if q.shape[-1] not in (features or DIMS):
-        raise TkcError(f"{fn}: the feature dim {q.shape[-1]} is not supported (one of "
+        dim = "head dim" if fn == "hedgehog" else "feature dim"   # hedgehog maps q's head dim
+        raise TkcError(f"{fn}: the {dim} {q.shape[-1]} is not supported (one of "
                        f"{features or DIMS})", caller())
     if v.shape[-1] not in values:
         raise TkcError(f"{fn}: the value dim {v.shape[-1]} is not supported (one of {values})",
