@@ -238,7 +238,7 @@ def test_register_split_fits_the_launch_allocation(kernel, split):
     forever on the GPU, which the interpreter cannot see. 3 warpgroups launch
     with 168 a thread (504 together), 5 with 96 (480, not 512)."""
     from tkc.kernels.fftconv import fftconv
-    from tkc.passes.pipeline_staging import register_budget
+    from tkc.passes.verify_warpgroup import register_budget
     k, warpgroups = (gemm_hopper("bf16"), 3) if kernel == "gemm" else (fftconv(1024, consumers=4), 5)
     text = str(staged(k))
     counts = re.findall(r'"tk\.(?:de|in)crease_registers"\(\) \{count = (\d+)', text)

@@ -71,22 +71,13 @@ from .rewrite import (add_iter_args, backward_slice, clone_ops, entry, extend_yi
                       hoist_prologue, i64, index, inside, is_prologue, kernels, located, uses_in)
 from .verify import kernel_warps
 from .verify_block import pipeline_options
+from .verify_warpgroup import register_budget
 
 AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
 OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
 OVERHEAD_REGISTERS = 32  # a consumer's registers beside its tiles (addresses, counters)
 WARPGROUP = 4
-REGISTER_FILE = 65536  # registers of an SM
-
-
-def register_budget(warpgroups: int) -> int:
-    """The per-thread registers of one thread of each warpgroup together that
-    a block of `warpgroups` launches with (one block per SM): ptxas gives
-    every thread 65536 / threads rounded down to a multiple of 8, and
-    setmaxnreg only moves registers within the block's allocation (an
-    increase past it waits forever: 5 warpgroups hold 5 x 96 = 480, not 512)."""
-    return REGISTER_FILE // (128 * warpgroups) // 8 * 8 * warpgroups
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
          "tk.warpgroup_mma_atbt")
 SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")

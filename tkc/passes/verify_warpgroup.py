@@ -18,6 +18,7 @@ M = 64              # rows of a warpgroup's result (wgmma m64)
 MAX_N = 256         # widest wgmma (m64n256k16)
 MMA_DTYPES = ("bf16", "f16")
 REGISTER_RANGE = (24, 256)  # setmaxnreg: a multiple of 8 in this range
+REGISTER_FILE = 65536       # registers of an SM
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,15 @@ def negate_problems(name: str, op) -> list[str]:
     return []
 
 
+def register_budget(warpgroups: int) -> int:
+    """The per-thread registers of one thread of each warpgroup together that
+    a block of `warpgroups` launches with (one block per SM): ptxas gives
+    every thread 65536 / threads rounded down to a multiple of 8, and
+    setmaxnreg only moves registers within the block's allocation (an
+    increase past it waits forever: 5 warpgroups hold 5 x 96 = 480, not 512)."""
+    return REGISTER_FILE // (128 * warpgroups) // 8 * 8 * warpgroups
+
+
 def register_problems(name: str, count, warps: int | None = None) -> list[str]:
     """increase_registers / decrease_registers {count}; with the kernel's
     warps, an increase the block's register allocation can meet (setmaxnreg
@@ -167,7 +177,6 @@ def register_problems(name: str, count, warps: int | None = None) -> list[str]:
     if isinstance(count, bool) or not isinstance(count, int) or not lo <= count <= hi or count % 8:
         return [f"{name}: count must be a multiple of 8 in {lo}..{hi} (setmaxnreg), got {count!r}"]
     if name.endswith("increase_registers") and warps and warps % WARPGROUP_WARPS == 0:
-        from .pipeline_staging import register_budget
         groups = warps // WARPGROUP_WARPS
         budget = register_budget(groups)
         if groups > 1 and lo + (groups - 1) * count > budget:
