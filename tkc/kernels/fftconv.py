@@ -106,10 +106,11 @@ def operands(N: int, L: int) -> list[np.ndarray]:
     return [f.real, f.imag, *gauss(g), t.real, t.imag, *gauss(h)]
 
 
-def filter_layout(kf: np.ndarray, N: int) -> np.ndarray:
-    """fft(k, n=N) [..., N] -> K [..., N1, N2], K[k1, k2] = kf[k1 + N1 k2]."""
+def filter_layout(kf, N: int):
+    """fft(k, n=N) [..., N] -> K [..., N1, N2], K[k1, k2] = kf[k1 + N1 k2]
+    (a numpy array or a torch tensor)."""
     N1, N2 = split(N)
-    return np.swapaxes(kf.reshape(*kf.shape[:-1], N2, N1), -1, -2)
+    return kf.reshape(*kf.shape[:-1], N2, N1).swapaxes(-1, -2)
 
 
 def block_channels(N: int) -> int:

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .fftconv import SPLITS, block_channels, operands, shape
+from .fftconv import SPLITS, block_channels, filter_layout, operands, shape
 from .fftconv import fftconv as fftconv_kernel
 
 __all__ = ["fftconv", "fftconv_filter"]
@@ -70,9 +70,7 @@ def fftconv_filter(k: Tensor, N: int) -> Tensor:
     if k.shape[-1] > N:
         raise TkcError(f"fftconv_filter: the filter has {k.shape[-1]} taps, more than N = {N}",
                        caller())
-    kf = torch.fft.fft(k.double(), n=N)
-    N1, N2 = SPLITS[N]
-    kf = kf.reshape(k.shape[0], N2, N1).transpose(-1, -2)   # = filter_layout, in torch
+    kf = filter_layout(torch.fft.fft(k.double(), n=N), N)
     return torch.stack([kf.real, kf.imag]).to(torch.bfloat16).contiguous()
 
 
