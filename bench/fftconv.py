@@ -39,7 +39,7 @@ def main() -> int:
         print("fftconv benchmark: no CUDA GPU here, nothing measured")
         return 0
     import tkc
-    from tkc.bench.timing import interleaved, median_ratio
+    from tkc.bench.timing import against
     rows = []
     print(f"{'B':>3} {'D':>5} {'L':>5} {'N':>5} {'tkc ms':>8} {'fft ms':>8} {'fft/tkc':>8} {'GB/s':>6}"
           f"  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
@@ -62,12 +62,10 @@ def main() -> int:
         if err > 3e-2:
             print(f"L{L} N{N}: tkc and torch.fft disagree (rel. error {err:.3g}); not timed")
             continue
-        ms = interleaved({"tkc": mine, "fft": peer}, rounds=ROUNDS, **TIMING)
-        tk, ft = sorted(ms["tkc"])[ROUNDS // 2], sorted(ms["fft"])[ROUNDS // 2]
-        ratio = median_ratio(ms["fft"], ms["tkc"])
-        gbs = 2 * u.numel() * 2 / tk / 1e6
-        print(f"{B:3} {D:5} {L:5} {N:5} {tk:8.3f} {ft:8.3f} {ratio:8.2f} {gbs:6.0f}")
-        rows.append(dict(B=B, D=D, L=L, N=N, tkc_ms=ms["tkc"], fft_ms=ms["fft"], ratio=ratio, rel_err=err))
+        r = against(mine, peer, rounds=ROUNDS, **TIMING)
+        gbs = 2 * u.numel() * 2 / r.tkc / 1e6
+        print(f"{B:3} {D:5} {L:5} {N:5} {r.tkc:8.3f} {r.peer:8.3f} {r.ratio:8.2f} {gbs:6.0f}")
+        rows.append(dict(B=B, D=D, L=L, N=N, tkc_ms=r.tkc_ms, fft_ms=r.peer_ms, ratio=r.ratio, rel_err=err))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)

@@ -90,7 +90,7 @@ def main() -> int:
     except Exception as e:  # noqa: BLE001
         print(f"linear attention benchmark: flash-linear-attention is not importable ({e})")
         return 0
-    from tkc.bench.timing import interleaved, median_ratio
+    from tkc.bench.timing import against
     rows = []
     print(f"{'kernel':8} {'B':>3} {'H':>3} {'L':>5} {'F':>4} {'DV':>4} {'tkc ms':>8} {'FLA ms':>8} "
           f"{'FLA/tkc':>8}  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
@@ -110,16 +110,13 @@ def main() -> int:
         err = (hedgehog_error(ours, q, k, v, g) if kind == "hedgehog"
                else float((ours - theirs).norm() / theirs.norm()))
         if err > 3e-2:
-            against = "the reference" if kind == "hedgehog" else "FLA"
-            print(f"{kind} L{L}: tkc disagrees with {against} (rel. error {err:.3g}); not timed")
+            other = "the reference" if kind == "hedgehog" else "FLA"
+            print(f"{kind} L{L}: tkc disagrees with {other} (rel. error {err:.3g}); not timed")
             continue
-        ms = interleaved({"tkc": lambda: mine(q, k, v, g), "fla": lambda: peer(fq, fk, fv, fg)},
-                         rounds=ROUNDS, **TIMING)
-        tk, fl = sorted(ms["tkc"])[ROUNDS // 2], sorted(ms["fla"])[ROUNDS // 2]
-        ratio = median_ratio(ms["fla"], ms["tkc"])
-        print(f"{kind:8} {B:3} {H:3} {L:5} {F:4} {DV:4} {tk:8.3f} {fl:8.3f} {ratio:8.2f}")
-        rows.append(dict(kernel=kind, B=B, H=H, L=L, F=F, DV=DV, tkc_ms=ms["tkc"], fla_ms=ms["fla"],
-                         ratio=ratio, rel_err=err))
+        r = against(lambda: mine(q, k, v, g), lambda: peer(fq, fk, fv, fg), rounds=ROUNDS, **TIMING)
+        print(f"{kind:8} {B:3} {H:3} {L:5} {F:4} {DV:4} {r.tkc:8.3f} {r.peer:8.3f} {r.ratio:8.2f}")
+        rows.append(dict(kernel=kind, B=B, H=H, L=L, F=F, DV=DV, tkc_ms=r.tkc_ms, fla_ms=r.peer_ms,
+                         ratio=r.ratio, rel_err=err))
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import NamedTuple
 
 
 def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
@@ -49,6 +50,21 @@ def interleaved(fns: dict, rounds: int = 5, **kw) -> dict:
 def median_ratio(peer_ms: list, tkc_ms: list) -> float:
     """The median over rounds of peer time / tkc time (> 1: tkc is faster)."""
     return statistics.median(p / t for p, t in zip(peer_ms, tkc_ms))
+
+
+class Pair(NamedTuple):
+    tkc_ms: list     # per round
+    peer_ms: list
+    tkc: float       # medians
+    peer: float
+    ratio: float     # median_ratio: > 1, tkc is faster
+
+
+def against(mine, peer, rounds: int = 5, **kw) -> Pair:
+    """tkc's fn and its peer's, timed interleaved (`interleaved`)."""
+    ms = interleaved({"tkc": mine, "peer": peer}, rounds=rounds, **kw)
+    return Pair(ms["tkc"], ms["peer"], statistics.median(ms["tkc"]), statistics.median(ms["peer"]),
+                median_ratio(ms["peer"], ms["tkc"]))
 
 
 def launch_overhead_us(fn, n: int = 200) -> float:
