@@ -203,10 +203,17 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
 
 
 def based(stages="auto"):
-    """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64]."""
+    """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64].
+
+    The two consumer warpgroups split the features, not the value columns:
+    warpgroup g owns the 2nd-order rows of i = 8g .. 8g + 7 and one more
+    64-row block (g = 0: the 1st order, g = 1: the 0th), and half of the
+    chunk's steps for the quadratic form; each builds only its own feature
+    tiles, for all 64 value columns. The two partial outputs meet in shared
+    memory (g = 1's, by chunk parity) and warpgroup 0 adds and stores them."""
     F, DV = BASED_F, BASED_DV
-    DVh = DV // CONSUMERS
-    ROWS = 5 * 64                # the state's rows: 256 (2nd order), 16 (1st), 16 (0th, 1 used), 32 zero
+    HALF = F // CONSUMERS        # the i of x_i x_j a warpgroup owns
+    OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
     name = "based_f16_v64" + ("" if stages == "auto" else f"_s{stages}")
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
@@ -214,38 +221,64 @@ def based(stages="auto"):
                   v: gl(bf16, "B", "H", "L", DV), o: gl(bf16, "B", "H", "L", DV), scale: tkc.f32):
         h, b = tkc.block_idx.x, tkc.block_idx.y
         wg, w = tkc.warpgroupid(), tkc.warpid()
-        q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV, _panel(DVh))
-        a_s, o_s = st(bf16, ROWS, DV, _panel(DVh)), st(bf16, C, DV, _panel(DVh))
-        mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731
-        state = _start(a_s, ROWS, DVh, mine)
-        first = where(w % 4 == 0, 1.0, 0.0)   # block 4: warp 0 holds the 1st order, warp 1 the 0th
-        zeroth = where(w % 4 == 1, 1.0, 0.0)
+        q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV)
+        a_s, o_s = st(bf16, CONSUMERS * OWN, DV), st(bf16, C, DV)
+        part_s = st(f32, 2 * C, DV)            # warpgroup 1's partial o, by chunk parity
+        own = lambda x, rows: subtile(x, rows, DV, (wg, 0))  # noqa: E731  this warpgroup's rows
+        mine = own(a_s, OWN)
+        state = _start(a_s, OWN, DV, own)
+        first = where(wg == 0, 1.0, 0.0)       # the extra block: 1st order (g = 0) or 0th
+        lead = where(w % 4 == 0, 1.0, 0.0)     # ... in its first 16 rows (warp 0's)
         col = iota(rt(f32, 16, F), 1)
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
-            s, o_r = _chunk(q, k, v, q_s, k_s, v_s, (b, h, c, 0), DVh)
-            # the chunks before: o += phi(q) . state, 16 query-side tiles of K = 16 a row block
-            qf = load(rt(bf16, 16, F), q_s, (w % 4, 0))
-            for i in range(F):
-                qi = row_sum(where(eq(col, i), qf, 0.0))          # q_i of each row
+            at = (b, h, c, 0)
+            tma.load(q_s, q, at)
+            tma.load(k_s, k, at)
+            tma.load(v_s, v, at)
+            # inside the chunk, this warpgroup's half of the steps: S = Q K_half^T
+            s = warpgroup.mma_ABt(zero(rt(f32, 16, C // 2)), q_s, subtile(k_s, C // 2, F, (wg, 0)))
+            # the chunks before: o = phi(q) . state over this warpgroup's features
+            o_r = zero(rt(f32, 16, DV))
+            qf = load(rt(f32, 16, F), q_s, (w % 4, 0))
+            for u in range(HALF):
+                qi = row_sum(where(eq(col, wg * HALF + u), qf, 0.0))   # q_i of each row
                 warpgroup.mma_AB(o_r, mul_row(qf, qi * (scale * scale / 2)).to(bf16),
-                                 mine(subtile(a_s, 16, DV, (i, 0)), 16))
-            warpgroup.mma_AB(o_r, (qf * scale).to(bf16), mine(subtile(a_s, 16, DV, (16, 0)), 16))
-            warpgroup.mma_AB(o_r, where(eq(col, 0), 1.0, 0.0).to(bf16),
-                             mine(subtile(a_s, 16, DV, (17, 0)), 16))
-            warpgroup.mma_async_wait(s, pending=F + 2)
-            x = s * scale                 # inside the chunk: (1 + x + x^2 / 2), causal
-            warpgroup.mma_AB(o_r, where(_causal(w), 1.0 + x + x * x * 0.5, 0.0).to(bf16), mine(v_s, C))
+                                 subtile(mine, 16, DV, (u, 0)))
+            extra = qf * (scale * first) + where(eq(col, 0), 1.0 - first, 0.0)
+            warpgroup.mma_AB(o_r, extra.to(bf16), subtile(mine, 16, DV, (HALF, 0)))
+            warpgroup.mma_async_wait(s, pending=HALF + 1)
+            x = s * scale                 # (1 + x + x^2 / 2), causal, at steps 32 g ..
+            keep = iota(rt(f32, 16, C // 2), 1, start=wg * (C // 2)) <= iota(
+                rt(f32, 16, C // 2), 0, start=(w % 4) * 16)
+            warpgroup.mma_AB(o_r, where(keep, 1.0 + x + x * x * 0.5, 0.0).to(bf16),
+                             subtile(v_s, C // 2, DV, (wg, 0)))
             # a wgmma reads its register operand while in flight: retire these
-            # 19 (76 registers a thread) before the state's 5 (80) are built
+            # before the state's operands are built
             warpgroup.mma_async_wait(o_r)
-            # the state: this warp's 16 feature rows of each 64-row block, from K^T
-            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
+            # the state: this warp's 16 feature rows of each of our blocks, from K^T
+            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0))).to(f32)
             row = iota(rt(f32, F, C), 0)
-            for t in range(4):
-                ki = col_sum(where(eq(row, 4 * t + w % 4), kt, 0.0))  # k_i along the chunk
-                warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), mine(v_s, C))
-            warpgroup.mma_AB(state[4], (kt * first + zeroth).to(bf16), mine(v_s, C))
+            for t in range(HALF // 4):
+                ki = col_sum(where(eq(row, wg * HALF + 4 * t + w % 4), kt, 0.0))  # k_i along the chunk
+                warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), v_s)
+            warpgroup.mma_AB(state[-1], (kt * (first * lead) + (1.0 - first) * lead).to(bf16), v_s)
             warpgroup.mma_async_wait(*state)
-            _finish(state, a_s, ROWS, o_r, o_s, o, (b, h, c, 0), mine)
+            warpgroup.sync()              # every warp's wgmmas have read our state rows
+            _publish(state, a_s, OWN, own)
+            tkc.fence_async()
+            half = subtile(part_s, C, DV, (c % 2, 0))
+            with tkc.if_(wg == 1):
+                warpgroup.store(half, o_r)
+            tkc.sync()                    # the other half is in part_s; our state rows published
+            with tkc.if_(wg == 0):
+                o_r = o_r + warpgroup.load(rt(f32, 16, DV), half)
+                with tkc.if_(w == 0):
+                    tma.store_async_wait()   # the last chunk's o is out of o_s
+                warpgroup.sync()
+                warpgroup.store(o_s, o_r.to(bf16))
+                tkc.fence_async()
+                warpgroup.sync()
+                with tkc.if_(w == 0):
+                    tma.store_async(o, o_s, at)
 
     return based_fwd
