@@ -262,3 +262,22 @@ def test_flat_vector_length_must_be_a_multiple_of_32():
     def k(a: gl(f32, 1, 1, 1, 48)):
         load(rv(f32, 48, "flat"), a, (0, 0, 0, 0))  # @flat-48
     _fails(k, "flat-48", "flat rv", "multiple of 32")
+
+
+def test_picks_are_located():
+    """x[:, j] / x[i, :] (row_pick / col_pick): a row-layout tile, a whole
+    other axis, a constant index inside the tile."""
+    @tkc.kernel
+    def layout(a: G):
+        load(rt(f32, 16, 32, "col"), a, (0, 0, 0, 0))[:, 3]  # @pick-layout
+    _fails(layout, "pick-layout", "row_pick", "row layout")
+
+    @tkc.kernel
+    def sliced(a: G):
+        load(rt(f32, 16, 32), a, (0, 0, 0, 0))[0:8, 3]  # @pick-slice
+    _fails(sliced, "pick-slice", "x[:, j] (a column) or x[i, :] (a row)")
+
+    @tkc.kernel
+    def outside(a: G):
+        load(rt(f32, 16, 32), a, (0, 0, 0, 0))[16, :]  # @pick-outside
+    _fails(outside, "pick-outside", "col_pick", "row 16 is outside")

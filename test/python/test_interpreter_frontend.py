@@ -91,3 +91,29 @@ def test_malformed_dim_names_is_a_located_error_without_tk_verify():
     with pytest.raises(TkcError, match="tk.dim_names must be an array of 2 arrays") as info:
         run(m, [x, x.copy()])
     assert info.value.where.startswith(f"{__file__}:")
+
+
+@tkc.kernel(warps=2)
+def picks(x: gl(f32, 1, 1, 32, 48), cols: gl(f32, 1, 1, 2, 32), rows: gl(f32, 1, 1, 2, 48),
+          at: tkc.f32):
+    """Warp w picks column 5 + 20 w and row 3 + 24 w (run-time indices) of x."""
+    w = tkc.warpid()
+    t = load(rt(f32, 32, 48), x, (0, 0, 0, 0))
+    store(cols, t[:, w * 20 + 5], (0, 0, w, 0))
+    store(rows, t[w * 24 + 3 + tkc.block_idx.x, :], (0, 0, w, 0))
+
+
+def test_picks_read_one_column_or_row():
+    x = np.random.default_rng(0).standard_normal((1, 1, 32, 48)).astype(np.float32)
+    cols, rows = np.zeros((1, 1, 2, 32), np.float32), np.zeros((1, 1, 2, 48), np.float32)
+    picks.interpret(x, cols, rows, 0.0)
+    np.testing.assert_array_equal(cols[0, 0], x[0, 0][:, [5, 25]].T)
+    np.testing.assert_array_equal(rows[0, 0], x[0, 0][[3, 27]])
+
+
+def test_pick_outside_at_run_time():
+    @tkc.kernel(warps=1)
+    def far(x: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 1, 16)):
+        store(o, load(rt(f32, 16, 16), x, (0, 0, 0, 0))[tkc.warpid() + 16, :], (0, 0, 0, 0))
+    with pytest.raises(TkcError, match="col_pick: index 16 is outside the tile's 16 rows"):
+        far.interpret(np.zeros((1, 1, 16, 16), np.float32), np.zeros((1, 1, 1, 16), np.float32))

@@ -129,6 +129,30 @@ def test_reductions(name, shape, with_init):
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["row_pick", "col_pick"])
+@pytest.mark.parametrize("shape", [(16, 16), (32, 48)])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_picks(name, shape, dtype, dynamic):
+    """x[:, j] and x[i, :] at every index class (block, 8-half, parity), the
+    index a constant or a run-time value (warpid() + k: the select chain)."""
+    from mlir import ir
+    from mlir.dialects import arith
+    v = RT(dtype, *shape, "row")
+    rows = name == "row_pick"
+    rv = v.col_vec() if rows else v.row_vec()
+    x = rand(shape, dtype)
+    n = shape[1] if rows else shape[0]
+    for k in sorted({0, 1, 6, 9, 14, n - 2, n - 1}):
+        def body(t, k=k):
+            at = arith.constant(ir.IndexType.get(), k)
+            if dynamic:
+                at = arith.addi(ops.worker_id("warpid"), at)
+            return [ops.pick(name, t, at)]
+        out, = run_kernel([v], [rv], body, [x])
+        np.testing.assert_array_equal(out, x[:, k] if rows else x[k, :])
+
+
 @pytest.mark.parametrize("name", ["add_row", "sub_row", "mul_row", "div_row",
                                   "add_col", "sub_col", "mul_col", "div_col"])
 def test_broadcasts(name):

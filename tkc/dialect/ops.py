@@ -14,6 +14,7 @@ UNARY = ("copy", "exp", "exp2", "log", "log2", "abs", "relu", "neg",
          "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh")
 BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
+PICK = ("row_pick", "col_pick")
 VEC_REDUCE = ("vec_sum", "vec_max", "vec_min")
 CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
@@ -86,6 +87,14 @@ def reduce(name: str, x, t=None, init=None, loc=None):
             rt = view(x.type)
             t = rt.col_vec() if name.startswith("row") else rt.row_vec()
     return _one(name, t, [x] + ([init] if init is not None else []), loc=loc)
+
+
+def pick(name: str, x, index, loc=None):
+    """row_pick: x[:, index] (a "col" rv), col_pick: x[index, :] (a "row" rv)."""
+    assert name in PICK, name
+    rt = view(x.type)
+    t = rt.col_vec() if name == "row_pick" else rt.row_vec()
+    return _one(name, t, [x, index], loc=loc)
 
 
 def iota(t, axis: int, start=None, loc=None):

@@ -295,6 +295,24 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
+  // ---- picks: one row or column of an rt as an rv (the rv a reduction
+  // along the other axis would give): row_pick(x, j) = x[:, j] (each row's
+  // element j, a "col" rv), col_pick(x, i) = x[i, :] (a "row" rv)
+  irdl.operation @row_pick {
+    %x = irdl.base @tk::@rt
+    %i = irdl.is index
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, index: %i)
+    irdl.results(out: %t)
+  }
+  irdl.operation @col_pick {
+    %x = irdl.base @tk::@rt
+    %i = irdl.is index
+    %t = irdl.base @tk::@rv
+    irdl.operands(x: %x, index: %i)
+    irdl.results(out: %t)
+  }
+
   // ---- masks: iota gives each element its index along `axis` (0: row,
   // 1: column of an rt; 0 for an rv); where picks x where `a cmp b`, else y
   // (a, b, x, y: tiles of the result's shape, or f32 scalars).

@@ -40,7 +40,7 @@ __all__ = [
     "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
     "add", "sub", "mul", "div", "max", "min", "sum",
     "lt", "le", "gt", "ge", "eq", "ne", "where",
-    "row_max", "row_sum", "col_max", "col_sum",
+    "row_max", "row_sum", "col_max", "col_sum", "row_pick", "col_pick",
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
     "swap_layout", "transpose",
@@ -398,6 +398,31 @@ def _reduce(name):
 
 
 row_max, row_sum, col_max, col_sum = (_reduce(n) for n in tk.REDUCE)
+
+
+def _pick(name):
+    by_row = name == "row_pick"
+
+    def op(x, index) -> Reg:
+        _reg(x, name, "source", tile=True)
+        if x.layout != "row":
+            raise fail(f"{name}: the source tile must be in row layout, got {_name(x)}")
+        i = as_index(index, f"{name}'s {'column' if by_row else 'row'}")
+        n = x.cols if by_row else x.rows
+        if i.const is not None and not 0 <= i.const < n:
+            raise fail(f"{name}: {'column' if by_row else 'row'} {i.const} is outside {_name(x)}")
+        view = RV(x.dtype, x.rows, "col") if by_row else RV(x.dtype, x.cols, "row")
+        return _result(name, None, view, lambda: tk.pick(name, x.value(), i.ir()))
+    op.__name__ = name
+    op.__doc__ = (f"{name}(x, {'j' if by_row else 'i'}): "
+                  + ("column j of x, one element per row (a \"col\" rv, as row_sum gives): x[:, j]"
+                     if by_row else "row i of x, one element per column (a \"row\" rv, as col_sum "
+                                    "gives): x[i, :]")
+                  + "; the index may be known only at run time (e.g. from warpgroupid()).")
+    return op
+
+
+row_pick, col_pick = (_pick(n) for n in tk.PICK)
 
 
 # ------------------------------------------------------------ broadcasts

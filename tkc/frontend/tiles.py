@@ -104,6 +104,18 @@ class Reg(Traced):
         from . import ops
         return ops.copy(Reg(self.view.with_(dtype=tile_dtype(dtype))), self)
 
+    def __getitem__(self, key):
+        """x[:, j]: column j, one value per row (row_pick); x[i, :]: row i (col_pick)."""
+        from . import ops
+        whole = lambda k: isinstance(k, slice) and k == slice(None)  # noqa: E731
+        if self.is_tile and isinstance(key, tuple) and len(key) == 2:
+            if whole(key[0]) and not isinstance(key[1], slice):
+                return ops.row_pick(self, key[1])
+            if whole(key[1]) and not isinstance(key[0], slice):
+                return ops.col_pick(self, key[0])
+        raise fail(f"a register tile is indexed as x[:, j] (a column) or x[i, :] (a row), "
+                   f"got {self.describe()}[{key!r}]")
+
     # -- operators: the functional forms of add/sub/mul/div/neg
     def __add__(self, o):
         from . import ops

@@ -189,6 +189,27 @@ def _reduce(c, op):
     return step
 
 
+# ---- picks: row_pick(x, j) = x[:, j] (a "col" vector), col_pick(x, i) = x[i, :]
+
+@handler("tk.row_pick", "tk.col_pick")
+def _pick(c, op):
+    rows = op.name == "tk.row_pick"
+    x_t, t = tview(op.operands[0]), tview(op.results[0])
+    expect(isinstance(x_t, RT), op, f"operand must be an rt, got {x_t}")
+    kind, length = ("col", x_t.rows) if rows else ("row", x_t.cols)
+    expect(isinstance(t, RV) and t.kind == kind and t.length == length, op,
+           f"result must be an rv of kind '{kind}' and length {length}, got {t}")
+    x, i, out = c.slot(op.operands[0]), c.slot(op.operands[1]), c.result_slot(op)
+    n = x_t.cols if rows else x_t.rows
+
+    def step(env, w):
+        k = env[i]
+        if not 0 <= k < n:
+            raise error(op, f"{op.name}: index {k} is outside the tile's {n} {'columns' if rows else 'rows'}")
+        env[out] = (env[x][:, k] if rows else env[x][k, :]).copy()
+    return step
+
+
 # ---- masks
 
 @handler("tk.iota")

@@ -195,3 +195,66 @@ def _vec_reduce(lw, op, args):
     for mask in _VEC_XORS[x.view.kind]:
         acc = fn(acc, shuffle_xor(lw, acc, mask))
     return [acc]
+
+
+# ---------------------------------------------------------------- picks
+
+@rule("tk.row_pick", "tk.col_pick")
+def _pick(lw, op, args):
+    """x[:, j] (row_pick) or x[i, :] (col_pick) of a row-layout rt: every
+    slot of the result rv is one shfl.idx from the lane holding it. For
+    column j, the holder of row g (+8) is lane 4g + (j % 8) // 2 of the
+    quad, sending its element at (j // 16, (j % 16) // 8, j % 2); for row i,
+    lane 4 (i % 8) + t sends its element at (i // 16, (i % 16) // 8). A run-time
+    index picks what every lane sends with a select chain."""
+    from ..passes.verify_block import constant
+    x, v = frag_arg(op, args[0]), result_view(op)
+    rows = op.name == "tk.row_pick"
+    if not isinstance(x.view, RT) or x.view.layout != "row":
+        raise error(op, f"{op.name} needs an rt in row layout, found {op.operands[0].type}")
+    t, B = x.view, fragments.BASE
+    fixed = constant(op.operands[1])
+    i32 = lambda n: lw.const_i32(n)  # noqa: E731
+    at = fixed if fixed is not None else arith.index_cast(ir.IntegerType.get_signless(32), args[1])
+
+    def part(div, mod):
+        """(at // div) % mod, an int for a constant index, else an i32 value."""
+        if fixed is not None:
+            return (fixed // div) % mod
+        return arith.remui(arith.divui(at, i32(div)), i32(mod))
+
+    def sent(candidates, key):
+        """The candidate at `key` (an int, or an i32 value: a select chain)."""
+        if isinstance(key, int):
+            return candidates[key]
+        acc = candidates[0]
+        for n, c in enumerate(candidates[1:], 1):
+            acc = arith.select(arith.cmpi(arith.CmpIPredicate.eq, key, i32(n)), c, acc)
+        return acc
+
+    lane = lw.lane_i32()
+    nj = t.cols // B
+    if rows:     # key: (block column, 8-column half, parity) of column j
+        key = (part(B, nj) * 4 + part(8, 2) * 2 + part(1, 2)) if fixed is not None else arith.addi(
+            arith.muli(part(B, nj), i32(4)), arith.addi(arith.muli(part(8, 2), i32(2)), part(1, 2)))
+        src = arith.ori(arith.andi(lane, i32(~3)), i32(part(2, 4)) if fixed is not None else part(2, 4))
+        out = []
+        for i in range(t.rows // B):
+            for h in range(2):
+                cands = [to_f32(x.vals[fragments.tile_index(t.rows, t.cols, i, jb, p + 2 * h + 4 * c8)],
+                                t.dtype) for jb in range(nj) for c8 in range(2) for p in range(2)]
+                out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
+        return [Frag(v, out)]
+    ni = t.rows // B
+    key = (part(B, ni) * 2 + part(8, 2)) if fixed is not None else arith.addi(
+        arith.muli(part(B, ni), i32(2)), part(8, 2))
+    g = i32(part(1, 8) * 4) if fixed is not None else arith.muli(part(1, 8), i32(4))
+    src = arith.ori(g, arith.andi(lane, i32(3)))
+    out = []
+    for jb in range(nj):
+        for s in range(4):
+            k = lambda h: (s & 1) + 2 * h + 4 * (s >> 1)  # noqa: E731
+            cands = [to_f32(x.vals[fragments.tile_index(t.rows, t.cols, ib, jb, k(h))], t.dtype)
+                     for ib in range(ni) for h in range(2)]
+            out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
+    return [Frag(v, out)]

@@ -34,7 +34,7 @@ REGISTER_OPS = ("tk.subtile", "tk.copy", "tk.swap_layout", "tk.transpose", "tk.e
                 "tk.log", "tk.log2", "tk.abs", "tk.relu", "tk.neg", "tk.add", "tk.sub", "tk.mul",
                 "tk.div", "tk.max", "tk.min", "tk.add_row", "tk.sub_row", "tk.mul_row",
                 "tk.div_row", "tk.add_col", "tk.sub_col", "tk.mul_col", "tk.div_col",
-                "tk.row_max", "tk.row_sum", "tk.col_max", "tk.col_sum")
+                "tk.row_max", "tk.row_sum", "tk.col_max", "tk.col_sum", "tk.row_pick", "tk.col_pick")
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
          "tk.warpgroup_mma_atbt")
 

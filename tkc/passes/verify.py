@@ -411,6 +411,26 @@ def _check_reduce(name, x, init, out):
         yield f"{name}: init must have the result's type {_desc(out)}, got {_desc(init)}"
 
 
+def _check_pick(op, name, ins, outs, kernel):
+    """row_pick / col_pick: a row-layout rt to the rv a reduction would give,
+    at an index that, when constant, lies inside the tile."""
+    x, out, rows = ins[0], outs[0], name == "row_pick"
+    if not isinstance(x, RT):
+        yield f"{name}: x must be an rt, got {_desc(x)}"
+        return
+    if x.layout != "row":
+        yield f"{name}: x must be an rt in row layout, got {_desc(x)}"
+    kind, length = ("col", x.rows) if rows else ("row", x.cols)
+    if out != RV(x.dtype, length, kind):
+        yield (f"{name}: result must be {short(RV(x.dtype, length, kind).text())} "
+               f"(one per tile {'row' if rows else 'column'}), got {_desc(out)}")
+    from .verify_block import constant
+    n = x.cols if rows else x.rows
+    index = constant(op.operands[1])
+    if index is not None and not 0 <= index < n:
+        yield f"{name}: index {index} is outside the tile's {n} {'columns' if rows else 'rows'}"
+
+
 def _check_broadcast(name, x, v, out):
     if not isinstance(x, RT):
         return
@@ -699,6 +719,8 @@ _OTHERS = {
     "iota": _check_iota,
     "rand": lambda op, name, ins, outs, kernel: _need(name, "result", outs[0], (RT, RV), "an rt or rv"),
     "where": _check_where,
+    "row_pick": _check_pick,
+    "col_pick": _check_pick,
     "swap_layout": _check_swap_layout,
     "transpose": _check_transpose,
     "alloc": _check_alloc,

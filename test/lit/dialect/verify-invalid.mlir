@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 82
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 85
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -81,6 +81,14 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %r3 = "tk.col_max"(%x) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rv<f32, 16 : i64, "row">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_max: init must have the result's type rv<f32, 16, col>, got rv<bf16, 16, col>
   %r4 = "tk.row_max"(%x, %vb) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, !tk.rv<bf16, 16 : i64, "col">) -> !tk.rv<f32, 16 : i64, "col">
+  // ---- picks
+  %c40 = arith.constant 40 : index
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_pick: x must be an rt in row layout, got rt<f32, 16, 32, col>
+  %p1 = "tk.row_pick"(%xc, %c0) : (!tk.rt<f32, 16 : i64, 32 : i64, "col">, index) -> !tk.rv<f32, 16 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: col_pick: result must be rv<f32, 32, row> (one per tile column), got rv<f32, 16, col>
+  %p2 = "tk.col_pick"(%x, %c0) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, index) -> !tk.rv<f32, 16 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_pick: index 40 is outside the tile's 32 columns
+  %p3 = "tk.row_pick"(%x, %c40) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, index) -> !tk.rv<f32, 16 : i64, "col">
   // ---- broadcasts
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sub_row: x must be an rt in row or wide layout, got rt<f32, 16, 32, col>
   %b1 = "tk.sub_row"(%xc, %v) : (!tk.rt<f32, 16 : i64, 32 : i64, "col">, !tk.rv<f32, 16 : i64, "col">) -> !tk.rt<f32, 16 : i64, 32 : i64, "col">
