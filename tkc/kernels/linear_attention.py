@@ -30,13 +30,15 @@ shared tile first (the A operand of a transposed wgmma comes from shared
 memory). G inside the chunk is a masked row sum of g (for the rows) and a
 masked column sum (for the columns): no cumsum kernel.
 
-Based keeps its state as 320 rows of features: rows 16i + j hold
-sum_s k_si k_sj v_s (i, j < 16), rows 256 + j sum_s k_sj v_s and row 272
-sum_s v_s. A warp builds its 16 rows of each 64-row block from K^T (one row
-of K^T broadcast down the columns of K^T: k_i k_j for its i and every j),
-and the query side of row block i is q * q_i * scale^2 / 2 (a 16-column
-A operand: 16 wgmmas of K = 16 for the 256 second-order rows), then q *
-scale and e_0 for the first- and zeroth-order rows.
+Based's state is rows of features: 16i + j hold sum_s k_si k_sj v_s (i, j <
+16), then sum_s k_sj v_s (1st order) and sum_s v_s (0th). Its two
+consumer warpgroups split the features, not the value columns (based()): the
+i of the 2nd order in halves, one of the 1st and 0th orders each, so neither
+repeats the other's feature work. A warp builds its 16 rows of each of its
+64-row blocks from K^T (k_i = K^T[i, :], a col_pick, times K^T: k_i k_j for
+every j), and the query side of row block i is q * q_i * scale^2 / 2 (q_i =
+q[:, i], a row_pick; a 16-column A operand: 8 wgmmas of K = 16 a warpgroup),
+then q * scale or e_0 for its 1st- or 0th-order rows.
 """
 from __future__ import annotations
 
@@ -50,11 +52,12 @@ from tkc.ops import (add_col, add_row, col_sum, eq, exp, iota, load, mul_col, mu
 C = 64                  # steps per chunk
 CONSUMERS = 2           # consumer warpgroups, each DV / 2 value columns
 BASED_F, BASED_DV = 16, 64
-# Spill bytes (stores + loads) ptxas needs beside the state, the scores and
-# the in-flight wgmma operands: decay at F = 128 280 (the chunk's decay
-# tiles), Based 360 (21 register-operand wgmmas a chunk, their A tiles live
-# until the wait). Measured, not yet removed: BENCHMARKS.md.
-SPILLS_DECAY, SPILLS_BASED = 320, 384
+# Spill stores (bytes, what tkc.kernel(spills=) bounds) ptxas needs beside
+# the state, the scores and the in-flight wgmma operands: decay at F = 128
+# 120 (the chunk's decay tiles), Based 232 (its 3 state tiles of 64 x 64 f32
+# a warpgroup, 10 register-operand wgmmas in flight, and the run-time
+# addresses of its own state rows). Measured, not yet removed: BENCHMARKS.md.
+SPILLS_DECAY, SPILLS_BASED = 160, 256
 
 
 def _panel(cols: int) -> str:
@@ -202,7 +205,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     return la
 
 
-def based(stages="auto"):
+def based(stages=2):
     """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64].
 
     The two consumer warpgroups split the features, not the value columns:
@@ -214,7 +217,10 @@ def based(stages="auto"):
     F, DV = BASED_F, BASED_DV
     HALF = F // CONSUMERS        # the i of x_i x_j a warpgroup owns
     OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
-    name = "based_f16_v64" + ("" if stages == "auto" else f"_s{stages}")
+    # Two ring stages, not the deepest that fits: the spills (below) live in
+    # L1, which is what shared memory leaves; 2 stages measured 25-30% faster
+    # than the full ring (191 KB) on the H100, 3 stages 8% slower than 2.
+    name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}")
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
     def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
@@ -241,7 +247,7 @@ def based(stages="auto"):
             o_r = zero(rt(f32, 16, DV))
             qf = load(rt(f32, 16, F), q_s, (w % 4, 0))
             for u in range(HALF):
-                qi = row_sum(where(eq(col, wg * HALF + u), qf, 0.0))   # q_i of each row
+                qi = qf[:, wg * HALF + u]         # q_i of each row
                 warpgroup.mma_AB(o_r, mul_row(qf, qi * (scale * scale / 2)).to(bf16),
                                  subtile(mine, 16, DV, (u, 0)))
             extra = qf * (scale * first) + where(eq(col, 0), 1.0 - first, 0.0)
@@ -253,13 +259,13 @@ def based(stages="auto"):
             warpgroup.mma_AB(o_r, where(keep, 1.0 + x + x * x * 0.5, 0.0).to(bf16),
                              subtile(v_s, C // 2, DV, (wg, 0)))
             # a wgmma reads its register operand while in flight: retire these
-            # before the state's operands are built
+            # before the state's operands are built (issuing the state's first,
+            # its operands through shared memory, measured 7% slower on the H100)
             warpgroup.mma_async_wait(o_r)
             # the state: this warp's 16 feature rows of each of our blocks, from K^T
-            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0))).to(f32)
-            row = iota(rt(f32, F, C), 0)
+            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
             for t in range(HALF // 4):
-                ki = col_sum(where(eq(row, wg * HALF + 4 * t + w % 4), kt, 0.0))  # k_i along the chunk
+                ki = kt[wg * HALF + 4 * t + w % 4, :]   # k_i along the chunk
                 warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), v_s)
             warpgroup.mma_AB(state[-1], (kt * (first * lead) + (1.0 - first) * lead).to(bf16), v_s)
             warpgroup.mma_async_wait(*state)
