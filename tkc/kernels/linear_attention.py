@@ -50,7 +50,7 @@ from tkc.ops import (add_col, add_row, col_sum, eq, exp, iota, load, mul_col, mu
                      store, sub_col, subtile, sum, transpose, where, zero)
 
 C = 64                  # steps per chunk
-CONSUMERS = 2           # consumer warpgroups, each DV / 2 value columns
+CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each (Based: half the features)
 BASED_F, BASED_DV = 16, 64
 # Spill stores (bytes, what tkc.kernel(spills=) bounds) ptxas needs beside
 # the state, the scores and the in-flight wgmma operands: decay at F = 128

@@ -223,6 +223,10 @@ def _pick(lw, op, args):
             return (fixed // div) % mod
         return arith.remui(arith.divui(at, i32(div)), i32(mod))
 
+    val = lambda a: i32(a) if isinstance(a, int) else a  # noqa: E731
+    add = lambda a, b: a + b if isinstance(a, int) and isinstance(b, int) else arith.addi(val(a), val(b))  # noqa: E731
+    mul = lambda a, n: a * n if isinstance(a, int) else arith.muli(a, i32(n))  # noqa: E731
+
     def sent(candidates, key):
         """The candidate at `key` (an int, or an i32 value: a select chain)."""
         if isinstance(key, int):
@@ -235,9 +239,8 @@ def _pick(lw, op, args):
     lane = lw.lane_i32()
     nj = t.cols // B
     if rows:     # key: (block column, 8-column half, parity) of column j
-        key = (part(B, nj) * 4 + part(8, 2) * 2 + part(1, 2)) if fixed is not None else arith.addi(
-            arith.muli(part(B, nj), i32(4)), arith.addi(arith.muli(part(8, 2), i32(2)), part(1, 2)))
-        src = arith.ori(arith.andi(lane, i32(~3)), i32(part(2, 4)) if fixed is not None else part(2, 4))
+        key = add(mul(part(B, nj), 4), add(mul(part(8, 2), 2), part(1, 2)))
+        src = arith.ori(arith.andi(lane, i32(~3)), val(part(2, 4)))
         out = []
         for i in range(t.rows // B):
             for h in range(2):
@@ -245,11 +248,9 @@ def _pick(lw, op, args):
                                 t.dtype) for jb in range(nj) for c8 in range(2) for p in range(2)]
                 out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
         return [Frag(v, out)]
-    ni = t.rows // B
-    key = (part(B, ni) * 2 + part(8, 2)) if fixed is not None else arith.addi(
-        arith.muli(part(B, ni), i32(2)), part(8, 2))
-    g = i32(part(1, 8) * 4) if fixed is not None else arith.muli(part(1, 8), i32(4))
-    src = arith.ori(g, arith.andi(lane, i32(3)))
+    ni = t.rows // B     # key: (block row, 8-row half) of row i
+    key = add(mul(part(B, ni), 2), part(8, 2))
+    src = arith.ori(val(mul(part(1, 8), 4)), arith.andi(lane, i32(3)))
     out = []
     for jb in range(nj):
         for s in range(4):
