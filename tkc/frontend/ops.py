@@ -9,6 +9,7 @@ a new handle; the forms are told apart by argument count or type:
     fma(dst, x, y, z)         fma(x, y, z)         x * y + z; y, z: tile or number
     row_max(dst, src[, acc])  row_max(src, init=None)
                               sum(v), max(v), min(v)   a whole vector -> f32
+    row_pick(x, j), x[:, j]   col_pick(x, i), x[i, :]  one column / row as a vector
                               rsqrt(x), fma(x, y, z)   math on f32 scalars too
     where(t < 0.5, t, 0.0)    where(lt(a, b) & (c >= 1), x, y)     masks (no bool tiles)
     sub_row(dst, src, vec)    sub_row(src, vec)
