@@ -219,7 +219,7 @@ def based(stages=2):
     OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
     # Two ring stages, not the deepest that fits: the spills (below) live in
     # L1, which is what shared memory leaves; 2 stages measured 25-30% faster
-    # than the full ring (191 KB) on the H100, 3 stages 8% slower than 2.
+    # than the full ring (184 KB) on the H100, 3 stages 8% slower than 2.
     name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}")
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
