@@ -11,17 +11,9 @@ outside the timing, for both. Outputs are checked against each other first.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-ROUNDS = 5
-TIMING = dict(reps=10, inner=5)
+from tkc.bench import peer as bench
 
 
 def configs(quick: bool):
@@ -31,18 +23,14 @@ def configs(quick: bool):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    if torch is None or not torch.cuda.is_available():
-        print("fftconv benchmark: no CUDA GPU here, nothing measured")
+    args = bench.arguments("fftconv")
+    if args is None:
         return 0
+    import torch
+
     import tkc
-    from tkc.bench.timing import against
     rows = []
-    print(f"{'B':>3} {'D':>5} {'L':>5} {'N':>5} {'tkc ms':>8} {'fft ms':>8} {'fft/tkc':>8} {'GB/s':>6}"
-          f"  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
+    print(bench.heading(f"{'B':>3} {'D':>5} {'L':>5} {'N':>5} {'tkc ms':>8} {'fft ms':>8} {'fft/tkc':>8} {'GB/s':>6}"))
     for B, D, L, N in configs(args.quick):
         torch.manual_seed(0)
         u = torch.randn(B, D, L, device="cuda").bfloat16()
@@ -59,16 +47,13 @@ def main() -> int:
 
         ours, theirs = mine().float(), peer().float()
         err = float((ours - theirs).norm() / theirs.norm())
-        if err > 3e-2:
-            print(f"L{L} N{N}: tkc and torch.fft disagree (rel. error {err:.3g}); not timed")
+        r = bench.timed(f"L{L} N{N}", mine, peer, err, "torch.fft")
+        if r is None:
             continue
-        r = against(mine, peer, rounds=ROUNDS, **TIMING)
         gbs = 2 * u.numel() * 2 / r.tkc / 1e6
         print(f"{B:3} {D:5} {L:5} {N:5} {r.tkc:8.3f} {r.peer:8.3f} {r.ratio:8.2f} {gbs:6.0f}")
         rows.append(dict(B=B, D=D, L=L, N=N, tkc_ms=r.tkc_ms, fft_ms=r.peer_ms, ratio=r.ratio, rel_err=err))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    bench.save(args.out, rows)
     return 0
 
 

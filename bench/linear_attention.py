@@ -18,17 +18,14 @@ tkc.hedgehog is checked against the float64 reference on one (batch, head).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
+
+from tkc.bench import peer as bench
 
 try:
     import torch
 except ImportError:
     torch = None
-
-ROUNDS = 5
-TIMING = dict(reps=10, inner=5)
 
 
 def configs(quick: bool):
@@ -78,22 +75,17 @@ def hedgehog_error(o, q, k, v, g) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    if torch is None or not torch.cuda.is_available():
-        print("linear attention benchmark: no CUDA GPU here, nothing measured")
+    args = bench.arguments("linear attention")
+    if args is None:
         return 0
     try:
         import fla.ops  # noqa: F401
     except Exception as e:  # noqa: BLE001
         print(f"linear attention benchmark: flash-linear-attention is not importable ({e})")
         return 0
-    from tkc.bench.timing import against
     rows = []
-    print(f"{'kernel':8} {'B':>3} {'H':>3} {'L':>5} {'F':>4} {'DV':>4} {'tkc ms':>8} {'FLA ms':>8} "
-          f"{'FLA/tkc':>8}  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})")
+    print(bench.heading(f"{'kernel':8} {'B':>3} {'H':>3} {'L':>5} {'F':>4} {'DV':>4} {'tkc ms':>8} "
+                        f"{'FLA ms':>8} {'FLA/tkc':>8}"))
     for kind, B, H, L, F, DV in configs(args.quick):
         torch.manual_seed(0)
         qk = 1.0 if kind == "based" else 0.3
@@ -109,17 +101,14 @@ def main() -> int:
         ours, theirs = mine(q, k, v, g).float(), peer(fq, fk, fv, fg).transpose(1, 2).float()
         err = (hedgehog_error(ours, q, k, v, g) if kind == "hedgehog"
                else float((ours - theirs).norm() / theirs.norm()))
-        if err > 3e-2:
-            other = "the reference" if kind == "hedgehog" else "FLA"
-            print(f"{kind} L{L}: tkc disagrees with {other} (rel. error {err:.3g}); not timed")
+        r = bench.timed(f"{kind} L{L}", lambda: mine(q, k, v, g), lambda: peer(fq, fk, fv, fg), err,
+                        "the reference" if kind == "hedgehog" else "FLA")
+        if r is None:
             continue
-        r = against(lambda: mine(q, k, v, g), lambda: peer(fq, fk, fv, fg), rounds=ROUNDS, **TIMING)
         print(f"{kind:8} {B:3} {H:3} {L:5} {F:4} {DV:4} {r.tkc:8.3f} {r.peer:8.3f} {r.ratio:8.2f}")
         rows.append(dict(kernel=kind, B=B, H=H, L=L, F=F, DV=DV, tkc_ms=r.tkc_ms, fla_ms=r.peer_ms,
                          ratio=r.ratio, rel_err=err))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(device=torch.cuda.get_device_name(), rows=rows), f, indent=1)
+    bench.save(args.out, rows)
     return 0
 
 
