@@ -7,10 +7,22 @@ import sys
 
 from tkc.kernels.attention_hopper import attention_hopper
 
-VARIANTS = [dict(D=D, causal=c, KV=kv, stages=s) for D in (64, 128) for c in (False, True)
-            for kv in (64, 128) for s in ("auto", 2)]
-VARIANTS += [dict(D=D, causal=c, stages=2 if D == 64 else "auto", overlap=True)
-             for D in (64, 128) for c in (False, True)]
+def _variants():
+    """The library's forward (stages as it picks them) and FlashAttention-3's
+    two schedules on top: ping-pong (warpgroup.turns) alone and with the
+    intra-warpgroup overlap; at D 64 also three consumer warpgroups."""
+    out = []
+    for D in (64, 128):
+        for c in (False, True):
+            base = dict(D=D, causal=c, stages=2 if D == 64 else "auto")
+            out += [base, {**base, "pingpong": True}, {**base, "pingpong": True, "overlap": True}]
+            if D == 64:
+                out += [{**base, "consumers": 3}, {**base, "consumers": 3, "pingpong": True},
+                        {**base, "consumers": 3, "pingpong": True, "overlap": True}]
+    return out
+
+
+VARIANTS = _variants()
 KERNELS = [attention_hopper(**v) for v in VARIANTS]
 
 

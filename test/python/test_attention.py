@@ -90,19 +90,35 @@ def test_forward_and_backward_interpreted(case):
     check(run_fixed(D, causal, layout, q, k, v, do), q, k, v, do, causal)
 
 
-@pytest.mark.parametrize("D,causal,Lq,Lk", [(64, False, 200, 130), (128, True, 77, 300),
-                                            (64, True, 300, 77)])
-def test_forward_overlap_variant(D, causal, Lq, Lk):
-    """FlashAttention-3's intra-warpgroup overlap (V one tile behind, P
-    carried, the S wait leaving PV in flight): the same values; the
-    interpreter checks the in-flight wgmma operands for races."""
+VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
+    (dict(overlap=True), 64, False, 200, 130),
+    (dict(overlap=True), 128, True, 77, 300),
+    (dict(overlap=True), 64, True, 300, 77),
+    (dict(consumers=3), 64, False, 200, 130),   # BQ 192: a block past Lq's last row tile
+    (dict(consumers=3), 64, True, 77, 450),
+    (dict(consumers=1), 128, True, 130, 70),
+    (dict(pingpong=True), 128, True, 200, 333),
+    (dict(pingpong=True, overlap=True), 64, False, 130, 200),
+    (dict(pingpong=True, overlap=True, consumers=3), 64, True, 250, 130),
+]
+
+
+@pytest.mark.parametrize("kw,D,causal,Lq,Lk", VARIANTS)
+def test_forward_variants(kw, D, causal, Lq, Lk):
+    """The forward's options, the same values: overlap=True (FlashAttention-3's
+    intra-warpgroup overlap: V one tile behind, P carried, the S wait leaving
+    PV in flight; the interpreter checks the in-flight wgmma operands for
+    races), 1 or 3 consumer warpgroups (64 or 192 query rows a block) and
+    pingpong=True (the warpgroups issue their wgmmas in turns: named barriers
+    the interpreter runs, deadlocks and races included)."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
-    attention_hopper(D, causal, overlap=True).interpret(q, k, v, o, lse, SCALE)
+    attention_hopper(D, causal, **kw).interpret(q, k, v, o, lse, SCALE)
     ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
     assert rel_err(o, ro) < 1e-2
     fin = np.isfinite(rlse)
+    assert (np.isinf(lse[:, :, 0]) == ~fin).all()
     assert np.abs(lse[:, :, 0][fin] - rlse[fin]).max() < 1e-4
 
 

@@ -21,7 +21,7 @@ from tkc.diagnostics import TkcError
 from tkc.dialect.types import GL, RT, ST
 from tkc.interpreter import run
 from tkc.interpreter.testing import kernel_module
-from tkc.ops import group_load, load, store, zero
+from tkc.ops import group_load, load, store, where, zero
 
 from helpers import ref_bf16
 
@@ -435,6 +435,73 @@ def test_mbarrier_wait_stuck_behind_a_named_barrier_is_a_deadlock():
     raises(m, [np.zeros((16, 16), np.float32)],
            r"deadlock: warp 0 waits for the phase of parity 0 .* warp 1 waits at tk.sync "
            r"\(k.py:10:1\) on barrier 1 of 2 warps", "k.py:8:1")
+
+
+def turns_kernel(turns: bool = True, short: bool = False):
+    """Two warpgroups pass a 64 x 16 tile back and forth: in each of its 3
+    turns (warpgroup.turns) a warpgroup adds 1 to it, so it ends at 6, each
+    read ordered after the other warpgroup's write by the turn's barrier.
+    turns=False: the same without turns; short: warpgroup 0 takes 2 turns."""
+    @tkc.kernel(warps=8)
+    def passing(o: gl(f32, 1, 1, 64, 16)):
+        wg, w = tkc.warpgroupid(), tkc.warpid() % 4
+        s = st(f32, 64, 16)
+        with tkc.if_(wg == 0):
+            store(s, zero(rt(f32, 16, 16)), (w, 0))
+        turn = warpgroup.turns() if turns else tkc.if_(wg >= 0)
+        for _ in tkc.range(where(wg == 0, 2, 3) if short else 3):
+            with turn:
+                x = load(rt(f32, 16, 16), s, (w, 0))
+                store(s, x + 1.0, (w, 0))
+        with tkc.if_(wg == 1):
+            store(o, load(rt(f32, 16, 16), s, (w, 0)), (0, 0, w, 0))
+    return passing
+
+
+def test_turns_order_the_warpgroups():
+    o = np.zeros((64, 16), np.float32)
+    turns_kernel().interpret(o)
+    np.testing.assert_array_equal(o, 6)
+
+
+def test_turns_ir_waits_on_its_own_barrier_and_arrives_on_the_next():
+    ir = turns_kernel().tile_ir()
+    assert ir.count('"tk.sync"() {arrive, id = 12 : i64, warps = 8 : i64}') == 2  # start, 1 -> 0
+    assert ir.count('"tk.sync"() {arrive, id = 13 : i64, warps = 8 : i64}') == 1  # 0 -> 1
+    assert ir.count('"tk.sync"() {id = 12 : i64, warps = 8 : i64}') == 1
+    assert ir.count('"tk.sync"() {id = 13 : i64, warps = 8 : i64}') == 1
+
+
+def test_without_turns_the_exchange_is_a_race():
+    with pytest.raises(TkcError, match=r"warp 4 reads rows 0\.\.15.* written by warp 0"):
+        turns_kernel(turns=False).interpret(np.zeros((64, 16), np.float32))
+
+
+def test_a_warpgroup_taking_fewer_turns_is_a_deadlock():
+    # warpgroup 1's third turn waits for a hand-over from warpgroup 0's third
+    with pytest.raises(TkcError, match=r"deadlock at sync: barrier 13 completes when 8 warps "
+                                       r"arrive, but only warps \[4, 5, 6, 7\] wait here; "
+                                       r"warps \[0, 1, 2, 3\] returned"):
+        turns_kernel(short=True).interpret(np.zeros((64, 16), np.float32))
+
+
+def test_an_arrive_on_barrier_0_or_for_one_warp_is_refused():
+    for attrs in ("arrive, warps = 2 : i64", "arrive, id = 1 : i64, warps = 1 : i64",
+                  "arrive, id = 1 : i64"):
+        m = kernel([("o", "!g")], [f'"tk.sync"() {{{attrs}}} : () -> () {loc(2)}'], warps=2)
+        raises(m, [np.zeros((16, 16), np.float32)], r"sync \{arrive\}: needs a named barrier",
+               "k.py:2:1")
+
+
+def test_arrivals_for_different_warp_counts_are_refused():
+    m = kernel([("o", "!g")], [
+        '%w = "tk.warpid"() : () -> index', "%lo = arith.cmpi ult, %w, %c2 : index",
+        "scf.if %lo {", f'  "tk.sync"() {{arrive, id = 1 : i64, warps = 4 : i64}} : () -> () {loc(7)}',
+        "} else {", f'  "tk.sync"() {{id = 1 : i64, warps = 2 : i64}} : () -> () {loc(9)}', "}",
+    ], warps=4)
+    raises(m, [np.zeros((16, 16), np.float32)],
+           r"barrier 1: warp 2 arrives here for 2 warps, but warp 0 arrived at tk.sync \{arrive\} "
+           r"\(k.py:7:1\)", "k.py:9:1")
 
 
 def test_sync_warps_beyond_the_block_is_refused():

@@ -236,9 +236,13 @@ def dim(g, axis: str, loc=None):
     return _one("dim", _index(), [g], {"axis": axis}, loc=loc)
 
 
-def sync(id: int | None = None, warps: int | None = None, loc=None):
-    """bar.sync: the whole block, or the named barrier `id` for `warps` warps."""
+def sync(id: int | None = None, warps: int | None = None, arrive: bool = False, loc=None):
+    """bar.sync: the whole block, or the named barrier `id` for `warps` warps;
+    arrive: bar.arrive (the calling warps count toward it and go on)."""
+    from mlir import ir
     attrs = {k: v for k, v in (("id", id), ("warps", warps)) if v is not None}
+    if arrive:
+        attrs["arrive"] = ir.UnitAttr.get()
     return create("sync", attributes=attrs, loc=loc)
 
 

@@ -35,8 +35,9 @@ from .trace import current, emitting, fail
 from .workers import warpgroupid, warpid
 
 __all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
-           "increase_registers", "decrease_registers", "load", "store", "sync"]
+           "increase_registers", "decrease_registers", "load", "store", "sync", "turns"]
 FIRST_SYNC_ID = 8          # warpgroup g's named barrier is 8 + g (the passes use the low ids)
+FIRST_TURN_ID = 12         # warpgroup g's turn barrier (warpgroup.turns) is 12 + g
 
 
 def _view(x):
@@ -197,6 +198,63 @@ def sync() -> None:
     for i in range(current().warps // 4):
         with if_(g == i), emitting():
             tk.sync(id=FIRST_SYNC_ID + i, warps=4)
+
+
+class Turns:
+    """`with turn:` -- see turns()."""
+
+    def __init__(self, groups: int):
+        self.groups = groups
+
+    def __enter__(self):
+        _turn_barriers(self.groups, lambda g: g, arrive=False)  # wait for my turn
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:  # hand the turn on
+            _turn_barriers(self.groups, lambda g: (g + 1) % self.groups, arrive=True)
+        return False
+
+
+def turns() -> Turns:
+    """FlashAttention-3's ping-pong: the kernel's warpgroups take turns at the
+    code under `with turn:` (warpgroup 0, 1, .., 0, 1, ..), e.g. issuing their
+    wgmmas, so one warpgroup's softmax runs while the tensor cores work for
+    another instead of all of them asking for the tensor cores at once.
+
+        turn = warpgroup.turns()      # once, before the loop: 0 goes first
+        for j in tkc.range(n, stages=2):
+            with turn:
+                warpgroup.mma_ABt(s, q_s, k_s)
+            ...
+
+    Named barrier 12 + g is warpgroup g's: g waits at it (bar.sync) as its
+    turn starts, g - 1 arrives on it (bar.arrive) as its own turn ends. Every
+    warpgroup takes the same number of turns (one that takes fewer than the
+    warpgroup before it leaves the next one waiting forever: the interpreter
+    reports that deadlock); the last hand-over is left pending when the kernel
+    ends, which is harmless. With one warpgroup it does nothing."""
+    from .control import if_
+    _check_warps("turns")
+    groups = current().warps // 4
+    if groups > 16 - FIRST_TURN_ID:
+        raise fail(f"warpgroup.turns: at most {16 - FIRST_TURN_ID} warpgroups (named barriers "
+                   f"{FIRST_TURN_ID}..15), the kernel has {groups}")
+    if groups > 1:
+        with if_(warpgroupid() == 0), emitting():
+            tk.sync(id=FIRST_TURN_ID, warps=8, arrive=True)
+    return Turns(groups)
+
+
+def _turn_barriers(groups: int, barrier, arrive: bool) -> None:
+    """Warpgroup g waits at (or arrives on) turn barrier barrier(g)."""
+    from .control import if_
+    if groups < 2:
+        return
+    g = warpgroupid()
+    for i in range(groups):
+        with if_(g == i), emitting():
+            tk.sync(id=FIRST_TURN_ID + barrier(i), warps=8, arrive=arrive)
 
 
 # ---------------------------------------------------------------- memory

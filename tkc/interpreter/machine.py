@@ -37,11 +37,12 @@ class BlockState:
         self.barriers = NamedBarriers()
         self.races = RaceTracker(warps) if races else None
 
-    def sync(self, warps: list[int]) -> None:
-        """`warps` completed a barrier together."""
+    def sync(self, warps: list[int], barrier: int) -> None:
+        """`warps` waited at named barrier `barrier` and completed it (with the
+        warps that only arrived on it)."""
         self.check_groups(set(warps))
         if self.races is not None:
-            self.races.sync(warps)
+            self.races.sync(warps, barrier)
 
     def finish(self, w: int) -> None:
         """Warp w returned."""
@@ -156,16 +157,20 @@ def schedule(warps: list, block: BlockState) -> None:
                 raise TkcError(f"{e.message} (warp {w})", e.where) from e
             if isinstance(at, SyncPoint):
                 _arrive(block, stopped, w, at)
+                if at.arrive:           # bar.arrive: the warp goes on
+                    stopped[w] = None
         if stopped and not moved:
             raise _deadlock(stopped, done, block)
     block.check_groups()
 
 
 def _arrive(block: BlockState, stopped: dict, w: int, point: SyncPoint) -> None:
-    """Warp w reached a barrier; if that completes it, its warps go on."""
+    """Warp w reached a barrier; if that completes it, its waiting warps go on."""
+    if point.arrive and block.races is not None:
+        block.races.release_named(w, point.id)
     released = block.barriers.arrive(w, point)
-    if released:
-        block.sync(released)
+    if released is not None:
+        block.sync(released, point.id)
         for v in released:
             stopped[v] = None
 

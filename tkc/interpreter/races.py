@@ -12,7 +12,9 @@ and vector clocks (one per warp, FastTrack-style epochs per 16x16 cell):
   own epoch, bumped at each release (tk.sync, tk.arrive, tk.expect_bytes).
 - tk.sync (and tk.init_barrier, a block sync): the clocks of the warps that
   complete the barrier (all of them, or the W of a named `tk.sync {id, warps}`)
-  become the join of theirs, then each starts a new epoch. pipeline_load /
+  become the join of theirs, then each starts a new epoch. A warp that only
+  arrives (`tk.sync {arrive}`, bar.arrive) releases its clock of that moment
+  to the warps that wait, and learns nothing. pipeline_load /
   pipeline_store synchronise the block before and after their copy, which is
   recorded as warp 0's access in between, so every warp is ordered after it.
 - mbarriers: an arrival (tk.arrive, tk.expect_bytes) releases the warp's
@@ -181,6 +183,7 @@ class RaceTracker:
         self.clock = np.zeros((warps, self.agents), np.int64)
         self.clock[np.arange(warps), np.arange(warps)] = 1  # epoch 0 means "none"
         self.tma = np.zeros(warps, np.int64)  # each warp's TMA agent's epoch
+        self.named: dict[int, np.ndarray] = {}  # named barrier -> clocks released by bar.arrive
         self.buffers: dict[int, Buffer] = {}  # id(shared array) -> bookkeeping
         self.sites: list[Site] = []  # site id -> Site
         self._site_ids: dict[tuple, int] = {}
@@ -189,12 +192,27 @@ class RaceTracker:
 
     # ---- synchronisation
 
-    def sync(self, warps=None) -> None:
+    def sync(self, warps=None, barrier: int | None = None) -> None:
         """tk.sync among `warps` (default all): they learn what each of them
-        knows, then start a new epoch. Other warps are not involved."""
-        ws = np.arange(self.warps) if warps is None else np.asarray(sorted(warps))
-        self.clock[ws] = self.clock[ws].max(axis=0)
+        knows, and what the warps that only arrived on named barrier
+        `barrier` knew when they arrived, then start a new epoch. Other warps
+        are not involved."""
+        ws = np.arange(self.warps) if warps is None else np.asarray(sorted(warps), np.int64)
+        arrived = self.named.pop(barrier, None)
+        if not len(ws):  # completed by arrivals alone: nobody learns anything
+            return
+        joined = self.clock[ws].max(axis=0)
+        if arrived is not None:
+            np.maximum(joined, arrived, out=joined)
+        self.clock[ws] = joined
         self.clock[ws, ws] += 1
+
+    def release_named(self, w: int, barrier: int) -> None:
+        """Warp w arrives on named barrier `barrier` and goes on (bar.arrive):
+        what it knows now is released to the warps that complete it."""
+        acc = self.named.setdefault(barrier, np.zeros(self.agents, np.int64))
+        np.maximum(acc, self.clock[w], out=acc)
+        self.clock[w, w] += 1
 
     def phase_clock(self) -> PhaseClock:
         return PhaseClock(self.agents)

@@ -7,11 +7,15 @@ and the pipeline ops synchronise the whole block the same way (barrier 0).
 
 A warp reaching one yields its op's `SyncPoint` to the scheduler
 (machine.py), which records the arrival here; the arrival that makes W
-releases the W warps. All arrivals of one completion must be at the same op:
-on the GPU a warp at another bar.sync with the same id would complete the
-barrier with them, which is never what the author meant, so the interpreter
-reports it as a deadlock. When no warp can move, `deadlock` says which
-barrier waits for whom.
+releases the W warps. All waiting arrivals of one completion must be at the
+same op: on the GPU a warp at another bar.sync with the same id would
+complete the barrier with them, which is never what the author meant, so the
+interpreter reports it as a deadlock. `tk.sync {arrive}` (bar.arrive) counts
+the warp toward the barrier and lets it go on: it is how one warpgroup
+signals another that waits at a tk.sync of the same id (the turns of
+warpgroup.turns). An arrival left over when the kernel ends is harmless (the
+barriers are reset for the next block). When no warp can move, `deadlock`
+says which barrier waits for whom.
 """
 from __future__ import annotations
 
@@ -21,14 +25,18 @@ from .program import Step, handler
 
 
 class SyncPoint:
-    """One op's barrier: id, warps needed, and the op (for messages)."""
-    __slots__ = ("op", "id", "warps", "block_wide")
+    """One op's barrier: id, warps needed, and the op (for messages);
+    arrive: the warp only counts toward it (bar.arrive), it does not wait."""
+    __slots__ = ("op", "id", "warps", "block_wide", "arrive")
 
-    def __init__(self, op, id: int, warps: int, block_wide: bool):
+    def __init__(self, op, id: int, warps: int, block_wide: bool, arrive: bool = False):
         self.op, self.id, self.warps, self.block_wide = op, id, warps, block_wide
+        self.arrive = arrive
 
     def what(self) -> str:
-        return "tk.sync" if self.op.name == "tk.sync" else self.op.name
+        if self.op.name != "tk.sync":
+            return self.op.name
+        return "tk.sync {arrive}" if self.arrive else "tk.sync"
 
     def describe(self) -> str:
         """'tk.sync (k.py:7:9)', with its barrier when it is not the block's."""
@@ -52,41 +60,59 @@ def _sync(c, op):
 
 def _point(c, op) -> SyncPoint:
     i, warps = checked_sync_group(op, c.warps)
-    return SyncPoint(op, i, warps, i == 0 and warps == c.warps)
+    return SyncPoint(op, i, warps, i == 0 and warps == c.warps, "arrive" in op.attributes)
 
 
 class NamedBarriers:
-    """The block's barriers: per id, the warps arrived since its last completion."""
+    """The block's barriers: per id, the warps arrived since its last
+    completion (waiting at a tk.sync, or only arrived: bar.arrive)."""
 
     def __init__(self):
         self.arrived: dict[int, list[tuple[int, SyncPoint]]] = {}
 
     def arrive(self, w: int, point: SyncPoint) -> list[int] | None:
-        """Warp w arrives at `point`; the warps released when that completes it."""
-        waiting = self.arrived.setdefault(point.id, [])
-        if waiting and waiting[0][1].op is not point.op:
+        """Warp w arrives at `point`; when that completes the barrier, the
+        warps that waited at it (released), else None."""
+        here = self.arrived.setdefault(point.id, [])
+        if here and here[0][1].warps != point.warps:
+            raise _counts(here[0], (w, point))
+        waiting = [a for a in here if not a[1].arrive]
+        if not point.arrive and waiting and waiting[0][1].op is not point.op:
             raise _mismatch(waiting[0], (w, point))
-        waiting.append((w, point))
-        if len(waiting) < point.warps:
+        here.append((w, point))
+        if len(here) < point.warps:
             return None
         del self.arrived[point.id]
-        return [v for v, _ in waiting]
+        return [v for v, p in here if not p.arrive]
 
     def deadlock(self, stopped: dict, done: list) -> TkcError:
         """No warp can move and each waits at a barrier: explain the first's."""
         w = min(stopped)
         point = stopped[w]
-        here = sorted(v for v, _ in self.arrived[point.id])
+        arrived = self.arrived[point.id]
+        here = sorted(v for v, p in arrived if not p.arrive)
         if point.block_wide and done:
             return error(point.op, f"deadlock at sync: warps {here} wait here but warps "
                                    f"{done} returned without reaching it")
         others = [f"warp {v} waits at {p.describe()}" for v, p in stopped.items()
                   if v not in here]
+        gone = sorted(v for v, p in arrived if p.arrive)
+        if gone:
+            at = next(p for _, p in arrived if p.arrive)
+            others.insert(0, f"warps {gone} arrived on it at {at.describe()} and went on")
         if done:
             others.append(f"warps {done} returned")
         return error(point.op, f"deadlock at sync: barrier {point.id} completes when "
                                f"{point.warps} warps arrive, but only warps {here} wait here"
                                + "".join(f"; {o}" for o in others))
+
+
+def _counts(first: tuple, other: tuple) -> TkcError:
+    """Two arrivals of one completion that disagree on its warp count."""
+    (w0, p0), (w, p) = first, other
+    return error(p.op, f"barrier {p.id}: warp {w} arrives here for {p.warps} warps, but warp "
+                       f"{w0} arrived at {p0.describe()} (all arrivals of one completion must "
+                       f"name one warp count)")
 
 
 def _mismatch(first: tuple, other: tuple) -> TkcError:

@@ -4,8 +4,9 @@ O = softmax(Q K^T * scale [+ causal mask]) V, and the log-sum-exp of each
 query row (natural log; +inf for a row with no key, whose output is 0), for
 the backward. bf16 in and out, f32 softmax and accumulation.
 
-A block owns BQ = 128 query rows of one head: two consumer warpgroups of 64
-rows each (a subtile of the block's Q tile), which share the K and V tiles.
+A block owns BQ = 64 * consumers query rows of one head: consumer warpgroups
+of 64 rows each (a subtile of the block's Q tile), which share the K and V
+tiles; two by default.
 tk-pipeline-staging turns the loop over KV tiles into a producer warpgroup
 streaming K and V by TMA through a ring of stages, full/empty mbarriers and
 the setmaxnreg split; Q is loaded once. Per KV tile each warpgroup computes
@@ -33,6 +34,7 @@ Layouts (`layout=`; the gl each tensor is viewed as):
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import tkc
@@ -42,13 +44,13 @@ from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, r
                      store, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
-BQ = 128                    # query rows per block: two consumer warpgroups of 64
 HEAD_DIMS = (64, 128)
 LAYOUTS = ("bhld", "blhd", "varlen")
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     KV: int = 128, stages="auto", overlap: bool = False):
+                     KV: int = 128, stages="auto", overlap: bool = False,
+                     consumers: int | None = None, pingpong: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
 
@@ -61,14 +63,25 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     1/n-tile overhead on Q K^T. Not the default: correct (interpreter), but
     in the SASS ptxas places the wait for the PV group (WARPGROUP.DEPBAR 0)
     right after the wait for S, before the softmax, so nothing overlaps yet
-    (it likely schedules the O rescale, which needs that wait, early)."""
+    (it likely schedules the O rescale, which needs that wait, early).
+
+    pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
+    consumer warpgroups take turns at issuing their wgmmas (with overlap,
+    S_j and PV_(j-1) together; without, S_j), so one warpgroup's softmax runs
+    while the tensor cores work for the other."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
+    if consumers is None:
+        consumers = 2
+    if consumers not in (1, 2, 3):
+        raise TkcError(f"attention: consumers must be 1, 2 or 3 warpgroups, got {consumers!r}")
+    BQ = 64 * consumers          # query rows per block
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
-                                "overlap" if overlap else "") if x)
+                                "overlap" if overlap else "", "pingpong" if pingpong else "",
+                                "" if consumers == 2 else f"c{consumers}") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -88,13 +101,16 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
         p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
+        turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
         for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
             tma.load(k_s, k, tile(hk, j))
             tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
             s = zero(rt(f32, 16, KV))
-            warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
-            if overlap:                  # O += P V of the previous tile, in flight meanwhile
-                warpgroup.mma_AB(o_r, p, v_s)
+            with turn:
+                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
+                if overlap:              # O += P V of the previous tile, in flight meanwhile
+                    warpgroup.mma_AB(o_r, p, v_s)
+            if overlap:
                 warpgroup.mma_async_wait(s, pending=1)
             else:
                 warpgroup.mma_async_wait(s)
@@ -142,7 +158,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
     if layout == "varlen":
-        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D},
+        @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
                     grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
                     (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1))
         def attn(q: gl(bf16, 1, 1, "Tq", "HqD"), k: gl(bf16, 1, 1, "Tk", "HkvD"),
@@ -167,7 +183,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
         relation = {"HqD": "HkvD", "HkvD": D}
 
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid)
+    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))

@@ -6,12 +6,12 @@ threadIdx.x (tid % 32, tid / 32), read once per kernel by the Lowering:
 blocks are one-dimensional, so this equals %laneid and saves a register read.
 `tk.sync` is `bar.sync 0` for the block, or with `id` / `warps` the named
 barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level"); one warp's
-is `bar.warp.sync`.
+is `bar.warp.sync`; with `arrive`, `bar.arrive id, 32*warps`.
 """
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, nvvm
+from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..passes.verify_block import checked_sync_group
@@ -74,6 +74,10 @@ def _sync(lw, op, args):
         return []
     ident, warps = checked_sync_group(op, lw.warps)
     i32 = ir.IntegerType.get_signless(32)
+    if "arrive" in op.attributes:  # count toward the barrier, do not wait; memory ordered
+        llvm.inline_asm(None, [], f"bar.arrive {ident}, {32 * warps};", "~{memory}",
+                        has_side_effects=True)
+        return []
     if warps == 1:  # one warp: its lanes converge (no named barrier needed)
         nvvm.bar_warp_sync(arith.constant(i32, -1))
         return []

@@ -110,27 +110,30 @@ def checked_sync_group(op, kernel_warps: int) -> tuple[int, int]:
     """sync_group, or a located error when the id or warp count is out of
     range (the interpreter and the lowering may run without tk-verify)."""
     from ..diagnostics import error
-    i, warps = sync_group(op, kernel_warps)
+    problems = list(_sync_problems(op, kernel_warps))
+    if problems:
+        raise error(op, f"tk.{problems[0]}")
+    return sync_group(op, kernel_warps)
+
+
+def _sync_problems(op, total: int | None):
+    """What is wrong with a tk.sync's attributes (total: the kernel's warps)."""
+    i, w = sync_group(op, total)
     if i is None or not 0 <= i < BARRIER_IDS:
-        raise error(op, f"tk.sync: id must be an integer in 0..{BARRIER_IDS - 1}, "
-                        f"got {op.attributes['id']}")
-    if warps is None or not 1 <= warps <= kernel_warps:
-        raise error(op, f"tk.sync: warps must be an integer in 1..{kernel_warps} (the kernel's "
-                        f"warps), got {op.attributes['warps']}")
-    return i, warps
+        yield f"sync: id must be an integer in 0..{BARRIER_IDS - 1}, got {op.attributes['id']}"
+    if "warps" in op.attributes and (w is None or w < 1 or (total is not None and w > total)):
+        yield (f"sync: warps must be an integer in 1..{total} (the kernel's warps), "
+               f"got {op.attributes['warps']}")
+    if "arrive" in op.attributes and (i == 0 or "warps" not in op.attributes or w == 1):
+        # bar.arrive on barrier 0 would complete a later block-wide bar.sync early; one warp's
+        # sync is bar.warp.sync, which nothing can arrive on
+        yield ("sync {arrive}: needs a named barrier, an id in 1..15 and warps >= 2 (the warps "
+               "that arrive and the warps that wait, together)")
 
 
 def _check_sync(op, name, ins, outs, kernel):
     from .verify import kernel_warps
-    if "id" in op.attributes:
-        i = _int_attr(op, "id")
-        if i is None or not 0 <= i < BARRIER_IDS:
-            yield f"sync: id must be an integer in 0..{BARRIER_IDS - 1}, got {op.attributes['id']}"
-    if "warps" in op.attributes:
-        w, total = _int_attr(op, "warps"), kernel_warps(kernel)
-        if w is None or w < 1 or (total is not None and w > total):
-            yield (f"sync: warps must be an integer in 1..{total} (the kernel's warps), "
-                   f"got {op.attributes['warps']}")
+    yield from _sync_problems(op, kernel_warps(kernel))
 
 
 CHECKS = {

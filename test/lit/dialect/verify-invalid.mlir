@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 85
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 87
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -193,6 +193,11 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: group_store: src must be an st or sv, got rt<f32, 16, 32, row>
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: group_store: warps must be >= 1, got 0
   "tk.group_store"(%g, %x, %c0, %c0, %c0, %c0) {warps = 0 : i64} : (!tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index, index, index, index) -> ()
+  // ---- named barriers
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sync: id must be an integer in 0..15, got 16
+  "tk.sync"() {id = 16 : i64, warps = 2 : i64} : () -> ()
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sync {arrive}: needs a named barrier, an id in 1..15 and warps >= 2
+  "tk.sync"() {arrive, warps = 4 : i64} : () -> ()
   // ---- alloc placement
   %c1 = arith.constant 1 : index
   scf.for %i = %c0 to %c1 step %c1 {

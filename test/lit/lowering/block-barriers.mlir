@@ -3,7 +3,8 @@
 // then one bar.sync 0 for the block). A slot at a run-time index is
 // 8 * index bytes further: arrive, expect_tx and the try_wait loop use that
 // address. tk.sync {id, warps} is `bar.sync id, 32 * warps` (warps defaults
-// to the kernel's); a plain tk.sync stays `bar.sync 0`.
+// to the kernel's); a plain tk.sync stays `bar.sync 0`; with `arrive` it is
+// `bar.arrive id, 32 * warps` (warpgroup.turns' hand-over).
 // RUN: tkc %s --emit=nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: tkc %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
@@ -52,6 +53,7 @@
 // NVVM-NEXT: %[[N2:.*]] = arith.constant 256 : i32
 // NVVM-NEXT: nvvm.barrier id = %[[ID2]] number_of_threads = %[[N2]]
 // NVVM: nvvm.barrier0
+// NVVM-NEXT: llvm.inline_asm has_side_effects "bar.arrive 12, 256;", "~{memory}"
 
 // PTX: mbarrier.init.shared.b64 [__tkc_shared], %r[[ONE:[0-9]+]];
 // PTX-NEXT: mbarrier.init.shared.b64 [__tkc_shared+8], %r[[ONE]];
@@ -64,6 +66,8 @@
 // PTX: bar.sync 1, 128;
 // PTX-NEXT: bar.sync 2, 256;
 // PTX-NEXT: bar.sync 0;
+// PTX-NEXT: // begin inline asm
+// PTX-NEXT: bar.arrive 12, 256;
 // The full slot's address, and the empty slot 16 bytes further.
 // PTX: mbarrier.arrive.expect_tx.shared.b64 %rd{{[0-9]+}}, [%rd[[FULL:[0-9]+]]], %r{{[0-9]+}};
 // PTX: mbarrier.try_wait.parity.shared::cta.b64
@@ -90,6 +94,7 @@ func.func @rings(%n: i32) attributes {tk.kernel, tk.warps = 8 : i64, tk.arg_name
     "tk.sync"() {id = 1 : i64, warps = 4 : i64} : () -> ()
     "tk.sync"() {id = 2 : i64} : () -> ()
     "tk.sync"() : () -> ()
+    "tk.sync"() {arrive, id = 12 : i64, warps = 8 : i64} : () -> ()
     scf.yield
   }
   return
