@@ -5,7 +5,8 @@
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
-forward and backward (causal and not, ragged, GQA, a varlen batch); the
+forward and backward (causal and not, ragged, GQA, a varlen batch; the
+forward for long sequences, ping-pong, too); the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution. Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
@@ -50,6 +51,7 @@ def gemms():
 
 def attention():
     import tkc
+    from tkc.kernels.attention_bwd import attention_kernels
     for D in (64, 128):
         for causal in (False, True):
             q = torch.randn(1, 4, 200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -62,7 +64,12 @@ def attention():
             if causal:
                 keep = torch.arange(330, device="cuda")[None] <= torch.arange(200, device="cuda")[:, None] + 130
                 s = s.masked_fill(~keep, -math.inf)
-            report(f"attention d{D} causal={causal}", rel(o, torch.softmax(s, -1) @ vv), 1e-2)
+            ref = torch.softmax(s, -1) @ vv
+            report(f"attention d{D} causal={causal}", rel(o, ref), 1e-2)
+            ping = attention_kernels(D, causal, "bhld")[1]  # the long sequences' forward
+            o2, lse = torch.empty_like(o), torch.empty(1, 4, 1, 200, device="cuda")
+            ping(q.detach(), k.detach(), v.detach(), o2, lse, 1 / math.sqrt(D))
+            report(f"attention ping-pong d{D} causal={causal}", rel(o2, ref), 1e-2)
             report(f"attention backward d{D} causal={causal} (finite dq)", 0.0 if q.grad.isfinite().all() else 1.0, 0.5)
         cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
         q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)

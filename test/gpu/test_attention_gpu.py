@@ -50,7 +50,8 @@ def inputs(B, Hq, Hkv, Lq, Lk, D, blhd=False, grad=True):
 
 # B, Hq, Hkv, Lq, Lk
 SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
-          "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300)}
+          "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300),
+          "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past LONG_KEYS: the ping-pong forward
 
 
 @pytest.mark.parametrize("D", [64, 128])
@@ -97,9 +98,13 @@ def test_flash_layout_without_copies(causal):
 
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_varlen(causal, D):
+@pytest.mark.parametrize("long", [False, True])
+def test_varlen(long, causal, D):
+    """long: one sequence of 8200 keys (max_k past LONG_KEYS: the ping-pong forward)."""
     import tkc
     lq, lk = [1000, 77, 1, 300, 513], [1000, 200, 30, 300, 64]
+    if long:
+        lq, lk = lq + [700], lk + [8200]
     cu = lambda ls: torch.tensor([0, *torch.tensor(ls).cumsum(0).tolist()], device="cuda", dtype=torch.int32)  # noqa: E731
     cu_q, cu_k = cu(lq), cu(lk)
     q = torch.randn(sum(lq), 8, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)

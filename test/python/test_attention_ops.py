@@ -8,6 +8,7 @@ tests (test/gpu/test_attention_gpu.py) run the real kernels."""
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ pytest.importorskip("mlir")
 
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels import attention_ops as ops  # noqa: E402
-from tkc.kernels.attention_bwd import attention_kernels  # noqa: E402
+from tkc.kernels.attention_bwd import attention_kernels, forward_kernel  # noqa: E402
 
 
 def _interpreted(kernel):
@@ -36,9 +37,9 @@ def _interpreted(kernel):
 
 @pytest.fixture(autouse=True)
 def interpreter(monkeypatch):
-    monkeypatch.setattr(ops, "_fwd_kernel", lambda *key: _interpreted(attention_kernels(*key)[0]))
+    monkeypatch.setattr(ops, "forward_kernel", lambda *key: _interpreted(forward_kernel(*key)))
     monkeypatch.setattr(ops, "_bwd_kernels",
-                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[1:]))
+                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[2:]))
 
 
 def _reference(q, k, v, causal, scale):
@@ -90,6 +91,20 @@ def test_forward_and_gradients(blhd, causal):
     ref.backward(do.double())
     for g, t in zip(grads, (q, k, v)):
         assert g.shape == t.shape and _rel(g, t.grad) < 2e-2
+
+
+def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
+    """From LONG_KEYS keys on, the op launches FlashAttention-3's schedule
+    (ping-pong + overlap): same values."""
+    monkeypatch.setattr(sys.modules["tkc.kernels.attention_bwd"], "LONG_KEYS", {64: 130, 128: 130})
+    picked = []
+    monkeypatch.setattr(ops, "forward_kernel",
+                        lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
+    for Lk in (129, 130):
+        q, k, v = _qkv(1, 4, 2, 77, Lk, 64, blhd=False)
+        o, _ = ops._fwd(q, k, v, True, 0.125)
+        assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
+    assert ["pingpong" in k.name for k in picked] == [False, True]
 
 
 def test_opcheck():

@@ -213,13 +213,29 @@ def attention_delta(D: int = 128, layout: str = "bhld"):
     return delta
 
 
+# Keys from which FlashAttention-3's schedule (ping-pong + intra-warpgroup
+# overlap) is the faster forward, per head dim: its loop runs one extra
+# iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
+LONG_KEYS = {64: 8192, 128: 2048}
+
+
 @functools.lru_cache(maxsize=None)
 def attention_kernels(D: int, causal: bool, layout: str):
-    """(forward, delta, backward) as tkc.attention launches them: the forward
-    with 2 stages at D = 64 (faster than a deeper ring on the H100, see
-    BENCHMARKS.md), the deepest that fits at D = 128 (2)."""
-    return (attention_hopper(D, causal, layout, stages=2 if D == 64 else "auto"),
+    """(forward, long forward, delta, backward) as tkc.attention launches
+    them. The forwards: 2 ring stages at D = 64 (faster than a deeper ring on
+    the H100), the deepest that fits at D = 128 (2); three consumer
+    warpgroups at D = 64, two at 128; the long forward adds ping-pong and the
+    intra-warpgroup overlap (for Lk >= LONG_KEYS[D])."""
+    base = dict(stages=2, consumers=3) if D == 64 else dict(stages="auto", consumers=2)
+    return (attention_hopper(D, causal, layout, **base),
+            attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
             _delta(D, layout), attention_bwd(D, causal, layout))
+
+
+def forward_kernel(D: int, causal: bool, layout: str, keys: int):
+    """The forward for sequences of up to `keys` keys."""
+    short, long, *_ = attention_kernels(D, causal, layout)
+    return long if keys >= LONG_KEYS[D] else short
 
 
 @functools.lru_cache(maxsize=None)

@@ -32,18 +32,14 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attention_bwd import attention_kernels
+from .attention_bwd import attention_kernels, forward_kernel
 from .attention_hopper import HEAD_DIMS
 
 __all__ = ["attention", "attention_varlen"]
 
 
-def _fwd_kernel(D: int, causal: bool, layout: str):
-    return attention_kernels(D, causal, layout)[0]
-
-
 def _bwd_kernels(D: int, causal: bool, layout: str):
-    return attention_kernels(D, causal, layout)[1:]
+    return attention_kernels(D, causal, layout)[2:]
 
 
 # ---------------------------------------------------------------- fixed-length batches
@@ -80,7 +76,8 @@ def _fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[T
     B, H, L, D = q.shape
     o = _like(q, layout)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
-    _fwd_kernel(D, causal, layout)(*_views(layout, q, k, v, o), lse.unsqueeze(2), scale)
+    forward_kernel(D, causal, layout, k.shape[2])(*_views(layout, q, k, v, o), lse.unsqueeze(2),
+                                                  scale)
     return o, lse
 
 
@@ -153,8 +150,8 @@ def _vfwd(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_q: in
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = torch.empty_like(q)
     lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
-    _fwd_kernel(D, causal, "varlen")(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
-                                     lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
+    forward_kernel(D, causal, "varlen", max_k)(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
+                                               lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
     return o, lse
 
 
