@@ -50,9 +50,10 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
-                     consumers: int | None = None, pingpong: bool = False):
+                     consumers: int = 2, pingpong: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
+    consumers: the consumer warpgroups, 64 query rows each (1 to 3).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
@@ -60,10 +61,11 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     P_j is carried to the next iteration. The loop runs once more than there
     are tiles: V_(-1) and K_n lie past the edges (TMA reads zeros, or a
     neighbour sequence's rows, which P = 0 and the mask cancel), a
-    1/n-tile overhead on Q K^T. Not the default: correct (interpreter), but
-    in the SASS ptxas places the wait for the PV group (WARPGROUP.DEPBAR 0)
-    right after the wait for S, before the softmax, so nothing overlaps yet
-    (it likely schedules the O rescale, which needs that wait, early).
+    1/n-tile overhead on Q K^T. ptxas places the wait for the PV group
+    (WARPGROUP.DEPBAR 0) right after the wait for S, before the softmax (the
+    new P's registers are those of the P in flight), so within a warpgroup
+    nothing overlaps; with pingpong=True the other warpgroup's turn does, and
+    that pair is tkc.attention's forward for long sequences (LONG_KEYS).
 
     pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
     consumer warpgroups take turns at issuing their wgmmas (with overlap,
@@ -73,8 +75,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
-    if consumers is None:
-        consumers = 2
     if consumers not in (1, 2, 3):
         raise TkcError(f"attention: consumers must be 1, 2 or 3 warpgroups, got {consumers!r}")
     BQ = 64 * consumers          # query rows per block
