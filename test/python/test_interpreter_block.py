@@ -386,12 +386,20 @@ def test_a_warp_outside_a_named_barrier_is_not_ordered_by_it():
            r"by warp 0 at k.py:30:1", "k.py:40:1")
 
 
+def split_syncs(low: str, high: str, split: int, warps: int):
+    """Warps below `split` reach `"tk.sync"() {low}` (at k.py:7), the others
+    `"tk.sync"() {high}` (at k.py:9); "" for a plain tk.sync."""
+    def sync(attrs, line):
+        return f'  "tk.sync"() {{{attrs}}} : () -> () {loc(line)}' if attrs else \
+            f'  "tk.sync"() : () -> () {loc(line)}'
+    return kernel([("o", "!g")], [
+        '%w = "tk.warpid"() : () -> index', f"%lo = arith.cmpi ult, %w, %c{split} : index",
+        "scf.if %lo {", sync(low, 7), "} else {", sync(high, 9), "}",
+    ], warps=warps)
+
+
 def test_arrivals_of_one_named_barrier_at_different_syncs_are_a_deadlock():
-    m = kernel([("o", "!g")], [
-        '%w = "tk.warpid"() : () -> index', "%lo = arith.cmpi ult, %w, %c2 : index",
-        "scf.if %lo {", f'  "tk.sync"() {{id = 1 : i64, warps = 4 : i64}} : () -> () {loc(7)}',
-        "} else {", f'  "tk.sync"() {{id = 1 : i64, warps = 4 : i64}} : () -> () {loc(9)}', "}",
-    ], warps=4)
+    m = split_syncs("id = 1 : i64, warps = 4 : i64", "id = 1 : i64, warps = 4 : i64", 2, 4)
     raises(m, [np.zeros((16, 16), np.float32)],
            r"deadlock at sync: warp 0 waits here on barrier 1 but warp 2 arrives on it at "
            r"tk.sync \(k.py:9:1\) on barrier 1 of 4 warps", "k.py:7:1")
@@ -399,22 +407,14 @@ def test_arrivals_of_one_named_barrier_at_different_syncs_are_a_deadlock():
 
 def test_named_barrier_that_never_gets_its_warps_is_a_deadlock():
     # Barrier 1 wants 8 warps, but warps 4..7 meet at barrier 2 and return.
-    m = kernel([("o", "!g")], [
-        '%w = "tk.warpid"() : () -> index', "%lo = arith.cmpi ult, %w, %c4 : index",
-        "scf.if %lo {", f'  "tk.sync"() {{id = 1 : i64, warps = 8 : i64}} : () -> () {loc(7)}',
-        "} else {", '  "tk.sync"() {id = 2 : i64, warps = 4 : i64} : () -> ()', "}",
-    ], warps=8)
+    m = split_syncs("id = 1 : i64, warps = 8 : i64", "id = 2 : i64, warps = 4 : i64", 4, 8)
     raises(m, [np.zeros((16, 16), np.float32)],
            r"deadlock at sync: barrier 1 completes when 8 warps arrive, but only warps "
            r"\[0, 1, 2, 3\] wait here; warps \[4, 5, 6, 7\] returned", "k.py:7:1")
 
 
 def test_warps_split_between_two_barriers_that_cannot_complete():
-    m = kernel([("o", "!g")], [
-        '%w = "tk.warpid"() : () -> index', "%lo = arith.cmpi ult, %w, %c2 : index",
-        "scf.if %lo {", f'  "tk.sync"() : () -> () {loc(7)}',
-        "} else {", f'  "tk.sync"() {{id = 3 : i64, warps = 4 : i64}} : () -> () {loc(9)}', "}",
-    ], warps=4)
+    m = split_syncs("", "id = 3 : i64, warps = 4 : i64", 2, 4)
     raises(m, [np.zeros((16, 16), np.float32)],
            r"barrier 0 completes when 4 warps arrive, but only warps \[0, 1\] wait here; "
            r"warp 2 waits at tk.sync \(k.py:9:1\) on barrier 3 of 4 warps; warp 3 waits",
@@ -494,11 +494,7 @@ def test_an_arrive_on_barrier_0_or_for_one_warp_is_refused():
 
 
 def test_arrivals_for_different_warp_counts_are_refused():
-    m = kernel([("o", "!g")], [
-        '%w = "tk.warpid"() : () -> index', "%lo = arith.cmpi ult, %w, %c2 : index",
-        "scf.if %lo {", f'  "tk.sync"() {{arrive, id = 1 : i64, warps = 4 : i64}} : () -> () {loc(7)}',
-        "} else {", f'  "tk.sync"() {{id = 1 : i64, warps = 2 : i64}} : () -> () {loc(9)}', "}",
-    ], warps=4)
+    m = split_syncs("arrive, id = 1 : i64, warps = 4 : i64", "id = 1 : i64, warps = 2 : i64", 2, 4)
     raises(m, [np.zeros((16, 16), np.float32)],
            r"barrier 1: warp 2 arrives here for 2 warps, but warp 0 arrived at tk.sync \{arrive\} "
            r"\(k.py:7:1\)", "k.py:9:1")

@@ -192,12 +192,18 @@ def sync() -> None:
     warpgroups go on (a named barrier per warpgroup, `bar.sync 8 + g, 128`):
     e.g. between a warpgroup's shared writes and its own wgmma reading them,
     without holding the other consumers in lockstep as tkc.sync does."""
-    from .control import if_
     _check_warps("sync")
+    _each_warpgroup(lambda i: tk.sync(id=FIRST_SYNC_ID + i, warps=4))
+
+
+def _each_warpgroup(emit) -> None:
+    """emit(i) under `if warpgroupid() == i`, for every warpgroup i: named
+    barrier ids are constants, so each warpgroup gets its own branch."""
+    from .control import if_
     g = warpgroupid()
     for i in range(current().warps // 4):
         with if_(g == i), emitting():
-            tk.sync(id=FIRST_SYNC_ID + i, warps=4)
+            emit(i)
 
 
 class Turns:
@@ -248,13 +254,8 @@ def turns() -> Turns:
 
 def _turn_barriers(groups: int, barrier, arrive: bool) -> None:
     """Warpgroup g waits at (or arrives on) turn barrier barrier(g)."""
-    from .control import if_
-    if groups < 2:
-        return
-    g = warpgroupid()
-    for i in range(groups):
-        with if_(g == i), emitting():
-            tk.sync(id=FIRST_TURN_ID + barrier(i), warps=8, arrive=arrive)
+    if groups > 1:
+        _each_warpgroup(lambda i: tk.sync(id=FIRST_TURN_ID + barrier(i), warps=8, arrive=arrive))
 
 
 # ---------------------------------------------------------------- memory

@@ -76,9 +76,9 @@ class NamedBarriers:
         here = self.arrived.setdefault(point.id, [])
         if here and here[0][1].warps != point.warps:
             raise _counts(here[0], (w, point))
-        waiting = [a for a in here if not a[1].arrive]
-        if not point.arrive and waiting and waiting[0][1].op is not point.op:
-            raise _mismatch(waiting[0], (w, point))
+        first = next((a for a in here if not a[1].arrive), None)  # the first warp waiting
+        if not point.arrive and first is not None and first[1].op is not point.op:
+            raise _mismatch(first, (w, point))
         here.append((w, point))
         if len(here) < point.warps:
             return None

@@ -110,10 +110,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                 warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
                 if overlap:              # O += P V of the previous tile, in flight meanwhile
                     warpgroup.mma_AB(o_r, p, v_s)
-            if overlap:
-                warpgroup.mma_async_wait(s, pending=1)
-            else:
-                warpgroup.mma_async_wait(s)
+            warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
                 edge = edge | (j * KV + KV - 1 > row0 + shift)

@@ -127,8 +127,8 @@ def _sync_problems(op, total: int | None):
     if "arrive" in op.attributes and (i == 0 or "warps" not in op.attributes or w == 1):
         # bar.arrive on barrier 0 would complete a later block-wide bar.sync early; one warp's
         # sync is bar.warp.sync, which nothing can arrive on
-        yield ("sync {arrive}: needs a named barrier, an id in 1..15 and warps >= 2 (the warps "
-               "that arrive and the warps that wait, together)")
+        yield (f"sync {{arrive}}: needs a named barrier, an id in 1..{BARRIER_IDS - 1} and warps "
+               ">= 2 (the warps that arrive and the warps that wait, together)")
 
 
 def _check_sync(op, name, ins, outs, kernel):
