@@ -8,7 +8,7 @@ Bytes counted: what each op must read and write once (inputs, outputs,
 statistics), at their dtypes. Each tkc result is checked against PyTorch
 (float32 math) before it is timed (`rel err`). Rotary rows also time the
 kernel's other block shapes (KERNELS below: `tkc build bench/memory_bound.py`
-builds them) as peers: `w8h1 1.02x` means the library's shape is 2% faster.
+builds them) as peers: `b2 1.02x` means the library's shape is 2% faster.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ except ImportError:  # a CPU machine: main() says so and exits
     torch = None
 
 ROUNDS = 5
-# Rotary's other block shapes (the library's is warps=4, heads=1): 8 heads a
-# block, or 2 heads a warp (24 loads in flight a warp, 158 registers).
-VARIANTS = {"w8h1": dict(warps=8), "w4h2": dict(heads=2)}
+# Rotary's other block shapes (the library's: 4 warps of one head, 4 blocks an
+# SM): 2 blocks an SM; 8 heads a block (a 32 KB tile), 2 blocks an SM.
+VARIANTS = {"b2": dict(blocks_per_sm=2), "w8b2": dict(warps=8, blocks_per_sm=2)}
 KERNELS = [rotary(128, il, **cfg) for cfg in VARIANTS.values() for il in (False, True)]
 
 

@@ -91,4 +91,10 @@ if has profile; then
   echo "ncu exit $?" | tee -a "$LOG"
   grep -E "^  attn_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc A|Stall|Registers Per|Achieved Occupancy" \
     "$OUT/ncu-attention.txt" | head -60 | tee -a "$LOG"
+  say "ncu: rotary next to a copy and torch.compile's (B16 H16 L4096 D128)"
+  OUT="$OUT" timeout 300 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
+    python3 scripts/ncu_rotary.py > "$OUT/ncu-rotary.txt" 2>&1
+  echo "ncu exit $?" | tee -a "$LOG"
+  grep -E "^  [a-z_]|Duration|DRAM Throughput|L1/TEX Cache Throughput|Registers Per|Achieved Occupancy" \
+    "$OUT/ncu-rotary.txt" | head -40 | tee -a "$LOG"
 fi

@@ -84,10 +84,13 @@ def memory():
     x = torch.randn(2, 77, 4, 128, device="cuda", dtype=torch.bfloat16)
     theta = torch.randn(77, 64, device="cuda")
     cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
-    y = rotary_embedding(x, cos, sin)
-    x1, x2 = x[..., :64].float(), x[..., 64:].float()
     c, s = cos[None, :, None].float(), sin[None, :, None].float()
-    report("rotary", rel(y, torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)), 1e-2)
+    for interleaved in (False, True):
+        y = rotary_embedding(x, cos, sin, interleaved)
+        x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :64], x[..., 64:])
+        o1, o2 = x1.float() * c - x2.float() * s, x2.float() * c + x1.float() * s
+        want = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+        report(f"rotary interleaved={interleaved}", rel(y, want), 1e-2)
     for residual in (True, False):
         h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         r = torch.randn_like(h) if residual else None

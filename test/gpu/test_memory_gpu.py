@@ -40,6 +40,17 @@ def test_rotary(shape, interleaved):
     assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_tables_offset_into_a_longer_one(interleaved):
+    """cos and sin as rows 5.. of a longer table (decoding at an offset): their
+    TMA descriptors start inside the table's memory."""
+    x, cos, sin = rope_inputs(3, 50, 5, 128)
+    _, cos_all, sin_all = rope_inputs(1, 80, 1, 128)
+    cos, sin = cos_all[5:55], sin_all[5:55]
+    out = ops().rotary_embedding(x, cos, sin, interleaved)
+    assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
+
+
 def test_rotary_grad_and_opcheck():
     x, cos, sin = rope_inputs(2, 100, 4, 128, grad=True)
     g = torch.randn_like(x)
@@ -167,7 +178,7 @@ def test_layer_norm_backward_without_dropout_shares_dx():
                                           0.0, 0, 0))
 
 
-@pytest.mark.parametrize("config", [dict(warps=8), dict(heads=2)])
+@pytest.mark.parametrize("config", [dict(blocks_per_sm=2), dict(warps=8, blocks_per_sm=2)])
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_rotary_configurations(config, interleaved):
     """The benchmark's other block shapes (bench/memory_bound.py builds them)."""

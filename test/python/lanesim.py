@@ -358,10 +358,12 @@ def _word_values(bits: int, t: str) -> np.ndarray:
 
 def _words(buf, off, t):
     """(buffer, element offsets) of an access: a shared byte offset becomes an
-    f32 word's (shared memory holds f32 here)."""
+    f32 word's (shared memory holds f32 here; an i32 access is a group copy's
+    16 bytes of f32 words, moved and never computed on)."""
     if buf != sim_shared:
         return buf, off
-    assert "f32" in str(t) and (np.asarray(off) % 4 == 0).all(), f"shared access of {t} at {off}"
+    assert ("f32" in str(t) or "i32" in str(t)) and (np.asarray(off) % 4 == 0).all(), \
+        f"shared access of {t} at {off}"
     return buf, np.asarray(off) // 4
 
 

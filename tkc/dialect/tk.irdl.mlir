@@ -497,18 +497,18 @@ irdl.dialect @tk {
     irdl.operands(src: %src, idx: variadic %i)
     irdl.results(out: %t)
   }
-  // Columns 2j and 2j+1 of a gl tile twice the result's width, into two rt
-  // (interleaved pairs: complex numbers, interleaved rotary); attributes as load's.
+  // Columns 2j and 2j+1 of a gl or st tile twice the result's width, into two
+  // rt (interleaved pairs: complex numbers, interleaved rotary); attributes as load's.
   irdl.operation @load_split {
-    %src = irdl.base @tk::@gl
+    %src = irdl.any
     %i = irdl.is index
     %t = irdl.base @tk::@rt
     irdl.operands(src: %src, idx: variadic %i)
     irdl.results(even: %t, odd: %t)
   }
-  // The mirror of load_split: two rt interleaved into a gl tile.
+  // The mirror of load_split: two rt interleaved into a gl or st tile.
   irdl.operation @store_join {
-    %dst = irdl.base @tk::@gl
+    %dst = irdl.any
     %x = irdl.base @tk::@rt
     %i = irdl.is index
     irdl.operands(dst: %dst, even: %x, odd: %x, idx: variadic %i)

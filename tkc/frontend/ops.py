@@ -606,15 +606,15 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
 
 
 def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:
-    """(even, odd): columns 2j and 2j + 1 of the gl tile twice dst's width (in
-    units of that pair tile; at= in elements), as two tiles of dst's type: the
-    interleaved pairs of complex numbers or of interleaved rotary, moved with
-    the same wide accesses as a load. fill= as for load."""
+    """(even, odd): columns 2j and 2j + 1 of the gl or st tile twice dst's
+    width (in units of that pair tile; at= in elements), as two tiles of dst's
+    type: the interleaved pairs of complex numbers or of interleaved rotary,
+    moved with the same wide accesses as a load. fill= as for load (gl only)."""
     _reg(dst, "load_split", "destination", tile=True)
-    if not isinstance(src, GLHandle):
-        raise fail(f"load_split reads a gl, got {_name(src)}")
+    _split_memory("load_split", src, dst, "reads")
     idx = _placed("load_split", src, coords, at, fill is not None, "fill=")
     if fill is not None:
+        _ragged("load_split", src, "fill")
         _check_fill("load_split", fill)
     with emitting():
         even, odd = tk.load_split(dst.view.mlir(), src.value(), _index_values(idx), fill=fill,
@@ -623,17 +623,27 @@ def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:
 
 
 def store_join(dst, even: Reg, odd: Reg, coords=(), clip: bool = False, at=None) -> None:
-    """The mirror of load_split: even and odd interleaved into the gl tile."""
+    """The mirror of load_split: even and odd interleaved into the gl or st tile."""
     for x, what in ((even, "even"), (odd, "odd")):
         _reg(x, "store_join", what, tile=True)
     if even.view != odd.view:
         raise fail(f"store_join: even and odd must have one type, got {_name(even)} and {_name(odd)}")
-    if not isinstance(dst, GLHandle):
-        raise fail(f"store_join writes a gl, got {_name(dst)}")
+    _split_memory("store_join", dst, even, "writes")
     idx = _placed("store_join", dst, coords, at, bool(clip), "clip=True")
+    if clip:
+        _ragged("store_join", dst, "clip")
     with emitting():
         tk.store_join(dst.value(), even.value(), odd.value(), _index_values(idx), clip=bool(clip),
                       elements=at is not None)
+
+
+def _split_memory(op: str, mem, reg: Reg, verb: str) -> None:
+    """load_split/store_join move a gl or st tile of twice reg's width."""
+    if not (isinstance(mem, GLHandle) or isinstance(mem, Shared) and isinstance(mem.view, ST)):
+        raise fail(f"{op} {verb} a gl or st, got {_name(mem)}")
+    if isinstance(mem, Shared) and (mem.rows % reg.rows or mem.cols % (2 * reg.cols)):
+        raise fail(f"{op}: pairs of {_name(reg)} are not a subtile of {mem.view.text()} (its shape "
+                   f"must be a multiple of {reg.rows}x{2 * reg.cols})")
 
 
 def _load_element(src, dtype, at, fill) -> F32 | Index:

@@ -371,10 +371,10 @@ def _transpose(c, op):
 
 @handler("tk.load_split")
 def _load_split(c, op):
-    """(even, odd) columns of the gl tile of twice the results' width."""
+    """(even, odd) columns of the gl or st tile of twice the results' width."""
     mem_t, t = tview(op.operands[0]), tview(op.results[0])
-    expect(isinstance(mem_t, GL) and isinstance(t, RT) and tview(op.results[1]) == t, op,
-           "splits a gl tile into two rt of one type")
+    expect(isinstance(mem_t, (GL, ST)) and isinstance(t, RT) and tview(op.results[1]) == t, op,
+           "splits a gl or st tile into two rt of one type")
     src, idx, outs = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[1:]], \
         [c.slot(r) for r in op.results]
     piece = _pair_piece(op, mem_t, t, "fill")
@@ -383,6 +383,8 @@ def _load_split(c, op):
     def step(env, w):
         arr, coords = env[src], [env[i] for i in idx]
         ix, part, whole = piece(arr, coords)
+        if isinstance(mem_t, ST) and w.block.races is not None:
+            w.block.races.read(w.warpid, arr, ix, op)
         whole[part] = rnd_mem(arr[ix].astype(F32))
         env[outs[0]], env[outs[1]] = rnd(whole[:, 0::2]), rnd(whole[:, 1::2])
     return step
@@ -391,8 +393,8 @@ def _load_split(c, op):
 @handler("tk.store_join")
 def _store_join(c, op):
     mem_t, t = tview(op.operands[0]), tview(op.operands[1])
-    expect(isinstance(mem_t, GL) and isinstance(t, RT) and tview(op.operands[2]) == t, op,
-           "joins two rt of one type into a gl tile")
+    expect(isinstance(mem_t, (GL, ST)) and isinstance(t, RT) and tview(op.operands[2]) == t, op,
+           "joins two rt of one type into a gl or st tile")
     dst, xs, idx = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[1:3]], \
         [c.slot(v) for v in op.operands[3:]]
     piece, rnd = _pair_piece(op, mem_t, t, "clip"), ROUND[mem_t.dtype]
@@ -400,6 +402,8 @@ def _store_join(c, op):
     def step(env, w):
         arr, coords = env[dst], [env[i] for i in idx]
         ix, part, whole = piece(arr, coords)
+        if isinstance(mem_t, ST) and w.block.races is not None:
+            w.block.races.write(w.warpid, arr, ix, op)
         whole[:, 0::2], whole[:, 1::2] = env[xs[0]], env[xs[1]]
         arr[ix] = rnd(whole[part])
     return step
@@ -411,6 +415,8 @@ def _pair_piece(op, mem_t, t, bound):
     shape = (t.rows, 2 * t.cols)
     ragged, elements = bound in op.attributes, "elements" in op.attributes
     expect(ragged or not elements, op, f"element coordinates need {bound}")
+    expect(isinstance(mem_t, GL) or not ragged, op, f"{bound} (a ragged access) needs a gl")
+    _coords_count(op, mem_t, len(op.operands) - (1 if bound == "fill" else 3))
     fill = F32(op.attributes["fill"].value) if bound == "fill" and ragged else F32(np.nan)
     if ragged:
         width = access_width(t, mem_t, 2)

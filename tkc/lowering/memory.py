@@ -124,8 +124,11 @@ def _load_split(lw, op, args):
     """Two rt of columns 2j and 2j + 1 of a gl tile twice their width."""
     src, idx = args[0], args[1:]
     out = _out_view(op, op.results[0].type)
-    if not (isinstance(src, Global) and isinstance(out, RT)):
-        raise error(op, "tk.load_split splits a gl tile into two rt")
+    if not (isinstance(src, (Global, Shared)) and isinstance(out, RT)):
+        raise error(op, "tk.load_split splits a gl or st tile into two rt")
+    if isinstance(src, Shared):
+        _check_idx(op, idx, 2)
+        return [Frag(out, vals) for vals in _st_pairs(lw, src, out, idx)]
     _check_idx(op, idx, 4)
     halves = _gl_load(lw, src, out, *_gl_accesses(lw, op, src, out, idx, 2), k=2)
     return [Frag(out, vals) for vals in halves]
@@ -135,8 +138,12 @@ def _load_split(lw, op, args):
 def _store_join(lw, op, args):
     """The mirror: columns 2j and 2j + 1 of the gl tile from the two rt."""
     dst, xs, idx = args[0], args[1:3], args[3:]
-    if not (isinstance(dst, Global) and all(isinstance(x, Frag) and isinstance(x.view, RT) for x in xs)):
-        raise error(op, "tk.store_join joins two rt into a gl tile")
+    if not (isinstance(dst, (Global, Shared)) and all(isinstance(x, Frag) and isinstance(x.view, RT) for x in xs)):
+        raise error(op, "tk.store_join joins two rt into a gl or st tile")
+    if isinstance(dst, Shared):
+        _check_idx(op, idx, 2)
+        _st_pairs(lw, dst, xs[0].view, idx, store=list(xs))
+        return []
     _check_idx(op, idx, 4)
     _gl_store(lw, dst, list(xs), *_gl_accesses(lw, op, dst, xs[0].view, idx, 2))
     return []
@@ -486,6 +493,30 @@ def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
         else:
             _store_n(p, [_convert(store.vals[i + k], view.dtype, st.dtype) for k in range(n)], st.dtype)
     return vals
+
+
+def _st_pairs(lw, sh: Shared, view: RT, idx, store=None):
+    """load_split (store None: returns the even and odd fragments) or
+    store_join (store: the two Frags) with an st: a lane's run of n columns
+    of `view` is 2n adjacent st columns, moved in pieces of up to 16 bytes,
+    each at its own swizzled address (aligned: 2n divides the run's start)."""
+    st, k = sh.view, 2
+    r0, c0 = _mul(idx[0], view.rows), _mul(idx[1], k * view.cols)
+    lr, lc = _lane_rc(lw, view.layout)
+    frags = [[None] * fragments.tile_elems(view.rows, view.cols) for _ in range(k)]
+    step = fragments.access_elems(16, st.dtype)
+    for i, r, c, n in runs(view):
+        row, col = _add(_add(r0, lr), r), _add(c0, _mul(_add(lc, c), k))
+        for e in range(0, k * n, step):
+            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(_add(col, e)), sh.pitch))
+            m = min(step, k * n - e)
+            if store is None:
+                for j, v in enumerate(_load_n(p, st.dtype, m), e):
+                    frags[j % k][i + j // k] = _convert(v, st.dtype, view.dtype)
+            else:
+                _store_n(p, [_convert(store[j % k].vals[i + j // k], view.dtype, st.dtype)
+                             for j in range(e, e + m)], st.dtype)
+    return frags
 
 
 def _sv_to_rv(lw, sh: Shared, out: RV, idx):

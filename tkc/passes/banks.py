@@ -25,6 +25,9 @@ Patterns (`Access.pattern`):
                 row layout, single 4-byte elements in the col layout
   "wide access" tk.load/tk.store of a wide-layout rt with an st: a lane's 8
                 adjacent columns, in accesses of up to 16 bytes
+  "pairs"       tk.load_split/tk.store_join of an rt with an st: a lane's run
+                of n columns is 2n adjacent st columns, in pieces of up to 16
+                bytes
   "group copy"  tk.group_load/group_store: 16 bytes a thread
   "vector"      tk.load/tk.store of an rv with an sv, a run of slots a lane
 
@@ -97,7 +100,7 @@ def degree(access: Access) -> int:
 def phases(access: Access) -> Iterator[tuple[list[int], int]]:
     """Every phase of the pattern as (lanes' byte addresses, access width)."""
     gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "f32 pair": _elements, "wide access": _elements,
-           "group copy": _group, "vector": _vector}[access.pattern]
+           "pairs": _pairs, "group copy": _group, "vector": _vector}[access.pattern]
     for addrs, width in gen(access):
         n = lanes_per_phase(width)
         for p in range(0, len(addrs), n):
@@ -148,6 +151,19 @@ def _elements(a: Access):
             yield from _pieces([address(st, r0 + lr + r, c0 + lc + c) for lr, lc in lanes], e, n)
 
 
+def _pairs(a: Access):
+    """load_split/store_join (_st_pairs): as _elements on the pair tile, a
+    run of n columns at 2 (lane col + c), 2n elements."""
+    from ..lowering.memory import lane_offset, runs
+    from ..lowering.shared import address
+    st, rt = a.shared, a.reg
+    e = itemsize(st.dtype)
+    lanes = [lane_offset(rt.layout, lane) for lane in range(32)]
+    for r0, c0 in _subtiles(st, rt.with_(cols=2 * rt.cols)):
+        for _, r, c, n in runs(rt):
+            yield from _pieces([address(st, r0 + lr + r, c0 + 2 * (lc + c)) for lr, lc in lanes], e, 2 * n)
+
+
 def group_chunk(chunk: int, per_row: int, e: int) -> tuple[int, int]:
     """(row, col) of 16-byte chunk `chunk` of a group copy: chunks are
     row-major, per_row to a row (memory.py's _copy_chunk)."""
@@ -187,15 +203,22 @@ def _vector(a: Access):
 
 # ---------------------------------------------------------------- ops -> accesses
 
-def access_of(op) -> Access | None:
-    """The shared access pattern of a tk.load/store/group_load/group_store,
-    None when it touches no shared memory (or its types are malformed)."""
+def access_of(op, layout: str | None = None) -> Access | None:
+    """The shared access pattern of a tk.load/store/load_split/store_join/
+    group_load/group_store (with its rt in `layout` if given), None when it
+    touches no shared memory (or its types are malformed)."""
     try:
         types = [view(v.type) for v in op.operands[:2]]
-        if op.name == "tk.load":
-            return _transfer("ldmatrix", types[0], view(op.results[0].type))
-        if op.name == "tk.store":
-            return _transfer("stmatrix", types[0], types[1])
+        if op.name in ("tk.load", "tk.store", "tk.load_split", "tk.store_join"):
+            reg = view((op.results[0] if op.name in ("tk.load", "tk.load_split") else op.operands[1]).type)
+            if layout is not None and isinstance(reg, RT):
+                reg = reg.with_(layout=layout)
+        if op.name in ("tk.load", "tk.store"):
+            return _transfer("ldmatrix" if op.name == "tk.load" else "stmatrix", types[0], reg)
+        if op.name in ("tk.load_split", "tk.store_join"):
+            if isinstance(types[0], ST) and isinstance(reg, RT) and _tiles(types[0], reg.with_(cols=2 * reg.cols)):
+                return Access("pairs", types[0], reg)
+            return None
         if op.name in ("tk.group_load", "tk.group_store"):
             sh = types[0] if op.name == "tk.group_load" else types[1]
             return _group_access(op, sh)
@@ -235,7 +258,8 @@ def _group_access(op, sh) -> Access | None:
 def accesses(module_op):
     """(op, Access) for every shared access in the module, in IR order."""
     for op in walk(module_op.operation):
-        if op.name in ("tk.load", "tk.store", "tk.group_load", "tk.group_store"):
+        if op.name in ("tk.load", "tk.store", "tk.load_split", "tk.store_join", "tk.group_load",
+                       "tk.group_store"):
             a = access_of(op)
             if a is not None:
                 yield op, a

@@ -110,6 +110,13 @@ _MMA = {f"tk.{n}": MMA_TABLE[n] for n in MMA}
 _MMA.update({f"tk.warpgroup_mma_{n}": ("row", 1, None, None) for n in ("ab", "abt")})
 
 
+def _tie_pairs(classes, op) -> None:
+    """load_split's two results and store_join's two tiles have one type."""
+    pair = {"tk.load_split": op.results, "tk.store_join": op.operands[1:3]}.get(op.name)
+    if pair is not None and len(pair) == 2 and all(_is_rt(v) for v in pair):
+        classes.union(pair[0], pair[1])
+
+
 class _Classes:
     """Union-find over rt values (ir.Value is hashable)."""
 
@@ -160,6 +167,7 @@ def _analyse(module_op):
                 classes.find(r)
                 if op.name not in _FREE_DEFS:
                     pin(r)
+        _tie_pairs(classes, op)
         for i, v in enumerate(op.operands):
             if not _is_rt(v):
                 continue
@@ -208,13 +216,17 @@ _WIDE_USES = {("tk.store", 1), ("tk.store_join", 1), ("tk.store_join", 2), ("tk.
 
 
 def choose_wide(module_op) -> None:
-    """Retype to "wide" every row-layout class that moves through global
-    memory and never needs the fragment layout: made by loads, initialisers,
-    elementwise ops and row broadcasts, used by those, stores, row reductions
-    and row broadcasts; not a block argument or an scf result, not loaded
-    from or stored to shared memory (where ldmatrix is as fast). Its global
-    accesses then move 16 bytes a lane instead of 4 (bf16 pairs)."""
-    classes, narrow, memory = _Classes(), set(), {}
+    """Retype to "wide" every row-layout class that never needs the fragment
+    layout (made by loads, initialisers, elementwise ops and row broadcasts,
+    used by those, stores, row reductions and row broadcasts; not a block
+    argument or an scf result) and either
+    - moves through global memory and not through shared memory (where
+      ldmatrix is as fast): its global accesses then move 16 bytes a lane
+      instead of 4 (bf16 pairs); or
+    - is split or joined with an st (load_split/store_join) and has fewer
+      bank conflicts over its shared accesses when wide: a lane's pairs are
+      then 32 adjacent bytes of one row instead of 8 bytes of 4 rows."""
+    classes, narrow, memory, shared = _Classes(), set(), {}, {}
     for op in _ops(module_op.operation):
         for region in op.regions:
             for block in region.blocks:
@@ -225,6 +237,7 @@ def choose_wide(module_op) -> None:
                 classes.find(r)
                 if op.name not in _FREE_DEFS and op.name not in _ROW_BROADCASTS:
                     narrow.add(r)
+        _tie_pairs(classes, op)
         for i, v in enumerate(op.operands):
             if not _is_rt(v):
                 continue
@@ -236,14 +249,27 @@ def choose_wide(module_op) -> None:
                  "tk.store": list(op.operands[1:2]), "tk.store_join": list(op.operands[1:3])}
         for value in moved.get(op.name, ()):
             memory.setdefault(value, set()).add(type(_view(op.operands[0])))
+            if isinstance(_view(op.operands[0]), ST):
+                shared.setdefault(value, []).append(op)
             if _is_rt(value) and not _wide_fits(op, _view(op.operands[0]), _view(value)):
                 narrow.add(value)
     for members in classes.groups():
         kinds = set().union(*(memory.get(v, set()) for v in members))
-        if (GL in kinds and ST not in kinds and not narrow.intersection(members)
-                and all(_view(v).layout == "row" for v in members)):
+        if narrow.intersection(members) or not all(_view(v).layout == "row" for v in members):
+            continue
+        if (GL in kinds and ST not in kinds) or _wide_pairs([op for v in members for op in shared.get(v, ())]):
             for v in members:
                 v.set_type(_view(v).with_(layout="wide").mlir(v.type.context))
+
+
+def _wide_pairs(ops) -> bool:
+    """Some of `ops` (a class's shared accesses) split or join pairs, and
+    their bank-conflict degrees sum lower with the class wide than in rows."""
+    if not any(op.name in ("tk.load_split", "tk.store_join") for op in ops):
+        return False
+    cost = {layout: sum(banks.degree(a) for a in (banks.access_of(op, layout) for op in ops) if a is not None)
+            for layout in ("row", "wide")}
+    return cost["wide"] < cost["row"]
 
 
 def _wide_fits(op, mem, t) -> bool:

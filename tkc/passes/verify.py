@@ -569,16 +569,25 @@ def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
 
 
 def _check_split(op, mem, pair, n_idx, bound):
-    """load_split / store_join: a gl tile of twice the rt's width, as load/store."""
+    """load_split / store_join: a gl or st tile of twice the rt's width, as load/store."""
     name = _name(op)
     if pair[0] != pair[1] or not isinstance(pair[0], RT):
         yield f"{name}: the even and odd tiles must be rt of one type, got {_desc(pair[0])} and {_desc(pair[1])}"
         return
-    if not isinstance(mem, GL):
-        yield f"{name}: needs a gl, got {_desc(mem)}"
+    if not isinstance(mem, (GL, ST)):
+        yield f"{name}: needs a gl or st, got {_desc(mem)}"
         return
-    if n_idx != 4:
-        yield f"{name}: a gl takes 4 indices, got {n_idx}"
+    want = 4 if isinstance(mem, GL) else 2
+    if n_idx != want:
+        yield f"{name}: {_KIND[type(mem)]} takes {want} indices, got {n_idx}"
+    if isinstance(mem, ST):
+        for attr in (bound, "elements"):
+            if attr in op.attributes:
+                yield f"{name}: {attr} needs a gl: shared tiles have no ragged edge"
+        if mem.rows % pair[0].rows or mem.cols % (2 * pair[0].cols):
+            yield (f"{name}: {_desc(pair[0])} pairs are not a subtile of {_desc(mem)} (the st's shape "
+                   f"must be a multiple of {pair[0].rows}x{2 * pair[0].cols})")
+        return
     if "elements" in op.attributes and bound not in op.attributes:
         yield f"{name}: element coordinates (elements) need {bound}"
     yield from _gl_divides(name, mem, pair[0], bound in op.attributes, k=2)

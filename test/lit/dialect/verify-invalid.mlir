@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 87
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 90
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -193,6 +193,12 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: group_store: src must be an st or sv, got rt<f32, 16, 32, row>
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: group_store: warps must be >= 1, got 0
   "tk.group_store"(%g, %x, %c0, %c0, %c0, %c0) {warps = 0 : i64} : (!tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index, index, index, index) -> ()
+  // ---- pairs with shared memory
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: load_split: rt<f32, 16, 48, row> pairs are not a subtile of st<bf16, 64, 64, auto> (the st's shape must be a multiple of 16x96)
+  %sp1, %sp2 = "tk.load_split"(%st, %c0, %c0) : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, index, index) -> (!tk.rt<f32, 16 : i64, 48 : i64, "row">, !tk.rt<f32, 16 : i64, 48 : i64, "row">)
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: store_join: an st takes 2 indices, got 1
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: store_join: clip needs a gl: shared tiles have no ragged edge
+  "tk.store_join"(%st, %x, %x, %c0) {clip} : (!tk.st<bf16, 64 : i64, 64 : i64, "auto">, !tk.rt<f32, 16 : i64, 32 : i64, "row">, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index) -> ()
   // ---- named barriers
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sync: id must be an integer in 0..15, got 16
   "tk.sync"() {id = 16 : i64, warps = 2 : i64} : () -> ()

@@ -34,3 +34,25 @@ func.func @element(%m: !tk.gl<f32, 1 : i64, 1 : i64, 1 : i64, -1 : i64>, %i: i32
   "tk.store"(%m, %v, %c0, %c0, %c0, %n1) {elements, clip} : (!tk.gl<f32, 1 : i64, 1 : i64, 1 : i64, -1 : i64>, f32, index, index, index, index) -> ()
   return
 }
+
+// With an st: a wide lane's 8 pair columns are 32 adjacent bytes of its row,
+// two 16-byte ld/st.shared per base tile, each at its own swizzled address
+// (the XOR of the 128b mode); a row-layout lane's are 8 bytes (4 elements)
+// per run, 4 runs per base tile (a 16x16 pair tile here).
+// CHECK-LABEL: .entry swap_pairs_shared(
+// CHECK: xor.b
+// CHECK-COUNT-4: ld.shared.v4.b32
+// CHECK-COUNT-4: st.shared.v4.b32
+// CHECK-COUNT-4: ld.shared.v4.b16
+// CHECK-COUNT-4: st.shared.v4.b16
+// CHECK-NOT: ld.shared
+func.func @swap_pairs_shared() attributes {tk.kernel} {
+  %s = "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 128 : i64, "128b">
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %e, %o = "tk.load_split"(%s, %c0, %c1) : (!tk.st<bf16, 16 : i64, 128 : i64, "128b">, index, index) -> (!tk.rt<bf16, 16 : i64, 32 : i64, "wide">, !tk.rt<bf16, 16 : i64, 32 : i64, "wide">)
+  "tk.store_join"(%s, %o, %e, %c0, %c1) : (!tk.st<bf16, 16 : i64, 128 : i64, "128b">, !tk.rt<bf16, 16 : i64, 32 : i64, "wide">, !tk.rt<bf16, 16 : i64, 32 : i64, "wide">, index, index) -> ()
+  %re, %ro = "tk.load_split"(%s, %c0, %c0) : (!tk.st<bf16, 16 : i64, 128 : i64, "128b">, index, index) -> (!tk.rt<bf16, 16 : i64, 16 : i64, "row">, !tk.rt<bf16, 16 : i64, 16 : i64, "row">)
+  "tk.store_join"(%s, %ro, %re, %c0, %c0) : (!tk.st<bf16, 16 : i64, 128 : i64, "128b">, !tk.rt<bf16, 16 : i64, 16 : i64, "row">, !tk.rt<bf16, 16 : i64, 16 : i64, "row">, index, index) -> ()
+  return
+}
