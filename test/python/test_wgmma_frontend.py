@@ -143,6 +143,23 @@ def test_setmaxnreg_kernel_runs_in_the_interpreter():
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
+def _take_registers(c: gl(f32, 1, 1, 16, 16)):
+    with tkc.if_(tkc.warpgroupid() == 1):
+        warpgroup.decrease_registers(24)
+    with tkc.else_():
+        warpgroup.increase_registers(240)
+
+
+def test_setmaxnreg_past_a_shared_sms_allocation_is_refused():
+    """One block an SM launches 2 warpgroups with 256 registers a thread (512
+    for the two), two blocks with 128: there 24 + 240 would wait forever."""
+    c = np.zeros((16, 16), np.float32)
+    tkc.kernel(warps=8, name="one_block")(_take_registers).interpret(c)
+    with pytest.raises(TkcError, match=r"a block of 2 warpgroups, 2 blocks an SM, launches with 256 "
+                                       r"\(128 a thread\), so setmaxnreg would wait forever: at most 232"):
+        tkc.kernel(warps=8, blocks_per_sm=2, name="two_blocks")(_take_registers).interpret(c)
+
+
 def test_the_traced_ir_names_the_ops():
     ir_text = atbt_pending.tile_ir()
     assert ir_text.count('"tk.warpgroup_mma_atbt"') == 2

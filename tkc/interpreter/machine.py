@@ -19,6 +19,7 @@ import itertools
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
+from ..passes.verify_warpgroup import kernel_blocks
 from . import ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
@@ -71,7 +72,7 @@ class Program:
 
     def __init__(self, sig):
         self.sig = sig
-        c = Compiler(sig.warps)
+        c = Compiler(sig.warps, kernel_blocks(sig.func))
         self.body = c.block(sig.func.regions[0].blocks[0])
         self.nslots = c.nslots
 

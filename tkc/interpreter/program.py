@@ -49,8 +49,8 @@ class Block:
 class Compiler:
     """Assigns slots to values and compiles blocks of one kernel function."""
 
-    def __init__(self, warps: int):
-        self.warps = warps
+    def __init__(self, warps: int, blocks: int = 1):
+        self.warps, self.blocks = warps, blocks  # blocks an SM (tk.blocks_per_sm)
         self.slots: dict = {}
 
     @property

@@ -75,7 +75,7 @@ def _wait(c, op):
 @handler("tk.increase_registers", "tk.decrease_registers")
 def _registers(c, op):
     name = op.name.removeprefix("tk.")
-    _fail_on(op, rules.register_problems(name, op.attributes["count"].value, c.warps)
+    _fail_on(op, rules.register_problems(name, op.attributes["count"].value, c.warps, c.blocks)
              + rules.warps_problems(name, c.warps))
 
     def step(env, w):

@@ -280,7 +280,8 @@ def _lower_wait(lw, op, args):
 def _lower_registers(lw, op, args):
     name = op.name.removeprefix("tk.")
     count = op.attributes["count"].value
-    problems = rules.register_problems(name, count, lw.warps) + rules.warps_problems(name, lw.warps)
+    problems = rules.register_problems(name, count, lw.warps, rules.kernel_blocks(lw.func_op)) \
+        + rules.warps_problems(name, lw.warps)
     if problems:
         raise error(op, "; ".join(problems))
     action = nvvm.SetMaxRegisterAction.increase if name.startswith("increase") \

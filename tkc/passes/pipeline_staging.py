@@ -71,7 +71,7 @@ from .rewrite import (add_iter_args, backward_slice, clone_ops, entry, extend_yi
                       hoist_prologue, i64, index, inside, is_prologue, kernels, located, uses_in)
 from .verify import kernel_warps
 from .verify_block import pipeline_options
-from .verify_warpgroup import register_budget
+from .verify_warpgroup import kernel_blocks, register_budget
 
 AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
@@ -361,13 +361,15 @@ class Staging:
         consumers = self.cw // WARPGROUP
         if not self.whole or consumers < 2:
             return None
-        budget = register_budget(consumers + 1)
+        blocks = kernel_blocks(self.fn)
+        budget = register_budget(consumers + 1, blocks)
+        per_sm = f" ({blocks} an SM)" if blocks > 1 else ""
         p = self.opts.get("producer_registers") or (40 if consumers < 3 else 24)
         c = self.opts.get("consumer_registers") or min(256, (budget - p) // consumers // 8 * 8)
         if p + consumers * c > budget:
             raise error(self.f.loop or self.fn,
                         f"registers=({p}, {c}) need {p + consumers * c} per thread slot over "
-                        f"{consumers + 1} warpgroups; a block of them launches with {budget}")
+                        f"{consumers + 1} warpgroups; a block of them{per_sm} launches with {budget}")
         return p, c
 
     def _rename_syncs(self, block) -> None:

@@ -158,19 +158,21 @@ def negate_problems(name: str, op) -> list[str]:
     return []
 
 
-def register_budget(warpgroups: int) -> int:
+def register_budget(warpgroups: int, blocks: int = 1) -> int:
     """The per-thread registers of one thread of each warpgroup together that
-    a block of `warpgroups` launches with (one block per SM): ptxas gives
-    every thread 65536 / threads rounded down to a multiple of 8, and
-    setmaxnreg only moves registers within the block's allocation (an
-    increase past it waits forever: 5 warpgroups hold 5 x 96 = 480, not 512)."""
-    return REGISTER_FILE // (128 * warpgroups) // 8 * 8 * warpgroups
+    a block of `warpgroups` launches with, `blocks` blocks an SM: ptxas gives
+    every thread 65536 / (blocks x threads) rounded down to a multiple of 8,
+    and setmaxnreg only moves registers within the block's allocation (an
+    increase past it waits forever: 5 warpgroups hold 5 x 96 = 480, not 512;
+    3 warpgroups at 2 blocks an SM hold 3 x 80 = 240)."""
+    return REGISTER_FILE // (blocks * 128 * warpgroups) // 8 * 8 * warpgroups
 
 
-def register_problems(name: str, count, warps: int | None = None) -> list[str]:
+def register_problems(name: str, count, warps: int | None = None, blocks: int = 1) -> list[str]:
     """increase_registers / decrease_registers {count}; with the kernel's
-    warps, an increase the block's register allocation can meet (setmaxnreg
-    only moves registers within it: an increase past it waits forever).
+    warps and blocks an SM, an increase the block's register allocation can
+    meet (setmaxnreg only moves registers within it: an increase past it
+    waits forever).
     The test is for the usual split: one producer warpgroup at the minimum,
     every other one at `count`."""
     lo, hi = REGISTER_RANGE
@@ -178,11 +180,12 @@ def register_problems(name: str, count, warps: int | None = None) -> list[str]:
         return [f"{name}: count must be a multiple of 8 in {lo}..{hi} (setmaxnreg), got {count!r}"]
     if name.endswith("increase_registers") and warps and warps % WARPGROUP_WARPS == 0:
         groups = warps // WARPGROUP_WARPS
-        budget = register_budget(groups)
+        budget = register_budget(groups, blocks)
         if groups > 1 and lo + (groups - 1) * count > budget:
+            per_sm = f", {blocks} blocks an SM," if blocks > 1 else ""
             return [f"{name}: {groups - 1} warpgroups at {count} registers and one at {lo} need "
-                    f"{lo + (groups - 1) * count} per thread slot; a block of {groups} warpgroups "
-                    f"launches with {budget} ({budget // groups} a thread), so setmaxnreg would "
+                    f"{lo + (groups - 1) * count} per thread slot; a block of {groups} warpgroups"
+                    f"{per_sm} launches with {budget} ({budget // groups} a thread), so setmaxnreg would "
                     f"wait forever: at most {(budget - lo) // (groups - 1) // 8 * 8}"]
     return []
 
@@ -209,7 +212,7 @@ def check_op(op, name: str, ins, outs, kernel) -> list[str]:
     elif name == "warpgroup_mma_wait":
         out += wait_problems(ins, outs, _int_attr(op, "pending"))
     else:
-        out += register_problems(name, _int_attr(op, "count"), _kernel_warps(kernel))
+        out += register_problems(name, _int_attr(op, "count"), _kernel_warps(kernel), kernel_blocks(kernel))
     return out
 
 
@@ -226,6 +229,13 @@ def _kernel_warps(kernel) -> int | None:
         return 1
     w = _int_attr(kernel, "tk.warps")
     return w if isinstance(w, int) and w > 0 else None
+
+
+def kernel_blocks(kernel) -> int:
+    """tk.blocks_per_sm of the kernel (default 1; 1 too when malformed, which
+    the shared-memory plan reports)."""
+    b = _int_attr(kernel, "tk.blocks_per_sm") if kernel is not None else None
+    return b if isinstance(b, int) and 1 <= b <= 32 else 1
 
 
 def _int_attr(op, name):

@@ -1,7 +1,7 @@
 // tk-verify on warpgroup ops: every rule of docs/tile-ir.md "Hopper ops",
 // each reported at its line; the valid kernel reports nothing.
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 15
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 16
 
 !a = !tk.st<bf16, 64 : i64, 64 : i64, "auto">
 !b = !tk.st<bf16, 128 : i64, 64 : i64, "128b">
@@ -65,5 +65,14 @@ func.func @overcommit() attributes {tk.kernel, tk.warps = 20 : i64} {
   // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: increase_registers: 4 warpgroups at 120 registers and one at 24 need 504 per thread slot; a block of 5 warpgroups launches with 480 (96 a thread), so setmaxnreg would wait forever: at most 112
   "tk.increase_registers"() {count = 120 : i64} : () -> ()
   "tk.increase_registers"() {count = 112 : i64} : () -> ()
+  return
+}
+
+// Two blocks an SM halve each one's allocation: 3 warpgroups launch with 80
+// a thread (240), so 2 at 232 (what one block an SM allows) would wait forever.
+func.func @overcommit_shared_sm() attributes {tk.kernel, tk.warps = 12 : i64, tk.blocks_per_sm = 2 : i64} {
+  // CHECK: warpgroup-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: increase_registers: 2 warpgroups at 232 registers and one at 24 need 488 per thread slot; a block of 3 warpgroups, 2 blocks an SM, launches with 240 (80 a thread), so setmaxnreg would wait forever: at most 104
+  "tk.increase_registers"() {count = 232 : i64} : () -> ()
+  "tk.increase_registers"() {count = 104 : i64} : () -> ()
   return
 }
