@@ -100,6 +100,11 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(pingpong=True), 128, True, 200, 333),
     (dict(pingpong=True, overlap=True), 64, False, 130, 200),
     (dict(pingpong=True, overlap=True, consumers=3), 64, True, 250, 130),
+    # persistent: 4 blocks (the interpreter's SMs) over 8-12 work items, the K/V ring
+    # and the turns carried from one item to the next
+    (dict(persistent=True), 128, True, 200, 333),
+    (dict(persistent=True, consumers=3), 64, False, 300, 77),
+    (dict(persistent=True, pingpong=True, overlap=True), 128, False, 130, 200),
 ]
 
 
@@ -110,7 +115,7 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     PV in flight; the interpreter checks the in-flight wgmma operands for
     races), 1 or 3 consumer warpgroups (64 or 192 query rows a block) and
     pingpong=True (the warpgroups issue their wgmmas in turns: named barriers
-    the interpreter runs, deadlocks and races included)."""
+    the interpreter runs, deadlocks and races included), persistent=True."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)

@@ -437,22 +437,27 @@ def test_mbarrier_wait_stuck_behind_a_named_barrier_is_a_deadlock():
            r"\(k.py:10:1\) on barrier 1 of 2 warps", "k.py:8:1")
 
 
-def turns_kernel(turns: bool = True, short: bool = False):
+def turns_kernel(turns: bool = True, short: bool = False, rounds: int = 1, end: bool = False):
     """Two warpgroups pass a 64 x 16 tile back and forth: in each of its 3
-    turns (warpgroup.turns) a warpgroup adds 1 to it, so it ends at 6, each
-    read ordered after the other warpgroup's write by the turn's barrier.
-    turns=False: the same without turns; short: warpgroup 0 takes 2 turns."""
+    turns (warpgroup.turns) a warpgroup adds 1 to it, so it ends at 6 (times
+    rounds), each read ordered after the other warpgroup's write by the
+    turn's barrier. turns=False: the same without turns; short: warpgroup 0
+    takes 2 turns; rounds: turns() started that many times (a persistent
+    kernel's work items), each ended with turn.end() if end."""
     @tkc.kernel(warps=8)
     def passing(o: gl(f32, 1, 1, 64, 16)):
         wg, w = tkc.warpgroupid(), tkc.warpid() % 4
         s = st(f32, 64, 16)
         with tkc.if_(wg == 0):
             store(s, zero(rt(f32, 16, 16)), (w, 0))
-        turn = warpgroup.turns() if turns else tkc.if_(wg >= 0)
-        for _ in tkc.range(where(wg == 0, 2, 3) if short else 3):
-            with turn:
-                x = load(rt(f32, 16, 16), s, (w, 0))
-                store(s, x + 1.0, (w, 0))
+        for _ in range(rounds):
+            turn = warpgroup.turns() if turns else tkc.if_(wg >= 0)
+            for _ in tkc.range(where(wg == 0, 2, 3) if short else 3):
+                with turn:
+                    x = load(rt(f32, 16, 16), s, (w, 0))
+                    store(s, x + 1.0, (w, 0))
+            if end:
+                turn.end()
         with tkc.if_(wg == 1):
             store(o, load(rt(f32, 16, 16), s, (w, 0)), (0, 0, w, 0))
     return passing
@@ -462,6 +467,21 @@ def test_turns_order_the_warpgroups():
     o = np.zeros((64, 16), np.float32)
     turns_kernel().interpret(o)
     np.testing.assert_array_equal(o, 6)
+
+
+def test_ended_turns_start_again():
+    o = np.zeros((64, 16), np.float32)
+    turns_kernel(rounds=2, end=True).interpret(o)
+    np.testing.assert_array_equal(o, 12)
+    ir = turns_kernel(end=True).tile_ir()  # end: warpgroup 0 waits for the last hand-over
+    assert ir.count('"tk.sync"() {id = 12 : i64, warps = 8 : i64}') == 2
+
+
+def test_turns_started_again_without_end_deadlock():
+    # the pending 1 -> 0 hand-over and the new start complete barrier 12 early
+    with pytest.raises(TkcError, match=r"deadlock at sync: barrier 12 completes when 8 warps arrive, "
+                                       r"but only warps \[0, 1, 2, 3\] wait here"):
+        turns_kernel(rounds=2).interpret(np.zeros((64, 16), np.float32))
 
 
 def test_turns_ir_waits_on_its_own_barrier_and_arrives_on_the_next():

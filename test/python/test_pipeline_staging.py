@@ -377,6 +377,27 @@ def test_once_loads_and_finishes(kernel, factor, rng):
     np.testing.assert_array_equal(c, ref_bf16(a * factor))
 
 
+@pytest.mark.parametrize("name", ["in_loop", "in_finish"])
+def test_once_loaded_tile_released_after_its_last_reader(name, rng):
+    """test/lit/passes/once-release.py's kernels (its IR checks say where the
+    release goes): q's tile goes back to the producer right after the loop
+    (or the finish's read of it), the next item's q loads under this item's
+    finish. 5 items on 2 blocks; the interpreter checks the early release for
+    races (a release before the last wgmma reading the tile is reported)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
+    spec = importlib.util.spec_from_file_location("once_release", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    q, k = ref_bf16(rng.standard_normal((128 * 5, 64))), ref_bf16(rng.standard_normal((192, 64)))
+    o = np.full_like(q, np.nan)
+    tkc.interpreter.run(staged(getattr(mod, name)), [q, k, o], sms=2)
+    acc = sum(q.astype(np.float64) @ k[j:j + 64].T for j in range(0, 192, 64))  # Q K_j^T summed
+    want = ref_bf16(ref_bf16(acc) + (q if name == "in_finish" else 0))
+    np.testing.assert_allclose(o, want, rtol=1e-2, atol=1e-2)
+
+
 @tkc.kernel(warps=4, grid=lambda a, o: (1, 1, 1))
 def running_sum(a: gl(f32, 1, 1, "M", 64), o: gl(f32, 1, 1, "M", 64)):
     """o's row tile k = a's tiles 0..k summed: LCSF's store function, a

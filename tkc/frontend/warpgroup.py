@@ -221,6 +221,13 @@ class Turns:
             _turn_barriers(self.groups, lambda g: (g + 1) % self.groups, arrive=True)
         return False
 
+    def end(self) -> None:
+        """After the last turn: warpgroup 0 takes the last hand-over (see turns())."""
+        from .control import if_
+        if self.groups > 1:
+            with if_(warpgroupid() == 0), emitting():
+                tk.sync(id=FIRST_TURN_ID, warps=8)
+
 
 def turns() -> Turns:
     """FlashAttention-3's ping-pong: the kernel's warpgroups take turns at the
@@ -233,13 +240,17 @@ def turns() -> Turns:
             with turn:
                 warpgroup.mma_ABt(s, q_s, k_s)
             ...
+        turn.end()                    # optional at the kernel's end; needed per work item
 
     Named barrier 12 + g is warpgroup g's: g waits at it (bar.sync) as its
     turn starts, g - 1 arrives on it (bar.arrive) as its own turn ends. Every
     warpgroup takes the same number of turns (one that takes fewer than the
     warpgroup before it leaves the next one waiting forever: the interpreter
-    reports that deadlock); the last hand-over is left pending when the kernel
-    ends, which is harmless. With one warpgroup it does nothing."""
+    reports that deadlock). turn.end() after the loop has warpgroup 0 take
+    the last hand-over; without it that arrival stays pending, harmless when
+    the kernel ends, a deadlock when turns() starts again (a persistent
+    kernel's next work item: the interpreter reports it). With one warpgroup
+    it does nothing."""
     from .control import if_
     _check_warps("turns")
     groups = current().warps // 4

@@ -50,7 +50,7 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
-                     consumers: int = 2, pingpong: bool = False):
+                     consumers: int = 2, pingpong: bool = False, persistent: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -81,7 +81,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
                                 "overlap" if overlap else "", "pingpong" if pingpong else "",
-                                "" if consumers == 2 else f"c{consumers}") if x)
+                                "" if consumers == 2 else f"c{consumers}",
+                                "persistent" if persistent else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -134,6 +135,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                 o_r = mul_row(o_r, alpha)
                 warpgroup.mma_AB(o_r, s.to(bf16), v_s)
                 warpgroup.mma_async_wait(o_r)
+        if pingpong:
+            turn.end()
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
         o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
         store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
@@ -180,7 +183,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
         relation = {"HqD": "HkvD", "HkvD": D}
 
-    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid)
+    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, persistent=persistent,
+                order="xyz" if persistent else None)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))

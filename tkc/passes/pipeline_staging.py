@@ -32,8 +32,10 @@ races and deadlocks like any hand-written kernel:
   every mma it issued.
 - A `tk.pipeline_load` outside the loop (loaded once per work item) gets its
   own full / empty barrier pair: the producer loads it before the loop's
-  stages, the consumers wait where the load was and release it at the end of
-  the work item.
+  stages, the consumers wait where the load was and release it after its last
+  reader in the work item, once no wgmma may still read it (so the next
+  item's load overlaps this one's finish; a finish that reads it is then not
+  moved into the next item's loop).
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes
   (fence.proxy.async), the consumers meet at a named barrier, consumer warp 0
   issues the TMA store. Before a later write to a tile whose store may still
@@ -213,6 +215,7 @@ class Staging:
         self.loc = f.loop.location if f.loop is not None else self.fn.location
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
         self.drain = []   # the ops that end the consumers' pipelined loop
+        self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
 
     # -- the whole kernel
     def build(self) -> None:
@@ -348,9 +351,15 @@ class Staging:
         the carried tiles fit beside the accumulators."""
         from .overlap import overlap_finish
         from ..lowering.core import flat_types
+        tops = [o.operation for o in self.f.body.operations]
+        start = tops.index(self.f.loop) + 1
+        if any(set(tops[start:tops.index(r)]) - set(self.drain) - set(self.once_releases)
+               for r in self.once_releases):
+            return  # the finish reads a once-loaded tile: it must not move past the next item's load
         have = self.registers[1] if self.registers else 255
         acc = sum(len(flat_types(a.type)) for a in list(self.f.loop.regions[0].blocks[0].arguments)[1:])
-        new = overlap_finish(self.f.items, self.f.loop, self.drain, have - acc - OVERHEAD_REGISTERS)
+        drain = sorted(self.drain + self.once_releases, key=tops.index)  # both stay at the item's end
+        new = overlap_finish(self.f.items, self.f.loop, drain, have - acc - OVERHEAD_REGISTERS)
         if new is not None:
             self.f.items = new.operation
 
@@ -481,7 +490,9 @@ class Staging:
                 tk.arrive(tk.stage(self.empty, last))
 
     def _consumer_once_loads(self) -> None:
-        """A once-per-item load: wait where it was, release at the item's end."""
+        """A once-per-item load: wait where it was, release after its last
+        reader in the work item (so the producer loads the next item's tile
+        during this one's finish: attention's Q under its O store)."""
         if not self.f.once_loads:
             return
         parity = self._item_parity()
@@ -490,8 +501,8 @@ class Staging:
             with ir.InsertionPoint(op), op.location:
                 tk.wait(full, parity(op))
             if self.persistent:
-                with ir.InsertionPoint(_terminator(self.f.body)), op.location:
-                    tk.arrive(empty)
+                with ir.InsertionPoint(_after_last_read(self.f.body, _root(op.operands[0]))), op.location:
+                    self.once_releases.append(tk.arrive(empty).operation)
             op.erase()
 
     def _item_parity(self):
@@ -874,6 +885,36 @@ def _relax_wgmma(body):
                     return None
     wait.attributes["pending"] = i64(len(mmas))
     return wait
+
+
+def _after_last_read(block, tile):
+    """The op of block before which tile (an alloc) is free again: after the
+    last top-level op that uses it, once no warpgroup mma may still read it
+    (a pending = 0 wait retires them; a loop whose iterations end retired
+    leaves none). The block's terminator when that never happens."""
+    tops = [o.operation for o in block.operations]
+    uses = [i for i, t in enumerate(tops) if any(
+        isinstance(view(v.type), ST) and _root(v) == tile for o in [t, *walk(t)] for v in o.operands)]
+    in_flight = False
+    for i, t in enumerate(tops[:-1]):
+        if t.name in WGMMA:
+            in_flight = True
+        elif t.name == "tk.warpgroup_mma_wait":
+            in_flight = in_flight and ir.IntegerAttr(t.attributes["pending"]).value > 0
+        elif any(o.name in WGMMA for o in walk(t)):
+            in_flight = not all(_retired(b) for r in t.regions for b in r.blocks)
+        if uses and i >= uses[-1] and not in_flight:
+            return tops[i + 1]
+    return tops[-1]
+
+
+def _retired(block) -> bool:
+    """Every warpgroup mma of block (at its top level) waited for by its end."""
+    tops = [o.operation for o in block.operations]
+    last = max((i for i, o in enumerate(tops) if o.name in WGMMA or any(n.name in WGMMA for n in walk(o))),
+               default=None)
+    return last is None or any(o.name == "tk.warpgroup_mma_wait" and
+                               ir.IntegerAttr(o.attributes["pending"]).value == 0 for o in tops[last + 1:])
 
 
 def _carried_positions(loop, wait) -> list:

@@ -1,0 +1,59 @@
+# tk-pipeline-staging, persistent: a tile loaded once per work item is handed back to
+# the producer right after its last reader (not at the item's end), so the next item's
+# load runs under this item's finish. After a loop that keeps its wgmma in flight, that
+# is after the wait that retires them.
+# RUN: tkc %s --kernel in_loop | FileCheck %s --check-prefix=LOOP
+# RUN: tkc %s --kernel in_finish | FileCheck %s --check-prefix=FINISH
+import tkc
+from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc.ops import subtile, zero
+
+# LOOP-LABEL: func.func @in_loop
+# LOOP:   scf.for {{.*}} -> (index, index, {{.*}}, i1) {
+# LOOP:     "tk.warpgroup_mma_abt"
+# LOOP:     "tk.warpgroup_mma_wait"({{.*}}) {pending = 1 : i64}
+# LOOP:   } {tk.staged = {role = "consumer", stages = 2 : i64}}
+# LOOP-NEXT: "tk.warpgroup_mma_wait"({{.*}}) {pending = 0 : i64}
+# LOOP-NEXT: "tk.arrive"(%[[Q_EMPTY:[0-9a-z_]+]]) {count = 1 : i64}
+# The finish's stores still move into the next item's loop (overlap.py); the release stays.
+# LOOP-NOT: "tk.arrive"(%[[Q_EMPTY]])
+# LOOP:   scf.yield {{.*}}, %true
+# LOOP-NOT: "tk.arrive"(%[[Q_EMPTY]])
+
+
+@tkc.kernel(warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
+def in_loop(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
+    wg = tkc.warpgroupid()
+    q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
+    tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
+    acc = zero(rt(f32, 16, 64))
+    for j in tkc.range(k.r // 64, stages=2):
+        tma.load(k_s, k, (0, 0, j, 0))
+        warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
+        warpgroup.mma_async_wait(acc)
+    warpgroup.store(o_s, acc.to(bf16), (wg, 0))
+    tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
+
+
+# A tile the finish reads too is released after that read, and the finish stays in its item.
+# FINISH-LABEL: func.func @in_finish
+# FINISH:   } {tk.staged = {role = "consumer", stages = 2 : i64}}
+# FINISH:   "tk.load"(%{{.*}}) : (!tk.st<bf16, 128 : i64, 64 : i64, "128b">
+# FINISH-NEXT: "tk.arrive"(%{{[0-9a-z_]+}}) {count = 1 : i64}
+# FINISH:   "tk.tma_store"
+# FINISH:   scf.yield
+
+
+@tkc.kernel(warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
+def in_finish(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
+    wg = tkc.warpgroupid()
+    q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
+    tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
+    acc = zero(rt(f32, 16, 64))
+    for j in tkc.range(k.r // 64, stages=2):
+        tma.load(k_s, k, (0, 0, j, 0))
+        warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
+        warpgroup.mma_async_wait(acc)
+    x = warpgroup.load(rt(bf16, 16, 64), q_s, (wg, 0))
+    warpgroup.store(o_s, acc.to(bf16) + x, (wg, 0))
+    tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
