@@ -8,17 +8,16 @@ import sys
 from tkc.kernels.attention_hopper import attention_hopper
 
 def _variants():
-    """The library's forward (stages as it picks them) and FlashAttention-3's
-    two schedules on top: ping-pong (warpgroup.turns) alone and with the
-    intra-warpgroup overlap; at D 64 also three consumer warpgroups."""
+    """The library's two forwards (attention_bwd.attention_kernels: the short
+    one, and ping-pong + overlap for long sequences), each also persistent
+    (one block an SM over the work items: the next item's Q and K/V load
+    under this item's finish)."""
     out = []
     for D in (64, 128):
         for c in (False, True):
-            base = dict(D=D, causal=c, stages=2 if D == 64 else "auto")
-            out += [base, {**base, "pingpong": True}, {**base, "pingpong": True, "overlap": True}]
-            if D == 64:
-                out += [{**base, "consumers": 3}, {**base, "consumers": 3, "pingpong": True},
-                        {**base, "consumers": 3, "pingpong": True, "overlap": True}]
+            base = dict(D=D, causal=c, **(dict(stages=2, consumers=3) if D == 64 else {}))
+            long = {**base, "pingpong": True, "overlap": True}
+            out += [base, {**base, "persistent": True}, long, {**long, "persistent": True}]
     return out
 
 

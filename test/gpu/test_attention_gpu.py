@@ -11,6 +11,7 @@ import pytest
 
 from tkc.diagnostics import TkcError
 from tkc.kernels.attention_bwd import attention_bwd
+from tkc.kernels.attention_hopper import attention_hopper
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels below must import without torch: `tkc build` reads this file
@@ -19,6 +20,9 @@ except ImportError:
     torch = None
 
 KERNELS = [attention_bwd(D, causal, "bhld", dq="atomic") for D in (64, 128) for causal in (False, True)]
+PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
+              for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
+KERNELS += list(PERSISTENT.values())
 
 
 def rel_err(x, ref):
@@ -228,3 +232,25 @@ def test_refusals():
     fwd = attention_kernels(64, False, "bhld")[0]
     with pytest.raises(TkcError, match="contiguous"):
         fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)
+
+
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_forward(causal, D):
+    """attention_hopper(persistent=True): 132 blocks over the work items
+    (GQA, ragged Lq < Lk: 2 x 8 heads x 8 query tiles), and varlen."""
+    B, Hq, Hkv, Lq, Lk = 2, 8, 2, 1000, 1300
+    q, k, v = inputs(B, Hq, Hkv, Lq, Lk, D, grad=False)
+    o, lse = torch.full_like(q, float("nan")), torch.empty(B, Hq, 1, Lq, device="cuda")
+    PERSISTENT[D, causal, "bhld"](q, k, v, o, lse, 1 / math.sqrt(D))
+    assert rel_err(o, reference(q, k, v, causal)) < 1e-2
+    lq, lk = [1000, 77, 1, 300], [1000, 200, 30, 300]
+    cq, ck = ([0, *torch.tensor(n).cumsum(0).tolist()] for n in (lq, lk))
+    q, k, v = (torch.randn(n[-1], h, D, device="cuda", dtype=torch.bfloat16) for n, h in ((cq, 8), (ck, 2), (ck, 2)))
+    o, lse = torch.full_like(q, float("nan")), torch.empty(8, cq[-1], device="cuda")
+    offsets = [torch.tensor(c, device="cuda", dtype=torch.int32) for c in (cq, ck)]
+    PERSISTENT[D, causal, "varlen"](*(t.view(t.shape[0], -1) for t in (q, k, v, o)), lse.unsqueeze(1),
+                                    *offsets, max(lq), 1 / math.sqrt(D))
+    t = lambda x, c, b: x[c[b]:c[b + 1]].transpose(0, 1)[None]  # noqa: E731
+    for b in range(len(lq)):
+        assert rel_err(t(o, cq, b), reference(t(q, cq, b), t(k, ck, b), t(v, ck, b), causal)) < 1e-2

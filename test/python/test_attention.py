@@ -137,11 +137,13 @@ def _packed(lengths, H, D, rng):
     return cu, round_bf16(rng.standard_normal((cu[-1], H, D)))
 
 
-@pytest.mark.parametrize("D,causal,dq_mode", [(64, True, "atomic"), (128, False, "tma")])
-def test_varlen_interpreted(D, causal, dq_mode):
+@pytest.mark.parametrize("D,causal,dq_mode,persistent", [(64, True, "atomic", False),
+                                                         (128, False, "tma", True)])
+def test_varlen_interpreted(D, causal, dq_mode, persistent):
     """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
     200, 30, 129): each sequence's rows as its own attention; offsets that
-    are not multiples of anything (odd slices of lse and of the gl rows)."""
+    are not multiples of anything (odd slices of lse and of the gl rows);
+    persistent: the forward's blocks loop over the work items."""
     rng = np.random.default_rng(D)
     cu_q, q = _packed([77, 200, 1, 130], 4, D, rng)
     cu_k, k = _packed([100, 200, 30, 129], 2, D, rng)
@@ -149,8 +151,8 @@ def test_varlen_interpreted(D, causal, dq_mode):
     flat = lambda x: x.reshape(len(x), -1)  # noqa: E731
     o = np.full_like(q, np.nan)
     lse = np.full((4, 1, len(q)), np.nan, np.float32)
-    attention_hopper(D, causal, "varlen").interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q,
-                                                    cu_k, 200, SCALE)
+    fwd = attention_hopper(D, causal, "varlen", persistent=persistent)
+    fwd.interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q, cu_k, 200, SCALE)
     delta = np.full_like(lse, np.nan)
     attention_delta(D, "varlen").interpret(flat(o), flat(do), delta[None])
     dq = np.zeros_like(q)

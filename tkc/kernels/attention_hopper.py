@@ -70,7 +70,17 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
     consumer warpgroups take turns at issuing their wgmmas (with overlap,
     S_j and PV_(j-1) together; without, S_j), so one warpgroup's softmax runs
-    while the tensor cores work for the other."""
+    while the tensor cores work for the other.
+
+    persistent=True: one block an SM loops over the work items (query tile,
+    head, batch) in grid order; the producer loads the next item's Q (handed
+    back right after the loop) and K/V under this item's finish. Measured on
+    the H100 (BENCHMARKS.md, 2026-11-24): no faster than a block per item
+    without a mask (-4..+4%; ncu at L 1024: the tensor pipe 56% busy either
+    way, cuDNN's 70%), slower with one (0.45-0.75 of cuDNN where the default
+    reads 0.67-0.97): each block takes every 132nd item, so with 8 query
+    tiles a head it gets tiles of the same one or two lengths. Not
+    tkc.attention's choice."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
@@ -157,10 +167,11 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         block past the sequence's nq (varlen) keeps its index: it has no rows."""
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
+    grid_options = dict(persistent=True, order="xyz") if persistent else {}
     if layout == "varlen":
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
                     grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
-                    (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1))
+                    (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1), **grid_options)
         def attn(q: gl(bf16, 1, 1, "Tq", "HqD"), k: gl(bf16, 1, 1, "Tk", "HkvD"),
                  v: gl(bf16, 1, 1, "Tk", "HkvD"), o: gl(bf16, 1, 1, "Tq", "HqD"),
                  lse: gl(f32, 1, "Hq", 1, "Tq"), cu_q: gl(i32, 1, 1, 1, "B1"),
@@ -183,8 +194,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
         relation = {"HqD": "HkvD", "HkvD": D}
 
-    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, persistent=persistent,
-                order="xyz" if persistent else None)
+    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, **grid_options)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))
