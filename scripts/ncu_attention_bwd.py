@@ -1,0 +1,28 @@
+"""tkc.attention's backward at B4 H16 L4096, D 64 and 128, causal and not, for
+ncu (its durations at locked clocks compare builds run apart): `ncu
+--profile-from-start off -k regex:attn_bwd --section SpeedOfLight python3
+scripts/ncu_attention_bwd.py`. `tkc build scripts/ncu_attention_bwd.py` first."""
+from tkc.kernels.attention_bwd import attention_kernels
+
+CONFIGS = [(D, causal) for D in (64, 128) for causal in (False, True)]
+KERNELS = [k for D, causal in CONFIGS for k in attention_kernels(D, causal, "bhld")]
+
+
+def main():
+    import torch
+
+    import tkc
+    for D, causal in CONFIGS:
+        q, k, v = (torch.randn(4, 16, 4096, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        tkc.attention(q, k, v, causal=causal).sum().backward()  # load the modules
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+        o = tkc.attention(q, k, v, causal=causal)
+        o.backward(torch.ones_like(o))
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+if __name__ == "__main__":
+    main()
