@@ -1,7 +1,11 @@
 """tkc.attention's backward at B4 H16 L4096, D 64 and 128, causal and not, for
-ncu (its durations at locked clocks compare builds run apart): `ncu
---profile-from-start off -k regex:attn_bwd --section SpeedOfLight python3
-scripts/ncu_attention_bwd.py`. `tkc build scripts/ncu_attention_bwd.py` first."""
+ncu: `ncu --profile-from-start off -k regex:attn_bwd --metrics
+gpu__time_duration.sum python3 scripts/ncu_attention_bwd.py`. ncu locks the
+clocks, so two builds compare even when run apart: to compare with an older
+commit, `git archive OLD tkc | tar -x -C .cache-ab/old`, build this script
+with that tree on PYTHONPATH into TKC_CACHE_DIR=.cache-ab/a and with this one
+into .cache-ab/b, carry .cache-ab and run each with its tree and cache (a
+cache key includes its compiler's source, so each tree finds only its own)."""
 from tkc.kernels.attention_bwd import attention_kernels
 
 CONFIGS = [(D, causal) for D in (64, 128) for causal in (False, True)]
