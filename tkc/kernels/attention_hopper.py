@@ -77,8 +77,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     back right after the loop) and K/V under this item's finish. Measured on
     the H100 (BENCHMARKS.md, 2026-11-24): no faster than a block per item
     without a mask (-4..+4%; ncu at L 1024: the tensor pipe 56% busy either
-    way, cuDNN's 70%), slower with one (0.45-0.75 of cuDNN where the default
-    reads 0.67-0.97): each block takes every 132nd item, so with 8 query
+    way, cuDNN's 70%), slower with one (0.45-0.98 of cuDNN where the default
+    reads 0.61-1.08): each block takes every 132nd item, so with 8 query
     tiles a head it gets tiles of the same one or two lengths. Not
     tkc.attention's choice."""
     if D not in HEAD_DIMS:

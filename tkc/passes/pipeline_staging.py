@@ -890,8 +890,8 @@ def _relax_wgmma(body):
 def _after_last_read(block, tile):
     """The op of block before which tile (an alloc) is free again: after the
     last top-level op that uses it, once no warpgroup mma may still read it
-    (a pending = 0 wait retires them; a loop whose iterations end retired
-    leaves none). The block's terminator when that never happens."""
+    (a pending = 0 wait at this level retires them; a loop whose iterations
+    end retired adds none). The block's terminator when that never happens."""
     tops = [o.operation for o in block.operations]
     uses = [i for i, t in enumerate(tops) if any(
         isinstance(view(v.type), ST) and _root(v) == tile for o in [t, *walk(t)] for v in o.operands)]
@@ -901,8 +901,8 @@ def _after_last_read(block, tile):
             in_flight = True
         elif t.name == "tk.warpgroup_mma_wait":
             in_flight = in_flight and ir.IntegerAttr(t.attributes["pending"]).value > 0
-        elif any(o.name in WGMMA for o in walk(t)):
-            in_flight = not all(_retired(b) for r in t.regions for b in r.blocks)
+        elif any(o.name in WGMMA for o in walk(t)):  # (a loop may run no iteration: it retires nothing earlier)
+            in_flight = in_flight or not all(_retired(b) for r in t.regions for b in r.blocks)
         if uses and i >= uses[-1] and not in_flight:
             return tops[i + 1]
     return tops[-1]
