@@ -19,7 +19,9 @@ say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
 # time limits: a kernel that deadlocks on a barrier must not eat the session
 # (the GPU tests take ~80 s warm; on a fresh machine FLA's Triton kernels and
-# torch.compile's graphs compile first: one such run passed 300 s)
+# torch.compile's graphs compile first: one such run passed 300 s); within
+# them, one test past TKC_GPU_TEST_TIMEOUT (240 s) ends the run with its
+# stack (test/gpu/conftest.py)
 fla_path() {  # flash-linear-attention from its carried wheels (pip download fla-core einops -d .fla)
   if ls .fla/*.whl > /dev/null 2>&1 && [ ! -d "$TMP/fla" ]; then
     pip install -q --no-index --no-deps --target "$TMP/fla" .fla/*.whl >> "$LOG" 2>&1

@@ -2,14 +2,23 @@
 
 Without them every test marked `gpu` is skipped with the reason, which is
 also printed in the session header, so a CPU-only run says why it skipped.
+
+A kernel that deadlocks never returns, and the whole step then waits for its
+time limit (twice 7-9 minutes of the lent GPU's time): a watchdog ends the
+run when one test takes longer than TKC_GPU_TEST_TIMEOUT seconds (default
+240), printing every thread's stack, so the log names the test that hung.
 """
+import faulthandler
 import functools
+import os
 
 import pytest
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA Hopper GPU and prebuilt artifacts")
+    global _STDERR  # the run's stderr, not a test's captured one: the watchdog writes there
+    _STDERR = os.fdopen(os.dup(2), "w")
 
 
 @functools.cache
@@ -38,3 +47,13 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     reason = gpu_missing()
     return f"tkc GPU tests: {'skipped, ' + reason if reason else 'enabled'}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(float(os.environ.get("TKC_GPU_TEST_TIMEOUT", "240")), exit=True,
+                                      file=_STDERR)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
