@@ -2,8 +2,7 @@
 # On a GPU machine without MLIR (the lent H100): run the GPU tests, the
 # benchmark, the paper's GEMM tables, ncu counters and compute-sanitizer from
 # artifacts built elsewhere and carried along in .tkc-cache:
-#   tkc build test/gpu/test_kernels_gpu.py test/gpu/test_tma_gpu.py \
-#             test/gpu/test_wgmma_gpu.py bench/gemm_tables.py bench/memory_bound.py
+#   tkc build --prune test/gpu/test_*.py bench/*.py
 # STEPS picks the steps (default: all, in this order). Everything printed goes
 # to $OUT/log.txt (or ./gpu-out); JSON results and PNG plots beside it. The
 # memory step compares with flash-linear-attention when .fla/ holds its wheels

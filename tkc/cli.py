@@ -3,7 +3,7 @@
     tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR] [FILE.py ...]
+    tkc build [--force] [--filter SUBSTR] [--prune] [FILE.py ...]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -193,6 +193,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "(tkc.kernels.library()) into the artifact cache (TKC_CACHE_DIR).")
     p.add_argument("--force", action="store_true", help="recompile even if cached")
     p.add_argument("--filter", metavar="SUBSTR", help="only kernels whose name contains SUBSTR")
+    p.add_argument("--prune", action="store_true",
+                   help="then remove every cache entry this build did not produce or find "
+                        "(older builds'), e.g. before carrying the cache to a GPU machine")
     p.add_argument("files", nargs="*", metavar="FILE.py",
                    help="also build the kernels defined in these Python files (e.g. the GPU "
                         "tests' kernels, so a machine without MLIR can run them)")
@@ -206,8 +209,15 @@ def _build(args) -> int:
     kernels = [k for k in found if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
+    if args.prune and args.filter:
+        raise TkcError("--prune keeps only the kernels built now: with --filter it would remove "
+                       "the others'")
     rows = [_build_one(k, i, len(kernels), args.force) for i, k in enumerate(kernels, 1)]
     _print_table(rows)
+    if args.prune:
+        from .runtime import cache
+        n, size = cache.prune({Path(r["cache path"]).name for r in rows if r["cache path"] != "FAILED"})
+        sys.stderr.write(f"pruned {n} older cache entries ({size / 2 ** 20:.1f} MiB)\n")
     failed = sum(1 for r in rows if r["cache path"] == "FAILED")
     spilled = sum(1 for r in rows if r["over"])
     serial = sum(1 for r in rows if r["wgmma"] == "serialised")

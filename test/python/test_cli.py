@@ -230,6 +230,20 @@ def test_build_accepts_a_declared_spill_allowance(monkeypatch, capsys, tmp_path)
     assert "(<= 64 declared)" in out and "(<= 32 declared)" in out
 
 
+def test_build_prune_keeps_only_this_builds_entries(monkeypatch, capsys, tmp_path):
+    ks = [FakeKernel("a"), FakeKernel("b")]
+    for key in [k.artifact_key() for k in ks] + ["f" * 64, "0" * 64]:  # two older builds' entries
+        (tmp_path / key[:2] / key).mkdir(parents=True)
+        (tmp_path / key[:2] / key / "kernel.cubin").write_bytes(b"x" * 1000)
+    (tmp_path / "README").write_text("not an entry")
+    code, _, err = _build(monkeypatch, capsys, tmp_path, ks, "--prune")
+    assert code == 0 and "pruned 2 older cache entries (0.0 MiB)" in err
+    left = sorted(p.name for p in tmp_path.glob("*/*"))
+    assert left == sorted(k.artifact_key() for k in ks) and (tmp_path / "README").exists()
+    code, _, err = _build(monkeypatch, capsys, tmp_path, ks, "--prune", "--filter", "a")
+    assert code == 1 and "--prune keeps only the kernels built now" in err
+
+
 def test_build_filter_matching_nothing(monkeypatch, capsys, tmp_path):
     code, _, err = _build(monkeypatch, capsys, tmp_path, [FakeKernel("a")], "--filter", "zzz")
     assert code == 1 and err.strip() == "error: no library kernel matches 'zzz'"

@@ -102,6 +102,19 @@ def lookup(key: str) -> Artifact | None:
     return artifact
 
 
+def prune(keep: set[str]) -> tuple[int, int]:
+    """Remove every entry whose key is not in keep: (entries, bytes) removed.
+    The cache keeps every build's artifacts (a key changes with the compiler),
+    so it only grows; what a GPU machine is sent should be only today's."""
+    removed, size = 0, 0
+    for entry in cache_dir().glob("*/*"):
+        if entry.is_dir() and _KEY.fullmatch(entry.name) and entry.name not in keep:
+            size += sum(f.stat().st_size for f in entry.rglob("*") if f.is_file())
+            shutil.rmtree(entry)
+            removed += 1
+    return removed, size
+
+
 def store(key: str, artifact: Artifact) -> Path:
     """Write artifact under key atomically; returns the entry's folder."""
     dest = entry_dir(key)
