@@ -21,6 +21,10 @@ def pytest_configure(config):
     _STDERR = os.fdopen(os.dup(2), "w")
 
 
+def pytest_unconfigure(config):
+    _STDERR.close()
+
+
 @functools.cache
 def gpu_missing() -> str:
     """Why the GPU tests cannot run here ('' when they can)."""
