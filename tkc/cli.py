@@ -246,15 +246,16 @@ def _build_one(kernel, i: int, n: int, force: bool) -> dict:
                 "shared bytes": "-", "cache path": "FAILED", "over": False}
     sys.stderr.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
     res = art.manifest.get("resources", {})
-    spills = int(res.get("spill_stores", 0)) + int(res.get("spill_loads", 0))
+    stores, loads = int(res.get("spill_stores", 0)), int(res.get("spill_loads", 0))
     key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()
     serial = "serialised" if res.get("wgmma_serialized") else "-"
-    allowed = getattr(kernel, "spills", 0)  # a declared allowance: tkc.kernel(spills=N)
+    allowed = getattr(kernel, "spills", 0)  # a declared allowance: tkc.kernel(spills=N), of stores
+    spills = str(stores) + (f" st + {loads} ld" if loads else "")
     return {"kernel": kernel.name, "registers": str(res.get("registers", "?")),
-            "spills": str(spills) + (f" (<= {allowed} declared)" if allowed and spills else ""),
+            "spills": spills + (f" (<= {allowed} st declared)" if allowed and (stores or loads) else ""),
             "wgmma": serial, "shared bytes": str(art.manifest.get("shared_bytes", "?")),
             "cache path": str(cache.entry_dir(key)),
-            "over": int(res.get("spill_stores", 0)) > allowed or (spills and not allowed)}
+            "over": stores > allowed or ((stores or loads) and not allowed)}
 
 
 def _print_table(rows: list[dict]) -> None:

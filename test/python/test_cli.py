@@ -163,10 +163,10 @@ def test_cli_imports_no_mlir():
 # ---- tkc build ------------------------------------------------------------------
 
 class FakeArtifact:
-    def __init__(self, key, registers, spills):
+    def __init__(self, key, registers, spills, loads=0):
         self.manifest = {"shared_bytes": 1024, "source": {"key": key},
                          "resources": {"registers": registers, "spill_stores": spills,
-                                       "spill_loads": 0}}
+                                       "spill_loads": loads}}
 
 
 class FakeKernel:
@@ -183,7 +183,7 @@ class FakeKernel:
         self.forced = force
         if self.error:
             raise TkcError(self.error, "lib.py:3:1")
-        return FakeArtifact(self.artifact_key(), self.registers, self.spilled)
+        return FakeArtifact(self.artifact_key(), self.registers, self.spilled, getattr(self, "loads", 0))
 
 
 def _build(monkeypatch, capsys, tmp_path, kernels, *args):
@@ -227,7 +227,15 @@ def test_build_accepts_a_declared_spill_allowance(monkeypatch, capsys, tmp_path)
     ks = [FakeKernel("a", spills=64, allowed=64), FakeKernel("b", spills=64, allowed=32)]
     code, out, err = _build(monkeypatch, capsys, tmp_path, ks)
     assert code == 1 and "1 kernel(s) spilled registers" in err
-    assert "(<= 64 declared)" in out and "(<= 32 declared)" in out
+    assert "64 (<= 64 st declared)" in out and "64 (<= 32 st declared)" in out
+
+
+def test_build_spills_show_stores_and_loads(monkeypatch, capsys, tmp_path):
+    """The allowance bounds spill stores; loads are shown apart, not added to them."""
+    k = FakeKernel("a", spills=104, allowed=128)
+    k.loads = 96
+    code, out, _ = _build(monkeypatch, capsys, tmp_path, [k])
+    assert code == 0 and "104 st + 96 ld (<= 128 st declared)" in out
 
 
 def test_build_prune_keeps_only_this_builds_entries(monkeypatch, capsys, tmp_path):
