@@ -280,7 +280,7 @@ def _lower_wait(lw, op, args):
 def _lower_registers(lw, op, args):
     name = op.name.removeprefix("tk.")
     count = op.attributes["count"].value
-    problems = rules.register_problems(name, count, lw.warps, rules.kernel_blocks(lw.func_op)) \
+    problems = rules.register_problems(name, count, lw.warps, shared.blocks_per_sm(lw.func_op)) \
         + rules.warps_problems(name, lw.warps)
     if problems:
         raise error(op, "; ".join(problems))

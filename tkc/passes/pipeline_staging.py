@@ -861,7 +861,7 @@ def _relax_wgmma(body):
     if not mmas or len(waits) != 1 or nested:
         return None
     wait = waits[0]
-    if ir.IntegerAttr(wait.attributes["pending"]).value != 0 or tops.index(wait) < tops.index(mmas[-1]):
+    if _pending(wait) != 0 or tops.index(wait) < tops.index(mmas[-1]):
         return None
     y = tops[-1]
     results = {r for m in mmas for r in m.results}
@@ -900,21 +900,12 @@ def _after_last_read(block, tile):
         if t.name in WGMMA:
             in_flight = True
         elif t.name == "tk.warpgroup_mma_wait":
-            in_flight = in_flight and ir.IntegerAttr(t.attributes["pending"]).value > 0
+            in_flight = in_flight and _pending(t) > 0
         elif any(o.name in WGMMA for o in walk(t)):  # (a loop may run no iteration: it retires nothing earlier)
-            in_flight = in_flight or not all(_retired(b) for r in t.regions for b in r.blocks)
+            in_flight = in_flight or any(_unretired_mma(b) is not None for r in t.regions for b in r.blocks)
         if uses and i >= uses[-1] and not in_flight:
             return tops[i + 1]
     return tops[-1]
-
-
-def _retired(block) -> bool:
-    """Every warpgroup mma of block (at its top level) waited for by its end."""
-    tops = [o.operation for o in block.operations]
-    last = max((i for i, o in enumerate(tops) if o.name in WGMMA or any(n.name in WGMMA for n in walk(o))),
-               default=None)
-    return last is None or any(o.name == "tk.warpgroup_mma_wait" and
-                               ir.IntegerAttr(o.attributes["pending"]).value == 0 for o in tops[last + 1:])
 
 
 def _carried_positions(loop, wait) -> list:
@@ -923,16 +914,25 @@ def _carried_positions(loop, wait) -> list:
     return [i for i, v in enumerate(y.operands) if v in set(wait.results)]
 
 
+def _unretired_mma(block):
+    """The block's last top-level op issuing a warpgroup mma (itself or
+    nested) when no pending = 0 wait follows it in the block, else None."""
+    tops = [o.operation for o in block.operations]
+    last = max((i for i, o in enumerate(tops) if o.name in WGMMA or any(n.name in WGMMA for n in walk(o))),
+               default=None)
+    if last is None or any(o.name == "tk.warpgroup_mma_wait" and _pending(o) == 0 for o in tops[last + 1:]):
+        return None
+    return tops[last]
+
+
+def _pending(wait) -> int:
+    return ir.IntegerAttr(wait.attributes["pending"]).value
+
+
 def _check_retired(body) -> None:
     """Releasing at the end of an iteration needs every wgmma of it waited for."""
-    tops = [o.operation for o in body.operations]
-    last_mma = max((i for i, o in enumerate(tops) if o.name in WGMMA
-                    or any(n.name in WGMMA for n in walk(o))), default=None)
-    if last_mma is None:
-        return
-    ok = any(o.name == "tk.warpgroup_mma_wait" and ir.IntegerAttr(o.attributes["pending"]).value == 0
-             for o in tops[last_mma + 1:])
-    if not ok:
-        raise error(tops[last_mma], "the pipelined loop's stage is released at the end of each "
-                                    "iteration, but this warpgroup mma may still read it: wait for "
-                                    "it (warpgroup.mma_async_wait) before the iteration ends")
+    mma = _unretired_mma(body)
+    if mma is not None:
+        raise error(mma, "the pipelined loop's stage is released at the end of each "
+                         "iteration, but this warpgroup mma may still read it: wait for "
+                         "it (warpgroup.mma_async_wait) before the iteration ends")

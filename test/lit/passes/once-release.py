@@ -20,21 +20,6 @@ from tkc.ops import subtile, zero
 # LOOP:   scf.yield {{.*}}, %true
 # LOOP-NOT: "tk.arrive"(%[[Q_EMPTY]])
 
-
-@tkc.kernel(warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
-def in_loop(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
-    wg = tkc.warpgroupid()
-    q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
-    tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
-    acc = zero(rt(f32, 16, 64))
-    for j in tkc.range(k.r // 64, stages=2):
-        tma.load(k_s, k, (0, 0, j, 0))
-        warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
-        warpgroup.mma_async_wait(acc)
-    warpgroup.store(o_s, acc.to(bf16), (wg, 0))
-    tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
-
-
 # A tile the finish reads too is released after that read, and the finish stays in its item.
 # FINISH-LABEL: func.func @in_finish
 # FINISH:   } {tk.staged = {role = "consumer", stages = 2 : i64}}
@@ -44,16 +29,26 @@ def in_loop(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 
 # FINISH:   scf.yield
 
 
-@tkc.kernel(warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
-def in_finish(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
-    wg = tkc.warpgroupid()
-    q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
-    tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
-    acc = zero(rt(f32, 16, 64))
-    for j in tkc.range(k.r // 64, stages=2):
-        tma.load(k_s, k, (0, 0, j, 0))
-        warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
-        warpgroup.mma_async_wait(acc)
-    x = warpgroup.load(rt(bf16, 16, 64), q_s, (wg, 0))
-    warpgroup.store(o_s, acc.to(bf16) + x, (wg, 0))
-    tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
+def once_q(name: str, finish_reads_q: bool):
+    """Q loaded once per item, K streamed: o = (sum over K tiles of Q K^T)
+    (+ Q when the finish reads Q too)."""
+    @tkc.kernel(name=name, warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
+    def kernel(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
+        wg = tkc.warpgroupid()
+        q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
+        tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
+        acc = zero(rt(f32, 16, 64))
+        for j in tkc.range(k.r // 64, stages=2):
+            tma.load(k_s, k, (0, 0, j, 0))
+            warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
+            warpgroup.mma_async_wait(acc)
+        out = acc.to(bf16)
+        if finish_reads_q:
+            out = out + warpgroup.load(rt(bf16, 16, 64), q_s, (wg, 0))
+        warpgroup.store(o_s, out, (wg, 0))
+        tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
+    return kernel
+
+
+in_loop = once_q("in_loop", False)
+in_finish = once_q("in_finish", True)
