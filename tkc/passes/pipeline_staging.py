@@ -366,11 +366,13 @@ class Staging:
     def _split_registers(self):
         """(producer, consumer) setmaxnreg counts, or None: setmaxnreg needs
         whole warpgroups, and pays only when two or more consumer warpgroups
-        share the SM (one consumer warpgroup already has 255 registers)."""
+        share the SM (one consumer warpgroup alone already has 255 registers;
+        two blocks of one each launch with 128 a thread, which the producer
+        does not need)."""
         consumers = self.cw // WARPGROUP
-        if not self.whole or consumers < 2:
-            return None
         blocks = kernel_blocks(self.fn)
+        if not self.whole or consumers * blocks < 2:
+            return None
         budget = register_budget(consumers + 1, blocks)
         per_sm = f" ({blocks} an SM)" if blocks > 1 else ""
         p = self.opts.get("producer_registers") or (40 if consumers < 3 else 24)
