@@ -231,7 +231,8 @@ def test_stages_override():
     assert text.count("{stages = 2 : i64} : () -> !tk.st") == 2
 
 
-@pytest.mark.parametrize("kernel,split", [("gemm", (40, 232)), ("fftconv", (24, 112)), ("rotary", (40, 96))])
+@pytest.mark.parametrize("kernel,split", [("gemm", (40, 232)), ("fftconv", (24, 112)), ("rotary", (40, 96)),
+                                          ("ssd", (40, 216))])
 def test_register_split_fits_the_launch_allocation(kernel, split):
     """setmaxnreg moves registers only within what the block launched with
     (65536 / threads a thread, rounded down to 8): an increase past it waits
@@ -239,11 +240,13 @@ def test_register_split_fits_the_launch_allocation(kernel, split):
     with 168 a thread (504 together), 5 with 96 (480, not 512); 3 at two
     blocks an SM with 80 (an increase to 232 hung rotary on the H100)."""
     from tkc.kernels.fftconv import fftconv
+    from tkc.kernels.linear_attention import linear_attention
     from tkc.kernels.rotary import rotary
     from tkc.passes.verify_warpgroup import register_budget
     k, warpgroups, blocks = {"gemm": lambda: (gemm_hopper("bf16"), 3, 1),
                              "fftconv": lambda: (fftconv(1024, consumers=4), 5, 1),
-                             "rotary": lambda: (rotary(128, warps=8, blocks_per_sm=2), 3, 2)}[kernel]()
+                             "rotary": lambda: (rotary(128, warps=8, blocks_per_sm=2), 3, 2),
+                             "ssd": lambda: (linear_attention(64, 64, decay=True), 2, 2)}[kernel]()
     text = str(staged(k))
     counts = re.findall(r'"tk\.(?:de|in)crease_registers"\(\) \{count = (\d+)', text)
     assert tuple(map(int, counts[:2])) == split, counts

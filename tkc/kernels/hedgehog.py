@@ -73,10 +73,11 @@ def _feature(x):
     return max(mul_row(e, rcp(row_sum(e))), CLAMP)
 
 
-def hedgehog(stages="auto"):
+def hedgehog(stages="auto", registers=None):
     """The kernel hh(q, k, v, qmap, kmap, alpha, beta, o, scale) (shapes above)."""
     DVh = DV // CONSUMERS
-    name = "hedgehog_d128_v128" + ("" if stages == "auto" else f"_s{stages}")
+    name = "hedgehog_d128_v128" + ("" if stages == "auto" else f"_s{stages}") + (
+        "" if registers is None else "_r%d_%d" % registers)
     QK, V = gl(bf16, "B", "H", "L", D), gl(bf16, "B", "H", "L", DV)
     MAP, HEADS = gl(bf16, 1, "H", D, P), gl(f32, 1, 1, 1, "H")
 
@@ -111,7 +112,7 @@ def hedgehog(stages="auto"):
         tkc.fence_async()
         tkc.sync()
 
-        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
+        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages, registers=registers):
             tma.load(q_s, q, (b, h, c, 0))
             tma.load(k_s, k, (b, h, c, 0))
             tma.load(v_s, v, (b, h, c, 0))

@@ -151,3 +151,39 @@ func.func @copy_through(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i6
   "tk.pipeline_store"(%c, %t, %c0, %c0, %c0, %c0) : (!G, !W, index, index, index, index) -> ()
   return
 }
+
+// One consumer warpgroup alone on the SM already has 255 registers: no setmaxnreg.
+// At two blocks an SM each launches with 128 a thread, so the producer gives its
+// spare ones to the consumer warpgroup: 40 + 216 = 2 x 128.
+// CHECK-LABEL: func.func @one_consumer
+// CHECK-NOT: increase_registers
+// CHECK-LABEL: func.func @one_consumer_two_blocks
+// CHECK: "tk.decrease_registers"() {count = 40 : i64}
+// CHECK: "tk.increase_registers"() {count = 216 : i64}
+func.func @one_consumer(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a", "c"],
+    tk.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %q = "tk.alloc"() : () -> !W
+  scf.for %k = %c0 to %c4 step %c1 {
+    "tk.pipeline_load"(%q, %a, %c0, %c0, %c0, %k) : (!W, !G, index, index, index, index) -> ()
+    %x = "tk.load"(%q, %c0, %c0) : (!W, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+    "tk.store"(%c, %x, %c0, %c0, %c0, %k) : (!G, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index, index, index) -> ()
+  } {tk.pipeline = {stages = 2 : i64}}
+  return
+}
+
+func.func @one_consumer_two_blocks(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64,
+    tk.blocks_per_sm = 2 : i64, tk.arg_names = ["a", "c"], tk.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %q = "tk.alloc"() : () -> !W
+  scf.for %k = %c0 to %c4 step %c1 {
+    "tk.pipeline_load"(%q, %a, %c0, %c0, %c0, %k) : (!W, !G, index, index, index, index) -> ()
+    %x = "tk.load"(%q, %c0, %c0) : (!W, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+    "tk.store"(%c, %x, %c0, %c0, %c0, %k) : (!G, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index, index, index) -> ()
+  } {tk.pipeline = {stages = 2 : i64}}
+  return
+}
