@@ -6,7 +6,7 @@ import statistics
 
 from tkc.kernels.linear_attention import based
 
-VARIANTS = [dict(stages=2), dict(stages=3), dict(stages="auto")]
+VARIANTS = [dict(stages=2), dict(stages=2, registers=(24, 240))]
 KERNELS = [based(**v) for v in VARIANTS]
 
 

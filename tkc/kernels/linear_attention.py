@@ -53,11 +53,12 @@ C = 64                  # steps per chunk
 CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each (Based: half the features)
 BASED_F, BASED_DV = 16, 64
 # Spill stores (bytes, what tkc.kernel(spills=) bounds) ptxas needs beside
-# the state, the scores and the in-flight wgmma operands: decay at F = 128
-# 120 (the chunk's decay tiles), Based 232 (its 3 state tiles of 64 x 64 f32
-# a warpgroup, 10 register-operand wgmmas in flight, and the run-time
-# addresses of its own state rows). Measured, not yet removed: BENCHMARKS.md.
-SPILLS_DECAY, SPILLS_BASED = 160, 256
+# the state, the scores and the in-flight wgmma operands (ptxas 13.0): the
+# decaying form 0 at F = 64 or DV = 64, 4 at F = DV = 128 (one loop
+# invariant); Based 204 (its 3 state tiles of 64 x 64 f32 a warpgroup, 10
+# register-operand wgmmas in flight, and the run-time addresses of its own
+# state rows). Measured, not yet removed: BENCHMARKS.md.
+SPILLS_DECAY, SPILLS_BASED = 16, 224
 
 
 def _panel(cols: int) -> str:
@@ -146,6 +147,9 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     if DV % (32 * consumers) or DV > 256:
         raise TkcError(f"linear attention: the value dim DV = {DV} must be 64, 128, 192 or 256")
     DVh = DV // consumers
+    # two consumer warpgroups of the decaying form at F = DV = 128 take the
+    # producer's spare registers (24 + 2 x 240 = 3 x 168): 4 bytes of spills, not 36
+    registers = (24, 240) if decay and consumers == 2 and F * DV > 64 * 64 else None
     name = f"linear_attn_f{F}_v{DV}" + ("_decay" if decay else "") + (
         "" if stages == "auto" else f"_s{stages}") + (
         "" if (consumers, blocks_per_sm) == (default, default_blocks) else f"_c{consumers}b{blocks_per_sm}")
@@ -164,7 +168,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         mine = lambda x, rows: subtile(x, rows, DVh, (0, wg))  # noqa: E731  this warpgroup's columns
         state = _start(h_s, F, DVh, mine)
         ahead = _decay_load(g, b, h, 0) if decay else None
-        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
+        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages, registers=registers):
             s, o_r = _chunk(q, k, v, q_s, k_s, v_s, (b, h, c, 0), DVh)
             warpgroup.mma_AB(o_r, q_s, mine(h_s, F))          # the chunks before
             if decay:
@@ -209,7 +213,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     return la
 
 
-def based(stages=2):
+def based(stages=2, registers=(24, 240)):
     """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64].
 
     The two consumer warpgroups split the features, not the value columns:
@@ -217,14 +221,17 @@ def based(stages=2):
     64-row block (g = 0: the 1st order, g = 1: the 0th), and half of the
     chunk's steps for the quadratic form; each builds only its own feature
     tiles, for all 64 value columns. The two partial outputs meet in shared
-    memory (g = 1's, by chunk parity) and warpgroup 0 adds and stores them."""
+    memory (g = 1's, by chunk parity) and warpgroup 0 adds and stores them.
+    The consumers take the producer's spare registers (setmaxnreg 24 / 240:
+    204 bytes of spills, 232 at 40 / 232; as fast on the H100)."""
     F, DV = BASED_F, BASED_DV
     HALF = F // CONSUMERS        # the i of x_i x_j a warpgroup owns
     OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
     # Two ring stages, not the deepest that fits: the spills (below) live in
     # L1, which is what shared memory leaves; 2 stages measured 25-30% faster
     # than the full ring (184 KB) on the H100, 3 stages 8% slower than 2.
-    name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}")
+    name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}") + (
+        "" if registers == (24, 240) else "_r%d_%d" % registers)
 
     @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
     def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
@@ -240,7 +247,7 @@ def based(stages=2):
         first = where(wg == 0, 1.0, 0.0)       # the extra block: 1st order (g = 0) or 0th
         lead = where(w % 4 == 0, 1.0, 0.0)     # ... in its first 16 rows (warp 0's)
         col = iota(rt(f32, 16, F), 1)
-        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages):
+        for c in tkc.range(tkc.cdiv(q.r, C), stages=stages, registers=registers):
             at = (b, h, c, 0)
             tma.load(q_s, q, at)
             tma.load(k_s, k, at)
