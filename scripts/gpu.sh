@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/gpu-out}"; mkdir -p "$OUT"
 LOG="$OUT/log.txt"; TMP="$(mktemp -d)"
 export PYTHONPATH="$PWD" TKC_CACHE_DIR="$PWD/.tkc-cache" TKC_OFFLINE=1 PYTHONUNBUFFERED=1
-STEPS="${STEPS:-tests attention linear fftconv sanitizer memory bench tables ncu profile}"
+STEPS="${STEPS:-tests attention linear fftconv sanitizer memory bench tables ncu profile ncu-linear}"
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 say() { echo "== $*" | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee -a "$LOG"
@@ -98,4 +98,16 @@ if has profile; then
   echo "ncu exit $?" | tee -a "$LOG"
   grep -E "^  [a-z_]|Duration|DRAM Throughput|L1/TEX Cache Throughput|Registers Per|Achieved Occupancy" \
     "$OUT/ncu-rotary.txt" | head -40 | tee -a "$LOG"
+fi
+if has ncu-linear; then
+  say "ncu: Based, the SSD form and Hedgehog: warp stall samples by SASS instruction"
+  timeout 300 ncu --profile-from-start off --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section SourceCounters -f -o "$TMP/linear" python3 scripts/ncu_linear.py > "$OUT/ncu-linear.txt" 2>&1
+  echo "ncu exit $?" | tee -a "$LOG"
+  ncu -i "$TMP/linear.ncu-rep" >> "$OUT/ncu-linear.txt" 2>&1
+  ncu -i "$TMP/linear.ncu-rep" --page source --csv --print-source sass > "$TMP/linear-src.csv" 2>> "$LOG"
+  python3 scripts/ncu_stalls.py "$TMP/linear-src.csv" 16 > "$OUT/ncu-linear-stalls.txt" 2>&1
+  grep -E "^  [a-z_]|Duration|DRAM Throughput|Compute \(SM\) Throughput|Warp Cycles Per Issued|Achieved Occupancy" \
+    "$OUT/ncu-linear.txt" | head -40 | tee -a "$LOG"
+  head -20 "$OUT/ncu-linear-stalls.txt" | tee -a "$LOG"
 fi

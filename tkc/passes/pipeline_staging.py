@@ -12,7 +12,8 @@ races and deadlocks like any hand-written kernel:
 - The kernel's warps become the consumers; a producer warpgroup is added after
   them (a single warp when the consumers are not whole warpgroups). Consumers
   get registers from it with setmaxnreg when there are two or more consumer
-  warpgroups (ThunderKittens' 40 / 232 split for two).
+  warpgroups (ThunderKittens' 40 / 232 split for two), or one at two or more
+  blocks an SM (40 / 216 at two).
 - Each tile a `tk.pipeline_load` in the pipelined loop fills becomes a ring
   of S slots (tk.alloc {stages = S}); `full` and `empty` mbarrier rings hand
   the slots over. The producer's one issuing warp walks the same loop (and
