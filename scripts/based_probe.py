@@ -2,8 +2,6 @@
 others): each checked against FLA's parallel_based, then all timed
 interleaved with it. `tkc build scripts/based_probe.py` first (the variants
 are KERNELS); FLA on PYTHONPATH (scripts/gpu.sh's fla_path)."""
-import statistics
-
 from tkc.kernels.linear_attention import based
 
 VARIANTS = [dict(stages=2), dict(stages=2, registers=(24, 240))]
@@ -13,7 +11,7 @@ KERNELS = [based(**v) for v in VARIANTS]
 def main():
     import torch
 
-    from tkc.bench.timing import interleaved
+    from tkc.bench.timing import medians, peer_line
     from fla.ops.based import parallel_based
     B, H = 16, 16
     for L in (1024, 4096, 8192):
@@ -33,10 +31,7 @@ def main():
         for n, o in outs.items():
             err = ((o.float() - ref).norm() / ref.norm()).item()
             print(f"L {L} {n:22} rel. difference from FLA {err:.2e}")
-        ms = interleaved(fns, rounds=5, reps=10, inner=5)
-        med = {n: statistics.median(t) for n, t in ms.items()}
-        print(f"L {L} " + "  ".join(f"{n} {t:.3f} ms (fla/x {med['fla'] / t:.2f})" for n, t in med.items()),
-              flush=True)
+        print(f"L {L} " + peer_line(medians(fns, reps=10, inner=5), "fla"), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 stages): correctness against torch.fft, then time interleaved with the
 library's kernel and torch.fft. `tkc build scripts/fftconv_probe.py` first
 (the variants are KERNELS)."""
-import statistics
 
 from tkc.kernels.fftconv import fftconv
 
@@ -14,7 +13,7 @@ KERNELS = [fftconv(**v) for v in VARIANTS]
 def main():
     import torch
 
-    from tkc.bench.timing import interleaved
+    from tkc.bench.timing import medians
     from tkc.kernels import fftconv_ops
     B, D = 16, 1024
     for v, kern in zip(VARIANTS, KERNELS):
@@ -31,10 +30,9 @@ def main():
         kern(*args)
         ref = torch.fft.irfft(torch.fft.rfft(u.float(), n=N) * kr, n=N)
         err = ((y.float() - ref).norm() / ref.norm()).item()
-        ms = interleaved({"probe": lambda: kern(*args), "lib": lambda: fftconv_ops.fftconv(u, kf),
-                          "fft": lambda: torch.fft.irfft(torch.fft.rfft(u.float(), n=N) * kr, n=N).bfloat16()},
-                         rounds=5, reps=10, inner=5)
-        med = {n: statistics.median(t) for n, t in ms.items()}
+        med = medians({"probe": lambda: kern(*args), "lib": lambda: fftconv_ops.fftconv(u, kf),
+                       "fft": lambda: torch.fft.irfft(torch.fft.rfft(u.float(), n=N) * kr, n=N).bfloat16()},
+                      reps=10, inner=5)
         print(f"{kern.name:24} err {err:.2e}  probe {med['probe']:.3f} ms  lib {med['lib']:.3f}  "
               f"fft {med['fft']:.3f}  fft/probe {med['fft'] / med['probe']:.2f}", flush=True)
 

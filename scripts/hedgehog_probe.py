@@ -3,8 +3,6 @@ to try others): each checked against the library's kernel, then all timed
 interleaved with it and with FLA's chunk_linear_attn of the same size (the
 benchmark's peer). `tkc build scripts/hedgehog_probe.py` first (the
 variants are KERNELS); FLA on PYTHONPATH (scripts/gpu.sh's fla_path)."""
-import statistics
-
 from tkc.kernels.hedgehog import hedgehog
 
 VARIANTS = [dict(registers=(24, 240))]
@@ -16,7 +14,7 @@ def main():
 
     import tkc
     from bench.linear_attention import hedgehog_args
-    from tkc.bench.timing import interleaved
+    from tkc.bench.timing import medians, peer_line
     from fla.ops.linear_attn import chunk_linear_attn
     for L in (1024, 4096):
         q, k, v = (torch.randn(16, 16, L, 128, device="cuda").bfloat16() * 0.3 for _ in range(3))
@@ -31,10 +29,7 @@ def main():
                   f"{((o.float() - ref).norm() / ref.norm()).item():.1e}")
         qt, kt, vt = (x.transpose(1, 2).contiguous() for x in (q, k, v))
         fns["fla"] = lambda: chunk_linear_attn(qt, kt, vt, normalize=False)
-        ms = interleaved(fns, rounds=5, reps=10, inner=5)
-        med = {n: statistics.median(t) for n, t in ms.items()}
-        print(f"L {L} " + "  ".join(f"{n} {t:.3f} ms (fla/x {med['fla'] / t:.2f})" for n, t in med.items()),
-              flush=True)
+        print(f"L {L} " + peer_line(medians(fns, reps=10, inner=5), "fla"), flush=True)
 
 
 if __name__ == "__main__":

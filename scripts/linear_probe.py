@@ -3,7 +3,6 @@ per SM): correctness against the library's kernel of the same (F, DV,
 decay), then time interleaved with it and with FLA's kernel of the same
 semantics (chunk_simple_gla, chunk_linear_attn). `tkc build
 scripts/linear_probe.py` first."""
-import statistics
 
 from tkc.kernels.linear_attention import linear_attention
 
@@ -16,7 +15,7 @@ def main():
     import torch
 
     import tkc
-    from tkc.bench.timing import interleaved
+    from tkc.bench.timing import medians
     from fla.ops.linear_attn import chunk_linear_attn
     from fla.ops.simple_gla import chunk_simple_gla
     t = lambda x: x.transpose(1, 2).contiguous()  # noqa: E731
@@ -35,9 +34,8 @@ def main():
             fg = t(g) if decay else None
             peer = (lambda: chunk_simple_gla(fq, fk, fv, g=fg)) if decay else \
                 (lambda: chunk_linear_attn(fq, fk, fv, normalize=False))
-            ms = interleaved({"lib": lambda: tkc.linear_attention(q, k, v, g=g), "probe": lambda: kern(*args),
-                              "fla": peer}, rounds=5, reps=10, inner=5)
-            med = {n: statistics.median(x) for n, x in ms.items()}
+            med = medians({"lib": lambda: tkc.linear_attention(q, k, v, g=g), "probe": lambda: kern(*args),
+                           "fla": peer}, reps=10, inner=5)
             print(f"{kern.name:34} L{L} err {err:.1e}  lib {med['lib']:.3f}  probe {med['probe']:.3f}  "
                   f"fla {med['fla']:.3f}  fla/probe {med['fla'] / med['probe']:.2f}", flush=True)
 

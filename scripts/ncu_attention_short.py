@@ -9,6 +9,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
+from tkc.bench.timing import profile_once
 from tkc.kernels.attention_hopper import attention_hopper
 
 KERNELS = [attention_hopper(128), attention_hopper(128, persistent=True)]
@@ -23,14 +24,7 @@ def main():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             sdpa(q, k, v)
     runs.append(cudnn)
-    for r in runs:  # load the modules, pick cuDNN's plan
-        r()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for r in runs:
-        r()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profile_once(runs)
 
 
 if __name__ == "__main__":

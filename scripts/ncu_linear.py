@@ -11,6 +11,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tkc  # noqa: E402
+from tkc.bench.timing import profile_once  # noqa: E402
 from bench.linear_attention import hedgehog_args  # noqa: E402
 
 
@@ -27,15 +28,7 @@ def launches():
 
 
 def main():
-    runs = list(launches())
-    for r in runs:   # load the modules
-        r()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
-    for r in runs:
-        r()
-    torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    profile_once(list(launches()))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from torch._inductor.utils import run_and_get_code
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.memory_bound import rope_eager  # noqa: E402
+from tkc.bench.timing import profile_once  # noqa: E402
 from tkc.kernels import torch_ops  # noqa: E402
 
 B, L, H, D = 16, 4096, 16, 128
@@ -28,11 +29,4 @@ for il in (False, True):  # compile, keeping inductor's source
 runs = [lambda: x.clone()]
 for il in (False, True):
     runs += [lambda il=il: torch_ops.rotary_embedding(x, cos, sin, il), lambda il=il: rope_c(x, cos, sin, il)]
-for f in runs:
-    f()
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStart()
-for f in runs:
-    f()
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStop()
+profile_once(runs)

@@ -47,6 +47,31 @@ def interleaved(fns: dict, rounds: int = 5, **kw) -> dict:
     return out
 
 
+def medians(fns: dict, rounds: int = 5, **kw) -> dict:
+    """{name: median ms over the rounds} of `interleaved` (the probes' view)."""
+    return {name: statistics.median(ms) for name, ms in interleaved(fns, rounds, **kw).items()}
+
+
+def peer_line(med: dict, peer: str) -> str:
+    """Each contender's median ms of `medians` and the peer's median over it."""
+    return "  ".join(f"{n} {t:.3f} ms ({peer}/x {med[peer] / t:.2f})" for n, t in med.items())
+
+
+def profile_once(fns) -> None:
+    """Each of fns once between cudaProfilerStart and Stop, after a warm-up
+    call of each (module loads, autotuning, cuDNN's plan): what `ncu
+    --profile-from-start off` then measures."""
+    import torch
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
 def median_ratio(peer_ms: list, tkc_ms: list) -> float:
     """The median over rounds of peer time / tkc time (> 1: tkc is faster)."""
     return statistics.median(p / t for p, t in zip(peer_ms, tkc_ms))
