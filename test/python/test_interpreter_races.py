@@ -113,7 +113,7 @@ def test_overwriting_what_another_warp_read_needs_a_sync():
     overwrite(sync=True).interpret(x, o)
     np.testing.assert_array_equal(o, x)
     race(overwrite(sync=False), (x, o), at="store(s, zero(", names="store(o, load(",
-         match=r"warp 1 overwrites st<f32, 16, 16, 64b> .* read by warp 0")
+         match=r"warp 1 overwrites st<f32, 16, 16, [0-9a-z]+> .* read by warp 0")
 
 
 def own_rows(neighbour: bool):
@@ -136,7 +136,7 @@ def test_disjoint_rows_need_no_sync_but_a_neighbours_rows_do():
     np.testing.assert_array_equal(o, 2 * x)
     # Warp 0 reads rows 16..31 before warp 1 writes them: caught at the write.
     race(own_rows(neighbour=True), (x, o), at="store(s, load(", names="store(o, load(",
-         match=r"warp 1 overwrites rows 16\.\.31, cols 0\.\.15 of st<f32, 64, 16, 64b> .* "
+         match=r"warp 1 overwrites rows 16\.\.31, cols 0\.\.15 of st<f32, 64, 16, [0-9a-z]+> .* "
                r"read by warp 0")
 
 
@@ -157,7 +157,7 @@ def test_group_store_of_rows_other_warps_stored_needs_a_sync():
     np.testing.assert_array_equal(o, x)
     # Warp 0's part of the copy read rows 16..31 before warp 1 stored them.
     race(k_of(False), (x, o), at="store(s, load(", names="group_store(o, s",
-         match=r"warp 1 overwrites rows 16\.\.31, cols 0\.\.15 of st<f32, 32, 16, 64b> .* "
+         match=r"warp 1 overwrites rows 16\.\.31, cols 0\.\.15 of st<f32, 32, 16, [0-9a-z]+> .* "
                r"read by warp 0")
 
 
@@ -193,7 +193,7 @@ def test_group_of_four_copy_read_by_one_warp_before_the_others_arrive():
             store(o, load(rt(f32, 64, 16), s, (0, 0)), (0, 0, 0, 0))
     x = np.ones((64, 16), np.float32)
     race(k, (x, np.zeros_like(x)), at="store(o, load(", names="group_load(s",
-         match="warp 0 reads st<f32, 64, 16, 64b> .* written by warp 1")
+         match="warp 0 reads st<f32, 64, 16, [0-9a-z]+> .* written by warp 1")
 
 
 # ---- mbarriers: an arrival releases what the warp did before it
@@ -229,7 +229,7 @@ def test_barrier_wait_orders_a_store_before_the_arrival():
 def test_reading_without_the_barrier_wait_is_a_race():
     x = np.ones((16, 16), np.float32)
     race(handoff(wait=False), (x, np.zeros_like(x)), at="store(o, load(", names="then arrive",
-         match="warp 1 reads st<f32, 16, 16, 64b> .* written by warp 0")
+         match="warp 1 reads st<f32, 16, 16, [0-9a-z]+> .* written by warp 0")
 
 
 def test_a_store_after_the_arrival_is_not_released_by_it():
@@ -330,7 +330,7 @@ def test_tma_overwrite_of_a_stage_handed_back_before_it_was_read():
     x = np.ones((16, 64), np.float32)
     race(tma_ring("early_arrive"), (x, np.zeros_like(x)), at="tma.load_async(s",
          names="store(o, load(",
-         match="the TMA load issued by warp 1 overwrites st<f32, 16, 16, 64b> .* read by warp 0")
+         match="the TMA load issued by warp 1 overwrites st<f32, 16, 16, [0-9a-z]+> .* read by warp 0")
 
 
 def test_tma_loads_into_one_stage_with_no_wait_between_race():

@@ -161,6 +161,40 @@ def test_choose_swizzle(dtype, cols, want):
     assert choose_swizzle(ST(dtype, 16, cols, "auto")) == want
 
 
+def test_register_only_tiles_take_the_swizzle_with_fewest_conflicts(capsys):
+    """An f32 st moved only to and from registers (a staging tile, through a
+    subtile view) gets the conflict-free 32b, not the widest 128b (2-way for
+    8-byte pairs); one that a wgmma reads keeps the widest, as does one a
+    group copy fills."""
+    st = '!tk.st<f32, 64 : i64, 32 : i64, "auto">'
+    half = '!tk.st<f32, 64 : i64, 16 : i64, "auto">'
+    w = '!tk.st<bf16, 64 : i64, 64 : i64, "auto">'
+    text = PRELUDE + f'''
+func.func @k(%x: !g) attributes {{tk.kernel, tk.warps = 4 : i64}} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %s = "tk.alloc"() : () -> {st}
+  %v = "tk.subtile"(%s, %c0, %c1) : ({st}, index, index) -> {half}
+  %z = "tk.zero"() : () -> !f
+  "tk.store"(%v, %z, %c0, %c0) : ({half}, !f, index, index) -> ()
+  %y = "tk.load"(%s, %c0, %c1) : ({st}, index, index) -> !f
+  %g = "tk.alloc"() : () -> {st}
+  "tk.group_load"(%g, %x, %c0, %c0, %c0, %c0) {{warps = 1 : i64}} : ({st}, !g, index, index, index, index) -> ()
+  %a = "tk.alloc"() : () -> {w}
+  %b = "tk.alloc"() : () -> {w}
+  %acc = "tk.zero"() : () -> !tk.rt<f32, 16 : i64, 64 : i64, "row">
+  %d = "tk.warpgroup_mma_abt"(%a, %b, %acc) : ({w}, {w}, !tk.rt<f32, 16 : i64, 64 : i64, "row">) -> !tk.rt<f32, 16 : i64, 64 : i64, "row">
+  return
+}}
+'''
+    m = _module(text)
+    run_pipeline(m, "tk-layout-selection")
+    allocs = [str(op.results[0].type) for op in _ops(m, "tk.alloc")]
+    assert ['"32b"' in allocs[0], '"128b"' in allocs[1], '"128b"' in allocs[2]] == [True] * 3, allocs
+    assert '"32b"' in str([op.results[0].type for op in _ops(m, "tk.subtile")][0])
+    assert "bank conflicts" not in capsys.readouterr().err
+
+
 def test_bank_warning_is_located(capsys):
     text = PRELUDE + '''
 func.func @k() attributes {tk.kernel} {

@@ -73,13 +73,50 @@ def run(module_op) -> None:
 
 # ---------------------------------------------------------------- 1. swizzles
 
-def choose_swizzle(st: ST) -> str:
-    """The swizzle for an "auto" st: the widest S in WIDTHS dividing cols * E."""
+def swizzles(st: ST) -> list[str]:
+    """The swizzles S in WIDTHS dividing an st's row (cols * E), widest first."""
     row_bytes = st.cols * itemsize(st.dtype)
-    for s in WIDTHS:
-        if row_bytes % s == 0:
-            return f"{s}b"
-    return "none"
+    return [f"{s}b" for s in WIDTHS if row_bytes % s == 0]
+
+
+def choose_swizzle(st: ST, accesses=()) -> str:
+    """The swizzle for an "auto" st: the widest that divides its row ("none"
+    if none does), or, for a tile only moved to and from registers
+    (`accesses`: its loads and stores, no tensor-core or TMA use), the one
+    with the fewest bank conflicts over them, widest on ties: e.g. an f32
+    staging tile's 8-byte pairs are 2-way at 128b and conflict-free at 32b."""
+    options = swizzles(st)
+    if not options:
+        return "none"
+    return min(options, key=lambda s: sum(banks.degree(a) for a in _swizzled(accesses, s)))
+
+
+def _swizzled(ops, swizzle: str):
+    for op in ops:
+        a = banks.access_of(op)
+        if a is not None:
+            yield banks.Access(a.pattern, a.shared.with_(swizzle=swizzle), a.reg, a.warps)
+
+
+_REGISTER_ACCESS = {"tk.load": 0, "tk.store": 0, "tk.load_split": 0, "tk.store_join": 0}
+
+
+def _register_accesses(tile) -> list | None:
+    """The loads and stores of `tile` (an alloc's result) and of its subtile
+    and stage views; None when any other op uses it (wgmma, TMA, group
+    copies: those keep the widest swizzle)."""
+    found, todo = [], [tile]
+    while todo:
+        value = todo.pop()
+        for use in value.uses:
+            user = use.owner
+            if user.name in ("tk.subtile", "tk.stage") and use.operand_number == 0:
+                todo.append(user.results[0])
+            elif _REGISTER_ACCESS.get(user.name) == use.operand_number:
+                found.append(user)
+            else:
+                return None
+    return found
 
 
 def choose_swizzles(module_op) -> None:
@@ -91,7 +128,8 @@ def choose_swizzles(module_op) -> None:
         if not isinstance(st, ST):
             continue
         if op.name == "tk.alloc":
-            swizzle = choose_swizzle(st) if st.swizzle == "auto" else st.swizzle
+            swizzle = st.swizzle if st.swizzle != "auto" else choose_swizzle(
+                st, _register_accesses(result) or ())
         else:
             parent = _view(op.operands[0])
             swizzle = parent.swizzle if isinstance(parent, ST) and parent.swizzle != "auto" \
