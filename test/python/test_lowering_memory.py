@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.dialect.types import ST
+from tkc.dialect.types import RT, ST
 from tkc.dtypes import itemsize
 from tkc.lowering import fragments, requirements, shared
 from tkc.lowering.memory import (lane_offset, lane_offset_ir, ldmatrix_row_col,
@@ -108,6 +108,31 @@ def test_emitted_address_arith_equals_the_python_formula(st):
     for r in range(0, st.rows, 3):
         for c in range(0, st.cols, 5):
             assert f(r, c) == shared.address(st, r, c), (r, c)
+
+
+@pytest.mark.parametrize("st, rt, pitch", [
+    (ST("bf16", 64, 128, "128b"), RT("bf16", 16, 64), 64),    # whole panels: c0 outside
+    (ST("bf16", 64, 128, "128b"), RT("bf16", 16, 32), 64),    # half a panel: c0 inside
+    (ST("bf16", 32, 64, "64b"), RT("bf16", 16, 32), 128),     # a row subtile of a taller parent
+    (ST("f32", 64, 64, "32b"), RT("f32", 16, 16), 64),
+    (ST("f32", 32, 48, "none"), RT("f32", 16, 16), 32),
+], ids=lambda x: x.text() if hasattr(x, "text") else str(x))
+def test_split_address_equals_the_swizzled_address(st, rt, pitch):
+    """memory._address (whole swizzle periods of rows and whole panels of
+    the run-time subtile added after the swizzle), JIT-compiled, gives
+    shared.address of the summed coordinates at every subtile position,
+    static offset and lane part."""
+    from tkc.lowering.core import Shared
+    from tkc.lowering.memory import _address
+    sh = Shared(st, 0, None, pitch)
+    for r, c in ((0, 0), (8, 0), (0, 8), (8, 9)):
+        f = _jit(lambda r0, lr, c0, lc: _address(sh, rt, r0, r, lr, c0, c, lc), 4)
+        for r0 in range(0, st.rows, rt.rows):
+            for c0 in range(0, st.cols, rt.cols):
+                for lr, lc in ((0, 0), (7, 2), (5, 8), (3, 6)):
+                    if c + lc < rt.cols:
+                        want = shared.address(st, r0 + r + lr, c0 + c + lc, pitch)
+                        assert f(r0, lr, c0, lc) == want, (r, c, r0, c0, lr, lc)
 
 
 @pytest.mark.parametrize("layout", ["row", "col"])

@@ -161,8 +161,8 @@ class Sim:
 
     def wgmma(self, text, ins):
         steps = []
-        if text.startswith("{"):  # a later k step: `add.s64 %tkdN, $K, step;` then the wgmma on %tkdN
-            steps = re.findall(r"add\.s64 %tkd\d+, \$(\d+), (\d+);", text)
+        if text.startswith("{"):  # `add.s64 %tkdN, $K, constant;` (the rest of a descriptor), the wgmma on %tkdN
+            steps = re.findall(r"add\.s64 %tkd\d+, \$(\d+), (-?\d+);", text)
             text = next(line for line in text.splitlines() if line.startswith("wgmma"))
         m = re.match(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\2 ", text)
         ins = list(ins)

@@ -7,7 +7,12 @@ f32 once per kernel. With a start, the start is added to the lane's part
 first: in a loop whose start changes, nothing per element is invariant (LLVM
 would hoist an iota's per-element values out of the loop, into registers).
 
-where: per element, one compare (fcmp in f32) and one select.
+where: per element, one compare (fcmp in f32) and one select. A comparison
+of two iotas (a causal mask: col <= row) compares their lanes' difference,
+one value a thread, with each element's constant difference: no per-element
+coordinate is kept. That value passes through a volatile asm at the where,
+so LLVM cannot hoist the compares of a loop-invariant mask out of the loop
+(their results would then live across it in registers, one per element).
 """
 from __future__ import annotations
 
@@ -30,8 +35,8 @@ def _as_f32(lw, key, index_value):
         ir.F32Type.get(), arith.index_cast(ir.IntegerType.get_signless(32), index_value)))
 
 
-@rule("tk.iota")
-def _iota(lw, op, args):
+def _iota_parts(lw, op, args):
+    """(the lane's part with the start, as f32; each element's constant)."""
     v, axis = result_view(op), ir.IntegerAttr(op.attributes["axis"]).value
     if isinstance(v, RT) and axis in (0, 1):
         lane = _as_f32(lw, (v.layout, axis), _lane_rc(lw, v.layout)[axis])
@@ -43,11 +48,31 @@ def _iota(lw, op, args):
                   for i in range(fragments.vec_elems(v.length, v.kind))]
     else:
         raise error(op, f"tk.iota: axis {axis} of {op.results[0].type} (0 or 1 for an rt, 0 for an rv)")
-    f32 = ir.F32Type.get()
     if args:  # (lane + start) + s: one value per element would be loop-invariant
         lane = arith.addf(lane, args[0])  # and hoisted (registers); these are not
+    return lane, static
+
+
+@rule("tk.iota")
+def _iota(lw, op, args):
+    v, f32 = result_view(op), ir.F32Type.get()
+    lane, static = _iota_parts(lw, op, args)
     return [Frag(v, [from_f32(arith.addf(lane, arith.constant(f32, float(s))) if s else lane, v.dtype)
                      for s in static])]
+
+
+def _iota_of(lw, value):
+    """(lane part, constants) of `value` if a tk.iota made it, else None."""
+    owner = value.owner
+    if not isinstance(owner, ir.Block) and owner.name == "tk.iota":
+        return _iota_parts(lw, owner, [lw.lookup(x) for x in owner.operands])
+    return None
+
+
+def _opaque(value):
+    """value through a volatile asm: computed here, never hoisted."""
+    from mlir.dialects import llvm
+    return llvm.inline_asm(value.type, [value], "mov.b32 $0, $1;", "=f,f", has_side_effects=True)
 
 
 @rule("tk.where")
@@ -56,7 +81,16 @@ def _where(lw, op, args):
     n = fragments.tile_elems(v.rows, v.cols) if isinstance(v, RT) else fragments.vec_elems(v.length, v.kind)
     cols = [_operand(op, a, v, n, pos) for pos, a in enumerate(args)]
     pred = getattr(arith.CmpFPredicate, _CMPF[op.attributes["cmp"].value])
-    out = [from_f32(arith.select(arith.cmpf(pred, a, b), x, y), v.dtype) for a, b, x, y in zip(*cols)]
+    iotas = [_iota_of(lw, x) for x in list(op.operands)[:2]]
+    if all(iotas) and all(len(c) == n for _, c in iotas):
+        # a_i op b_i  <=>  (lane_a - lane_b) op (s_b,i - s_a,i): exact (small integers)
+        (la, sa), (lb, sb) = iotas
+        f32 = ir.F32Type.get()
+        d = _opaque(arith.subf(la, lb))
+        conds = [arith.cmpf(pred, d, arith.constant(f32, float(j - i))) for i, j in zip(sa, sb)]
+    else:
+        conds = [arith.cmpf(pred, a, b) for a, b in zip(cols[0], cols[1])]
+    out = [from_f32(arith.select(c, x, y), v.dtype) for c, x, y in zip(conds, cols[2], cols[3])]
     return [Frag(v, out)]
 
 

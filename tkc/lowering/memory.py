@@ -448,8 +448,7 @@ def _st_to_rt(lw, sh: Shared, out: RT, idx):
     regs_t = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
-            row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
-            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
+            p = _sh_ptr(lw, sh, _address(sh, out, r0, bi * 16, lr, c0, bj * 16, lc))
             regs = nvvm.ldmatrix(regs_t, p, 4, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
             for q in range(4):
                 pair = llvm.bitcast(_vec2(st.dtype), llvm.extractvalue(ir.IntegerType.get_signless(32), regs, ir.DenseI64ArrayAttr.get([q])))
@@ -468,14 +467,33 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
     i32 = ir.IntegerType.get_signless(32)
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
-            row, col = _add(_add(r0, bi * 16), lr), _add(_add(c0, bj * 16), lc)
-            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
+            p = _sh_ptr(lw, sh, _address(sh, out, r0, bi * 16, lr, c0, bj * 16, lc))
             first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
             regs = []
             for q in range(4):
                 pair = [_convert(x.vals[first + 2 * q + h], out.dtype, st.dtype) for h in range(2)]
                 regs.append(llvm.bitcast(i32, _pack(pair, st.dtype)))
             nvvm.stmatrix(p, regs, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
+
+
+def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
+    """shared.address of element (r0 + r + lr, c0 + c + lc) of an `rt`-shaped
+    access at run-time subtile (r0, c0) (multiples of rt's rows and cols),
+    static offsets r, c and the lane's lr, lc. The parts that are whole
+    swizzle periods (rows in eights, columns in whole panels) are added
+    after the swizzle, not XOR-ed into it: then every tile and subtile
+    position shares the lane's swizzled offset and differs from it by a
+    warp-uniform or constant term (an immediate or uniform register in
+    SASS), instead of holding one address register per position."""
+    st = sh.view
+    s, e = shared.swizzle_bytes(st), itemsize(st.dtype)
+    panel = s // e if s else 1                  # columns of one panel (unswizzled: any column)
+    row_step = s if s else st.cols * e          # bytes per row inside a panel
+    col_step = sh.pitch * e if s else e         # bytes per column, over whole panels
+    c_in, c_out = (0, c0) if rt.cols % panel == 0 else (c0, 0)
+    inner = shared.address(st, _v(_add(lr, r % 8)), _v(_add(_add(lc, c % panel), c_in)), sh.pitch)
+    outer = _add(_mul(_add(r0, r - r % 8), row_step), _mul(_add(c_out, c - c % panel), col_step))
+    return _add(inner, outer)
 
 
 def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
@@ -485,8 +503,7 @@ def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
     lr, lc = _lane_rc(lw, view.layout)
     vals = [None] * fragments.tile_elems(view.rows, view.cols)
     for i, r, c, n in runs(view):
-        row, col = _add(_add(r0, lr), r), _add(_add(c0, lc), c)
-        p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(col), sh.pitch))
+        p = _sh_ptr(lw, sh, _address(sh, view, r0, r, lr, c0, c, lc))
         if store is None:
             for k, v in enumerate(_load_n(p, st.dtype, n)):
                 vals[i + k] = _convert(v, st.dtype, view.dtype)
@@ -506,9 +523,9 @@ def _st_pairs(lw, sh: Shared, view: RT, idx, store=None):
     frags = [[None] * fragments.tile_elems(view.rows, view.cols) for _ in range(k)]
     step = fragments.access_elems(16, st.dtype)
     for i, r, c, n in runs(view):
-        row, col = _add(_add(r0, lr), r), _add(c0, _mul(_add(lc, c), k))
         for e in range(0, k * n, step):
-            p = _sh_ptr(lw, sh, shared.address(st, _v(row), _v(_add(col, e)), sh.pitch))
+            p = _sh_ptr(lw, sh, _address(sh, view.with_(cols=k * view.cols), r0, r, lr,
+                                         c0, k * c + e, _mul(lc, k)))
             m = min(step, k * n - e)
             if store is None:
                 for j, v in enumerate(_load_n(p, st.dtype, m), e):

@@ -178,45 +178,41 @@ def _shared_u64(lw):
     return lw.once(("shared_u64",), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(64), base))
 
 
-def _start_u64(lw, sh):
-    """The shared-window address of `sh` less its static offset, as an i64:
-    the array's, plus the dynamic part of a ring slot or run-time subtile
-    (built once per operand, not per k step)."""
-    if sh.dynamic is None:
-        return _shared_u64(lw)
-    return arith.addi(_shared_u64(lw), arith.index_cast(ir.IntegerType.get_signless(64), sh.dynamic))
-
-
-def _descriptor(lw, sh, layout: OperandLayout, kk: int, start=None):
-    """The i64 descriptor of k step kk of shared tile `sh` (the address is only
-    known at run time: the dynamic shared array's; the rest is constant).
-    `start`: _start_u64(lw, sh), when the caller has it."""
+def _descriptor(lw, sh):
+    """The i64 address field of `sh`'s dynamic start: the array's (its
+    address is only known at run time), plus a ring slot's or run-time
+    subtile's byte offset. The rest of the descriptor (static offset, k
+    step, strides, swizzle) is a constant added in the asm (`_stepped`). So
+    every operand at a static place shares one value, built once per
+    kernel: a descriptor per operand would be hoisted out of the loop by
+    LLVM and held in registers (uniform ones first, then spilled through
+    ordinary ones: Hedgehog's 15 operands did)."""
     i64 = ir.IntegerType.get_signless(64)
-    start = _start_u64(lw, sh) if start is None else start
-    addr = arith.addi(start, arith.constant(i64, sh.offset + layout.steps[kk]))
-    low = arith.shrui(arith.andi(addr, arith.constant(i64, ADDRESS_MASK)), arith.constant(i64, 4))
-    return arith.ori(low, arith.constant(i64, _signed64(encode(0, layout.lbo, layout.sbo, layout.swizzle))))
+
+    def base():
+        return arith.shrui(arith.andi(_shared_u64(lw), arith.constant(i64, ADDRESS_MASK)),
+                           arith.constant(i64, 4))
+    field = lw.once(("descriptor",), base)
+    if sh.dynamic is None:
+        return field
+    dynamic = arith.index_cast(i64, sh.dynamic)  # a multiple of 16 bytes
+    return arith.addi(field, arith.shrui(dynamic, arith.constant(i64, 4)))
 
 
-def _stepped(text: str, nd: int, a_registers: bool, steps: list) -> str:
-    """The wgmma of a later k step: its descriptors are k step 0's advanced by
-    the step's byte offset (in the 16-byte units of the address field, which
-    cannot carry: shared addresses stay below 256 KiB), added inside the asm.
-    So one descriptor per operand lives across a loop, not one per k step:
-    LLVM would hoist each step's invariant descriptor out of the loop, and a
-    kernel with many wgmma operands (attention's backward) then spills them."""
-    if not any(steps):
-        return text
+def _stepped(text: str, nd: int, a_registers: bool, constants: list) -> str:
+    """The wgmma with each descriptor operand (an address field, _descriptor)
+    completed by adding its constant (encode() of its static offset plus k
+    step, strides and swizzle: the address field cannot carry, shared
+    addresses stay below 256 KiB) inside the asm: LLVM cannot hoist the sum
+    out of a loop, and ptxas adds it next to the wgmma, so a loop keeps one
+    address field alive, not a descriptor per operand and k step."""
     first = 2 * nd + (4 if a_registers else 0)   # the descriptor operands' numbers
-    operands = [f"${first + i}" for i in range(len(steps))]
-    adds, names = [], []
-    for i, (op, step) in enumerate(zip(operands, steps)):
-        if step:
-            adds.append(f"add.s64 %tkd{i}, {op}, {step >> 4};")
-            names.append((op, f"%tkd{i}"))
-    for op, name in names:
-        text = text.replace(f"{op},", f"{name},").replace(f"{op};", f"{name};")
-    decl = ".reg .b64 " + ", ".join(n for _, n in names) + ";"
+    adds = []
+    for i, constant in enumerate(constants):
+        op = f"${first + i}"
+        adds.append(f"add.s64 %tkd{i}, {op}, {_signed64(constant)};")
+        text = text.replace(f"{op},", f"%tkd{i},").replace(f"{op};", f"%tkd{i};")
+    decl = ".reg .b64 " + ", ".join(f"%tkd{i}" for i in range(len(constants))) + ";"
     return "{\n" + decl + "\n" + "\n".join(adds) + "\n" + text + "\n}"
 
 
@@ -256,13 +252,13 @@ def _lower_mma(lw, op, args):
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "l"
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
-    a_desc = None if in_regs else _descriptor(lw, a, a_layout, 0)
-    b_desc = _descriptor(lw, b, b_layout, 0)
+    a_desc = None if in_regs else _descriptor(lw, a)
+    b_desc = _descriptor(lw, b)
     for kk in range(k // B):
         a_ops = a_steps[kk] if in_regs else [a_desc]
-        steps = [] if in_regs else [a_layout.steps[kk] - a_layout.steps[0]]
-        steps.append(b_layout.steps[kk] - b_layout.steps[0])
-        acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, steps), cons)
+        constants = [] if in_regs else [a_layout.descriptor(a.offset, kk)]
+        constants.append(b_layout.descriptor(b.offset, kk))
+        acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, constants), cons)
     nvvm.wgmma_commit_group_sync_aligned()
     return [Frag(result_view(op), acc)]
 

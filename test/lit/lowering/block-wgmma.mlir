@@ -4,51 +4,53 @@
 // 8192 + 128 * 128 (the parent's pitch), not 8192 + 64 * 128. ab_rows: B is
 // rows 64y.. of a 4-panel st<128, 256> (MN-major, N = 256): LBO is the
 // parent's panel stride 128 * 128 = 16384 (encoded in the constant high
-// word), and the run-time row index y adds y * 8192 to the start address
-// of its descriptor. A later k step's descriptor is k step 0's plus the
-// step's byte offset / 16, added inside the wgmma's asm (one descriptor per
-// operand stays live in a loop). ptxas assembles both without spills.
+// word), and the run-time row index y adds y * 8192 >> 4 to the shared
+// array's address field. Each wgmma's descriptors are that field plus a
+// constant (strides, swizzle, static offset and k step >> 4) added inside
+// its asm: one value stays live in a loop, not one per operand and step.
+// ptxas assembles both without spills.
 // RUN: tkc %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // PTX-LABEL: .entry abt_rows(
 // PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
-// PTX-NEXT: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 8192;
-// PTX: or.b64 %rd[[A:[0-9]+]], %rd{{[0-9]+}}, 4611686293305360384;
-// PTX: add.s64 %rd{{[0-9]+}}, %rd[[BASE]], 32768;
-// PTX: or.b64 %rd[[B:[0-9]+]], %rd{{[0-9]+}}, 4611686293305360384;
-// PTX: wgmma.mma_async{{.*}}, %rd[[A]], %rd[[B]], 1, 1, 1, 0, 0;
-// PTX: add.s64 %tkd0, %rd[[A]], 2;
+// PTX-NEXT: shr.u64 %rd[[S:[0-9]+]], %rd[[BASE]], 4;
+// PTX-NEXT: and.b64 %rd[[F:[0-9]+]], %rd[[S]], 16320;
+// K-major 128B: LBO 1 (unused), SBO 1024 >> 4 = 64, mode 1: 4611686293305360384;
+// A at 8192 (+ 512), B at 32768 (+ 2048).
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360896;
+// PTX-NEXT: add.s64 %tkd1, %rd[[F]], 4611686293305362432;
+// PTX-NEXT: wgmma.mma_async{{.*}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360898;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[A]], 4;
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360900;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[A]], 6;
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360902;
 // PTX: wgmma.mma_async
 // The second panel: 8192 + 16384 = (8192 + 1024 * 16).
-// PTX: add.s64 %tkd0, %rd[[A]], 1024;
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305361920;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[A]], 1026;
+// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305361922;
 // PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
 
 // PTX-LABEL: .entry ab_rows(
 // PTX: mov.u32 %r[[Y:[0-9]+]], %ctaid.y;
-// PTX: shl.b32 %r{{[0-9]+}}, %r[[Y]], 13;
-// PTX: wgmma.fence.sync.aligned;
-// PTX-NEXT: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
-// PTX-NEXT: add.s64 %rd[[START:[0-9]+]], %rd{{[0-9]+}}, %rd[[BASE]];
-// PTX-NEXT: shr.u64
-// PTX-NEXT: and.b64
-// The high word: LBO 16384 >> 4 = 1024 in bits 16-29, SBO 1024 >> 4 in 32-45, 128B.
-// PTX-NEXT: or.b64 %rd[[B:[0-9]+]], %rd{{[0-9]+}}, 4611686293372403712;
-// The k16 steps: 16 rows of 128 bytes each, 2048 / 16 = 128 a step.
-// PTX: add.s64 %tkd0, %rd[[B]], 128;
-// PTX: add.s64 %tkd0, %rd[[B]], 256;
-// PTX: add.s64 %tkd0, %rd[[B]], 384;
+// PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
+// PTX-NEXT: shr.u64 %rd[[S:[0-9]+]], %rd[[BASE]], 4;
+// PTX-NEXT: and.b64 %rd[[F:[0-9]+]], %rd[[S]], 16320;
+// PTX: mul.wide.u32 %rd[[DY:[0-9]+]], %r[[Y]], 512;
+// PTX-NEXT: add.s64 %rd[[START:[0-9]+]], %rd[[F]], %rd[[DY]];
+// The high word: LBO 16384 >> 4 = 1024 in bits 16-29, SBO 1024 >> 4 in 32-45, 128B;
+// the k16 steps: 16 rows of 128 bytes each, 2048 / 16 = 128 a step.
+// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403712;
+// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403840;
+// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403968;
+// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372404096;
 // A in registers, B MN-major (tnspB = 1): the 4th and last k step.
-// PTX: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %tkd0, 1, 1, 1, 1;
+// PTX-NEXT: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %tkd0, 1, 1, 1, 1;
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
 

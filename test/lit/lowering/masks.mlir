@@ -1,5 +1,8 @@
 // Masks: tk.iota converts the lane's part of each coordinate to f32 once and
 // adds a constant per element; tk.where is a compare and a select per element.
+// Two iotas compared (a causal mask) compare the lanes' difference, one value
+// through a volatile asm (never hoisted out of a loop), with a constant per
+// element: 6 distinct constants in this 16x16 tile, so 6 setp.
 // RUN: tkc %s --pass-pipeline=tk-verify --emit=nvvm | FileCheck %s --check-prefix=NVVM
 // RUN: tkc %s --pass-pipeline=tk-verify --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
@@ -8,9 +11,14 @@
 // NVVM-LABEL: llvm.func @causal
 // NVVM-COUNT-2: arith.uitofp
 // NVVM-NOT: arith.uitofp
-// NVVM-COUNT-16: {{arith.cmpf oge|arith.select}}
+// NVVM: %[[D:.*]] = arith.subf
+// NVVM: %[[O:.*]] = llvm.inline_asm has_side_effects "mov.b32 $0, $1;", "=f,f" %[[D]]
+// NVVM-COUNT-8: arith.cmpf oge, %[[O]], %cst
+// NVVM-NOT: arith.cmpf
+// NVVM-COUNT-8: arith.select
 // PTX-LABEL: .entry causal(
-// PTX-COUNT-8: setp.ge.f32
+// PTX: mov.b32 [[O:%r[0-9]+]], %r
+// PTX-COUNT-6: setp.ge.f32 {{.*}}[[O]], 0f
 // PTX-NOT: setp
 func.func @causal(%x: !tk.gl<f32, 1 : i64, 1 : i64, 16 : i64, 16 : i64>) attributes {tk.kernel} {
   %c0 = arith.constant 0 : index

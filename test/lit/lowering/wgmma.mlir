@@ -20,10 +20,16 @@
 // PTX-LABEL: .entry abt(
 // PTX-NOT: .minnctapersm
 // PTX: wgmma.fence.sync.aligned;
-// The descriptors: K-major 128B, LBO 1 (unused), SBO 1024 >> 4 = 64, mode 1.
-// PTX: or.b64 {{%rd[0-9]+}}, {{%rd[0-9]+}}, 4611686293305360384;
-// Later k steps add their offset to k step 0's descriptors inside the asm (%tkdN).
-// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 0, 0;
+// The descriptors: the shared array's address field, once, plus a constant
+// added inside each wgmma's asm (%tkdN): K-major 128B, LBO 1 (unused), SBO
+// 1024 >> 4 = 64, mode 1, and the operand's offset plus k step >> 4 (B lives
+// at 8192: + 512; a k step is 32 bytes: + 2).
+// PTX: add.s64 %tkd0, [[F:%rd[0-9]+]], 4611686293305360384;
+// PTX-NEXT: add.s64 %tkd1, [[F]], 4611686293305360896;
+// PTX-NEXT: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
+// PTX: add.s64 %tkd0, [[F]], 4611686293305360386;
+// PTX-NEXT: add.s64 %tkd1, [[F]], 4611686293305360898;
+// PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX-NEXT: wgmma.wait_group.sync.aligned {{[ \t]*}}1;
