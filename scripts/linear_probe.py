@@ -6,7 +6,7 @@ scripts/linear_probe.py` first."""
 
 from tkc.kernels.linear_attention import linear_attention
 
-VARIANTS = [dict(F=64, DV=64, decay=True, consumers=1, blocks_per_sm=2),
+VARIANTS = [dict(F=128, DV=128, decay=True, stages=3),
             dict(F=128, DV=64, decay=True, consumers=1, blocks_per_sm=2)]
 KERNELS = [linear_attention(**v) for v in VARIANTS]
 

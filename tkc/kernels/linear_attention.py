@@ -52,13 +52,6 @@ from tkc.ops import (add_col, add_row, eq, exp, iota, load, mul_col, mul_row, ro
 C = 64                  # steps per chunk
 CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each (Based: half the features)
 BASED_F, BASED_DV = 16, 64
-# Spill stores (bytes, what tkc.kernel(spills=) bounds) ptxas needs beside
-# the state, the scores and the in-flight wgmma operands (ptxas 13.0): the
-# decaying form 0 at F = 64 or DV = 64, 4 at F = DV = 128 (one loop
-# invariant); Based 204 (its 3 state tiles of 64 x 64 f32 a warpgroup, 10
-# register-operand wgmmas in flight, and the run-time addresses of its own
-# state rows). Measured, not yet removed: BENCHMARKS.md.
-SPILLS_DECAY, SPILLS_BASED = 16, 224
 
 
 def _panel(cols: int) -> str:
@@ -137,7 +130,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     `blocks_per_sm` sequences sharing an SM (tkc.kernel's; default: two for
     the decaying form at F = DV = 64, whose one consumer warpgroup then
     still has 216 registers, enough for no spills: 7-24% faster on the H100
-    than one; F 128 at two spills 116 bytes and ran 30% slower)."""
+    than one; F 128 at two, 12 bytes of spills, measured as fast as one)."""
     default = 1 if decay and DV <= 64 else CONSUMERS
     consumers = consumers or default
     default_blocks = 2 if decay and consumers == 1 and F * DV <= 64 * 64 else 1
@@ -148,14 +141,14 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         raise TkcError(f"linear attention: the value dim DV = {DV} must be 64, 128, 192 or 256")
     DVh = DV // consumers
     # two consumer warpgroups of the decaying form at F = DV = 128 take the
-    # producer's spare registers (24 + 2 x 240 = 3 x 168): 4 bytes of spills, not 36
+    # producer's spare registers (24 + 2 x 240 = 3 x 168): no spills, 36 bytes at 40 / 232
     registers = (24, 240) if decay and consumers == 2 and F * DV > 64 * 64 else None
     name = f"linear_attn_f{F}_v{DV}" + ("_decay" if decay else "") + (
         "" if stages == "auto" else f"_s{stages}") + (
         "" if (consumers, blocks_per_sm) == (default, default_blocks) else f"_c{consumers}b{blocks_per_sm}")
     if stages == "auto" and decay and F * DV > 64 * 64 and consumers > 1:
-        # the deepest ring that fits leaves L1 ~28 KB, where this kernel's
-        # spills live: two stages measured 11% faster (F = DV = 128, H100)
+        # two stages, not the deepest ring that fits (3): 3-4% faster on the
+        # H100 (F = DV = 128; 11% when this kernel still spilled into L1)
         stages = 2
 
     def body(q, k, v, g, o, scale):
@@ -201,8 +194,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
         return (q.d, q.b)
 
     if decay:
-        @tkc.kernel(name=name, warps=4 * consumers, grid=grid, spills=SPILLS_DECAY,
-                    blocks_per_sm=blocks_per_sm)
+        @tkc.kernel(name=name, warps=4 * consumers, grid=grid, blocks_per_sm=blocks_per_sm)
         def la(q: Q, k: Q, v: V, g: gl(f32, "B", "H", 1, "L"), o: V, scale: tkc.f32):
             body(q, k, v, g, o, scale)
         return la
@@ -220,27 +212,28 @@ def based(stages=2, registers=(24, 240)):
     warpgroup g owns the 2nd-order rows of i = 8g .. 8g + 7 and one more
     64-row block (g = 0: the 1st order, g = 1: the 0th), and half of the
     chunk's steps for the quadratic form; each builds only its own feature
-    tiles, for all 64 value columns. The two partial outputs meet in shared
-    memory (g = 1's, by chunk parity) and warpgroup 0 adds and stores them.
-    The consumers take the producer's spare registers (setmaxnreg 24 / 240:
-    204 bytes of spills, 232 at 40 / 232; as fast on the H100)."""
+    tiles, for all 64 value columns. Each parks its partial output (f32) in
+    shared memory before building the state's operands, which need the
+    registers; then each adds the two partials for half of o's columns. The
+    consumers take the producer's spare registers (setmaxnreg 24 / 240). No
+    spills (204 bytes before, with warpgroup 0's partial kept in registers
+    and the lowering's older addresses: 11-12% slower on the H100)."""
     F, DV = BASED_F, BASED_DV
     HALF = F // CONSUMERS        # the i of x_i x_j a warpgroup owns
     OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
-    # Two ring stages, not the deepest that fits: the spills (below) live in
-    # L1, which is what shared memory leaves; 2 stages measured 25-30% faster
-    # than the full ring (184 KB) on the H100, 3 stages 8% slower than 2.
+    # Two ring stages, not the deepest that fits: as fast on the H100 (4 and
+    # the full ring, 188 KB, within 1%), 3 stages 4% slower.
     name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}") + (
         "" if registers == (24, 240) else "_r%d_%d" % registers)
 
-    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b), spills=SPILLS_BASED)
+    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b))
     def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
                   v: gl(bf16, "B", "H", "L", DV), o: gl(bf16, "B", "H", "L", DV), scale: tkc.f32):
         h, b = tkc.block_idx.x, tkc.block_idx.y
         wg, w = tkc.warpgroupid(), tkc.warpid()
         q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV)
-        a_s, o_s = st(bf16, CONSUMERS * OWN, DV), st(bf16, C, DV)
-        part_s = st(f32, 2 * C, DV)            # warpgroup 1's partial o, by chunk parity
+        a_s, o_s = st(bf16, CONSUMERS * OWN, DV), st(bf16, C, DV, "64b")
+        part_s = st(f32, CONSUMERS * C, DV)    # the two partial o's
         own = lambda x, rows: subtile(x, rows, DV, (wg, 0))  # noqa: E731  this warpgroup's rows
         mine = own(a_s, OWN)
         state = _start(a_s, OWN, DV, own)
@@ -273,6 +266,7 @@ def based(stages=2, registers=(24, 240)):
             # before the state's operands are built (issuing the state's first,
             # its operands through shared memory, measured 7% slower on the H100)
             warpgroup.mma_async_wait(o_r)
+            warpgroup.store(own(part_s, C), o_r)  # parked: the state's operands need the registers
             # the state: this warp's 16 feature rows of each of our blocks, from K^T
             kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
             for t in range(HALF // 4):
@@ -283,19 +277,17 @@ def based(stages=2, registers=(24, 240)):
             warpgroup.sync()              # every warp's wgmmas have read our state rows
             _publish(state, a_s, OWN, own)
             tkc.fence_async()
-            half = subtile(part_s, C, DV, (c % 2, 0))
-            with tkc.if_(wg == 1):
-                warpgroup.store(half, o_r)
-            tkc.sync()                    # the other half is in part_s; our state rows published
-            with tkc.if_(wg == 0):
-                o_r = o_r + warpgroup.load(rt(f32, 16, DV), half)
-                with tkc.if_(w == 0):
-                    tma.store_async_wait()   # the last chunk's o is out of o_s
-                warpgroup.sync()
-                warpgroup.store(o_s, o_r.to(bf16))
-                tkc.fence_async()
-                warpgroup.sync()
-                with tkc.if_(w == 0):
-                    tma.store_async(o, o_s, at)
+            with tkc.if_(w == 0):
+                tma.store_async_wait()    # the last chunk's o is out of o_s
+            tkc.sync()                    # both partial o's parked, our state rows published
+            # each warpgroup adds and stores half of o's columns
+            cols = lambda x: subtile(x, C, DV // 2, (0, wg))  # noqa: E731
+            o_h = warpgroup.load(rt(f32, 16, DV // 2), cols(subtile(part_s, C, DV, (0, 0)))) + \
+                warpgroup.load(rt(f32, 16, DV // 2), cols(subtile(part_s, C, DV, (1, 0))))
+            warpgroup.store(cols(o_s), o_h.to(bf16))
+            tkc.fence_async()
+            tkc.sync()                    # o_s written; part_s read
+            with tkc.if_(w == 0):
+                tma.store_async(o, o_s, at)
 
     return based_fwd
