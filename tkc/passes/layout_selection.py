@@ -7,8 +7,11 @@ Four decisions, in this order (each needs the one before):
    128, 64 and 32 bytes that divides its row width in bytes (cols * element
    size), else "none". Tensor-core (wgmma) and TMA accesses need one of
    those swizzles, and the widest spreads a row group's 16-byte chunks over
-   the most banks. A swizzle the author fixed is kept. The `tk.alloc`
-   result's type changes in place, so every user sees the decided layout.
+   the most banks. A tile that only moves to and from registers (loads
+   and stores, through its views too) takes the one of those with the
+   fewest bank conflicts over its accesses instead (widest on ties). A
+   swizzle the author fixed is kept. The `tk.alloc` result's type changes
+   in place, so every user sees the decided layout.
 
 2. Register layouts: make every mma operand's layout legal (the mma table
    of tile-ir.md), at the cheapest place.
