@@ -101,7 +101,7 @@ def _swizzled(ops, swizzle: str):
             yield banks.Access(a.pattern, a.shared.with_(swizzle=swizzle), a.reg, a.warps)
 
 
-_REGISTER_ACCESS = {"tk.load": 0, "tk.store": 0, "tk.load_split": 0, "tk.store_join": 0}
+_REGISTER_ACCESS = ("tk.load", "tk.store", "tk.load_split", "tk.store_join")  # the st: operand 0
 
 
 def _register_accesses(tile) -> list | None:
@@ -115,7 +115,7 @@ def _register_accesses(tile) -> list | None:
             user = use.owner
             if user.name in ("tk.subtile", "tk.stage") and use.operand_number == 0:
                 todo.append(user.results[0])
-            elif _REGISTER_ACCESS.get(user.name) == use.operand_number:
+            elif user.name in _REGISTER_ACCESS and use.operand_number == 0:
                 found.append(user)
             else:
                 return None
