@@ -396,3 +396,23 @@ def test_dim_names_attribute():
     # a kernel that names nothing keeps its IR short: no attribute
     m2 = attend.trace()
     assert "tk.dim_names" not in _func(m2).attributes
+
+
+def test_sum_of_tiles_adds_them_without_a_zero():
+    """sum([a, b, c]) of tiles is a + b + c: Python's sum would start from 0
+    and add 0.0 to every element (LLVM keeps the add: -0.0 + 0.0 is +0.0)."""
+    from tkc.frontend.ops import sum as tk_sum
+
+    @tkc.kernel(warps=1)
+    def k(a: gl(f32, 1, 1, 16, 16), s: tkc.f32):
+        x = load(rt(f32, 16, 16), a, (0, 0, 0, 0))
+        y = tk_sum([x, x * 2.0, x * s])     # tiles
+        t = tk_sum(u * s for u in (1.0, 2.0))  # f32 scalars, from a generator
+        store(a, y * t, (0, 0, 0, 0))
+    m = k.trace()
+    names = [o.name for o in _ops(m.operation)]
+    assert names.count("tk.add") == 2
+    assert names.count("arith.addf") == 1
+    assert "tk.fill" not in names
+    assert tk_sum([1, 2, 3]) == 6 and tk_sum([], 5) == 5 and tk_sum([]) == 0
+    _verify(m)

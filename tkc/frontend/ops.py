@@ -27,13 +27,15 @@ line; tk-verify checks the rest.
 from __future__ import annotations
 
 import builtins
+import functools
+import operator
 
 from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
 from .complex import partwise
 from .tiles import GLHandle, Reg, Shared
 from .trace import current, emitting, fail
-from .values import F32, Bool, Index, as_f32, as_index
+from .values import F32, Bool, Index, Scalar, as_f32, as_index
 
 __all__ = [
     "zero", "ones", "neg_infty", "pos_infty", "fill", "iota", "rand",
@@ -262,10 +264,18 @@ def min(*args, **kw):
 
 def sum(*args, **kw):
     """sum(v): the sum of a vector's elements, an f32 (ThunderKittens' sum);
-    Python's sum for anything else."""
-    if kw or len(args) != 1 or not isinstance(args[0], Reg):
-        return builtins.sum(*args, **kw)
-    return _vec_reduce("sum", args[0])
+    sum(tiles): their elementwise sum, a + b + ..; Python's sum for anything
+    else."""
+    if len(args) == 1 and not kw:
+        if isinstance(args[0], Reg):
+            return _vec_reduce("sum", args[0])
+        items = list(args[0])
+        if items and builtins.any(isinstance(x, (Reg, Scalar)) for x in items):
+            # Python's sum starts from 0: one add of 0.0 per element, which
+            # LLVM keeps (-0.0 + 0.0 is +0.0)
+            return functools.reduce(operator.add, items)
+        return builtins.sum(items)
+    return builtins.sum(*args, **kw)
 
 
 # ------------------------------------------------------------ masks
