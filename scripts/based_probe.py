@@ -4,7 +4,7 @@ interleaved with it. `tkc build scripts/based_probe.py` first (the variants
 are KERNELS); FLA on PYTHONPATH (scripts/gpu.sh's fla_path)."""
 from tkc.kernels.linear_attention import based
 
-VARIANTS = [dict(stages=2), dict(stages=3), dict(stages=4), dict(stages="auto")]
+VARIANTS = [dict(), dict(stages=3)]
 KERNELS = [based(**v) for v in VARIANTS]
 
 

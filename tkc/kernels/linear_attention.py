@@ -31,14 +31,14 @@ memory). G inside the chunk is a masked row sum of g (for the rows) and a
 masked column sum (for the columns): no cumsum kernel.
 
 Based's state is rows of features: 16i + j hold sum_s k_si k_sj v_s (i, j <
-16), then sum_s k_sj v_s (1st order) and sum_s v_s (0th). Its two
-consumer warpgroups split the features, not the value columns (based()): the
-i of the 2nd order in halves, one of the 1st and 0th orders each, so neither
-repeats the other's feature work. A warp builds its 16 rows of each of its
-64-row blocks from K^T (k_i = K^T[i, :], a col_pick, times K^T: k_i k_j for
+16, the accumulator's rows), and, transposed, V^T K (1st order) and V^T 1
+(0th: every column the sum of v), whose 16 columns are the wgmma's N.
+based() runs a sequence a block and two blocks an SM, one consumer
+warpgroup with the whole state. A warp builds its 16 rows of each 64-row
+2nd-order tile from K^T (k_i = K^T[i, :], a col_pick, times K^T: k_i k_j for
 every j), and the query side of row block i is q * q_i * scale^2 / 2 (q_i =
-q[:, i], a row_pick; a 16-column A operand: 8 wgmmas of K = 16 a warpgroup),
-then q * scale or e_0 for its 1st- or 0th-order rows.
+q[:, i], a row_pick; a 16-column A operand: 16 wgmmas of K = 16), then
+q * scale and e_0 against the two transposed orders.
 """
 from __future__ import annotations
 
@@ -50,8 +50,11 @@ from tkc.ops import (add_col, add_row, eq, exp, iota, load, mul_col, mul_row, ro
                      store, sub_col, subtile, sum, transpose, where, zero)
 
 C = 64                  # steps per chunk
-CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each (Based: half the features)
+CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each
 BASED_F, BASED_DV = 16, 64
+# Based's spill stores (ptxas 13.0): loop-invariant stmatrix addresses of the
+# state's copy, reloaded once a chunk (tkc build refuses more)
+BASED_SPILLS = 72
 
 
 def _panel(cols: int) -> str:
@@ -205,89 +208,92 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     return la
 
 
-def based(stages=2, registers=(24, 240)):
+def based(stages=2, registers=(24, 232)):
     """Based's kernel b(q, k, v, o, scale): q, k [B, H, L, 16], v, o [B, H, L, 64].
 
-    The two consumer warpgroups split the features, not the value columns:
-    warpgroup g owns the 2nd-order rows of i = 8g .. 8g + 7 and one more
-    64-row block (g = 0: the 1st order, g = 1: the 0th), and half of the
-    chunk's steps for the quadratic form; each builds only its own feature
-    tiles, for all 64 value columns. Each parks its partial output (f32) in
-    shared memory before building the state's operands, which need the
-    registers; then each adds the two partials for half of o's columns. The
-    consumers take the producer's spare registers (setmaxnreg 24 / 240). No
-    spills (204 bytes before, with warpgroup 0's partial kept in registers
-    and the lowering's older addresses: 11-12% slower on the H100)."""
+    A block a sequence, two blocks an SM (ThunderKittens' Based runs so too):
+    one consumer warpgroup holds the whole state, the 2nd order as 4 tiles
+    of 64 rows (i = 4t .. 4t + 3, every j) for the accumulator, the 1st and
+    0th orders transposed (V^T K and V^T 1: 64 x 16, the features as the
+    wgmma's N) and kept in shared memory (f32) between chunks. Two
+    sequences an SM run independently, so one's waits (wgmma, barriers)
+    run under the other's work: 1.42-1.45x faster on the H100 than a block
+    a sequence with two consumer warpgroups splitting the features, whose
+    partial outputs met in shared memory at every chunk. The consumer takes
+    the producer's spare registers (setmaxnreg 24 / 232: two blocks fill the
+    register file); ptxas spills BASED_SPILLS bytes."""
     F, DV = BASED_F, BASED_DV
-    HALF = F // CONSUMERS        # the i of x_i x_j a warpgroup owns
-    OWN = HALF * 16 + 64         # its state rows: 2nd order, then the extra block
-    # Two ring stages, not the deepest that fits: as fast on the H100 (4 and
-    # the full ring, 188 KB, within 1%), 3 stages 4% slower.
+    BATCH = 2                    # phi(q) operands in flight: 4 registers each
     name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}") + (
-        "" if registers == (24, 240) else "_r%d_%d" % registers)
+        "" if registers == (24, 232) else "_r%d_%d" % registers)
 
-    @tkc.kernel(name=name, warps=4 * CONSUMERS, grid=lambda q, *_: (q.d, q.b))
+    def chunk(scale, q_s, k_s, v_s, o_s, a2_s, a1_s, a0_s, a1f_s, a0f_s, ones_s, a2, o, at):
+        w = tkc.warpid() % 4
+        # inside the chunk first (S's registers are free before the state's
+        # operands are built): 1 + x + x^2 / 2, causal
+        s = warpgroup.mma_ABt(zero(rt(f32, 16, C)), q_s, k_s)
+        qf = load(rt(f32, 16, F), q_s, (w, 0))
+        x = warpgroup.mma_async_wait(s) * scale
+        o_r = warpgroup.mma_AB(zero(rt(f32, 16, DV)),
+                               where(_causal(w), 1.0 + x + x * x * 0.5, 0.0).to(bf16), v_s)
+        # the chunks before: o += phi(q) . state, from last chunk's copies
+        warpgroup.mma_ABt(o_r, (qf * scale).to(bf16), a1_s)
+        e0 = where(eq(iota(rt(f32, 16, F), 1), 0), 1.0, 0.0)   # column 0 of a0_s: sum_s v_s
+        warpgroup.mma_ABt(o_r, e0.to(bf16), a0_s)
+        for i in range(F):
+            warpgroup.mma_AB(o_r, mul_row(qf, qf[:, i] * (scale * scale / 2)).to(bf16),
+                             subtile(a2_s, 16, DV, (i, 0)))
+            if i % BATCH == BATCH - 1 and i < F - 1:
+                # a wgmma holds its register operand until it retires
+                o_r = warpgroup.mma_async_wait(o_r, pending=BATCH)
+        with tkc.if_(w == 0):
+            tma.store_async_wait()    # the last chunk's o is out of o_s
+        warpgroup.mma_async_wait(o_r)
+        warpgroup.sync()              # o_s free; every wgmma has read the state's copies
+        warpgroup.store(o_s, o_r.to(bf16))
+        # the state: this warp's 16 rows (i = 4t + w, every j) of each 2nd-order tile
+        kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
+        # the 1st and 0th orders live in shared memory (f32) between chunks:
+        # 16 registers fewer where o and the 2nd order's operands need them
+        a1 = warpgroup.mma_AtB(warpgroup.load(rt(f32, 16, F), a1f_s), v_s, k_s)
+        a0 = warpgroup.mma_AtB(warpgroup.load(rt(f32, 16, F), a0f_s), v_s, ones_s)
+        for t in range(F // 4):
+            warpgroup.mma_AB(a2[t], mul_col(kt, kt[4 * t + w, :]).to(bf16), v_s)
+            if t % 2 == 1:
+                a2[t - 1], a2[t] = warpgroup.mma_async_wait(a2[t - 1], a2[t])
+        a1, a0 = warpgroup.mma_async_wait(a1, a0)
+        _publish(a2, a2_s, F * F, lambda x, rows: x)
+        for x, x_s, xf_s in ((a1, a1_s, a1f_s), (a0, a0_s, a0f_s)):
+            warpgroup.store(xf_s, x)
+            warpgroup.store(x_s, x.to(bf16))
+        tkc.fence_async()
+        warpgroup.sync()              # o_s and the state's copies written
+        with tkc.if_(w == 0):
+            tma.store_async(o, o_s, at)
+        return a2
+
+    @tkc.kernel(name=name, warps=4, grid=lambda q, *_: (q.d, q.b), blocks_per_sm=2,
+                spills=BASED_SPILLS)
     def based_fwd(q: gl(bf16, "B", "H", "L", F), k: gl(bf16, "B", "H", "L", F),
                   v: gl(bf16, "B", "H", "L", DV), o: gl(bf16, "B", "H", "L", DV), scale: tkc.f32):
         h, b = tkc.block_idx.x, tkc.block_idx.y
-        wg, w = tkc.warpgroupid(), tkc.warpid()
-        q_s, k_s, v_s = st(bf16, C, F), st(bf16, C, F), st(bf16, C, DV)
-        a_s, o_s = st(bf16, CONSUMERS * OWN, DV), st(bf16, C, DV, "64b")
-        part_s = st(f32, CONSUMERS * C, DV)    # the two partial o's
-        own = lambda x, rows: subtile(x, rows, DV, (wg, 0))  # noqa: E731  this warpgroup's rows
-        mine = own(a_s, OWN)
-        state = _start(a_s, OWN, DV, own)
-        first = where(wg == 0, 1.0, 0.0)       # the extra block: 1st order (g = 0) or 0th
-        lead = where(w % 4 == 0, 1.0, 0.0)     # ... in its first 16 rows (warp 0's)
-        col = iota(rt(f32, 16, F), 1)
+        t = dict(q_s=st(bf16, C, F), k_s=st(bf16, C, F), v_s=st(bf16, C, DV),
+                 o_s=st(bf16, C, DV, "64b"), a2_s=st(bf16, F * F, DV),
+                 a1_s=st(bf16, DV, F), a0_s=st(bf16, DV, F),
+                 a1f_s=st(f32, DV, F), a0f_s=st(f32, DV, F), ones_s=st(bf16, C, F))
+        a2 = [zero(rt(f32, 16, DV)) for _ in range(F // 4)]
+        _publish(a2, t["a2_s"], F * F, lambda x, rows: x)
+        z = zero(rt(f32, 16, F))
+        for x_s in ("a1_s", "a0_s", "a1f_s", "a0f_s"):
+            warpgroup.store(t[x_s], z if t[x_s].dtype == f32 else z.to(bf16))
+        warpgroup.store(t["ones_s"], (z + 1.0).to(bf16))
+        tkc.fence_async()
+        tkc.sync()
         for c in tkc.range(tkc.cdiv(q.r, C), stages=stages, registers=registers):
             at = (b, h, c, 0)
-            tma.load(q_s, q, at)
-            tma.load(k_s, k, at)
-            tma.load(v_s, v, at)
-            # inside the chunk, this warpgroup's half of the steps: S = Q K_half^T
-            s = warpgroup.mma_ABt(zero(rt(f32, 16, C // 2)), q_s, subtile(k_s, C // 2, F, (wg, 0)))
-            # the chunks before: o = phi(q) . state over this warpgroup's features
-            o_r = zero(rt(f32, 16, DV))
-            qf = load(rt(f32, 16, F), q_s, (w % 4, 0))
-            for u in range(HALF):
-                qi = qf[:, wg * HALF + u]         # q_i of each row
-                warpgroup.mma_AB(o_r, mul_row(qf, qi * (scale * scale / 2)).to(bf16),
-                                 subtile(mine, 16, DV, (u, 0)))
-            extra = qf * (scale * first) + where(eq(col, 0), 1.0 - first, 0.0)
-            warpgroup.mma_AB(o_r, extra.to(bf16), subtile(mine, 16, DV, (HALF, 0)))
-            warpgroup.mma_async_wait(s, pending=HALF + 1)
-            x = s * scale                 # (1 + x + x^2 / 2), causal, at steps 32 g ..
-            keep = iota(rt(f32, 16, C // 2), 1, start=wg * (C // 2)) <= iota(
-                rt(f32, 16, C // 2), 0, start=(w % 4) * 16)
-            warpgroup.mma_AB(o_r, where(keep, 1.0 + x + x * x * 0.5, 0.0).to(bf16),
-                             subtile(v_s, C // 2, DV, (wg, 0)))
-            # a wgmma reads its register operand while in flight: retire these
-            # before the state's operands are built (issuing the state's first,
-            # its operands through shared memory, measured 7% slower on the H100)
-            warpgroup.mma_async_wait(o_r)
-            warpgroup.store(own(part_s, C), o_r)  # parked: the state's operands need the registers
-            # the state: this warp's 16 feature rows of each of our blocks, from K^T
-            kt = transpose(load(rt(bf16, C, F), k_s, (0, 0)))
-            for t in range(HALF // 4):
-                ki = kt[wg * HALF + 4 * t + w % 4, :]   # k_i along the chunk
-                warpgroup.mma_AB(state[t], mul_col(kt, ki).to(bf16), v_s)
-            warpgroup.mma_AB(state[-1], (kt * (first * lead) + (1.0 - first) * lead).to(bf16), v_s)
-            warpgroup.mma_async_wait(*state)
-            warpgroup.sync()              # every warp's wgmmas have read our state rows
-            _publish(state, a_s, OWN, own)
-            tkc.fence_async()
-            with tkc.if_(w == 0):
-                tma.store_async_wait()    # the last chunk's o is out of o_s
-            tkc.sync()                    # both partial o's parked, our state rows published
-            # each warpgroup adds and stores half of o's columns
-            cols = lambda x: subtile(x, C, DV // 2, (0, wg))  # noqa: E731
-            o_h = warpgroup.load(rt(f32, 16, DV // 2), cols(subtile(part_s, C, DV, (0, 0)))) + \
-                warpgroup.load(rt(f32, 16, DV // 2), cols(subtile(part_s, C, DV, (1, 0))))
-            warpgroup.store(cols(o_s), o_h.to(bf16))
-            tkc.fence_async()
-            tkc.sync()                    # o_s written; part_s read
-            with tkc.if_(w == 0):
-                tma.store_async(o, o_s, at)
+            tma.load(t["q_s"], q, at)
+            tma.load(t["k_s"], k, at)
+            tma.load(t["v_s"], v, at)
+            a2 = chunk(scale, **t, a2=a2, o=o, at=at)
 
     return based_fwd

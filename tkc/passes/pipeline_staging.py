@@ -919,13 +919,26 @@ def _carried_positions(loop, wait) -> list:
 
 def _unretired_mma(block):
     """The block's last top-level op issuing a warpgroup mma (itself or
-    nested) when no pending = 0 wait follows it in the block, else None."""
-    tops = [o.operation for o in block.operations]
-    last = max((i for i, o in enumerate(tops) if o.name in WGMMA or any(n.name in WGMMA for n in walk(o))),
-               default=None)
-    if last is None or any(o.name == "tk.warpgroup_mma_wait" and _pending(o) == 0 for o in tops[last + 1:]):
-        return None
-    return tops[last]
+    nested) that no pending = 0 wait retires before the block ends, else
+    None. A nested op whose blocks each end retired adds none; an if whose
+    two branches each wait retires every mma before it too (a loop may run
+    no iteration, an if without an else may skip its wait)."""
+    for o in reversed([o.operation for o in block.operations]):
+        if _is_wait_all(o):
+            return None
+        if o.name in WGMMA:
+            return o
+        nested = [b for r in o.regions for b in r.blocks]
+        if any(_unretired_mma(b) is not None for b in nested):
+            return o
+        if o.name == "scf.if" and len(nested) == 2 and all(
+                any(_is_wait_all(t.operation) for t in b.operations) for b in nested):
+            return None
+    return None
+
+
+def _is_wait_all(op) -> bool:
+    return op.name == "tk.warpgroup_mma_wait" and _pending(op) == 0
 
 
 def _pending(wait) -> int:
