@@ -348,6 +348,50 @@ def test_refuses_releasing_a_stage_an_mma_may_still_read():
     refused(unwaited_mma, "may still read it", "# <- mma")
 
 
+@tkc.kernel(warps=4, grid=lambda a, c: (2, 1, 1))
+def mma_in_branches(a: gl(bf16, 1, 1, 64, "K"), c: gl(f32, 1, 2, 64, 64)):
+    a_s, b_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+        with tkc.if_(tkc.block_idx.x == 0):
+            acc = warpgroup.mma_async_wait(warpgroup.mma_AB(acc, a_s, b_s))
+        with tkc.else_():
+            acc = warpgroup.mma_async_wait(warpgroup.mma_ABt(acc, a_s, b_s))
+    tkc.ops.store(c, acc, (0, tkc.block_idx.x, tkc.warpid(), 0))
+
+
+def test_an_if_whose_branches_wait_retires_its_mmas():
+    """Each branch of the if waits for its mma, so the stage may be released
+    after the if: accepted, and the interpreter (which checks the release
+    against the mma's reads) agrees with numpy."""
+    rng = np.random.default_rng(0)
+    a = ref_bf16(rng.standard_normal((1, 1, 64, 128)) * 0.1)
+    c = np.zeros((1, 2, 64, 64), np.float32)
+    mma_in_branches.interpret(a, c)
+    blocks = [a[0, 0, :, 64 * k:64 * k + 64].astype(np.float64) for k in range(2)]
+    assert np.allclose(c[0, 0], sum(x @ x for x in blocks), atol=1e-3)
+    assert np.allclose(c[0, 1], sum(x @ x.T for x in blocks), atol=1e-3)
+
+
+@tkc.kernel(warps=4)
+def mma_before_a_one_sided_if(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
+    a_s, b_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+        warpgroup.mma_AB(acc, a_s, b_s)  # <- mma
+        with tkc.if_(tkc.block_idx.x == 0):
+            acc = warpgroup.mma_async_wait(acc)
+    tkc.ops.store(c, acc, (0, 0, 0, 0))
+
+
+def test_refuses_an_mma_only_one_branch_waits_for():
+    refused(mma_before_a_one_sided_if, "may still read it", "# <- mma")
+
+
 # ---------------------------------------------------------------- once-loaded tiles, finishes
 
 @tkc.kernel(warps=4, grid=lambda a, c: (a.r // 64, 1, 1), persistent=True)
