@@ -52,9 +52,10 @@ from tkc.ops import (add_col, add_row, eq, exp, iota, load, mul_col, mul_row, ro
 C = 64                  # steps per chunk
 CONSUMERS = 2           # consumer warpgroups: DV / 2 value columns each
 BASED_F, BASED_DV = 16, 64
-# Based's spill stores (ptxas 13.0): loop-invariant stmatrix addresses of the
-# state's copy, reloaded once a chunk (tkc build refuses more)
-BASED_SPILLS = 72
+# Based's spill stores (ptxas 13.0): 5 loop invariants, reloaded once a
+# chunk (tkc build refuses more; 72 bytes while every stmatrix position of the
+# state's copy held its own address register)
+BASED_SPILLS = 20
 
 
 def _panel(cols: int) -> str:

@@ -27,11 +27,12 @@ parent's panel stride).
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm, scf
+from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
 from ..dtypes import itemsize
@@ -448,8 +449,10 @@ def _st_to_rt(lw, sh: Shared, out: RT, idx):
     regs_t = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
-            p = _sh_ptr(lw, sh, _address(sh, out, r0, bi * 16, lr, c0, bj * 16, lc))
-            regs = nvvm.ldmatrix(regs_t, p, 4, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
+            addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16, lc)
+            regs = llvm.inline_asm(
+                regs_t, [addr], f"ldmatrix.sync.aligned.m8n8.x4{_trans(out)}.shared.b16 "
+                f"{{$0, $1, $2, $3}}, [$4+{imm}];", "=r,=r,=r,=r,r", has_side_effects=True)
             for q in range(4):
                 pair = llvm.bitcast(_vec2(st.dtype), llvm.extractvalue(ir.IntegerType.get_signless(32), regs, ir.DenseI64ArrayAttr.get([q])))
                 for h in range(2):
@@ -467,13 +470,15 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
     i32 = ir.IntegerType.get_signless(32)
     for bi in range(out.rows // 16):
         for bj in range(out.cols // 16):
-            p = _sh_ptr(lw, sh, _address(sh, out, r0, bi * 16, lr, c0, bj * 16, lc))
+            addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16, lc)
             first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
             regs = []
             for q in range(4):
                 pair = [_convert(x.vals[first + 2 * q + h], out.dtype, st.dtype) for h in range(2)]
                 regs.append(llvm.bitcast(i32, _pack(pair, st.dtype)))
-            nvvm.stmatrix(p, regs, _mma_layout(out.layout), _LDST_SHAPE(), _B16())
+            llvm.inline_asm(None, [addr, *regs], f"stmatrix.sync.aligned.m8n8.x4{_trans(out)}"
+                            f".shared.b16 [$0+{imm}], {{$1, $2, $3, $4}};", "r,r,r,r,r",
+                            has_side_effects=True)
 
 
 def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
@@ -492,8 +497,26 @@ def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
     col_step = sh.pitch * e if s else e         # bytes per column, over whole panels
     c_in, c_out = (0, c0) if rt.cols % panel == 0 else (c0, 0)
     inner = shared.address(st, _v(_add(lr, r % 8)), _v(_add(_add(lc, c % panel), c_in)), sh.pitch)
-    outer = _add(_mul(_add(r0, r - r % 8), row_step), _mul(_add(c_out, c - c % panel), col_step))
-    return _add(inner, outer)
+    terms = [inner, _mul(r0, row_step), _mul(c_out, col_step),
+             (r - r % 8) * row_step + (c - c % panel) * col_step]
+    return _add(functools.reduce(_add, [t for t in terms if not isinstance(t, int)]),
+                sum(t for t in terms if isinstance(t, int)))
+
+
+def _matrix_address(lw, sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
+    """_address for ldmatrix / stmatrix as (i32 shared address, constant byte
+    offset): the constant goes into the instruction ([addr+imm]) so that
+    every tile and subtile position of a loop shares the lane's address
+    register; a separate pointer per position (what nvvm.ldmatrix takes)
+    was hoisted out of the loop as a register each, and spilled."""
+    off = _address(sh, rt, r0, r, lr, c0, c, lc)
+    const = 0
+    if not isinstance(off, int) and off.owner.name == "arith.addi":
+        k = off.owner.operands[1].owner
+        if k.name == "arith.constant":
+            off, const = off.owner.operands[0], ir.IntegerAttr(k.attributes["value"]).value
+    ptr = _sh_ptr(lw, sh, off, static=False)
+    return llvm.ptrtoint(ir.IntegerType.get_signless(32), ptr), const + sh.offset
 
 
 def _st_elems(lw, sh: Shared, view: RT, r0, c0, store):
@@ -575,10 +598,11 @@ def _gl_ptr(gl: Global, elems):
                               scalar_type(gl.view.dtype), 0)
 
 
-def _sh_ptr(lw, sh: Shared, byte_off):
-    """&shared[sh.offset + sh.dynamic + byte_off] as an !llvm.ptr<3>."""
+def _sh_ptr(lw, sh: Shared, byte_off, static: bool = True):
+    """&shared[sh.offset + sh.dynamic + byte_off] as an !llvm.ptr<3>
+    (static=False: without sh.offset)."""
     base = lw.once(("shared_base",), lambda: shared.base(lw))
-    off = _add(byte_off, sh.offset)
+    off = _add(byte_off, sh.offset if static else 0)
     if sh.dynamic is not None:  # a ring slot or a subtile at a run-time index
         off = _add(off, sh.dynamic)
     off = arith.index_cast(ir.IntegerType.get_signless(32), _v(off))
@@ -692,16 +716,9 @@ def _vec2(dtype: str):
     return ir.VectorType.get([2], scalar_type(dtype))
 
 
-def _mma_layout(layout: str):
-    return ir.Attribute.parse(f"#nvvm.mma_layout<{layout}>")
-
-
-def _LDST_SHAPE():
-    return ir.Attribute.parse("#nvvm.ld_st_matrix_shape<m = 8, n = 8>")
-
-
-def _B16():
-    return ir.Attribute.parse("#nvvm.ld_st_matrix_elt_type<b16>")
+def _trans(rt: RT) -> str:
+    """ldmatrix / stmatrix's qualifier for a tile of rt's layout."""
+    return ".trans" if rt.layout == "col" else ""
 
 
 def _i32(n: int):

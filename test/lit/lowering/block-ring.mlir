@@ -21,12 +21,11 @@
 // NVVM: %[[A:.*]] = arith.addi %{{.*}}, %[[SLOT]] : index
 // NVVM-NEXT: %[[A32:.*]] = arith.index_cast %[[A]] : index to i32
 // NVVM-NEXT: %[[P:.*]] = llvm.getelementptr %{{.*}}[%[[A32]]] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
-// NVVM-NEXT: nvvm.ldmatrix %[[P]]
-// NVVM-COUNT-3: nvvm.ldmatrix
-// Slot 2, a constant: a static offset.
-// NVVM: %[[TWO:.*]] = arith.constant 16384 : index
-// NVVM-NEXT: arith.addi %{{.*}}, %[[TWO]] : index
-// NVVM: nvvm.stmatrix
+// NVVM-NEXT: %[[PA:.*]] = llvm.ptrtoint %[[P]] : !llvm.ptr<3> to i32
+// NVVM-NEXT: llvm.inline_asm has_side_effects "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+0];", "=r,=r,=r,=r,r" %[[PA]]
+// NVVM-COUNT-3: "ldmatrix.sync.aligned
+// Slot 2, a constant: the instruction's immediate offset.
+// NVVM: "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+16384], {$1, $2, $3, $4};"
 // The sv ring: slot k3 * 128 bytes.
 // NVVM: %[[K3:.*]] = arith.remui %[[I]], %{{.*}} : index
 // NVVM-NEXT: %[[VSTRIDE:.*]] = arith.constant 128 : index
@@ -37,7 +36,7 @@
 
 // PTX: .extern .shared .align 1024 .b8 __tkc_shared[];
 // PTX: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// PTX: stmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX: stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r{{[0-9]+}}+16384]
 // PTX: ld.shared.b32
 
 !s = !tk.st<bf16, 64 : i64, 64 : i64, "128b">

@@ -40,11 +40,11 @@
 // NVVM: nvvm.cp.async.bulk.tensor.global.shared.cta %{{.*}}, %[[S2]]
 // NVVM-NEXT: nvvm.cp.async.bulk.commit.group
 // Panel 3 of the 64b st (allocated at 66560): 3 panels of 32 rows * 64 bytes
-// further, 72704, in every ldmatrix and stmatrix address.
-// NVVM: %[[SIX:.*]] = arith.constant 72704 : index
-// NVVM-NEXT: arith.addi %{{.*}}, %[[SIX]] : index
-// NVVM: nvvm.ldmatrix
-// NVVM-COUNT-4: nvvm.stmatrix
+// further, 72704, the immediate offset of every ldmatrix and stmatrix (its
+// second 16 rows 16 x 64 bytes more: 73728).
+// NVVM: "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {$0, $1, $2, $3}, [$4+72704];"
+// NVVM-COUNT-2: "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+72704],
+// NVVM-COUNT-2: "stmatrix.sync.aligned.m8n8.x4.shared.b16 [$0+73728],
 // Rows 16 * y.. of the unswizzled f32 st (at 74752): y * 16 rows * 128 bytes.
 // NVVM: %[[UB:.*]] = arith.constant 2048 : index
 // NVVM-NEXT: %[[U:.*]] = arith.muli %[[YIDX]], %[[UB]] : index
