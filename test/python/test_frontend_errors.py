@@ -264,6 +264,26 @@ def test_flat_vector_length_must_be_a_multiple_of_32():
     _fails(k, "flat-48", "flat rv", "multiple of 32")
 
 
+def test_roll_is_checked():
+    """roll: a row-layout tile, axis 0 or 1, a constant (Python int) shift."""
+    from tkc.ops import roll
+
+    @tkc.kernel
+    def layout(a: G):
+        roll(load(rt(f32, 16, 32, "col"), a, (0, 0, 0, 0)), 1, 1)  # @roll-layout
+    _fails(layout, "roll-layout", "roll", "row layout")
+
+    @tkc.kernel
+    def axis(a: G):
+        roll(load(rt(f32, 16, 32), a, (0, 0, 0, 0)), 1, 2)  # @roll-axis
+    _fails(axis, "roll-axis", "roll: axis must be 0 or 1, got 2")
+
+    @tkc.kernel
+    def shift(a: G):
+        roll(load(rt(f32, 16, 32), a, (0, 0, 0, 0)), tkc.warpid(), 0)  # @roll-shift
+    _fails(shift, "roll-shift", "roll: shift must be a Python int")
+
+
 def test_picks_are_located():
     """x[:, j] / x[i, :] (row_pick / col_pick): a row-layout tile, a whole
     other axis, a constant index inside the tile."""

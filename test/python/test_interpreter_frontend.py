@@ -117,3 +117,26 @@ def test_pick_outside_at_run_time():
         store(o, load(rt(f32, 16, 16), x, (0, 0, 0, 0))[tkc.warpid() + 16, :], (0, 0, 0, 0))
     with pytest.raises(TkcError, match="col_pick: index 16 is outside the tile's 16 rows"):
         far.interpret(np.zeros((1, 1, 16, 16), np.float32), np.zeros((1, 1, 1, 16), np.float32))
+
+
+def test_roll_is_numpys():
+    """roll along rows and columns, negative and past-the-end shifts, in the
+    interpreter: the diagonals q * roll(q, -d, 1) of q's outer product."""
+    from tkc.ops import roll
+
+    @tkc.kernel(warps=2)
+    def rolled(x: gl(f32, 1, 1, 32, 32), o: gl(f32, 1, 4, 32, 32)):
+        t = load(rt(f32, 16, 32), x, (0, 0, tkc.warpid(), 0))
+        store(o, roll(t, -3, 1), (0, 0, tkc.warpid(), 0))
+        store(o, t * roll(t, 37, 1), (0, 1, tkc.warpid(), 0))
+        whole = load(rt(f32, 32, 32), x, (0, 0, 0, 0))
+        store(o, roll(whole, 5, 0), (0, 2, 0, 0))
+        store(o, roll(whole, -17, 0), (0, 3, 0, 0))
+    x = np.random.default_rng(1).standard_normal((1, 1, 32, 32)).astype(np.float32)
+    o = np.zeros((1, 4, 32, 32), np.float32)
+    rolled.interpret(x, o)
+    a = x[0, 0]
+    np.testing.assert_array_equal(o[0, 0], np.roll(a, -3, 1))
+    np.testing.assert_array_equal(o[0, 1], a * np.roll(a, 5, 1))
+    np.testing.assert_array_equal(o[0, 2], np.roll(a, 5, 0))
+    np.testing.assert_array_equal(o[0, 3], np.roll(a, -17, 0))

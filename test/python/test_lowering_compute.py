@@ -153,6 +153,21 @@ def test_picks(name, shape, dtype, dynamic):
         np.testing.assert_array_equal(out, x[:, k] if rows else x[k, :])
 
 
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("shape", [(16, 16), (32, 48)])
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_roll(axis, shape, dtype):
+    """numpy.roll along rows and columns, every shift class (parity, within
+    the 8-group, across 8-halves and base tiles, negative, whole turns),
+    checked on the 32-lane simulation of the lowered shuffles."""
+    v = RT(dtype, *shape, "row")
+    x = rand(shape, dtype)
+    n = shape[axis]
+    for shift in sorted({0, 1, 2, 3, 7, 8, 9, 15, n - 1, n + 5, -1, -6}):
+        out, = run_kernel([v], [v], lambda t, s=shift: [ops.roll(t, s % n, axis)], [x])
+        np.testing.assert_array_equal(out, np.roll(x, shift, axis=axis), err_msg=f"shift {shift}")
+
+
 @pytest.mark.parametrize("name", ["add_row", "sub_row", "mul_row", "div_row",
                                   "add_col", "sub_col", "mul_col", "div_col"])
 def test_broadcasts(name):

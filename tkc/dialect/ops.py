@@ -97,6 +97,11 @@ def pick(name: str, x, index, loc=None):
     return _one(name, t, [x, index], loc=loc)
 
 
+def roll(x, shift: int, axis: int, loc=None):
+    """numpy.roll(x, shift, axis) of an rt (a constant shift)."""
+    return _one("roll", x.type, [x], {"shift": shift, "axis": axis}, loc=loc)
+
+
 def iota(t, axis: int, start=None, loc=None):
     """Each element's index along axis (0: row, 1: column; 0 for an rv), plus
     the f32 value `start` when given."""

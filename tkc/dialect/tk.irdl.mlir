@@ -313,6 +313,18 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
+  // ---- roll: numpy.roll(x, shift, axis) of a row-layout rt, a constant
+  // shift (out[i] = x[(i - shift) mod n] along the axis: rows 0, columns 1)
+  irdl.operation @roll {
+    %n = irdl.base "#builtin.integer"
+    %a = irdl.base "#builtin.integer"
+    %x = irdl.base @tk::@rt
+    %t = irdl.base @tk::@rt
+    irdl.attributes { "shift" = %n, "axis" = %a }
+    irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+
   // ---- masks: iota gives each element its index along `axis` (0: row,
   // 1: column of an rt; 0 for an rv); where picks x where `a cmp b`, else y
   // (a, b, x, y: tiles of the result's shape, or f32 scalars).

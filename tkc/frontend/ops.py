@@ -10,6 +10,7 @@ a new handle; the forms are told apart by argument count or type:
     row_max(dst, src[, acc])  row_max(src, init=None)
                               sum(v), max(v), min(v)   a whole vector -> f32
     row_pick(x, j), x[:, j]   col_pick(x, i), x[i, :]  one column / row as a vector
+                              roll(x, shift, axis)     numpy.roll, a constant shift
                               rsqrt(x), fma(x, y, z)   math on f32 scalars too
     where(t < 0.5, t, 0.0)    where(lt(a, b) & (c >= 1), x, y)     masks (no bool tiles)
     sub_row(dst, src, vec)    sub_row(src, vec)
@@ -43,7 +44,7 @@ __all__ = [
     "sqrt", "rsqrt", "rcp", "sigmoid", "silu", "tanh", "erf", "gelu", "gelu_tanh", "fma",
     "add", "sub", "mul", "div", "max", "min", "sum",
     "lt", "le", "gt", "ge", "eq", "ne", "where",
-    "row_max", "row_sum", "col_max", "col_sum", "row_pick", "col_pick",
+    "row_max", "row_sum", "col_max", "col_sum", "row_pick", "col_pick", "roll",
     "add_row", "sub_row", "mul_row", "div_row", "add_col", "sub_col", "mul_col", "div_col",
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
     "swap_layout", "transpose",
@@ -434,6 +435,22 @@ def _pick(name):
 
 
 row_pick, col_pick = (_pick(n) for n in tk.PICK)
+
+
+def roll(x, shift: int, axis: int) -> Reg:
+    """numpy.roll(x, shift, axis) of a row-layout tile, a constant shift:
+    element i along the axis (0: rows, 1: columns) is x's element i - shift,
+    cyclically. roll(q, -d, 1)[:, j] = q[:, (j + d) % cols]: with q * roll(q,
+    -d, 1), the products q_j q_(j+d) of one diagonal of q's outer product."""
+    _reg(x, "roll", "source", tile=True)
+    if x.layout != "row":
+        raise fail(f"roll: the source tile must be in row layout, got {_name(x)}")
+    if isinstance(axis, bool) or axis not in (0, 1):
+        raise fail(f"roll: axis must be 0 or 1, got {axis!r}")
+    if isinstance(shift, bool) or not isinstance(shift, int):
+        raise fail(f"roll: shift must be a Python int (a constant), got {type(shift).__name__}")
+    n = x.shape[axis]
+    return _result("roll", None, x.view, lambda: tk.roll(x.value(), shift % n, axis))
 
 
 # ------------------------------------------------------------ broadcasts

@@ -210,6 +210,20 @@ def _pick(c, op):
     return step
 
 
+# ---- roll: numpy.roll along rows (axis 0) or columns (axis 1)
+
+@handler("tk.roll")
+def _roll(c, op):
+    t = tview(op.operands[0])
+    expect(isinstance(t, RT) and tview(op.results[0]) == t, op, f"operand and result must be one rt type, got {t}")
+    shift, axis = op.attributes["shift"].value, op.attributes["axis"].value
+    x, out = c.slot(op.operands[0]), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = np.roll(env[x], shift, axis=axis)
+    return step
+
+
 # ---- masks
 
 @handler("tk.iota")

@@ -24,6 +24,8 @@ the lanes holding distinct elements: all 32 for a flat rv, the quads (xor
 """
 from __future__ import annotations
 
+import functools
+
 from mlir import ir
 from mlir.dialects import arith, nvvm
 
@@ -259,3 +261,52 @@ def _pick(lw, op, args):
                      for ib in range(ni) for h in range(2)]
             out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
     return [Frag(v, out)]
+
+
+# ---------------------------------------------------------------- roll
+
+@rule("tk.roll")
+def _roll(lw, op, args):
+    """numpy.roll of a row-layout rt by a constant shift s: one shfl.idx a
+    register. Along columns, lane r of a quad holds columns 2r, 2r + 1 (+ 8,
+    + 16 jb); the reader of column j takes column j - s from the quad's lane
+    ((j - s) % 8) // 2, and for each register that is a bijection of the
+    quad, so every lane sends the register its one reader wants (a select
+    on its lane bits). Along rows alike over the 8 row groups (lane // 4)."""
+    x = frag_arg(op, args[0])
+    t, B = x.view, fragments.BASE
+    if not isinstance(t, RT) or t.layout != "row":
+        raise error(op, f"tk.roll needs an rt in row layout, found {op.operands[0].type}")
+    axis = ir.IntegerAttr(op.attributes["axis"]).value
+    s = ir.IntegerAttr(op.attributes["shift"]).value % t.shape[axis]
+    vals = [to_f32(v, t.dtype) for v in x.vals]
+    if s == 0:
+        return [x]
+    i32 = lw.const_i32
+    lane = lw.lane_i32()
+    key = arith.andi(lane, i32(3)) if axis else arith.shrui(lane, i32(2))
+    slot = lambda r, c: fragments.tile_index(  # noqa: E731  register of the lane-independent parts of (r, c)
+        t.rows, t.cols, r // B, c // B, c % 2 + 2 * ((r % B) // 8) + 4 * ((c % B) // 8))
+    out = [None] * len(vals)
+    for ib in range(t.rows // B):
+        for jb in range(t.cols // B):
+            for k in range(8):
+                p, h, c8 = k % 2, (k // 2) % 2, k // 4
+                r0, c0 = B * ib + 8 * h, B * jb + 8 * c8 + p   # the register's row and column at lane 0
+                if axis:   # provider q's reader r: ((2r + p - s) % 8) // 2 == q
+                    reader = {((2 * r + p - s) % 8) // 2: r for r in range(4)}
+                    sends = [slot(r0, (c0 + 2 * reader[q] - s) % t.cols) for q in range(4)]
+                    src = arith.ori(arith.andi(lane, i32(~3)),
+                                    arith.andi(arith.addi(lane, i32(((p - s) % 8) // 2)), i32(3)))
+                else:      # provider g's reader: row group (g + s) % 8
+                    sends = [slot((r0 + (g + s) % 8 - s) % t.rows, c0) for g in range(8)]
+                    src = arith.ori(arith.shli(arith.andi(arith.addi(key, i32(8 - s % 8)), i32(7)), i32(2)),
+                                    arith.andi(lane, i32(3)))
+                sent = vals[sends[0]]
+                for v in dict.fromkeys(sends[1:]):
+                    if v == sends[0]:
+                        continue
+                    hit = [arith.cmpi(arith.CmpIPredicate.eq, key, i32(n)) for n, u in enumerate(sends) if u == v]
+                    sent = arith.select(functools.reduce(arith.ori, hit), vals[v], sent)
+                out[fragments.tile_index(t.rows, t.cols, ib, jb, k)] = from_f32(shuffle_idx(lw, sent, src), t.dtype)
+    return [Frag(t, out)]

@@ -488,6 +488,21 @@ def _check_iota(op, name, ins, outs, kernel):
         yield f"iota: axis must be {' or '.join(map(str, axes))} for {_desc(out)}, got {axis}"
 
 
+def _check_roll(op, name, ins, outs, kernel):
+    """roll: a row-layout rt to its own type, axis 0 or 1, an integer shift."""
+    from mlir import ir
+    x, out = ins[0], outs[0]
+    if not (isinstance(x, RT) and x.layout == "row"):
+        yield f"roll: x must be an rt in row layout, got {_desc(x)}"
+    elif out != x:
+        yield f"roll: result must have x's type {_desc(x)}, got {_desc(out)}"
+    axis, shift = op.attributes["axis"], op.attributes["shift"]
+    if not (isinstance(axis, ir.IntegerAttr) and axis.value in (0, 1)):
+        yield f"roll: axis must be 0 or 1, got {axis}"
+    if not isinstance(shift, ir.IntegerAttr):
+        yield f"roll: shift must be an integer, got {shift}"
+
+
 def _check_where(op, name, ins, outs, kernel):
     """where(a, b, x, y): each a tile of the result's shape and layout or an
     f32 scalar; x and y, when tiles, of the result's type."""
@@ -726,6 +741,7 @@ _OTHERS = {
     "load_split": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], outs, len(ins) - 1, "fill"),
     "store_join": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], ins[1:3], len(ins) - 3, "clip"),
     "iota": _check_iota,
+    "roll": _check_roll,
     "rand": lambda op, name, ins, outs, kernel: _need(name, "result", outs[0], (RT, RV), "an rt or rv"),
     "where": _check_where,
     "row_pick": _check_pick,

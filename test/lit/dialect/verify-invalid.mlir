@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 90
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 92
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -89,6 +89,11 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %p2 = "tk.col_pick"(%x, %c0) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, index) -> !tk.rv<f32, 16 : i64, "col">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: row_pick: index 40 is outside the tile's 32 columns
   %p3 = "tk.row_pick"(%x, %c40) : (!tk.rt<f32, 16 : i64, 32 : i64, "row">, index) -> !tk.rv<f32, 16 : i64, "col">
+  // ---- roll
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: roll: x must be an rt in row layout, got rt<f32, 16, 32, col>
+  %rl1 = "tk.roll"(%xc) {shift = 1 : i64, axis = 1 : i64} : (!tk.rt<f32, 16 : i64, 32 : i64, "col">) -> !tk.rt<f32, 16 : i64, 32 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: roll: axis must be 0 or 1, got 2 : i64
+  %rl2 = "tk.roll"(%x) {shift = 1 : i64, axis = 2 : i64} : (!tk.rt<f32, 16 : i64, 32 : i64, "row">) -> !tk.rt<f32, 16 : i64, 32 : i64, "row">
   // ---- broadcasts
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: sub_row: x must be an rt in row or wide layout, got rt<f32, 16, 32, col>
   %b1 = "tk.sub_row"(%xc, %v) : (!tk.rt<f32, 16 : i64, 32 : i64, "col">, !tk.rv<f32, 16 : i64, "col">) -> !tk.rt<f32, 16 : i64, 32 : i64, "col">
