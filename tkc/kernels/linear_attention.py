@@ -235,6 +235,7 @@ def based(stages=2, registers=(24, 232)):
     F, DV = BASED_F, BASED_DV
     TILES, BLOCKS = 3, 11        # accumulator tiles of 64 rows; blocks of 16 in use
     BATCH = 2                    # phi(q) operands in flight: 4 registers each
+    # two ring stages: as fast as three on the H100 (0.193 / 0.194 ms at L 4k)
     name = "based_f16_v64" + ("" if stages == 2 else f"_s{stages}") + (
         "" if registers == (24, 232) else "_r%d_%d" % registers)
 
