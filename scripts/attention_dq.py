@@ -13,7 +13,7 @@ B, H, L = 4, 16, 4096
 for D in (64, 128):
     for causal in (False, True):
         q, k, v, do = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-        fwd, _, delta_k, tma = attention_kernels(D, causal, "bhld")
+        fwd, _, delta_k, tma, _ = attention_kernels(D, causal, "bhld")
         o, lse = torch.empty_like(q), torch.empty(B, H, 1, L, device="cuda")
         fwd(q, k, v, o, lse, 0.1)
         delta = torch.empty_like(lse)

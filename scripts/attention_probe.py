@@ -8,16 +8,15 @@ import sys
 from tkc.kernels.attention_hopper import attention_hopper
 
 def _variants():
-    """The library's two forwards (attention_bwd.attention_kernels: the short
-    one, and ping-pong + overlap for long sequences), each also persistent
-    (one block an SM over the work items: the next item's Q and K/V load
-    under this item's finish)."""
+    """The library's short forward (attention_bwd.attention_kernels) beside
+    one consumer warpgroup a block and two blocks an SM, causal and not."""
     out = []
     for D in (64, 128):
         for c in (False, True):
             base = dict(D=D, causal=c, **(dict(stages=2, consumers=3) if D == 64 else {}))
-            long = {**base, "pingpong": True, "overlap": True}
-            out += [base, {**base, "persistent": True}, long, {**long, "persistent": True}]
+            two = dict(D=D, causal=c, consumers=1, blocks_per_sm=2, stages=2,
+                       **({} if D == 64 else dict(KV=64)))
+            out += [base, two]
     return out
 
 

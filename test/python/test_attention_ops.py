@@ -39,7 +39,7 @@ def _interpreted(kernel):
 def interpreter(monkeypatch):
     monkeypatch.setattr(ops, "forward_kernel", lambda *key: _interpreted(forward_kernel(*key)))
     monkeypatch.setattr(ops, "_bwd_kernels",
-                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[2:]))
+                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[2:4]))
 
 
 def _reference(q, k, v, causal, scale):
@@ -105,6 +105,19 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
         o, _ = ops._fwd(q, k, v, True, 0.125)
         assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
     assert ["pingpong" in k.name for k in picked] == [False, True]
+
+
+def test_short_causal_sequences_at_d64_get_the_paired_forward():
+    """Causal at D = 64 below PAIRED_CAUSAL_KEYS keys: one consumer
+    warpgroup a block, two blocks an SM; from there on, and without the mask
+    or at D = 128, the three- or two-warpgroup forward (values: the test
+    above runs the paired one at Lk = 130)."""
+    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
+    n = PAIRED_CAUSAL_KEYS[64]
+    picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
+    assert picked(64, True, 130).endswith("_c1_b2") and picked(64, True, n - 1).endswith("_c1_b2")
+    assert picked(64, True, n).endswith("_c3") and "pingpong" in picked(64, True, LONG_KEYS[64])
+    assert picked(64, False, 130).endswith("_c3") and not picked(128, True, 130).endswith("_b2")
 
 
 def test_opcheck():

@@ -224,25 +224,36 @@ def attention_delta(D: int = 128, layout: str = "bhld"):
 # overlap) is the faster forward, per head dim: its loop runs one extra
 # iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
 LONG_KEYS = {64: 8192, 128: 2048}
+# Keys below which one consumer warpgroup a block, two blocks an SM, is the
+# faster causal forward at D = 64: 64-row blocks even out the causal work
+# that 192-row ones leave uneven (H100, BENCHMARKS.md: 0.68 -> 0.85 of cuDNN
+# at L 1k, 0.94 -> 0.91 at 4k; at D = 128 no faster).
+PAIRED_CAUSAL_KEYS = {64: 2048}
 
 
 @functools.lru_cache(maxsize=None)
 def attention_kernels(D: int, causal: bool, layout: str):
-    """(forward, long forward, delta, backward) as tkc.attention launches
-    them. The forwards: 2 ring stages at D = 64 (faster than a deeper ring on
-    the H100), the deepest that fits at D = 128 (2); three consumer
-    warpgroups at D = 64, two at 128; the long forward adds ping-pong and the
-    intra-warpgroup overlap (for Lk >= LONG_KEYS[D])."""
+    """(forward, long forward, delta, backward, paired forward) as
+    tkc.attention launches them. The forwards: 2 ring stages at D = 64
+    (faster than a deeper ring on the H100), the deepest that fits at D = 128
+    (2); three consumer warpgroups at D = 64, two at 128; the long forward
+    adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
+    the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
+    warpgroup and two blocks an SM (the forward itself where there is none)."""
     base = dict(stages=2, consumers=3) if D == 64 else dict(stages="auto", consumers=2)
-    return (attention_hopper(D, causal, layout, **base),
-            attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
-            _delta(D, layout), attention_bwd(D, causal, layout))
+    short = attention_hopper(D, causal, layout, **base)
+    paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2) \
+        if causal and D in PAIRED_CAUSAL_KEYS else short
+    return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
+            _delta(D, layout), attention_bwd(D, causal, layout), paired)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys."""
-    short, long, *_ = attention_kernels(D, causal, layout)
-    return long if keys >= LONG_KEYS[D] else short
+    short, long, _, _, paired = attention_kernels(D, causal, layout)
+    if keys >= LONG_KEYS[D]:
+        return long
+    return paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else short
 
 
 @functools.lru_cache(maxsize=None)

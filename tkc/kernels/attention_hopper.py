@@ -50,10 +50,14 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
-                     consumers: int = 2, pingpong: bool = False, persistent: bool = False):
+                     consumers: int = 2, pingpong: bool = False, persistent: bool = False,
+                     blocks_per_sm: int = 1):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
+    blocks_per_sm: blocks sharing an SM (tkc.kernel's); one consumer
+    warpgroup at two blocks an SM is tkc.attention's causal forward at D = 64
+    for short sequences (attention_bwd.PAIRED_CAUSAL_KEYS).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
@@ -92,7 +96,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
                                 "overlap" if overlap else "", "pingpong" if pingpong else "",
                                 "" if consumers == 2 else f"c{consumers}",
-                                "persistent" if persistent else "") if x)
+                                "persistent" if persistent else "",
+                                "" if blocks_per_sm == 1 else f"b{blocks_per_sm}") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -168,6 +173,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
     grid_options = dict(persistent=True, order="xyz") if persistent else {}
+    grid_options["blocks_per_sm"] = blocks_per_sm
     if layout == "varlen":
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
                     grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
