@@ -511,7 +511,7 @@ def _matrix_address(lw, sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
     was hoisted out of the loop as a register each, and spilled."""
     off = _address(sh, rt, r0, r, lr, c0, c, lc)
     const = 0
-    if not isinstance(off, int) and off.owner.name == "arith.addi":
+    if not isinstance(off, int) and getattr(off.owner, "name", "") == "arith.addi":
         k = off.owner.operands[1].owner
         if k.name == "arith.constant":
             off, const = off.owner.operands[0], ir.IntegerAttr(k.attributes["value"]).value
