@@ -254,8 +254,9 @@ def based(stages=2, registers=(24, 232)):
             return kt * (kt if b == 0 else roll(kt, -b, 0))
         if b == 9:
             return kt
-        keep = 1.0 if b == 10 else 0.0            # the 0th order's row 0; the spare: 0
-        return where(eq(iota(rt(f32, 16, C), 0), 0), keep, 0.0)
+        if b == 10:                               # the 0th order: row 0
+            return where(eq(iota(rt(f32, 16, C), 0), 0), 1.0, 0.0)
+        return zero(rt(f32, 16, C))               # the spare block
 
     def chunk(scale, q_s, k_s, v_s, o_s, a_s, a, o, at):
         w = tkc.warpid() % 4

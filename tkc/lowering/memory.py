@@ -484,7 +484,12 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
 def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
     """shared.address of element (r0 + r + lr, c0 + c + lc) of an `rt`-shaped
     access at run-time subtile (r0, c0) (multiples of rt's rows and cols),
-    static offsets r, c and the lane's lr, lc. The parts that are whole
+    static offsets r, c and the lane's lr, lc."""
+    return _add(*_address_parts(sh, rt, r0, r, lr, c0, c, lc))
+
+
+def _address_parts(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
+    """_address as (run-time part, constant bytes). The parts that are whole
     swizzle periods (rows in eights, columns in whole panels) are added
     after the swizzle, not XOR-ed into it: then every tile and subtile
     position shares the lane's swizzled offset and differs from it by a
@@ -499,8 +504,8 @@ def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
     inner = shared.address(st, _v(_add(lr, r % 8)), _v(_add(_add(lc, c % panel), c_in)), sh.pitch)
     terms = [inner, _mul(r0, row_step), _mul(c_out, col_step),
              (r - r % 8) * row_step + (c - c % panel) * col_step]
-    return _add(functools.reduce(_add, [t for t in terms if not isinstance(t, int)]),
-                sum(t for t in terms if isinstance(t, int)))
+    return (functools.reduce(_add, [t for t in terms if not isinstance(t, int)]),
+            sum(t for t in terms if isinstance(t, int)))
 
 
 def _matrix_address(lw, sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
@@ -509,12 +514,7 @@ def _matrix_address(lw, sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):
     every tile and subtile position of a loop shares the lane's address
     register; a separate pointer per position (what nvvm.ldmatrix takes)
     was hoisted out of the loop as a register each, and spilled."""
-    off = _address(sh, rt, r0, r, lr, c0, c, lc)
-    const = 0
-    if not isinstance(off, int) and getattr(off.owner, "name", "") == "arith.addi":
-        k = off.owner.operands[1].owner
-        if k.name == "arith.constant":
-            off, const = off.owner.operands[0], ir.IntegerAttr(k.attributes["value"]).value
+    off, const = _address_parts(sh, rt, r0, r, lr, c0, c, lc)
     ptr = _sh_ptr(lw, sh, off, static=False)
     return llvm.ptrtoint(ir.IntegerType.get_signless(32), ptr), const + sh.offset
 

@@ -233,10 +233,7 @@ def _pick(lw, op, args):
         """The candidate at `key` (an int, or an i32 value: a select chain)."""
         if isinstance(key, int):
             return candidates[key]
-        acc = candidates[0]
-        for n, c in enumerate(candidates[1:], 1):
-            acc = arith.select(arith.cmpi(arith.CmpIPredicate.eq, key, i32(n)), c, acc)
-        return acc
+        return _by_key(lw, key, range(len(candidates)), candidates)
 
     lane = lw.lane_i32()
     nj = t.cols // B
@@ -279,9 +276,9 @@ def _roll(lw, op, args):
         raise error(op, f"tk.roll needs an rt in row layout, found {op.operands[0].type}")
     axis = ir.IntegerAttr(op.attributes["axis"]).value
     s = ir.IntegerAttr(op.attributes["shift"]).value % t.shape[axis]
-    vals = [to_f32(v, t.dtype) for v in x.vals]
     if s == 0:
         return [x]
+    vals = [to_f32(v, t.dtype) for v in x.vals]
     i32 = lw.const_i32
     lane = lw.lane_i32()
     key = arith.andi(lane, i32(3)) if axis else arith.shrui(lane, i32(2))
@@ -302,11 +299,17 @@ def _roll(lw, op, args):
                     sends = [slot((r0 + (g + s) % 8 - s) % t.rows, c0) for g in range(8)]
                     src = arith.ori(arith.shli(arith.andi(arith.addi(key, i32(8 - s % 8)), i32(7)), i32(2)),
                                     arith.andi(lane, i32(3)))
-                sent = vals[sends[0]]
-                for v in dict.fromkeys(sends[1:]):
-                    if v == sends[0]:
-                        continue
-                    hit = [arith.cmpi(arith.CmpIPredicate.eq, key, i32(n)) for n, u in enumerate(sends) if u == v]
-                    sent = arith.select(functools.reduce(arith.ori, hit), vals[v], sent)
+                sent = _by_key(lw, key, sends, vals)
                 out[fragments.tile_index(t.rows, t.cols, ib, jb, k)] = from_f32(shuffle_idx(lw, sent, src), t.dtype)
     return [Frag(t, out)]
+
+
+def _by_key(lw, key, choice: list, vals: list):
+    """vals[choice[key]] for an i32 `key` per lane: a select chain, one select
+    per distinct choice after key 0's (on the keys that pick it)."""
+    acc = vals[choice[0]]
+    for c in dict.fromkeys(choice):
+        if c != choice[0]:
+            hit = [arith.cmpi(arith.CmpIPredicate.eq, key, lw.const_i32(n)) for n, u in enumerate(choice) if u == c]
+            acc = arith.select(functools.reduce(arith.ori, hit), vals[c], acc)
+    return acc
