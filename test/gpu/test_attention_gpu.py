@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.attention_bwd import attention_bwd
+from tkc.kernels.attention_bwd import attention_bwd, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 
 pytestmark = pytest.mark.gpu
@@ -134,14 +134,14 @@ def test_dq_by_tma_equals_atomics(causal, D):
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
-    delta_k, tma = _bwd_kernels(D, causal, "bhld")
-    delta = torch.empty(2, 4, 1, 700, device="cuda")
-    delta_k(o, do, delta)
+    prep, tma = _bwd_kernels(D, causal, "bhld")
+    stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
+    prep(o, do, lse.unsqueeze(2), stats)
     out = {}
     for name, kern in (("atomic", attention_bwd(D, causal, "bhld", dq="atomic")), ("tma", tma)):
         dq = torch.zeros(q.shape, device="cuda")
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-        kern(q, k, v, do, lse.unsqueeze(2), delta, dq, dk, dv, 0.1)
+        kern(q, k, v, do, stats, dq, dk, dv, 0.1)
         out[name] = (dq, dk, dv)
     for a, b in zip(out["atomic"], out["tma"]):
         assert rel_err(a, b) < 1e-5  # the same sums, in another order

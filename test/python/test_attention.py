@@ -1,5 +1,5 @@
 """The Hopper attention kernels on the CPU: forward (attention_hopper),
-backward (attention_delta + attention_bwd) through the interpreter after the
+backward (attention_prep + attention_bwd) through the interpreter after the
 block and grid passes (the staged producer/consumer form, its races and
 deadlocks checked), against numpy's float64 reference; every layout, causal
 and not, GQA and MQA, ragged lengths, Lq != Lk, variable-length batches; and
@@ -11,7 +11,7 @@ import pytest
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference
-from tkc.kernels.attention_bwd import attention_bwd, attention_delta
+from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.reference import round_bf16
 
@@ -41,8 +41,9 @@ def _from_blhd(x, H):
     return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
 
 
-def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma"):
-    """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]."""
+def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None):
+    """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]; the
+    backward steps BQ query rows (default: the library's, BWD_QUERIES)."""
     B, Hq, Lq, _ = q.shape
     Hkv = k.shape[1]
     view = (lambda x: x) if layout == "bhld" else _blhd
@@ -50,12 +51,12 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma"):
     o = np.full(view(q).shape, np.nan, np.float32)
     lse = np.full((B, Hq, 1, Lq), np.nan, np.float32)
     attention_hopper(D, causal, layout).interpret(view(q), view(k), view(v), o, lse, SCALE)
-    delta = np.full_like(lse, np.nan)
-    attention_delta(D, layout).interpret(o, view(do), delta)
+    stats = np.full((B, Hq, 2, stats_columns(Lq)), np.nan, np.float32)
+    attention_prep(D, layout).interpret(o, view(do), lse, stats)
     dq = np.zeros(view(q).shape, np.float32)
     dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
-    attention_bwd(D, causal, layout, dq=dq_mode).interpret(view(q), view(k), view(v), view(do), lse,
-                                                           delta, dq, dk, dv, SCALE)
+    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D]).interpret(
+        view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
 
@@ -132,6 +133,13 @@ def test_dq_by_atomic_adds():
     check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="atomic"), q, k, v, do, True)
 
 
+@pytest.mark.parametrize("causal,dq_mode", [(False, "tma"), (True, "atomic")])
+def test_backward_64_query_rows_at_d64(causal, dq_mode):
+    """D = 64 with BQ = 64 (dQ split by columns; the library steps 128 rows)."""
+    q, k, v, do = _inputs(1, 2, 1, 200, 77, 64, seed=5)
+    check(run_fixed(64, causal, "bhld", q, k, v, do, dq_mode=dq_mode, BQ=64), q, k, v, do, causal)
+
+
 def _packed(lengths, H, D, rng):
     cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     return cu, round_bf16(rng.standard_normal((cu[-1], H, D)))
@@ -153,12 +161,12 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
     lse = np.full((4, 1, len(q)), np.nan, np.float32)
     fwd = attention_hopper(D, causal, "varlen", persistent=persistent)
     fwd.interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q, cu_k, 200, SCALE)
-    delta = np.full_like(lse, np.nan)
-    attention_delta(D, "varlen").interpret(flat(o), flat(do), delta[None])
+    stats = np.full((4, 2, stats_columns(len(q), 4)), np.nan, np.float32)
+    attention_prep(D, "varlen").interpret(flat(o), flat(do), lse, stats, cu_q, 200)
     dq = np.zeros_like(q)
     dk, dv = np.full_like(k, np.nan), np.full_like(v, np.nan)
-    attention_bwd(D, causal, "varlen", dq=dq_mode).interpret(
-        flat(q), flat(k), flat(v), flat(do), lse, delta, flat(dq), flat(dk), flat(dv), cu_q, cu_k,
+    attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D]).interpret(
+        flat(q), flat(k), flat(v), flat(do), stats, flat(dq), flat(dk), flat(dv), cu_q, cu_k,
         200, SCALE)
     for b in range(4):
         sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
@@ -174,6 +182,8 @@ def test_refusals():
         attention_bwd(64, layout="bshd")
     with pytest.raises(TkcError, match="dq must be 'atomic' or 'tma'"):
         attention_bwd(64, dq="shared")
+    with pytest.raises(TkcError, match="BQ must be 64, or 128 at D = 64"):
+        attention_bwd(128, BQ=128)
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)
     k = np.zeros((1, 2, 64, 64), np.float32)

@@ -6,7 +6,7 @@ time (and that the GPU tests and benchmarks run from the cache).
 from __future__ import annotations
 
 from .attention import attention_fwd
-from .attention_bwd import attention_bwd, attention_delta, attention_kernels
+from .attention_bwd import attention_bwd, attention_kernels, attention_prep
 from .attention_hopper import attention_hopper
 from .fftconv import fftconv
 from .gemm import gemm

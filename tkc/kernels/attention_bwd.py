@@ -1,34 +1,38 @@
 """Attention backward on Hopper: dQ, dK, dV of attention_hopper's forward.
 
 With P = softmax(S), S = Q K^T * scale (masked), the forward's log-sum-exp L
-and delta = rowsum(dO * O) (the preprocessing kernel, `attention_delta`):
+and delta = rowsum(dO * O):
 
     P = exp(S - L)    dV = P^T dO    dP = dO V^T    dS = P * (dP - delta)
     dK = scale * dS^T Q                dQ = scale * dS K
+
+`attention_prep` first writes the statistics the backward reads, L * log2 e
+and delta, padded to whole query tiles (rows past Lq: +inf and 0, so their P
+is 0), as FlashAttention-3's preprocessing does.
 
 A block owns BKV = 128 keys of one KV head: two consumer warpgroups of 64
 keys each, which keep their dK and dV in registers while the block walks
 every query tile that sees its keys, for every query head of the KV head's
 group (GQA: dK and dV summed over the group). Q and dO stream through a ring
-of stages (tk-pipeline-staging: producer warpgroup, TMA, mbarriers); per
-query tile of BQ = 64 rows each warpgroup computes S = Q K^T and dP = dO V^T
-for its 64 keys (wgmma from shared memory; each warp 16 query rows, so the
-statistics are one value per row, read one element a lane: any Lq and any
-varlen offset stay aligned), then P and dS in registers. P and dS go to
-shared memory, where the three other products read them: dV += P^T dO and
-dK += dS^T Q (the transposed operand from shared memory) and the block's dQ
-tile dS K, half its columns per warpgroup (a column subtile of K: whole
-swizzle panels, so K is 64-byte swizzled at D = 64). dQ reaches an f32
-accumulator in global memory by TMA reduce-adds of a shared tile (or, with
-dq="atomic", by atomic adds from registers: slower, BENCHMARKS.md). Causal
-blocks start at the first query tile that sees their keys and mask only the
-tiles on the diagonal.
+of stages (tk-pipeline-staging: producer warpgroup, TMA, mbarriers). Per
+query tile of BQ rows (64; 128 at D = 64) each warpgroup computes S^T = K Q^T
+and dP^T = V dO^T for its 64 keys (FlashAttention-3's SdP_swapAB: wgmma from
+shared memory, each warp 16 keys), so P^T and dS^T land in registers in the
+layout of a wgmma's A operand: dV += P^T dO and dK += dS^T Q read them from
+registers, and only dS^T goes to shared memory, for the block's dQ tile
+dS K over its 128 keys (each warpgroup half the columns at BQ = 64, a column
+subtile of K: whole swizzle panels, so K is 64-byte swizzled at D = 64; half
+the rows at BQ = 128). The statistics are one value per query, a column of
+S^T: each lane reads the pairs its columns need (aligned, unbounded: the
+padding). dQ reaches an f32 accumulator in global memory by TMA reduce-adds
+of a shared tile (or, with dq="atomic", by atomic adds from registers:
+slower, BENCHMARKS.md). Causal blocks start at the first query tile that sees
+their keys and mask only the tiles on the diagonal.
 
 Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
-Lq read lse = +inf (P = 0) and delta = 0, so they add nothing (to dQ too:
-its TMA add through a varlen sequence's slice adds exact zeros past the
-sequence's end); keys past Lk (zero, or the next sequence's) are masked, and
-dK and dV are clipped when stored.
+Lq add nothing (P = 0; to dQ too: its TMA add through a varlen sequence's
+slice adds exact zeros past the sequence's end); keys past Lk (zero, or the
+next sequence's) are masked, and dK and dV are clipped when stored.
 """
 from __future__ import annotations
 
@@ -38,17 +42,18 @@ import math
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import exp2, iota, load, store, sub_row, subtile, sum, where, zero
+from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
 
 from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
-BQ = 64                     # query rows per step of the loop
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
-# 240 registers beside S, dP, the statistics and the wgmma descriptors; ptxas
-# spills a few loop-invariant values (D = 128: 28-124 bytes; D = 64: 0-4).
-SPILLS = 128
-WARPS_DELTA = 4
+# 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
+# ptxas spills a few values: 0-8 bytes at D = 128, 100-160 at D = 64 with
+# BQ = 128 (S^T and dP^T 64 registers each, the statistics 32 each).
+SPILLS = 192
+WARPS_PREP = 4
+STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention_prep)
 
 
 def _layout_dims(layout: str, D: int, dtype=bf16):
@@ -61,9 +66,10 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str = "tma"):
-    """The backward kernel for head dim D: bwd(q, k, v, do, lse, delta, dq,
-    dk, dv, scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale). dq is an
+                  dq: str = "tma", BQ: int = 64):
+    """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
+    scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
+    attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
     f32 accumulator laid out as q, zeroed by the caller, that receives
     scale * dS K: by TMA reduce-adds of a shared tile (dq="tma", the default:
     0.61-0.76 of the atomics' time on the H100; through a sequence's slice for
@@ -76,25 +82,30 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
-                                "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic")
+                                "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
+                                "" if BQ == 64 else f"q{BQ}")
                      if x)
+    if BQ not in (64, 128) or BQ * D > 8192:
+        raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
+                       f"got {BQ!r} at D = {D}")
     by_tma = dq == "tma"
+    by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
 
-    def backward(q, k, v, do, lse, delta, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
+    def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
         against every query tile of heads h0 .. h0 + group - 1 that sees them;
-        vec(h, t): coordinates of a warp's 16 statistics; out(h, t): of a
-        warp's 16 rows of dK and dV."""
+        vec(h, row, t): coordinates of query tile t's BQ statistics (row 0:
+        lse * log2 e, 1: delta); out(h, t): of a warp's 16 rows of dK and dV."""
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
         hk = h0 // group
-        k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 else "64b"), st(bf16, BKV, D)
+        k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 or by_rows else "64b"), st(bf16, BKV, D)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
-        p_s, ds_s = st(bf16, BQ, BKV), st(bf16, BQ, BKV)
+        dst_s = st(bf16, BKV, BQ)        # dS^T, both warpgroups' keys
         dq_s = st(f32, BQ, D) if by_tma else None
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
-        key0 = kb * BKV + wg * 64        # this warpgroup's first key
+        key0 = kb * BKV + w * 16         # this warp's first key
         shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
         nq = tkc.cdiv(Lq, BQ)
         first = 0
@@ -107,49 +118,51 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))
-            # the rows' statistics, loaded before the mmas so that their
-            # latency is hidden under them (after the wait, ncu saw the
-            # first use of lse stall: 4% of the kernel's warp samples)
-            row = vec(h, i * (BQ // 16) + w % 4)
-            lse_r, delta_r = load(rv(f32, 16), lse, row, fill=math.inf), load(rv(f32, 16), delta, row, fill=0.0)
-            # S and dP of the tile's 64 queries (rows: each warp 16) and the
-            # warpgroup's 64 keys
-            s, dp = zero(rt(f32, 16, 64)), zero(rt(f32, 16, 64))
-            warpgroup.mma_ABt(s, q_s, subtile(k_s, 64, D, (wg, 0)))
-            warpgroup.mma_ABt(dp, do_s, subtile(v_s, 64, D, (wg, 0)))
+            # the tile's statistics, one per query (column), loaded before
+            # the mmas so that their latency is hidden under them (padded
+            # to whole tiles by attention_prep: aligned pairs, no bounds)
+            lse_r = load(rv(f32, BQ, "row"), stats, vec(h, 0, i))
+            delta_r = load(rv(f32, BQ, "row"), stats, vec(h, 1, i))
+            # S^T and dP^T of the warpgroup's 64 keys (rows: each warp 16)
+            # and the tile's queries: P^T and dS^T are then in registers in
+            # the layout of a wgmma's A, for dV += P^T dO and dK += dS^T Q
+            s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
+            warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
+            warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             warpgroup.mma_async_wait(s, dp)
-            p = exp2(sub_row(s * c, lse_r * LOG2E))
-            query0 = i * BQ + (w % 4) * 16   # this warp's first query
-            edge = key0 + 64 > Lk            # keys past Lk (of the next sequence, varlen)
+            p = exp2(sub_col(s * c, lse_r))
+            query0 = i * BQ
+            edge = key0 + 16 > Lk            # keys past Lk (of the next sequence, varlen)
             if causal:
-                edge = edge | (key0 + 63 > query0 + shift)
+                edge = edge | (key0 + 15 > query0 + shift)
             with tkc.if_(edge):
-                key = iota(rt(f32, 16, 64), 1, start=key0)
+                key = iota(rt(f32, 16, BQ), 0, start=key0)
                 keep = key < Lk
                 if causal:
-                    keep = keep & (key <= iota(rt(f32, 16, 64), 0, start=query0 + shift))
+                    keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=query0 + shift))
                 p = where(keep, p, 0.0)
-            ds = p * sub_row(dp, delta_r)
-            tkc.sync()                   # the last tile's mmas (both warpgroups) read p_s, ds_s
-            warpgroup.store(subtile(p_s, BQ, 64, (0, wg)), p.to(bf16), (0, 0))
-            warpgroup.store(subtile(ds_s, BQ, 64, (0, wg)), ds.to(bf16), (0, 0))
+            pb = p.to(bf16)
+            warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
+            ds = (p * sub_col(dp, delta_r)).to(bf16)
+            warpgroup.mma_AB(dk_r, ds, q_s)                            # dK += dS^T Q
+            tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
+            warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))
             tkc.fence_async()
             tkc.sync()
-            # dQ first: its wait leaves dV and dK in flight under dQ's store
-            # (issued last, the wait for dQ waited for all three: ncu, 12% of
-            # the warp samples on that one wait)
-            dqp = zero(rt(f32, 16, D // 2))                                 # dQ = dS K:
-            warpgroup.mma_AB(dqp, ds_s, subtile(k_s, BKV, D // 2, (0, wg)))  # half the columns each
-            warpgroup.mma_AtB(dv_r, subtile(p_s, BQ, 64, (0, wg)), do_s)    # dV += P^T dO
-            warpgroup.mma_AtB(dk_r, subtile(ds_s, BQ, 64, (0, wg)), q_s)    # dK += dS^T Q
-            warpgroup.mma_async_wait(dqp, pending=2)
+            if by_rows:
+                dqp = warpgroup.mma_AtB(subtile(dst_s, BKV, 64, (0, wg)), k_s, zero(rt(f32, 16, D)))
+            else:
+                dqp = warpgroup.mma_AtB(dst_s, subtile(k_s, BKV, D // 2, (0, wg)),
+                                        zero(rt(f32, 16, D // 2)))
+            warpgroup.mma_async_wait(dqp, dv_r, dk_r)
             if by_tma:
-                warpgroup.store(subtile(dq_s, BQ, D // 2, (0, wg)), dqp * scale, (0, 0))
+                part = subtile(dq_s, 64, D, (wg, 0)) if by_rows else subtile(dq_s, BQ, D // 2, (0, wg))
+                warpgroup.store(part, dqp * scale, (0, 0))
                 tma.store_add(dq_acc, dq_s, tile(h, i))
-            else:                        # this warp's 16 rows of its half, atomically
-                b, d, r, col = tile(h, i * (BQ // 16) + w % 4)
-                store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True)
-            warpgroup.mma_async_wait(dv_r, dk_r)
+            else:                        # this warp's 16 rows of its part, atomically
+                b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
+                store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg),
+                      clip=True, add=True)
         b, d, r, col = out(hk, kb * (BKV // 16) + w)
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
@@ -158,10 +171,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     QF = _layout_dims(layout, D, f32)[0]
     if layout == "varlen":
         @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS,
-                    grid=lambda q, k, v, do, lse, delta, dq, dk, dv, cu_q, cu_k, max_k, scale:
+                    grid=lambda q, k, v, do, stats, dq, dk, dv, cu_q, cu_k, max_k, scale:
                     (tkc.cdiv(max_k, BKV), k.c // D, cu_q.c - 1))
-        def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"),
-                delta: gl(f32, 1, "Hq", 1, "Tq"), dq: QF, dk: K, dv: K,
+        def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, 1, "Hq", 2, None), dq: QF, dk: K, dv: K,
                 cu_q: gl(i32, 1, 1, 1, "B1"), cu_k: gl(i32, 1, 1, 1, "B1"), max_k: tkc.i32,
                 scale: tkc.f32):
             kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
@@ -169,10 +181,10 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             k0, k1 = load(i32, cu_k, at=(0, 0, 0, b), fill=0), load(i32, cu_k, at=(0, 0, 0, b + 1), fill=0)
             group = q.c // k.c
             sq, sk = (lambda g: g.slice("r", q0, q1 - q0)), (lambda g: g.slice("r", k0, k1 - k0))
-            sv = lambda g: g.slice("c", q0, q1 - q0)  # noqa: E731
-            backward(sq(q), sk(k), sk(v), sq(do), sv(lse), sv(delta), sq(dq), sk(dk), sk(dv),
+            t0 = _stats_start(q0, b) // BQ
+            backward(sq(q), sk(k), sk(v), sq(do), stats, sq(dq), sk(dk), sk(dv),
                      scale, kb, hk * group, group, lambda h, t: (0, 0, t, h),
-                     lambda h, t: (0, h, 0, t), lambda h, t: (0, 0, t, h))
+                     lambda h, row, t: (0, h, row, t0 + t), lambda h, t: (0, 0, t, h))
         return bwd
 
     relation = {"Hq": "Hkv"} if layout == "bhld" else {"HqD": "HkvD", "HkvD": D}
@@ -181,43 +193,76 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         return (tkc.cdiv(k.r, BKV), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, BKV), k.c // D, k.d)
 
     @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS)
-    def bwd(q: Q, k: K, v: K, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"),
-            delta: gl(f32, "B", "Hq", 1, "Lq"), dq: QF, dk: K, dv: K, scale: tkc.f32):
+    def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
+            scale: tkc.f32):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        group = lse.d // (k.d if layout == "bhld" else k.c // D)
+        group = stats.d // (k.d if layout == "bhld" else k.c // D)
         tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
-        backward(q, k, v, do, lse, delta, dq, dk, dv, scale, kb, hk * group, group, tile,
-                 lambda h, t: (b, h, 0, t), tile)
+        backward(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
+                 lambda h, row, t: (b, h, row, t), tile)
 
     return bwd
 
 
-def attention_delta(D: int = 128, layout: str = "bhld"):
-    """The backward's preprocessing: delta[b, h, i] = sum_d dO * O of each
-    query row (f32, laid out as lse), one row per warp as a flat vector
-    (16-byte loads): delta(o, do, out) (varlen: delta(o, do, out) over the
-    packed rows, out [Hq, Tq])."""
+def stats_columns(Lq: int, batches: int | None = None) -> int:
+    """Columns of the backward's statistics (attention_prep's output) for Lq
+    query rows; varlen (batches = B, Lq = Tq): each sequence starts at a
+    multiple of STATS_ALIGN, at most one STATS_ALIGN after its packed row."""
+    pad = -(-Lq // STATS_ALIGN) * STATS_ALIGN
+    return pad if batches is None else pad + batches * STATS_ALIGN
+
+
+def _stats_start(q0, b):
+    """Where varlen sequence b (from packed row q0) starts in the statistics:
+    FlashAttention-3's padded offsets, (q0 + b * A) rounded down to A. Each
+    sequence's whole tiles end before the next's start."""
+    return (q0 + b * STATS_ALIGN) // STATS_ALIGN * STATS_ALIGN
+
+
+def attention_prep(D: int = 128, layout: str = "bhld"):
+    """The backward's preprocessing, one query row per warp (its o and dO
+    rows as flat vectors, 16-byte loads): the statistics the backward reads,
+    stats[b, h, 0, i] = lse * log2 e and stats[b, h, 1, i] = delta =
+    sum_d dO * O, for i up to Lq rounded up to whole tiles (STATS_ALIGN:
+    stats_columns), the rows past Lq +inf and 0, so that their P is 0.
+    prep(o, do, lse, stats) with lse [B, Hq, 1, Lq] and stats [B, Hq, 2,
+    stats_columns(Lq)]; varlen: prep(o, do, lse, stats, cu_q, max_q) with lse
+    [1, Hq, 1, Tq] and stats [1, Hq, 2, stats_columns(Tq, B)], sequence b's
+    rows at _stats_start (FlashAttention-3's padded offsets)."""
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
-    W = WARPS_DELTA
+    W = WARPS_PREP
     Q = _layout_dims(layout, D)[0]
-    if layout == "bhld":
-        OUT = gl(f32, "B", "Hq", 1, "Lq")
-    else:
-        OUT = gl(f32, 1 if layout == "varlen" else "B", "Hq", 1, "Lq" if layout == "blhd" else "Tq")
 
-    def grid(o, do, out):
-        return (tkc.cdiv(out.c, W), out.d, out.b)
-
-    @tkc.kernel(name=f"attn_delta_d{D}_{layout}", warps=W, grid=grid)
-    def delta(o: Q, do: Q, out: OUT):
-        i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
-        at = (b, h, i, 0) if layout == "bhld" else (0, b, i, h)
+    def row(o, do, lse, stats, at, h, i, b=0):
         x = load(rv(f32, D, "flat"), o, at, fill=0.0)
         y = load(rv(f32, D, "flat"), do, at, fill=0.0)
-        store(out, sum(x * y), at=(b, h, 0, i), clip=True)
+        store(stats, load(f32, lse, at=(b, h, 0, i), fill=math.inf) * LOG2E, at=(b, h, 0, i), clip=True)
+        store(stats, sum(x * y), at=(b, h, 1, i), clip=True)
 
-    return delta
+    if layout == "varlen":
+        @tkc.kernel(name=f"attn_prep_d{D}_varlen", warps=W,
+                    grid=lambda o, do, lse, stats, cu_q, max_q:
+                    (tkc.cdiv(max_q, STATS_ALIGN) * (STATS_ALIGN // W), lse.d, cu_q.c - 1))
+        def prep(o: Q, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"), stats: gl(f32, 1, "Hq", 2, None),
+                 cu_q: gl(i32, 1, 1, 1, "B1"), max_q: tkc.i32):
+            i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
+            q0, q1 = load(i32, cu_q, at=(0, 0, 0, b), fill=0), load(i32, cu_q, at=(0, 0, 0, b + 1), fill=0)
+            n = q1 - q0
+            row(o.slice("r", q0, n), do.slice("r", q0, n), lse.slice("c", q0, n),
+                stats.slice("c", _stats_start(q0, b), tkc.cdiv(n, STATS_ALIGN) * STATS_ALIGN),
+                (0, 0, i, h), h, i)
+        return prep
+
+    def grid(o, do, lse, stats):
+        return (stats.c // W, stats.d, stats.b)
+
+    @tkc.kernel(name=f"attn_prep_d{D}_{layout}", warps=W, grid=grid)
+    def prep(o: Q, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), stats: gl(f32, "B", "Hq", 2, None)):
+        i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
+        row(o, do, lse, stats, (b, h, i, 0) if layout == "bhld" else (0, b, i, h), h, i, b)
+
+    return prep
 
 
 # Keys from which FlashAttention-3's schedule (ping-pong + intra-warpgroup
@@ -229,23 +274,28 @@ LONG_KEYS = {64: 8192, 128: 2048}
 # that 192-row ones leave uneven (H100, BENCHMARKS.md: 0.68 -> 0.85 of cuDNN
 # at L 1k, 0.94 -> 0.91 at 4k; at D = 128 no faster).
 PAIRED_CAUSAL_KEYS = {64: 2048}
+# Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
+# dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
+# 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
+BWD_QUERIES = {64: 128, 128: 64}
 
 
 @functools.lru_cache(maxsize=None)
 def attention_kernels(D: int, causal: bool, layout: str):
-    """(forward, long forward, delta, backward, paired forward) as
+    """(forward, long forward, prep, backward, paired forward) as
     tkc.attention launches them. The forwards: 2 ring stages at D = 64
     (faster than a deeper ring on the H100), the deepest that fits at D = 128
     (2); three consumer warpgroups at D = 64, two at 128; the long forward
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
-    warpgroup and two blocks an SM (the forward itself where there is none)."""
+    warpgroup and two blocks an SM (the forward itself where there is none).
+    The backward steps BWD_QUERIES[D] query rows at a time."""
     base = dict(stages=2, consumers=3) if D == 64 else dict(stages="auto", consumers=2)
     short = attention_hopper(D, causal, layout, **base)
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2) \
         if causal and D in PAIRED_CAUSAL_KEYS else short
     return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
-            _delta(D, layout), attention_bwd(D, causal, layout), paired)
+            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
@@ -257,5 +307,5 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _delta(D: int, layout: str):
-    return attention_delta(D, layout)
+def _prep(D: int, layout: str):
+    return attention_prep(D, layout)

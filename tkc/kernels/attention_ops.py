@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attention_bwd import attention_kernels, forward_kernel
+from .attention_bwd import attention_kernels, forward_kernel, stats_columns
 from .attention_hopper import HEAD_DIMS
 
 __all__ = ["attention", "attention_varlen"]
@@ -93,13 +93,12 @@ def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, ca
     layout = _layout_of(q, k, v, o)
     q, k, v, o, do = (_in_layout(t, layout) for t in (q, k, v, o, do))
     B, H, L, D = q.shape
-    delta_k, bwd_k = _bwd_kernels(D, causal, layout)
-    stats = lse.view(B, H, 1, L)
-    delta = torch.empty_like(stats)
-    delta_k(*_views(layout, o, do), delta)
+    prep_k, bwd_k = _bwd_kernels(D, causal, layout)
+    stats = torch.empty(B, H, 2, stats_columns(L), device=q.device, dtype=torch.float32)
+    prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats)
     dq = _like(q, layout, torch.float32).zero_()  # the f32 accumulator
     dk, dv = _like(k, layout), _like(v, layout)
-    bwd_k(*_views(layout, q, k, v, do), stats, delta, *_views(layout, dq, dk, dv), scale)
+    bwd_k(*_views(layout, q, k, v, do), stats, *_views(layout, dq, dk, dv), scale)
     return dq.to(q.dtype), dk, dv
 
 
@@ -167,14 +166,13 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
           scale: float) -> tuple[Tensor, Tensor, Tensor]:
     T, H, D = q.shape
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
-    delta_k, bwd_k = _bwd_kernels(D, causal, "varlen")
+    prep_k, bwd_k = _bwd_kernels(D, causal, "varlen")
     flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
-    stats = lse.view(H, 1, T)
-    delta = torch.empty_like(stats)
-    delta_k(flat(o), flat(do), delta)
+    stats = torch.empty(H, 2, stats_columns(T, len(cu_q) - 1), device=q.device, dtype=torch.float32)
+    prep_k(flat(o), flat(do), lse.view(H, 1, T), stats, cu_q, max_q)
     dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    bwd_k(*(flat(t) for t in (q, k, v, do)), stats, delta, *(flat(t) for t in (dq, dk, dv)),
+    bwd_k(*(flat(t) for t in (q, k, v, do)), stats, *(flat(t) for t in (dq, dk, dv)),
           cu_q, cu_k, max_k, scale)
     return dq.to(q.dtype), dk, dv
 

@@ -413,14 +413,16 @@ class Staging:
         # Keeping an iteration's wgmma in flight holds its slot one iteration
         # longer: with a single slot the producer could never refill it.
         relaxed = _relax_wgmma(body) if self.stages >= 2 else None
+        held = _held_until(body, self.stages) if relaxed is None else None
         with ir.InsertionPoint(_terminator(body)), self.loc:
-            if relaxed is None:
-                _check_retired(body)
+            if relaxed is None and held is None:
                 tk.arrive(tk.stage(self.empty, s))
             nxt = arith.addi(it, index(1))
         self.drain = []
-        if relaxed is not None:
-            self._delayed_release(loop, relaxed, it, s)
+        if relaxed is not None or held is not None:
+            wait = relaxed if relaxed is not None else held
+            carried = _carried_positions(loop, wait) if relaxed is not None else _trailing_positions(body)
+            self._delayed_release(loop, wait, it, s, carried)
             ops = [o.operation for o in _block_of(loop.operation).operations]
             self.drain = ops[ops.index(loop.operation) + 1:ops.index(self._drain_end)]
         extend_yield(loop, [nxt])
@@ -467,16 +469,17 @@ class Staging:
         ph = arith.remui(arith.divui(it, index(self.stages)), index(2))
         return s, ph
 
-    def _delayed_release(self, loop, wait, it, s) -> None:
-        """After the relaxed wait: release the previous iteration's slot (all
-        its groups retired); after the loop: wait for all, release the last."""
+    def _delayed_release(self, loop, wait, it, s, carried) -> None:
+        """After `wait` (a pending = 0 wait, or the relaxed one): release the
+        previous iteration's slot (all its groups retired); after the loop:
+        wait for all (the loop results at `carried` are the in-flight
+        accumulators, rebound to the wait's results), release the last."""
         start = list(loop.operation.operands)[-1]
         with ir.InsertionPoint(_next_op(wait)), wait.location:
             later = arith.cmpi(arith.CmpIPredicate.ne, it, start)
             with _if(later):
                 prev = arith.remui(arith.subi(it, index(1)), index(self.stages))
                 tk.arrive(tk.stage(self.empty, prev))
-        carried = _carried_positions(loop, wait)
         after = _next_op(loop.operation)
         self._drain_end = after
         with ir.InsertionPoint(after), loop.operation.location:
@@ -911,6 +914,42 @@ def _after_last_read(block, tile):
     return tops[-1]
 
 
+def _held_until(body, stages: int):
+    """Mosaic GPU's delayed release, for a body that ends with warpgroup mmas
+    in flight (e.g. the attention backward's dK, left to run under dQ's
+    store): its slot is held into the next iteration and released after that
+    iteration's first top-level pending = 0 wait, which retires them. That
+    wait, or None when the body ends retired. A body that cannot hold its
+    slot is refused here, naming the mma and why."""
+    mma = _unretired_mma(body)
+    if mma is None:
+        return None
+    tops = [o.operation for o in body.operations]
+    waits = [i for i, o in enumerate(tops) if _is_wait_all(o)]
+    why = None
+    if stages < 2:
+        why = "with one stage the consumers cannot hold a slot while the producer refills it"
+    elif not waits:
+        why = "no pending = 0 wait at the loop body's top level would retire it in the next iteration"
+    elif any(o.name not in WGMMA and any(n.name in WGMMA for n in walk(o)) for o in tops[waits[-1]:]):
+        why = "an mma after the body's last pending = 0 wait is issued inside an if or a loop"
+    if why is not None:
+        raise error(mma, "this warpgroup mma is still in flight when the pipelined loop's "
+                         "iteration ends, and its stage cannot be held into the next "
+                         f"iteration: {why}. Wait for it (warpgroup.mma_async_wait) "
+                         "before the iteration ends")
+    return tops[waits[0]]
+
+
+def _trailing_positions(body) -> list:
+    """The yielded values (their loop-result positions) that come from the
+    mmas issued after the body's last top-level pending = 0 wait."""
+    tops = [o.operation for o in body.operations]
+    last = max(i for i, o in enumerate(tops) if _is_wait_all(o))
+    trailing = {r for o in tops[last + 1:] if o.name in WGMMA for r in o.results}
+    return [i for i, v in enumerate(_terminator(body).operands) if v in trailing]
+
+
 def _carried_positions(loop, wait) -> list:
     """The loop results that carry the relaxed wait's tiles."""
     y = _terminator(loop.body)
@@ -943,12 +982,3 @@ def _is_wait_all(op) -> bool:
 
 def _pending(wait) -> int:
     return ir.IntegerAttr(wait.attributes["pending"]).value
-
-
-def _check_retired(body) -> None:
-    """Releasing at the end of an iteration needs every wgmma of it waited for."""
-    mma = _unretired_mma(body)
-    if mma is not None:
-        raise error(mma, "the pipelined loop's stage is released at the end of each "
-                         "iteration, but this warpgroup mma may still read it: wait for "
-                         "it (warpgroup.mma_async_wait) before the iteration ends")
