@@ -27,10 +27,15 @@ races and deadlocks like any hand-written kernel:
   one iteration issues), the slot of the previous iteration is released after
   it, and a `pending = 0` wait plus the last release follow the loop: the
   release waits for the wgmma reads it would otherwise race with (the
-  interpreter checks this). Otherwise (or with a single stage, which the
-  consumers cannot hold on to while the producer refills it) the slot is
-  released at the end of the iteration, which must then have waited for
-  every mma it issued.
+  interpreter checks this). When the body ends with mmas issued after its
+  last top-level `pending = 0` wait (an accumulation read only after the
+  loop, left to run under the next iteration's work), the slot is held into the next iteration and
+  released after that iteration's first top-level `pending = 0` wait, which
+  retires them (Mosaic GPU's delayed release; a wait-all and the last
+  release follow the loop). Otherwise the slot is released at the end of the
+  iteration. A body that cannot hold its slot (a single stage, which the
+  consumers cannot hold on to while the producer refills it; no top-level
+  wait-all; an mma in flight from inside an if) is refused at the mma.
 - A `tk.pipeline_load` outside the loop (loaded once per work item) gets its
   own full / empty barrier pair: the producer loads it before the loop's
   stages, the consumers wait where the load was and release it after its last
@@ -915,12 +920,12 @@ def _after_last_read(block, tile):
 
 
 def _held_until(body, stages: int):
-    """Mosaic GPU's delayed release, for a body that ends with warpgroup mmas
-    in flight (e.g. the attention backward's dK, left to run under dQ's
-    store): its slot is held into the next iteration and released after that
-    iteration's first top-level pending = 0 wait, which retires them. That
-    wait, or None when the body ends retired. A body that cannot hold its
-    slot is refused here, naming the mma and why."""
+    """Mosaic GPU's delayed release, for a body that ends with warpgroup
+    mmas in flight (e.g. an accumulation read only after the loop): its slot
+    is held into the next iteration and released after that iteration's
+    first top-level pending = 0 wait, which retires them. That wait, or None
+    when the body ends retired. A body that cannot hold its slot is refused
+    here, naming the mma and why."""
     mma = _unretired_mma(body)
     if mma is None:
         return None
