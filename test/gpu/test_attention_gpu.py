@@ -78,6 +78,35 @@ def test_attention(shape, causal, D):
         assert rel_err(g, t.grad) < 2e-2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", ["gqa8-ragged", "mqa-77", "lq<lk", "lq>lk", "long-ragged"])
+def test_head_dim_256_forward(shape, causal):
+    """D = 256 (forward only): values and lse, SDPA's layout and
+    FlashAttention's, fixed and varlen; asking for gradients is refused."""
+    import tkc
+    q, k, v = inputs(*SHAPES[shape], 256, grad=False)
+    o, lse = tkc.attention(q, k, v, causal=causal, return_lse=True)
+    ref = reference(q, k, v, causal)
+    assert not o.isnan().any() and rel_err(o, ref) < 1e-2
+    g = q.shape[1] // k.shape[1]
+    s = q.float() @ k.float().repeat_interleave(g, 1).transpose(-1, -2) / 16
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.arange(lk, device="cuda")[None] > torch.arange(lq, device="cuda")[:, None] + lk - lq,
+                          -math.inf)
+    fin = torch.logsumexp(s, -1).isfinite()
+    assert (lse[fin] - torch.logsumexp(s, -1)[fin]).abs().max() < 1e-3 and (lse[~fin] == math.inf).all()
+    qt, kt, vt = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v))
+    assert rel_err(tkc.attention(qt, kt, vt, causal=causal), ref) < 1e-2
+    flat = lambda t: t[0].transpose(0, 1).contiguous()  # noqa: E731
+    one = lambda n: torch.tensor([0, n], device="cuda", dtype=torch.int32)  # noqa: E731
+    ov = tkc.attention_varlen(flat(q), flat(k), flat(v), one(q.shape[2]), one(k.shape[2]),
+                              q.shape[2], k.shape[2], causal=causal)
+    assert rel_err(ov.transpose(0, 1)[None], ref[:1]) < 1e-2
+    with pytest.raises(TkcError, match="head dim 256 has a forward only"):
+        tkc.attention(q.requires_grad_(), k, v)
+
+
 def test_lse_matches():
     import tkc
     q, k, v = inputs(1, 4, 2, 333, 333, 128, grad=False)

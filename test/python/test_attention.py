@@ -128,6 +128,28 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     assert np.abs(lse[:, :, 0][fin] - rlse[fin]).max() < 1e-4
 
 
+@pytest.mark.parametrize("layout", ["bhld", "blhd"])
+@pytest.mark.parametrize("causal,Lq,Lk", [(False, 130, 200), (True, 200, 77)])
+def test_head_dim_256_forwards(layout, causal, Lq, Lk):
+    """tkc.attention's D = 256 forwards (64-key tiles, O from registers), the
+    short and the long one, on ragged GQA shapes; D = 256 has no backward."""
+    from tkc.kernels.attention_bwd import attention_kernels
+    q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
+    view = (lambda x: x) if layout == "bhld" else _blhd
+    ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
+    short, long, prep, bwd, _ = attention_kernels(256, causal, layout)
+    assert prep is None and bwd is None
+    for kern in (short, long):
+        o = np.full(view(q).shape, np.nan, np.float32)
+        lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
+        kern.interpret(view(q), view(k), view(v), o, lse, SCALE)
+        o = o if layout == "bhld" else _from_blhd(o, 4)
+        assert rel_err(o, ro) < 1e-2
+        fin = np.isfinite(rlse)
+        assert (np.isinf(lse[:, :, 0]) == ~fin).all()
+        assert np.abs(lse[:, :, 0][fin] - rlse[fin]).max() < 1e-4
+
+
 def test_dq_by_atomic_adds():
     q, k, v, do = _inputs(1, 4, 2, 130, 200, 128, seed=7)
     check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="atomic"), q, k, v, do, True)
@@ -184,6 +206,8 @@ def test_refusals():
         attention_bwd(64, dq="shared")
     with pytest.raises(TkcError, match="BQ must be 64, or 128 at D = 64"):
         attention_bwd(128, BQ=128)
+    with pytest.raises(TkcError, match=r"head dim 256 is not supported \(one of \(64, 128\)\)"):
+        attention_bwd(256)
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)
     k = np.zeros((1, 2, 64, 64), np.float32)

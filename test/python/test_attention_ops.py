@@ -182,6 +182,17 @@ def test_bad_inputs_are_refused_at_the_callers_line():
     _refused(ops.attention, (q, k, v), "must be on q's CUDA device")  # CPU tensors
 
 
+def test_head_dim_256_is_forward_only():
+    """D = 256 runs its forward (values as float64's); with tensors that need
+    gradients it is refused at the call, not inside loss.backward()."""
+    q, k, v = (t.detach() for t in _qkv(1, 2, 1, 70, 90, 256, seed=2))
+    with torch.no_grad():
+        o, lse = ops._fwd(q, k, v, True, 0.0625)
+    assert _rel(o, _reference(q, k, v, True, 0.0625)) < 1e-2
+    _refused(ops.attention, (q.requires_grad_(), k, v), r"head dim 256 has a forward only \(the "
+             r"backward takes head dims \(64, 128\)\): call it under torch.no_grad\(\)")
+
+
 def test_bad_offsets_are_refused():
     q, k = torch.zeros(10, 2, 64, dtype=torch.bfloat16), torch.zeros(12, 2, 64, dtype=torch.bfloat16)
     cu = lambda *c: torch.tensor(c, dtype=torch.int32)  # noqa: E731

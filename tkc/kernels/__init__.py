@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_kernels, attention_prep
-from .attention_hopper import attention_hopper
+from .attention_hopper import HEAD_DIMS, attention_hopper
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
@@ -28,9 +28,11 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        # tkc.attention: forward, delta and backward per head dim, mask and layout
-        *dict.fromkeys(k for D in (64, 128) for causal in (False, True)
-                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
+        # tkc.attention: forwards, prep and backward per head dim, mask and layout (D 256:
+        # forwards only)
+        *dict.fromkeys(k for D in HEAD_DIMS for causal in (False, True)
+                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
+                       if k is not None),
         rotary(128),
         rotary(128, interleaved=True),
         # torch_ops.layer_norm: with a residual or without, with dropout or without

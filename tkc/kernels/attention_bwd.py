@@ -47,6 +47,7 @@ from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
 from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
+BWD_HEAD_DIMS = (64, 128)   # D = 256's dK and dV alone would fill a consumer's registers
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
 # ptxas spills a few values: 0-8 bytes at D = 128, 100-160 at D = 64 with
@@ -77,8 +78,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     registers (dq="atomic", clipped at the edges)."""
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
-    if D not in HEAD_DIMS:
-        raise TkcError(f"attention backward: head dim {D} is not supported (one of {HEAD_DIMS})")
+    if D not in BWD_HEAD_DIMS:
+        raise TkcError(f"attention backward: head dim {D} is not supported (one of {BWD_HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
@@ -268,7 +269,7 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
 # Keys from which FlashAttention-3's schedule (ping-pong + intra-warpgroup
 # overlap) is the faster forward, per head dim: its loop runs one extra
 # iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
-LONG_KEYS = {64: 8192, 128: 2048}
+LONG_KEYS = {64: 8192, 128: 2048, 256: 2048}
 # Keys below which one consumer warpgroup a block, two blocks an SM, is the
 # faster causal forward at D = 64: 64-row blocks even out the causal work
 # that 192-row ones leave uneven (H100, BENCHMARKS.md: 0.68 -> 0.85 of cuDNN
@@ -289,13 +290,18 @@ def attention_kernels(D: int, causal: bool, layout: str):
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
     warpgroup and two blocks an SM (the forward itself where there is none).
-    The backward steps BWD_QUERIES[D] query rows at a time."""
-    base = dict(stages=2, consumers=3) if D == 64 else dict(stages="auto", consumers=2)
+    The backward steps BWD_QUERIES[D] query rows at a time. D = 256 (64-key
+    tiles: Q and a 2-stage ring fill 192 KB) has no backward: prep and
+    backward are None."""
+    base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
+            256: dict(stages=2, consumers=2, KV=64)}[D]
     short = attention_hopper(D, causal, layout, **base)
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2) \
         if causal and D in PAIRED_CAUSAL_KEYS else short
+    backward = (_prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D])) \
+        if D in BWD_HEAD_DIMS else (None, None)
     return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
-            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
+            *backward, paired)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):

@@ -44,7 +44,7 @@ from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, r
                      store, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
-HEAD_DIMS = (64, 128)
+HEAD_DIMS = (64, 128, 256)
 LAYOUTS = ("bhld", "blhd", "varlen")
 
 
@@ -156,7 +156,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
         store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
               clip=True)
-        if by_tma:
+        if by_tma:                       # (D = 256: O from registers, its tile would not fit)
             o_s = st(bf16, BQ, D)
             warpgroup.store(o_s, o_r.to(bf16), (wg, 0))
             tma.store(o, o_s, tile(h, qb))
@@ -207,6 +207,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         qb = schedule(qb, tkc.cdiv(q.r, BQ))
         forward(q, k, v, o, lse, scale, qb, h, hk,
                 (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
-                lambda h, t: (b, h, 0, t), by_tma=True)
+                lambda h, t: (b, h, 0, t), by_tma=D < 256)
 
     return attn
