@@ -30,7 +30,7 @@ TIMING = dict(reps=10, inner=5)  # a 16k-token forward takes milliseconds: fewer
 
 def configs(quick: bool):
     shapes = [(16, 1024), (4, 4096), (1, 16384)] if not quick else [(4, 1024)]
-    for D in (64, 128, 256):  # D 256: forward only
+    for D in (64, 128, 256):
         for causal in (False, True):
             for B, L in shapes:
                 yield B, 16, L, D, causal
@@ -64,8 +64,7 @@ def contenders(q, k, v, causal, flex: bool):
 
 def measure(B, H, L, D, causal, flex: bool) -> list[dict]:
     from tkc.bench.timing import interleaved, median_ratio, tflops
-    grads = D != 256  # tkc's D 256 has a forward only
-    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=grads)
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     fns = contenders(q, k, v, causal, flex)
     ref = None
@@ -88,7 +87,7 @@ def measure(B, H, L, D, causal, flex: bool) -> list[dict]:
     flops = 4.0 * B * H * L * L * D / (2 if causal else 1)
     rows = []
     fwd_times = None
-    for phase, table, f in (("fwd", fwd, flops), ("bwd", bwd, 2.5 * flops))[:2 if grads else 1]:
+    for phase, table, f in (("fwd", fwd, flops), ("bwd", bwd, 2.5 * flops)):
         times = interleaved(table, rounds=ROUNDS, **TIMING)
         if phase == "fwd":
             fwd_times = times

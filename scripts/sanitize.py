@@ -52,7 +52,7 @@ def gemms():
 def attention():
     import tkc
     from tkc.kernels.attention_bwd import attention_kernels
-    for D in (64, 128):
+    for D in (64, 128, 256):
         for causal in (False, True):
             q = torch.randn(1, 4, 200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k, v = (torch.randn(1, 2, 330, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -77,16 +77,6 @@ def attention():
         o = tkc.attention_varlen(q, k, v, cu, cu, 200, 200, causal=True)
         o.float().sum().backward()
         report(f"attention varlen d{D} (finite)", 0.0 if o.isfinite().all() and q.grad.isfinite().all() else 1.0, 0.5)
-    for causal in (False, True):  # D 256: forward only
-        q = torch.randn(1, 4, 200, 256, device="cuda", dtype=torch.bfloat16)
-        k, v = (torch.randn(1, 2, 330, 256, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-        kk, vv = k.float().repeat_interleave(2, 1), v.float().repeat_interleave(2, 1)
-        s = q.float() @ kk.transpose(-1, -2) / 16
-        if causal:
-            keep = torch.arange(330, device="cuda")[None] <= torch.arange(200, device="cuda")[:, None] + 130
-            s = s.masked_fill(~keep, -math.inf)
-        report(f"attention d256 causal={causal}", rel(tkc.attention(q, k, v, causal=causal),
-                                                      torch.softmax(s, -1) @ vv), 1e-2)
 
 
 def memory():

@@ -130,15 +130,18 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
 
 @pytest.mark.parametrize("layout", ["bhld", "blhd"])
 @pytest.mark.parametrize("causal,Lq,Lk", [(False, 130, 200), (True, 200, 77)])
-def test_head_dim_256_forwards(layout, causal, Lq, Lk):
-    """tkc.attention's D = 256 forwards (64-key tiles, O from registers), the
-    short and the long one, on ragged GQA shapes; D = 256 has no backward."""
+def test_head_dim_256(layout, causal, Lq, Lk):
+    """tkc.attention's D = 256 kernels on ragged GQA shapes: the short and the
+    long forward (64-key tiles, O from registers), and the backward that
+    splits its work by halves of D (P^T handed between the warpgroups in
+    shared memory, dQ by atomic adds: the interpreter checks the hand-over
+    for races)."""
     from tkc.kernels.attention_bwd import attention_kernels
-    q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
+    q, k, v, do = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
+    check(run_fixed(256, causal, layout, q, k, v, do, dq_mode="atomic"), q, k, v, do, causal)
     view = (lambda x: x) if layout == "bhld" else _blhd
     ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
-    short, long, prep, bwd, _ = attention_kernels(256, causal, layout)
-    assert prep is None and bwd is None
+    short, long = attention_kernels(256, causal, layout)[:2]
     for kern in (short, long):
         o = np.full(view(q).shape, np.nan, np.float32)
         lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
@@ -168,7 +171,8 @@ def _packed(lengths, H, D, rng):
 
 
 @pytest.mark.parametrize("D,causal,dq_mode,persistent", [(64, True, "atomic", False),
-                                                         (128, False, "tma", True)])
+                                                         (128, False, "tma", True),
+                                                         (256, True, "atomic", False)])
 def test_varlen_interpreted(D, causal, dq_mode, persistent):
     """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
     200, 30, 129): each sequence's rows as its own attention; offsets that
@@ -206,8 +210,8 @@ def test_refusals():
         attention_bwd(64, dq="shared")
     with pytest.raises(TkcError, match="BQ must be 64, or 128 at D = 64"):
         attention_bwd(128, BQ=128)
-    with pytest.raises(TkcError, match=r"head dim 256 is not supported \(one of \(64, 128\)\)"):
-        attention_bwd(256)
+    with pytest.raises(TkcError, match=r"at D = 256 dQ goes by atomic adds"):
+        attention_bwd(256, dq="tma")
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)
     k = np.zeros((1, 2, 64, 64), np.float32)

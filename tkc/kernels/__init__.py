@@ -28,11 +28,9 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        # tkc.attention: forwards, prep and backward per head dim, mask and layout (D 256:
-        # forwards only)
+        # tkc.attention: forwards, prep and backward per head dim, mask and layout
         *dict.fromkeys(k for D in HEAD_DIMS for causal in (False, True)
-                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
-                       if k is not None),
+                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
         rotary(128),
         rotary(128, interleaved=True),
         # torch_ops.layer_norm: with a residual or without, with dropout or without

@@ -47,7 +47,7 @@ from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
 from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
-BWD_HEAD_DIMS = (64, 128)   # D = 256's dK and dV alone would fill a consumer's registers
+BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D of dK and dV)
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
 # ptxas spills a few values: 0-8 bytes at D = 128, 100-160 at D = 64 with
@@ -67,7 +67,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str = "tma", BQ: int = 64):
+                  dq: str | None = None, BQ: int = 64):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -75,20 +75,30 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     scale * dS K: by TMA reduce-adds of a shared tile (dq="tma", the default:
     0.61-0.76 of the atomics' time on the H100; through a sequence's slice for
     varlen, where rows past its end add exact zeros) or by atomic adds from
-    registers (dq="atomic", clipped at the edges)."""
+    registers (dq="atomic", clipped at the edges; the default at D = 256,
+    where a shared dQ tile does not fit).
+
+    D = 256 (_split_d): a block owns BKV_WIDE = 64 keys; one warpgroup
+    computes S^T and P^T, the other dP^T and then dS^T (P^T handed over in
+    shared memory), and each keeps half of D of dK and dV and computes that
+    half of dQ, from P^T and dS^T in shared memory."""
+    dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
-    if D not in BWD_HEAD_DIMS:
-        raise TkcError(f"attention backward: head dim {D} is not supported (one of {BWD_HEAD_DIMS})")
+    if D not in HEAD_DIMS:
+        raise TkcError(f"attention backward: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
                                 "" if BQ == 64 else f"q{BQ}")
                      if x)
-    if BQ not in (64, 128) or BQ * D > 8192:
+    if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
+    if D == 256 and dq == "tma":
+        raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
+                       "a shared dQ tile ring (128 KB) does not fit beside K, V and the Q/dO ring")
     by_tma = dq == "tma"
     by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
 
@@ -168,12 +178,79 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
 
+    def backward_split(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
+        """D = 256, one block: as `backward`, BKV_WIDE keys, the work split
+        by operand (S^T / dP^T) and then by halves of D."""
+        wg, w = tkc.warpgroupid(), tkc.warpid()
+        Lq, Lk, H = q.r, k.r, D // 2
+        hk = h0 // group
+        k_s, v_s = st(bf16, BKV_WIDE, D), st(bf16, BKV_WIDE, D)
+        q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
+        # P^T in two slots (warpgroup 0 writes the next tile's while the other may
+        # still read this one), dS^T in one (written after the tile's first barrier)
+        p_ring, ds_s = st(bf16, 2 * BKV_WIDE, BQ), st(bf16, BKV_WIDE, BQ)
+        tma.load(k_s, k, tile(hk, kb))
+        tma.load(v_s, v, tile(hk, kb))
+        key0 = kb * BKV_WIDE + (w % 4) * 16   # this warp's first key (both warpgroups)
+        shift = Lk - Lq
+        nq = tkc.cdiv(Lq, BQ)
+        first = 0
+        if causal:
+            first = tkc.min(tkc.max(kb * BKV_WIDE - shift, 0) // BQ, nq)
+        per_head = nq - first
+        dk_r, dv_r = zero(rt(f32, 16, H)), zero(rt(f32, 16, H))   # this warpgroup's half of D
+        c = scale * LOG2E
+        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
+            h, i = h0 + it // per_head, first + it % per_head
+            tma.load(q_s, q, tile(h, i))
+            tma.load(do_s, do, tile(h, i))
+            query0 = i * BQ
+            dp = zero(rt(f32, 16, BQ))   # (assigned by warpgroup 1's branch)
+            p_s = subtile(p_ring, BKV_WIDE, BQ, (it % 2, 0))
+            with tkc.if_(wg == 0):       # P^T = exp(S^T - L), masked, to shared memory
+                lse_r = load(rv(f32, BQ, "row"), stats, vec(h, 0, i))
+                s = warpgroup.mma_async_wait(warpgroup.mma_ABt(k_s, q_s, zero(rt(f32, 16, BQ))))
+                p = exp2(sub_col(s * c, lse_r))
+                edge = key0 + 16 > Lk
+                if causal:
+                    edge = edge | (key0 + 15 > query0 + shift)
+                with tkc.if_(edge):
+                    key = iota(rt(f32, 16, BQ), 0, start=key0)
+                    keep = key < Lk
+                    if causal:
+                        keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=query0 + shift))
+                    p = where(keep, p, 0.0)
+                warpgroup.store(p_s, p.to(bf16))
+            with tkc.else_():            # dP^T, meanwhile
+                delta_r = load(rv(f32, BQ, "row"), stats, vec(h, 1, i))
+                dp = warpgroup.mma_async_wait(warpgroup.mma_ABt(v_s, do_s, zero(rt(f32, 16, BQ))))
+                dp = sub_col(dp, delta_r)
+            tkc.sync()                   # P^T written; the last tile's mmas done with ds_s
+            with tkc.if_(wg == 1):       # dS^T = P^T * (dP^T - delta)
+                p = warpgroup.load(rt(bf16, 16, BQ), p_s)
+                warpgroup.store(ds_s, (p.to(f32) * dp).to(bf16))
+            tkc.fence_async()
+            tkc.sync()
+            dqp = warpgroup.mma_AtB(ds_s, subtile(k_s, BKV_WIDE, H, (0, wg)), zero(rt(f32, 16, H)))
+            warpgroup.mma_AB(dv_r, p_s, subtile(do_s, BQ, H, (0, wg)))   # dV += P^T dO
+            warpgroup.mma_AB(dk_r, ds_s, subtile(q_s, BQ, H, (0, wg)))   # dK += dS^T Q
+            warpgroup.mma_async_wait(dqp, pending=2)
+            b, d, r, col = tile(h, i * (BQ // 16) + w % 4)
+            store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True)
+            warpgroup.mma_async_wait(dv_r, dk_r)
+        b, d, r, col = out(hk, kb * (BKV_WIDE // 16) + w % 4)
+        store(dk, (dk_r * scale).to(bf16), (b, d, r, col * 2 + wg), clip=True)
+        store(dv, dv_r.to(bf16), (b, d, r, col * 2 + wg), clip=True)
+
+    keys = BKV_WIDE if D == 256 else BKV   # a block's keys
+    body = backward_split if D == 256 else backward
+
     Q, K = _layout_dims(layout, D)
     QF = _layout_dims(layout, D, f32)[0]
     if layout == "varlen":
         @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS,
                     grid=lambda q, k, v, do, stats, dq, dk, dv, cu_q, cu_k, max_k, scale:
-                    (tkc.cdiv(max_k, BKV), k.c // D, cu_q.c - 1))
+                    (tkc.cdiv(max_k, keys), k.c // D, cu_q.c - 1))
         def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, 1, "Hq", 2, None), dq: QF, dk: K, dv: K,
                 cu_q: gl(i32, 1, 1, 1, "B1"), cu_k: gl(i32, 1, 1, 1, "B1"), max_k: tkc.i32,
                 scale: tkc.f32):
@@ -183,7 +260,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             group = q.c // k.c
             sq, sk = (lambda g: g.slice("r", q0, q1 - q0)), (lambda g: g.slice("r", k0, k1 - k0))
             t0 = _stats_start(q0, b) // BQ
-            backward(sq(q), sk(k), sk(v), sq(do), stats, sq(dq), sk(dk), sk(dv),
+            body(sq(q), sk(k), sk(v), sq(do), stats, sq(dq), sk(dk), sk(dv),
                      scale, kb, hk * group, group, lambda h, t: (0, 0, t, h),
                      lambda h, row, t: (0, h, row, t0 + t), lambda h, t: (0, 0, t, h))
         return bwd
@@ -191,7 +268,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     relation = {"Hq": "Hkv"} if layout == "bhld" else {"HqD": "HkvD", "HkvD": D}
 
     def grid(q, k, *_):
-        return (tkc.cdiv(k.r, BKV), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, BKV), k.c // D, k.d)
+        return (tkc.cdiv(k.r, keys), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, keys), k.c // D, k.d)
 
     @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS)
     def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
@@ -199,7 +276,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         group = stats.d // (k.d if layout == "bhld" else k.c // D)
         tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
-        backward(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
+        body(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
                  lambda h, row, t: (b, h, row, t), tile)
 
     return bwd
@@ -278,7 +355,7 @@ PAIRED_CAUSAL_KEYS = {64: 2048}
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
-BWD_QUERIES = {64: 128, 128: 64}
+BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 
 
 @functools.lru_cache(maxsize=None)
@@ -290,18 +367,16 @@ def attention_kernels(D: int, causal: bool, layout: str):
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
     warpgroup and two blocks an SM (the forward itself where there is none).
-    The backward steps BWD_QUERIES[D] query rows at a time. D = 256 (64-key
-    tiles: Q and a 2-stage ring fill 192 KB) has no backward: prep and
-    backward are None."""
+    The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
+    tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
+    splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
             256: dict(stages=2, consumers=2, KV=64)}[D]
     short = attention_hopper(D, causal, layout, **base)
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2) \
         if causal and D in PAIRED_CAUSAL_KEYS else short
-    backward = (_prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D])) \
-        if D in BWD_HEAD_DIMS else (None, None)
     return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
-            *backward, paired)
+            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attention_bwd import BWD_HEAD_DIMS, attention_kernels, forward_kernel, stats_columns
+from .attention_bwd import attention_kernels, forward_kernel, stats_columns
 from .attention_hopper import HEAD_DIMS
 
 __all__ = ["attention", "attention_varlen"]
@@ -128,11 +128,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
               return_lse: bool = False):
     """softmax(q k^T * scale [causal mask]) v for q [B, Hq, Lq, D] and k, v
     [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
-    Hkv), differentiable in q, k and v at D 64 and 128 (D 256: forward
-    only). return_lse=True also returns the log-sum-exp of each query row
-    [B, Hq, Lq] (f32)."""
+    Hkv), differentiable in q, k and v. return_lse=True also returns the
+    log-sum-exp of each query row [B, Hq, Lq] (f32)."""
     _check_qkv(q, k, v, 4)
-    _check_grad("attention", q, k, v)
     B, Hq, Lq, D = q.shape
     if k.shape[0] != B:
         raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}",
@@ -210,7 +208,6 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
     device, starting at 0, ending at Tq / Tk); max_seqlen_* bound the
     lengths. return_lse=True also returns the log-sum-exp [Hq, Tq]."""
     _check_qkv(q, k, v, 3)
-    _check_grad("attention_varlen", q, k, v)
     for name, cu, t, most in (("cu_seqlens_q", cu_seqlens_q, q, max_seqlen_q),
                               ("cu_seqlens_k", cu_seqlens_k, k, max_seqlen_k)):
         _check_offsets(name, cu, t, most)
@@ -250,16 +247,6 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
     if hq % hk:
         raise TkcError(f"{fn}: the query heads ({hq}) must be a multiple of the key/value heads "
                        f"({hk})", caller())
-
-
-def _check_grad(fn: str, q: Tensor, k: Tensor, v: Tensor) -> None:
-    """Head dims with a forward only refuse tensors that autograd would need
-    a backward for (at the call, not later inside loss.backward())."""
-    D = q.shape[-1]
-    if D not in BWD_HEAD_DIMS and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise TkcError(f"{fn}: head dim {D} has a forward only (the backward takes head dims "
-                       f"{BWD_HEAD_DIMS}): call it under torch.no_grad() or on tensors that do not "
-                       "require grad", caller())
 
 
 def _check_device(fn: str, *ts: Tensor) -> None:
