@@ -1,4 +1,4 @@
-"""tkc.attention's backward at B4 H16 L4096, D 64 and 128, causal and not, for
+"""tkc.attention's backward at B4 H16 L4096, D 64, 128 and 256, causal and not, for
 ncu: `ncu --profile-from-start off -k regex:attn_bwd --metrics
 gpu__time_duration.sum python3 scripts/ncu_attention_bwd.py`. ncu locks the
 clocks, so two builds compare even when run apart: to compare with an older
@@ -8,7 +8,7 @@ into .cache-ab/b, carry .cache-ab and run each with its tree and cache (a
 cache key includes its compiler's source, so each tree finds only its own)."""
 from tkc.kernels.attention_bwd import attention_kernels
 
-CONFIGS = [(D, causal) for D in (64, 128) for causal in (False, True)]
+CONFIGS = [(D, causal) for D in (64, 128, 256) for causal in (False, True)]
 KERNELS = [k for D, causal in CONFIGS for k in attention_kernels(D, causal, "bhld")]
 
 

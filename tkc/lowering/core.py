@@ -42,7 +42,7 @@ from ..dialect.types import GL, RT, RV, SV, ST, Barrier, view
 from ..passes import verify
 from . import fragments
 
-TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx80", O = 3>'
+TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 3>'
 GPU_MODULE = "tkc"
 DYNAMIC = -1
 

@@ -400,11 +400,18 @@ def _gl_store(lw, gl: Global, xs: list, accesses, edge, add: bool = False) -> No
 
 def _add_piece(ptr, vals: list, dtype: str) -> None:
     """Atomic adds of consecutive f32 elements at ptr: no value comes back
-    (red, not atom); one per element (the vector forms need PTX ISA 8.1)."""
-    for k, v in enumerate(vals):
+    (red, not atom); a pair as one red.global.add.v2.f32 (PTX ISA 8.1,
+    sm_90: half the L2 reductions, which bound the atomic dQ of attention's
+    backward), an odd one alone."""
+    for k in range(0, len(vals), 2):
         q = ptr if k == 0 else llvm.getelementptr(ptr.type, ptr, [], ir.DenseI32ArrayAttr.get([k]),
                                                   scalar_type(dtype), 0)
-        llvm.inline_asm(None, [q, v], "red.global.add.f32 [$0], $1;", "l,f", has_side_effects=True)
+        if k + 1 < len(vals):
+            llvm.inline_asm(None, [q, vals[k], vals[k + 1]], "red.global.add.v2.f32 [$0], {$1, $2};",
+                            "l,f,f", has_side_effects=True)
+        else:
+            llvm.inline_asm(None, [q, vals[k]], "red.global.add.f32 [$0], $1;", "l,f",
+                            has_side_effects=True)
 
 
 # ---------------------------------------------------------------- shared <-> registers
