@@ -29,6 +29,10 @@ of a shared tile (or, with dq="atomic", by atomic adds from registers:
 slower, BENCHMARKS.md). Causal blocks start at the first query tile that sees
 their keys and mask only the tiles on the diagonal.
 
+At D = 256 dK and dV of 64 keys would fill a warpgroup's registers, so a
+block owns 64 keys and splits the work by operand and by halves of D
+(attention_bwd's docstring).
+
 Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
 Lq add nothing (P = 0; to dQ too: its TMA add through a varlen sequence's
 slice adds exact zeros past the sequence's end); keys past Lk (zero, or the
@@ -73,12 +77,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
     f32 accumulator laid out as q, zeroed by the caller, that receives
     scale * dS K: by TMA reduce-adds of a shared tile (dq="tma", the default:
-    0.61-0.76 of the atomics' time on the H100; through a sequence's slice for
-    varlen, where rows past its end add exact zeros) or by atomic adds from
-    registers (dq="atomic", clipped at the edges; the default at D = 256,
-    where a shared dQ tile does not fit).
+    0.61-0.76 of the atomics' time on the H100, measured when each element
+    was its own atomic; through a sequence's slice for varlen, where rows
+    past its end add exact zeros) or by atomic adds from registers
+    (dq="atomic", a red.global.add.v2.f32 per column pair, clipped at the
+    edges; the default at D = 256, where a shared dQ tile does not fit).
 
-    D = 256 (_split_d): a block owns BKV_WIDE = 64 keys; one warpgroup
+    D = 256 (backward_split): a block owns BKV_WIDE = 64 keys; one warpgroup
     computes S^T and P^T, the other dP^T and then dS^T (P^T handed over in
     shared memory), and each keeps half of D of dK and dV and computes that
     half of dQ, from P^T and dS^T in shared memory."""
@@ -101,6 +106,21 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                        "a shared dQ tile ring (128 KB) does not fit beside K, V and the Q/dO ring")
     by_tma = dq == "tma"
     by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
+
+    def masked(p, key0, query0, Lk, shift):
+        """P^T (a warp's 16 keys from key0, BQ queries from query0) with the
+        keys past Lk (zero, or the next sequence's) and, causal, those past
+        the diagonal zeroed; only a warp whose keys reach either masks."""
+        edge = key0 + 16 > Lk
+        if causal:
+            edge = edge | (key0 + 15 > query0 + shift)
+        with tkc.if_(edge):
+            key = iota(rt(f32, 16, BQ), 0, start=key0)
+            keep = key < Lk
+            if causal:
+                keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=query0 + shift))
+            p = where(keep, p, 0.0)
+        return p
 
     def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
@@ -141,17 +161,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             warpgroup.mma_async_wait(s, dp)
-            p = exp2(sub_col(s * c, lse_r))
-            query0 = i * BQ
-            edge = key0 + 16 > Lk            # keys past Lk (of the next sequence, varlen)
-            if causal:
-                edge = edge | (key0 + 15 > query0 + shift)
-            with tkc.if_(edge):
-                key = iota(rt(f32, 16, BQ), 0, start=key0)
-                keep = key < Lk
-                if causal:
-                    keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=query0 + shift))
-                p = where(keep, p, 0.0)
+            p = masked(exp2(sub_col(s * c, lse_r)), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
             ds = (p * sub_col(dp, delta_r)).to(bf16)
@@ -210,16 +220,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             with tkc.if_(wg == 0):       # P^T = exp(S^T - L), masked, to shared memory
                 lse_r = load(rv(f32, BQ, "row"), stats, vec(h, 0, i))
                 s = warpgroup.mma_async_wait(warpgroup.mma_ABt(k_s, q_s, zero(rt(f32, 16, BQ))))
-                p = exp2(sub_col(s * c, lse_r))
-                edge = key0 + 16 > Lk
-                if causal:
-                    edge = edge | (key0 + 15 > query0 + shift)
-                with tkc.if_(edge):
-                    key = iota(rt(f32, 16, BQ), 0, start=key0)
-                    keep = key < Lk
-                    if causal:
-                        keep = keep & (key <= iota(rt(f32, 16, BQ), 1, start=query0 + shift))
-                    p = where(keep, p, 0.0)
+                p = masked(exp2(sub_col(s * c, lse_r)), key0, query0, Lk, shift)
                 warpgroup.store(p_s, p.to(bf16))
             with tkc.else_():            # dP^T, meanwhile
                 delta_r = load(rv(f32, BQ, "row"), stats, vec(h, 1, i))
