@@ -262,14 +262,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             sq, sk = (lambda g: g.slice("r", q0, q1 - q0)), (lambda g: g.slice("r", k0, k1 - k0))
             t0 = _stats_start(q0, b) // BQ
             body(sq(q), sk(k), sk(v), sq(do), stats, sq(dq), sk(dk), sk(dv),
-                     scale, kb, hk * group, group, lambda h, t: (0, 0, t, h),
-                     lambda h, row, t: (0, h, row, t0 + t), lambda h, t: (0, 0, t, h))
+                 scale, kb, hk * group, group, lambda h, t: (0, 0, t, h),
+                 lambda h, row, t: (0, h, row, t0 + t), lambda h, t: (0, 0, t, h))
         return bwd
 
     relation = {"Hq": "Hkv"} if layout == "bhld" else {"HqD": "HkvD", "HkvD": D}
 
     def grid(q, k, *_):
-        return (tkc.cdiv(k.r, keys), k.d, k.b) if layout == "bhld" else (tkc.cdiv(k.r, keys), k.c // D, k.d)
+        heads = k.d if layout == "bhld" else k.c // D
+        return (tkc.cdiv(k.r, keys), heads, k.b if layout == "bhld" else k.d)
 
     @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS)
     def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
@@ -278,7 +279,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         group = stats.d // (k.d if layout == "bhld" else k.c // D)
         tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
         body(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
-                 lambda h, row, t: (b, h, row, t), tile)
+             lambda h, row, t: (b, h, row, t), tile)
 
     return bwd
 

@@ -29,13 +29,14 @@ races and deadlocks like any hand-written kernel:
   release waits for the wgmma reads it would otherwise race with (the
   interpreter checks this). When the body ends with mmas issued after its
   last top-level `pending = 0` wait (an accumulation read only after the
-  loop, left to run under the next iteration's work), the slot is held into the next iteration and
-  released after that iteration's first top-level `pending = 0` wait, which
-  retires them (Mosaic GPU's delayed release; a wait-all and the last
-  release follow the loop). Otherwise the slot is released at the end of the
-  iteration. A body that cannot hold its slot (a single stage, which the
-  consumers cannot hold on to while the producer refills it; no top-level
-  wait-all; an mma in flight from inside an if) is refused at the mma.
+  loop, left to run under the next iteration's work), the slot is held into
+  the next iteration and released after that iteration's first top-level
+  `pending = 0` wait, which retires them (Mosaic GPU's delayed release; a
+  wait-all and the last release follow the loop). Otherwise the slot is
+  released at the end of the iteration. A body that cannot hold its slot (a
+  single stage, which the consumers cannot hold on to while the producer
+  refills it; no top-level wait-all; an mma in flight from inside an if) is
+  refused at the mma.
 - A `tk.pipeline_load` outside the loop (loaded once per work item) gets its
   own full / empty barrier pair: the producer loads it before the loop's
   stages, the consumers wait where the load was and release it after its last
