@@ -570,10 +570,11 @@ irdl.dialect @tk {
     irdl.operands(x: %x, row: %i, col: %i)
     irdl.results(out: %t)
   }
-  // Block-level TMA load gl -> st, synchronised by the compiler
+  // Block-level TMA load gl -> st (or sv: a 1-row box; tk-verify checks the
+  // kind), synchronised by the compiler
   // (tk-pipeline-staging turns it into the producer's TMA and mbarriers).
   irdl.operation @pipeline_load {
-    %dst = irdl.base @tk::@st
+    %dst = irdl.any
     %src = irdl.base @tk::@gl
     %i = irdl.is index
     irdl.operands(dst: %dst, src: %src, idx: variadic %i)
@@ -686,10 +687,11 @@ irdl.dialect @tk {
   }
 
   // ---- Hopper: TMA, issued by lane 0 of the calling warp.
-  // gl -> st at tile coords (b, d, r, c) (unit: the st's shape); the bytes
+  // gl -> st (or sv: one row; tk-verify checks the kind) at tile coords
+  // (b, d, r, c) (unit: its shape); the bytes
   // arrive on `bar` (which must expect them).
   irdl.operation @tma_load {
-    %dst = irdl.base @tk::@st
+    %dst = irdl.any
     %src = irdl.base @tk::@gl
     %i = irdl.is index
     %bar = irdl.base @tk::@barrier

@@ -108,6 +108,10 @@ class SV:
     def shape(self):
         return (self.length,)
 
+    # as a TMA box (tma.load of an sv): one row of `length` elements
+    rows = property(lambda self: 1)
+    cols = property(lambda self: self.length)
+
     def mlir(self, ctx=None):
         return _parse(self.text(), ctx)
 

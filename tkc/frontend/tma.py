@@ -17,13 +17,14 @@ after the loop goes out while the next work item starts (docs/pipelining.md).
 
 Arrival counts are counted in warps (lane 0 of a warp arrives). TMA copies are
 issued by lane 0 of the calling warp; coordinates are in units of the st's
-shape, like group_load. `barrier`, `wait`, `arrive` and `fence_async` are also
-`tkc.<name>`.
+shape, like group_load. Loads also fill an sv<L>: one row of L elements at
+(b, d, r, c * L) (16-byte aligned rows: L * itemsize a multiple of 16).
+`barrier`, `wait`, `arrive` and `fence_async` are also `tkc.<name>`.
 """
 from __future__ import annotations
 
 from ..dialect import ops as tk
-from ..dialect.types import ST, Barrier
+from ..dialect.types import ST, SV, Barrier
 from ..dtypes import itemsize
 from .complex import Complex, partwise
 from .tiles import GLHandle, Shared
@@ -104,9 +105,12 @@ def fence_async() -> None:
 
 # ------------------------------------------------------------ TMA
 
-def _st(x, op: str, role: str) -> Shared:
-    if not (isinstance(x, Shared) and isinstance(x.view, ST)):
-        raise fail(f"{op}: {role} must be a shared tile (st), got {_name(x)}")
+def _st(x, op: str, role: str, vector: bool = False) -> Shared:
+    """x, an st (or, vector=True, an sv: what TMA loads take)."""
+    kinds = (ST, SV) if vector else (ST,)
+    if not (isinstance(x, Shared) and isinstance(x.view, kinds)):
+        what = "a shared tile or vector (st, sv)" if vector else "a shared tile (st)"
+        raise fail(f"{op}: {role} must be {what}, got {_name(x)}")
     return x
 
 
@@ -130,27 +134,28 @@ def expect(bar: BarrierHandle, *tiles) -> None:
         raise fail("expect: give the shared tiles the phase's TMA loads fill")
     total = 0
     for t in (p for x in tiles for p in ((x.re, x.im) if isinstance(x, Complex) else (x,))):
-        s = _st(t, "expect", "every tile").view
+        s = _st(t, "expect", "every tile", vector=True).view
         total += s.rows * s.cols * itemsize(s.dtype)
     expect_bytes(bar, total)
 
 
-def _tma_args(op: str, s, g, coords):
-    _st(s, op, "the shared side")
+def _tma_args(op: str, s, g, coords, vector: bool = False):
+    _st(s, op, "the shared side", vector)
     if not isinstance(g, GLHandle):
         raise fail(f"{op}: the global side must be a gl argument, got {type(g).__name__}")
     if s.dtype != g.dtype:
         raise fail(f"{op}: TMA copies without converting: {s.view.text()} and gl {g.name} "
                    f"({g.dtype}) must have one dtype")
     if not isinstance(coords, (tuple, list)) or len(coords) != 4:
-        raise fail(f"{op}: coordinates are (b, d, r, c) in units of the st's shape, got {coords!r}")
+        raise fail(f"{op}: coordinates are (b, d, r, c) in units of the shared side's shape, "
+                   f"got {coords!r}")
     return [as_index(c, f"{op} coordinate") for c in coords]
 
 
 def load_async(dst: Shared, src: GLHandle, coords, bar: BarrierHandle) -> Shared:
     """Copy the tile of src at coords into dst by TMA; its bytes complete on
     `bar` (expect them for that phase). Out-of-bounds elements read as zero."""
-    idx = _tma_args("load_async", dst, src, coords)
+    idx = _tma_args("load_async", dst, src, coords, vector=True)
     _bar(bar, "load_async")
     with emitting():
         tk.tma_load(dst.value(), src.value(), [i.ir() for i in idx], bar.value())
@@ -188,7 +193,7 @@ def load(dst: Shared, src: GLHandle, coords) -> Shared:
     """Block-level TMA load of the tile of src at coords into dst; every warp
     may read dst afterwards. The compiler owns the synchronisation: in a
     pipelined loop (tkc.range(n, stages=...)) the load runs ahead into a ring."""
-    idx = _tma_args("tma.load", dst, src, coords)
+    idx = _tma_args("tma.load", dst, src, coords, vector=True)
     with emitting():
         tk.pipeline_load(dst.value(), src.value(), [i.ir() for i in idx])
     return dst

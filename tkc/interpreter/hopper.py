@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import error
-from ..dialect.types import GL, ST, Barrier, view
+from ..dialect.types import GL, ST, SV, Barrier, view
 from ..dtypes import itemsize
 from ..passes.verify_block import ring_stages
 from .program import Step, handler
@@ -203,8 +203,9 @@ def _tma_store_wait(c, op):
 
 def tma_types(op, st_value, gl_value):
     st, gl = view(st_value.type), view(gl_value.type)
-    _expect(isinstance(st, ST) and isinstance(gl, GL), op,
-            f"moves between an st and a gl, got {st_value.type} and {gl_value.type}")
+    loads = op.name in ("tk.tma_load", "tk.pipeline_load")
+    _expect(isinstance(st, (ST, SV) if loads else ST) and isinstance(gl, GL), op,
+            f"moves between an st (or, loading, an sv) and a gl, got {st_value.type} and {gl_value.type}")
     _expect(st.dtype == gl.dtype, op, f"st and gl must have one dtype, got {st.dtype} and {gl.dtype}")
     return st, gl
 
@@ -237,10 +238,11 @@ def _tma_load(c, op):
 
     def step(env, w):
         arr, origin = whole(env[src])  # past a slice's end: the argument's elements
-        tile = np.zeros(st.shape, F32)
+        tile = np.zeros((st.rows, st.cols), F32)   # an sv: its one row
         parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
         if parts is not None:
             tile[parts[1]] = arr[parts[0]].astype(F32)
+        tile = tile.reshape(st.shape)
         barrier, races = env[bar], w.block.races
         if races is not None:  # written by the warp's TMA agent, seen through the barrier
             races.tma_write(w.warpid, env[dst], op)

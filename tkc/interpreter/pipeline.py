@@ -50,10 +50,11 @@ def _pipeline_load(c, op):
 
     def copy(env, w):
         arr, origin = whole(env[src])  # past a slice's end: the argument's elements
-        tile = np.zeros(st.shape, F32)
+        tile = np.zeros((st.rows, st.cols), F32)   # an sv: its one row
         parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
         if parts is not None:
             tile[parts[1]] = arr[parts[0]].astype(F32)
+        tile = tile.reshape(st.shape)
         if w.block.races is not None:
             w.block.races.write(w.warpid, env[dst], _ALL, op)
         env[dst][...] = rnd(tile)

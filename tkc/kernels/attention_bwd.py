@@ -44,7 +44,7 @@ import functools
 import math
 
 import tkc
-from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
+from tkc import bf16, f32, gl, i32, rt, rv, st, sv, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
 
@@ -133,6 +133,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 or by_rows else "64b"), st(bf16, BKV, D)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
         dst_s = st(bf16, BKV, BQ)        # dS^T, both warpgroups' keys
+        lse_s, delta_s = sv(f32, BQ), sv(f32, BQ)
         dq_s = st(f32, BQ, D) if by_tma else None
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
@@ -149,11 +150,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))
-            # the tile's statistics, one per query (column), loaded before
-            # the mmas so that their latency is hidden under them (padded
-            # to whole tiles by attention_prep: aligned pairs, no bounds)
-            lse_r = load(rv(f32, BQ, "row"), stats, vec(h, 0, i))
-            delta_r = load(rv(f32, BQ, "row"), stats, vec(h, 1, i))
+            # the tile's statistics, one per query (column), come with it
+            # through the ring (padded to whole tiles by attention_prep): read
+            # from shared memory where they are used, no global latency there
+            tma.load(lse_s, stats, vec(h, 0, i))
+            tma.load(delta_s, stats, vec(h, 1, i))
             # S^T and dP^T of the warpgroup's 64 keys (rows: each warp 16)
             # and the tile's queries: P^T and dS^T are then in registers in
             # the layout of a wgmma's A, for dV += P^T dO and dK += dS^T Q
@@ -161,10 +162,10 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             warpgroup.mma_async_wait(s, dp)
-            p = masked(exp2(sub_col(s * c, lse_r)), key0, i * BQ, Lk, shift)
+            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s))), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
-            ds = (p * sub_col(dp, delta_r)).to(bf16)
+            ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)
             warpgroup.mma_AB(dk_r, ds, q_s)                            # dK += dS^T Q
             tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
             warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))

@@ -32,7 +32,7 @@ from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..dtypes import itemsize
-from ..dialect.types import GL, ST, view
+from ..dialect.types import GL, ST, SV, view
 from . import shared
 from .barriers import barrier_ptr, i32, int_attr, lane0
 from .core import Global, Shared, rule
@@ -72,8 +72,11 @@ class Box:
     panel_bytes: int  # shared bytes between consecutive panels
 
 
-def box(st: ST) -> Box:
-    """The TMA box of an st: one swizzle panel (the whole tile when unswizzled)."""
+def box(st: ST | SV) -> Box:
+    """The TMA box of an st: one swizzle panel (the whole tile when
+    unswizzled); of an sv: its one row."""
+    if isinstance(st, SV):
+        return Box(1, st.length, SWIZZLE_NAMES[0], 1, st.length * itemsize(st.dtype))
     s, e = shared.swizzle_bytes(st), itemsize(st.dtype)
     cols = s // e if s else st.cols
     return Box(st.rows, cols, SWIZZLE_NAMES[s], st.cols // cols, st.rows * cols * e)
@@ -120,8 +123,10 @@ def plan(func_op, names) -> list[TensorMap]:
 def tensor_map(op, args, names=None) -> TensorMap:
     st_value, gl_value = operands(op)
     st, gl = view(st_value.type), view(gl_value.type)
-    if not (isinstance(st, ST) and isinstance(gl, GL)):
-        raise error(op, f"{op.name} moves between an st and a gl, found {st_value.type} and {gl_value.type}")
+    shared_kinds = (ST, SV) if op.name in ("tk.tma_load", "tk.pipeline_load") else (ST,)
+    if not (isinstance(st, shared_kinds) and isinstance(gl, GL)):
+        raise error(op, f"{op.name} moves between an st (or, loading, an sv) and a gl, found "
+                        f"{st_value.type} and {gl_value.type}")
     problem = box_problem(st)
     if problem:
         raise error(op, f"{op.name}: {problem}")
@@ -163,15 +168,17 @@ def _panel_ptr(lw, sh: Shared, b: Box, panel: int) -> ir.Value:
     return shared.pointer(lw, sh, panel * sh.pitch * b.cols * itemsize(sh.view.dtype))
 
 
-def _tile(op, arg, what: str) -> tuple:
-    if not (isinstance(arg, Shared) and isinstance(arg.view, ST)):
-        raise error(op, f"{op.name}: {what} must be an st, found {type(arg).__name__}")
+def _tile(op, arg, what: str, vector: bool = False) -> tuple:
+    kinds = (ST, SV) if vector else (ST,)
+    if not (isinstance(arg, Shared) and isinstance(arg.view, kinds)):
+        raise error(op, f"{op.name}: {what} must be an st{' or sv' if vector else ''}, "
+                        f"found {type(arg).__name__}")
     return arg, arg.view, box(arg.view)
 
 
 @rule("tk.tma_load")
 def _tma_load(lw, op, args):
-    sh, st, b = _tile(op, args[0], "the destination")
+    sh, st, b = _tile(op, args[0], "the destination", vector=True)
     if not isinstance(args[1], Global):
         raise error(op, f"{op.name}: the source must be a gl")
     tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, args[-1])

@@ -9,7 +9,7 @@ whose rows are a multiple of 16 bytes (tensor-map strides must be). tk-verify
 from __future__ import annotations
 
 from ..dialect import gl_root
-from ..dialect.types import DYN, GL, ST, Barrier
+from ..dialect.types import DYN, GL, ST, SV, Barrier
 from ..dtypes import itemsize
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
@@ -62,11 +62,17 @@ def _check_tma(op, name, ins, outs, kernel):
 
 def tma_copy_problems(name, s, g, gl_value, kernel):
     """What a TMA copy (tma_load/store, pipeline_load/store) needs of its st
-    `s` and gl `g`: one dtype, a TMA-able box, rows of 16 bytes, and a tensor
-    map: the gl is a kernel argument or a slice of one."""
+    `s` (a load: or sv, a one-row box) and gl `g`: one dtype, a TMA-able box,
+    rows of 16 bytes, and a tensor map: the gl is a kernel argument or a
+    slice of one."""
     from ..lowering.tma import box_problem  # the rule the lowering applies
-    if not (isinstance(s, ST) and isinstance(g, GL)):
-        return  # IRDL reports the operand kinds
+    if isinstance(s, SV) and name not in ("tma_load", "pipeline_load"):
+        yield f"{name}: TMA stores take an st, got an sv"
+        return
+    if not (isinstance(s, (ST, SV)) and isinstance(g, GL)):
+        if isinstance(g, GL):
+            yield f"{name}: the shared side must be an st (or, loading, an sv)"
+        return  # IRDL reports the gl's kind
     if s.dtype != g.dtype:
         yield f"{name}: TMA copies without converting: st and gl must have one dtype, got {s.dtype} and {g.dtype}"
     problem = box_problem(s)
