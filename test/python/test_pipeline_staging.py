@@ -12,7 +12,7 @@ import pytest
 
 import tkc
 import tkc.interpreter
-from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
 from tkc.compiler import TILE_PIPELINE, compile_to
 from tkc.diagnostics import TkcError
 from tkc.kernels import gemm_hopper
@@ -342,6 +342,42 @@ def unwaited_mma(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
         warpgroup.mma_AB(acc, a_s, b_s)  # <- mma
         tkc.ops.store(c, acc, (0, 0, 0, 0))
     warpgroup.mma_async_wait(acc)
+
+
+@tkc.kernel(warps=4, grid=lambda a, c: (1, 1, 1))
+def vector_ring(a: gl(f32, 1, 1, 2, "N"), c: gl(f32, 1, 1, 1, 64)):
+    """Per column, the sum over 64-wide chunks of a's row 0 times its row 1,
+    both rows coming through the ring as shared vectors (TMA, one-row boxes)."""
+    x_s, y_s = sv(f32, 64), sv(f32, 64)
+    acc = zero(rv(f32, 64, "flat"))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(x_s, a, (0, 0, 0, k))
+        tma.load(y_s, a, (0, 0, 1, k))
+        acc = acc + tkc.ops.load(rv(f32, 64, "flat"), x_s) * tkc.ops.load(rv(f32, 64, "flat"), y_s)
+    tkc.ops.store(c, acc, (0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("n", [64, 320])
+def test_shared_vectors_stream_through_the_ring(n):
+    """tma.load of an sv, staged like a tile's: the interpreter (races and
+    the ring's barriers checked) agrees with numpy; the staged loads expect
+    the vectors' bytes."""
+    rng = np.random.default_rng(n)
+    a = rng.standard_normal((1, 1, 2, n)).astype(np.float32)
+    c = np.zeros((1, 1, 1, 64), np.float32)
+    vector_ring.interpret(a, c)
+    assert np.allclose(c[0, 0, 0], (a[0, 0, 0] * a[0, 0, 1]).reshape(-1, 64).sum(0), atol=1e-5)
+    assert "bytes = 512" in str(staged(vector_ring))  # two sv<f32, 64> a stage
+
+
+def test_a_shared_vector_is_not_a_tma_store_source():
+    @tkc.kernel(warps=4)
+    def store_vector(c: gl(f32, 1, 1, 1, 64)):
+        v_s = sv(f32, 64)
+        tma.store(c, v_s, (0, 0, 0, 0))
+    with pytest.raises(TkcError, match=r"tma.store: the shared side must be a shared tile \(st\), "
+                                       r"got !tk.sv<f32, 64"):
+        store_vector.trace()
 
 
 def test_refuses_releasing_a_stage_an_mma_may_still_read():

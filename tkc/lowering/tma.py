@@ -88,12 +88,13 @@ def operands(op) -> tuple:
         else (op.operands[1], op.operands[0])
 
 
-def box_problem(st: ST) -> str | None:
-    """Why an st cannot be a TMA box (None when it can)."""
+def box_problem(st: ST | SV) -> str | None:
+    """Why an st (or sv) cannot be a TMA box (None when it can)."""
     b = box(st)
     if b.rows > BOX_LIMIT or b.cols > BOX_LIMIT:
+        hint = "a shorter sv" if isinstance(st, SV) else "a swizzled or smaller st"
         return (f"a TMA box is at most {BOX_LIMIT} x {BOX_LIMIT} elements; {st.text()} "
-                f"needs a {b.rows} x {b.cols} box (use a swizzled or smaller st)")
+                f"needs a {b.rows} x {b.cols} box (use {hint})")
     if (b.cols * itemsize(st.dtype)) % 16:
         return f"a TMA box row must be a multiple of 16 bytes, {st.text()} has {b.cols * itemsize(st.dtype)}"
     return None
