@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import error
-from ..dialect.types import GL, ST, SV, Barrier, view
+from ..dialect.types import GL, Barrier, view
 from ..dtypes import itemsize
 from ..passes.verify_block import ring_stages
 from .program import Step, handler
@@ -202,12 +202,24 @@ def _tma_store_wait(c, op):
 # ---- TMA
 
 def tma_types(op, st_value, gl_value):
+    from ..lowering.tma import shared_kinds  # the rule the lowering applies
     st, gl = view(st_value.type), view(gl_value.type)
-    loads = op.name in ("tk.tma_load", "tk.pipeline_load")
-    _expect(isinstance(st, (ST, SV) if loads else ST) and isinstance(gl, GL), op,
+    _expect(isinstance(st, shared_kinds(op.name)) and isinstance(gl, GL), op,
             f"moves between an st (or, loading, an sv) and a gl, got {st_value.type} and {gl_value.type}")
     _expect(st.dtype == gl.dtype, op, f"st and gl must have one dtype, got {st.dtype} and {gl.dtype}")
     return st, gl
+
+
+def load_box(arr, coords, st):
+    """What a TMA load of st (an sv: its one row) at tile coordinates
+    `coords` of gl `arr` reads: the in-bounds part, zeros elsewhere (past a
+    slice's end: the argument's elements), as float32 in st's shape."""
+    root, origin = whole(arr)
+    tile = np.zeros((st.rows, st.cols), F32)
+    parts = clipped(root.shape, coords, st.rows, st.cols, origin)
+    if parts is not None:
+        tile[parts[1]] = root[parts[0]].astype(F32)
+    return tile.reshape(st.shape)
 
 
 def clipped(shape4, coords, rows: int, cols: int, origin=(0, 0, 0, 0)):
@@ -237,12 +249,7 @@ def _tma_load(c, op):
     rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
 
     def step(env, w):
-        arr, origin = whole(env[src])  # past a slice's end: the argument's elements
-        tile = np.zeros((st.rows, st.cols), F32)   # an sv: its one row
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
-        if parts is not None:
-            tile[parts[1]] = arr[parts[0]].astype(F32)
-        tile = tile.reshape(st.shape)
+        tile = load_box(env[src], [env[i] for i in idx], st)
         barrier, races = env[bar], w.block.races
         if races is not None:  # written by the warp's TMA agent, seen through the barrier
             races.tma_write(w.warpid, env[dst], op)

@@ -11,15 +11,12 @@ rounds to the st's dtype, a store writes only the in-bounds part.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from .hopper import clipped, store_box, tma_types
-from .ops import expect, whole
+from .hopper import load_box, store_box, tma_types
+from .ops import expect
 from .program import Step, handler
 from .syncs import block_sync
 from .values import ROUND
 
-F32 = np.float32
 _ALL = (slice(None),)
 
 
@@ -49,12 +46,7 @@ def _pipeline_load(c, op):
     rnd = ROUND[st.dtype]
 
     def copy(env, w):
-        arr, origin = whole(env[src])  # past a slice's end: the argument's elements
-        tile = np.zeros((st.rows, st.cols), F32)   # an sv: its one row
-        parts = clipped(arr.shape, [env[i] for i in idx], st.rows, st.cols, origin)
-        if parts is not None:
-            tile[parts[1]] = arr[parts[0]].astype(F32)
-        tile = tile.reshape(st.shape)
+        tile = load_box(env[src], [env[i] for i in idx], st)
         if w.block.races is not None:
             w.block.races.write(w.warpid, env[dst], _ALL, op)
         env[dst][...] = rnd(tile)

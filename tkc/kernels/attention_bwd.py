@@ -23,8 +23,8 @@ registers, and only dS^T goes to shared memory, for the block's dQ tile
 dS K over its 128 keys (each warpgroup half the columns at BQ = 64, a column
 subtile of K: whole swizzle panels, so K is 64-byte swizzled at D = 64; half
 the rows at BQ = 128). The statistics are one value per query, a column of
-S^T: each lane reads the pairs its columns need (aligned, unbounded: the
-padding). dQ reaches an f32 accumulator in global memory by TMA reduce-adds
+S^T: they travel with each Q/dO tile through the ring as two shared vectors
+(TMA, aligned and unbounded: the padding), read where they are used. dQ reaches an f32 accumulator in global memory by TMA reduce-adds
 of a shared tile (or, with dq="atomic", by atomic adds from registers:
 slower, BENCHMARKS.md). Causal blocks start at the first query tile that sees
 their keys and mask only the tiles on the diagonal.
@@ -54,8 +54,9 @@ BKV = 128                   # keys per block: two consumer warpgroups of 64
 BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D of dK and dV)
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
-# ptxas spills a few values: 0-8 bytes at D = 128, 100-160 at D = 64 with
-# BQ = 128 (S^T and dP^T 64 registers each, the statistics 32 each).
+# ptxas spills a few values: 0-4 bytes at D = 128, 44-48 at D = 64 with
+# BQ = 128 (S^T and dP^T 64 registers each, the statistics 32 each), up to
+# 160 for dq="atomic" there (scripts/attention_dq.py).
 SPILLS = 192
 WARPS_PREP = 4
 STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention_prep)
@@ -122,6 +123,18 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             p = where(keep, p, 0.0)
         return p
 
+    def query_tiles(kb, keys, Lq, Lk):
+        """(shift, first, per_head) of a block of `keys` keys from kb * keys:
+        causal query i sees key j iff j <= i + shift, so the block's keys are
+        seen from query tile `first` on (0 without the mask), per_head query
+        tiles of each head."""
+        shift = Lk - Lq
+        nq = tkc.cdiv(Lq, BQ)
+        first = 0
+        if causal:
+            first = tkc.min(tkc.max(kb * keys - shift, 0) // BQ, nq)
+        return shift, first, nq - first
+
     def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
         against every query tile of heads h0 .. h0 + group - 1 that sees them;
@@ -138,12 +151,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
         key0 = kb * BKV + w * 16         # this warp's first key
-        shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
-        nq = tkc.cdiv(Lq, BQ)
-        first = 0
-        if causal:                       # the first query tile that sees a key of the block
-            first = tkc.min(tkc.max(kb * BKV - shift, 0) // BQ, nq)
-        per_head = nq - first
+        shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
         for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
@@ -203,12 +211,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
         key0 = kb * BKV_WIDE + (w % 4) * 16   # this warp's first key (both warpgroups)
-        shift = Lk - Lq
-        nq = tkc.cdiv(Lq, BQ)
-        first = 0
-        if causal:
-            first = tkc.min(tkc.max(kb * BKV_WIDE - shift, 0) // BQ, nq)
-        per_head = nq - first
+        shift, first, per_head = query_tiles(kb, BKV_WIDE, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, H)), zero(rt(f32, 16, H))   # this warpgroup's half of D
         c = scale * LOG2E
         for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):

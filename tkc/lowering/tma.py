@@ -72,6 +72,15 @@ class Box:
     panel_bytes: int  # shared bytes between consecutive panels
 
 
+TMA_LOADS = ("tk.tma_load", "tk.pipeline_load")
+
+
+def shared_kinds(op_name: str) -> tuple:
+    """The shared types a TMA op moves: loads also fill an sv (a one-row
+    box), stores take an st."""
+    return (ST, SV) if op_name in TMA_LOADS else (ST,)
+
+
 def box(st: ST | SV) -> Box:
     """The TMA box of an st: one swizzle panel (the whole tile when
     unswizzled); of an sv: its one row."""
@@ -124,8 +133,7 @@ def plan(func_op, names) -> list[TensorMap]:
 def tensor_map(op, args, names=None) -> TensorMap:
     st_value, gl_value = operands(op)
     st, gl = view(st_value.type), view(gl_value.type)
-    shared_kinds = (ST, SV) if op.name in ("tk.tma_load", "tk.pipeline_load") else (ST,)
-    if not (isinstance(st, shared_kinds) and isinstance(gl, GL)):
+    if not (isinstance(st, shared_kinds(op.name)) and isinstance(gl, GL)):
         raise error(op, f"{op.name} moves between an st (or, loading, an sv) and a gl, found "
                         f"{st_value.type} and {gl_value.type}")
     problem = box_problem(st)
@@ -169,17 +177,17 @@ def _panel_ptr(lw, sh: Shared, b: Box, panel: int) -> ir.Value:
     return shared.pointer(lw, sh, panel * sh.pitch * b.cols * itemsize(sh.view.dtype))
 
 
-def _tile(op, arg, what: str, vector: bool = False) -> tuple:
-    kinds = (ST, SV) if vector else (ST,)
+def _tile(op, arg, what: str) -> tuple:
+    kinds = shared_kinds(op.name)
     if not (isinstance(arg, Shared) and isinstance(arg.view, kinds)):
-        raise error(op, f"{op.name}: {what} must be an st{' or sv' if vector else ''}, "
+        raise error(op, f"{op.name}: {what} must be an st{' or sv' if SV in kinds else ''}, "
                         f"found {type(arg).__name__}")
     return arg, arg.view, box(arg.view)
 
 
 @rule("tk.tma_load")
 def _tma_load(lw, op, args):
-    sh, st, b = _tile(op, args[0], "the destination", vector=True)
+    sh, st, b = _tile(op, args[0], "the destination")
     if not isinstance(args[1], Global):
         raise error(op, f"{op.name}: the source must be a gl")
     tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, args[-1])

@@ -65,8 +65,8 @@ def tma_copy_problems(name, s, g, gl_value, kernel):
     `s` (a load: or sv, a one-row box) and gl `g`: one dtype, a TMA-able box,
     rows of 16 bytes, and a tensor map: the gl is a kernel argument or a
     slice of one."""
-    from ..lowering.tma import box_problem  # the rule the lowering applies
-    if isinstance(s, SV) and name not in ("tma_load", "pipeline_load"):
+    from ..lowering.tma import box_problem, shared_kinds  # the rules the lowering applies
+    if isinstance(s, SV) and SV not in shared_kinds("tk." + name):
         yield f"{name}: TMA stores take an st, got an sv"
         return
     if not (isinstance(s, (ST, SV)) and isinstance(g, GL)):
