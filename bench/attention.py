@@ -28,12 +28,16 @@ ROUNDS = 3
 TIMING = dict(reps=10, inner=5)  # a 16k-token forward takes milliseconds: fewer replays suffice
 
 
-def configs(quick: bool):
+FLEX = [(4, 4096, 64), (4, 4096, 128)]   # (B, L, D) with FlexAttention (compiled per shape: minutes)
+
+
+def configs(quick: bool, flex_only: bool = False):
     shapes = [(16, 1024), (4, 4096), (1, 16384)] if not quick else [(4, 1024)]
     for D in (64, 128, 256):
         for causal in (False, True):
             for B, L in shapes:
-                yield B, 16, L, D, causal
+                if not flex_only or (B, L, D) in FLEX:
+                    yield B, 16, L, D, causal
 
 
 def contenders(q, k, v, causal, flex: bool):
@@ -111,6 +115,7 @@ def main(argv=None):
     ap.add_argument("--out", default="attention-bench.json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles take minutes)")
+    ap.add_argument("--flex-only", action="store_true", help="only the shapes with FlexAttention")
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("bench/attention.py: no CUDA GPU here (or no torch): nothing run.")
@@ -118,8 +123,8 @@ def main(argv=None):
     rows = []
     print(f"{'phase':4} {'shape':22} {'causal':6} {'tkc':>6} {'cuDNN':>6} {'flash':>6} {'flex':>6}"
           "  tkc/cuDNN  tkc/flash  tkc/flex   (TFLOP/s; ratios: median peer time / tkc time)")
-    for B, H, L, D, causal in configs(args.quick):
-        flex = not args.no_flex and L == 4096 and D == 128
+    for B, H, L, D, causal in configs(args.quick, args.flex_only):
+        flex = not args.no_flex and (B, L, D) in FLEX
         for r in measure(B, H, L, D, causal, flex):
             rows.append(r)
             f = lambda key: f"{r[key]:6.0f}" if key in r else "     -"  # noqa: E731

@@ -208,6 +208,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         # P^T in two slots (warpgroup 0 writes the next tile's while the other may
         # still read this one), dS^T in one (written after the tile's first barrier)
         p_ring, ds_s = st(bf16, 2 * BKV_WIDE, BQ), st(bf16, BKV_WIDE, BQ)
+        lse_s, delta_s = sv(f32, BQ), sv(f32, BQ)
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
         key0 = kb * BKV_WIDE + (w % 4) * 16   # this warp's first key (both warpgroups)
@@ -218,18 +219,18 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))
+            tma.load(lse_s, stats, vec(h, 0, i))   # through the ring, as in `backward`
+            tma.load(delta_s, stats, vec(h, 1, i))
             query0 = i * BQ
             dp = zero(rt(f32, 16, BQ))   # (assigned by warpgroup 1's branch)
             p_s = subtile(p_ring, BKV_WIDE, BQ, (it % 2, 0))
             with tkc.if_(wg == 0):       # P^T = exp(S^T - L), masked, to shared memory
-                lse_r = load(rv(f32, BQ, "row"), stats, vec(h, 0, i))
                 s = warpgroup.mma_async_wait(warpgroup.mma_ABt(k_s, q_s, zero(rt(f32, 16, BQ))))
-                p = masked(exp2(sub_col(s * c, lse_r)), key0, query0, Lk, shift)
+                p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s))), key0, query0, Lk, shift)
                 warpgroup.store(p_s, p.to(bf16))
             with tkc.else_():            # dP^T, meanwhile
-                delta_r = load(rv(f32, BQ, "row"), stats, vec(h, 1, i))
                 dp = warpgroup.mma_async_wait(warpgroup.mma_ABt(v_s, do_s, zero(rt(f32, 16, BQ))))
-                dp = sub_col(dp, delta_r)
+                dp = sub_col(dp, load(rv(f32, BQ, "row"), delta_s))
             tkc.sync()                   # P^T written; the last tile's mmas done with ds_s
             with tkc.if_(wg == 1):       # dS^T = P^T * (dP^T - delta)
                 p = warpgroup.load(rt(bf16, 16, BQ), p_s)
