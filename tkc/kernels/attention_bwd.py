@@ -24,10 +24,11 @@ dS K over its 128 keys (each warpgroup half the columns at BQ = 64, a column
 subtile of K: whole swizzle panels, so K is 64-byte swizzled at D = 64; half
 the rows at BQ = 128). The statistics are one value per query, a column of
 S^T: they travel with each Q/dO tile through the ring as two shared vectors
-(TMA, aligned and unbounded: the padding), read where they are used. dQ reaches an f32 accumulator in global memory by TMA reduce-adds
-of a shared tile (or, with dq="atomic", by atomic adds from registers:
-slower, BENCHMARKS.md). Causal blocks start at the first query tile that sees
-their keys and mask only the tiles on the diagonal.
+(TMA, aligned and unbounded: the padding), read where they are used. dQ
+reaches an f32 accumulator in global memory by TMA reduce-adds of a shared
+tile (or, with dq="atomic", by atomic adds from registers: slower,
+BENCHMARKS.md). Causal blocks start at the first query tile that sees their
+keys and mask only the tiles on the diagonal.
 
 At D = 256 dK and dV of 64 keys would fill a warpgroup's registers, so a
 block owns 64 keys and splits the work by operand and by halves of D
