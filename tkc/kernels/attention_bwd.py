@@ -357,9 +357,11 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
 LONG_KEYS = {64: 8192, 128: 2048, 256: 2048}
 # Keys below which one consumer warpgroup a block, two blocks an SM, is the
 # faster causal forward at D = 64: 64-row blocks even out the causal work
-# that 192-row ones leave uneven (H100, BENCHMARKS.md: 0.68 -> 0.85 of cuDNN
-# at L 1k, 0.94 -> 0.91 at 4k; at D = 128 no faster).
-PAIRED_CAUSAL_KEYS = {64: 2048}
+# that 192-row ones leave uneven. On the H100 (BENCHMARKS.md, 2026-11-25),
+# tkc / cuDNN for the three-warpgroup forward against this one: 0.69 -> 0.86
+# at L 1k, 0.83 -> 0.92 at 2k, 0.89 -> 0.94 at 4k; from 8k the long forward
+# (1.01) is ahead of both (0.97, 0.95). At D = 128 no faster.
+PAIRED_CAUSAL_KEYS = {64: LONG_KEYS[64]}
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
