@@ -55,6 +55,7 @@ def inputs(B, Hq, Hkv, Lq, Lk, D, blhd=False, grad=True):
 # B, Hq, Hkv, Lq, Lk
 SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
           "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300),
+          "mid-ragged": (1, 4, 2, 1500, 3000),   # D 64 causal: the paired forward past 2k keys
           "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past LONG_KEYS: the ping-pong forward
 
 
