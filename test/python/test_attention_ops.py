@@ -71,7 +71,7 @@ def _rel(a, b):
 
 
 @pytest.mark.parametrize("blhd", [False, True], ids=["bhld", "blhd"])
-@pytest.mark.parametrize("causal,D", [(False, 64), (True, 64), (True, 256)])
+@pytest.mark.parametrize("causal,D", [(False, 64), (True, 64), (True, 128), (True, 256)])
 def test_forward_and_gradients(blhd, causal, D):
     """Values and gradients against float64 autograd, GQA 2:1, ragged
     lengths, Lq != Lk; FlashAttention's memory layout needs no copy (the
@@ -107,18 +107,20 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
     assert ["pingpong" in k.name for k in picked] == [False, True]
 
 
-def test_short_causal_sequences_at_d64_get_the_paired_forward():
-    """Causal at D = 64 below PAIRED_CAUSAL_KEYS keys: one consumer
+def test_short_causal_sequences_get_the_paired_forward():
+    """Causal at D = 64 and 128 below PAIRED_CAUSAL_KEYS keys: one consumer
     warpgroup a block, two blocks an SM; from LONG_KEYS on the long forward;
-    without the mask the three-warpgroup one; at D = 128 never the paired
-    one (values: the test above runs the paired one at Lk = 130)."""
+    without the mask the short one; at D = 256 never the paired one (values:
+    the test above runs the paired one at Lk = 130)."""
     from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
-    n = PAIRED_CAUSAL_KEYS[64]
     picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
-    assert picked(64, True, 130).endswith("_c1_b2") and picked(64, True, n - 1).endswith("_c1_b2")
-    assert "pingpong" in picked(64, True, max(n, LONG_KEYS[64]))
-    assert picked(64, False, 130).endswith("_c3") and picked(64, False, n - 1).endswith("_c3")
-    assert not picked(128, True, 130).endswith("_b2")
+    for D, tile in ((64, "kv128"), (128, "kv64")):
+        n = PAIRED_CAUSAL_KEYS[D]
+        assert picked(D, True, 130).endswith(f"{tile}_s2_c1_b2")
+        assert picked(D, True, n - 1).endswith("_c1_b2")
+        assert "pingpong" in picked(D, True, max(n, LONG_KEYS[D]))
+        assert not picked(D, False, 130).endswith("_b2") and not picked(D, False, n - 1).endswith("_b2")
+    assert not picked(256, True, 130).endswith("_b2")
 
 
 def test_opcheck():

@@ -355,13 +355,15 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
 # overlap) is the faster forward, per head dim: its loop runs one extra
 # iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
 LONG_KEYS = {64: 8192, 128: 2048, 256: 2048}
-# Keys below which one consumer warpgroup a block, two blocks an SM, is the
-# faster causal forward at D = 64: 64-row blocks even out the causal work
-# that 192-row ones leave uneven. On the H100 (BENCHMARKS.md, 2026-11-25),
-# tkc / cuDNN for the three-warpgroup forward against this one: 0.69 -> 0.86
-# at L 1k, 0.83 -> 0.92 at 2k, 0.89 -> 0.94 at 4k; from 8k the long forward
-# (1.01) is ahead of both (0.97, 0.95). At D = 128 no faster.
-PAIRED_CAUSAL_KEYS = {64: LONG_KEYS[64]}
+# Keys below which one consumer warpgroup a block (64 query rows), two blocks
+# an SM, is the faster causal forward: small blocks even out the causal work
+# that 128- or 192-row ones leave uneven. On the H100 (BENCHMARKS.md,
+# 2026-11-25), tkc / cuDNN against the short forward: D 64 0.69 -> 0.86 at
+# L 1k, 0.83 -> 0.92 at 2k, 0.89 -> 0.94 at 4k; D 128 (64-key tiles, to fit
+# two blocks) 0.88 -> 0.93 at L 1k, 0.95 -> 0.89 at 4k. From LONG_KEYS on
+# the long forward is ahead of both.
+PAIRED_CAUSAL_KEYS = {64: LONG_KEYS[64], 128: LONG_KEYS[128]}
+PAIRED_KV = {64: 128, 128: 64}      # key tiles of the paired forward (shared memory)
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -376,15 +378,16 @@ def attention_kernels(D: int, causal: bool, layout: str):
     (2); three consumer warpgroups at D = 64, two at 128; the long forward
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
-    warpgroup and two blocks an SM (the forward itself where there is none).
+    warpgroup and two blocks an SM, PAIRED_KV[D] keys a tile (the short
+    forward itself where there is none: D = 256).
     The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
             256: dict(stages=2, consumers=2, KV=64)}[D]
     short = attention_hopper(D, causal, layout, **base)
-    paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2) \
-        if causal and D in PAIRED_CAUSAL_KEYS else short
+    paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2,
+                              KV=PAIRED_KV[D]) if causal and D in PAIRED_CAUSAL_KEYS else short
     return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
             _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
 

@@ -57,7 +57,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
     blocks_per_sm: blocks sharing an SM (tkc.kernel's); one consumer
     warpgroup at two blocks an SM is tkc.attention's causal forward at D = 64
-    for short sequences (attention_bwd.PAIRED_CAUSAL_KEYS).
+    and 128 below the long forward's key counts (attention_bwd.PAIRED_CAUSAL_KEYS).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
