@@ -123,6 +123,21 @@ def test_short_causal_sequences_get_the_paired_forward():
     assert not picked(256, True, 130).endswith("_b2")
 
 
+def test_forwards_without_a_mask_are_persistent():
+    """Without the mask: the short forward persistent at D = 64 and 128, the
+    long one at D = 128 (PERSISTENT); with it, at D = 256 and for varlen, a
+    block a work item."""
+    from tkc.kernels.attention_bwd import LONG_KEYS
+    picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
+    assert picked(64, False, 130).endswith("_c3_persistent")
+    assert picked(128, False, 130).endswith("kv128_persistent")
+    assert picked(128, False, LONG_KEYS[128]).endswith("pingpong_persistent")
+    assert not picked(64, False, LONG_KEYS[64]).endswith("_persistent")
+    assert not any(picked(D, True, 130).endswith("_persistent") for D in (64, 128, 256))
+    assert not picked(256, False, 130).endswith("_persistent")
+    assert not forward_kernel(64, False, "varlen", 130).name.endswith("_persistent")
+
+
 def test_opcheck():
     """torch.library.opcheck: schema, fake tensors, autograd registration and
     AOT dispatch of the forward op agree with its real implementation."""

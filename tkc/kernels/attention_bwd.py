@@ -364,6 +364,15 @@ LONG_KEYS = {64: 8192, 128: 2048, 256: 2048}
 # the long forward is ahead of both.
 PAIRED_CAUSAL_KEYS = {64: LONG_KEYS[64], 128: LONG_KEYS[128]}
 PAIRED_KV = {64: 128, 128: 64}      # key tiles of the paired forward (shared memory)
+# Whether the (short, long) forward without a mask is persistent, per head
+# dim: a block an SM over the work items, the next item's Q loaded under
+# this one's last tiles. On the H100 (BENCHMARKS.md, 2026-11-25), tkc / cuDNN:
+# the short one 0.84 -> 0.97 at L 1k and D 64, 0.82 -> 0.98 at D 128, +5% at
+# 4k; the long one at D 128 +2-4% from 4k, at D 64 1-1.5% slower (8k, 16k).
+# D 256's two Q slots do not fit beside its ring. With the causal mask
+# (BENCHMARKS.md, 2026-11-24), or varlen's sequences of mixed lengths, the
+# static order leaves the SMs' work uneven; those stay a block a work item.
+PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -379,16 +388,20 @@ def attention_kernels(D: int, causal: bool, layout: str):
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
     warpgroup and two blocks an SM, PAIRED_KV[D] keys a tile (the short
-    forward itself where there is none: D = 256).
+    forward itself where there is none: D = 256). Without the mask and
+    varlen the short and long forwards are persistent where PERSISTENT says.
     The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
             256: dict(stages=2, consumers=2, KV=64)}[D]
-    short = attention_hopper(D, causal, layout, **base)
+    persistent = [p and not causal and layout != "varlen" for p in PERSISTENT[D]]
+    short = attention_hopper(D, causal, layout, **base, persistent=persistent[0])
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2,
                               KV=PAIRED_KV[D]) if causal and D in PAIRED_CAUSAL_KEYS else short
-    return (short, attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True),
+    long = attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True,
+                            persistent=persistent[1])
+    return (short, long,
             _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
 
 

@@ -77,14 +77,15 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     while the tensor cores work for the other.
 
     persistent=True: one block an SM loops over the work items (query tile,
-    head, batch) in grid order; the producer loads the next item's Q (handed
-    back right after the loop) and K/V under this item's finish. Measured on
-    the H100 (BENCHMARKS.md, 2026-11-24): no faster than a block per item
-    without a mask (-4..+4%; ncu at L 1024: the tensor pipe 56% busy either
-    way, cuDNN's 70%), slower with one (0.45-0.98 of cuDNN where the default
-    reads 0.61-1.08): each block takes every 132nd item, so with 8 query
-    tiles a head it gets tiles of the same one or two lengths. Not
-    tkc.attention's choice."""
+    head, batch) in grid order; Q has two slots (tk-pipeline-staging), so
+    the producer loads the next item's Q right after this item's last K/V
+    stage, and its K/V under this item's finish. tkc.attention's forward
+    without a mask at D = 64 and 128 (attention_bwd.PERSISTENT; on the H100
+    0.84 -> 0.97 of cuDNN at L 1k, BENCHMARKS.md 2026-11-25; with one Q slot
+    it was no faster than a block per item). With the causal mask it is
+    slower (0.45-0.98 of cuDNN, 2026-11-24): each block takes every 132nd
+    item, so with 8 query tiles a head it gets tiles of the same one or two
+    lengths; a dynamic scheduler would even that out."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:

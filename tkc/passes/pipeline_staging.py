@@ -42,7 +42,9 @@ races and deadlocks like any hand-written kernel:
   stages, the consumers wait where the load was and release it after its last
   reader in the work item, once no wgmma may still read it (so the next
   item's load overlaps this one's finish; a finish that reads it is then not
-  moved into the next item's loop).
+  moved into the next item's loop). In a persistent kernel the tile and its
+  pair have two slots, by the item's parity: the producer loads the next
+  item's tile right after this item's last stage, under the end of its loop.
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes
   (fence.proxy.async), the consumers meet at a named barrier, consumer warp 0
   issues the TMA store. Before a later write to a tile whose store may still
@@ -219,6 +221,7 @@ class Staging:
         self.opts = pipeline_options(f.loop) if f.loop is not None else {}
         self.persistent = f.items is not None
         self.has_producer = bool(f.ring_loads or f.once_loads)
+        self.once_slots = 2 if self.persistent else 1   # a once-loaded tile's slots
         self.loc = f.loop.location if f.loop is not None else self.fn.location
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
         self.drain = []   # the ops that end the consumers' pipelined loop
@@ -230,6 +233,9 @@ class Staging:
         if not self.has_producer:
             self._stores_only()
             return
+        for op in self.f.once_loads:   # before the budget: they count twice
+            if self.once_slots > 1:
+                _alloc_of(op.operands[0]).attributes["stages"] = i64(self.once_slots)
         self.stages = self._choose_stages()
         self.registers = self._split_registers()
         with ir.InsertionPoint(first), self.loc:
@@ -270,7 +276,7 @@ class Staging:
         ring = {op.operands[0] for op in self.f.ring_loads}
         outputs = {op.operands[1] for op in self.f.loop_stores}
         allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
-        extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2)] * len(self.f.once_loads)
+        extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2 * self.once_slots)] * len(self.f.once_loads)
         for t, n in [(view(a.results[0].type),
                       stages if a.results[0] in ring else OUTPUT_STAGES if a.results[0] in outputs
                       else _stages_of(a)) for a in allocs] + extra:
@@ -300,7 +306,8 @@ class Staging:
                 _alloc_of(op.operands[0]).attributes["stages"] = i64(self.stages)
         self.once = {}
         for op in self.f.once_loads:
-            full, empty = tk.alloc(b), tk.alloc(b)
+            full, empty = (tk.alloc(b, self.once_slots) if self.once_slots > 1 else tk.alloc(b)
+                           for _ in range(2))
             tk.init_barrier(full, 1)
             tk.init_barrier(empty, self.cw)
             self.once[op] = (full, empty)
@@ -510,23 +517,39 @@ class Staging:
         parity = self._item_parity()
         for op in self.f.once_loads:
             full, empty = self.once[op]
+            tile = op.operands[0]
             with ir.InsertionPoint(op), op.location:
-                tk.wait(full, parity(op))
+                slot, phase = self._once_slot(parity(op, 2 * self.once_slots))
+                if slot is not None:      # every use in the item reads this item's slot
+                    view_ = tk.stage(tile, slot)
+                    for user, i in uses_in(tile, self.f.items):
+                        if user not in (view_.owner.operation, op):
+                            user.operands[i] = view_
+                    full, empty = tk.stage(full, slot), tk.stage(empty, slot)
+                tk.wait(full, phase)
             if self.persistent:
-                with ir.InsertionPoint(_after_last_read(self.f.body, _root(op.operands[0]))), op.location:
+                with ir.InsertionPoint(_after_last_read(self.f.body, _root(tile))), op.location:
                     self.once_releases.append(tk.arrive(empty).operation)
             op.erase()
 
+    def _once_slot(self, k):
+        """(slot, phase) of a once-loaded tile from k, the work item's
+        counter modulo 2 * slots: (None, k) with one slot, else (k % 2, k / 2)."""
+        if self.once_slots == 1:
+            return None, k
+        return arith.remui(k, index(2)), arith.divui(k, index(2))
+
     def _item_parity(self):
-        """parity(op) -> the work item counter's parity at op (0 without items)."""
+        """parity(op, n=2) -> the work item counter modulo n at op (0 without
+        items; n = 4 gives a two-slot tile its slot and phase)."""
         if not self.persistent:
-            return lambda op: index(0)
+            return lambda op, n=2: index(0)
         loop = _for(self.f.items)
 
-        def parity(op):
+        def parity(op, n=2):
             with ir.InsertionPoint(op), op.location:
                 j = arith.divui(arith.subi(loop.induction_variable, loop.lowerBound), loop.step)
-                return arith.remui(j, index(2))
+                return arith.remui(j, index(n))
         return parity
 
     # ---------------------------------------------------------------- epilogue
@@ -629,12 +652,13 @@ class Staging:
             inner[src.induction_variable] = loop.induction_variable
             j = arith.divui(arith.subi(loop.induction_variable, lb), step)
             out = self._producer_block(self.f.body, inner, loop.body.arguments[-1],
-                                       arith.remui(j, index(2)))
+                                       arith.remui(j, index(2 * self.once_slots)))
             scf.YieldOp([out])
         loop.operation.attributes["tk.staged"] = _staged(self.stages, "producer")
 
     def _producer_block(self, block, mapping, it, parity):
-        """The producer's walk of one work item: once-loads, then the ring."""
+        """The producer's walk of one work item: once-loads, then the ring
+        (parity: the item counter modulo 2 * once_slots)."""
         for op in [o.operation for o in block.operations]:
             if op in self.once:
                 self._producer_once(op, mapping, parity)
@@ -644,12 +668,16 @@ class Staging:
 
     def _producer_once(self, op, mapping, parity) -> None:
         full, empty = self.once[op]
+        tile = op.operands[0]
         with op.location:
             src, *coords = _need(mapping, list(op.operands)[1:], op)  # a slice: its offsets too
+            slot, phase = self._once_slot(parity)
+            if slot is not None:
+                tile, full, empty = (tk.stage(x, slot) for x in (tile, full, empty))
             if self.persistent:
-                tk.wait(empty, arith.addi(parity, index(1)))
-            tk.expect_bytes(full, _bytes(view(op.operands[0].type)))
-            tk.tma_load(op.operands[0], src, coords, full)
+                tk.wait(empty, arith.addi(phase, index(1)))
+            tk.expect_bytes(full, _bytes(view(tile.type)))
+            tk.tma_load(tile, src, coords, full)
 
     def _producer_loop(self, mapping, it):
         src = _for(self.f.loop)

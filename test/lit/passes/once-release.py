@@ -1,7 +1,7 @@
-# tk-pipeline-staging, persistent: a tile loaded once per work item is handed back to
-# the producer right after its last reader (not at the item's end), so the next item's
-# load runs under this item's finish. After a loop that keeps its wgmma in flight, that
-# is after the wait that retires them.
+# tk-pipeline-staging, persistent: a tile loaded once per work item has two slots, and
+# is handed back to the producer right after its last reader (not at the item's end):
+# the next item's load runs under this item's last stages and its finish. After a loop
+# that keeps its wgmma in flight, that is after the wait that retires them.
 # RUN: tkc %s --kernel in_loop | FileCheck %s --check-prefix=LOOP
 # RUN: tkc %s --kernel in_finish | FileCheck %s --check-prefix=FINISH
 import tkc
@@ -9,16 +9,39 @@ from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.ops import subtile, zero
 
 # LOOP-LABEL: func.func @in_loop
+# Q has two slots, and so have its full / empty barriers (after the K ring's pair):
+# item j's are slot j % 2, at phase j / 2 % 2, in the producer and the consumers alike.
+# LOOP:   %[[Q:[0-9]+]] = "tk.alloc"() {stages = 2 : i64} : () -> !tk.st<bf16, 128 : i64, 64 : i64, "128b">
+# LOOP:   "tk.alloc"() {stages = 2 : i64} : () -> !tk.barrier
+# LOOP-NEXT: "tk.alloc"() {stages = 2 : i64} : () -> !tk.barrier
+# LOOP:   %[[FULL:[0-9]+]] = "tk.alloc"() {stages = 2 : i64} : () -> !tk.barrier
+# LOOP-NEXT: %[[EMPTY:[0-9]+]] = "tk.alloc"() {stages = 2 : i64} : () -> !tk.barrier
+# LOOP:   %[[J4:[0-9]+]] = arith.remui %{{[0-9]+}}, %c4 : index
+# LOOP:   %[[SLOT:[0-9]+]] = arith.remui %[[J4]], %c2 : index
+# LOOP:   %[[PHASE:[0-9]+]] = arith.divui %[[J4]], %c2{{.*}} : index
+# LOOP-NEXT: %[[QS:[0-9]+]] = "tk.stage"(%[[Q]], %[[SLOT]])
+# LOOP-NEXT: %[[F:[0-9]+]] = "tk.stage"(%[[FULL]], %[[SLOT]])
+# LOOP-NEXT: %[[E:[0-9]+]] = "tk.stage"(%[[EMPTY]], %[[SLOT]])
+# LOOP:   "tk.wait"(%[[E]], {{.*}})
+# LOOP:   "tk.tma_load"(%[[QS]], {{.*}}, %[[F]])
+# LOOP:   } {tk.staged = {role = "producer", stages = 2 : i64}}
 # LOOP:   scf.for {{.*}} -> (index, index, {{.*}}, i1) {
+# LOOP:     %[[CJ4:[0-9]+]] = arith.remui %{{[0-9]+}}, %c4 : index
+# LOOP:     %[[CSLOT:[0-9]+]] = arith.remui %[[CJ4]], %c2 : index
+# LOOP:     %[[CPHASE:[0-9]+]] = arith.divui %[[CJ4]], %c2{{.*}} : index
+# LOOP-NEXT: %[[CQ:[0-9]+]] = "tk.stage"(%[[Q]], %[[CSLOT]])
+# LOOP-NEXT: %[[CF:[0-9]+]] = "tk.stage"(%[[FULL]], %[[CSLOT]])
+# LOOP-NEXT: %[[CE:[0-9]+]] = "tk.stage"(%[[EMPTY]], %[[CSLOT]])
+# LOOP-NEXT: "tk.wait"(%[[CF]], %[[CPHASE]])
 # LOOP:     "tk.warpgroup_mma_abt"
 # LOOP:     "tk.warpgroup_mma_wait"({{.*}}) {pending = 1 : i64}
 # LOOP:   } {tk.staged = {role = "consumer", stages = 2 : i64}}
 # LOOP-NEXT: "tk.warpgroup_mma_wait"({{.*}}) {pending = 0 : i64}
-# LOOP-NEXT: "tk.arrive"(%[[Q_EMPTY:[0-9a-z_]+]]) {count = 1 : i64}
+# LOOP-NEXT: "tk.arrive"(%[[CE]]) {count = 1 : i64}
 # The finish's stores still move into the next item's loop (overlap.py); the release stays.
-# LOOP-NOT: "tk.arrive"(%[[Q_EMPTY]])
+# LOOP-NOT: "tk.arrive"(%[[CE]])
 # LOOP:   scf.yield {{.*}}, %true
-# LOOP-NOT: "tk.arrive"(%[[Q_EMPTY]])
+# LOOP-NOT: "tk.arrive"(%[[CE]])
 
 # A tile the finish reads too is released after that read, and the finish stays in its item.
 # FINISH-LABEL: func.func @in_finish
