@@ -5,7 +5,6 @@ warpgroup a block at two blocks an SM (the paired forward). Each is checked
 against SDPA first. It set attention_bwd.PAIRED_CAUSAL_KEYS.
 `tkc build scripts/attention_causal_probe.py` first (the variants are KERNELS)."""
 import math
-import statistics
 import sys
 
 from tkc.kernels.attention_hopper import attention_hopper
@@ -19,7 +18,7 @@ def main():
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
-    from tkc.bench.timing import interleaved, tflops
+    from tkc.bench.timing import interleaved, tflops_lines
     for B, H, N in ((16, 16, 1024), (8, 16, 2048), (8, 32, 2048), (4, 16, 4096), (4, 32, 4096),
                     (2, 16, 8192), (1, 32, 8192), (1, 16, 16384)):
         D = 64
@@ -40,12 +39,8 @@ def main():
                 sdpa(q, kk, vv, is_causal=True)
         fns["cudnn"] = peer
         times = interleaved(fns, rounds=5)
-        f = 4.0 * B * H * N * N * D / 2
-        print(f"B{B} H{H} N{N} D{D} causal: cudnn {tflops(f, statistics.median(times['cudnn'])):.0f}", flush=True)
-        for name, t in times.items():
-            if name != "cudnn":
-                print(f"   {name:44} {tflops(f, statistics.median(t)):6.0f} TF/s "
-                      f"({statistics.median(c / x for c, x in zip(times['cudnn'], t)):.3f}x cudnn)", flush=True)
+        lines = tflops_lines(times, "cudnn", 4.0 * B * H * N * N * D / 2)
+        print(f"B{B} H{H} N{N} D{D} causal: " + "\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

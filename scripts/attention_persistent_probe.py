@@ -4,7 +4,6 @@ checked against SDPA, then interleaved with cuDNN across L. It set
 attention_bwd.PERSISTENT. `tkc build scripts/attention_persistent_probe.py`
 first (the variants are KERNELS)."""
 import math
-import statistics
 import sys
 
 from tkc.kernels.attention_hopper import attention_hopper
@@ -20,7 +19,7 @@ def main():
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
-    from tkc.bench.timing import interleaved, tflops
+    from tkc.bench.timing import interleaved, tflops_lines
     for B, N in ((16, 1024), (4, 4096), (2, 8192), (1, 16384)):
         for D in (64, 128):
             H = 16
@@ -43,12 +42,8 @@ def main():
                     sdpa(q, kk, vv)
             fns["cudnn"] = peer
             times = interleaved(fns, rounds=5)
-            f = 4.0 * B * H * N * N * D
-            print(f"B{B} H{H} N{N} D{D}: cudnn {tflops(f, statistics.median(times['cudnn'])):.0f}", flush=True)
-            for name, t in times.items():
-                if name != "cudnn":
-                    print(f"   {name:44} {tflops(f, statistics.median(t)):6.0f} TF/s "
-                          f"({statistics.median(c / x for c, x in zip(times['cudnn'], t)):.3f}x cudnn)", flush=True)
+            lines = tflops_lines(times, "cudnn", 4.0 * B * H * N * N * D)
+            print(f"B{B} H{H} N{N} D{D}: " + "\n".join(lines), flush=True)
 
 
 if __name__ == "__main__":

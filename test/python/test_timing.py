@@ -26,3 +26,10 @@ def test_medians_and_peer_line(monkeypatch):
     assert timing.peer_line(med, "fla") == "tkc 2.000 ms (fla/x 2.00)  fla 4.000 ms (fla/x 1.00)"
     assert timing.median_ratio([4.0, 4.0, 6.0], [1.0, 9.0, 2.0]) == 3.0
 
+
+def test_tflops_lines():
+    """The peer's TFLOP/s, then each contender's and its median per-round ratio."""
+    times = {"tkc": [1.0, 4.0, 1.5], "cudnn": [2.0, 2.0, 3.0]}   # ms; ratios 2, 0.5, 2
+    peer, tkc = timing.tflops_lines(times, "cudnn", 6e9)
+    assert peer.split() == ["cudnn", "3", "TF/s"]
+    assert tkc.split() == ["tkc", "4", "TF/s", "(2.000x", "cudnn)"]

@@ -107,3 +107,15 @@ def launch_overhead_us(fn, n: int = 200) -> float:
 
 def tflops(flops: float, ms: float) -> float:
     return flops / (ms * 1e-3) / 1e12
+
+
+def tflops_lines(times: dict, peer: str, flops: float) -> list[str]:
+    """For `interleaved`'s times: a line with the peer's median TFLOP/s, then
+    one a contender with its median TFLOP/s and the median of the per-round
+    ratios peer time / its time."""
+    lines = [f"{peer} {tflops(flops, statistics.median(times[peer])):.0f} TF/s"]
+    for name, t in times.items():
+        if name != peer:
+            lines.append(f"   {name:44} {tflops(flops, statistics.median(t)):6.0f} TF/s "
+                         f"({median_ratio(times[peer], t):.3f}x {peer})")
+    return lines
