@@ -1,0 +1,64 @@
+"""Forward variants of attention_hopper on the GPU, each checked against SDPA,
+then interleaved with cuDNN across L (tkc / cuDNN as the median of the
+per-round ratios). `tkc build scripts/attention_forward_probe.py` first (the
+variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
+
+    causal      at D 64 with the mask: three consumer warpgroups (192 query
+                rows a block), the same with ping-pong and the intra-warpgroup
+                overlap (the long forward), one consumer warpgroup at two
+                blocks an SM (the paired forward): attention_bwd.PAIRED_CAUSAL_KEYS
+    persistent  at D 64 and 128 without it: a block per item against
+                persistent (Q in two slots), short and long: attention_bwd.PERSISTENT
+"""
+import math
+import sys
+
+from tkc.kernels.attention_hopper import attention_hopper
+
+BASE = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2)}
+LONG = dict(overlap=True, pingpong=True)
+EXPERIMENTS = {
+    "causal": ([dict(D=64, causal=True, **x) for x in (BASE[64], dict(BASE[64], **LONG),
+                                                       dict(stages=2, consumers=1, blocks_per_sm=2))],
+               [(16, 16, 1024), (8, 16, 2048), (8, 32, 2048), (4, 16, 4096), (4, 32, 4096),
+                (2, 16, 8192), (1, 32, 8192), (1, 16, 16384)]),
+    "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
+                    for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
+                   [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),
+}
+BUILT = {name: [attention_hopper(**v) for v in variants] for name, (variants, _) in EXPERIMENTS.items()}
+KERNELS = [k for ks in BUILT.values() for k in ks]   # for `tkc build`
+
+
+def main(which: str):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+    from tkc.bench.timing import interleaved, tflops_lines
+    variants, shapes = EXPERIMENTS[which]
+    for B, H, N in shapes:
+        for D in sorted({v["D"] for v in variants}):
+            causal = variants[0]["causal"]
+            q, kk, vv = (torch.randn(B, H, N, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            o, lse = torch.empty_like(q), torch.empty(B, H, 1, N, device="cuda")
+            ref = sdpa(q, kk, vv, is_causal=causal).float()
+            fns = {}
+            for v, k in zip(variants, BUILT[which]):
+                if v["D"] == D:
+                    o.fill_(float("nan"))
+                    k(q, kk, vv, o, lse, 1 / math.sqrt(D))
+                    err = ((o.float() - ref).norm() / ref.norm()).item()
+                    assert err < 1e-2, (k.name, err)
+                    fns[k.name] = (lambda k=k: k(q, kk, vv, o, lse, 1 / math.sqrt(D)))
+
+            def peer():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    sdpa(q, kk, vv, is_causal=causal)
+            fns["cudnn"] = peer
+            lines = tflops_lines(interleaved(fns, rounds=5), "cudnn",
+                                 4.0 * B * H * N * N * D / (2 if causal else 1))
+            print(f"B{B} H{H} N{N} D{D}{' causal' if causal else ''}: " + "\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "persistent"))
