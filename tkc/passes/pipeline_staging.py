@@ -43,8 +43,9 @@ races and deadlocks like any hand-written kernel:
   reader in the work item, once no wgmma may still read it (so the next
   item's load overlaps this one's finish; a finish that reads it is then not
   moved into the next item's loop). In a persistent kernel the tile and its
-  pair have two slots, by the item's parity: the producer loads the next
-  item's tile right after this item's last stage, under the end of its loop.
+  pair have two slots, by the item's parity, where the ring still fits at
+  the depth asked for (auto: two stages): the producer loads the next item's
+  tile right after this item's last stage, under the end of its loop.
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes
   (fence.proxy.async), the consumers meet at a named barrier, consumer warp 0
   issues the TMA store. Before a later write to a tile whose store may still
@@ -233,9 +234,7 @@ class Staging:
         if not self.has_producer:
             self._stores_only()
             return
-        for op in self.f.once_loads:   # before the budget: they count twice
-            if self.once_slots > 1:
-                _alloc_of(op.operands[0]).attributes["stages"] = i64(self.once_slots)
+        self._once_loads_slots()
         self.stages = self._choose_stages()
         self.registers = self._split_registers()
         with ir.InsertionPoint(first), self.loc:
@@ -265,6 +264,20 @@ class Staging:
                 return s
         self._check_budget(1, fixed=True)  # raises, with the breakdown
         return 1
+
+    def _once_loads_slots(self) -> None:
+        """Two slots for the once-loaded tiles of a persistent kernel when the
+        ring still fits beside them at the depth asked for (auto: two stages),
+        else one."""
+        if self.once_slots == 1 or not self.f.once_loads:
+            return
+        tiles = [_alloc_of(op.operands[0]) for op in self.f.once_loads]
+        for t in tiles:
+            t.attributes["stages"] = i64(self.once_slots)
+        if self.f.ring_loads and not self._check_budget(self.opts.get("stages", 0) or 2, fixed=False):
+            self.once_slots = 1
+            for t in tiles:
+                del t.attributes["stages"]
 
     def _check_budget(self, stages: int, fixed: bool) -> bool:
         """Whether `stages` slots of the ring fit beside the other shared

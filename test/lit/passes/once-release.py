@@ -4,6 +4,7 @@
 # that keeps its wgmma in flight, that is after the wait that retires them.
 # RUN: tkc %s --kernel in_loop | FileCheck %s --check-prefix=LOOP
 # RUN: tkc %s --kernel in_finish | FileCheck %s --check-prefix=FINISH
+# RUN: tkc %s --kernel wide_q | FileCheck %s --check-prefix=WIDE
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.ops import subtile, zero
@@ -51,27 +52,36 @@ from tkc.ops import subtile, zero
 # FINISH:   "tk.tma_store"
 # FINISH:   scf.yield
 
+# Where two Q slots would leave no room for the ring's two stages (Q and the output
+# 64 KB each, the ring 2 x 32 KB: 256 KB with a second Q slot), Q keeps one slot.
+# WIDE-LABEL: func.func @wide_q
+# WIDE:   "tk.alloc"() : () -> !tk.st<bf16, 128 : i64, 256 : i64, "128b">
+# WIDE-NEXT: "tk.alloc"() {stages = 2 : i64} : () -> !tk.st<bf16, 64 : i64, 256 : i64, "128b">
+# WIDE:   "tk.alloc"() : () -> !tk.barrier
+# WIDE-NEXT: "tk.alloc"() : () -> !tk.barrier
 
-def once_q(name: str, finish_reads_q: bool):
+
+def once_q(name: str, finish_reads_q: bool, D: int = 64):
     """Q loaded once per item, K streamed: o = (sum over K tiles of Q K^T)
     (+ Q when the finish reads Q too)."""
     @tkc.kernel(name=name, warps=8, grid=lambda q, k, o: (q.r // 128, 1, 1), persistent=True)
-    def kernel(q: gl(bf16, 1, 1, "M", 64), k: gl(bf16, 1, 1, "N", 64), o: gl(bf16, 1, 1, "M", 64)):
+    def kernel(q: gl(bf16, 1, 1, "M", D), k: gl(bf16, 1, 1, "N", D), o: gl(bf16, 1, 1, "M", 64)):
         wg = tkc.warpgroupid()
-        q_s, k_s, o_s = st(bf16, 128, 64), st(bf16, 64, 64), st(bf16, 128, 64)
+        q_s, k_s, o_s = st(bf16, 128, D), st(bf16, 64, D), st(bf16, 128, 64 if D == 64 else 256)
         tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
         acc = zero(rt(f32, 16, 64))
         for j in tkc.range(k.r // 64, stages=2):
             tma.load(k_s, k, (0, 0, j, 0))
-            warpgroup.mma_ABt(acc, subtile(q_s, 64, 64, (wg, 0)), k_s)
+            warpgroup.mma_ABt(acc, subtile(q_s, 64, D, (wg, 0)), k_s)
             warpgroup.mma_async_wait(acc)
         out = acc.to(bf16)
         if finish_reads_q:
             out = out + warpgroup.load(rt(bf16, 16, 64), q_s, (wg, 0))
-        warpgroup.store(o_s, out, (wg, 0))
-        tma.store(o, o_s, (0, 0, tkc.block_idx.x, 0))
+        warpgroup.store(subtile(o_s, 128, 64, (0, 0)), out, (wg, 0))
+        tma.store(o, subtile(o_s, 128, 64, (0, 0)), (0, 0, tkc.block_idx.x, 0))
     return kernel
 
 
 in_loop = once_q("in_loop", False)
 in_finish = once_q("in_finish", True)
+wide_q = once_q("wide_q", False, D=256)
