@@ -9,6 +9,8 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 blocks an SM (the paired forward): attention_bwd.PAIRED_CAUSAL_KEYS
     persistent  at D 64 and 128 without it: a block per item against
                 persistent (Q in two slots), short and long: attention_bwd.PERSISTENT
+    zigzag      at D 64 and 128 with the mask: the paired forward against the
+                short and long ones persistent with the items dealt in zigzag
 """
 import math
 import sys
@@ -22,6 +24,11 @@ EXPERIMENTS = {
                                                        dict(stages=2, consumers=1, blocks_per_sm=2))],
                [(16, 16, 1024), (8, 16, 2048), (8, 32, 2048), (4, 16, 4096), (4, 32, 4096),
                 (2, 16, 8192), (1, 32, 8192), (1, 16, 16384)]),
+    "zigzag": ([dict(D=D, causal=True, **x) for D in (64, 128)
+                for x in (dict(stages=2, consumers=1, blocks_per_sm=2, KV=128 if D == 64 else 64),
+                          dict(BASE[D], persistent="zigzag"), dict(BASE[D], **LONG),
+                          dict(BASE[D], **LONG, persistent="zigzag"))],
+               [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (1, 16, 16384)]),
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),

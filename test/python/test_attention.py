@@ -106,6 +106,9 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(persistent=True), 128, True, 200, 333),
     (dict(persistent=True, consumers=3), 64, False, 300, 77),
     (dict(persistent=True, pingpong=True, overlap=True), 128, False, 130, 200),
+    # zigzag: the rounds of items dealt forwards and backwards (3 rounds here)
+    (dict(persistent="zigzag", consumers=3), 64, True, 450, 450),
+    (dict(persistent="zigzag", pingpong=True, overlap=True), 128, True, 200, 333),
 ]
 
 

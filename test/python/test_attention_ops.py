@@ -108,19 +108,34 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
 
 
 def test_short_causal_sequences_get_the_paired_forward():
-    """Causal at D = 64 and 128 below PAIRED_CAUSAL_KEYS keys: one consumer
-    warpgroup a block, two blocks an SM; from LONG_KEYS on the long forward;
-    without the mask the short one; at D = 256 never the paired one (values:
-    the test above runs the paired one at Lk = 130)."""
+    """Causal below PAIRED_CAUSAL_KEYS keys: one consumer warpgroup a block,
+    two blocks an SM (at D = 128 for varlen: bhld and blhd run the zigzag
+    forwards there); from LONG_KEYS on the long forward; without the mask
+    the short one; at D = 256 never the paired one (values: the test above
+    runs the paired one at Lk = 130)."""
     from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
-    picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
-    for D, tile in ((64, "kv128"), (128, "kv64")):
+    for D, tile, layout in ((64, "kv128", "bhld"), (128, "kv64", "varlen")):
+        picked = lambda D, causal, keys: forward_kernel(D, causal, layout, keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
         assert picked(D, True, 130).endswith(f"{tile}_s2_c1_b2")
         assert picked(D, True, n - 1).endswith("_c1_b2")
         assert "pingpong" in picked(D, True, max(n, LONG_KEYS[D]))
         assert not picked(D, False, 130).endswith("_b2") and not picked(D, False, n - 1).endswith("_b2")
-    assert not picked(256, True, 130).endswith("_b2")
+    assert not forward_kernel(256, True, "bhld", 130).name.endswith("_b2")
+
+
+def test_causal_d128_gets_the_zigzag_forwards():
+    """Causal at D = 128 (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short and
+    long forwards persistent in zigzag order (by LONG_KEYS); from there on the
+    long forward a block a work item."""
+    from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
+    n = ZIGZAG_CAUSAL_KEYS[128]
+    for layout in ("bhld", "blhd"):
+        picked = lambda keys: forward_kernel(128, True, layout, keys).name  # noqa: E731
+        assert picked(130).endswith("kv128_zigzag")
+        assert picked(LONG_KEYS[128]).endswith("pingpong_zigzag") and picked(n - 1).endswith("pingpong_zigzag")
+        assert picked(n).endswith("pingpong")
+    assert "zigzag" not in forward_kernel(64, True, "bhld", 130).name
 
 
 def test_forwards_without_a_mask_are_persistent():

@@ -226,6 +226,26 @@ def test_group_width_shrinks_when_l2_is_small(l2_rows, rng, monkeypatch):
     assert rel_err(c, ref) < 1e-5
 
 
+@tkc.kernel(warps=1, grid=lambda o: (o.r // 16, 1, 1), persistent="zigzag")
+def zigzag_count(o: gl(f32, 1, 1, "M", 16)):
+    """Adds 1 to row tile `item` of o for each time a block takes that item."""
+    tkc.ops.store(o, zero(rt(f32, 16, 16)) + 1.0, (0, 0, tkc.block_idx.x, 0), add=True)
+
+
+@pytest.mark.parametrize("items,sms", [(3, 4), (4, 4), (9, 4), (11, 4), (16, 3), (13, 5)])
+def test_zigzag_takes_every_item_once(items, sms):
+    """persistent="zigzag": rounds dealt forwards and backwards, the last one
+    partial or whole, on blocks = min(sms, items): each item exactly once."""
+    o = np.zeros((1, 1, 16 * items, 16), np.float32)
+    tkc.interpreter.run(staged(zigzag_count), [o], sms=sms)
+    np.testing.assert_array_equal(o, 1.0)
+
+
+def test_persistent_takes_true_false_or_zigzag():
+    with pytest.raises(TkcError, match='persistent must be True, False or "zigzag", got \'snake\''):
+        tkc.kernel(warps=1, persistent="snake")(lambda o: None)
+
+
 def test_stages_override():
     text = str(staged(gemm_hopper("bf16", stages=2)))
     assert text.count("{stages = 2 : i64} : () -> !tk.st") == 2

@@ -32,7 +32,8 @@ def _attributes(kernel) -> dict:
     if kernel.order is not None:
         attrs["tk.order"] = ir.StringAttr.get(kernel.order)
     if kernel.persistent:
-        attrs["tk.persistent"] = ir.UnitAttr.get()
+        attrs["tk.persistent"] = (ir.StringAttr.get(kernel.persistent) if isinstance(kernel.persistent, str)
+                                  else ir.UnitAttr.get())
     if kernel.blocks_per_sm > 1:
         attrs["tk.blocks_per_sm"] = ir.IntegerAttr.get(i64, kernel.blocks_per_sm)
     if kernel.inplace:

@@ -239,7 +239,12 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     order: the order blocks take the grid's work items in (tk-grid-ordering):
     "auto", a permutation of "xyz" (fastest first) or "grouped(y, W)" /
     "grouped(x, W)" (L2-friendly super-rows / super-columns). persistent=True:
-    one block per SM, each looping over work items (docs/pipelining.md).
+    one block per SM, each looping over work items (docs/pipelining.md):
+    block b takes items b, b + P, b + 2P, .. (P blocks); "zigzag" deals the
+    rounds of P items alternately forwards and backwards (b, 2P - 1 - b,
+    2P + b, ..), so that where the items' work falls along the order (causal
+    attention's longest query tiles first) every block gets long and short
+    ones alike.
 
     inplace={"o": "x"}: the output o may be the very tensor x (the kernel
     reads each element of x before writing it, once). Without it, a launch
@@ -267,8 +272,9 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
 
 def _check_schedule(order, persistent, fn) -> tuple[str | None, bool]:
     """order and persistent, checked; a persistent kernel without an order gets "auto"."""
-    if not isinstance(persistent, bool):
-        raise TkcError(f"persistent must be True or False, got {persistent!r}", _where_def(fn))
+    if not (isinstance(persistent, bool) or persistent == "zigzag"):
+        raise TkcError(f"persistent must be True, False or \"zigzag\", got {persistent!r}",
+                       _where_def(fn))
     if order is None:
         return ("auto" if persistent else None), persistent
     from ..passes.orders import parse_order

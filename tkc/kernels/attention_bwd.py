@@ -373,6 +373,15 @@ PAIRED_KV = {64: 128, 128: 64}      # key tiles of the paired forward (shared me
 # (BENCHMARKS.md, 2026-11-24), or varlen's sequences of mixed lengths, the
 # static order leaves the SMs' work uneven; those stay a block a work item.
 PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
+# Keys below which the causal forward is persistent with the items dealt in
+# zigzag (rounds of one item a block, forwards and backwards: the longest
+# query tiles come first in each head, so a block's long and short items
+# pair up), per head dim, bhld and blhd. On the H100 (BENCHMARKS.md,
+# 2026-11-25), tkc / cuDNN at D 128: 0.90 (paired) -> 1.05 at L 1k, 0.95
+# (long) -> 1.01 at 2k, 0.97 -> 1.03 at 4k; at 16k 0.83 against the long
+# forward's 1.08. At D 64 within 3% of the paired forward (0.82 / 0.85 at
+# 1k, 0.92 / 0.90 at 2k, 0.95 / 0.93 at 4k): not used.
+ZIGZAG_CAUSAL_KEYS = {128: 8192}
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -381,15 +390,17 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 
 @functools.lru_cache(maxsize=None)
 def attention_kernels(D: int, causal: bool, layout: str):
-    """(forward, long forward, prep, backward, paired forward) as
-    tkc.attention launches them. The forwards: 2 ring stages at D = 64
+    """(forward, long forward, prep, backward, paired forward[, zigzag
+    forward, zigzag long forward]) as tkc.attention launches them. The forwards: 2 ring stages at D = 64
     (faster than a deeper ring on the H100), the deepest that fits at D = 128
     (2); three consumer warpgroups at D = 64, two at 128; the long forward
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
     warpgroup and two blocks an SM, PAIRED_KV[D] keys a tile (the short
     forward itself where there is none: D = 256). Without the mask and
-    varlen the short and long forwards are persistent where PERSISTENT says.
+    varlen the short and long forwards are persistent where PERSISTENT says;
+    with the mask, where ZIGZAG_CAUSAL_KEYS has the head dim (not varlen),
+    two more: the short and long forwards persistent in zigzag order.
     The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
@@ -401,16 +412,21 @@ def attention_kernels(D: int, causal: bool, layout: str):
                               KV=PAIRED_KV[D]) if causal and D in PAIRED_CAUSAL_KEYS else short
     long = attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True,
                             persistent=persistent[1])
+    zigzag = [attention_hopper(D, causal, layout, **base, **x, persistent="zigzag")
+              for x in ({}, dict(overlap=True, pingpong=True))] \
+        if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen" else []
     return (short, long,
-            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired)
+            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired, *zigzag)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys."""
-    short, long, _, _, paired = attention_kernels(D, causal, layout)
+    short, long, _, _, paired, *zigzag = attention_kernels(D, causal, layout)
+    if zigzag and keys < ZIGZAG_CAUSAL_KEYS[D]:
+        short, long = zigzag
     if keys >= LONG_KEYS[D]:
         return long
-    return paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else short
+    return short if zigzag or keys >= PAIRED_CAUSAL_KEYS.get(D, 0) else paired
 
 
 @functools.lru_cache(maxsize=None)

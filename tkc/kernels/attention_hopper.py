@@ -97,7 +97,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
                                 "overlap" if overlap else "", "pingpong" if pingpong else "",
                                 "" if consumers == 2 else f"c{consumers}",
-                                "persistent" if persistent else "",
+                                "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
@@ -173,7 +173,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         block past the sequence's nq (varlen) keeps its index: it has no rows."""
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
-    grid_options = dict(persistent=True, order="xyz") if persistent else {}
+    grid_options = dict(persistent=persistent, order="xyz") if persistent else {}
     grid_options["blocks_per_sm"] = blocks_per_sm
     if layout == "varlen":
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},

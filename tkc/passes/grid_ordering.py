@@ -27,7 +27,9 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
    tk.block_idx becomes the decoded work item and every tk.grid_dim the
    space's extent. A persistent kernel's body (all but its allocations and
    barrier inits) moves into `scf.for %t = block_idx.x to X*Y*Z step
-   grid_dim.x {tk.work_items}`.
+   grid_dim.x {tk.work_items}`; with `tk.persistent = "zigzag"` the loop
+   counts the block's rounds r instead, and round r's item is r*P + b
+   (r even) or r*P + P-1-b (r odd), P = grid_dim.x, b = block_idx.x.
 
 With a warp-specialised pipeline (tk-pipeline-staging runs next), the
 producer then runs on into the next work item's loads while the consumers
@@ -71,6 +73,7 @@ def order_kernel(fn) -> None:
     if "tk.work" in fn.attributes:
         return  # ordered already (tk.work keeps the original grid)
     persistent = "tk.persistent" in fn.attributes
+    zigzag = persistent and str(fn.attributes["tk.persistent"]) == '"zigzag"'
     text = ir.StringAttr(fn.attributes["tk.order"]).value if "tk.order" in fn.attributes else None
     if text is None and not persistent:
         return
@@ -80,7 +83,7 @@ def order_kernel(fn) -> None:
     fn.attributes["tk.order"] = ir.StringAttr.get(order.text())
     if order == Order() and not persistent:
         return  # the hardware already launches blocks in this order
-    _linearise(fn, order, persistent)
+    _linearise(fn, order, persistent, zigzag)
 
 
 # ---------------------------------------------------------------- auto
@@ -173,7 +176,7 @@ def fits_l2(w: int, b_x: int, b_y: int, sms: int = SMS, l2: int = L2_BYTES) -> b
 
 # ---------------------------------------------------------------- rewrite
 
-def _linearise(fn, order: Order, persistent: bool) -> None:
+def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None:
     work = grid_of(fn)
     ids = [op for op in walk(fn) if op.name in ("tk.block_idx", "tk.grid_dim")]
     first = hoist_prologue(fn)
@@ -182,13 +185,17 @@ def _linearise(fn, order: Order, persistent: bool) -> None:
         total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
         t = tk.block_idx("x")
         if persistent:
-            loop = scf.ForOp(t, total, tk.grid_dim("x"), [])
+            loop = (_zigzag_rounds(t, _value(total)) if zigzag
+                    else scf.ForOp(t, _value(total), tk.grid_dim("x"), []))
             loop.operation.attributes["tk.work_items"] = ir.UnitAttr.get()
             with ir.InsertionPoint(loop.body):
                 scf.YieldOp([])
     if persistent:
         _move_into(fn, loop)
         at, t = ir.InsertionPoint.at_block_begin(loop.body), loop.induction_variable
+        if zigzag:
+            with at, fn.location:
+                t = _zigzag_item(loop.induction_variable, tk.block_idx("x"), tk.grid_dim("x"))
     else:
         at = ir.InsertionPoint(first)
     with at, fn.location:
@@ -204,6 +211,27 @@ def _linearise(fn, order: Order, persistent: bool) -> None:
 
 def _value(v):
     return index(v) if isinstance(v, int) else v
+
+
+def _zigzag_rounds(b, total):
+    """scf.for over block b's rounds: R = total / P whole rounds, and the
+    last, partial one if b's item there (b, or P-1-b after an odd count of
+    rounds) is below total % P."""
+    P = tk.grid_dim("x")
+    R = arith.divui(total, P)
+    last = arith.select(_is_odd(R), arith.subi(arith.subi(P, index(1)), b), b)
+    more = arith.cmpi(arith.CmpIPredicate.ult, last, arith.remui(total, P))
+    count = arith.addi(R, arith.select(more, index(1), index(0)))
+    return scf.ForOp(index(0), count, index(1), [])
+
+
+def _zigzag_item(r, b, P):
+    """Round r's item: r*P + b, or r*P + P-1-b when r is odd."""
+    return arith.addi(arith.muli(r, P), arith.select(_is_odd(r), arith.subi(arith.subi(P, index(1)), b), b))
+
+
+def _is_odd(x):
+    return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(x, index(2)), index(1))
 
 
 def _move_into(fn, loop) -> None:

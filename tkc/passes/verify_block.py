@@ -198,5 +198,7 @@ def check_kernel(fn):
                 parse_order(a.value)
             except ValueError as e:
                 yield f"tk.order: {e}"
-    if "tk.persistent" in fn.attributes and not isinstance(fn.attributes["tk.persistent"], ir.UnitAttr):
-        yield f"tk.persistent is a unit attribute, got {fn.attributes['tk.persistent']}"
+    if "tk.persistent" in fn.attributes and not (
+            isinstance(fn.attributes["tk.persistent"], ir.UnitAttr)
+            or str(fn.attributes["tk.persistent"]) == '"zigzag"'):
+        yield f"tk.persistent is a unit attribute or \"zigzag\", got {fn.attributes['tk.persistent']}"

@@ -114,3 +114,41 @@ func.func @hardware(%a: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_na
   %x = "tk.block_idx"() {dim = "x"} : () -> index
   return
 }
+
+// persistent = "zigzag": the loop counts the block's rounds (R = items / P whole
+// ones, one more where the last, partial round's item is below items % P), and
+// round r's item is r*P + b, or r*P + P-1-b when r is odd.
+// CHECK-LABEL: func.func @zigzag
+// CHECK-SAME: tk.grid = ["min(sms, (a.r // 64))", "1", "1"]
+// CHECK: %[[N:.*]] = arith.floordivsi
+// CHECK: %[[B:.*]] = "tk.block_idx"() {dim = "x"}
+// CHECK: %[[P:.*]] = "tk.grid_dim"() {dim = "x"}
+// CHECK: %[[R:.*]] = arith.divui %[[N]], %[[P]] : index
+// CHECK: %[[LAST:.*]] = arith.select %{{.*}}, %{{.*}}, %[[B]] : index
+// CHECK: %[[REM:.*]] = arith.remui %[[N]], %[[P]] : index
+// CHECK: %[[MORE:.*]] = arith.cmpi ult, %[[LAST]], %[[REM]] : index
+// CHECK: %[[ONE:.*]] = arith.select %[[MORE]], %{{.*}}, %{{.*}} : index
+// CHECK: %[[COUNT:.*]] = arith.addi %[[R]], %[[ONE]] : index
+// CHECK: scf.for %[[RD:.*]] = %{{.*}} to %[[COUNT]] step %{{.*}} {
+// CHECK:   %[[B2:.*]] = "tk.block_idx"() {dim = "x"}
+// CHECK:   %[[P2:.*]] = "tk.grid_dim"() {dim = "x"}
+// CHECK:   %[[BASE:.*]] = arith.muli %[[RD]], %[[P2]] : index
+// CHECK:   %[[PAR:.*]] = arith.remui %[[RD]], %{{.*}} : index
+// CHECK:   %[[ODD:.*]] = arith.cmpi eq, %[[PAR]], %{{.*}} : index
+// CHECK:   %[[BACK:.*]] = arith.subi %{{.*}}, %[[B2]] : index
+// CHECK:   %[[OFF:.*]] = arith.select %[[ODD]], %[[BACK]], %[[B2]] : index
+// CHECK:   %[[T:.*]] = arith.addi %[[BASE]], %[[OFF]] : index
+// CHECK:   %[[X:.*]] = arith.remui %[[T]], %[[N]] : index
+// CHECK:   "tk.tma_load"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[X]],
+// CHECK: } {tk.work_items}
+func.func @zigzag(%a: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a"],
+    tk.grid = ["a.r // 64", "1", "1"], tk.order = "xyz", tk.persistent = "zigzag"} {
+  %x = "tk.block_idx"() {dim = "x"} : () -> index
+  %sa = "tk.alloc"() : () -> !A
+  %bar = "tk.alloc"() : () -> !tk.barrier
+  "tk.init_barrier"(%bar) {count = 1 : i64} : (!tk.barrier) -> ()
+  %c0 = arith.constant 0 : index
+  "tk.tma_load"(%sa, %a, %c0, %c0, %x, %c0, %bar) : (!A, !G, index, index, index, index, !tk.barrier) -> ()
+  "tk.wait"(%bar, %c0) : (!tk.barrier, index) -> ()
+  return
+}
