@@ -183,19 +183,19 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
     with ir.InsertionPoint(first), fn.location:
         dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
         total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
-        t = tk.block_idx("x")
+        b = t = tk.block_idx("x")
         if persistent:
-            loop = (_zigzag_rounds(t, _value(total)) if zigzag
-                    else scf.ForOp(t, _value(total), tk.grid_dim("x"), []))
+            P = tk.grid_dim("x")
+            loop = _zigzag_rounds(b, P, _value(total)) if zigzag else scf.ForOp(b, _value(total), P, [])
             loop.operation.attributes["tk.work_items"] = ir.UnitAttr.get()
             with ir.InsertionPoint(loop.body):
                 scf.YieldOp([])
     if persistent:
         _move_into(fn, loop)
         at, t = ir.InsertionPoint.at_block_begin(loop.body), loop.induction_variable
-        if zigzag:
+        if zigzag:      # round r's item: r*P + b, or r*P + P-1-b when r is odd
             with at, fn.location:
-                t = _zigzag_item(loop.induction_variable, tk.block_idx("x"), tk.grid_dim("x"))
+                t = arith.addi(arith.muli(t, P), _zigzag_offset(t, P, b))
     else:
         at = ir.InsertionPoint(first)
     with at, fn.location:
@@ -213,25 +213,19 @@ def _value(v):
     return index(v) if isinstance(v, int) else v
 
 
-def _zigzag_rounds(b, total):
-    """scf.for over block b's rounds: R = total / P whole rounds, and the
-    last, partial one if b's item there (b, or P-1-b after an odd count of
-    rounds) is below total % P."""
-    P = tk.grid_dim("x")
+def _zigzag_rounds(b, P, total):
+    """scf.for over block b's rounds of P items: R = total / P whole ones,
+    and the last, partial one where b's item there is below total % P."""
     R = arith.divui(total, P)
-    last = arith.select(_is_odd(R), arith.subi(arith.subi(P, index(1)), b), b)
-    more = arith.cmpi(arith.CmpIPredicate.ult, last, arith.remui(total, P))
+    more = arith.cmpi(arith.CmpIPredicate.ult, _zigzag_offset(R, P, b), arith.remui(total, P))
     count = arith.addi(R, arith.select(more, index(1), index(0)))
     return scf.ForOp(index(0), count, index(1), [])
 
 
-def _zigzag_item(r, b, P):
-    """Round r's item: r*P + b, or r*P + P-1-b when r is odd."""
-    return arith.addi(arith.muli(r, P), arith.select(_is_odd(r), arith.subi(arith.subi(P, index(1)), b), b))
-
-
-def _is_odd(x):
-    return arith.cmpi(arith.CmpIPredicate.eq, arith.remui(x, index(2)), index(1))
+def _zigzag_offset(r, P, b):
+    """Block b's place in round r: b, or P-1-b when r is odd."""
+    odd = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(r, index(2)), index(1))
+    return arith.select(odd, arith.subi(arith.subi(P, index(1)), b), b)
 
 
 def _move_into(fn, loop) -> None:

@@ -130,13 +130,11 @@ func.func @hardware(%a: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_na
 // CHECK: %[[ONE:.*]] = arith.select %[[MORE]], %{{.*}}, %{{.*}} : index
 // CHECK: %[[COUNT:.*]] = arith.addi %[[R]], %[[ONE]] : index
 // CHECK: scf.for %[[RD:.*]] = %{{.*}} to %[[COUNT]] step %{{.*}} {
-// CHECK:   %[[B2:.*]] = "tk.block_idx"() {dim = "x"}
-// CHECK:   %[[P2:.*]] = "tk.grid_dim"() {dim = "x"}
-// CHECK:   %[[BASE:.*]] = arith.muli %[[RD]], %[[P2]] : index
+// CHECK:   %[[BASE:.*]] = arith.muli %[[RD]], %[[P]] : index
 // CHECK:   %[[PAR:.*]] = arith.remui %[[RD]], %{{.*}} : index
 // CHECK:   %[[ODD:.*]] = arith.cmpi eq, %[[PAR]], %{{.*}} : index
-// CHECK:   %[[BACK:.*]] = arith.subi %{{.*}}, %[[B2]] : index
-// CHECK:   %[[OFF:.*]] = arith.select %[[ODD]], %[[BACK]], %[[B2]] : index
+// CHECK:   %[[BACK:.*]] = arith.subi %{{.*}}, %[[B]] : index
+// CHECK:   %[[OFF:.*]] = arith.select %[[ODD]], %[[BACK]], %[[B]] : index
 // CHECK:   %[[T:.*]] = arith.addi %[[BASE]], %[[OFF]] : index
 // CHECK:   %[[X:.*]] = arith.remui %[[T]], %[[N]] : index
 // CHECK:   "tk.tma_load"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[X]],
