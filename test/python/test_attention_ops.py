@@ -108,34 +108,39 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
 
 
 def test_short_causal_sequences_get_the_paired_forward():
-    """Causal below PAIRED_CAUSAL_KEYS keys: one consumer warpgroup a block,
-    two blocks an SM (at D = 128 for varlen: bhld and blhd run the zigzag
-    forwards there); from LONG_KEYS on the long forward; without the mask
-    the short one; at D = 256 never the paired one (values: the test above
-    runs the paired one at Lk = 130)."""
-    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
-    for D, tile, layout in ((64, "kv128", "bhld"), (128, "kv64", "varlen")):
+    """Causal below PAIRED_CAUSAL_KEYS keys and from ZIGZAG_CAUSAL_KEYS on
+    (varlen: always): one consumer warpgroup a block, two blocks an SM;
+    from LONG_KEYS on the long forward; without the mask the short one; at
+    D = 256 never the paired one."""
+    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
+    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130),
+                                   (64, "kv128", "bhld", ZIGZAG_CAUSAL_KEYS[64])):
         picked = lambda D, causal, keys: forward_kernel(D, causal, layout, keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
-        assert picked(D, True, 130).endswith(f"{tile}_s2_c1_b2")
+        assert picked(D, True, first).endswith(f"{tile}_s2_c1_b2")
         assert picked(D, True, n - 1).endswith("_c1_b2")
         assert "pingpong" in picked(D, True, max(n, LONG_KEYS[D]))
         assert not picked(D, False, 130).endswith("_b2") and not picked(D, False, n - 1).endswith("_b2")
     assert not forward_kernel(256, True, "bhld", 130).name.endswith("_b2")
 
 
-def test_causal_d128_gets_the_zigzag_forwards():
-    """Causal at D = 128 (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short and
-    long forwards persistent in zigzag order (by LONG_KEYS); from there on the
-    long forward a block a work item."""
+def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
+    """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (two
+    consumer warpgroups at D = 64) and at D = 128 from LONG_KEYS the long
+    one, persistent in zigzag order; from there on the paired forward (D =
+    64, up to PAIRED_CAUSAL_KEYS) or the long one a block a work item; at
+    D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
-    n = ZIGZAG_CAUSAL_KEYS[128]
     for layout in ("bhld", "blhd"):
-        picked = lambda keys: forward_kernel(128, True, layout, keys).name  # noqa: E731
-        assert picked(130).endswith("kv128_zigzag")
-        assert picked(LONG_KEYS[128]).endswith("pingpong_zigzag") and picked(n - 1).endswith("pingpong_zigzag")
-        assert picked(n).endswith("pingpong")
-    assert "zigzag" not in forward_kernel(64, True, "bhld", 130).name
+        picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
+        n = ZIGZAG_CAUSAL_KEYS[128]
+        assert picked(128, 130).endswith("kv128_zigzag")
+        assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag")
+        assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
+        n = ZIGZAG_CAUSAL_KEYS[64]
+        assert picked(64, 130).endswith("kv128_s2_zigzag") and picked(64, n - 1).endswith("kv128_s2_zigzag")
+        assert picked(64, n).endswith("_c1_b2") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
+    assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
 
 
 def test_forwards_without_a_mask_are_persistent():

@@ -379,9 +379,12 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # pair up), per head dim, bhld and blhd. On the H100 (BENCHMARKS.md,
 # 2026-11-25), tkc / cuDNN at D 128: 0.90 (paired) -> 1.05 at L 1k, 0.95
 # (long) -> 1.01 at 2k, 0.97 -> 1.03 at 4k; at 16k 0.83 against the long
-# forward's 1.08. At D 64 within 3% of the paired forward (0.82 / 0.85 at
-# 1k, 0.92 / 0.90 at 2k, 0.95 / 0.93 at 4k): not used.
-ZIGZAG_CAUSAL_KEYS = {128: 8192}
+# forward's 1.08. At D 64 with two consumer warpgroups (ZIGZAG_BASE; three
+# are slower at 1k), against the paired forward: 0.84 -> 0.90 at 1k (0.86
+# -> 0.92 in bench/attention.py), 0.89 at 2k, and at 4k 0.92 in the
+# benchmark where the paired one read 0.95-0.96: below 2048 keys only.
+ZIGZAG_CAUSAL_KEYS = {64: 2048, 128: 8192}
+ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -391,16 +394,19 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 @functools.lru_cache(maxsize=None)
 def attention_kernels(D: int, causal: bool, layout: str):
     """(forward, long forward, prep, backward, paired forward[, zigzag
-    forward, zigzag long forward]) as tkc.attention launches them. The forwards: 2 ring stages at D = 64
-    (faster than a deeper ring on the H100), the deepest that fits at D = 128
+    forward[, zigzag long forward]]) as tkc.attention launches them. The
+    forwards: 2 ring stages at D = 64 (faster than a deeper ring on the
+    H100), the deepest that fits at D = 128
     (2); three consumer warpgroups at D = 64, two at 128; the long forward
     adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
     the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
     warpgroup and two blocks an SM, PAIRED_KV[D] keys a tile (the short
-    forward itself where there is none: D = 256). Without the mask and
-    varlen the short and long forwards are persistent where PERSISTENT says;
-    with the mask, where ZIGZAG_CAUSAL_KEYS has the head dim (not varlen),
-    two more: the short and long forwards persistent in zigzag order.
+    forward itself where there is none). Without the mask and varlen the
+    short and long forwards are persistent where PERSISTENT says; with the
+    mask, where ZIGZAG_CAUSAL_KEYS has the head dim (not varlen), the short
+    forward (ZIGZAG_BASE) and, where LONG_KEYS is below ZIGZAG_CAUSAL_KEYS,
+    the long one persistent in zigzag order run below those keys (the
+    paired one only from there on).
     The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
@@ -408,13 +414,15 @@ def attention_kernels(D: int, causal: bool, layout: str):
             256: dict(stages=2, consumers=2, KV=64)}[D]
     persistent = [p and not causal and layout != "varlen" for p in PERSISTENT[D]]
     short = attention_hopper(D, causal, layout, **base, persistent=persistent[0])
-    paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2,
-                              KV=PAIRED_KV[D]) if causal and D in PAIRED_CAUSAL_KEYS else short
     long = attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True,
                             persistent=persistent[1])
-    zigzag = [attention_hopper(D, causal, layout, **base, **x, persistent="zigzag")
-              for x in ({}, dict(overlap=True, pingpong=True))] \
-        if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen" else []
+    zigzag = []                          # short, and long where LONG_KEYS comes first
+    if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen":
+        zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag")
+                  for x in ({}, dict(overlap=True, pingpong=True))[:1 + (LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D])]]
+    paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
+    paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
+        if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
     return (short, long,
             _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired, *zigzag)
 
@@ -423,10 +431,10 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys."""
     short, long, _, _, paired, *zigzag = attention_kernels(D, causal, layout)
     if zigzag and keys < ZIGZAG_CAUSAL_KEYS[D]:
-        short, long = zigzag
+        return zigzag[0] if keys < LONG_KEYS[D] else (zigzag[1:] or [long])[0]
     if keys >= LONG_KEYS[D]:
         return long
-    return short if zigzag or keys >= PAIRED_CAUSAL_KEYS.get(D, 0) else paired
+    return paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else short
 
 
 @functools.lru_cache(maxsize=None)
