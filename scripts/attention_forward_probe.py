@@ -11,6 +11,8 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 persistent (Q in two slots), short and long: attention_bwd.PERSISTENT
     zigzag      at D 64 and 128 with the mask: the paired forward against the
                 short and long ones persistent with the items dealt in zigzag
+    zigzag64    at D 64 with the mask: the paired forward against zigzag
+                ones of two and three consumer warpgroups
 """
 import math
 import sys
@@ -29,6 +31,11 @@ EXPERIMENTS = {
                           dict(BASE[D], persistent="zigzag"), dict(BASE[D], **LONG),
                           dict(BASE[D], **LONG, persistent="zigzag"))],
                [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (1, 16, 16384)]),
+    "zigzag64": ([dict(D=64, causal=True, **x) for x in (
+                    dict(stages=2, consumers=1, blocks_per_sm=2), dict(stages=2, consumers=2, persistent="zigzag"),
+                    dict(stages=2, consumers=3, persistent="zigzag"),
+                    dict(stages=2, consumers=2, **LONG, persistent="zigzag"))],
+                 [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),
