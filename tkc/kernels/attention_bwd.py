@@ -418,8 +418,9 @@ def attention_kernels(D: int, causal: bool, layout: str):
                             persistent=persistent[1])
     zigzag = []                          # short, and long where LONG_KEYS comes first
     if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen":
+        schedules = [{}] + ([dict(overlap=True, pingpong=True)] if LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D] else [])
         zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag")
-                  for x in ({}, dict(overlap=True, pingpong=True))[:1 + (LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D])]]
+                  for x in schedules]
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
@@ -431,7 +432,9 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys."""
     short, long, _, _, paired, *zigzag = attention_kernels(D, causal, layout)
     if zigzag and keys < ZIGZAG_CAUSAL_KEYS[D]:
-        return zigzag[0] if keys < LONG_KEYS[D] else (zigzag[1:] or [long])[0]
+        if keys < LONG_KEYS[D]:
+            return zigzag[0]
+        return zigzag[1] if len(zigzag) > 1 else long
     if keys >= LONG_KEYS[D]:
         return long
     return paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else short

@@ -48,6 +48,7 @@ from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
 from .registry import register
+from .verify_block import is_zigzag
 from .rewrite import (IRArith, backward_slice, clone_ops, defining_op, emit_grid_expr, entry,
                       grid_of, hoist_prologue, index, kernels, strings)
 
@@ -73,7 +74,7 @@ def order_kernel(fn) -> None:
     if "tk.work" in fn.attributes:
         return  # ordered already (tk.work keeps the original grid)
     persistent = "tk.persistent" in fn.attributes
-    zigzag = persistent and str(fn.attributes["tk.persistent"]) == '"zigzag"'
+    zigzag = is_zigzag(fn)
     text = ir.StringAttr(fn.attributes["tk.order"]).value if "tk.order" in fn.attributes else None
     if text is None and not persistent:
         return

@@ -186,6 +186,14 @@ def check_loop(op):
             yield f"scf.for: tk.pipeline {k} must be a multiple of 8 in 24..256, got {v}"
 
 
+def is_zigzag(fn) -> bool:
+    """Whether the kernel's tk.persistent is "zigzag" (its work items dealt
+    in rounds, forwards and backwards) rather than the unit attribute."""
+    from mlir import ir
+    a = fn.attributes["tk.persistent"] if "tk.persistent" in fn.attributes else None
+    return isinstance(a, ir.StringAttr) and a.value == "zigzag"
+
+
 def check_kernel(fn):
     from mlir import ir
     from .orders import parse_order
@@ -199,6 +207,5 @@ def check_kernel(fn):
             except ValueError as e:
                 yield f"tk.order: {e}"
     if "tk.persistent" in fn.attributes and not (
-            isinstance(fn.attributes["tk.persistent"], ir.UnitAttr)
-            or str(fn.attributes["tk.persistent"]) == '"zigzag"'):
+            isinstance(fn.attributes["tk.persistent"], ir.UnitAttr) or is_zigzag(fn)):
         yield f"tk.persistent is a unit attribute or \"zigzag\", got {fn.attributes['tk.persistent']}"
