@@ -19,11 +19,11 @@ from tkc import ops  # noqa: E402
 
 SIGNED = ("exp", "tanh", "sigmoid", "silu", "erf", "gelu", "gelu_tanh")
 POSITIVE = ("exp2", "log", "log2", "sqrt", "rsqrt", "rcp")
-NAMES = SIGNED + POSITIVE + ("div", "div_ieee", "fma")
+NAMES = SIGNED + POSITIVE + ("div", "div_ieee", "fma", "exp_fma")   # exp_fma: exp(x, fma=1)
 
 
 @tkc.kernel(warps=4, grid=lambda s, p, o: (s.r // 64, 1, 1))
-def math_ops(s: gl(f32, 1, 1, "R", 64), p: gl(f32, 1, 1, "R", 64), o: gl(f32, 1, 16, "R", 64)):
+def math_ops(s: gl(f32, 1, 1, "R", 64), p: gl(f32, 1, 1, "R", 64), o: gl(f32, 1, 17, "R", 64)):
     row = tkc.block_idx.x * 4 + tkc.warpid()
     x = ops.load(rt(f32, 16, 64), s, (0, 0, row, 0))
     y = ops.load(rt(f32, 16, 64), p, (0, 0, row, 0))
@@ -34,6 +34,7 @@ def math_ops(s: gl(f32, 1, 1, "R", 64), p: gl(f32, 1, 1, "R", 64), o: gl(f32, 1,
     ops.store(o, ops.div(x, y), (0, 13, row, 0))
     ops.store(o, ops.div(x, y, ieee=True), (0, 14, row, 0))
     ops.store(o, ops.fma(x, y, x), (0, 15, row, 0))
+    ops.store(o, ops.exp(x, fma=1.0), (0, 16, row, 0))   # every element on the FMA pipe
 
 
 KERNELS = [math_ops]
@@ -46,7 +47,8 @@ def references(x, y):
          "gelu": 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
          "gelu_tanh": 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3))),
          "exp2": torch.exp2(y), "log": torch.log(y), "log2": torch.log2(y), "sqrt": torch.sqrt(y),
-         "rsqrt": torch.rsqrt(y), "rcp": 1 / y, "div": x / y, "div_ieee": x / y, "fma": x * y + x}
+         "rsqrt": torch.rsqrt(y), "rcp": 1 / y, "div": x / y, "div_ieee": x / y, "fma": x * y + x,
+         "exp_fma": torch.exp(x)}
     return [r[n] for n in NAMES]
 
 
@@ -55,7 +57,7 @@ def main():
     n = 1 << 20
     s = torch.linspace(-8, 8, n, device="cuda", dtype=torch.float32).reshape(-1, 64)
     p = torch.exp2(torch.linspace(-10, 10, n, device="cuda", dtype=torch.float32)).reshape(-1, 64)
-    o = torch.full((1, 16, n // 64, 64), float("nan"), device="cuda")
+    o = torch.full((1, len(NAMES), n // 64, 64), float("nan"), device="cuda")
     math_ops(s, p, o)
     torch.cuda.synchronize()
     print(f"{'function':10} {'max abs err':>12} {'max rel err':>12}")

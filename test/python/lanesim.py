@@ -214,6 +214,10 @@ def _pure(op, ins):
     if name in ("arith.constant", "llvm.mlir.constant"):
         return np.full(32, _attr_value(op.attributes["value"], rt),
                        np.float32 if _is_float(rt) else np.int64)
+    if name == "arith.bitcast":  # f32 <-> i32 (an i32 held unsigned)
+        if str(rt) == "i32":
+            return np.asarray(ins[0], np.float32).view(np.uint32).astype(np.int64)
+        return (np.asarray(ins[0]).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     if name in _INT:
         out = _INT[name](np.asarray(ins[0]), np.asarray(ins[1]))
         return out & 0xFFFFFFFF if str(rt) == "i32" else out  # i32 wraps (held unsigned)
@@ -275,6 +279,13 @@ def _pure(op, ins):
             exact = _APPROX.get(asm.split()[0])
             if exact is not None:  # the PTX approximations, simulated exactly
                 return exact(*[np.asarray(x, np.float64) for x in ins]).astype(np.float32)
+        if asm.startswith("add.rm.ftz.f32"):  # the f32 sum rounded towards -inf
+            exact = np.asarray(ins[0], np.float64) + np.asarray(ins[1], np.float64)
+            r = exact.astype(np.float32)
+            return np.where(r > exact, np.nextafter(r, np.float32(-np.inf)), r)
+        if asm.startswith("fma.rn.sat.f32"):  # clamped to [0, 1], NaN to 0
+            exact = np.asarray(ins[0], np.float64) * np.asarray(ins[1], np.float64) + np.asarray(ins[2], np.float64)
+            return np.nan_to_num(np.clip(exact, 0, 1), nan=0.0).astype(np.float32)
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
         if "ld.global" in asm:

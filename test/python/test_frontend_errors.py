@@ -301,3 +301,17 @@ def test_picks_are_located():
     def outside(a: G):
         load(rt(f32, 16, 32), a, (0, 0, 0, 0))[16, :]  # @pick-outside
     _fails(outside, "pick-outside", "col_pick", "row 16 is outside")
+
+
+def test_exp_fma_share_must_be_a_fraction_of_a_tile():
+    @tkc.kernel
+    def k(a: G):
+        x = load(rt(f32, 16, 32), a, (0, 0, 0, 0))
+        store(a, exp(x, fma=2), (0, 0, 0, 0))  # @fma-range
+    _fails(k, "fma-range", "exp", "[0, 1]", "2")
+
+    @tkc.kernel
+    def v(a: G):
+        m = row_max(load(rt(f32, 16, 32), a, (0, 0, 0, 0)))
+        exp(m, fma=0.5)  # @fma-vector
+    _fails(v, "fma-vector", "exp", "register tile", "rv")

@@ -54,6 +54,40 @@ def test_unary(name, dtype):
                                atol=ATOL.get(name, 0) if dtype == "f32" else 1e-2)
 
 
+@pytest.mark.parametrize("share", [0.0, 0.25, 0.5, 1.0])
+@pytest.mark.parametrize("name", ["exp", "exp2"])
+def test_exp_fma_share(name, share):
+    """exp / exp2 with a share of the elements on the FMA pipe (ex2_fma):
+    within the polynomial's 8.6e-5 (and the clamp's 1e-5) of the exact
+    value over the whole f32 range: -inf and below -127 give +0, 2^128 and
+    up inf, no NaN."""
+    v = RT("f32", 16, 32, "row")
+    x = rand(v.shape, scale=40.0)
+    special = [-np.inf, -1e30, -200.0, -127.5, -126.0, -1.0, 0.0, 3.0, 127.25, 200.0, np.inf]
+    x.flat[:len(special)] = special
+    x.flat[-64:] = np.linspace(-1, 1, 64)
+    x = x.astype(np.float32)
+    out, = run_kernel([v], [v], lambda t: [ops.unary(name, t, fma=share)], [x])
+    with np.errstate(over="ignore"):
+        want = (np.exp if name == "exp" else np.exp2)(x.astype(np.float64)).astype(np.float32)
+    assert not np.isnan(out).any()
+    tiny = want <= 2.0 ** -126            # flushed (ex2.approx.ftz), a denormal, or 2^-126
+    assert ((out[tiny] >= 0) & (out[tiny] <= 2.0 ** -126)).all()
+    assert (out[want < 2.0 ** -160] == 0).all()   # -inf, -1e30, -200 (exp: also -127.5)
+    np.testing.assert_allclose(out[~tiny], want[~tiny], rtol=1.5e-4 if share else 1e-5)
+
+
+def test_exp_fma_share_instructions():
+    """A share s of a 16 x 32 f32 tile (16 values a thread): 16 (1 - s)
+    ex2.approx and 16 s emulations (each one saturating FFMA and one add.rm)."""
+    v = RT("f32", 16, 32, "row")
+    for share, mufu in ((0.0, 16), (0.25, 12), (0.5, 8), (1.0, 0)):
+        ptx = _ptx([v], [v], lambda t: [ops.unary("exp2", t, fma=share)])
+        assert ptx.count("ex2.approx.ftz.f32") == mufu
+        assert ptx.count("add.rm.ftz.f32") == 16 - mufu
+        assert ptx.count("fma.rn.sat.f32") == 16 - mufu
+
+
 def test_fma_tile_and_scalars():
     v = RT("f32", 16, 32, "row")
     x, y, z = rand(v.shape), rand(v.shape), rand(v.shape)

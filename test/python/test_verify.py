@@ -104,6 +104,21 @@ def test_mma_table(name, a, b, ok):
     assert all(m.startswith(f"{name}: ") for _, m in errors)
 
 
+@pytest.mark.parametrize("name, operand, share, message", [
+    ("exp2", RT("f32", 16, 32, "row"), 0.5, None),
+    ("exp", RT("bf16", 16, 32, "row"), 1.0, None),
+    ("exp2", RT("f32", 16, 32, "row"), 1.5, "exp2: fma must be a number in [0, 1], got 1.5"),
+    ("exp2", RV("f32", 16, "col"), 0.5, "exp2: an fma share needs an rt operand, got rv<f32, 16, col>"),
+    ("log2", RT("f32", 16, 32, "row"), 0.5, "log2: only exp and exp2 take an fma share"),
+])
+def test_fma_share(name, operand, share, message):
+    """exp / exp2's share of elements on the FMA pipe: a number in [0, 1], on an rt."""
+    k = Kernel()
+    x, _ = k.op(lambda: ops.init("zero", operand))
+    k.op(lambda: ops.unary(name, x, fma=share))
+    assert [m for _, m in k.errors()] == ([message] if message else [])
+
+
 def test_all_errors_are_collected_in_ir_order():
     k = Kernel([GL("f32", 1, 1, 32, 32)], warps=2)
     g = k.args[0]

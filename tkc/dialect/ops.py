@@ -40,6 +40,8 @@ def create(name: str, results=(), operands=(), attributes=None, loc=None):
             v = ir.BoolAttr.get(v)
         elif isinstance(v, int):
             v = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+        elif isinstance(v, float):
+            v = ir.FloatAttr.get(ir.F64Type.get(), v)
         attrs[k] = v
     return ir.Operation.create(full, results=[_ty(t) for t in results],
                                operands=list(operands), attributes=attrs, loc=loc)
@@ -59,10 +61,12 @@ def fill(t, value, loc=None):
     return _one("fill", t, [value], loc=loc)
 
 
-def unary(name: str, x, t=None, loc=None):
-    """t defaults to x's type (copy with another dtype converts)."""
+def unary(name: str, x, t=None, loc=None, fma: float | None = None):
+    """t defaults to x's type (copy with another dtype converts). fma (exp,
+    exp2 of a tile): the share of its elements computed on the FMA pipe
+    instead of the MUFU (lowering/compute.py, ex2_fma)."""
     assert name in UNARY, name
-    return _one(name, t or x.type, [x], loc=loc)
+    return _one(name, t or x.type, [x], {"fma": float(fma)} if fma is not None else None, loc=loc)
 
 
 def binary(name: str, x, y, ieee: bool = False, loc=None):

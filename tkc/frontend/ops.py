@@ -174,8 +174,31 @@ def _unary(name):
     return op
 
 
-(exp, exp2, log, log2, _abs, relu, neg, sqrt, rsqrt, rcp, sigmoid, silu, tanh, erf, gelu,
+(_exp, _exp2, log, log2, _abs, relu, neg, sqrt, rsqrt, rcp, sigmoid, silu, tanh, erf, gelu,
  gelu_tanh) = (_unary(n) for n in tk.UNARY[1:])
+
+
+def _exponential(name, base):
+    def op(*args, fma: float | None = None) -> Reg | F32:
+        if fma is None:
+            return base(*args)
+        if isinstance(fma, bool) or not isinstance(fma, (int, float)) or not 0 <= fma <= 1:
+            raise fail(f"{name}: fma= is the share of the tile's elements computed on the FMA pipe, "
+                       f"a number in [0, 1]; got {fma!r}")
+        dst, (x,) = _split(name, args, 1)
+        if not (isinstance(x, Reg) and x.is_tile):
+            raise fail(f"{name}: fma= applies to a register tile (rt), the share of its elements "
+                       f"off the MUFU; got {_name(x)}")
+        return _result(name, dst, x.view, lambda: tk.unary(name, x.value(), fma=fma))
+    op.__name__ = name
+    op.__doc__ = (f"Elementwise {name}: {name}(dst, src) or {name}(src); on an f32 scalar, {name}(x). "
+                  f"fma=s (an rt): a share s of the elements is computed on the FMA pipe by a degree-3 "
+                  f"polynomial (relative error 8.6e-5), the rest by the MUFU's ex2, so that the two "
+                  f"pipes share a softmax's exponentials (FlashAttention-4's emulation).")
+    return op
+
+
+exp, exp2 = _exponential("exp", _exp), _exponential("exp2", _exp2)
 
 
 def abs(*args):

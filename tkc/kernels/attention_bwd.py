@@ -73,7 +73,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str | None = None, BQ: int = 64):
+                  dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -98,7 +98,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
-                                "" if BQ == 64 else f"q{BQ}")
+                                "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -171,7 +171,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             warpgroup.mma_async_wait(s, dp)
-            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s))), key0, i * BQ, Lk, shift)
+            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma or None),
+                       key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
             ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)

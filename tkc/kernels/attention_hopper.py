@@ -51,7 +51,7 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
-                     blocks_per_sm: int = 1):
+                     blocks_per_sm: int = 1, ex2_fma: float = 0.0):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -98,7 +98,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "overlap" if overlap else "", "pingpong" if pingpong else "",
                                 "" if consumers == 2 else f"c{consumers}",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
-                                "" if blocks_per_sm == 1 else f"b{blocks_per_sm}") if x)
+                                "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
+                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -140,7 +141,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             m_prev = m
             m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
             ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
-            s = exp2(fma(s, c, ms * -c))
+            s = exp2(fma(s, c, ms * -c), fma=ex2_fma or None)
             alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
             if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done

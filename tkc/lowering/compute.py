@@ -63,6 +63,43 @@ def lg2(x):
     return ptx_f32("lg2.approx.ftz.f32", x)
 
 
+# exp2 off the MUFU (FlashAttention-4's emulation, for the `fma` share of
+# exp / exp2): 2^x = 2^floor(x) * 2^f, f in [0, 1): floor(x) by one add
+# rounding down (x + 1.5 * 2^23 leaves it in the low mantissa bits), 2^f by a
+# degree-3 polynomial with p(0) = 1 (minimax relative error 8.6e-5 on [0, 1),
+# below bf16's 2^-9), and floor(x) added into the exponent field of p(f)'s
+# bits (one LEA). x is clamped to [-127, 128] first by two FFMAs, one
+# saturating ((x + 127) / 255 to [0, 1], then back; x moves by up to 1.5e-5,
+# 2^x by 1e-5): at -127 the sum of bits is exactly +0 (so -inf and anything
+# below give 0, as ex2.approx.ftz's flush; NaN gives 0 too), at 128 exactly
+# inf. So all but the LEA run on the FMA pipe, beside the MUFU's ex2 of the
+# other elements, and the ALU (the row maxima, masks) is left alone.
+EX2_ROUND = 1.5 * 2 ** 23
+EX2_POLY = (0.6951165199279785, 0.2276460975408554, 0.07706602662801743)  # f, f^2, f^3
+
+
+def ex2_fma(lw, x):
+    """2^x without the MUFU (EX2_POLY's comment)."""
+    i32 = ir.IntegerType.get_signless(32)
+    a, b, c, d, big, one = _f(lw, 1 / 255, 127 / 255, 255.0, -127.0, EX2_ROUND, 1.0)
+    u = llvm.inline_asm(f32_type(), [x, a, b], "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f")
+    x = llvm.intr_fma(u, c, d)                      # x clamped to [-127, 128]
+    t = llvm.inline_asm(f32_type(), [x, big], "add.rm.ftz.f32 $0, $1, $2;", "=f,f,f")
+    f = arith.subf(x, arith.subf(t, big))          # in [0, 1)
+    p = const(lw, EX2_POLY[-1])
+    for k in reversed(EX2_POLY[:-1]):
+        p = llvm.intr_fma(p, f, const(lw, k))
+    p = llvm.intr_fma(p, f, one)
+    bits = arith.addi(arith.shli(arith.bitcast(i32, t), arith.constant(i32, 23)), arith.bitcast(i32, p))
+    return arith.bitcast(f32_type(), bits)
+
+
+def fma_picks(n: int, share: float) -> list[bool]:
+    """Which of n values go to ex2_fma for a `share` of them, spread evenly
+    (value i iff floor((i + 1) share) > floor(i share))."""
+    return [math.floor((i + 1) * share + 1e-9) > math.floor(i * share + 1e-9) for i in range(n)]
+
+
 def const(lw, x: float) -> ir.Value:
     return lw.const_f32(x)
 
@@ -213,6 +250,10 @@ def _scalars(args) -> bool:
     return all(isinstance(a, ir.Value) and str(a.type) == "f32" for a in args)
 
 
+# the exponent of 2 that exp / exp2 hand to ex2 (for their `fma` share)
+EX2_OF = {"tk.exp": lambda lw, x: arith.mulf(x, const(lw, math.log2(math.e))), "tk.exp2": lambda lw, x: x}
+
+
 @rule(*UNARY)
 def _unary(lw, op, args):
     if op.name != "tk.copy" and _scalars(args):
@@ -220,7 +261,12 @@ def _unary(lw, op, args):
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
     fn = UNARY[op.name]
-    return [map_frag(x, v, lambda e: fn(lw, e))]
+    if "fma" not in op.attributes:
+        return [map_frag(x, v, lambda e: fn(lw, e))]
+    picks = fma_picks(len(x.vals), ir.FloatAttr(op.attributes["fma"]).value)
+    ins = [to_f32(e, x.view.dtype) for e in x.vals]
+    return [Frag(v, [from_f32(ex2_fma(lw, EX2_OF[op.name](lw, e)) if pick else fn(lw, e), v.dtype)
+                     for e, pick in zip(ins, picks)])]
 
 
 @rule(*(f"tk.{n}" for n in BINARY))

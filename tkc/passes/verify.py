@@ -313,7 +313,8 @@ def _check_op(op, kernel):
     if name in INITS or name == "fill":
         return _check_init(name, outs[0])
     if name in UNARY:
-        return _check_unary(name, ins[0], outs[0], [op.operands[0].type, op.results[0].type])
+        return [*_check_unary(name, ins[0], outs[0], [op.operands[0].type, op.results[0].type]),
+                *_check_fma_share(op, name, ins[0])]
     if name in BINARY:
         return _check_binary(name, ins[0], ins[1], op.operands[1].type, outs[0])
     if name == "fma":
@@ -361,6 +362,22 @@ def _check_unary(name, x, out, types=()):
                    f"(use swap_layout to change layout): {_desc(x)} -> {_desc(out)}")
     elif out != x:
         yield f"{name}: result type must equal the operand's, {_desc(x)} -> {_desc(out)}"
+
+
+def _check_fma_share(op, name, x):
+    """exp / exp2's `fma` attribute: the share of a tile's elements computed
+    on the FMA pipe (a number in [0, 1])."""
+    if "fma" not in op.attributes:
+        return
+    from mlir import ir
+    if name not in ("exp", "exp2"):
+        yield f"{name}: only exp and exp2 take an fma share"
+    elif not isinstance(x, RT):
+        yield f"{name}: an fma share needs an rt operand, got {_desc(x)}"
+    elif not isinstance(share := op.attributes["fma"], ir.FloatAttr):
+        yield f"{name}: fma must be a number in [0, 1], got {share}"
+    elif not 0.0 <= (share := ir.FloatAttr(share).value) <= 1.0:
+        yield f"{name}: fma must be a number in [0, 1], got {share:g}"
 
 
 def _check_binary(name, x, y, y_type, out):
