@@ -8,13 +8,14 @@ import math
 from tkc.kernels.attention_bwd import attention_bwd, attention_prep, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 
-SHARES = (0.0, 0.25, 0.5)
+SHARES = (0.0, 0.125)
 FWD = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2)}
 LONG = dict(overlap=True, pingpong=True)
 FORWARDS = [attention_hopper(D, causal, **FWD[D], **x, ex2_fma=s) for D in (64, 128)
             for causal in (False, True) for x in ({}, LONG) for s in SHARES]
-BACKWARDS = [attention_bwd(D, causal, BQ=128 if D == 64 else 64, ex2_fma=s) for D in (64, 128)
-             for causal in (False, True) for s in SHARES]
+BACKWARDS = [attention_bwd(D, causal, BQ=128 if D == 64 else 64, **x) for D in (64, 128)
+             for causal in (False, True)
+             for x in (dict(), dict(ex2_fma=0.125), dict(ex2_fma=0.25))]
 PREPS = {D: attention_prep(D) for D in (64, 128)}
 KERNELS = FORWARDS + BACKWARDS + list(PREPS.values())
 

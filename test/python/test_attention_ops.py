@@ -138,9 +138,22 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
         assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag")
         assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
         n = ZIGZAG_CAUSAL_KEYS[64]
-        assert picked(64, 130).endswith("kv128_s2_zigzag") and picked(64, n - 1).endswith("kv128_s2_zigzag")
+        assert picked(64, 130).endswith("kv128_s2_zigzag_fma12") and picked(64, n - 1).endswith("kv128_s2_zigzag_fma12")
         assert picked(64, n).endswith("_c1_b2") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
     assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
+
+
+def test_exponentials_on_the_fma_pipe_where_measured_faster():
+    """EX2_FMA of the softmax's exponentials on the FMA pipe: in the D = 128
+    backward without the mask and D = 64's zigzag causal forward only."""
+    from tkc.kernels.attention_bwd import EX2_FMA, attention_kernels
+    assert EX2_FMA == 0.125
+    with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
+                  for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
+                  if k.name.endswith("_fma12")}
+    assert with_share == {"attn_bwd_d128_bhld_fma12", "attn_bwd_d128_blhd_fma12", "attn_bwd_d128_varlen_fma12",
+                          "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma12",
+                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma12"}
 
 
 def test_forwards_without_a_mask_are_persistent():

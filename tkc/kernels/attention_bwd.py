@@ -386,6 +386,15 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # benchmark where the paired one read 0.95-0.96: below 2048 keys only.
 ZIGZAG_CAUSAL_KEYS = {64: 2048, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
+# The share of the softmax's exponentials computed on the FMA pipe (exp2's
+# fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
+# locked clocks; BENCHMARKS.md 2026-11-25 session 4): the D 128 backward
+# without the mask (2-3% at L 1k and 4k) and D 64's zigzag causal forward
+# (2% at L 1k). The persistent forwards without the mask are 6-10% slower
+# with it, the long (ping-pong) ones 1-5%, the other backwards and D 128's
+# zigzag forward equal; larger shares are slower (a quarter: up to 17%, a
+# half: up to 34%), as the MUFU is not what the softmax waits for here.
+EX2_FMA = 0.125
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -420,13 +429,15 @@ def attention_kernels(D: int, causal: bool, layout: str):
     zigzag = []                          # short, and long where LONG_KEYS comes first
     if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen":
         schedules = [{}] + ([dict(overlap=True, pingpong=True)] if LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D] else [])
-        zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag")
-                  for x in schedules]
+        zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag",
+                                   ex2_fma=EX2_FMA if D == 64 and not x else 0.0) for x in schedules]
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
     return (short, long,
-            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D]), paired, *zigzag)
+            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D],
+                                            ex2_fma=EX2_FMA if D == 128 and not causal else 0.0),
+            paired, *zigzag)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
