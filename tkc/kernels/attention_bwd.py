@@ -60,6 +60,10 @@ BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D 
 # 160 for dq="atomic" there (scripts/attention_dq.py).
 SPILLS = 192
 WARPS_PREP = 4
+# Query rows a warp of attention_prep: enough that a warp has 1 KB of O and
+# dO in flight (one 128-byte row of each at D = 64 left the kernel at 47% of
+# the HBM bandwidth on the H100: too few bytes in flight for its latency).
+ROWS_PREP = {64: 4, 128: 2, 256: 1}
 STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention_prep)
 
 
@@ -307,8 +311,9 @@ def _stats_start(q0, b):
 
 
 def attention_prep(D: int = 128, layout: str = "bhld"):
-    """The backward's preprocessing, one query row per warp (its o and dO
-    rows as flat vectors, 16-byte loads): the statistics the backward reads,
+    """The backward's preprocessing, ROWS_PREP[D] query rows a warp (their o
+    and dO rows as flat vectors, all loaded before the first sum): the
+    statistics the backward reads,
     stats[b, h, 0, i] = lse * log2 e and stats[b, h, 1, i] = delta =
     sum_d dO * O, for i up to Lq rounded up to whole tiles (STATS_ALIGN:
     stats_columns), the rows past Lq +inf and 0, so that their P is 0.
@@ -318,36 +323,42 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
     rows at _stats_start (FlashAttention-3's padded offsets)."""
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
-    W = WARPS_PREP
+    W, R = WARPS_PREP, ROWS_PREP[D]
     Q = _layout_dims(layout, D)[0]
 
-    def row(o, do, lse, stats, at, h, i, b=0):
-        x = load(rv(f32, D, "flat"), o, at, fill=0.0)
-        y = load(rv(f32, D, "flat"), do, at, fill=0.0)
-        store(stats, load(f32, lse, at=(b, h, 0, i), fill=math.inf) * LOG2E, at=(b, h, 0, i), clip=True)
-        store(stats, sum(x * y), at=(b, h, 1, i), clip=True)
+    def rows(o, do, lse, stats, at, h, i0, b=0):
+        """Rows i0 .. i0 + R - 1; at(i): the coordinates of row i in o and dO.
+        Every load is issued before the first store (which could alias them)."""
+        ii = [i0 + r for r in range(R)]
+        xs = [load(rv(f32, D, "flat"), o, at(i), fill=0.0) for i in ii]
+        ys = [load(rv(f32, D, "flat"), do, at(i), fill=0.0) for i in ii]
+        ls = [load(f32, lse, at=(b, h, 0, i), fill=math.inf) for i in ii]
+        for i, x, y, lse_i in zip(ii, xs, ys, ls):
+            store(stats, lse_i * LOG2E, at=(b, h, 0, i), clip=True)
+            store(stats, sum(x * y), at=(b, h, 1, i), clip=True)
 
     if layout == "varlen":
         @tkc.kernel(name=f"attn_prep_d{D}_varlen", warps=W,
                     grid=lambda o, do, lse, stats, cu_q, max_q:
-                    (tkc.cdiv(max_q, STATS_ALIGN) * (STATS_ALIGN // W), lse.d, cu_q.c - 1))
+                    (tkc.cdiv(max_q, STATS_ALIGN) * (STATS_ALIGN // (W * R)), lse.d, cu_q.c - 1))
         def prep(o: Q, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"), stats: gl(f32, 1, "Hq", 2, None),
                  cu_q: gl(i32, 1, 1, 1, "B1"), max_q: tkc.i32):
-            i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
+            i, h, b = (tkc.block_idx.x * W + tkc.warpid()) * R, tkc.block_idx.y, tkc.block_idx.z
             q0, q1 = load(i32, cu_q, at=(0, 0, 0, b), fill=0), load(i32, cu_q, at=(0, 0, 0, b + 1), fill=0)
             n = q1 - q0
-            row(o.slice("r", q0, n), do.slice("r", q0, n), lse.slice("c", q0, n),
-                stats.slice("c", _stats_start(q0, b), tkc.cdiv(n, STATS_ALIGN) * STATS_ALIGN),
-                (0, 0, i, h), h, i)
+            rows(o.slice("r", q0, n), do.slice("r", q0, n), lse.slice("c", q0, n),
+                 stats.slice("c", _stats_start(q0, b), tkc.cdiv(n, STATS_ALIGN) * STATS_ALIGN),
+                 lambda i: (0, 0, i, h), h, i)
         return prep
 
     def grid(o, do, lse, stats):
-        return (stats.c // W, stats.d, stats.b)
+        return (stats.c // (W * R), stats.d, stats.b)
 
     @tkc.kernel(name=f"attn_prep_d{D}_{layout}", warps=W, grid=grid)
     def prep(o: Q, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), stats: gl(f32, "B", "Hq", 2, None)):
-        i, h, b = tkc.block_idx.x * W + tkc.warpid(), tkc.block_idx.y, tkc.block_idx.z
-        row(o, do, lse, stats, (b, h, i, 0) if layout == "bhld" else (0, b, i, h), h, i, b)
+        i, h, b = (tkc.block_idx.x * W + tkc.warpid()) * R, tkc.block_idx.y, tkc.block_idx.z
+        rows(o, do, lse, stats, (lambda i: (b, h, i, 0)) if layout == "bhld" else (lambda i: (0, b, i, h)),
+             h, i, b)
 
     return prep
 
