@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.attention_bwd import attention_bwd, stats_columns
+from tkc.kernels.attention_bwd import attention_bwd, backward_options, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 
 pytestmark = pytest.mark.gpu
@@ -19,7 +19,10 @@ try:  # the kernels below must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-KERNELS = [attention_bwd(D, causal, "bhld", dq="atomic") for D in (64, 128) for causal in (False, True)]
+# the dq="atomic" twin of tkc.attention's backward (its exponentials alike)
+ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", dq="atomic", ex2_fma=backward_options(D, causal)["ex2_fma"])
+          for D in (64, 128) for causal in (False, True)}
+KERNELS = list(ATOMIC.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
@@ -166,7 +169,7 @@ def test_dq_by_tma_equals_atomics(causal, D):
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     prep(o, do, lse.unsqueeze(2), stats)
     out = {}
-    for name, kern in (("atomic", attention_bwd(D, causal, "bhld", dq="atomic")), ("tma", tma)):
+    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma)):
         dq = torch.zeros(q.shape, device="cuda")
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         kern(q, k, v, do, stats, dq, dk, dv, 0.1)

@@ -446,9 +446,12 @@ def attention_kernels(D: int, causal: bool, layout: str):
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
     return (short, long,
-            _prep(D, layout), attention_bwd(D, causal, layout, BQ=BWD_QUERIES[D],
-                                            ex2_fma=EX2_FMA if D == 128 and not causal else 0.0),
-            paired, *zigzag)
+            _prep(D, layout), attention_bwd(D, causal, layout, **backward_options(D, causal)), paired, *zigzag)
+
+
+def backward_options(D: int, causal: bool) -> dict:
+    """attention_bwd's options as tkc.attention's backward has them."""
+    return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
