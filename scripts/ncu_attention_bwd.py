@@ -1,6 +1,7 @@
-"""tkc.attention's backward at B4 H16 L4096, D 64, 128 and 256, causal and not, for
-ncu: `ncu --profile-from-start off -k regex:attn_bwd --metrics
-gpu__time_duration.sum python3 scripts/ncu_attention_bwd.py`. ncu locks the
+"""tkc.attention's forward and backward at B4 H16 L4096 (or at the lengths
+given, 16k tokens each), D 64, 128 and 256, causal and not, for ncu:
+`ncu --profile-from-start off -k regex:attn_bwd --metrics
+gpu__time_duration.sum python3 scripts/ncu_attention_bwd.py [1024 4096]`. ncu locks the
 clocks, so two builds compare even when run apart: to compare with an older
 commit, `git archive OLD tkc | tar -x -C .cache-ab/old`, build this script
 with that tree on PYTHONPATH into TKC_CACHE_DIR=.cache-ab/a and with this one
@@ -12,21 +13,24 @@ CONFIGS = [(D, causal) for D in (64, 128, 256) for causal in (False, True)]
 KERNELS = [k for D, causal in CONFIGS for k in attention_kernels(D, causal, "bhld")]
 
 
-def main():
+def main(lengths=(4096,)):
+    """Each sequence length L at B = 16384 / L (16k tokens, 16 heads)."""
     import torch
 
     import tkc
-    for D, causal in CONFIGS:
-        q, k, v = (torch.randn(4, 16, 4096, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                   for _ in range(3))
-        tkc.attention(q, k, v, causal=causal).sum().backward()  # load the modules
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        o = tkc.attention(q, k, v, causal=causal)
-        o.backward(torch.ones_like(o))
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+    for L in lengths:
+        for D, causal in CONFIGS:
+            q, k, v = (torch.randn(16384 // L, 16, L, D, device="cuda", dtype=torch.bfloat16,
+                                   requires_grad=True) for _ in range(3))
+            tkc.attention(q, k, v, causal=causal).sum().backward()  # load the modules
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStart()
+            o = tkc.attention(q, k, v, causal=causal)
+            o.backward(torch.ones_like(o))
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaProfilerStop()
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main([int(x) for x in sys.argv[1:]] or (4096,))

@@ -193,7 +193,7 @@ def _exponential(name, base):
     op.__name__ = name
     op.__doc__ = (f"Elementwise {name}: {name}(dst, src) or {name}(src); on an f32 scalar, {name}(x). "
                   f"fma=s (an rt): a share s of the elements is computed on the FMA pipe by a degree-3 "
-                  f"polynomial (relative error 8.6e-5), the rest by the MUFU's ex2, so that the two "
+                  f"polynomial (relative error under 1e-4), the rest by the MUFU's ex2, so that the two "
                   f"pipes share a softmax's exponentials (FlashAttention-4's emulation).")
     return op
 
