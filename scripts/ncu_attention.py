@@ -5,15 +5,9 @@ step `profile`). Warmed up first, so only these launches are profiled."""
 import torch
 
 import tkc
+from tkc.bench.timing import profile_once
 
 q, k, v = (torch.randn(4, 16, 4096, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
            for _ in range(3))
-for causal in (False, True):
-    tkc.attention(q, k, v, causal=causal).sum().backward()  # load the modules
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStart()
-for causal in (False, True):
-    o = tkc.attention(q, k, v, causal=causal)
-    o.backward(torch.ones_like(o))
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStop()
+profile_once([lambda causal=causal: tkc.attention(q, k, v, causal=causal).sum().backward()
+              for causal in (False, True)])

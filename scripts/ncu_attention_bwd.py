@@ -18,17 +18,12 @@ def main(lengths=(4096,)):
     import torch
 
     import tkc
+    from tkc.bench.timing import profile_once
     for L in lengths:
         for D, causal in CONFIGS:
             q, k, v = (torch.randn(16384 // L, 16, L, D, device="cuda", dtype=torch.bfloat16,
                                    requires_grad=True) for _ in range(3))
-            tkc.attention(q, k, v, causal=causal).sum().backward()  # load the modules
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            o = tkc.attention(q, k, v, causal=causal)
-            o.backward(torch.ones_like(o))
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            profile_once([lambda: tkc.attention(q, k, v, causal=causal).sum().backward()])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ def main():
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
     import tkc
+    from tkc.bench.timing import profile_once
 
     def cudnn(q, k, v, causal):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
@@ -28,13 +29,8 @@ def main():
         q, k, v = (torch.randn(4, 16, 4096, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
         for f in (lambda: tkc.attention(q, k, v, causal=causal), lambda: cudnn(q, k, v, causal)):
-            f().sum().backward()          # load the modules
-            o = f()
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStart()
-            o.backward(torch.ones_like(o))
-            torch.cuda.synchronize()
-            torch.cuda.cudart().cudaProfilerStop()
+            o = f()                       # the forward outside the profiled range
+            profile_once([lambda: o.backward(torch.ones_like(o), retain_graph=True)])
 
 
 if __name__ == "__main__":

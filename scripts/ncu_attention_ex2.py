@@ -22,15 +22,9 @@ KERNELS = FORWARDS + BACKWARDS + list(PREPS.values())
 
 def main():
     import torch
-    torch.manual_seed(0)
 
-    def profiled(fn):
-        fn()                               # load the module
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStart()
-        fn()
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+    from tkc.bench.timing import profile_once
+    torch.manual_seed(0)
 
     for B, N in ((16, 1024), (4, 4096)):
         for D in (64, 128):
@@ -38,7 +32,7 @@ def main():
             o, lse = torch.empty_like(q), torch.empty(B, 16, 1, N, device="cuda")
             for kern in FORWARDS:
                 if f"d{D}_" in kern.name:
-                    profiled(lambda: kern(q, k, v, o, lse, 1 / math.sqrt(D)))
+                    profile_once([lambda: kern(q, k, v, o, lse, 1 / math.sqrt(D))])
             if N != 4096:
                 continue
             for causal in (False, True):
@@ -59,7 +53,7 @@ def main():
                             ref = got
                         err = ((got - ref).norm() / ref.norm()).item()
                         print(kern.name, "rel diff to the first", f"{err:.2e}", flush=True)
-                        profiled(lambda: kern(q, k, v, do, stats, dq, dk, dv, 1 / math.sqrt(D)))
+                        profile_once([lambda: kern(q, k, v, do, stats, dq, dk, dv, 1 / math.sqrt(D))])
 
 
 if __name__ == "__main__":

@@ -8,19 +8,14 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 import tkc
+from tkc.bench.timing import profile_once
 
 q, k, v = (torch.randn(4, 16, 4096, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
 
 
-def run():
-    tkc.attention(q, k, v)
+def cudnn():
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
         sdpa(q, k, v)
 
 
-run()  # load the modules
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStart()
-run()
-torch.cuda.synchronize()
-torch.cuda.cudart().cudaProfilerStop()
+profile_once([lambda: tkc.attention(q, k, v), cudnn])
