@@ -416,3 +416,16 @@ def test_sum_of_tiles_adds_them_without_a_zero():
     assert "tk.fill" not in names
     assert tk_sum([1, 2, 3]) == 6 and tk_sum([], 5) == 5 and tk_sum([]) == 0
     _verify(m)
+
+
+def test_exp2_fma_share_is_an_attribute_and_zero_is_none():
+    """exp2(x, fma=s) carries s as the op's `fma` attribute; s = 0 (no value
+    off the MUFU) traces the plain op, so a kernel can pass its share as is."""
+    G = gl(f32, 1, 1, 16, 16)
+    for share, attr in ((0.25, 0.25), (0, None), (0.0, None)):
+        @tkc.kernel
+        def k(a: G):
+            store(a, exp2(load(rt(f32, 16, 16), a, (0, 0, 0, 0)), fma=share), (0, 0, 0, 0))
+        op, = _named(k.trace(), "tk.exp2")
+        got = op.attributes["fma"].value if "fma" in op.attributes else None
+        assert got == attr, (share, got)

@@ -185,6 +185,8 @@ def _exponential(name, base):
         if isinstance(fma, bool) or not isinstance(fma, (int, float)) or not 0 <= fma <= 1:
             raise fail(f"{name}: fma= is the share of the tile's elements computed on the FMA pipe, "
                        f"a number in [0, 1]; got {fma!r}")
+        if fma == 0:                     # no share: every element on the MUFU, as without fma=
+            return base(*args)
         dst, (x,) = _split(name, args, 1)
         if not (isinstance(x, Reg) and x.is_tile):
             raise fail(f"{name}: fma= applies to a register tile (rt), the share of its elements "

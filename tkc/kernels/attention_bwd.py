@@ -175,8 +175,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             warpgroup.mma_async_wait(s, dp)
-            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma or None),
-                       key0, i * BQ, Lk, shift)
+            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
             ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)

@@ -141,7 +141,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             m_prev = m
             m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
             ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
-            s = exp2(fma(s, c, ms * -c), fma=ex2_fma or None)
+            s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
             alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
             if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
