@@ -17,7 +17,8 @@ def main():
     from tkc.bench.timing import interleaved, tflops
     for (D, causal), atomic in zip(CONFIGS, KERNELS):
         q, k, v, do = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-        fwd, _, prep, tma, _ = attention_kernels(D, causal, "bhld")
+        ks = attention_kernels(D, causal, "bhld")
+        fwd, prep, tma = ks.short, ks.prep, ks.bwd
         o, lse = torch.empty_like(q), torch.empty(B, H, 1, L, device="cuda")
         fwd(q, k, v, o, lse, 0.1)
         stats = torch.empty(B, H, 2, stats_columns(L), device="cuda")

@@ -159,13 +159,39 @@ def test_varlen(long, causal, D):
 
 
 @pytest.mark.parametrize("D", [64, 128])
+def test_zigzag_backward_equals_a_block_an_item(D):
+    """tkc.attention's causal backward below ZIGZAG_BWD_KEYS (132 blocks over
+    352 work items: three rounds, the last partial; GQA 2:1, ragged) against
+    its block-an-item twin and against the reference."""
+    from tkc.kernels.attention_bwd import attention_kernels
+    ks = attention_kernels(D, True, "bhld")
+    B, Hq, Hkv, Lq, Lk = 4, 16, 8, 1000, 1300
+    q, k, v = inputs(B, Hq, Hkv, Lq, Lk, D)
+    o, lse = torch.ops.tkc.attention_fwd(q, k, v, True, 0.1)
+    do = torch.randn_like(o)
+    stats = torch.empty(B, Hq, 2, stats_columns(Lq), device="cuda")
+    ks.prep(o, do, lse.unsqueeze(2), stats)
+    out = {}
+    for kern in (ks.bwd, ks.bwd_zigzag):
+        dq = torch.zeros(q.shape, device="cuda")
+        dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
+        kern(q, k, v, do, stats, dq, dk, dv, 0.1)
+        out[kern.name] = (dq, dk, dv)
+    for a, b in zip(*out.values()):
+        assert not b.isnan().any() and rel_err(a, b) < 1e-5  # the same sums (dQ's in another order)
+    reference(q, k, v, True, 0.1).backward(do.float())
+    for g, t in zip(out[ks.bwd_zigzag.name], (q, k, v)):
+        assert rel_err(g, t.grad) < 2e-2
+
+
+@pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_dq_by_tma_equals_atomics(causal, D):
-    from tkc.kernels.attention_ops import _bwd_kernels
+    from tkc.kernels.attention_bwd import backward_kernels
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
-    prep, tma = _bwd_kernels(D, causal, "bhld")
+    prep, tma = backward_kernels(D, causal, "bhld", 900)   # causal: the zigzag one
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     prep(o, do, lse.unsqueeze(2), stats)
     out = {}
@@ -260,7 +286,7 @@ def test_refusals():
     assert rel_err(o, reference(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2], False)) < 1e-2
     # the raw kernel refuses it: it reads memory as the manifest says
     from tkc.kernels.attention_bwd import attention_kernels
-    fwd = attention_kernels(64, False, "bhld")[0]
+    fwd = attention_kernels(64, False, "bhld").short
     with pytest.raises(TkcError, match="contiguous"):
         fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)
 

@@ -41,9 +41,10 @@ def _from_blhd(x, H):
     return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
 
 
-def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None):
+def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, persistent=False):
     """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]; the
-    backward steps BQ query rows (default: the library's, BWD_QUERIES)."""
+    backward steps BQ query rows (default: the library's, BWD_QUERIES), its
+    grid persistent as asked."""
     B, Hq, Lq, _ = q.shape
     Hkv = k.shape[1]
     view = (lambda x: x) if layout == "bhld" else _blhd
@@ -55,7 +56,7 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None):
     attention_prep(D, layout).interpret(o, view(do), lse, stats)
     dq = np.zeros(view(q).shape, np.float32)
     dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
-    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D]).interpret(
+    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], persistent=persistent).interpret(
         view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
@@ -144,7 +145,8 @@ def test_head_dim_256(layout, causal, Lq, Lk):
     check(run_fixed(256, causal, layout, q, k, v, do, dq_mode="atomic"), q, k, v, do, causal)
     view = (lambda x: x) if layout == "bhld" else _blhd
     ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
-    short, long = attention_kernels(256, causal, layout)[:2]
+    ks = attention_kernels(256, causal, layout)
+    short, long = ks.short, ks.long
     for kern in (short, long):
         o = np.full(view(q).shape, np.nan, np.float32)
         lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
@@ -154,6 +156,15 @@ def test_head_dim_256(layout, causal, Lq, Lk):
         fin = np.isfinite(rlse)
         assert (np.isinf(lse[:, :, 0]) == ~fin).all()
         assert np.abs(lse[:, :, 0][fin] - rlse[fin]).max() < 1e-4
+
+
+@pytest.mark.parametrize("D,layout,persistent", [(64, "bhld", "zigzag"), (128, "blhd", True)])
+def test_persistent_backward_interpreted(D, layout, persistent):
+    """The causal backward with 4 blocks (the interpreter's SMs) over 10 work
+    items (5 key blocks, 2 KV heads): three rounds, the last partial; K and
+    V reloaded, the Q/dO ring and dQ's store tiles carried across items."""
+    q, k, v, do = _inputs(1, 4, 2, 450, 600, D, seed=11)
+    check(run_fixed(D, True, layout, q, k, v, do, persistent=persistent), q, k, v, do, True)
 
 
 def test_dq_by_atomic_adds():
@@ -180,7 +191,7 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
     """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
     200, 30, 129): each sequence's rows as its own attention; offsets that
     are not multiples of anything (odd slices of lse and of the gl rows);
-    persistent: the forward's blocks loop over the work items."""
+    persistent: the forward's and the backward's blocks loop over the work items."""
     rng = np.random.default_rng(D)
     cu_q, q = _packed([77, 200, 1, 130], 4, D, rng)
     cu_k, k = _packed([100, 200, 30, 129], 2, D, rng)
@@ -194,7 +205,7 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
     attention_prep(D, "varlen").interpret(flat(o), flat(do), lse, stats, cu_q, 200)
     dq = np.zeros_like(q)
     dk, dv = np.full_like(k, np.nan), np.full_like(v, np.nan)
-    attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D]).interpret(
+    attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D], persistent=persistent).interpret(
         flat(q), flat(k), flat(v), flat(do), stats, flat(dq), flat(dk), flat(dv), cu_q, cu_k,
         200, SCALE)
     for b in range(4):

@@ -18,7 +18,7 @@ pytest.importorskip("mlir")
 
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels import attention_ops as ops  # noqa: E402
-from tkc.kernels.attention_bwd import attention_kernels, forward_kernel  # noqa: E402
+from tkc.kernels.attention_bwd import backward_kernels, forward_kernel  # noqa: E402
 
 
 def _interpreted(kernel):
@@ -38,8 +38,8 @@ def _interpreted(kernel):
 @pytest.fixture(autouse=True)
 def interpreter(monkeypatch):
     monkeypatch.setattr(ops, "forward_kernel", lambda *key: _interpreted(forward_kernel(*key)))
-    monkeypatch.setattr(ops, "_bwd_kernels",
-                        lambda *key: tuple(_interpreted(k) for k in attention_kernels(*key)[2:4]))
+    monkeypatch.setattr(ops, "backward_kernels",
+                        lambda *key: tuple(_interpreted(k) for k in backward_kernels(*key)))
 
 
 def _reference(q, k, v, causal, scale):
@@ -169,6 +169,23 @@ def test_forwards_without_a_mask_are_persistent():
     assert not any(picked(D, True, 130).endswith("_persistent") for D in (64, 128, 256))
     assert not picked(256, False, 130).endswith("_persistent")
     assert not forward_kernel(64, False, "varlen", 130).name.endswith("_persistent")
+
+
+def test_causal_backwards_are_zigzag_below_zigzag_bwd_keys():
+    """The causal backward (bhld, blhd; D 64 and 128) persistent in zigzag
+    order below ZIGZAG_BWD_KEYS keys, a block a work item from there on;
+    without the mask, for varlen and at D = 256 a block a work item."""
+    from tkc.kernels.attention_bwd import ZIGZAG_BWD_KEYS
+    picked = lambda D, causal, layout, keys: backward_kernels(D, causal, layout, keys)[1].name  # noqa: E731
+    for D in (64, 128):
+        n = ZIGZAG_BWD_KEYS[D]
+        for layout in ("bhld", "blhd"):
+            assert picked(D, True, layout, 77).endswith("_zigzag") and picked(D, True, layout, n - 1).endswith("_zigzag")
+            assert not picked(D, True, layout, n).endswith("_zigzag")
+            assert not picked(D, False, layout, 77).endswith(("_zigzag", "_persistent"))
+        assert not picked(D, True, "varlen", 77).endswith("_zigzag")
+    assert not picked(256, True, "bhld", 77).endswith("_zigzag")
+    assert backward_kernels(64, True, "bhld", 77)[0].name == "attn_prep_d64_bhld"
 
 
 def test_opcheck():

@@ -41,6 +41,7 @@ next sequence's) are masked, and dK and dV are clipped when stored.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -77,7 +78,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0):
+                  dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -92,7 +93,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     D = 256 (backward_split): a block owns BKV_WIDE = 64 keys; one warpgroup
     computes S^T and P^T, the other dP^T and then dS^T (P^T handed over in
     shared memory), and each keeps half of D of dK and dV and computes that
-    half of dQ, from P^T and dS^T in shared memory."""
+    half of dQ, from P^T and dS^T in shared memory.
+
+    persistent (tkc.kernel's): True, one block an SM over the work items (key
+    block, KV head, batch) in grid order, K and V in one slot (two do not fit
+    beside the ring and dQ's tiles: the next item's load waits for this
+    item's last dQ wgmma); "zigzag", the rounds of items dealt forwards and
+    backwards. Causal items shrink along the key blocks, so a zigzag block's
+    long and short items pair up (tkc.attention's causal backward below
+    ZIGZAG_BWD_KEYS)."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -102,7 +111,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
-                                "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "")
+                                "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
+                                "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -258,8 +268,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
 
     Q, K = _layout_dims(layout, D)
     QF = _layout_dims(layout, D, f32)[0]
+    grid_options = dict(persistent=persistent, order="xyz") if persistent else {}
     if layout == "varlen":
-        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS,
+        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS, **grid_options,
                     grid=lambda q, k, v, do, stats, dq, dk, dv, cu_q, cu_k, max_k, scale:
                     (tkc.cdiv(max_k, keys), k.c // D, cu_q.c - 1))
         def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, 1, "Hq", 2, None), dq: QF, dk: K, dv: K,
@@ -282,7 +293,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         heads = k.d if layout == "bhld" else k.c // D
         return (tkc.cdiv(k.r, keys), heads, k.b if layout == "bhld" else k.d)
 
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS)
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS, **grid_options)
     def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
             scale: tkc.f32):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
@@ -411,25 +422,56 @@ EX2_FMA = 0.125
 BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 
 
+# Keys below which tkc.attention's causal backward is persistent in zigzag
+# order (bhld, blhd; D 64 and 128). A causal work item's length falls with
+# its key block, and the hardware hands the blocks out in grid order, so the
+# last wave is uneven; zigzag pairs each block's long and short items. On
+# the H100 (BENCHMARKS.md, 2026-11-25 session 5), the backward kernel over
+# cuDNN's backward, a block an item -> zigzag: D 64 1.12 -> 1.16 at L 1k,
+# 0.98 -> 1.03 at 4k; D 128 1.06 -> 1.06 and 0.96 -> 0.99. At 16k (one
+# batch of 16 heads, 128 key blocks a head, about as many as SMs) each
+# block's items are the same length round after round: 0.99 -> 0.70. The
+# persistent backward without the mask measured within 2% of a block an
+# item (both directions), so that one stays as it is.
+ZIGZAG_BWD_KEYS = {64: 8192, 128: 8192}
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionKernels:
+    """The kernels tkc.attention launches for one head dim, mask and layout;
+    iterating gives each once (the build's list)."""
+    short: tkc.Kernel                 # the forward
+    long: tkc.Kernel                  # the forward from LONG_KEYS keys on
+    prep: tkc.Kernel
+    bwd: tkc.Kernel
+    paired: tkc.Kernel                # causal below PAIRED_CAUSAL_KEYS (else short)
+    zigzag: tuple = ()                # causal below ZIGZAG_CAUSAL_KEYS: short[, long]
+    bwd_zigzag: tkc.Kernel | None = None   # causal below ZIGZAG_BWD_KEYS
+
+    def __iter__(self):
+        kernels = (self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag, self.bwd_zigzag)
+        return iter(dict.fromkeys(k for k in kernels if k is not None))
+
+
 @functools.lru_cache(maxsize=None)
-def attention_kernels(D: int, causal: bool, layout: str):
-    """(forward, long forward, prep, backward, paired forward[, zigzag
-    forward[, zigzag long forward]]) as tkc.attention launches them. The
-    forwards: 2 ring stages at D = 64 (faster than a deeper ring on the
-    H100), the deepest that fits at D = 128
-    (2); three consumer warpgroups at D = 64, two at 128; the long forward
-    adds ping-pong and the intra-warpgroup overlap (for Lk >= LONG_KEYS[D]);
-    the paired one (causal, Lk < PAIRED_CAUSAL_KEYS[D]) has one consumer
-    warpgroup and two blocks an SM, PAIRED_KV[D] keys a tile (the short
-    forward itself where there is none). Without the mask and varlen the
-    short and long forwards are persistent where PERSISTENT says; with the
-    mask, where ZIGZAG_CAUSAL_KEYS has the head dim (not varlen), the short
-    forward (ZIGZAG_BASE) and, where LONG_KEYS is below ZIGZAG_CAUSAL_KEYS,
-    the long one persistent in zigzag order run below those keys (the
-    paired one only from there on).
-    The backward steps BWD_QUERIES[D] query rows at a time. D = 256: 64-key
-    tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
-    splits its work by halves of D (attention_bwd)."""
+def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
+    """The kernels as tkc.attention launches them. The forwards: 2 ring
+    stages at D = 64 (faster than a deeper ring on the H100), the deepest
+    that fits at D = 128 (2); three consumer warpgroups at D = 64, two at
+    128; the long forward adds ping-pong and the intra-warpgroup overlap
+    (for Lk >= LONG_KEYS[D]); the paired one (causal, Lk <
+    PAIRED_CAUSAL_KEYS[D]) has one consumer warpgroup and two blocks an SM,
+    PAIRED_KV[D] keys a tile (the short forward itself where there is none).
+    Without the mask and varlen the short and long forwards are persistent
+    where PERSISTENT says; with the mask, where ZIGZAG_CAUSAL_KEYS has the
+    head dim (not varlen), the short forward (ZIGZAG_BASE) and, where
+    LONG_KEYS is below ZIGZAG_CAUSAL_KEYS, the long one persistent in zigzag
+    order run below those keys (the paired one only from there on).
+    The backward steps BWD_QUERIES[D] query rows at a time; causal, where
+    ZIGZAG_BWD_KEYS has the head dim (not varlen), a persistent zigzag twin
+    runs below those keys. D = 256: 64-key tiles (Q and a 2-stage ring fill
+    192 KB), O from registers; the backward splits its work by halves of D
+    (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
             256: dict(stages=2, consumers=2, KV=64)}[D]
     persistent = [p and not causal and layout != "varlen" for p in PERSISTENT[D]]
@@ -444,8 +486,11 @@ def attention_kernels(D: int, causal: bool, layout: str):
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    return (short, long,
-            _prep(D, layout), attention_bwd(D, causal, layout, **backward_options(D, causal)), paired, *zigzag)
+    options = backward_options(D, causal)
+    bwd_zigzag = attention_bwd(D, causal, layout, **options, persistent="zigzag") \
+        if causal and D in ZIGZAG_BWD_KEYS and layout != "varlen" else None
+    return AttentionKernels(short, long, _prep(D, layout), attention_bwd(D, causal, layout, **options),
+                            paired, tuple(zigzag), bwd_zigzag)
 
 
 def backward_options(D: int, causal: bool) -> dict:
@@ -455,14 +500,21 @@ def backward_options(D: int, causal: bool) -> dict:
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys."""
-    short, long, _, _, paired, *zigzag = attention_kernels(D, causal, layout)
-    if zigzag and keys < ZIGZAG_CAUSAL_KEYS[D]:
+    ks = attention_kernels(D, causal, layout)
+    if ks.zigzag and keys < ZIGZAG_CAUSAL_KEYS[D]:
         if keys < LONG_KEYS[D]:
-            return zigzag[0]
-        return zigzag[1] if len(zigzag) > 1 else long
+            return ks.zigzag[0]
+        return ks.zigzag[1] if len(ks.zigzag) > 1 else ks.long
     if keys >= LONG_KEYS[D]:
-        return long
-    return paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else short
+        return ks.long
+    return ks.paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else ks.short
+
+
+def backward_kernels(D: int, causal: bool, layout: str, keys: int):
+    """(prep, backward) for sequences of `keys` keys."""
+    ks = attention_kernels(D, causal, layout)
+    zigzag = ks.bwd_zigzag is not None and keys < ZIGZAG_BWD_KEYS[D]
+    return ks.prep, ks.bwd_zigzag if zigzag else ks.bwd
 
 
 @functools.lru_cache(maxsize=None)

@@ -32,14 +32,10 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attention_bwd import attention_kernels, forward_kernel, stats_columns
+from .attention_bwd import backward_kernels, forward_kernel, stats_columns
 from .attention_hopper import HEAD_DIMS
 
 __all__ = ["attention", "attention_varlen"]
-
-
-def _bwd_kernels(D: int, causal: bool, layout: str):
-    return attention_kernels(D, causal, layout)[2:4]
 
 
 # ---------------------------------------------------------------- fixed-length batches
@@ -93,7 +89,7 @@ def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, ca
     layout = _layout_of(q, k, v, o)
     q, k, v, o, do = (_in_layout(t, layout) for t in (q, k, v, o, do))
     B, H, L, D = q.shape
-    prep_k, bwd_k = _bwd_kernels(D, causal, layout)
+    prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
     stats = torch.empty(B, H, 2, stats_columns(L), device=q.device, dtype=torch.float32)
     prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats)
     dq = _like(q, layout, torch.float32).zero_()  # the f32 accumulator
@@ -166,7 +162,7 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
           scale: float) -> tuple[Tensor, Tensor, Tensor]:
     T, H, D = q.shape
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
-    prep_k, bwd_k = _bwd_kernels(D, causal, "varlen")
+    prep_k, bwd_k = backward_kernels(D, causal, "varlen", max_k)
     flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
     stats = torch.empty(H, 2, stats_columns(T, len(cu_q) - 1), device=q.device, dtype=torch.float32)
     prep_k(flat(o), flat(do), lse.view(H, 1, T), stats, cu_q, max_q)
