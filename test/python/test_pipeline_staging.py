@@ -402,7 +402,7 @@ def test_a_shared_vector_is_not_a_tma_store_source():
 
 def test_refuses_releasing_a_stage_an_mma_may_still_read():
     e = refused(unwaited_mma, "still in flight when the pipelined loop's iteration ends", "# <- mma")
-    assert "no pending = 0 wait at the loop body's top level" in e.message
+    assert "no wait at the loop body's top level (pending = 0, or pending = n after n mmas" in e.message
 
 
 def left_in_flight(stages: int):
@@ -451,6 +451,67 @@ def test_releasing_the_held_stage_at_the_iteration_end_is_a_race(monkeypatch):
     a, c, _ = _left_in_flight_arrays(3)
     with pytest.raises(TkcError, match="race"):
         tkc.interpreter.run(staged(mma_left_in_flight), [a, c], sms=1)
+
+
+@tkc.kernel(warps=4, grid=lambda a, c: (1, 1, 1))
+def left_in_flight_pending(a: gl(bf16, 1, 1, 64, "K"), c: gl(f32, 1, 3, 64, 64)):
+    """Each iteration issues two mmas, waits for the first with pending = 1
+    (the second still in flight), then a third it leaves in flight: the
+    next iteration's pending = 1 wait retires it (groups complete in order),
+    so the stage is held until then."""
+    a_s, b_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    x, y, acc = zero(rt(f32, 16, 64)), zero(rt(f32, 16, 64)), zero(rt(f32, 16, 64))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+        p = warpgroup.mma_AB(a_s, b_s, zero(rt(f32, 16, 64)))
+        q = warpgroup.mma_ABt(a_s, b_s, zero(rt(f32, 16, 64)))
+        x = x + warpgroup.mma_async_wait(p, pending=1)
+        warpgroup.mma_AB(acc, a_s, b_s)
+        y = y + warpgroup.mma_async_wait(q, pending=1)
+    acc = warpgroup.mma_async_wait(acc)
+    tkc.ops.store(c, x, (0, 0, tkc.warpid(), 0))
+    tkc.ops.store(c, y, (0, 1, tkc.warpid(), 0))
+    tkc.ops.store(c, acc, (0, 2, tkc.warpid(), 0))
+
+
+@tkc.kernel(warps=4)
+def pending_wait_first(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", "K")):
+    """The body's only wait (pending = 1) comes before its mma: it may leave
+    the last iteration's mma in flight, so nothing retires that."""
+    a_s, b_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(a.c // 64, stages=2):
+        tma.load(a_s, a, (0, 0, 0, k))
+        tma.load(b_s, a, (0, 0, 0, k))
+        acc = warpgroup.mma_async_wait(acc, pending=1)
+        warpgroup.mma_AB(acc, a_s, b_s)  # <- in flight
+    tkc.ops.store(c, warpgroup.mma_async_wait(acc), (0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_pending_wait_after_enough_mmas_releases_the_held_stage(k):
+    """Accepted: the previous iteration's slot is released right after the
+    body's first pending = 1 wait (two mmas issued before it), not at its
+    top; the interpreter, which checks each release against the wgmma reads
+    still in flight, agrees with numpy."""
+    kernel = left_in_flight_pending
+    text = str(staged(kernel))
+    consumer = text[text.index('role = "producer"'):]
+    first_wait = consumer.index('"tk.warpgroup_mma_wait"')
+    assert 'pending = 1' in consumer[first_wait:consumer.index("\n", first_wait)]
+    assert '"tk.arrive"' not in consumer[:first_wait]           # held until that wait
+    a, _, blocks = _left_in_flight_arrays(k)
+    c = np.zeros((1, 3, 64, 64), np.float32)
+    kernel.interpret(a, c)
+    for i, f in enumerate((lambda x: x @ x, lambda x: x @ x.T, lambda x: x @ x)):
+        assert np.allclose(c[0, i], sum(f(x) for x in blocks), atol=1e-3)
+
+
+def test_refuses_a_pending_wait_before_the_bodys_mmas():
+    e = refused(pending_wait_first, "still in flight when the pipelined loop's iteration ends",
+                "# <- in flight")
+    assert "pending = n after n mmas of the body" in e.message
 
 
 def test_refuses_holding_a_single_stage():

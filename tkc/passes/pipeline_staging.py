@@ -965,35 +965,35 @@ def _held_until(body, stages: int):
     """Mosaic GPU's delayed release, for a body that ends with warpgroup
     mmas in flight (e.g. an accumulation read only after the loop): its slot
     is held into the next iteration and released after that iteration's
-    first top-level pending = 0 wait, which retires them. That wait, or None
+    first top-level wait that retires them (pending = 0, or pending = n
+    after n mmas of the body: groups complete in order). That wait, or None
     when the body ends retired. A body that cannot hold its slot is refused
     here, naming the mma and why."""
     mma = _unretired_mma(body)
     if mma is None:
         return None
     tops = [o.operation for o in body.operations]
-    waits = [i for i, o in enumerate(tops) if _is_wait_all(o)]
+    waits = [o for o in tops if _retires_earlier(tops, o)]
     why = None
     if stages < 2:
         why = "with one stage the consumers cannot hold a slot while the producer refills it"
     elif not waits:
-        why = "no pending = 0 wait at the loop body's top level would retire it in the next iteration"
-    elif any(o.name not in WGMMA and any(n.name in WGMMA for n in walk(o)) for o in tops[waits[-1]:]):
-        why = "an mma after the body's last pending = 0 wait is issued inside an if or a loop"
+        why = ("no wait at the loop body's top level (pending = 0, or pending = n after n "
+               "mmas of the body) would retire it in the next iteration")
+    elif any(o.name not in WGMMA for o in _in_flight(tops)):
+        why = "an mma still in flight at the iteration's end is issued inside an if or a loop"
     if why is not None:
         raise error(mma, "this warpgroup mma is still in flight when the pipelined loop's "
                          "iteration ends, and its stage cannot be held into the next "
                          f"iteration: {why}. Wait for it (warpgroup.mma_async_wait) "
                          "before the iteration ends")
-    return tops[waits[0]]
+    return waits[0]
 
 
 def _trailing_positions(body) -> list:
     """The yielded values (their loop-result positions) that come from the
-    mmas issued after the body's last top-level pending = 0 wait."""
-    tops = [o.operation for o in body.operations]
-    last = max(i for i, o in enumerate(tops) if _is_wait_all(o))
-    trailing = {r for o in tops[last + 1:] if o.name in WGMMA for r in o.results}
+    mmas still in flight at the body's end."""
+    trailing = {r for o in _in_flight([o.operation for o in body.operations]) for r in o.results}
     return [i for i, v in enumerate(_terminator(body).operands) if v in trailing]
 
 
@@ -1005,22 +1005,44 @@ def _carried_positions(loop, wait) -> list:
 
 def _unretired_mma(block):
     """The block's last top-level op issuing a warpgroup mma (itself or
-    nested) that no pending = 0 wait retires before the block ends, else
-    None. A nested op whose blocks each end retired adds none; an if whose
-    two branches each wait retires every mma before it too (a loop may run
-    no iteration, an if without an else may skip its wait)."""
-    for o in reversed([o.operation for o in block.operations]):
-        if _is_wait_all(o):
-            return None
-        if o.name in WGMMA:
-            return o
+    nested) that no later wait retires before the block ends, else None."""
+    left = _in_flight([o.operation for o in block.operations])
+    return left[-1] if left else None
+
+
+def _in_flight(ops) -> list:
+    """The ops of a block's top-level ops `ops` whose warpgroup mmas may
+    still be in flight after the last (a wgmma, or an op with one nested
+    that its blocks do not retire), in issue order. Groups complete in
+    order, so a wait with pending = n retires every op that n top-level
+    mmas followed (nested ones count for none: a loop may run no iteration,
+    an if may skip its branch); an if whose two branches each wait for all
+    retires everything before it."""
+    left = []                            # [op, top-level mmas issued after it]
+    for o in ops:
+        if o.name == "tk.warpgroup_mma_wait":
+            left = [e for e in left if e[1] < _pending(o)]
+            continue
         nested = [b for r in o.regions for b in r.blocks]
-        if any(_unretired_mma(b) is not None for b in nested):
-            return o
         if o.name == "scf.if" and len(nested) == 2 and all(
                 any(_is_wait_all(t.operation) for t in b.operations) for b in nested):
-            return None
-    return None
+            left = []
+        if o.name in WGMMA:
+            for e in left:
+                e[1] += 1
+            left.append([o, 0])
+        elif any(_unretired_mma(b) is not None for b in nested):
+            left.append([o, 0])
+    return [e[0] for e in left]
+
+
+def _retires_earlier(tops, wait) -> bool:
+    """Whether top-level op `wait` retires every mma issued before the
+    block began: a wait for all, or one with pending = n after at least n
+    top-level mmas of the block."""
+    if wait.name != "tk.warpgroup_mma_wait":
+        return False
+    return sum(o.name in WGMMA for o in tops[:tops.index(wait)]) >= _pending(wait)
 
 
 def _is_wait_all(op) -> bool:
