@@ -1,22 +1,56 @@
-"""The attention backward's grid schedules side by side on the GPU: a block
-a work item (key block, KV head, batch) against a persistent block an SM
-(static order, or zigzag), causal and not, D 64 and 128, timed interleaved
-with SDPA's cuDNN backward; each variant's gradients checked against the
-block-a-work-item kernel's. `tkc build scripts/attention_bwd_schedule.py`
-first. python3 scripts/attention_bwd_schedule.py [--blhd] [L ...] (B = 16384
-/ L; --blhd: FlashAttention's layout)."""
+"""Attention backward variants side by side on the GPU: a block a work item
+(key block, KV head, batch) against a persistent block an SM in zigzag order
+(causal), each with and without the intra-warpgroup overlap (P^T under
+dP^T's wgmma, dS^T under dV's), D 64 and 128, causal and not, timed
+interleaved with SDPA's cuDNN backward. Each variant runs as tkc.attention's
+backward does (statistics, dQ's zeroing, the kernel, dQ's conversion), so
+the ratio cuDNN time / variant time compares whole backwards; each variant's
+gradients are checked against the first's. `tkc build
+scripts/attention_bwd_schedule.py` first.
+
+    python3 scripts/attention_bwd_schedule.py [--blhd] [L ...]
+
+(B = 16384 / L, 16 heads; --blhd: FlashAttention's memory layout.) At locked
+clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
+
+    ncu --profile-from-start off -k regex:attn_bwd --metrics gpu__time_duration.sum \
+        --csv --page raw --print-units base --log-file ncu.csv \
+        python3 scripts/attention_bwd_schedule.py --ncu [--blhd] [L ...] > launches.txt
+    python3 scripts/attention_bwd_schedule.py --parse ncu.csv launches.txt"""
 import statistics
 
 from tkc.kernels.attention_bwd import attention_bwd, attention_prep, backward_options, stats_columns
 
-SCHEDULES = (False, True, "zigzag")
-VARIANTS = [(D, c, p) for D in (64, 128) for c in (False, True) for p in SCHEDULES]
-KERNELS = {layout: [attention_bwd(D, c, layout, **backward_options(D, c), persistent=p) for D, c, p in VARIANTS]
-           for layout in ("bhld", "blhd")}
-PREP = {(D, layout): attention_prep(D, layout) for D in (64, 128) for layout in ("bhld", "blhd")}
+LAYOUTS = ("bhld", "blhd")
 
 
-def main(lengths=(1024, 4096), layout="bhld"):
+def options(D: int, causal: bool) -> dict:
+    """{variant name: attention_bwd's schedule options}."""
+    out = {"item": {}, "overlap": dict(overlap=True)}
+    if D == 128:
+        out.update(dqfirst=dict(dq_first=True), overlap_dqfirst=dict(overlap=True, dq_first=True))
+    if causal:   # (with dq_first the zigzag kernels spill 200-330 bytes)
+        out.update(zigzag=dict(persistent="zigzag"), zigzag_overlap=dict(overlap=True, persistent="zigzag"))
+    return out
+
+
+def variant(D, causal, layout, schedule):
+    """tkc.attention's backward kernel with `schedule` instead of BWD_SCHEDULE's."""
+    base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "ex2_fma")}
+    return attention_bwd(D, causal, layout, **base, **schedule)
+
+
+VARIANTS = {(D, c, layout, name): variant(D, c, layout, o)
+            for layout in LAYOUTS for D in (64, 128) for c in (False, True) for name, o in options(D, c).items()
+            if not (D == 64 and layout == "blhd" and "zigzag" in name)}
+PREP = {(D, layout): attention_prep(D, layout) for D in (64, 128) for layout in LAYOUTS}
+KERNELS = list(VARIANTS.values()) + list(PREP.values())
+
+
+NCU_ROUNDS = 2
+
+
+def main(lengths=(1024, 4096), layout="bhld", ncu=False):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -36,27 +70,34 @@ def main(lengths=(1024, 4096), layout="bhld"):
                 view = (lambda t: t) if layout == "bhld" else (lambda t: t.transpose(1, 2).reshape(B, L, H * D))
                 o, lse = tkc.attention(q, k, v, causal=causal, return_lse=True)
                 stats = torch.empty(B, H, 2, stats_columns(L), device="cuda")
-                PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats)
                 scale = D ** -0.5
                 fns, grads = {}, {}
-                for (D2, c, p), kern in zip(VARIANTS, KERNELS[layout]):
-                    if (D2, c) != (D, causal):
+                for name in options(D, causal):
+                    if (D, causal, layout, name) not in VARIANTS:
                         continue
+                    kern = VARIANTS[D, causal, layout, name]
                     dq = view(torch.zeros(mem, device="cuda").transpose(1, 2) if layout == "blhd"
                               else torch.zeros(mem, device="cuda"))
                     dk, dv = torch.empty_like(view(k)), torch.empty_like(view(v))
 
-                    def run(kern=kern, dq=dq, dk=dk, dv=dv):
+                    def run(kern=kern, dq=dq, dk=dk, dv=dv):   # as attention_ops._bwd
+                        PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats)
                         dq.zero_()
                         kern(view(q), view(k), view(v), view(do), stats, dq, dk, dv, scale)
-                    run()
-                    grads[str(p)] = (dq.clone(), dk.clone(), dv.clone())
-                    fns[str(p)] = run
-                ref = grads["False"]
+                        return dq.to(torch.bfloat16)
+                    grads[name] = (run(), dk.clone(), dv.clone())
+                    fns[name] = run
                 for name, g in grads.items():
                     err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-                              for a, b in zip(g, ref))
+                              for a, b in zip(g, grads["item"]))
                     assert err < 1e-2, (L, D, causal, name, err)
+                config = f"{layout} B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}"
+                if ncu:                  # the launch list, in order, for --parse
+                    from tkc.bench.timing import profile_once
+                    profile_once([fn for _ in range(NCU_ROUNDS) for fn in fns.values()])
+                    for _ in range(NCU_ROUNDS):
+                        print("\n".join(f"{config}|{n}" for n in fns), flush=True)
+                    continue
                 q2, k2, v2 = (t.clone().requires_grad_() for t in (q, k, v))
 
                 def both():
@@ -75,7 +116,30 @@ def main(lengths=(1024, 4096), layout="bhld"):
                       f"{statistics.median(cudnn):.3f} ms | {line}", flush=True)
 
 
+def parse(csv_path, launches_path):
+    """The ncu CSV's backward-kernel times, matched to the launch list: per
+    configuration, each variant's mean and its ratio to the first's."""
+    import csv
+    import re
+    rows = csv.DictReader(line for line in open(csv_path) if line.startswith('"'))
+    times = [float(r["gpu__time_duration.sum"].replace(",", "")) for r in rows
+             if re.match("attn_bwd", r["Kernel Name"])]          # (the units row has no name)
+    launches = [line.strip().split("|") for line in open(launches_path) if "|" in line]
+    assert len(times) == len(launches), (len(times), len(launches))
+    table = {}
+    for (config, name), t in zip(launches, times):
+        table.setdefault(config, {}).setdefault(name, []).append(t / 1e3)
+    for config, variants in table.items():
+        base = statistics.mean(next(iter(variants.values())))
+        print(f"{config:32} " + "  ".join(f"{n} {statistics.mean(t):8.1f} us "
+                                           f"({base / statistics.mean(t):.3f})" for n, t in variants.items()))
+
+
 if __name__ == "__main__":
     import sys
-    args = [a for a in sys.argv[1:] if a != "--blhd"]
-    main([int(x) for x in args] or (1024, 4096), "blhd" if "--blhd" in sys.argv else "bhld")
+    if sys.argv[1:2] == ["--parse"]:
+        parse(*sys.argv[2:4])
+        sys.exit()
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main([int(x) for x in args] or (1024, 4096), "blhd" if "--blhd" in sys.argv else "bhld",
+         ncu="--ncu" in sys.argv)

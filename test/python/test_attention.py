@@ -41,10 +41,10 @@ def _from_blhd(x, H):
     return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
 
 
-def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, persistent=False):
+def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options):
     """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]; the
-    backward steps BQ query rows (default: the library's, BWD_QUERIES), its
-    grid persistent as asked."""
+    backward steps BQ query rows (default: the library's, BWD_QUERIES), with
+    attention_bwd's other options (persistent, overlap, dq_first) as given."""
     B, Hq, Lq, _ = q.shape
     Hkv = k.shape[1]
     view = (lambda x: x) if layout == "bhld" else _blhd
@@ -56,7 +56,7 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, persistent
     attention_prep(D, layout).interpret(o, view(do), lse, stats)
     dq = np.zeros(view(q).shape, np.float32)
     dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
-    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], persistent=persistent).interpret(
+    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], **options).interpret(
         view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
@@ -167,6 +167,28 @@ def test_persistent_backward_interpreted(D, layout, persistent):
     check(run_fixed(D, True, layout, q, k, v, do, persistent=persistent), q, k, v, do, True)
 
 
+BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
+    (dict(overlap=True), 128, True, "bhld", 200, 330),
+    (dict(overlap=True), 64, False, "blhd", 300, 77),
+    (dict(overlap=True, dq_mode="atomic"), 128, True, "bhld", 77, 300),
+    (dict(overlap=True, persistent="zigzag"), 64, True, "bhld", 450, 600),
+    (dict(overlap=True, dq_first=True), 128, False, "bhld", 200, 330),
+    (dict(overlap=True, dq_first=True, persistent="zigzag"), 128, True, "blhd", 450, 600),
+]
+
+
+@pytest.mark.parametrize("options,D,causal,layout,Lq,Lk", BWD_VARIANTS)
+def test_backward_variants(options, D, causal, layout, Lq, Lk):
+    """The backward's schedule options, the same gradients: overlap=True
+    (the S^T wait leaves dP^T's wgmma in flight, the dP^T wait dV's) and
+    dq_first=True (dK's wgmma issued after dQ's, in flight through dQ's
+    store into the next tile, its Q/dO slot held until that tile's first
+    wait); the interpreter checks the in-flight operands and the held slot's
+    release for races, also across a persistent block's work items."""
+    q, k, v, do = _inputs(1, 4, 2, Lq, Lk, D, seed=Lq + Lk)
+    check(run_fixed(D, causal, layout, q, k, v, do, **options), q, k, v, do, causal)
+
+
 def test_dq_by_atomic_adds():
     q, k, v, do = _inputs(1, 4, 2, 130, 200, 128, seed=7)
     check(run_fixed(128, True, "bhld", q, k, v, do, dq_mode="atomic"), q, k, v, do, True)
@@ -226,6 +248,9 @@ def test_refusals():
         attention_bwd(128, BQ=128)
     with pytest.raises(TkcError, match=r"at D = 256 dQ goes by atomic adds"):
         attention_bwd(256, dq="tma")
+    for option in ("overlap", "dq_first"):
+        with pytest.raises(TkcError, match=r"overlap and dq_first schedule the D <= 128 body"):
+            attention_bwd(256, **{option: True})
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)
     k = np.zeros((1, 2, 64, 64), np.float32)

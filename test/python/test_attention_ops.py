@@ -150,8 +150,9 @@ def test_exponentials_on_the_fma_pipe_where_measured_faster():
     assert EX2_FMA == 0.125
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
-                  if k.name.endswith("_fma12")}
-    assert with_share == {"attn_bwd_d128_bhld_fma12", "attn_bwd_d128_blhd_fma12", "attn_bwd_d128_varlen_fma12",
+                  if "_fma12" in k.name}
+    assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_dqfirst", "attn_bwd_d128_blhd_fma12_overlap_dqfirst",
+                          "attn_bwd_d128_varlen_fma12_overlap",
                           "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma12",
                           "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma12"}
 
@@ -172,19 +173,25 @@ def test_forwards_without_a_mask_are_persistent():
 
 
 def test_causal_backwards_are_zigzag_below_zigzag_bwd_keys():
-    """The causal backward (bhld, blhd; D 64 and 128) persistent in zigzag
-    order below ZIGZAG_BWD_KEYS keys, a block a work item from there on;
-    without the mask, for varlen and at D = 256 a block a work item."""
+    """The causal backward at D 64 bhld persistent in zigzag order below
+    ZIGZAG_BWD_KEYS keys, a block a work item from there on; without the
+    mask, in the other layouts, at D 128 and 256 a block a work item. Every
+    backward at D <= 128 has its schedule (BWD_SCHEDULE): the overlap, and
+    dq_first at D 128 (bhld, blhd)."""
     from tkc.kernels.attention_bwd import ZIGZAG_BWD_KEYS
     picked = lambda D, causal, layout, keys: backward_kernels(D, causal, layout, keys)[1].name  # noqa: E731
+    n = ZIGZAG_BWD_KEYS[64, "bhld"]
+    assert picked(64, True, "bhld", 77).endswith("_zigzag_overlap")
+    assert picked(64, True, "bhld", n - 1).endswith("_zigzag_overlap")
+    assert picked(64, True, "bhld", n).endswith("q128_overlap")
     for D in (64, 128):
-        n = ZIGZAG_BWD_KEYS[D]
-        for layout in ("bhld", "blhd"):
-            assert picked(D, True, layout, 77).endswith("_zigzag") and picked(D, True, layout, n - 1).endswith("_zigzag")
-            assert not picked(D, True, layout, n).endswith("_zigzag")
-            assert not picked(D, False, layout, 77).endswith(("_zigzag", "_persistent"))
-        assert not picked(D, True, "varlen", 77).endswith("_zigzag")
-    assert not picked(256, True, "bhld", 77).endswith("_zigzag")
+        for layout in ("bhld", "blhd", "varlen"):
+            for causal in (False, True):
+                if (D, layout, causal) != (64, "bhld", True):
+                    name = picked(D, causal, layout, 77)
+                    assert "zigzag" not in name and "persistent" not in name
+                    assert name.endswith("_overlap" if D == 64 or layout == "varlen" else "_overlap_dqfirst")
+    assert picked(256, True, "bhld", 77) == "attn_bwd_d256_causal_bhld_dqatomic"
     assert backward_kernels(64, True, "bhld", 77)[0].name == "attn_prep_d64_bhld"
 
 

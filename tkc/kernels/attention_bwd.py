@@ -78,7 +78,8 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
-                  dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False):
+                  dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
+                  overlap: bool = False, dq_first: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -101,7 +102,14 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     item's last dQ wgmma); "zigzag", the rounds of items dealt forwards and
     backwards. Causal items shrink along the key blocks, so a zigzag block's
     long and short items pair up (tkc.attention's causal backward below
-    ZIGZAG_BWD_KEYS)."""
+    ZIGZAG_BWD_KEYS).
+
+    overlap (D <= 128): the wait for S^T leaves dP^T's wgmma in flight and
+    the one for dP^T dV's, so that P^T and dS^T are computed under the
+    tensor cores' work (FlashAttention-3's intra-warpgroup overlap).
+    dq_first (D <= 128): dK's wgmma is issued after dQ's and left in flight
+    through dQ's store, into the next tile (whose first wait retires it;
+    tk-pipeline-staging holds the Q/dO slot it reads until then)."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -112,11 +120,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
-                                "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent")
+                                "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
+                                "overlap" if overlap else "", "dqfirst" if dq_first else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
+    if D == 256 and (overlap or dq_first):
+        raise TkcError("attention backward: overlap and dq_first schedule the D <= 128 body; "
+                       "at D = 256 the warpgroups split the work by operand (backward_split)")
     if D == 256 and dq == "tma":
         raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
                        "a shared dQ tile ring (128 KB) does not fit beside K, V and the Q/dO ring")
@@ -184,12 +196,16 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
-            warpgroup.mma_async_wait(s, dp)
+            # overlap: P^T under dP^T's wgmma, dS^T under dV's
+            warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
             p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
+            if overlap:
+                warpgroup.mma_async_wait(dp, pending=1)
             ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)
-            warpgroup.mma_AB(dk_r, ds, q_s)                            # dK += dS^T Q
+            if not dq_first:
+                warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
             tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
             warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))
             tkc.fence_async()
@@ -199,7 +215,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             else:
                 dqp = warpgroup.mma_AtB(dst_s, subtile(k_s, BKV, D // 2, (0, wg)),
                                         zero(rt(f32, 16, D // 2)))
-            warpgroup.mma_async_wait(dqp, dv_r, dk_r)
+            if dq_first:                 # dK's wgmma after dQ's, in flight through dQ's store
+                warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
+                warpgroup.mma_async_wait(dqp, dv_r, pending=1)
+            else:
+                warpgroup.mma_async_wait(dqp, dv_r, dk_r)
             if by_tma:
                 part = subtile(dq_s, 64, D, (wg, 0)) if by_rows else subtile(dq_s, BQ, D // 2, (0, wg))
                 warpgroup.store(part, dqp * scale, (0, 0))
@@ -208,6 +228,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                 b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
                 store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg),
                       clip=True, add=True)
+        if dq_first:
+            warpgroup.mma_async_wait(dk_r)
         b, d, r, col = out(hk, kb * (BKV // 16) + w)
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
@@ -422,18 +444,29 @@ EX2_FMA = 0.125
 BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 
 
+# The backward's schedule per head dim (attention_bwd's overlap and
+# dq_first), by kernel time at locked clocks on the H100 (ncu, BENCHMARKS.md
+# 2026-11-26): overlap is 1.2-3.1% faster at D 64 and 0-1% at D 128;
+# dq_first with it 0.6-4.6% at D 128 (bhld and blhd, L 1k and 4k). At D 64
+# dq_first makes ptxas serialise the wgmmas (its registers): 7-10% slower;
+# for varlen at D 128 it makes ptxas spill 64 bytes where the others spill
+# 4-28 (not measured there: varlen keeps the overlap alone).
+BWD_SCHEDULE = {64: dict(overlap=True), 128: dict(overlap=True, dq_first=True), 256: {}}
 # Keys below which tkc.attention's causal backward is persistent in zigzag
-# order (bhld, blhd; D 64 and 128). A causal work item's length falls with
-# its key block, and the hardware hands the blocks out in grid order, so the
+# order, per (head dim, layout). A causal work item's length falls with its
+# key block, and the hardware hands the blocks out in grid order, so the
 # last wave is uneven; zigzag pairs each block's long and short items. On
-# the H100 (BENCHMARKS.md, 2026-11-25 session 5), the backward kernel over
-# cuDNN's backward, a block an item -> zigzag: D 64 1.12 -> 1.16 at L 1k,
-# 0.98 -> 1.03 at 4k; D 128 1.06 -> 1.06 and 0.96 -> 0.99. At 16k (one
+# the H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26), with the overlap,
+# at D 64 bhld: 1.043 -> 1.066 / 1.043 -> 1.063 of a block an item's speed
+# without it at L 1k / 4k (the overlap alone 1.021 / 1.031). At 16k (one
 # batch of 16 heads, 128 key blocks a head, about as many as SMs) each
-# block's items are the same length round after round: 0.99 -> 0.70. The
-# persistent backward without the mask measured within 2% of a block an
-# item (both directions), so that one stays as it is.
-ZIGZAG_BWD_KEYS = {64: 8192, 128: 8192}
+# block's items are the same length round after round: 0.70 of cuDNN where a
+# block an item reads 0.96. At D 64 blhd the persistent loop's registers make
+# ptxas spill 332 bytes (bhld: 132): 15% slower than a block an item; at D 128
+# zigzag measured no faster than dq_first (1.000-1.026 against 1.015-1.023),
+# and with dq_first it spills 200 bytes. The persistent backward without the
+# mask measured within 2% of a block an item, so that one stays as it is.
+ZIGZAG_BWD_KEYS = {(64, "bhld"): 8192}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +479,7 @@ class AttentionKernels:
     bwd: tkc.Kernel
     paired: tkc.Kernel                # causal below PAIRED_CAUSAL_KEYS (else short)
     zigzag: tuple = ()                # causal below ZIGZAG_CAUSAL_KEYS: short[, long]
-    bwd_zigzag: tkc.Kernel | None = None   # causal below ZIGZAG_BWD_KEYS
+    bwd_zigzag: tkc.Kernel | None = None   # causal below ZIGZAG_BWD_KEYS[D, layout]
 
     def __iter__(self):
         kernels = (self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag, self.bwd_zigzag)
@@ -467,9 +500,9 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     head dim (not varlen), the short forward (ZIGZAG_BASE) and, where
     LONG_KEYS is below ZIGZAG_CAUSAL_KEYS, the long one persistent in zigzag
     order run below those keys (the paired one only from there on).
-    The backward steps BWD_QUERIES[D] query rows at a time; causal, where
-    ZIGZAG_BWD_KEYS has the head dim (not varlen), a persistent zigzag twin
-    runs below those keys. D = 256: 64-key tiles (Q and a 2-stage ring fill
+    The backward steps BWD_QUERIES[D] query rows at a time, scheduled as
+    BWD_SCHEDULE[D] says; causal, where ZIGZAG_BWD_KEYS has the head dim and
+    layout, a persistent zigzag twin runs below those keys. D = 256: 64-key tiles (Q and a 2-stage ring fill
     192 KB), O from registers; the backward splits its work by halves of D
     (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
@@ -486,16 +519,17 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    options = backward_options(D, causal)
+    options = backward_options(D, causal, layout)
     bwd_zigzag = attention_bwd(D, causal, layout, **options, persistent="zigzag") \
-        if causal and D in ZIGZAG_BWD_KEYS and layout != "varlen" else None
+        if causal and (D, layout) in ZIGZAG_BWD_KEYS else None
     return AttentionKernels(short, long, _prep(D, layout), attention_bwd(D, causal, layout, **options),
                             paired, tuple(zigzag), bwd_zigzag)
 
 
-def backward_options(D: int, causal: bool) -> dict:
+def backward_options(D: int, causal: bool, layout: str) -> dict:
     """attention_bwd's options as tkc.attention's backward has them."""
-    return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0)
+    schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if layout != "varlen" or k != "dq_first"}
+    return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
@@ -513,7 +547,7 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
 def backward_kernels(D: int, causal: bool, layout: str, keys: int):
     """(prep, backward) for sequences of `keys` keys."""
     ks = attention_kernels(D, causal, layout)
-    zigzag = ks.bwd_zigzag is not None and keys < ZIGZAG_BWD_KEYS[D]
+    zigzag = ks.bwd_zigzag is not None and keys < ZIGZAG_BWD_KEYS[D, layout]
     return ks.prep, ks.bwd_zigzag if zigzag else ks.bwd
 
 
