@@ -13,6 +13,12 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 short and long ones persistent with the items dealt in zigzag
     zigzag64    at D 64 with the mask: the paired forward against zigzag
                 ones of two and three consumer warpgroups
+    paired64    at D 64 with the mask: the paired forward with a share of its
+                exponentials on the FMA pipe, a 3-stage ring, the intra-
+                warpgroup overlap; the zigzag one (two warpgroups) with shares
+    zigzag64fma at D 64 with the mask: the zigzag forward (two warpgroups)
+                with shares 1/8 to 1/2 on the FMA pipe against the paired
+                and the long forwards
 """
 import math
 import sys
@@ -21,6 +27,7 @@ from tkc.kernels.attention_hopper import attention_hopper
 
 BASE = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2)}
 LONG = dict(overlap=True, pingpong=True)
+PAIRED = dict(consumers=1, blocks_per_sm=2, KV=128)     # and stages=2 (tkc.attention's)
 EXPERIMENTS = {
     "causal": ([dict(D=64, causal=True, **x) for x in (BASE[64], dict(BASE[64], **LONG),
                                                        dict(stages=2, consumers=1, blocks_per_sm=2))],
@@ -36,6 +43,15 @@ EXPERIMENTS = {
                     dict(stages=2, consumers=3, persistent="zigzag"),
                     dict(stages=2, consumers=2, **LONG, persistent="zigzag"))],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
+    "paired64": ([dict(D=64, causal=True, **PAIRED, **{"stages": 2, **x}) for x in (
+                    dict(), dict(ex2_fma=0.125), dict(ex2_fma=0.25), dict(stages=3), dict(overlap=True))] +
+                 [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
+                  for s in (0.125, 0.25)],
+                 [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
+    "zigzag64fma": ([dict(D=64, causal=True, **PAIRED, stages=2), dict(D=64, causal=True, **BASE[64], **LONG)] +
+                    [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
+                     for s in (0.125, 0.25, 0.375, 0.5)],
+                 [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),

@@ -108,13 +108,12 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
 
 
 def test_short_causal_sequences_get_the_paired_forward():
-    """Causal below PAIRED_CAUSAL_KEYS keys and from ZIGZAG_CAUSAL_KEYS on
-    (varlen: always): one consumer warpgroup a block, two blocks an SM;
+    """Causal varlen below PAIRED_CAUSAL_KEYS keys (bhld and blhd run the
+    zigzag forward there): one consumer warpgroup a block, two blocks an SM;
     from LONG_KEYS on the long forward; without the mask the short one; at
     D = 256 never the paired one."""
-    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
-    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130),
-                                   (64, "kv128", "bhld", ZIGZAG_CAUSAL_KEYS[64])):
+    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
+    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130)):
         picked = lambda D, causal, keys: forward_kernel(D, causal, layout, keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
         assert picked(D, True, first).endswith(f"{tile}_s2_c1_b2")
@@ -127,9 +126,8 @@ def test_short_causal_sequences_get_the_paired_forward():
 def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
     """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (two
     consumer warpgroups at D = 64) and at D = 128 from LONG_KEYS the long
-    one, persistent in zigzag order; from there on the paired forward (D =
-    64, up to PAIRED_CAUSAL_KEYS) or the long one a block a work item; at
-    D = 256 never."""
+    one, persistent in zigzag order; from there on the long one a block a
+    work item; at D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
     for layout in ("bhld", "blhd"):
         picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
@@ -138,23 +136,24 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
         assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag")
         assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
         n = ZIGZAG_CAUSAL_KEYS[64]
-        assert picked(64, 130).endswith("kv128_s2_zigzag_fma12") and picked(64, n - 1).endswith("kv128_s2_zigzag_fma12")
-        assert picked(64, n).endswith("_c1_b2") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
+        assert picked(64, 130).endswith("kv128_s2_zigzag_fma25") and picked(64, n - 1).endswith("kv128_s2_zigzag_fma25")
+        assert picked(64, n).endswith("pingpong_c3") and n == LONG_KEYS[64]   # no paired forward at D 64
     assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
 
 
 def test_exponentials_on_the_fma_pipe_where_measured_faster():
-    """EX2_FMA of the softmax's exponentials on the FMA pipe: in the D = 128
-    backward without the mask and D = 64's zigzag causal forward only."""
-    from tkc.kernels.attention_bwd import EX2_FMA, attention_kernels
-    assert EX2_FMA == 0.125
+    """EX2_FMA of the softmax's exponentials on the FMA pipe in the D = 128
+    backward without the mask, ZIGZAG_EX2_FMA in D = 64's zigzag causal
+    forward, nowhere else."""
+    from tkc.kernels.attention_bwd import EX2_FMA, ZIGZAG_EX2_FMA, attention_kernels
+    assert EX2_FMA == 0.125 and ZIGZAG_EX2_FMA == {64: 0.25}
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
-                  if "_fma12" in k.name}
+                  if "_fma" in k.name}
     assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_dqfirst", "attn_bwd_d128_blhd_fma12_overlap_dqfirst",
                           "attn_bwd_d128_varlen_fma12_overlap",
-                          "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma12",
-                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma12"}
+                          "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma25",
+                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma25"}
 
 
 def test_forwards_without_a_mask_are_persistent():

@@ -424,16 +424,24 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # 2026-11-25), tkc / cuDNN at D 128: 0.90 (paired) -> 1.05 at L 1k, 0.95
 # (long) -> 1.01 at 2k, 0.97 -> 1.03 at 4k; at 16k 0.83 against the long
 # forward's 1.08. At D 64 with two consumer warpgroups (ZIGZAG_BASE; three
-# are slower at 1k), against the paired forward: 0.84 -> 0.90 at 1k (0.86
-# -> 0.92 in bench/attention.py), 0.89 at 2k, and at 4k 0.92 in the
-# benchmark where the paired one read 0.95-0.96: below 2048 keys only.
-ZIGZAG_CAUSAL_KEYS = {64: 2048, 128: 8192}
+# are slower at 1k) and a quarter of its exponentials on the FMA pipe
+# (ZIGZAG_EX2_FMA), against the paired forward (BENCHMARKS.md, 2026-11-26,
+# 5 interleaved rounds, two runs): 0.86 -> 0.94-0.95 at 1k, 0.91-0.94 ->
+# 0.94-0.95 at 2k, 0.94 -> 0.96-0.97 at 4k, at 8k 0.95 against the long
+# forward's 1.02 (without the share it was ahead only below 2k keys).
+ZIGZAG_CAUSAL_KEYS = {64: 8192, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
+# The share of the zigzag forward's exponentials on the FMA pipe, per head
+# dim (same runs, tkc / cuDNN at 1k / 2k / 4k / 8k): 1/8 0.92 / 0.94 / 0.94
+# / 0.93, 1/4 0.95 / 0.95 / 0.96 / 0.95, 3/8 0.94 / 0.96 / 0.94 / 0.93, 1/2
+# 0.89 / 0.90 / 0.91 / 0.90. At D 64 the exponentials take the MUFU as long
+# as the two matrix products take the tensor cores.
+ZIGZAG_EX2_FMA = {64: 0.25}
 # The share of the softmax's exponentials computed on the FMA pipe (exp2's
 # fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
 # locked clocks; BENCHMARKS.md 2026-11-25 session 4): the D 128 backward
-# without the mask (2-3% at L 1k and 4k) and D 64's zigzag causal forward
-# (2% at L 1k). The persistent forwards without the mask are 6-10% slower
+# without the mask (2-3% at L 1k and 4k); D 64's zigzag causal forward
+# takes ZIGZAG_EX2_FMA. The persistent forwards without the mask are 6-10% slower
 # with it, the long (ping-pong) ones 1-5%, the other backwards and D 128's
 # zigzag forward equal; larger shares are slower (a quarter: up to 17%, a
 # half: up to 34%), as the MUFU is not what the softmax waits for here.
@@ -515,7 +523,7 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen":
         schedules = [{}] + ([dict(overlap=True, pingpong=True)] if LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D] else [])
         zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag",
-                                   ex2_fma=EX2_FMA if D == 64 and not x else 0.0) for x in schedules]
+                                   ex2_fma=0.0 if x else ZIGZAG_EX2_FMA.get(D, 0.0)) for x in schedules]
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
