@@ -56,7 +56,7 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
     import tkc
-    from tkc.bench.timing import interleaved
+    from tkc.bench.timing import interleaved, profile_variants
     torch.manual_seed(0)
     for L in lengths:
         B, H = 16384 // L, 16
@@ -93,10 +93,7 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
                     assert err < 1e-2, (L, D, causal, name, err)
                 config = f"{layout} B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}"
                 if ncu:                  # the launch list, in order, for --parse
-                    from tkc.bench.timing import profile_once
-                    profile_once([fn for _ in range(NCU_ROUNDS) for fn in fns.values()])
-                    for _ in range(NCU_ROUNDS):
-                        print("\n".join(f"{config}|{n}" for n in fns), flush=True)
+                    profile_variants(config, fns, NCU_ROUNDS)
                     continue
                 q2, k2, v2 = (t.clone().requires_grad_() for t in (q, k, v))
 
@@ -116,29 +113,11 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
                       f"{statistics.median(cudnn):.3f} ms | {line}", flush=True)
 
 
-def parse(csv_path, launches_path):
-    """The ncu CSV's backward-kernel times, matched to the launch list: per
-    configuration, each variant's mean and its ratio to the first's."""
-    import csv
-    import re
-    rows = csv.DictReader(line for line in open(csv_path) if line.startswith('"'))
-    times = [float(r["gpu__time_duration.sum"].replace(",", "")) for r in rows
-             if re.match("attn_bwd", r["Kernel Name"])]          # (the units row has no name)
-    launches = [line.strip().split("|") for line in open(launches_path) if "|" in line]
-    assert len(times) == len(launches), (len(times), len(launches))
-    table = {}
-    for (config, name), t in zip(launches, times):
-        table.setdefault(config, {}).setdefault(name, []).append(t / 1e3)
-    for config, variants in table.items():
-        base = statistics.mean(next(iter(variants.values())))
-        print(f"{config:32} " + "  ".join(f"{n} {statistics.mean(t):8.1f} us "
-                                           f"({base / statistics.mean(t):.3f})" for n, t in variants.items()))
-
-
 if __name__ == "__main__":
     import sys
     if sys.argv[1:2] == ["--parse"]:
-        parse(*sys.argv[2:4])
+        from tkc.bench.timing import ncu_table
+        print("\n".join(ncu_table(*sys.argv[2:4], "attn_bwd")))
         sys.exit()
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     main([int(x) for x in args] or (1024, 4096), "blhd" if "--blhd" in sys.argv else "bhld",

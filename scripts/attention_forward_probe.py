@@ -19,6 +19,8 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
     zigzag64fma at D 64 with the mask: the zigzag forward (two warpgroups)
                 with shares 1/8 to 1/2 on the FMA pipe against the paired
                 and the long forwards
+    causal64    the paired forward against the zigzag one with shares 1/8
+                and 1/4 (for --ncu)
 """
 import math
 import sys
@@ -52,6 +54,10 @@ EXPERIMENTS = {
                     [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
                      for s in (0.125, 0.25, 0.375, 0.5)],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
+    "causal64": ([dict(D=64, causal=True, **PAIRED, stages=2)] +
+                 [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
+                  for s in (0.125, 0.25)],
+                 [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),
@@ -60,11 +66,17 @@ BUILT = {name: [attention_hopper(**v) for v in variants] for name, (variants, _)
 KERNELS = [k for ks in BUILT.values() for k in ks]   # for `tkc build`
 
 
-def main(which: str):
+def main(which: str, ncu: bool = False):
+    """ncu: each variant's kernel alone, twice, for ncu at locked clocks
+    (`ncu --profile-from-start off -k regex:attn_fwd --metrics
+    gpu__time_duration.sum --csv --page raw --print-units base --log-file
+    F.csv python3 scripts/attention_forward_probe.py X --ncu > launches.txt`,
+    then `python3 -c "from tkc.bench.timing import ncu_table;
+    print(*ncu_table('F.csv', 'launches.txt', 'attn_fwd'), sep=chr(10))"`)."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
-    from tkc.bench.timing import interleaved, tflops_lines
+    from tkc.bench.timing import interleaved, profile_variants, tflops_lines
     variants, shapes = EXPERIMENTS[which]
     for B, H, N in shapes:
         for D in sorted({v["D"] for v in variants}):
@@ -81,6 +93,10 @@ def main(which: str):
                     assert err < 1e-2, (k.name, err)
                     fns[k.name] = (lambda k=k: k(q, kk, vv, o, lse, 1 / math.sqrt(D)))
 
+            if ncu:
+                profile_variants(f"B{B} H{H} N{N} D{D}{' causal' if causal else ''}", fns)
+                continue
+
             def peer():
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                     sdpa(q, kk, vv, is_causal=causal)
@@ -91,4 +107,5 @@ def main(which: str):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "persistent"))
+    args = [a for a in sys.argv[1:] if a != "--ncu"]
+    sys.exit(main(args[0] if args else "persistent", "--ncu" in sys.argv))

@@ -108,12 +108,13 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
 
 
 def test_short_causal_sequences_get_the_paired_forward():
-    """Causal varlen below PAIRED_CAUSAL_KEYS keys (bhld and blhd run the
-    zigzag forward there): one consumer warpgroup a block, two blocks an SM;
+    """Causal below PAIRED_CAUSAL_KEYS keys and from ZIGZAG_CAUSAL_KEYS on
+    (varlen: always): one consumer warpgroup a block, two blocks an SM;
     from LONG_KEYS on the long forward; without the mask the short one; at
     D = 256 never the paired one."""
-    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS
-    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130)):
+    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
+    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130),
+                                   (64, "kv128", "bhld", ZIGZAG_CAUSAL_KEYS[64])):
         picked = lambda D, causal, keys: forward_kernel(D, causal, layout, keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
         assert picked(D, True, first).endswith(f"{tile}_s2_c1_b2")
@@ -126,8 +127,9 @@ def test_short_causal_sequences_get_the_paired_forward():
 def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
     """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (two
     consumer warpgroups at D = 64) and at D = 128 from LONG_KEYS the long
-    one, persistent in zigzag order; from there on the long one a block a
-    work item; at D = 256 never."""
+    one, persistent in zigzag order; from there on the paired forward (D =
+    64, up to PAIRED_CAUSAL_KEYS) or the long one a block a work item; at
+    D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
     for layout in ("bhld", "blhd"):
         picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
@@ -137,7 +139,7 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
         assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
         n = ZIGZAG_CAUSAL_KEYS[64]
         assert picked(64, 130).endswith("kv128_s2_zigzag_fma25") and picked(64, n - 1).endswith("kv128_s2_zigzag_fma25")
-        assert picked(64, n).endswith("pingpong_c3") and n == LONG_KEYS[64]   # no paired forward at D 64
+        assert picked(64, n).endswith("_c1_b2") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
     assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
 
 

@@ -72,6 +72,40 @@ def profile_once(fns) -> None:
     torch.cuda.cudart().cudaProfilerStop()
 
 
+def profile_variants(config: str, fns: dict, rounds: int = 2) -> None:
+    """For ncu at locked clocks (`--profile-from-start off`): each of fns
+    (name: fn) `rounds` times, alternating, after a warm-up call of each;
+    prints the launch list ("config|name" a line, in launch order) that
+    `ncu_table` matches to ncu's CSV."""
+    profile_once([fn for _ in range(rounds) for fn in fns.values()])
+    for _ in range(rounds):
+        print("\n".join(f"{config}|{name}" for name in fns), flush=True)
+
+
+def ncu_table(csv_path, launches_path, kernels: str) -> list[str]:
+    """The kernel times of ncu's CSV (`--csv --page raw --print-units base
+    --metrics gpu__time_duration.sum`, the kernels whose name matches the
+    regex `kernels`), matched to `profile_variants`' launch list: a line per
+    configuration, each variant's mean µs and the first's time over it."""
+    import csv
+    import re
+    rows = csv.DictReader(line for line in open(csv_path) if line.startswith('"'))
+    times = [float(r["gpu__time_duration.sum"].replace(",", "")) for r in rows
+             if re.match(kernels, r["Kernel Name"])]          # (the units row has no name)
+    launches = [line.strip().split("|") for line in open(launches_path) if "|" in line]
+    if len(times) != len(launches):
+        raise ValueError(f"{len(times)} kernel times for {len(launches)} launches")
+    table = {}
+    for (config, name), t in zip(launches, times):
+        table.setdefault(config, {}).setdefault(name, []).append(t / 1e3)
+    lines = []
+    for config, variants in table.items():
+        base = statistics.mean(next(iter(variants.values())))
+        lines.append(f"{config:32} " + "  ".join(f"{n} {statistics.mean(t):8.1f} us ({base / statistics.mean(t):.3f})"
+                                                 for n, t in variants.items()))
+    return lines
+
+
 def median_ratio(peer_ms: list, tkc_ms: list) -> float:
     """The median over rounds of peer time / tkc time (> 1: tkc is faster)."""
     return statistics.median(p / t for p, t in zip(peer_ms, tkc_ms))

@@ -425,17 +425,19 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # (long) -> 1.01 at 2k, 0.97 -> 1.03 at 4k; at 16k 0.83 against the long
 # forward's 1.08. At D 64 with two consumer warpgroups (ZIGZAG_BASE; three
 # are slower at 1k) and a quarter of its exponentials on the FMA pipe
-# (ZIGZAG_EX2_FMA), against the paired forward (BENCHMARKS.md, 2026-11-26,
-# 5 interleaved rounds, two runs): 0.86 -> 0.94-0.95 at 1k, 0.91-0.94 ->
-# 0.94-0.95 at 2k, 0.94 -> 0.96-0.97 at 4k, at 8k 0.95 against the long
-# forward's 1.02 (without the share it was ahead only below 2k keys).
-ZIGZAG_CAUSAL_KEYS = {64: 8192, 128: 8192}
+# (ZIGZAG_EX2_FMA), over the paired forward (BENCHMARKS.md, 2026-11-26):
+# 1.058 / 1.016 / 0.976 / 0.939 at 1k / 2k / 4k / 8k in kernel time at
+# locked clocks (ncu), 1.10 / 1.04 / 1.00 / 1.00 and 1.08-1.10 / 1.02-1.04
+# / 1.03 at 1k / 2k / 4k in three interleaved runs at boost clocks: below
+# 4096 keys (with an eighth it was ahead only below 2048).
+ZIGZAG_CAUSAL_KEYS = {64: 4096, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
 # The share of the zigzag forward's exponentials on the FMA pipe, per head
-# dim (same runs, tkc / cuDNN at 1k / 2k / 4k / 8k): 1/8 0.92 / 0.94 / 0.94
-# / 0.93, 1/4 0.95 / 0.95 / 0.96 / 0.95, 3/8 0.94 / 0.96 / 0.94 / 0.93, 1/2
-# 0.89 / 0.90 / 0.91 / 0.90. At D 64 the exponentials take the MUFU as long
-# as the two matrix products take the tensor cores.
+# dim (an interleaved run, tkc / cuDNN at 1k / 2k / 4k / 8k): 1/8 0.92 /
+# 0.94 / 0.94 / 0.93, 1/4 0.95 / 0.95 / 0.96 / 0.95, 3/8 0.94 / 0.96 / 0.94
+# / 0.93, 1/2 0.89 / 0.90 / 0.91 / 0.90 (ncu: 1/4 1.6-2.7% faster than
+# 1/8). At D 64 the exponentials keep the MUFU about as busy as the two
+# matrix products keep the tensor cores.
 ZIGZAG_EX2_FMA = {64: 0.25}
 # The share of the softmax's exponentials computed on the FMA pipe (exp2's
 # fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
