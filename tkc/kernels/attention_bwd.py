@@ -427,9 +427,9 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # are slower at 1k) and a quarter of its exponentials on the FMA pipe
 # (ZIGZAG_EX2_FMA), over the paired forward (BENCHMARKS.md, 2026-11-26):
 # 1.058 / 1.016 / 0.976 / 0.939 at 1k / 2k / 4k / 8k in kernel time at
-# locked clocks (ncu), 1.10 / 1.04 / 1.00 / 1.00 and 1.08-1.10 / 1.02-1.04
-# / 1.03 at 1k / 2k / 4k in three interleaved runs at boost clocks: below
-# 4096 keys (with an eighth it was ahead only below 2048).
+# locked clocks (ncu), 1.10 / 1.02-1.04 / 1.00-1.04 / 0.99-1.00 in three
+# interleaved runs at boost clocks: below 4096 keys (with an eighth it was
+# ahead only below 2048).
 ZIGZAG_CAUSAL_KEYS = {64: 4096, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
 # The share of the zigzag forward's exponentials on the FMA pipe, per head
