@@ -101,8 +101,8 @@ def ncu_table(csv_path, launches_path, kernels: str) -> list[str]:
     lines = []
     for config, variants in table.items():
         base = statistics.mean(next(iter(variants.values())))
-        lines.append(f"{config:32} " + "  ".join(f"{n} {statistics.mean(t):8.1f} us ({base / statistics.mean(t):.3f})"
-                                                 for n, t in variants.items()))
+        cells = (f"{n} {statistics.mean(t):8.1f} us ({base / statistics.mean(t):.3f})" for n, t in variants.items())
+        lines.append(f"{config:32} " + "  ".join(cells))
     return lines
 
 

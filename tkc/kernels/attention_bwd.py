@@ -443,10 +443,10 @@ ZIGZAG_EX2_FMA = {64: 0.25}
 # fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
 # locked clocks; BENCHMARKS.md 2026-11-25 session 4): the D 128 backward
 # without the mask (2-3% at L 1k and 4k); D 64's zigzag causal forward
-# takes ZIGZAG_EX2_FMA. The persistent forwards without the mask are 6-10% slower
-# with it, the long (ping-pong) ones 1-5%, the other backwards and D 128's
-# zigzag forward equal; larger shares are slower (a quarter: up to 17%, a
-# half: up to 34%), as the MUFU is not what the softmax waits for here.
+# takes ZIGZAG_EX2_FMA. The persistent forwards without the mask are 6-10%
+# slower with it, the long (ping-pong) ones 1-5%, the other backwards and
+# D 128's zigzag forward equal; larger shares are slower there (a quarter:
+# up to 17%, a half: up to 34%), as the MUFU is not what they wait for.
 EX2_FMA = 0.125
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
@@ -458,7 +458,7 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # dq_first), by kernel time at locked clocks on the H100 (ncu, BENCHMARKS.md
 # 2026-11-26): overlap is 1.2-3.1% faster at D 64 and 0-1% at D 128;
 # dq_first with it 0.6-4.6% at D 128 (bhld and blhd, L 1k and 4k). At D 64
-# dq_first makes ptxas serialise the wgmmas (its registers): 7-10% slower;
+# dq_first makes ptxas serialise the wgmmas (its registers): 6-9% slower;
 # for varlen at D 128 it makes ptxas spill 64 bytes where the others spill
 # 4-28 (not measured there: varlen keeps the overlap alone).
 BWD_SCHEDULE = {64: dict(overlap=True), 128: dict(overlap=True, dq_first=True), 256: {}}
@@ -512,9 +512,9 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     order run below those keys (the paired one only from there on).
     The backward steps BWD_QUERIES[D] query rows at a time, scheduled as
     BWD_SCHEDULE[D] says; causal, where ZIGZAG_BWD_KEYS has the head dim and
-    layout, a persistent zigzag twin runs below those keys. D = 256: 64-key tiles (Q and a 2-stage ring fill
-    192 KB), O from registers; the backward splits its work by halves of D
-    (attention_bwd)."""
+    layout, a persistent zigzag twin runs below those keys. D = 256: 64-key
+    tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
+    splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
             256: dict(stages=2, consumers=2, KV=64)}[D]
     persistent = [p and not causal and layout != "varlen" for p in PERSISTENT[D]]

@@ -1011,12 +1011,12 @@ def _unretired_mma(block):
 
 
 def _in_flight(ops) -> list:
-    """The ops of a block's top-level ops `ops` whose warpgroup mmas may
-    still be in flight after the last (a wgmma, or an op with one nested
-    that its blocks do not retire), in issue order. Groups complete in
-    order, so a wait with pending = n retires every op that n top-level
-    mmas followed (nested ones count for none: a loop may run no iteration,
-    an if may skip its branch); an if whose two branches each wait for all
+    """Of a block's top-level ops `ops`, those whose warpgroup mmas may
+    still be in flight at its end (a wgmma, or an op with a nested one that
+    its blocks leave in flight), in issue order. Groups complete in order,
+    so a wait with pending = n retires every op that n top-level mmas
+    followed (nested ones count for none: a loop may run no iteration, an
+    if may skip its branch); an if whose two branches each wait for all
     retires everything before it."""
     left = []                            # [op, top-level mmas issued after it]
     for o in ops:
