@@ -29,7 +29,7 @@ from tkc.kernels.attention_hopper import attention_hopper
 
 BASE = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2)}
 LONG = dict(overlap=True, pingpong=True)
-PAIRED = dict(consumers=1, blocks_per_sm=2, KV=128)     # and stages=2 (tkc.attention's)
+PAIRED = dict(stages=2, consumers=1, blocks_per_sm=2, KV=128)     # tkc.attention's paired forward
 EXPERIMENTS = {
     "causal": ([dict(D=64, causal=True, **x) for x in (BASE[64], dict(BASE[64], **LONG),
                                                        dict(stages=2, consumers=1, blocks_per_sm=2))],
@@ -45,16 +45,16 @@ EXPERIMENTS = {
                     dict(stages=2, consumers=3, persistent="zigzag"),
                     dict(stages=2, consumers=2, **LONG, persistent="zigzag"))],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
-    "paired64": ([dict(D=64, causal=True, **PAIRED, **{"stages": 2, **x}) for x in (
+    "paired64": ([dict(D=64, causal=True, **{**PAIRED, **x}) for x in (
                     dict(), dict(ex2_fma=0.125), dict(ex2_fma=0.25), dict(stages=3), dict(overlap=True))] +
                  [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
                   for s in (0.125, 0.25)],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
-    "zigzag64fma": ([dict(D=64, causal=True, **PAIRED, stages=2), dict(D=64, causal=True, **BASE[64], **LONG)] +
+    "zigzag64fma": ([dict(D=64, causal=True, **PAIRED), dict(D=64, causal=True, **BASE[64], **LONG)] +
                     [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
                      for s in (0.125, 0.25, 0.375, 0.5)],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),
-    "causal64": ([dict(D=64, causal=True, **PAIRED, stages=2)] +
+    "causal64": ([dict(D=64, causal=True, **PAIRED)] +
                  [dict(D=64, causal=True, stages=2, consumers=2, persistent="zigzag", ex2_fma=s)
                   for s in (0.125, 0.25)],
                  [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (2, 16, 8192)]),

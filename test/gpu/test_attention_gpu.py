@@ -20,7 +20,8 @@ except ImportError:
     torch = None
 
 # the dq="atomic" twin of tkc.attention's backward (its exponentials alike)
-ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", dq="atomic", ex2_fma=backward_options(D, causal, "bhld")["ex2_fma"])
+ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", dq="atomic",
+                                     ex2_fma=backward_options(D, causal, "bhld")["ex2_fma"])
           for D in (64, 128) for causal in (False, True)}
 KERNELS = list(ATOMIC.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
