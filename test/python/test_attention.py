@@ -174,10 +174,6 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, persistent="zigzag"), 64, True, "bhld", 450, 600),
     (dict(overlap=True, dq_first=True), 128, False, "bhld", 200, 330),
     (dict(overlap=True, dq_first=True, persistent="zigzag"), 128, True, "blhd", 450, 600),
-    (dict(overlap=True, lag=True), 128, False, "bhld", 200, 330),
-    (dict(overlap=True, lag=True), 128, True, "blhd", 330, 200),
-    (dict(overlap=True, lag=True), 64, True, "bhld", 300, 77),
-    (dict(overlap=True, lag=True, pingpong=True), 128, True, "bhld", 200, 330),
 ]
 
 

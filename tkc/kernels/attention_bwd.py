@@ -41,7 +41,6 @@ next sequence's) are masked, and dK and dV are clipped when stored.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import math
@@ -80,8 +79,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
-                  overlap: bool = False, dq_first: bool = False, lag: bool = False,
-                  pingpong: bool = False):
+                  overlap: bool = False, dq_first: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -123,8 +121,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
-                                "overlap" if overlap else "", "dqfirst" if dq_first else "",
-                                "lag" if lag else "", "pingpong" if pingpong else "")
+                                "overlap" if overlap else "", "dqfirst" if dq_first else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -175,43 +172,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         hk = h0 // group
         k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 or by_rows else "64b"), st(bf16, BKV, D)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
-        # dS^T, both warpgroups' keys (lag: of two tiles, slot it % 2)
-        dst_s = st(bf16, BKV * (1 + lag), BQ)
+        dst_s = st(bf16, BKV, BQ)        # dS^T, both warpgroups' keys
         lse_s, delta_s = sv(f32, BQ), sv(f32, BQ)
-        dq_s = st(f32, BQ * (1 + lag), D) if by_tma else None
-        if lag:                          # phase t: tile t's dS^T stored (a warpgroup's arrival),
-            ds_full, ds_free = tkc.barrier(2), tkc.barrier(8)   # dQ of tile t read it (a warp's)
-
-        def dq_mma(ds_t):
-            """This warpgroup's part of dQ = dS K (unscaled) from dS^T tile ds_t."""
-            if by_rows:
-                return warpgroup.mma_AtB(subtile(ds_t, BKV, 64, (0, wg)), k_s, zero(rt(f32, 16, D)))
-            return warpgroup.mma_AtB(ds_t, subtile(k_s, BKV, D // 2, (0, wg)), zero(rt(f32, 16, D // 2)))
-
-        def lagged_dq(t, h, i):
-            """lag: dQ of tile t (query tile i of head h) from dS^T slot t % 2;
-            each warpgroup adds its part by its own TMA from its dq_s slot."""
-            slot = t % 2
-            dqp = warpgroup.mma_async_wait(dq_mma(subtile(dst_s, BKV, BQ, (slot, 0))))
-            tkc.arrive(ds_free)
-            part = subtile(dq_s, 64, D, (2 * slot + wg, 0)) if by_rows else \
-                subtile(dq_s, BQ, D // 2, (slot, wg))
-            with tkc.if_(w % 4 == 0):
-                tma.store_async_wait(1)  # its TMA of two tiles ago has read the slot
-            warpgroup.sync()
-            warpgroup.store(part, dqp * scale, (0, 0))
-            tkc.fence_async()
-            warpgroup.sync()
-            b, d, r, col = tile(h, i)
-            with tkc.if_(w % 4 == 0):
-                tma.store_add_async(dq_acc, part, (b, d, 2 * r + wg, col) if by_rows else (b, d, r, 2 * col + wg))
+        dq_s = st(f32, BQ, D) if by_tma else None
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
         key0 = kb * BKV + w * 16         # this warp's first key
         shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
-        turn = warpgroup.turns() if pingpong else None
         for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
@@ -225,9 +194,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             # and the tile's queries: P^T and dS^T are then in registers in
             # the layout of a wgmma's A, for dV += P^T dO and dK += dS^T Q
             s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
-            with turn or contextlib.nullcontext():
-                warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
-                warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
+            warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
+            warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             # overlap: P^T under dP^T's wgmma, dS^T under dV's
             warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
             p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma), key0, i * BQ, Lk, shift)
@@ -236,31 +204,17 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             if overlap:
                 warpgroup.mma_async_wait(dp, pending=1)
             ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)
-            if lag:                      # dQ of the tile before, from its dS^T slot
-                warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
-                with tkc.if_(it >= 2):   # this slot's last reader, dQ two tiles ago, is done
-                    tkc.wait(ds_free, it)
-                warpgroup.store(subtile(dst_s, 64, BQ, (2 * (it % 2) + wg, 0)), ds, (0, 0))
-                tkc.fence_async()
-                # the warpgroup's arrival for tile it after every warp's wait for
-                # tile it - 1 (no arrival counts towards a phase before it, and
-                # no warp waits for a parity whose next phase completed)
-                with tkc.if_(it >= 1):
-                    tkc.wait(ds_full, it - 1)
-                warpgroup.sync()
-                with tkc.if_(w % 4 == 0):
-                    tkc.arrive(ds_full)
-                warpgroup.mma_async_wait(dv_r, dk_r)
-                with tkc.if_(it >= 1):
-                    lagged_dq(it - 1, h0 + (it - 1) // per_head, first + (it - 1) % per_head)
-                continue
             if not dq_first:
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
             tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
             warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))
             tkc.fence_async()
             tkc.sync()
-            dqp = dq_mma(dst_s)
+            if by_rows:
+                dqp = warpgroup.mma_AtB(subtile(dst_s, BKV, 64, (0, wg)), k_s, zero(rt(f32, 16, D)))
+            else:
+                dqp = warpgroup.mma_AtB(dst_s, subtile(k_s, BKV, D // 2, (0, wg)),
+                                        zero(rt(f32, 16, D // 2)))
             if dq_first:                 # dK's wgmma after dQ's, in flight through dQ's store
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
                 warpgroup.mma_async_wait(dqp, dv_r, pending=1)
@@ -274,15 +228,6 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                 b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
                 store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg),
                       clip=True, add=True)
-        if turn:
-            turn.end()
-        if lag:                          # the last tile's dQ
-            n = per_head * group
-            with tkc.if_(n > 0):
-                tkc.wait(ds_full, n - 1)
-                lagged_dq(n - 1, h0 + (n - 1) // per_head, first + (n - 1) % per_head)
-            with tkc.if_(w % 4 == 0):
-                tma.store_async_wait()
         if dq_first:
             warpgroup.mma_async_wait(dk_r)
         b, d, r, col = out(hk, kb * (BKV // 16) + w)
@@ -307,7 +252,6 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         shift, first, per_head = query_tiles(kb, BKV_WIDE, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, H)), zero(rt(f32, 16, H))   # this warpgroup's half of D
         c = scale * LOG2E
-        turn = warpgroup.turns() if pingpong else None
         for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
