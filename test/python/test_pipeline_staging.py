@@ -605,6 +605,29 @@ def test_once_loaded_tile_released_after_its_last_reader(name, rng):
     np.testing.assert_allclose(o, want, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("name,D", [("in_pending", 64), ("wide_pending", 256)])
+def test_once_loaded_tile_released_by_a_pending_wait(name, D, rng):
+    """once-release.py's in_pending / wide_pending: the finish's wgmma
+    reading q is retired by a pending = 1 wait while another (reading w)
+    stays in flight; q goes back to the producer there. At D = 256 q has one
+    slot, so the next item's q load follows that release at once: the
+    interpreter, which checks the load against the wgmma reads in flight,
+    reports a release placed before the wait. 5 items on 2 blocks."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
+    spec = importlib.util.spec_from_file_location("once_release", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    q, w, k = (ref_bf16(rng.standard_normal(shape)) for shape in ((128 * 5, D), (64, D), (192, D)))
+    o = np.full((128 * 5, 64), np.nan, np.float32)
+    tkc.interpreter.run(staged(getattr(mod, name)), [q, w, k, o], sms=2)
+    q64, w64 = q.astype(np.float64), w.astype(np.float64)
+    qk = sum(q64 @ k[j:j + 64].T for j in range(0, 192, 64))    # Q K_j^T summed
+    want = qk + q64 @ w64.T + np.tile(w64 @ w64.T, (10, 1))
+    np.testing.assert_allclose(o, want, rtol=1e-4, atol=1e-3)
+
+
 @tkc.kernel(warps=4, grid=lambda a, o: (1, 1, 1))
 def running_sum(a: gl(f32, 1, 1, "M", 64), o: gl(f32, 1, 1, "M", 64)):
     """o's row tile k = a's tiles 0..k summed: LCSF's store function, a

@@ -942,23 +942,21 @@ def _relax_wgmma(body):
 
 def _after_last_read(block, tile):
     """The op of block before which tile (an alloc) is free again: after the
-    last top-level op that uses it, once no warpgroup mma may still read it
-    (a pending = 0 wait at this level retires them; a loop whose iterations
-    end retired adds none). The block's terminator when that never happens."""
+    last top-level op that uses it, once no warpgroup mma that reads it may
+    still be in flight (_in_flight: waits at this level retire them, other
+    mmas may stay; a loop whose iterations end retired adds none). The
+    block's terminator when that never happens."""
     tops = [o.operation for o in block.operations]
-    uses = [i for i, t in enumerate(tops) if any(
-        isinstance(view(v.type), ST) and _root(v) == tile for o in [t, *walk(t)] for v in o.operands)]
-    in_flight = False
-    for i, t in enumerate(tops[:-1]):
-        if t.name in WGMMA:
-            in_flight = True
-        elif t.name == "tk.warpgroup_mma_wait":
-            in_flight = in_flight and _pending(t) > 0
-        elif any(o.name in WGMMA for o in walk(t)):  # (a loop may run no iteration: it retires nothing earlier)
-            in_flight = in_flight or any(_unretired_mma(b) is not None for r in t.regions for b in r.blocks)
-        if uses and i >= uses[-1] and not in_flight:
+    uses = [i for i, t in enumerate(tops) if _reads(t, tile)]
+    for i in range(uses[-1] if uses else len(tops), len(tops) - 1):
+        if not any(_reads(o, tile) for o in _in_flight(tops[:i + 1])):
             return tops[i + 1]
     return tops[-1]
+
+
+def _reads(op, tile) -> bool:
+    """Whether op (or an op nested in it) has a view of shared tile `tile` as an operand."""
+    return any(isinstance(view(v.type), ST) and _root(v) == tile for o in [op, *walk(op)] for v in o.operands)
 
 
 def _held_until(body, stages: int):

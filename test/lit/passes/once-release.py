@@ -5,9 +5,10 @@
 # RUN: tkc %s --kernel in_loop | FileCheck %s --check-prefix=LOOP
 # RUN: tkc %s --kernel in_finish | FileCheck %s --check-prefix=FINISH
 # RUN: tkc %s --kernel wide_q | FileCheck %s --check-prefix=WIDE
+# RUN: tkc %s --kernel in_pending | FileCheck %s --check-prefix=PENDING
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
-from tkc.ops import subtile, zero
+from tkc.ops import store, subtile, zero
 
 # LOOP-LABEL: func.func @in_loop
 # Q has two slots, and so have its full / empty barriers (after the K ring's pair):
@@ -60,6 +61,19 @@ from tkc.ops import subtile, zero
 # WIDE:   "tk.alloc"() : () -> !tk.barrier
 # WIDE-NEXT: "tk.alloc"() : () -> !tk.barrier
 
+# The finish's wgmma reading Q is retired by a pending = 1 wait (groups complete in
+# order; W's wgmma issued after it stays in flight): Q goes back there, W after the
+# pending = 0 wait that follows.
+# PENDING-LABEL: func.func @in_pending
+# PENDING:   } {tk.staged = {role = "consumer", stages = 2 : i64}}
+# PENDING:   "tk.warpgroup_mma_abt"(%{{[0-9]+}}, %[[W:[0-9]+]], %{{[0-9]+}})
+# PENDING:   "tk.warpgroup_mma_abt"(%[[W]], %[[W]], %{{[0-9]+}})
+# PENDING-NEXT: "tk.warpgroup_mma_wait"({{.*}}) {pending = 1 : i64}
+# PENDING-NEXT: "tk.arrive"(%[[QE:[0-9]+]]) {count = 1 : i64}
+# PENDING-NEXT: "tk.warpgroup_mma_wait"({{.*}}) {pending = 0 : i64}
+# PENDING-NEXT: "tk.arrive"
+# PENDING-NOT: "tk.arrive"(%[[QE]])
+
 
 def once_q(name: str, finish_reads_q: bool, D: int = 64):
     """Q loaded once per item, K streamed: o = (sum over K tiles of Q K^T)
@@ -85,3 +99,29 @@ def once_q(name: str, finish_reads_q: bool, D: int = 64):
 in_loop = once_q("in_loop", False)
 in_finish = once_q("in_finish", True)
 wide_q = once_q("wide_q", False, D=256)
+
+
+def pending_finish(name: str, D: int = 64):
+    """o = sum over K tiles of Q K^T + Q W^T + W W^T (a warpgroup's 64 rows)."""
+    @tkc.kernel(name=name, warps=8, grid=lambda q, w, k, o: (q.r // 128, 1, 1), persistent=True)
+    def kernel(q: gl(bf16, 1, 1, "M", D), w: gl(bf16, 1, 1, 64, D), k: gl(bf16, 1, 1, "N", D),
+               o: gl(f32, 1, 1, "M", 64)):
+        wg = tkc.warpgroupid()
+        q_s, w_s, k_s = st(bf16, 128, D), st(bf16, 64, D), st(bf16, 64, D)
+        tma.load(q_s, q, (0, 0, tkc.block_idx.x, 0))
+        tma.load(w_s, w, (0, 0, 0, 0))
+        acc = zero(rt(f32, 16, 64))
+        for j in tkc.range(k.r // 64, stages=2):
+            tma.load(k_s, k, (0, 0, j, 0))
+            warpgroup.mma_ABt(acc, subtile(q_s, 64, D, (wg, 0)), k_s)
+            warpgroup.mma_async_wait(acc)
+        qw = warpgroup.mma_ABt(subtile(q_s, 64, D, (wg, 0)), w_s, zero(rt(f32, 16, 64)))
+        ww = warpgroup.mma_ABt(w_s, w_s, zero(rt(f32, 16, 64)))
+        qw = warpgroup.mma_async_wait(qw, pending=1)
+        ww = warpgroup.mma_async_wait(ww)
+        store(o, acc + qw + ww, (0, 0, tkc.block_idx.x * 8 + tkc.warpid(), 0))
+    return kernel
+
+
+in_pending = pending_finish("in_pending")
+wide_pending = pending_finish("wide_pending", D=256)   # Q in one slot: the next load follows the release
