@@ -29,6 +29,7 @@ def options(D: int, causal: bool) -> dict:
     out = {"item": {}, "overlap": dict(overlap=True)}
     if D == 128:
         out.update(dqfirst=dict(dq_first=True), overlap_dqfirst=dict(overlap=True, dq_first=True))
+        out.update(overlap_dqfirst_es=dict(overlap=True, dq_first=True, early_stats=True))
     if causal:   # (with dq_first the zigzag kernels spill 200-330 bytes)
         out.update(zigzag=dict(persistent="zigzag"), zigzag_overlap=dict(overlap=True, persistent="zigzag"))
     return out

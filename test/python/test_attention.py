@@ -44,7 +44,7 @@ def _from_blhd(x, H):
 def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options):
     """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]; the
     backward steps BQ query rows (default: the library's, BWD_QUERIES), with
-    attention_bwd's other options (persistent, overlap, dq_first) as given."""
+    attention_bwd's other options (persistent, overlap, dq_first, early_stats) as given."""
     B, Hq, Lq, _ = q.shape
     Hkv = k.shape[1]
     view = (lambda x: x) if layout == "bhld" else _blhd
@@ -174,6 +174,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, persistent="zigzag"), 64, True, "bhld", 450, 600),
     (dict(overlap=True, dq_first=True), 128, False, "bhld", 200, 330),
     (dict(overlap=True, dq_first=True, persistent="zigzag"), 128, True, "blhd", 450, 600),
+    (dict(overlap=True, dq_first=True, early_stats=True), 128, True, "blhd", 330, 200),
+    (dict(early_stats=True), 64, False, "bhld", 200, 330),
 ]
 
 
@@ -183,8 +185,9 @@ def test_backward_variants(options, D, causal, layout, Lq, Lk):
     (the S^T wait leaves dP^T's wgmma in flight, the dP^T wait dV's) and
     dq_first=True (dK's wgmma issued after dQ's, in flight through dQ's
     store into the next tile, its Q/dO slot held until that tile's first
-    wait); the interpreter checks the in-flight operands and the held slot's
-    release for races, also across a persistent block's work items."""
+    wait), early_stats=True (the statistics read before the waits, under
+    the wgmmas); the interpreter checks the in-flight operands and the held
+    slot's release for races, also across a persistent block's work items."""
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, D, seed=Lq + Lk)
     check(run_fixed(D, causal, layout, q, k, v, do, **options), q, k, v, do, causal)
 
@@ -248,8 +251,8 @@ def test_refusals():
         attention_bwd(128, BQ=128)
     with pytest.raises(TkcError, match=r"at D = 256 dQ goes by atomic adds"):
         attention_bwd(256, dq="tma")
-    for option in ("overlap", "dq_first"):
-        with pytest.raises(TkcError, match=r"overlap and dq_first schedule the D <= 128 body"):
+    for option in ("overlap", "dq_first", "early_stats"):
+        with pytest.raises(TkcError, match=r"overlap, dq_first and early_stats schedule the D <= 128 body"):
             attention_bwd(256, **{option: True})
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)

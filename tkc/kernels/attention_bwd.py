@@ -79,7 +79,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
-                  overlap: bool = False, dq_first: bool = False):
+                  overlap: bool = False, dq_first: bool = False, early_stats: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -109,7 +109,12 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     tensor cores' work (FlashAttention-3's intra-warpgroup overlap).
     dq_first (D <= 128): dK's wgmma is issued after dQ's and left in flight
     through dQ's store, into the next tile (whose first wait retires it;
-    tk-pipeline-staging holds the Q/dO slot it reads until then)."""
+    tk-pipeline-staging holds the Q/dO slot it reads until then).
+    early_stats (D <= 128): the tile's lse is read from shared memory
+    before the wait for S^T and delta before the one for dP^T, so that
+    those loads' latency passes under the wgmmas (a stall profile put 11%
+    of the samples at D = 128 on the subtractions waiting for them); it
+    costs the registers of two row vectors while the wgmmas run."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -121,13 +126,14 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
-                                "overlap" if overlap else "", "dqfirst" if dq_first else "")
+                                "overlap" if overlap else "", "dqfirst" if dq_first else "",
+                                "es" if early_stats else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
-    if D == 256 and (overlap or dq_first):
-        raise TkcError("attention backward: overlap and dq_first schedule the D <= 128 body; "
+    if D == 256 and (overlap or dq_first or early_stats):
+        raise TkcError("attention backward: overlap, dq_first and early_stats schedule the D <= 128 body; "
                        "at D = 256 the warpgroups split the work by operand (backward_split)")
     if D == 256 and dq == "tma":
         raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
@@ -196,14 +202,23 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
+            stat = lambda v: load(rv(f32, BQ, "row"), v)   # noqa: E731
+            # early_stats: each statistic read from shared memory under a
+            # wgmma (lse under S^T's, delta under dP^T's), not after its wait
+            lse = stat(lse_s) if early_stats else None
             # overlap: P^T under dP^T's wgmma, dS^T under dV's
             warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
-            p = masked(exp2(sub_col(s * c, load(rv(f32, BQ, "row"), lse_s)), fma=ex2_fma), key0, i * BQ, Lk, shift)
+            if not early_stats:
+                lse = stat(lse_s)
+            p = masked(exp2(sub_col(s * c, lse), fma=ex2_fma), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
+            delta = stat(delta_s) if early_stats else None
             if overlap:
                 warpgroup.mma_async_wait(dp, pending=1)
-            ds = (p * sub_col(dp, load(rv(f32, BQ, "row"), delta_s))).to(bf16)
+            if not early_stats:
+                delta = stat(delta_s)
+            ds = (p * sub_col(dp, delta)).to(bf16)
             if not dq_first:
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
             tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
@@ -461,7 +476,12 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # dq_first makes ptxas serialise the wgmmas (its registers): 6-9% slower;
 # for varlen at D 128 it makes ptxas spill 64 bytes where the others spill
 # 4-28 (not measured there: varlen keeps the overlap alone).
-BWD_SCHEDULE = {64: dict(overlap=True), 128: dict(overlap=True, dq_first=True), 256: {}}
+# early_stats at D 128 (2026-11-26 later, ncu at locked clocks, bhld / blhd,
+# L 1k / 4k, causal and not): 1.003-1.010 over overlap + dq_first in all
+# eight; ptxas spills 36-48 bytes where it spilled 4-28. At D 64 (BQ = 128:
+# 32 registers a statistic) it spills about 500 bytes; for varlen at D 128
+# 68 bytes with the mask (not measured: varlen keeps the overlap alone).
+BWD_SCHEDULE = {64: dict(overlap=True), 128: dict(overlap=True, dq_first=True, early_stats=True), 256: {}}
 # Keys below which tkc.attention's causal backward is persistent in zigzag
 # order, per (head dim, layout). A causal work item's length falls with its
 # key block, and the hardware hands the blocks out in grid order, so the
@@ -538,7 +558,8 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
 
 def backward_options(D: int, causal: bool, layout: str) -> dict:
     """attention_bwd's options as tkc.attention's backward has them."""
-    schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if layout != "varlen" or k != "dq_first"}
+    schedule = {k: v for k, v in BWD_SCHEDULE[D].items()
+                if layout != "varlen" or k not in ("dq_first", "early_stats")}
     return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
 
 
