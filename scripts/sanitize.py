@@ -31,7 +31,7 @@ def report(name: str, err: float, tol: float) -> None:
 
 
 def rel(x, ref):
-    return float((x.double() - ref.double()).norm() / ref.double().norm())
+    return float((x.detach().double() - ref.detach().double()).norm() / ref.detach().double().norm())
 
 
 def gemms():

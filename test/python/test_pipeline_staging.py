@@ -584,6 +584,17 @@ def test_once_loads_and_finishes(kernel, factor, rng):
     np.testing.assert_array_equal(c, ref_bf16(a * factor))
 
 
+def _once_release():
+    """test/lit/passes/once-release.py as a module (its kernels)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
+    spec = importlib.util.spec_from_file_location("once_release", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.mark.parametrize("name", ["in_loop", "in_finish"])
 def test_once_loaded_tile_released_after_its_last_reader(name, rng):
     """test/lit/passes/once-release.py's kernels (its IR checks say where the
@@ -591,12 +602,7 @@ def test_once_loaded_tile_released_after_its_last_reader(name, rng):
     (or the finish's read of it), the next item's q loads under this item's
     finish. 5 items on 2 blocks; the interpreter checks the early release for
     races (a release before the last wgmma reading the tile is reported)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
-    spec = importlib.util.spec_from_file_location("once_release", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _once_release()
     q, k = ref_bf16(rng.standard_normal((128 * 5, 64))), ref_bf16(rng.standard_normal((192, 64)))
     o = np.full_like(q, np.nan)
     tkc.interpreter.run(staged(getattr(mod, name)), [q, k, o], sms=2)
@@ -613,12 +619,7 @@ def test_once_loaded_tile_released_by_a_pending_wait(name, D, rng):
     slot, so the next item's q load follows that release at once: the
     interpreter, which checks the load against the wgmma reads in flight,
     reports a release placed before the wait. 5 items on 2 blocks."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
-    spec = importlib.util.spec_from_file_location("once_release", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _once_release()
     q, w, k = (ref_bf16(rng.standard_normal(shape)) for shape in ((128 * 5, D), (64, D), (192, D)))
     o = np.full((128 * 5, 64), np.nan, np.float32)
     tkc.interpreter.run(staged(getattr(mod, name)), [q, w, k, o], sms=2)
