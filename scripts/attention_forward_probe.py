@@ -21,6 +21,10 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 and the long forwards
     causal64    the paired forward against the zigzag one with shares 1/8
                 and 1/4 (for --ncu)
+    short       without the mask, persistent: at D 64 three consumer
+                warpgroups (tkc.attention's; 192 rows a block leave the
+                last block of a 1024-row head two thirds empty) against two
+                with 2 to 4 stages; at D 128 128- against 64-key tiles
 """
 import math
 import sys
@@ -61,6 +65,13 @@ EXPERIMENTS = {
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),
+    "short": ([dict(D=64, causal=False, **x) for x in (
+                  dict(BASE[64], persistent=True), dict(stages=2, consumers=2, persistent=True),
+                  dict(stages=3, consumers=2, persistent=True), dict(stages=4, consumers=2, persistent=True))] +
+              [dict(D=128, causal=False, **x) for x in (
+                  dict(BASE[128], persistent=True), dict(BASE[128], KV=64, persistent=True),
+                  dict(stages=3, consumers=2, KV=64, persistent=True))],
+              [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
 }
 BUILT = {name: [attention_hopper(**v) for v in variants] for name, (variants, _) in EXPERIMENTS.items()}
 KERNELS = [k for ks in BUILT.values() for k in ks]   # for `tkc build`
