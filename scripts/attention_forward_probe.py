@@ -21,6 +21,10 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 and the long forwards
     causal64    the paired forward against the zigzag one with shares 1/8
                 and 1/4 (for --ncu)
+    causal64c3  at D 64 with the mask: the paired forward, the zigzag one
+                (two warpgroups, a quarter share: tkc.attention's below 4096
+                keys) and zigzag ones of three warpgroups with an eighth and
+                a quarter
     short       without the mask, persistent: at D 64 three consumer
                 warpgroups (tkc.attention's; 192 rows a block leave the
                 last block of a 1024-row head two thirds empty) against two
@@ -65,6 +69,10 @@ EXPERIMENTS = {
     "persistent": ([dict(D=D, causal=False, **BASE[D], **x) for D in (64, 128)
                     for x in (dict(), dict(persistent=True), LONG, dict(LONG, persistent=True))],
                    [(16, 16, 1024), (4, 16, 4096), (2, 16, 8192), (1, 16, 16384)]),
+    "causal64c3": ([dict(D=64, causal=True, **PAIRED)] +
+                   [dict(D=64, causal=True, stages=2, consumers=c, persistent="zigzag", ex2_fma=f)
+                    for c, f in ((2, 0.25), (3, 0.125), (3, 0.25))],
+                   [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
     "short": ([dict(D=64, causal=False, **x) for x in (
                   dict(BASE[64], persistent=True), dict(stages=2, consumers=2, persistent=True),
                   dict(stages=3, consumers=2, persistent=True), dict(stages=4, consumers=2, persistent=True))] +
