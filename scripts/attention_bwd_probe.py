@@ -20,8 +20,7 @@ def main():
 
     def run(v, kern, q, k, v_, o, lse, do, stats, dq, dk, dv, scale):
         prep = KERNELS[-2 if v["D"] == 64 else -1]
-        prep(o, do, lse, stats)
-        dq.zero_()
+        prep(o, do, lse, stats, dq)   # zeroes dq
         kern(q, k, v_, do, stats, dq, dk, dv, scale)
 
     for B, H, N in ((2, 4, 1000), (16, 16, 1024), (4, 16, 4096), (1, 16, 16384)):

@@ -82,8 +82,7 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
                     dk, dv = torch.empty_like(view(k)), torch.empty_like(view(v))
 
                     def run(kern=kern, dq=dq, dk=dk, dv=dv):   # as attention_ops._bwd
-                        PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats)
-                        dq.zero_()
+                        PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats, dq)   # zeroes dq
                         kern(view(q), view(k), view(v), view(do), stats, dq, dk, dv, scale)
                         return dq.to(torch.bfloat16)
                     grads[name] = (run(), dk.clone(), dv.clone())

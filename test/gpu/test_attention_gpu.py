@@ -171,10 +171,10 @@ def test_zigzag_backward_equals_a_block_an_item():
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, True, 0.1)
     do = torch.randn_like(o)
     stats = torch.empty(B, Hq, 2, stats_columns(Lq), device="cuda")
-    ks.prep(o, do, lse.unsqueeze(2), stats)
     out = {}
     for kern in (ks.bwd, ks.bwd_zigzag):
-        dq = torch.zeros(q.shape, device="cuda")
+        dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
+        ks.prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
         kern(q, k, v, do, stats, dq, dk, dv, 0.1)
         out[kern.name] = (dq, dk, dv)
@@ -194,10 +194,10 @@ def test_dq_by_tma_equals_atomics(causal, D):
     do = torch.randn_like(o)
     prep, tma = backward_kernels(D, causal, "bhld", 900)   # causal: the zigzag one
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
-    prep(o, do, lse.unsqueeze(2), stats)
     out = {}
     for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma)):
-        dq = torch.zeros(q.shape, device="cuda")
+        dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
+        prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.empty_like(k), torch.empty_like(v)
         kern(q, k, v, do, stats, dq, dk, dv, 0.1)
         out[name] = (dq, dk, dv)

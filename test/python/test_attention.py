@@ -53,8 +53,8 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options)
     lse = np.full((B, Hq, 1, Lq), np.nan, np.float32)
     attention_hopper(D, causal, layout).interpret(view(q), view(k), view(v), o, lse, SCALE)
     stats = np.full((B, Hq, 2, stats_columns(Lq)), np.nan, np.float32)
-    attention_prep(D, layout).interpret(o, view(do), lse, stats)
-    dq = np.zeros(view(q).shape, np.float32)
+    dq = np.full(view(q).shape, np.nan, np.float32)   # the accumulator: prep zeroes it
+    attention_prep(D, layout).interpret(o, view(do), lse, stats, dq)
     dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
     attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], **options).interpret(
         view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
@@ -227,8 +227,8 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
     fwd = attention_hopper(D, causal, "varlen", persistent=persistent)
     fwd.interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q, cu_k, 200, SCALE)
     stats = np.full((4, 2, stats_columns(len(q), 4)), np.nan, np.float32)
-    attention_prep(D, "varlen").interpret(flat(o), flat(do), lse, stats, cu_q, 200)
-    dq = np.zeros_like(q)
+    dq = np.full_like(q, np.nan)                     # the accumulator: prep zeroes it
+    attention_prep(D, "varlen").interpret(flat(o), flat(do), lse, stats, flat(dq), cu_q, 200)
     dk, dv = np.full_like(k, np.nan), np.full_like(v, np.nan)
     attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D], persistent=persistent).interpret(
         flat(q), flat(k), flat(v), flat(do), stats, flat(dq), flat(dk), flat(dv), cu_q, cu_k,

@@ -83,7 +83,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
-    f32 accumulator laid out as q, zeroed by the caller, that receives
+    f32 accumulator laid out as q, zeroed (by attention_prep), that receives
     scale * dS K: by TMA reduce-adds of a shared tile (dq="tma", the default:
     0.83-0.89 of the paired atomics' time on the H100, 0.61-0.76 when each
     element was its own atomic; through a sequence's slice for varlen, where
@@ -363,19 +363,25 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
     statistics the backward reads,
     stats[b, h, 0, i] = lse * log2 e and stats[b, h, 1, i] = delta =
     sum_d dO * O, for i up to Lq rounded up to whole tiles (STATS_ALIGN:
-    stats_columns), the rows past Lq +inf and 0, so that their P is 0.
-    prep(o, do, lse, stats) with lse [B, Hq, 1, Lq] and stats [B, Hq, 2,
-    stats_columns(Lq)]; varlen: prep(o, do, lse, stats, cu_q, max_q) with lse
-    [1, Hq, 1, Tq] and stats [1, Hq, 2, stats_columns(Tq, B)], sequence b's
-    rows at _stats_start (FlashAttention-3's padded offsets)."""
+    stats_columns), the rows past Lq +inf and 0, so that their P is 0; and
+    it zeroes the backward's f32 dQ accumulator (laid out as o) row by row,
+    as FlashAttention-3's preprocessing does, instead of a memset launch of
+    its own. prep(o, do, lse, stats, dq) with lse [B, Hq, 1, Lq] and stats
+    [B, Hq, 2, stats_columns(Lq)]; varlen: prep(o, do, lse, stats, dq, cu_q,
+    max_q) with lse [1, Hq, 1, Tq] and stats [1, Hq, 2, stats_columns(Tq,
+    B)], sequence b's rows at _stats_start (FlashAttention-3's padded
+    offsets); rows of dq outside every sequence are not written (the
+    offsets rise from 0 to Tq: tkc.attention_varlen checks them)."""
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
     W, R = WARPS_PREP, ROWS_PREP[D]
     Q = _layout_dims(layout, D)[0]
+    QF = _layout_dims(layout, D, f32)[0]
 
-    def rows(o, do, lse, stats, at, h, i0, b=0):
-        """Rows i0 .. i0 + R - 1; at(i): the coordinates of row i in o and dO.
-        Every load is issued before the first store (which could alias them)."""
+    def rows(o, do, lse, stats, dq, at, h, i0, b=0):
+        """Rows i0 .. i0 + R - 1; at(i): the coordinates of row i in o, dO
+        and dq. Every load is issued before the first store (which could
+        alias them)."""
         ii = [i0 + r for r in range(R)]
         xs = [load(rv(f32, D, "flat"), o, at(i), fill=0.0) for i in ii]
         ys = [load(rv(f32, D, "flat"), do, at(i), fill=0.0) for i in ii]
@@ -383,28 +389,29 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
         for i, x, y, lse_i in zip(ii, xs, ys, ls):
             store(stats, lse_i * LOG2E, at=(b, h, 0, i), clip=True)
             store(stats, sum(x * y), at=(b, h, 1, i), clip=True)
+            store(dq, zero(rv(f32, D, "flat")), at(i), clip=True)
 
     if layout == "varlen":
         @tkc.kernel(name=f"attn_prep_d{D}_varlen", warps=W,
-                    grid=lambda o, do, lse, stats, cu_q, max_q:
+                    grid=lambda o, do, lse, stats, dq, cu_q, max_q:
                     (tkc.cdiv(max_q, STATS_ALIGN) * (STATS_ALIGN // (W * R)), lse.d, cu_q.c - 1))
-        def prep(o: Q, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"), stats: gl(f32, 1, "Hq", 2, None),
+        def prep(o: Q, do: Q, lse: gl(f32, 1, "Hq", 1, "Tq"), stats: gl(f32, 1, "Hq", 2, None), dq: QF,
                  cu_q: gl(i32, 1, 1, 1, "B1"), max_q: tkc.i32):
             i, h, b = (tkc.block_idx.x * W + tkc.warpid()) * R, tkc.block_idx.y, tkc.block_idx.z
             q0, q1 = load(i32, cu_q, at=(0, 0, 0, b), fill=0), load(i32, cu_q, at=(0, 0, 0, b + 1), fill=0)
             n = q1 - q0
             rows(o.slice("r", q0, n), do.slice("r", q0, n), lse.slice("c", q0, n),
                  stats.slice("c", _stats_start(q0, b), tkc.cdiv(n, STATS_ALIGN) * STATS_ALIGN),
-                 lambda i: (0, 0, i, h), h, i)
+                 dq.slice("r", q0, n), lambda i: (0, 0, i, h), h, i)
         return prep
 
-    def grid(o, do, lse, stats):
+    def grid(o, do, lse, stats, dq):
         return (stats.c // (W * R), stats.d, stats.b)
 
     @tkc.kernel(name=f"attn_prep_d{D}_{layout}", warps=W, grid=grid)
-    def prep(o: Q, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), stats: gl(f32, "B", "Hq", 2, None)):
+    def prep(o: Q, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), stats: gl(f32, "B", "Hq", 2, None), dq: QF):
         i, h, b = (tkc.block_idx.x * W + tkc.warpid()) * R, tkc.block_idx.y, tkc.block_idx.z
-        rows(o, do, lse, stats, (lambda i: (b, h, i, 0)) if layout == "bhld" else (lambda i: (0, b, i, h)),
+        rows(o, do, lse, stats, dq, (lambda i: (b, h, i, 0)) if layout == "bhld" else (lambda i: (0, b, i, h)),
              h, i, b)
 
     return prep

@@ -91,8 +91,8 @@ def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, ca
     B, H, L, D = q.shape
     prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
     stats = torch.empty(B, H, 2, stats_columns(L), device=q.device, dtype=torch.float32)
-    prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats)
-    dq = _like(q, layout, torch.float32).zero_()  # the f32 accumulator
+    dq = _like(q, layout, torch.float32)  # the f32 accumulator, zeroed by prep_k
+    prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats, *_views(layout, dq))
     dk, dv = _like(k, layout), _like(v, layout)
     bwd_k(*_views(layout, q, k, v, do), stats, *_views(layout, dq, dk, dv), scale)
     return dq.to(q.dtype), dk, dv
@@ -165,8 +165,8 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
     prep_k, bwd_k = backward_kernels(D, causal, "varlen", max_k)
     flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
     stats = torch.empty(H, 2, stats_columns(T, len(cu_q) - 1), device=q.device, dtype=torch.float32)
-    prep_k(flat(o), flat(do), lse.view(H, 1, T), stats, cu_q, max_q)
-    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    dq = torch.empty(q.shape, device=q.device, dtype=torch.float32)  # zeroed by prep_k
+    prep_k(flat(o), flat(do), lse.view(H, 1, T), stats, flat(dq), cu_q, max_q)
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     bwd_k(*(flat(t) for t in (q, k, v, do)), stats, *(flat(t) for t in (dq, dk, dv)),
           cu_q, cu_k, max_k, scale)
