@@ -656,3 +656,31 @@ def test_lcsf_store_runs_per_iteration(rng):
     tkc.interpreter.run(module, [a, o])
     want = np.cumsum(a.reshape(5, 64, 64), axis=0).reshape(-1, 64)
     np.testing.assert_allclose(o, want, rtol=1e-5, atol=1e-5)
+
+
+# A tile stored every iteration, written after the author's tkc.sync: the
+# wait for the slot's old store goes before that barrier, and no second
+# barrier follows (the lit test's kernel).
+accumulate_met = next(k for k in kernels_in_file(
+    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-store-add.py")
+    if k.name == "accumulate_met")
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 5])
+def test_loop_store_waits_before_the_authors_barrier(tiles, rng):
+    x = rng.standard_normal((64 * tiles, 64)).astype(np.float32)
+    acc = np.zeros((64, 64), np.float32)
+    accumulate_met.interpret(x, acc)
+    np.testing.assert_allclose(acc, x.reshape(tiles, 64, 64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_loop_store_without_its_wait_is_a_race(rng, monkeypatch):
+    """The slot written again while the store two iterations back may still
+    read it: the interpreter catches it (so the test above checks the wait)."""
+    from tkc.passes import pipeline_staging
+    waits = pipeline_staging.Staging._store_wait
+    monkeypatch.setattr(pipeline_staging.Staging, "_store_wait",
+                        lambda self, pending: waits(self, pending) if pending == 0 else None)
+    x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
+    with pytest.raises(TkcError, match="race"):
+        tkc.interpreter.run(staged(accumulate_met), [x, np.zeros((64, 64), np.float32)], sms=1)

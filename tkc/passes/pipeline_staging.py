@@ -477,17 +477,28 @@ class Staging:
             for user, i in uses_in(tile, loop.operation):
                 if user != slot.owner.operation:
                     user.operands[i] = slot
-        issued, waited = 0, set()
+        issued, waited, meeting = 0, set(), None
         for op in [o.operation for o in body.operations]:
             for root in _writes(op) & set(slots) - waited:
                 waited.add(root)
-                with ir.InsertionPoint(op), op.location:
+                # the consumers already meet between the last store's issue
+                # and this write (the author's tk.sync): the wait goes before
+                # that barrier, which then orders it before every warp's write
+                with ir.InsertionPoint(meeting or op), op.location:
                     self._store_wait(m + issued)
-                    tk.sync(**self.sync)
+                    if meeting is None:
+                        tk.sync(**self.sync)
             if op in self.f.loop_stores:
-                issued += 1
+                issued, meeting = issued + 1, None
+            elif self._meets(op) and not self.bands:
+                meeting = op
         for op in self.f.loop_stores:
             self._issue_store(op)
+
+    def _meets(self, op) -> bool:
+        """op is a barrier of all the consumer warps (an author's tk.sync)."""
+        return op.name == "tk.sync" and all(
+            k in op.attributes and ir.IntegerAttr(op.attributes[k]).value == v for k, v in self.sync.items())
 
     def _slot(self, it):
         """(slot, phase parity) of ring counter `it`."""

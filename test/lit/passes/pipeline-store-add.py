@@ -2,8 +2,9 @@
 # (the attention backward's dQ) is a tk.pipeline_store {add}; the pass
 # double-buffers its tile like any per-iteration store and issues a
 # tma_store_add (cp.reduce.async.bulk ... add) where a store would go.
-# RUN: tkc %s --emit=tile | FileCheck %s
-# RUN: tkc %s --emit=ptx | FileCheck %s --check-prefix=PTX
+# RUN: tkc %s --emit=tile --kernel accumulate | FileCheck %s
+# RUN: tkc %s --emit=ptx --kernel accumulate | FileCheck %s --check-prefix=PTX
+# RUN: tkc %s --emit=tile --kernel accumulate_met | FileCheck %s --check-prefix=MET
 import tkc
 from tkc import f32, gl, rt, st, tma, warpgroup
 from tkc.ops import zero
@@ -30,4 +31,35 @@ def accumulate(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
     for i in tkc.range(tkc.cdiv(x.r, 64), stages=2):
         tma.load(x_s, x, (0, 0, i, 0))
         warpgroup.store(a_s, warpgroup.load(rt(f32, 16, 64), x_s), (0, 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))
+
+
+# Where the consumers already meet between the last store's issue and the
+# write (the author's tkc.sync, as around the attention backward's dS^T), the
+# wait for the slot's old store goes before that barrier and no second one
+# follows: one barrier an iteration fewer.
+# MET-LABEL: func.func @accumulate_met
+# MET: scf.for
+# MET: scf.for
+# MET:   "tk.wait"
+# MET:   "tk.tma_store_wait"() {pending = 1 : i64}
+# MET-NEXT: }
+# MET-NEXT: "tk.sync"() {id = 1 : i64, warps = 4 : i64}
+# MET-NOT: "tk.sync"
+# MET:   "tk.store"
+# MET:   "tk.fence_async"
+# MET-NEXT: "tk.sync"() {id = 1 : i64, warps = 4 : i64}
+# MET:   "tk.tma_store_add"
+# MET: } {tk.staged = {role = "consumer"
+
+
+@tkc.kernel(warps=4, grid=lambda x, acc: (1,))
+def accumulate_met(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
+    """accumulate, with a block barrier of the author's before the write."""
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2):
+        tma.load(x_s, x, (0, 0, i, 0))
+        t = warpgroup.load(rt(f32, 16, 64), x_s)
+        tkc.sync()
+        warpgroup.store(a_s, t, (0, 0))
         tma.store_add(acc, a_s, (0, 0, 0, 0))
