@@ -3,14 +3,15 @@
 (causal), each with and without the intra-warpgroup overlap (P^T under
 dP^T's wgmma, dS^T under dV's), D 64 and 128, causal and not, timed
 interleaved with SDPA's cuDNN backward. Each variant runs as tkc.attention's
-backward does (statistics, dQ's zeroing, the kernel, dQ's conversion), so
+backward does (statistics and dQ's zeroing, the kernel, dQ's conversion), so
 the ratio cuDNN time / variant time compares whole backwards; each variant's
 gradients are checked against the first's. `tkc build
 scripts/attention_bwd_schedule.py` first.
 
     python3 scripts/attention_bwd_schedule.py [--blhd] [L ...]
 
-(B = 16384 / L, 16 heads; --blhd: FlashAttention's memory layout.) At locked
+(B = 16384 / L, 16 heads; --blhd: FlashAttention's memory layout;
+--only=lib,ds2: those variants only, in options' order.) At locked
 clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
 
     ncu --profile-from-start off -k regex:attn_bwd --metrics gpu__time_duration.sum \
@@ -19,14 +20,16 @@ clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
     python3 scripts/attention_bwd_schedule.py --parse ncu.csv launches.txt"""
 import statistics
 
-from tkc.kernels.attention_bwd import attention_bwd, attention_prep, backward_options, stats_columns
+from tkc.kernels.attention_bwd import BWD_SCHEDULE, attention_bwd, attention_prep, backward_options, stats_columns
 
 LAYOUTS = ("bhld", "blhd")
 
 
 def options(D: int, causal: bool) -> dict:
-    """{variant name: attention_bwd's schedule options}."""
-    out = {"item": {}, "overlap": dict(overlap=True)}
+    """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's,
+    "ds2": that with two dS^T slots (no barrier before dS^T's store)."""
+    out = {"lib": BWD_SCHEDULE[D], "ds2": dict(BWD_SCHEDULE[D], ds_slots=2),
+           "item": {}, "overlap": dict(overlap=True)}
     if D == 128:
         out.update(dqfirst=dict(dq_first=True), overlap_dqfirst=dict(overlap=True, dq_first=True))
         out.update(overlap_dqfirst_es=dict(overlap=True, dq_first=True, early_stats=True))
@@ -51,7 +54,7 @@ KERNELS = list(VARIANTS.values()) + list(PREP.values())
 NCU_ROUNDS = 2
 
 
-def main(lengths=(1024, 4096), layout="bhld", ncu=False):
+def main(lengths=(1024, 4096), layout="bhld", ncu=False, only=None):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.functional import scaled_dot_product_attention as sdpa
@@ -74,7 +77,7 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
                 scale = D ** -0.5
                 fns, grads = {}, {}
                 for name in options(D, causal):
-                    if (D, causal, layout, name) not in VARIANTS:
+                    if (D, causal, layout, name) not in VARIANTS or only and name not in only:
                         continue
                     kern = VARIANTS[D, causal, layout, name]
                     dq = view(torch.zeros(mem, device="cuda").transpose(1, 2) if layout == "blhd"
@@ -87,9 +90,10 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False):
                         return dq.to(torch.bfloat16)
                     grads[name] = (run(), dk.clone(), dv.clone())
                     fns[name] = run
+                first = next(iter(grads.values()))
                 for name, g in grads.items():
                     err = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
-                              for a, b in zip(g, grads["item"]))
+                              for a, b in zip(g, first))
                     assert err < 1e-2, (L, D, causal, name, err)
                 config = f"{layout} B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}"
                 if ncu:                  # the launch list, in order, for --parse
@@ -120,5 +124,6 @@ if __name__ == "__main__":
         print("\n".join(ncu_table(*sys.argv[2:4], "attn_bwd")))
         sys.exit()
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    only = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--only=")), None)
     main([int(x) for x in args] or (1024, 4096), "blhd" if "--blhd" in sys.argv else "bhld",
-         ncu="--ncu" in sys.argv)
+         ncu="--ncu" in sys.argv, only=only)

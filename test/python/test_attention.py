@@ -176,6 +176,10 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, dq_first=True, persistent="zigzag"), 128, True, "blhd", 450, 600),
     (dict(overlap=True, dq_first=True, early_stats=True), 128, True, "blhd", 330, 200),
     (dict(early_stats=True), 64, False, "bhld", 200, 330),
+    (dict(overlap=True, dq_first=True, early_stats=True, ds_slots=2), 128, False, "bhld", 330, 200),
+    (dict(overlap=True, ds_slots=2), 64, True, "blhd", 200, 330),
+    (dict(overlap=True, ds_slots=2, dq_mode="atomic"), 64, False, "bhld", 300, 77),
+    (dict(overlap=True, ds_slots=2, persistent="zigzag"), 64, True, "bhld", 450, 600),
 ]
 
 
@@ -186,7 +190,9 @@ def test_backward_variants(options, D, causal, layout, Lq, Lk):
     dq_first=True (dK's wgmma issued after dQ's, in flight through dQ's
     store into the next tile, its Q/dO slot held until that tile's first
     wait), early_stats=True (the statistics read before the waits, under
-    the wgmmas); the interpreter checks the in-flight operands and the held
+    the wgmmas), ds_slots=2 (dS^T's tiles alternate, no barrier before its
+    store; a persistent block's items still meet at their first tile); the
+    interpreter checks the in-flight operands and the held
     slot's release for races, also across a persistent block's work items."""
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, D, seed=Lq + Lk)
     check(run_fixed(D, causal, layout, q, k, v, do, **options), q, k, v, do, causal)

@@ -79,7 +79,8 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
-                  overlap: bool = False, dq_first: bool = False, early_stats: bool = False):
+                  overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
+                  ds_slots: int = 1):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -110,6 +111,10 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     dq_first (D <= 128): dK's wgmma is issued after dQ's and left in flight
     through dQ's store, into the next tile (whose first wait retires it;
     tk-pipeline-staging holds the Q/dO slot it reads until then).
+    ds_slots (D <= 128): dS^T's shared tiles; with 2 the query tiles
+    alternate between them, so that writing one needs no barrier for the
+    last tile's dQ wgmmas (the barrier before dQ's wgmma orders those of two
+    tiles back).
     early_stats (D <= 128): the tile's lse is read from shared memory
     before the wait for S^T and delta before the one for dP^T, so that
     those loads' latency passes under the wgmmas (a stall profile put 11%
@@ -127,13 +132,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "overlap" if overlap else "", "dqfirst" if dq_first else "",
-                                "es" if early_stats else "")
+                                "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
-    if D == 256 and (overlap or dq_first or early_stats):
-        raise TkcError("attention backward: overlap, dq_first and early_stats schedule the D <= 128 body; "
+    if ds_slots not in (1, 2):
+        raise TkcError(f"attention backward: ds_slots must be 1 or 2, got {ds_slots!r}")
+    if D == 256 and (overlap or dq_first or early_stats or ds_slots > 1):
+        raise TkcError("attention backward: overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body; "
                        "at D = 256 the warpgroups split the work by operand (backward_split)")
     if D == 256 and dq == "tma":
         raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
@@ -178,7 +185,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         hk = h0 // group
         k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 or by_rows else "64b"), st(bf16, BKV, D)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
-        dst_s = st(bf16, BKV, BQ)        # dS^T, both warpgroups' keys
+        ring_s = st(bf16, ds_slots * BKV, BQ)   # dS^T, both warpgroups' keys, ds_slots tiles
         lse_s, delta_s = sv(f32, BQ), sv(f32, BQ)
         dq_s = st(f32, BQ, D) if by_tma else None
         tma.load(k_s, k, tile(hk, kb))
@@ -221,7 +228,16 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             ds = (p * sub_col(dp, delta)).to(bf16)
             if not dq_first:
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
-            tkc.sync()                   # the last tile's dQ mmas (both warpgroups) read dst_s
+            dst_s = subtile(ring_s, BKV, BQ, (it % ds_slots, 0)) if ds_slots > 1 else ring_s
+            # the last tile's dQ mmas (both warpgroups) read dst_s; with two
+            # slots, tile it - 2's were retired before tile it - 1's barrier
+            # below (a persistent work item's first tile still meets: the
+            # last item's final slot is not known)
+            if ds_slots == 1:
+                tkc.sync()
+            elif persistent:
+                with tkc.if_(it == 0):
+                    tkc.sync()
             warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))
             tkc.fence_async()
             tkc.sync()
