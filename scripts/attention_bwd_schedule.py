@@ -11,7 +11,7 @@ scripts/attention_bwd_schedule.py` first.
     python3 scripts/attention_bwd_schedule.py [--blhd] [L ...]
 
 (B = 16384 / L, 16 heads; --blhd: FlashAttention's memory layout;
---only=lib,ds2: those variants only, in options' order.) At locked
+--only=lib,ds1: those variants only, in options' order.) At locked
 clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
 
     ncu --profile-from-start off -k regex:attn_bwd --metrics gpu__time_duration.sum \
@@ -27,8 +27,9 @@ LAYOUTS = ("bhld", "blhd")
 
 def options(D: int, causal: bool) -> dict:
     """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's,
-    "ds2": that with two dS^T slots (no barrier before dS^T's store)."""
-    out = {"lib": BWD_SCHEDULE[D], "ds2": dict(BWD_SCHEDULE[D], ds_slots=2),
+    "ds1": that with one dS^T tile (a barrier before dS^T's store; the
+    library's before it took ds_slots=2)."""
+    out = {"lib": BWD_SCHEDULE[D], "ds1": dict(BWD_SCHEDULE[D], ds_slots=1),
            "item": {}, "overlap": dict(overlap=True)}
     if D == 128:
         out.update(dqfirst=dict(dq_first=True), overlap_dqfirst=dict(overlap=True, dq_first=True))

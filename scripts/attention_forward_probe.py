@@ -29,9 +29,6 @@ variants are KERNELS), then `python3 scripts/attention_forward_probe.py X`:
                 warpgroups (tkc.attention's; 192 rows a block leave the
                 last block of a 1024-row head two thirds empty) against two
                 with 2 to 4 stages; at D 128 128- against 64-key tiles
-    skip        at D 64 without the mask, persistent, three consumer
-                warpgroups: with and without skip_idle (the last block's
-                warpgroups without rows leave their loop body out)
     zigzag3     at D 64 with the mask: the paired forward, the zigzag one
                 (tkc.attention's below 4096 keys) and that with a 3-stage ring
 """
@@ -85,8 +82,6 @@ EXPERIMENTS = {
                   dict(BASE[128], persistent=True), dict(BASE[128], KV=64, persistent=True),
                   dict(stages=3, consumers=2, KV=64, persistent=True))],
               [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),
-    "skip": ([dict(D=64, causal=False, **BASE[64], persistent=True, skip_idle=s) for s in (False, True)],
-             [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096), (16, 16, 1000)]),
     "zigzag3": ([dict(D=64, causal=True, **PAIRED)] +
                 [dict(D=64, causal=True, stages=s, consumers=2, persistent="zigzag", ex2_fma=0.25) for s in (2, 3)],
                 [(16, 16, 1024), (8, 16, 2048), (4, 16, 4096)]),

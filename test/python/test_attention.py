@@ -110,10 +110,6 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     # zigzag: the rounds of items dealt forwards and backwards (3 rounds here)
     (dict(persistent="zigzag", consumers=3), 64, True, 450, 450),
     (dict(persistent="zigzag", pingpong=True, overlap=True), 128, True, 200, 333),
-    # skip_idle: the last block's warpgroups past Lq leave their loop body out
-    (dict(consumers=3, skip_idle=True), 64, False, 200, 130),     # rows 192..255: 1 of 3
-    (dict(persistent=True, consumers=3, skip_idle=True), 64, False, 320, 77),   # 2 of 3
-    (dict(skip_idle=True), 128, True, 70, 200),
 ]
 
 
@@ -124,8 +120,7 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     PV in flight; the interpreter checks the in-flight wgmma operands for
     races), 1 or 3 consumer warpgroups (64 or 192 query rows a block) and
     pingpong=True (the warpgroups issue their wgmmas in turns: named barriers
-    the interpreter runs, deadlocks and races included), persistent=True,
-    skip_idle=True (a warpgroup without query rows skips its loop body)."""
+    the interpreter runs, deadlocks and races included), persistent=True."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
@@ -254,8 +249,6 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
 def test_refusals():
     with pytest.raises(TkcError, match="head dim 96 is not supported"):
         attention_hopper(96)
-    with pytest.raises(TkcError, match="skip_idle leaves a warpgroup's loop body out"):
-        attention_hopper(64, overlap=True, pingpong=True, skip_idle=True)
     with pytest.raises(TkcError, match="ds_slots must be 1 or 2"):
         attention_bwd(64, ds_slots=3)
     with pytest.raises(TkcError, match="layout must be one of"):

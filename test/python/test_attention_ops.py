@@ -152,7 +152,8 @@ def test_exponentials_on_the_fma_pipe_where_measured_faster():
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
                   if "_fma" in k.name}
-    assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_dqfirst_es", "attn_bwd_d128_blhd_fma12_overlap_dqfirst_es",
+    assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_dqfirst_es_ds2",
+                          "attn_bwd_d128_blhd_fma12_overlap_dqfirst_es_ds2",
                           "attn_bwd_d128_varlen_fma12_overlap",
                           "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma25",
                           "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma25"}
@@ -178,20 +179,23 @@ def test_causal_backwards_are_zigzag_below_zigzag_bwd_keys():
     ZIGZAG_BWD_KEYS keys, a block a work item from there on; without the
     mask, in the other layouts, at D 128 and 256 a block a work item. Every
     backward at D <= 128 has its schedule (BWD_SCHEDULE): the overlap, and
-    dq_first and early_stats at D 128 (bhld, blhd)."""
+    outside varlen two dS^T tiles (not the zigzag twin) and at D 128
+    dq_first and early_stats."""
     from tkc.kernels.attention_bwd import ZIGZAG_BWD_KEYS
     picked = lambda D, causal, layout, keys: backward_kernels(D, causal, layout, keys)[1].name  # noqa: E731
     n = ZIGZAG_BWD_KEYS[64, "bhld"]
     assert picked(64, True, "bhld", 77).endswith("_zigzag_overlap")
     assert picked(64, True, "bhld", n - 1).endswith("_zigzag_overlap")
-    assert picked(64, True, "bhld", n).endswith("q128_overlap")
+    assert picked(64, True, "bhld", n).endswith("q128_overlap_ds2")
     for D in (64, 128):
         for layout in ("bhld", "blhd", "varlen"):
             for causal in (False, True):
                 if (D, layout, causal) != (64, "bhld", True):
                     name = picked(D, causal, layout, 77)
                     assert "zigzag" not in name and "persistent" not in name
-                    assert name.endswith("_overlap" if D == 64 or layout == "varlen" else "_overlap_dqfirst_es")
+                    want = "_overlap" if layout == "varlen" else "_overlap_ds2" if D == 64 else \
+                        "_overlap_dqfirst_es_ds2"
+                    assert name.endswith(want)
     assert picked(256, True, "bhld", 77) == "attn_bwd_d256_causal_bhld_dqatomic"
     assert backward_kernels(64, True, "bhld", 77)[0].name == "attn_prep_d64_bhld"
 

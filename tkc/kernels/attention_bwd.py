@@ -504,7 +504,11 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # eight; ptxas spills 36-48 bytes where it spilled 4-28. At D 64 (BQ = 128:
 # 32 registers a statistic) it spills about 500 bytes; for varlen at D 128
 # 68 bytes with the mask (not measured: varlen keeps the overlap alone).
-BWD_SCHEDULE = {64: dict(overlap=True), 128: dict(overlap=True, dq_first=True, early_stats=True), 256: {}}
+# ds_slots=2 (2026-11-26 evening; ncu at locked clocks, bhld / blhd, L 1k /
+# 4k): 1.011-1.023 at D 64, 1.000-1.019 at D 128, causal and not (measured
+# without varlen and without the persistent zigzag twin, which keep one).
+BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, dq_first=True, early_stats=True,
+                                                            ds_slots=2), 256: {}}
 # Keys below which tkc.attention's causal backward is persistent in zigzag
 # order, per (head dim, layout). A causal work item's length falls with its
 # key block, and the hardware hands the blocks out in grid order, so the
@@ -573,7 +577,9 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
     options = backward_options(D, causal, layout)
-    bwd_zigzag = attention_bwd(D, causal, layout, **options, persistent="zigzag") \
+    # (one dS^T tile: a second does not fit beside the persistent K/V's two slots)
+    zigzag_options = {k: v for k, v in options.items() if k != "ds_slots"}
+    bwd_zigzag = attention_bwd(D, causal, layout, **zigzag_options, persistent="zigzag") \
         if causal and (D, layout) in ZIGZAG_BWD_KEYS else None
     return AttentionKernels(short, long, _prep(D, layout), attention_bwd(D, causal, layout, **options),
                             paired, tuple(zigzag), bwd_zigzag)
@@ -582,7 +588,7 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
 def backward_options(D: int, causal: bool, layout: str) -> dict:
     """attention_bwd's options as tkc.attention's backward has them."""
     schedule = {k: v for k, v in BWD_SCHEDULE[D].items()
-                if layout != "varlen" or k not in ("dq_first", "early_stats")}
+                if layout != "varlen" or k not in ("dq_first", "early_stats", "ds_slots")}
     return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
 
 

@@ -51,7 +51,7 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
-                     blocks_per_sm: int = 1, ex2_fma: float = 0.0, skip_idle: bool = False):
+                     blocks_per_sm: int = 1, ex2_fma: float = 0.0):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -85,22 +85,13 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     it was no faster than a block per item). With the causal mask it is
     slower (0.45-0.98 of cuDNN, 2026-11-24): each block takes every 132nd
     item, so with 8 query tiles a head it gets tiles of the same one or two
-    lengths; a dynamic scheduler would even that out.
-
-    skip_idle=True (not with overlap or pingpong, whose wgmmas stay in
-    flight or take turns across the warpgroups): a consumer warpgroup whose
-    64 rows all lie past Lq skips its wgmmas and softmax (it still walks
-    the ring), so the others run alone and faster: with three consumers
-    the last block of a 1024-row head has one warpgroup of rows."""
+    lengths; a dynamic scheduler would even that out."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
     if consumers not in (1, 2, 3):
         raise TkcError(f"attention: consumers must be 1, 2 or 3 warpgroups, got {consumers!r}")
-    if skip_idle and (overlap or pingpong):
-        raise TkcError("attention: skip_idle leaves a warpgroup's loop body out, which overlap's "
-                       "in-flight wgmmas and pingpong's turns do not allow")
     BQ = 64 * consumers          # query rows per block
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
@@ -108,8 +99,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "" if consumers == 2 else f"c{consumers}",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
-                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
-                                "skip" if skip_idle else "") if x)
+                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -130,40 +120,38 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
         turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
-        live = qb * BQ + wg * 64 < Lq    # (skip_idle) the warpgroup has query rows
         for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
             tma.load(k_s, k, tile(hk, j))
             tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
-            with tkc.if_(live) if skip_idle else contextlib.nullcontext():
-                s = zero(rt(f32, 16, KV))
-                with turn:
-                    warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
-                    if overlap:              # O += P V of the previous tile, in flight meanwhile
-                        warpgroup.mma_AB(o_r, p, v_s)
-                warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
-                edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
+            s = zero(rt(f32, 16, KV))
+            with turn:
+                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
+                if overlap:              # O += P V of the previous tile, in flight meanwhile
+                    warpgroup.mma_AB(o_r, p, v_s)
+            warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
+            edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
+            if causal:
+                edge = edge | (j * KV + KV - 1 > row0 + shift)
+            with tkc.if_(edge):
+                col = iota(rt(f32, 16, KV), 1, start=j * KV)
+                keep = col < Lk
                 if causal:
-                    edge = edge | (j * KV + KV - 1 > row0 + shift)
-                with tkc.if_(edge):
-                    col = iota(rt(f32, 16, KV), 1, start=j * KV)
-                    keep = col < Lk
-                    if causal:
-                        keep = keep & (col <= iota(rt(f32, 16, KV), 0, start=row0 + shift))
-                    s = where(keep, s, -math.inf)
-                m_prev = m
-                m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
-                ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
-                s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
-                alpha = exp2((m_prev - ms) * c)
-                l = row_sum(s, init=l * alpha)
-                if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
-                    warpgroup.mma_async_wait(o_r)
-                    p = s.to(bf16)
-                    o_r = mul_row(o_r, alpha)
-                else:
-                    o_r = mul_row(o_r, alpha)
-                    warpgroup.mma_AB(o_r, s.to(bf16), v_s)
-                    warpgroup.mma_async_wait(o_r)
+                    keep = keep & (col <= iota(rt(f32, 16, KV), 0, start=row0 + shift))
+                s = where(keep, s, -math.inf)
+            m_prev = m
+            m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
+            ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
+            s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
+            alpha = exp2((m_prev - ms) * c)
+            l = row_sum(s, init=l * alpha)
+            if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
+                warpgroup.mma_async_wait(o_r)
+                p = s.to(bf16)
+                o_r = mul_row(o_r, alpha)
+            else:
+                o_r = mul_row(o_r, alpha)
+                warpgroup.mma_AB(o_r, s.to(bf16), v_s)
+                warpgroup.mma_async_wait(o_r)
         if pingpong:
             turn.end()
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
