@@ -56,13 +56,6 @@ races and deadlocks like any hand-written kernel:
   each stored tile (a full-width tk.store at a row index that is a
   permutation of the warp ids, as `warpgroup.store` gives), each warp
   stores its band and waits for its own stores: no barrier between warps.
-  A tile stored every iteration of the pipelined loop is double-buffered;
-  when one tk.store writes it there, directly or through a subtile view,
-  giving each warp its own box of whole swizzle panels (the attention
-  backward's dQ: 16 rows of one warpgroup's column half), each warp stores
-  its box likewise (_boxes); otherwise warp 0 stores it after a barrier,
-  and its wait goes before a barrier of the author's that already
-  separates the last store's issue from the write.
 - In a persistent kernel the finish's stores then move into the next work
   item's pipelined loop, one chunk per iteration right after its wgmma issue
   (overlap.py), when the tiles they carry fit the registers.
@@ -232,7 +225,6 @@ class Staging:
         self.once_slots = 2 if self.persistent else 1   # a once-loaded tile's slots
         self.loc = f.loop.location if f.loop is not None else self.fn.location
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
-        self.boxes = {}   # tile stored in the loop -> its write (_box_write), when each warp stores its box
         self.drain = []   # the ops that end the consumers' pipelined loop
         self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
 
@@ -472,8 +464,6 @@ class Staging:
         if not self.f.loop_stores:
             return
         body, m = loop.body, len(self.f.loop_stores)
-        if not self.f.stores:   # (a finish's stores would share warp 0's store groups)
-            self.boxes = _boxes(self.f.loop_stores, loop, self.cw)
         first = list(body.operations)[0].operation
         slots = {}
         with ir.InsertionPoint(first), self.f.loop_stores[0].location:
@@ -494,36 +484,16 @@ class Staging:
                 # the consumers already meet between the last store's issue
                 # and this write (the author's tk.sync): the wait goes before
                 # that barrier, which then orders it before every warp's write
-                # (each warp its own box: it waits for its own stores only)
                 with ir.InsertionPoint(meeting or op), op.location:
                     self._store_wait(m + issued)
-                    if meeting is None and not self.boxes:
+                    if meeting is None:
                         tk.sync(**self.sync)
             if op in self.f.loop_stores:
                 issued, meeting = issued + 1, None
-            elif self._meets(op) and not self.bands and not self.boxes:
+            elif self._meets(op) and not self.bands:
                 meeting = op
         for op in self.f.loop_stores:
-            if self.boxes:
-                self._issue_box(op)
-            else:
-                self._issue_store(op)
-
-    def _issue_box(self, op) -> None:
-        """The warp fences its writes and stores its own box of the tile's
-        slot (_boxes): no barrier between warps."""
-        slot, (gl, b, d, r, c) = op.operands[1], (op.operands[0], *list(op.operands)[2:])
-        t = view(slot.type)
-        rows, cols, at = self.boxes[_root(slot)]
-        with ir.InsertionPoint(op), op.location:
-            tk.fence_async()
-            tk.sync(warps=1)
-            i, j = at()
-            part = tk.subtile(t.with_(rows=rows, cols=cols).mlir(), slot, i, j)
-            row = arith.addi(arith.muli(r, index(t.rows // rows)), i)
-            col = arith.addi(arith.muli(c, index(t.cols // cols)), j)
-            tk.tma_store(gl, part, [b, d, row, col], add="add" in op.attributes)
-        op.erase()
+            self._issue_store(op)
 
     def _meets(self, op) -> bool:
         """op is a barrier of all the consumer warps (an author's tk.sync)."""
@@ -674,8 +644,8 @@ class Staging:
         return inflight
 
     def _store_wait(self, pending: int) -> None:
-        """The issuing warp (each warp, for banded or boxed stores) waits for reads."""
-        if self.bands or self.boxes:
+        """The issuing warp (each warp, for banded stores) waits for reads."""
+        if self.bands:
             tk.tma_store_wait(pending)
             return
         with _if(self._is_issuer()):
@@ -899,66 +869,6 @@ def _bands(stores, warps: int) -> dict:
                     and _constant_index(user.operands[3]) == 0):
                 return {}
         out[tile] = rows
-    return out
-
-
-def _boxes(loop_stores, loop, warps: int) -> dict:
-    """{tile: (R, C, at)} when every tile stored in the pipelined loop is
-    written there (before its slot is substituted) by one top-level tk.store
-    of an rt<R, C>, into the tile or a tk.subtile view of it, at coordinates
-    that give each consumer warp its own R x C box: the boxes tile it, each
-    made of whole swizzle panels and rows in whole swizzle periods, so that a
-    TMA copy of the box is one of the tile's panels' row ranges. at() emits,
-    where it is called, the box's (row, col) in units of R x C (the view's
-    index times the view's boxes, plus the store's). {} unless that holds
-    for every stored tile (the warps' store counts must agree)."""
-    from ..lowering.shared import swizzle_bytes
-    out = {}
-    for p in loop_stores:
-        tile = p.operands[1]
-        t = view(tile.type)
-        writes, view_op = [], None
-        for u in tile.uses:
-            user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-            if user.name == "tk.pipeline_store" and u.operand_number == 1:
-                continue
-            if user.name == "tk.subtile" and u.operand_number == 0:
-                subs = [x.owner.operation if hasattr(x.owner, "operation") else x.owner
-                        for x in user.results[0].uses]
-                if len(subs) != 1:
-                    return {}
-                writes.append((subs[0], user))
-            else:
-                writes.append((user, None))
-        if len(writes) != 1:
-            return {}
-        store, view_op = writes[0]
-        if store.name != "tk.store" or "elements" in store.attributes or "clip" in store.attributes \
-                or store.parent != loop.operation or not isinstance(view(store.operands[1].type), RT):
-            return {}
-        reg = view(store.operands[1].type)
-        v = view(view_op.results[0].type) if view_op is not None else t
-        vi, vj = (view_op.operands[1], view_op.operands[2]) if view_op is not None else (None, None)
-        r, c = store.operands[2], store.operands[3]
-        boxes = set()
-        for w in range(warps):
-            idx = [_eval_index(x, w) if x is not None else 0 for x in (vi, vj, r, c)]
-            if None in idx:
-                return {}
-            boxes.add((idx[0] * v.rows + idx[2] * reg.rows, idx[1] * v.cols + idx[3] * reg.cols))
-        s = swizzle_bytes(t)
-        panel = s // itemsize(t.dtype) if s else t.cols
-        if len(boxes) != warps or warps * reg.rows * reg.cols != t.rows * t.cols or reg.cols % panel \
-                or reg.rows % 8 or reg.rows > 256 or any(
-                    y % reg.rows or x % reg.cols or y + reg.rows > t.rows or x + reg.cols > t.cols
-                    for y, x in boxes):
-            return {}
-
-        def at(vi=vi, vj=vj, r=r, c=c, v=v, reg=reg):
-            i = r if vi is None else arith.addi(arith.muli(vi, index(v.rows // reg.rows)), r)
-            j = c if vj is None else arith.addi(arith.muli(vj, index(v.cols // reg.cols)), c)
-            return i, j
-        out[tile] = (reg.rows, reg.cols, at)
     return out
 
 
