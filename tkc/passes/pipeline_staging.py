@@ -56,6 +56,10 @@ races and deadlocks like any hand-written kernel:
   each stored tile (a full-width tk.store at a row index that is a
   permutation of the warp ids, as `warpgroup.store` gives), each warp
   stores its band and waits for its own stores: no barrier between warps.
+  A tile stored every iteration of the pipelined loop is double-buffered;
+  where a barrier of the author's (tk.sync) already separates the last
+  store's issue from the write, warp 0's wait goes before that barrier and
+  the consumers do not meet again (the attention backward's dQ tile).
 - In a persistent kernel the finish's stores then move into the next work
   item's pipelined loop, one chunk per iteration right after its wgmma issue
   (overlap.py), when the tiles they carry fit the registers.
