@@ -81,8 +81,8 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False, only=None):
                     if (D, causal, layout, name) not in VARIANTS or only and name not in only:
                         continue
                     kern = VARIANTS[D, causal, layout, name]
-                    dq = view(torch.zeros(mem, device="cuda").transpose(1, 2) if layout == "blhd"
-                              else torch.zeros(mem, device="cuda"))
+                    dq = view(torch.empty(mem, device="cuda").transpose(1, 2) if layout == "blhd"
+                              else torch.empty(mem, device="cuda"))   # prep zeroes it
                     dk, dv = torch.empty_like(view(k)), torch.empty_like(view(v))
 
                     def run(kern=kern, dq=dq, dk=dk, dv=dv):   # as attention_ops._bwd

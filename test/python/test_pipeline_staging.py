@@ -20,6 +20,12 @@ from tkc.frontend.kernel import kernels_in_file
 from tkc.kernels import gemm_hopper
 from tkc.ops import subtile, zero
 
+
+def lit_kernels(name: str) -> dict:
+    """{kernel name: kernel} of test/lit/passes/<name> (lit checks their IR,
+    these tests run them)."""
+    return {k.name: k for k in kernels_in_file(Path(__file__).resolve().parents[1] / "lit" / "passes" / name)}
+
 from helpers import ref_bf16
 
 BM, BN, BK = 128, 256, 64
@@ -459,8 +465,7 @@ def test_releasing_the_held_stage_at_the_iteration_end_is_a_race(monkeypatch):
 # second still in flight), then a third it leaves in flight: the next
 # iteration's pending = 1 wait retires it (groups complete in order), so the
 # stage is held until then. The kernel is the lit test's.
-left_in_flight_pending = kernels_in_file(
-    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-held-pending.py")[0]
+left_in_flight_pending = lit_kernels("pipeline-held-pending.py")["held"]
 
 
 @tkc.kernel(warps=4)
@@ -584,17 +589,6 @@ def test_once_loads_and_finishes(kernel, factor, rng):
     np.testing.assert_array_equal(c, ref_bf16(a * factor))
 
 
-def _once_release():
-    """test/lit/passes/once-release.py as a module (its kernels)."""
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).parents[1] / "lit" / "passes" / "once-release.py"
-    spec = importlib.util.spec_from_file_location("once_release", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("name", ["in_loop", "in_finish"])
 def test_once_loaded_tile_released_after_its_last_reader(name, rng):
     """test/lit/passes/once-release.py's kernels (its IR checks say where the
@@ -602,10 +596,10 @@ def test_once_loaded_tile_released_after_its_last_reader(name, rng):
     (or the finish's read of it), the next item's q loads under this item's
     finish. 5 items on 2 blocks; the interpreter checks the early release for
     races (a release before the last wgmma reading the tile is reported)."""
-    mod = _once_release()
+    kernel = lit_kernels("once-release.py")[name]
     q, k = ref_bf16(rng.standard_normal((128 * 5, 64))), ref_bf16(rng.standard_normal((192, 64)))
     o = np.full_like(q, np.nan)
-    tkc.interpreter.run(staged(getattr(mod, name)), [q, k, o], sms=2)
+    tkc.interpreter.run(staged(kernel), [q, k, o], sms=2)
     acc = sum(q.astype(np.float64) @ k[j:j + 64].T for j in range(0, 192, 64))  # Q K_j^T summed
     want = ref_bf16(ref_bf16(acc) + (q if name == "in_finish" else 0))
     np.testing.assert_allclose(o, want, rtol=1e-2, atol=1e-2)
@@ -619,10 +613,10 @@ def test_once_loaded_tile_released_by_a_pending_wait(name, D, rng):
     slot, so the next item's q load follows that release at once: the
     interpreter, which checks the load against the wgmma reads in flight,
     reports a release placed before the wait. 5 items on 2 blocks."""
-    mod = _once_release()
+    kernel = lit_kernels("once-release.py")[name]
     q, w, k = (ref_bf16(rng.standard_normal(shape)) for shape in ((128 * 5, D), (64, D), (192, D)))
     o = np.full((128 * 5, 64), np.nan, np.float32)
-    tkc.interpreter.run(staged(getattr(mod, name)), [q, w, k, o], sms=2)
+    tkc.interpreter.run(staged(kernel), [q, w, k, o], sms=2)
     q64, w64 = q.astype(np.float64), w.astype(np.float64)
     qk = sum(q64 @ k[j:j + 64].T for j in range(0, 192, 64))    # Q K_j^T summed
     want = qk + q64 @ w64.T + np.tile(w64 @ w64.T, (10, 1))
@@ -661,9 +655,7 @@ def test_lcsf_store_runs_per_iteration(rng):
 # A tile stored every iteration, written after the author's tkc.sync: the
 # wait for the slot's old store goes before that barrier, and no second
 # barrier follows (the lit test's kernel).
-accumulate_met = next(k for k in kernels_in_file(
-    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-store-add.py")
-    if k.name == "accumulate_met")
+accumulate_met = lit_kernels("pipeline-store-add.py")["accumulate_met"]
 
 
 @pytest.mark.parametrize("tiles", [1, 2, 5])

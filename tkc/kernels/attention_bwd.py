@@ -576,19 +576,19 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    options = backward_options(D, causal, layout)
-    # (one dS^T tile: a second does not fit beside the persistent K/V's two slots)
-    zigzag_options = {k: v for k, v in options.items() if k != "ds_slots"}
-    bwd_zigzag = attention_bwd(D, causal, layout, **zigzag_options, persistent="zigzag") \
-        if causal and (D, layout) in ZIGZAG_BWD_KEYS else None
-    return AttentionKernels(short, long, _prep(D, layout), attention_bwd(D, causal, layout, **options),
+    bwd_zigzag = attention_bwd(D, causal, layout, **backward_options(D, causal, layout, zigzag=True),
+                               persistent="zigzag") if causal and (D, layout) in ZIGZAG_BWD_KEYS else None
+    return AttentionKernels(short, long, _prep(D, layout),
+                            attention_bwd(D, causal, layout, **backward_options(D, causal, layout)),
                             paired, tuple(zigzag), bwd_zigzag)
 
 
-def backward_options(D: int, causal: bool, layout: str) -> dict:
-    """attention_bwd's options as tkc.attention's backward has them."""
-    schedule = {k: v for k, v in BWD_SCHEDULE[D].items()
-                if layout != "varlen" or k not in ("dq_first", "early_stats", "ds_slots")}
+def backward_options(D: int, causal: bool, layout: str, zigzag: bool = False) -> dict:
+    """attention_bwd's options as tkc.attention's backward has them (zigzag:
+    its persistent twin's, one dS^T tile: a second does not fit beside the
+    persistent K/V's two slots; varlen keeps the overlap alone)."""
+    dropped = ("dq_first", "early_stats", "ds_slots") if layout == "varlen" else ("ds_slots",) if zigzag else ()
+    schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if k not in dropped}
     return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
 
 
