@@ -27,6 +27,11 @@ KERNELS = list(ATOMIC.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
+# the persistent backward in zigzag order (tkc.attention's causal D 64 one
+# until "Warp ids" in attention_bwd), with one dS^T tile
+ZIGZAG_BWD = attention_bwd(64, True, "bhld", **dict(backward_options(64, True, "bhld"), ds_slots=1),
+                           persistent="zigzag")
+KERNELS.append(ZIGZAG_BWD)
 
 
 def rel_err(x, ref):
@@ -160,9 +165,9 @@ def test_varlen(long, causal, D):
 
 
 def test_zigzag_backward_equals_a_block_an_item():
-    """tkc.attention's causal backward below ZIGZAG_BWD_KEYS (D 64, bhld: 132
-    blocks over 352 work items: three rounds, the last partial; GQA 2:1,
-    ragged) against its block-an-item twin and against the reference."""
+    """The persistent backward in zigzag order (D 64, bhld: 132 blocks over
+    352 work items: three rounds, the last partial; GQA 2:1, ragged) against
+    tkc.attention's, a block an item, and against the reference."""
     from tkc.kernels.attention_bwd import attention_kernels
     D = 64
     ks = attention_kernels(D, True, "bhld")
@@ -172,7 +177,7 @@ def test_zigzag_backward_equals_a_block_an_item():
     do = torch.randn_like(o)
     stats = torch.empty(B, Hq, 2, stats_columns(Lq), device="cuda")
     out = {}
-    for kern in (ks.bwd, ks.bwd_zigzag):
+    for kern in (ks.bwd, ZIGZAG_BWD):
         dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
         ks.prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
@@ -181,7 +186,7 @@ def test_zigzag_backward_equals_a_block_an_item():
     for a, b in zip(*out.values()):
         assert not b.isnan().any() and rel_err(a, b) < 1e-5  # the same sums (dQ's in another order)
     reference(q, k, v, True, 0.1).backward(do.float())
-    for g, t in zip(out[ks.bwd_zigzag.name], (q, k, v)):
+    for g, t in zip(out[ZIGZAG_BWD.name], (q, k, v)):
         assert rel_err(g, t.grad) < 2e-2
 
 
@@ -192,7 +197,7 @@ def test_dq_by_tma_equals_atomics(causal, D):
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
-    prep, tma = backward_kernels(D, causal, "bhld", 900)   # causal: the zigzag one
+    prep, tma = backward_kernels(D, causal, "bhld")
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
     for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma)):

@@ -174,30 +174,22 @@ def test_forwards_without_a_mask_are_persistent():
     assert not forward_kernel(64, False, "varlen", 130).name.endswith("_persistent")
 
 
-def test_causal_backwards_are_zigzag_below_zigzag_bwd_keys():
-    """The causal backward at D 64 bhld persistent in zigzag order below
-    ZIGZAG_BWD_KEYS keys, a block a work item from there on; without the
-    mask, in the other layouts, at D 128 and 256 a block a work item. Every
-    backward at D <= 128 has its schedule (BWD_SCHEDULE): the overlap, and
-    outside varlen two dS^T tiles (not the zigzag twin) and at D 128
-    dq_first and early_stats."""
-    from tkc.kernels.attention_bwd import ZIGZAG_BWD_KEYS
-    picked = lambda D, causal, layout, keys: backward_kernels(D, causal, layout, keys)[1].name  # noqa: E731
-    n = ZIGZAG_BWD_KEYS[64, "bhld"]
-    assert picked(64, True, "bhld", 77).endswith("_zigzag_overlap")
-    assert picked(64, True, "bhld", n - 1).endswith("_zigzag_overlap")
-    assert picked(64, True, "bhld", n).endswith("q128_overlap_ds2")
+def test_backwards_are_a_block_an_item_with_their_schedule():
+    """Every backward at D <= 128 is a block a work item (no persistent
+    twin: "Warp ids" in attention_bwd) with its schedule (BWD_SCHEDULE):
+    the overlap, and outside varlen two dS^T tiles and at D 128 dq_first
+    and early_stats; every one has warp-uniform warp ids."""
+    picked = lambda D, causal, layout: backward_kernels(D, causal, layout)[1]  # noqa: E731
     for D in (64, 128):
         for layout in ("bhld", "blhd", "varlen"):
             for causal in (False, True):
-                if (D, layout, causal) != (64, "bhld", True):
-                    name = picked(D, causal, layout, 77)
-                    assert "zigzag" not in name and "persistent" not in name
-                    want = "_overlap" if layout == "varlen" else "_overlap_ds2" if D == 64 else \
-                        "_overlap_dqfirst_es_ds2"
-                    assert name.endswith(want)
-    assert picked(256, True, "bhld", 77) == "attn_bwd_d256_causal_bhld_dqatomic"
-    assert backward_kernels(64, True, "bhld", 77)[0].name == "attn_prep_d64_bhld"
+                kern = picked(D, causal, layout)
+                assert "zigzag" not in kern.name and "persistent" not in kern.name
+                want = "_overlap" if layout == "varlen" else "_overlap_ds2" if D == 64 else \
+                    "_overlap_dqfirst_es_ds2"
+                assert kern.name.endswith(want) and kern.uniform_ids == "warp"
+    assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic"
+    assert backward_kernels(64, True, "bhld")[0].name == "attn_prep_d64_bhld"
 
 
 def test_opcheck():

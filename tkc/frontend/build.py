@@ -36,6 +36,8 @@ def _attributes(kernel) -> dict:
                                   else ir.UnitAttr.get())
     if kernel.blocks_per_sm > 1:
         attrs["tk.blocks_per_sm"] = ir.IntegerAttr.get(i64, kernel.blocks_per_sm)
+    if kernel.uniform_ids:
+        attrs["tk.uniform_ids"] = ir.StringAttr.get(kernel.uniform_ids)
     if kernel.inplace:
         attrs["tk.inplace"] = ir.ArrayAttr.get([strs(pair) for pair in kernel.inplace.items()])
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]

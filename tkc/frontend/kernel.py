@@ -70,13 +70,16 @@ def _closure(fn) -> dict:
     return out
 
 
+UNIFORM_IDS = (None, "warpgroup", "warp")   # tkc.kernel's uniform_ids
+
+
 class Kernel:
     """A ThunderKittens-style kernel written in Python (see tkc.kernel)."""
 
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
                  persistent: bool = False, inplace: dict | None = None, scope: dict | None = None,
-                 spills: int = 0, blocks_per_sm: int = 1):
+                 spills: int = 0, blocks_per_sm: int = 1, uniform_ids: str | None = None):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -91,6 +94,9 @@ class Kernel:
         if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or not 1 <= blocks_per_sm <= 32:
             raise TkcError(f"blocks_per_sm must be an int in 1..32, got {blocks_per_sm!r}", _where_def(fn))
         self.blocks_per_sm = blocks_per_sm
+        if uniform_ids not in UNIFORM_IDS:
+            raise TkcError(f"uniform_ids must be one of {UNIFORM_IDS}, got {uniform_ids!r}", _where_def(fn))
+        self.uniform_ids = uniform_ids
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
@@ -165,7 +171,7 @@ class Kernel:
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
-            "inplace": self.inplace, "blocks_per_sm": self.blocks_per_sm,
+            "inplace": self.inplace, "blocks_per_sm": self.blocks_per_sm, "uniform_ids": self.uniform_ids,
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -228,7 +234,8 @@ class Kernel:
 
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
            divisible: dict | None = None, order: str | None = None, persistent: bool = False,
-           inplace: dict | None = None, spills: int = 0, blocks_per_sm: int = 1):
+           inplace: dict | None = None, spills: int = 0, blocks_per_sm: int = 1,
+           uniform_ids: str | None = None):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -258,13 +265,25 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     blocks): ptxas keeps registers to 65536 / (n * threads) a thread and the
     block's shared memory (tk-pipeline-staging's ring included) to an n-th of
     the SM's, so that several independent work items hide each other's
-    latency."""
+    latency.
+
+    uniform_ids="warpgroup": warpgroupid() is the warp id broadcast from lane
+    0 (CUTLASS's canonical_warp_idx_sync), which ptxas knows to be the same
+    in every lane of a warp, so what derives from it (a warpgroup's branch,
+    the wgmma descriptors of its subtile) stays on the uniform datapath
+    instead of moving over from per-lane registers; "warp": warpid() too (a
+    warp's rows, its store coordinates). Fewer instructions and per-lane
+    registers, but the uniform registers (63) can crowd out other values:
+    measure it per kernel. On the H100 the attention backward gains 2.5-4%
+    with "warp", its forwards up to 5% with "warpgroup" (D 128's loses 8%
+    with "warp"); the linear attention and hedgehog kernels spill with
+    either (none by default)."""
     # The defining scope's local names (a kernel defined inside a function
     # may annotate with names imported there): called where the def is.
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
                 persistent=persistent, inplace=inplace, scope=scope, spills=spills,
-                blocks_per_sm=blocks_per_sm)
+                blocks_per_sm=blocks_per_sm, uniform_ids=uniform_ids)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)

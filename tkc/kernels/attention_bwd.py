@@ -102,8 +102,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     beside the ring and dQ's tiles: the next item's load waits for this
     item's last dQ wgmma); "zigzag", the rounds of items dealt forwards and
     backwards. Causal items shrink along the key blocks, so a zigzag block's
-    long and short items pair up (tkc.attention's causal backward below
-    ZIGZAG_BWD_KEYS).
+    long and short items pair up (not in tkc.attention: see "Warp ids"
+    below BWD_SCHEDULE).
 
     overlap (D <= 128): the wait for S^T leaves dP^T's wgmma in flight and
     the one for dP^T dV's, so that P^T and dS^T are computed under the
@@ -321,9 +321,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
 
     Q, K = _layout_dims(layout, D)
     QF = _layout_dims(layout, D, f32)[0]
-    grid_options = dict(persistent=persistent, order="xyz") if persistent else {}
+    # warp ids uniform for ptxas, but not in the persistent loop: "Warp ids" below BWD_SCHEDULE
+    options = dict(spills=SPILLS, **(dict(persistent=persistent, order="xyz") if persistent
+                                     else dict(uniform_ids="warp")))
     if layout == "varlen":
-        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, spills=SPILLS, **grid_options,
+        @tkc.kernel(name=name, warps=8, divisible={"HqD": "HkvD", "HkvD": D}, **options,
                     grid=lambda q, k, v, do, stats, dq, dk, dv, cu_q, cu_k, max_k, scale:
                     (tkc.cdiv(max_k, keys), k.c // D, cu_q.c - 1))
         def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, 1, "Hq", 2, None), dq: QF, dk: K, dv: K,
@@ -346,7 +348,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         heads = k.d if layout == "bhld" else k.c // D
         return (tkc.cdiv(k.r, keys), heads, k.b if layout == "bhld" else k.d)
 
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, spills=SPILLS, **grid_options)
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, **options)
     def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
             scale: tkc.f32):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
@@ -505,25 +507,23 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # 32 registers a statistic) it spills about 500 bytes; for varlen at D 128
 # 68 bytes with the mask (not measured: varlen keeps the overlap alone).
 # ds_slots=2 (2026-11-26 evening; ncu at locked clocks, bhld / blhd, L 1k /
-# 4k): 1.011-1.023 at D 64, 1.000-1.019 at D 128, causal and not (measured
-# without varlen and without the persistent zigzag twin, which keep one).
+# 4k): 1.011-1.023 at D 64, 1.000-1.019 at D 128, causal and not (not
+# measured for varlen, which keeps one).
 BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, dq_first=True, early_stats=True,
                                                             ds_slots=2), 256: {}}
-# Keys below which tkc.attention's causal backward is persistent in zigzag
-# order, per (head dim, layout). A causal work item's length falls with its
-# key block, and the hardware hands the blocks out in grid order, so the
-# last wave is uneven; zigzag pairs each block's long and short items. On
-# the H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26), with the overlap,
-# at D 64 bhld: 1.043 -> 1.066 / 1.043 -> 1.063 of a block an item's speed
-# without it at L 1k / 4k (the overlap alone 1.021 / 1.031). At 16k (one
-# batch of 16 heads, 128 key blocks a head, about as many as SMs) each
-# block's items are the same length round after round: 0.70 of cuDNN where a
-# block an item reads 0.96. At D 64 blhd the persistent loop's registers make
-# ptxas spill 332 bytes (bhld: 132): 15% slower than a block an item; at D 128
-# zigzag measured no faster than dq_first (1.000-1.026 against 1.015-1.023),
-# and with dq_first it spills 200 bytes. The persistent backward without the
-# mask measured within 2% of a block an item, so that one stays as it is.
-ZIGZAG_BWD_KEYS = {(64, "bhld"): 8192}
+# Warp ids: the backward's are warp-uniform for ptxas (tkc.kernel's
+# uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
+# dK and dV on the uniform datapath). On the H100 (ncu, locked clocks,
+# BENCHMARKS.md 2026-11-26 late), over the kernels before, where no id was:
+# 1.025-1.041 at D 64 and 128, causal and not, L 1k and 4k, 1.003-1.016 at
+# D 256; over "warpgroup" (the forwards'), 1.01-1.03. ptxas
+# spills 12-20 bytes where it spilled 36-56. The persistent loop (which
+# also holds its work item's coordinates) spills 240-364 bytes with either
+# (0.76-0.81 of its speed), so the persistent backward keeps per-lane ids.
+# Its zigzag twin, tkc.attention's causal backward at D 64 bhld below 8192
+# keys until then (1.02 over a block an item), is now equalled by a block
+# an item (370.9 against 372.0 us at L 1k, 1056.8 against 1062.8 at 4k), so
+# tkc.attention no longer uses it.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -536,11 +536,9 @@ class AttentionKernels:
     bwd: tkc.Kernel
     paired: tkc.Kernel                # causal below PAIRED_CAUSAL_KEYS (else short)
     zigzag: tuple = ()                # causal below ZIGZAG_CAUSAL_KEYS: short[, long]
-    bwd_zigzag: tkc.Kernel | None = None   # causal below ZIGZAG_BWD_KEYS[D, layout]
 
     def __iter__(self):
-        kernels = (self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag, self.bwd_zigzag)
-        return iter(dict.fromkeys(k for k in kernels if k is not None))
+        return iter(dict.fromkeys((self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -558,8 +556,7 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     LONG_KEYS is below ZIGZAG_CAUSAL_KEYS, the long one persistent in zigzag
     order run below those keys (the paired one only from there on).
     The backward steps BWD_QUERIES[D] query rows at a time, scheduled as
-    BWD_SCHEDULE[D] says; causal, where ZIGZAG_BWD_KEYS has the head dim and
-    layout, a persistent zigzag twin runs below those keys. D = 256: 64-key
+    BWD_SCHEDULE[D] says, a block a work item. D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
@@ -576,18 +573,15 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    bwd_zigzag = attention_bwd(D, causal, layout, **backward_options(D, causal, layout, zigzag=True),
-                               persistent="zigzag") if causal and (D, layout) in ZIGZAG_BWD_KEYS else None
     return AttentionKernels(short, long, _prep(D, layout),
                             attention_bwd(D, causal, layout, **backward_options(D, causal, layout)),
-                            paired, tuple(zigzag), bwd_zigzag)
+                            paired, tuple(zigzag))
 
 
-def backward_options(D: int, causal: bool, layout: str, zigzag: bool = False) -> dict:
-    """attention_bwd's options as tkc.attention's backward has them (zigzag:
-    its persistent twin's, one dS^T tile: a second does not fit beside the
-    persistent K/V's two slots; varlen keeps the overlap alone)."""
-    dropped = ("dq_first", "early_stats", "ds_slots") if layout == "varlen" else ("ds_slots",) if zigzag else ()
+def backward_options(D: int, causal: bool, layout: str) -> dict:
+    """attention_bwd's options as tkc.attention's backward has them (varlen
+    keeps the overlap alone)."""
+    dropped = ("dq_first", "early_stats", "ds_slots") if layout == "varlen" else ()
     schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if k not in dropped}
     return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
 
@@ -604,11 +598,10 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     return ks.paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else ks.short
 
 
-def backward_kernels(D: int, causal: bool, layout: str, keys: int):
-    """(prep, backward) for sequences of `keys` keys."""
+def backward_kernels(D: int, causal: bool, layout: str):
+    """(prep, backward): the same at every length."""
     ks = attention_kernels(D, causal, layout)
-    zigzag = ks.bwd_zigzag is not None and keys < ZIGZAG_BWD_KEYS[D, layout]
-    return ks.prep, ks.bwd_zigzag if zigzag else ks.bwd
+    return ks.prep, ks.bwd
 
 
 @functools.lru_cache(maxsize=None)

@@ -174,12 +174,18 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         block past the sequence's nq (varlen) keeps its index: it has no rows."""
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
-    grid_options = dict(persistent=persistent, order="xyz") if persistent else {}
-    grid_options["blocks_per_sm"] = blocks_per_sm
+    # the warpgroup id uniform for ptxas (tkc.kernel's uniform_ids): on the
+    # H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26 late) 1.00-1.05 over
+    # per-lane ids, D 64 to 256, L 1k and 4k; "warp" (the backward's) is as
+    # fast at D 64 but 0.92 at D 128 without the mask, where ptxas then
+    # keeps the softmax's scale in a per-lane register and ncu shows more
+    # stalls at the warpgroup's barriers and the MIO queue
+    options = dict(blocks_per_sm=blocks_per_sm, uniform_ids="warpgroup",
+                   **(dict(persistent=persistent, order="xyz") if persistent else {}))
     if layout == "varlen":
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
                     grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
-                    (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1), **grid_options)
+                    (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1), **options)
         def attn(q: gl(bf16, 1, 1, "Tq", "HqD"), k: gl(bf16, 1, 1, "Tk", "HkvD"),
                  v: gl(bf16, 1, 1, "Tk", "HkvD"), o: gl(bf16, 1, 1, "Tq", "HqD"),
                  lse: gl(f32, 1, "Hq", 1, "Tq"), cu_q: gl(i32, 1, 1, 1, "B1"),
@@ -202,7 +208,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
         relation = {"HqD": "HkvD", "HkvD": D}
 
-    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, **grid_options)
+    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, **options)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))

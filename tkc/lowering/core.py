@@ -215,7 +215,33 @@ class Lowering:
         return self.once("lane_i32", lambda: arith.remui(self.tid_i32(), self.const_i32(32)))
 
     def warp_i32(self) -> ir.Value:
+        """tid / 32 (uniform_warp_i32 where tk.uniform_ids is "warp")."""
+        if self.uniform_ids() == "warp":
+            return self.uniform_warp_i32()
         return self.once("warp_i32", lambda: arith.divui(self.tid_i32(), self.const_i32(32)))
+
+    def uniform_ids(self) -> str | None:
+        """The kernel's tk.uniform_ids: None, "warpgroup" or "warp"."""
+        attrs = self.func_op.attributes
+        if "tk.uniform_ids" not in attrs:
+            return None
+        a = attrs["tk.uniform_ids"]
+        value = ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else None
+        if value not in ("warpgroup", "warp"):
+            raise error(self.func_op, f'tk.uniform_ids must be "warpgroup" or "warp", found {a}')
+        return value
+
+    def uniform_warp_i32(self) -> ir.Value:
+        """tid / 32 broadcast from lane 0 (shfl.sync.idx), as CUTLASS's
+        canonical_warp_idx_sync: ptxas then knows it is the same in every
+        lane and keeps what derives from it (a warpgroup's branch, the wgmma
+        descriptors of its subtile) on the uniform datapath, not in per-lane
+        registers moved over by R2UR."""
+        def build():
+            w = arith.divui(self.tid_i32(), self.const_i32(32))
+            return nvvm.shfl_sync(w.type, self.const_i32(-1), w, self.const_i32(0), self.const_i32(31),
+                                  nvvm.ShflKind.idx)
+        return self.once("uniform_warp_i32", build)
 
     def lane(self) -> ir.Value:
         """The lane id (0..31) as an index Value."""

@@ -4,6 +4,9 @@ Ids come from the PTX special registers as i32 and become `index` values
 (unsigned casts: they are never negative). laneid and warpid derive from
 threadIdx.x (tid % 32, tid / 32), read once per kernel by the Lowering:
 blocks are one-dimensional, so this equals %laneid and saves a register read.
+With `tk.uniform_ids = "warpgroup"` warpgroupid, with "warp" warpid too, take
+the warp id broadcast from lane 0 (shfl.sync.idx), which ptxas knows to be
+the same in every lane (tkc.kernel's uniform_ids).
 `tk.sync` is `bar.sync 0` for the block, or with `id` / `warps` the named
 barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level"); one warp's
 is `bar.warp.sync`; with `arrive`, `bar.arrive id, 32*warps`.
@@ -38,7 +41,11 @@ def _warpid(lw, op, args):
 
 @rule("tk.warpgroupid")
 def _warpgroupid(lw, op, args):
-    return [lw.once(("warpgroup",), lambda: arith.divui(lw.warp(), _index(4)))]
+    def build():
+        warp = lw.warp() if lw.uniform_ids() is None else \
+            arith.index_cast(ir.IndexType.get(), lw.uniform_warp_i32())
+        return arith.divui(warp, _index(4))
+    return [lw.once(("warpgroup",), build)]
 
 
 @rule("tk.block_idx", "tk.grid_dim")
