@@ -274,10 +274,10 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     instead of moving over from per-lane registers; "warp": warpid() too (a
     warp's rows, its store coordinates). Fewer instructions and per-lane
     registers, but the uniform registers (63) can crowd out other values:
-    measure it per kernel. On the H100 the attention backward gains 2.5-4%
-    with "warp", its forwards up to 5% with "warpgroup" (D 128's loses 8%
+    measure it per kernel. On the H100 the attention backward gains 1.7-5.1%
+    with "warp", its forwards up to 4.3% with "warpgroup" (D 128's loses 8%
     with "warp"); the linear attention and hedgehog kernels spill with
-    either (none by default)."""
+    "warpgroup" (neither is the default)."""
     # The defining scope's local names (a kernel defined inside a function
     # may annotate with names imported there): called where the def is.
     scope = dict(sys._getframe(1).f_locals)

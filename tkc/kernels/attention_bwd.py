@@ -515,9 +515,9 @@ BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, dq_f
 # uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
 # dK and dV on the uniform datapath). On the H100 (ncu, locked clocks,
 # BENCHMARKS.md 2026-11-26 late), over the kernels before, where no id was:
-# 1.025-1.041 at D 64 and 128, causal and not, L 1k and 4k, 1.003-1.016 at
-# D 256; over "warpgroup" (the forwards'), 1.01-1.03. ptxas
-# spills 12-20 bytes where it spilled 36-56. The persistent loop (which
+# 1.017-1.051 at D 64 and 128, causal and not, bhld and blhd, L 1k and 4k,
+# 1.004-1.045 at D 256; over "warpgroup" (the forwards'), 1.01-1.03. ptxas
+# spills 8-20 bytes where it spilled 36-60. The persistent loop (which
 # also holds its work item's coordinates) spills 240-364 bytes with either
 # (0.76-0.81 of its speed), so the persistent backward keeps per-lane ids.
 # Its zigzag twin, tkc.attention's causal backward at D 64 bhld below 8192

@@ -175,8 +175,9 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
     # the warpgroup id uniform for ptxas (tkc.kernel's uniform_ids): on the
-    # H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26 late) 1.00-1.05 over
-    # per-lane ids, D 64 to 256, L 1k and 4k; "warp" (the backward's) is as
+    # H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26 late) 0.99-1.04 over
+    # per-lane ids, D 64 to 256, L 1k and 4k (below 1.00 only within the
+    # noise, D 128 at 1k and the paired ones); "warp" (the backward's) is as
     # fast at D 64 but 0.92 at D 128 without the mask, where ptxas then
     # keeps the softmax's scale in a per-lane register and ncu shows more
     # stalls at the warpgroup's barriers and the MIO queue
