@@ -33,12 +33,11 @@ def _kernel(uniform):
     return rows
 
 
-def _ops(kernel) -> list[str]:
-    from tkc.sass import cuobjdump, disassemble
+def _ops(kernel) -> dict[str, int]:
+    from tkc.sass import cuobjdump, disassemble, opcodes
     if cuobjdump() is None:
         pytest.skip("cuobjdump not installed")
-    sass = disassemble(kernel.build().cubin)
-    return re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", sass)
+    return opcodes(disassemble(kernel.build().cubin))
 
 
 def test_uniform_ids_reach_the_uniform_datapath():
@@ -46,8 +45,8 @@ def test_uniform_ids_reach_the_uniform_datapath():
     warp's store coordinates need fewer moves from per-lane registers
     (R2UR) than with the warpgroup id alone."""
     plain, group, warp = (_ops(_kernel(u)) for u in (None, "warpgroup", "warp"))
-    assert plain.count("SHFL") == 0 and group.count("SHFL") == warp.count("SHFL") == 1
-    assert warp.count("R2UR") < group.count("R2UR")
+    assert plain.get("SHFL", 0) == 0 and group.get("SHFL", 0) == warp.get("SHFL", 0) == 1
+    assert warp.get("R2UR", 0) < group.get("R2UR", 0)
     assert '"uniform_ids": "warp"' in _kernel("warp").specialisation()
 
 
