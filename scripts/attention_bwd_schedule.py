@@ -1,7 +1,6 @@
-"""Attention backward variants side by side on the GPU: a block a work item
-(key block, KV head, batch) against a persistent block an SM in zigzag order
-(causal), each with and without the intra-warpgroup overlap (P^T under
-dP^T's wgmma, dS^T under dV's), D 64 and 128, causal and not, timed
+"""Attention backward variants side by side on the GPU (`options`: today
+who issues dQ's TMA adds, a store warp or consumer warp 0, and the D 128
+schedules beside each), D 64 and 128, causal and not, timed
 interleaved with SDPA's cuDNN backward. Each variant runs as tkc.attention's
 backward does (statistics and dQ's zeroing, the kernel, dQ's conversion), so
 the ratio cuDNN time / variant time compares whole backwards; each variant's
@@ -11,7 +10,7 @@ scripts/attention_bwd_schedule.py` first.
     python3 scripts/attention_bwd_schedule.py [--blhd] [L ...]
 
 (B = 16384 / L, 16 heads; --blhd: FlashAttention's memory layout;
---only=lib,ds1: those variants only, in options' order.) At locked
+--only=lib,warp0: those variants only, in options' order.) At locked
 clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
 
     ncu --profile-from-start off -k regex:attn_bwd --metrics gpu__time_duration.sum \
@@ -26,16 +25,16 @@ LAYOUTS = ("bhld", "blhd")
 
 
 def options(D: int, causal: bool) -> dict:
-    """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's,
-    "ds1": that with one dS^T tile (a barrier before dS^T's store; the
-    library's before it took ds_slots=2)."""
-    out = {"lib": BWD_SCHEDULE[D], "ds1": dict(BWD_SCHEDULE[D], ds_slots=1),
-           "item": {}, "overlap": dict(overlap=True)}
+    """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's
+    (dQ's TMA adds issued by a store warp, tk-pipeline-staging's default),
+    "warp0": that with consumer warp 0 issuing them after a meeting (the
+    library's before); at D = 128 the store warp without dq_first ("nodqf"),
+    and without early_stats too ("nodqf_noes")."""
+    out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False)}
     if D == 128:
-        out.update(dqfirst=dict(dq_first=True), overlap_dqfirst=dict(overlap=True, dq_first=True))
-        out.update(overlap_dqfirst_es=dict(overlap=True, dq_first=True, early_stats=True))
-    if causal:   # (with dq_first the zigzag kernels spill 200-330 bytes)
-        out.update(zigzag=dict(persistent="zigzag"), zigzag_overlap=dict(overlap=True, persistent="zigzag"))
+        out.update(nodqf=dict(BWD_SCHEDULE[D], dq_first=False),
+                   nodqf_noes=dict(BWD_SCHEDULE[D], dq_first=False, early_stats=False),
+                   warp0_nodqf=dict(BWD_SCHEDULE[D], dq_first=False, store_warp=False))
     return out
 
 
@@ -46,8 +45,7 @@ def variant(D, causal, layout, schedule):
 
 
 VARIANTS = {(D, c, layout, name): variant(D, c, layout, o)
-            for layout in LAYOUTS for D in (64, 128) for c in (False, True) for name, o in options(D, c).items()
-            if not (D == 64 and layout == "blhd" and "zigzag" in name)}
+            for layout in LAYOUTS for D in (64, 128) for c in (False, True) for name, o in options(D, c).items()}
 PREP = {(D, layout): attention_prep(D, layout) for D in (64, 128) for layout in LAYOUTS}
 KERNELS = list(VARIANTS.values()) + list(PREP.values())
 

@@ -152,8 +152,8 @@ def test_exponentials_on_the_fma_pipe_where_measured_faster():
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
                   if "_fma" in k.name}
-    assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_dqfirst_es_ds2",
-                          "attn_bwd_d128_blhd_fma12_overlap_dqfirst_es_ds2",
+    assert with_share == {"attn_bwd_d128_bhld_fma12_overlap_ds2",
+                          "attn_bwd_d128_blhd_fma12_overlap_ds2",
                           "attn_bwd_d128_varlen_fma12_overlap",
                           "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma25",
                           "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma25"}
@@ -177,17 +177,20 @@ def test_forwards_without_a_mask_are_persistent():
 def test_backwards_are_a_block_an_item_with_their_schedule():
     """Every backward at D <= 128 is a block a work item (no persistent
     twin: "Warp ids" in attention_bwd) with its schedule (BWD_SCHEDULE):
-    the overlap, and outside varlen two dS^T tiles and at D 128 dq_first
-    and early_stats; every one has warp-uniform warp ids."""
+    the overlap and outside varlen two dS^T tiles; every one has
+    warp-uniform warp ids and dQ's TMA adds issued by a store warp."""
+    from tkc.compiler import compile_to
     picked = lambda D, causal, layout: backward_kernels(D, causal, layout)[1]  # noqa: E731
     for D in (64, 128):
         for layout in ("bhld", "blhd", "varlen"):
             for causal in (False, True):
                 kern = picked(D, causal, layout)
                 assert "zigzag" not in kern.name and "persistent" not in kern.name
-                want = "_overlap" if layout == "varlen" else "_overlap_ds2" if D == 64 else \
-                    "_overlap_dqfirst_es_ds2"
-                assert kern.name.endswith(want) and kern.uniform_ids == "warp"
+                assert kern.name.endswith("_overlap" if layout == "varlen" else "_overlap_ds2")
+                assert kern.uniform_ids == "warp"
+        module = picked(D, False, "varlen").trace()
+        compile_to(module, "tile")
+        assert 'role = "stores"' in str(module)
     assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic"
     assert backward_kernels(64, True, "bhld")[0].name == "attn_prep_d64_bhld"
 

@@ -676,3 +676,151 @@ def test_loop_store_without_its_wait_is_a_race(rng, monkeypatch):
     x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
     with pytest.raises(TkcError, match="race"):
         tkc.interpreter.run(staged(accumulate_met), [x, np.zeros((64, 64), np.float32)], sms=1)
+
+
+# The store warp (tkc.range(store_warp=True)): the consumers only arrive on
+# the store's full slot; the store warp issues it and hands the slot back
+# through the empty ring.
+accumulate = lit_kernels("pipeline-store-add.py")["accumulate"]
+
+
+def _store_warp_ops(module, name: str) -> list:
+    """The ops named `name` in the store warp's code (the scf.if on warp id
+    cw + 1, whose loop is tk.staged role "stores")."""
+    from tkc.dialect import walk
+    loops = [op for op in walk(module.operation) if "tk.staged" in op.attributes
+             and '"stores"' in str(op.attributes["tk.staged"])]
+    assert len(loops) == 1, loops
+    region = loops[0].parent
+    return [op for op in walk(region) if op.name == name]
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 5])
+def test_store_warp_issues_the_loop_stores(tiles, rng):
+    module = staged(accumulate)
+    assert _store_warp_ops(module, "tk.tma_store_add"), "the store warp issues the store"
+    x = rng.standard_normal((64 * tiles, 64)).astype(np.float32)
+    acc = np.zeros((64, 64), np.float32)
+    tkc.interpreter.run(module, [x, acc], sms=1)
+    np.testing.assert_allclose(acc, x.reshape(tiles, 64, 64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def _without(module, op) -> object:
+    op.erase()
+    return module
+
+
+def _ring_of(value):
+    """The tk.alloc behind a tk.stage view (or the value's own op)."""
+    op = value.owner
+    op = op.operation if hasattr(op, "operation") else op
+    return _ring_of(op.operands[0]) if op.name == "tk.stage" else op
+
+
+def test_store_warp_consumers_wait_for_the_slot(rng):
+    """Without the consumers' wait on the empty ring they write a slot a
+    store may still be reading: the interpreter reports the race."""
+    from tkc.dialect import walk
+    module = staged(accumulate)
+    empty = _ring_of(_store_warp_ops(module, "tk.arrive")[-1].operands[0])
+    waits = [op for op in walk(module.operation) if op.name == "tk.wait" and _ring_of(op.operands[0]) == empty]
+    assert len(waits) == 1
+    x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
+    with pytest.raises(TkcError, match="race"):
+        tkc.interpreter.run(_without(module, waits[0]), [x, np.zeros((64, 64), np.float32)], sms=1)
+
+
+def test_store_warp_waits_for_the_reads_before_it_hands_the_slot_back(rng):
+    """Without the store warp's tma_store_wait before its arrival, the slot is
+    handed back while its store may still read it: a race."""
+    module = staged(accumulate)
+    (wait,) = _store_warp_ops(module, "tk.tma_store_wait")
+    x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
+    with pytest.raises(TkcError, match="race"):
+        tkc.interpreter.run(_without(module, wait), [x, np.zeros((64, 64), np.float32)], sms=1)
+
+
+def test_store_warp_waits_for_the_written_slot(rng):
+    """Without the store warp's wait on the full ring it stores a slot the
+    consumers are still writing: a race."""
+    from tkc.dialect import walk
+    module = staged(accumulate)
+    (store,) = _store_warp_ops(module, "tk.tma_store_add")
+    full = [op for op in _store_warp_ops(module, "tk.wait")]
+    assert len(full) == 1 and _ring_of(full[0].operands[0]) != _ring_of(store.operands[1])
+    x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
+    with pytest.raises(TkcError, match="race"):
+        tkc.interpreter.run(_without(module, full[0]), [x, np.zeros((64, 64), np.float32)], sms=1)
+
+
+@tkc.kernel(warps=2, grid=lambda x, acc: (1,))
+def accumulate_two_warps(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 32, 64)):
+    x_s, a_s = st(f32, 32, 64), st(f32, 32, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 32), stages=2, store_warp=True):  # marker: two warps
+        tma.load(x_s, x, (0, 0, i, 0))
+        tkc.ops.store(a_s, tkc.ops.load(rt(f32, 16, 64), x_s, (tkc.warpid(), 0)), (tkc.warpid(), 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))
+
+
+def test_store_warp_asked_for_without_a_warp_to_spare():
+    refused(accumulate_two_warps, "store_warp=True cannot be honoured: the consumers are not whole "
+            "warpgroups", "marker: two warps")
+
+
+def test_store_warp_is_not_the_default():
+    """Without store_warp=True consumer warp 0 issues the loop's stores."""
+    module = staged(accumulate_met)
+    assert 'role = "stores"' not in str(module)
+    assert "tk.tma_store_add" in str(module)
+
+
+@tkc.kernel(warps=8, grid=lambda x, acc: (1,), persistent=True)
+def accumulate_persistent(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=True):  # marker: persistent
+        tma.load(x_s, x, (0, 0, i, 0))
+        warpgroup.store(a_s, warpgroup.load(rt(f32, 16, 64), x_s), (0, 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))
+
+
+def test_store_warp_asked_for_in_a_persistent_kernel():
+    refused(accumulate_persistent, "store_warp=True cannot be honoured: the kernel is persistent",
+            "marker: persistent")
+
+
+@tkc.kernel(warps=4, grid=lambda x, acc: (1,))
+def accumulate_nothing_stored(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
+    x_s = st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=True):  # marker: no store
+        tma.load(x_s, x, (0, 0, i, 0))
+        tkc.ops.store(acc, warpgroup.load(rt(f32, 16, 64), x_s), (0, 0, tkc.warpid(), 0))
+
+
+def test_store_warp_asked_for_without_a_store():
+    refused(accumulate_nothing_stored, "store_warp=True cannot be honoured: this loop has no tma.store",
+            "marker: no store")
+
+
+def test_store_warp_option_must_be_a_bool():
+    with pytest.raises(TkcError, match="store_warp must be True or False, got 'yes'"):
+        @tkc.kernel(warps=4, grid=lambda x: (1,))
+        def bad(x: gl(f32, 1, 1, None, 64)):
+            x_s = st(f32, 64, 64)
+            for i in tkc.range(4, stages=2, store_warp="yes"):
+                tma.load(x_s, x, (0, 0, i, 0))
+        bad.trace()
+
+
+@tkc.kernel(warps=8, grid=lambda x, acc: (1,))
+def accumulate_by_warpgroup(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, None, 64)):
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=True):  # marker: warp ids
+        tma.load(x_s, x, (0, 0, i, 0))
+        warpgroup.store(a_s, warpgroup.load(rt(f32, 16, 64), x_s), (0, 0))
+        tma.store_add(acc, a_s, (0, 0, tkc.warpgroupid(), 0))
+
+
+def test_store_warp_refuses_coordinates_it_cannot_compute():
+    refused(accumulate_by_warpgroup, "store_warp=True cannot be honoured: the store at", "marker: warp ids")
+    with pytest.raises(TkcError, match="depend on the warp's identity"):
+        staged(accumulate_by_warpgroup)

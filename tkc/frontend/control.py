@@ -125,12 +125,15 @@ class range:
     `stages=N` (or "auto") makes it a pipelined loop (docs/pipelining.md): its
     `tma.load`s run N iterations ahead in a producer warpgroup while the
     kernel's warps compute (tk-pipeline-staging); `registers=(producer,
-    consumer)` overrides the setmaxnreg split the pass picks."""
+    consumer)` overrides the setmaxnreg split the pass picks; `store_warp=True`
+    has a warp of the producer's issue the loop's tma.stores (the consumers
+    only arrive on a barrier) instead of the consumers' warp 0 after they
+    meet (an error says why where it cannot)."""
 
-    def __init__(self, start, stop=None, step=1, *, stages=None, registers=None):
+    def __init__(self, start, stop=None, step=1, *, stages=None, registers=None, store_warp=None):
         if stop is None:
             start, stop = 0, start
-        self.pipeline = _pipeline_options(stages, registers)
+        self.pipeline = _pipeline_options(stages, registers, store_warp)
         self.bounds = [as_index(x, "tkc.range bound") for x in (start, stop, step)]
         whole = getattr(self.bounds[1], "whole_tiles", None)
         if whole:  # `range(x.c // 64)` walks whole tiles: x.c must be a multiple of 64
@@ -190,9 +193,9 @@ class range:
         cap.rebind(dict(zip(changed, loop.results)), aliases, st.scope)
 
 
-def _pipeline_options(stages, registers) -> dict | None:
+def _pipeline_options(stages, registers, store_warp=None) -> dict | None:
     """tk.pipeline's entries from tkc.range's keywords (None: a plain loop)."""
-    if stages is None and registers is None:
+    if stages is None and registers is None and store_warp is None:
         return None
     if stages is None or stages == "auto":
         opts = {"stages": 0}
@@ -208,6 +211,10 @@ def _pipeline_options(stages, registers) -> dict | None:
             raise fail("tkc.range registers must be (producer, consumer) setmaxnreg counts, "
                        f"multiples of 8 in 24..256, got {registers!r}")
         opts["producer_registers"], opts["consumer_registers"] = registers
+    if store_warp is not None:
+        if not isinstance(store_warp, bool):
+            raise fail(f"tkc.range store_warp must be True or False, got {store_warp!r}")
+        opts["store_warp"] = int(store_warp)
     return opts
 
 

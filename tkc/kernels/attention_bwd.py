@@ -81,7 +81,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
-                  ds_slots: int = 1):
+                  ds_slots: int = 1, store_warp: bool = True):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -120,7 +120,12 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     before the wait for S^T and delta before the one for dP^T, so that
     those loads' latency passes under the wgmmas (a stall profile put 11%
     of the samples at D = 128 on the subtractions waiting for them); it
-    costs the registers of two row vectors while the wgmmas run."""
+    costs the registers of two row vectors while the wgmmas run.
+    store_warp (dq="tma", not persistent): dQ's TMA adds are issued by a
+    warp of the producer warpgroup (tkc.range's store_warp), so the
+    consumer warpgroups no longer meet before each add; False: by consumer
+    warp 0 after that meeting (4-10% slower at D 64 and 128 on the H100,
+    BWD_SCHEDULE's comment)."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -133,7 +138,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "overlap" if overlap else "", "dqfirst" if dq_first else "",
-                                "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}")
+                                "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
+                                "" if store_warp else "warp0")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -195,7 +201,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
-        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240)):
+        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240),
+                            store_warp=bool(store_warp and by_tma and not persistent)):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))
@@ -510,8 +517,13 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # ds_slots=2 (2026-11-26 evening; ncu at locked clocks, bhld / blhd, L 1k /
 # 4k): 1.011-1.023 at D 64, 1.000-1.019 at D 128, causal and not (not
 # measured for varlen, which keeps one).
-BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, dq_first=True, early_stats=True,
-                                                            ds_slots=2), 256: {}}
+# dQ's TMA adds by a store warp (tk-pipeline-staging's default since
+# 2026-11-26 night; before, consumer warp 0 issued them after the warpgroups met):
+# at D 128 dq_first and early_stats then make ptxas serialise the wgmmas
+# (its registers) and are dropped: the store warp without them is 1.018-
+# 1.056 over the library before (bhld, L 1k / 4k, causal and not; ncu at
+# locked clocks, BENCHMARKS.md 2026-11-26 night).
+BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, ds_slots=2), 256: {}}
 # Warp ids: the backward's are warp-uniform for ptxas (tkc.kernel's
 # uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
 # dK and dV on the uniform datapath). On the H100 (ncu, locked clocks,

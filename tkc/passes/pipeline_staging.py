@@ -56,10 +56,23 @@ races and deadlocks like any hand-written kernel:
   each stored tile (a full-width tk.store at a row index that is a
   permutation of the warp ids, as `warpgroup.store` gives), each warp
   stores its band and waits for its own stores: no barrier between warps.
-  A tile stored every iteration of the pipelined loop is double-buffered;
-  where a barrier of the author's (tk.sync) already separates the last
-  store's issue from the write, warp 0's wait goes before that barrier and
-  the consumers do not meet again (the attention backward's dQ tile).
+  A tile stored every iteration of the pipelined loop is double-buffered.
+  Warp 0 of the consumers issues its stores after a meeting, as the
+  finish's; where a barrier of the author's (tk.sync) already separates the
+  last store's issue from the write, warp 0's wait goes before that barrier
+  and the consumers do not meet again.
+- With `tkc.range(store_warp=True)` a store warp issues them instead
+  (FlashAttention-3's dQ writer): the producer warpgroup's second warp walks
+  the loop too, and the output slots become a ring the consumers fill and
+  it drains, with `full` and `empty` mbarrier rings (the input ring
+  mirrored). Each consumer warp fences its writes, arrives on the store's
+  full slot and goes on: the consumers never meet for the store. The store
+  warp waits for it, issues the store, waits for the store's read and
+  arrives on the slot's empty barrier, which the consumers wait for at the
+  top of the iteration that refills the slot, two iterations later. It
+  needs whole consumer warpgroups (a producer warpgroup with a warp to
+  spare), a kernel that is not persistent, and store coordinates the store
+  warp can compute; asked for elsewhere, a located error says which.
 - In a persistent kernel the finish's stores then move into the next work
   item's pipelined loop, one chunk per iteration right after its wgmma issue
   (overlap.py), when the tiles they carry fit the registers.
@@ -231,6 +244,7 @@ class Staging:
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
         self.drain = []   # the ops that end the consumers' pipelined loop
         self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
+        self.store_warp = self._store_warp_choice()
 
     # -- the whole kernel
     def build(self) -> None:
@@ -254,6 +268,35 @@ class Staging:
         self._epilogue(self.f.body)
         with ir.InsertionPoint(_terminator(entry(self.fn))), self.loc:
             self._store_wait(0)
+
+    def _store_warp_choice(self) -> bool:
+        """Whether the loop's stores go through a store warp: where the author
+        asks (tkc.range(store_warp=True)); where it cannot be, a located error
+        saying why. Not the default: it measured faster for the attention
+        backward's dQ and slower for the linear attention's outputs."""
+        if not self.opts.get("store_warp"):
+            return False
+        why = None
+        if not self.f.loop_stores:
+            why = "this loop has no tma.store"
+        elif not self.whole:
+            why = ("the consumers are not whole warpgroups, so the producer is a single warp "
+                   "and has no warp to spare")
+        elif self.persistent:
+            why = "the kernel is persistent (the store warp walks one work item's loop)"
+        else:
+            known = [*entry(self.fn).arguments, _for(self.f.loop).induction_variable]
+            for op in self.f.loop_stores:
+                try:
+                    backward_slice([op.operands[0], *list(op.operands)[2:]], stop=lambda v: v in known)
+                except ValueError as e:
+                    culprit, what = e.args[0]
+                    why = (f"the store at {where(op)} has coordinates the store warp cannot "
+                           f"compute: they depend on {what}{located(culprit)}")
+                    break
+        if why:
+            raise error(self.f.loop, f"store_warp=True cannot be honoured: {why}")
+        return True
 
     # -- stages and shared memory
     def _choose_stages(self) -> int:
@@ -329,6 +372,12 @@ class Staging:
             tk.init_barrier(empty, self.cw)
             self.once[op] = (full, empty)
         self.stage_bytes = sum(_bytes(view(op.operands[0].type)) for op in self.f.ring_loads)
+        if self.store_warp:  # rings over the output slots: written (per store), read
+            self.store_full = [tk.alloc(b, OUTPUT_STAGES) for _ in self.f.loop_stores]
+            for bar in self.store_full:
+                tk.init_barrier(bar, self.cw)
+            self.store_empty = tk.alloc(b, OUTPUT_STAGES)
+            tk.init_barrier(self.store_empty, 1)
 
     # -- the role split
     def _split(self):
@@ -373,7 +422,7 @@ class Staging:
         self._epilogue(self.f.body)
         if self.persistent and self.f.loop is not None and self.f.stores:
             self._overlap()
-        if self.f.stores or self.f.loop_stores:
+        if self.f.stores or (self.f.loop_stores and not self.store_warp):
             with ir.InsertionPoint(y), self.loc:
                 self._store_wait(0)
 
@@ -481,6 +530,9 @@ class Staging:
             for user, i in uses_in(tile, loop.operation):
                 if user != slot.owner.operation:
                     user.operands[i] = slot
+        if self.store_warp:
+            self._store_warp_consumer(body, it)
+            return
         issued, waited, meeting = 0, set(), None
         for op in [o.operation for o in body.operations]:
             for root in _writes(op) & set(slots) - waited:
@@ -498,6 +550,30 @@ class Staging:
                 meeting = op
         for op in self.f.loop_stores:
             self._issue_store(op)
+
+    def _store_warp_consumer(self, body, it) -> None:
+        """The output slots as a ring the consumers fill and the store warp
+        drains (the input ring mirrored): at the top of the iteration, wait
+        until slot it % 2 is empty, i.e. the stores of iteration it - 2 have
+        read it (parity it / 2 + 1: the first round passes); at each store,
+        fence, the warp's lanes converge, arrive on the store's full slot.
+        (At the top, not where the slot is written: ptxas then kept fewer
+        wgmmas in flight around the try-wait loop.)"""
+        first = list(body.operations)[0].operation
+        with ir.InsertionPoint(first), self.f.loop_stores[0].location:
+            s, phase = self._output_slot(it)
+            tk.wait(tk.stage(self.store_empty, s), arith.addi(phase, index(1)))
+        for op, full in zip(self.f.loop_stores, self.store_full):
+            with ir.InsertionPoint(op), op.location:
+                tk.fence_async()
+                tk.sync(warps=1)
+                tk.arrive(tk.stage(full, s))
+            op.erase()
+
+    def _output_slot(self, it):
+        """(slot, phase) of an output ring at iteration counter `it`."""
+        n = index(OUTPUT_STAGES)
+        return arith.remui(it, n), arith.divui(it, n)
 
     def _meets(self, op) -> bool:
         """op is a barrier of all the consumer warps (an author's tk.sync)."""
@@ -670,6 +746,36 @@ class Staging:
                     self._producer_items(mapping)
                 else:
                     self._producer_block(self.f.body, mapping, index(0), index(0))
+            if self.store_warp:
+                with _if(arith.cmpi(arith.CmpIPredicate.eq, w, index(self.cw + 1))):
+                    self._store_warp_loop({a: a for a in entry(self.fn).arguments})
+
+    def _store_warp_loop(self, mapping) -> None:
+        """The store warp walks the pipelined loop: per iteration k, each
+        store once the consumers have written its slot (full slot k % 2,
+        phase k / 2), then, once the stores have read the slot
+        (tma_store_wait), an arrival on that slot's empty barrier. Waiting
+        here costs the consumers nothing: they refill the slot two
+        iterations later."""
+        src = _for(self.f.loop)
+        with self.f.loop.location:
+            lb, ub, step = _need(mapping, [src.lowerBound, src.upperBound, src.step], self.f.loop)
+            loop = scf.ForOp(lb, ub, step, [index(0)])
+        body_map = dict(mapping)
+        body_map[src.induction_variable] = loop.induction_variable
+        k = loop.body.arguments[-1]
+        with ir.InsertionPoint(loop.body), self.f.loop.location:
+            s, phase = self._output_slot(k)
+            for op, full in zip(self.f.loop_stores, self.store_full):
+                with op.location:
+                    gl, *coords = _need(body_map, [op.operands[0], *list(op.operands)[2:]], op)
+                    tk.wait(tk.stage(full, s), phase)
+                    tk.tma_store(gl, tk.stage(_root(op.operands[1]), s), coords,
+                                 add="add" in op.attributes)
+            tk.tma_store_wait(0)
+            tk.arrive(tk.stage(self.store_empty, s))
+            scf.YieldOp([arith.addi(k, index(1))])
+        loop.operation.attributes["tk.staged"] = _staged(self.stages, "stores")
 
     def _producer_items(self, mapping) -> None:
         src = _for(self.f.items)

@@ -162,7 +162,7 @@ def pipeline_options(loop) -> dict | None:
     return out
 
 
-PIPELINE_KEYS = ("stages", "producer_registers", "consumer_registers")
+PIPELINE_KEYS = ("stages", "producer_registers", "consumer_registers", "store_warp")
 
 
 def check_loop(op):
@@ -180,6 +180,8 @@ def check_loop(op):
     stages = opts.get("stages", 0)
     if stages is not None and not 0 <= stages <= MAX_STAGES:
         yield f"scf.for: tk.pipeline stages must be 0 (auto) or 1..{MAX_STAGES}, got {stages}"
+    if opts.get("store_warp") not in (None, 0, 1):
+        yield f"scf.for: tk.pipeline store_warp must be 0 or 1, got {opts['store_warp']}"
     for k in ("producer_registers", "consumer_registers"):
         v = opts.get(k)
         if v is not None and not (24 <= v <= 256 and v % 8 == 0):

@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 92
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 93
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -215,6 +215,10 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
     // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: alloc: must be in the kernel function's entry block (not in a loop or branch)
     %in_loop = "tk.alloc"() : () -> !tk.st<bf16, 16 : i64, 16 : i64, "auto">
   }
+  // ---- pipelined loops
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: scf.for: tk.pipeline store_warp must be 0 or 1, got 2
+  scf.for %j = %c0 to %c1 step %c1 {
+  } {tk.pipeline = {stages = 2 : i64, store_warp = 2 : i64}}
   return
 }
 
