@@ -557,8 +557,8 @@ class Staging:
         until slot it % 2 is empty, i.e. the stores of iteration it - 2 have
         read it (parity it / 2 + 1: the first round passes); at each store,
         fence, the warp's lanes converge, arrive on the store's full slot.
-        (At the top, not where the slot is written: ptxas then kept fewer
-        wgmmas in flight around the try-wait loop.)"""
+        (At the top, beside the ring's wait: the read it waits for was
+        issued a whole iteration before, so it has long ended.)"""
         first = list(body.operations)[0].operation
         with ir.InsertionPoint(first), self.f.loop_stores[0].location:
             s, phase = self._output_slot(it)
@@ -760,6 +760,8 @@ class Staging:
         src = _for(self.f.loop)
         with self.f.loop.location:
             lb, ub, step = _need(mapping, [src.lowerBound, src.upperBound, src.step], self.f.loop)
+            for op in self.f.loop_stores:  # what does not change with k: computed once, here
+                _need(mapping, [op.operands[0], *list(op.operands)[2:]], op, varying=src.induction_variable)
             loop = scf.ForOp(lb, ub, step, [index(0)])
         body_map = dict(mapping)
         body_map[src.induction_variable] = loop.induction_variable
