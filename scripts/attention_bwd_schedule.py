@@ -26,22 +26,21 @@ LAYOUTS = ("bhld", "blhd")
 
 def options(D: int, causal: bool) -> dict:
     """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's
-    (dQ's TMA adds issued by a store warp, tk-pipeline-staging's default),
-    "warp0": that with consumer warp 0 issuing them after a meeting (the
-    library's before); at D = 128 the store warp without dq_first ("nodqf"),
-    and without early_stats too ("nodqf_noes")."""
-    out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False)}
-    if D == 128:
-        out.update(nodqf=dict(BWD_SCHEDULE[D], dq_first=False),
-                   nodqf_noes=dict(BWD_SCHEDULE[D], dq_first=False, early_stats=False),
-                   warp0_nodqf=dict(BWD_SCHEDULE[D], dq_first=False, store_warp=False))
+    (dQ's TMA adds issued by a store warp), "warp0": that with consumer warp 0
+    issuing them after a meeting (the library's before 2026-11-26 night);
+    "ds1": one dS^T tile; "serial": without the overlap; "fma0" (D 128): no
+    exponentials on the FMA pipe."""
+    out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
+           "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False)}
+    if D == 128 and not causal:
+        out["fma0"] = dict(BWD_SCHEDULE[D], ex2_fma=0.0)
     return out
 
 
 def variant(D, causal, layout, schedule):
     """tkc.attention's backward kernel with `schedule` instead of BWD_SCHEDULE's."""
     base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "ex2_fma")}
-    return attention_bwd(D, causal, layout, **base, **schedule)
+    return attention_bwd(D, causal, layout, **{**base, **schedule})
 
 
 VARIANTS = {(D, c, layout, name): variant(D, c, layout, o)

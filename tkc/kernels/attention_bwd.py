@@ -490,12 +490,15 @@ ZIGZAG_EX2_FMA = {64: 0.25}
 # The share of the softmax's exponentials computed on the FMA pipe (exp2's
 # fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
 # locked clocks; BENCHMARKS.md 2026-11-25 session 4): the D 128 backward
-# without the mask (2-3% at L 1k and 4k); D 64's zigzag causal forward
+# without the mask (2-3% at L 1k and 4k), in the blhd and varlen layouts
+# since the store warp (EX2_FMA_LAYOUTS: in bhld none is now 1.1-3.7%
+# faster, in blhd 1.1-3.2% slower; 2026-11-27); D 64's zigzag causal forward
 # takes ZIGZAG_EX2_FMA. The persistent forwards without the mask are 6-10%
 # slower with it, the long (ping-pong) ones 1-5%, the other backwards and
 # D 128's zigzag forward equal; larger shares are slower there (a quarter:
 # up to 17%, a half: up to 34%), as the MUFU is not what they wait for.
 EX2_FMA = 0.125
+EX2_FMA_LAYOUTS = ("blhd", "varlen")    # varlen: not measured, addressed as blhd
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -596,7 +599,8 @@ def backward_options(D: int, causal: bool, layout: str) -> dict:
     keeps the overlap alone)."""
     dropped = ("dq_first", "early_stats", "ds_slots") if layout == "varlen" else ()
     schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if k not in dropped}
-    return dict(BQ=BWD_QUERIES[D], ex2_fma=EX2_FMA if D == 128 and not causal else 0.0, **schedule)
+    share = EX2_FMA if D == 128 and not causal and layout in EX2_FMA_LAYOUTS else 0.0
+    return dict(BQ=BWD_QUERIES[D], ex2_fma=share, **schedule)
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
