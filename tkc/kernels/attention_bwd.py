@@ -26,9 +26,11 @@ the rows at BQ = 128). The statistics are one value per query, a column of
 S^T: they travel with each Q/dO tile through the ring as two shared vectors
 (TMA, aligned and unbounded: the padding), read where they are used. dQ
 reaches an f32 accumulator in global memory by TMA reduce-adds of a shared
-tile (or, with dq="atomic", by atomic adds from registers: slower,
-BENCHMARKS.md). Causal blocks start at the first query tile that sees their
-keys and mask only the tiles on the diagonal.
+tile, issued by a store warp of the producer warpgroup so that the consumer
+warpgroups do not meet for them (tkc.range's store_warp); or, with
+dq="atomic", by atomic adds from registers (slower, BENCHMARKS.md). Causal
+blocks start at the first query tile that sees their keys and mask only the
+tiles on the diagonal.
 
 At D = 256 dK and dV of 64 keys would fill a warpgroup's registers, so a
 block owns 64 keys and splits the work by operand and by halves of D
@@ -124,8 +126,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     store_warp (dq="tma", not persistent): dQ's TMA adds are issued by a
     warp of the producer warpgroup (tkc.range's store_warp), so the
     consumer warpgroups no longer meet before each add; False: by consumer
-    warp 0 after that meeting (4-10% slower at D 64 and 128 on the H100,
-    BWD_SCHEDULE's comment)."""
+    warp 0 after that meeting (0.90-1.00 of the speed at D 64 and 128 on
+    the H100, BWD_SCHEDULE's comment)."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -520,12 +522,13 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # ds_slots=2 (2026-11-26 evening; ncu at locked clocks, bhld / blhd, L 1k /
 # 4k): 1.011-1.023 at D 64, 1.000-1.019 at D 128, causal and not (not
 # measured for varlen, which keeps one).
-# dQ's TMA adds by a store warp (tk-pipeline-staging's default since
-# 2026-11-26 night; before, consumer warp 0 issued them after the warpgroups met):
-# at D 128 dq_first and early_stats then make ptxas serialise the wgmmas
-# (its registers) and are dropped: the store warp without them is 1.018-
-# 1.056 over the library before (bhld, L 1k / 4k, causal and not; ncu at
-# locked clocks, BENCHMARKS.md 2026-11-26 night).
+# dQ's TMA adds by a store warp (attention_bwd's store_warp, since 2026-11-26
+# night; before, consumer warp 0 issued them after the warpgroups met), ncu
+# at locked clocks over the kernels before (BENCHMARKS.md 2026-11-26/27
+# night): 1.03-1.10 without the mask, 1.00-1.03 with it (D 64 and 128; bhld,
+# blhd and varlen; L 1k and 4k). At D 128 dq_first and early_stats then make
+# ptxas serialise the wgmmas (its registers): they are dropped, and the
+# store-warp kernel without them was the fastest one measured.
 BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, ds_slots=2), 256: {}}
 # Warp ids: the backward's are warp-uniform for ptxas (tkc.kernel's
 # uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
