@@ -824,3 +824,29 @@ def test_store_warp_refuses_coordinates_it_cannot_compute():
     refused(accumulate_by_warpgroup, "store_warp=True cannot be honoured: the store at", "marker: warp ids")
     with pytest.raises(TkcError, match="depend on the warp's identity"):
         staged(accumulate_by_warpgroup)
+
+
+@tkc.kernel(warps=8, grid=lambda x, acc, o: (1,))
+def two_stores(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 128, 64), o: gl(f32, 1, 1, None, 64)):
+    """Two consumer warpgroups (as the attention backward), two stores an
+    iteration: acc += each 128-row tile of x, o = 2 x."""
+    x_s, a_s, b_s = st(f32, 128, 64), st(f32, 128, 64), st(f32, 128, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 128), stages=2, store_warp=True):
+        tma.load(x_s, x, (0, 0, i, 0))
+        wg = tkc.warpgroupid()
+        t = warpgroup.load(rt(f32, 16, 64), subtile(x_s, 64, 64, (wg, 0)))
+        warpgroup.store(subtile(a_s, 64, 64, (wg, 0)), t, (0, 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))
+        warpgroup.store(subtile(b_s, 64, 64, (wg, 0)), t * 2.0, (0, 0))
+        tma.store(o, b_s, (0, 0, i, 0))
+
+
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_store_warp_two_warpgroups_two_stores(tiles, rng):
+    module = staged(two_stores)
+    assert len(_store_warp_ops(module, "tk.wait")) == 2   # a full ring per store
+    x = rng.standard_normal((128 * tiles, 64)).astype(np.float32)
+    acc, o = np.zeros((128, 64), np.float32), np.full_like(x, np.nan)
+    tkc.interpreter.run(module, [x, acc, o], sms=1)
+    np.testing.assert_allclose(acc, x.reshape(tiles, 128, 64).sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(o, 2 * x, rtol=1e-6)
