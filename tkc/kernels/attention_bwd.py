@@ -58,10 +58,11 @@ BKV = 128                   # keys per block: two consumer warpgroups of 64
 BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D of dK and dV)
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
-# ptxas spills a few values in tkc.attention's kernels (f62fbe8): 0-16 bytes
-# at D = 128, 4-20 at D = 64 with BQ = 128 (S^T and dP^T 64 registers each,
-# the statistics 32 each); 140 in the persistent zigzag twin, and (before
-# f62fbe8) up to 160 for dq="atomic" at BQ = 128 (scripts/attention_dq.py).
+# ptxas spills a few values in tkc.attention's kernels (0c7b1cc): none at
+# D = 128, 8-44 bytes at D = 64 with BQ = 128 (S^T and dP^T 64 registers
+# each, the statistics 32 each; 24 in the bhld kernel, where consumer warp 0
+# issuing dQ's adds spilled 16); 140 in the persistent zigzag twin, and
+# (before f62fbe8) up to 160 for dq="atomic" at BQ = 128 (scripts/attention_dq.py).
 SPILLS = 192
 WARPS_PREP = 4
 # Query rows a warp of attention_prep: enough that a warp has 1 KB of O and
