@@ -15,6 +15,7 @@ LAYOUTS = ("row", "col", "wide")
 VEC_KINDS = ("row", "col", "flat")
 MMA_LAYOUTS = ("row", "col")  # the tensor-core fragment layouts; "wide" is for memory
 SWIZZLES = ("auto", "none", "32b", "64b", "128b")
+UNIFORM_IDS = ("warpgroup", "warp")  # a kernel's tk.uniform_ids (tkc.kernel's uniform_ids)
 
 
 def _i(n: int) -> str:

@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 
 from ..diagnostics import TkcError, author_python_error
+from ..dialect.types import UNIFORM_IDS
 from .grid import grid_exprs
 from .tiles import SCALAR_DTYPES, DType, GLSpec
 
@@ -70,9 +71,6 @@ def _closure(fn) -> dict:
     return out
 
 
-UNIFORM_IDS = (None, "warpgroup", "warp")   # tkc.kernel's uniform_ids
-
-
 class Kernel:
     """A ThunderKittens-style kernel written in Python (see tkc.kernel)."""
 
@@ -94,8 +92,9 @@ class Kernel:
         if isinstance(blocks_per_sm, bool) or not isinstance(blocks_per_sm, int) or not 1 <= blocks_per_sm <= 32:
             raise TkcError(f"blocks_per_sm must be an int in 1..32, got {blocks_per_sm!r}", _where_def(fn))
         self.blocks_per_sm = blocks_per_sm
-        if uniform_ids not in UNIFORM_IDS:
-            raise TkcError(f"uniform_ids must be one of {UNIFORM_IDS}, got {uniform_ids!r}", _where_def(fn))
+        if uniform_ids not in (None, *UNIFORM_IDS):
+            raise TkcError(f"uniform_ids must be one of {(None, *UNIFORM_IDS)}, got {uniform_ids!r}",
+                           _where_def(fn))
         self.uniform_ids = uniform_ids
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid

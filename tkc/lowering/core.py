@@ -38,7 +38,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
-from ..dialect.types import GL, RT, RV, SV, ST, Barrier, view
+from ..dialect.types import GL, RT, RV, SV, ST, UNIFORM_IDS, Barrier, view
 from ..passes import verify
 from . import fragments
 
@@ -227,7 +227,7 @@ class Lowering:
             return None
         a = attrs["tk.uniform_ids"]
         value = ir.StringAttr(a).value if isinstance(a, ir.StringAttr) else None
-        if value not in ("warpgroup", "warp"):
+        if value not in UNIFORM_IDS:
             raise error(self.func_op, f'tk.uniform_ids must be "warpgroup" or "warp", found {a}')
         return value
 
