@@ -746,7 +746,7 @@ def test_store_warp_waits_for_the_written_slot(rng):
     from tkc.dialect import walk
     module = staged(accumulate)
     (store,) = _store_warp_ops(module, "tk.tma_store_add")
-    full = [op for op in _store_warp_ops(module, "tk.wait")]
+    full = _store_warp_ops(module, "tk.wait")
     assert len(full) == 1 and _ring_of(full[0].operands[0]) != _ring_of(store.operands[1])
     x = rng.standard_normal((64 * 5, 64)).astype(np.float32)
     with pytest.raises(TkcError, match="race"):

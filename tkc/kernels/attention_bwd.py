@@ -526,7 +526,7 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # dQ's TMA adds by a store warp (attention_bwd's store_warp, since 2026-11-26
 # night; before, consumer warp 0 issued them after the warpgroups met), ncu
 # at locked clocks over the kernels before (BENCHMARKS.md 2026-11-26/27
-# night): 1.03-1.10 without the mask, 1.00-1.03 with it (D 64 and 128; bhld,
+# night): 1.03-1.10 without the mask, 0.995-1.035 with it (D 64 and 128; bhld,
 # blhd and varlen; L 1k and 4k). At D 128 dq_first and early_stats then make
 # ptxas serialise the wgmmas (its registers): they are dropped, and the
 # store-warp kernel without them was the fastest one measured.
@@ -601,8 +601,7 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
 def backward_options(D: int, causal: bool, layout: str) -> dict:
     """attention_bwd's options as tkc.attention's backward has them (varlen
     keeps the overlap alone)."""
-    dropped = ("dq_first", "early_stats", "ds_slots") if layout == "varlen" else ()
-    schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if k not in dropped}
+    schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if not (layout == "varlen" and k == "ds_slots")}
     share = EX2_FMA if D == 128 and not causal and layout in EX2_FMA_LAYOUTS else 0.0
     return dict(BQ=BWD_QUERIES[D], ex2_fma=share, **schedule)
 
