@@ -28,12 +28,10 @@ def options(D: int, causal: bool) -> dict:
     """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's
     (dQ's TMA adds issued by a store warp), "warp0": that with consumer warp 0
     issuing them after a meeting (the library's before 2026-11-26 night);
-    "ds1": one dS^T tile; "serial": without the overlap; "next": each
-    tile's dQ wgmma issued in the next tile's iteration (dq_next); "fma0"
-    (D 128): no exponentials on the FMA pipe."""
+    "ds1": one dS^T tile; "serial": without the overlap; "fma0" (D 128): no
+    exponentials on the FMA pipe."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
-           "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
-           "next": dict(BWD_SCHEDULE[D], ds_slots=2, dq_next=True)}
+           "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False)}
     if D == 128 and not causal:
         out["fma0"] = dict(BWD_SCHEDULE[D], ex2_fma=0.0)
     return out

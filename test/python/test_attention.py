@@ -180,9 +180,6 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, ds_slots=2), 64, True, "blhd", 200, 330),
     (dict(overlap=True, ds_slots=2, dq_mode="atomic"), 64, False, "bhld", 300, 77),
     (dict(overlap=True, ds_slots=2, persistent="zigzag"), 64, True, "bhld", 450, 600),
-    (dict(overlap=True, ds_slots=2, dq_next=True), 128, True, "bhld", 200, 330),
-    (dict(overlap=True, ds_slots=2, dq_next=True), 64, False, "blhd", 330, 200),
-    (dict(overlap=True, ds_slots=2, dq_next=True, dq_mode="atomic"), 128, False, "bhld", 77, 300),
 ]
 
 

@@ -84,7 +84,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
-                  ds_slots: int = 1, store_warp: bool = True, dq_next: bool = False):
+                  ds_slots: int = 1, store_warp: bool = True):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -124,14 +124,6 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     those loads' latency passes under the wgmmas (a stall profile put 11%
     of the samples at D = 128 on the subtractions waiting for them); it
     costs the registers of two row vectors while the wgmmas run.
-    dq_next (D <= 128, with overlap and ds_slots=2, not persistent): query
-    tile t's dQ wgmma is issued at the top of the next tile's iteration,
-    before its S^T and dP^T, and retired with S^T: the tensor cores then
-    have work queued across the loop's end (dK and dV of tile t, dQ of t,
-    S^T of t + 1) where the block otherwise waited for all three before
-    issuing the next S^T. Iteration 0's dQ reads a zeroed dS^T slot (it adds
-    zeros to the first tile's rows); the last tile's dQ follows the loop, by
-    atomic adds from registers.
     store_warp (dq="tma", not persistent): dQ's TMA adds are issued by a
     warp of the producer warpgroup (tkc.range's store_warp), so the
     consumer warpgroups no longer meet before each add; False: by consumer
@@ -150,7 +142,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "overlap" if overlap else "", "dqfirst" if dq_first else "",
                                 "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
-                                "" if store_warp else "warp0", "dqnext" if dq_next else "")
+                                "" if store_warp else "warp0")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -160,9 +152,6 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if D == 256 and (overlap or dq_first or early_stats or ds_slots > 1):
         raise TkcError("attention backward: overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body; "
                        "at D = 256 the warpgroups split the work by operand (backward_split)")
-    if dq_next and (D == 256 or not overlap or ds_slots != 2 or dq_first or persistent):
-        raise TkcError("attention backward: dq_next needs D <= 128, overlap=True and ds_slots=2, "
-                       "without dq_first or persistent (the dS^T slot it reads must stay the last tile's)")
     if D == 256 and dq == "tma":
         raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
                        "a shared dQ tile ring (128 KB) does not fit beside K, V and the Q/dO ring")
@@ -215,30 +204,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
-        n = per_head * group
-
-        def dq_mma(dst_s):
-            """This warpgroup's part of the tile's dQ = dS K, from dS^T in dst_s."""
-            if by_rows:
-                return warpgroup.mma_AtB(subtile(dst_s, BKV, 64, (0, wg)), k_s, zero(rt(f32, 16, D)))
-            return warpgroup.mma_AtB(dst_s, subtile(k_s, BKV, D // 2, (0, wg)), zero(rt(f32, 16, D // 2)))
-
-        def dq_add(dqp, h, i, atomic):
-            """scale * dqp into query tile i of head h's dQ (a TMA add of a
-            shared tile, or atomic adds from registers, clipped)."""
-            if not atomic:
-                part = subtile(dq_s, 64, D, (wg, 0)) if by_rows else subtile(dq_s, BQ, D // 2, (0, wg))
-                warpgroup.store(part, dqp * scale, (0, 0))
-                tma.store_add(dq_acc, dq_s, tile(h, i))
-                return
-            b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
-            store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg), clip=True, add=True)
-
-        if dq_next:                      # iteration 0's dQ reads slot 1: zeros
-            warpgroup.store(subtile(ring_s, 64, BQ, (2 + wg, 0)), zero(rt(bf16, 16, BQ)), (0, 0))
-            tkc.fence_async()
-            tkc.sync()
-        for it in tkc.range(n, stages=stages, registers=(24, 240),
+        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240),
                             store_warp=bool(store_warp and by_tma and not persistent)):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
@@ -253,18 +219,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             # the layout of a wgmma's A, for dV += P^T dO and dK += dS^T Q
             s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
-            if dq_next:                  # the last tile's dQ with S^T, out before dP^T
-                prev = tkc.max(it, 1) - 1
-                dqp = warpgroup.mma_async_wait(dq_mma(subtile(ring_s, BKV, BQ, ((it + 1) % 2, 0))), s)[0]
-                dq_add(dqp, h0 + prev // per_head, first + prev % per_head, not by_tma)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             stat = lambda v: load(rv(f32, BQ, "row"), v)   # noqa: E731
             # early_stats: each statistic read from shared memory under a
             # wgmma (lse under S^T's, delta under dP^T's), not after its wait
             lse = stat(lse_s) if early_stats else None
             # overlap: P^T under dP^T's wgmma, dS^T under dV's
-            if not dq_next:
-                warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
+            warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
             if not early_stats:
                 lse = stat(lse_s)
             p = masked(exp2(sub_col(s * c, lse), fma=ex2_fma), key0, i * BQ, Lk, shift)
@@ -291,24 +252,26 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.store(subtile(dst_s, 64, BQ, (wg, 0)), ds, (0, 0))
             tkc.fence_async()
             tkc.sync()
-            if dq_next:                  # dK alone in flight into the next iteration
-                # (with dV's accumulators too, ptxas serialises the wgmmas)
-                warpgroup.mma_async_wait(dv_r, pending=1)
-                continue
+            if by_rows:
+                dqp = warpgroup.mma_AtB(subtile(dst_s, BKV, 64, (0, wg)), k_s, zero(rt(f32, 16, D)))
+            else:
+                dqp = warpgroup.mma_AtB(dst_s, subtile(k_s, BKV, D // 2, (0, wg)),
+                                        zero(rt(f32, 16, D // 2)))
             if dq_first:                 # dK's wgmma after dQ's, in flight through dQ's store
-                dqp = dq_mma(dst_s)
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
                 warpgroup.mma_async_wait(dqp, dv_r, pending=1)
-                dq_add(dqp, h, i, not by_tma)
             else:
-                dqp = warpgroup.mma_async_wait(dq_mma(dst_s), dv_r, dk_r)[0]
-                dq_add(dqp, h, i, not by_tma)
+                warpgroup.mma_async_wait(dqp, dv_r, dk_r)
+            if by_tma:
+                part = subtile(dq_s, 64, D, (wg, 0)) if by_rows else subtile(dq_s, BQ, D // 2, (0, wg))
+                warpgroup.store(part, dqp * scale, (0, 0))
+                tma.store_add(dq_acc, dq_s, tile(h, i))
+            else:                        # this warp's 16 rows of its part, atomically
+                b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
+                store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg),
+                      clip=True, add=True)
         if dq_first:
             warpgroup.mma_async_wait(dk_r)
-        if dq_next:                      # the last tile's dQ (its slot: (n - 1) % 2)
-            with tkc.if_(n > 0):
-                dqp = warpgroup.mma_async_wait(dq_mma(subtile(ring_s, BKV, BQ, ((n + 1) % 2, 0))))
-                dq_add(dqp, h0 + group - 1, first + per_head - 1, True)
         b, d, r, col = out(hk, kb * (BKV // 16) + w)
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
