@@ -180,6 +180,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, ds_slots=2), 64, True, "blhd", 200, 330),
     (dict(overlap=True, ds_slots=2, dq_mode="atomic"), 64, False, "bhld", 300, 77),
     (dict(overlap=True, ds_slots=2, persistent="zigzag"), 64, True, "bhld", 450, 600),
+    (dict(overlap=True, ds_slots=2, dkv_tma=False), 128, True, "blhd", 200, 330),
+    (dict(overlap=True, ds_slots=2, dkv_tma=False), 64, False, "bhld", 300, 77),
 ]
 
 
@@ -193,7 +195,9 @@ def test_backward_variants(options, D, causal, layout, Lq, Lk):
     the wgmmas), ds_slots=2 (dS^T's tiles alternate, no barrier before its
     store; a persistent block's items still meet at their first tile); the
     interpreter checks the in-flight operands and the held
-    slot's release for races, also across a persistent block's work items."""
+    slot's release for races, also across a persistent block's work items;
+    dkv_tma=False (dK and dV stored from registers, clipped, not through K's
+    and V's tiles by TMA)."""
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, D, seed=Lq + Lk)
     check(run_fixed(D, causal, layout, q, k, v, do, **options), q, k, v, do, causal)
 
@@ -259,6 +263,9 @@ def test_refusals():
         attention_bwd(128, BQ=128)
     with pytest.raises(TkcError, match=r"at D = 256 dQ goes by atomic adds"):
         attention_bwd(256, dq="tma")
+    for bad in (dict(layout="varlen"), dict(persistent=True)):
+        with pytest.raises(TkcError, match=r"dkv_tma needs a layout other than varlen"):
+            attention_bwd(128, dkv_tma=True, **bad)
     for option in ("overlap", "dq_first", "early_stats"):
         with pytest.raises(TkcError, match=r"overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body"):
             attention_bwd(256, **{option: True})

@@ -39,7 +39,10 @@ block owns 64 keys and splits the work by operand and by halves of D
 Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
 Lq add nothing (P = 0; to dQ too: its TMA add through a varlen sequence's
 slice adds exact zeros past the sequence's end); keys past Lk (zero, or the
-next sequence's) are masked, and dK and dV are clipped when stored.
+next sequence's) are masked, and dK and dV are clipped when stored: by the
+TMA store that takes them from K's and V's shared tiles after the loop
+(dkv_tma), or, for varlen (whose slices a TMA store cannot clip to), from
+registers.
 """
 from __future__ import annotations
 
@@ -84,7 +87,7 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
-                  ds_slots: int = 1, store_warp: bool = True):
+                  ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -124,6 +127,12 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     those loads' latency passes under the wgmmas (a stall profile put 11%
     of the samples at D = 128 on the subtractions waiting for them); it
     costs the registers of two row vectors while the wgmmas run.
+    dkv_tma (default: True where it can be, i.e. not varlen and not
+    persistent): dK and dV leave through K's and V's shared tiles (free
+    once the block's last wgmma has read them) by TMA stores, instead of
+    from registers (4-byte stores, clipped). A TMA store cannot clip to a
+    varlen sequence's slice; a persistent block's K and V slots are the
+    next item's.
     store_warp (dq="tma", not persistent): dQ's TMA adds are issued by a
     warp of the producer warpgroup (tkc.range's store_warp), so the
     consumer warpgroups no longer meet before each add; False: by consumer
@@ -136,13 +145,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         raise TkcError(f"attention backward: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention backward: layout must be one of {LAYOUTS}, got {layout!r}")
+    tma_out = layout != "varlen" and not persistent   # dkv_tma's default
     name = "_".join(x for x in (f"attn_bwd_d{D}", "causal" if causal else "", layout,
                                 "" if stages == 2 else f"s{stages}", "" if dq == "tma" else "dqatomic",
                                 "" if BQ == 64 else f"q{BQ}", f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "overlap" if overlap else "", "dqfirst" if dq_first else "",
                                 "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
-                                "" if store_warp else "warp0")
+                                "" if store_warp else "warp0",
+                                "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -155,6 +166,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if D == 256 and dq == "tma":
         raise TkcError("attention backward: at D = 256 dQ goes by atomic adds (dq='atomic'): "
                        "a shared dQ tile ring (128 KB) does not fit beside K, V and the Q/dO ring")
+    if dkv_tma and not tma_out:
+        raise TkcError("attention backward: dkv_tma needs a layout other than varlen (a TMA store cannot "
+                       "clip to a sequence's slice) and a kernel that is not persistent (K's and V's slots "
+                       "hold the next item's)")
+    dkv_tma = tma_out if dkv_tma is None else dkv_tma
     by_tma = dq == "tma"
     by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
 
@@ -272,6 +288,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                       clip=True, add=True)
         if dq_first:
             warpgroup.mma_async_wait(dk_r)
+        if dkv_tma:                      # through K's and V's tiles: see dkv_tma
+            tkc.sync()                   # every warpgroup's last wgmma read them
+            warpgroup.store(k_s, (dk_r * scale).to(bf16), (wg, 0))
+            warpgroup.store(v_s, dv_r.to(bf16), (wg, 0))
+            tma.store(dk, k_s, tile(hk, kb))
+            tma.store(dv, v_s, tile(hk, kb))
+            return
         b, d, r, col = out(hk, kb * (BKV // 16) + w)
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
@@ -323,6 +346,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             b, d, r, col = tile(h, i * (BQ // 16) + w % 4)
             store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True)
             warpgroup.mma_async_wait(dv_r, dk_r)
+        if dkv_tma:                      # through K's and V's tiles, as in `backward`
+            tkc.sync()
+            warpgroup.store(subtile(k_s, BKV_WIDE, H, (0, wg)), (dk_r * scale).to(bf16), (0, 0))
+            warpgroup.store(subtile(v_s, BKV_WIDE, H, (0, wg)), dv_r.to(bf16), (0, 0))
+            tma.store(dk, k_s, tile(hk, kb))
+            tma.store(dv, v_s, tile(hk, kb))
+            return
         b, d, r, col = out(hk, kb * (BKV_WIDE // 16) + w % 4)
         store(dk, (dk_r * scale).to(bf16), (b, d, r, col * 2 + wg), clip=True)
         store(dv, dv_r.to(bf16), (b, d, r, col * 2 + wg), clip=True)
@@ -531,6 +561,16 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # ptxas serialise the wgmmas (its registers): they are dropped, and the
 # store-warp kernel without them was the fastest one measured.
 BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, ds_slots=2), 256: {}}
+# dK and dV through K's and V's shared tiles by TMA stores (attention_bwd's
+# dkv_tma, the default outside varlen since 2026-11-27), over 4-byte stores
+# from registers, ncu at locked clocks on the H100 (bhld / blhd, L 1k / 4k;
+# BENCHMARKS.md 2026-11-27): D 128 1.08-1.09 / 0.99-1.03, causal 1.13-1.14 /
+# 1.03-1.06; D 256 1.06-1.07 / 1.02, causal 1.08-1.11 / 1.02-1.03; D 64
+# causal 1.09-1.10 / 1.03; D 64 without the mask 1.02-1.03 / 0.97-0.98:
+# there the epilogue's four swizzled lane offsets, computed before the loop
+# and live across it, make ptxas spill in the loop (68 bytes against 24).
+# The (D, causal) pairs that keep the stores from registers:
+DKV_REGISTERS = {(64, False)}
 # Warp ids: the backward's are warp-uniform for ptxas (tkc.kernel's
 # uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
 # dK and dV on the uniform datapath). On the H100 (ncu, locked clocks,
@@ -603,7 +643,8 @@ def backward_options(D: int, causal: bool, layout: str) -> dict:
     keeps the overlap alone)."""
     schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if not (layout == "varlen" and k == "ds_slots")}
     share = EX2_FMA if D == 128 and not causal and layout in EX2_FMA_LAYOUTS else 0.0
-    return dict(BQ=BWD_QUERIES[D], ex2_fma=share, **schedule)
+    registers = (D, causal) in DKV_REGISTERS and layout != "varlen"
+    return dict(BQ=BWD_QUERIES[D], ex2_fma=share, **schedule, **(dict(dkv_tma=False) if registers else {}))
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):

@@ -244,6 +244,7 @@ class Staging:
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
         self.drain = []   # the ops that end the consumers' pipelined loop
         self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
+        self.issues = []  # the branches issuing TMA stores (a store right after one joins it)
         self.store_warp = self._store_warp_choice()
 
     # -- the whole kernel
@@ -676,13 +677,23 @@ class Staging:
                 self._issue_store(op)
 
     def _issue_store(self, op) -> None:
-        """Every consumer fences its shared writes, they meet, warp 0 stores."""
+        """Every consumer fences its shared writes, they meet, warp 0 stores.
+        A store right after another one's issue (nothing between them)
+        joins its branch: that meeting already follows both tiles' writes."""
+        prev = _prev_op(op)
+        if prev is not None and any(prev == b for b in self.issues):
+            with ir.InsertionPoint(_terminator(prev.regions[0].blocks[0])), op.location:
+                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:],
+                             add="add" in op.attributes)
+            op.erase()
+            return
         with ir.InsertionPoint(op), op.location:
             tk.fence_async()
             tk.sync(**self.sync)
-            with _if(self._is_issuer()):
+            with _if(self._is_issuer()) as branch:
                 tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:],
                              add="add" in op.attributes)
+        self.issues.append(branch.operation)
         op.erase()
 
     def _issue_band(self, op, block) -> None:
@@ -898,6 +909,13 @@ def _terminator(block):
 def _next_op(op):
     ops = [o.operation for o in _block_of(op).operations]
     return ops[ops.index(op) + 1]
+
+
+def _prev_op(op):
+    """The op before `op` in its block, or None."""
+    ops = [o.operation for o in _block_of(op).operations]
+    i = ops.index(op)
+    return ops[i - 1] if i else None
 
 
 def _block_of(op):

@@ -152,6 +152,43 @@ func.func @copy_through(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i6
   return
 }
 
+// Two tiles stored one right after the other (as the attention backward's dK and
+// dV): one fence and one meeting follow both tiles' writes, and warp 0 issues
+// both stores in one branch; a store after other ops meets again.
+// CHECK-LABEL: func.func @two_stores
+// CHECK:   "tk.group_load"(%[[T:[^,]*]], %arg0,
+// CHECK:   "tk.group_load"(%[[U:[^,]*]], %arg0,
+// CHECK:   "tk.fence_async"()
+// CHECK-NEXT:   "tk.sync"() {id = 1 : i64, warps = 4 : i64}
+// CHECK:   scf.if
+// CHECK-NEXT:     "tk.tma_store"(%arg1, %[[T]],
+// CHECK-NEXT:     "tk.tma_store"(%arg1, %[[U]],
+// CHECK-NEXT:   }
+// CHECK-NEXT:   "tk.group_load"(%[[V:[^,]*]], %arg0,
+// CHECK-NEXT:   "tk.fence_async"()
+// CHECK-NEXT:   "tk.sync"() {id = 1 : i64, warps = 4 : i64}
+// CHECK:   scf.if
+// CHECK-NEXT:     "tk.tma_store"(%arg1, %[[V]],
+// CHECK-NEXT:   }
+func.func @two_stores(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a", "c"],
+    tk.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %q = "tk.alloc"() : () -> !W
+  %t = "tk.alloc"() : () -> !W
+  %u = "tk.alloc"() : () -> !W
+  %v = "tk.alloc"() : () -> !W
+  "tk.pipeline_load"(%q, %a, %c0, %c0, %c0, %c0) : (!W, !G, index, index, index, index) -> ()
+  "tk.group_load"(%t, %a, %c0, %c0, %c0, %c1) {warps = 4 : i64} : (!W, !G, index, index, index, index) -> ()
+  "tk.group_load"(%u, %a, %c0, %c0, %c0, %c2) {warps = 4 : i64} : (!W, !G, index, index, index, index) -> ()
+  "tk.pipeline_store"(%c, %t, %c0, %c0, %c0, %c0) : (!G, !W, index, index, index, index) -> ()
+  "tk.pipeline_store"(%c, %u, %c0, %c0, %c0, %c1) : (!G, !W, index, index, index, index) -> ()
+  "tk.group_load"(%v, %a, %c0, %c0, %c1, %c0) {warps = 4 : i64} : (!W, !G, index, index, index, index) -> ()
+  "tk.pipeline_store"(%c, %v, %c0, %c0, %c0, %c2) : (!G, !W, index, index, index, index) -> ()
+  return
+}
+
 // One consumer warpgroup alone on the SM already has 255 registers: no setmaxnreg.
 // At two blocks an SM each launches with 128 a thread, so the producer gives its
 // spare ones to the consumer warpgroup: 40 + 216 = 2 x 128.
