@@ -19,7 +19,7 @@ clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
     python3 scripts/attention_bwd_schedule.py --parse ncu.csv launches.txt"""
 import statistics
 
-from tkc.kernels.attention_bwd import BWD_SCHEDULE, attention_bwd, attention_prep, backward_options, stats_columns
+from tkc.kernels.attention_bwd import BWD_SCHEDULE, DKV_REGISTERS, attention_bwd, attention_prep, backward_options, stats_columns
 
 LAYOUTS = ("bhld", "blhd")
 
@@ -28,18 +28,23 @@ def options(D: int, causal: bool) -> dict:
     """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's
     (dQ's TMA adds issued by a store warp), "warp0": that with consumer warp 0
     issuing them after a meeting (the library's before 2026-11-26 night);
-    "ds1": one dS^T tile; "serial": without the overlap; "fma0" (D 128): no
-    exponentials on the FMA pipe."""
+    "ds1": one dS^T tile; "serial": without the overlap; "fma8" (D 128): an
+    eighth of the exponentials on the FMA pipe; "noacc": the statistics subtracted after
+    the wgmmas' waits (without stats_acc); "tma" (where the library stores
+    dK and dV from registers): them stored by TMA."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
-           "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False)}
+           "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
+           "noacc": dict(BWD_SCHEDULE[D], stats_acc=False)}
     if D == 128 and not causal:
-        out["fma0"] = dict(BWD_SCHEDULE[D], ex2_fma=0.0)
+        out["fma8"] = dict(BWD_SCHEDULE[D], ex2_fma=0.125)
+    if (D, causal) in DKV_REGISTERS:
+        out["tma"] = dict(BWD_SCHEDULE[D], dkv_tma=True)
     return out
 
 
 def variant(D, causal, layout, schedule):
     """tkc.attention's backward kernel with `schedule` instead of BWD_SCHEDULE's."""
-    base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "ex2_fma")}
+    base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "ex2_fma", "dkv_tma")}
     return attention_bwd(D, causal, layout, **{**base, **schedule})
 
 

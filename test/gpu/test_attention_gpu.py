@@ -19,9 +19,8 @@ try:  # the kernels below must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-# the dq="atomic" twin of tkc.attention's backward (its exponentials alike)
-ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", dq="atomic",
-                                     ex2_fma=backward_options(D, causal, "bhld")["ex2_fma"])
+# the dq="atomic" twin of tkc.attention's backward (its other options alike)
+ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq="atomic"))
           for D in (64, 128) for causal in (False, True)}
 KERNELS = list(ATOMIC.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)

@@ -182,6 +182,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, ds_slots=2, persistent="zigzag"), 64, True, "bhld", 450, 600),
     (dict(overlap=True, ds_slots=2, dkv_tma=False), 128, True, "blhd", 200, 330),
     (dict(overlap=True, ds_slots=2, dkv_tma=False), 64, False, "bhld", 300, 77),
+    (dict(overlap=True, ds_slots=2, stats_acc=True), 128, True, "bhld", 200, 330),
+    (dict(overlap=True, ds_slots=2, stats_acc=True), 64, False, "blhd", 77, 300),
 ]
 
 

@@ -87,7 +87,8 @@ def _layout_dims(layout: str, D: int, dtype=bf16):
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stages=2,
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
-                  ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None):
+                  ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None,
+                  stats_acc: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -127,6 +128,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     those loads' latency passes under the wgmmas (a stall profile put 11%
     of the samples at D = 128 on the subtractions waiting for them); it
     costs the registers of two row vectors while the wgmmas run.
+    stats_acc (D <= 128, not with early_stats): S^T's accumulator starts
+    at -lse / c and dP^T's at -delta (both read from shared memory before
+    the wgmmas are issued), so that the wgmmas subtract the statistics: P^T
+    = exp2(c S^T') and dS^T = P^T dP^T', with no subtraction waiting for a
+    statistic's load after the wgmma's wait.
     dkv_tma (default: True where it can be, i.e. not varlen and not
     persistent): dK and dV leave through K's and V's shared tiles (free
     once the block's last wgmma has read them) by TMA stores, instead of
@@ -153,13 +159,17 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "overlap" if overlap else "", "dqfirst" if dq_first else "",
                                 "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
                                 "" if store_warp else "warp0",
-                                "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg")
+                                "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg",
+                                "sacc" if stats_acc else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
     if ds_slots not in (1, 2):
         raise TkcError(f"attention backward: ds_slots must be 1 or 2, got {ds_slots!r}")
+    if stats_acc and (D == 256 or early_stats):
+        raise TkcError("attention backward: stats_acc needs D <= 128 and early_stats=False "
+                       "(both place the statistics' loads)")
     if D == 256 and (overlap or dq_first or early_stats or ds_slots > 1):
         raise TkcError("attention backward: overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body; "
                        "at D = 256 the warpgroups split the work by operand (backward_split)")
@@ -233,26 +243,29 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             # S^T and dP^T of the warpgroup's 64 keys (rows: each warp 16)
             # and the tile's queries: P^T and dS^T are then in registers in
             # the layout of a wgmma's A, for dV += P^T dO and dK += dS^T Q
+            stat = lambda v: load(rv(f32, BQ, "row"), v)   # noqa: E731
             s, dp = zero(rt(f32, 16, BQ)), zero(rt(f32, 16, BQ))
+            if stats_acc:                # the wgmmas subtract the statistics
+                lse, delta = stat(lse_s), stat(delta_s)
+                s, dp = sub_col(s, lse * (1.0 / c)), sub_col(dp, delta)
             warpgroup.mma_ABt(s, subtile(k_s, 64, D, (wg, 0)), q_s)
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
-            stat = lambda v: load(rv(f32, BQ, "row"), v)   # noqa: E731
             # early_stats: each statistic read from shared memory under a
             # wgmma (lse under S^T's, delta under dP^T's), not after its wait
-            lse = stat(lse_s) if early_stats else None
+            lse = stat(lse_s) if early_stats else lse if stats_acc else None
             # overlap: P^T under dP^T's wgmma, dS^T under dV's
             warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
-            if not early_stats:
+            if not early_stats and not stats_acc:
                 lse = stat(lse_s)
-            p = masked(exp2(sub_col(s * c, lse), fma=ex2_fma), key0, i * BQ, Lk, shift)
+            p = masked(exp2(s * c if stats_acc else sub_col(s * c, lse), fma=ex2_fma), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
-            delta = stat(delta_s) if early_stats else None
+            delta = stat(delta_s) if early_stats else delta if stats_acc else None
             if overlap:
                 warpgroup.mma_async_wait(dp, pending=1)
-            if not early_stats:
+            if not early_stats and not stats_acc:
                 delta = stat(delta_s)
-            ds = (p * sub_col(dp, delta)).to(bf16)
+            ds = (p * (dp if stats_acc else sub_col(dp, delta))).to(bf16)
             if not dq_first:
                 warpgroup.mma_AB(dk_r, ds, q_s)                        # dK += dS^T Q
             dst_s = subtile(ring_s, BKV, BQ, (it % ds_slots, 0)) if ds_slots > 1 else ring_s
@@ -521,17 +534,14 @@ ZIGZAG_BASE = {64: dict(stages=2, consumers=2)}   # else the short forward's
 # matrix products keep the tensor cores.
 ZIGZAG_EX2_FMA = {64: 0.25}
 # The share of the softmax's exponentials computed on the FMA pipe (exp2's
-# fma=; the rest on the MUFU), where it measured faster on the H100 (ncu,
-# locked clocks; BENCHMARKS.md 2026-11-25 session 4): the D 128 backward
-# without the mask (2-3% at L 1k and 4k), in the blhd and varlen layouts
-# since the store warp (EX2_FMA_LAYOUTS: in bhld none is now 1.1-3.7%
-# faster, in blhd 1.1-3.2% slower; 2026-11-27); D 64's zigzag causal forward
-# takes ZIGZAG_EX2_FMA. The persistent forwards without the mask are 6-10%
-# slower with it, the long (ping-pong) ones 1-5%, the other backwards and
-# D 128's zigzag forward equal; larger shares are slower there (a quarter:
-# up to 17%, a half: up to 34%), as the MUFU is not what they wait for.
-EX2_FMA = 0.125
-EX2_FMA_LAYOUTS = ("blhd", "varlen")    # varlen: not measured, addressed as blhd
+# fma=; the rest on the MUFU) is ZIGZAG_EX2_FMA in D 64's zigzag causal
+# forward and none elsewhere. The persistent forwards without the mask are
+# 6-10% slower with an eighth, the long (ping-pong) ones 1-5%, D 128's zigzag
+# forward equal (ncu, locked clocks; BENCHMARKS.md 2026-11-25 session 4).
+# The D 128 backward without the mask took an eighth until 2026-11-27 (2-3%
+# faster then; in blhd and varlen only since the store warp); with stats_acc
+# none is 1.023-1.038 faster in blhd and 1.000-1.005 in bhld (L 1k / 4k / 16k;
+# varlen, not measured, addressed as blhd).
 # Query rows a step of the backward, per head dim: 128 at D = 64 (its S^T and
 # dP^T fill the registers that D = 128's dK and dV take; 7-10% faster than
 # 64 on the H100, BENCHMARKS.md), 64 at D = 128 (128 does not fit).
@@ -560,7 +570,13 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # blhd and varlen; L 1k and 4k). At D 128 dq_first and early_stats then make
 # ptxas serialise the wgmmas (its registers): they are dropped, and the
 # store-warp kernel without them was the fastest one measured.
-BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2), 128: dict(overlap=True, ds_slots=2), 256: {}}
+# stats_acc (2026-11-27; ncu at locked clocks over the schedule without it,
+# bhld / blhd, L 1k / 4k / 16k; BENCHMARKS.md 2026-11-27): D 64 1.023-1.036,
+# causal 1.017-1.057; D 128 1.076 / 1.096 / 1.114 in bhld and 1.027-1.038 in
+# blhd, causal 1.040-1.061. ptxas spills less with it (the statistics' row
+# vectors are no longer live after the waits): 0-32 bytes where it spilled 0-52.
+BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2, stats_acc=True),
+                128: dict(overlap=True, ds_slots=2, stats_acc=True), 256: {}}
 # dK and dV through K's and V's shared tiles by TMA stores (attention_bwd's
 # dkv_tma, the default outside varlen since 2026-11-27), over 4-byte stores
 # from registers, ncu at locked clocks on the H100 (bhld / blhd, L 1k / 4k;
@@ -642,9 +658,8 @@ def backward_options(D: int, causal: bool, layout: str) -> dict:
     """attention_bwd's options as tkc.attention's backward has them (varlen
     keeps the overlap alone)."""
     schedule = {k: v for k, v in BWD_SCHEDULE[D].items() if not (layout == "varlen" and k == "ds_slots")}
-    share = EX2_FMA if D == 128 and not causal and layout in EX2_FMA_LAYOUTS else 0.0
     registers = (D, causal) in DKV_REGISTERS and layout != "varlen"
-    return dict(BQ=BWD_QUERIES[D], ex2_fma=share, **schedule, **(dict(dkv_tma=False) if registers else {}))
+    return dict(BQ=BWD_QUERIES[D], **schedule, **(dict(dkv_tma=False) if registers else {}))
 
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
