@@ -196,7 +196,7 @@ def test_dq_by_tma_equals_atomics(causal, D):
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
-    prep, tma = backward_kernels(D, causal, "bhld")
+    prep, tma = backward_kernels(D, causal, "bhld", 900)
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
     for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma)):

@@ -176,12 +176,12 @@ def test_backwards_are_a_block_an_item_with_their_schedule():
     twin: "Warp ids" in attention_bwd) with its schedule (BWD_SCHEDULE):
     the overlap, the statistics as the wgmmas' accumulator starts, outside
     varlen two dS^T tiles, and dK and dV by TMA stores except for varlen and
-    DKV_REGISTERS (D 64 without the mask); every one has warp-uniform warp
-    ids and dQ's TMA adds issued by a store warp."""
+    DKV_REGISTERS (D 64 without the mask, from 2048 keys on); every one has
+    warp-uniform warp ids and dQ's TMA adds issued by a store warp."""
     from tkc.compiler import compile_to
     from tkc.kernels.attention_bwd import DKV_REGISTERS
-    assert DKV_REGISTERS == {(64, False)}
-    picked = lambda D, causal, layout: backward_kernels(D, causal, layout)[1]  # noqa: E731
+    assert DKV_REGISTERS == {(64, False): 2048}
+    picked = lambda D, causal, layout, keys=2048: backward_kernels(D, causal, layout, keys)[1]  # noqa: E731
     for D in (64, 128):
         for layout in ("bhld", "blhd", "varlen"):
             for causal in (False, True):
@@ -192,11 +192,14 @@ def test_backwards_are_a_block_an_item_with_their_schedule():
                     tail += "_dkvreg"                   # (dkv_tma's default is in no name)
                 assert kern.name.endswith(tail + "_sacc")
                 assert kern.uniform_ids == "warp"
+                # below DKV_REGISTERS' keys: the TMA stores everywhere but varlen
+                short = picked(D, causal, layout, 2047)
+                assert short.name == (kern.name.replace("_dkvreg", "") if layout != "varlen" else kern.name)
         module = picked(D, False, "varlen").trace()
         compile_to(module, "tile")
         assert 'role = "stores"' in str(module)
     assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic"
-    assert backward_kernels(64, True, "bhld")[0].name == "attn_prep_d64_bhld"
+    assert backward_kernels(64, True, "bhld", 1024)[0].name == "attn_prep_d64_bhld"
 
 
 def test_opcheck():

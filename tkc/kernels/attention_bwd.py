@@ -585,8 +585,12 @@ BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2, stats_acc=True),
 # causal 1.09-1.10 / 1.03; D 64 without the mask 1.02-1.03 / 0.97-0.98:
 # there the epilogue's four swizzled lane offsets, computed before the loop
 # and live across it, make ptxas spill in the loop (68 bytes against 24).
-# The (D, causal) pairs that keep the stores from registers:
-DKV_REGISTERS = {(64, False)}
+# The (D, causal) pairs that keep the stores from registers, and the keys
+# below which they still take the TMA stores: D 64 without the mask with
+# stats_acc, over the register stores (BENCHMARKS.md 2026-11-27 later),
+# 1.036-1.048 at L 1k, 0.987-0.994 at 4k, 0.966-0.989 at 16k (2k not
+# measured).
+DKV_REGISTERS = {(64, False): 2048}
 # Warp ids: the backward's are warp-uniform for ptxas (tkc.kernel's
 # uniform_ids="warp": a warpgroup's subtiles, a warp's keys and its rows of
 # dK and dV on the uniform datapath). On the H100 (ncu, locked clocks,
@@ -612,9 +616,11 @@ class AttentionKernels:
     bwd: tkc.Kernel
     paired: tkc.Kernel                # causal below PAIRED_CAUSAL_KEYS (else short)
     zigzag: tuple = ()                # causal below ZIGZAG_CAUSAL_KEYS: short[, long]
+    bwd_short: tkc.Kernel | None = None   # the backward below DKV_REGISTERS' keys (else bwd)
 
     def __iter__(self):
-        return iter(dict.fromkeys((self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag)))
+        return iter(dict.fromkeys((self.short, self.long, self.prep, self.bwd, self.paired, *self.zigzag,
+                                   *([self.bwd_short] if self.bwd_short else []))))
 
 
 @functools.lru_cache(maxsize=None)
@@ -632,7 +638,9 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     LONG_KEYS is below ZIGZAG_CAUSAL_KEYS, the long one persistent in zigzag
     order run below those keys (the paired one only from there on).
     The backward steps BWD_QUERIES[D] query rows at a time, scheduled as
-    BWD_SCHEDULE[D] says, a block a work item. D = 256: 64-key
+    BWD_SCHEDULE[D] says, a block a work item, dK and dV stored by TMA
+    except for varlen and, from their keys on, where DKV_REGISTERS says
+    (bwd_short: the TMA one below them). D = 256: 64-key
     tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
     splits its work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
@@ -649,9 +657,10 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    return AttentionKernels(short, long, _prep(D, layout),
-                            attention_bwd(D, causal, layout, **backward_options(D, causal, layout)),
-                            paired, tuple(zigzag))
+    bwd = attention_bwd(D, causal, layout, **backward_options(D, causal, layout))
+    bwd_short = (attention_bwd(D, causal, layout, **dict(backward_options(D, causal, layout), dkv_tma=True))
+                 if (D, causal) in DKV_REGISTERS and layout != "varlen" else None)
+    return AttentionKernels(short, long, _prep(D, layout), bwd, paired, tuple(zigzag), bwd_short)
 
 
 def backward_options(D: int, causal: bool, layout: str) -> dict:
@@ -674,9 +683,11 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     return ks.paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else ks.short
 
 
-def backward_kernels(D: int, causal: bool, layout: str):
-    """(prep, backward): the same at every length."""
+def backward_kernels(D: int, causal: bool, layout: str, keys: int):
+    """(prep, backward) for sequences of up to `keys` keys."""
     ks = attention_kernels(D, causal, layout)
+    if ks.bwd_short is not None and keys < DKV_REGISTERS[D, causal]:
+        return ks.prep, ks.bwd_short
     return ks.prep, ks.bwd
 
 

@@ -89,7 +89,7 @@ def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, ca
     layout = _layout_of(q, k, v, o)
     q, k, v, o, do = (_in_layout(t, layout) for t in (q, k, v, o, do))
     B, H, L, D = q.shape
-    prep_k, bwd_k = backward_kernels(D, causal, layout)
+    prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
     stats = torch.empty(B, H, 2, stats_columns(L), device=q.device, dtype=torch.float32)
     dq = _like(q, layout, torch.float32)  # the f32 accumulator, zeroed by prep_k
     prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats, *_views(layout, dq))
@@ -162,7 +162,7 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
           scale: float) -> tuple[Tensor, Tensor, Tensor]:
     T, H, D = q.shape
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
-    prep_k, bwd_k = backward_kernels(D, causal, "varlen")
+    prep_k, bwd_k = backward_kernels(D, causal, "varlen", max_k)
     flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
     stats = torch.empty(H, 2, stats_columns(T, len(cu_q) - 1), device=q.device, dtype=torch.float32)
     dq = torch.empty(q.shape, device=q.device, dtype=torch.float32)  # zeroed by prep_k
