@@ -252,18 +252,18 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_ABt(dp, subtile(v_s, 64, D, (wg, 0)), do_s)
             # early_stats: each statistic read from shared memory under a
             # wgmma (lse under S^T's, delta under dP^T's), not after its wait
-            lse = stat(lse_s) if early_stats else lse if stats_acc else None
+            lse = stat(lse_s) if early_stats else None
             # overlap: P^T under dP^T's wgmma, dS^T under dV's
             warpgroup.mma_async_wait(*((s,) if overlap else (s, dp)), pending=int(overlap))
-            if not early_stats and not stats_acc:
+            if not (early_stats or stats_acc):
                 lse = stat(lse_s)
             p = masked(exp2(s * c if stats_acc else sub_col(s * c, lse), fma=ex2_fma), key0, i * BQ, Lk, shift)
             pb = p.to(bf16)
             warpgroup.mma_AB(dv_r, pb, do_s)                           # dV += P^T dO
-            delta = stat(delta_s) if early_stats else delta if stats_acc else None
+            delta = stat(delta_s) if early_stats else None
             if overlap:
                 warpgroup.mma_async_wait(dp, pending=1)
-            if not early_stats and not stats_acc:
+            if not (early_stats or stats_acc):
                 delta = stat(delta_s)
             ds = (p * (dp if stats_acc else sub_col(dp, delta))).to(bf16)
             if not dq_first:
