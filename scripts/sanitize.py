@@ -87,11 +87,11 @@ def attention():
             ping(q.detach(), k.detach(), v.detach(), o2, lse, 1 / math.sqrt(D))
             report(f"attention ping-pong d{D} causal={causal}", rel(o2, ref[0]), 1e-2)
             report_grads(f"attention backward d{D} causal={causal}", q, k, v, ref)
-        if D == 64:  # the causal backward's zigzag blocks over 288 work items (three rounds)
+        if D == 64:  # the causal backward over 288 blocks (2200 keys, GQA 2:1, two batches): several waves
             q, k, v = (torch.randn(2, h, 2200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
                        for h in (16, 8, 8))
             tkc.attention(q, k, v, causal=True).float().sum().backward()
-            report_grads(f"attention zigzag backward d{D}", q, k, v, reference(q, k, v, True))
+            report_grads(f"attention long causal backward d{D}", q, k, v, reference(q, k, v, True))
         cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
         q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k, v = (torch.randn(278, 2, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
