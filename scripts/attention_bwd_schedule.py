@@ -44,7 +44,7 @@ def options(D: int, causal: bool) -> dict:
 
 def variant(D, causal, layout, schedule):
     """tkc.attention's backward kernel with `schedule` instead of BWD_SCHEDULE's."""
-    base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "ex2_fma", "dkv_tma")}
+    base = {k: v for k, v in backward_options(D, causal, layout).items() if k in ("BQ", "dkv_tma")}
     return attention_bwd(D, causal, layout, **{**base, **schedule})
 
 
