@@ -3,7 +3,7 @@ backends and FlexAttention (torch.compile of flex_attention), forward and
 backward, interleaved in rounds (each round times every contender once), the
 median of the per-round ratios (METHOD.md; BENCHMARKS.md has the results).
 
-    python bench/attention.py [--out FILE.json] [--quick] [--no-flex]
+    python bench/attention.py [--out FILE.json] [--quick] [--no-flex] [--flex-only] [--only 64c 128]
 
 TFLOP/s: forward 4·B·H·Lq·Lk·D (halved when causal), backward 2.5x that (its
 five matrix products against the forward's two). The backward is timed as
@@ -31,10 +31,14 @@ TIMING = dict(reps=10, inner=5)  # a 16k-token forward takes milliseconds: fewer
 FLEX = [(4, 4096, 64), (4, 4096, 128)]   # (B, L, D) with FlexAttention (compiled per shape: minutes)
 
 
-def configs(quick: bool, flex_only: bool = False):
+def configs(quick: bool, flex_only: bool = False, only=()):
+    """(B, H, L, D, causal) of each row; only: head dims to keep, "c" after
+    one for its causal rows alone (e.g. 64c 128)."""
     shapes = [(16, 1024), (4, 4096), (1, 16384)] if not quick else [(4, 1024)]
     for D in (64, 128, 256):
         for causal in (False, True):
+            if only and str(D) not in only and f"{D}{'c' if causal else 'n'}" not in only:
+                continue
             for B, L in shapes:
                 if not flex_only or (B, L, D) in FLEX:
                     yield B, 16, L, D, causal
@@ -121,6 +125,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles take minutes)")
     ap.add_argument("--flex-only", action="store_true", help="only the shapes with FlexAttention")
+    ap.add_argument("--only", nargs="+", default=(), metavar="ROWS",
+                    help="head dims, with c (causal) or n (not) for half of them: e.g. 64c 128")
     args = ap.parse_args(argv)
     if torch is None or not torch.cuda.is_available():
         print("bench/attention.py: no CUDA GPU here (or no torch): nothing run.")
@@ -128,7 +134,7 @@ def main(argv=None):
     rows = []
     print(f"{'phase':4} {'shape':22} {'causal':6} {'tkc':>6} {'cuDNN':>6} {'flash':>6} {'flex':>6}"
           "  tkc/cuDNN  tkc/flash  tkc/flex   (TFLOP/s; ratios: median peer time / tkc time)")
-    for B, H, L, D, causal in configs(args.quick, args.flex_only):
+    for B, H, L, D, causal in configs(args.quick, args.flex_only, args.only):
         flex = not args.no_flex and (B, L, D) in FLEX
         for r in measure(B, H, L, D, causal, flex):
             rows.append(r)

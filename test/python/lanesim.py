@@ -279,8 +279,9 @@ def _pure(op, ins):
             exact = _APPROX.get(asm.split()[0])
             if exact is not None:  # the PTX approximations, simulated exactly
                 return exact(*[np.asarray(x, np.float64) for x in ins]).astype(np.float32)
-        if asm.startswith("add.rm.ftz.f32"):  # the f32 sum rounded towards -inf
-            exact = np.asarray(ins[0], np.float64) + np.asarray(ins[1], np.float64)
+        if asm.startswith("fma.rm.f32"):  # the f32 of x y + z rounded towards -inf
+            x, y, z = (np.asarray(v, np.float64) for v in ins)
+            exact = x * y + z           # exact in f64 for ex2_fma's operands
             r = exact.astype(np.float32)
             return np.where(r > exact, np.nextafter(r, np.float32(-np.inf)), r)
         if asm.startswith("fma.rn.sat.f32"):  # clamped to [0, 1], NaN to 0

@@ -110,6 +110,10 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     # zigzag: the rounds of items dealt forwards and backwards (3 rounds here)
     (dict(persistent="zigzag", consumers=3), 64, True, 450, 450),
     (dict(persistent="zigzag", pingpong=True, overlap=True), 128, True, 200, 333),
+    # the diagonal's mask alone: keys past Lk (333, 77, 450: not whole tiles) past it too
+    (dict(persistent="zigzag", diagonal_mask=True, ex2_fma=0.375), 64, True, 200, 333),
+    (dict(diagonal_mask=True), 64, True, 300, 77),
+    (dict(diagonal_mask=True, consumers=1, overlap=True), 128, True, 77, 450),
 ]
 
 
@@ -120,7 +124,8 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     PV in flight; the interpreter checks the in-flight wgmma operands for
     races), 1 or 3 consumer warpgroups (64 or 192 query rows a block) and
     pingpong=True (the warpgroups issue their wgmmas in turns: named barriers
-    the interpreter runs, deadlocks and races included), persistent=True."""
+    the interpreter runs, deadlocks and races included), persistent=True,
+    diagonal_mask=True."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)

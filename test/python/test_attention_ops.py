@@ -108,28 +108,31 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
 
 
 def test_short_causal_sequences_get_the_paired_forward():
-    """Causal below PAIRED_CAUSAL_KEYS keys and from ZIGZAG_CAUSAL_KEYS on
-    (varlen: always): one consumer warpgroup a block, two blocks an SM;
-    from LONG_KEYS on the long forward; without the mask the short one; at
-    D = 256 never the paired one."""
+    """Causal varlen below PAIRED_CAUSAL_KEYS keys: one consumer warpgroup a
+    block, two blocks an SM; from LONG_KEYS on the long forward; without the
+    mask the short one. bhld and blhd never: their zigzag forwards run up to
+    the long forward's keys (ZIGZAG_CAUSAL_KEYS); at D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
-    for D, tile, layout, first in ((64, "kv128", "varlen", 130), (128, "kv64", "varlen", 130),
-                                   (64, "kv128", "bhld", ZIGZAG_CAUSAL_KEYS[64])):
-        picked = lambda D, causal, keys: forward_kernel(D, causal, layout, keys).name  # noqa: E731
+    for D, tile in ((64, "kv128"), (128, "kv64")):
+        picked = lambda D, causal, keys: forward_kernel(D, causal, "varlen", keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
-        assert picked(D, True, first).endswith(f"{tile}_s2_c1_b2")
+        assert picked(D, True, 130).endswith(f"{tile}_s2_c1_b2")
         assert picked(D, True, n - 1).endswith("_c1_b2")
         assert "pingpong" in picked(D, True, max(n, LONG_KEYS[D]))
         assert not picked(D, False, 130).endswith("_b2") and not picked(D, False, n - 1).endswith("_b2")
+        assert ZIGZAG_CAUSAL_KEYS[D] >= PAIRED_CAUSAL_KEYS[D]
+        for layout in ("bhld", "blhd"):
+            for keys in (130, n - 1, n, 2 * n):
+                assert not forward_kernel(D, True, layout, keys).name.endswith("_b2")
     assert not forward_kernel(256, True, "bhld", 130).name.endswith("_b2")
 
 
 def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
-    """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (two
-    consumer warpgroups at D = 64) and at D = 128 from LONG_KEYS the long
-    one, persistent in zigzag order; from there on the paired forward (D =
-    64, up to PAIRED_CAUSAL_KEYS) or the long one a block a work item; at
-    D = 256 never."""
+    """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (at
+    D = 64 two consumer warpgroups, 3/8 of the exponentials on the FMA pipe
+    and the diagonal's mask alone) and at D = 128 from LONG_KEYS the long
+    one, persistent in zigzag order; from there on the long one a block a
+    work item; at D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
     for layout in ("bhld", "blhd"):
         picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
@@ -138,8 +141,9 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
         assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag")
         assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
         n = ZIGZAG_CAUSAL_KEYS[64]
-        assert picked(64, 130).endswith("kv128_s2_zigzag_fma25") and picked(64, n - 1).endswith("kv128_s2_zigzag_fma25")
-        assert picked(64, n).endswith("_c1_b2") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
+        short = "kv128_s2_zigzag_fma38_diag"
+        assert picked(64, 130).endswith(short) and picked(64, n - 1).endswith(short)
+        assert picked(64, n).endswith("pingpong_c3") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
     assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
 
 
@@ -148,12 +152,12 @@ def test_exponentials_on_the_fma_pipe_where_measured_faster():
     64's zigzag causal forward, nowhere else (the backwards: none since
     stats_acc)."""
     from tkc.kernels.attention_bwd import ZIGZAG_EX2_FMA, attention_kernels
-    assert ZIGZAG_EX2_FMA == {64: 0.25}
+    assert ZIGZAG_EX2_FMA == {64: 0.375}
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
                   if "_fma" in k.name}
-    assert with_share == {"attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma25",
-                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma25"}
+    assert with_share == {"attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
+                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma38_diag"}
 
 
 def test_forwards_without_a_mask_are_persistent():

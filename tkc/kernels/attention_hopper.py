@@ -51,13 +51,22 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
-                     blocks_per_sm: int = 1, ex2_fma: float = 0.0):
+                     blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
     blocks_per_sm: blocks sharing an SM (tkc.kernel's); one consumer
     warpgroup at two blocks an SM is tkc.attention's causal forward at D = 64
     and 128 below the long forward's key counts (attention_bwd.PAIRED_CAUSAL_KEYS).
+
+    diagonal_mask=True (causal): only the diagonal's mask, not Lk's as
+    well: keys past Lk lie past every query row's diagonal (key j <= i + Lk
+    - Lq < Lk for i < Lq; rows past Lq are clipped), so a diagonal tile
+    takes one compare and select an element where it took two (about 105
+    instructions a thread and tile where it took 230 at 128-key tiles). On
+    the H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-28) D 64's zigzag
+    forward is 1-3% faster with it at L 1k to 4k, D 128's 4-9% slower
+    (same main path in the SASS, more cycles; not understood).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
@@ -99,7 +108,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "" if consumers == 2 else f"c{consumers}",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
-                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "") if x)
+                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
+                                "diag" if diagonal_mask and causal else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -131,12 +141,14 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
-                edge = edge | (j * KV + KV - 1 > row0 + shift)
+                diagonal = j * KV + KV - 1 > row0 + shift
+                edge = diagonal if diagonal_mask else edge | diagonal
             with tkc.if_(edge):
                 col = iota(rt(f32, 16, KV), 1, start=j * KV)
-                keep = col < Lk
+                keep = None if causal and diagonal_mask else col < Lk
                 if causal:
-                    keep = keep & (col <= iota(rt(f32, 16, KV), 0, start=row0 + shift))
+                    seen = col <= iota(rt(f32, 16, KV), 0, start=row0 + shift)
+                    keep = seen if keep is None else keep & seen
                 s = where(keep, s, -math.inf)
             m_prev = m
             m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA

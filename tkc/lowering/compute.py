@@ -64,16 +64,20 @@ def lg2(x):
 
 
 # exp2 off the MUFU (FlashAttention-4's emulation, for the `fma` share of
-# exp / exp2): 2^x = 2^floor(x) * 2^f, f in [0, 1): floor(x) by one add
-# rounding down (x + 1.5 * 2^23 leaves it in the low mantissa bits), 2^f by a
-# degree-3 polynomial with p(0) = 1 (minimax relative error 8.6e-5 on [0, 1),
-# below bf16's 2^-9), and floor(x) added into the exponent field of p(f)'s
-# bits (one LEA). x is clamped to [-127, 128] first by two FFMAs, one
-# saturating ((x + 127) / 255 to [0, 1], then back; x moves by up to 1.5e-5,
-# 2^x by 1e-5): at -127 the sum of bits is exactly +0 (so -inf and anything
-# below give 0, as ex2.approx.ftz's flush; NaN gives 0 too), at 128 exactly
-# inf. So all but the LEA run on the FMA pipe, beside the MUFU's ex2 of the
-# other elements, and the ALU (the row maxima, masks) is left alone.
+# exp / exp2): 2^x = 2^floor(x) * 2^f, f in [0, 1), and floor(x) added into
+# the exponent field of 2^f's bits (one LEA). x is clamped to [-127, 128]
+# first by one saturating FFMA: u = (x + 127) / 255 in [0, 1] (x moves by up
+# to 1.5e-5, 2^x by 1e-5; at -127 the sum of bits is exactly +0, so -inf and
+# anything below give 0, as ex2.approx.ftz's flush, and NaN too; at 128
+# exactly inf). floor(x) by one FFMA rounding down, t = 255 u + (1.5 * 2^23
+# - 127): at that magnitude the unit is 1, so t = floor(x) + 1.5 * 2^23 with
+# floor(x) in its low mantissa bits; f = 255 u - (t - (1.5 * 2^23 - 127))
+# (one FADD, exact, and one FFMA); 2^f by a degree-3 polynomial with p(0) = 1
+# (minimax relative error 8.6e-5 on [0, 1), below bf16's 2^-9). Where x is
+# itself a fma (the softmax's s c - m c), the clamp takes its operands: one
+# FFMA fewer again. So all but the LEA run on the FMA pipe, beside the
+# MUFU's ex2 of the other elements, and the ALU (the row maxima, masks) is
+# left alone: 8 instructions an element, the fma of x included.
 EX2_ROUND = 1.5 * 2 ** 23
 EX2_POLY = (0.6951165199279785, 0.2276460975408554, 0.07706602662801743)  # f, f^2, f^3
 
@@ -81,17 +85,28 @@ EX2_POLY = (0.6951165199279785, 0.2276460975408554, 0.07706602662801743)  # f, f
 def ex2_fma(lw, x):
     """2^x without the MUFU (EX2_POLY's comment)."""
     i32 = ir.IntegerType.get_signless(32)
-    a, b, c, d, big, one = _f(lw, 1 / 255, 127 / 255, 255.0, -127.0, EX2_ROUND, 1.0)
+    a, b, c, big, one = _f(lw, 1 / 255, 127 / 255, 255.0, EX2_ROUND - 127, 1.0)
+    fma = _fma_of(x)
+    if fma is not None:              # x = p q + r: u = p (q / 255) + (r + 127) / 255
+        p, q, r = fma
+        x, a, b = p, arith.mulf(q, a), llvm.intr_fma(r, a, b)
     u = llvm.inline_asm(f32_type(), [x, a, b], "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f")
-    x = llvm.intr_fma(u, c, d)                      # x clamped to [-127, 128]
-    t = llvm.inline_asm(f32_type(), [x, big], "add.rm.ftz.f32 $0, $1, $2;", "=f,f,f")
-    f = arith.subf(x, arith.subf(t, big))          # in [0, 1)
+    t = llvm.inline_asm(f32_type(), [u, c, big], "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f")
+    f = llvm.intr_fma(u, c, arith.subf(big, t))                 # in [0, 1)
     p = const(lw, EX2_POLY[-1])
     for k in reversed(EX2_POLY[:-1]):
         p = llvm.intr_fma(p, f, const(lw, k))
     p = llvm.intr_fma(p, f, one)
     bits = arith.addi(arith.shli(arith.bitcast(i32, t), arith.constant(i32, 23)), arith.bitcast(i32, p))
     return arith.bitcast(f32_type(), bits)
+
+
+def _fma_of(x):
+    """(p, q, r) where x = fma(p, q, r) of f32 values, else None."""
+    if not isinstance(x.owner, (ir.Operation, ir.OpView)):
+        return None                  # a block argument
+    op = x.owner.operation
+    return tuple(op.operands) if op.name == "llvm.intr.fma" else None
 
 
 def fma_picks(n: int, share: float) -> list[bool]:
