@@ -524,12 +524,12 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # locked clocks (ncu), 1.10 / 1.02-1.04 / 1.00-1.04 / 0.99-1.00 in three
 # interleaved runs at boost clocks: below 4096 keys (with an eighth it was
 # ahead only below 2048).
-# At D 64 since 2026-11-28, with the cheaper emulation (lowering/compute.py's
-# ex2_fma), 3/8 on the FMA pipe and only the diagonal's mask, it is ahead of
-# the paired forward at 4k too: 408 against 427 us (ncu, locked clocks), and
-# even at 8k (776 against 782; from there the long forward runs), so
-# tkc.attention's D 64 causal forward no longer takes the paired one
-# (varlen still does).
+# At D 64 since 2026-11-27 (session 3), with the cheaper emulation
+# (lowering/compute.py's ex2_fma), 3/8 on the FMA pipe and only the
+# diagonal's mask, it is ahead of the paired forward at 4k too: 408 against
+# 427 us (ncu, locked clocks), and even at 8k (776 against 782; from there
+# the long forward runs), so tkc.attention's D 64 causal forward no longer
+# takes the paired one (varlen still does).
 ZIGZAG_CAUSAL_KEYS = {64: 8192, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2, diagonal_mask=True)}   # else the short forward's
 # The share of the zigzag forward's exponentials on the FMA pipe, per head
@@ -538,13 +538,12 @@ ZIGZAG_BASE = {64: dict(stages=2, consumers=2, diagonal_mask=True)}   # else the
 # / 0.93, 1/2 0.89 / 0.90 / 0.91 / 0.90 (ncu: 1/4 1.6-2.7% faster than
 # 1/8). At D 64 the exponentials keep the MUFU about as busy as the two
 # matrix products keep the tensor cores.
-# Since the cheaper emulation (2026-11-28: 8 instructions an element, the
-# softmax's fma folded into its clamp, where it took 10), with the
-# diagonal's mask alone, kernel times at 1k / 2k / 4k / 8k (ncu, locked
-# clocks, us; BENCHMARKS.md 2026-11-28): a quarter 140 / 240 / 440 / 840,
-# 3/8 132 / 225 / 408 / 776, a half 137 / 234 / 427 / 816; the old
-# emulation at a quarter with both masks (tkc.attention's until then) 142 /
-# 240 / 440 / 843.
+# Since the cheaper emulation (2026-11-27, session 3: 8 instructions an
+# element, the softmax's fma folded into its clamp, where it took 10), with
+# the diagonal's mask alone, kernel times at 1k / 2k / 4k / 8k (ncu, locked
+# clocks, us; BENCHMARKS.md): a quarter 140 / 240 / 440 / 840, 3/8 132 /
+# 225 / 408 / 776, a half 137 / 234 / 427 / 816; the old emulation at a
+# quarter with both masks (tkc.attention's until then) 142 / 240 / 440 / 843.
 ZIGZAG_EX2_FMA = {64: 0.375}
 # The share of the softmax's exponentials computed on the FMA pipe (exp2's
 # fma=; the rest on the MUFU) is ZIGZAG_EX2_FMA in D 64's zigzag causal

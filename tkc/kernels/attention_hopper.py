@@ -64,9 +64,9 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     - Lq < Lk for i < Lq; rows past Lq are clipped), so a diagonal tile
     takes one compare and select an element where it took two (about 105
     instructions a thread and tile where it took 230 at 128-key tiles). On
-    the H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-28) D 64's zigzag
-    forward is 1-3% faster with it at L 1k to 4k, D 128's 4-9% slower
-    (same main path in the SASS, more cycles; not understood).
+    the H100 (ncu, locked clocks; BENCHMARKS.md 2026-11-27, session 3) D
+    64's zigzag forward is 1-3% faster with it at L 1k to 4k, D 128's 4-9%
+    slower (the same main loop in the SASS, more cycles: not understood).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
