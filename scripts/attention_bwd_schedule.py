@@ -28,15 +28,15 @@ def options(D: int, causal: bool) -> dict:
     """{variant name: attention_bwd's schedule options}; "lib": BWD_SCHEDULE's
     (dQ's TMA adds issued by a store warp), "warp0": that with consumer warp 0
     issuing them after a meeting (the library's before 2026-11-26 night);
-    "ds1": one dS^T tile; "serial": without the overlap; "fma8" (D 128): an
-    eighth of the exponentials on the FMA pipe; "noacc": the statistics subtracted after
+    "ds1": one dS^T tile; "serial": without the overlap; "fma8", "fma4": an
+    eighth, a quarter of the exponentials on the FMA pipe; "noacc": the statistics subtracted after
     the wgmmas' waits (without stats_acc); "tma" (where the library stores
     dK and dV from registers): them stored by TMA."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
            "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
            "noacc": dict(BWD_SCHEDULE[D], stats_acc=False)}
-    if D == 128 and not causal:
-        out["fma8"] = dict(BWD_SCHEDULE[D], ex2_fma=0.125)
+    for name, share in (("fma8", 0.125), ("fma4", 0.25)):
+        out[name] = dict(BWD_SCHEDULE[D], ex2_fma=share)
     if (D, causal) in DKV_REGISTERS:
         out["tma"] = dict(BWD_SCHEDULE[D], dkv_tma=True)
     return out

@@ -114,6 +114,7 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(persistent="zigzag", diagonal_mask=True, ex2_fma=0.375), 64, True, 200, 333),
     (dict(diagonal_mask=True), 64, True, 300, 77),
     (dict(diagonal_mask=True, consumers=1, overlap=True), 128, True, 77, 450),
+    (dict(persistent="zigzag", pingpong=True, overlap=True, diagonal_mask=True), 128, True, 333, 200),
 ]
 
 

@@ -131,15 +131,15 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
     """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (at
     D = 64 two consumer warpgroups, 3/8 of the exponentials on the FMA pipe
     and the diagonal's mask alone) and at D = 128 from LONG_KEYS the long
-    one, persistent in zigzag order; from there on the long one a block a
-    work item; at D = 256 never."""
+    one with the diagonal's mask alone, persistent in zigzag order; from
+    there on the long one a block a work item; at D = 256 never."""
     from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
     for layout in ("bhld", "blhd"):
         picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
         n = ZIGZAG_CAUSAL_KEYS[128]
         assert picked(128, 130).endswith("kv128_zigzag")
-        assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag")
-        assert picked(128, n - 1).endswith("pingpong_zigzag") and picked(128, n).endswith("pingpong")
+        assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag_diag")
+        assert picked(128, n - 1).endswith("pingpong_zigzag_diag") and picked(128, n).endswith("pingpong")
         n = ZIGZAG_CAUSAL_KEYS[64]
         short = "kv128_s2_zigzag_fma38_diag"
         assert picked(64, 130).endswith(short) and picked(64, n - 1).endswith(short)

@@ -77,17 +77,20 @@ def test_exp_fma_share(name, share):
     np.testing.assert_allclose(out[~tiny], want[~tiny], rtol=1.5e-4 if share else 1e-5)
 
 
+@pytest.mark.parametrize("form", ["fma", "mul"])
 @pytest.mark.parametrize("share", [0.25, 1.0])
-def test_exp2_of_fma_share(share):
-    """exp2(x c + r), the softmax's form: the emulated elements fold the fma
-    into their clamp (x (c / 255) + (r + 127) / 255), within the same bounds."""
+def test_exp2_of_fma_share(share, form):
+    """exp2(x c + r), the softmax's form, and exp2(x c), the attention
+    backward's: the emulated elements fold the fma or product into their
+    clamp (x (c / 255) + (r + 127) / 255), within the same bounds."""
     v = RT("f32", 16, 32, "row")
     x = rand(v.shape, scale=40.0)
     special = [-np.inf, -1e30, -200.0, -90.0, -86.0, -1.0, 0.0, 3.0, 90.0, 200.0, np.inf]
     x.flat[:len(special)] = special
     x = x.astype(np.float32)
-    c, r = 1.4426950408889634, -3.0
-    out, = run_kernel([v], [v], lambda t, a, b: [ops.unary("exp2", ops.fma(t, a, b), fma=share)], [x],
+    c, r = 1.4426950408889634, -3.0 if form == "fma" else 0.0
+    x_of = {"fma": lambda t, a, b: ops.fma(t, a, b), "mul": lambda t, a, b: ops.binary("mul", t, a)}[form]
+    out, = run_kernel([v], [v], lambda t, a, b: [ops.unary("exp2", x_of(t, a, b), fma=share)], [x],
                       scalars=(c, r))
     with np.errstate(over="ignore", invalid="ignore"):
         want = np.exp2(x.astype(np.float64) * c + r).astype(np.float32)
@@ -100,8 +103,9 @@ def test_exp2_of_fma_share(share):
 def test_exp_fma_share_instructions():
     """A share s of a 16 x 32 f32 tile (16 values a thread): 16 (1 - s)
     ex2.approx and 16 s emulations (each one saturating FFMA and one
-    rounding down), and of exp2(fma(x, c, r)) the emulated elements' fmas
-    fold into their clamps: 16 (1 - s) fmas of x remain."""
+    rounding down), and of exp2(fma(x, c, r)) and exp2(x * c) the emulated
+    elements' fmas and products fold into their clamps: 16 (1 - s) of them
+    remain."""
     v = RT("f32", 16, 32, "row")
     for share, mufu in ((0.0, 16), (0.25, 12), (0.5, 8), (1.0, 0)):
         ptx = _ptx([v], [v], lambda t: [ops.unary("exp2", t, fma=share)])
@@ -113,6 +117,9 @@ def test_exp_fma_share_instructions():
         # each emulation's own fmas: f and 3 of the polynomial (rounding down:
         # fma.rm), and one (r + 127) / 255 that they share
         assert ptx.count("fma.rn.f32") == mufu + 4 * (16 - mufu) + (mufu < 16)
+        ptx = _ptx([v], [v], lambda t, a: [ops.unary("exp2", ops.binary("mul", t, a), fma=share)], (1.5,))
+        assert ptx.count("fma.rn.sat.f32") == 16 - mufu
+        assert ptx.count("mul.rn.f32") == mufu + (mufu < 16)    # and c / 255, once
 
 
 def test_fma_tile_and_scalars():

@@ -532,6 +532,12 @@ PERSISTENT = {64: (True, False), 128: (True, True), 256: (False, False)}
 # takes the paired one (varlen still does).
 ZIGZAG_CAUSAL_KEYS = {64: 8192, 128: 8192}
 ZIGZAG_BASE = {64: dict(stages=2, consumers=2, diagonal_mask=True)}   # else the short forward's
+# The long zigzag forward (D 128 from LONG_KEYS to ZIGZAG_CAUSAL_KEYS): the
+# long forward's schedule, a diagonal tile masked once (attention_hopper's
+# diagonal_mask; ncu at locked clocks, BENCHMARKS.md 2026-11-27 session 3:
+# 1.042 / 1.030 / 1.019 faster at 1k / 2k / 4k, where D 128's short zigzag
+# forward is 0.92-0.96 with it and keeps both masks).
+ZIGZAG_LONG = dict(overlap=True, pingpong=True, diagonal_mask=True)
 # The share of the zigzag forward's exponentials on the FMA pipe, per head
 # dim (an interleaved run, tkc / cuDNN at 1k / 2k / 4k / 8k): 1/8 0.92 /
 # 0.94 / 0.94 / 0.93, 1/4 0.95 / 0.95 / 0.96 / 0.95, 3/8 0.94 / 0.96 / 0.94
@@ -663,8 +669,8 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
                             persistent=persistent[1])
     zigzag = []                          # short, and long where LONG_KEYS comes first
     if causal and D in ZIGZAG_CAUSAL_KEYS and layout != "varlen":
-        schedules = [{}] + ([dict(overlap=True, pingpong=True)] if LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D] else [])
-        zigzag = [attention_hopper(D, causal, layout, **ZIGZAG_BASE.get(D, base), **x, persistent="zigzag",
+        schedules = [{}] + ([ZIGZAG_LONG] if LONG_KEYS[D] < ZIGZAG_CAUSAL_KEYS[D] else [])
+        zigzag = [attention_hopper(D, causal, layout, **{**ZIGZAG_BASE.get(D, base), **x}, persistent="zigzag",
                                    ex2_fma=0.0 if x else ZIGZAG_EX2_FMA.get(D, 0.0)) for x in schedules]
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \

@@ -74,10 +74,11 @@ def lg2(x):
 # floor(x) in its low mantissa bits; f = 255 u - (t - (1.5 * 2^23 - 127))
 # (one FADD, exact, and one FFMA); 2^f by a degree-3 polynomial with p(0) = 1
 # (minimax relative error 8.6e-5 on [0, 1), below bf16's 2^-9). Where x is
-# itself a fma (the softmax's s c - m c), the clamp takes its operands: one
-# FFMA fewer again. So all but the LEA run on the FMA pipe, beside the
-# MUFU's ex2 of the other elements, and the ALU (the row maxima, masks) is
-# left alone: 8 instructions an element, the fma of x included.
+# itself a fma or a product (the softmax's s c - m c, the attention
+# backward's s c), the clamp takes its operands: one instruction fewer
+# again. So all but the LEA run on the FMA pipe, beside the MUFU's ex2 of
+# the other elements, and the ALU (the row maxima, masks) is left alone: 8
+# instructions an element, the fma of x included.
 EX2_ROUND = 1.5 * 2 ** 23
 EX2_POLY = (0.6951165199279785, 0.2276460975408554, 0.07706602662801743)  # f, f^2, f^3
 
@@ -86,10 +87,10 @@ def ex2_fma(lw, x):
     """2^x without the MUFU (EX2_POLY's comment)."""
     i32 = ir.IntegerType.get_signless(32)
     a, b, c, big, one = _f(lw, 1 / 255, 127 / 255, 255.0, EX2_ROUND - 127, 1.0)
-    fma = _fma_of(x)
-    if fma is not None:              # x = p q + r: u = p (q / 255) + (r + 127) / 255
-        p, q, r = fma
-        x, a, b = p, arith.mulf(q, a), llvm.intr_fma(r, a, b)
+    product = _product_of(x)
+    if product is not None:          # x = p q [+ r]: u = p (q / 255) + (r + 127) / 255
+        p, q, r = product
+        x, a, b = p, arith.mulf(q, a), b if r is None else llvm.intr_fma(r, a, b)
     u = llvm.inline_asm(f32_type(), [x, a, b], "fma.rn.sat.f32 $0, $1, $2, $3;", "=f,f,f,f")
     t = llvm.inline_asm(f32_type(), [u, c, big], "fma.rm.f32 $0, $1, $2, $3;", "=f,f,f,f")
     f = llvm.intr_fma(u, c, arith.subf(big, t))                 # in [0, 1)
@@ -101,12 +102,15 @@ def ex2_fma(lw, x):
     return arith.bitcast(f32_type(), bits)
 
 
-def _fma_of(x):
-    """(p, q, r) where x = fma(p, q, r) of f32 values, else None."""
+def _product_of(x):
+    """(p, q, r) where x = fma(p, q, r), (p, q, None) where x = p * q (f32
+    values), else None."""
     if not isinstance(x.owner, (ir.Operation, ir.OpView)):
         return None                  # a block argument
     op = x.owner.operation
-    return tuple(op.operands) if op.name == "llvm.intr.fma" else None
+    if op.name == "llvm.intr.fma":
+        return tuple(op.operands)
+    return (*op.operands, None) if op.name == "arith.mulf" else None
 
 
 def fma_picks(n: int, share: float) -> list[bool]:
