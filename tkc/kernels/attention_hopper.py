@@ -56,8 +56,9 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
     blocks_per_sm: blocks sharing an SM (tkc.kernel's); one consumer
-    warpgroup at two blocks an SM is tkc.attention's causal forward at D = 64
-    and 128 below the long forward's key counts (attention_bwd.PAIRED_CAUSAL_KEYS).
+    warpgroup at two blocks an SM is tkc.attention's causal varlen forward at
+    D = 64 and 128 below the long forward's key counts
+    (attention_bwd.PAIRED_CAUSAL_KEYS).
 
     diagonal_mask=True (causal): only the diagonal's mask, not Lk's as
     well: keys past Lk lie past every query row's diagonal (key j <= i + Lk
@@ -65,8 +66,9 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     takes one compare and select an element where it took two (about 105
     instructions a thread and tile where it took 230 at 128-key tiles). On
     the H100 (ncu, locked clocks; BENCHMARKS.md 2026-11-27, session 3) D
-    64's zigzag forward is 1-3% faster with it at L 1k to 4k, D 128's 4-9%
-    slower (the same main loop in the SASS, more cycles: not understood).
+    64's zigzag forward is 1-3% faster with it at L 1k to 4k and D 128's
+    long one (ping-pong) 2-4%, but D 128's short one 4-9% slower (the same
+    main loop in the SASS, more cycles: not understood).
 
     overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
     loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits

@@ -3,7 +3,8 @@
 // (floor: t = 255 u + 1.5 * 2^23 - 127), f = 255 u - (t - (1.5 * 2^23 - 127)), a degree-3
 // polynomial of fmas and the floor shifted into the exponent; the rest stay ex2.approx.
 // A 16 x 16 f32 tile is 8 values a thread: fma = 0.25 emulates 2 of them (values 3 and
-// 7), 6 stay on the MUFU. Where exp2's operand is a fma (@folded, the softmax's x c + r),
+// 7), 6 stay on the MUFU. Where exp2's operand is a fma (@folded, the softmax's x c + r;
+// a product folds the same way, test_lowering_compute.py),
 // the clamp takes that fma's operands: x (c / 255) + (r + 127) / 255.
 // RUN: tkc %s --emit=ptx | FileCheck %s
 // (the counts: both kernels, 6 on the MUFU and 2 emulated each)
