@@ -675,9 +675,10 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     paired_keys = ZIGZAG_CAUSAL_KEYS[D] if zigzag else 0     # below them the zigzag one runs
     paired = attention_hopper(D, causal, layout, stages=2, consumers=1, blocks_per_sm=2, KV=PAIRED_KV[D]) \
         if causal and PAIRED_CAUSAL_KEYS.get(D, 0) > paired_keys else short
-    bwd = attention_bwd(D, causal, layout, **backward_options(D, causal, layout))
-    bwd_short = (attention_bwd(D, causal, layout, **dict(backward_options(D, causal, layout), dkv_tma=True))
-                 if (D, causal) in DKV_REGISTERS and layout != "varlen" else None)
+    options = backward_options(D, causal, layout)
+    bwd = attention_bwd(D, causal, layout, **options)
+    bwd_short = (attention_bwd(D, causal, layout, **dict(options, dkv_tma=True))
+                 if options.get("dkv_tma") is False else None)   # DKV_REGISTERS' rows
     return AttentionKernels(short, long, _prep(D, layout), bwd, paired, tuple(zigzag), bwd_short)
 
 

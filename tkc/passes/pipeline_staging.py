@@ -680,20 +680,19 @@ class Staging:
         """Every consumer fences its shared writes, they meet, warp 0 stores.
         A store right after another one's issue (nothing between them)
         joins its branch: that meeting already follows both tiles' writes."""
+        def store():
+            tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:], add="add" in op.attributes)
         prev = _prev_op(op)
         if prev is not None and any(prev == b for b in self.issues):
             with ir.InsertionPoint(_terminator(prev.regions[0].blocks[0])), op.location:
-                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:],
-                             add="add" in op.attributes)
-            op.erase()
-            return
-        with ir.InsertionPoint(op), op.location:
-            tk.fence_async()
-            tk.sync(**self.sync)
-            with _if(self._is_issuer()) as branch:
-                tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:],
-                             add="add" in op.attributes)
-        self.issues.append(branch.operation)
+                store()
+        else:
+            with ir.InsertionPoint(op), op.location:
+                tk.fence_async()
+                tk.sync(**self.sync)
+                with _if(self._is_issuer()) as branch:
+                    store()
+            self.issues.append(branch.operation)
         op.erase()
 
     def _issue_band(self, op, block) -> None:
