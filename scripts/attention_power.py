@@ -15,26 +15,12 @@ SECONDS = 2.5
 INNER = 20                  # calls a graph replay
 
 
-def replayable(fn):
-    """fn captured INNER times in a CUDA graph (after a warm-up off the capture)."""
-    import torch
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(INNER):
-            fn()
-    return graph
-
-
 def sustained(name: str, fn) -> None:
     """Replay fn for SECONDS; print µs a call and the median SM clock and power meanwhile."""
     import torch
-    graph = replayable(fn)
+
+    from tkc.bench.timing import captured
+    graph = captured(fn, INNER)
     graph.replay()
     torch.cuda.synchronize()
     smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",

@@ -11,12 +11,13 @@ import time
 from typing import NamedTuple
 
 
-def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
-    """Median milliseconds of one call of fn, replayed from a CUDA graph."""
+def captured(fn, inner: int):
+    """A CUDA graph of `inner` calls of fn, captured after warm-up calls off
+    the capture (module loads, autotuning)."""
     import torch
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up (module load, autotuning) off the capture
+    with torch.cuda.stream(side):
         for _ in range(3):
             fn()
     torch.cuda.current_stream().wait_stream(side)
@@ -24,6 +25,13 @@ def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
     with torch.cuda.graph(graph):
         for _ in range(inner):
             fn()
+    return graph
+
+
+def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
+    """Median milliseconds of one call of fn, replayed from a CUDA graph."""
+    import torch
+    graph = captured(fn, inner)
     graph.replay()
     torch.cuda.synchronize()
     times = []
