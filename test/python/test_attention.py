@@ -56,8 +56,15 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options)
     dq = np.full(view(q).shape, np.nan, np.float32)   # the accumulator: prep zeroes it
     attention_prep(D, layout).interpret(o, view(do), lse, stats, dq)
     dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
-    attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], **options).interpret(
-        view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
+    kern = attention_bwd(D, causal, layout, dq=dq_mode, BQ=BQ or BWD_QUERIES[D], **options)
+    if options.get("dq_convert"):   # the last block of each KV head converts dQ into dq16
+        dq16, count = np.full(dq.shape, np.nan, np.float32), np.zeros((B, Hkv), np.int32)
+        kern.interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv, dq16, count, 1, SCALE)
+        assert (count == -(-k.shape[2] // 128)).all()   # every block of the head counted itself
+        assert np.array_equal(dq16, round_bf16(dq))
+        dq = dq16
+    else:
+        kern.interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
 
@@ -190,6 +197,9 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, ds_slots=2, dkv_tma=False), 64, False, "bhld", 300, 77),
     (dict(overlap=True, ds_slots=2, stats_acc=True), 128, True, "bhld", 200, 330),
     (dict(overlap=True, ds_slots=2, stats_acc=True), 64, False, "blhd", 77, 300),
+    (dict(overlap=True, ds_slots=2, stats_acc=True, dq_convert=True), 128, True, "bhld", 200, 330),
+    (dict(overlap=True, ds_slots=2, stats_acc=True, dq_convert=True, dkv_tma=False), 64, False,
+     "blhd", 77, 300),
 ]
 
 

@@ -290,8 +290,20 @@ def tma_store(dst, src, idx, add: bool = False, loc=None):
     return create("tma_store_add" if add else "tma_store", [], [dst, src, *idx], loc=loc)
 
 
-def tma_store_wait(pending: int = 0, loc=None):
-    return create("tma_store_wait", [], [], {"pending": pending}, loc=loc)
+def tma_store_wait(pending: int = 0, writes: bool = False, loc=None):
+    """Wait until all but `pending` of this thread's TMA stores have read
+    their tiles; writes: until their global writes have completed."""
+    from mlir import ir
+    attrs = {"pending": pending, **({"writes": ir.UnitAttr.get()} if writes else {})}
+    return create("tma_store_wait", [], [], attrs, loc=loc)
+
+
+def atomic_add(dst, scratch, idx, after=(), value: int = 1, loc=None):
+    """The old value of gl `dst` at element idx (b, d, r, c), `value` added
+    once by the block (tk.irdl.mlir: the group, the ordering)."""
+    from mlir import ir
+    i32 = ir.IntegerType.get_signless(32)
+    return _one("atomic_add", i32, [dst, scratch, *idx, *after], {"value": value}, loc=loc)
 
 
 def warpgroup_mma(name: str, a, b, c, negate: bool = False, loc=None):

@@ -716,6 +716,21 @@ irdl.dialect @tk {
     %n = irdl.base "#builtin.integer"
     irdl.attributes { "pending" = %n }
   }
+  // One atomic add of `value` to an i32 gl element by the block's (or, with
+  // id / warps as tk.sync's, the barrier group's) first thread, acq_rel at
+  // GPU scope; every thread of the group gets the old value (through the
+  // scratch sv<i32>). Ordered after the group's earlier writes: register
+  // stores by the barrier, TMA stores to the `after` gls by the
+  // producer/consumer form's waits (tk-pipeline-staging).
+  irdl.operation @atomic_add {
+    %dst = irdl.base @tk::@gl
+    %s = irdl.base @tk::@sv
+    %i = irdl.is index
+    %g = irdl.base @tk::@gl
+    %r = irdl.is i32
+    irdl.operands(dst: %dst, scratch: %s, b: %i, d: %i, r: %i, c: %i, after: variadic %g)
+    irdl.results(old: %r)
+  }
 
   // ---- Hopper: warpgroup (4 consecutive warps) matrix multiply with wgmma.
   // All 4 warps call it. a: rt<16, K> per warp (the warpgroup's 64 x K in

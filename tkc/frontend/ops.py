@@ -49,6 +49,7 @@ __all__ = [
     "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt",
     "swap_layout", "transpose",
     "load", "store", "load_split", "store_join", "group_load", "group_store", "subtile",
+    "atomic_add",
 ]
 
 
@@ -655,6 +656,37 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None,
                  add=bool(add))
+
+
+def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:
+    """Add `value` to one element of an i32 gl, once for the whole block, and
+    return the element's old value to every warp (atom.add.acq_rel.gpu by
+    the block's first thread; block-collective, at the kernel's top level).
+    It comes after the block's earlier writes to the gls in `after` (a gl or
+    a list): register stores, and TMA stores (tma.store, tma.store_add),
+    whichever warp issues them, have completed. So the block whose add makes
+    the count reach n reads every block's writes: the last of n blocks
+    finishes their shared result (attention's backward converts dQ so).
+    Counts are not reset: the caller zeroes the gl."""
+    if not isinstance(dst, GLHandle) or dst.dtype != "i32":
+        raise fail(f"atomic_add adds into an i32 gl (a counter), got {_name(dst)}")
+    if isinstance(value, bool) or not isinstance(value, int) or not -2**31 <= value < 2**31:
+        raise fail(f"atomic_add: value must be an int (a 32-bit constant), got {value!r}")
+    after = list(after) if isinstance(after, (list, tuple)) else [after]
+    for g in after:
+        if not isinstance(g, GLHandle):
+            raise fail(f"atomic_add: after= takes gls (whose writes come first), got {_name(g)}")
+    if at is None:
+        raise fail("atomic_add: give the element as at=(b, d, row, col)")
+    idx = _coords("atomic_add", dst, at)
+    current().require_top_level("tkc.atomic_add", "the whole block takes part (one add, its old "
+                                "value to every warp)")
+    from . import emit  # MLIR: only while tracing
+    from .tiles import sv
+    scratch = sv("f32", 16)   # the old value passes through it (first word: its i32 bits)
+    with emitting():
+        return Index(emit.index_cast(tk.atomic_add(dst.value(), scratch.value(), _index_values(idx),
+                                                   [g.value() for g in after], value)))
 
 
 def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:

@@ -191,11 +191,20 @@ def _tma_store_wait(c, op):
     pending = _attr(op, "pending")
     _expect(pending >= 0, op, f"pending must be >= 0, got {pending}")
 
+    writes = "writes" in op.attributes
+
     def step(env, w):
         # The copies were done at issue; what ends here is their reads of
-        # shared memory (all but the warp's `pending` most recent stores).
+        # shared memory (all but the warp's `pending` most recent stores),
+        # with `writes` their global writes too (what tk.atomic_add checks).
         if w.block.races is not None:
             w.block.races.retire(w.warpid, "tma_store", pending, op)
+        if writes:  # completed here, at this warp's epoch (what an atomic_add must be ordered after)
+            mine = w.block.tma_writes.get(w.warpid, [])
+            n = max(len(mine) - pending, 0)
+            epoch = None if w.block.races is None else int(w.block.races.clock[w.warpid, w.warpid])
+            w.block.tma_written += [(store, arr, w.warpid, epoch) for store, arr in mine[:n]]
+            del mine[:n]
     return step
 
 
@@ -271,6 +280,7 @@ def _tma_store(c, op):
     def step(env, w):
         if w.block.races is not None:  # reads st until a tk.tma_store_wait retires it
             w.block.races.issue(w.warpid, "tma_store", [env[src]], op)
+        w.block.tma_writes.setdefault(w.warpid, []).append((op, whole(env[dst])[0]))
         store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add)
     return step
 

@@ -37,6 +37,11 @@ class BlockState:
         self.groups: dict = {}  # (group op run) -> ops.GroupArrival
         self.barriers = NamedBarriers()
         self.races = RaceTracker(warps) if races else None
+        # per warp, its TMA stores whose global writes may not have completed:
+        # (op, the gl's whole array), oldest first (tk.atomic_add checks them)
+        self.tma_writes: dict[int, list] = {}
+        self.tma_written: list = []  # (op, array, warp, its epoch then) once completed
+        self.atomic_old: dict = {}  # tk.atomic_add -> the old value its first warp read
 
     def sync(self, warps: list[int], barrier: int) -> None:
         """`warps` waited at named barrier `barrier` and completed it (with the

@@ -19,6 +19,8 @@ says which barrier waits for whom.
 """
 from __future__ import annotations
 
+from mlir import ir
+
 from ..diagnostics import TkcError, error, where
 from ..passes.verify_block import checked_sync_group
 from .program import Step, handler
@@ -56,6 +58,56 @@ def _sync(c, op):
     def step(env, w):
         yield point  # the scheduler holds the warp until the barrier completes
     return Step(step, op, gen=True)
+
+
+@handler("tk.atomic_add")
+def _atomic_add(c, op):
+    """The group meets, its first warp adds (after checking that the TMA
+    stores to the `after` gls have completed their writes), the group meets
+    again and every warp takes the old value."""
+    from .ops import whole
+    point = _point(c, op)
+    dst, idx = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[2:6]]
+    after, out = [c.slot(v) for v in list(op.operands)[6:]], c.result_slot(op)
+    value = ir.IntegerAttr(op.attributes["value"]).value
+
+    def step(env, w):
+        yield point
+        if w.warpid == 0:
+            _check_completed(op, w, [whole(env[g])[0] for g in after])
+            root, origin = whole(env[dst])
+            b, d, r, col = (int(env[i]) + o for i, o in zip(idx, origin))
+            if not all(0 <= x < n for x, n in zip((b, d, r, col), root.shape)):
+                raise error(op, f"tk.atomic_add: element ({b}, {d}, {r}, {col}) is out of bounds of "
+                                f"shape {tuple(root.shape)}")
+            w.block.atomic_old[op] = int(root[b, d, r, col])
+            root[b, d, r, col] += value
+        yield point
+        env[out] = w.block.atomic_old[op]
+    return Step(step, op, gen=True)
+
+
+def _check_completed(op, w, roots) -> None:
+    """No TMA store to one of `roots` may still be writing (tk.tma_store_wait
+    {writes} completes them; waiting for their reads is not enough), and
+    with race checks each completion must happen before the add (warp w's):
+    a barrier or mbarrier from the waiting warp to w."""
+    block = w.block
+    for warp, stores in block.tma_writes.items():
+        for store, arr in stores:
+            if any(arr is r for r in roots):
+                raise error(op, f"tk.atomic_add comes after the writes of the TMA store at "
+                                f"{where(store) or store.location} (warp {warp}), which may not have "
+                                "completed: that warp needs tk.tma_store_wait {writes} first, and the "
+                                "adding thread an ordering after it")
+    if block.races is None:
+        return
+    for store, arr, warp, epoch in block.tma_written:
+        if any(arr is r for r in roots) and block.races.clock[w.warpid, warp] < epoch:
+            raise error(op, f"tk.atomic_add is not ordered after the completion of the TMA store at "
+                            f"{where(store) or store.location} (awaited by warp {warp}): nothing "
+                            f"(a barrier or an mbarrier) leads from that wait to warp {w.warpid}, "
+                            "whose thread adds")
 
 
 def _point(c, op) -> SyncPoint:

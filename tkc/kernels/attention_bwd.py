@@ -53,12 +53,13 @@ import math
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, sv, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import exp2, iota, load, store, sub_col, subtile, sum, where, zero
+from tkc.ops import atomic_add, exp2, iota, load, store, sub_col, subtile, sum, where, zero
 
 from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 
 BKV = 128                   # keys per block: two consumer warpgroups of 64
 BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D of dK and dV)
+WARPS = 8                   # the consumer warps (two warpgroups)
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
 # ptxas spills a few values in tkc.attention's kernels (0c7b1cc): none at
@@ -88,7 +89,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
                   ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None,
-                  stats_acc: bool = False):
+                  stats_acc: bool = False, dq_convert: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -143,7 +144,15 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     warp of the producer warpgroup (tkc.range's store_warp), so the
     consumer warpgroups no longer meet before each add; False: by consumer
     warp 0 after that meeting (0.90-1.00 of the speed at D 64 and 128 on
-    the H100, BWD_SCHEDULE's comment)."""
+    the H100, BWD_SCHEDULE's comment).
+    dq_convert (D <= 128, not varlen or persistent): the kernel also takes
+    dq16 (bf16, laid out as q), count (i32 [1, 1, B, Hkv], zeroed) and
+    convert (0 or 1) after dv: each block counts itself done on its KV
+    head's counter once its dQ adds have completed (tkc.atomic_add), and
+    with convert the last of the head's blocks converts the group's dQ
+    accumulator to dq16, while it is still in L2: no launch of its own,
+    and no second read of the accumulator from memory (see
+    attention_ops.CONVERT_BYTES for where it pays)."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -160,7 +169,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
                                 "" if store_warp else "warp0",
                                 "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg",
-                                "sacc" if stats_acc else "")
+                                "sacc" if stats_acc else "", "cvt" if dq_convert else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -180,6 +189,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         raise TkcError("attention backward: dkv_tma needs a layout other than varlen (a TMA store cannot "
                        "clip to a sequence's slice) and a kernel that is not persistent (K's and V's slots "
                        "hold the next item's)")
+    if dq_convert and (D == 256 or layout == "varlen" or persistent or dq != "tma"):
+        raise TkcError("attention backward: dq_convert needs D <= 128, dq='tma', a layout other than "
+                       "varlen (one counter a KV head of a batch) and a kernel that is not persistent")
     dkv_tma = tma_out if dkv_tma is None else dkv_tma
     by_tma = dq == "tma"
     by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
@@ -211,11 +223,25 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             first = tkc.min(tkc.max(kb * keys - shift, 0) // BQ, nq)
         return shift, first, nq - first
 
-    def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
+    def convert_dq(dq_acc, dq16, count, convert, Lq, Lk, h0, group, tile, at):
+        """dq_convert: this block counts itself done on its KV head's counter
+        (at: its element) once its dQ adds have completed; the last one,
+        with convert, converts the group's accumulator, each warp 16 rows a
+        step (its f32 in flight, then bf16 out)."""
+        done = atomic_add(count, 1, at=at, after=dq_acc)
+        per = tkc.cdiv(Lq, 16 * WARPS)
+        with tkc.if_((done == tkc.cdiv(Lk, BKV) - 1) & (convert != 0)):
+            for j in tkc.range(group * per):
+                h, t = h0 + j // per, (j % per) * WARPS + tkc.warpid()
+                x = load(rt(f32, 16, D), dq_acc, tile(h, t), fill=0.0)
+                store(dq16, x.to(bf16), tile(h, t), clip=True)
+
+    def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out, cvt=None):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,
         against every query tile of heads h0 .. h0 + group - 1 that sees them;
         vec(h, row, t): coordinates of query tile t's BQ statistics (row 0:
-        lse * log2 e, 1: delta); out(h, t): of a warp's 16 rows of dK and dV."""
+        lse * log2 e, 1: delta); out(h, t): of a warp's 16 rows of dK and dV;
+        cvt: (dq16, count, convert, the counter's element) for dq_convert."""
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
         hk = h0 // group
@@ -307,10 +333,12 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.store(v_s, dv_r.to(bf16), (wg, 0))
             tma.store(dk, k_s, tile(hk, kb))
             tma.store(dv, v_s, tile(hk, kb))
-            return
-        b, d, r, col = out(hk, kb * (BKV // 16) + w)
-        store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
-        store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
+        else:
+            b, d, r, col = out(hk, kb * (BKV // 16) + w)
+            store(dk, (dk_r * scale).to(bf16), (b, d, r, col), clip=True)
+            store(dv, dv_r.to(bf16), (b, d, r, col), clip=True)
+        if cvt is not None:
+            convert_dq(dq_acc, *cvt[:3], Lq, Lk, h0, group, tile, cvt[3])
 
     def backward_split(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out):
         """D = 256, one block: as `backward`, BKV_WIDE keys, the work split
@@ -402,14 +430,25 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         heads = k.d if layout == "bhld" else k.c // D
         return (tkc.cdiv(k.r, keys), heads, k.b if layout == "bhld" else k.d)
 
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, **options)
-    def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
-            scale: tkc.f32):
+    def run(q, k, v, do, stats, dq, dk, dv, scale, cvt=None):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         group = stats.d // (k.d if layout == "bhld" else k.c // D)
         tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
         body(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
-             lambda h, row, t: (b, h, row, t), tile)
+             lambda h, row, t: (b, h, row, t), tile,
+             *([(*cvt, (0, 0, b, hk))] if cvt else []))
+
+    if dq_convert:
+        @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, **options)
+        def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
+                dq16: Q, count: gl(i32, 1, 1, "B", None), convert: tkc.i32, scale: tkc.f32):
+            run(q, k, v, do, stats, dq, dk, dv, scale, (dq16, count, convert))
+        return bwd
+
+    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, **options)
+    def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
+            scale: tkc.f32):
+        run(q, k, v, do, stats, dq, dk, dv, scale)
 
     return bwd
 

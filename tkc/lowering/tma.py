@@ -224,8 +224,8 @@ def _tma_store(lw, op, args):
 @rule("tk.tma_store_wait")
 def _tma_store_wait(lw, op, args):
     pending = int_attr(op, "pending", 0)
-    with lane0(lw):
-        nvvm.cp_async_bulk_wait_group(pending, read=True)
+    with lane0(lw):  # writes: the global writes completed, not only the shared reads
+        nvvm.cp_async_bulk_wait_group(pending, read=None if "writes" in op.attributes else True)
     # The other lanes may overwrite the st only once lane 0 saw the reads done.
     nvvm.bar_warp_sync(i32(-1))
     return []

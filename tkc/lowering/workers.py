@@ -10,11 +10,12 @@ the same in every lane (tkc.kernel's uniform_ids).
 `tk.sync` is `bar.sync 0` for the block, or with `id` / `warps` the named
 barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level"); one warp's
 is `bar.warp.sync`; with `arrive`, `bar.arrive id, 32*warps`.
+`tk.atomic_add` meets like tk.sync around one thread's atom.add.
 """
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm
+from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..passes.verify_block import checked_sync_group
@@ -76,21 +77,57 @@ def _sync(lw, op, args):
     """Plain: bar.sync 0 for the whole block. With `id` / `warps`: the named
     barrier `bar.sync id, 32*warps` (warps defaults to the kernel's), which
     lets a warpgroup synchronise without stopping the others."""
-    if "id" not in op.attributes and "warps" not in op.attributes:
-        nvvm.barrier0()  # bar.sync 0: every thread of the block
-        return []
-    ident, warps = checked_sync_group(op, lw.warps)
-    i32 = ir.IntegerType.get_signless(32)
     if "arrive" in op.attributes:  # count toward the barrier, do not wait; memory ordered
+        ident, warps = checked_sync_group(op, lw.warps)
         llvm.inline_asm(None, [], f"bar.arrive {ident}, {32 * warps};", "~{memory}",
                         has_side_effects=True)
         return []
+    _barrier(lw, op)
+    return []
+
+
+def _barrier(lw, op) -> None:
+    """bar.sync of op's group (tk.sync's id / warps attributes)."""
+    if "id" not in op.attributes and "warps" not in op.attributes:
+        nvvm.barrier0()  # bar.sync 0: every thread of the block
+        return
+    ident, warps = checked_sync_group(op, lw.warps)
+    i32 = ir.IntegerType.get_signless(32)
     if warps == 1:  # one warp: its lanes converge (no named barrier needed)
         nvvm.bar_warp_sync(arith.constant(i32, -1))
-        return []
+        return
     nvvm.barrier(None, barrier_id=arith.constant(i32, ident),
                  number_of_threads=arith.constant(i32, 32 * warps))
-    return []
+
+
+@rule("tk.atomic_add")
+def _atomic_add(lw, op, args):
+    """The group (tk.sync's id / warps: warps 0 .. W-1) meets, so that its
+    earlier writes precede the add (the barrier, then a release at GPU scope
+    is cumulative); thread 0 adds (atom.acq_rel.gpu: it also acquires what
+    the blocks before it released) and leaves the old value in the scratch
+    sv; the group meets again and every thread reads it. A later
+    atomic_add's first meeting comes after these reads, so the scratch is
+    reused safely."""
+    from .memory import _gl_ptr, _gl_tile_origin, _sh_ptr
+    gl, scratch, idx = args[0], args[1], args[2:6]
+    if not isinstance(gl, Global):
+        raise error(op, f"tk.atomic_add adds into a gl, found {op.operands[0].type}")
+    i32 = ir.IntegerType.get_signless(32)
+    value = ir.IntegerAttr(op.attributes["value"]).value
+    _barrier(lw, op)
+    slot = _sh_ptr(lw, scratch, 0)
+    first = arith.cmpi(arith.CmpIPredicate.eq, lw.tid_i32(), arith.constant(i32, 0))
+    branch = scf.IfOp(first)
+    with ir.InsertionPoint(branch.then_block):
+        p = _gl_ptr(gl, _gl_tile_origin(gl, idx, 1, 1))
+        old = llvm.inline_asm(i32, [p, arith.constant(i32, value)],
+                              "atom.acq_rel.gpu.global.add.u32 $0, [$1], $2;", "=r,l,r,~{memory}",
+                              has_side_effects=True)
+        llvm.store(old, slot)
+        scf.YieldOp([])
+    _barrier(lw, op)
+    return [llvm.load(i32, slot)]
 
 
 def _index(n: int):

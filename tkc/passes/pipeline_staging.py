@@ -245,6 +245,7 @@ class Staging:
         self.drain = []   # the ops that end the consumers' pipelined loop
         self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
         self.issues = []  # the branches issuing TMA stores (a store right after one joins it)
+        self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
         self.store_warp = self._store_warp_choice()
 
     # -- the whole kernel
@@ -266,6 +267,7 @@ class Staging:
     def _stores_only(self) -> None:
         """No loads: every warp stays a consumer; stores use the block barrier."""
         self.sync = {}
+        self._publish()
         self._epilogue(self.f.body)
         with ir.InsertionPoint(_terminator(entry(self.fn))), self.loc:
             self._store_wait(0)
@@ -379,6 +381,9 @@ class Staging:
                 tk.init_barrier(bar, self.cw)
             self.store_empty = tk.alloc(b, OUTPUT_STAGES)
             tk.init_barrier(self.store_empty, 1)
+            if any(op in self.f.loop_stores for op in self._published()):
+                self.drained = tk.alloc(b)   # the store warp's writes have completed
+                tk.init_barrier(self.drained, 1)
 
     # -- the role split
     def _split(self):
@@ -409,6 +414,7 @@ class Staging:
             zero = index(0)
         self.sync = {"id": SYNC_ID, "warps": self.cw}
         self._rename_syncs(block)
+        self._publish()
         if self.persistent:
             items = add_iter_args(self.f.items, [zero])
             self.f.items = items.operation
@@ -464,10 +470,37 @@ class Staging:
                         f"{consumers + 1} warpgroups; a block of them{per_sm} launches with {budget}")
         return p, c
 
+    def _published(self) -> list:
+        """The TMA stores (pipeline_store ops) whose gl a tk.atomic_add lists
+        in `after`: their writes must have completed before its add."""
+        roots = {_gl_root(g) for op in walk(self.fn) if op.name == "tk.atomic_add"
+                 for g in list(op.operands)[6:]}
+        return [op for op in self.f.loop_stores + self.f.stores if _gl_root(op.operands[0]) in roots]
+
+    def _publish(self) -> None:
+        """Before each tk.atomic_add: the stores it publishes have completed.
+        The store warp's (self.drained) are awaited on its barrier; those of
+        consumer warp 0 (or of each warp, banded) by a wait for writes. The
+        add then follows through the atomic's own meeting of the consumers."""
+        published = self._published()
+        if not published:
+            return
+        for op in [o for o in walk(self.fn) if o.name == "tk.atomic_add"]:
+            with ir.InsertionPoint(op), op.location:
+                if self.drained is not None:
+                    tk.wait(self.drained, index(0))
+                if any(p not in self.f.loop_stores or not self.store_warp for p in published):
+                    if _bands(self.f.stores, self.cw):
+                        tk.tma_store_wait(0, writes=True)
+                    else:
+                        with _if(self._is_issuer()):
+                            tk.tma_store_wait(0, writes=True)
+
     def _rename_syncs(self, block) -> None:
-        """The author's block-wide tk.sync: after the split, only the consumers reach it."""
+        """The author's block-wide tk.sync (and tk.atomic_add's meeting): after
+        the split, only the consumers reach it."""
         for op in _walk_block(block):
-            if op.name == "tk.sync" and "id" not in op.attributes:
+            if op.name in ("tk.sync", "tk.atomic_add") and "id" not in op.attributes:
                 op.attributes["id"] = i64(SYNC_ID)
                 op.attributes["warps"] = i64(self.cw)
 
@@ -788,6 +821,10 @@ class Staging:
             tk.arrive(tk.stage(self.store_empty, s))
             scf.YieldOp([arith.addi(k, index(1))])
         loop.operation.attributes["tk.staged"] = _staged(self.stages, "stores")
+        if self.drained is not None:   # a tk.atomic_add publishes these stores' writes
+            with self.f.loop.location:
+                tk.tma_store_wait(0, writes=True)
+                tk.arrive(self.drained)
 
     def _producer_items(self, mapping) -> None:
         src = _for(self.f.items)
@@ -954,6 +991,13 @@ def _walk_block(block):
         op = op.operation
         yield op
         yield from walk(op)
+
+
+def _gl_root(value):
+    """The kernel argument a gl value is (a slice of)."""
+    while getattr(_alloc_of(value), "name", "") == "tk.gl_slice":
+        value = _alloc_of(value).operands[0]
+    return value
 
 
 def _root(value):

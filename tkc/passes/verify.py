@@ -557,6 +557,22 @@ def _check_transpose(op, name, ins, outs, kernel):
         yield f"transpose: result must be {_desc(want)} (shape swapped, same layout), got {_desc(out)}"
 
 
+def _check_atomic_add(op, name, ins, outs, kernel):
+    """atomic_add(gl<i32>, scratch sv, b, d, r, c, after gls...) -> i32."""
+    from mlir import ir
+    if not (isinstance(ins[0], GL) and ins[0].dtype == "i32"):
+        yield f"{name}: adds into an i32 gl (a counter), got {_desc(ins[0])}"
+    if len(ins) < 6 or not isinstance(ins[1], SV) or ins[1].dtype != "f32":
+        yield f"{name}: needs an sv<f32> scratch and 4 coordinates (b, d, r, c)"
+        return
+    if any(not isinstance(g, GL) for g in ins[6:]):
+        yield f"{name}: after= takes gls, got {', '.join(_desc(g) for g in ins[6:])}"
+    value = op.attributes["value"] if "value" in op.attributes else None
+    if not isinstance(value, ir.IntegerAttr):
+        yield f"{name}: value must be an integer attribute, got {value}"
+    yield from block_rules.check_sync_attributes(op, kernel)
+
+
 def _check_alloc(op, name, ins, outs, kernel):
     yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st, sv or barrier")
     yield from block_rules.check_alloc_stages(op)
@@ -662,7 +678,7 @@ def _check_gl_slice(op, name, ins, outs, kernel):
 
 def _index_use(op) -> bool:
     """The uses an i32 gl allows: one-element loads of an i32, its dims, slices."""
-    return op.name in ("tk.dim", "tk.gl_slice") or is_index_load(op)
+    return op.name in ("tk.dim", "tk.gl_slice", "tk.atomic_add") or is_index_load(op)
 
 
 def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
@@ -674,7 +690,7 @@ def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
         yield (f"{name}: one element of a {mem.dtype} gl is {'an i32' if mem.dtype == 'i32' else 'an f32'}"
                f", got {scalar}")
     elif scalar == "i32" and name != "load":
-        yield f"{name}: an i32 gl is read, never written"
+        yield f"{name}: an i32 gl is read, never written (but by atomic_add)"
     if n_idx != 4:
         yield f"{name}: a gl takes 4 indices, got {n_idx}"
     if "elements" not in op.attributes or bound not in op.attributes:
@@ -766,6 +782,7 @@ _OTHERS = {
     "swap_layout": _check_swap_layout,
     "transpose": _check_transpose,
     "alloc": _check_alloc,
+    "atomic_add": _check_atomic_add,
     "load": _check_load,
     "store": _check_store,
     "group_load": _check_group,

@@ -132,6 +132,11 @@ def _sync_problems(op, total: int | None):
 
 
 def _check_sync(op, name, ins, outs, kernel):
+    yield from check_sync_attributes(op, kernel)
+
+
+def check_sync_attributes(op, kernel):
+    """tk.sync's id / warps (also those of ops that synchronise like it: atomic_add)."""
     from .verify import kernel_warps
     yield from _sync_problems(op, kernel_warps(kernel))
 
