@@ -22,7 +22,10 @@ except ImportError:
 # the dq="atomic" twin of tkc.attention's backward (its other options alike)
 ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq="atomic"))
           for D in (64, 128) for causal in (False, True)}
-KERNELS = list(ATOMIC.values())
+# with dq_convert (attention_bwd's, not tkc.attention's: it measured no faster)
+CONVERT = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq_convert=True))
+           for D in (64, 128) for causal in (False, True)}
+KERNELS = list(ATOMIC.values()) + list(CONVERT.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
@@ -199,14 +202,22 @@ def test_dq_by_tma_equals_atomics(causal, D):
     prep, tma = backward_kernels(D, causal, "bhld", 900)
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
-    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma)):
+    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma), ("convert", CONVERT[D, causal])):
         dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
         prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.empty_like(k), torch.empty_like(v)
-        kern(q, k, v, do, stats, dq, dk, dv, 0.1)
+        if name != "convert":
+            kern(q, k, v, do, stats, dq, dk, dv, 0.1)
+        else:   # the last block of each KV head converts the group's dQ, from the same sums
+            dq16 = torch.full_like(q, float("nan"))
+            count = torch.zeros(2, 2, device="cuda", dtype=torch.int32)
+            kern(q, k, v, do, stats, dq, dk, dv, dq16, count, 1, 0.1)
+            assert (count == -(-900 // 128)).all()    # every block of a KV head counted itself
+            assert torch.equal(dq16, dq.to(torch.bfloat16))
         out[name] = (dq, dk, dv)
-    for a, b in zip(out["atomic"], out["tma"]):
-        assert rel_err(a, b) < 1e-5  # the same sums, in another order
+    for other in ("tma", "convert"):
+        for a, b in zip(out["atomic"], out[other]):
+            assert rel_err(a, b) < 1e-5  # the same sums, in another order
 
 
 def test_compiled_model_backward():

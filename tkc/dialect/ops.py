@@ -298,12 +298,14 @@ def tma_store_wait(pending: int = 0, writes: bool = False, loc=None):
     return create("tma_store_wait", [], [], attrs, loc=loc)
 
 
-def atomic_add(dst, scratch, idx, after=(), value: int = 1, loc=None):
+def atomic_add(dst, scratch, idx, after=(), value: int = 1, warps: int | None = None, loc=None):
     """The old value of gl `dst` at element idx (b, d, r, c), `value` added
-    once by the block (tk.irdl.mlir: the group, the ordering)."""
+    once by the block, or by the group of `warps` warps (tk.irdl.mlir: the
+    group, the ordering)."""
     from mlir import ir
     i32 = ir.IntegerType.get_signless(32)
-    return _one("atomic_add", i32, [dst, scratch, *idx, *after], {"value": value}, loc=loc)
+    attrs = {"value": value, **({"warps": warps} if warps is not None else {})}
+    return _one("atomic_add", i32, [dst, scratch, *idx, *after], attrs, loc=loc)
 
 
 def warpgroup_mma(name: str, a, b, c, negate: bool = False, loc=None):

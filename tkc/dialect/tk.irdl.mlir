@@ -721,7 +721,10 @@ irdl.dialect @tk {
   // GPU scope; every thread of the group gets the old value (through the
   // scratch sv<i32>). Ordered after the group's earlier writes: register
   // stores by the barrier, TMA stores to the `after` gls by the
-  // producer/consumer form's waits (tk-pipeline-staging).
+  // producer/consumer form's waits (tk-pipeline-staging). With `delegated`
+  // (tk-pipeline-staging's store warp added, after its stores' writes
+  // completed, and left the old value in the scratch before the mbarrier the
+  // group waited on) it only reads the scratch.
   irdl.operation @atomic_add {
     %dst = irdl.base @tk::@gl
     %s = irdl.base @tk::@sv

@@ -71,20 +71,39 @@ def _atomic_add(c, op):
     after, out = [c.slot(v) for v in list(op.operands)[6:]], c.result_slot(op)
     value = ir.IntegerAttr(op.attributes["value"]).value
 
+    scratch = c.slot(op.operands[1])
+
+    def take(env, w):
+        """Read the old value from the scratch (its first word: a shared read
+        the race detector orders after the adding warp's write)."""
+        key = id(env[scratch])
+        if w.block.races is not None:
+            w.block.races.read(w.warpid, env[scratch], WORD, op)
+        if key not in w.block.atomic_old:
+            raise error(op, "tk.atomic_add {delegated}: no warp has added yet (its scratch is empty)")
+        env[out] = w.block.atomic_old[key]
+    if "delegated" in op.attributes:   # another warp added and left the old value
+        return take
+
     def step(env, w):
         yield point
-        if w.warpid == 0:
+        if point.warps == 1 or w.warpid == 0:   # the group's first warp adds
             _check_completed(op, w, [whole(env[g])[0] for g in after])
             root, origin = whole(env[dst])
             b, d, r, col = (int(env[i]) + o for i, o in zip(idx, origin))
             if not all(0 <= x < n for x, n in zip((b, d, r, col), root.shape)):
                 raise error(op, f"tk.atomic_add: element ({b}, {d}, {r}, {col}) is out of bounds of "
                                 f"shape {tuple(root.shape)}")
-            w.block.atomic_old[op] = int(root[b, d, r, col])
+            w.block.atomic_old[id(env[scratch])] = int(root[b, d, r, col])
             root[b, d, r, col] += value
+            if w.block.races is not None:
+                w.block.races.write(w.warpid, env[scratch], WORD, op)
         yield point
-        env[out] = w.block.atomic_old[op]
+        take(env, w)
     return Step(step, op, gen=True)
+
+
+WORD = (slice(0, 1),)   # the scratch's first element: the old value
 
 
 def _check_completed(op, w, roots) -> None:

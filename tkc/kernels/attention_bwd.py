@@ -60,6 +60,7 @@ from .attention_hopper import HEAD_DIMS, LAYOUTS, LOG2E, attention_hopper
 BKV = 128                   # keys per block: two consumer warpgroups of 64
 BKV_WIDE = 64               # D = 256: keys per block (each warpgroup half of D of dK and dV)
 WARPS = 8                   # the consumer warps (two warpgroups)
+CONVERT_ROWS = {64: 32, 128: 16}   # dq_convert: rows a warp a step (64 registers of f32 a lane)
 # The consumers keep dK and dV (64 f32 registers each at D = 128) in their
 # 240 registers beside S^T, dP^T, the statistics and the wgmma descriptors;
 # ptxas spills a few values in tkc.attention's kernels (0c7b1cc): none at
@@ -226,15 +227,19 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     def convert_dq(dq_acc, dq16, count, convert, Lq, Lk, h0, group, tile, at):
         """dq_convert: this block counts itself done on its KV head's counter
         (at: its element) once its dQ adds have completed; the last one,
-        with convert, converts the group's accumulator, each warp 16 rows a
-        step (its f32 in flight, then bf16 out)."""
+        with convert, converts the group's accumulator, each warp CONVERT_ROWS
+        rows a step, each row a flat vector (a lane's D / 32 adjacent
+        elements: whole lines a load), all loaded before the first store so
+        that 8 KB a warp are in flight."""
         done = atomic_add(count, 1, at=at, after=dq_acc)
-        per = tkc.cdiv(Lq, 16 * WARPS)
+        R = CONVERT_ROWS[D]
+        per = tkc.cdiv(Lq, R * WARPS)
         with tkc.if_((done == tkc.cdiv(Lk, BKV) - 1) & (convert != 0)):
             for j in tkc.range(group * per):
-                h, t = h0 + j // per, (j % per) * WARPS + tkc.warpid()
-                x = load(rt(f32, 16, D), dq_acc, tile(h, t), fill=0.0)
-                store(dq16, x.to(bf16), tile(h, t), clip=True)
+                h, row0 = h0 + j // per, ((j % per) * WARPS + tkc.warpid()) * R
+                xs = [load(rv(f32, D, "flat"), dq_acc, tile(h, row0 + r), fill=0.0) for r in range(R)]
+                for r, x in enumerate(xs):
+                    store(dq16, x.to(bf16), tile(h, row0 + r), clip=True)
 
     def backward(q, k, v, do, stats, dq_acc, dk, dv, scale, kb, h0, group, tile, vec, out, cvt=None):
         """One block: keys kb * BKV.. of KV head h0 // group's tiles `tile(h, t)`,

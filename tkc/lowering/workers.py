@@ -102,9 +102,9 @@ def _barrier(lw, op) -> None:
 
 @rule("tk.atomic_add")
 def _atomic_add(lw, op, args):
-    """The group (tk.sync's id / warps: warps 0 .. W-1) meets, so that its
-    earlier writes precede the add (the barrier, then a release at GPU scope
-    is cumulative); thread 0 adds (atom.acq_rel.gpu: it also acquires what
+    """The group (tk.sync's id / warps: warps 0 .. W-1, or one warp) meets,
+    so that its earlier writes precede the add (the barrier, then a release
+    at GPU scope is cumulative); its first thread adds (atom.acq_rel.gpu: it also acquires what
     the blocks before it released) and leaves the old value in the scratch
     sv; the group meets again and every thread reads it. A later
     atomic_add's first meeting comes after these reads, so the scratch is
@@ -115,9 +115,13 @@ def _atomic_add(lw, op, args):
         raise error(op, f"tk.atomic_add adds into a gl, found {op.operands[0].type}")
     i32 = ir.IntegerType.get_signless(32)
     value = ir.IntegerAttr(op.attributes["value"]).value
-    _barrier(lw, op)
     slot = _sh_ptr(lw, scratch, 0)
-    first = arith.cmpi(arith.CmpIPredicate.eq, lw.tid_i32(), arith.constant(i32, 0))
+    if "delegated" in op.attributes:   # added by another warp (tk-pipeline-staging)
+        return [llvm.load(i32, slot)]
+    _barrier(lw, op)
+    _, warps = checked_sync_group(op, lw.warps)   # the group's first thread adds
+    first = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(lw.tid_i32(), arith.constant(i32, 32 * warps)),
+                       arith.constant(i32, 0))
     branch = scf.IfOp(first)
     with ir.InsertionPoint(branch.then_block):
         p = _gl_ptr(gl, _gl_tile_origin(gl, idx, 1, 1))

@@ -479,16 +479,21 @@ class Staging:
 
     def _publish(self) -> None:
         """Before each tk.atomic_add: the stores it publishes have completed.
-        The store warp's (self.drained) are awaited on its barrier; those of
-        consumer warp 0 (or of each warp, banded) by a wait for writes. The
-        add then follows through the atomic's own meeting of the consumers."""
+        Where they are the store warp's, the store warp itself waits for
+        their writes and adds (one atomic round trip fewer on the consumers'
+        way out: it overlaps their finish), leaves the old value in the
+        scratch and arrives on self.drained; the consumers wait on it and
+        read the value (the atomic becomes `delegated`). Stores of consumer
+        warp 0 (or of each warp, banded) are awaited by a wait for writes
+        before the add, which follows through the atomic's own meeting."""
         published = self._published()
         if not published:
             return
-        for op in [o for o in walk(self.fn) if o.name == "tk.atomic_add"]:
+        for op in self._atomics():
             with ir.InsertionPoint(op), op.location:
-                if self.drained is not None:
+                if self.drained is not None:   # the store warp added: read what it left
                     tk.wait(self.drained, index(0))
+                    op.attributes["delegated"] = ir.UnitAttr.get()
                 if any(p not in self.f.loop_stores or not self.store_warp for p in published):
                     if _bands(self.f.stores, self.cw):
                         tk.tma_store_wait(0, writes=True)
@@ -824,7 +829,18 @@ class Staging:
         if self.drained is not None:   # a tk.atomic_add publishes these stores' writes
             with self.f.loop.location:
                 tk.tma_store_wait(0, writes=True)
+            for op in self._atomics():     # added here, the old value left in its scratch
+                with op.location:
+                    mapping[op.operands[1]] = op.operands[1]   # the scratch (an entry-block alloc)
+                    gl, scratch, *rest = _need(mapping, list(op.operands), op)
+                    tk.atomic_add(gl, scratch, rest[:4], rest[4:], ir.IntegerAttr(op.attributes["value"]).value,
+                                  warps=1)
+            with self.f.loop.location:
                 tk.arrive(self.drained)
+
+    def _atomics(self) -> list:
+        """The author's tk.atomic_add ops (in the consumers' code, after the split)."""
+        return [o for o in _walk_block(self.f.body) if o.name == "tk.atomic_add"]
 
     def _producer_items(self, mapping) -> None:
         src = _for(self.f.items)
