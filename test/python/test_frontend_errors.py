@@ -315,3 +315,37 @@ def test_exp_fma_share_must_be_a_fraction_of_a_tile():
         m = row_max(load(rt(f32, 16, 32), a, (0, 0, 0, 0)))
         exp(m, fma=0.5)  # @fma-vector
     _fails(v, "fma-vector", "exp", "register tile", "rv")
+
+
+C = gl(tkc.i32, 1, 1, 1, 16)
+
+
+def test_atomic_add_refusals():
+    """tkc.atomic_add: an i32 gl, an int value, gls after, at=, the top level."""
+    from tkc.ops import atomic_add
+
+    @tkc.kernel
+    def into_f32(a: G):
+        atomic_add(a, 1, at=(0, 0, 0, 0))  # @atomic-f32
+    _fails(into_f32, "atomic-f32", "atomic_add adds into an i32 gl")
+
+    @tkc.kernel
+    def fractional(c: C):
+        atomic_add(c, 0.5, at=(0, 0, 0, 0))  # @atomic-value
+    _fails(fractional, "atomic-value", "value must be an int")
+
+    @tkc.kernel
+    def after_tile(c: C, a: G):
+        atomic_add(c, 1, at=(0, 0, 0, 0), after=st(f32, 16, 16))  # @atomic-after
+    _fails(after_tile, "atomic-after", "after= takes gls")
+
+    @tkc.kernel
+    def nowhere(c: C):
+        atomic_add(c, 1)  # @atomic-at
+    _fails(nowhere, "atomic-at", "at=(b, d, row, col)")
+
+    @tkc.kernel
+    def in_branch(c: C):
+        with tkc.if_(tkc.warpid() == 0):
+            atomic_add(c, 1, at=(0, 0, 0, 0))  # @atomic-branch
+    _fails(in_branch, "atomic-branch", "top level", "the whole block takes part")

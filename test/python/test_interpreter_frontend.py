@@ -140,3 +140,28 @@ def test_roll_is_numpys():
     np.testing.assert_array_equal(o[0, 1], a * np.roll(a, 5, 1))
     np.testing.assert_array_equal(o[0, 2], np.roll(a, 5, 0))
     np.testing.assert_array_equal(o[0, 3], np.roll(a, -17, 0))
+
+
+@tkc.kernel(warps=2, grid=lambda x, out, count: (x.r // 32, 1, 1))
+def last_block_doubles(x: tkc.gl(tkc.f32, 1, 1, "R", 16), out: tkc.gl(tkc.f32, 1, 1, 32, 16),
+                       count: tkc.gl(tkc.i32, 1, 1, 1, "N")):
+    """Each block adds its 32 rows into out (a warp 16, atomically); the
+    block that counts itself last (tkc.atomic_add) doubles out."""
+    from tkc.ops import atomic_add, load, store
+    b, w = tkc.block_idx.x, tkc.warpid()
+    store(out, load(tkc.rt(tkc.f32, 16, 16), x, (0, 0, 2 * b + w, 0)), (0, 0, w, 0), add=True)
+    done = atomic_add(count, 1, at=(0, 0, 0, 2), after=out)
+    with tkc.if_(done == x.r // 32 - 1):
+        store(out, load(tkc.rt(tkc.f32, 16, 16), out, (0, 0, w, 0)) * 2.0, (0, 0, w, 0))
+
+
+def test_atomic_add_finds_the_last_block():
+    """Five blocks, each counted once; the last
+    sees every block's adds. An element outside the counter is an error."""
+    x = np.random.default_rng(0).standard_normal((5 * 32, 16)).astype(np.float32)
+    out, count = np.zeros((32, 16), np.float32), np.zeros(3, np.int32)
+    last_block_doubles.interpret(x, out, count)
+    assert count.tolist() == [0, 0, 5]
+    np.testing.assert_allclose(out, 2 * x.reshape(5, 32, 16).sum(0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(TkcError, match=r"tk.atomic_add: element \(0, 0, 0, 2\) is out of bounds"):
+        last_block_doubles.interpret(x, out, np.zeros(2, np.int32))

@@ -850,3 +850,49 @@ def test_store_warp_two_warpgroups_two_stores(tiles, rng):
     tkc.interpreter.run(module, [x, acc, o], sms=1)
     np.testing.assert_allclose(acc, x.reshape(tiles, 128, 64).sum(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(o, 2 * x, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["last_warp", "last_issuer"])
+def test_atomic_add_publishes_the_stores(name, rng):
+    """pipeline-atomic-add.py: two blocks add x's tiles into acc by TMA
+    reduce-adds; tkc.atomic_add(after=acc) counts each done once its adds
+    have completed, and the second (the last) copies the sum to out. With
+    the store warp, the store warp adds for the block (delegated)."""
+    kernel = lit_kernels("pipeline-atomic-add.py")[name]
+    x = rng.standard_normal((64 * 3, 64)).astype(np.float32)
+    acc, out = np.zeros((64, 64), np.float32), np.full((64, 64), np.nan, np.float32)
+    count = np.zeros(16, np.int32)
+    tkc.interpreter.run(staged(kernel), [x, acc, count, out], sms=2)
+    assert count[0] == 2 and not count[1:].any()
+    want = 2 * x.reshape(3, 64, 64).sum(0)
+    np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(out, acc)
+
+
+@pytest.mark.parametrize("missing,message", [
+    ("writes", re.escape("which may not have completed: that warp needs tk.tma_store_wait {writes}")),
+    # the consumers read before the store warp added, or after it without an ordering
+    ("wait", r"no warp has added yet \(its scratch is empty\)|shared-memory race: warp 0 reads sv<f32, 16>")])
+def test_atomic_add_unordered_is_caught(monkeypatch, missing, message, rng):
+    """What the interpreter reports when the staging pass leaves out the
+    ordering: no wait for the store warp's writes (missing "writes"), or the
+    consumers reading the old value without waiting for the store warp's
+    barrier (missing "wait"; the attention backward's schedule meets the
+    race instead of the empty scratch)."""
+    import tkc.passes.pipeline_staging as staging
+    if missing == "writes":
+        monkeypatch.setattr(staging.Staging, "_published", lambda self: [])
+    else:
+        real = staging.tk.wait
+        publish = staging.Staging._publish
+
+        def no_wait(self):
+            monkeypatch.setattr(staging.tk, "wait", lambda *a, **k: None)
+            publish(self)
+            monkeypatch.setattr(staging.tk, "wait", real)
+        monkeypatch.setattr(staging.Staging, "_publish", no_wait)
+    kernel = lit_kernels("pipeline-atomic-add.py")["last_warp"]
+    x = rng.standard_normal((64 * 3, 64)).astype(np.float32)
+    with pytest.raises(TkcError, match=message):
+        tkc.interpreter.run(staged(kernel), [x, np.zeros((64, 64), np.float32), np.zeros(16, np.int32),
+                                             np.zeros((64, 64), np.float32)], sms=2)

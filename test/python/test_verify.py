@@ -179,6 +179,24 @@ def test_load_store_kinds_and_index_counts():
     ]
 
 
+def test_atomic_add_operands():
+    """tk.atomic_add: an i32 gl counter, an sv<f32> scratch, 4 coordinates,
+    gls after them, an integer value, tk.sync's id / warps."""
+    k = Kernel([GL("i32", 1, 1, 1, 16), GL("f32", 1, 1, 1, 16)])
+    count, f = k.args
+    s, _ = k.op(lambda: ops.alloc(SV("f32", 16)))
+    k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, [f]))
+    _, l1 = k.op(lambda: ops.atomic_add(f, s, [k.c0] * 4))
+    _, l2 = k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, [s]))
+    _, l3 = k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, warps=5))
+    msgs = k.messages()
+    assert msgs == [
+        f"kernel.py:{l1}:5: atomic_add: adds into an i32 gl (a counter), got gl<f32, 1, 1, 1, 16>",
+        f"kernel.py:{l2}:5: atomic_add: after= takes gls, got sv<f32, 16>",
+        f"kernel.py:{l3}:5: sync: warps must be an integer in 1..4 (the kernel's warps), got 5 : i64",
+    ]
+
+
 def test_kernel_attributes():
     k = Kernel([GL("f32", 1, 1, -1, 64), "f64"],
                attrs={"tk.grid": '["1", "1"]', "tk.arg_names": '["a"]'})
