@@ -165,3 +165,37 @@ def test_atomic_add_finds_the_last_block():
     np.testing.assert_allclose(out, 2 * x.reshape(5, 32, 16).sum(0), rtol=1e-5, atol=1e-5)
     with pytest.raises(TkcError, match=r"tk.atomic_add: element \(0, 0, 0, 2\) is out of bounds"):
         last_block_doubles.interpret(x, out, np.zeros(2, np.int32))
+
+
+WRITES = True   # last_block_by_hand's wait (the test sets it)
+
+
+@tkc.kernel(warps=1, grid=lambda x, out, count: (x.r // 16, 1, 1))
+def last_block_by_hand(x: tkc.gl(tkc.f32, 1, 1, "R", 16), out: tkc.gl(tkc.f32, 1, 1, 16, 16),
+                       count: tkc.gl(tkc.i32, 1, 1, 1, 1)):
+    """last_block_doubles with a hand-written TMA reduce-add (no pass orders
+    it): the warp waits for its writes before counting itself."""
+    from tkc import tma
+    from tkc.ops import atomic_add, load, store
+    s = tkc.st(tkc.f32, 16, 16)
+    store(s, load(tkc.rt(tkc.f32, 16, 16), x, (0, 0, tkc.block_idx.x, 0)), (0, 0))
+    tma.fence_async()
+    tma.store_add_async(out, s, (0, 0, 0, 0))
+    tma.store_async_wait(0, writes=WRITES)
+    with tkc.if_(atomic_add(count, 1, at=(0, 0, 0, 0), after=out) == x.r // 16 - 1):
+        store(out, load(tkc.rt(tkc.f32, 16, 16), out, (0, 0, 0, 0)) * 2.0, (0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("writes", [True, False])
+def test_atomic_add_after_hand_written_tma_stores(monkeypatch, writes):
+    """store_async_wait(writes=True) completes the reduce-add before the
+    count; waiting only for its read is reported at the atomic."""
+    monkeypatch.setitem(globals(), "WRITES", writes)
+    x = np.random.default_rng(1).standard_normal((3 * 16, 16)).astype(np.float32)
+    out, count = np.zeros((16, 16), np.float32), np.zeros(1, np.int32)
+    if not writes:
+        with pytest.raises(TkcError, match="may not have completed: that warp needs tk.tma_store_wait"):
+            last_block_by_hand.interpret(x, out, count)
+        return
+    last_block_by_hand.interpret(x, out, count)
+    np.testing.assert_allclose(out, 2 * x.reshape(3, 16, 16).sum(0), rtol=1e-5, atol=1e-5)
