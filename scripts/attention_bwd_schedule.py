@@ -31,12 +31,16 @@ def options(D: int, causal: bool) -> dict:
     "ds1": one dS^T tile; "serial": without the overlap; "fma8", "fma4": an
     eighth, a quarter of the exponentials on the FMA pipe; "noacc": the statistics subtracted after
     the wgmmas' waits (without stats_acc); "tma" (where the library stores
-    dK and dV from registers): them stored by TMA."""
+    dK and dV from registers): them stored by TMA; "dqs1": one dQ tile
+    (dq_slots=1), "dqs1s3": that and a third Q/dO stage (at D 64 with one
+    dS^T tile: two and the third stage do not fit)."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
            "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
            "noacc": dict(BWD_SCHEDULE[D], stats_acc=False)}
     for name, share in (("fma8", 0.125), ("fma4", 0.25)):
         out[name] = dict(BWD_SCHEDULE[D], ex2_fma=share)
+    out["dqs1"] = dict(BWD_SCHEDULE[D], dq_slots=1)
+    out["dqs1s3"] = dict(BWD_SCHEDULE[D], dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {}))
     if (D, causal) in DKV_REGISTERS:
         out["tma"] = dict(BWD_SCHEDULE[D], dkv_tma=True)
     return out

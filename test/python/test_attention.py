@@ -198,6 +198,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, ds_slots=2, stats_acc=True), 128, True, "bhld", 200, 330),
     (dict(overlap=True, ds_slots=2, stats_acc=True), 64, False, "blhd", 77, 300),
     (dict(overlap=True, ds_slots=2, stats_acc=True, dq_convert=True), 128, True, "bhld", 200, 330),
+    (dict(overlap=True, ds_slots=2, stats_acc=True, dq_slots=1, stages=3), 128, False, "bhld", 330, 200),
+    (dict(overlap=True, stats_acc=True, dq_slots=1, stages=3), 64, True, "blhd", 300, 77),
     (dict(overlap=True, ds_slots=2, stats_acc=True, dq_convert=True, dkv_tma=False), 64, False,
      "blhd", 77, 300),
 ]
@@ -215,7 +217,8 @@ def test_backward_variants(options, D, causal, layout, Lq, Lk):
     interpreter checks the in-flight operands and the held
     slot's release for races, also across a persistent block's work items;
     dkv_tma=False (dK and dV stored from registers, clipped, not through K's
-    and V's tiles by TMA)."""
+    and V's tiles by TMA); dq_slots=1 (one dQ tile: the consumers wait for
+    the store warp's read of the last one before writing it)."""
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, D, seed=Lq + Lk)
     check(run_fixed(D, causal, layout, q, k, v, do, **options), q, k, v, do, causal)
 

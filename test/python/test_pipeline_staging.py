@@ -696,8 +696,11 @@ def _store_warp_ops(module, name: str) -> list:
 
 
 @pytest.mark.parametrize("tiles", [1, 2, 5])
-def test_store_warp_issues_the_loop_stores(tiles, rng):
-    module = staged(accumulate)
+@pytest.mark.parametrize("name", ["accumulate", "accumulate_one_slot"])
+def test_store_warp_issues_the_loop_stores(tiles, name, rng):
+    """Also with one output slot (store_slots=1): the interpreter's race check
+    covers the consumers' wait for the last store's read before the write."""
+    module = staged(lit_kernels("pipeline-store-add.py")[name])
     assert _store_warp_ops(module, "tk.tma_store_add"), "the store warp issues the store"
     x = rng.standard_normal((64 * tiles, 64)).astype(np.float32)
     acc = np.zeros((64, 64), np.float32)
@@ -807,6 +810,17 @@ def test_store_warp_option_must_be_a_bool():
         def bad(x: gl(f32, 1, 1, None, 64)):
             x_s = st(f32, 64, 64)
             for i in tkc.range(4, stages=2, store_warp="yes"):
+                tma.load(x_s, x, (0, 0, i, 0))
+        bad.trace()
+
+
+@pytest.mark.parametrize("slots,warp", [(3, True), (1, None)])
+def test_store_slots_are_one_or_two_with_the_store_warp(slots, warp):
+    with pytest.raises(TkcError, match="store_slots must be 1 or 2, with store_warp=True"):
+        @tkc.kernel(warps=4, grid=lambda x: (1,))
+        def bad(x: gl(f32, 1, 1, None, 64)):
+            x_s = st(f32, 64, 64)
+            for i in tkc.range(4, stages=2, store_warp=warp, store_slots=slots):
                 tma.load(x_s, x, (0, 0, i, 0))
         bad.trace()
 

@@ -128,12 +128,15 @@ class range:
     consumer)` overrides the setmaxnreg split the pass picks; `store_warp=True`
     has a warp of the producer's issue the loop's tma.stores (the consumers
     only arrive on a barrier) instead of the consumers' warp 0 after they
-    meet (an error says why where it cannot)."""
+    meet (an error says why where it cannot); with it, `store_slots=1`
+    single-buffers the stored tiles (2 by default: the consumers then wait
+    at each iteration's top for the last one's stores to have read them)."""
 
-    def __init__(self, start, stop=None, step=1, *, stages=None, registers=None, store_warp=None):
+    def __init__(self, start, stop=None, step=1, *, stages=None, registers=None, store_warp=None,
+                 store_slots=None):
         if stop is None:
             start, stop = 0, start
-        self.pipeline = _pipeline_options(stages, registers, store_warp)
+        self.pipeline = _pipeline_options(stages, registers, store_warp, store_slots)
         self.bounds = [as_index(x, "tkc.range bound") for x in (start, stop, step)]
         whole = getattr(self.bounds[1], "whole_tiles", None)
         if whole:  # `range(x.c // 64)` walks whole tiles: x.c must be a multiple of 64
@@ -193,9 +196,9 @@ class range:
         cap.rebind(dict(zip(changed, loop.results)), aliases, st.scope)
 
 
-def _pipeline_options(stages, registers, store_warp=None) -> dict | None:
+def _pipeline_options(stages, registers, store_warp=None, store_slots=None) -> dict | None:
     """tk.pipeline's entries from tkc.range's keywords (None: a plain loop)."""
-    if stages is None and registers is None and store_warp is None:
+    if stages is None and registers is None and store_warp is None and store_slots is None:
         return None
     if stages is None or stages == "auto":
         opts = {"stages": 0}
@@ -215,6 +218,11 @@ def _pipeline_options(stages, registers, store_warp=None) -> dict | None:
         if not isinstance(store_warp, bool):
             raise fail(f"tkc.range store_warp must be True or False, got {store_warp!r}")
         opts["store_warp"] = int(store_warp)
+    if store_slots is not None:
+        if store_slots not in (1, 2) or isinstance(store_slots, bool) or not store_warp:
+            raise fail(f"tkc.range store_slots must be 1 or 2, with store_warp=True, got {store_slots!r}"
+                       + ("" if store_warp else " without store_warp"))
+        opts["store_slots"] = store_slots
     return opts
 
 

@@ -90,7 +90,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
                   ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None,
-                  stats_acc: bool = False, dq_convert: bool = False):
+                  stats_acc: bool = False, dq_convert: bool = False, dq_slots: int = 2):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -146,6 +146,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     consumer warpgroups no longer meet before each add; False: by consumer
     warp 0 after that meeting (0.90-1.00 of the speed at D 64 and 128 on
     the H100, BWD_SCHEDULE's comment).
+    dq_slots (with the store warp): dQ's shared tiles; with 1 the consumers
+    write the next tile's dQ once the store warp's add has read the last one
+    (an iteration later), which frees 32 KB for a deeper Q/dO ring.
     dq_convert (D <= 128, not varlen or persistent): the kernel also takes
     dq16 (bf16, laid out as q), count (i32 [1, 1, B, Hkv], zeroed) and
     convert (0 or 1) after dv: each block counts itself done on its KV
@@ -170,11 +173,14 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "es" if early_stats else "", "" if ds_slots == 1 else f"ds{ds_slots}",
                                 "" if store_warp else "warp0",
                                 "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg",
-                                "sacc" if stats_acc else "", "cvt" if dq_convert else "")
+                                "sacc" if stats_acc else "", "cvt" if dq_convert else "",
+                                "" if dq_slots == 2 else f"dqs{dq_slots}")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
                        f"got {BQ!r} at D = {D}")
+    if dq_slots not in (1, 2) or (dq_slots == 1 and not (store_warp and dq == "tma" and not persistent)):
+        raise TkcError(f"attention backward: dq_slots must be 2, or 1 with the store warp, got {dq_slots!r}")
     if ds_slots not in (1, 2):
         raise TkcError(f"attention backward: ds_slots must be 1 or 2, got {ds_slots!r}")
     if stats_acc and (D == 256 or early_stats):
@@ -261,8 +267,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
-        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240),
-                            store_warp=bool(store_warp and by_tma and not persistent)):
+        warp = bool(store_warp and by_tma and not persistent)
+        for it in tkc.range(per_head * group, stages=stages, registers=(24, 240), store_warp=warp,
+                            store_slots=dq_slots if warp else None):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))
             tma.load(do_s, do, tile(h, i))

@@ -247,6 +247,7 @@ class Staging:
         self.issues = []  # the branches issuing TMA stores (a store right after one joins it)
         self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
         self.store_warp = self._store_warp_choice()
+        self.out_slots = self.opts.get("store_slots") or OUTPUT_STAGES   # a stored tile's slots
 
     # -- the whole kernel
     def build(self) -> None:
@@ -341,7 +342,7 @@ class Staging:
         allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
         extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2 * self.once_slots)] * len(self.f.once_loads)
         for t, n in [(view(a.results[0].type),
-                      stages if a.results[0] in ring else OUTPUT_STAGES if a.results[0] in outputs
+                      stages if a.results[0] in ring else self.out_slots if a.results[0] in outputs
                       else _stages_of(a)) for a in allocs] + extra:
             stride = _round_up(nbytes(t), alignment(t))
             end = _round_up(end, alignment(t)) + stride * n
@@ -376,10 +377,10 @@ class Staging:
             self.once[op] = (full, empty)
         self.stage_bytes = sum(_bytes(view(op.operands[0].type)) for op in self.f.ring_loads)
         if self.store_warp:  # rings over the output slots: written (per store), read
-            self.store_full = [tk.alloc(b, OUTPUT_STAGES) for _ in self.f.loop_stores]
+            self.store_full = [tk.alloc(b, self.out_slots) for _ in self.f.loop_stores]
             for bar in self.store_full:
                 tk.init_barrier(bar, self.cw)
-            self.store_empty = tk.alloc(b, OUTPUT_STAGES)
+            self.store_empty = tk.alloc(b, self.out_slots)
             tk.init_barrier(self.store_empty, 1)
             if any(op in self.f.loop_stores for op in self._published()):
                 self.drained = tk.alloc(b)   # the store warp's writes have completed
@@ -559,11 +560,11 @@ class Staging:
         first = list(body.operations)[0].operation
         slots = {}
         with ir.InsertionPoint(first), self.f.loop_stores[0].location:
-            s = arith.remui(it, index(OUTPUT_STAGES))
+            s = arith.remui(it, index(self.out_slots))
             for op in self.f.loop_stores:
                 tile = op.operands[1]
                 if tile not in slots:
-                    _alloc_of(tile).attributes["stages"] = i64(OUTPUT_STAGES)
+                    _alloc_of(tile).attributes["stages"] = i64(self.out_slots)
                     slots[tile] = tk.stage(tile, s)
         for tile, slot in slots.items():
             for user, i in uses_in(tile, loop.operation):
@@ -597,9 +598,14 @@ class Staging:
         read it (parity it / 2 + 1: the first round passes); at each store,
         fence, the warp's lanes converge, arrive on the store's full slot.
         (At the top, beside the ring's wait: the read it waits for was
-        issued a whole iteration before, so it has long ended.)"""
-        first = list(body.operations)[0].operation
-        with ir.InsertionPoint(first), self.f.loop_stores[0].location:
+        issued a whole iteration before, so it has long ended. With one
+        slot (store_slots=1) the read is the last iteration's: the wait goes
+        right before the first write to the slot, as late as it can.)"""
+        at = list(body.operations)[0].operation
+        if self.out_slots == 1:
+            roots = {_root(op.operands[1]) for op in self.f.loop_stores}
+            at = next(o.operation for o in body.operations if _writes(o.operation) & roots)
+        with ir.InsertionPoint(at), self.f.loop_stores[0].location:
             s, phase = self._output_slot(it)
             tk.wait(tk.stage(self.store_empty, s), arith.addi(phase, index(1)))
         for op, full in zip(self.f.loop_stores, self.store_full):
@@ -611,7 +617,7 @@ class Staging:
 
     def _output_slot(self, it):
         """(slot, phase) of an output ring at iteration counter `it`."""
-        n = index(OUTPUT_STAGES)
+        n = index(self.out_slots)
         return arith.remui(it, n), arith.divui(it, n)
 
     def _meets(self, op) -> bool:

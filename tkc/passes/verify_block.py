@@ -167,7 +167,7 @@ def pipeline_options(loop) -> dict | None:
     return out
 
 
-PIPELINE_KEYS = ("stages", "producer_registers", "consumer_registers", "store_warp")
+PIPELINE_KEYS = ("stages", "producer_registers", "consumer_registers", "store_warp", "store_slots")
 
 
 def check_loop(op):
@@ -187,6 +187,8 @@ def check_loop(op):
         yield f"scf.for: tk.pipeline stages must be 0 (auto) or 1..{MAX_STAGES}, got {stages}"
     if opts.get("store_warp") not in (None, 0, 1):
         yield f"scf.for: tk.pipeline store_warp must be 0 or 1, got {opts['store_warp']}"
+    if opts.get("store_slots") not in (None, 1, 2) or (opts.get("store_slots") and not opts.get("store_warp")):
+        yield f"scf.for: tk.pipeline store_slots must be 1 or 2, with store_warp = 1, got {opts['store_slots']}"
     for k in ("producer_registers", "consumer_registers"):
         v = opts.get(k)
         if v is not None and not (24 <= v <= 256 and v % 8 == 0):

@@ -5,6 +5,7 @@
 # RUN: tkc %s --emit=tile --kernel accumulate | FileCheck %s
 # RUN: tkc %s --emit=ptx --kernel accumulate | FileCheck %s --check-prefix=PTX
 # RUN: tkc %s --emit=tile --kernel accumulate_met | FileCheck %s --check-prefix=MET
+# RUN: tkc %s --emit=tile --kernel accumulate_one_slot | FileCheck %s --check-prefix=ONE
 import tkc
 from tkc import f32, gl, rt, st, tma, warpgroup
 from tkc.ops import zero
@@ -98,5 +99,34 @@ def accumulate_met(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
         tma.load(x_s, x, (0, 0, i, 0))
         t = warpgroup.load(rt(f32, 16, 64), x_s)
         tkc.sync()
+        warpgroup.store(a_s, t, (0, 0))
+        tma.store_add(acc, a_s, (0, 0, 0, 0))
+
+
+# store_slots=1 (with the store warp): one output slot; the consumers wait
+# for the last iteration's store to have read it right before writing it (not
+# at the iteration's top), parity it + 1 (the first round passes).
+# ONE-LABEL: func.func @accumulate_one_slot
+# ONE: "tk.alloc"() {stages = 1 : i64} : () -> !tk.st<f32, 64 : i64, 64 : i64
+# ONE: } else {
+# ONE: scf.for %{{.*}} iter_args(%[[IT:[a-z0-9_]+]] =
+# ONE:   "tk.wait"
+# ONE:   "tk.load"
+# ONE:   %[[S:.*]] = arith.remui %[[IT]], %c1
+# ONE:   %[[PH:.*]] = arith.divui %[[IT]], %c1
+# ONE:   %[[E:.*]] = "tk.stage"(%{{.*}}, %[[S]])
+# ONE:   %[[NEXT:.*]] = arith.addi %[[PH]], %c1
+# ONE-NEXT: "tk.wait"(%[[E]], %[[NEXT]])
+# ONE-NEXT: "tk.store"
+# ONE: } {tk.staged = {role = "consumer"
+
+
+@tkc.kernel(warps=4, grid=lambda x, acc: (1,))
+def accumulate_one_slot(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64)):
+    """accumulate with one output slot."""
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=True, store_slots=1):
+        tma.load(x_s, x, (0, 0, i, 0))
+        t = warpgroup.load(rt(f32, 16, 64), x_s)
         warpgroup.store(a_s, t, (0, 0))
         tma.store_add(acc, a_s, (0, 0, 0, 0))
