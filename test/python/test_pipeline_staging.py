@@ -910,3 +910,33 @@ def test_atomic_add_unordered_is_caught(monkeypatch, missing, message, rng):
     with pytest.raises(TkcError, match=message):
         tkc.interpreter.run(staged(kernel), [x, np.zeros((64, 64), np.float32), np.zeros(16, np.int32),
                                              np.zeros((64, 64), np.float32)], sms=2)
+
+
+@tkc.kernel(warps=4, grid=lambda x, acc, count: (3,))
+def ticket_first(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, None, 64), count: gl(tkc.i32, 1, 1, 1, 16)):
+    """Each block takes a ticket t before its loop (a dynamic scheduler's
+    idiom) and adds (t + 1) times x's tiles into its row tile of acc."""
+    from tkc.ops import atomic_add
+    t = atomic_add(count, 1, at=(0, 0, 0, 0))
+    x_s, a_s = st(f32, 64, 64), st(f32, 64, 64)
+    for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=True):
+        tma.load(x_s, x, (0, 0, i, 0))
+        warpgroup.store(a_s, warpgroup.load(rt(f32, 16, 64), x_s) * (t + 1).to(f32), (0, 0))
+        tma.store_add(acc, a_s, (0, 0, tkc.block_idx.x, 0))
+
+
+def test_atomic_add_before_the_loop_stays_with_the_consumers(rng):
+    """An atomic_add before the pipelined loop follows no store: the
+    consumers add (the store warp, which adds only after its loop, does not
+    take it over: the consumers would wait for it before the loop)."""
+    module = staged(ticket_first)
+    assert not _store_warp_ops(module, "tk.atomic_add")
+    x = rng.standard_normal((64 * 2, 64)).astype(np.float32)
+    acc, count = np.zeros((64 * 3, 64), np.float32), np.zeros(16, np.int32)
+    tkc.interpreter.run(module, [x, acc, count], sms=2)
+    assert count[0] == 3
+    total = x.reshape(2, 64, 64).sum(0)
+    tickets = [round(float(np.median(tile / total))) for tile in acc.reshape(3, 64, 64)]   # t + 1
+    assert sorted(tickets) == [1, 2, 3]   # each ticket taken once
+    for tile, k in zip(acc.reshape(3, 64, 64), tickets):
+        np.testing.assert_allclose(tile, k * total, rtol=1e-5, atol=1e-4)

@@ -719,7 +719,7 @@ irdl.dialect @tk {
   // One atomic add of `value` to an i32 gl element by the block's (or, with
   // id / warps as tk.sync's, the barrier group's) first thread, acq_rel at
   // GPU scope; every thread of the group gets the old value (through the
-  // scratch sv<i32>). Ordered after the group's earlier writes: register
+  // first word of the scratch sv<f32, 16>). Ordered after the group's earlier writes: register
   // stores by the barrier, TMA stores to the `after` gls by the
   // producer/consumer form's waits (tk-pipeline-staging). With `delegated`
   // (tk-pipeline-staging's store warp added, after its stores' writes

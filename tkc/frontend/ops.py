@@ -666,7 +666,7 @@ def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:
     a list): register stores, and TMA stores (tma.store, tma.store_add),
     whichever warp issues them, have completed. So the block whose add makes
     the count reach n reads every block's writes: the last of n blocks
-    finishes their shared result (attention's backward converts dQ so).
+    finishes their shared result (attention_bwd's dq_convert converts dQ so).
     Counts are not reset: the caller zeroes the gl."""
     if not isinstance(dst, GLHandle) or dst.dtype != "i32":
         raise fail(f"atomic_add adds into an i32 gl (a counter), got {_name(dst)}")

@@ -41,7 +41,7 @@ class BlockState:
         # (op, the gl's whole array), oldest first (tk.atomic_add checks them)
         self.tma_writes: dict[int, list] = {}
         self.tma_written: list = []  # (op, array, warp, its epoch then) once completed
-        self.atomic_old: dict = {}  # tk.atomic_add -> the old value its first warp read
+        self.atomic_old: dict = {}  # tk.atomic_add's scratch (id) -> the old value its adder read
 
     def sync(self, warps: list[int], barrier: int) -> None:
         """`warps` waited at named barrier `barrier` and completed it (with the

@@ -472,10 +472,10 @@ class Staging:
         return p, c
 
     def _published(self) -> list:
-        """The TMA stores (pipeline_store ops) whose gl a tk.atomic_add lists
-        in `after`: their writes must have completed before its add."""
-        roots = {_gl_root(g) for op in walk(self.fn) if op.name == "tk.atomic_add"
-                 for g in list(op.operands)[6:]}
+        """The TMA stores (pipeline_store ops) whose gl a tk.atomic_add after
+        the loop lists in `after`: their writes must have completed before
+        its add."""
+        roots = {_gl_root(g) for op in self._atomics() for g in list(op.operands)[6:]}
         return [op for op in self.f.loop_stores + self.f.stores if _gl_root(op.operands[0]) in roots]
 
     def _publish(self) -> None:
@@ -845,8 +845,13 @@ class Staging:
                 tk.arrive(self.drained)
 
     def _atomics(self) -> list:
-        """The author's tk.atomic_add ops (in the consumers' code, after the split)."""
-        return [o for o in _walk_block(self.f.body) if o.name == "tk.atomic_add"]
+        """The author's tk.atomic_add ops after the pipelined loop (at the top
+        level of the work item: the frontend's rule). One before the loop
+        follows no store; the store warp, which adds after its loop, must not
+        take it over (the consumers would wait for it before the loop)."""
+        ops = [o.operation for o in self.f.body.operations]
+        start = ops.index(self.f.loop) + 1 if self.f.loop in ops else 0
+        return [o for o in ops[start:] if o.name == "tk.atomic_add"]
 
     def _producer_items(self, mapping) -> None:
         src = _for(self.f.items)
