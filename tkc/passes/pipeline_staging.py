@@ -72,7 +72,15 @@ races and deadlocks like any hand-written kernel:
   top of the iteration that refills the slot, two iterations later. It
   needs whole consumer warpgroups (a producer warpgroup with a warp to
   spare), a kernel that is not persistent, and store coordinates the store
-  warp can compute; asked for elsewhere, a located error says which.
+  warp can compute; asked for elsewhere, a located error says which. With
+  `store_slots=1` the output tiles have one slot: the consumers wait for
+  the last iteration's store to have read it right before writing it.
+- A tk.atomic_add after the loop publishes the TMA stores to its `after`
+  gls: their writes complete before the add. The store warp's: it waits
+  for their writes after its loop, adds for the block (the old value in the
+  atomic's scratch) and arrives on a barrier the consumers wait on, where
+  their atomic becomes a read of the scratch (`delegated`). Consumer warp
+  0's: it waits for their writes before the atomic's meeting.
 - In a persistent kernel the finish's stores then move into the next work
   item's pipelined loop, one chunk per iteration right after its wgmma issue
   (overlap.py), when the tiles they carry fit the registers.
