@@ -858,7 +858,7 @@ class Staging:
         follows no store; the store warp, which adds after its loop, must not
         take it over (the consumers would wait for it before the loop)."""
         ops = [o.operation for o in self.f.body.operations]
-        start = ops.index(self.f.loop) + 1 if self.f.loop in ops else 0
+        start = next((i + 1 for i, o in enumerate(ops) if self.f.loop is not None and o == self.f.loop), 0)
         return [o for o in ops[start:] if o.name == "tk.atomic_add"]
 
     def _producer_items(self, mapping) -> None:
