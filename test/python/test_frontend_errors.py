@@ -321,7 +321,7 @@ C = gl(tkc.i32, 1, 1, 1, 16)
 
 
 def test_atomic_add_refusals():
-    """tkc.atomic_add: an i32 gl, an int value, gls after, at=, the top level."""
+    """tkc.ops.atomic_add: an i32 gl, an int value, gls after, at=, the top level."""
     from tkc.ops import atomic_add
 
     @tkc.kernel

@@ -146,7 +146,7 @@ def test_roll_is_numpys():
 def last_block_doubles(x: tkc.gl(tkc.f32, 1, 1, "R", 16), out: tkc.gl(tkc.f32, 1, 1, 32, 16),
                        count: tkc.gl(tkc.i32, 1, 1, 1, "N")):
     """Each block adds its 32 rows into out (a warp 16, atomically); the
-    block that counts itself last (tkc.atomic_add) doubles out."""
+    block that counts itself last (tkc.ops.atomic_add) doubles out."""
     from tkc.ops import atomic_add, load, store
     b, w = tkc.block_idx.x, tkc.warpid()
     store(out, load(tkc.rt(tkc.f32, 16, 16), x, (0, 0, 2 * b + w, 0)), (0, 0, w, 0), add=True)

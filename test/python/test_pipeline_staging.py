@@ -869,7 +869,7 @@ def test_store_warp_two_warpgroups_two_stores(tiles, rng):
 @pytest.mark.parametrize("name", ["last_warp", "last_issuer"])
 def test_atomic_add_publishes_the_stores(name, rng):
     """pipeline-atomic-add.py: two blocks add x's tiles into acc by TMA
-    reduce-adds; tkc.atomic_add(after=acc) counts each done once its adds
+    reduce-adds; tkc.ops.atomic_add(after=acc) counts each done once its adds
     have completed, and the second (the last) copies the sum to out. With
     the store warp, the store warp adds for the block (delegated)."""
     kernel = lit_kernels("pipeline-atomic-add.py")[name]

@@ -679,7 +679,7 @@ def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:
     if at is None:
         raise fail("atomic_add: give the element as at=(b, d, row, col)")
     idx = _coords("atomic_add", dst, at)
-    current().require_top_level("tkc.atomic_add", "the whole block takes part (one add, its old "
+    current().require_top_level("atomic_add", "the whole block takes part (one add, its old "
                                 "value to every warp)")
     from . import emit  # MLIR: only while tracing
     from .tiles import sv

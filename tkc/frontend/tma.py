@@ -182,7 +182,7 @@ def store_add_async(dst: GLHandle, src: Shared, coords) -> None:
 def store_async_wait(pending: int = 0, writes: bool = False) -> None:
     """Wait until at most `pending` of this warp's TMA stores still read shared
     memory; writes=True: until at most `pending` have not completed their
-    global writes (before a tkc.atomic_add that publishes them to other blocks)."""
+    global writes (before a tkc.ops.atomic_add that publishes them to other blocks)."""
     if isinstance(pending, bool) or not isinstance(pending, int) or pending < 0:
         raise fail(f"store_async_wait: pending must be an int >= 0, got {pending!r}")
     with emitting():

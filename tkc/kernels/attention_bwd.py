@@ -152,7 +152,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     dq_convert (D <= 128, not varlen or persistent): the kernel also takes
     dq16 (bf16, laid out as q), count (i32 [1, 1, B, Hkv], zeroed) and
     convert (0 or 1) after dv: each block counts itself done on its KV
-    head's counter once its dQ adds have completed (tkc.atomic_add), and
+    head's counter once its dQ adds have completed (tkc.ops.atomic_add), and
     with convert the last of the head's blocks converts the group's dQ
     accumulator to dq16, while it is still in L2: no launch of its own,
     and no second read of the accumulator from memory. On the H100 it
