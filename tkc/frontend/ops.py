@@ -34,7 +34,7 @@ import operator
 from ..dialect import ops as tk
 from ..dialect.types import RV, ST, SV
 from .complex import partwise
-from .tiles import GLHandle, Reg, Shared
+from .tiles import GLHandle, Reg, Shared, sv
 from .trace import current, emitting, fail
 from .values import F32, Bool, Index, Scalar, as_f32, as_index
 
@@ -682,7 +682,6 @@ def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:
     current().require_top_level("atomic_add", "the whole block takes part (one add, its old "
                                 "value to every warp)")
     from . import emit  # MLIR: only while tracing
-    from .tiles import sv
     scratch = sv("f32", 16)   # the old value passes through it (first word: its i32 bits)
     with emitting():
         return Index(emit.index_cast(tk.atomic_add(dst.value(), scratch.value(), _index_values(idx),
