@@ -25,7 +25,11 @@ ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(
 # with dq_convert (attention_bwd's, not tkc.attention's: it measured no faster)
 CONVERT = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq_convert=True))
            for D in (64, 128) for causal in (False, True)}
-KERNELS = list(ATOMIC.values()) + list(CONVERT.values())
+# with one dQ tile and a third Q/dO stage (dq_slots=1; measured slower, not tkc.attention's)
+ONE_DQ_TILE = {(D, causal): attention_bwd(D, causal, "bhld", **dict(
+    backward_options(D, causal, "bhld"), dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {})))
+    for D in (64, 128) for causal in (False, True)}
+KERNELS = list(ATOMIC.values()) + list(CONVERT.values()) + list(ONE_DQ_TILE.values())
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
@@ -202,7 +206,8 @@ def test_dq_by_tma_equals_atomics(causal, D):
     prep, tma = backward_kernels(D, causal, "bhld", 900)
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
-    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma), ("convert", CONVERT[D, causal])):
+    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma), ("convert", CONVERT[D, causal]),
+                       ("one dQ tile", ONE_DQ_TILE[D, causal])):
         dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
         prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.empty_like(k), torch.empty_like(v)
@@ -215,7 +220,7 @@ def test_dq_by_tma_equals_atomics(causal, D):
             assert (count == -(-900 // 128)).all()    # every block of a KV head counted itself
             assert torch.equal(dq16, dq.to(torch.bfloat16))
         out[name] = (dq, dk, dv)
-    for other in ("tma", "convert"):
+    for other in ("tma", "convert", "one dQ tile"):
         for a, b in zip(out["atomic"], out[other]):
             assert rel_err(a, b) < 1e-5  # the same sums, in another order
 
