@@ -19,7 +19,8 @@ clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
     python3 scripts/attention_bwd_schedule.py --parse ncu.csv launches.txt"""
 import statistics
 
-from tkc.kernels.attention_bwd import BWD_SCHEDULE, DKV_REGISTERS, attention_bwd, attention_prep, backward_options, stats_columns
+from tkc.kernels.attention_bwd import (BWD_SCHEDULE, DKV_REGISTERS, attention_bwd, attention_prep, backward_options,
+                                       dq_result, stats_columns)
 
 LAYOUTS = ("bhld", "blhd")
 
@@ -33,7 +34,9 @@ def options(D: int, causal: bool) -> dict:
     the wgmmas' waits (without stats_acc); "tma" (where the library stores
     dK and dV from registers): them stored by TMA; "dqs1": one dQ tile
     (dq_slots=1), "dqs1s3": that and a third Q/dO stage (at D 64 with one
-    dS^T tile: two and the third stage do not fit)."""
+    dS^T tile: two and the third stage do not fit); "dqdi": dQ's shared tile
+    written deinterleaved by stmatrix (dq_deinterleave; torch's conversion
+    undoes the order, dq_result)."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
            "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
            "noacc": dict(BWD_SCHEDULE[D], stats_acc=False)}
@@ -41,6 +44,7 @@ def options(D: int, causal: bool) -> dict:
         out[name] = dict(BWD_SCHEDULE[D], ex2_fma=share)
     out["dqs1"] = dict(BWD_SCHEDULE[D], dq_slots=1)
     out["dqs1s3"] = dict(BWD_SCHEDULE[D], dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {}))
+    out["dqdi"] = dict(BWD_SCHEDULE[D], dq_deinterleave=True)
     if (D, causal) in DKV_REGISTERS:
         out["tma"] = dict(BWD_SCHEDULE[D], dkv_tma=True)
     return out
@@ -91,10 +95,10 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False, only=None):
                               else torch.empty(mem, device="cuda"))   # prep zeroes it
                     dk, dv = torch.empty_like(view(k)), torch.empty_like(view(v))
 
-                    def run(kern=kern, dq=dq, dk=dk, dv=dv):   # as attention_ops._bwd
+                    def run(kern=kern, dq=dq, dk=dk, dv=dv, di=options(D, causal)[name].get("dq_deinterleave", False)):
                         PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats, dq)   # zeroes dq
                         kern(view(q), view(k), view(v), view(do), stats, dq, dk, dv, scale)
-                        return dq.to(torch.bfloat16)
+                        return dq_result(dq, di, torch.bfloat16)   # as attention_ops._bwd
                     grads[name] = (run(), dk.clone(), dv.clone())
                     fns[name] = run
                 first = next(iter(grads.values()))

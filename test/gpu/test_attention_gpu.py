@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.attention_bwd import attention_bwd, backward_options, stats_columns
+from tkc.kernels.attention_bwd import attention_bwd, backward_options, dq_result, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 
 pytestmark = pytest.mark.gpu
@@ -29,7 +29,12 @@ CONVERT = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options
 ONE_DQ_TILE = {(D, causal): attention_bwd(D, causal, "bhld", **dict(
     backward_options(D, causal, "bhld"), dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {})))
     for D in (64, 128) for causal in (False, True)}
-KERNELS = list(ATOMIC.values()) + list(CONVERT.values()) + list(ONE_DQ_TILE.values())
+# with dQ's shared tile written deinterleaved by stmatrix (dq_deinterleave)
+DEINTERLEAVED = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"),
+                                                                        dq_deinterleave=True))
+                 for D in (64, 128) for causal in (False, True)}
+KERNELS = (list(ATOMIC.values()) + list(CONVERT.values()) + list(ONE_DQ_TILE.values())
+           + list(DEINTERLEAVED.values()))
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
@@ -206,8 +211,9 @@ def test_dq_by_tma_equals_atomics(causal, D):
     prep, tma = backward_kernels(D, causal, "bhld", 900)
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
-    for name, kern in (("atomic", ATOMIC[D, causal]), ("tma", tma), ("convert", CONVERT[D, causal]),
-                       ("one dQ tile", ONE_DQ_TILE[D, causal])):
+    ways = {"atomic": ATOMIC[D, causal], "tma": tma, "convert": CONVERT[D, causal],
+            "one dQ tile": ONE_DQ_TILE[D, causal], "deinterleaved": DEINTERLEAVED[D, causal]}
+    for name, kern in ways.items():
         dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
         prep(o, do, lse.unsqueeze(2), stats, dq)
         dk, dv = torch.empty_like(k), torch.empty_like(v)
@@ -219,8 +225,10 @@ def test_dq_by_tma_equals_atomics(causal, D):
             kern(q, k, v, do, stats, dq, dk, dv, dq16, count, 1, 0.1)
             assert (count == -(-900 // 128)).all()    # every block of a KV head counted itself
             assert torch.equal(dq16, dq.to(torch.bfloat16))
+        if kern.name.endswith("_dqdi"):   # the accumulator's 8 columns: evens, then odds
+            dq = dq_result(dq, True, torch.float32)
         out[name] = (dq, dk, dv)
-    for other in ("tma", "convert", "one dQ tile"):
+    for other in list(ways)[1:]:
         for a, b in zip(out["atomic"], out[other]):
             assert rel_err(a, b) < 1e-5  # the same sums, in another order
 

@@ -7,11 +7,12 @@ what the compiled kernels are made of (HGMMA, TMA, the ring)."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference
-from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, stats_columns
+from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, dq_result, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.reference import round_bf16
 
@@ -65,6 +66,8 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options)
         dq = dq16
     else:
         kern.interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
+    if options.get("dq_deinterleave"):   # the accumulator's 8-column groups: evens, then odds
+        dq = dq_result(torch.from_numpy(dq), True, torch.float32).numpy()
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
 
@@ -202,6 +205,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
     (dict(overlap=True, stats_acc=True, dq_slots=1, stages=3), 64, True, "blhd", 300, 77),
     (dict(overlap=True, ds_slots=2, stats_acc=True, dq_convert=True, dkv_tma=False), 64, False,
      "blhd", 77, 300),
+    (dict(overlap=True, ds_slots=2, stats_acc=True, dq_deinterleave=True), 128, False, "bhld", 330, 200),
+    (dict(overlap=True, ds_slots=2, stats_acc=True, dq_deinterleave=True), 64, True, "blhd", 200, 330),
 ]
 
 

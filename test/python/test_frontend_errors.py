@@ -349,3 +349,19 @@ def test_atomic_add_refusals():
         with tkc.if_(tkc.warpid() == 0):
             atomic_add(c, 1, at=(0, 0, 0, 0))  # @atomic-branch
     _fails(in_branch, "atomic-branch", "top level", "the whole block takes part")
+
+
+def test_store_deinterleave_refusals():
+    """store(deinterleave=True) writes an f32 rt into an f32 st: not a bf16
+    tile, not a gl (the layout's register order is verified after layout
+    selection: test/lit/lowering/store-deinterleave-error.mlir)."""
+    @tkc.kernel
+    def bf16_tile(a: G):
+        s = st(bf16, 16, 64)
+        store(s, zero(rt(bf16, 16, 64)), (0, 0), deinterleave=True)  # @di-bf16
+    _fails(bf16_tile, "di-bf16", "deinterleave=True) writes an f32 rt into an f32 st")
+
+    @tkc.kernel
+    def to_gl(a: G):
+        store(a, zero(rt(f32, 16, 32)), (0, 0, 0, 0), deinterleave=True)  # @di-gl
+    _fails(to_gl, "di-gl", "deinterleave=True) writes an f32 rt into an f32 st")

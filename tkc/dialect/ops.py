@@ -201,12 +201,15 @@ def store_join(dst, even, odd, idx, clip: bool = False, elements: bool = False, 
     return create("store_join", [], [dst, even, odd, *idx], attrs, loc=loc)
 
 
-def store(dst, x, idx=(), clip: bool = False, elements: bool = False, add: bool = False, loc=None):
+def store(dst, x, idx=(), clip: bool = False, elements: bool = False, add: bool = False,
+          deinterleave: bool = False, loc=None):
     """clip: a ragged store to a gl (what lies outside is not written); add:
-    atomically add into the gl's values (red.global.add) instead of writing."""
+    atomically add into the gl's values (red.global.add) instead of writing;
+    deinterleave: an f32 rt into an f32 st, each 8-column group as its even
+    columns, then its odd ones (stmatrix)."""
     from mlir import ir
-    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements), ("add", add))
-             if on}
+    attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements), ("add", add),
+                                                 ("deinterleave", deinterleave)) if on}
     return create("store", [], [dst, x, *idx], attrs, loc=loc)
 
 

@@ -636,13 +636,20 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
         dst.view.mlir(), src.value(), _index_values(idx), fill=fill, elements=at is not None))
 
 
-def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = False) -> None:
+def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = False,
+          deinterleave: bool = False) -> None:
     """Write src into the tile of dst at coords (the mirror of load). clip=True
     makes a store to a gl ragged: elements past its last row or column are
     not written. at=(b, d, row, col) places it at an element; it needs clip.
     add=True adds src into an f32 gl's values, atomically (red.global.add:
     many blocks accumulating one result, e.g. dQ), instead of writing them.
-    An f32 scalar src writes one element (at=, clip=True), from lane 0."""
+    An f32 scalar src writes one element (at=, clip=True), from lane 0.
+    deinterleave=True (an f32 row-layout rt into an f32 st) writes each
+    8-column group of src as its 4 even columns, then its 4 odd ones: by
+    stmatrix, 16-byte rows that a 128B swizzle spreads over every bank, in
+    half the instructions. For a tile that goes out whole to a buffer the
+    kernel's caller owns (attention_bwd's dQ accumulator), which reads the
+    columns back in that order."""
     if not isinstance(src, Reg) and _is_scalar(src):
         _store_element(dst, src, at, clip)
         return
@@ -653,9 +660,13 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
         _ragged("store", dst, "clip")
     if add and not (isinstance(dst, GLHandle) and dst.dtype == "f32"):
         raise fail(f"store(add=True) adds into an f32 gl, got {_name(dst)}")
+    if deinterleave and not (isinstance(dst, Shared) and isinstance(dst.view, ST) and dst.dtype == "f32"
+                             and src.is_tile and src.view.dtype == "f32"):
+        raise fail(f"store(deinterleave=True) writes an f32 rt into an f32 st, got "
+                   f"{_name(src)} into {_name(dst)}")
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None,
-                 add=bool(add))
+                 add=bool(add), deinterleave=bool(deinterleave))
 
 
 def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:

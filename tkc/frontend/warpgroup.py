@@ -291,6 +291,7 @@ def load(dst: Reg, src, coords=(0, 0)) -> Reg:
 
 
 @partwise
-def store(dst, src: Reg, coords=(0, 0)) -> None:
-    """Each warp stores its 16 rows into the 64 x C tile of dst (gl or st) at coords."""
-    ops.store(dst, src, _warp_rows("store", src, coords))
+def store(dst, src: Reg, coords=(0, 0), deinterleave: bool = False) -> None:
+    """Each warp stores its 16 rows into the 64 x C tile of dst (gl or st) at
+    coords; deinterleave as for ops.store."""
+    ops.store(dst, src, _warp_rows("store", src, coords), deinterleave=deinterleave)

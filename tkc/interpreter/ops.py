@@ -630,6 +630,16 @@ def _store(c, op):
            "element coordinates need clip (the store may reach past the gl's edges)")
     add = "add" in op.attributes  # atomic adds: the gl's values plus x
     expect(not add or (not shared and mem_t.dtype == "f32"), op, "add needs an f32 gl destination")
+    if "deinterleave" in op.attributes:
+        expect(shared and isinstance(t, RT) and mem_t.dtype == t.dtype == "f32" and t.layout == "row", op,
+               "deinterleave writes an f32 row-layout rt into an f32 st")
+
+        def arranged(v):   # each 8 columns as their evens, then their odds
+            r, c = v.shape
+            return v.reshape(r, c // 8, 4, 2).transpose(0, 1, 3, 2).reshape(r, c)
+    else:
+        def arranged(v):
+            return v
 
     def put(arr, ix, v):
         arr[ix] = rnd(arr[ix] + v) if add else rnd(v)
@@ -649,7 +659,7 @@ def _store(c, op):
         ix = window(op, [env[i] for i in idx], mem_t, shape, arr.shape)
         if shared and w.block.races is not None:
             w.block.races.write(w.warpid, arr, ix, op)
-        put(arr, ix, env[x])
+        put(arr, ix, arranged(env[x]))
     return step
 
 

@@ -90,7 +90,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                   dq: str | None = None, BQ: int = 64, ex2_fma: float = 0.0, persistent=False,
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
                   ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None,
-                  stats_acc: bool = False, dq_convert: bool = False, dq_slots: int = 2):
+                  stats_acc: bool = False, dq_convert: bool = False, dq_slots: int = 2,
+                  dq_deinterleave: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -158,7 +159,11 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     and no second read of the accumulator from memory. On the H100 it
     measured 0.96-1.03 of the conversion launch (counting the blocks costs
     what converting saves; docs/attention.md), so tkc.attention does not
-    use it; nor dq_slots=1 (0.96-0.97 at locked clocks)."""
+    use it; nor dq_slots=1 (0.96-0.97 at locked clocks).
+    dq_deinterleave (dq="tma", not dq_convert): dQ's shared tile is written by
+    stmatrix with each 8 columns as their evens, then their odds (store's
+    deinterleave: no bank conflicts, half the store instructions), so the
+    accumulator holds them in that order: dq_result undoes it."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -176,7 +181,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if store_warp else "warp0",
                                 "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg",
                                 "sacc" if stats_acc else "", "cvt" if dq_convert else "",
-                                "" if dq_slots == 2 else f"dqs{dq_slots}")
+                                "" if dq_slots == 2 else f"dqs{dq_slots}", "dqdi" if dq_deinterleave else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -201,6 +206,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if dq_convert and (D == 256 or layout == "varlen" or persistent or dq != "tma"):
         raise TkcError("attention backward: dq_convert needs D <= 128, dq='tma', a layout other than "
                        "varlen (one counter a KV head of a batch) and a kernel that is not persistent")
+    if dq_deinterleave and (dq != "tma" or dq_convert):
+        raise TkcError("attention backward: dq_deinterleave orders dQ's shared tile for its TMA adds "
+                       "(dq='tma'), and dq_convert reads the accumulator in its natural order")
     dkv_tma = tma_out if dkv_tma is None else dkv_tma
     by_tma = dq == "tma"
     by_rows = BQ == 128              # dQ split between the warpgroups by rows, else by columns
@@ -333,7 +341,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                 warpgroup.mma_async_wait(dqp, dv_r, dk_r)
             if by_tma:
                 part = subtile(dq_s, 64, D, (wg, 0)) if by_rows else subtile(dq_s, BQ, D // 2, (0, wg))
-                warpgroup.store(part, dqp * scale, (0, 0))
+                warpgroup.store(part, dqp * scale, (0, 0), deinterleave=dq_deinterleave)
                 tma.store_add(dq_acc, dq_s, tile(h, i))
             else:                        # this warp's 16 rows of its part, atomically
                 b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
@@ -465,6 +473,18 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
         run(q, k, v, do, stats, dq, dk, dv, scale)
 
     return bwd
+
+
+def dq_result(dq, deinterleaved: bool, dtype):
+    """The backward's dQ in `dtype` from its f32 accumulator (a torch tensor,
+    head dim last), whose 8-column groups hold their even columns, then their
+    odd ones where the kernel deinterleaved them (dq_deinterleave)."""
+    import torch
+    if not deinterleaved:
+        return dq.to(dtype)
+    out = torch.empty_like(dq, dtype=dtype)   # dq's strides (its layout)
+    out.unflatten(-1, (-1, 4, 2)).copy_(dq.unflatten(-1, (-1, 2, 4)).transpose(-1, -2))
+    return out
 
 
 def stats_columns(Lq: int, batches: int | None = None) -> int:

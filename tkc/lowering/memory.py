@@ -93,7 +93,10 @@ def _store(lw, op, args):
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
-        _rt_to_st(lw, dst, x, idx)
+        if "deinterleave" in op.attributes:
+            _rt_to_st_deinterleaved(lw, op, dst, x, idx)
+        else:
+            _rt_to_st(lw, dst, x, idx)
     elif isinstance(dst, Shared) and isinstance(dst.view, SV) and isinstance(x.view, RV):
         _check_length(op, idx, dst.view, x.view)
         _rv_to_sv(lw, dst, x, idx)
@@ -486,6 +489,44 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
             llvm.inline_asm(None, [addr, *regs], f"stmatrix.sync.aligned.m8n8.x4{_trans(out)}"
                             f".shared.b16 [$0+{imm}], {{$1, $2, $3, $4}};", "r,r,r,r,r",
                             has_side_effects=True)
+
+
+def deinterleaved_row_col(lane: int) -> tuple[int, int]:
+    """(row, col) in an 8-column half of an f32 base tile of the 16-byte row
+    whose address `lane` gives to a deinterleaving stmatrix .x4: matrix
+    q = lane // 8 is the half's register q (fragments.py: rows 8 (q // 2) up,
+    the even columns for q even, the odd ones for q odd), whose 4 words of a
+    row land at columns 4 (q % 2) .. 4 (q % 2) + 3."""
+    q, r = divmod(lane, 8)
+    return (q >> 1) * 8 + r, (q & 1) * 4
+
+
+def _rt_to_st_deinterleaved(lw, op, sh: Shared, x: Frag, idx) -> None:
+    """tk.store {deinterleave}: an f32 row-layout rt into an f32 st by
+    stmatrix, each 32-bit register one b16 pair of the instruction. An
+    8-column group of the tile lands as its 4 even columns, then its 4 odd
+    ones: 16-byte rows, which a 128B swizzle spreads over every bank, in half
+    the instructions of the 8-byte pair stores. Whoever reads the st (a TMA store to tkc's
+    own accumulator) takes the columns in that order."""
+    st, out = sh.view, x.view
+    if not (st.dtype == out.dtype == "f32" and out.layout == "row"):
+        raise error(op, f"tk.store {{deinterleave}} stores an f32 row-layout rt into an f32 st, got "
+                        f"{out.text()} into {st.text()}")
+    r0, c0 = _mul(idx[0], out.rows), _mul(idx[1], out.cols)
+    lane = lw.lane()
+    lr = lw.once("deinterleaved_row", lambda: arith.addi(
+        arith.shli(arith.shrui(lane, _idx(4)), _idx(3)), arith.andi(lane, _idx(7))))
+    lc = lw.once("deinterleaved_col", lambda: arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)),
+                                                         _idx(2)))
+    i32 = ir.IntegerType.get_signless(32)
+    for bi in range(out.rows // 16):
+        for bj in range(out.cols // 16):
+            first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
+            for h in range(2):
+                addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16 + 8 * h, lc)
+                regs = [llvm.bitcast(i32, x.vals[first + 4 * h + q]) for q in range(4)]
+                llvm.inline_asm(None, [addr, *regs], "stmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                                f"[$0+{imm}], {{$1, $2, $3, $4}};", "r,r,r,r,r", has_side_effects=True)
 
 
 def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):

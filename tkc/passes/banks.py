@@ -21,6 +21,8 @@ the worst over every subtile position the st has for that rt shape.
 Patterns (`Access.pattern`):
   "ldmatrix"    tk.load st -> rt, 16-bit st (.trans for a col-layout rt)
   "stmatrix"    tk.store rt -> st, 16-bit st (.trans for col)
+  "deinterleave" tk.store {deinterleave} f32 rt -> f32 st: stmatrix .x4 of
+                f32 words, two a base tile, each 16-byte row 4 columns
   "f32 pair"    tk.load/tk.store of an rt with an f32 st: 8-byte pairs in the
                 row layout, single 4-byte elements in the col layout
   "wide access" tk.load/tk.store of a wide-layout rt with an st: a lane's 8
@@ -99,8 +101,8 @@ def degree(access: Access) -> int:
 
 def phases(access: Access) -> Iterator[tuple[list[int], int]]:
     """Every phase of the pattern as (lanes' byte addresses, access width)."""
-    gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "f32 pair": _elements, "wide access": _elements,
-           "pairs": _pairs, "group copy": _group, "vector": _vector}[access.pattern]
+    gen = {"ldmatrix": _matrix, "stmatrix": _matrix, "deinterleave": _deinterleaved, "f32 pair": _elements,
+           "wide access": _elements, "pairs": _pairs, "group copy": _group, "vector": _vector}[access.pattern]
     for addrs, width in gen(access):
         n = lanes_per_phase(width)
         for p in range(0, len(addrs), n):
@@ -127,6 +129,20 @@ def _matrix(a: Access):
     for r0, c0 in _subtiles(st, rt):
         for bi in range(0, rt.rows, 16):
             for bj in range(0, rt.cols, 16):
+                yield [address(st, r0 + bi + lr, c0 + bj + lc) for lr, lc in lanes], 16
+
+
+def _deinterleaved(a: Access):
+    """tk.store {deinterleave} (_rt_to_st_deinterleaved): an stmatrix .x4 for
+    each 8-column half of a base tile; lane l gives the address of one
+    16-byte row (deinterleaved_row_col)."""
+    from ..lowering.memory import deinterleaved_row_col
+    from ..lowering.shared import address
+    st, rt = a.shared, a.reg
+    lanes = [deinterleaved_row_col(lane) for lane in range(32)]
+    for r0, c0 in _subtiles(st, rt):
+        for bi in range(0, rt.rows, 16):
+            for bj in range(0, rt.cols, 8):
                 yield [address(st, r0 + bi + lr, c0 + bj + lc) for lr, lc in lanes], 16
 
 
@@ -213,6 +229,9 @@ def access_of(op, layout: str | None = None) -> Access | None:
             reg = view((op.results[0] if op.name in ("tk.load", "tk.load_split") else op.operands[1]).type)
             if layout is not None and isinstance(reg, RT):
                 reg = reg.with_(layout=layout)
+        if op.name == "tk.store" and "deinterleave" in op.attributes:
+            ok = isinstance(types[0], ST) and isinstance(reg, RT) and _tiles(types[0], reg)
+            return Access("deinterleave", types[0], reg) if ok else None
         if op.name in ("tk.load", "tk.store"):
             return _transfer("ldmatrix" if op.name == "tk.load" else "stmatrix", types[0], reg)
         if op.name in ("tk.load_split", "tk.store_join"):

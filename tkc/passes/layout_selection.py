@@ -217,8 +217,8 @@ def _analyse(module_op):
             elif op.name in _MMA and i < 2:
                 layout = _MMA[op.name][0 if i == 0 else 2]
                 wants.setdefault(v, []).append((op, i, layout))
-            elif not (op.name == "tk.store" and i == 1):
-                pin(v)
+            elif not (op.name == "tk.store" and i == 1 and "deinterleave" not in op.attributes):
+                pin(v)   # (a deinterleaving store's stmatrix takes the row fragment)
     return classes, hard, wants
 
 
@@ -284,7 +284,7 @@ def choose_wide(module_op) -> None:
                 continue
             if tied and (i == 0 or op.name in _TIED):
                 classes.union(v, op.results[0])
-            elif (op.name, i) not in _WIDE_USES:
+            elif (op.name, i) not in _WIDE_USES or "deinterleave" in op.attributes:
                 narrow.add(v)
         moved = {"tk.load": list(op.results), "tk.load_split": list(op.results),
                  "tk.store": list(op.operands[1:2]), "tk.store_join": list(op.operands[1:3])}

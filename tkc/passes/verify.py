@@ -595,6 +595,11 @@ def _check_store(op, name, ins, outs, kernel):
                                        and isinstance(ins[1], (RT, RV))):
         yield (f"store: add (an atomic reduce-add) writes a tile or vector into an f32 gl, "
                f"got {_desc(ins[1])} into {_desc(ins[0])}")
+    if "deinterleave" in op.attributes and not (isinstance(ins[0], ST) and ins[0].dtype == "f32"
+                                                and isinstance(ins[1], RT) and ins[1].dtype == "f32"
+                                                and ins[1].layout == "row"):
+        yield (f"store: deinterleave (stmatrix of f32 pairs) writes an f32 row-layout rt into an f32 st, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}")
     yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
 
 
