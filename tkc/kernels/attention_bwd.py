@@ -163,7 +163,9 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     dq_deinterleave (dq="tma", not dq_convert): dQ's shared tile is written by
     stmatrix with each 8 columns as their evens, then their odds (store's
     deinterleave: no bank conflicts, half the store instructions), so the
-    accumulator holds them in that order: dq_result undoes it."""
+    accumulator holds them in that order: dq_result undoes it. On the H100
+    the kernel measured 0.95-0.97 of the pair stores' speed (stmatrix holds
+    the MIO queue longer: docs/attention.md), so tkc.attention does not use it."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
