@@ -7,8 +7,8 @@ what the compiled kernels are made of (HGMMA, TMA, the ring)."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference

@@ -506,8 +506,8 @@ def _rt_to_st_deinterleaved(lw, op, sh: Shared, x: Frag, idx) -> None:
     stmatrix, each 32-bit register one b16 pair of the instruction. An
     8-column group of the tile lands as its 4 even columns, then its 4 odd
     ones: 16-byte rows, which a 128B swizzle spreads over every bank, in half
-    the instructions of the 8-byte pair stores. Whoever reads the st (a TMA store to tkc's
-    own accumulator) takes the columns in that order."""
+    the instructions of the 8-byte pair stores. Whoever reads the st (a TMA
+    store to tkc's own accumulator) takes the columns in that order."""
     st, out = sh.view, x.view
     if not (st.dtype == out.dtype == "f32" and out.layout == "row"):
         raise error(op, f"tk.store {{deinterleave}} stores an f32 row-layout rt into an f32 st, got "
