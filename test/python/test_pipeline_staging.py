@@ -940,3 +940,31 @@ def test_atomic_add_before_the_loop_stays_with_the_consumers(rng):
     assert sorted(tickets) == [1, 2, 3]   # each ticket taken once
     for tile, k in zip(acc.reshape(3, 64, 64), tickets):
         np.testing.assert_allclose(tile, k * total, rtol=1e-5, atol=1e-4)
+
+
+def test_a_prefetch_is_issued_by_the_producer_and_changes_nothing(rng):
+    """pipeline-prefetch.py: the top-level tma.prefetch (of the next block's
+    Q tile, past the end for the last block) moves to the producer warp; the
+    interpreter runs it as the hint it is, and the numbers are the loop's."""
+    kernel = lit_kernels("pipeline-prefetch.py")["prefetch_next"]
+    q, k = ref_bf16(rng.standard_normal((128 * 3, 64))), ref_bf16(rng.standard_normal((192, 64)))
+    o = np.full((128 * 3, 64), np.nan, np.float32)
+    tkc.interpreter.run(staged(kernel), [q, k, o])
+    want = sum(q.astype(np.float64) @ k[j:j + 64].T for j in range(0, 192, 64))
+    np.testing.assert_allclose(o, want, rtol=1e-4, atol=1e-3)
+    assert "tk.tma_prefetch" in str(staged(kernel))
+
+
+def test_prefetch_refusals():
+    """tma.prefetch takes the shared tile whose box it names and a gl of one dtype."""
+    @tkc.kernel
+    def wrong_dtype(a: gl(f32, 1, 1, 64, 64)):
+        tma.prefetch(st(bf16, 64, 64), a, (0, 0, 0, 0))
+    with pytest.raises(TkcError, match="TMA copies without converting"):
+        wrong_dtype.trace()
+
+    @tkc.kernel
+    def three_coords(a: gl(bf16, 1, 1, 64, 64)):
+        tma.prefetch(st(bf16, 64, 64), a, (0, 0, 0))
+    with pytest.raises(TkcError, match=r"coordinates are \(b, d, r, c\)"):
+        three_coords.trace()

@@ -289,6 +289,10 @@ def tma_load(dst, src, idx, bar, loc=None):
     return create("tma_load", [], [dst, src, *idx, bar], loc=loc)
 
 
+def tma_prefetch(box, src, idx, loc=None):
+    return create("tma_prefetch", [], [box, src, *idx], loc=loc)
+
+
 def tma_store(dst, src, idx, add: bool = False, loc=None):
     return create("tma_store_add" if add else "tma_store", [], [dst, src, *idx], loc=loc)
 

@@ -697,6 +697,14 @@ irdl.dialect @tk {
     %bar = irdl.base @tk::@barrier
     irdl.operands(dst: %dst, src: %src, idx: variadic %i, bar: %bar)
   }
+  // A hint: the tile of src at coords (the box of `box`'s type, which is
+  // not written) brought into L2 ahead of a later load.
+  irdl.operation @tma_prefetch {
+    %box = irdl.any
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    irdl.operands(box: %box, src: %src, idx: variadic %i)
+  }
   // st -> gl; completion is awaited with tma_store_wait.
   irdl.operation @tma_store {
     %dst = irdl.base @tk::@gl

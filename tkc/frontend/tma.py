@@ -33,7 +33,7 @@ from .values import Traced, as_index
 
 __all__ = ["barrier", "wait", "arrive", "fence_async",
            "expect", "expect_bytes", "load_async", "store_async", "store_add_async",
-           "store_async_wait", "load", "store", "store_add"]
+           "store_async_wait", "load", "store", "store_add", "prefetch"]
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
 
@@ -199,6 +199,16 @@ def load(dst: Shared, src: GLHandle, coords) -> Shared:
     with emitting():
         tk.pipeline_load(dst.value(), src.value(), [i.ir() for i in idx])
     return dst
+
+
+def prefetch(box: Shared, src: GLHandle, coords) -> None:
+    """Bring the tile of src at coords (box's shape: box itself is not
+    written) into L2 ahead of a later load, by lane 0 of each calling warp
+    (cp.async.bulk.prefetch.tensor): a hint, with nothing to wait for.
+    Out-of-bounds parts are ignored."""
+    idx = _tma_args("tma.prefetch", box, src, coords, vector=True)
+    with emitting():
+        tk.tma_prefetch(box.value(), src.value(), [i.ir() for i in idx])
 
 
 def _pipeline_store(op: str, dst, src, coords, add: bool) -> None:

@@ -269,6 +269,17 @@ def _tma_load(c, op):
     return step
 
 
+@handler("tk.tma_prefetch")
+def _tma_prefetch(c, op):
+    """A hint to L2: no value changes; its operands are checked as a load's."""
+    _expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")
+    tma_types(op, op.operands[0], op.operands[1])
+
+    def step(env, w):
+        pass
+    return step
+
+
 @handler("tk.tma_store", "tk.tma_store_add")
 def _tma_store(c, op):
     _expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")

@@ -39,7 +39,7 @@ from .core import Global, Shared, rule
 from .memory import _v  # an int or index Value, as an index Value
 from ..dialect import gl_root, walk
 
-TMA_OPS = ("tk.tma_load", "tk.tma_store", "tk.tma_store_add")
+TMA_OPS = ("tk.tma_load", "tk.tma_prefetch", "tk.tma_store", "tk.tma_store_add")
 BOX_LIMIT = 256  # elements per box dimension (cuTensorMapEncodeTiled)
 SWIZZLE_NAMES = {0: "none", 32: "32b", 64: "64b", 128: "128b"}
 
@@ -72,7 +72,7 @@ class Box:
     panel_bytes: int  # shared bytes between consecutive panels
 
 
-TMA_LOADS = ("tk.tma_load", "tk.pipeline_load")
+TMA_LOADS = ("tk.tma_load", "tk.pipeline_load", "tk.tma_prefetch")
 
 
 def shared_kinds(op_name: str) -> tuple:
@@ -93,7 +93,7 @@ def box(st: ST | SV) -> Box:
 
 def operands(op) -> tuple:
     """(st value, gl value) of a TMA op."""
-    return (op.operands[0], op.operands[1]) if op.name == "tk.tma_load" \
+    return (op.operands[0], op.operands[1]) if op.name in ("tk.tma_load", "tk.tma_prefetch") \
         else (op.operands[1], op.operands[0])
 
 
@@ -198,6 +198,20 @@ def _tma_load(lw, op, args):
             # The instruction names its destination in the cluster's shared window.
             dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), _panel_ptr(lw, sh, b, p))
             nvvm.cp_async_bulk_tensor_shared_cluster_global(dst, tmap, _panel(origin, b, p), bar, [])
+    return []
+
+
+@rule("tk.tma_prefetch")
+def _tma_prefetch(lw, op, args):
+    """cp.async.bulk.prefetch.tensor of each panel of the box into L2, by lane 0."""
+    _, st, b = _tile(op, args[0], "the box")
+    if not isinstance(args[1], Global):
+        raise error(op, f"{op.name}: the source must be a gl")
+    tmap = _map_arg(lw, op)
+    with lane0(lw):
+        origin = _origin(op, st, args[2:], args[1])
+        for p in range(b.panels):
+            nvvm.cp_async_bulk_tensor_prefetch(tmap, _panel(origin, b, p), [])
     return []
 
 

@@ -46,6 +46,8 @@ races and deadlocks like any hand-written kernel:
   pair have two slots, by the item's parity, where the ring still fits at
   the depth asked for (auto: two stages): the producer loads the next item's
   tile right after this item's last stage, under the end of its loop.
+- A `tk.tma_prefetch` at the top level (an L2 hint) is issued by the
+  producer where it stands among the once-loads, and leaves the consumers.
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes
   (fence.proxy.async), the consumers meet at a named barrier, consumer warp 0
   issues the TMA store. Before a later write to a tile whose store may still
@@ -144,6 +146,7 @@ class Found:
         self.body = self.items.regions[0].blocks[0] if self.items is not None else entry(fn)
         self.loop = None
         self.ring_loads, self.once_loads, self.stores, self.loop_stores = [], [], [], []
+        self.prefetches = []   # top-level tk.tma_prefetch: the producer issues them after its once-loads
         self.warps = kernel_warps(fn) or 1
 
 
@@ -179,6 +182,7 @@ def find(fn) -> Found | None:
             raise error(op, "tma.store must be at the kernel's top level or directly in the "
                             "pipelined loop's body: warp 0 issues every store and counts them "
                             "to know when a tile may be written again")
+    f.prefetches = [op for op in walk(fn) if op.name == "tk.tma_prefetch" and _parent(op) == _block_owner(f)]
     _check_loop_outputs(f)
     if f.loop is not None and not f.ring_loads:
         raise error(f.loop, "this loop is pipelined (stages=...) but has no tma.load to run ahead")
@@ -433,6 +437,8 @@ class Staging:
             ring_in = zero
         ring_out = self._consumer_loop(ring_in) if self.f.loop is not None else ring_in
         self._consumer_once_loads()
+        for op in self.f.prefetches:   # the producer issues them (a hint: no one waits)
+            op.erase()
         if self.persistent:
             extend_yield(items, [ring_out])
         self._epilogue(self.f.body)
@@ -880,6 +886,10 @@ class Staging:
         for op in [o.operation for o in block.operations]:
             if op in self.once:
                 self._producer_once(op, mapping, parity)
+            elif op in self.f.prefetches:
+                with op.location:
+                    src, *coords = _need(mapping, list(op.operands)[1:], op)
+                    tk.tma_prefetch(op.operands[0], src, coords)
             elif self.f.loop is not None and op == self.f.loop:
                 it = self._producer_loop(mapping, it)
         return it

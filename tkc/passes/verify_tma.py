@@ -49,13 +49,14 @@ def _check_store_wait(op, name, ins, outs, kernel):
 
 
 def _check_tma(op, name, ins, outs, kernel):
-    """tma_load(st, gl, b, d, r, c, bar) and tma_store[_add](gl, st, b, d, r, c)."""
-    load = name == "tma_load"
+    """tma_load(st, gl, b, d, r, c, bar), tma_prefetch(st, gl, b, d, r, c) and
+    tma_store[_add](gl, st, b, d, r, c)."""
+    load = name in ("tma_load", "tma_prefetch")
     s, g = (ins[0], ins[1]) if load else (ins[1], ins[0])
-    n_idx = len(ins) - (3 if load else 2)
+    n_idx = len(ins) - (3 if name == "tma_load" else 2)
     if n_idx != 4:
         yield f"{name}: takes 4 coordinates (b, d, r, c), got {n_idx}"
-    if load and not isinstance(ins[-1], Barrier):
+    if name == "tma_load" and not isinstance(ins[-1], Barrier):
         yield f"{name}: the last operand must be the !tk.barrier the bytes arrive on"
     yield from tma_copy_problems(name, s, g, op.operands[1 if load else 0], kernel)
 
@@ -93,6 +94,7 @@ CHECKS = {
     "expect_bytes": _check_barrier_op,
     "wait": _check_wait,
     "tma_load": _check_tma,
+    "tma_prefetch": _check_tma,
     "tma_store": _check_tma,
     "tma_store_add": _check_tma,
     "tma_store_wait": _check_store_wait,
