@@ -437,7 +437,7 @@ class Staging:
             ring_in = zero
         ring_out = self._consumer_loop(ring_in) if self.f.loop is not None else ring_in
         self._consumer_once_loads()
-        for op in self.f.prefetches:   # the producer issues them (a hint: no one waits)
+        for op in self.f.prefetches:   # the producer issued them (a hint: no one waits)
             op.erase()
         if self.persistent:
             extend_yield(items, [ring_out])
