@@ -20,7 +20,7 @@ clocks, each variant's kernel alone (NCU_ROUNDS launches each, alternating):
 import statistics
 
 from tkc.kernels.attention_bwd import (BWD_SCHEDULE, DKV_REGISTERS, attention_bwd, attention_prep, backward_options,
-                                       dq_result, stats_columns)
+                                       dq_order, dq_result, stats_columns)
 
 LAYOUTS = ("bhld", "blhd")
 
@@ -95,10 +95,10 @@ def main(lengths=(1024, 4096), layout="bhld", ncu=False, only=None):
                               else torch.empty(mem, device="cuda"))   # prep zeroes it
                     dk, dv = torch.empty_like(view(k)), torch.empty_like(view(v))
 
-                    def run(kern=kern, dq=dq, dk=dk, dv=dv, di=options(D, causal)[name].get("dq_deinterleave", False)):
+                    def run(kern=kern, dq=dq, dk=dk, dv=dv, di=dq_order(options(D, causal)[name])):
                         PREP[D, layout](view(o), view(do), lse.unsqueeze(2), stats, dq)   # zeroes dq
                         kern(view(q), view(k), view(v), view(do), stats, dq, dk, dv, scale)
-                        return dq_result(dq, di, torch.bfloat16)   # as attention_ops._bwd
+                        return dq_result(dq, torch.bfloat16, di)   # as attention_ops._bwd
                     grads[name] = (run(), dk.clone(), dv.clone())
                     fns[name] = run
                 first = next(iter(grads.values()))

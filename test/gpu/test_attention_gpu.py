@@ -33,8 +33,12 @@ ONE_DQ_TILE = {(D, causal): attention_bwd(D, causal, "bhld", **dict(
 DEINTERLEAVED = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"),
                                                                         dq_deinterleave=True))
                  for D in (64, 128) for causal in (False, True)}
+# with dQ's atomic adds packed four columns a lane (dq_packed: tkc.attention's at D = 256)
+PACKED = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq="atomic",
+                                                                 dq_packed=True))
+          for D in (64, 128) for causal in (False, True)}
 KERNELS = (list(ATOMIC.values()) + list(CONVERT.values()) + list(ONE_DQ_TILE.values())
-           + list(DEINTERLEAVED.values()))
+           + list(DEINTERLEAVED.values()) + list(PACKED.values()))
 PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
 KERNELS += list(PERSISTENT.values())
@@ -212,7 +216,8 @@ def test_dq_by_tma_equals_atomics(causal, D):
     stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
     out = {}
     ways = {"atomic": ATOMIC[D, causal], "tma": tma, "convert": CONVERT[D, causal],
-            "one dQ tile": ONE_DQ_TILE[D, causal], "deinterleaved": DEINTERLEAVED[D, causal]}
+            "one dQ tile": ONE_DQ_TILE[D, causal], "deinterleaved": DEINTERLEAVED[D, causal],
+            "packed": PACKED[D, causal]}
     for name, kern in ways.items():
         dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
         prep(o, do, lse.unsqueeze(2), stats, dq)
@@ -225,8 +230,8 @@ def test_dq_by_tma_equals_atomics(causal, D):
             kern(q, k, v, do, stats, dq, dk, dv, dq16, count, 1, 0.1)
             assert (count == -(-900 // 128)).all()    # every block of a KV head counted itself
             assert torch.equal(dq16, dq.to(torch.bfloat16))
-        if kern.name.endswith("_dqdi"):   # the accumulator's 8 columns: evens, then odds
-            dq = dq_result(dq, True, torch.float32)
+        if kern.name.endswith(("_dqdi", "_dqpk")):   # the accumulator's columns in the kernel's order
+            dq = dq_result(dq, torch.float32, "deinterleave" if kern.name.endswith("_dqdi") else "packed")
         out[name] = (dq, dk, dv)
     for other in list(ways)[1:]:
         for a, b in zip(out["atomic"], out[other]):

@@ -12,7 +12,7 @@ import torch
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference
-from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, dq_result, stats_columns
+from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, dq_order, dq_result, stats_columns
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.reference import round_bf16
 
@@ -66,8 +66,8 @@ def run_fixed(D, causal, layout, q, k, v, do, dq_mode="tma", BQ=None, **options)
         dq = dq16
     else:
         kern.interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv, SCALE)
-    if options.get("dq_deinterleave"):   # the accumulator's 8-column groups: evens, then odds
-        dq = dq_result(torch.from_numpy(dq), True, torch.float32).numpy()
+    if dq_order(options):   # the accumulator's columns in the kernel's order
+        dq = dq_result(torch.from_numpy(dq), torch.float32, dq_order(options)).numpy()
     return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, Hkv), back(dv, Hkv)
 
 
@@ -154,11 +154,13 @@ def test_head_dim_256(layout, causal, Lq, Lk):
     """tkc.attention's D = 256 kernels on ragged GQA shapes: the short and the
     long forward (64-key tiles, O from registers), and the backward that
     splits its work by halves of D (P^T handed between the warpgroups in
-    shared memory, dQ by atomic adds: the interpreter checks the hand-over
-    for races)."""
-    from tkc.kernels.attention_bwd import attention_kernels
+    shared memory, dQ by atomic adds, packed as tkc.attention has them: the
+    interpreter checks the hand-over for races), and dQ by the pairs."""
+    from tkc.kernels.attention_bwd import BWD_SCHEDULE, attention_kernels
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
-    check(run_fixed(256, causal, layout, q, k, v, do, dq_mode="atomic"), q, k, v, do, causal)
+    for packed in (True, False):
+        check(run_fixed(256, causal, layout, q, k, v, do, dq_mode="atomic", **dict(BWD_SCHEDULE[256], dq_packed=packed)),
+              q, k, v, do, causal)
     view = (lambda x: x) if layout == "bhld" else _blhd
     ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
     ks = attention_kernels(256, causal, layout)
@@ -207,6 +209,8 @@ BWD_VARIANTS = [  # (options, D, causal, layout, Lq, Lk)
      "blhd", 77, 300),
     (dict(overlap=True, ds_slots=2, stats_acc=True, dq_deinterleave=True), 128, False, "bhld", 330, 200),
     (dict(overlap=True, ds_slots=2, stats_acc=True, dq_deinterleave=True), 64, True, "blhd", 200, 330),
+    (dict(overlap=True, dq_mode="atomic", dq_packed=True), 128, True, "bhld", 77, 300),
+    (dict(overlap=True, ds_slots=2, dq_mode="atomic", dq_packed=True), 64, False, "blhd", 300, 77),
 ]
 
 
@@ -266,9 +270,12 @@ def test_varlen_interpreted(D, causal, dq_mode, persistent):
     dq = np.full_like(q, np.nan)                     # the accumulator: prep zeroes it
     attention_prep(D, "varlen").interpret(flat(o), flat(do), lse, stats, flat(dq), cu_q, 200)
     dk, dv = np.full_like(k, np.nan), np.full_like(v, np.nan)
-    attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D], persistent=persistent).interpret(
+    packed = {"dq_packed": True} if D == 256 else {}   # tkc.attention's dQ adds at D = 256
+    attention_bwd(D, causal, "varlen", dq=dq_mode, BQ=BWD_QUERIES[D], persistent=persistent, **packed).interpret(
         flat(q), flat(k), flat(v), flat(do), stats, flat(dq), flat(dk), flat(dv), cu_q, cu_k,
         200, SCALE)
+    if packed:
+        dq = dq_result(torch.from_numpy(dq), torch.float32, "packed").numpy()
     for b in range(4):
         sq, sk = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
         t = lambda x, s: x[s].transpose(1, 0, 2)[None]  # noqa: E731

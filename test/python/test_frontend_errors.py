@@ -365,3 +365,11 @@ def test_store_deinterleave_refusals():
     def to_gl(a: G):
         store(a, zero(rt(f32, 16, 32)), (0, 0, 0, 0), deinterleave=True)  # @di-gl
     _fails(to_gl, "di-gl", "deinterleave=True) writes an f32 rt into an f32 st")
+
+
+def test_store_packed_refusals():
+    """store(packed=True) adds an f32 rt into an f32 gl: add=True is needed."""
+    @tkc.kernel
+    def without_add(a: G):
+        store(a, zero(rt(f32, 16, 32)), (0, 0, 0, 0), packed=True)  # @pk-add
+    _fails(without_add, "pk-add", "store(packed=True) adds an f32 rt into an f32 gl (add=True)")

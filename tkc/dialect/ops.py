@@ -202,14 +202,14 @@ def store_join(dst, even, odd, idx, clip: bool = False, elements: bool = False, 
 
 
 def store(dst, x, idx=(), clip: bool = False, elements: bool = False, add: bool = False,
-          deinterleave: bool = False, loc=None):
+          deinterleave: bool = False, packed: bool = False, loc=None):
     """clip: a ragged store to a gl (what lies outside is not written); add:
     atomically add into the gl's values (red.global.add) instead of writing;
     deinterleave: an f32 rt into an f32 st, each 8-column group as its even
     columns, then its odd ones (stmatrix)."""
     from mlir import ir
     attrs = {k: ir.UnitAttr.get() for k, on in (("clip", clip), ("elements", elements), ("add", add),
-                                                 ("deinterleave", deinterleave)) if on}
+                                                 ("deinterleave", deinterleave), ("packed", packed)) if on}
     return create("store", [], [dst, x, *idx], attrs, loc=loc)
 
 

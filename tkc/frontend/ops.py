@@ -637,7 +637,7 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
 
 
 def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = False,
-          deinterleave: bool = False) -> None:
+          deinterleave: bool = False, packed: bool = False) -> None:
     """Write src into the tile of dst at coords (the mirror of load). clip=True
     makes a store to a gl ragged: elements past its last row or column are
     not written. at=(b, d, row, col) places it at an element; it needs clip.
@@ -649,7 +649,12 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     stmatrix, 16-byte rows that a 128B swizzle spreads over every bank, in
     half the instructions. For a tile that goes out whole to a buffer the
     kernel's caller owns (attention_bwd's dQ accumulator), which reads the
-    columns back in that order."""
+    columns back in that order. packed=True (with add, an f32 row-layout rt
+    into an f32 gl) puts a lane's four values of each 16-column block and row
+    (columns 2t, 2t + 1, 2t + 8, 2t + 9) at columns 4t .. 4t + 3 of that
+    block: one 16-byte red.global.add.v4.f32 where the pairs take two (the
+    L2's reductions bound such adds: attention_bwd's dQ at D = 256); clip
+    then works on those groups of four."""
     if not isinstance(src, Reg) and _is_scalar(src):
         _store_element(dst, src, at, clip)
         return
@@ -664,9 +669,12 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
                              and src.is_tile and src.view.dtype == "f32"):
         raise fail(f"store(deinterleave=True) writes an f32 rt into an f32 st, got "
                    f"{_name(src)} into {_name(dst)}")
+    if packed and not (add and src.is_tile and src.view.dtype == "f32"):
+        raise fail(f"store(packed=True) adds an f32 rt into an f32 gl (add=True), got {_name(src)}"
+                   f"{'' if add else ' without add=True'}")
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None,
-                 add=bool(add), deinterleave=bool(deinterleave))
+                 add=bool(add), deinterleave=bool(deinterleave), packed=bool(packed))
 
 
 def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:

@@ -637,6 +637,13 @@ def _store(c, op):
         def arranged(v):   # each 8 columns as their evens, then their odds
             r, c = v.shape
             return v.reshape(r, c // 8, 4, 2).transpose(0, 1, 3, 2).reshape(r, c)
+    elif "packed" in op.attributes:
+        expect(add and isinstance(t, RT) and t.dtype == "f32" and t.layout == "row", op,
+               "packed adds an f32 row-layout rt into an f32 gl")
+
+        def arranged(v):   # a lane's columns 2t, 2t + 1, 2t + 8, 2t + 9 of 16 at 4t .. 4t + 3
+            r, c = v.shape
+            return v.reshape(r, c // 16, 2, 4, 2).transpose(0, 1, 3, 2, 4).reshape(r, c)
     else:
         def arranged(v):
             return v
@@ -651,7 +658,7 @@ def _store(c, op):
             arr = env[dst]
             ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements,
                                whole(arr)[1][3])
-            put(arr, ix, env[x][part])
+            put(arr, ix, arranged(env[x])[part])
         return ragged
 
     def step(env, w):

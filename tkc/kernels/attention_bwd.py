@@ -91,7 +91,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                   overlap: bool = False, dq_first: bool = False, early_stats: bool = False,
                   ds_slots: int = 1, store_warp: bool = True, dkv_tma: bool | None = None,
                   stats_acc: bool = False, dq_convert: bool = False, dq_slots: int = 2,
-                  dq_deinterleave: bool = False):
+                  dq_deinterleave: bool = False, dq_packed: bool = False):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
     scale) (layout="varlen": ..., cu_q, cu_k, max_k, scale), stats from
     attention_prep; BQ query rows a step (64, or 128 at D = 64). dq is an
@@ -165,7 +165,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     deinterleave: no bank conflicts, half the store instructions), so the
     accumulator holds them in that order: dq_result undoes it. On the H100
     the kernel measured 0.95-0.97 of the pair stores' speed (stmatrix holds
-    the MIO queue longer: docs/attention.md), so tkc.attention does not use it."""
+    the MIO queue longer: docs/attention.md), so tkc.attention does not use it.
+    dq_packed (dq="atomic"): each lane adds its four values of a 16-column
+    block and row as one red.global.add.v4.f32, at columns 4t .. 4t + 3
+    (store's packed), where the pairs took two; dq_result undoes the order.
+    The L2's reductions bound those adds: at D = 256 the kernel is 1.18-1.24
+    faster on the H100 (BENCHMARKS.md 2026-11-27 session 6), so tkc.attention
+    takes it there."""
     dq = dq or ("atomic" if D == 256 else "tma")
     if dq not in ("atomic", "tma"):
         raise TkcError(f"attention backward: dq must be 'atomic' or 'tma', got {dq!r}")
@@ -183,7 +189,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
                                 "" if store_warp else "warp0",
                                 "" if dkv_tma is None or dkv_tma == tma_out else "dkvtma" if dkv_tma else "dkvreg",
                                 "sacc" if stats_acc else "", "cvt" if dq_convert else "",
-                                "" if dq_slots == 2 else f"dqs{dq_slots}", "dqdi" if dq_deinterleave else "")
+                                "" if dq_slots == 2 else f"dqs{dq_slots}", "dqdi" if dq_deinterleave else "",
+                                "dqpk" if dq_packed else "")
                      if x)
     if BQ not in (64, 128) or (BQ == 128 and D != 64):
         raise TkcError(f"attention backward: BQ must be 64, or 128 at D = 64 (shared memory), "
@@ -208,6 +215,8 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     if dq_convert and (D == 256 or layout == "varlen" or persistent or dq != "tma"):
         raise TkcError("attention backward: dq_convert needs D <= 128, dq='tma', a layout other than "
                        "varlen (one counter a KV head of a batch) and a kernel that is not persistent")
+    if dq_packed and dq != "atomic":
+        raise TkcError("attention backward: dq_packed orders dQ's atomic adds (dq='atomic')")
     if dq_deinterleave and (dq != "tma" or dq_convert):
         raise TkcError("attention backward: dq_deinterleave orders dQ's shared tile for its TMA adds "
                        "(dq='tma'), and dq_convert reads the accumulator in its natural order")
@@ -348,7 +357,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             else:                        # this warp's 16 rows of its part, atomically
                 b, d, r, col = tile(h, i * (BQ // 16) + w % 4 + (4 * wg if by_rows else 0))
                 store(dq_acc, dqp * scale, (b, d, r, col if by_rows else col * 2 + wg),
-                      clip=True, add=True)
+                      clip=True, add=True, packed=dq_packed)
         if dq_first:
             warpgroup.mma_async_wait(dk_r)
         if dkv_tma:                      # through K's and V's tiles: see dkv_tma
@@ -409,7 +418,7 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
             warpgroup.mma_AB(dk_r, ds_s, subtile(q_s, BQ, H, (0, wg)))   # dK += dS^T Q
             warpgroup.mma_async_wait(dqp, pending=2)
             b, d, r, col = tile(h, i * (BQ // 16) + w % 4)
-            store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True)
+            store(dq_acc, dqp * scale, (b, d, r, col * 2 + wg), clip=True, add=True, packed=dq_packed)
             warpgroup.mma_async_wait(dv_r, dk_r)
         if dkv_tma:                      # through K's and V's tiles, as in `backward`
             tkc.sync()
@@ -477,15 +486,26 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld", stag
     return bwd
 
 
-def dq_result(dq, deinterleaved: bool, dtype):
+def dq_order(options: dict) -> str | None:
+    """The column order attention_bwd's `options` leave dQ's accumulator in
+    (dq_result's `order`)."""
+    return "packed" if options.get("dq_packed") else "deinterleave" if options.get("dq_deinterleave") else None
+
+
+def dq_result(dq, dtype, order: str | None = None):
     """The backward's dQ in `dtype` from its f32 accumulator (a torch tensor,
-    head dim last), whose 8-column groups hold their even columns, then their
-    odd ones where the kernel deinterleaved them (dq_deinterleave)."""
+    head dim last), one strided copy: order "deinterleave" (each 8 columns
+    held as their evens, then their odds: dq_deinterleave) or "packed" (of
+    each 16, columns 2t, 2t + 1, 2t + 8, 2t + 9 held at 4t .. 4t + 3:
+    dq_packed)."""
     import torch
-    if not deinterleaved:
+    if order is None:
         return dq.to(dtype)
     out = torch.empty_like(dq, dtype=dtype)   # dq's strides (its layout)
-    out.unflatten(-1, (-1, 4, 2)).copy_(dq.unflatten(-1, (-1, 2, 4)).transpose(-1, -2))
+    if order == "deinterleave":
+        out.unflatten(-1, (-1, 4, 2)).copy_(dq.unflatten(-1, (-1, 2, 4)).transpose(-1, -2))
+    else:
+        out.unflatten(-1, (-1, 2, 4, 2)).copy_(dq.unflatten(-1, (-1, 4, 2, 2)).transpose(-3, -2))
     return out
 
 
@@ -668,8 +688,11 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # causal 1.017-1.057; D 128 1.076 / 1.096 / 1.114 in bhld and 1.027-1.038 in
 # blhd, causal 1.040-1.061. ptxas spills less with it (the statistics' row
 # vectors are no longer live after the waits): 0-32 bytes where it spilled 0-52.
+# dq_packed at D = 256 (2026-11-27 session 6; dQ's atomic adds as 16-byte
+# red.v4 where the pairs took two): 1.18-1.24 faster at locked clocks, L 1k
+# and 4k, causal and not; the whole backward 0.76-0.83 -> 0.86-1.01 of cuDNN.
 BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2, stats_acc=True),
-                128: dict(overlap=True, ds_slots=2, stats_acc=True), 256: {}}
+                128: dict(overlap=True, ds_slots=2, stats_acc=True), 256: dict(dq_packed=True)}
 # dK and dV through K's and V's shared tiles by TMA stores (attention_bwd's
 # dkv_tma, the default outside varlen since 2026-11-27), over 4-byte stores
 # from registers, ncu at locked clocks on the H100 (bhld / blhd, L 1k / 4k;

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attention_bwd import backward_kernels, forward_kernel, stats_columns
+from .attention_bwd import backward_kernels, backward_options, dq_order, dq_result, forward_kernel, stats_columns
 from .attention_hopper import HEAD_DIMS
 
 __all__ = ["attention", "attention_varlen"]
@@ -95,7 +95,7 @@ def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, ca
     prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats, *_views(layout, dq))
     dk, dv = _like(k, layout), _like(v, layout)
     bwd_k(*_views(layout, q, k, v, do), stats, *_views(layout, dq, dk, dv), scale)
-    return dq.to(q.dtype), dk, dv
+    return dq_result(dq, q.dtype, dq_order(backward_options(D, causal, layout))), dk, dv
 
 
 @_bwd.register_fake
@@ -170,7 +170,7 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     bwd_k(*(flat(t) for t in (q, k, v, do)), stats, *(flat(t) for t in (dq, dk, dv)),
           cu_q, cu_k, max_k, scale)
-    return dq.to(q.dtype), dk, dv
+    return dq_result(dq, q.dtype, dq_order(backward_options(D, causal, "varlen"))), dk, dv
 
 
 @_vbwd.register_fake

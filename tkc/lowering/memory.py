@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass
 
 from mlir import ir
@@ -89,7 +90,10 @@ def _store(lw, op, args):
     if isinstance(dst, Global):
         _check_idx(op, idx, 4)
         _check_rank(op, dst.view, x.view)
-        _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx), add="add" in op.attributes)
+        if "packed" in op.attributes:
+            _gl_add_packed(lw, op, dst, x, idx)
+        else:
+            _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx), add="add" in op.attributes)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):
         _check_idx(op, idx, 2)
         _check_subtile(op, dst.view, x.view)
@@ -399,6 +403,34 @@ def _gl_store(lw, gl: Global, xs: list, accesses, edge, add: bool = False) -> No
             with ir.InsertionPoint(branch.then_block):
                 put(q, vals[c:c + m], dtype)
                 scf.YieldOp([])
+
+
+def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
+    """tk.store {add, packed}: an f32 row-layout rt added into an f32 gl, a
+    lane's four values of each 16-column block and row (columns 2t, 2t + 1,
+    2t + 8, 2t + 9) at columns 4t .. 4t + 3 of that block: one 16-byte
+    red.global.add.v4.f32 where the pairs take two."""
+    view = x.view
+    if not (view.dtype == gl.view.dtype == "f32" and view.layout == "row" and "add" in op.attributes):
+        raise error(op, f"tk.store {{packed}} adds an f32 row-layout rt into an f32 gl, got {view.text()}")
+    edge = edge_of(op, gl)
+    g, t2 = _lane_rc(lw, "row")
+    lc = _mul(t2, 2)
+    base = _add(_gl_tile_origin(gl, idx, view.rows, view.cols), _add(_mul(g, gl.dims[3]), lc))
+    row0, col0 = _add(_mul(idx[2], view.rows), g), _add(_mul(idx[3], view.cols), lc)
+    for bi in range(view.rows // 16):
+        for bj in range(view.cols // 16):
+            first = fragments.tile_index(view.rows, view.cols, bi, bj, 0)
+            for half, ks in ((0, (0, 1, 4, 5)), (1, (2, 3, 6, 7))):
+                r, c = 16 * bi + 8 * half, 16 * bj
+                p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
+                vals = [x.vals[first + k] for k in ks]
+                branch = scf.IfOp(edge.inside(_add(row0, r), _add(col0, c))) if edge is not None else None
+                with ir.InsertionPoint(branch.then_block) if branch else _nullcontext():
+                    llvm.inline_asm(None, [p, *vals], "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
+                                    "l,f,f,f,f", has_side_effects=True)
+                    if branch:
+                        scf.YieldOp([])
 
 
 def _add_piece(ptr, vals: list, dtype: str) -> None:

@@ -217,9 +217,14 @@ def _analyse(module_op):
             elif op.name in _MMA and i < 2:
                 layout = _MMA[op.name][0 if i == 0 else 2]
                 wants.setdefault(v, []).append((op, i, layout))
-            elif not (op.name == "tk.store" and i == 1 and "deinterleave" not in op.attributes):
-                pin(v)   # (a deinterleaving store's stmatrix takes the row fragment)
+            elif not (op.name == "tk.store" and i == 1 and not _ordered(op)):
+                pin(v)   # (deinterleave and packed stores take the row fragment)
     return classes, hard, wants
+
+
+def _ordered(op) -> bool:
+    """A tk.store that places the row fragment's columns in its own order."""
+    return "deinterleave" in op.attributes or "packed" in op.attributes
 
 
 def _fix_class(members, hard, wants) -> None:
@@ -284,7 +289,7 @@ def choose_wide(module_op) -> None:
                 continue
             if tied and (i == 0 or op.name in _TIED):
                 classes.union(v, op.results[0])
-            elif (op.name, i) not in _WIDE_USES or "deinterleave" in op.attributes:
+            elif (op.name, i) not in _WIDE_USES or _ordered(op):
                 narrow.add(v)
         moved = {"tk.load": list(op.results), "tk.load_split": list(op.results),
                  "tk.store": list(op.operands[1:2]), "tk.store_join": list(op.operands[1:3])}

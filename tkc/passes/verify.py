@@ -600,6 +600,10 @@ def _check_store(op, name, ins, outs, kernel):
                                                 and ins[1].layout == "row"):
         yield (f"store: deinterleave (stmatrix of f32 pairs) writes an f32 row-layout rt into an f32 st, "
                f"got {_desc(ins[1])} into {_desc(ins[0])}")
+    if "packed" in op.attributes and not ("add" in op.attributes and isinstance(ins[1], RT)
+                                          and ins[1].dtype == "f32" and ins[1].layout == "row"):
+        yield (f"store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}{'' if 'add' in op.attributes else ' without add'}")
     yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
 
 
