@@ -690,7 +690,7 @@ BWD_QUERIES = {64: 128, 128: 64, 256: 64}
 # vectors are no longer live after the waits): 0-32 bytes where it spilled 0-52.
 # dq_packed at D = 256 (2026-11-27 session 6; dQ's atomic adds as 16-byte
 # red.v4 where the pairs took two): 1.18-1.24 faster at locked clocks, L 1k
-# and 4k, causal and not; the whole backward 0.76-0.83 -> 0.86-1.01 of cuDNN.
+# and 4k, causal and not; the whole backward 0.77-0.86 -> 0.93-1.02 of cuDNN.
 BWD_SCHEDULE = {64: dict(overlap=True, ds_slots=2, stats_acc=True),
                 128: dict(overlap=True, ds_slots=2, stats_acc=True), 256: dict(dq_packed=True)}
 # dK and dV through K's and V's shared tiles by TMA stores (attention_bwd's
