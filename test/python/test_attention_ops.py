@@ -181,7 +181,8 @@ def test_backwards_are_a_block_an_item_with_their_schedule():
     the overlap, the statistics as the wgmmas' accumulator starts, outside
     varlen two dS^T tiles, and dK and dV by TMA stores except for varlen and
     DKV_REGISTERS (D 64 without the mask, from 2048 keys on); every one has
-    warp-uniform warp ids and dQ's TMA adds issued by a store warp."""
+    warp-uniform warp ids and dQ's TMA adds issued by a store warp. At
+    D = 256 dQ goes by atomic adds, four columns a lane (dq_packed)."""
     from tkc.compiler import compile_to
     from tkc.kernels.attention_bwd import DKV_REGISTERS
     assert DKV_REGISTERS == {(64, False): 2048}
@@ -202,7 +203,7 @@ def test_backwards_are_a_block_an_item_with_their_schedule():
         module = picked(D, False, "varlen").trace()
         compile_to(module, "tile")
         assert 'role = "stores"' in str(module)
-    assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic"
+    assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic_dqpk"   # packed adds
     assert backward_kernels(64, True, "bhld", 1024)[0].name == "attn_prep_d64_bhld"
 
 
