@@ -239,3 +239,22 @@ def test_chosen_swizzle_always_verifies():
             k = Kernel()
             k.op(lambda: ops.alloc(ST(dtype, 16, cols, choose_swizzle(ST(dtype, 16, cols)))))
             assert k.errors() == [], (dtype, cols)
+
+
+def test_packed_store_operands():
+    """tk.store {packed}: an f32 row-layout rt added (add) into an f32 gl,
+    not through a slice of its columns (16 aligned bytes a lane)."""
+    k = Kernel([GL("f32", 1, 1, -1, 64)])
+    g = k.args[0]
+    x, _ = k.op(lambda: ops.init("zero", F32))
+    k.op(lambda: ops.store(g, x, [k.c0] * 4, clip=True, add=True, packed=True))
+    _, l1 = k.op(lambda: ops.store(g, x, [k.c0] * 4, clip=True, packed=True))
+    sliced, _ = k.op(lambda: ops.gl_slice(GL("f32", 1, 1, -1, -1), g, "c", k.c0, k.c0))
+    _, l2 = k.op(lambda: ops.store(sliced, x, [k.c0] * 4, clip=True, add=True, packed=True))
+    msgs = k.messages()
+    assert msgs == [
+        f"kernel.py:{l1}:5: store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
+        "got rt<f32, 16, 32, row> into gl<f32, 1, 1, -1, 64> without add",
+        f"kernel.py:{l2}:5: store: packed adds 16 aligned bytes a lane: not through a gl sliced along its "
+        "columns (the slice's start may not be a multiple of 4)",
+    ]

@@ -52,8 +52,9 @@ def divisible(func_op) -> dict[int, list[int]]:
         gl = view(inner.operands[access[0]].type)
         ragged = "fill" in inner.attributes or "clip" in inner.attributes
         k = 2 if inner.name in _PAIRED else 1
+        run = 4 if "packed" in inner.attributes else None   # a lane's 16-byte red.v4
         sliced = gl_root(inner.operands[access[0]])[1]  # a slice's own edges bound these
-        for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged, k)):
+        for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged, k, run)):
             if "bdrc"[dim] not in sliced:
                 out[index][dim] = lcm(out[index][dim], extent)
     declared, gls = declared_divisible(op), gl_arg_names(op)
@@ -147,11 +148,13 @@ def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int
                 dims[axis] = by_name[n]
 
 
-def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1) -> tuple[int, int, int, int]:
+def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1,
+            run: int | None = None) -> tuple[int, int, int, int]:
     """What an access of t needs of (b, d, r, c); k = 2 for a split/joined pair
-    (columns 2j and 2j + 1 of a tile twice t's width)."""
+    (columns 2j and 2j + 1 of a tile twice t's width); run: a lane's adjacent
+    columns an access, where the layout's runs are not what moves (packed)."""
     if ragged and isinstance(t, (RT, RV)):
-        run = fragments.RUNS[t.layout] if isinstance(t, RT) else fragments.vec_run(t.length, t.kind)
+        run = run or (fragments.RUNS[t.layout] if isinstance(t, RT) else fragments.vec_run(t.length, t.kind))
         return (1, 1, 1, fragments.access_elems(k * run, gl_dtype))
     if isinstance(t, (RT, ST)):
         return (1, 1, t.rows, k * t.cols)

@@ -604,6 +604,9 @@ def _check_store(op, name, ins, outs, kernel):
                                           and ins[1].dtype == "f32" and ins[1].layout == "row"):
         yield (f"store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
                f"got {_desc(ins[1])} into {_desc(ins[0])}{'' if 'add' in op.attributes else ' without add'}")
+    if "packed" in op.attributes and "c" in gl_root(op.operands[0])[1]:
+        yield ("store: packed adds 16 aligned bytes a lane: not through a gl sliced along its columns "
+               "(the slice's start may not be a multiple of 4)")
     yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
 
 
