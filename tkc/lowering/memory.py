@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import struct
-from contextlib import nullcontext as _nullcontext
 from dataclasses import dataclass
 
 from mlir import ir
@@ -425,12 +424,17 @@ def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
                 r, c = 16 * bi + 8 * half, 16 * bj
                 p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
                 vals = [x.vals[first + k] for k in ks]
-                branch = scf.IfOp(edge.inside(_add(row0, r), _add(col0, c))) if edge is not None else None
-                with ir.InsertionPoint(branch.then_block) if branch else _nullcontext():
+
+                def red(p=p, vals=vals):
                     llvm.inline_asm(None, [p, *vals], "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
                                     "l,f,f,f,f", has_side_effects=True)
-                    if branch:
-                        scf.YieldOp([])
+                if edge is None:
+                    red()
+                    continue
+                branch = scf.IfOp(edge.inside(_add(row0, r), _add(col0, c)))
+                with ir.InsertionPoint(branch.then_block):
+                    red()
+                    scf.YieldOp([])
 
 
 def _add_piece(ptr, vals: list, dtype: str) -> None:
