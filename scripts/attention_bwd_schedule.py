@@ -36,7 +36,9 @@ def options(D: int, causal: bool) -> dict:
     (dq_slots=1), "dqs1s3": that and a third Q/dO stage (at D 64 with one
     dS^T tile: two and the third stage do not fit); "dqdi": dQ's shared tile
     written deinterleaved by stmatrix (dq_deinterleave; torch's conversion
-    undoes the order, dq_result)."""
+    undoes the order, dq_result); "w0reg": "warp0" with dK and dV stored
+    from registers, and "pers": that persistent (132 blocks over the work
+    items), to measure persistence alone."""
     out = {"lib": BWD_SCHEDULE[D], "warp0": dict(BWD_SCHEDULE[D], store_warp=False),
            "ds1": dict(BWD_SCHEDULE[D], ds_slots=1), "serial": dict(BWD_SCHEDULE[D], overlap=False),
            "noacc": dict(BWD_SCHEDULE[D], stats_acc=False)}
@@ -45,6 +47,10 @@ def options(D: int, causal: bool) -> dict:
     out["dqs1"] = dict(BWD_SCHEDULE[D], dq_slots=1)
     out["dqs1s3"] = dict(BWD_SCHEDULE[D], dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {}))
     out["dqdi"] = dict(BWD_SCHEDULE[D], dq_deinterleave=True)
+    # persistence alone: a persistent kernel has neither the store warp nor
+    # dK and dV's TMA stores (and keeps per-lane warp ids)
+    out["w0reg"] = dict(BWD_SCHEDULE[D], store_warp=False, dkv_tma=False)
+    out["pers"] = dict(BWD_SCHEDULE[D], store_warp=False, persistent=True)
     if (D, causal) in DKV_REGISTERS:
         out["tma"] = dict(BWD_SCHEDULE[D], dkv_tma=True)
     return out
