@@ -125,6 +125,10 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(diagonal_mask=True), 64, True, 300, 77),
     (dict(diagonal_mask=True, consumers=1, overlap=True), 128, True, 77, 450),
     (dict(persistent="zigzag", pingpong=True, overlap=True, diagonal_mask=True), 128, True, 333, 200),
+    # O through Q's tile: rows past Lq (130, 200, 77) clipped by the TMA store
+    (dict(o_via_q=True, KV=64, stages=2), 256, False, 130, 200),
+    (dict(o_via_q=True, KV=64, stages=2, pingpong=True, overlap=True), 256, True, 200, 77),
+    (dict(o_via_q=True, stages=3), 128, True, 77, 200),
 ]
 
 
@@ -136,7 +140,9 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     races), 1 or 3 consumer warpgroups (64 or 192 query rows a block) and
     pingpong=True (the warpgroups issue their wgmmas in turns: named barriers
     the interpreter runs, deadlocks and races included), persistent=True,
-    diagonal_mask=True."""
+    diagonal_mask=True, o_via_q=True (O written into Q's tile after the
+    last S wgmma: the interpreter checks that write against the wgmma
+    reads)."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
@@ -152,7 +158,7 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
 @pytest.mark.parametrize("causal,Lq,Lk", [(False, 130, 200), (True, 200, 77)])
 def test_head_dim_256(layout, causal, Lq, Lk):
     """tkc.attention's D = 256 kernels on ragged GQA shapes: the short and the
-    long forward (64-key tiles, O from registers), and the backward that
+    long forward (64-key tiles, O by TMA through Q's tile), and the backward that
     splits its work by halves of D (P^T handed between the warpgroups in
     shared memory, dQ by atomic adds, packed as tkc.attention has them: the
     interpreter checks the hand-over for races), and dQ by the pairs."""
@@ -302,6 +308,9 @@ def test_refusals():
     for option in ("overlap", "dq_first", "early_stats"):
         with pytest.raises(TkcError, match=r"overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body"):
             attention_bwd(256, **{option: True})
+    for bad in (dict(layout="varlen"), dict(persistent=True)):
+        with pytest.raises(TkcError, match=r"o_via_q needs a layout other than varlen"):
+            attention_hopper(128, o_via_q=True, **bad)
     kern = attention_hopper(64)
     q = np.zeros((1, 3, 64, 64), np.float32)
     k = np.zeros((1, 2, 64, 64), np.float32)

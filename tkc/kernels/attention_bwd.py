@@ -757,10 +757,13 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     BWD_SCHEDULE[D] says, a block a work item, dK and dV stored by TMA
     except for varlen and, from their keys on, where DKV_REGISTERS says
     (bwd_short: the TMA one below them). D = 256: 64-key
-    tiles (Q and a 2-stage ring fill 192 KB), O from registers; the backward
-    splits its work by halves of D (attention_bwd)."""
+    tiles (Q and a 2-stage ring fill 192 KB), O through Q's tile (o_via_q;
+    from registers for varlen): on the H100 1.11-1.15 faster at L 1k,
+    1.03-1.05 at 4k and 1.01-1.02 at 16k than from registers (ncu, locked
+    clocks; BENCHMARKS.md 2026-11-27 session 7); the backward splits its
+    work by halves of D (attention_bwd)."""
     base = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
-            256: dict(stages=2, consumers=2, KV=64)}[D]
+            256: dict(stages=2, consumers=2, KV=64, o_via_q=layout != "varlen")}[D]
     persistent = [p and not causal and layout != "varlen" for p in PERSISTENT[D]]
     short = attention_hopper(D, causal, layout, **base, persistent=persistent[0])
     long = attention_hopper(D, causal, layout, **base, overlap=True, pingpong=True,

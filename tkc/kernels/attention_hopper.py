@@ -51,7 +51,8 @@ LAYOUTS = ("bhld", "blhd", "varlen")
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
-                     blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False):
+                     blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False,
+                     o_via_q: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -103,6 +104,10 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
     if consumers not in (1, 2, 3):
         raise TkcError(f"attention: consumers must be 1, 2 or 3 warpgroups, got {consumers!r}")
+    if o_via_q and (layout == "varlen" or persistent):
+        raise TkcError("attention: o_via_q needs a layout other than varlen (a TMA store cannot clip to a "
+                       "sequence's slice) and a kernel that is not persistent (Q's other slot holds the "
+                       "next item's)")
     BQ = 64 * consumers          # query rows per block
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
@@ -111,7 +116,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
                                 f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
-                                "diag" if diagonal_mask and causal else "") if x)
+                                "diag" if diagonal_mask and causal else "", "oq" if o_via_q else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -172,8 +177,10 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
         store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
               clip=True)
-        if by_tma:                       # (D = 256: O from registers, its tile would not fit)
-            o_s = st(bf16, BQ, D)
+        if by_tma:                       # (D = 256: its own tile would not fit, Q's does: o_via_q)
+            o_s = q_s if o_via_q else st(bf16, BQ, D)
+            if o_via_q:                  # every warp's wait done: the wgmmas read the warpgroup's Q rows
+                warpgroup.sync()
             warpgroup.store(o_s, o_r.to(bf16), (wg, 0))
             tma.store(o, o_s, tile(h, qb))
         else:
@@ -230,6 +237,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         qb = schedule(qb, tkc.cdiv(q.r, BQ))
         forward(q, k, v, o, lse, scale, qb, h, hk,
                 (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
-                lambda h, t: (b, h, 0, t), by_tma=D < 256)
+                lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)
 
     return attn
