@@ -91,6 +91,26 @@ def producer_consumer_registers(b: gl(bf16, 1, 1, 64, 64), c: gl(f32, 1, 1, 64, 
         store(c, d, (0, 0, tkc.warpid(), 0))
 
 
+@tkc.kernel(warps=4)
+def guarded(a: gl(bf16, 1, 1, 64, 64), b: gl(bf16, 1, 1, 64, 64), c: gl(f32, 1, 1, 64, 64),
+            n: tkc.i32):
+    """The software-pipelined edge: S-like products guarded off in the last
+    iteration, an accumulation guarded off in the first; each wait counts
+    the guarded-off groups (empty) as a real one."""
+    sa, sb = st(bf16, 64, 64), st(bf16, 64, 64)
+    group_load(sa, a, (0, 0, 0, 0))
+    group_load(sb, b, (0, 0, 0, 0))
+    tkc.sync()
+    acc, total = zero(rt(f32, 16, 64)), zero(rt(f32, 16, 64))
+    for j in tkc.range(n + 1):
+        s = warpgroup.mma_AB(sa, sb, zero(rt(f32, 16, 64)), when=j < n)   # a b, not in the last
+        warpgroup.mma_AB(acc, sa, sb, when=j > 0)                         # acc += a b, not in the first
+        warpgroup.mma_async_wait(s, pending=1)   # the first group (s): done either way
+        total = total + s                        # while acc's group may run
+        warpgroup.mma_async_wait(acc)
+    store(c, acc + total, (0, 0, tkc.warpid(), 0))
+
+
 def _rng(seed):
     return np.random.default_rng(seed)
 
@@ -103,6 +123,34 @@ def test_ab_from_registers_accumulates_over_a_loop():
     c = np.full((64, 64), np.nan, np.float32)
     ab_regs_loop.interpret(a, b, c)
     np.testing.assert_allclose(c, round_bf16(a).astype(np.float64) @ round_bf16(b), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_guarded_mmas_leave_their_accumulators_and_keep_group_counts(n):
+    """when=False: d = c and an empty group, so wait(pending=1) right after
+    still retires the first mma's group (the interpreter would report s read
+    in flight otherwise): n products of a b in each sum over n + 1 iterations."""
+    a = _rng(5).standard_normal((64, 64)).astype(np.float32)
+    b = _rng(6).standard_normal((64, 64)).astype(np.float32)
+    c = np.full((64, 64), np.nan, np.float32)
+    guarded.interpret(a, b, c, n)
+    want = 2 * n * (round_bf16(a).astype(np.float64) @ round_bf16(b))
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-3)
+
+
+def test_guarded_mma_ptx_branches_around_the_wgmmas(compiled):
+    """Each guarded mma: its wgmmas (and a commit) under a branch, a fence and
+    an empty commit on the other arm; ptxas keeps the wgmmas asynchronous
+    (no C7514: a commit after the arms' join, or an arm's bare commit, made
+    it serialise them)."""
+    res = compiled["guarded"]
+    ptx = res.ptx
+    mmas, commits = (len(re.findall(rf"wgmma\.{x}", ptx)) for x in ("mma_async", "commit_group"))
+    # (LLVM may duplicate an arm: counts, not positions) 4 k steps a guarded
+    # mma, and a fence before every commit, the empty ones' too
+    assert mmas and mmas % 4 == 0 and commits > mmas // 4
+    assert len(re.findall(r"wgmma\.fence", ptx)) == commits
+    assert not res.manifest["resources"]["wgmma_serialized"], res.manifest["resources"]["ptxas"]
 
 
 def test_abt_on_two_warpgroups_each_warp_gets_its_rows():
@@ -168,7 +216,7 @@ def test_the_traced_ir_names_the_ops():
 
 # ---------------------------------------------------------------- compiled (ptxas, no GPU)
 
-KERNELS = [ab_regs_loop, abt_two_warpgroups, atb, atbt_pending, producer_consumer_registers]
+KERNELS = [ab_regs_loop, abt_two_warpgroups, atb, atbt_pending, producer_consumer_registers, guarded]
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +364,14 @@ def wait_on_bf16(a: gl(bf16, 1, 1, 64, 64)):
     warpgroup.mma_async_wait(x)  # marker
 
 
+@tkc.kernel(warps=4)
+def when_not_traced(a: gl(bf16, 1, 1, 64, 64)):
+    sa = st(bf16, 64, 64)
+    warpgroup.mma_ABt(sa, sa, zero(rt(f32, 16, 64)), when=True)  # marker
+
+
 @pytest.mark.parametrize("kernel,match", [
+    (when_not_traced, r"warpgroup.mma_ABt: when must be a traced condition \(e.g. j > 0\), got True"),
     (two_warps, "warpgroup is 4 warps, so the kernel's tk.warps must be a multiple of 4, got 2"),
     (unswizzled, r"a st<bf16, 64, 64, none> must be swizzled"),
     (atb_from_registers, r"warpgroup.mma_AtB: a must be an st<K, 64>"),

@@ -315,10 +315,12 @@ def atomic_add(dst, scratch, idx, after=(), value: int = 1, warps: int | None = 
     return _one("atomic_add", i32, [dst, scratch, *idx, *after], attrs, loc=loc)
 
 
-def warpgroup_mma(name: str, a, b, c, negate: bool = False, loc=None):
-    """d = a @ b + c (negate: d = -(a @ b) + c), transposes as `name` says."""
+def warpgroup_mma(name: str, a, b, c, negate: bool = False, when=None, loc=None):
+    """d = a @ b + c (negate: d = -(a @ b) + c), transposes as `name` says;
+    when (an i1 Value): only where it holds, else d = c (an empty group)."""
     assert name in WARPGROUP_MMA, name
-    return _one(name, c.type, [a, b, c], {"negate": True} if negate else None, loc=loc)
+    return _one(name, c.type, [a, b, c, *([when] if when is not None else [])],
+                {"negate": True} if negate else None, loc=loc)
 
 
 def warpgroup_mma_wait(tiles, pending: int = 0, loc=None):

@@ -751,12 +751,16 @@ irdl.dialect @tk {
   // An optional `negate = true` (a discardable attribute: IRDL declares no
   // optional ones) computes d = -(a @ b) + c (wgmma's imm-scale-a = -1): the
   // minus of a complex product's real part costs nothing.
+  // An optional i1 operand `when` guards the mma: where it is false no
+  // wgmma runs and d = c, but an (empty) group is still committed, so the
+  // waits' group counts do not depend on it.
   irdl.operation @warpgroup_mma_ab {
     %a = irdl.any
     %b = irdl.base @tk::@st
     %c = irdl.base @tk::@rt
     %d = irdl.base @tk::@rt
-    irdl.operands(a: %a, b: %b, c: %c)
+    %p = irdl.is i1
+    irdl.operands(a: %a, b: %b, c: %c, when: optional %p)
     irdl.results(d: %d)
   }
   irdl.operation @warpgroup_mma_abt {
@@ -764,7 +768,8 @@ irdl.dialect @tk {
     %b = irdl.base @tk::@st
     %c = irdl.base @tk::@rt
     %d = irdl.base @tk::@rt
-    irdl.operands(a: %a, b: %b, c: %c)
+    %p = irdl.is i1
+    irdl.operands(a: %a, b: %b, c: %c, when: optional %p)
     irdl.results(d: %d)
   }
   irdl.operation @warpgroup_mma_atb {
@@ -772,7 +777,8 @@ irdl.dialect @tk {
     %b = irdl.base @tk::@st
     %c = irdl.base @tk::@rt
     %d = irdl.base @tk::@rt
-    irdl.operands(a: %a, b: %b, c: %c)
+    %p = irdl.is i1
+    irdl.operands(a: %a, b: %b, c: %c, when: optional %p)
     irdl.results(d: %d)
   }
   irdl.operation @warpgroup_mma_atbt {
@@ -780,7 +786,8 @@ irdl.dialect @tk {
     %b = irdl.base @tk::@st
     %c = irdl.base @tk::@rt
     %d = irdl.base @tk::@rt
-    irdl.operands(a: %a, b: %b, c: %c)
+    %p = irdl.is i1
+    irdl.operands(a: %a, b: %b, c: %c, when: optional %p)
     irdl.results(d: %d)
   }
   // Wait until at most `pending` wgmma groups are in flight; returns the

@@ -31,6 +31,7 @@ from ..passes import verify_warpgroup as rules
 from . import ops
 from .complex import Complex, partwise
 from .tiles import Reg, Shared
+from .values import Bool
 from .trace import current, emitting, fail
 from .workers import warpgroupid, warpid
 
@@ -74,9 +75,13 @@ def _check_warps(py: str) -> None:
 def _mma(py: str):
     name = "warpgroup_" + py.lower()
 
-    def op(*args, negate: bool = False) -> Reg:
+    def op(*args, negate: bool = False, when=None) -> Reg:
         if not isinstance(negate, bool):
             raise fail(f"warpgroup.{py}: negate must be True or False, got {negate!r}")
+        if when is not None and not isinstance(when, Bool):
+            raise fail(f"warpgroup.{py}: when must be a traced condition (e.g. j > 0), got {when!r}")
+        if when is not None and any(isinstance(x, Complex) for x in args):
+            raise fail(f"warpgroup.{py}: when guards a real mma, not a complex one")
         if any(isinstance(x, Complex) for x in args):
             return _complex_mma(py, op, args, negate)
         d, a, b, c = _split(py, args)
@@ -92,12 +97,16 @@ def _mma(py: str):
                        f"{_describe(c)}")
         dst = d if d is not None else Reg(c.view)
         with emitting():
-            value = tk.warpgroup_mma(name, a.value(), b.value(), c.value(), negate)
+            value = tk.warpgroup_mma(name, a.value(), b.value(), c.value(), negate,
+                                     when.ir() if when is not None else None)
         return dst.bind(value)
     op.__name__ = py
     op.__doc__ = (f"{py}(d, a, b[, c]) or d = {py}(a, b, c): the warpgroup's 64 x N "
                   "d = a @ b + c with the named transposes, issued asynchronously; "
-                  "negate=True: d = -(a @ b) + c (free: wgmma's scale of a).")
+                  "negate=True: d = -(a @ b) + c (free: wgmma's scale of a); "
+                  "when=cond: only where cond holds, else d = c, with no branch (every "
+                  "wgmma predicated, the group committed either way), e.g. to leave out a "
+                  "software-pipelined loop's edge products.")
     return op
 
 

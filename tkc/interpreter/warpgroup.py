@@ -33,17 +33,23 @@ def _fail_on(op, problems) -> None:
 def _warpgroup_mma(c, op):
     name = op.name.removeprefix("tk.")
     var = rules.VARIANTS[name]
-    a_t, b_t, c_t = (tview(v) for v in op.operands)
+    a_t, b_t, c_t = (tview(v) for v in op.operands[:3])
     _fail_on(op, rules.mma_problems(name, a_t, b_t, c_t, tview(op.results[0]))
              + rules.warps_problems(name, c.warps) + rules.negate_problems(name, op))
     sign = -1.0 if rules.negated(op) else 1.0
-    a, b, acc, out = (*(c.slot(v) for v in op.operands), c.result_slot(op))
+    a, b, acc, out = (*(c.slot(v) for v in op.operands[:3]), c.result_slot(op))
+    when = c.slot(op.operands[3]) if len(op.operands) > 3 else None
     a_in_regs = isinstance(a_t, RT)
     shared = [b] if a_in_regs else [a, b]
 
     # Products of bf16/f16 values are exact in float64; the sum is rounded to
     # f32 once (as in tk.mma).
     def step(env, w):
+        if when is not None and not env[when]:   # guarded off: an empty group, d = c
+            if w.block.races is not None:
+                w.block.races.issue(w.warpid, "wgmma", [], op)
+            env[out] = env[acc]
+            return
         if w.block.races is not None:  # each warp reads the operands, until its wait
             w.block.races.issue(w.warpid, "wgmma", [env[s] for s in shared], op)
         rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)

@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import arith, llvm, nvvm
+from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..dialect.types import ST
@@ -233,7 +233,8 @@ def _check(op, a, b, c):
 
 
 def _lower_mma(lw, op, args):
-    a, b, c = args
+    a, b, c = args[:3]
+    when = args[3] if len(args) > 3 else None   # the i1 guard
     var = _check(op, a, b, c)
     n, k = rules.axes(b.view, var.b_k_major)
     dtype = b.view.dtype
@@ -244,6 +245,32 @@ def _lower_mma(lw, op, args):
     except ValueError as e:
         raise error(op, f"{op.name}: {e}") from None
     acc = fence_registers(list(c.vals), "f")
+    f32 = ir.F32Type.get()
+    if when is None:
+        acc = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
+        nvvm.wgmma_commit_group_sync_aligned()
+        return [Frag(result_view(op), acc)]
+    # guarded: the wgmmas under a branch, a group committed in both arms
+    # (empty where `when` is false), so that the waits' counts do not depend
+    # on it. For ptxas to keep the wgmmas asynchronous (no C7514), each
+    # commit is inside its arm, before the accumulators' join, and the
+    # empty one follows a wgmma.fence as a real group does (a commit after
+    # the join, or an empty arm's bare commit, serialise them).
+    branch = scf.IfOp(when, [f32] * len(acc), has_else=True)
+    with ir.InsertionPoint(branch.then_block):
+        out = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
+        nvvm.wgmma_commit_group_sync_aligned()
+        scf.YieldOp(out)
+    with ir.InsertionPoint(branch.else_block):
+        nvvm.wgmma_fence_aligned()
+        nvvm.wgmma_commit_group_sync_aligned()
+        scf.YieldOp(acc)
+    return [Frag(result_view(op), list(branch.results))]
+
+
+def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> list:
+    """wgmma.fence and one wgmma per k16 step, chained through `acc`: the
+    accumulators after them."""
     a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // B)] if in_regs else []
     nvvm.wgmma_fence_aligned()
     f32 = ir.F32Type.get()
@@ -259,8 +286,7 @@ def _lower_mma(lw, op, args):
         constants = [] if in_regs else [a_layout.descriptor(a.offset, kk)]
         constants.append(b_layout.descriptor(b.offset, kk))
         acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, constants), cons)
-    nvvm.wgmma_commit_group_sync_aligned()
-    return [Frag(result_view(op), acc)]
+    return acc
 
 
 def _lower_wait(lw, op, args):

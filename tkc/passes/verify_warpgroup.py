@@ -206,8 +206,8 @@ def check_op(op, name: str, ins, outs, kernel) -> list[str]:
     signature)."""
     out = warps_problems(name, _kernel_warps(kernel))
     if name in VARIANTS:
-        out += mma_problems(name, *ins[:3], outs[0] if outs else None) if len(ins) == 3 else \
-            [f"{name}: takes 3 operands (a, b, c), got {len(ins)}"]
+        out += mma_problems(name, *ins[:3], outs[0] if outs else None) if len(ins) in (3, 4) else \
+            [f"{name}: takes 3 operands (a, b, c) and an optional i1 guard, got {len(ins)}"]
         out += negate_problems(name, op)
     elif name == "warpgroup_mma_wait":
         out += wait_problems(ins, outs, _int_attr(op, "pending"))

@@ -1,0 +1,92 @@
+"""The long (ping-pong + intra-warpgroup overlap) forwards with their edge
+wgmmas guarded off (attention_hopper's trim) against the same forwards
+without, and against tkc.attention's forward for the row (the short one below
+LONG_KEYS), bhld, B * L = 16k tokens, 16 heads: whether trim makes the long
+forward the faster one at 1k (its loop's n + 1 iterations did n + 1 tiles'
+work, an eighth more than needed at L 1k). Each variant is checked against
+SDPA's cuDNN output, then timed interleaved with SDPA's cuDNN forward (5
+rounds, boost clocks), or at locked clocks under ncu:
+
+    python3 scripts/attention_fwd_trim.py [L ...]                 (tkc build it first)
+    ncu --profile-from-start off -k regex:attn_fwd --metrics gpu__time_duration.sum \\
+        --csv --page raw --print-units base --log-file ncu.csv \\
+        python3 scripts/attention_fwd_trim.py --ncu [L ...] > launches.txt
+    python3 scripts/attention_fwd_trim.py --parse ncu.csv launches.txt"""
+import statistics
+import sys
+
+from tkc.kernels.attention_bwd import (PERSISTENT, ZIGZAG_CAUSAL_KEYS, ZIGZAG_LONG, attention_kernels,
+                                       forward_kernel)
+from tkc.kernels.attention_hopper import attention_hopper
+
+LENGTHS = (1024, 2048, 4096, 16384)
+ROWS = ((64, False), (128, False), (128, True), (256, False))
+BASE = {64: dict(stages=2, consumers=3), 128: dict(stages="auto", consumers=2),
+        256: dict(stages=2, consumers=2, KV=64, o_via_q=True)}
+
+
+def long_forward(D: int, causal: bool, L: int, trim: bool):
+    """tkc.attention's long forward for the row (causal D 128 below
+    ZIGZAG_CAUSAL_KEYS: the long zigzag one), with or without trim."""
+    if causal and L < ZIGZAG_CAUSAL_KEYS.get(D, 0):
+        return attention_hopper(D, True, "bhld", **BASE[D], **ZIGZAG_LONG, persistent="zigzag", trim=trim)
+    return attention_hopper(D, causal, "bhld", **BASE[D], overlap=True, pingpong=True,
+                            persistent=PERSISTENT[D][1] and not causal, trim=trim)
+
+
+def variants(D: int, causal: bool, L: int) -> dict:
+    """{name: kernel}: tkc.attention's ("lib"), the long one where that is
+    another ("long"), and the long one trimmed ("trim")."""
+    lib, long = forward_kernel(D, causal, "bhld", L), long_forward(D, causal, L, False)
+    return {"lib": lib, **({"long": long} if long.name != lib.name else {}),
+            "trim": long_forward(D, causal, L, True)}
+
+
+VARIANTS = {(D, c, L): variants(D, c, L) for D, c in ROWS for L in LENGTHS}
+KERNELS = list({k.name: k for v in VARIANTS.values() for k in v.values()}.values())
+
+
+def main(lengths, ncu=False):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    from tkc.bench.timing import interleaved, profile_variants
+    torch.manual_seed(0)
+    for L in lengths:
+        B, H = 16384 // L, 16
+        for D, causal in ROWS:
+            assert attention_kernels(D, causal, "bhld")   # (the library's, built)
+            q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            scale = D ** -0.5
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                ref = sdpa(q, k, v, is_causal=causal).float()
+            fns = {}
+            for name, kern in VARIANTS[D, causal, L].items():
+                o, lse = torch.empty_like(q), torch.empty(B, H, 1, L, device="cuda")
+                fns[name] = fn = (lambda kern=kern, o=o, lse=lse: kern(q, k, v, o, lse, scale))
+                fn()
+                err = ((o.float() - ref).norm() / ref.norm()).item()
+                assert err < 1e-2, (D, causal, L, name, err)
+            config = f"B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}"
+            if ncu:
+                profile_variants(config, fns)
+                continue
+
+            def cudnn():
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
+                    sdpa(q, k, v, is_causal=causal)
+            times = interleaved({**fns, "cudnn": cudnn}, rounds=5, reps=10, inner=5)
+            line = " ".join(f"{n}: {statistics.median(times[n]):.3f} ms "
+                            f"({statistics.median(c / t for c, t in zip(times['cudnn'], times[n])):.3f})"
+                            for n in fns)
+            print(f"{config} cudnn {statistics.median(times['cudnn']):.3f} ms | {line}", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--parse"]:
+        from tkc.bench.timing import ncu_table
+        print("\n".join(ncu_table(*sys.argv[2:4], "attn_fwd")))
+        sys.exit()
+    args = [int(a) for a in sys.argv[1:] if not a.startswith("--")]
+    main(args or LENGTHS, ncu="--ncu" in sys.argv)
