@@ -31,8 +31,8 @@ from ..passes import verify_warpgroup as rules
 from . import ops
 from .complex import Complex, partwise
 from .tiles import Reg, Shared
-from .values import Bool
 from .trace import current, emitting, fail
+from .values import Bool
 from .workers import warpgroupid, warpid
 
 __all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
@@ -104,9 +104,9 @@ def _mma(py: str):
     op.__doc__ = (f"{py}(d, a, b[, c]) or d = {py}(a, b, c): the warpgroup's 64 x N "
                   "d = a @ b + c with the named transposes, issued asynchronously; "
                   "negate=True: d = -(a @ b) + c (free: wgmma's scale of a); "
-                  "when=cond: only where cond holds, else d = c, with no branch (every "
-                  "wgmma predicated, the group committed either way), e.g. to leave out a "
-                  "software-pipelined loop's edge products.")
+                  "when=cond: only where cond holds, else d = c and an empty group (so the "
+                  "waits count it either way), e.g. to leave out a software-pipelined "
+                  "loop's edge products.")
     return op
 
 

@@ -167,6 +167,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
             alpha = exp2((m - ms) * c)
             return s, m_new, row_sum(s, init=l * alpha), alpha
+
         for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
             tma.load(k_s, k, tile(hk, j))
             tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
