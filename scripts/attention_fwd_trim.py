@@ -3,7 +3,9 @@ wgmmas guarded off (attention_hopper's trim) against the same forwards
 without, and against tkc.attention's forward for the row (the short one below
 LONG_KEYS), bhld, B * L = 16k tokens, 16 heads: whether trim makes the long
 forward the faster one at 1k (its loop's n + 1 iterations did n + 1 tiles'
-work, an eighth more than needed at L 1k). Each variant is checked against
+work, an eighth more than needed at L 1k). At D 64 below LONG_KEYS also the
+short forward with skip_idle ("idle": the last 192-row block of a 1024-row
+head has two warpgroups with no row, which then issue no wgmma). Each variant is checked against
 SDPA's cuDNN output, then timed interleaved with SDPA's cuDNN forward (5
 rounds, boost clocks), or at locked clocks under ncu:
 
@@ -15,8 +17,8 @@ rounds, boost clocks), or at locked clocks under ncu:
 import statistics
 import sys
 
-from tkc.kernels.attention_bwd import (PERSISTENT, ZIGZAG_CAUSAL_KEYS, ZIGZAG_LONG, attention_kernels,
-                                       forward_kernel)
+from tkc.kernels.attention_bwd import (LONG_KEYS, PERSISTENT, ZIGZAG_CAUSAL_KEYS, ZIGZAG_LONG,
+                                       attention_kernels, forward_kernel)
 from tkc.kernels.attention_hopper import attention_hopper
 
 LENGTHS = (1024, 2048, 4096, 16384)
@@ -38,8 +40,11 @@ def variants(D: int, causal: bool, L: int) -> dict:
     """{name: kernel}: tkc.attention's ("lib"), the long one where that is
     another ("long"), and the long one trimmed ("trim")."""
     lib, long = forward_kernel(D, causal, "bhld", L), long_forward(D, causal, L, False)
+    idle = D == 64 and not causal and L < LONG_KEYS[D]
     return {"lib": lib, **({"long": long} if long.name != lib.name else {}),
-            "trim": long_forward(D, causal, L, True)}
+            "trim": long_forward(D, causal, L, True),
+            **({"idle": attention_hopper(D, False, "bhld", **BASE[D], persistent=PERSISTENT[D][0],
+                                         skip_idle=True)} if idle else {})}
 
 
 VARIANTS = {(D, c, L): variants(D, c, L) for D, c in ROWS for L in LENGTHS}

@@ -135,6 +135,10 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(pingpong=True, overlap=True, trim=True, persistent=True), 128, False, 200, 333),
     (dict(overlap=True, trim=True, diagonal_mask=True, consumers=1), 128, True, 77, 450),
     (dict(pingpong=True, overlap=True, trim=True, consumers=3), 64, True, 250, 100),
+    # skip_idle: the warpgroups whose rows lie past Lq (two of block 1's three at
+    # Lq 250 and one at 300) issue no wgmma
+    (dict(consumers=3, stages=2, persistent=True, skip_idle=True), 64, False, 300, 77),
+    (dict(pingpong=True, overlap=True, trim=True, consumers=3, skip_idle=True), 64, True, 250, 100),
 ]
 
 
@@ -149,7 +153,8 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     diagonal_mask=True, o_via_q=True (O written into Q's tile after the
     last S wgmma: the interpreter checks that write against the wgmma
     reads), trim=True (the overlap's wasted edge products guarded off: an
-    empty group stands in for each, which the waits' counts rely on)."""
+    empty group stands in for each, which the waits' counts rely on),
+    skip_idle=True (a warpgroup with no query row guards its mmas off)."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)

@@ -52,7 +52,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
                      blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False,
-                     o_via_q: bool = False, trim: bool = False):
+                     o_via_q: bool = False, trim: bool = False, skip_idle: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -88,6 +88,12 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     when=: their groups stay, empty, so the waits are unchanged), and the
     last iteration skips the softmax: the n + 1 iterations do n tiles'
     work, where they did n + 1 (an eighth more at L 1k, 128-key tiles).
+
+    skip_idle=True: a consumer warpgroup whose 64 query rows all lie past
+    Lq issues no wgmma (its mmas guarded by when=, so no branch around the
+    loop body; that form measured 0.94-0.97 on the H100, BENCHMARKS.md
+    2026-11-26), leaving the tensor cores to the others: at D = 64 a
+    1024-row head is six 192-row blocks, the last with two such warpgroups.
 
     pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
     consumer warpgroups take turns at issuing their wgmmas (with overlap,
@@ -125,7 +131,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
                                 f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
                                 "diag" if diagonal_mask and causal else "", "oq" if o_via_q else "",
-                                "trim" if trim else "") if x)
+                                "trim" if trim else "", "idle" if skip_idle else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -146,6 +152,13 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
         turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
+        live = qb * BQ + wg * 64 < Lq    # (skip_idle) the warpgroup has a query row
+
+        def guard(cond):
+            """An mma's when=: cond, and with skip_idle the warpgroup's rows."""
+            if not skip_idle:
+                return cond
+            return live if cond is None else live & cond
 
         def softmax(s, m, l, j):
             """Tile j's scores, masked where they reach past Lk or the
@@ -173,9 +186,10 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
             s = zero(rt(f32, 16, KV))
             with turn:                   # trim: S_n and P_(-1) V_(-1) would be wasted
-                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s, when=(j < n) if trim else None)
+                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s,
+                                  when=guard((j < n) if trim else None))
                 if overlap:              # O += P V of the previous tile, in flight meanwhile
-                    warpgroup.mma_AB(o_r, p, v_s, when=(j > 0) if trim else None)
+                    warpgroup.mma_AB(o_r, p, v_s, when=guard((j > 0) if trim else None))
             warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             if trim:                     # the last iteration only finishes P_(n-1) V_(n-1)
                 alpha = zero(rv(f32, 16)) + 1.0
@@ -189,7 +203,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                 o_r = mul_row(o_r, alpha)
             else:
                 o_r = mul_row(o_r, alpha)
-                warpgroup.mma_AB(o_r, s.to(bf16), v_s)
+                warpgroup.mma_AB(o_r, s.to(bf16), v_s, when=guard(None))
                 warpgroup.mma_async_wait(o_r)
         if pingpong:
             turn.end()
