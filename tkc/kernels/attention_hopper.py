@@ -152,11 +152,11 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
         turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
-        live = qb * BQ + wg * 64 < Lq    # (skip_idle) the warpgroup has a query row
+        live = (qb * BQ + wg * 64 < Lq) if skip_idle else None   # the warpgroup has a query row
 
         def guard(cond):
             """An mma's when=: cond, and with skip_idle the warpgroup's rows."""
-            if not skip_idle:
+            if live is None:
                 return cond
             return live if cond is None else live & cond
 
