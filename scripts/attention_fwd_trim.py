@@ -14,11 +14,7 @@ rounds, boost clocks), or at locked clocks under ncu:
         --csv --page raw --print-units base --log-file ncu.csv \\
         python3 scripts/attention_fwd_trim.py --ncu [L ...] > launches.txt
     python3 scripts/attention_fwd_trim.py --parse ncu.csv launches.txt"""
-import statistics
-import sys
-
-from tkc.kernels.attention_bwd import (LONG_KEYS, PERSISTENT, ZIGZAG_CAUSAL_KEYS, ZIGZAG_LONG,
-                                       attention_kernels, forward_kernel)
+from tkc.kernels.attention_bwd import LONG_KEYS, PERSISTENT, ZIGZAG_CAUSAL_KEYS, ZIGZAG_LONG, forward_kernel
 from tkc.kernels.attention_hopper import attention_hopper
 
 LENGTHS = (1024, 2048, 4096, 16384)
@@ -51,47 +47,6 @@ VARIANTS = {(D, c, L): variants(D, c, L) for D, c in ROWS for L in LENGTHS}
 KERNELS = list({k.name: k for v in VARIANTS.values() for k in v.values()}.values())
 
 
-def main(lengths, ncu=False):
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.functional import scaled_dot_product_attention as sdpa
-
-    from tkc.bench.timing import interleaved, profile_variants
-    torch.manual_seed(0)
-    for L in lengths:
-        B, H = 16384 // L, 16
-        for D, causal in ROWS:
-            assert attention_kernels(D, causal, "bhld")   # (the library's, built)
-            q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-            scale = D ** -0.5
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                ref = sdpa(q, k, v, is_causal=causal).float()
-            fns = {}
-            for name, kern in VARIANTS[D, causal, L].items():
-                o, lse = torch.empty_like(q), torch.empty(B, H, 1, L, device="cuda")
-                fns[name] = fn = (lambda kern=kern, o=o, lse=lse: kern(q, k, v, o, lse, scale))
-                fn()
-                err = ((o.float() - ref).norm() / ref.norm()).item()
-                assert err < 1e-2, (D, causal, L, name, err)
-            config = f"B{B} H{H} L{L} D{D} {'causal' if causal else 'full'}"
-            if ncu:
-                profile_variants(config, fns)
-                continue
-
-            def cudnn():
-                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION), torch.no_grad():
-                    sdpa(q, k, v, is_causal=causal)
-            times = interleaved({**fns, "cudnn": cudnn}, rounds=5, reps=10, inner=5)
-            line = " ".join(f"{n}: {statistics.median(times[n]):.3f} ms "
-                            f"({statistics.median(c / t for c, t in zip(times['cudnn'], times[n])):.3f})"
-                            for n in fns)
-            print(f"{config} cudnn {statistics.median(times['cudnn']):.3f} ms | {line}", flush=True)
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--parse"]:
-        from tkc.bench.timing import ncu_table
-        print("\n".join(ncu_table(*sys.argv[2:4], "attn_fwd")))
-        sys.exit()
-    args = [int(a) for a in sys.argv[1:] if not a.startswith("--")]
-    main(args or LENGTHS, ncu="--ncu" in sys.argv)
+    from attention_fwd_variants import cli
+    cli(lambda D, causal, L: VARIANTS[D, causal, L], ROWS, LENGTHS)
