@@ -40,7 +40,7 @@ import math
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
+from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, ones, rcp, row_max, row_sum,
                      store, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
@@ -192,7 +192,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                     warpgroup.mma_AB(o_r, p, v_s, when=guard((j > 0) if trim else None))
             warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             if trim:                     # the last iteration only finishes P_(n-1) V_(n-1)
-                alpha = zero(rv(f32, 16)) + 1.0
+                alpha = ones(rv(f32, 16))
                 with tkc.if_(j < n):
                     s, m, l, alpha = softmax(s, m, l, j)
             else:
