@@ -1,5 +1,5 @@
-"""The forward probes' shared runner (attention_fwd_fma.py, attention_fwd_oq.py,
-attention_fwd_trim.py): each probe names its rows (D, causal), lengths and
+"""The forward probes' shared runner (attention_fwd_fma.py and
+attention_fwd_oq.py): each probe names its rows (D, causal), lengths and
 variants; this checks every variant against a reference, then times them
 interleaved with SDPA's cuDNN forward (5 rounds, boost clocks) or launches
 them for ncu at locked clocks (--ncu; --parse CSV LAUNCHES reads ncu's

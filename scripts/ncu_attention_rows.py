@@ -20,11 +20,12 @@ import sys
 
 from tkc.kernels.attention_bwd import attention_kernels
 
-# (phase, D, causal, L): the rows below the bar on 2026-11-26 (BENCHMARKS.md)
-ROWS = [("fwd", 64, False, 1024), ("fwd", 128, False, 1024), ("fwd", 64, True, 1024),
-        ("fwd", 64, True, 4096), ("bwd", 64, False, 1024), ("bwd", 64, False, 4096),
-        ("bwd", 64, True, 4096), ("bwd", 128, False, 1024), ("bwd", 128, False, 4096),
-        ("bwd", 128, True, 4096)]
+# (phase, D, causal, L): the rows below the bar in the run of 2026-11-27
+# (1f3ffbe, BENCHMARKS.md session 7)
+ROWS = [("fwd", 64, False, 1024), ("fwd", 128, False, 1024), ("bwd", 64, False, 1024),
+        ("bwd", 64, False, 4096), ("bwd", 64, True, 1024), ("bwd", 64, True, 16384),
+        ("bwd", 128, False, 1024), ("bwd", 128, False, 4096), ("bwd", 128, False, 16384),
+        ("bwd", 128, True, 1024), ("bwd", 128, True, 4096), ("bwd", 128, True, 16384)]
 KERNELS = [k for D, c in sorted({(D, c) for _, D, c, _ in ROWS}) for k in attention_kernels(D, c, "bhld")]
 KERNEL_NAMES = "attn_fwd|attn_bwd|flash_fprop|flash_bprop"   # tkc's, cuDNN's
 METRICS = ["gpu__time_duration.sum",

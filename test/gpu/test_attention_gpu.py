@@ -47,18 +47,6 @@ KERNELS += list(PERSISTENT.values())
 ZIGZAG_BWD = attention_bwd(64, True, "bhld", **dict(backward_options(64, True, "bhld"), ds_slots=1),
                            persistent="zigzag")
 KERNELS.append(ZIGZAG_BWD)
-# guarded wgmmas (warpgroup mma when=): the long forwards with their overlap's
-# edge products left out (trim), D 64's short one with no wgmma in a
-# warpgroup without query rows (skip_idle)
-GUARDED = {"trim128": (128, False, attention_hopper(128, False, "bhld", overlap=True, pingpong=True,
-                                                   persistent=True, trim=True)),
-           "trim128c": (128, True, attention_hopper(128, True, "bhld", overlap=True, pingpong=True,
-                                                    persistent="zigzag", diagonal_mask=True, trim=True)),
-           "trim256": (256, False, attention_hopper(256, False, "bhld", stages=2, KV=64, overlap=True,
-                                                    pingpong=True, o_via_q=True, trim=True)),
-           "idle64": (64, False, attention_hopper(64, False, "bhld", stages=2, consumers=3, persistent=True,
-                                                  skip_idle=True))}
-KERNELS += [kern for _, _, kern in GUARDED.values()]
 
 
 def rel_err(x, ref):
@@ -357,17 +345,3 @@ def test_persistent_forward(causal, D):
     t = lambda x, c, b: x[c[b]:c[b + 1]].transpose(0, 1)[None]  # noqa: E731
     for b in range(len(lq)):
         assert rel_err(t(o, cq, b), reference(t(q, cq, b), t(k, ck, b), t(v, ck, b), causal)) < 1e-2
-
-
-@pytest.mark.parametrize("name", list(GUARDED))
-def test_guarded_forwards(name):
-    """The forwards whose wgmmas are guarded (when=: trim, skip_idle), on
-    ragged GQA shapes (1000 rows: D 64's last 192-row block has two warpgroups
-    without rows) and one key tile (both of the overlap loop's iterations are
-    edges)."""
-    D, causal, kern = GUARDED[name]
-    for B, Hq, Hkv, Lq, Lk in ((2, 8, 2, 1000, 1300), (1, 4, 1, 77, 100)):
-        q, k, v = inputs(B, Hq, Hkv, Lq, Lk, D, grad=False)
-        o, lse = torch.full_like(q, float("nan")), torch.empty(B, Hq, 1, Lq, device="cuda")
-        kern(q, k, v, o, lse, 1 / math.sqrt(D))
-        assert rel_err(o, reference(q, k, v, causal)) < 1e-2, (B, Lq, Lk)

@@ -129,16 +129,6 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(o_via_q=True, KV=64, stages=2), 256, False, 130, 200),
     (dict(o_via_q=True, KV=64, stages=2, pingpong=True, overlap=True), 256, True, 200, 77),
     (dict(o_via_q=True, stages=3), 128, True, 77, 200),
-    # trim: the overlap's edge wgmmas guarded off (one key tile: the loop's two
-    # iterations are both edges), the turns and a persistent block's items too
-    (dict(pingpong=True, overlap=True, trim=True), 128, False, 130, 200),
-    (dict(pingpong=True, overlap=True, trim=True, persistent=True), 128, False, 200, 333),
-    (dict(overlap=True, trim=True, diagonal_mask=True, consumers=1), 128, True, 77, 450),
-    (dict(pingpong=True, overlap=True, trim=True, consumers=3), 64, True, 250, 100),
-    # skip_idle: the warpgroups whose rows lie past Lq (two of block 1's three at
-    # Lq 250 and one at 300) issue no wgmma
-    (dict(consumers=3, stages=2, persistent=True, skip_idle=True), 64, False, 300, 77),
-    (dict(pingpong=True, overlap=True, trim=True, consumers=3, skip_idle=True), 64, True, 250, 100),
 ]
 
 
@@ -152,9 +142,7 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     the interpreter runs, deadlocks and races included), persistent=True,
     diagonal_mask=True, o_via_q=True (O written into Q's tile after the
     last S wgmma: the interpreter checks that write against the wgmma
-    reads), trim=True (the overlap's wasted edge products guarded off: an
-    empty group stands in for each, which the waits' counts rely on),
-    skip_idle=True (a warpgroup with no query row guards its mmas off)."""
+    reads)."""
     q, k, v, _ = _inputs(1, 4, 2, Lq, Lk, D, seed=D + Lq)
     o = np.full_like(q, np.nan)
     lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
@@ -320,8 +308,6 @@ def test_refusals():
     for option in ("overlap", "dq_first", "early_stats"):
         with pytest.raises(TkcError, match=r"overlap, dq_first, early_stats and ds_slots schedule the D <= 128 body"):
             attention_bwd(256, **{option: True})
-    with pytest.raises(TkcError, match=r"trim leaves out the overlap's wasted edge wgmmas"):
-        attention_hopper(128, trim=True)
     for bad in (dict(layout="varlen"), dict(persistent=True)):
         with pytest.raises(TkcError, match=r"o_via_q needs a layout other than varlen"):
             attention_hopper(128, o_via_q=True, **bad)

@@ -587,7 +587,10 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
 # Keys from which FlashAttention-3's schedule (ping-pong + intra-warpgroup
 # overlap) is the faster forward, per head dim: its loop runs one extra
 # iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
-LONG_KEYS = {64: 8192, 128: 2048, 256: 2048}
+# D 256 from 1024 since its forwards store O through Q's tile: long over
+# short 0.994 at 512 keys, 1.038 at 1k (ncu, locked clocks; BENCHMARKS.md
+# 2026-11-27 session 8).
+LONG_KEYS = {64: 8192, 128: 2048, 256: 1024}
 # Keys below which one consumer warpgroup a block (64 query rows), two blocks
 # an SM, is the faster causal forward: small blocks even out the causal work
 # that 128- or 192-row ones leave uneven. On the H100 (BENCHMARKS.md,

@@ -40,7 +40,7 @@ import math
 import tkc
 from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, ones, rcp, row_max, row_sum,
+from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
                      store, subtile, where, zero)
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
@@ -52,7 +52,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                      KV: int = 128, stages="auto", overlap: bool = False,
                      consumers: int = 2, pingpong: bool = False, persistent: bool = False,
                      blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False,
-                     o_via_q: bool = False, trim: bool = False, skip_idle: bool = False):
+                     o_via_q: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
     consumers: the consumer warpgroups, 64 query rows each (1 to 3).
@@ -83,18 +83,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     nothing overlaps; with pingpong=True the other warpgroup's turn does, and
     that pair is tkc.attention's forward for long sequences (LONG_KEYS).
 
-    trim=True (with overlap): the first iteration's PV (P is zero) and the
-    last one's S_n (K_n lies past the end) are guarded off (warpgroup mma's
-    when=: their groups stay, empty, so the waits are unchanged), and the
-    last iteration skips the softmax: the n + 1 iterations do n tiles'
-    work, where they did n + 1 (an eighth more at L 1k, 128-key tiles).
-
-    skip_idle=True: a consumer warpgroup whose 64 query rows all lie past
-    Lq issues no wgmma (its mmas guarded by when=, so no branch around the
-    loop body; that form measured 0.94-0.97 on the H100, BENCHMARKS.md
-    2026-11-26), leaving the tensor cores to the others: at D = 64 a
-    1024-row head is six 192-row blocks, the last with two such warpgroups.
-
     pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
     consumer warpgroups take turns at issuing their wgmmas (with overlap,
     S_j and PV_(j-1) together; without, S_j), so one warpgroup's softmax runs
@@ -120,8 +108,6 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError("attention: o_via_q needs a layout other than varlen (a TMA store cannot clip to a "
                        "sequence's slice) and a kernel that is not persistent (Q's other slot holds the "
                        "next item's)")
-    if trim and not overlap:
-        raise TkcError("attention: trim leaves out the overlap's wasted edge wgmmas (overlap=True)")
     BQ = 64 * consumers          # query rows per block
     name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
                                 f"kv{KV}", "" if stages == "auto" else f"s{stages}",
@@ -130,8 +116,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                                 "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
                                 "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
                                 f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
-                                "diag" if diagonal_mask and causal else "", "oq" if o_via_q else "",
-                                "trim" if trim else "", "idle" if skip_idle else "") if x)
+                                "diag" if diagonal_mask and causal else "", "oq" if o_via_q else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -152,18 +137,15 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
         c = scale * LOG2E
         turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
-        live = (qb * BQ + wg * 64 < Lq) if skip_idle else None   # the warpgroup has a query row
-
-        def guard(cond):
-            """An mma's when=: cond, and with skip_idle the warpgroup's rows."""
-            if live is None:
-                return cond
-            return live if cond is None else live & cond
-
-        def softmax(s, m, l, j):
-            """Tile j's scores, masked where they reach past Lk or the
-            diagonal, exponentiated against the new row maxima:
-            (P, m, l, alpha)."""
+        for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
+            tma.load(k_s, k, tile(hk, j))
+            tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
+            s = zero(rt(f32, 16, KV))
+            with turn:
+                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
+                if overlap:              # O += P V of the previous tile, in flight meanwhile
+                    warpgroup.mma_AB(o_r, p, v_s)
+            warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
                 diagonal = j * KV + KV - 1 > row0 + shift
@@ -175,35 +157,19 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                     seen = col <= iota(rt(f32, 16, KV), 0, start=row0 + shift)
                     keep = seen if keep is None else keep & seen
                 s = where(keep, s, -math.inf)
-            m_new = row_max(s, init=m)   # of the raw scores: the scale goes into one FFMA
-            ms = where(eq(m_new, -math.inf), 0.0, m_new) if causal else m_new  # a row with no key yet
+            m_prev = m
+            m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
+            ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
             s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
-            alpha = exp2((m - ms) * c)
-            return s, m_new, row_sum(s, init=l * alpha), alpha
-
-        for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
-            tma.load(k_s, k, tile(hk, j))
-            tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
-            s = zero(rt(f32, 16, KV))
-            with turn:                   # trim: S_n and P_(-1) V_(-1) would be wasted
-                warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s,
-                                  when=guard((j < n) if trim else None))
-                if overlap:              # O += P V of the previous tile, in flight meanwhile
-                    warpgroup.mma_AB(o_r, p, v_s, when=guard((j > 0) if trim else None))
-            warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
-            if trim:                     # the last iteration only finishes P_(n-1) V_(n-1)
-                alpha = ones(rv(f32, 16))
-                with tkc.if_(j < n):
-                    s, m, l, alpha = softmax(s, m, l, j)
-            else:
-                s, m, l, alpha = softmax(s, m, l, j)
+            alpha = exp2((m_prev - ms) * c)
+            l = row_sum(s, init=l * alpha)
             if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
                 warpgroup.mma_async_wait(o_r)
                 p = s.to(bf16)
                 o_r = mul_row(o_r, alpha)
             else:
                 o_r = mul_row(o_r, alpha)
-                warpgroup.mma_AB(o_r, s.to(bf16), v_s, when=guard(None))
+                warpgroup.mma_AB(o_r, s.to(bf16), v_s)
                 warpgroup.mma_async_wait(o_r)
         if pingpong:
             turn.end()
