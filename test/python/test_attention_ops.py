@@ -107,6 +107,19 @@ def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
     assert ["pingpong" in k.name for k in picked] == [False, True]
 
 
+def test_head_dim_256_takes_the_long_forward_earlier_without_the_mask():
+    """D = 256: the long forward from LONG_KEYS[256] keys without the mask,
+    from CAUSAL_LONG_KEYS[256] with it (the causal long forward is the
+    slower one at 1k)."""
+    from tkc.kernels.attention_bwd import CAUSAL_LONG_KEYS, LONG_KEYS
+    assert LONG_KEYS[256] < CAUSAL_LONG_KEYS[256]
+    for layout in ("bhld", "blhd", "varlen"):
+        picked = lambda causal, keys: "pingpong" in forward_kernel(256, causal, layout, keys).name  # noqa: E731
+        assert [picked(False, n) for n in (LONG_KEYS[256] - 1, LONG_KEYS[256])] == [False, True]
+        assert [picked(True, n) for n in (LONG_KEYS[256], CAUSAL_LONG_KEYS[256] - 1,
+                                          CAUSAL_LONG_KEYS[256])] == [False, False, True]
+
+
 def test_short_causal_sequences_get_the_paired_forward():
     """Causal varlen below PAIRED_CAUSAL_KEYS keys: one consumer warpgroup a
     block, two blocks an SM; from LONG_KEYS on the long forward; without the

@@ -587,10 +587,12 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
 # Keys from which FlashAttention-3's schedule (ping-pong + intra-warpgroup
 # overlap) is the faster forward, per head dim: its loop runs one extra
 # iteration, which short sequences do not amortise (H100, BENCHMARKS.md).
-# D 256 from 1024 since its forwards store O through Q's tile: long over
-# short 0.994 at 512 keys, 1.038 at 1k (ncu, locked clocks; BENCHMARKS.md
-# 2026-11-27 session 8).
+# D 256 without the mask from 1024 since its forwards store O through Q's
+# tile: long over short 0.973-0.994 at 512 keys, 1.035-1.038 at 1k; with the
+# mask 0.941 and 0.988, so there the long one starts at 2048 still
+# (CAUSAL_LONG_KEYS; ncu, locked clocks, BENCHMARKS.md 2026-11-27 session 8).
 LONG_KEYS = {64: 8192, 128: 2048, 256: 1024}
+CAUSAL_LONG_KEYS = {256: 2048}
 # Keys below which one consumer warpgroup a block (64 query rows), two blocks
 # an SM, is the faster causal forward: small blocks even out the causal work
 # that 128- or 192-row ones leave uneven. On the H100 (BENCHMARKS.md,
@@ -801,7 +803,7 @@ def forward_kernel(D: int, causal: bool, layout: str, keys: int):
         if keys < LONG_KEYS[D]:
             return ks.zigzag[0]
         return ks.zigzag[1] if len(ks.zigzag) > 1 else ks.long
-    if keys >= LONG_KEYS[D]:
+    if keys >= (CAUSAL_LONG_KEYS.get(D, LONG_KEYS[D]) if causal else LONG_KEYS[D]):
         return ks.long
     return ks.paired if keys < PAIRED_CAUSAL_KEYS.get(D, 0) else ks.short
 
