@@ -750,7 +750,8 @@ def attention_kernels(D: int, causal: bool, layout: str) -> AttentionKernels:
     stages at D = 64 (faster than a deeper ring on the H100), the deepest
     that fits at D = 128 (2); three consumer warpgroups at D = 64, two at
     128; the long forward adds ping-pong and the intra-warpgroup overlap
-    (for Lk >= LONG_KEYS[D]); the paired one (causal, Lk <
+    (for Lk >= LONG_KEYS[D], with the mask CAUSAL_LONG_KEYS[D] where it
+    has D); the paired one (causal, Lk <
     PAIRED_CAUSAL_KEYS[D]) has one consumer warpgroup and two blocks an SM,
     PAIRED_KV[D] keys a tile (the short forward itself where there is none).
     Without the mask and varlen the short and long forwards are persistent
