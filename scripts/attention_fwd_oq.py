@@ -1,4 +1,4 @@
-"""tkc.attention's D 256 forwards (short below LONG_KEYS, long from there)
+"""tkc.attention's D 256 forwards (the short or the long one, as it picks them)
 with O stored by TMA through Q's shared tile (attention_hopper's o_via_q)
 against the same kernels storing O from registers (what tkc.attention ran
 until then), causal and not, bhld, B * L = 16k tokens, 16 heads. Timed
@@ -10,7 +10,7 @@ locked clocks under ncu:
         --csv --page raw --print-units base --log-file ncu.csv \\
         python3 scripts/attention_fwd_oq.py --ncu [L ...] > launches.txt
     python3 scripts/attention_fwd_oq.py --parse ncu.csv launches.txt"""
-from tkc.kernels.attention_bwd import LONG_KEYS
+from tkc.kernels.attention_bwd import attention_kernels, forward_kernel
 from tkc.kernels.attention_hopper import attention_hopper
 
 LENGTHS = (1024, 4096, 16384)
@@ -19,7 +19,8 @@ D = 256
 
 def variant(causal: bool, L: int, oq: bool):
     """tkc.attention's D 256 forward for L keys, O through Q's tile or from registers."""
-    long = dict(overlap=True, pingpong=True) if L >= LONG_KEYS[D] else {}
+    picked_long = forward_kernel(D, causal, "bhld", L) is attention_kernels(D, causal, "bhld").long
+    long = dict(overlap=True, pingpong=True) if picked_long else {}
     return attention_hopper(D, causal, "bhld", stages=2, consumers=2, KV=64, **long, o_via_q=oq)
 
 

@@ -80,9 +80,9 @@ def _mma(py: str):
             raise fail(f"warpgroup.{py}: negate must be True or False, got {negate!r}")
         if when is not None and not isinstance(when, Bool):
             raise fail(f"warpgroup.{py}: when must be a traced condition (e.g. j > 0), got {when!r}")
-        if when is not None and any(isinstance(x, Complex) for x in args):
-            raise fail(f"warpgroup.{py}: when guards a real mma, not a complex one")
         if any(isinstance(x, Complex) for x in args):
+            if when is not None:
+                raise fail(f"warpgroup.{py}: when guards a real mma, not a complex one")
             return _complex_mma(py, op, args, negate)
         d, a, b, c = _split(py, args)
         for what, x in (("a", a), ("b", b), ("c", c)):

@@ -245,7 +245,6 @@ def _lower_mma(lw, op, args):
     except ValueError as e:
         raise error(op, f"{op.name}: {e}") from None
     acc = fence_registers(list(c.vals), "f")
-    f32 = ir.F32Type.get()
     if when is None:
         acc = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
         nvvm.wgmma_commit_group_sync_aligned()
@@ -256,7 +255,7 @@ def _lower_mma(lw, op, args):
     # commit is inside its arm, before the accumulators' join, and the
     # empty one follows a wgmma.fence as a real group does (a commit after
     # the join, or an empty arm's bare commit, serialise them).
-    branch = scf.IfOp(when, [f32] * len(acc), has_else=True)
+    branch = scf.IfOp(when, [ir.F32Type.get()] * len(acc), has_else=True)
     with ir.InsertionPoint(branch.then_block):
         out = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
         nvvm.wgmma_commit_group_sync_aligned()
