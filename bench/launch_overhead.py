@@ -14,86 +14,13 @@ the device check as if they lived on cuda:0. Every other check still runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
-from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-# ---------------------------------------------------------------- fake driver
-
-class _Handle(int):
-    """A CUcontext/CUfunction stand-in: cuda-bindings handles convert with int()."""
-
-
-def fake_cuda():
-    """A namespace with the cuda.bindings.driver calls tkc.runtime.driver makes,
-    each returning (CUDA_SUCCESS, ...) at the cost of one Python call."""
-    ok = 0
-    state = SimpleNamespace(current=_Handle(0), launches=0, last=None, set_current=0, result=ok)
-
-    def set_current(ctx):
-        state.current = ctx
-        state.set_current += 1
-        return (ok,)
-
-    def launch(*args):
-        state.launches += 1
-        state.last = args
-        return (state.result,)
-
-    return SimpleNamespace(
-        CUresult=SimpleNamespace(CUDA_SUCCESS=ok),
-        CUdevice_attribute=SimpleNamespace(
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR=75,
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR=76,
-            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=97),
-        CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8),
-        CUstream=_Handle,
-        cuInit=lambda flags: (ok,),
-        cuDeviceGet=lambda ordinal: (ok, ordinal),
-        cuDevicePrimaryCtxRetain=lambda dev: (ok, _Handle(1000 + dev)),
-        cuCtxGetCurrent=lambda: (ok, state.current),
-        cuCtxSetCurrent=set_current,
-        cuDeviceGetAttribute=lambda attr, dev: (ok, {75: 9, 76: 0}.get(attr, 228 * 1024)),
-        cuModuleLoadData=lambda image: (ok, _Handle(1)),
-        cuModuleGetFunction=lambda module, name: (ok, _Handle(2)),
-        cuFuncSetAttribute=lambda *args: (ok,),
-        cuLaunchKernel=launch,
-        state=state,
-    )
-
-
-@contextlib.contextmanager
-def fake_driver(bf16_from_f16: bool = False):
-    """Within: tkc.runtime uses fake_cuda(), and tensors the full checks see
-    claim to be on cuda:0 (numpy f16 arrays claim bf16 if bf16_from_f16).
-    Yields the fake (its .state counts launches); restores everything after."""
-    from tkc.runtime import args, driver
-    tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin)
-    saved = (driver._cuda, args.view, [dict(t) for t in tables])
-    real_view = args.view
-
-    def view(obj, stream=None):
-        v = real_view(obj, stream)
-        if v is not None and bf16_from_f16 and v.dtype == "f16":
-            v = v._replace(dtype="bf16")
-        return v and v._replace(device="cuda")
-
-    fake = fake_cuda()
-    driver._cuda, args.view = fake, view
-    for table in tables:  # what the real driver made stays out of the fake's way
-        table.clear()
-    try:
-        yield fake
-    finally:
-        driver._cuda, args.view = saved[0], saved[1]
-        for table, old in zip(tables, saved[2]):
-            table.clear()
-            table.update(old)
+from tkc.bench.fake_driver import fake_cuda, fake_driver  # noqa: E402,F401 (tests use both)
 
 
 # ---------------------------------------------------------------- measuring

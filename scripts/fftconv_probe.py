@@ -14,7 +14,7 @@ def main():
     import torch
 
     from tkc.bench.timing import medians
-    from tkc.kernels import fftconv_ops
+    from tkc.torchops import long_conv as fftconv_ops
     B, D = 16, 1024
     for v, kern in zip(VARIANTS, KERNELS):
         N = v["N"]

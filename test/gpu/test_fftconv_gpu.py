@@ -60,12 +60,12 @@ def test_refusals():
 
 def test_compile_graph_and_opcheck():
     import tkc
-    from tkc.kernels import fftconv_ops
+    from tkc.torchops import long_conv as fftconv_ops
     u, k = inputs(2, 8, 2048, 2048)
     kf = tkc.fftconv_filter(k, 2048)
     f = torch.compile(lambda u: tkc.fftconv(u, kf) * 2, fullgraph=True)
     assert rel_err(f(u), 2 * reference(u, k, 2048)) < 1e-2
-    torch.library.opcheck(fftconv_ops._fftconv, (u, kf))
+    torch.library.opcheck(fftconv_ops._fftconv.custom_op, (u, kf))
     y = tkc.fftconv(u, kf)          # warm: the module is loaded before capture
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):

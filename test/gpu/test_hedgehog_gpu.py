@@ -70,8 +70,8 @@ def test_refusals():
 
 def test_compile_and_opcheck():
     import tkc
-    from tkc.kernels import linear_ops
+    from tkc.torchops import linear_attn as linear_ops
     args = inputs(1, 2, 200, maps=0.1)
     f = torch.compile(lambda *a: tkc.hedgehog(*a, scale=0.1) * 2, fullgraph=True)
     assert rel_err(f(*args), 2 * reference(*args, 0.1)) < 2e-2
-    torch.library.opcheck(linear_ops._hedgehog, (*args, 0.1))
+    torch.library.opcheck(linear_ops._hedgehog.custom_op, (*args, 0.1))

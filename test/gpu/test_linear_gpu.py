@@ -92,10 +92,10 @@ def test_refusals():
 
 def test_compile_and_opcheck():
     import tkc
-    from tkc.kernels import linear_ops
+    from tkc.torchops import linear_attn as linear_ops
     q, k, v, g = inputs(1, 2, 200, 64, 64, decay=True)
     f = torch.compile(lambda q, k, v, g: tkc.linear_attention(q, k, v, g=g) * 2, fullgraph=True)
     assert rel_err(f(q, k, v, g), 2 * reference(q, k, v, 0.125, g)) < 2e-2
-    torch.library.opcheck(linear_ops._la, (q, k, v, g, 0.125))
+    torch.library.opcheck(linear_ops._la.custom_op, (q, k, v, g, 0.125))
     qb, kb, vb, _ = inputs(1, 2, 128, 16, 64)
-    torch.library.opcheck(linear_ops._based, (qb, kb, vb, 0.25))
+    torch.library.opcheck(linear_ops._based.custom_op, (qb, kb, vb, 0.25))

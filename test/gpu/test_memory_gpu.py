@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 
 
 def ops():
-    from tkc.kernels import torch_ops
-    return torch_ops
+    import tkc.torchops
+    return tkc.torchops
 
 
 def rel_err(x, ref):

@@ -39,3 +39,26 @@ def aligned(shape, dtype, align=64):
 
 def good_args():
     return [aligned((2, 32, 64), np.float32), aligned((16, 24), np.float16), 0.5, 3]
+
+
+class Launch:
+    """A stand-in for a tkc.Kernel in the torch ops' CPU tests: `run(*args)`
+    launches (e.g. through the interpreter), and `prepare(*args)` returns what
+    the ops keep per argument signature (the runtime's Prepared), which is
+    later called with tensors whose data pointers are those of the prepared
+    arguments' views: it re-makes each view (its shape and strides over the
+    passed tensor's storage) before running."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __call__(self, *args):
+        self.run(*args)
+
+    def prepare(self, *args):
+        import torch
+        specs = [(tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else None for a in args]
+
+        def launch(*xs):
+            self.run(*(x.as_strided(*spec) if spec else x for x, spec in zip(xs, specs)))
+        return launch

@@ -16,8 +16,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
+from helpers import Launch  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
-from tkc.kernels import attention_ops as ops  # noqa: E402
+from tkc.torchops import plans  # noqa: E402
+from tkc.torchops import attn as ops  # noqa: E402
 from tkc.kernels.attention_bwd import backward_kernels, forward_kernel  # noqa: E402
 
 
@@ -32,11 +34,12 @@ def _interpreted(kernel):
             for a, arr in zip(args, arrays):
                 if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
                     a.copy_(torch.from_numpy(arr).view(a.shape))
-    return run
+    return Launch(run)
 
 
 @pytest.fixture(autouse=True)
 def interpreter(monkeypatch):
+    plans.forget()  # each test's picks and stand-ins, not the last test's
     monkeypatch.setattr(ops, "forward_kernel", lambda *key: _interpreted(forward_kernel(*key)))
     monkeypatch.setattr(ops, "backward_kernels",
                         lambda *key: tuple(_interpreted(k) for k in backward_kernels(*key)))
@@ -224,7 +227,7 @@ def test_opcheck():
     """torch.library.opcheck: schema, fake tensors, autograd registration and
     AOT dispatch of the forward op agree with its real implementation."""
     q, k, v = _qkv(1, 2, 1, 64, 96, 64)
-    torch.library.opcheck(ops._fwd, (q, k, v, True, 0.125))
+    torch.library.opcheck(ops._fwd.custom_op, (q, k, v, True, 0.125))
 
 
 def test_compiles_without_graph_breaks():
@@ -279,7 +282,7 @@ def test_bad_inputs_are_refused_at_the_callers_line():
     _refused(ops.attention, (q, z(1, 2, 64, 128), z(1, 2, 64, 128)), "one head dim, got 64, 128")
     _refused(ops.attention, (z(1, 2, 8, 96),) * 3, r"head dim 96 is not supported")
     _refused(ops.attention, (q, k, v[:, :, :32]), "k and v must have one shape")
-    _refused(ops.attention, (q, k, v), "must be on q's CUDA device")  # CPU tensors
+    _refused(ops.attention, (q, k, v), "q must be on a CUDA device, got cpu")  # CPU tensors
 
 
 def test_bad_offsets_are_refused():
@@ -293,4 +296,4 @@ def test_bad_offsets_are_refused():
                                                      r"for cu_seqlens_q \(5\)")
     _refused(fn, (q, k, k, good[0].long(), good[1], 6, 6), "must be an int32 tensor")
     _refused(fn, (q, k, k, good[0], cu(0, 2, 6, 12), 6, 6), "must describe one batch")
-    _refused(fn, (q, k, k, *good, 6, 6), "must be on q's CUDA device")  # CPU tensors
+    _refused(fn, (q, k, k, *good, 6, 6), "q must be on a CUDA device, got cpu")  # CPU tensors

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import Launch
 
 import tkc
 from tkc import bf16, f32, gl, warpgroup
@@ -145,7 +146,7 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture
 def ops(monkeypatch):
-    from tkc.kernels import fftconv_ops
+    from tkc.torchops import long_conv as fftconv_ops
 
     def interpreted(N, L):
         def run(*args):
@@ -153,7 +154,7 @@ def ops(monkeypatch):
             fftconv(N, L).interpret(*arrays)
             with torch.no_grad():
                 args[-1].copy_(torch.from_numpy(arrays[-1]).view(args[-1].shape))
-        return run
+        return Launch(run)
     monkeypatch.setattr(fftconv_ops, "_kernel", interpreted)
     return fftconv_ops
 
@@ -168,7 +169,7 @@ def test_op(ops):
     assert rel_err(kf[0].double().numpy() + 1j * kf[1].double().numpy(), want) < 1e-2
     y = ops._fftconv(ut, kf)
     assert rel_err(y.float().numpy(), reference.fftconv(u, k, 2048)) < 1e-2
-    torch.library.opcheck(ops._fftconv, (ut, kf), test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(ops._fftconv.custom_op, (ut, kf), test_utils=("test_schema", "test_faketensor"))
 
 
 def test_op_errors(ops):

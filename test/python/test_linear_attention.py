@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import Launch
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference
@@ -103,12 +104,12 @@ def _interpreted(kernel):
             for a, arr in zip(args, arrays):
                 if isinstance(a, torch.Tensor):
                     a.copy_(torch.from_numpy(arr).view(a.shape))
-    return run
+    return Launch(run)
 
 
 @pytest.fixture
 def ops(monkeypatch):
-    from tkc.kernels import linear_ops
+    from tkc.torchops import linear_attn as linear_ops
     monkeypatch.setattr(linear_ops, "_la_kernel", lambda *key: _interpreted(linear_attention(*key)))
     monkeypatch.setattr(linear_ops, "_based_kernel", lambda: _interpreted(based()))
     return linear_ops
@@ -123,7 +124,7 @@ def test_ops(ops):
     ref = reference.linear_attention(q.float().numpy(), k.float().numpy(), v.float().numpy(),
                                      0.125, g.numpy())
     assert rel_err(o.float().numpy(), ref) < 1e-2
-    torch.library.opcheck(ops._la, (q, k, v, None, 0.125), test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(ops._la.custom_op, (q, k, v, None, 0.125), test_utils=("test_schema", "test_faketensor"))
     qb, kb = (torch.randn(1, 2, 64, 16).bfloat16() for _ in range(2))
     ob = ops._based(qb, kb, v[:, :, :64].contiguous(), 0.25)
     ref = reference.based(qb.float().numpy(), kb.float().numpy(), v[:, :, :64].float().numpy(), 0.25)

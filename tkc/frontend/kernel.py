@@ -214,6 +214,15 @@ class Kernel:
             launcher = self._launcher = launcher_of(self.build())
         launcher(args, stream)
 
+    def prepare(self, *args):
+        """Check args and return a runtime Prepared: a launch for tensors of
+        these shapes that skips the checks (tkc/runtime/launch.py, Prepared)."""
+        self._check_arg_count(args)
+        if self._launcher is None:
+            from ..runtime.launch import launcher as launcher_of
+            self._launcher = launcher_of(self.build())
+        return self._launcher.prepare(args)
+
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""
         self._check_arg_count(arrays)

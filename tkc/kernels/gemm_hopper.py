@@ -1,61 +1,140 @@
-"""The library GEMM on Hopper: C = A @ B (or A @ B^T, nn.Linear's layout).
+"""The library GEMM on Hopper: C = op(A) @ op(B), op a transpose or not,
+optionally batched, optionally with nn.Linear's epilogue (bias, activation).
 
-A (M x K) and B (K x N, or N x K) bf16, f32 accumulation, C bf16 or f32.
-Written as a plain pipelined loop (docs/pipelining.md): tk-pipeline-staging
-makes the producer warpgroup, the TMA ring and its mbarriers, and keeps each
-wgmma in flight into the next iteration; tk-grid-ordering makes it persistent
-(one block per SM) in L2-friendly super-rows. No barrier is written here.
+A (M x K, or K x M) and B (K x N, or N x K: nn.Linear's weight) bf16, f32
+accumulation, C bf16 or f32. Written as a plain pipelined loop
+(docs/pipelining.md): tk-pipeline-staging makes the producer warpgroup, the
+TMA ring and its mbarriers, and keeps each wgmma in flight into the next
+iteration; tk-grid-ordering makes it persistent (one block per SM) in
+L2-friendly super-rows. No barrier is written here.
 
 A block computes a 128 x BN tile of C with two consumer warpgroups (each its
 64 rows: a subtile of the A stage) over K steps of 64; the finish goes
 through two shared tiles of 128 x EPI by TMA stores, so a work item's stores
 overlap the next item's main loop. TMA zero-fills and clips, so M, N and K
-need not be multiples of the tile: only rows of 16 bytes (K and N multiples
-of 8 for bf16).
+need not be multiples of the tile: only rows of 16 bytes (the memory's
+inner dim a multiple of 8 for bf16: K and N, or with transpose_a M and N).
+
+The transposes are wgmma's (its transpose bits, valid for bf16): a
+transposed operand is read from shared memory as TMA put it, with no copy;
+so dW = X^T dY of a linear layer's backward is gemm_hopper(transpose_a=True).
 """
 
 import tkc
-from tkc import bf16, f32, gl, rt, st, tma, warpgroup
-from tkc.ops import subtile, zero
+from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
+from tkc.ops import add_col, gelu, load, silu, subtile, zero
 
 BM, BK = 128, 64
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
+ACTIVATIONS = (None, "gelu", "silu")
 
 
 def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 stages="auto", persistent: bool = True, order: str = "auto",
-                epilogue: tuple | None = None):
-    """epilogue=(cols, buffers): the finish tiles (default: 16 KiB ones, two of them)."""
+                epilogue: tuple | None = None, *, transpose_a: bool = False,
+                batched: bool = False, bias: bool = False, activation: str | None = None,
+                preact: bool = False):
+    """The kernel for one specialisation; its arguments, in order:
+
+        a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
+        b     gl(bf16, 1, 1, K, N), or (1, 1, N, K) with transpose_b
+        bias  gl(bf16, 1, 1, 1, N)                  with bias=True
+        c     gl(out_dtype, 1, 1, M, N)             the result
+        z     gl(out_dtype, 1, 1, M, N)             with preact=True
+
+    transpose_a / transpose_b: C = A^T B, A B^T or A^T B^T from A, B as
+    stored (mma_AtB, mma_ABt, mma_AtBt).
+    batched=True: a, c (and z) get a batch as the gl's second dim, (1, Bt, M,
+    K) etc., and the grid a z axis over it: one launch for [Bt, M, K] x
+    [Bt, K, N]. b's batch may be Bt or 1: a B of batch 1 serves every batch
+    (shared weights; the runtime takes only contiguous tensors, so a stride-0
+    broadcast is written as batch 1, or a 2-D B). bias is one vector for
+    all batches. order="auto" keeps the hardware's order here: its analysis
+    looks for loads that follow block_idx.y alone, and A's follow y and z.
+    bias=True: C = A B + bias, bias[n] added to column n in f32 (the
+    accumulator starts from it), as nn.Linear.
+    activation "gelu" (erf form, PyTorch's F.gelu default; tk.gelu, its erf
+    within 1.5e-7) or "silu": C = act(A B + bias), applied in f32 before the
+    conversion. With one, the finish runs at the item's end instead of under
+    the next item's loop (tk-pipeline-staging moves only the register ops it
+    knows there, and gelu and silu are not among them yet).
+    preact=True (with an activation): also z = A B + bias, the
+    pre-activation a backward needs for gelu'(z) or silu'(z).
+    epilogue=(cols, buffers): the finish tiles (default: 16 KiB ones, two of them).
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if preact and activation is None:
+        raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
     default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
     epi, buffers = epilogue or default
+    mma_name = f"{'at' if transpose_a else 'a'}{'bt' if transpose_b else 'b'}"
     name = "_".join(x for x in (
-        f"gemm_hopper_{out_dtype}_{'abt' if transpose_b else 'ab'}_{BM}x{BN}x{BK}",
+        f"gemm_hopper_{out_dtype}_{mma_name}_{BM}x{BN}x{BK}",
         "" if stages == "auto" else f"s{stages}", "" if persistent else "np",
         "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", ""),
-        "" if epilogue in (None, default) else f"e{epi}x{buffers}") if x)
-    b_dims = ("N", "K") if transpose_b else ("K", "N")
+        "" if epilogue in (None, default) else f"e{epi}x{buffers}",
+        "batched" if batched else "", "bias" if bias else "", activation or "",
+        "preact" if preact else "") if x)
+    mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
+    act = {"gelu": gelu, "silu": silu}.get(activation)
+    batch = "Bt" if batched else 1
+    A = gl(bf16, 1, batch, *(("K", "M") if transpose_a else ("M", "K")))
+    B = gl(bf16, 1, "Bb" if batched else 1, *(("N", "K") if transpose_b else ("K", "N")))
+    C = gl(out_dtype, 1, batch, "M", "N")
+    V = gl(bf16, 1, 1, 1, "N")
 
-    @tkc.kernel(name=name, warps=8, persistent=persistent, order=order,
-                grid=lambda a, b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))
-    def gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, *b_dims),
-             c: gl(out_dtype, 1, 1, "M", "N")):
+    def body(a, b, c, vec, z):
         bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
-        a_s = st(bf16, BM, BK)
+        # (b, d) of this block's matrices: its batch; B's is 0 when B has batch 1
+        ac = (0, tkc.block_idx.z) if batched else (0, 0)
+        bc = (0, tkc.block_idx.z % b.d) if batched else (0, 0)
+        a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
         c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
         acc = zero(rt(f32, 16, BN))
-        for k in tkc.range(tkc.cdiv(a.c, BK), stages=stages):
-            tma.load(a_s, a, (0, 0, bm, k))
-            if transpose_b:
-                tma.load(b_s, b, (0, 0, bn, k))
-                warpgroup.mma_ABt(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
-            else:
-                tma.load(b_s, b, (0, 0, k, bn))
-                warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+        if vec is not None:
+            # the bias is the accumulator's start, not a finish step: loaded
+            # before the loop, it leaves the finish as plain conversions, which
+            # tk-pipeline-staging can overlap with the next item's loop (a load
+            # in the finish would keep it in place); columns past N read 0
+            acc = add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
+        for k in tkc.range(tkc.cdiv(a.r if transpose_a else a.c, BK), stages=stages):
+            tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
+            tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
+            # each consumer warpgroup multiplies its 64 rows of C: rows of the
+            # A tile, or with transpose_a its columns (a 64-column panel)
+            mine = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
+            mma(acc, mine, b_s)
             warpgroup.mma_async_wait(acc)
-        for j in range(BN // epi):
-            out = c_s[j % buffers]
-            warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(out_dtype), (wg, 0))
-            tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
 
-    return gemm
+        def finish(g, y, j, n):
+            """Columns j of the tile to g, through finish tile n % buffers."""
+            out = c_s[n % buffers]
+            warpgroup.store(out, y.to(out_dtype), (wg, 0))
+            tma.store(g, out, (*ac, bm, bn * (BN // epi) + j))
+
+        for j in range(BN // epi):
+            x = subtile(acc, 16, epi, (0, j))
+            if preact:  # z, then y = act(z): both from the f32 values, each rounded once
+                finish(z, x, j, 2 * j)
+                finish(c, act(x), j, 2 * j + 1)
+            else:
+                finish(c, act(x) if act else x, j, j)
+
+    if bias and preact:
+        def gemm(a: A, b: B, bias: V, c: C, z: C):
+            body(a, b, c, bias, z)
+    elif bias:
+        def gemm(a: A, b: B, bias: V, c: C):
+            body(a, b, c, bias, None)
+    elif preact:
+        def gemm(a: A, b: B, c: C, z: C):
+            body(a, b, c, None, z)
+    else:
+        def gemm(a: A, b: B, c: C):
+            body(a, b, c, None, None)
+
+    grid = ((lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d)) if batched
+            else (lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM))))
+    return tkc.kernel(name=name, warps=8, persistent=persistent, order=order, grid=grid)(gemm)

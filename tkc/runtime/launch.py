@@ -65,6 +65,19 @@ class Launcher:
             values = plan.values.copy()
             for slot, x in zip(self.signature.slots, fast[1]):
                 values[slot] = x
+        self._launch(plan, values, raw_stream)
+
+    def prepare(self, args) -> "Prepared":
+        """Every check on args now; the Prepared launches later calls whose
+        tensors have these shapes, strides, dtypes and device (see Prepared)."""
+        fast = self.signature.key(args, None)
+        plan = self._plan(args, None, None)
+        if fast is None:
+            raise TkcError(f"kernel '{self.kernel}': only torch tensors and plain numbers can be "
+                           f"prepared", caller())
+        return Prepared(self, plan)
+
+    def _launch(self, plan: Plan, values: list, raw_stream) -> None:
         maps = self._maps(values, plan.shapes) if self.tensor_maps is not None else ()
         device = plan.device if plan.device is not None else _current_device()
         fn = self.functions.get(device) or self._load(device)
@@ -111,6 +124,31 @@ class Launcher:
                            f"cuda:{device} is sm_{major}{minor}", caller())
         fn = self.functions[device] = driver.load(self.image, self.kernel, device, self.shared)
         return fn
+
+
+class Prepared:
+    """One kernel's launch for one argument signature, checked once.
+
+    A later call passes, per argument, a torch tensor (only its data pointer
+    is read: it may be the base tensor of the view that was prepared) or a
+    scalar. The caller owns the promise that makes the checks unnecessary:
+    each tensor has the memory layout of the prepared one (shape, strides,
+    dtype, device, 16-byte alignment), a scalar the grid reads keeps its value,
+    and no written tensor overlaps another argument. tkc's torch ops keep one
+    per argument signature, which their cache key fixes, for outputs they have
+    just allocated. What is left per launch: the data pointers, the tensor
+    maps (cached per pointer), packing, cuLaunchKernel."""
+
+    def __init__(self, launcher: Launcher, plan: Plan):
+        self.launcher, self.plan = launcher, plan
+        self.slots = launcher.signature.slots
+        self.tensors = [shape is not None for shape in plan.shapes]
+
+    def __call__(self, *args) -> None:
+        values = self.plan.values.copy()
+        for slot, tensor, x in zip(self.slots, self.tensors, args):
+            values[slot] = x.data_ptr() if tensor else x
+        self.launcher._launch(self.plan, values, None)
 
 
 def _stream_handle(stream) -> int:

@@ -24,16 +24,20 @@ TKC_OFFLINE=1 the kernels come from the artifact cache).
 """
 from __future__ import annotations
 
-import functools
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.attention_bwd import (backward_kernels, backward_options, dq_order, dq_result,
+                                     forward_kernel, stats_columns)
+from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
-from .attention_bwd import backward_kernels, backward_options, dq_order, dq_result, forward_kernel, stats_columns
-from .attention_hopper import HEAD_DIMS
+from .checks import check_device
+from .eager import Op
+from .plans import PlanCache, signature
 
 __all__ = ["attention", "attention_varlen"]
 
@@ -53,53 +57,121 @@ def _layout_of(*ts: Tensor) -> str:
     return "blhd" if all(t.transpose(1, 2).is_contiguous() for t in ts) else "bhld"
 
 
+def _spec(t: Tensor, layout: str) -> tuple:
+    """(size, strides) of a [B, H, L, D] tensor shaped like t in the layout's memory order."""
+    B, H, L, D = t.shape
+    if layout == "bhld":
+        return (B, H, L, D), (H * L * D, L * D, D, 1)
+    return (B, H, L, D), (L * H * D, D, H * D, 1)
+
+
 def _like(t: Tensor, layout: str, dtype=None) -> Tensor:
     """An empty tensor shaped like t ([B, H, L, D]) in the layout's memory order."""
-    if layout == "bhld":
-        return torch.empty_like(t, dtype=dtype, memory_format=torch.contiguous_format)
-    B, H, L, D = t.shape
-    return torch.empty(B, L, H, D, device=t.device, dtype=dtype or t.dtype).transpose(1, 2)
+    return torch.empty_strided(*_spec(t, layout), device=t.device, dtype=dtype or t.dtype)
 
 
 def _in_layout(t: Tensor, layout: str) -> Tensor:
     return t.contiguous() if layout == "bhld" else t.transpose(1, 2).contiguous().transpose(1, 2)
 
 
-@torch.library.custom_op("tkc::attention_fwd", mutates_args=())
-def _fwd(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def _in_layout_all(layout: str, *ts: Tensor) -> Callable:
+    """A function bringing tensors of ts' layouts into `layout` (the identity
+    when they are in it: the common case, FlashAttention's or SDPA's layout).
+    It is made for ts' signature and applied to tensors of the same one."""
+    fits = [t.is_contiguous() if layout == "bhld" else t.transpose(1, 2).is_contiguous() for t in ts]
+    if all(fits):
+        return lambda *xs: xs
+    return lambda *xs: tuple(x if fit else _in_layout(x, layout) for x, fit in zip(xs, fits))
+
+
+def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
+    """The forward for q, k, v's signature: layout, kernel, prepared launch."""
     layout = _layout_of(q, k, v)
-    q, k, v = (_in_layout(t, layout) for t in (q, k, v))
     B, H, L, D = q.shape
-    o = _like(q, layout)
-    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
-    forward_kernel(D, causal, layout, k.shape[2])(*_views(layout, q, k, v, o), lse.unsqueeze(2),
-                                                  scale)
-    return o, lse
+    o_spec, dev = _spec(q, layout), q.device
+
+    def outputs():
+        return (torch.empty_strided(*o_spec, device=dev, dtype=q.dtype),
+                torch.empty(B, H, L, device=dev, dtype=torch.float32))
+
+    if q.numel() == 0 or k.shape[2] == 0:  # no rows, or no key: o = 0 (as for a query with no key)
+        def empty(q, k, v, scale):
+            o, lse = outputs()
+            return o.zero_(), lse.fill_(-math.inf)
+        return empty
+    arrange = _in_layout_all(layout, q, k, v)
+    o, lse = outputs()
+    launch = forward_kernel(D, causal, layout, k.shape[2]).prepare(
+        *_views(layout, *arrange(q, k, v), o), lse.unsqueeze(2), scale)
+
+    def run(q, k, v, scale):
+        q, k, v = arrange(q, k, v)
+        o, lse = outputs()
+        launch(q, k, v, o, lse, scale)
+        return o, lse
+    return run
 
 
-@_fwd.register_fake
-def _(q, k, v, causal, scale):
+_fwd_plans = PlanCache(_fwd_plan)
+
+
+def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    return _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)(q, k, v, scale)
+
+
+def _fwd_fake(q, k, v, causal, scale):
     B, H, L, D = q.shape
     return _like(q, _layout_of(q, k, v)), q.new_empty(B, H, L, dtype=torch.float32)
 
 
-@torch.library.custom_op("tkc::attention_bwd", mutates_args=())
-def _bwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
-         scale: float) -> tuple[Tensor, Tensor, Tensor]:
+def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+              scale: float):
+    """The backward for the arguments' signature: prep and backward kernels,
+    prepared; dQ's f32 accumulator and the statistics allocated per call."""
     layout = _layout_of(q, k, v, o)
-    q, k, v, o, do = (_in_layout(t, layout) for t in (q, k, v, o, do))
     B, H, L, D = q.shape
+    specs, dev = [_spec(t, layout) for t in (q, k, v)], q.device
+
+    def outputs():
+        return [torch.empty_strided(*spec, device=dev, dtype=q.dtype) for spec in specs]
+
+    if q.numel() == 0 or k.numel() == 0:  # nothing flows: zero gradients
+        return lambda *args: tuple(t.zero_() for t in outputs())
+    arrange = _in_layout_all(layout, q, k, v, o, do)
+    q_, k_, v_, o_, do_ = arrange(q, k, v, o, do)
     prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
-    stats = torch.empty(B, H, 2, stats_columns(L), device=q.device, dtype=torch.float32)
-    dq = _like(q, layout, torch.float32)  # the f32 accumulator, zeroed by prep_k
-    prep_k(*_views(layout, o, do), lse.view(B, H, 1, L), stats, *_views(layout, dq))
-    dk, dv = _like(k, layout), _like(v, layout)
-    bwd_k(*_views(layout, q, k, v, do), stats, *_views(layout, dq, dk, dv), scale)
-    return dq_result(dq, q.dtype, dq_order(backward_options(D, causal, layout))), dk, dv
+    order = dq_order(backward_options(D, causal, layout))
+    stats_shape = (B, H, 2, stats_columns(L))
+
+    def scratch():  # dq: the f32 accumulator, zeroed by prep_k
+        return (torch.empty(stats_shape, device=dev, dtype=torch.float32),
+                torch.empty_strided(specs[0][0], specs[0][1], device=dev, dtype=torch.float32))
+
+    stats, dq = scratch()
+    _, dk, dv = outputs()
+    prep = prep_k.prepare(*_views(layout, o_, do_), lse.view(B, H, 1, L), stats, *_views(layout, dq))
+    bwd = bwd_k.prepare(*_views(layout, q_, k_, v_, do_), stats, *_views(layout, dq, dk, dv), scale)
+
+    def run(do, q, k, v, o, lse, scale):
+        q, k, v, o, do = arrange(q, k, v, o, do)
+        stats, dq = scratch()
+        _, dk, dv = outputs()
+        prep(o, do, lse, stats, dq)
+        bwd(q, k, v, do, stats, dq, dk, dv, scale)
+        return dq_result(dq, q.dtype, order), dk, dv
+    return run
 
 
-@_bwd.register_fake
-def _(do, q, k, v, o, lse, causal, scale):
+_bwd_plans = PlanCache(_bwd_plan)
+
+
+def _bwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+              scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    plan = _bwd_plans((signature(do, q, k, v, o, lse), causal), do, q, k, v, o, lse, causal, scale)
+    return plan(do, q, k, v, o, lse, scale)
+
+
+def _bwd_fake(do, q, k, v, o, lse, causal, scale):
     layout = _layout_of(q, k, v, o)
     return _like(q, layout), _like(k, layout), _like(v, layout)
 
@@ -113,11 +185,13 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, do, dlse):
     q, k, v, o, lse = ctx.saved_tensors
+    do = torch.zeros_like(o) if do is None else do  # only the lse was used (its gradient is not)
     dq, dk, dv = _bwd(do, q, k, v, o, lse, ctx.causal, ctx.scale)
     return dq, dk, dv, None, None
 
 
-_fwd.register_autograd(_backward, setup_context=_setup)
+_bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
+_fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
@@ -131,36 +205,38 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     if k.shape[0] != B:
         raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}",
                        caller())
-    _check_device("attention", q, k, v)
+    check_device("attention", ("q", q), ("k", k), ("v", v))
     o, lse = _fwd(q, k, v, causal, _scale(scale, D))
     return (o, lse) if return_lse else o
 
 
 # ---------------------------------------------------------------- variable-length batches
 
-@torch.library.custom_op("tkc::attention_varlen_fwd", mutates_args=())
-def _vfwd(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_q: int, max_k: int,
-          causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+def _vfwd_impl(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_q: int,
+               max_k: int, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
     T, H, D = q.shape
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    o = torch.empty_like(q)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
+    if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
+        return o.zero_(), lse.fill_(-math.inf)
+    q, k, v = (t.contiguous() for t in (q, k, v))
     forward_kernel(D, causal, "varlen", max_k)(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
                                                lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
     return o, lse
 
 
-@_vfwd.register_fake
-def _(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):
+def _vfwd_fake(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):
     T, H, D = q.shape
-    return torch.empty_like(q), q.new_empty(H, T, dtype=torch.float32)
+    return torch.empty_like(q, memory_format=torch.contiguous_format), \
+        q.new_empty(H, T, dtype=torch.float32)
 
 
-@torch.library.custom_op("tkc::attention_varlen_bwd", mutates_args=())
-def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, cu_q: Tensor,
-          cu_k: Tensor, max_q: int, max_k: int, causal: bool,
-          scale: float) -> tuple[Tensor, Tensor, Tensor]:
+def _vbwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, cu_q: Tensor,
+               cu_k: Tensor, max_q: int, max_k: int, causal: bool,
+               scale: float) -> tuple[Tensor, Tensor, Tensor]:
     T, H, D = q.shape
+    if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
+        return tuple(torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
     q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     prep_k, bwd_k = backward_kernels(D, causal, "varlen", max_k)
     flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
@@ -173,9 +249,8 @@ def _vbwd(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, c
     return dq_result(dq, q.dtype, dq_order(backward_options(D, causal, "varlen"))), dk, dv
 
 
-@_vbwd.register_fake
-def _(do, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+def _vbwd_fake(do, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):
+    return tuple(torch.empty_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
 
 
 def _vsetup(ctx, inputs, output):
@@ -187,11 +262,13 @@ def _vsetup(ctx, inputs, output):
 
 def _vbackward(ctx, do, dlse):
     q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+    do = torch.zeros_like(o) if do is None else do
     dq, dk, dv = _vbwd(do, q, k, v, o, lse, cu_q, cu_k, *ctx.args)
     return dq, dk, dv, None, None, None, None, None, None
 
 
-_vfwd.register_autograd(_vbackward, setup_context=_vsetup)
+_vbwd = Op("tkc::attention_varlen_bwd", _vbwd_impl, _vbwd_fake)
+_vfwd = Op("tkc::attention_varlen_fwd", _vfwd_impl, _vfwd_fake, _vsetup, _vbackward)
 
 
 def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
@@ -211,7 +288,7 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
         raise TkcError(f"attention_varlen: cu_seqlens_q and cu_seqlens_k must describe one batch, "
                        f"got shapes {tuple(cu_seqlens_q.shape)} and {tuple(cu_seqlens_k.shape)}",
                        caller())
-    _check_device("attention_varlen", q, k, v)
+    check_device("attention_varlen", ("q", q), ("k", k), ("v", v))
     o, lse = _vfwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                    causal, _scale(scale, q.shape[-1]))
     return (o, lse) if return_lse else o
@@ -243,12 +320,6 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
     if hq % hk:
         raise TkcError(f"{fn}: the query heads ({hq}) must be a multiple of the key/value heads "
                        f"({hk})", caller())
-
-
-def _check_device(fn: str, *ts: Tensor) -> None:
-    for name, t in zip(("q", "k", "v"), ts):
-        if not t.is_cuda or t.device != ts[0].device:
-            raise TkcError(f"{fn}: {name} must be on q's CUDA device, got {t.device}", caller())
 
 
 def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:

@@ -21,10 +21,12 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
+from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
+from ..kernels.linear_attention import linear_attention as la_kernel
 from ..runtime.callsite import caller
-from .hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
-from .linear_attention import BASED_DV, BASED_F, based as based_kernel
-from .linear_attention import linear_attention as la_kernel
+from .checks import check_device
+from .eager import Op
 
 __all__ = ["linear_attention", "based", "hedgehog"]
 DIMS = (64, 128, 192, 256)
@@ -45,10 +47,15 @@ def _hedgehog_kernel():
     return hedgehog_kernel()
 
 
-@torch.library.custom_op("tkc::linear_attention", mutates_args=())
-def _la(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
+def _empty_out(v: Tensor) -> Tensor:
+    return torch.empty_like(v, memory_format=torch.contiguous_format)
+
+
+def _la_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
+    o = _empty_out(v)
+    if o.numel() == 0:
+        return o
     q, k, v = (t.contiguous() for t in (q, k, v))
-    o = torch.empty_like(v)
     if g is None:
         _la_kernel(q.shape[-1], v.shape[-1], False)(q, k, v, o, scale)
     else:
@@ -56,38 +63,30 @@ def _la(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tens
     return o
 
 
-@_la.register_fake
-def _(q, k, v, g, scale):
-    return torch.empty_like(v, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("tkc::based", mutates_args=())
-def _based(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+def _based_impl(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    o = _empty_out(v)
+    if o.numel() == 0:
+        return o
     q, k, v = (t.contiguous() for t in (q, k, v))
-    o = torch.empty_like(v)
     _based_kernel()(q, k, v, o, scale)
     return o
 
 
-@_based.register_fake
-def _(q, k, v, scale):
-    return torch.empty_like(v, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op("tkc::hedgehog", mutates_args=())
-def _hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
-              beta: Tensor, scale: float) -> Tensor:
+def _hedgehog_impl(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
+                   beta: Tensor, scale: float) -> Tensor:
+    o = _empty_out(v)
+    if o.numel() == 0:
+        return o
     q, k, v = (t.contiguous() for t in (q, k, v))
-    o = torch.empty_like(v)
     _hedgehog_kernel()(q, k, v, qmap.contiguous().unsqueeze(0), kmap.contiguous().unsqueeze(0),
                        alpha.contiguous().view(1, 1, 1, -1), beta.contiguous().view(1, 1, 1, -1),
                        o, scale)
     return o
 
 
-@_hedgehog.register_fake
-def _(q, k, v, qmap, kmap, alpha, beta, scale):
-    return torch.empty_like(v, memory_format=torch.contiguous_format)
+_la = Op("tkc::linear_attention", _la_impl, lambda q, k, v, g, scale: _empty_out(v))
+_based = Op("tkc::based", _based_impl, lambda q, k, v, scale: _empty_out(v))
+_hedgehog = Op("tkc::hedgehog", _hedgehog_impl, lambda q, k, v, *rest: _empty_out(v))
 
 
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
@@ -166,9 +165,7 @@ def _check(fn: str, q, k, v, features, values) -> None:
     if v.shape[-1] not in values:
         raise TkcError(f"{fn}: the value dim {v.shape[-1]} is not supported (one of {values})",
                        caller())
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not t.is_cuda or t.device != q.device:
-            raise TkcError(f"{fn}: {name} must be on q's CUDA device, got {t.device}", caller())
+    check_device(fn, ("q", q), ("k", k), ("v", v))
 
 
 def _scale(scale, F: int) -> float:

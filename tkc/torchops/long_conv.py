@@ -17,9 +17,12 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.fftconv import SPLITS, block_channels, filter_layout, operands, shape
+from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
-from .fftconv import SPLITS, block_channels, filter_layout, operands, shape
-from .fftconv import fftconv as fftconv_kernel
+from .checks import check_device
+from .eager import Op
+from .plans import PlanCache, signature
 
 __all__ = ["fftconv", "fftconv_filter"]
 
@@ -30,29 +33,40 @@ def _kernel(N: int, L: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _operands(N: int, L: int, device: str) -> tuple[Tensor, ...]:
+def _operands(N: int, L: int, device: torch.device) -> tuple[Tensor, ...]:
     """The kernel's constants (fftconv.operands) as bf16 [1, 1, r, c] tensors."""
     return tuple(torch.from_numpy(x).to(device, torch.bfloat16)[None, None].contiguous()
                  for x in operands(N, L))
 
 
-@torch.library.custom_op("tkc::fftconv", mutates_args=())
-def _fftconv(u: Tensor, kf: Tensor) -> Tensor:
+def _plan(u: Tensor, kf: Tensor):
     B, D, L = u.shape
     _, _, N1, N2 = kf.shape
-    N = N1 * N2
-    R = L // N2
-    u = u.contiguous()
-    y = torch.empty_like(u)
+    N, R = N1 * N2, L // N2
+    if u.numel() == 0:
+        return lambda u, kf: torch.empty_like(u)
     rows = lambda x: x.view(B, 1, D * R, N2)  # noqa: E731
-    _kernel(N, L)(rows(u), kf[0].view(1, 1, D * N1, N2), kf[1].view(1, 1, D * N1, N2),
-                  *_operands(N, L, str(u.device)), rows(y))
-    return y
+    operands = _operands(N, L, u.device)  # kept alive by the plan: their pointers are prepared
+    launch = _kernel(N, L).prepare(rows(u), kf[0].view(1, 1, D * N1, N2),
+                                   kf[1].view(1, 1, D * N1, N2), *operands, rows(torch.empty_like(u)))
+
+    def run(u, kf):
+        y = torch.empty_like(u)
+        launch(u, kf, kf[1], *operands, y)
+        return y
+    return run
 
 
-@_fftconv.register_fake
-def _(u, kf):
-    return torch.empty_like(u, memory_format=torch.contiguous_format)
+_plans = PlanCache(_plan)
+
+
+def _fftconv_impl(u: Tensor, kf: Tensor) -> Tensor:
+    """u and kf contiguous (fftconv makes them so)."""
+    return _plans(signature(u, kf), u, kf)(u, kf)
+
+
+_fftconv = Op("tkc::fftconv", _fftconv_impl,
+              lambda u, kf: torch.empty_like(u, memory_format=torch.contiguous_format))
 
 
 def fftconv_filter(k: Tensor, N: int) -> Tensor:
@@ -100,8 +114,6 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
         shape(N1 * N2, L)
     except TkcError as e:
         raise TkcError(str(e), caller()) from None
-    for name, t in (("u", u), ("kf", kf)):
-        if not t.is_cuda or t.device != u.device:
-            raise TkcError(f"fftconv: {name} must be on u's CUDA device, got {t.device}", caller())
-    return _fftconv(u, kf.contiguous())
+    check_device("fftconv", ("u", u), ("kf", kf))
+    return _fftconv(u.contiguous(), kf.contiguous())
 

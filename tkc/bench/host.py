@@ -1,0 +1,129 @@
+"""Host time per eager op call, beside the nearest torch call: what a model
+author's Python pays per op when the inputs are too small for the GPU to be
+the bottleneck.
+
+    python -m tkc.bench.host [--fake] [--calls N] [--rounds R] [--json FILE]
+
+On a GPU: tiny inputs, `calls` calls per measurement with a synchronise at
+each end, tkc's op and its peer interleaved over `rounds` rounds; the median
+µs per call of each, and their ratio. With --fake (or without a GPU) the same
+calls run on CPU tensors through tkc.bench.fake_driver: tkc's host work is
+real (checks, keys, allocations, packing), the launches are stubs and the
+torch peers run on the CPU, so only tkc's column means what it says there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+
+def _wall_us(fn, calls: int, sync) -> float:
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def cases(device: str) -> dict:
+    """{row: (tkc call, peer name, peer call)} on tiny inputs on device."""
+    import torch
+    import torch.nn.functional as F
+
+    import tkc
+    from tkc.kernels import gemm_hopper
+
+    bf = torch.bfloat16
+    new = lambda *shape, grad=False: torch.randn(*shape, device=device, dtype=bf,  # noqa: E731
+                                                 requires_grad=grad)
+    q, qg = new(1, 1, 128, 64), new(1, 1, 128, 64, grad=True)
+    a, b, c = new(128, 64), new(64, 256), new(128, 256)
+    u = new(1, 8, 1024)
+    kf = tkc.fftconv_filter(torch.randn(8, 1024, device=device), 1024)
+    ql = new(1, 1, 64, 64)
+    x, xg = new(64, 1024), new(64, 1024, grad=True)
+    w, bias = torch.ones(1024, device=device, dtype=bf), torch.zeros(1024, device=device, dtype=bf)
+    xr, xrg = new(1, 64, 1, 128), new(1, 64, 1, 128, grad=True)
+    ang = torch.rand(64, 64, device=device)
+    cos, sin = ang.cos().to(bf), ang.sin().to(bf)
+    gemm = gemm_hopper("bf16")
+    add = ("torch.add", lambda: torch.add(a, a))
+    sdpa = ("SDPA", lambda: F.scaled_dot_product_attention(q, q, q))
+    return {
+        "gemm_hopper kernel": (lambda: gemm(a, b, c), "torch.matmul", lambda: torch.matmul(a, b)),
+        "tkc.attention": (lambda: tkc.attention(q, q, q), *sdpa),
+        "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",
+                                 lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),
+        "tkc.attention fwd+bwd": (lambda: tkc.attention(qg, qg, qg).sum().backward(),
+                                  "SDPA fwd+bwd",
+                                  lambda: F.scaled_dot_product_attention(qg, qg, qg).sum().backward()),
+        "tkc.fftconv": (lambda: tkc.fftconv(u, kf), *add),
+        "tkc.linear_attention": (lambda: tkc.linear_attention(ql, ql, ql), *add),
+        "tkc.layer_norm": (lambda: tkc.layer_norm(x, w, bias), "F.layer_norm",
+                           lambda: F.layer_norm(x, (1024,), w, bias)),
+        "tkc.layer_norm fwd+bwd": (lambda: tkc.layer_norm(xg, w, bias).sum().backward(),
+                                   "F.layer_norm fwd+bwd",
+                                   lambda: F.layer_norm(xg, (1024,), w, bias).sum().backward()),
+        "tkc.rotary_embedding": (lambda: tkc.rotary_embedding(xr, cos, sin), *add),
+        "tkc.rotary_embedding fwd+bwd": (lambda: tkc.rotary_embedding(xrg, cos, sin).sum().backward(),
+                                         "x.mul(2) fwd+bwd", lambda: xrg.mul(2).sum().backward()),
+    }
+
+
+def measure(calls: int = 300, rounds: int = 5, fake: bool | None = None) -> dict:
+    """{'mode', 'rows': {row: {tkc_us, peer, peer_us, ratio}}}."""
+    import torch
+    fake = not torch.cuda.is_available() if fake is None else fake
+    if fake:
+        from .fake_driver import fake_driver
+        with fake_driver():
+            return {"mode": "fake driver (CPU)", "rows": _rows(cases("cpu"), calls, rounds,
+                                                                 lambda: None)}
+    return {"mode": torch.cuda.get_device_name(), "rows": _rows(cases("cuda"), calls, rounds,
+                                                                 torch.cuda.synchronize)}
+
+
+def _rows(table: dict, calls: int, rounds: int, sync) -> dict:
+    rows = {}
+    for name, (mine, peer, theirs) in table.items():
+        for fn in (mine, theirs):  # warm: kernels loaded, plans cached
+            for _ in range(20):
+                fn()
+        t, p = [], []
+        for _ in range(rounds):
+            t.append(_wall_us(mine, calls, sync))
+            p.append(_wall_us(theirs, calls, sync))
+        tm, pm = statistics.median(t), statistics.median(p)
+        rows[name] = {"tkc_us": round(tm, 1), "peer": peer, "peer_us": round(pm, 1),
+                      "ratio": round(tm / pm, 2)}
+    return rows
+
+
+def table(result: dict) -> str:
+    lines = [f"host µs per eager call ({result['mode']}); ratio = tkc / peer",
+             f"{'call':32} {'tkc µs':>8}  {'peer':24} {'µs':>7} {'ratio':>6}"]
+    for name, r in result["rows"].items():
+        lines.append(f"{name:32} {r['tkc_us']:8.1f}  {r['peer']:24} {r['peer_us']:7.1f} "
+                     f"{r['ratio']:6.2f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--fake", action="store_true", help="the fake driver, even with a GPU")
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--json", help="also write the result here")
+    opts = p.parse_args(argv)
+    result = measure(opts.calls, opts.rounds, True if opts.fake else None)
+    print(table(result))
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Argument checks the ops share: each error names the op, the argument,
+what was expected and what was found, at the caller's line (the first frame
+outside tkc and torch: runtime/callsite.py)."""
+from __future__ import annotations
+
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..runtime.callsite import caller
+
+# The device type the kernels run on. tkc.bench.fake_driver sets "cpu" so
+# that the host path can be measured and tested on a machine without a GPU.
+DEVICE_TYPE = "cuda"
+
+
+def _found(t) -> str:
+    if not isinstance(t, Tensor):
+        return type(t).__name__
+    return f"{str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}"
+
+
+def check_tensor(fn: str, name: str, t, rank: int | None = None, shape: str = "",
+                 dtypes: tuple = ()) -> None:
+    """t is a tensor of `rank` dims (shape describes them) and one of dtypes."""
+    if not isinstance(t, Tensor):
+        raise TkcError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}", caller())
+    if rank is not None and t.dim() != rank:
+        raise TkcError(f"{fn}: {name} must be {shape or f'{rank}-D'}, got shape "
+                       f"{tuple(t.shape)}", caller())
+    if dtypes and t.dtype not in dtypes:
+        names = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise TkcError(f"{fn}: {name} must be {names}, got {_found(t)}", caller())
+
+
+def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
+    """Every tensor on the first one's CUDA device."""
+    first = named[0][1].device
+    for name, t in named:
+        if t.device.type != DEVICE_TYPE or t.device != first:
+            where = "a CUDA device" if first.type != DEVICE_TYPE else f"{named[0][0]}'s device ({first})"
+            raise TkcError(f"{fn}: {name} must be on {where}, got {t.device}", caller())
+
+
+def check_rows(fn: str, name: str, t: Tensor) -> None:
+    """Rows of 16 bytes (TMA moves whole 16-byte units) and a unit last stride."""
+    if t.shape[-1] * t.element_size() % 16:
+        raise TkcError(f"{fn}: the rows of {name} must be a multiple of 16 bytes (a last dim "
+                       f"multiple of {16 // t.element_size()} for {_found(t).split()[0]}), got "
+                       f"{tuple(t.shape)}", caller())
+
+

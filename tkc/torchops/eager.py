@@ -1,0 +1,86 @@
+"""One op, two paths: tkc's PyTorch ops at torch's own host cost.
+
+A tkc op is a torch.library custom op (schema, fake implementation,
+autograd formula), so torch.compile, export, fake tensors and functorch see
+an op with known shapes and gradients. But calling a custom op from eager
+Python costs about as much host time again as the launches behind it: torch's
+Python wrapper, the dispatcher's trip back into Python, and a generated
+autograd.Function around it. So `Op.__call__` asks first whether anything is
+tracing; when nothing is (the common eager call), it runs the implementation
+itself, or, when a gradient is wanted, the same implementation and autograd
+formula through one plain autograd.Function. Both paths run the same Python
+(`impl`, `setup`, `backward`), so they cannot drift apart.
+
+"Tracing" is anything that must see the op rather than its launches:
+torch.compile (dynamo), a dispatch mode (fake tensors, make_fx, export,
+FlopCounter, functionalisation), functorch transforms (vmap, grad) and tensor
+subclasses (FakeTensor, FunctionalTensor, DTensor). CUDA-graph capture is not
+tracing: the launches themselves are captured.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.utils import _python_dispatch
+
+__all__ = ["Op", "tracing"]
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_functorch_stack = torch._C._functorch.peek_interpreter_stack
+_grad_enabled = torch.is_grad_enabled
+
+
+def tracing(args) -> bool:
+    """Whether a call with these arguments must go through the custom op.
+    is_compiling() comes first: dynamo folds it to True, so it never traces
+    the checks after it."""
+    if torch.compiler.is_compiling() or _python_dispatch._is_in_torch_dispatch_mode \
+            or _functorch_stack() is not None:
+        return True
+    return any(type(a) not in _PLAIN for a in args if isinstance(a, torch.Tensor))
+
+
+class Op:
+    """A tkc op: `impl(*args)` launches the kernels on real tensors.
+
+    name: the custom op's qualified name ("tkc::attention_fwd"); impl is
+    registered as it, so its annotations are the schema. fake(*args) gives
+    outputs of the right shapes for tracing. setup(ctx, inputs, output) and
+    backward(ctx, *grads) are torch.library's register_autograd pair; the
+    eager path calls them from its own autograd.Function, where gradients of
+    unused outputs arrive as None (not as zeros: the formula decides)."""
+
+    def __init__(self, name: str, impl: Callable, fake: Callable,
+                 setup: Callable | None = None, backward: Callable | None = None):
+        self.impl = impl
+        self.custom_op = torch.library.custom_op(name, impl, mutates_args=())
+        self.custom_op.register_fake(fake)
+        self.function = None
+        if backward is not None:
+            self.custom_op.register_autograd(backward, setup_context=setup)
+            self.function = _autograd_function(name, impl, setup, backward)
+
+    def __call__(self, *args):
+        if tracing(args):
+            return self.custom_op(*args)
+        if self.function is not None and _grad_enabled() and any(
+                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self.function.apply(*args)
+        return self.impl(*args)
+
+
+def _autograd_function(name: str, impl, setup, backward) -> type:
+    """An autograd.Function running impl forward and `backward` back."""
+
+    def forward(ctx, *args):
+        ctx.set_materialize_grads(False)
+        out = impl(*args)
+        setup(ctx, args, out)
+        return out
+
+    def back(ctx, *grads):
+        return backward(ctx, *grads)
+
+    return type(f"Eager_{name.replace('::', '_')}", (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(back)})

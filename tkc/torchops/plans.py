@@ -1,0 +1,50 @@
+"""Plans: what an op call depends on only through its arguments' layouts.
+
+An op's first call with a given argument signature (shapes, strides,
+dtypes, device, alignment, flags) picks its kernels, checks every launch
+argument and prepares the launches (tkc/runtime/launch.py, Prepared); the
+plan it returns allocates the outputs and launches on the data pointers of
+later calls with that signature. So a repeated call costs a key, a dict
+lookup, the allocations and the launches: no views, no argument checks.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor
+
+__all__ = ["PlanCache", "forget", "signature"]
+
+_caches: list = []  # every op's, for forget()
+
+
+def signature(*ts: Tensor) -> tuple:
+    """Per tensor what a plan may depend on: shape, strides, dtype, device
+    and its data pointer's offset from 16-byte alignment (TMA's unit)."""
+    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in ts)
+
+
+class PlanCache:
+    """key -> plan, where `build(*args)` makes the plan of a key's first call."""
+
+    LIMIT = 256  # plans kept per op (all forgotten when full: a shape sweep must not grow it)
+
+    def __init__(self, build: Callable):
+        self.build = build
+        self.plans: dict = {}
+        _caches.append(self)
+
+    def __call__(self, key, *args):
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) >= self.LIMIT:
+                self.plans.clear()
+            plan = self.plans[key] = self.build(*args)
+        return plan
+
+
+def forget() -> None:
+    """Drop every op's plans: the next calls pick kernels anew (after a
+    change of the picks, e.g. in tests)."""
+    for cache in _caches:
+        cache.plans.clear()

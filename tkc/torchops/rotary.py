@@ -1,0 +1,88 @@
+"""Rotary position embedding as a PyTorch op (tkc.rotary_embedding).
+
+    y = tkc.rotary_embedding(x, cos, sin)                   # x [B, T, H, D] bf16
+
+Differentiable in x: the backward is the same kernel rotating by -theta.
+The kernel: tkc/kernels/rotary.py. Importing this module needs torch, not
+MLIR (with TKC_OFFLINE=1 the kernels come from the artifact cache).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..kernels.rotary import rotary
+from ..runtime.callsite import caller
+from .checks import check_device, check_tensor
+from .eager import Op
+from .plans import PlanCache, signature
+
+__all__ = ["rotary_embedding"]
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(D: int, interleaved: bool):
+    return rotary(D, interleaved)
+
+
+def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool):
+    B, T, H, D = x.shape
+    if x.numel() == 0:
+        return lambda x, cos, sin: torch.empty_like(x)
+    rows = lambda t: t.view(B, 1, T, H * D)  # noqa: E731  (a gl of B rows of T x H*D)
+    launch = _kernel(D, interleaved).prepare(rows(x), cos, sin, rows(torch.empty_like(x)))
+
+    def run(x, cos, sin):
+        out = torch.empty_like(x)
+        launch(x, cos, sin, out)
+        return out
+    return run
+
+
+_plans = PlanCache(_plan)
+
+
+def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
+    """x, cos, sin contiguous (rotary_embedding makes them so)."""
+    return _plans((signature(x, cos, sin), interleaved), x, cos, sin, interleaved)(x, cos, sin)
+
+
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1], inputs[2])
+    ctx.interleaved = inputs[3]
+
+
+def _backward(ctx, grad):
+    if grad is None:
+        return None, None, None, None
+    cos, sin = ctx.saved_tensors  # the inverse rotation: by -theta
+    return _rotary(grad.contiguous(), cos, -sin, ctx.interleaved), None, None, None
+
+
+_rotary = Op("tkc::rotary", _impl,
+             lambda x, cos, sin, interleaved: torch.empty_like(x, memory_format=torch.contiguous_format),
+             _setup, _backward)
+
+
+def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
+    """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
+    sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or
+    (2i, 2i + 1) if interleaved; differentiable in x."""
+    check_tensor("rotary_embedding", "x", x, 4, "[B, T, H, D]", (torch.bfloat16,))
+    T, D = x.shape[1], x.shape[3]
+    if D % 64:
+        raise TkcError(f"rotary_embedding: the head dim D = {D} must be a multiple of 64", caller())
+    for name, t in (("cos", cos), ("sin", sin)):
+        check_tensor("rotary_embedding", name, t, 2, f"[{T}, {D // 2}]")
+        if tuple(t.shape) != (T, D // 2) or not t.is_floating_point():
+            raise TkcError(f"rotary_embedding: {name} must be a float tensor [{T}, {D // 2}] "
+                           f"([T, D/2]), got {t.dtype} {tuple(t.shape)}", caller())
+    check_device("rotary_embedding", ("x", x), ("cos", cos), ("sin", sin))
+    return _rotary(x.contiguous(), _bf16(cos), _bf16(sin), interleaved)
+
+
+def _bf16(t: Tensor) -> Tensor:
+    return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
