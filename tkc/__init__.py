@@ -10,7 +10,8 @@ from .frontend import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, 
 
 
 _TORCH_OPS = ("attention", "attention_varlen", "linear_attention", "based", "hedgehog",
-              "fftconv", "fftconv_filter", "layer_norm", "rotary_embedding")
+              "fftconv", "fftconv_filter", "layer_norm", "rms_norm", "rotary_embedding", "matmul",
+              "linear")
 
 
 def __getattr__(name):

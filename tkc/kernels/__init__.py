@@ -14,7 +14,27 @@ from .gemm_hopper import gemm_hopper
 from .hedgehog import hedgehog
 from .layernorm import layernorm_bwd, layernorm_fwd
 from .linear_attention import based, linear_attention
+from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .rotary import rotary
+
+
+NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
+NORM_WIDTHS = (1024, 2048, 4096, 5120, 8192)
+
+
+def _gemm_ops():
+    """The GEMMs tkc.matmul and tkc.linear launch (forward and backward)."""
+    plain = [gemm_hopper("bf16", tb, transpose_a=ta) for ta, tb in ((False, False), (False, True),
+                                                                      (True, False))]
+    batched = [gemm_hopper("bf16", tb, transpose_a=ta, batched=True)
+               for ta, tb in ((False, False), (False, True), (True, False))]
+    linear = [gemm_hopper("bf16", True, bias=bias, activation=act, preact=preact)
+              for bias in (False, True) for act in (None, "gelu", "silu")
+              for preact in ((False, True) if act else (False,)) if bias or act]
+    return plain + batched + linear
+
+
+GEMM_OPS = _gemm_ops()
 
 
 def library():
@@ -31,17 +51,14 @@ def library():
         # tkc.attention: forwards, prep and backward per head dim, mask and layout
         *dict.fromkeys(k for D in HEAD_DIMS for causal in (False, True)
                        for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
-        rotary(128),
-        rotary(128, interleaved=True),
-        # torch_ops.layer_norm: with a residual or without, with dropout or without
-        layernorm_fwd(1024),
-        layernorm_fwd(1024, dropout=True),
-        layernorm_fwd(1024, residual=False),
-        layernorm_fwd(1024, dropout=True, residual=False),
-        layernorm_bwd(1024),
-        layernorm_bwd(1024, dropout=True),
-        layernorm_bwd(1024, residual=False),
-        layernorm_bwd(1024, dropout=True, residual=False),
+        # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
+        *GEMM_OPS,
+        # tkc.rotary_embedding at the common head dims
+        *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
+        # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or
+        # without, with dropout or without
+        *(build(D, dropout=dropout, residual=residual) for build in NORMS
+          for D in NORM_WIDTHS for dropout in (False, True) for residual in (True, False)),
         # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
         *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
           for decay in (False, True)),

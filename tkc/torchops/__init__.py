@@ -3,8 +3,9 @@
     tkc.attention, tkc.attention_varlen      softmax attention (forward and backward)
     tkc.linear_attention, tkc.based, tkc.hedgehog   linear attention (forward)
     tkc.fftconv, tkc.fftconv_filter          FFT long convolution (forward)
-    tkc.layer_norm                           dropout + residual + LayerNorm
+    tkc.layer_norm, tkc.rms_norm             dropout + residual + LayerNorm / RMSNorm
     tkc.rotary_embedding                     RoPE
+    tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
@@ -12,9 +13,10 @@ kernels themselves (eager.py). This package imports torch, never MLIR.
 """
 from .attn import attention, attention_varlen
 from .long_conv import fftconv, fftconv_filter
+from .gemm import linear, matmul
 from .linear_attn import based, hedgehog, linear_attention
-from .norms import layer_norm
+from .norms import layer_norm, rms_norm
 from .rotary import rotary_embedding
 
 __all__ = ["attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
-           "layer_norm", "linear_attention", "rotary_embedding"]
+           "layer_norm", "linear", "linear_attention", "matmul", "rms_norm", "rotary_embedding"]

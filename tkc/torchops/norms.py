@@ -1,10 +1,11 @@
-"""Fused dropout + residual + LayerNorm as a PyTorch op (tkc.layer_norm).
+"""Fused dropout + residual + LayerNorm and RMSNorm as PyTorch ops
+(tkc.layer_norm, tkc.rms_norm).
 
     y = tkc.layer_norm(x, w, b)                             # x [..., D] bf16
     y, h = tkc.layer_norm(x, w, b, residual=r, dropout_p=0.1, prenorm=True)
 
 Differentiable in x, residual, weight and bias. The kernels:
-tkc/kernels/layernorm.py. Importing this module needs torch, not MLIR (with
+tkc/kernels/layernorm.py (and rmsnorm.py). Importing this module needs torch, not MLIR (with
 TKC_OFFLINE=1 the kernels come from the artifact cache).
 """
 from __future__ import annotations
@@ -16,12 +17,13 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
+from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
 from .checks import check_device, check_tensor
 from .eager import Op
 
-__all__ = ["layer_norm"]
+__all__ = ["layer_norm", "rms_norm"]
 WARPS = 4
 MAX_D = 16384  # the longest row the kernels serve
 
@@ -217,7 +219,7 @@ def _check(fn: str, x, weight, bias, residual) -> None:
                        f"{tuple(x.shape)}", caller())
     named = [("x", x)]
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is None and name == "bias" and fn != "layer_norm":
+        if t is None and name == "bias" and fn == "rms_norm":
             continue
         check_tensor(fn, name, t, 1, f"[{D}]")
         if t.shape[0] != D or not t.is_floating_point():
@@ -231,3 +233,101 @@ def _check(fn: str, x, weight, bias, residual) -> None:
                            f"got {residual.dtype} {tuple(residual.shape)}", caller())
         named.append(("residual", residual))
     check_device(fn, *named)
+
+
+# ---------------------------------------------------------------- RMSNorm
+#
+# One op pair, always through the residual kernels' shape of arguments when a
+# residual is given (h written for the backward), else the x-only ones. The
+# backward returns dw as [1, D] (no bias).
+
+@functools.lru_cache(maxsize=None)
+def _rms_kernels(D: int, dropout: bool, residual: bool):
+    return rmsnorm_fwd(D, dropout, WARPS, residual), rmsnorm_bwd(D, dropout, WARPS, residual)
+
+
+def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
+                  seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
+    N, D = x.shape
+    y, rstd = torch.empty_like(x), torch.empty(N, device=x.device, dtype=torch.float32)
+    h = torch.empty_like(x) if residual is not None else x.new_empty(0)
+    if N:
+        fwd = _rms_kernels(D, p > 0, residual is not None)[0]
+        ins = (x, residual) if residual is not None else (x,)
+        outs = (y, h) if residual is not None else (y,)
+        fwd(*ins, weight.view(1, D), *outs, rstd.view(1, N), p, eps, seed, offset)
+    return y, h, rstd
+
+
+def _rms_fwd_fake(x, residual, weight, eps, p, seed, offset):
+    stat = x.new_empty(x.shape[0], dtype=torch.float32)
+    return torch.empty_like(x), torch.empty_like(x) if residual is not None else x.new_empty(0), stat
+
+
+def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor, rstd: Tensor,
+                  p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
+    empty unless a residual and dropout (otherwise it is dx, or absent)."""
+    N, D = dy.shape
+    dx = torch.empty_like(dy)
+    residual = dh_next is not None
+    dres = torch.empty_like(dy) if residual and p > 0 else dy.new_empty(0)
+    if N == 0:
+        return dx, dres, weight.new_zeros(1, D)
+    part = torch.empty(_sms(dy.device) * 2, D, device=dy.device, dtype=torch.float32)
+    bwd = _rms_kernels(D, p > 0, residual)[1]
+    ins = (dy, dh_next, h) if residual else (dy, h)
+    bwd(*ins, weight.view(1, D), rstd.view(1, N), dx, *((dres,) if dres.numel() else ()), part,
+        p, seed, offset)
+    return dx, dres, part.sum(0, keepdim=True).to(weight.dtype)
+
+
+def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset):
+    dres = torch.empty_like(dy) if dh_next is not None and p > 0 else dy.new_empty(0)
+    return torch.empty_like(dy), dres, weight.new_empty(1, dy.shape[1])
+
+
+def _rms_setup(ctx, inputs, output):
+    x, residual, weight, _, p, seed, offset = inputs
+    _, h, rstd = output
+    ctx.residual = residual is not None
+    ctx.save_for_backward(h if ctx.residual else x, weight, rstd)
+    ctx.p, ctx.seed, ctx.offset = p, seed, offset
+
+
+def _rms_backward(ctx, dy, dh, drstd):
+    h, weight, rstd = ctx.saved_tensors
+    dy = torch.zeros_like(h) if dy is None else dy.contiguous()
+    dhn = None
+    if ctx.residual:
+        dhn = torch.zeros_like(h) if dh is None else dh.contiguous()
+    dx, dres, dw = _rms_bwd(dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset)
+    dr = (dres if dres.numel() else dx) if ctx.residual else None
+    return dx, dr, dw[0], None, None, None, None
+
+
+_rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
+_rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward)
+
+
+def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: float = 1e-6,
+             dropout_p: float = 0.0, prenorm: bool = False):
+    """RMSNorm(dropout(x) + residual) = h * rsqrt(mean(h^2) + eps) * weight over
+    the last dim (x bf16, D a multiple of 256 up to 16384), differentiable in x,
+    residual and weight. prenorm=True also returns h, the residual stream's
+    next value (without a residual, h = dropout(x): the residual kernels run
+    with a zero residual to write it)."""
+    _check("rms_norm", x, weight, None, residual)
+    if not 0 <= dropout_p < 1:
+        raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
+    shape, D = x.shape, x.shape[-1]
+    x2 = x.reshape(-1, D).contiguous()
+    seed, offset = _philox(x2, dropout_p)
+    if residual is None and prenorm and dropout_p > 0:
+        residual = torch.zeros_like(x)
+    r2 = _bf16(residual.reshape(-1, D)) if residual is not None else None
+    y, h, _ = _rms_fwd(x2, r2, _bf16(weight), eps, dropout_p, seed, offset)
+    if not prenorm:
+        return y.view(shape)
+    return y.view(shape), (h.view(shape) if r2 is not None else x)

@@ -1,0 +1,244 @@
+"""tkc's PyTorch ops as a model author calls them, on the CPU: the eager path
+that skips torch.library's wrapper (and the custom op that tracing sees),
+plans per argument signature, zero-size inputs, argument errors at the
+caller's line, tkc.matmul / tkc.linear and tkc.rms_norm with the interpreter
+standing in for the GPU, and the host path through the fake driver."""
+from __future__ import annotations
+
+import pytest
+from helpers import Launch
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+import tkc  # noqa: E402
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
+from tkc.torchops import checks, gemm, norms  # noqa: E402
+from tkc.torchops.eager import Op, tracing  # noqa: E402
+
+BF = torch.bfloat16
+
+
+def _interpreted(kernel):
+    """kernel.interpret on float32 / int32 copies; what it writes lands in the tensors."""
+    def run(*args):
+        arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
+                  .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
+        kernel.interpret(*arrays)
+        with torch.no_grad():
+            for a, arr in zip(args, arrays):
+                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
+                    a.copy_(torch.from_numpy(arr).view(a.shape))
+    return Launch(run)
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    """CPU tensors pass the ops' device checks; kernels run in the interpreter."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    build = gemm._kernel
+    monkeypatch.setattr(gemm, "_kernel", lambda *key: _interpreted(build(*key)))
+    monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
+        _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
+                                  rmsnorm_bwd(D, dropout, 4, residual))))
+    monkeypatch.setattr(norms, "_sms", lambda device: 2)
+
+
+def _rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+# ---------------------------------------------------------------- the eager path
+
+def _counting_op(name):
+    calls = {"impl": 0}
+
+    def impl(x: torch.Tensor) -> torch.Tensor:
+        calls["impl"] += 1
+        return x * 2
+
+    def backward(ctx, g):
+        return g * 2
+
+    op = Op(f"tkc_test::{name}", impl, lambda x: torch.empty_like(x), lambda ctx, i, o: None,
+            backward)
+    return op, calls
+
+
+def test_eager_calls_skip_the_custom_op(monkeypatch):
+    """No tracing: the implementation runs without torch.library's wrapper,
+    and with a gradient wanted through a plain autograd.Function; both give
+    the custom op's values and gradients."""
+    op, calls = _counting_op("eager")
+    through = []
+    real = op.custom_op
+    monkeypatch.setattr(op, "custom_op", lambda *a: through.append(1) or real(*a))
+    x = torch.randn(5, requires_grad=True)
+    y = op(x)
+    y.sum().backward()
+    assert through == [] and calls["impl"] == 1
+    assert torch.equal(y.detach(), x.detach() * 2) and torch.equal(x.grad, torch.full((5,), 2.0))
+    with torch.no_grad():
+        assert torch.equal(op(x), x.detach() * 2) and through == []
+
+
+def test_tracing_goes_through_the_custom_op():
+    """torch.compile (fullgraph), fake tensors and vmap see the custom op."""
+    op, calls = _counting_op("traced")
+    x = torch.randn(4, 3)
+    out = torch.compile(lambda t: op(t) + 1, backend="aot_eager", fullgraph=True)(x)
+    assert torch.equal(out, x * 2 + 1)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+        assert tracing((fake,)) and op(fake).shape == (4, 3)
+    assert not tracing((x, 1.0))
+    assert torch.equal(torch.vmap(op)(x), x * 2)
+
+
+# ---------------------------------------------------------------- edges and errors
+
+def test_zero_size_inputs_give_empty_outputs(monkeypatch, cpu_ops):
+    q = torch.zeros(0, 2, 64, 64, dtype=BF)
+    assert tkc.attention(q, q, q).shape == (0, 2, 64, 64)
+    q, k = torch.zeros(1, 2, 5, 64, dtype=BF), torch.zeros(1, 2, 0, 64, dtype=BF)
+    o = tkc.attention(q, k, k)
+    assert o.shape == (1, 2, 5, 64) and not o.any()   # no key: 0, as FlashAttention
+    t = torch.zeros(0, 2, 64, dtype=BF)
+    cu = torch.zeros(3, dtype=torch.int32)
+    assert tkc.attention_varlen(t, t, t, cu, cu, 0, 0).shape == (0, 2, 64)
+    x = torch.zeros(0, 256, dtype=BF, requires_grad=True)
+    w = torch.ones(256, dtype=BF, requires_grad=True)
+    y = tkc.rms_norm(x, w)
+    y.sum().backward()
+    assert y.shape == (0, 256) and not w.grad.any()
+    a = torch.zeros(0, 64, dtype=BF)
+    assert tkc.matmul(a, torch.zeros(64, 8, dtype=BF)).shape == (0, 8)
+    c = tkc.matmul(torch.ones(3, 0, dtype=BF), torch.ones(0, 8, dtype=BF))
+    assert c.shape == (3, 8) and not c.any()          # K = 0: a sum of nothing
+
+
+def _refused(match, fn, *args, **kw):
+    with pytest.raises(TkcError, match=match) as e:
+        fn(*args, **kw)
+    assert "test_torchops.py" in str(e.value)  # the caller's line, not tkc's or torch's
+
+
+def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
+    x = torch.zeros(4, 512, dtype=BF)
+    w, b = torch.ones(512, dtype=BF), torch.zeros(512, dtype=BF)
+    _refused(r"weight must be a float tensor \[512\]", tkc.layer_norm, x, w[:256], b)
+    _refused(r"bias must be \[512\]", tkc.layer_norm, x, w, b[None])
+    _refused(r"residual must be a float tensor of x's shape", tkc.layer_norm, x, w, b,
+             residual=x[:2])
+    _refused(r"multiple of 256 in 256..16384", tkc.layer_norm, torch.zeros(4, 300, dtype=BF), w, b)
+    _refused(r"multiple of 256 in 256..16384", tkc.rms_norm, torch.zeros(2, 16640, dtype=BF),
+             torch.ones(16640, dtype=BF))
+    _refused(r"x must be bfloat16", tkc.rms_norm, x.float(), w)
+    _refused(r"K = 12 must be a multiple of 8", tkc.matmul, torch.zeros(4, 12, dtype=BF),
+             torch.zeros(12, 8, dtype=BF))
+    _refused(r"a's last dim \(K = 16\) must be b's second to last", tkc.matmul,
+             torch.zeros(4, 16, dtype=BF), torch.zeros(8, 8, dtype=BF))
+    _refused(r"activation must be one of", tkc.linear, torch.zeros(2, 8, dtype=BF),
+             torch.zeros(8, 8, dtype=BF), None, "relu")
+    _refused(r"bias must be \[8\]", tkc.linear, torch.zeros(2, 8, dtype=BF),
+             torch.zeros(8, 8, dtype=BF), torch.zeros(16, dtype=BF))
+
+
+def test_errors_inside_a_compiled_graph_name_the_callers_line():
+    """An op reached through torch.compile (its custom op) still reports the
+    caller's file, not torch's machinery."""
+    x = torch.zeros(4, 512, dtype=BF)
+    w, b = torch.ones(256, dtype=BF), torch.zeros(512, dtype=BF)
+    with pytest.raises(Exception, match="test_torchops.py") as e:
+        torch.compile(lambda x: tkc.layer_norm(x, w, b), backend="eager")(x)
+    assert "weight must be a float tensor" in str(e.value)
+
+
+# ---------------------------------------------------------------- matmul, linear, rms_norm
+
+@pytest.mark.parametrize("case", ["ab", "a_bt", "batched", "batched_shared_b"])
+def test_matmul_values_and_gradients(cpu_ops, case):
+    """Against float64 autograd: a ragged 2-D product, b given as a transpose
+    (x @ w.t(): the A B^T kernel, no copy), a batch of products, and a batch
+    against one shared b (flattened into one product)."""
+    g = torch.Generator().manual_seed(1)
+    rnd = lambda *s: torch.randn(*s, generator=g).to(BF).requires_grad_()  # noqa: E731
+    a, b = {"ab": lambda: (rnd(40, 72), rnd(72, 136)),
+            "a_bt": lambda: (rnd(40, 72), rnd(136, 72)),
+            "batched": lambda: (rnd(2, 40, 72), rnd(2, 72, 24)),
+            "batched_shared_b": lambda: (rnd(2, 20, 72), rnd(72, 24))}[case]()
+    bb = b.t() if case == "a_bt" else b
+    c = tkc.matmul(a, bb)
+    ref = a.double() @ bb.double()
+    assert c.dtype == BF and c.shape == ref.shape and _rel(c, ref) < 1e-2
+    dc = torch.randn(ref.shape, generator=g).to(BF)
+    c.backward(dc)
+    da, db = a.grad.clone(), b.grad.clone()
+    a.grad = b.grad = None
+    ref.backward(dc.double())
+    assert _rel(da, a.grad) < 2e-2 and _rel(db, b.grad) < 2e-2
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "silu"])
+def test_linear_values_and_gradients(cpu_ops, activation):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 11, 64, generator=g).to(BF).requires_grad_()
+    w = (torch.randn(40, 64, generator=g) * 0.2).to(BF).requires_grad_()
+    b = torch.randn(40, generator=g).to(BF).requires_grad_()
+    y = tkc.linear(x, w, b, activation)
+    act = {None: lambda t: t, "gelu": torch.nn.functional.gelu,
+           "silu": torch.nn.functional.silu}[activation]
+    ref = act(x.double() @ w.double().t() + b.double())
+    assert y.shape == (3, 11, 40) and _rel(y, ref) < 1e-2
+    dy = torch.randn(ref.shape, generator=g).to(BF)
+    y.backward(dy)
+    grads = [t.grad.clone() for t in (x, w, b)]
+    for t in (x, w, b):
+        t.grad = None
+    ref.backward(dy.double())
+    for got, t in zip(grads, (x, w, b)):
+        assert _rel(got, t.grad) < 2e-2
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_rms_norm_values_and_gradients(cpu_ops, residual):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 256, generator=g).to(BF).requires_grad_()
+    r = torch.randn(5, 256, generator=g).to(BF).requires_grad_() if residual else None
+    w = (1 + 0.1 * torch.randn(256, generator=g)).to(BF).requires_grad_()
+    y, h = tkc.rms_norm(x, w, residual=r, prenorm=True)
+    hr = x.double() + (r.double() if residual else 0)
+    ref = hr * torch.rsqrt(hr.square().mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert _rel(y, ref) < 1e-2 and _rel(h, hr) < 1e-2
+    dy = torch.randn(5, 256, generator=g).to(BF)
+    y.backward(dy)
+    ts = (x, w, r) if residual else (x, w)
+    grads = [t.grad.clone() for t in ts]
+    for t in ts:
+        t.grad = None
+    ref.backward(dy.double())
+    for got, t in zip(grads, ts):
+        assert _rel(got, t.grad) < 2e-2
+
+
+# ---------------------------------------------------------------- the host path
+
+def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
+    """A repeated eager call launches once per call, reuses its plan (one per
+    signature) and the launcher's, and never enters torch.library's wrapper."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.torchops import rotary
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    x = torch.randn(1, 32, 2, 64).to(BF)
+    ang = torch.rand(32, 32)
+    cos, sin = ang.cos().to(BF), ang.sin().to(BF)
+    monkeypatch.setattr(rotary._rotary, "custom_op", None)  # would fail if called
+    with fake_driver() as cuda:
+        for _ in range(5):
+            tkc.rotary_embedding(x, cos, sin)
+        tkc.rotary_embedding(torch.randn(2, 32, 2, 64).to(BF), cos, sin)
+    assert cuda.state.launches == 6
+    assert len(rotary._plans.plans) == 2

@@ -1,0 +1,252 @@
+"""Matrix products as PyTorch ops: tkc.matmul and tkc.linear.
+
+    c = tkc.matmul(a, b)                  # a [..., M, K], b [K, N] or [..., K, N], bf16
+    y = tkc.linear(x, w, bias, "gelu")    # x [..., K], w [N, K]: act(x w^T + bias)
+
+Both run the library GEMM (tkc/kernels/gemm_hopper.py) forward and back:
+a transposed operand is read as stored (wgmma's transpose bits), so
+x @ w.t(), the gradients dA = dC B^T and dB = A^T dC, and a linear layer's
+dW = dY^T X need no transpose copies. A 2-D b serves a whole batch of a as
+one [batch * M, K] matrix; a batched b runs the batched kernel (b's batch
+equal to a's, or 1). linear's activation (None, "gelu" in its erf form,
+"silu") runs in the GEMM's epilogue; when a gradient is wanted the forward
+also stores the pre-activation, and the backward applies act' with torch's
+gelu_backward / silu_backward. Rows must be 16-byte multiples (K and N
+multiples of 8); M and the batch are free.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
+from ..runtime.callsite import caller
+from .checks import check_device, check_tensor
+from .eager import Op
+from .plans import PlanCache, signature
+
+__all__ = ["matmul", "linear"]
+BF16 = torch.bfloat16
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: bool = False,
+            activation: str | None = None, preact: bool = False):
+    return gemm_hopper("bf16", transpose_b, transpose_a=transpose_a, batched=batched, bias=bias,
+                       activation=activation, preact=preact)
+
+
+def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
+    """(m, transposed): a 2-D operand as the kernel reads it, the matrix itself
+    (row-major) or, when t is the transpose of a row-major matrix, that matrix
+    and True; anything else is copied to row-major."""
+    batch_ok = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) == t.shape[1] * t.shape[2]
+    if batch_ok and t.stride(-1) == 1 and t.stride(-2) == t.shape[-1]:
+        return t, False
+    if batch_ok and t.stride(-2) == 1 and t.stride(-1) == t.shape[-2]:
+        return t.transpose(-1, -2), True
+    return t.contiguous(), False
+
+
+def _gl(t: Tensor) -> Tensor:
+    """A 2-D or 3-D tensor as the kernels' 4-D gl view."""
+    return t.view(1, 1, *t.shape) if t.dim() == 2 else t.unsqueeze(0)
+
+
+def _mm_plan(a: Tensor, b: Tensor):
+    """C = A B for 2-D a [M, K] and b [K, N], or batched a [Bt, M, K] and b
+    [Bt or 1, K, N]; operands stored transposed are read so."""
+    batched = a.dim() == 3
+    M, N = a.shape[-2], b.shape[-1]
+    shape = (*a.shape[:-1], N)
+    if a.numel() == 0 or b.numel() == 0:  # empty, or K = 0 (a sum of nothing)
+        return lambda a, b: torch.zeros(shape, device=a.device, dtype=BF16)
+    (ma, ta), (mb, tb) = _as_rows(a), _as_rows(b)
+    copy = ma.data_ptr() != a.data_ptr() or mb.data_ptr() != b.data_ptr()
+    launch = _kernel(ta, tb, batched).prepare(
+        _gl(ma), _gl(mb), _gl(torch.empty(shape, device=a.device, dtype=BF16)))
+
+    def run(a, b):
+        if copy:
+            a, b = _as_rows(a)[0], _as_rows(b)[0]
+        c = torch.empty(shape, device=a.device, dtype=BF16)
+        launch(a, b, c)
+        return c
+    return run
+
+
+_mm_plans = PlanCache(_mm_plan)
+
+
+def _mm(a: Tensor, b: Tensor) -> Tensor:
+    return _mm_plans(signature(a, b), a, b)(a, b)
+
+
+def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
+    """a [..., M, K] @ b [K, N] (a's batch flattened into M) or [B, K, N]."""
+    if b.dim() == 2:
+        lead = a.shape[:-1]
+        flat = a.reshape(-1, a.shape[-1]) if a.dim() != 2 else a
+        return _mm(flat, b).view(*lead, b.shape[-1])
+    return _mm(a, b)
+
+
+def _mm_fake(a, b):
+    return a.new_empty((*a.shape[:-1], b.shape[-1]))
+
+
+def _mm_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _mm_backward(ctx, dc):
+    if dc is None:
+        return None, None
+    a, b = ctx.saved_tensors
+    need_a, need_b = ctx.needs_input_grad[:2]
+    da = _matmul(dc, b.transpose(-1, -2)) if need_a else None   # dC B^T: B read transposed
+    if not need_b:
+        return da, None
+    if b.dim() == 2:  # shared B: dB = sum over the batch = A^T dC over the flattened rows
+        a2, dc2 = a.reshape(-1, a.shape[-1]), dc.reshape(-1, dc.shape[-1])
+        return da, _matmul(a2.transpose(0, 1), dc2)
+    db = _matmul(a.transpose(-1, -2), dc)
+    return da, db.sum(0, keepdim=True) if b.shape[0] == 1 and a.shape[0] != 1 else db
+
+
+_matmul = Op("tkc::matmul", _mm_impl, _mm_fake, _mm_setup, _mm_backward)
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b in bf16 (f32 accumulation) for a [..., M, K] and b [K, N] or
+    [..., K, N] (b's batch a's, or 1); differentiable in a and b. K and N
+    multiples of 8 (16-byte rows); either operand may be a transpose."""
+    fn = "matmul"
+    check_tensor(fn, "a", a, None, "", (BF16,))
+    check_tensor(fn, "b", b, None, "", (BF16,))
+    if a.dim() < 2 or b.dim() < 2:
+        raise TkcError(f"{fn}: a and b must have 2 or more dims, got shapes {tuple(a.shape)} and "
+                       f"{tuple(b.shape)}", caller())
+    if a.shape[-1] != b.shape[-2]:
+        raise TkcError(f"{fn}: a's last dim (K = {a.shape[-1]}) must be b's second to last, got "
+                       f"shapes {tuple(a.shape)} and {tuple(b.shape)}", caller())
+    _check_rows(fn, K=a.shape[-1], N=b.shape[-1])
+    check_device(fn, ("a", a), ("b", b))
+    if b.dim() == 2:
+        return _matmul(a, b)
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    b3 = b.reshape(-1, *b.shape[-2:]) if b.shape[:-2].numel() == 1 else \
+        b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    if a3.shape[0] == 0:
+        return a.new_zeros((*batch, a.shape[-2], b.shape[-1]))
+    return _matmul(a3, b3).view(*batch, a.shape[-2], b.shape[-1])
+
+
+# ---------------------------------------------------------------- linear
+
+def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact: bool):
+    M, N = x.shape[0], w.shape[0]
+    act = activation or None
+    if x.numel() == 0 or w.numel() == 0:
+        def empty(x, w, bias):
+            z = torch.zeros(M, N, device=x.device, dtype=BF16)
+            if bias is not None:
+                z += bias
+            y = z if act is None else getattr(torch.nn.functional, act)(z)
+            return y, z if preact else y.new_empty(0)
+        return empty
+    kernel = _kernel(False, True, False, bias is not None, act, preact)
+    out = lambda: torch.empty(M, N, device=x.device, dtype=BF16)  # noqa: E731
+    args = (_gl(x), _gl(w), *([bias.view(1, 1, 1, -1)] if bias is not None else []), _gl(out()),
+            *([_gl(out())] if preact else []))
+    launch = kernel.prepare(*args)
+
+    def run(x, w, bias):
+        y, z = out(), out() if preact else None
+        launch(x, w, *([bias] if bias is not None else []), y, *([z] if preact else []))
+        return y, z if preact else y.new_empty(0)
+    return run
+
+
+_lin_plans = PlanCache(_lin_plan)
+
+
+def _lin_impl(x: Tensor, w: Tensor, bias: Tensor | None, activation: str,
+              preact: bool) -> tuple[Tensor, Tensor]:
+    """(y, z): y = act(x w^T + bias) for x [M, K] and w [N, K] (row-major);
+    z the pre-activation when preact (else empty)."""
+    key = (signature(x, w, *([bias] if bias is not None else [])), activation, preact)
+    return _lin_plans(key, x, w, bias, activation, preact)(x, w, bias)
+
+
+def _lin_fake(x, w, bias, activation, preact):
+    y = x.new_empty(x.shape[0], w.shape[0])
+    return y, torch.empty_like(y) if preact else x.new_empty(0)
+
+
+def _lin_setup(ctx, inputs, output):
+    x, w, bias, activation, preact = inputs
+    ctx.save_for_backward(x, w, output[1] if preact else None)
+    ctx.activation, ctx.has_bias = activation, bias is not None
+
+
+def _lin_backward(ctx, dy, dz_unused):
+    if dy is None:
+        return None, None, None, None, None
+    x, w, z = ctx.saved_tensors
+    dz = dy.contiguous()
+    if ctx.activation == "gelu":
+        dz = torch.ops.aten.gelu_backward(dz, z)
+    elif ctx.activation == "silu":
+        dz = torch.ops.aten.silu_backward(dz, z)
+    dx = _matmul(dz, w) if ctx.needs_input_grad[0] else None             # dZ W
+    dw = _matmul(dz.transpose(0, 1), x) if ctx.needs_input_grad[1] else None  # dZ^T X
+    db = dz.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+    return dx, dw, db, None, None
+
+
+_linear = Op("tkc::linear", _lin_impl, _lin_fake, _lin_setup, _lin_backward)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
+           activation: str | None = None) -> Tensor:
+    """act(x weight^T + bias) in bf16 for x [..., K], weight [N, K] and bias
+    [N] (nn.Linear's layout), act None, "gelu" (erf form) or "silu";
+    differentiable in x, weight and bias. K and N multiples of 8."""
+    fn = "linear"
+    check_tensor(fn, "x", x, None, "", (BF16,))
+    check_tensor(fn, "weight", weight, 2, "[N, K]", (BF16,))
+    if x.dim() < 1 or x.shape[-1] != weight.shape[1]:
+        raise TkcError(f"{fn}: x's last dim must be weight's K = {weight.shape[1]}, got shape "
+                       f"{tuple(x.shape)}", caller())
+    if activation not in ACTIVATIONS:
+        raise TkcError(f"{fn}: activation must be one of {ACTIVATIONS}, got {activation!r}",
+                       caller())
+    named = [("x", x), ("weight", weight)]
+    if bias is not None:
+        check_tensor(fn, "bias", bias, 1, f"[{weight.shape[0]}]", (BF16,))
+        if bias.shape[0] != weight.shape[0]:
+            raise TkcError(f"{fn}: bias must be [{weight.shape[0]}] (weight's N), got "
+                           f"{tuple(bias.shape)}", caller())
+        named.append(("bias", bias))
+    _check_rows(fn, K=weight.shape[1], N=weight.shape[0])
+    check_device(fn, *named)
+    x2 = x.reshape(-1, x.shape[-1])
+    if x2.stride(-1) != 1 or x2.stride(0) != x2.shape[1]:
+        x2 = x2.contiguous()
+    w = weight if weight.is_contiguous() else weight.contiguous()
+    b = bias if bias is None or bias.is_contiguous() else bias.contiguous()
+    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b))
+    y, _ = _linear(x2, w, b, activation or "", bool(activation) and grad)
+    return y.view(*x.shape[:-1], weight.shape[0])
+
+
+def _check_rows(fn: str, **dims: int) -> None:
+    for name, n in dims.items():
+        if n % 8:
+            raise TkcError(f"{fn}: {name} = {n} must be a multiple of 8 (TMA moves rows of "
+                           f"16-byte units: 8 bf16)", caller())
