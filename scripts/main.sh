@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TKC_CACHE_DIR="${TKC_CACHE_DIR:-$PWD/.tkc-cache}"
-python3 -m pip install -q -e ".[test]"
+# Only the package and its pinned MLIR: the test extra pins a CPU build of
+# torch, which on a GPU machine would replace the user's CUDA build.
+python3 -m pip install -q -e .
 tkc build
 python3 -m tkc.bench
 python3 bench/attention.py

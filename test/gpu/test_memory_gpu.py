@@ -9,8 +9,11 @@ torch = pytest.importorskip("torch")
 
 
 def ops():
-    import tkc.torchops
-    return tkc.torchops
+    """The norms' and rotary's public ops and their custom ops, in one namespace."""
+    from types import SimpleNamespace
+
+    from tkc.torchops import norms, rotary
+    return SimpleNamespace(**{**vars(norms), **vars(rotary)})
 
 
 def rel_err(x, ref):
@@ -58,7 +61,7 @@ def test_rotary_grad_and_opcheck():
     xr = x.detach().clone().requires_grad_()
     rope_ref(xr, cos, sin, False).backward(g.float())
     assert rel_err(x.grad, xr.grad) < 1e-2
-    torch.library.opcheck(ops()._rotary, (x.detach(), cos, sin, False))
+    torch.library.opcheck(ops()._rotary.custom_op, (x.detach(), cos, sin, False))
 
 
 def test_rotary_kernel_in_place():
@@ -105,7 +108,7 @@ def test_layer_norm_dropout_mask_is_tkc_philox():
     want = torch.where(torch.from_numpy(keep).cuda(), x.float() / (1 - p), 0)
     assert rel_err(h, want) < 1e-2
     assert abs((h == 0).float().mean().item() - p) < 0.01
-    torch.library.opcheck(ops()._ln_fwd, (x, res, w, b, 1e-5, p, 1234, 77))
+    torch.library.opcheck(ops()._ln_fwd.custom_op, (x, res, w, b, 1e-5, p, 1234, 77))
 
 
 @pytest.mark.parametrize("prenorm", [False, True])
@@ -153,13 +156,13 @@ def test_layer_norm_dropout_gradients(residual):
         dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, seed, offset)
         torch.autograd.backward([ry, rh], [gy.float(), gh.float()])
         assert rel_err(h, rh) < 1e-2 and rel_err(dres, leaves[1].grad) < 2e-2
-        torch.library.opcheck(ops()._ln_bwd, (gy, gh, h, w, mean, rstd, p, seed, offset))
+        torch.library.opcheck(ops()._ln_bwd.custom_op, (gy, gh, h, w, mean, rstd, p, seed, offset))
     else:
         y, mean, rstd = ops()._ln_fwd_nores(x, w, b, 1e-5, p, seed, offset)
         dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, seed, offset)
         ry.backward(gy.float())
-        torch.library.opcheck(ops()._ln_fwd_nores, (x, w, b, 1e-5, p, seed, offset))
-        torch.library.opcheck(ops()._ln_bwd_nores, (gy, x, w, mean, rstd, p, seed, offset))
+        torch.library.opcheck(ops()._ln_fwd_nores.custom_op, (x, w, b, 1e-5, p, seed, offset))
+        torch.library.opcheck(ops()._ln_bwd_nores.custom_op, (gy, x, w, mean, rstd, p, seed, offset))
     assert rel_err(y, ry) < 1e-2
     assert rel_err(dx, leaves[0].grad) < 2e-2
     assert rel_err(dwb[0], leaves[2].grad) < 2e-2 and rel_err(dwb[1], leaves[3].grad) < 2e-2
@@ -174,7 +177,7 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, 0, 0)
     dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, 0, 0)
     assert dres.numel() == 0 and dx.shape == x.shape and dwb.shape == (2, D)
-    torch.library.opcheck(ops()._ln_bwd, (torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd,
+    torch.library.opcheck(ops()._ln_bwd.custom_op, (torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd,
                                           0.0, 0, 0))
 
 

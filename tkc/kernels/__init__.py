@@ -19,7 +19,7 @@ from .rotary import rotary
 
 
 NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
-NORM_WIDTHS = (1024, 2048, 4096, 5120, 8192)
+NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
 def _gemm_ops():

@@ -1,0 +1,128 @@
+"""tkc.matmul, tkc.linear, tkc.rms_norm and the wide tkc.layer_norm on the
+GPU, against PyTorch in float32/float64; zero-size inputs; CUDA-graph capture
+of the eager path; the eager path and the custom op agree."""
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import tkc  # noqa: E402
+
+BF = torch.bfloat16
+
+
+def rel(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+def rnd(*shape, grad=False, scale=1.0):
+    return (torch.randn(*shape, device="cuda") * scale).to(BF).requires_grad_(grad)
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024, 1024), (777, 4096, 4096), (8000, 8008, 4000),
+                                   (77, 136, 200), (1, 8, 64)])
+def test_matmul(shape):
+    m, n, k = shape
+    a, b = rnd(m, k), rnd(k, n)
+    assert rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
+    bt = rnd(n, k)
+    assert rel(tkc.matmul(a, bt.t()), a.double() @ bt.double().t()) < 1e-2
+
+
+@pytest.mark.parametrize("batch_b", [3, 1, None])
+def test_matmul_batched_and_gradients(batch_b):
+    a = rnd(3, 200, 136, grad=True)
+    b = rnd(*((batch_b,) if batch_b else ()), 136, 72, grad=True, scale=0.1)
+    c = tkc.matmul(a, b)
+    ref = a.double() @ b.double()
+    assert rel(c, ref) < 1e-2
+    dc = rnd(*c.shape)
+    c.backward(dc)
+    got = a.grad.clone(), b.grad.clone()
+    a.grad = b.grad = None
+    ref.backward(dc.double())
+    assert rel(got[0], a.grad) < 2e-2 and rel(got[1], b.grad) < 2e-2
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "silu"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_linear(activation, bias):
+    x = rnd(4, 333, 512, grad=True)
+    w = rnd(264, 512, grad=True, scale=0.05)
+    b = rnd(264, grad=True) if bias else None
+    y = tkc.linear(x, w, b, activation)
+    act = {None: lambda t: t, "gelu": F.gelu, "silu": F.silu}[activation]
+    ref = act(F.linear(x.double(), w.double(), None if b is None else b.double()))
+    assert rel(y, ref) < 1e-2
+    dy = rnd(*y.shape)
+    y.backward(dy)
+    ts = [t for t in (x, w, b) if t is not None]
+    got = [t.grad.clone() for t in ts]
+    for t in ts:
+        t.grad = None
+    ref.backward(dy.double())
+    for g, t in zip(got, ts):
+        assert rel(g, t.grad) < 2e-2
+
+
+@pytest.mark.parametrize("D", [1024, 2048, 4096, 8192])
+@pytest.mark.parametrize("norm", ["layer", "rms"])
+def test_wide_norms(D, norm):
+    x = rnd(37, D, grad=True)
+    r = rnd(37, D, grad=True)
+    w = (1 + 0.1 * torch.randn(D, device="cuda")).to(BF).requires_grad_()
+    b = rnd(D, grad=True) if norm == "layer" else None
+    if norm == "layer":
+        y = tkc.layer_norm(x, w, b, residual=r)
+        ref = F.layer_norm(x.double() + r.double(), (D,), w.double(), b.double())
+    else:
+        y = tkc.rms_norm(x, w, residual=r)
+        h = x.double() + r.double()
+        ref = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6) * w.double()
+    assert rel(y, ref) < 1e-2
+    dy = rnd(37, D)
+    y.backward(dy)
+    ts = [t for t in (x, r, w, b) if t is not None]
+    got = [t.grad.clone() for t in ts]
+    for t in ts:
+        t.grad = None
+    ref.backward(dy.double())
+    for g, t in zip(got, ts):
+        assert rel(g, t.grad) < 3e-2
+
+
+def test_zero_size_inputs():
+    q = torch.zeros(0, 2, 64, 64, device="cuda", dtype=BF)
+    assert tkc.attention(q, q, q).shape == q.shape
+    assert tkc.layer_norm(torch.zeros(0, 1024, device="cuda", dtype=BF),
+                          torch.ones(1024, device="cuda", dtype=BF),
+                          torch.zeros(1024, device="cuda", dtype=BF)).shape == (0, 1024)
+    assert tkc.matmul(torch.zeros(0, 64, device="cuda", dtype=BF),
+                      torch.zeros(64, 64, device="cuda", dtype=BF)).shape == (0, 64)
+
+
+def test_eager_path_and_custom_op_agree_and_capture():
+    """The eager path (direct launches) and the custom op give the same bits;
+    the eager path captures into a CUDA graph and replays."""
+    from tkc.torchops import attn, gemm
+    q, k, v = (rnd(2, 4, 300, 128) for _ in range(3))
+    o1, lse1 = attn._fwd(q, k, v, True, 0.1)
+    o2, lse2 = attn._fwd.custom_op(q, k, v, True, 0.1)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    a, b = rnd(300, 256), rnd(256, 512)
+    assert torch.equal(gemm._matmul(a, b), gemm._matmul.custom_op(a, b))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            tkc.attention(q, k, v), tkc.matmul(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        o, c = tkc.attention(q, k, v), tkc.matmul(a, b)
+    q.copy_(rnd(2, 4, 300, 128))
+    a.copy_(rnd(300, 256))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(o, tkc.attention(q, k, v)) and torch.equal(c, tkc.matmul(a, b))

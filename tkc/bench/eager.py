@@ -1,0 +1,157 @@
+"""What users see: each op called eagerly, as a model author calls it (host
+time included), beside its peer in the same run, interleaved in rounds.
+
+    python -m tkc.bench.eager [--only WORD ...] [--rounds R] [--json FILE]
+
+Per row: the median over `rounds` rounds of the mean ms per call of `calls`
+eager calls (CUDA events around them, no graph), tkc's and the peer's in
+turn, and the median of the per-round ratios peer / tkc (> 1: tkc faster).
+The kernel time alone (CUDA-graph replay) is `python -m tkc.bench`'s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+
+def _ms(fn, calls: int) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def rows():
+    """(group, name, tkc call, peer name, peer call, calls) per row; inputs made lazily."""
+    import torch
+    import torch.nn.functional as F
+
+    import tkc
+    bf, dev = torch.bfloat16, "cuda"
+
+    def rnd(*shape, grad=False, scale=1.0):
+        return (torch.randn(*shape, device=dev) * scale).to(bf).requires_grad_(grad)
+
+    def gemm(m, n, k, batch=None):
+        a = rnd(*((batch,) if batch else ()), m, k)
+        b = rnd(k, n)
+        return (lambda: tkc.matmul(a, b)), (lambda: torch.matmul(a, b))
+
+    def gemm_bwd(m, n, k, batch=None):
+        a = rnd(*((batch,) if batch else ()), m, k, grad=True)
+        b = rnd(k, n, grad=True, scale=0.05)
+        dc = rnd(*((batch,) if batch else ()), m, n)
+        return (lambda: tkc.matmul(a, b).backward(dc)), (lambda: torch.matmul(a, b).backward(dc))
+
+    def attn(L, causal, bwd, D=128, B=16, H=16):
+        B = max(1, 16384 // L)
+        q, k, v = (rnd(B, H, L, D, grad=bwd) for _ in range(3))
+        do = rnd(B, H, L, D)
+        mine = lambda: tkc.attention(q, k, v, causal=causal)  # noqa: E731
+        peer = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+        if bwd:
+            return (lambda: mine().backward(do)), (lambda: peer().backward(do))
+        return mine, peer
+
+    def layernorm(n, d, bwd):
+        x = rnd(n, d, grad=bwd)
+        w, b = rnd(d, grad=bwd), rnd(d, grad=bwd)
+        dy = rnd(n, d)
+        mine = lambda: tkc.layer_norm(x, w, b)  # noqa: E731
+        peer = lambda: F.layer_norm(x, (d,), w, b)  # noqa: E731
+        if bwd:
+            return (lambda: mine().backward(dy)), (lambda: peer().backward(dy))
+        return mine, peer
+
+    def rotary():
+        x = rnd(1, 8192, 32, 128)
+        ang = torch.rand(8192, 64, device=dev)
+        cos, sin = ang.cos().to(bf), ang.sin().to(bf)
+        out = torch.empty_like(x)
+        return (lambda: tkc.rotary_embedding(x, cos, sin)), (lambda: out.copy_(x))
+
+    def fftconv(L):
+        u = rnd(16, 768, L)
+        k = torch.randn(768, L, device=dev)
+        kf = tkc.fftconv_filter(k, 2 * L)
+
+        def peer():
+            n = 2 * L
+            return torch.fft.irfft(torch.fft.rfft(u.float(), n=n) * torch.fft.rfft(k, n=n),
+                                   n=n)[..., :L].to(bf)
+        return (lambda: tkc.fftconv(u, kf)), peer
+
+    table = [("gemm", f"matmul {m}x{n}x{k}", lambda m=m, n=n, k=k: gemm(m, n, k), "torch.matmul", 20)
+             for m, n, k in ((1024, 1024, 1024), (2048, 2048, 2048), (777, 4096, 4096),
+                             (8000, 8008, 4000), (4096, 4096, 4096), (8192, 14336, 4096))]
+    table += [("gemm", "matmul [8,2048,4096]x[4096,4096]", lambda: gemm(2048, 4096, 4096, 8),
+               "torch.matmul", 10),
+              ("gemm", "matmul 4096^3 fwd+bwd", lambda: gemm_bwd(4096, 4096, 4096),
+               "torch.matmul fwd+bwd", 10),
+              ("gemm", "matmul 8192x14336x4096 fwd+bwd", lambda: gemm_bwd(8192, 14336, 4096),
+               "torch.matmul fwd+bwd", 5),
+              ("gemm", "matmul [8,2048,4096]x[4096,4096] fwd+bwd",
+               lambda: gemm_bwd(2048, 4096, 4096, 8), "torch.matmul fwd+bwd", 5)]
+    for L in (1024, 1000):
+        for causal in (False, True):
+            for bwd in (False, True):
+                name = f"attention L {L}{' causal' if causal else ''}{' fwd+bwd' if bwd else ''}"
+                table.append(("attention", name, lambda L=L, c=causal, b=bwd: attn(L, c, b),
+                              "SDPA" + (" fwd+bwd" if bwd else ""), 10))
+    for n, d in ((16384, 1024), (8192, 8192)):
+        for bwd in (False, True):
+            table.append(("memory", f"layer_norm {n}x{d}{' fwd+bwd' if bwd else ''}",
+                          lambda n=n, d=d, b=bwd: layernorm(n, d, b),
+                          "F.layer_norm" + (" fwd+bwd" if bwd else ""), 20))
+    table.append(("memory", "rotary [1,8192,32,128]", rotary, "copy", 20))
+    for L in (1024, 2048):
+        table.append(("fftconv", f"fftconv B16 D768 L {L} (causal)", lambda L=L: fftconv(L),
+                      "torch.fft", 20))
+    return table
+
+
+def measure(only=(), rounds: int = 5) -> list[dict]:
+    import torch
+    out = []
+    for group, name, make, peer_name, calls in rows():
+        if only and not any(w in name or w == group for w in only):
+            continue
+        try:
+            mine, peer = make()
+            for fn in (mine, peer):
+                fn()
+            torch.cuda.synchronize()
+            t, p, r = [], [], []
+            for _ in range(rounds):
+                t.append(_ms(mine, calls))
+                p.append(_ms(peer, calls))
+                r.append(p[-1] / t[-1])
+            out.append({"row": name, "tkc_ms": round(statistics.median(t), 4), "peer": peer_name,
+                        "peer_ms": round(statistics.median(p), 4),
+                        "speedup": round(statistics.median(r), 3)})
+        except Exception as e:  # noqa: BLE001  (a row that fails is reported, the rest run)
+            out.append({"row": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+        print(json.dumps(out[-1]), flush=True)
+        torch.cuda.empty_cache()
+    return out
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="*", default=())
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--json")
+    opts = p.parse_args(argv)
+    result = measure(opts.only, opts.rounds)
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
