@@ -78,9 +78,14 @@ class Launcher:
         return Prepared(self, plan)
 
     def _launch(self, plan: Plan, values: list, raw_stream) -> None:
-        maps = self._maps(values, plan.shapes) if self.tensor_maps is not None else ()
         device = plan.device if plan.device is not None else _current_device()
         fn = self.functions.get(device) or self._load(device)
+        maps = ()
+        if self.tensor_maps is not None:
+            # encoding a map needs a current context, which a thread torch never
+            # touched lacks (autograd runs backward calls on its device threads)
+            driver.context(device)
+            maps = self._maps(values, plan.shapes)
         if raw_stream is None:
             raw_stream = _default_stream(device)
         params = self.layout.frame().pack(values, maps)

@@ -37,7 +37,8 @@ def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
     first = named[0][1].device
     for name, t in named:
         if t.device.type != DEVICE_TYPE or t.device != first:
-            where = "a CUDA device" if first.type != DEVICE_TYPE else f"{named[0][0]}'s device ({first})"
+            where = "a CUDA device" if first.type != DEVICE_TYPE else \
+                f"{named[0][0]}'s CUDA device ({first})"
             raise TkcError(f"{fn}: {name} must be on {where}, got {t.device}", caller())
 
 
