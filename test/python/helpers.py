@@ -62,3 +62,19 @@ class Launch:
         def launch(*xs):
             self.run(*(x.as_strided(*spec) if spec else x for x, spec in zip(xs, specs)))
         return launch
+
+
+def interpreted(kernel) -> Launch:
+    """A Launch running `kernel` in the interpreter on float32 / int32 copies
+    of torch tensors; what it writes lands in the tensors."""
+    import torch
+
+    def run(*args):
+        arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
+                  .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
+        kernel.interpret(*arrays)
+        with torch.no_grad():
+            for a, arr in zip(args, arrays):
+                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
+                    a.copy_(torch.from_numpy(arr).view(a.shape))
+    return Launch(run)

@@ -16,25 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
-from helpers import Launch  # noqa: E402
+from helpers import interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
 from tkc.kernels.attention_bwd import backward_kernels, forward_kernel  # noqa: E402
-
-
-def _interpreted(kernel):
-    """kernel(*args) through kernel.interpret: tensors to float32 / int32
-    numpy arrays and back (what the kernel wrote lands in the tensors)."""
-    def run(*args):
-        arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
-                  .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
-        kernel.interpret(*arrays)
-        with torch.no_grad():
-            for a, arr in zip(args, arrays):
-                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
-                    a.copy_(torch.from_numpy(arr).view(a.shape))
-    return Launch(run)
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ standing in for the GPU, and the host path through the fake driver."""
 from __future__ import annotations
 
 import pytest
-from helpers import Launch
+from helpers import interpreted as _interpreted
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
@@ -18,19 +18,6 @@ from tkc.torchops import checks, gemm, norms  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
 
 BF = torch.bfloat16
-
-
-def _interpreted(kernel):
-    """kernel.interpret on float32 / int32 copies; what it writes lands in the tensors."""
-    def run(*args):
-        arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
-                  .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
-        kernel.interpret(*arrays)
-        with torch.no_grad():
-            for a, arr in zip(args, arrays):
-                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
-                    a.copy_(torch.from_numpy(arr).view(a.shape))
-    return Launch(run)
 
 
 @pytest.fixture
