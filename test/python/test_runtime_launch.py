@@ -56,10 +56,10 @@ def fake(monkeypatch):
                         driver.Function("module", f"fn{device}", device))
     real_launch = driver.launch
 
-    def record(fn, grid, block, shared, stream, values, cluster=(1, 1, 1)):
+    def record(fn, grid, block, shared, stream, values, cluster=(1, 1, 1), current=False):
         f.launches.append((fn.device, grid, stream,
                            [bytes(v) if isinstance(v, ctypes.Array) else v.value for v in values]))
-        real_launch(fn, grid, block, shared, stream, values, cluster)
+        real_launch(fn, grid, block, shared, stream, values, cluster, current)
     monkeypatch.setattr(driver, "launch", record)
     monkeypatch.setattr("tkc.runtime.args.view", f.view(tensors.view))
     return f

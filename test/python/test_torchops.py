@@ -13,6 +13,7 @@ pytest.importorskip("mlir")
 
 import tkc  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels.layernorm import layernorm_bwd, layernorm_fwd  # noqa: E402
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
 from tkc.torchops import checks, gemm, norms  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
@@ -29,6 +30,9 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
+    monkeypatch.setattr(norms, "_ln_kernels", lambda D, dropout, residual=True: tuple(
+        _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
+                                  layernorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norms, "_sms", lambda device: 2)
 
 
@@ -187,6 +191,30 @@ def test_linear_values_and_gradients(cpu_ops, activation):
         t.grad = None
     ref.backward(dy.double())
     for got, t in zip(grads, (x, w, b)):
+        assert _rel(got, t.grad) < 2e-2
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_layer_norm_values_and_gradients(cpu_ops, residual):
+    """Both kernel families (with a residual: h written and read back; without:
+    x read), a ragged row count, weight and bias gradients from the partials."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 256, generator=g).to(BF).requires_grad_()
+    r = torch.randn(2, 3, 256, generator=g).to(BF).requires_grad_() if residual else None
+    w = (1 + 0.1 * torch.randn(256, generator=g)).to(BF).requires_grad_()
+    b = (0.1 * torch.randn(256, generator=g)).to(BF).requires_grad_()
+    y, h = tkc.layer_norm(x, w, b, residual=r, prenorm=True)
+    hr = x.double() + (r.double() if residual else 0)
+    ref = torch.nn.functional.layer_norm(hr, (256,), w.double(), b.double())
+    assert _rel(y, ref) < 1e-2 and _rel(h, hr) < 1e-2
+    dy = torch.randn(2, 3, 256, generator=g).to(BF)
+    y.backward(dy)
+    ts = (x, w, b, r) if residual else (x, w, b)
+    grads = [t.grad.clone() for t in ts]
+    for t in ts:
+        t.grad = None
+    ref.backward(dy.double())
+    for got, t in zip(grads, ts):
         assert _rel(got, t.grad) < 2e-2
 
 

@@ -161,11 +161,13 @@ class Params(list):
 
 
 def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,
-           cluster=(1, 1, 1)) -> None:
+           cluster=(1, 1, 1), current: bool = False) -> None:
     """Launch fn; values are ctypes objects in the kernel's parameter order
-    (a Params, or any list: its void*[] is then built here)."""
+    (a Params, or any list: its void*[] is then built here). current: the
+    caller has made fn's device's context current already."""
     cu = _cuda or api()
-    context(fn.device)  # a thread torch never touched has no current context
+    if not current:
+        context(fn.device)  # a thread torch never touched has no current context
     if isinstance(values, Params):
         address = values.address
     else:

@@ -80,16 +80,15 @@ class Launcher:
     def _launch(self, plan: Plan, values: list, raw_stream) -> None:
         device = plan.device if plan.device is not None else _current_device()
         fn = self.functions.get(device) or self._load(device)
-        maps = ()
-        if self.tensor_maps is not None:
-            # encoding a map needs a current context, which a thread torch never
-            # touched lacks (autograd runs backward calls on its device threads)
-            driver.context(device)
-            maps = self._maps(values, plan.shapes)
+        # the context first: encoding a tensor map needs a current one, which a
+        # thread torch never touched lacks (autograd's backward threads)
+        driver.context(device)
+        maps = self._maps(values, plan.shapes) if self.tensor_maps is not None else ()
         if raw_stream is None:
             raw_stream = _default_stream(device)
         params = self.layout.frame().pack(values, maps)
-        driver.launch(fn, plan.grid, self.block, self.shared, raw_stream, params, self.cluster)
+        driver.launch(fn, plan.grid, self.block, self.shared, raw_stream, params, self.cluster,
+                      current=True)
 
     def _plan(self, args, stream, fast) -> Plan:
         """Every check, the grid; the Plan is kept under the call's key (if any)."""

@@ -38,7 +38,10 @@ def tracing(args) -> bool:
     if torch.compiler.is_compiling() or _python_dispatch._is_in_torch_dispatch_mode \
             or _functorch_stack() is not None:
         return True
-    return any(type(a) not in _PLAIN for a in args if isinstance(a, torch.Tensor))
+    for a in args:
+        if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
+            return True
+    return False
 
 
 class Op:
@@ -64,9 +67,10 @@ class Op:
     def __call__(self, *args):
         if tracing(args):
             return self.custom_op(*args)
-        if self.function is not None and _grad_enabled() and any(
-                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            return self.function.apply(*args)
+        if self.function is not None and _grad_enabled():
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    return self.function.apply(*args)
         return self.impl(*args)
 
 

@@ -22,6 +22,7 @@ from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
 from .checks import check_device, check_tensor
 from .eager import Op
+from .plans import PlanCache, signature
 
 __all__ = ["layer_norm", "rms_norm"]
 WARPS = 4
@@ -38,17 +39,101 @@ def _sms(device: torch.device) -> int:
     return multiprocessors(device.index or 0)
 
 
-def _ln_partials(x: Tensor, D: int) -> tuple[Tensor, Tensor, Tensor]:
-    """The backward's partial sums: one [2, blocks, D] f32 buffer (dw rows, db
-    rows; 2 blocks an SM) and its two halves, reduced at once afterwards into
-    one [2, D] output (dw, db: an op's outputs may not alias each other)."""
-    blocks = _sms(x.device) * 2
-    part = torch.empty(2, blocks, D, device=x.device, dtype=torch.float32)
-    return part, part[0], part[1]
-
-
 def _bf16(t: Tensor) -> Tensor:
     return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
+
+
+# ---------------------------------------------------------------- the kernels' calls
+#
+# Both norms' kernels take their arguments in one order (tkc/kernels/layernorm.py),
+# each part present or not: forward x, [residual], w, [b] -> y, [h], [mean],
+# rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
+# residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
+# partials, [db partials], then p, seed, offset. The partial sums are one
+# [parts, blocks, D] f32 buffer (2 blocks an SM), reduced at once afterwards
+# into the [parts, D] output (an op's outputs may not alias each other).
+
+def _kernels(rms: bool, D: int, dropout: bool, residual: bool):
+    return (_rms_kernels if rms else _ln_kernels)(D, dropout, residual)
+
+
+def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | None, p: float):
+    N, D = x.shape
+    dev = x.device
+
+    def outputs():
+        y = torch.empty_like(x)
+        h = torch.empty_like(x) if res is not None else x.new_empty(0)
+        mean = x.new_empty(0 if rms else N, dtype=torch.float32)
+        return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
+
+    if N == 0:
+        return lambda x, res, w, b, eps, p, seed, offset: outputs()
+    row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
+    parts = lambda x, res, w, b, y, h, mean, rstd: [  # noqa: E731
+        t for t, on in ((x, True), (res, res is not None), (w, True), (b, not rms), (y, True),
+                        (h, res is not None), (mean, not rms), (rstd, True)) if on]
+    y, h, mean, rstd = outputs()
+    launch = _kernels(rms, D, p > 0, res is not None)[0].prepare(
+        *parts(x, res, row(w), None if rms else row(b), y, h, row(mean), row(rstd)), p, 1e-5, 0, 0)
+
+    def run(x, res, w, b, eps, p, seed, offset):
+        y, h, mean, rstd = out = outputs()
+        launch(*parts(x, res, w, b, y, h, mean, rstd), p, eps, seed, offset)
+        return out
+    return run
+
+
+def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, mean: Tensor,
+              rstd: Tensor, p: float):
+    N, D = dy.shape
+    dev, residual = dy.device, dhn is not None
+    dres_too = residual and p > 0
+    k = 1 if rms else 2  # dw (and db) partial sums
+    blocks = _sms(dev) * 2
+
+    def outputs():
+        dx = torch.empty_like(dy)
+        return dx, torch.empty_like(dy) if dres_too else dy.new_empty(0)
+
+    if N == 0:
+        return lambda *args: (*outputs(), w.new_zeros(k, D))
+    row = lambda t: t.view(1, -1)  # noqa: E731
+    part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
+    parts = lambda dy, dhn, h, w, mean, rstd, dx, dres, part: [  # noqa: E731
+        t for t, on in ((dy, True), (dhn, residual), (h, True), (w, True), (mean, not rms),
+                        (rstd, True), (dx, True), (dres, dres_too), (part[0], True),
+                        (None if rms else part[1], not rms)) if on]
+    dx, dres = outputs()
+    launch = _kernels(rms, D, p > 0, residual)[1].prepare(
+        *parts(dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part), p, 0, 0)
+
+    def run(dy, dhn, h, w, mean, rstd, p, seed, offset):
+        dx, dres = outputs()
+        part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
+        launch(*parts(dy, dhn, h, w, mean, rstd, dx, dres, part), p, seed, offset)
+        return dx, dres, part.sum(1).to(w.dtype)
+    return run
+
+
+def _plan_key(rms: bool, p: float, *ts) -> tuple:
+    return (rms, p > 0, signature(*(t for t in ts if t is not None)), tuple(t is None for t in ts))
+
+
+_fwd_plans = PlanCache(_fwd_plan)
+_bwd_plans = PlanCache(_bwd_plan)
+
+
+def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset):
+    """(y, h, mean, rstd): h empty without a residual, mean empty for RMSNorm."""
+    plan = _fwd_plans(_plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
+    return plan(x, res, w, b, eps, p, seed, offset)
+
+
+def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset):
+    """(dx, dres, [dw; db] or [dw]): dres empty unless a residual and dropout."""
+    plan = _bwd_plans(_plan_key(rms, p, dy, dhn, h, w, mean, rstd), rms, dy, dhn, h, w, mean, rstd, p)
+    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset)
 
 
 # ---------------------------------------------------------------- layer norm
@@ -62,15 +147,8 @@ def _bf16(t: Tensor) -> Tensor:
 # dx to both. The backward ops return dw and db stacked, [2, D].
 
 def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
-            seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    N, D = x.shape
-    y, h = torch.empty_like(x), torch.empty_like(x)
-    mean = torch.empty(N, device=x.device, dtype=torch.float32)
-    rstd = torch.empty_like(mean)
-    if N:
-        _ln_kernels(D, p > 0)[0](x, residual, weight.view(1, D), bias.view(1, D), y, h,
-                                 mean.view(1, N), rstd.view(1, N), p, eps, seed, offset)
-    return y, h, mean, rstd
+                 seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
 
 
 def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
@@ -80,23 +158,9 @@ def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
 
 
 def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor,
-            p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+                 p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx)."""
-    N, D = dy.shape
-    dx = torch.empty_like(dy)
-    if N == 0:
-        return dx, torch.empty_like(dy) if p > 0 else dy.new_empty(0), weight.new_zeros(2, D)
-    part, dw, db = _ln_partials(dy, D)
-    bwd = _ln_kernels(D, p > 0)[1]
-    if p > 0:
-        dres = torch.empty_like(dy)
-        bwd(dy, dh_next, h, weight.view(1, D), mean.view(1, N), rstd.view(1, N), dx, dres, dw, db,
-            p, seed, offset)
-    else:
-        dres = dy.new_empty(0)
-        bwd(dy, dh_next, h, weight.view(1, D), mean.view(1, N), rstd.view(1, N), dx, dw, db,
-            p, seed, offset)
-    return dx, dres, part.sum(1).to(weight.dtype)
+    return _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset)
 
 
 def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, seed, offset):
@@ -124,14 +188,8 @@ _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_b
 
 
 def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
-                  offset: int) -> tuple[Tensor, Tensor, Tensor]:
-    N, D = x.shape
-    y = torch.empty_like(x)
-    mean = torch.empty(N, device=x.device, dtype=torch.float32)
-    rstd = torch.empty_like(mean)
-    if N:
-        _ln_kernels(D, p > 0, False)[0](x, weight.view(1, D), bias.view(1, D), y, mean.view(1, N),
-                                        rstd.view(1, N), p, eps, seed, offset)
+                       offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    y, _, mean, rstd = _norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
     return y, mean, rstd
 
 
@@ -141,16 +199,10 @@ def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
 
 
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
-                  seed: int, offset: int) -> tuple[Tensor, Tensor]:
+                       seed: int, offset: int) -> tuple[Tensor, Tensor]:
     """(dx, [dw; db])."""
-    N, D = dy.shape
-    dx = torch.empty_like(dy)
-    if N == 0:
-        return dx, weight.new_zeros(2, D)
-    part, dw, db = _ln_partials(dy, D)
-    _ln_kernels(D, p > 0, False)[1](dy, x, weight.view(1, D), mean.view(1, N), rstd.view(1, N),
-                                    dx, dw, db, p, seed, offset)
-    return dx, part.sum(1).to(weight.dtype)
+    dx, _, dwb = _norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset)
+    return dx, dwb
 
 
 def _ln_bwd_nores_fake(dy, x, weight, mean, rstd, p, seed, offset):
@@ -249,14 +301,7 @@ def _rms_kernels(D: int, dropout: bool, residual: bool):
 def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
                   seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
-    N, D = x.shape
-    y, rstd = torch.empty_like(x), torch.empty(N, device=x.device, dtype=torch.float32)
-    h = torch.empty_like(x) if residual is not None else x.new_empty(0)
-    if N:
-        fwd = _rms_kernels(D, p > 0, residual is not None)[0]
-        ins = (x, residual) if residual is not None else (x,)
-        outs = (y, h) if residual is not None else (y,)
-        fwd(*ins, weight.view(1, D), *outs, rstd.view(1, N), p, eps, seed, offset)
+    y, h, _, rstd = _norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
     return y, h, rstd
 
 
@@ -269,18 +314,7 @@ def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor,
                   p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent)."""
-    N, D = dy.shape
-    dx = torch.empty_like(dy)
-    residual = dh_next is not None
-    dres = torch.empty_like(dy) if residual and p > 0 else dy.new_empty(0)
-    if N == 0:
-        return dx, dres, weight.new_zeros(1, D)
-    part = torch.empty(_sms(dy.device) * 2, D, device=dy.device, dtype=torch.float32)
-    bwd = _rms_kernels(D, p > 0, residual)[1]
-    ins = (dy, dh_next, h) if residual else (dy, h)
-    bwd(*ins, weight.view(1, D), rstd.view(1, N), dx, *((dres,) if dres.numel() else ()), part,
-        p, seed, offset)
-    return dx, dres, part.sum(0, keepdim=True).to(weight.dtype)
+    return _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset)
 
 
 def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset):
