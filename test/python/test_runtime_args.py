@@ -191,15 +191,18 @@ class FakeDriver:
         self.loads.append((image, kernel, device, shared))
         return driver.Function("module", f"fn:{device}", device)
 
-    def launch(self, fn, grid, block, shared, stream, values, cluster=(1, 1, 1)):
-        self.launches.append((fn, grid, block, shared, stream, [v.value for v in values], cluster))
+    def context(self, device):
+        return None
+
+    def launch(self, fn, grid, block, shared, stream, values, cluster=(1, 1, 1), current=False):
+        self.launches.append((fn, grid, block, shared, stream, values.decoded(), cluster))
 
 
 @pytest.fixture
 def fake(monkeypatch):
     """A fake driver, and arrays that claim to live on cuda:0 (the checks are real)."""
     fake = FakeDriver()
-    for name in ("compute_capability", "load", "launch"):
+    for name in ("compute_capability", "load", "context", "launch"):
         monkeypatch.setattr(driver, name, getattr(fake, name))
     real_view = tensors.view
     monkeypatch.setattr("tkc.runtime.args.view",

@@ -5,7 +5,6 @@ import ctypes
 import importlib.util
 import os
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import tkc
 from tkc.diagnostics import TkcError
 from tkc.runtime import Artifact, driver, launch, tensors
 from tkc.runtime.args import Signature
-from tkc.runtime.frame import Layout
+from tkc.runtime.frame import Frame, Layout
 from tkc.runtime.launch import Launcher, launcher
 
 from helpers import SCALE_MANIFEST as MANIFEST, aligned, good_args
@@ -57,8 +56,8 @@ def fake(monkeypatch):
     real_launch = driver.launch
 
     def record(fn, grid, block, shared, stream, values, cluster=(1, 1, 1), current=False):
-        f.launches.append((fn.device, grid, stream,
-                           [bytes(v) if isinstance(v, ctypes.Array) else v.value for v in values]))
+        f.launches.append((fn.device, grid, stream, values.decoded() if isinstance(values, driver.Params)
+                           else [bytes(v) if isinstance(v, ctypes.Array) else v.value for v in values]))
         real_launch(fn, grid, block, shared, stream, values, cluster, current)
     monkeypatch.setattr(driver, "launch", record)
     monkeypatch.setattr("tkc.runtime.args.view", f.view(tensors.view))
@@ -96,7 +95,10 @@ def test_repeated_launch_uses_the_plan_with_this_calls_pointers_and_scalars(fake
     assert len(launcher(art).plans) == 1  # same key: one set of full checks
     assert [v for _, _, _, v in fake.launches] == [expected_values(*args), expected_values(*other)]
     assert fake.cuda.state.launches == 2
-    assert fake.cuda.state.last[9] == launcher(art).layout.frame().params.address
+    frames = list(launcher(art).frames.values())  # one packed frame per distinct set of values
+    assert len(frames) == 2 and fake.cuda.state.last[9] == frames[-1].address
+    launch(art, args)
+    assert fake.cuda.state.last[9] == frames[0].address and len(launcher(art).frames) == 2
 
 
 def test_keys_switch_between_shapes_and_grid_scalars(fake):
@@ -192,12 +194,12 @@ def test_streams_and_tensor_map_slots(fake, monkeypatch):
     launch(art, args, stream=7)
     launch(art, args, stream=7)
     assert fake.cuda.state.last[8] == 7 and driver._streams[7] is fake.cuda.state.last[8]
-    frame = launcher(art).layout.frame()
-    assert frame.map_addresses[0] % 64 == 0
-    assert bytes(frame.params[-1]) == args[1].ctypes.data.to_bytes(8, "little") * 16
+    frame = list(launcher(art).frames.values())[-1]
+    assert frame.decoded()[-1] == args[1].ctypes.data.to_bytes(8, "little") * 16
     y2 = aligned((16, 24), np.float16)
     launch(art, args[:1] + [y2] + args[2:])
-    assert bytes(frame.params[-1]) == y2.ctypes.data.to_bytes(8, "little") * 16
+    frame = list(launcher(art).frames.values())[-1]
+    assert frame.decoded()[-1] == y2.ctypes.data.to_bytes(8, "little") * 16
 
 
 # ---- torch tensors: the key is read from their attributes
@@ -239,26 +241,27 @@ def test_layout_aligns_each_parameter_and_the_maps():
     assert layout.map_offsets == [64, 192] and layout.size == 320
 
 
-def test_frame_packs_what_ctypes_values_hold():
+def test_frame_packs_values_and_maps_at_the_layouts_offsets():
     layout = Layout(["u64", "u32", "f32", "i32", "u64"], maps=1)
-    frame = layout.frame()
+    frame = Frame(layout)
     values = [0xDEAD_BEEF_0000, 96, 0.1, -7, 2**64 - 16]
     params = frame.pack(values, [bytes(range(128))])
-    assert [v.value for v in params[:5]] == [0xDEAD_BEEF_0000, 96, ctypes.c_float(0.1).value, -7, 2**64 - 16]
-    assert bytes(params[5]) == bytes(range(128)) and ctypes.addressof(params[5]) % 64 == 0
+    assert params.decoded() == [0xDEAD_BEEF_0000, 96, ctypes.c_float(0.1).value, -7, 2**64 - 16,
+                                bytes(range(128))]
+    assert frame.map_addresses[0] % 64 == 0
+    base = frame.map_addresses[0] - layout.map_offsets[0]
     array = (ctypes.c_void_p * 6).from_address(params.address)
-    assert list(array) == [ctypes.addressof(v) for v in params]
+    assert list(array) == [base + o for o in layout.offsets] + frame.map_addresses
 
 
-def test_each_thread_has_its_own_frame():
-    layout = Layout(["u64"])
-    mine = layout.frame()
-    other = []
-    t = threading.Thread(target=lambda: other.append(layout.frame()))
-    t.start()
-    t.join()
-    assert layout.frame() is mine and other[0] is not mine
-    assert other[0].params.address != mine.params.address
+def test_frames_are_kept_per_values_and_bounded(fake, monkeypatch):
+    """A repeated set of values reuses its packed frame; a full cache starts over."""
+    monkeypatch.setattr(Launcher, "FRAME_LIMIT", 2)
+    art = Artifact(b"cubin", MANIFEST)
+    for s in (0.5, 0.5, 1.5, 2.5, 0.5):
+        launch(art, good_args()[:2] + [s, 3])
+    assert len(launcher(art).frames) <= 2
+    assert [v[6] for _, _, _, v in fake.launches] == [0.5, 0.5, 1.5, 2.5, 0.5]
 
 
 # ---- driver.launch against the fake bindings

@@ -92,9 +92,9 @@ def test_launch_passes_tensor_maps_after_the_parameters(monkeypatch):
     launches, encoded = [], []
     monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
     monkeypatch.setattr(driver, "load", lambda *a: driver.Function("m", "fn", 0))
-    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster:
-                        launches.append((grid, [bytes(v) if isinstance(v, ctypes.Array) else v.value
-                                                for v in values])))
+    monkeypatch.setattr(driver, "context", lambda device: None)
+    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster,
+                        current: launches.append((grid, values.decoded())))
     monkeypatch.setattr("tkc.runtime.tensormap.encode",
                         lambda args: encoded.append(args) or args.address.to_bytes(8, "little") * 16)
     real_view = tensors.view

@@ -152,12 +152,17 @@ def params_array(values: list):
 
 
 class Params(list):
-    """Parameter values (ctypes objects) whose void*[] is built already
-    (`array`, at `address`): a launch passes it as is (see frame.py)."""
+    """Parameter storage (ctypes objects) whose void*[] is built already
+    (`array`, at `address`): a launch passes it as is (see frame.py, whose
+    frames also say what they hold: `decoded()`)."""
 
-    def __init__(self, values, array):
+    def __init__(self, values, array, decode=None):
         super().__init__(values)
         self.array, self.address = array, ctypes.addressof(array)
+        self._decode = decode
+
+    def decoded(self) -> list:
+        return self._decode() if self._decode else [v.value for v in self]
 
 
 def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,

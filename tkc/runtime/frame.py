@@ -1,20 +1,18 @@
-"""The kernel-parameter block of a launch, packed in place.
+"""The kernel-parameter block of a launch.
 
 cuLaunchKernel takes kernelParams, a void*[] with one pointer per PTX
 parameter. Making a ctypes object per value and the array per launch costs
 microseconds, so a `Layout` fixes every parameter's offset in one buffer
-once per artifact, and each thread gets a `Frame`: the 64-byte aligned
-buffer, ctypes views of its slots and the void*[] pointing at them, all made
-once. A launch packs the values with one struct call and copies the tensor
-maps into their slots. cuLaunchKernel copies the parameters before it
-returns, so the next launch from the thread may overwrite them; threads
-never share a frame.
+once per artifact, and a `Frame` is the 64-byte aligned buffer and the
+void*[] pointing into it, packed with one struct call and a copy per tensor
+map. The launcher keeps a frame per distinct set of values (launch.py):
+cuLaunchKernel copies the parameters, so a packed frame is only read again,
+by any thread.
 """
 from __future__ import annotations
 
 import ctypes
 import struct
-import threading
 
 from . import driver
 
@@ -46,32 +44,22 @@ class Layout:
             self.map_offsets.append(_align(pos, MAP_ALIGN))
             pos = self.map_offsets[-1] + MAP_BYTES
         self.size = pos
-        self._local = threading.local()
-
-    def frame(self) -> "Frame":
-        """This thread's frame (made on its first launch)."""
-        try:
-            return self._local.frame
-        except AttributeError:
-            self._local.frame = Frame(self)
-            return self._local.frame
 
 
 class Frame:
-    """One thread's parameter buffer; `params` is what driver.launch takes."""
+    """One parameter buffer; `params` is what driver.launch takes. Its void*[]
+    points into the buffer at the layout's offsets (no ctypes object per
+    parameter: a frame is cheap enough to make one per cached launch)."""
 
     def __init__(self, layout: Layout):
         self.layout = layout
         self.raw = ctypes.create_string_buffer(layout.size + MAP_ALIGN)
         self.pad = -ctypes.addressof(self.raw) % MAP_ALIGN  # tensor maps want 64-byte alignment
-        views = [KINDS[kind][0].from_buffer(self.raw, self.pad + offset)
-                 for kind, offset in zip(layout.kinds, layout.offsets)]
-        views += [(ctypes.c_ubyte * MAP_BYTES).from_buffer(self.raw, self.pad + offset)
-                  for offset in layout.map_offsets]
         base = ctypes.addressof(self.raw) + self.pad
         self.map_addresses = [base + offset for offset in layout.map_offsets]
-        array = (ctypes.c_void_p * len(views))(*(ctypes.addressof(v) for v in views))
-        self.params = driver.Params(views, array)
+        slots = [base + offset for offset in layout.offsets] + self.map_addresses
+        array = (ctypes.c_void_p * len(slots))(*slots)
+        self.params = driver.Params([self.raw], array, self.decoded)
 
     def pack(self, values: list, maps=()) -> driver.Params:
         """Write values (Python numbers in PTX order) and the maps' 128-byte buffers."""
@@ -79,3 +67,9 @@ class Frame:
         for address, data in zip(self.map_addresses, maps):
             ctypes.memmove(address, data, MAP_BYTES)
         return self.params
+
+    def decoded(self) -> list:
+        """What the frame holds: the regular values as Python numbers, then each
+        tensor map's 128 bytes (for tests and debugging)."""
+        values = list(self.layout.struct.unpack_from(self.raw, self.pad))
+        return values + [ctypes.string_at(a, MAP_BYTES) for a in self.map_addresses]

@@ -21,7 +21,7 @@ from . import driver
 from .args import Signature
 from .artifact import Artifact
 from .callsite import caller
-from .frame import Layout
+from .frame import Frame, Layout
 from .grid import SMS, compile_grid
 from .tensormap import TensorMaps
 
@@ -38,6 +38,7 @@ class Launcher:
     """The per-artifact launch state."""
 
     PLAN_LIMIT = 256  # keys remembered per kernel (all forgotten when full)
+    FRAME_LIMIT = 64  # packed parameter frames kept per kernel (likewise)
 
     def __init__(self, artifact: Artifact):
         m = artifact.manifest
@@ -52,6 +53,7 @@ class Launcher:
         self.layout = Layout(self.signature.kinds, len(m["tensor_maps"]))
         self.functions: dict[int, driver.Function] = {}
         self.plans: dict = {}
+        self.frames: dict = {}
 
     def __call__(self, args, stream=None) -> None:
         raw_stream = None if stream is None else _stream_handle(stream)
@@ -83,12 +85,27 @@ class Launcher:
         # the context first: encoding a tensor map needs a current one, which a
         # thread torch never touched lacks (autograd's backward threads)
         driver.context(device)
-        maps = self._maps(values, plan.shapes) if self.tensor_maps is not None else ()
         if raw_stream is None:
             raw_stream = _default_stream(device)
-        params = self.layout.frame().pack(values, maps)
-        driver.launch(fn, plan.grid, self.block, self.shared, raw_stream, params, self.cluster,
-                      current=True)
+        driver.launch(fn, plan.grid, self.block, self.shared, raw_stream,
+                      self._params(values, plan.shapes), self.cluster, current=True)
+
+    def _params(self, values: list, shapes: list) -> driver.Params:
+        """The packed parameters of these values: kept per distinct values (the
+        pointers of an eager loop repeat, as torch's allocator hands the same
+        blocks back), so a repeated launch neither encodes nor packs. Values fix
+        the shapes (static dims are the kernel's, runtime ones are values), so
+        they fix the tensor maps too; cuLaunchKernel copies the parameters, so
+        a kept frame is never written again and threads may share it."""
+        key = tuple(values)
+        params = self.frames.get(key)
+        if params is None:
+            maps = self._maps(values, shapes) if self.tensor_maps is not None else ()
+            params = Frame(self.layout).pack(values, maps)
+            if len(self.frames) >= self.FRAME_LIMIT:
+                self.frames.clear()
+            self.frames[key] = params
+        return params
 
     def _plan(self, args, stream, fast) -> Plan:
         """Every check, the grid; the Plan is kept under the call's key (if any)."""
