@@ -18,6 +18,7 @@ def __getattr__(name):
     """The PyTorch ops (tkc.torchops: tkc.attention, tkc.layer_norm, ...):
     imported on first use (they need torch, which `import tkc` does not)."""
     if name in _TORCH_OPS:
-        from . import torchops
-        return getattr(torchops, name)
+        from . import torchops  # here, not at the top: torch is needed only for these
+        op = globals()[name] = getattr(torchops, name)  # later lookups skip this hook
+        return op
     raise AttributeError(f"module 'tkc' has no attribute {name!r}")

@@ -22,14 +22,17 @@ NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
+GEMM_TILES = (64, 128, 256)  # BN: tkc.matmul picks one per shape (tkc/torchops/gemm.py)
+
+
 def _gemm_ops():
-    """The GEMMs tkc.matmul and tkc.linear launch (forward and backward)."""
-    plain = [gemm_hopper("bf16", tb, transpose_a=ta) for ta, tb in ((False, False), (False, True),
-                                                                      (True, False))]
-    batched = [gemm_hopper("bf16", tb, transpose_a=ta, batched=True)
-               for ta, tb in ((False, False), (False, True), (True, False))]
-    linear = [gemm_hopper("bf16", True, bias=bias, activation=act, preact=preact)
-              for bias in (False, True) for act in (None, "gelu", "silu")
+    """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each tile width."""
+    pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
+    plain = [gemm_hopper("bf16", tb, BN=bn, transpose_a=ta) for bn in GEMM_TILES for ta, tb in pairs]
+    batched = [gemm_hopper("bf16", tb, BN=bn, transpose_a=ta, batched=True)
+               for bn in GEMM_TILES for ta, tb in pairs]
+    linear = [gemm_hopper("bf16", True, BN=bn, bias=bias, activation=act, preact=preact)
+              for bn in GEMM_TILES for bias in (False, True) for act in (None, "gelu", "silu")
               for preact in ((False, True) if act else (False,)) if bias or act]
     return plain + batched + linear
 

@@ -42,10 +42,13 @@ The switch point: the one-warp kernels keep about 3 (forward) and 7
 (backward) vectors of D/32 f32 values a lane live; at D 1024 the backward
 takes 197-242 registers and at 2048 it spills, the forward 62-96 at 1024,
 128-168 at 2048 and spills from 4096 (ptxas, sm_90a). So the forward splits
-above 2048 and the backward above 1024 (SPLIT_AT). A split row takes 16
-values a lane (LANE_VALUES: 40-128 registers, no spills) up to 16 warps
-(ROW_WARPS; D 8192), then more values a lane (D 16384: 32 a lane, 16 warps,
-94-128 registers): 32 warps would cap a thread at 64 registers. A block
+above 2048 and the backward above 1024 (SPLIT_AT). A split row takes 32
+values a lane (LANE_VALUES; D / 1024 warps a row) up to 16 warps (ROW_WARPS;
+D 16384), then more values a lane: 32 warps would cap a thread at 64
+registers. 32 rather than 16 values a lane, measured on the H200 (kernel
+time, CUDA graph; N 16384 at D 4096, 8192 at D 8192): the forward 75 / 101
+µs against 91 / 115, the backward 154 / 142 against 151 / 205 (F.layer_norm's
+forward 104 / 116, its backward 257 at 8192). BENCHMARKS.md, session 9. A block
 issues all of its row's loads at once (a 16384 row: 64 KB of x and residual
 in flight an SM), and the shared memory of the backward's sums (128 KB at
 16384) leaves room for one such block an SM.
@@ -58,7 +61,7 @@ from tkc.diagnostics import TkcError
 from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 
 SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for
-LANE_VALUES = 16     # a split row's values a lane, at least (sets S, the warps a row) ..
+LANE_VALUES = 32     # a split row's values a lane, at least (sets S, the warps a row) ..
 ROW_WARPS = 16       # .. unless that takes more warps than this (512 threads: 128 registers)
 
 

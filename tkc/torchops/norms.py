@@ -61,10 +61,10 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
     N, D = x.shape
     dev = x.device
 
-    def outputs():
+    def outputs():  # h only with a residual, mean only for LayerNorm (None: not made)
         y = torch.empty_like(x)
-        h = torch.empty_like(x) if res is not None else x.new_empty(0)
-        mean = x.new_empty(0 if rms else N, dtype=torch.float32)
+        h = torch.empty_like(x) if res is not None else None
+        mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
         return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
 
     if N == 0:
@@ -75,7 +75,8 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
                         (h, res is not None), (mean, not rms), (rstd, True)) if on]
     y, h, mean, rstd = outputs()
     launch = _kernels(rms, D, p > 0, res is not None)[0].prepare(
-        *parts(x, res, row(w), None if rms else row(b), y, h, row(mean), row(rstd)), p, 1e-5, 0, 0)
+        *parts(x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
+               row(rstd)), p, 1e-5, 0, 0)
 
     def run(x, res, w, b, eps, p, seed, offset):
         y, h, mean, rstd = out = outputs()
@@ -92,9 +93,8 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     k = 1 if rms else 2  # dw (and db) partial sums
     blocks = _sms(dev) * 2
 
-    def outputs():
-        dx = torch.empty_like(dy)
-        return dx, torch.empty_like(dy) if dres_too else dy.new_empty(0)
+    def outputs():  # dres only where it differs from dx (None: not made)
+        return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None
 
     if N == 0:
         return lambda *args: (*outputs(), w.new_zeros(k, D))
@@ -117,7 +117,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
 
 
 def _plan_key(rms: bool, p: float, *ts) -> tuple:
-    return (rms, p > 0, signature(*(t for t in ts if t is not None)), tuple(t is None for t in ts))
+    return rms, p > 0, signature(*ts)
 
 
 _fwd_plans = PlanCache(_fwd_plan)
@@ -125,13 +125,13 @@ _bwd_plans = PlanCache(_bwd_plan)
 
 
 def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset):
-    """(y, h, mean, rstd): h empty without a residual, mean empty for RMSNorm."""
+    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm."""
     plan = _fwd_plans(_plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
     return plan(x, res, w, b, eps, p, seed, offset)
 
 
 def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset):
-    """(dx, dres, [dw; db] or [dw]): dres empty unless a residual and dropout."""
+    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout."""
     plan = _bwd_plans(_plan_key(rms, p, dy, dhn, h, w, mean, rstd), rms, dy, dhn, h, w, mean, rstd, p)
     return plan(dy, dhn, h, w, mean, rstd, p, seed, offset)
 
@@ -160,7 +160,8 @@ def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
 def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor,
                  p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx)."""
-    return _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset)
+    dx, dres, dwb = _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset)
+    return dx, dy.new_empty(0) if dres is None else dres, dwb
 
 
 def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, seed, offset):
@@ -247,18 +248,28 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     _check("layer_norm", x, weight, bias, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
-    shape, D = x.shape, x.shape[-1]
-    x2 = x.reshape(-1, D).contiguous()
+    x2 = _rows(x)
     seed, offset = _philox(x2, dropout_p)
     w, b = _bf16(weight), _bf16(bias)
     if residual is None and not (prenorm and dropout_p > 0):  # reads x only
-        y = _ln_fwd_nores(x2, w, b, eps, dropout_p, seed, offset)[0].view(shape)
+        y = _shaped(_ln_fwd_nores(x2, w, b, eps, dropout_p, seed, offset)[0], x)
         return (y, x) if prenorm else y  # h = x (without dropout)
     # with a residual, or h = dropout(x) wanted: the residual kernels (a zero residual)
-    r2 = _bf16(residual.reshape(-1, D)) if residual is not None else torch.zeros_like(x2)
+    r2 = _bf16(_rows(residual)) if residual is not None else torch.zeros_like(x2)
     y, h, _, _ = _ln_fwd(x2, r2, w, b, eps, dropout_p, seed, offset)
-    y, h = y.view(shape), h.view(shape)
+    y, h = _shaped(y, x), _shaped(h, x)
     return (y, h) if prenorm else y
+
+
+def _rows(x: Tensor) -> Tensor:
+    """x as contiguous rows [N, D] (x itself when it is one: no view made)."""
+    if x.dim() == 2 and x.is_contiguous():
+        return x
+    return x.reshape(-1, x.shape[-1]).contiguous()
+
+
+def _shaped(y: Tensor, x: Tensor) -> Tensor:
+    return y if y.dim() == x.dim() else y.view(x.shape)
 
 
 def _check(fn: str, x, weight, bias, residual) -> None:
@@ -302,7 +313,7 @@ def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float
                   seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
     y, h, _, rstd = _norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
-    return y, h, rstd
+    return y, x.new_empty(0) if h is None else h, rstd
 
 
 def _rms_fwd_fake(x, residual, weight, eps, p, seed, offset):
@@ -314,7 +325,8 @@ def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor,
                   p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent)."""
-    return _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset)
+    dx, dres, dw = _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset)
+    return dx, dy.new_empty(0) if dres is None else dres, dw
 
 
 def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset):
@@ -355,13 +367,12 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     _check("rms_norm", x, weight, None, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
-    shape, D = x.shape, x.shape[-1]
-    x2 = x.reshape(-1, D).contiguous()
+    x2 = _rows(x)
     seed, offset = _philox(x2, dropout_p)
     if residual is None and prenorm and dropout_p > 0:
         residual = torch.zeros_like(x)
-    r2 = _bf16(residual.reshape(-1, D)) if residual is not None else None
+    r2 = _bf16(_rows(residual)) if residual is not None else None
     y, h, _ = _rms_fwd(x2, r2, _bf16(weight), eps, dropout_p, seed, offset)
     if not prenorm:
-        return y.view(shape)
-    return y.view(shape), (h.view(shape) if r2 is not None else x)
+        return _shaped(y, x)
+    return _shaped(y, x), (_shaped(h, x) if r2 is not None else x)

@@ -18,10 +18,12 @@ __all__ = ["PlanCache", "forget", "signature"]
 _caches: list = []  # every op's, for forget()
 
 
-def signature(*ts: Tensor) -> tuple:
+def signature(*ts: Tensor | None) -> tuple:
     """Per tensor what a plan may depend on: shape, strides, dtype, device
-    and its data pointer's offset from 16-byte alignment (TMA's unit)."""
-    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16) for t in ts)
+    and its data pointer's offset from 16-byte alignment (TMA's unit); None
+    for an absent (optional) tensor."""
+    return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
+                 for t in ts)
 
 
 class PlanCache:
