@@ -3,7 +3,7 @@
     tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR] [--prune] [FILE.py ...]
+    tkc build [--force] [--filter SUBSTR] [--prune] [--call EXPR ...] [FILE.py ...]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -196,6 +196,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true",
                    help="then remove every cache entry this build did not produce or find "
                         "(older builds'), e.g. before carrying the cache to a GPU machine")
+    p.add_argument("--call", action="append", default=[], metavar="EXPR",
+                   help="also build what a call of a torch op launches, forward and backward, "
+                        "e.g. --call 'layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])' "
+                        "(tensors as DTYPE[dims]; needs torch; tkc/torchops/prebuild.py)")
     p.add_argument("files", nargs="*", metavar="FILE.py",
                    help="also build the kernels defined in these Python files (e.g. the GPU "
                         "tests' kernels, so a machine without MLIR can run them)")
@@ -206,6 +210,7 @@ def _build(args) -> int:
     from .frontend import kernels_in_file
     from .kernels import library
     found = library() + [k for f in args.files for k in kernels_in_file(f)]
+    found += [k for expr in args.call for k in _kernels_of_call(expr) if all(k is not f for f in found)]
     kernels = [k for k in found if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
@@ -226,6 +231,29 @@ def _build(args) -> int:
                          f"registers, {serial} kernel(s) have serialised wgmma\n")
         return 1
     return 0
+
+
+def _kernels_of_call(expr: str) -> list:
+    """The kernels a torch op's call launches (built on the way: prebuild.py)."""
+    from .frontend.kernel import Kernel
+    try:
+        from .torchops.prebuild import prebuild
+    except ImportError as e:
+        raise TkcError(f"--call needs torch ({e})") from None
+    built, real = [], Kernel.build
+
+    def build(kernel, force: bool = False):
+        if all(kernel is not k for k in built):
+            built.append(kernel)
+        return real(kernel, force)
+    Kernel.build = build
+    try:
+        prebuild(expr)
+    except ValueError as e:
+        raise TkcError(str(e)) from None
+    finally:
+        Kernel.build = real
+    return built
 
 
 def _build_one(kernel, i: int, n: int, force: bool) -> dict:

@@ -276,3 +276,37 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
         tkc.rotary_embedding(torch.randn(2, 32, 2, 64).to(BF), cos, sin)
     assert cuda.state.launches == 6
     assert len(rotary._plans.plans) == 2
+
+
+# ---------------------------------------------------------------- building what a call needs
+
+def test_describe_writes_calls_in_the_build_language():
+    from tkc.torchops.prebuild import describe
+    x = torch.zeros(2, 8, 4, 64, dtype=BF).transpose(1, 2)   # [2, 4, 8, 64] in [2, 8, 4, 64] memory
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    assert describe("attention", (x, x), {"causal": True, "cu": cu}) == (
+        "attention(bf16[2, 8, 4, 64].permute(0, 2, 1, 3), bf16[2, 8, 4, 64].permute(0, 2, 1, 3), "
+        "causal=True, cu=i32([0, 3, 8]))")
+
+
+def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatch):
+    """A missing artifact, offline: the op's error names `tkc build --call`
+    for the call made, at the caller's line; that command builds what the call
+    launches (forward and backward), after which the call finds everything."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.cli import main
+    from tkc.runtime.cache import MissingArtifact
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TKC_OFFLINE", "1")
+    x, w = torch.zeros(3, 256, dtype=BF), torch.ones(256, dtype=BF)
+    with fake_driver(), pytest.raises(MissingArtifact) as e:
+        tkc.rms_norm(x, w)
+    assert "test_torchops.py" in e.value.where
+    call = "rms_norm(bf16[3, 256], bf16[256])"
+    assert e.value.command == f"TKC_CACHE_DIR={tmp_path} tkc build --call '{call}'"
+    monkeypatch.delenv("TKC_OFFLINE")
+    assert main(["build", "--filter", "rmsnorm_fwd_256", "--call", call]) == 0
+    monkeypatch.setenv("TKC_OFFLINE", "1")
+    with fake_driver():
+        x.requires_grad_()
+        tkc.rms_norm(x, w).sum().backward()   # forward and backward kernels are there

@@ -169,6 +169,15 @@ def _warn_once(key: str, message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
+class MissingArtifact(TkcError):
+    """A cache miss where TKC_OFFLINE=1 forbids compiling: `command` is the
+    build command (a torch op replaces it with the one for its own call)."""
+
+    def __init__(self, message: str, where: str, command: str):
+        super().__init__(f"{message}`{command}`", where)
+        self.reason, self.command = message, command
+
+
 def missing(name: str, key: str, source: str | None = None) -> TkcError:
     """The error for a cache miss when TKC_OFFLINE=1 forbids compiling. The
     build command names the kernel's file unless it is the library's own
@@ -177,10 +186,10 @@ def missing(name: str, key: str, source: str | None = None) -> TkcError:
     here = Path(__file__).resolve().parent.parent  # the tkc package
     path = Path(source).resolve() if source else None
     target = "" if path is None or here in path.parents else f" {_shown(path)}"
-    return TkcError(
+    return MissingArtifact(
         f"no artifact for kernel '{name}' (key {key[:12]}...) in {root} and TKC_OFFLINE=1 "
-        f"forbids compiling here; build it on a machine with MLIR: "
-        f"`TKC_CACHE_DIR={root} tkc build{target}`", caller())
+        f"forbids compiling here; build it on a machine with MLIR: ", caller(),
+        f"TKC_CACHE_DIR={root} tkc build{target}")
 
 
 def _shown(path: Path) -> str:

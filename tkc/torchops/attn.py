@@ -36,7 +36,7 @@ from ..kernels.attention_bwd import (backward_kernels, backward_options, dq_orde
 from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
 from .checks import check_device
-from .eager import Op
+from .eager import Op, public
 from .plans import PlanCache, signature
 
 __all__ = ["attention", "attention_varlen"]
@@ -194,6 +194,7 @@ _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
 _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward)
 
 
+@public
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
               return_lse: bool = False):
     """softmax(q k^T * scale [causal mask]) v for q [B, Hq, Lq, D] and k, v
@@ -271,6 +272,7 @@ _vbwd = Op("tkc::attention_varlen_bwd", _vbwd_impl, _vbwd_fake)
 _vfwd = Op("tkc::attention_varlen_fwd", _vfwd_impl, _vfwd_fake, _vsetup, _vbackward)
 
 
+@public
 def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
                      max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
                      scale: float | None = None, return_lse: bool = False):

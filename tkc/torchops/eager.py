@@ -19,12 +19,16 @@ tracing: the launches themselves are captured.
 """
 from __future__ import annotations
 
+import functools
+import shlex
 from typing import Callable
 
 import torch
 from torch.utils import _python_dispatch
 
-__all__ = ["Op", "tracing"]
+from ..runtime.cache import MissingArtifact, cache_dir
+
+__all__ = ["Op", "public", "tracing"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _functorch_stack = torch._C._functorch.peek_interpreter_stack
@@ -88,3 +92,19 @@ def _autograd_function(name: str, impl, setup, backward) -> type:
 
     return type(f"Eager_{name.replace('::', '_')}", (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(back)})
+
+
+def public(fn: Callable) -> Callable:
+    """A public op (tkc.layer_norm, ...): when a kernel it picks is missing
+    offline, its error names `tkc build --call` for this very call, which
+    builds what the call launches, forward and backward (prebuild.py)."""
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MissingArtifact as e:
+            from .prebuild import describe
+            call = describe(fn.__name__, args, kwargs)
+            raise MissingArtifact(e.reason, e.where, f"TKC_CACHE_DIR={cache_dir()} tkc build "
+                                  f"--call {shlex.quote(call)}") from None
+    return op

@@ -26,7 +26,7 @@ from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
 from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
 from .checks import check_device, check_tensor
-from .eager import Op
+from .eager import Op, public
 from .plans import PlanCache, signature
 
 __all__ = ["matmul", "linear"]
@@ -143,6 +143,7 @@ def _mm_backward(ctx, dc):
 _matmul = Op("tkc::matmul", _mm_impl, _mm_fake, _mm_setup, _mm_backward)
 
 
+@public
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """a @ b in bf16 (f32 accumulation) for a [..., M, K] and b [K, N] or
     [..., K, N] (b's batch a's, or 1); differentiable in a and b. K and N
@@ -235,6 +236,7 @@ def _lin_backward(ctx, dy, dz_unused):
 _linear = Op("tkc::linear", _lin_impl, _lin_fake, _lin_setup, _lin_backward)
 
 
+@public
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
            activation: str | None = None) -> Tensor:
     """act(x weight^T + bias) in bf16 for x [..., K], weight [N, K] and bias

@@ -26,7 +26,7 @@ from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import linear_attention as la_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
-from .eager import Op
+from .eager import Op, public
 
 __all__ = ["linear_attention", "based", "hedgehog"]
 DIMS = (64, 128, 192, 256)
@@ -89,6 +89,7 @@ _based = Op("tkc::based", _based_impl, lambda q, k, v, scale: _empty_out(v))
 _hedgehog = Op("tkc::hedgehog", _hedgehog_impl, lambda q, k, v, *rest: _empty_out(v))
 
 
+@public
 def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
                      scale: float | None = None) -> Tensor:
     """Causal linear attention o_t = scale * sum_{s<=t} w(t, s) (q_t . k_s) v_s
@@ -107,6 +108,7 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
     return _la(q, k, v, g, _scale(scale, q.shape[-1]))
 
 
+@public
 def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor:
     """Based's linear attention: o_t = sum_{s<=t} (1 + x + x^2 / 2) v_s with
     x = scale * q_t . k_s (the 2nd-order Taylor map of softmax; no
@@ -116,6 +118,7 @@ def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor
     return _based(q, k, v, _scale(scale, q.shape[-1]))
 
 
+@public
 def hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
              beta: Tensor, scale: float | None = None) -> Tensor:
     """Hedgehog attention (ThunderKittens' kernels/hedgehog): a sliding-window

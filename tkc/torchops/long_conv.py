@@ -21,7 +21,7 @@ from ..kernels.fftconv import SPLITS, block_channels, filter_layout, operands, s
 from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
-from .eager import Op
+from .eager import Op, public
 from .plans import PlanCache, signature
 
 __all__ = ["fftconv", "fftconv_filter"]
@@ -88,6 +88,7 @@ def fftconv_filter(k: Tensor, N: int) -> Tensor:
     return torch.stack([kf.real, kf.imag]).to(torch.bfloat16).contiguous()
 
 
+@public
 def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
     (bf16, on the GPU) and kf = fftconv_filter(k, N): L = N (circular) or N / 4,

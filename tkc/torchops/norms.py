@@ -21,7 +21,7 @@ from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
 from .checks import check_device, check_tensor
-from .eager import Op
+from .eager import Op, public
 from .plans import PlanCache, signature
 
 __all__ = ["layer_norm", "rms_norm"]
@@ -240,6 +240,7 @@ def _philox(x: Tensor, p: float) -> tuple[int, int]:
     return seed, offset & 0x7FFFFFFF
 
 
+@public
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None = None,
                eps: float = 1e-5, dropout_p: float = 0.0, prenorm: bool = False):
     """LayerNorm(dropout(x) + residual) over the last dim (bf16, D a multiple of
@@ -357,6 +358,7 @@ _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
 _rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward)
 
 
+@public
 def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: float = 1e-6,
              dropout_p: float = 0.0, prenorm: bool = False):
     """RMSNorm(dropout(x) + residual) = h * rsqrt(mean(h^2) + eps) * weight over

@@ -17,7 +17,7 @@ from ..diagnostics import TkcError
 from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
-from .eager import Op
+from .eager import Op, public
 from .plans import PlanCache, signature
 
 __all__ = ["rotary_embedding"]
@@ -67,6 +67,7 @@ _rotary = Op("tkc::rotary", _impl,
              _setup, _backward)
 
 
+@public
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
     """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
     sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or

@@ -1,0 +1,112 @@
+"""Building ahead of time the kernels an op call picks: `tkc build --call`.
+
+    tkc build --call "layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])"
+    tkc build --call "attention(bf16[2, 1024, 16, 128].transpose(1, 2), ...)"
+
+An op picks its kernels from its arguments' shapes, layouts and flags, so the
+way to build what a call needs is to make that call: `prebuild` evaluates the
+expression on CPU tensors of those shapes (zeros) through the fake driver
+(tkc.bench.fake_driver), forward without and with gradients and backward,
+and every kernel the op prepares is compiled into the cache on the way. An op
+that finds an artifact missing offline names the command for its own call
+(`describe`), so the error says exactly what to run where MLIR is.
+
+The expression language: a call of a tkc op by name; tensors as
+DTYPE[dims] (bf16, f16, f32, i32), optionally .transpose(a, b), .permute(...)
+or .t(); i32([...]) for an int32 tensor with those values (varlen offsets);
+Python literals for the rest.
+"""
+from __future__ import annotations
+
+import ast
+
+import torch
+from torch import Tensor
+
+__all__ = ["describe", "prebuild"]
+
+_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i32": torch.int32}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def describe(op: str, args: tuple, kwargs: dict) -> str:
+    """The call as the expression language writes it (tensors by dtype, shape
+    and layout; small int32 tensors by value)."""
+    parts = [_arg(a) for a in args] + [f"{k}={_arg(v)}" for k, v in kwargs.items()]
+    return f"{op}({', '.join(parts)})"
+
+
+def _arg(x) -> str:
+    if not isinstance(x, Tensor):
+        return repr(x)
+    if x.dtype == torch.int32 and x.dim() == 1 and x.numel() <= 4096:
+        return f"i32({x.tolist()})"
+    name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
+    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), d))  # memory order, outermost first
+    base = f"{name}[{', '.join(str(x.shape[d]) for d in order)}]"
+    if order == list(range(x.dim())):
+        return base
+    perm = [order.index(d) for d in range(x.dim())]  # back from memory order to x's dims
+    return f"{base}.permute({', '.join(map(str, perm))})"
+
+
+def prebuild(expr: str) -> None:
+    """Make the call `expr` through the fake driver, building what it launches
+    (forward without gradients, then with them and backward)."""
+    import tkc
+    from ..bench.fake_driver import fake_driver
+    from . import norms
+    call = _parse(expr)
+    fn = getattr(tkc, call.func.id)
+    saved = norms._philox
+    norms._philox = lambda x, p: (0, 0)  # dropout's seed is drawn from a CUDA generator
+    try:
+        with fake_driver():
+            for grad in (False, True):
+                args = [_value(a, grad) for a in call.args]
+                kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
+                with torch.set_grad_enabled(grad):
+                    out = fn(*args, **kwargs)
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                if grad and any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+                    torch.autograd.backward([o for o in outs if isinstance(o, Tensor) and o.requires_grad],
+                                            [torch.zeros_like(o) for o in outs
+                                             if isinstance(o, Tensor) and o.requires_grad])
+    finally:
+        norms._philox = saved
+
+
+def _parse(expr: str) -> ast.Call:
+    import tkc
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"--call {expr!r}: not an expression ({e.msg})") from None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in tkc._TORCH_OPS):
+        raise ValueError(f"--call {expr!r}: expected a call of one of tkc's ops "
+                         f"({', '.join(tkc._TORCH_OPS)})")
+    return node
+
+
+def _value(node: ast.AST, grad: bool):
+    """A tensor expression as a CPU tensor (floats require grad when `grad`),
+    anything else as its literal."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and node.value.id in _DTYPES:
+        dims = ast.literal_eval(node.slice)
+        dims = dims if isinstance(dims, tuple) else (dims,)
+        dtype = _DTYPES[node.value.id]
+        return torch.zeros(dims, dtype=dtype).requires_grad_(grad and dtype.is_floating_point)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "i32":
+        return torch.tensor(ast.literal_eval(node.args[0]), dtype=torch.int32)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr in ("transpose", "permute", "t"):
+        base = _value(node.func.value, False)
+        view = getattr(base, node.func.attr)(*(ast.literal_eval(a) for a in node.args))
+        return view.detach().requires_grad_(grad and base.is_floating_point()) if grad else view
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f"--call: cannot read {ast.unparse(node)!r} (tensors are written "
+                         f"DTYPE[dims], e.g. bf16[4, 1024])") from None
