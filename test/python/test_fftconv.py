@@ -191,3 +191,16 @@ def test_op_errors(ops):
         tkc.fftconv_filter(torch.zeros(4, 100), 3000)
     with pytest.raises(TkcError, match="2000 taps"):
         tkc.fftconv_filter(torch.zeros(4, 2000), 1024)
+
+
+def test_a_non_finite_value_spreads_only_where_the_docstring_says(ops):
+    """A NaN at (batch 2, channel 5), N 1024 (N1 = 32: two channels a
+    warpgroup's 64 rows): NaN exactly at batches {2, 3} (one complex
+    sequence) x channels {4, 5} (one block-diagonal DFT), finite elsewhere."""
+    u, k = _inputs(4, 8, 1024, 1024, 1024, seed=9)
+    u[2, 5, 100] = np.nan
+    y = ops._fftconv(torch.from_numpy(u).bfloat16(), ops.fftconv_filter(torch.from_numpy(k), 1024))
+    bad = torch.isnan(y.float()).any(-1).numpy()
+    want = np.zeros((4, 8), bool)
+    want[2:4, 4:6] = True
+    assert (bad == want).all()

@@ -142,3 +142,18 @@ def test_op_errors(ops):
         tkc.linear_attention(q, q, q)
     with pytest.raises(TkcError, match="feature dim 64 is not supported"):
         tkc.based(q, q, q)
+
+
+@pytest.mark.parametrize("g_max", [0.02, 0.2])
+def test_positive_log_decays_grow_as_written(g_max):
+    """g > 0 (weights exp(G_t - G_s) above 1, growing with t - s) is computed
+    as the formula says, until the values leave f32's range (a sum of g past
+    ~88): the docstring's promise."""
+    q, k, v, _ = _inputs(1, 2, 200, 64, 64, seed=11)
+    g = np.random.default_rng(3).uniform(0.0, g_max, (1, 2, 1, 200)).astype(np.float32)
+    o = np.full(v.shape, np.nan, np.float32)
+    linear_attention(64, 64, True).interpret(q, k, v, g, o, np.float32(0.125))
+    ref = reference.linear_attention(q, k, v, 0.125, g[:, :, 0])
+    flat = reference.linear_attention(q, k, v, 0.125, np.zeros_like(g[:, :, 0]))
+    assert np.abs(ref).max() > 1.5 * np.abs(flat).max()   # the weights did grow
+    assert rel_err(o, ref) < 1e-2

@@ -96,7 +96,10 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
     for q, k [B, H, L, F] and v [B, H, L, DV] (bf16, on the GPU; F and DV 64,
     128, 192 or 256): w = 1, or with g [B, H, L] (f32, log decays, <= 0)
     w = exp(g_(s+1) + .. + g_t) (Mamba-2's SSD with scalar decay = FLA's
-    chunk_simple_gla; q = C, k = B, v = x dt, g = A dt). Any L (even with g)."""
+    chunk_simple_gla; q = C, k = B, v = x dt, g = A dt). Any L (even with g).
+    g > 0 is computed as written: weights above 1 that grow as exp of their
+    sums (test_positive_log_decays_grow_as_written), so outputs pass f32's
+    and bf16's range (inf) once a sum of g over the sequence nears 88."""
     _check("linear_attention", q, k, v, None, DIMS)
     if g is not None:
         if not isinstance(g, Tensor) or g.dtype != torch.float32 or tuple(g.shape) != tuple(q.shape[:3]):

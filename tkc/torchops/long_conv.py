@@ -93,7 +93,14 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     """y = irfft(rfft(u, n=N) * rfft(k, n=N), n=N)[..., :L] for u [B, D, L]
     (bf16, on the GPU) and kf = fftconv_filter(k, N): L = N (circular) or N / 4,
     N / 2, 3N / 4 (causal when k has at most N - L + 1 taps). D a multiple of
-    the channels a block owns (8 for N 1024, 4 for 2048, 2 for 4096)."""
+    the channels a block owns (8 for N 1024, 4 for 2048, 2 for 4096).
+
+    A non-finite value in u (NaN, inf) does not stay in its (batch, channel):
+    it also reaches the other batch row of its pair (rows b and b ^ 1 are
+    transformed as one complex sequence, b + i (b ^ 1)) and the other
+    channels of its group of 64 / N1 (2 for N 1024, 1 for 2048 and 4096:
+    their DFTs are one block-diagonal product, whose zeros times NaN or inf
+    give NaN). Finite values never mix."""
     if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
         raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
                        f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
