@@ -100,7 +100,7 @@ SIZES = [(256, 37), (1024, 9), (4096, 5), (8192, 3), (16384, 3)]  # (D, N): N ra
 @pytest.mark.parametrize("rms", [False, True], ids=["layernorm", "rmsnorm"])
 def test_norm_interpreted(rms, D, N, p, residual):
     fwd, bwd = check(rms, D, N, p, residual, blocks=2 if D < 4096 else 5 if D == 4096 else 2)
-    S_fwd, S_bwd = row_split(D, "fwd")[0], row_split(D, "bwd")[0]
+    S_fwd, S_bwd = row_split(D, "fwd", dropout=p > 0)[0], row_split(D, "bwd", dropout=p > 0)[0]
     assert fwd.warps == (S_fwd or 4) and bwd.warps == (S_bwd or 4)
     assert ("_split" in fwd.name) == (D > SPLIT_AT["fwd"]) and ("_split" in bwd.name) == (D > SPLIT_AT["bwd"])
 
@@ -128,8 +128,10 @@ def test_switch_point_is_a_parameter(rms):
 
 def test_split_plan():
     assert row_split(1024, "bwd") == (0, 1024) and row_split(2048, "fwd") == (0, 2048)
-    assert row_split(4096, "bwd") == (8, 512) and row_split(8192, "fwd") == (16, 512)
-    assert row_split(16384, "bwd") == (16, 1024)
+    assert row_split(4096, "bwd") == (4, 1024) and row_split(8192, "fwd") == (8, 1024)
+    assert row_split(4096, "bwd", dropout=True) == (8, 512)
+    assert row_split(8192, "fwd", dropout=True) == (16, 512)
+    assert row_split(16384, "bwd") == (16, 1024) == row_split(16384, "bwd", dropout=True)
     with pytest.raises(TkcError, match="at most 32"):
         row_split(16384, "bwd", lane_values=8)
     with pytest.raises(TkcError, match="multiple of 256"):

@@ -310,3 +310,16 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     with fake_driver():
         x.requires_grad_()
         tkc.rms_norm(x, w).sum().backward()   # forward and backward kernels are there
+
+
+def test_inference_calls_leave_the_statistics_in_scratch(cpu_ops):
+    """Without gradients, tkc.layer_norm allocates y alone (mean and rstd go to
+    the per-device scratch) and gives the values of the full op."""
+    from tkc.torchops import plans
+    x = torch.randn(4, 256).to(BF)
+    w, b = torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
+    y = tkc.layer_norm(x, w, b)
+    full = norms._ln_fwd_nores(x, w, b, 1e-5, 0.0, 0, 0)
+    assert torch.equal(y, full[0])
+    assert (x.device, "norm mean") in plans._scratch and (x.device, "norm rstd") in plans._scratch
+    assert torch.allclose(plans._scratch[x.device, "norm rstd"][:4], full[2])

@@ -48,7 +48,9 @@ D 16384), then more values a lane: 32 warps would cap a thread at 64
 registers. 32 rather than 16 values a lane, measured on the H200 (kernel
 time, CUDA graph; N 16384 at D 4096, 8192 at D 8192): the forward 75 / 101
 µs against 91 / 115, the backward 154 / 142 against 151 / 205 (F.layer_norm's
-forward 104 / 116, its backward 257 at 8192). BENCHMARKS.md, session 9. A block
+forward 104 / 116, its backward 257 at 8192). BENCHMARKS.md, session 9. With
+dropout, 16 (DROPOUT_LANE_VALUES): at 32 the D 8192 LayerNorm backward and
+RMSNorm forward spill 16 bytes. A block
 issues all of its row's loads at once (a 16384 row: 64 KB of x and residual
 in flight an SM), and the shared memory of the backward's sums (128 KB at
 16384) leaves room for one such block an SM.
@@ -62,6 +64,7 @@ from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 
 SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for
 LANE_VALUES = 32     # a split row's values a lane, at least (sets S, the warps a row) ..
+DROPOUT_LANE_VALUES = 16  # .. with dropout, whose random numbers take registers (32: spills)
 ROW_WARPS = 16       # .. unless that takes more warps than this (512 threads: 128 registers)
 
 
@@ -75,13 +78,15 @@ def _name(kind: str, D: int, dropout: bool, residual: bool, norm: str = "layerno
             f"{f'_split{S}' if S else ''}")
 
 
-def row_split(D: int, kind: str, split_at: int | None = None, lane_values: int | None = None):
+def row_split(D: int, kind: str, split_at: int | None = None, lane_values: int | None = None,
+              dropout: bool = False):
     """(S, L): the warps a row is split over (0: one warp a row) and the columns
     each holds (L = D for one warp)."""
     if D <= (SPLIT_AT[kind] if split_at is None else split_at):
         return 0, D
-    if lane_values is None:  # 16 a lane, more where a row would need more than ROW_WARPS
-        lane_values = max(LANE_VALUES, -(-D // (256 * ROW_WARPS)) * 8)
+    if lane_values is None:  # LANE_VALUES a lane, more where a row would need more than ROW_WARPS
+        least = DROPOUT_LANE_VALUES if dropout else LANE_VALUES
+        lane_values = max(least, -(-D // (256 * ROW_WARPS)) * 8)
     if lane_values % 8 or lane_values <= 0:
         raise TkcError(f"lane_values must be a positive multiple of 8, got {lane_values}")
     n = D // 256                                  # 256-column pieces (8 a lane, 16 bytes)
@@ -141,7 +146,7 @@ def norm_fwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
     """The forward of LayerNorm (rms=False) or RMSNorm: see layernorm_fwd, rmsnorm_fwd."""
     norm = "rmsnorm" if rms else "layernorm"
     _check_d(D, norm)
-    S, L = row_split(D, "fwd", split_at, lane_values)
+    S, L = row_split(D, "fwd", split_at, lane_values, dropout)
     V, piece, put, drop, draw, inside, totals = _row_ops(D, S, L, dropout)
     rows = warps if not S else 1  # rows a block
 
@@ -231,7 +236,7 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
     """The backward of LayerNorm (rms=False) or RMSNorm: see layernorm_bwd, rmsnorm_bwd."""
     norm = "rmsnorm" if rms else "layernorm"
     _check_d(D, norm)
-    S, L = row_split(D, "bwd", split_at, lane_values)
+    S, L = row_split(D, "bwd", split_at, lane_values, dropout)
     V, piece, put, drop, draw, inside, totals = _row_ops(D, S, L, dropout)
     q = D // warps  # one warp a row: the columns each warp sums over the block's warps
 

@@ -37,7 +37,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
 from .checks import check_device
 from .eager import Op, public
-from .plans import PlanCache, signature
+from .plans import PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
 
@@ -90,12 +90,13 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     B, H, L, D = q.shape
     o_spec, dev = _spec(q, layout), q.device
 
-    def outputs():
+    def outputs(lse: bool = True):  # lse=False: the lse into scratch memory (no backward)
         return (torch.empty_strided(*o_spec, device=dev, dtype=q.dtype),
-                torch.empty(B, H, L, device=dev, dtype=torch.float32))
+                torch.empty(B, H, L, device=dev, dtype=torch.float32) if lse
+                else scratch(dev, B * H * L, "attention lse"))
 
     if q.numel() == 0 or k.shape[2] == 0:  # no rows, or no key: o = 0 (as for a query with no key)
-        def empty(q, k, v, scale):
+        def empty(q, k, v, scale, lse=True):
             o, lse = outputs()
             return o.zero_(), lse.fill_(-math.inf)
         return empty
@@ -104,9 +105,9 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     launch = forward_kernel(D, causal, layout, k.shape[2]).prepare(
         *_views(layout, *arrange(q, k, v), o), lse.unsqueeze(2), scale)
 
-    def run(q, k, v, scale):
+    def run(q, k, v, scale, lse=True):
         q, k, v = arrange(q, k, v)
-        o, lse = outputs()
+        o, lse = outputs(lse)
         launch(q, k, v, o, lse, scale)
         return o, lse
     return run
@@ -117,6 +118,11 @@ _fwd_plans = PlanCache(_fwd_plan)
 
 def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
     return _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)(q, k, v, scale)
+
+
+def _fwd_infer(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> Tensor:
+    """o alone: the lse (for the backward only) goes to scratch memory."""
+    return _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)(q, k, v, scale, False)[0]
 
 
 def _fwd_fake(q, k, v, causal, scale):
@@ -191,7 +197,7 @@ def _backward(ctx, do, dlse):
 
 
 _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
-_fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward)
+_fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_infer)
 
 
 @public
@@ -207,8 +213,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}",
                        caller())
     check_device("attention", ("q", q), ("k", k), ("v", v))
-    o, lse = _fwd(q, k, v, causal, _scale(scale, D))
-    return (o, lse) if return_lse else o
+    if return_lse:
+        return _fwd(q, k, v, causal, _scale(scale, D))
+    return _fwd.main_output(q, k, v, causal, _scale(scale, D))
 
 
 # ---------------------------------------------------------------- variable-length batches

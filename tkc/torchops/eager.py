@@ -56,11 +56,13 @@ class Op:
     outputs of the right shapes for tracing. setup(ctx, inputs, output) and
     backward(ctx, *grads) are torch.library's register_autograd pair; the
     eager path calls them from its own autograd.Function, where gradients of
-    unused outputs arrive as None (not as zeros: the formula decides)."""
+    unused outputs arrive as None (not as zeros: the formula decides).
+    infer(*args): the first output alone, for main_output."""
 
     def __init__(self, name: str, impl: Callable, fake: Callable,
-                 setup: Callable | None = None, backward: Callable | None = None):
-        self.impl = impl
+                 setup: Callable | None = None, backward: Callable | None = None,
+                 infer: Callable | None = None):
+        self.impl, self.infer = impl, infer
         self.custom_op = torch.library.custom_op(name, impl, mutates_args=())
         self.custom_op.register_fake(fake)
         self.function = None
@@ -76,6 +78,18 @@ class Op:
                 if isinstance(a, torch.Tensor) and a.requires_grad:
                     return self.function.apply(*args)
         return self.impl(*args)
+
+    def main_output(self, *args):
+        """The first output alone, for a caller that wants no other: without
+        tracing or gradients, `infer` runs (if given), which may leave the
+        outputs that only the backward reads in scratch memory."""
+        if self.infer is None or tracing(args):
+            return self(*args)[0]
+        if self.function is not None and _grad_enabled():
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    return self.function.apply(*args)[0]
+        return self.infer(*args)
 
 
 def _autograd_function(name: str, impl, setup, backward) -> type:

@@ -22,7 +22,7 @@ from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
 from .checks import check_device, check_tensor
 from .eager import Op, public
-from .plans import PlanCache, signature
+from .plans import PlanCache, scratch, signature
 
 __all__ = ["layer_norm", "rms_norm"]
 WARPS = 4
@@ -61,14 +61,16 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
     N, D = x.shape
     dev = x.device
 
-    def outputs():  # h only with a residual, mean only for LayerNorm (None: not made)
-        y = torch.empty_like(x)
+    def outputs(stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
+        y = torch.empty_like(x)         # not made); stats=False: mean and rstd into scratch
         h = torch.empty_like(x) if res is not None else None
+        if not stats:
+            return y, h, None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
         mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
         return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
 
     if N == 0:
-        return lambda x, res, w, b, eps, p, seed, offset: outputs()
+        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs()
     row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
     parts = lambda x, res, w, b, y, h, mean, rstd: [  # noqa: E731
         t for t, on in ((x, True), (res, res is not None), (w, True), (b, not rms), (y, True),
@@ -78,8 +80,8 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
         *parts(x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
                row(rstd)), p, 1e-5, 0, 0)
 
-    def run(x, res, w, b, eps, p, seed, offset):
-        y, h, mean, rstd = out = outputs()
+    def run(x, res, w, b, eps, p, seed, offset, stats=True):
+        y, h, mean, rstd = out = outputs(stats)
         launch(*parts(x, res, w, b, y, h, mean, rstd), p, eps, seed, offset)
         return out
     return run
@@ -124,10 +126,11 @@ _fwd_plans = PlanCache(_fwd_plan)
 _bwd_plans = PlanCache(_bwd_plan)
 
 
-def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset):
-    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm."""
+def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
+    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm;
+    stats=False: mean and rstd in scratch memory (for no backward)."""
     plan = _fwd_plans(_plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
-    return plan(x, res, w, b, eps, p, seed, offset)
+    return plan(x, res, w, b, eps, p, seed, offset, stats)
 
 
 def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset):
@@ -226,7 +229,9 @@ def _ln_nores_backward(ctx, dy, dmean, drstd):
 
 _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nores_fake)
 _ln_fwd_nores = Op("tkc::layer_norm_fwd_nores", _ln_fwd_nores_impl, _ln_fwd_nores_fake,
-                   _ln_nores_setup, _ln_nores_backward)
+                   _ln_nores_setup, _ln_nores_backward,
+                   lambda x, w, b, eps, p, seed, offset:
+                   _norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
 
 
 def _philox(x: Tensor, p: float) -> tuple[int, int]:
@@ -253,7 +258,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     seed, offset = _philox(x2, dropout_p)
     w, b = _bf16(weight), _bf16(bias)
     if residual is None and not (prenorm and dropout_p > 0):  # reads x only
-        y = _shaped(_ln_fwd_nores(x2, w, b, eps, dropout_p, seed, offset)[0], x)
+        y = _shaped(_ln_fwd_nores.main_output(x2, w, b, eps, dropout_p, seed, offset), x)
         return (y, x) if prenorm else y  # h = x (without dropout)
     # with a residual, or h = dropout(x) wanted: the residual kernels (a zero residual)
     r2 = _bf16(_rows(residual)) if residual is not None else torch.zeros_like(x2)
@@ -355,7 +360,9 @@ def _rms_backward(ctx, dy, dh, drstd):
 
 
 _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
-_rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward)
+_rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward,
+              lambda x, res, w, eps, p, seed, offset:
+              _norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
 
 
 @public
@@ -374,7 +381,7 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if residual is None and prenorm and dropout_p > 0:
         residual = torch.zeros_like(x)
     r2 = _bf16(_rows(residual)) if residual is not None else None
-    y, h, _ = _rms_fwd(x2, r2, _bf16(weight), eps, dropout_p, seed, offset)
     if not prenorm:
-        return _shaped(y, x)
+        return _shaped(_rms_fwd.main_output(x2, r2, _bf16(weight), eps, dropout_p, seed, offset), x)
+    y, h, _ = _rms_fwd(x2, r2, _bf16(weight), eps, dropout_p, seed, offset)
     return _shaped(y, x), (_shaped(h, x) if r2 is not None else x)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
 from torch import Tensor
 
-__all__ = ["PlanCache", "forget", "signature"]
+__all__ = ["PlanCache", "forget", "scratch", "signature"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -50,3 +51,18 @@ def forget() -> None:
     change of the picks, e.g. in tests)."""
     for cache in _caches:
         cache.plans.clear()
+
+
+_scratch: dict = {}  # (device, slot) -> f32 tensor
+
+
+def scratch(device: torch.device, numel: int, slot: str) -> Tensor:
+    """An f32 buffer of at least numel elements for a kernel output nobody
+    reads (an inference call's softmax or norm statistics): one per device
+    and slot, grown when too small, so such calls allocate nothing for it.
+    Calls on several streams may write it at once; nothing reads it."""
+    buf = _scratch.get((device, slot))
+    if buf is None or buf.numel() < numel:
+        buf = _scratch[device, slot] = torch.empty(max(numel, 1 << 16), device=device,
+                                                   dtype=torch.float32)
+    return buf
