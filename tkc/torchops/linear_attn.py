@@ -27,6 +27,7 @@ from ..kernels.linear_attention import linear_attention as la_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
 from .eager import Op, public
+from .plans import PlanCache, signature
 
 __all__ = ["linear_attention", "based", "hedgehog"]
 DIMS = (64, 128, 192, 256)
@@ -51,37 +52,54 @@ def _empty_out(v: Tensor) -> Tensor:
     return torch.empty_like(v, memory_format=torch.contiguous_format)
 
 
-def _la_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
-    o = _empty_out(v)
-    if o.numel() == 0:
+def _plan(kernel, views, *ts: Tensor, scale: float):
+    """One launch of `kernel` on (*ts, o, scale): `views(*ts)` are the kernel's
+    gl views of the inputs (the same memory: later launches read the tensors'
+    pointers); inputs that are not contiguous are copied on each call."""
+    fix = [not t.is_contiguous() for t in ts]
+    like = ts[2]  # o is shaped like v
+
+    def arrange(ts):
+        return [t.contiguous() if f else t for t, f in zip(ts, fix)]
+    launch = kernel.prepare(*views(*arrange(ts)), _empty_out(like), scale)
+
+    def run(*ts, scale):
+        ts = arrange(ts)
+        o = _empty_out(ts[2])
+        launch(*ts, o, scale)
         return o
-    q, k, v = (t.contiguous() for t in (q, k, v))
+    return run
+
+
+_plans = PlanCache(lambda kernel, views, scale, *ts: _plan(kernel, views, *ts, scale=scale))
+
+
+def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:
+    """o of one launch, through the plan of the inputs' signature (none for empty inputs)."""
+    if ts[2].numel() == 0 or ts[0].numel() == 0:
+        return _empty_out(ts[2])
+    return _plans((key, signature(*ts)), kernel_of(), views, scale, *ts)(*ts, scale=scale)
+
+
+def _la_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
+    F, DV = q.shape[-1], v.shape[-1]
     if g is None:
-        _la_kernel(q.shape[-1], v.shape[-1], False)(q, k, v, o, scale)
-    else:
-        _la_kernel(q.shape[-1], v.shape[-1], True)(q, k, v, g.contiguous().unsqueeze(2), o, scale)
-    return o
+        return _launch("la", lambda: _la_kernel(F, DV, False), lambda *ts: ts, q, k, v, scale=scale)
+    return _launch("la_decay", lambda: _la_kernel(F, DV, True),
+                   lambda q, k, v, g: (q, k, v, g.unsqueeze(2)), q, k, v, g, scale=scale)
 
 
 def _based_impl(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
-    o = _empty_out(v)
-    if o.numel() == 0:
-        return o
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    _based_kernel()(q, k, v, o, scale)
-    return o
+    return _launch("based", _based_kernel, lambda *ts: ts, q, k, v, scale=scale)
 
 
 def _hedgehog_impl(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha: Tensor,
                    beta: Tensor, scale: float) -> Tensor:
-    o = _empty_out(v)
-    if o.numel() == 0:
-        return o
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    _hedgehog_kernel()(q, k, v, qmap.contiguous().unsqueeze(0), kmap.contiguous().unsqueeze(0),
-                       alpha.contiguous().view(1, 1, 1, -1), beta.contiguous().view(1, 1, 1, -1),
-                       o, scale)
-    return o
+    def views(q, k, v, qmap, kmap, alpha, beta):
+        return (q, k, v, qmap.unsqueeze(0), kmap.unsqueeze(0), alpha.view(1, 1, 1, -1),
+                beta.view(1, 1, 1, -1))
+    return _launch("hedgehog", _hedgehog_kernel, views, q, k, v, qmap, kmap, alpha, beta,
+                   scale=scale)
 
 
 _la = Op("tkc::linear_attention", _la_impl, lambda q, k, v, g, scale: _empty_out(v))
