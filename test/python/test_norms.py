@@ -128,10 +128,11 @@ def test_switch_point_is_a_parameter(rms):
 
 def test_split_plan():
     assert row_split(1024, "bwd") == (0, 1024) and row_split(2048, "fwd") == (0, 2048)
-    assert row_split(4096, "bwd") == (4, 1024) and row_split(8192, "fwd") == (8, 1024)
+    assert row_split(4096, "bwd") == (4, 1024) and row_split(8192, "fwd") == (4, 2048)
     assert row_split(4096, "bwd", dropout=True) == (8, 512)
     assert row_split(8192, "fwd", dropout=True) == (16, 512)
     assert row_split(16384, "bwd") == (16, 1024) == row_split(16384, "bwd", dropout=True)
+    assert row_split(16384, "fwd") == (8, 2048)
     with pytest.raises(TkcError, match="at most 32"):
         row_split(16384, "bwd", lane_values=8)
     with pytest.raises(TkcError, match="multiple of 256"):

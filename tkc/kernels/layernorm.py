@@ -45,12 +45,13 @@ takes 197-242 registers and at 2048 it spills, the forward 62-96 at 1024,
 above 2048 and the backward above 1024 (SPLIT_AT). A split row takes 32
 values a lane (LANE_VALUES; D / 1024 warps a row) up to 16 warps (ROW_WARPS;
 D 16384), then more values a lane: 32 warps would cap a thread at 64
-registers. 32 rather than 16 values a lane, measured on the H200 (kernel
-time, CUDA graph; N 16384 at D 4096, 8192 at D 8192): the forward 75 / 101
-µs against 91 / 115, the backward 154 / 142 against 151 / 205 (F.layer_norm's
-forward 104 / 116, its backward 257 at 8192). BENCHMARKS.md, session 9. With
-dropout, 16 (DROPOUT_LANE_VALUES): at 32 the D 8192 LayerNorm backward and
-RMSNorm forward spill 16 bytes. A block
+registers. The values a lane (LANE_VALUES) were measured on the H200 (kernel
+time, CUDA graph, N 8192 x D 8192): the forward 115 / 101 / 76 µs at 16 /
+32 / 64 a lane (fewer threads a row, so more rows in flight an SM; a copy
+65, F.layer_norm 117), the backward 205 / 142 / 160 (aten's 258); at D 4096
+(N 16384) 16 / 32 gave the forward 91 / 75 and the backward 151 / 154.
+BENCHMARKS.md, session 9. With dropout, 16 (DROPOUT_LANE_VALUES): at 32 the
+D 8192 LayerNorm backward and RMSNorm forward spill 16 bytes. A block
 issues all of its row's loads at once (a 16384 row: 64 KB of x and residual
 in flight an SM), and the shared memory of the backward's sums (128 KB at
 16384) leaves room for one such block an SM.
@@ -63,7 +64,7 @@ from tkc.diagnostics import TkcError
 from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 
 SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for
-LANE_VALUES = 32     # a split row's values a lane, at least (sets S, the warps a row) ..
+LANE_VALUES = {"fwd": 64, "bwd": 32}  # a split row's values a lane, at least (sets S, the warps a row) ..
 DROPOUT_LANE_VALUES = 16  # .. with dropout, whose random numbers take registers (32: spills)
 ROW_WARPS = 16       # .. unless that takes more warps than this (512 threads: 128 registers)
 
@@ -85,7 +86,7 @@ def row_split(D: int, kind: str, split_at: int | None = None, lane_values: int |
     if D <= (SPLIT_AT[kind] if split_at is None else split_at):
         return 0, D
     if lane_values is None:  # LANE_VALUES a lane, more where a row would need more than ROW_WARPS
-        least = DROPOUT_LANE_VALUES if dropout else LANE_VALUES
+        least = DROPOUT_LANE_VALUES if dropout else LANE_VALUES[kind]
         lane_values = max(least, -(-D // (256 * ROW_WARPS)) * 8)
     if lane_values % 8 or lane_values <= 0:
         raise TkcError(f"lane_values must be a positive multiple of 8, got {lane_values}")
