@@ -110,10 +110,8 @@ def _mm(a: Tensor, b: Tensor) -> Tensor:
 
 def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
     """a [..., M, K] @ b [K, N] (a's batch flattened into M) or [B, K, N]."""
-    if b.dim() == 2:
-        lead = a.shape[:-1]
-        flat = a.reshape(-1, a.shape[-1]) if a.dim() != 2 else a
-        return _mm(flat, b).view(*lead, b.shape[-1])
+    if b.dim() == 2 and a.dim() != 2:
+        return _mm(a.reshape(-1, a.shape[-1]), b).view(*a.shape[:-1], b.shape[-1])
     return _mm(a, b)
 
 

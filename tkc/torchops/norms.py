@@ -20,6 +20,7 @@ from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
+from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, public
 from .plans import PlanCache, scratch, signature
@@ -278,9 +279,26 @@ def _shaped(y: Tensor, x: Tensor) -> Tensor:
     return y if y.dim() == x.dim() else y.view(x.shape)
 
 
+def _fits(t, shape, device) -> bool:
+    return isinstance(t, Tensor) and t.shape == shape and t.is_floating_point() and t.device == device
+
+
 def _check(fn: str, x, weight, bias, residual) -> None:
     """x bf16 [..., D] with D served; weight and bias [D]; residual x's shape;
-    all on x's CUDA device: errors at the caller's line."""
+    all on x's CUDA device: errors at the caller's line. The common case in
+    a few reads; the checks that name what is wrong only when something is."""
+    if isinstance(x, Tensor) and x.dtype == torch.bfloat16 and x.dim() \
+            and x.device.type == checks.DEVICE_TYPE:
+        D, dev = x.shape[-1], x.device
+        if not D % 256 and 256 <= D <= MAX_D and _fits(weight, (D,), dev) \
+                and (bias is None and fn == "rms_norm" or _fits(bias, (D,), dev)) \
+                and (residual is None or _fits(residual, x.shape, dev)):
+            return
+    _explain(fn, x, weight, bias, residual)
+
+
+def _explain(fn: str, x, weight, bias, residual) -> None:
+    """_check's errors."""
     check_tensor(fn, "x", x, None, "", (torch.bfloat16,))
     D = x.shape[-1] if x.dim() else 0
     if x.dim() == 0 or D % 256 or not 256 <= D <= MAX_D:
