@@ -78,3 +78,15 @@ def interpreted(kernel) -> Launch:
                 if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
                     a.copy_(torch.from_numpy(arr).view(a.shape))
     return Launch(run)
+
+
+def grads_match(y, ref, dy, tensors, tol: float) -> bool:
+    """y.backward(dy) and ref.backward(dy in float64) give each of tensors
+    the same gradient within tol (relative, in the 2-norm)."""
+    y.backward(dy)
+    got = [t.grad.clone() for t in tensors]
+    for t in tensors:
+        t.grad = None
+    ref.backward(dy.double())
+    return all(float((g.double() - t.grad.double()).norm() / t.grad.double().norm()) < tol
+               for g, t in zip(got, tensors))

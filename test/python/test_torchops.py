@@ -6,6 +6,7 @@ standing in for the GPU, and the host path through the fake driver."""
 from __future__ import annotations
 
 import pytest
+from helpers import grads_match
 from helpers import interpreted as _interpreted
 
 torch = pytest.importorskip("torch")
@@ -167,11 +168,7 @@ def test_matmul_values_and_gradients(cpu_ops, case):
     ref = a.double() @ bb.double()
     assert c.dtype == BF and c.shape == ref.shape and _rel(c, ref) < 1e-2
     dc = torch.randn(ref.shape, generator=g).to(BF)
-    c.backward(dc)
-    da, db = a.grad.clone(), b.grad.clone()
-    a.grad = b.grad = None
-    ref.backward(dc.double())
-    assert _rel(da, a.grad) < 2e-2 and _rel(db, b.grad) < 2e-2
+    assert grads_match(c, ref, dc, (a, b), 2e-2)
 
 
 def test_matmul_tile_picks(monkeypatch):
@@ -204,13 +201,7 @@ def test_linear_values_and_gradients(cpu_ops, activation):
     ref = act(x.double() @ w.double().t() + b.double())
     assert y.shape == (3, 11, 40) and _rel(y, ref) < 1e-2
     dy = torch.randn(ref.shape, generator=g).to(BF)
-    y.backward(dy)
-    grads = [t.grad.clone() for t in (x, w, b)]
-    for t in (x, w, b):
-        t.grad = None
-    ref.backward(dy.double())
-    for got, t in zip(grads, (x, w, b)):
-        assert _rel(got, t.grad) < 2e-2
+    assert grads_match(y, ref, dy, (x, w, b), 2e-2)
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -227,14 +218,7 @@ def test_layer_norm_values_and_gradients(cpu_ops, residual):
     ref = torch.nn.functional.layer_norm(hr, (256,), w.double(), b.double())
     assert _rel(y, ref) < 1e-2 and _rel(h, hr) < 1e-2
     dy = torch.randn(2, 3, 256, generator=g).to(BF)
-    y.backward(dy)
-    ts = (x, w, b, r) if residual else (x, w, b)
-    grads = [t.grad.clone() for t in ts]
-    for t in ts:
-        t.grad = None
-    ref.backward(dy.double())
-    for got, t in zip(grads, ts):
-        assert _rel(got, t.grad) < 2e-2
+    assert grads_match(y, ref, dy, (x, w, b, r) if residual else (x, w, b), 2e-2)
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -248,14 +232,7 @@ def test_rms_norm_values_and_gradients(cpu_ops, residual):
     ref = hr * torch.rsqrt(hr.square().mean(-1, keepdim=True) + 1e-6) * w.double()
     assert _rel(y, ref) < 1e-2 and _rel(h, hr) < 1e-2
     dy = torch.randn(5, 256, generator=g).to(BF)
-    y.backward(dy)
-    ts = (x, w, r) if residual else (x, w)
-    grads = [t.grad.clone() for t in ts]
-    for t in ts:
-        t.grad = None
-    ref.backward(dy.double())
-    for got, t in zip(grads, ts):
-        assert _rel(got, t.grad) < 2e-2
+    assert grads_match(y, ref, dy, (x, w, r) if residual else (x, w), 2e-2)
 
 
 # ---------------------------------------------------------------- the host path
