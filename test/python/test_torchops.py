@@ -16,7 +16,8 @@ import tkc  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels.layernorm import layernorm_bwd, layernorm_fwd  # noqa: E402
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
-from tkc.torchops import checks, gemm, norms  # noqa: E402
+from tkc.kernels.rotary import rotary as rotary_kernel  # noqa: E402
+from tkc.torchops import checks, gemm, norms, rotary  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
 
 BF = torch.bfloat16
@@ -36,6 +37,7 @@ def cpu_ops(monkeypatch):
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norms, "_sms", lambda device: 2)
+    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved: _interpreted(rotary_kernel(D, interleaved)))
 
 
 def _rel(a, b):
@@ -138,6 +140,11 @@ def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
              torch.zeros(8, 8, dtype=BF), None, "relu")
     _refused(r"bias must be \[8\]", tkc.linear, torch.zeros(2, 8, dtype=BF),
              torch.zeros(8, 8, dtype=BF), torch.zeros(16, dtype=BF))
+    xr, cs = torch.zeros(1, 4, 2, 64, dtype=BF), torch.zeros(4, 32)
+    _refused(r"sin must be a float tensor \[4, 32\]", tkc.rotary_embedding, xr, cs, cs[:3])
+    _refused(r"D = 96 must be a multiple of 64", tkc.rotary_embedding,
+             torch.zeros(1, 4, 2, 96, dtype=BF), cs, cs)
+    _refused(r"x must be bfloat16", tkc.rotary_embedding, xr.float(), cs, cs)
 
 
 def test_errors_inside_a_compiled_graph_name_the_callers_line():
@@ -202,6 +209,23 @@ def test_linear_values_and_gradients(cpu_ops, activation):
     assert y.shape == (3, 11, 40) and _rel(y, ref) < 1e-2
     dy = torch.randn(ref.shape, generator=g).to(BF)
     assert grads_match(y, ref, dy, (x, w, b), 2e-2)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_values_and_gradients(cpu_ops, interleaved):
+    """RoPE by cos, sin (f32 in: used as bf16) against float64, and its
+    gradient (the rotation by -theta)."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(2, 20, 3, 64, generator=g).to(BF).requires_grad_()
+    ang = torch.rand(20, 32, generator=g) * 6
+    cos, sin = ang.cos(), ang.sin()
+    y = tkc.rotary_embedding(x, cos, sin, interleaved)
+    xd, c, s_ = x.double(), cos.bfloat16().double()[None, :, None], sin.bfloat16().double()[None, :, None]
+    x1, x2 = (xd[..., 0::2], xd[..., 1::2]) if interleaved else (xd[..., :32], xd[..., 32:])
+    o1, o2 = x1 * c - x2 * s_, x2 * c + x1 * s_
+    ref = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+    assert _rel(y, ref) < 1e-2
+    assert grads_match(y, ref, torch.randn(ref.shape, generator=g).to(BF), (x,), 2e-2)
 
 
 @pytest.mark.parametrize("residual", [False, True])

@@ -16,6 +16,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
+from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, public
 from .plans import PlanCache, signature
@@ -72,6 +73,22 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
     sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or
     (2i, 2i + 1) if interleaved; differentiable in x."""
+    if not _fits(x, cos, sin):
+        _explain(x, cos, sin)
+    return _rotary(x.contiguous(), _bf16(cos), _bf16(sin), interleaved)
+
+
+def _fits(x, cos, sin) -> bool:
+    """The common case in a few reads (_explain names what is wrong otherwise)."""
+    if not (isinstance(x, Tensor) and x.dtype == torch.bfloat16 and x.dim() == 4
+            and not x.shape[3] % 64 and x.device.type == checks.DEVICE_TYPE):
+        return False
+    half = (x.shape[1], x.shape[3] // 2)
+    return all(isinstance(t, Tensor) and t.shape == half and t.is_floating_point()
+               and t.device == x.device for t in (cos, sin))
+
+
+def _explain(x, cos, sin) -> None:
     check_tensor("rotary_embedding", "x", x, 4, "[B, T, H, D]", (torch.bfloat16,))
     T, D = x.shape[1], x.shape[3]
     if D % 64:
@@ -82,7 +99,6 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
             raise TkcError(f"rotary_embedding: {name} must be a float tensor [{T}, {D // 2}] "
                            f"([T, D/2]), got {t.dtype} {tuple(t.shape)}", caller())
     check_device("rotary_embedding", ("x", x), ("cos", cos), ("sin", sin))
-    return _rotary(x.contiguous(), _bf16(cos), _bf16(sin), interleaved)
 
 
 def _bf16(t: Tensor) -> Tensor:
