@@ -145,6 +145,9 @@ def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
     _refused(r"D = 96 must be a multiple of 64", tkc.rotary_embedding,
              torch.zeros(1, 4, 2, 96, dtype=BF), cs, cs)
     _refused(r"x must be bfloat16", tkc.rotary_embedding, xr.float(), cs, cs)
+    q0, k0 = torch.zeros(1, 2, 4, 64, dtype=BF), torch.zeros(1, 0, 4, 64, dtype=BF)
+    _refused(r"must be a multiple of the key/value heads \(0\), which must be at least 1",
+             tkc.attention, q0, k0, k0)
 
 
 def test_errors_inside_a_compiled_graph_name_the_callers_line():

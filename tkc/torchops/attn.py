@@ -35,6 +35,7 @@ from ..kernels.attention_bwd import (backward_kernels, backward_options, dq_orde
                                      forward_kernel, stats_columns)
 from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
+from . import checks
 from .checks import check_device
 from .eager import Op, public
 from .plans import PlanCache, scratch, signature
@@ -207,12 +208,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
     Hkv), differentiable in q, k and v. return_lse=True also returns the
     log-sum-exp of each query row [B, Hq, Lq] (f32)."""
-    _check_qkv(q, k, v, 4)
-    B, Hq, Lq, D = q.shape
-    if k.shape[0] != B:
-        raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}",
-                       caller())
-    check_device("attention", ("q", q), ("k", k), ("v", v))
+    if not _fits(q, k, v):
+        _check_qkv(q, k, v, 4)
+        if k.shape[0] != q.shape[0]:
+            raise TkcError(f"attention: q and k must have one batch size, got {q.shape[0]} and "
+                           f"{k.shape[0]}", caller())
+        check_device("attention", ("q", q), ("k", k), ("v", v))
+    D = q.shape[3]
     if return_lse:
         return _fwd(q, k, v, causal, _scale(scale, D))
     return _fwd.main_output(q, k, v, causal, _scale(scale, D))
@@ -305,6 +307,18 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
 
 # ---------------------------------------------------------------- argument checks
 
+def _fits(q, k, v) -> bool:
+    """The common case of attention's arguments in a few reads (else the
+    checks below name what is wrong)."""
+    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
+        return False
+    qs, ks = q.shape, k.shape
+    return q.dtype == k.dtype == v.dtype == torch.bfloat16 and len(qs) == len(ks) == 4 \
+        and ks == v.shape and qs[3] == ks[3] and qs[3] in HEAD_DIMS and qs[0] == ks[0] \
+        and ks[1] and not qs[1] % ks[1] and q.device == k.device == v.device \
+        and q.device.type == checks.DEVICE_TYPE
+
+
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
     """dtype, device, rank, head dim, GQA heads: errors at the caller's line."""
     what = "[B, H, L, D]" if rank == 4 else "[T, H, D]"
@@ -326,9 +340,9 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
         raise TkcError(f"{fn}: k and v must have one shape, got {tuple(k.shape)} and "
                        f"{tuple(v.shape)}", caller())
     hq, hk = q.shape[-3] if rank == 4 else q.shape[1], k.shape[-3] if rank == 4 else k.shape[1]
-    if hq % hk:
+    if hk == 0 or hq % hk:
         raise TkcError(f"{fn}: the query heads ({hq}) must be a multiple of the key/value heads "
-                       f"({hk})", caller())
+                       f"({hk}), which must be at least 1", caller())
 
 
 def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:

@@ -25,6 +25,7 @@ from ..diagnostics import TkcError
 from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
 from ..runtime.callsite import caller
 from ..runtime.driver import multiprocessors
+from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, public
 from .plans import PlanCache, signature
@@ -146,6 +147,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     """a @ b in bf16 (f32 accumulation) for a [..., M, K] and b [K, N] or
     [..., K, N] (b's batch a's, or 1); differentiable in a and b. K and N
     multiples of 8 (16-byte rows); either operand may be a transpose."""
+    if _fits(a, b) and (b.dim() == 2 or a.dim() == b.dim() == 3 and b.shape[0] in (1, a.shape[0])):
+        return _matmul(a, b)  # the common cases, checked in a few reads
     fn = "matmul"
     check_tensor(fn, "a", a, None, "", (BF16,))
     check_tensor(fn, "b", b, None, "", (BF16,))
@@ -266,6 +269,15 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b))
     y, _ = _linear(x2, w, b, activation or "", bool(activation) and grad)
     return y.view(*x.shape[:-1], weight.shape[0])
+
+
+def _fits(a, b) -> bool:
+    """bf16 tensors of 2 or 3 dims whose K agree, K and N multiples of 8, on
+    one device of the ops' type: nothing for the detailed checks to refuse."""
+    return isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == BF16 and b.dtype == BF16 \
+        and 2 <= a.dim() <= 3 and 2 <= b.dim() <= 3 and a.shape[-1] == b.shape[-2] \
+        and not a.shape[-1] % 8 and not b.shape[-1] % 8 and a.device == b.device \
+        and a.device.type == checks.DEVICE_TYPE
 
 
 def _check_rows(fn: str, **dims: int) -> None:
