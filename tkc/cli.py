@@ -199,7 +199,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--call", action="append", default=[], metavar="EXPR",
                    help="also build what a call of a torch op launches, forward and backward, "
                         "e.g. --call 'layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])' "
-                        "(tensors as DTYPE[dims]; needs torch; tkc/torchops/prebuild.py)")
+                        "(tensors as DTYPE[dims]; needs torch; tkc/prebuild.py)")
     p.add_argument("files", nargs="*", metavar="FILE.py",
                    help="also build the kernels defined in these Python files (e.g. the GPU "
                         "tests' kernels, so a machine without MLIR can run them)")
@@ -237,7 +237,7 @@ def _kernels_of_call(expr: str) -> list:
     """The kernels a torch op's call launches (built on the way: prebuild.py)."""
     from .frontend.kernel import Kernel
     try:
-        from .torchops.prebuild import prebuild
+        from .prebuild import prebuild
     except ImportError as e:
         raise TkcError(f"--call needs torch ({e})") from None
     built, real = [], Kernel.build

@@ -285,7 +285,7 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- building what a call needs
 
 def test_describe_writes_calls_in_the_build_language():
-    from tkc.torchops.prebuild import describe
+    from tkc.torchops.calls import describe
     x = torch.zeros(2, 8, 4, 64, dtype=BF).transpose(1, 2)   # [2, 4, 8, 64] in [2, 8, 4, 64] memory
     cu = torch.tensor([0, 3, 8], dtype=torch.int32)
     assert describe("attention", (x, x), {"causal": True, "cu": cu}) == (

@@ -8,8 +8,10 @@ A launch then reads the arguments' key (tkc.runtime.args, Signature.key): a
 key seen before gives the Plan its full checks made (grid, device, runtime
 dims), so a repeated launch does no check twice yet lets no changed argument
 through; an unseen or unusual key runs every check of Signature.bind, whose
-errors are the ones the caller sees. The values are packed into this
-thread's parameter frame (frame.py) and launched.
+errors are the ones the caller sees. The values are packed into a parameter
+frame (frame.py), kept per distinct set of values, and launched. A Prepared
+launch (the torch ops') skips the key too: its caller vouches for the
+arguments' layouts.
 """
 from __future__ import annotations
 
@@ -157,8 +159,8 @@ class Prepared:
     dtype, device, 16-byte alignment), a scalar the grid reads keeps its value,
     and no written tensor overlaps another argument. tkc's torch ops keep one
     per argument signature, which their cache key fixes, for outputs they have
-    just allocated. What is left per launch: the data pointers, the tensor
-    maps (cached per pointer), packing, cuLaunchKernel."""
+    just allocated. What is left per launch: the data pointers, a lookup of
+    the packed frame (made once per distinct set of values), cuLaunchKernel."""
 
     def __init__(self, launcher: Launcher, plan: Plan):
         self.launcher, self.plan = launcher, plan

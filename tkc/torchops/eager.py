@@ -27,6 +27,7 @@ import torch
 from torch.utils import _python_dispatch
 
 from ..runtime.cache import MissingArtifact, cache_dir
+from .calls import describe
 
 __all__ = ["Op", "public", "tracing"]
 
@@ -111,13 +112,12 @@ def _autograd_function(name: str, impl, setup, backward) -> type:
 def public(fn: Callable) -> Callable:
     """A public op (tkc.layer_norm, ...): when a kernel it picks is missing
     offline, its error names `tkc build --call` for this very call, which
-    builds what the call launches, forward and backward (prebuild.py)."""
+    builds what the call launches, forward and backward (tkc/prebuild.py)."""
     @functools.wraps(fn)
     def op(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except MissingArtifact as e:
-            from .prebuild import describe
             call = describe(fn.__name__, args, kwargs)
             raise MissingArtifact(e.reason, e.where, f"TKC_CACHE_DIR={cache_dir()} tkc build "
                                   f"--call {shlex.quote(call)}") from None

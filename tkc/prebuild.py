@@ -1,20 +1,13 @@
 """Building ahead of time the kernels an op call picks: `tkc build --call`.
 
     tkc build --call "layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])"
-    tkc build --call "attention(bf16[2, 1024, 16, 128].transpose(1, 2), ...)"
 
 An op picks its kernels from its arguments' shapes, layouts and flags, so the
 way to build what a call needs is to make that call: `prebuild` evaluates the
-expression on CPU tensors of those shapes (zeros) through the fake driver
-(tkc.bench.fake_driver), forward without and with gradients and backward,
-and every kernel the op prepares is compiled into the cache on the way. An op
-that finds an artifact missing offline names the command for its own call
-(`describe`), so the error says exactly what to run where MLIR is.
-
-The expression language: a call of a tkc op by name; tensors as
-DTYPE[dims] (bf16, f16, f32, i32), optionally .transpose(a, b), .permute(...)
-or .t(); i32([...]) for an int32 tensor with those values (varlen offsets);
-Python literals for the rest.
+expression (the language of tkc/torchops/calls.py) on CPU tensors of those
+shapes (zeros) through the fake driver (tkc.bench.fake_driver), forward
+without and with gradients and backward, and every kernel the op prepares is
+compiled into the cache on the way. Needs torch.
 """
 from __future__ import annotations
 
@@ -23,39 +16,18 @@ import ast
 import torch
 from torch import Tensor
 
-__all__ = ["describe", "prebuild"]
+import tkc
 
-_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i32": torch.int32}
-_NAMES = {v: k for k, v in _DTYPES.items()}
+from .bench.fake_driver import fake_driver
+from .torchops import norms
+from .torchops.calls import DTYPES
 
-
-def describe(op: str, args: tuple, kwargs: dict) -> str:
-    """The call as the expression language writes it (tensors by dtype, shape
-    and layout; small int32 tensors by value)."""
-    parts = [_arg(a) for a in args] + [f"{k}={_arg(v)}" for k, v in kwargs.items()]
-    return f"{op}({', '.join(parts)})"
-
-
-def _arg(x) -> str:
-    if not isinstance(x, Tensor):
-        return repr(x)
-    if x.dtype == torch.int32 and x.dim() == 1 and x.numel() <= 4096:
-        return f"i32({x.tolist()})"
-    name = _NAMES.get(x.dtype, str(x.dtype).removeprefix("torch."))
-    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), d))  # memory order, outermost first
-    base = f"{name}[{', '.join(str(x.shape[d]) for d in order)}]"
-    if order == list(range(x.dim())):
-        return base
-    perm = [order.index(d) for d in range(x.dim())]  # back from memory order to x's dims
-    return f"{base}.permute({', '.join(map(str, perm))})"
+__all__ = ["prebuild"]
 
 
 def prebuild(expr: str) -> None:
     """Make the call `expr` through the fake driver, building what it launches
     (forward without gradients, then with them and backward)."""
-    import tkc
-    from ..bench.fake_driver import fake_driver
-    from . import norms
     call = _parse(expr)
     fn = getattr(tkc, call.func.id)
     saved = norms._philox
@@ -77,7 +49,6 @@ def prebuild(expr: str) -> None:
 
 
 def _parse(expr: str) -> ast.Call:
-    import tkc
     try:
         node = ast.parse(expr.strip(), mode="eval").body
     except SyntaxError as e:
@@ -93,10 +64,10 @@ def _value(node: ast.AST, grad: bool):
     """A tensor expression as a CPU tensor (floats require grad when `grad`),
     anything else as its literal."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
-            and node.value.id in _DTYPES:
+            and node.value.id in DTYPES:
         dims = ast.literal_eval(node.slice)
         dims = dims if isinstance(dims, tuple) else (dims,)
-        dtype = _DTYPES[node.value.id]
+        dtype = DTYPES[node.value.id]
         return torch.zeros(dims, dtype=dtype).requires_grad_(grad and dtype.is_floating_point)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "i32":
         return torch.tensor(ast.literal_eval(node.args[0]), dtype=torch.int32)
