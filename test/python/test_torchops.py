@@ -199,6 +199,24 @@ def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, sms):
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
 
 
+def test_matmul_and_linear_compile_without_graph_breaks(cpu_ops):
+    """torch.compile (fullgraph) traces tkc.matmul and tkc.linear as their custom
+    ops, and the compiled backward runs through their autograd formulas."""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(24, 64, generator=g).to(BF).requires_grad_()
+    w = (torch.randn(40, 64, generator=g) * 0.2).to(BF).requires_grad_()
+    b = torch.randn(64, 16, generator=g).to(BF).requires_grad_()
+
+    def model(x, w, b):
+        return tkc.matmul(tkc.linear(x, w, None, "silu"), w) @ b.float().to(BF)
+
+    y = torch.compile(model, backend="aot_eager", fullgraph=True)(x, w, b)
+    ref = torch.nn.functional.silu(x.double() @ w.double().t()) @ w.double() @ b.double()
+    assert _rel(y, ref) < 2e-2
+    y.float().square().sum().backward()
+    assert all(t.grad is not None and t.grad.isfinite().all() for t in (x, w, b))
+
+
 @pytest.mark.parametrize("activation", [None, "gelu", "silu"])
 def test_linear_values_and_gradients(cpu_ops, activation):
     g = torch.Generator().manual_seed(2)

@@ -75,15 +75,14 @@ def rows():
         out = torch.empty_like(x)
         return (lambda: tkc.rotary_embedding(x, cos, sin)), (lambda: out.copy_(x))
 
-    def fftconv(L):
+    def fftconv(L, N):
         u = rnd(16, 768, L)
-        k = torch.randn(768, L, device=dev)
-        kf = tkc.fftconv_filter(k, 2 * L)
+        k = torch.randn(768, L if L == N else N - L + 1, device=dev)
+        kf = tkc.fftconv_filter(k, N)
 
         def peer():
-            n = 2 * L
-            return torch.fft.irfft(torch.fft.rfft(u.float(), n=n) * torch.fft.rfft(k, n=n),
-                                   n=n)[..., :L].to(bf)
+            return torch.fft.irfft(torch.fft.rfft(u.float(), n=N) * torch.fft.rfft(k, n=N),
+                                   n=N)[..., :L].to(bf)
         return (lambda: tkc.fftconv(u, kf)), peer
 
     table = [("gemm", f"matmul {m}x{n}x{k}", lambda m=m, n=n, k=k: gemm(m, n, k), "torch.matmul", 20)
@@ -109,9 +108,10 @@ def rows():
                           lambda n=n, d=d, b=bwd: layernorm(n, d, b),
                           "F.layer_norm" + (" fwd+bwd" if bwd else ""), 20))
     table.append(("memory", "rotary [1,8192,32,128]", rotary, "copy", 20))
-    for L in (1024, 2048):
-        table.append(("fftconv", f"fftconv B16 D768 L {L} (causal)", lambda L=L: fftconv(L),
-                      "torch.fft", 20))
+    for L, N in ((1024, 1024), (2048, 2048), (4096, 4096), (1024, 2048), (2048, 4096)):
+        kind = "circular" if L == N else "causal"
+        table.append(("fftconv", f"fftconv B16 D768 L {L} N {N} ({kind})",
+                      lambda L=L, N=N: fftconv(L, N), "torch.fft", 20))
     return table
 
 
