@@ -93,6 +93,27 @@ def test_where_of_two_scalars_takes_the_compared_shape():
     np.testing.assert_array_equal(y, (x >= 0.5).astype(np.float32))
 
 
+@tkc.kernel(warps=1, grid=lambda x, y: (1, 1))
+def _equality(x: gl(f32, 1, 1, 16, 16), y: gl(f32, 1, 1, 16, 16)):
+    """== and != on tiles: with a number, with another tile (issue 41: `t == 1.0`
+    once evaluated to a Python False and where took its else branch)."""
+    t = load(rt(f32, 16, 16), x, (0, 0, 0, 0))
+    c = iota(rt(f32, 16, 16), 1)
+    store(y, where((t == 1.0) | ((t != 0.0) & (t == c)), 5.0, -5.0), (0, 0, 0, 0))
+
+
+def test_equality_of_tiles_gives_masks():
+    x = np.zeros((16, 16), np.float32)
+    x[0, :4] = 1.0                      # == 1.0
+    x[1, 3] = 3.0                       # == its column, and != 0
+    x[2, 0] = 0.0                       # == its column but == 0
+    y = np.full_like(x, np.nan)
+    _equality.interpret(x, y)
+    c = np.indices(x.shape)[1]
+    np.testing.assert_array_equal(y, np.where((x == 1) | ((x != 0) & (x == c)), 5.0, -5.0))
+    assert (y == 5).sum() == 5
+
+
 def _trace_error(body) -> str:
     k = tkc.kernel(body)
     with pytest.raises(TkcError) as info:
@@ -120,3 +141,32 @@ def test_mask_mistakes_are_located_errors():
     def axis(x: gl(f32, 1, 1, 1, 64)):
         iota(rv(f32, 64), 1)
     assert "axis must be 0" in _trace_error(axis)
+
+
+@tkc.kernel(warps=1, grid=lambda x, y: (1, 1))
+def _scalar_compare(x: gl(f32, 1, 1, 1, 16), y: gl(f32, 1, 1, 16, 16)):
+    """f32 scalars compared (issue 41: 'AttributeError: ogt', this MLIR spelling
+    the predicates OGT ...): every predicate, each picking a row to fill."""
+    a, b = load(f32, x, at=(0, 0, 0, 0), fill=0.0), load(f32, x, at=(0, 0, 0, 1), fill=0.0)
+    for row, cond in enumerate((a > b, a >= b, a < b, a <= b, a == b, a != b)):
+        with tkc.if_(cond):
+            store(y, tkc.ops.fill(rt(f32, 16, 16), float(row + 1)), (0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("a,b", [(2.0, 1.0), (1.0, 2.0), (1.5, 1.5)])
+def test_scalar_comparisons(a, b):
+    x = np.zeros((1, 16), np.float32)
+    x[0, :2] = a, b
+    y = np.zeros((16, 16), np.float32)
+    _scalar_compare.interpret(x, y)
+    truth = [a > b, a >= b, a < b, a <= b, a == b, a != b]
+    assert y[0, 0] == max(i + 1 for i, t in enumerate(truth) if t)   # the last true predicate wrote
+
+
+def test_scalar_comparisons_reach_ptx():
+    """Six f32 compares in the PTX (LLVM may branch on a negation: a > b as
+    setp.leu and a branch around)."""
+    import re
+    from tkc.compiler import compile_to
+    ptx = compile_to(_scalar_compare.trace(), "ptx")
+    assert len(set(re.findall(r"setp\.\w+\.f32", ptx))) == 6, ptx

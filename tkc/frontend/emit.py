@@ -15,7 +15,7 @@ _INT_OPS = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli,
             "min": arith.minsi, "max": arith.maxsi}
 _FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf}
 _IPRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
-_FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_FPRED = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}  # this MLIR spells them upper case
 
 
 def mlir_type(name: str):

@@ -145,7 +145,23 @@ class Reg(Traced):
         from . import ops
         return ops.div(self, o)
 
-    # -- comparisons: masks for where() (== and != stay identity: use ops.eq / ops.ne)
+    # -- comparisons: masks for where(), == and != included (a tile is hashed
+    # by identity; a mask has no truth value, so `t == 1.0` can never quietly
+    # become False)
+    def __eq__(self, o):
+        if not _comparable(o):  # None, a dtype name, ...: plain identity
+            return NotImplemented
+        from . import ops
+        return ops.eq(self, o)
+
+    def __ne__(self, o):
+        if not _comparable(o):
+            return NotImplemented
+        from . import ops
+        return ops.ne(self, o)
+
+    __hash__ = object.__hash__
+
     def __lt__(self, o):
         from . import ops
         return ops.lt(self, o)
@@ -343,3 +359,9 @@ class GLHandle(Traced):
 
     def __repr__(self):
         return f"<{self.name}: {self.spec!r}>"
+
+
+def _comparable(o) -> bool:
+    """What a tile compares with elementwise: a tile, a number, an f32 value."""
+    from .values import F32
+    return isinstance(o, (Reg, int, float, F32))
