@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
 lit -sv test/lit
-python3 -m pytest -q -rs test/python test/gpu
+# one pytest worker per core (pytest-xdist): the tests are independent processes' work
+python3 -m pytest -q -rs -n auto test/python test/gpu
