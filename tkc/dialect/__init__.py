@@ -14,6 +14,7 @@ _LOADED = "_tkc_tk_loaded"
 
 def load(ctx) -> None:
     """Register the tk dialect in `ctx` (idempotent)."""
+    _python_module()
     if getattr(ctx, _LOADED, False) or _has_tk(ctx):
         return
     from mlir import ir
@@ -24,6 +25,19 @@ def load(ctx) -> None:
         setattr(ctx, _LOADED, True)
     except AttributeError:  # nanobind objects may refuse new attributes
         pass
+
+
+def _python_module() -> None:
+    """An (empty) module mlir.dialects.tk. MLIR's bindings look for a Python
+    module of every dialect whose ops they wrap and remember only the ones
+    they find: without it each tk op looked up mlir.dialects.tk again, and
+    missed (20,104 imports while Based compiles: 3.7 s of profiled build
+    against 1.7 s with the module there)."""
+    import sys
+    import types
+    name = "mlir.dialects.tk"
+    if name not in sys.modules:
+        sys.modules[name] = types.ModuleType(name, "tk ops have no Python op classes: tkc.dialect")
 
 
 def _has_tk(ctx) -> bool:
