@@ -3,7 +3,7 @@
     tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR] [--prune] [--call EXPR ...] [FILE.py ...]
+    tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [--call EXPR ...] [FILE.py ...]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -196,6 +196,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true",
                    help="then remove every cache entry this build did not produce or find "
                         "(older builds'), e.g. before carrying the cache to a GPU machine")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="compile in N processes (default: one a core)")
     p.add_argument("--call", action="append", default=[], metavar="EXPR",
                    help="also build what a call of a torch op launches, forward and backward, "
                         "e.g. --call 'layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])' "
@@ -217,7 +219,7 @@ def _build(args) -> int:
     if args.prune and args.filter:
         raise TkcError("--prune keeps only the kernels built now: with --filter it would remove "
                        "the others'")
-    rows = [_build_one(k, i, len(kernels), args.force) for i, k in enumerate(kernels, 1)]
+    rows = _build_all(kernels, args.force, args.jobs)
     _print_table(rows)
     if args.prune:
         from .runtime import cache
@@ -231,6 +233,50 @@ def _build(args) -> int:
                          f"registers, {serial} kernel(s) have serialised wgmma\n")
         return 1
     return 0
+
+
+_POOL_KERNELS: list = []  # the kernels a forked build worker compiles (by index)
+POOL_AT_LEAST = 8  # uncached kernels below which a pool costs more than it saves
+
+
+def _build_all(kernels: list, force: bool, jobs: int | None) -> list[dict]:
+    """Each kernel built, its progress line written in order; the uncached
+    ones in `jobs` forked processes when there are enough of them (compiling
+    is single-threaded Python and ptxas: a process a core). Forked only while
+    this process has loaded neither MLIR nor torch, whose threads a fork
+    would not carry."""
+    from .runtime import cache
+    jobs = jobs or os.cpu_count() or 1
+    todo = [i for i, k in enumerate(kernels) if force or not cache.entry_dir(k.artifact_key()).is_dir()]
+    if jobs < 2 or len(todo) < POOL_AT_LEAST or not _forkable():
+        return [_build_one(k, i, len(kernels), force) for i, k in enumerate(kernels, 1)]
+    import concurrent.futures
+    import multiprocessing
+    _POOL_KERNELS[:] = kernels
+    rows: dict[int, tuple] = {}
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(_pool_build, i, force): i for i in todo}
+        for i in set(range(len(kernels))) - set(todo):  # cached: read here
+            rows[i] = _pool_build(i, force)
+        shown = 0
+        for done in concurrent.futures.as_completed(futures):
+            rows[futures[done]] = done.result()
+            while shown in rows:  # the progress lines in the kernels' order
+                sys.stderr.write(rows[shown][1])
+                shown += 1
+    _POOL_KERNELS.clear()
+    return [rows[i][0] for i in range(len(kernels))]
+
+
+def _forkable() -> bool:
+    return hasattr(os, "fork") and not any(m in sys.modules for m in ("mlir._mlir_libs._mlir", "torch"))
+
+
+def _pool_build(i: int, force: bool) -> tuple[dict, str]:
+    import io
+    out = io.StringIO()
+    kernel = _POOL_KERNELS[i]
+    return _build_one(kernel, i + 1, len(_POOL_KERNELS), force, progress=out), out.getvalue()
 
 
 def _kernels_of_call(expr: str) -> list:
@@ -256,11 +302,13 @@ def _kernels_of_call(expr: str) -> list:
     return built
 
 
-def _build_one(kernel, i: int, n: int, force: bool) -> dict:
-    """Build one kernel with a `[i/n] name ... 1.3 s` progress line on stderr."""
+def _build_one(kernel, i: int, n: int, force: bool, progress=None) -> dict:
+    """Build one kernel with a `[i/n] name ... 1.3 s` progress line on stderr
+    (or `progress`)."""
     from .runtime import cache
-    sys.stderr.write(f"[{i}/{n}] {kernel.name} ... ")
-    sys.stderr.flush()
+    progress = progress or sys.stderr
+    progress.write(f"[{i}/{n}] {kernel.name} ... ")
+    progress.flush()
     t0 = time.perf_counter()
     try:
         cached = not force and cache.entry_dir(kernel.artifact_key()).is_dir()
@@ -269,10 +317,10 @@ def _build_one(kernel, i: int, n: int, force: bool) -> dict:
         if os.environ.get("TKC_DEBUG") == "1":
             raise
         what = str(e) if isinstance(e, TkcError) else f"internal error: {type(e).__name__}: {e}"
-        sys.stderr.write(f"FAILED\n{what}\n")
+        progress.write(f"FAILED\n{what}\n")
         return {"kernel": kernel.name, "registers": "-", "spills": "-", "wgmma": "-",
                 "shared bytes": "-", "cache path": "FAILED", "over": False}
-    sys.stderr.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
+    progress.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
     res = art.manifest.get("resources", {})
     stores, loads = int(res.get("spill_stores", 0)), int(res.get("spill_loads", 0))
     key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()

@@ -271,3 +271,24 @@ def test_build_a_real_library_kernel_then_hit_the_cache(tmp_path):
     again = tkc("build", "--filter", name, env=env)
     assert again.returncode == 0 and f"{name} ... cached" in again.stderr
     assert again.stdout == first.stdout
+
+
+def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
+    """Enough uncached kernels: forked workers build them; the progress lines
+    and the table keep the library's order, and a failure stays a failure."""
+    import concurrent.futures
+
+    import tkc.cli
+    ks = [FakeKernel(f"k{i}", 32 + i) for i in range(10)] + [FakeKernel("bad", error="no")]
+    monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
+    monkeypatch.setattr(tkc.cli, "_forkable", lambda: True)  # the fakes use no MLIR
+    pools, real = [], concurrent.futures.ProcessPoolExecutor
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
+                        lambda *a, **kw: pools.append(a) or real(*a, **kw))
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-j", "2")
+    assert pools == [(2,)]
+    assert code == 1 and "1 kernel(s) failed" in err
+    progress = [ln.split(" ... ")[0] for ln in err.splitlines() if " ... " in ln]
+    assert progress == [f"[{i + 1}/11] {k.name}" for i, k in enumerate(ks)]
+    rows = [ln.split()[:2] for ln in out.splitlines()[1:]]
+    assert rows == [[f"k{i}", str(32 + i)] for i in range(10)] + [["bad", "-"]]
