@@ -139,8 +139,8 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     B, H, L, D = q.shape
     specs, dev = [_spec(t, layout) for t in (q, k, v)], q.device
 
-    def outputs():
-        return [torch.empty_strided(*spec, device=dev, dtype=q.dtype) for spec in specs]
+    def outputs(first: int = 0):  # dq, dk, dv in the layout (dq from dq_result: first=1)
+        return [torch.empty_strided(*spec, device=dev, dtype=q.dtype) for spec in specs[first:]]
 
     if q.numel() == 0 or k.numel() == 0:  # nothing flows: zero gradients
         return lambda *args: tuple(t.zero_() for t in outputs())
@@ -155,14 +155,14 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
                 torch.empty_strided(specs[0][0], specs[0][1], device=dev, dtype=torch.float32))
 
     stats, dq = scratch()
-    _, dk, dv = outputs()
+    dk, dv = outputs(1)
     prep = prep_k.prepare(*_views(layout, o_, do_), lse.view(B, H, 1, L), stats, *_views(layout, dq))
     bwd = bwd_k.prepare(*_views(layout, q_, k_, v_, do_), stats, *_views(layout, dq, dk, dv), scale)
 
     def run(do, q, k, v, o, lse, scale):
         q, k, v, o, do = arrange(q, k, v, o, do)
         stats, dq = scratch()
-        _, dk, dv = outputs()
+        dk, dv = outputs(1)
         prep(o, do, lse, stats, dq)
         bwd(q, k, v, do, stats, dq, dk, dv, scale)
         return dq_result(dq, q.dtype, order), dk, dv

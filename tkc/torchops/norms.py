@@ -185,7 +185,8 @@ def _ln_backward(ctx, dy, dh, dmean, drstd):
     dy = torch.zeros_like(h) if dy is None else dy.contiguous()
     dh = torch.zeros_like(h) if dh is None else dh.contiguous()
     dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
-    return dx, (dres if ctx.p > 0 else dx), dwb[0], dwb[1], None, None, None, None
+    dw, db = dwb.unbind(0)  # one call for both views
+    return dx, (dres if ctx.p > 0 else dx), dw, db, None, None, None, None
 
 
 _ln_bwd = Op("tkc::layer_norm_bwd", _ln_bwd_impl, _ln_bwd_fake)
@@ -225,7 +226,8 @@ def _ln_nores_backward(ctx, dy, dmean, drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
     dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
-    return dx, dwb[0], dwb[1], None, None, None, None
+    dw, db = dwb.unbind(0)
+    return dx, dw, db, None, None, None, None
 
 
 _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nores_fake)
