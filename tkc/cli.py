@@ -219,7 +219,7 @@ def _build(args) -> int:
     if args.prune and args.filter:
         raise TkcError("--prune keeps only the kernels built now: with --filter it would remove "
                        "the others'")
-    rows = _build_all(kernels, args.force, args.jobs)
+    rows = _build_all(kernels, args.force, args.jobs, args.files)
     _print_table(rows)
     if args.prune:
         from .runtime import cache
@@ -239,23 +239,33 @@ _POOL_KERNELS: list = []  # the kernels a forked build worker compiles (by index
 POOL_AT_LEAST = 8  # uncached kernels below which a pool costs more than it saves
 
 
-def _build_all(kernels: list, force: bool, jobs: int | None) -> list[dict]:
+def _build_all(kernels: list, force: bool, jobs: int | None, files=()) -> list[dict]:
     """Each kernel built, its progress line written in order; the uncached
-    ones in `jobs` forked processes when there are enough of them (compiling
-    is single-threaded Python and ptxas: a process a core). Forked only while
-    this process has loaded neither MLIR nor torch, whose threads a fork
-    would not carry."""
+    ones in `jobs` processes when there are enough of them (compiling is
+    single-threaded Python and ptxas: a process a core). The workers are
+    forked while this process has loaded neither MLIR nor torch (whose
+    threads a fork would not carry); else spawned, and each makes the kernel
+    list again (the library and `files`) and builds kernels by cache key."""
+    import concurrent.futures
+    import multiprocessing
     from .runtime import cache
     jobs = jobs or os.cpu_count() or 1
     todo = [i for i, k in enumerate(kernels) if force or not cache.entry_dir(k.artifact_key()).is_dir()]
-    if jobs < 2 or len(todo) < POOL_AT_LEAST or not _forkable():
+    if jobs < 2 or len(todo) < POOL_AT_LEAST:
         return [_build_one(k, i, len(kernels), force) for i, k in enumerate(kernels, 1)]
-    import concurrent.futures
-    import multiprocessing
     _POOL_KERNELS[:] = kernels
+    if _forkable():
+        pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+        submit = lambda i: pool.submit(_pool_build, i, force)  # noqa: E731
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(
+            jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_spawned,
+            initargs=(list(files),))
+        submit = lambda i: pool.submit(_spawn_build, kernels[i].artifact_key(), i,  # noqa: E731
+                                       len(kernels), force)
     rows: dict[int, tuple] = {}
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = {pool.submit(_pool_build, i, force): i for i in todo}
+    with pool:
+        futures = {submit(i): i for i in todo}
         for i in set(range(len(kernels))) - set(todo):  # cached: read here
             rows[i] = _pool_build(i, force)
         shown = 0
@@ -277,6 +287,23 @@ def _pool_build(i: int, force: bool) -> tuple[dict, str]:
     out = io.StringIO()
     kernel = _POOL_KERNELS[i]
     return _build_one(kernel, i + 1, len(_POOL_KERNELS), force, progress=out), out.getvalue()
+
+
+_BY_KEY: dict = {}  # a spawned worker's kernels by cache key
+
+
+def _spawned(files: list) -> None:
+    """A spawned worker's start: the kernels the parent listed, made again."""
+    from .frontend import kernels_in_file
+    from .kernels import library
+    for k in library() + [k for f in files for k in kernels_in_file(f)]:
+        _BY_KEY.setdefault(k.artifact_key(), k)
+
+
+def _spawn_build(key: str, i: int, n: int, force: bool) -> tuple[dict, str]:
+    import io
+    out = io.StringIO()
+    return _build_one(_BY_KEY[key], i + 1, n, force, progress=out), out.getvalue()
 
 
 def _kernels_of_call(expr: str) -> list:

@@ -292,3 +292,28 @@ def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
     assert progress == [f"[{i + 1}/11] {k.name}" for i, k in enumerate(ks)]
     rows = [ln.split()[:2] for ln in out.splitlines()[1:]]
     assert rows == [[f"k{i}", str(32 + i)] for i in range(10)] + [["bad", "-"]]
+
+
+def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys, tmp_path):
+    """Where forking is unsafe (MLIR or torch loaded), spawned workers make
+    the kernel list again from the library and the files, and build by key."""
+    import tkc.cli
+    src = tmp_path / "probes.py"
+    src.write_text(
+        "import tkc\nfrom tkc import f32, gl, rt\nfrom tkc.ops import load, store\n"
+        "def make(n):\n"
+        "    @tkc.kernel(warps=1, grid=lambda x, y: (1, 1), name=f'spawn_probe_{n}')\n"
+        "    def k(x: gl(f32, 1, 1, 16, 16), y: gl(f32, 1, 1, 16, 16)):\n"
+        "        store(y, load(rt(f32, 16, 16), x, (0, 0, 0, 0)) * float(n), (0, 0, 0, 0))\n"
+        "    return k\n"
+        "KERNELS = [make(n) for n in range(5)]\n")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
+    monkeypatch.setattr(tkc.cli, "_forkable", lambda: False)
+    assert tkc.cli.main(["build", "-j", "2", "--filter", "spawn_probe", str(src)]) == 0
+    out, err = capsys.readouterr()
+    assert [ln.split(" ... ")[0] for ln in err.splitlines() if " ... " in ln] == \
+        [f"[{i + 1}/5] spawn_probe_{i}" for i in range(5)]
+    rows = [ln.split() for ln in out.splitlines()[1:]]
+    assert [r[0] for r in rows] == [f"spawn_probe_{i}" for i in range(5)]
+    assert all(Path(r[-1]).is_dir() for r in rows)
