@@ -150,13 +150,14 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
 
 
 def rows(compile_peer: bool = True):
-    from tkc.kernels import torch_ops
+    import tkc.torchops
+    from tkc.torchops import norms
     fla_rope, fla_ln, fla_ln_fwd, fla_ln_bwd = fla()
     rope_c, ln_c, ln_bwd_c = None, None, None
     if compile_peer:  # its compile takes a minute: --no-compile skips it
         rope_c, ln_c, ln_bwd_c = (torch.compile(f) for f in (rope_eager, ln_eager, ln_bwd_eager))
-    yield from rotary_rows(torch_ops, fla_rope, rope_c)
-    yield from layernorm_rows(torch_ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c)
+    yield from rotary_rows(tkc.torchops, fla_rope, rope_c)
+    yield from layernorm_rows(norms, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c)
 
 
 def main(argv=None):

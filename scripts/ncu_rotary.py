@@ -14,7 +14,7 @@ from torch._inductor.utils import run_and_get_code
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.memory_bound import rope_eager  # noqa: E402
 from tkc.bench.timing import profile_once  # noqa: E402
-from tkc.kernels import torch_ops  # noqa: E402
+import tkc.torchops as torch_ops  # noqa: E402
 
 B, L, H, D = 16, 4096, 16, 128
 x = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16)

@@ -105,7 +105,7 @@ def attention():
 
 
 def memory():
-    from tkc.kernels.torch_ops import layer_norm, rotary_embedding
+    from tkc.torchops import layer_norm, rotary_embedding
     x = torch.randn(2, 77, 4, 128, device="cuda", dtype=torch.bfloat16)
     theta = torch.randn(77, 64, device="cuda")
     cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
