@@ -1,14 +1,15 @@
 """The library's Hopper kernels once each on small shapes, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 scripts/sanitize.py [gemm attention memory linear fftconv]
+        python3 scripts/sanitize.py [gemm attention memory linear fftconv ops]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
 forward and backward (causal and not, ragged, GQA, a varlen batch; the
 forward for long sequences, ping-pong, too); the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
-without a residual); the linear-attention family; the FFT convolution. Results are checked too, so a tool that perturbs timing
+without a residual); the linear-attention family; the FFT convolution;
+tkc.matmul, tkc.linear and the wide norms (ops). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
 import math
@@ -163,7 +164,49 @@ def fftconv():
             report(f"fftconv N{N} L{L}", rel(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
 
 
-STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv}
+def ops():
+    """tkc.matmul and tkc.linear at each GEMM tile width (the pick forced by
+    the SM count it reads), transposed A in their backward, batched, the
+    bias + gelu epilogue with its pre-activation; both norms' split-row
+    kernels (D 4096, 8192) and one-warp ones (D 1024), forward and backward."""
+    import tkc
+    from tkc.torchops import gemm, plans
+    real = gemm._sms
+    for sms, bn in ((1, 256), (8, 128), (132, 64)):   # the widths the pick takes at these shapes
+        gemm._sms = lambda device, s=sms: s
+        plans.forget()
+        a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        c = tkc.matmul(a, b)
+        c.float().sum().backward()
+        report(f"matmul BN {bn}", rel(c, a.float() @ b.float()), 1e-2)
+        report(f"matmul BN {bn} dB (A^T dC)", rel(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
+        x = torch.randn(3, 70, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = (torch.randn(264, 136, device="cuda") * 0.1).bfloat16().requires_grad_()
+        bias = torch.randn(264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = tkc.linear(x, w, bias, "gelu")
+        y.float().sum().backward()
+        report(f"linear gelu BN {bn}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
+        p, q = torch.randn(2, 72, 136, device="cuda").bfloat16(), torch.randn(2, 136, 40, device="cuda").bfloat16()
+        report(f"matmul batched BN {bn}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
+    gemm._sms = real
+    plans.forget()
+    for D in (1024, 4096, 8192):
+        x = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.ones(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.zeros(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = tkc.layer_norm(x, w, b, residual=r)
+        y.float().sum().backward()
+        report(f"layer_norm D {D}", rel(y, torch.nn.functional.layer_norm(x.float() + r.float(), (D,))), 1e-2)
+        y = tkc.rms_norm(x, w)
+        y.float().sum().backward()
+        want = x.float() * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + 1e-6)
+        report(f"rms_norm D {D}", rel(y, want), 1e-2)
+
+
+STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv,
+         "ops": ops}
 for step in sys.argv[1:] or list(STEPS):
     STEPS[step]()
 sys.exit(1 if bad else 0)
