@@ -283,10 +283,14 @@ def _forkable() -> bool:
 
 
 def _pool_build(i: int, force: bool) -> tuple[dict, str]:
+    return _built(_POOL_KERNELS[i], i, len(_POOL_KERNELS), force)
+
+
+def _built(kernel, i: int, n: int, force: bool) -> tuple[dict, str]:
+    """_build_one's row and its progress line, for the parent to write in order."""
     import io
     out = io.StringIO()
-    kernel = _POOL_KERNELS[i]
-    return _build_one(kernel, i + 1, len(_POOL_KERNELS), force, progress=out), out.getvalue()
+    return _build_one(kernel, i + 1, n, force, progress=out), out.getvalue()
 
 
 _BY_KEY: dict = {}  # a spawned worker's kernels by cache key
@@ -301,9 +305,7 @@ def _spawned(files: list) -> None:
 
 
 def _spawn_build(key: str, i: int, n: int, force: bool) -> tuple[dict, str]:
-    import io
-    out = io.StringIO()
-    return _build_one(_BY_KEY[key], i + 1, n, force, progress=out), out.getvalue()
+    return _built(_BY_KEY[key], i, n, force)
 
 
 def _kernels_of_call(expr: str) -> list:

@@ -29,14 +29,14 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
-    monkeypatch.setattr(gemm, "_sms", lambda device: 132)  # the H200's: small tiles here
+    monkeypatch.setattr(gemm, "sms", lambda device: 132)  # the H200's: small tiles here
     monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norms, "_ln_kernels", lambda D, dropout, residual=True: tuple(
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
-    monkeypatch.setattr(norms, "_sms", lambda device: 2)
+    monkeypatch.setattr(norms, "sms", lambda device: 2)
     monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved: _interpreted(rotary_kernel(D, interleaved)))
 
 
@@ -183,7 +183,7 @@ def test_matmul_values_and_gradients(cpu_ops, case):
 
 def test_matmul_tile_picks(monkeypatch):
     """The widest tile whose work items fill 3/4 of a wave of SMs, else 64."""
-    monkeypatch.setattr(gemm, "_sms", lambda device: 132)
+    monkeypatch.setattr(gemm, "sms", lambda device: 132)
     dev = torch.device("cpu")
     assert [gemm._tile(1024, 1024, 1, dev), gemm._tile(512, 4096, 1, dev),
             gemm._tile(777, 4096, 1, dev), gemm._tile(8000, 8008, 1, dev),
@@ -193,7 +193,7 @@ def test_matmul_tile_picks(monkeypatch):
 @pytest.mark.parametrize("sms", [1, 132])
 def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, sms):
     """One SM: the 256-wide tile; 132: the 64-wide one, for one ragged product."""
-    monkeypatch.setattr(gemm, "_sms", lambda device: sms)
+    monkeypatch.setattr(gemm, "sms", lambda device: sms)
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

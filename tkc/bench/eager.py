@@ -14,6 +14,8 @@ import argparse
 import json
 import statistics
 
+from .timing import interleaved, median_ratio
+
 
 def _ms(fn, calls: int) -> float:
     import torch
@@ -126,14 +128,11 @@ def measure(only=(), rounds: int = 5) -> list[dict]:
             for fn in (mine, peer):
                 fn()
             torch.cuda.synchronize()
-            t, p, r = [], [], []
-            for _ in range(rounds):
-                t.append(_ms(mine, calls))
-                p.append(_ms(peer, calls))
-                r.append(p[-1] / t[-1])
-            out.append({"row": name, "tkc_ms": round(statistics.median(t), 4), "peer": peer_name,
-                        "peer_ms": round(statistics.median(p), 4),
-                        "speedup": round(statistics.median(r), 3)})
+            ms = interleaved({"tkc": mine, "peer": peer}, rounds,
+                             timer=lambda fn, n=calls: _ms(fn, n))
+            out.append({"row": name, "tkc_ms": round(statistics.median(ms["tkc"]), 4),
+                        "peer": peer_name, "peer_ms": round(statistics.median(ms["peer"]), 4),
+                        "speedup": round(median_ratio(ms["peer"], ms["tkc"]), 3)})
         except Exception as e:  # noqa: BLE001  (a row that fails is reported, the rest run)
             out.append({"row": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         print(json.dumps(out[-1]), flush=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import sys
 from types import SimpleNamespace
 
 

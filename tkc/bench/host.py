@@ -18,6 +18,8 @@ import json
 import statistics
 import time
 
+from .timing import interleaved
+
 
 def _wall_us(fn, calls: int, sync) -> float:
     sync()
@@ -92,11 +94,9 @@ def _rows(table: dict, calls: int, rounds: int, sync) -> dict:
         for fn in (mine, theirs):  # warm: kernels loaded, plans cached
             for _ in range(20):
                 fn()
-        t, p = [], []
-        for _ in range(rounds):
-            t.append(_wall_us(mine, calls, sync))
-            p.append(_wall_us(theirs, calls, sync))
-        tm, pm = statistics.median(t), statistics.median(p)
+        us = interleaved({"tkc": mine, "peer": theirs}, rounds,
+                         timer=lambda fn: _wall_us(fn, calls, sync))
+        tm, pm = statistics.median(us["tkc"]), statistics.median(us["peer"])
         rows[name] = {"tkc_us": round(tm, 1), "peer": peer, "peer_us": round(pm, 1),
                       "ratio": round(tm / pm, 2)}
     return rows

@@ -150,18 +150,18 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     order = dq_order(backward_options(D, causal, layout))
     stats_shape = (B, H, 2, stats_columns(L))
 
-    def scratch():  # dq: the f32 accumulator, zeroed by prep_k
+    def buffers():  # dq: the f32 accumulator, zeroed by prep_k
         return (torch.empty(stats_shape, device=dev, dtype=torch.float32),
                 torch.empty_strided(specs[0][0], specs[0][1], device=dev, dtype=torch.float32))
 
-    stats, dq = scratch()
+    stats, dq = buffers()
     dk, dv = outputs(1)
     prep = prep_k.prepare(*_views(layout, o_, do_), lse.view(B, H, 1, L), stats, *_views(layout, dq))
     bwd = bwd_k.prepare(*_views(layout, q_, k_, v_, do_), stats, *_views(layout, dq, dk, dv), scale)
 
     def run(do, q, k, v, o, lse, scale):
         q, k, v, o, do = arrange(q, k, v, o, do)
-        stats, dq = scratch()
+        stats, dq = buffers()
         dk, dv = outputs(1)
         prep(o, do, lse, stats, dq)
         bwd(q, k, v, do, stats, dq, dk, dv, scale)

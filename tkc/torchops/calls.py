@@ -12,8 +12,6 @@ offsets); Python literals for the rest.
 """
 from __future__ import annotations
 
-import ast
-
 import torch
 from torch import Tensor
 

@@ -42,11 +42,4 @@ def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
             raise TkcError(f"{fn}: {name} must be on {where}, got {t.device}", caller())
 
 
-def check_rows(fn: str, name: str, t: Tensor) -> None:
-    """Rows of 16 bytes (TMA moves whole 16-byte units) and a unit last stride."""
-    if t.shape[-1] * t.element_size() % 16:
-        raise TkcError(f"{fn}: the rows of {name} must be a multiple of 16 bytes (a last dim "
-                       f"multiple of {16 // t.element_size()} for {_found(t).split()[0]}), got "
-                       f"{tuple(t.shape)}", caller())
-
 

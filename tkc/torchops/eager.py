@@ -74,10 +74,8 @@ class Op:
     def __call__(self, *args):
         if tracing(args):
             return self.custom_op(*args)
-        if self.function is not None and _grad_enabled():
-            for a in args:
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    return self.function.apply(*args)
+        if self._wants_grad(args):
+            return self.function.apply(*args)
         return self.impl(*args)
 
     def main_output(self, *args):
@@ -86,11 +84,19 @@ class Op:
         outputs that only the backward reads in scratch memory."""
         if self.infer is None or tracing(args):
             return self(*args)[0]
-        if self.function is not None and _grad_enabled():
-            for a in args:
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    return self.function.apply(*args)[0]
+        if self._wants_grad(args):
+            return self.function.apply(*args)[0]
         return self.infer(*args)
+
+    def _wants_grad(self, args) -> bool:
+        """An autograd formula, grad mode, and an argument that requires grad
+        (a loop, not any(): this runs on every call)."""
+        if self.function is None or not _grad_enabled():
+            return False
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                return True
+        return False
 
 
 def _autograd_function(name: str, impl, setup, backward) -> type:

@@ -24,11 +24,10 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
 from ..runtime.callsite import caller
-from ..runtime.driver import multiprocessors
 from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, public
-from .plans import PlanCache, signature
+from .plans import PlanCache, signature, sms
 
 __all__ = ["matmul", "linear"]
 BF16 = torch.bfloat16
@@ -41,11 +40,6 @@ def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: b
                        bias=bias, activation=activation, preact=preact)
 
 
-@functools.lru_cache(maxsize=None)
-def _sms(device: torch.device) -> int:
-    return multiprocessors(device.index or 0)
-
-
 def _tile(rows: int, cols: int, batch: int, device: torch.device) -> int:
     """C's tile width BN for a [batch, rows, cols] result: the widest whose work
     items (128 x BN tiles) fill at least 3/4 of a wave of the SMs, else the
@@ -55,9 +49,9 @@ def _tile(rows: int, cols: int, batch: int, device: torch.device) -> int:
     4096 31.8/25.7/44.2 (29.2); 777 x 4096 x 4096 BN 256 44.2, 128 54.0;
     2048^3 25.1 at 256 and 25.4 at 128 (24.7); 4096^3 205/197 (200)."""
     items = lambda bn: batch * -(-rows // 128) * -(-cols // bn)  # noqa: E731
-    sms = _sms(device)
+    wave = sms(device)
     for bn in (256, 128):
-        if 4 * items(bn) >= 3 * sms:
+        if 4 * items(bn) >= 3 * wave:
             return bn
     return 64
 
@@ -204,7 +198,7 @@ def _lin_impl(x: Tensor, w: Tensor, bias: Tensor | None, activation: str,
               preact: bool) -> tuple[Tensor, Tensor]:
     """(y, z): y = act(x w^T + bias) for x [M, K] and w [N, K] (row-major);
     z the pre-activation when preact (else empty)."""
-    key = (signature(x, w, *([bias] if bias is not None else [])), activation, preact)
+    key = (signature(x, w, bias), activation, preact)
     return _lin_plans(key, x, w, bias, activation, preact)(x, w, bias)
 
 

@@ -52,7 +52,7 @@ def _empty_out(v: Tensor) -> Tensor:
     return torch.empty_like(v, memory_format=torch.contiguous_format)
 
 
-def _plan(kernel, views, *ts: Tensor, scale: float):
+def _plan(kernel, views, scale: float, *ts: Tensor):
     """One launch of `kernel` on (*ts, o, scale): `views(*ts)` are the kernel's
     gl views of the inputs (the same memory: later launches read the tensors'
     pointers); inputs that are not contiguous are copied on each call."""
@@ -71,7 +71,7 @@ def _plan(kernel, views, *ts: Tensor, scale: float):
     return run
 
 
-_plans = PlanCache(lambda kernel, views, scale, *ts: _plan(kernel, views, *ts, scale=scale))
+_plans = PlanCache(_plan)
 
 
 def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:

@@ -19,11 +19,10 @@ from ..diagnostics import TkcError
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
-from ..runtime.driver import multiprocessors
 from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, public
-from .plans import PlanCache, scratch, signature
+from .plans import PlanCache, scratch, signature, sms
 
 __all__ = ["layer_norm", "rms_norm"]
 WARPS = 4
@@ -33,11 +32,6 @@ MAX_D = 16384  # the longest row the kernels serve
 @functools.lru_cache(maxsize=None)
 def _ln_kernels(D: int, dropout: bool, residual: bool = True):
     return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
-
-
-@functools.lru_cache(maxsize=None)
-def _sms(device: torch.device) -> int:
-    return multiprocessors(device.index or 0)
 
 
 def _bf16(t: Tensor) -> Tensor:
@@ -94,7 +88,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     dev, residual = dy.device, dhn is not None
     dres_too = residual and p > 0
     k = 1 if rms else 2  # dw (and db) partial sums
-    blocks = _sms(dev) * 2
+    blocks = sms(dev) * 2
 
     def outputs():  # dres only where it differs from dx (None: not made)
         return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None

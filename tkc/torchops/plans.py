@@ -9,12 +9,15 @@ lookup, the allocations and the launches: no views, no argument checks.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import torch
 from torch import Tensor
 
-__all__ = ["PlanCache", "forget", "scratch", "signature"]
+from ..runtime.driver import multiprocessors
+
+__all__ = ["PlanCache", "forget", "scratch", "signature", "sms"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -66,3 +69,9 @@ def scratch(device: torch.device, numel: int, slot: str) -> Tensor:
         buf = _scratch[device, slot] = torch.empty(max(numel, 1 << 16), device=device,
                                                    dtype=torch.float32)
     return buf
+
+
+@functools.lru_cache(maxsize=None)
+def sms(device: torch.device) -> int:
+    """The device's SM count, which plans size grids and tiles by."""
+    return multiprocessors(device.index or 0)
