@@ -153,16 +153,16 @@ def test_layer_norm_dropout_gradients(residual):
     gy, gh = torch.randn_like(x), torch.randn_like(x)
     if residual:
         y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, seed, offset)
-        dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, seed, offset)
+        dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, seed, offset, True)
         torch.autograd.backward([ry, rh], [gy.float(), gh.float()])
         assert rel_err(h, rh) < 1e-2 and rel_err(dres, leaves[1].grad) < 2e-2
-        torch.library.opcheck(ops()._ln_bwd.custom_op, (gy, gh, h, w, mean, rstd, p, seed, offset))
+        torch.library.opcheck(ops()._ln_bwd.custom_op, (gy, gh, h, w, mean, rstd, p, seed, offset, True))
     else:
         y, mean, rstd = ops()._ln_fwd_nores(x, w, b, 1e-5, p, seed, offset)
-        dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, seed, offset)
+        dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, seed, offset, True)
         ry.backward(gy.float())
         torch.library.opcheck(ops()._ln_fwd_nores.custom_op, (x, w, b, 1e-5, p, seed, offset))
-        torch.library.opcheck(ops()._ln_bwd_nores.custom_op, (gy, x, w, mean, rstd, p, seed, offset))
+        torch.library.opcheck(ops()._ln_bwd_nores.custom_op, (gy, x, w, mean, rstd, p, seed, offset, True))
     assert rel_err(y, ry) < 1e-2
     assert rel_err(dx, leaves[0].grad) < 2e-2
     assert rel_err(dwb[0], leaves[2].grad) < 2e-2 and rel_err(dwb[1], leaves[3].grad) < 2e-2
@@ -175,10 +175,14 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
     w, b = torch.randn(D, device="cuda", dtype=torch.bfloat16), torch.randn(D, device="cuda", dtype=torch.bfloat16)
     y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, 0, 0)
-    dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, 0, 0)
+    dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, 0, 0,
+                                  True)
     assert dres.numel() == 0 and dx.shape == x.shape and dwb.shape == (2, D)
-    torch.library.opcheck(ops()._ln_bwd.custom_op, (torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd,
-                                          0.0, 0, 0))
+    for params in (True, False):  # without params: no weight or bias gradient
+        torch.library.opcheck(ops()._ln_bwd.custom_op, (torch.randn_like(x), torch.randn_like(x), h, w, mean,
+                                                        rstd, 0.0, 0, 0, params))
+    dx2, _, dwb = ops()._ln_bwd(torch.ones_like(x), torch.zeros_like(x), h, w, mean, rstd, 0.0, 0, 0, False)
+    assert dwb.numel() == 0 and torch.isfinite(dx2.float()).all()
 
 
 @pytest.mark.parametrize("config", [dict(blocks_per_sm=2), dict(warps=8, blocks_per_sm=2)])

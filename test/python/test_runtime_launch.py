@@ -326,3 +326,23 @@ def test_bench_fake_path_restores_the_runtime():
         launch(Artifact(b"cubin", MANIFEST), good_args())
         assert cuda.state.launches == 1
     assert (driver._cuda, args.view) == (before[0], view)
+
+
+def test_prepared_launch_packs_each_calls_pointers_and_scalars(fake):
+    """A prepared launch (the torch ops' hot path, a generated function) packs
+    the values the full path packs: this call's data pointers and scalars, the
+    plan's runtime dims; a repeated set of values reuses its frame."""
+    torch = pytest.importorskip("torch")
+    art = Artifact(b"cubin", MANIFEST)
+    x, y = torch.zeros(2, 32, 64), torch.zeros(16, 24, dtype=torch.float16)
+    go = launcher(art).prepare([x, y, 0.5, 3])
+    frames = launcher(art).frames
+    for s in (-1.5, 2.0, -1.5):
+        x2, y2 = torch.zeros_like(x), torch.zeros_like(y)
+        go(x2, y2, s, 3)
+        frame = {f.address: f for f in frames.values()}[fake.cuda.state.last[9]]
+        grid = fake.cuda.state.last[1:4]
+        launch(art, [x2, y2, s, 3])  # the full path, for comparison
+        assert (grid, frame.decoded()) == fake.launches[-1][1:4:2]
+        assert frame.decoded()[0] == x2.data_ptr() and frame.decoded()[-2:] == [s, 3]
+    assert fake.cuda.state.launches == 6 and len(fake.launches) == 3  # 3 prepared, 3 full

@@ -345,3 +345,49 @@ def test_inference_calls_leave_the_statistics_in_scratch(cpu_ops):
     assert torch.equal(y, full[0])
     assert (x.device, "norm mean") in plans._scratch and (x.device, "norm rstd") in plans._scratch
     assert torch.allclose(plans._scratch[x.device, "norm rstd"][:4], full[2])
+
+
+def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
+    """A plain call (no tracing, no gradient wanted) keeps its run under its
+    key: the next call with that key skips the checks and gives the same
+    values; a call that wants a gradient, or a new layout, takes the full
+    path (and its own checks) again."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 256, generator=g).to(BF)
+    w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), torch.randn(256, generator=g).to(BF)
+    a, m = torch.randn(40, 64, generator=g).to(BF), torch.randn(64, 48, generator=g).to(BF)
+    calls = [lambda x: tkc.layer_norm(x, w, b), lambda x: tkc.rms_norm(x, w),
+             lambda x: tkc.layer_norm(x, w, b, residual=x, prenorm=True)[1],
+             lambda x: tkc.matmul(x.view(-1, 256)[:, :64].contiguous(), m),
+             lambda x: tkc.linear(x, w.view(1, 256).expand(16, 256).contiguous())]
+    first = [f(x) for f in calls]
+    checked = []
+    for name in ("_check", "_explain"):
+        monkeypatch.setattr(norms, name, lambda *args: checked.append(args))
+    monkeypatch.setattr(gemm, "check_tensor", lambda *args, **kw: checked.append(args))
+    again = [f(x.clone()) for f in calls]
+    assert checked == []
+    assert all(torch.equal(u, v) for u, v in zip(first, again))
+    tkc.layer_norm(x.clone().requires_grad_(), w, b)   # a gradient wanted: the full path
+    tkc.layer_norm(x.transpose(0, 1), w, b)             # another layout: the full path
+    assert len(checked) == 2
+    with torch.no_grad():   # no gradient wanted (grad mode off): plain again
+        assert torch.equal(tkc.layer_norm(x.clone().requires_grad_(), w, b), first[0])
+    assert len(checked) == 2 and tkc.matmul(a, m).shape == (40, 48)
+
+
+@pytest.mark.parametrize("wanted", ["x", "w", "b", "xwb"])
+def test_norm_parameter_gradients_only_when_wanted(cpu_ops, wanted):
+    """The backward reduces the weight and bias partial sums only for what
+    wants a gradient; what it gives is right either way."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(6, 256, generator=g).to(BF)
+    w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), (0.1 * torch.randn(256, generator=g)).to(BF)
+    leaves = {"x": x, "w": w, "b": b}
+    for name in wanted:
+        leaves[name].requires_grad_()
+    y = tkc.layer_norm(x, w, b)
+    ref = torch.nn.functional.layer_norm(x.double(), (256,), w.double(), b.double())
+    dy = torch.randn(6, 256, generator=g).to(BF)
+    assert grads_match(y, ref, dy, [leaves[n] for n in wanted], 2e-2)
+    assert all(leaves[n].grad is None for n in "xwb" if n not in wanted)

@@ -170,23 +170,38 @@ def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: li
     """Launch fn; values are ctypes objects in the kernel's parameter order
     (a Params, or any list: its void*[] is then built here). current: the
     caller has made fn's device's context current already."""
-    cu = _cuda or api()
     if not current:
         context(fn.device)  # a thread torch never touched has no current context
     if isinstance(values, Params):
-        address = values.address
+        launcher(fn, grid, block, shared_bytes, cluster)(stream, values.address)
     else:
         array = params_array(values)  # alive until the call returns
-        address = ctypes.addressof(array)
+        launcher(fn, grid, block, shared_bytes, cluster)(stream, ctypes.addressof(array))
+
+
+def launcher(fn: Function, grid, block, shared_bytes: int, cluster=(1, 1, 1)):
+    """go(stream, params address): fn's launch with this grid, block and
+    shared memory, everything but the stream and the parameters bound once
+    (a prepared launch calls it per op call). The caller makes the context
+    current first."""
+    cu = _cuda or api()
+    handle = fn.handle
     if tuple(cluster) == (1, 1, 1):
-        err, = cu.cuLaunchKernel(fn.handle, *grid, *block, shared_bytes, _stream(stream), address, 0)
-        name = "cuLaunchKernel"
-    else:
-        config = _cluster_config(tuple(grid), tuple(block), shared_bytes, stream, tuple(cluster))
-        err, = cu.cuLaunchKernelEx(config, fn.handle, address, 0)
-        name = "cuLaunchKernelEx"
-    if err:
-        _check(cu, err, name)
+        head = (handle, *grid, *block, shared_bytes)
+
+        def go(stream: int, address: int) -> None:
+            err, = cu.cuLaunchKernel(*head, _streams.get(stream) or _stream(stream), address, 0)
+            if err:
+                _check(cu, err, "cuLaunchKernel")
+        return go
+    grid, block, cluster = tuple(grid), tuple(block), tuple(cluster)
+
+    def go_cluster(stream: int, address: int) -> None:
+        config = _cluster_config(grid, block, shared_bytes, stream, cluster)
+        err, = cu.cuLaunchKernelEx(config, handle, address, 0)
+        if err:
+            _check(cu, err, "cuLaunchKernelEx")
+    return go_cluster
 
 
 def _stream(handle: int):

@@ -9,14 +9,14 @@ key seen before gives the Plan its full checks made (grid, device, runtime
 dims), so a repeated launch does no check twice yet lets no changed argument
 through; an unseen or unusual key runs every check of Signature.bind, whose
 errors are the ones the caller sees. The values are packed into a parameter
-frame (frame.py), kept per distinct set of values, and launched. A Prepared
+frame (frame.py), kept per distinct set of values, and launched. A prepared
 launch (the torch ops') skips the key too: its caller vouches for the
 arguments' layouts.
 """
 from __future__ import annotations
 
 import sys
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ..diagnostics import TkcError
 from . import driver
@@ -71,15 +71,15 @@ class Launcher:
                 values[slot] = x
         self._launch(plan, values, raw_stream)
 
-    def prepare(self, args) -> "Prepared":
-        """Every check on args now; the Prepared launches later calls whose
-        tensors have these shapes, strides, dtypes and device (see Prepared)."""
+    def prepare(self, args) -> Callable:
+        """Every check on args now; the prepared launch takes later calls whose
+        tensors have these shapes, strides, dtypes and device (see `prepared`)."""
         fast = self.signature.key(args, None)
         plan = self._plan(args, None, None)
         if fast is None:
             raise TkcError(f"kernel '{self.kernel}': only torch tensors and plain numbers can be "
                            f"prepared", caller())
-        return Prepared(self, plan)
+        return prepared(self, plan)
 
     def _launch(self, plan: Plan, values: list, raw_stream) -> None:
         device = plan.device if plan.device is not None else _current_device()
@@ -149,8 +149,9 @@ class Launcher:
         return fn
 
 
-class Prepared:
-    """One kernel's launch for one argument signature, checked once.
+def prepared(launcher: Launcher, plan: Plan) -> Callable:
+    """One kernel's launch for one argument signature, checked once: a
+    function of the kernel's arguments.
 
     A later call passes, per argument, a torch tensor (only its data pointer
     is read: it may be the base tensor of the view that was prepared) or a
@@ -160,18 +161,36 @@ class Prepared:
     and no written tensor overlaps another argument. tkc's torch ops keep one
     per argument signature, which their cache key fixes, for outputs they have
     just allocated. What is left per launch: the data pointers, a lookup of
-    the packed frame (made once per distinct set of values), cuLaunchKernel."""
+    the packed frame (made once per distinct set of values), cuLaunchKernel.
 
-    def __init__(self, launcher: Launcher, plan: Plan):
-        self.launcher, self.plan = launcher, plan
-        self.slots = launcher.signature.slots
-        self.tensors = [shape is not None for shape in plan.shapes]
-
-    def __call__(self, *args) -> None:
-        values = self.plan.values.copy()
-        for slot, tensor, x in zip(self.slots, self.tensors, args):
-            values[slot] = x.data_ptr() if tensor else x
-        self.launcher._launch(self.plan, values, None)
+    The function is generated for the plan (as dataclasses and namedtuple
+    generate theirs): its parameter values are one tuple display, the plan's
+    constants and the arguments in place, so a launch builds no list and
+    runs no loop. This is the hot path of every torch op."""
+    device = plan.device if plan.device is not None else _current_device()
+    fn = launcher.functions.get(device) or launcher._load(device)
+    slots = dict(zip(launcher.signature.slots, enumerate(plan.shapes)))
+    n = len(plan.shapes)
+    values = []
+    for i in range(len(plan.values)):
+        if i in slots:
+            arg, shape = slots[i]
+            values.append(f"a{arg}.data_ptr()" if shape is not None else f"a{arg}")
+        else:
+            values.append(f"c{i}")
+    names = ", ".join(f"a{i}" for i in range(n))
+    source = (f"def launch({names}):\n"
+              f"    context(device)  # first: a new frame's tensor maps need it\n"
+              f"    key = ({', '.join(values)},)\n"
+              f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
+    scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots}
+    scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream,
+                 miss=lambda key: launcher._params(list(key), plan.shapes),
+                 go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
+    exec(source, scope)
+    launch = scope["launch"]
+    launch.__qualname__ = f"prepared[{launcher.kernel}]"
+    return launch
 
 
 def _stream_handle(stream) -> int:

@@ -37,7 +37,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
@@ -199,6 +199,7 @@ def _backward(ctx, do, dlse):
 
 _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
 _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_infer)
+_plain = PlanCache()  # plain calls (eager.plain_key): key -> run(q, k, v)
 
 
 @public
@@ -208,16 +209,24 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
     Hkv), differentiable in q, k and v. return_lse=True also returns the
     log-sum-exp of each query row [B, Hq, Lq] (f32)."""
+    key = plain_key((causal, scale, return_lse), q, k, v)
+    run = _plain.get(key)
+    if run is not None:
+        return run(q, k, v)
     if not _fits(q, k, v):
         _check_qkv(q, k, v, 4)
         if k.shape[0] != q.shape[0]:
             raise TkcError(f"attention: q and k must have one batch size, got {q.shape[0]} and "
                            f"{k.shape[0]}", caller())
         check_device("attention", ("q", q), ("k", k), ("v", v))
-    D = q.shape[3]
-    if return_lse:
-        return _fwd(q, k, v, causal, _scale(scale, D))
-    return _fwd.main_output(q, k, v, causal, _scale(scale, D))
+    scale = _scale(scale, q.shape[3])
+    if key is not None:  # plain: the forward plan alone, next time straight away
+        plan = _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)
+        run = (lambda q, k, v: plan(q, k, v, scale)) if return_lse else \
+            (lambda q, k, v: plan(q, k, v, scale, False)[0])
+        _plain.keep(key, run)
+        return run(q, k, v)
+    return _fwd(q, k, v, causal, scale) if return_lse else _fwd.main_output(q, k, v, causal, scale)
 
 
 # ---------------------------------------------------------------- variable-length batches

@@ -29,11 +29,12 @@ from torch.utils import _python_dispatch
 from ..runtime.cache import MissingArtifact, cache_dir
 from .calls import describe
 
-__all__ = ["Op", "public", "tracing"]
+__all__ = ["Op", "plain_key", "public", "tracing"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _functorch_stack = torch._C._functorch.peek_interpreter_stack
 _grad_enabled = torch.is_grad_enabled
+_is_compiling = torch.compiler.is_compiling
 
 
 def tracing(args) -> bool:
@@ -47,6 +48,30 @@ def tracing(args) -> bool:
         if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
             return True
     return False
+
+
+def plain_key(flags, *tensors):
+    """The key of a plain call, or None for any other: nothing tracing (as in
+    `tracing`), no gradient wanted, every tensor (or None) a plain one. The
+    key holds the flags and per tensor what plans.signature holds, so two
+    plain calls with one key run the same launches on different pointers:
+    an op keeps what its first such call ran (a `run` of the tensors) and
+    later calls skip straight to it, past the argument checks (the key fixes
+    what they read), the custom op and autograd machinery and the inner
+    plans' keys. This runs on every call: one loop, no helpers."""
+    if _is_compiling() or _python_dispatch._is_in_torch_dispatch_mode \
+            or _functorch_stack() is not None:
+        return None
+    grad = _grad_enabled()
+    key = flags
+    for t in tensors:
+        if t is None:
+            key = (key, None)
+        elif type(t) not in _PLAIN or grad and t.requires_grad:
+            return None
+        else:
+            key = (key, t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+    return key
 
 
 class Op:

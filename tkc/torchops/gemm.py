@@ -17,6 +17,7 @@ multiples of 8); M and the batch are free.
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from torch import Tensor
@@ -26,7 +27,7 @@ from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, signature, sms
 
 __all__ = ["matmul", "linear"]
@@ -74,22 +75,28 @@ def _gl(t: Tensor) -> Tensor:
 
 
 def _mm_plan(a: Tensor, b: Tensor):
-    """C = A B for 2-D a [M, K] and b [K, N], or batched a [Bt, M, K] and b
-    [Bt or 1, K, N]; operands stored transposed are read so."""
-    batched = a.dim() == 3
-    M, N = a.shape[-2], b.shape[-1]
-    shape = (*a.shape[:-1], N)
+    """C = A B for a [M, K] or [Bt, M, K] and b [K, N] (a's batch flattened
+    into M), or batched a [Bt, M, K] and b [Bt or 1, K, N]; operands stored
+    transposed are read so, others copied."""
+    batched = a.dim() == 3 and b.dim() == 3
+    shape = (*a.shape[:-1], b.shape[-1])
     if a.numel() == 0 or b.numel() == 0:  # empty, or K = 0 (a sum of nothing)
         return lambda a, b: torch.zeros(shape, device=a.device, dtype=BF16)
-    (ma, ta), (mb, tb) = _as_rows(a), _as_rows(b)
+
+    def operands(a, b):
+        a = a if batched or a.dim() == 2 else a.reshape(-1, a.shape[-1])
+        return _as_rows(a), _as_rows(b)
+    (ma, ta), (mb, tb) = operands(a, b)
     copy = ma.data_ptr() != a.data_ptr() or mb.data_ptr() != b.data_ptr()
+    M, N = shape[-2] if batched else math.prod(shape[:-1]), shape[-1]
     bn = _tile(M, N, a.shape[0] if batched else 1, a.device)
+    out = (a.shape[0], M, N) if batched else (M, N)  # the kernel's view of C
     launch = _kernel(ta, tb, batched, BN=bn).prepare(
-        _gl(ma), _gl(mb), _gl(torch.empty(shape, device=a.device, dtype=BF16)))
+        _gl(ma), _gl(mb), _gl(torch.empty(out, device=a.device, dtype=BF16)))
 
     def run(a, b):
         if copy:
-            a, b = _as_rows(a)[0], _as_rows(b)[0]
+            (a, _), (b, _) = operands(a, b)
         c = torch.empty(shape, device=a.device, dtype=BF16)
         launch(a, b, c)
         return c
@@ -99,15 +106,9 @@ def _mm_plan(a: Tensor, b: Tensor):
 _mm_plans = PlanCache(_mm_plan)
 
 
-def _mm(a: Tensor, b: Tensor) -> Tensor:
-    return _mm_plans(signature(a, b), a, b)(a, b)
-
-
 def _mm_impl(a: Tensor, b: Tensor) -> Tensor:
     """a [..., M, K] @ b [K, N] (a's batch flattened into M) or [B, K, N]."""
-    if b.dim() == 2 and a.dim() != 2:
-        return _mm(a.reshape(-1, a.shape[-1]), b).view(*a.shape[:-1], b.shape[-1])
-    return _mm(a, b)
+    return _mm_plans(signature(a, b), a, b)(a, b)
 
 
 def _mm_fake(a, b):
@@ -134,6 +135,7 @@ def _mm_backward(ctx, dc):
 
 
 _matmul = Op("tkc::matmul", _mm_impl, _mm_fake, _mm_setup, _mm_backward)
+_plain = PlanCache()  # plain calls (eager.plain_key) of matmul and linear: key -> run
 
 
 @public
@@ -141,8 +143,16 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     """a @ b in bf16 (f32 accumulation) for a [..., M, K] and b [K, N] or
     [..., K, N] (b's batch a's, or 1); differentiable in a and b. K and N
     multiples of 8 (16-byte rows); either operand may be a transpose."""
+    key = plain_key(None, a, b)
+    run = _plain.get(key)
+    if run is not None:
+        return run(a, b)
     if _fits(a, b) and (b.dim() == 2 or a.dim() == b.dim() == 3 and b.shape[0] in (1, a.shape[0])):
-        return _matmul(a, b)  # the common cases, checked in a few reads
+        if key is None:
+            return _matmul(a, b)  # the common cases, checked in a few reads
+        run = _mm_plans(signature(a, b), a, b)
+        _plain.keep(key, run)
+        return run(a, b)
     fn = "matmul"
     check_tensor(fn, "a", a, None, "", (BF16,))
     check_tensor(fn, "b", b, None, "", (BF16,))
@@ -237,6 +247,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     """act(x weight^T + bias) in bf16 for x [..., K], weight [N, K] and bias
     [N] (nn.Linear's layout), act None, "gelu" (erf form) or "silu";
     differentiable in x, weight and bias. K and N multiples of 8."""
+    key = plain_key(activation, x, weight, bias)
+    run = _plain.get(key)
+    if run is not None:
+        return run(x, weight, bias)
     fn = "linear"
     check_tensor(fn, "x", x, None, "", (BF16,))
     check_tensor(fn, "weight", weight, 2, "[N, K]", (BF16,))
@@ -261,7 +275,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     w = weight if weight.is_contiguous() else weight.contiguous()
     b = bias if bias is None or bias.is_contiguous() else bias.contiguous()
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b))
-    y, _ = _linear(x2, w, b, activation or "", bool(activation) and grad)
+    act = activation or ""
+    y, _ = _linear(x2, w, b, act, bool(activation) and grad)
+    if key is not None and x2.data_ptr() == x.data_ptr() and w is weight and b is bias:
+        plan, shape = _lin_plans((signature(x2, w, b), act, False), x2, w, b, act, False), \
+            (*x.shape[:-1], weight.shape[0])
+        _plain.keep(key, lambda x, w, b: plan(x, w, b)[0].view(shape))
     return y.view(*x.shape[:-1], weight.shape[0])
 
 

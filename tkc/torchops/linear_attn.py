@@ -26,7 +26,7 @@ from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import linear_attention as la_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
 __all__ = ["linear_attention", "based", "hedgehog"]
@@ -72,21 +72,31 @@ def _plan(kernel, views, scale: float, *ts: Tensor):
 
 
 _plans = PlanCache(_plan)
+_plain = PlanCache()  # plain linear_attention calls (eager.plain_key): key -> run(q, k, v[, g])
+
+
+def _run(key, kernel_of, views, scale: float, *ts: Tensor):
+    """run(*ts) -> o through the plan of the inputs' signature (none for empty inputs)."""
+    if ts[2].numel() == 0 or ts[0].numel() == 0:
+        return lambda *ts: _empty_out(ts[2])
+    plan = _plans((key, signature(*ts)), kernel_of(), views, scale, *ts)
+    return lambda *ts: plan(*ts, scale=scale)
 
 
 def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:
-    """o of one launch, through the plan of the inputs' signature (none for empty inputs)."""
-    if ts[2].numel() == 0 or ts[0].numel() == 0:
-        return _empty_out(ts[2])
-    return _plans((key, signature(*ts)), kernel_of(), views, scale, *ts)(*ts, scale=scale)
+    return _run(key, kernel_of, views, scale, *ts)(*ts)
+
+
+def _la_run(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float):
+    F, DV = q.shape[-1], v.shape[-1]
+    if g is None:
+        return _run("la", lambda: _la_kernel(F, DV, False), lambda *ts: ts, scale, q, k, v)
+    return _run("la_decay", lambda: _la_kernel(F, DV, True),
+                lambda q, k, v, g: (q, k, v, g.unsqueeze(2)), scale, q, k, v, g)
 
 
 def _la_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
-    F, DV = q.shape[-1], v.shape[-1]
-    if g is None:
-        return _launch("la", lambda: _la_kernel(F, DV, False), lambda *ts: ts, q, k, v, scale=scale)
-    return _launch("la_decay", lambda: _la_kernel(F, DV, True),
-                   lambda q, k, v, g: (q, k, v, g.unsqueeze(2)), q, k, v, g, scale=scale)
+    return _la_run(q, k, v, g, scale)(*(t for t in (q, k, v, g) if t is not None))
 
 
 def _based_impl(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
@@ -118,6 +128,10 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
     g > 0 is computed as written: weights above 1 that grow as exp of their
     sums (test_positive_log_decays_grow_as_written), so outputs pass f32's
     and bf16's range (inf) once a sum of g over the sequence nears 88."""
+    key = plain_key(scale, q, k, v, g)
+    run = _plain.get(key)
+    if run is not None:
+        return run(q, k, v) if g is None else run(q, k, v, g)
     _check("linear_attention", q, k, v, None, DIMS)
     if g is not None:
         if not isinstance(g, Tensor) or g.dtype != torch.float32 or tuple(g.shape) != tuple(q.shape[:3]):
@@ -126,6 +140,10 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
                            f"{tuple(getattr(g, 'shape', ()))}", caller())
         if g.device != q.device:
             raise TkcError(f"linear_attention: g must be on {q.device}, got {g.device}", caller())
+    if key is not None:  # plain: next time straight to the plan's run
+        run = _la_run(q, k, v, g, _scale(scale, q.shape[-1]))
+        _plain.keep(key, run)
+        return run(q, k, v) if g is None else run(q, k, v, g)
     return _la(q, k, v, g, _scale(scale, q.shape[-1]))
 
 

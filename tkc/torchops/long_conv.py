@@ -21,7 +21,7 @@ from ..kernels.fftconv import SPLITS, block_channels, filter_layout, operands, s
 from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
 __all__ = ["fftconv", "fftconv_filter"]
@@ -58,6 +58,7 @@ def _plan(u: Tensor, kf: Tensor):
 
 
 _plans = PlanCache(_plan)
+_plain = PlanCache()  # plain calls (eager.plain_key): key -> run(u, kf)
 
 
 def _fftconv_impl(u: Tensor, kf: Tensor) -> Tensor:
@@ -101,6 +102,10 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     channels of its group of 64 / N1 (2 for N 1024, 1 for 2048 and 4096:
     their DFTs are one block-diagonal product, whose zeros times NaN or inf
     give NaN). Finite values never mix."""
+    key = plain_key(None, u, kf)
+    run = _plain.get(key)
+    if run is not None:
+        return run(u, kf)
     if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
         raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
                        f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
@@ -123,5 +128,9 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     except TkcError as e:
         raise TkcError(str(e), caller()) from None
     check_device("fftconv", ("u", u), ("kf", kf))
+    if key is not None and u.is_contiguous() and kf.is_contiguous():  # plain: next time at once
+        run = _plans(signature(u, kf), u, kf)
+        _plain.keep(key, run)
+        return run(u, kf)
     return _fftconv(u.contiguous(), kf.contiguous())
 

@@ -11,6 +11,7 @@ TKC_OFFLINE=1 the kernels come from the artifact cache).
 from __future__ import annotations
 
 import functools
+import operator
 
 import torch
 from torch import Tensor
@@ -21,7 +22,7 @@ from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, scratch, signature, sms
 
 __all__ = ["layer_norm", "rms_norm"]
@@ -55,29 +56,32 @@ def _kernels(rms: bool, D: int, dropout: bool, residual: bool):
 def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | None, p: float):
     N, D = x.shape
     dev = x.device
+    # mean and rstd of calls without a backward: scratch memory, kept with the plan
+    unread = None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
 
-    def outputs(stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
-        y = torch.empty_like(x)         # not made); stats=False: mean and rstd into scratch
+    def outputs(x, stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
+        y = torch.empty_like(x)            # not made); stats=False: mean and rstd unread
         h = torch.empty_like(x) if res is not None else None
         if not stats:
-            return y, h, None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
+            return y, h, *unread
         mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
         return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
 
     if N == 0:
-        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs()
+        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs(x)
     row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
-    parts = lambda x, res, w, b, y, h, mean, rstd: [  # noqa: E731
-        t for t, on in ((x, True), (res, res is not None), (w, True), (b, not rms), (y, True),
-                        (h, res is not None), (mean, not rms), (rstd, True)) if on]
-    y, h, mean, rstd = outputs()
+    # the kernel's tensors of (x, res, w, b, y, h, mean, rstd)
+    parts = operator.itemgetter(*(i for i, on in enumerate(
+        (True, res is not None, True, not rms, True, res is not None, not rms, True)) if on))
+    y, h, mean, rstd = outputs(x)
     launch = _kernels(rms, D, p > 0, res is not None)[0].prepare(
-        *parts(x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
-               row(rstd)), p, 1e-5, 0, 0)
+        *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
+                row(rstd))), p, 1e-5, 0, 0)
 
     def run(x, res, w, b, eps, p, seed, offset, stats=True):
-        y, h, mean, rstd = out = outputs(stats)
-        launch(*parts(x, res, w, b, y, h, mean, rstd), p, eps, seed, offset)
+        """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
+        y, h, mean, rstd = out = outputs(x, stats)
+        launch(*parts((x, res, w, b, y, h, mean, rstd)), p, eps, seed, offset)
         return out
     return run
 
@@ -94,7 +98,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
         return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None
 
     if N == 0:
-        return lambda *args: (*outputs(), w.new_zeros(k, D))
+        return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
     row = lambda t: t.view(1, -1)  # noqa: E731
     part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
     parts = lambda dy, dhn, h, w, mean, rstd, dx, dres, part: [  # noqa: E731
@@ -105,11 +109,11 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     launch = _kernels(rms, D, p > 0, residual)[1].prepare(
         *parts(dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part), p, 0, 0)
 
-    def run(dy, dhn, h, w, mean, rstd, p, seed, offset):
+    def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
         dx, dres = outputs()
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
         launch(*parts(dy, dhn, h, w, mean, rstd, dx, dres, part), p, seed, offset)
-        return dx, dres, part.sum(1).to(w.dtype)
+        return dx, dres, part.sum(1).to(w.dtype) if params else None
     return run
 
 
@@ -128,10 +132,18 @@ def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
     return plan(x, res, w, b, eps, p, seed, offset, stats)
 
 
-def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset):
-    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout."""
-    plan = _bwd_plans(_plan_key(rms, p, dy, dhn, h, w, mean, rstd), rms, dy, dhn, h, w, mean, rstd, p)
-    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset)
+def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
+    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
+    the weight (and bias) gradients None unless params. The key: what the
+    backward's arguments may vary in. dy, dh_next and h are contiguous (the
+    autograd formulas and the forward make them so: their strides are still
+    keyed, as a compiled graph may hand others), w is bf16 [D] and the
+    statistics f32 [N] as the forward made them."""
+    key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
+           (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
+           None if dhn is None else dhn.stride())
+    plan = _bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
+    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)
 
 
 # ---------------------------------------------------------------- layer norm
@@ -156,15 +168,29 @@ def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
 
 
 def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor,
-                 p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
-    """(dx, dres, [dw; db]); dres is empty without dropout (it is dx)."""
-    dx, dres, dwb = _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset)
-    return dx, dy.new_empty(0) if dres is None else dres, dwb
+                 p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dres, [dw; db]); dres is empty without dropout (it is dx), [dw; db]
+    empty unless params (the weight's or the bias's gradient is wanted)."""
+    dx, dres, dwb = _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
+    return dx, dy.new_empty(0) if dres is None else dres, _given(dwb, weight)
 
 
-def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, seed, offset):
+def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, seed, offset, params):
     dres = torch.empty_like(dy) if p > 0 else dy.new_empty(0)
-    return torch.empty_like(dy), dres, weight.new_empty(2, dy.shape[1])
+    return torch.empty_like(dy), dres, weight.new_empty(2 if params else 0, dy.shape[1])
+
+
+def _given(t: Tensor | None, like: Tensor) -> Tensor:
+    """An op output that may be absent: empty then (an op returns tensors)."""
+    return like.new_empty(0, like.shape[0]) if t is None else t
+
+
+def _params_grads(ctx, dwb: Tensor, i: int) -> list:
+    """LayerNorm's weight and bias gradients, the rows of dwb, for inputs i
+    and i + 1: each None unless wanted."""
+    if not dwb.numel():
+        return [None, None]
+    return [row if ctx.needs_input_grad[i + n] else None for n, row in enumerate(dwb.unbind(0))]
 
 
 def _ln_setup(ctx, inputs, output):
@@ -178,9 +204,9 @@ def _ln_backward(ctx, dy, dh, dmean, drstd):
     h, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dy.contiguous()
     dh = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
-    dw, db = dwb.unbind(0)  # one call for both views
-    return dx, (dres if ctx.p > 0 else dx), dw, db, None, None, None, None
+    dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+                            ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+    return dx, (dres if ctx.p > 0 else dx), *_params_grads(ctx, dwb, 2), None, None, None, None
 
 
 _ln_bwd = Op("tkc::layer_norm_bwd", _ln_bwd_impl, _ln_bwd_fake)
@@ -199,14 +225,14 @@ def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
 
 
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
-                       seed: int, offset: int) -> tuple[Tensor, Tensor]:
-    """(dx, [dw; db])."""
-    dx, _, dwb = _norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset)
-    return dx, dwb
+                       seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor]:
+    """(dx, [dw; db]) ([dw; db] empty unless params)."""
+    dx, _, dwb = _norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
+    return dx, _given(dwb, weight)
 
 
-def _ln_bwd_nores_fake(dy, x, weight, mean, rstd, p, seed, offset):
-    return torch.empty_like(dy), weight.new_empty(2, dy.shape[1])
+def _ln_bwd_nores_fake(dy, x, weight, mean, rstd, p, seed, offset, params):
+    return torch.empty_like(dy), weight.new_empty(2 if params else 0, dy.shape[1])
 
 
 def _ln_nores_setup(ctx, inputs, output):
@@ -219,9 +245,9 @@ def _ln_nores_setup(ctx, inputs, output):
 def _ln_nores_backward(ctx, dy, dmean, drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
-    dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset)
-    dw, db = dwb.unbind(0)
-    return dx, dw, db, None, None, None, None
+    dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+                            ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    return dx, *_params_grads(ctx, dwb, 1), None, None, None, None
 
 
 _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nores_fake)
@@ -242,12 +268,43 @@ def _philox(x: Tensor, p: float) -> tuple[int, int]:
     return seed, offset & 0x7FFFFFFF
 
 
+# ---------------------------------------------------------------- plain calls
+#
+# A plain call (eager.plain_key: nothing tracing, no gradient wanted) without
+# dropout whose tensors need no copy keeps the run of its forward plan: the
+# next call with its key goes straight there (the key fixes all the checks read).
+
+_plain = PlanCache()  # both norms': key -> run(x, weight, bias, residual)
+
+
+def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor,
+                residual: Tensor | None, r2: Tensor | None, weight: Tensor, w: Tensor,
+                bias: Tensor | None, b: Tensor | None) -> None:
+    if not x.is_contiguous() or w is not weight or b is not bias \
+            or residual is not None and r2.data_ptr() != residual.data_ptr():
+        return
+    plan = _fwd_plans(_plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
+    if residual is None:
+        def run(x, w, b, r):
+            y = plan(x, None, w, b, eps, 0.0, 0, 0, False)[0]
+            return (y, x) if prenorm else y
+    else:
+        def run(x, w, b, r):
+            out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
+            return out[:2] if prenorm else out[0]
+    _plain.keep(key, run)
+
+
 @public
 def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None = None,
                eps: float = 1e-5, dropout_p: float = 0.0, prenorm: bool = False):
     """LayerNorm(dropout(x) + residual) over the last dim (bf16, D a multiple of
     256), differentiable in x, residual, weight and bias. prenorm=True also
     returns h = dropout(x) + residual, the residual stream's next value."""
+    key = plain_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
+    run = _plain.get(key)
+    if run is not None:
+        return run(x, weight, bias, residual)
     _check("layer_norm", x, weight, bias, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
@@ -256,10 +313,14 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     w, b = _bf16(weight), _bf16(bias)
     if residual is None and not (prenorm and dropout_p > 0):  # reads x only
         y = _shaped(_ln_fwd_nores.main_output(x2, w, b, eps, dropout_p, seed, offset), x)
+        if key is not None and not dropout_p:
+            _keep_plain(key, False, eps, prenorm, x, x2, None, None, weight, w, bias, b)
         return (y, x) if prenorm else y  # h = x (without dropout)
     # with a residual, or h = dropout(x) wanted: the residual kernels (a zero residual)
     r2 = _bf16(_rows(residual)) if residual is not None else torch.zeros_like(x2)
     y, h, _, _ = _ln_fwd(x2, r2, w, b, eps, dropout_p, seed, offset)
+    if key is not None and not dropout_p:
+        _keep_plain(key, False, eps, prenorm, x, x2, residual, r2, weight, w, bias, b)
     y, h = _shaped(y, x), _shaped(h, x)
     return (y, h) if prenorm else y
 
@@ -342,16 +403,17 @@ def _rms_fwd_fake(x, residual, weight, eps, p, seed, offset):
 
 
 def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor, rstd: Tensor,
-                  p: float, seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+                  p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
-    empty unless a residual and dropout (otherwise it is dx, or absent)."""
-    dx, dres, dw = _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset)
-    return dx, dy.new_empty(0) if dres is None else dres, dw
+    empty unless a residual and dropout (otherwise it is dx, or absent); dw
+    empty unless params."""
+    dx, dres, dw = _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
+    return dx, dy.new_empty(0) if dres is None else dres, _given(dw, weight)
 
 
-def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset):
+def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset, params):
     dres = torch.empty_like(dy) if dh_next is not None and p > 0 else dy.new_empty(0)
-    return torch.empty_like(dy), dres, weight.new_empty(1, dy.shape[1])
+    return torch.empty_like(dy), dres, weight.new_empty(1 if params else 0, dy.shape[1])
 
 
 def _rms_setup(ctx, inputs, output):
@@ -368,9 +430,10 @@ def _rms_backward(ctx, dy, dh, drstd):
     dhn = None
     if ctx.residual:
         dhn = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dw = _rms_bwd(dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset)
+    dx, dres, dw = _rms_bwd(dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset,
+                            ctx.needs_input_grad[2])
     dr = (dres if dres.numel() else dx) if ctx.residual else None
-    return dx, dr, dw[0], None, None, None, None
+    return dx, dr, dw[0] if dw.numel() else None, None, None, None, None
 
 
 _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
@@ -387,6 +450,10 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     residual and weight. prenorm=True also returns h, the residual stream's
     next value (without a residual, h = dropout(x): the residual kernels run
     with a zero residual to write it)."""
+    key = plain_key((True, eps, dropout_p, prenorm), x, weight, residual)
+    run = _plain.get(key)
+    if run is not None:
+        return run(x, weight, None, residual)
     _check("rms_norm", x, weight, None, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
@@ -395,7 +462,10 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if residual is None and prenorm and dropout_p > 0:
         residual = torch.zeros_like(x)
     r2 = _bf16(_rows(residual)) if residual is not None else None
+    w = _bf16(weight)
+    if key is not None and not dropout_p:
+        _keep_plain(key, True, eps, prenorm, x, x2, residual, r2, weight, w, None, None)
     if not prenorm:
-        return _shaped(_rms_fwd.main_output(x2, r2, _bf16(weight), eps, dropout_p, seed, offset), x)
-    y, h, _ = _rms_fwd(x2, r2, _bf16(weight), eps, dropout_p, seed, offset)
+        return _shaped(_rms_fwd.main_output(x2, r2, w, eps, dropout_p, seed, offset), x)
+    y, h, _ = _rms_fwd(x2, r2, w, eps, dropout_p, seed, offset)
     return _shaped(y, x), (_shaped(h, x) if r2 is not None else x)

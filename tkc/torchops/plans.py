@@ -2,7 +2,7 @@
 
 An op's first call with a given argument signature (shapes, strides,
 dtypes, device, alignment, flags) picks its kernels, checks every launch
-argument and prepares the launches (tkc/runtime/launch.py, Prepared); the
+argument and prepares the launches (tkc/runtime/launch.py, prepared); the
 plan it returns allocates the outputs and launches on the data pointers of
 later calls with that signature. So a repeated call costs a key, a dict
 lookup, the allocations and the launches: no views, no argument checks.
@@ -31,11 +31,12 @@ def signature(*ts: Tensor | None) -> tuple:
 
 
 class PlanCache:
-    """key -> plan, where `build(*args)` makes the plan of a key's first call."""
+    """key -> plan, where `build(*args)` makes the plan of a key's first call
+    (or, without a build, what `keep` put there: the ops' plain calls)."""
 
     LIMIT = 256  # plans kept per op (all forgotten when full: a shape sweep must not grow it)
 
-    def __init__(self, build: Callable):
+    def __init__(self, build: Callable | None = None):
         self.build = build
         self.plans: dict = {}
         _caches.append(self)
@@ -47,6 +48,15 @@ class PlanCache:
                 self.plans.clear()
             plan = self.plans[key] = self.build(*args)
         return plan
+
+    def get(self, key):
+        """The plan kept under key, or None (always for key None)."""
+        return self.plans.get(key)
+
+    def keep(self, key, plan) -> None:
+        if len(self.plans) >= self.LIMIT:
+            self.plans.clear()
+        self.plans[key] = plan
 
 
 def forget() -> None:

@@ -18,7 +18,7 @@ from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
 __all__ = ["rotary_embedding"]
@@ -44,6 +44,7 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool):
 
 
 _plans = PlanCache(_plan)
+_plain = PlanCache()  # plain calls (eager.plain_key): key -> run(x, cos, sin)
 
 
 def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
@@ -73,9 +74,18 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
     sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or
     (2i, 2i + 1) if interleaved; differentiable in x."""
+    key = plain_key(interleaved, x, cos, sin)
+    run = _plain.get(key)
+    if run is not None:
+        return run(x, cos, sin)
     if not _fits(x, cos, sin):
         _explain(x, cos, sin)
-    return _rotary(x.contiguous(), _bf16(cos), _bf16(sin), interleaved)
+    args = x.contiguous(), _bf16(cos), _bf16(sin)
+    if key is not None and args[0] is x and args[1] is cos and args[2] is sin:  # plain, no copies
+        run = _plans((signature(x, cos, sin), interleaved), x, cos, sin, interleaved)
+        _plain.keep(key, run)
+        return run(x, cos, sin)
+    return _rotary(*args, interleaved)
 
 
 def _fits(x, cos, sin) -> bool:
