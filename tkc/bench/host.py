@@ -42,7 +42,7 @@ def cases(device: str) -> dict:
     new = lambda *shape, grad=False: torch.randn(*shape, device=device, dtype=bf,  # noqa: E731
                                                  requires_grad=grad)
     q, qg = new(1, 1, 128, 64), new(1, 1, 128, 64, grad=True)
-    a, b, c = new(128, 64), new(64, 256), new(128, 256)
+    a, b, c, wl = new(128, 64), new(64, 256), new(128, 256), new(256, 64)
     u = new(1, 8, 1024)
     kf = tkc.fftconv_filter(torch.randn(8, 1024, device=device), 1024)
     ql = new(1, 1, 64, 64)
@@ -56,6 +56,8 @@ def cases(device: str) -> dict:
     sdpa = ("SDPA", lambda: F.scaled_dot_product_attention(q, q, q))
     return {
         "gemm_hopper kernel": (lambda: gemm(a, b, c), "torch.matmul", lambda: torch.matmul(a, b)),
+        "tkc.matmul": (lambda: tkc.matmul(a, b), "torch.matmul", lambda: torch.matmul(a, b)),
+        "tkc.linear": (lambda: tkc.linear(a, wl), "F.linear", lambda: F.linear(a, wl)),
         "tkc.attention": (lambda: tkc.attention(q, q, q), *sdpa),
         "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",
                                  lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),

@@ -174,7 +174,8 @@ _bwd_plans = PlanCache(_bwd_plan)
 
 def _bwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
               scale: float) -> tuple[Tensor, Tensor, Tensor]:
-    plan = _bwd_plans((signature(do, q, k, v, o, lse), causal), do, q, k, v, o, lse, causal, scale)
+    # lse is keyed by q's shape: the forward made it, f32 [B, H, L] and new
+    plan = _bwd_plans((signature(do, q, k, v, o), causal), do, q, k, v, o, lse, causal, scale)
     return plan(do, q, k, v, o, lse, scale)
 
 

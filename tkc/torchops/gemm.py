@@ -186,18 +186,30 @@ def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact
             if bias is not None:
                 z += bias
             y = z if act is None else getattr(torch.nn.functional, act)(z)
-            return y, z if preact else y.new_empty(0)
+            return y, z if preact else None
         return empty
     kernel = _kernel(False, True, False, bias is not None, act, preact, _tile(M, N, 1, x.device))
-    out = lambda: torch.empty(M, N, device=x.device, dtype=BF16)  # noqa: E731
+    dev = x.device
+    out = lambda: torch.empty(M, N, device=dev, dtype=BF16)  # noqa: E731
     args = (_gl(x), _gl(w), *([bias.view(1, 1, 1, -1)] if bias is not None else []), _gl(out()),
             *([_gl(out())] if preact else []))
     launch = kernel.prepare(*args)
 
-    def run(x, w, bias):
-        y, z = out(), out() if preact else None
-        launch(x, w, *([bias] if bias is not None else []), y, *([z] if preact else []))
-        return y, z if preact else y.new_empty(0)
+    if preact:
+        def run(x, w, bias):
+            y, z = out(), out()
+            launch(x, w, *([bias] if bias is not None else []), y, z)
+            return y, z
+    elif bias is None:
+        def run(x, w, bias):
+            y = out()
+            launch(x, w, y)
+            return y, None
+    else:
+        def run(x, w, bias):
+            y = out()
+            launch(x, w, bias, y)
+            return y, None
     return run
 
 
@@ -209,7 +221,8 @@ def _lin_impl(x: Tensor, w: Tensor, bias: Tensor | None, activation: str,
     """(y, z): y = act(x w^T + bias) for x [M, K] and w [N, K] (row-major);
     z the pre-activation when preact (else empty)."""
     key = (signature(x, w, bias), activation, preact)
-    return _lin_plans(key, x, w, bias, activation, preact)(x, w, bias)
+    y, z = _lin_plans(key, x, w, bias, activation, preact)(x, w, bias)
+    return y, x.new_empty(0) if z is None else z
 
 
 def _lin_fake(x, w, bias, activation, preact):
