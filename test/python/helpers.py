@@ -66,16 +66,21 @@ class Launch:
 
 def interpreted(kernel) -> Launch:
     """A Launch running `kernel` in the interpreter on float32 / int32 copies
-    of torch tensors; what it writes lands in the tensors."""
+    of torch tensors; what it writes lands in the tensors (only those it
+    changed: an input copied back onto itself would count as modified in
+    place, which autograd refuses when the input is saved for a backward)."""
+    import numpy as np
     import torch
 
     def run(*args):
         arrays = [a.detach().to(torch.int32 if a.dtype == torch.int32 else torch.float32)
                   .contiguous().numpy().copy() if isinstance(a, torch.Tensor) else a for a in args]
+        before = [arr.copy() if isinstance(arr, np.ndarray) else None for arr in arrays]
         kernel.interpret(*arrays)
         with torch.no_grad():
-            for a, arr in zip(args, arrays):
-                if isinstance(a, torch.Tensor) and a.dtype != torch.int32:
+            for a, arr, old in zip(args, arrays, before):
+                if isinstance(a, torch.Tensor) and a.dtype != torch.int32 \
+                        and not np.array_equal(arr, old, equal_nan=True):
                     a.copy_(torch.from_numpy(arr).view(a.shape))
     return Launch(run)
 

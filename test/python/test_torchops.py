@@ -391,3 +391,25 @@ def test_norm_parameter_gradients_only_when_wanted(cpu_ops, wanted):
     dy = torch.randn(6, 256, generator=g).to(BF)
     assert grads_match(y, ref, dy, [leaves[n] for n in wanted], 2e-2)
     assert all(leaves[n].grad is None for n in "xwb" if n not in wanted)
+
+
+def test_norms_compile_with_and_without_parameter_gradients(cpu_ops):
+    """torch.compile (fullgraph) traces the norms' custom ops; the compiled
+    backward asks the backward op for the weight/bias gradients only when
+    they are wanted, and its gradients are eager's."""
+    g = torch.Generator().manual_seed(9)
+    x0 = torch.randn(4, 256, generator=g).to(BF)
+    w0, b0 = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), torch.randn(256, generator=g).to(BF)
+    dy = torch.randn(4, 256, generator=g).to(BF)
+
+    def model(x, w, b):
+        return tkc.layer_norm(x, w, b) + tkc.rms_norm(x, w)
+
+    for params in (False, True):
+        grads = []
+        for run in (model, torch.compile(model, backend="aot_eager", fullgraph=True)):
+            x, w, b = x0.clone().requires_grad_(), w0.clone().requires_grad_(params), b0.clone()
+            run(x, w, b).backward(dy)
+            grads.append((x.grad, w.grad))
+        (ex, ew), (cx, cw) = grads
+        assert torch.equal(ex, cx) and (torch.equal(ew, cw) if params else ew is cw is None)

@@ -101,18 +101,20 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
         return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
     row = lambda t: t.view(1, -1)  # noqa: E731
     part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-    parts = lambda dy, dhn, h, w, mean, rstd, dx, dres, part: [  # noqa: E731
-        t for t, on in ((dy, True), (dhn, residual), (h, True), (w, True), (mean, not rms),
-                        (rstd, True), (dx, True), (dres, dres_too), (part[0], True),
-                        (None if rms else part[1], not rms)) if on]
+    # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
+    # dw's partials are part's first plane, so part itself is passed for them
+    parts = operator.itemgetter(*(i for i, on in enumerate(
+        (True, residual, True, True, not rms, True, True, dres_too, True, not rms)) if on))
     dx, dres = outputs()
     launch = _kernels(rms, D, p > 0, residual)[1].prepare(
-        *parts(dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part), p, 0, 0)
+        *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
+                None if rms else part[1])), p, 0, 0)
 
     def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
         dx, dres = outputs()
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-        launch(*parts(dy, dhn, h, w, mean, rstd, dx, dres, part), p, seed, offset)
+        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else part[1])),
+               p, seed, offset)
         return dx, dres, part.sum(1).to(w.dtype) if params else None
     return run
 
