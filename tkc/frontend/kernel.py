@@ -215,8 +215,9 @@ class Kernel:
         launcher(args, stream)
 
     def prepare(self, *args):
-        """Check args and return a runtime Prepared: a launch for tensors of
-        these shapes that skips the checks (tkc/runtime/launch.py, Prepared)."""
+        """Check args and return a prepared launch: a function launching on
+        tensors of these layouts that skips the checks (tkc/runtime/launch.py,
+        prepared)."""
         self._check_arg_count(args)
         if self._launcher is None:
             from ..runtime.launch import launcher as launcher_of
