@@ -132,9 +132,9 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
         for residual in (True, False):
             hh, m, r, dhn = (h, mean, rstd, gh) if residual else (x, mean0, rstd0, None)
             if residual:
-                fns = {"tkc": lambda: ops._ln_bwd(gy, gh, h, w, mean, rstd, 0.0, 0, 0)}
+                fns = {"tkc": lambda: ops._ln_bwd(gy, gh, h, w, mean, rstd, 0.0, 0, 0, True)}
             else:
-                fns = {"tkc": lambda: ops._ln_bwd_nores(gy, x, w, mean0, rstd0, 0.0, 0, 0)}
+                fns = {"tkc": lambda: ops._ln_bwd_nores(gy, x, w, mean0, rstd0, 0.0, 0, 0, True)}
             got, ref = fns["tkc"](), ln_bwd_eager(gy, dhn, hh, w, m, r)
             err = max(rel_err(got[0], ref[0]), rel_err(got[-1][0], ref[1]), rel_err(got[-1][1], ref[2]))
             fns.update(copy)
