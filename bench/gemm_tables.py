@@ -8,7 +8,8 @@
 3. block order: the hardware's ("xyz") against the L2-aware super-rows the pass
    picks (and other widths) at 4096^3 and 16384^3 (paper: 767 -> 735 and
    797 -> 387 TFLOP/s for L2-aware -> naive); HBM traffic comes from ncu
-   (scripts/ncu_order.py), run separately since ncu replays kernels.
+   (`python -m tkc.bench.ncu order`, scripts/gpu.sh's step ncu), run separately
+   since ncu replays kernels.
 4. tkc against cuBLAS over sizes (the plot of `python -m tkc.bench`'s rows).
 
 Every variant is timed interleaved with cuBLAS in the same rounds (median of

@@ -48,7 +48,7 @@ if has fftconv; then
 fi
 if has sanitizer; then
   for tool in ${SANITIZERS:-memcheck racecheck synccheck}; do
-    timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 scripts/sanitize.py \
+    timeout 240 compute-sanitizer --tool $tool --report-api-errors no python3 -m tkc.bench.sanitize \
       ${SANITIZE_ARGS:-} > "$TMP/sanitizer.log" 2>&1
     echo "compute-sanitizer $tool: exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$TMP/sanitizer.log" | tail -1)" | tee -a "$LOG"
     grep -E "WRONG|Error|error" "$TMP/sanitizer.log" | head -5 | tee -a "$LOG"
@@ -74,27 +74,27 @@ if has ncu; then
   say "ncu: HBM traffic of the block orders"
   M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
   timeout 300 ncu --csv --page raw --print-units base -k regex:gemm_hopper --metrics "$M" \
-    python3 scripts/ncu_order.py run > "$TMP/order.csv" 2> "$TMP/order.err"
+    python3 -m tkc.bench.ncu order > "$TMP/order.csv" 2> "$TMP/order.err"
   echo "ncu exit $?" | tee -a "$LOG"
-  python3 scripts/ncu_order.py parse "$TMP/order.csv" 2>&1 | tee -a "$LOG"
+  python3 -m tkc.bench.ncu order-table "$TMP/order.csv" 2>&1 | tee -a "$LOG"
   cp "$TMP/order.csv" "$OUT/ncu-order.csv"; tail -3 "$TMP/order.err" >> "$LOG"
   say "ncu: shared-memory bank conflicts"
   M=l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
   M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
-  timeout 120 ncu -k regex:"gemm|attn" --metrics "$M" python3 scripts/ncu_banks.py > "$TMP/banks.log" 2>&1
+  timeout 120 ncu -k regex:"gemm|attn" --metrics "$M" python3 -m tkc.bench.ncu banks > "$TMP/banks.log" 2>&1
   grep -E "^  [a-z_]+.*\(|bank_conflicts|wavefronts" "$TMP/banks.log" | grep -v "at::" | tail -24 | tee -a "$LOG"
 fi
 if has profile; then
   say "ncu: tkc.attention forward and backward (D128, L4096)"
   timeout 240 ncu -k regex:attn_ --launch-count 4 --section SpeedOfLight --section WarpStateStats \
     --section ComputeWorkloadAnalysis --section Occupancy --profile-from-start off \
-    python3 scripts/ncu_attention.py > "$OUT/ncu-attention.txt" 2>&1
+    python3 -m tkc.bench.ncu attention > "$OUT/ncu-attention.txt" 2>&1
   echo "ncu exit $?" | tee -a "$LOG"
   grep -E "^  attn_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots Busy|Executed Ipc A|Stall|Registers Per|Achieved Occupancy" \
     "$OUT/ncu-attention.txt" | head -60 | tee -a "$LOG"
   say "ncu: rotary next to a copy and torch.compile's (B16 H16 L4096 D128)"
   OUT="$OUT" timeout 300 ncu --profile-from-start off --section SpeedOfLight --section Occupancy \
-    python3 scripts/ncu_rotary.py > "$OUT/ncu-rotary.txt" 2>&1
+    python3 -m tkc.bench.ncu rotary > "$OUT/ncu-rotary.txt" 2>&1
   echo "ncu exit $?" | tee -a "$LOG"
   grep -E "^  [a-z_]|Duration|DRAM Throughput|L1/TEX Cache Throughput|Registers Per|Achieved Occupancy" \
     "$OUT/ncu-rotary.txt" | head -40 | tee -a "$LOG"
@@ -102,11 +102,11 @@ fi
 if has ncu-linear; then
   say "ncu: Based, the SSD form and Hedgehog: warp stall samples by SASS instruction"
   timeout 300 ncu --profile-from-start off --section SpeedOfLight --section Occupancy --section WarpStateStats \
-    --section SourceCounters -f -o "$TMP/linear" python3 scripts/ncu_linear.py > "$OUT/ncu-linear.txt" 2>&1
+    --section SourceCounters -f -o "$TMP/linear" python3 -m tkc.bench.ncu linear > "$OUT/ncu-linear.txt" 2>&1
   echo "ncu exit $?" | tee -a "$LOG"
   ncu -i "$TMP/linear.ncu-rep" >> "$OUT/ncu-linear.txt" 2>&1
   ncu -i "$TMP/linear.ncu-rep" --page source --csv --print-source sass > "$TMP/linear-src.csv" 2>> "$LOG"
-  python3 scripts/ncu_stalls.py "$TMP/linear-src.csv" 16 > "$OUT/ncu-linear-stalls.txt" 2>&1
+  python3 -m tkc.bench.ncu stalls "$TMP/linear-src.csv" 16 > "$OUT/ncu-linear-stalls.txt" 2>&1
   grep -E "^  [a-z_]|Duration|DRAM Throughput|Compute \(SM\) Throughput|Warp Cycles Per Issued|Achieved Occupancy" \
     "$OUT/ncu-linear.txt" | head -40 | tee -a "$LOG"
   head -20 "$OUT/ncu-linear-stalls.txt" | tee -a "$LOG"

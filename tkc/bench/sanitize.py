@@ -1,0 +1,220 @@
+"""The library's Hopper kernels once each on small shapes, for compute-sanitizer
+(scripts/gpu.sh's step `sanitizer`):
+
+    compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
+        python3 -m tkc.bench.sanitize [gemm attention memory linear fftconv ops]
+
+GEMM shapes give several work items per persistent block, K steps that wrap
+the ring, and ragged edges (TMA zero-fill and clipping); attention runs
+forward and backward (causal and not, ragged, GQA, a varlen batch; the
+forward for long sequences, ping-pong, too); the
+memory-bound kernels rotary and LayerNorm (forward and backward, with and
+without a residual); the linear-attention family; the FFT convolution;
+tkc.matmul, tkc.linear and the wide norms (ops). Results are checked too, so a tool that perturbs timing
+cannot hide a wrong answer.
+"""
+import math
+import sys
+
+try:
+    import torch
+except ImportError:  # the module imports without it; its steps need it
+    torch = None
+
+bad = 0
+
+
+def report(name: str, err: float, tol: float) -> None:
+    global bad
+    ok = err < tol
+    bad += not ok
+    print(f"{name}: rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+
+
+def rel(x, ref):
+    return float((x.detach().double() - ref.detach().double()).norm() / ref.detach().double().norm())
+
+
+def gemms():
+    from tkc.kernels import gemm_hopper
+    for out in ("bf16", "f32"):
+        for transpose_b in (False, True):
+            k = gemm_hopper(out, transpose_b=transpose_b)
+            for m, n, kk in [(384, 768, 320), (200, 264, 72)]:
+                a = torch.randn(m, kk, device="cuda", dtype=torch.bfloat16)
+                b = torch.randn(*((n, kk) if transpose_b else (kk, n)), device="cuda", dtype=torch.bfloat16)
+                c = torch.full((m, n), float("nan"), device="cuda",
+                               dtype=torch.bfloat16 if out == "bf16" else torch.float32)
+                k(a, b, c)
+                torch.cuda.synchronize()
+                ref = a.float() @ (b.float().T if transpose_b else b.float())
+                report(f"{k.name} {m}x{n}x{kk}", rel(c, ref), 1e-2 if out == "bf16" else 1e-5)
+
+
+def reference(q, k, v, causal):
+    """Attention in float32 ([B, H, L, D], GQA, causal aligned bottom-right)
+    and its gradients for the loss o.sum(): (o, dq, dk, dv)."""
+    q, k, v = (t.detach().float().requires_grad_() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    s = q @ k.repeat_interleave(g, 1).transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        Lq, Lk = q.shape[2], k.shape[2]
+        keep = torch.arange(Lk, device="cuda")[None] <= torch.arange(Lq, device="cuda")[:, None] + Lk - Lq
+        s = s.masked_fill(~keep, -math.inf)
+    o = torch.softmax(s, -1) @ v.repeat_interleave(g, 1)
+    o.sum().backward()
+    return o, q.grad, k.grad, v.grad
+
+
+def report_grads(name, q, k, v, ref):
+    """q's, k's and v's gradients against reference()'s (ref[1:])."""
+    for t, r, what in zip((q, k, v), ref[1:], ("dq", "dk", "dv")):
+        report(f"{name} {what}", rel(t.grad, r), 2e-2)
+
+
+def attention():
+    import tkc
+    from tkc.kernels.attention_bwd import attention_kernels
+    for D in (64, 128, 256):
+        for causal in (False, True):
+            q = torch.randn(1, 4, 200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            k, v = (torch.randn(1, 2, 330, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                    for _ in range(2))
+            o = tkc.attention(q, k, v, causal=causal)
+            o.float().sum().backward()
+            ref = reference(q, k, v, causal)
+            report(f"attention d{D} causal={causal}", rel(o, ref[0]), 1e-2)
+            ping = attention_kernels(D, causal, "bhld").long  # the long sequences' forward
+            o2, lse = torch.empty_like(o), torch.empty(1, 4, 1, 200, device="cuda")
+            ping(q.detach(), k.detach(), v.detach(), o2, lse, 1 / math.sqrt(D))
+            report(f"attention ping-pong d{D} causal={causal}", rel(o2, ref[0]), 1e-2)
+            report_grads(f"attention backward d{D} causal={causal}", q, k, v, ref)
+        if D == 64:  # the causal backward over 288 blocks (2200 keys, GQA 2:1, two batches): several waves
+            q, k, v = (torch.randn(2, h, 2200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                       for h in (16, 8, 8))
+            tkc.attention(q, k, v, causal=True).float().sum().backward()
+            report_grads(f"attention long causal backward d{D}", q, k, v, reference(q, k, v, True))
+        cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
+        q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(278, 2, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+        o = tkc.attention_varlen(q, k, v, cu, cu, 200, 200, causal=True)
+        o.float().sum().backward()
+        refs = [reference(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)), True)
+                for a, b in zip(cu.tolist(), cu.tolist()[1:])]       # each sequence alone
+        cat = [torch.cat([r[i][0].transpose(0, 1) for r in refs]) for i in range(4)]
+        report(f"attention varlen d{D}", rel(o, cat[0]), 1e-2)
+        report_grads(f"attention varlen backward d{D}", q, k, v, cat)
+
+
+def memory():
+    from tkc.torchops import layer_norm, rotary_embedding
+    x = torch.randn(2, 77, 4, 128, device="cuda", dtype=torch.bfloat16)
+    theta = torch.randn(77, 64, device="cuda")
+    cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
+    c, s = cos[None, :, None].float(), sin[None, :, None].float()
+    for interleaved in (False, True):
+        y = rotary_embedding(x, cos, sin, interleaved)
+        x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :64], x[..., 64:])
+        o1, o2 = x1.float() * c - x2.float() * s, x2.float() * c + x1.float() * s
+        want = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+        report(f"rotary interleaved={interleaved}", rel(y, want), 1e-2)
+    for residual in (True, False):
+        h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn_like(h) if residual else None
+        w, b = torch.randn(1024, device="cuda", dtype=torch.bfloat16), torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+        out = layer_norm(h, w, b, residual=r)
+        out.float().sum().backward()
+        ref = torch.nn.functional.layer_norm(h.float() + (r.float() if residual else 0), (1024,), w.float(), b.float())
+        report(f"layer_norm residual={residual}", rel(out, ref), 1e-2)
+
+
+def linear():
+    import tkc
+    for F, DV in ((64, 64), (128, 128)):
+        for decay in (False, True):
+            q, k = (torch.randn(1, 2, 200, F, device="cuda") * 0.3 for _ in range(2))
+            q, k, v = q.bfloat16(), k.bfloat16(), torch.randn(1, 2, 200, DV, device="cuda").bfloat16()
+            g = -torch.rand(1, 2, 200, device="cuda") * 0.05 if decay else None
+            o = tkc.linear_attention(q, k, v, g=g)
+            a = q.double() @ k.double().transpose(-1, -2) / math.sqrt(F)
+            if decay:
+                G = g.double().cumsum(-1)
+                a = a * torch.exp((G[..., :, None] - G[..., None, :]).clamp(max=0))
+            report(f"linear_attention F{F} DV{DV} decay={decay}", rel(o, a.tril() @ v.double()), 2e-2)
+    q, k = (torch.randn(1, 2, 200, 16, device="cuda").bfloat16() for _ in range(2))
+    v = torch.randn(1, 2, 200, 64, device="cuda").bfloat16()
+    x = q.double() @ k.double().transpose(-1, -2) / 4
+    report("based", rel(tkc.based(q, k, v), (1 + x + x * x / 2).tril() @ v.double()), 2e-2)
+    from tkc.kernels import reference
+    q, k, v = (torch.randn(1, 2, 200, 128, device="cuda").bfloat16() for _ in range(3))
+    maps = [torch.randn(2, 128, 64, device="cuda").bfloat16() for _ in range(2)]
+    alpha, beta = torch.rand(2, device="cuda") * 3, torch.rand(2, device="cuda")
+    args = (q, k, v, *maps, alpha, beta)
+    ref = reference.hedgehog(*(t.float().cpu().numpy() for t in args), 128 ** -0.5)
+    report("hedgehog", rel(tkc.hedgehog(*args), torch.from_numpy(ref).to(q.device)), 2e-2)
+
+
+def fftconv():
+    """Circular and causal at each FFT size, an odd batch (the pair's missing row)."""
+    import tkc
+    for N in (1024, 2048, 4096):
+        for L in (N, N // 2):
+            u = torch.randn(3, 8, L, device="cuda").bfloat16()
+            k = torch.randn(8, N - L + 1 if L < N else N, device="cuda")
+            y = torch.fft.irfft(torch.fft.rfft(u.double(), n=N) * torch.fft.rfft(k.double(), n=N), n=N)
+            report(f"fftconv N{N} L{L}", rel(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
+
+
+def ops():
+    """tkc.matmul and tkc.linear at each GEMM tile width (the pick forced by
+    the SM count it reads), transposed A in their backward, batched, the
+    bias + gelu epilogue with its pre-activation; both norms' split-row
+    kernels (D 4096, 8192) and one-warp ones (D 1024), forward and backward."""
+    import tkc
+    from tkc.torchops import gemm, plans
+    real = gemm.sms
+    for sms, bn in ((1, 256), (8, 128), (132, 64)):   # the widths the pick takes at these shapes
+        gemm.sms = lambda device, s=sms: s
+        plans.forget()
+        a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        c = tkc.matmul(a, b)
+        c.float().sum().backward()
+        report(f"matmul BN {bn}", rel(c, a.float() @ b.float()), 1e-2)
+        report(f"matmul BN {bn} dB (A^T dC)", rel(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
+        x = torch.randn(3, 70, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = (torch.randn(264, 136, device="cuda") * 0.1).bfloat16().requires_grad_()
+        bias = torch.randn(264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = tkc.linear(x, w, bias, "gelu")
+        y.float().sum().backward()
+        report(f"linear gelu BN {bn}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
+        p, q = torch.randn(2, 72, 136, device="cuda").bfloat16(), torch.randn(2, 136, 40, device="cuda").bfloat16()
+        report(f"matmul batched BN {bn}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
+    gemm.sms = real
+    plans.forget()
+    for D in (1024, 4096, 8192):
+        x = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        w = torch.ones(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        b = torch.zeros(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        y = tkc.layer_norm(x, w, b, residual=r)
+        y.float().sum().backward()
+        report(f"layer_norm D {D}", rel(y, torch.nn.functional.layer_norm(x.float() + r.float(), (D,))), 1e-2)
+        y = tkc.rms_norm(x, w)
+        y.float().sum().backward()
+        want = x.float() * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + 1e-6)
+        report(f"rms_norm D {D}", rel(y, want), 1e-2)
+
+
+STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv,
+         "ops": ops}
+
+
+def main(steps) -> int:
+    for step in steps or list(STEPS):
+        STEPS[step]()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
