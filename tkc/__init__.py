@@ -2,11 +2,12 @@
 
 `import tkc` never imports MLIR: the GPU machine runs prebuilt artifacts
 through `tkc.runtime` alone. The kernel-author API (tkc.kernel, tkc.gl, tk
-ops) comes from tkc.frontend, which imports MLIR only when a kernel is traced.
+ops) comes from tkc.dsl (tkc.frontend's exports), which imports MLIR only when a
+kernel is traced; the PyTorch ops (tkc.attention, ...) come from tkc.torchops.
 """
 __version__ = "0.1.0"
 
-from .frontend import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, if_, ...)
+from .dsl import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, if_, ...)
 
 
 _TORCH_OPS = ("attention", "attention_varlen", "linear_attention", "based", "hedgehog",

@@ -10,7 +10,9 @@ import math
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.attention_bwd import attention_bwd, backward_options, dq_result, stats_columns
+from tkc.kernels.attention_bwd_kernel import attention_bwd
+from tkc.kernels.attention_bwd_prep import stats_columns
+from tkc.kernels.attention_picks import backward_options, dq_result
 from tkc.kernels.attention_hopper import attention_hopper
 
 pytestmark = pytest.mark.gpu
@@ -183,7 +185,7 @@ def test_zigzag_backward_equals_a_block_an_item():
     """The persistent backward in zigzag order (D 64, bhld: 132 blocks over
     352 work items: three rounds, the last partial; GQA 2:1, ragged) against
     tkc.attention's, a block an item, and against the reference."""
-    from tkc.kernels.attention_bwd import attention_kernels
+    from tkc.kernels.attention_picks import attention_kernels
     D = 64
     ks = attention_kernels(D, True, "bhld")
     B, Hq, Hkv, Lq, Lk = 4, 16, 8, 1000, 1300
@@ -208,7 +210,7 @@ def test_zigzag_backward_equals_a_block_an_item():
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_dq_by_tma_equals_atomics(causal, D):
-    from tkc.kernels.attention_bwd import backward_kernels
+    from tkc.kernels.attention_picks import backward_kernels
     q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
     o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
     do = torch.randn_like(o)
@@ -319,7 +321,7 @@ def test_refusals():
     o = tkc.attention(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2])
     assert rel_err(o, reference(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2], False)) < 1e-2
     # the raw kernel refuses it: it reads memory as the manifest says
-    from tkc.kernels.attention_bwd import attention_kernels
+    from tkc.kernels.attention_picks import attention_kernels
     fwd = attention_kernels(64, False, "bhld").short
     with pytest.raises(TkcError, match="contiguous"):
         fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)

@@ -12,7 +12,9 @@ import torch
 
 from tkc.diagnostics import TkcError
 from tkc.kernels import reference
-from tkc.kernels.attention_bwd import BWD_QUERIES, attention_bwd, attention_prep, dq_order, dq_result, stats_columns
+from tkc.kernels.attention_bwd_kernel import attention_bwd
+from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
+from tkc.kernels.attention_picks import BWD_QUERIES, dq_order, dq_result
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.reference import round_bf16
 
@@ -162,7 +164,7 @@ def test_head_dim_256(layout, causal, Lq, Lk):
     splits its work by halves of D (P^T handed between the warpgroups in
     shared memory, dQ by atomic adds, packed as tkc.attention has them: the
     interpreter checks the hand-over for races), and dQ by the pairs."""
-    from tkc.kernels.attention_bwd import BWD_SCHEDULE, attention_kernels
+    from tkc.kernels.attention_picks import BWD_SCHEDULE, attention_kernels
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
     for packed in (True, False):
         check(run_fixed(256, causal, layout, q, k, v, do, dq_mode="atomic", **dict(BWD_SCHEDULE[256], dq_packed=packed)),

@@ -20,7 +20,7 @@ from helpers import interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
-from tkc.kernels.attention_bwd import backward_kernels, forward_kernel  # noqa: E402
+from tkc.kernels.attention_picks import backward_kernels, forward_kernel  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +85,7 @@ def test_forward_and_gradients(blhd, causal, D):
 def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
     """From LONG_KEYS keys on, the op launches FlashAttention-3's schedule
     (ping-pong + overlap): same values."""
-    monkeypatch.setattr(sys.modules["tkc.kernels.attention_bwd"], "LONG_KEYS", {64: 130, 128: 130})
+    monkeypatch.setattr(sys.modules["tkc.kernels.attention_picks"], "LONG_KEYS", {64: 130, 128: 130})
     picked = []
     monkeypatch.setattr(ops, "forward_kernel",
                         lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
@@ -100,7 +100,7 @@ def test_head_dim_256_takes_the_long_forward_earlier_without_the_mask():
     """D = 256: the long forward from LONG_KEYS[256] keys without the mask,
     from CAUSAL_LONG_KEYS[256] with it (the causal long forward is the
     slower one at 1k)."""
-    from tkc.kernels.attention_bwd import CAUSAL_LONG_KEYS, LONG_KEYS
+    from tkc.kernels.attention_picks import CAUSAL_LONG_KEYS, LONG_KEYS
     assert LONG_KEYS[256] < CAUSAL_LONG_KEYS[256]
     for layout in ("bhld", "blhd", "varlen"):
         picked = lambda causal, keys: "pingpong" in forward_kernel(256, causal, layout, keys).name  # noqa: E731
@@ -114,7 +114,7 @@ def test_short_causal_sequences_get_the_paired_forward():
     block, two blocks an SM; from LONG_KEYS on the long forward; without the
     mask the short one. bhld and blhd never: their zigzag forwards run up to
     the long forward's keys (ZIGZAG_CAUSAL_KEYS); at D = 256 never."""
-    from tkc.kernels.attention_bwd import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
+    from tkc.kernels.attention_picks import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
     for D, tile in ((64, "kv128"), (128, "kv64")):
         picked = lambda D, causal, keys: forward_kernel(D, causal, "varlen", keys).name  # noqa: E731
         n = PAIRED_CAUSAL_KEYS[D]
@@ -135,7 +135,7 @@ def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
     and the diagonal's mask alone) and at D = 128 from LONG_KEYS the long
     one with the diagonal's mask alone, persistent in zigzag order; from
     there on the long one a block a work item; at D = 256 never."""
-    from tkc.kernels.attention_bwd import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
+    from tkc.kernels.attention_picks import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
     for layout in ("bhld", "blhd"):
         picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
         n = ZIGZAG_CAUSAL_KEYS[128]
@@ -153,7 +153,7 @@ def test_exponentials_on_the_fma_pipe_where_measured_faster():
     """ZIGZAG_EX2_FMA of the softmax's exponentials on the FMA pipe in D =
     64's zigzag causal forward, nowhere else (the backwards: none since
     stats_acc)."""
-    from tkc.kernels.attention_bwd import ZIGZAG_EX2_FMA, attention_kernels
+    from tkc.kernels.attention_picks import ZIGZAG_EX2_FMA, attention_kernels
     assert ZIGZAG_EX2_FMA == {64: 0.375}
     with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
                   for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
@@ -166,7 +166,7 @@ def test_forwards_without_a_mask_are_persistent():
     """Without the mask: the short forward persistent at D = 64 and 128, the
     long one at D = 128 (PERSISTENT); with it, at D = 256 and for varlen, a
     block a work item."""
-    from tkc.kernels.attention_bwd import LONG_KEYS
+    from tkc.kernels.attention_picks import LONG_KEYS
     picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
     assert picked(64, False, 130).endswith("_c3_persistent")
     assert picked(128, False, 130).endswith("kv128_persistent")
@@ -186,7 +186,7 @@ def test_backwards_are_a_block_an_item_with_their_schedule():
     warp-uniform warp ids and dQ's TMA adds issued by a store warp. At
     D = 256 dQ goes by atomic adds, four columns a lane (dq_packed)."""
     from tkc.compiler import compile_to
-    from tkc.kernels.attention_bwd import DKV_REGISTERS
+    from tkc.kernels.attention_picks import DKV_REGISTERS
     assert DKV_REGISTERS == {(64, False): 2048}
     picked = lambda D, causal, layout, keys=2048: backward_kernels(D, causal, layout, keys)[1]  # noqa: E731
     for D in (64, 128):

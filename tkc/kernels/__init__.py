@@ -2,11 +2,20 @@
 
 `library()` lists every specialisation that `tkc build` compiles ahead of
 time (and that the GPU tests and benchmarks run from the cache).
+
+The kernels import the DSL as `import tkc.dsl as tkc` and `from tkc.dsl
+import ...`, never from the package root: `import tkc` reaches this library
+through the PyTorch ops (tkc.attention, ...), so a kernel importing the root
+would close an import cycle.
+
+(*) Through attention_bwd.py, which gathers the attention backward's modules
+under their old name: loading it here keeps tkc.kernels.attention_bwd the
+function, not that module.
 """
 from __future__ import annotations
 
 from .attention import attention_fwd
-from .attention_bwd import attention_bwd, attention_kernels, attention_prep
+from .attention_bwd import attention_bwd, attention_kernels, attention_prep  # (*)
 from .attention_hopper import HEAD_DIMS, attention_hopper
 from .fftconv import fftconv
 from .gemm import gemm

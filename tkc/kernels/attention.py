@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-import tkc
-from tkc import bf16, f32, gl, rt, rv, st
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, rv, st
 from tkc.ops import (copy, exp2, group_load, load, mma_AB, mma_ABt, mul_row,
                      neg_infty, row_max, row_sum, store, sub_row, zero, div_row)
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 import contextlib
 import math
 
-import tkc
-from tkc import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
                      store, subtile, where, zero)

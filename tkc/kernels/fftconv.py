@@ -49,8 +49,8 @@ import math
 
 import numpy as np
 
-import tkc
-from tkc import bf16, f32, gl, st, tma, warpgroup
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import store, subtile, zero
 

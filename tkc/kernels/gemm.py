@@ -9,8 +9,8 @@ measured against.
 """
 from __future__ import annotations
 
-import tkc
-from tkc import bf16, f32, gl, rt, st
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, st
 from tkc.ops import group_load, load, mma_AB, store, zero
 
 

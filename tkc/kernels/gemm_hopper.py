@@ -20,8 +20,8 @@ transposed operand is read from shared memory as TMA put it, with no copy;
 so dW = X^T dY of a linear layer's backward is gemm_hopper(transpose_a=True).
 """
 
-import tkc
-from tkc import bf16, f32, gl, rt, rv, st, tma, warpgroup
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, rv, st, tma, warpgroup
 from tkc.ops import add_col, gelu, load, silu, subtile, zero
 
 BM, BK = 128, 64

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import math
 
-import tkc
-from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.ops import (exp2, fma, load, max, mul_row, ones, rcp, row_max, row_sum, store, subtile,
                      where, zero)
 

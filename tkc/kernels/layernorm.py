@@ -58,8 +58,8 @@ in flight an SM), and the shared memory of the backward's sums (128 KB at
 """
 from __future__ import annotations
 
-import tkc
-from tkc import bf16, f32, gl, i32, rv, sv
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, i32, rv, sv
 from tkc.diagnostics import TkcError
 from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 

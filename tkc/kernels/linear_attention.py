@@ -41,8 +41,8 @@ roll (k * roll(k, -d)), the query side q * roll(q, -d) * c_d likewise.
 from __future__ import annotations
 
 
-import tkc
-from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import (add_col, add_row, eq, exp, iota, load, mul_row, roll, row_sum,
                      store, sub_col, subtile, sum, transpose, where, zero)

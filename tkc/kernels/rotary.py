@@ -26,8 +26,8 @@ read whole rows of x. The backward is the same kernel with -sin.
 """
 from __future__ import annotations
 
-import tkc
-from tkc import bf16, f32, gl, rt, st, tma
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f32, gl, rt, st, tma
 from tkc.diagnostics import TkcError
 from tkc.ops import load, load_split, store, store_join
 

@@ -48,7 +48,7 @@ def offline() -> bool:
 # the compiler driver, the library kernels (whose helpers a kernel may call).
 # The runtime, the interpreter, the CLI and the benchmarks do not, so editing
 # them keeps the cache valid.
-COMPILER_PARTS = ("dialect", "frontend", "passes", "lowering", "kernels",
+COMPILER_PARTS = ("dialect", "frontend", "passes", "lowering", "kernels", "dsl.py",
                   "compiler.py", "dtypes.py", "diagnostics.py", "ops.py", "__init__.py")
 
 

@@ -31,8 +31,8 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.attention_bwd import (backward_kernels, backward_options, dq_order, dq_result,
-                                     forward_kernel, stats_columns)
+from ..kernels.attention_bwd_prep import stats_columns
+from ..kernels.attention_picks import backward_kernels, backward_options, dq_order, dq_result, forward_kernel
 from ..kernels.attention_hopper import HEAD_DIMS
 from ..runtime.callsite import caller
 from . import checks
