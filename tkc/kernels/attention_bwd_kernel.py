@@ -68,7 +68,8 @@ CONVERT_ROWS = {64: 32, 128: 16}   # dq_convert: rows a warp a step (64 register
 # D = 128, 8-44 bytes at D = 64 with BQ = 128 (S^T and dP^T 64 registers
 # each, the statistics 32 each; 24 in the bhld kernel, where consumer warp 0
 # issuing dQ's adds spilled 16); 140 in the persistent zigzag twin, and
-# (before f62fbe8) up to 160 for dq="atomic" at BQ = 128 (scripts/attention_dq.py).
+# (before f62fbe8) up to 160 for dq="atomic" at BQ = 128 (a probe since removed:
+# git show 6fca075:scripts/attention_dq.py).
 SPILLS = 192
 
 
