@@ -74,3 +74,27 @@ def test_compile_graph_and_opcheck():
     g.replay()
     torch.cuda.synchronize()
     assert rel_err(y, reference(u, k, 2048)) < 1e-2
+
+
+@pytest.mark.parametrize("N", [1024, 2048])
+def test_batch_split_gives_the_same_outputs(N):
+    """The batch's pairs over one block or several (the op's pick at D 768):
+    each pair's outputs are the same bits; a ragged last block's idle pairs
+    write nothing past the batch."""
+    import tkc
+    from tkc.kernels.fftconv import fftconv, operands, shape
+    B, D = 7, 768
+    u, k = inputs(B, D, N, N)
+    kf = tkc.fftconv_filter(k, N)
+    N1, N2, R, _ = shape(N, N)
+    consts = [torch.from_numpy(x).to("cuda", torch.bfloat16)[None, None].contiguous()
+              for x in operands(N, N)]
+    outs = []
+    for pairs in (4, 1, 3):
+        y = torch.full((B + 1, D, N), 7.0, device="cuda", dtype=torch.bfloat16)  # a row past B
+        fftconv(N)(u.view(B, 1, D * R, N2), kf[0].view(1, 1, D * N1, N2), kf[1].view(1, 1, D * N1, N2),
+                   *consts, y[:B].view(B, 1, D * R, N2), pairs)
+        assert (y[B] == 7.0).all()
+        outs.append(y[:B])
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    assert rel_err(outs[0], reference(u, k, N)) < 1e-2

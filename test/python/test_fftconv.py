@@ -95,17 +95,20 @@ def _plane(x):
     return round_bf16(x).astype(np.float32)[None, None].copy()
 
 
-@pytest.mark.parametrize("N,L,B,D", [
-    (1024, 1024, 2, 8), (1024, 512, 3, 8), (1024, 256, 1, 16), (2048, 1024, 1, 4),
-    (2048, 2048, 1, 8), (4096, 4096, 2, 2), (4096, 3072, 1, 4),
+@pytest.mark.parametrize("N,L,B,D,pairs", [
+    (1024, 1024, 2, 8, 1), (1024, 512, 3, 8, 2), (1024, 256, 1, 16, 1), (2048, 1024, 1, 4, 1),
+    (2048, 2048, 1, 8, 1), (4096, 4096, 2, 2, 1), (4096, 3072, 1, 4, 1),
+    (1024, 512, 5, 8, 1), (1024, 1024, 5, 8, 2),   # the batch's pairs split over blocks, ragged
 ])
-def test_fftconv(N, L, B, D):
+def test_fftconv(N, L, B, D, pairs):
+    """pairs: the batch's row pairs a block takes (all of them, or fewer: the
+    grid's second axis splits the batch; a last block's pairs past it are idle)."""
     N1, N2, R, _ = shape(N, L)
     u, k = _inputs(B, D, L, N, N if L == N else N - L + 1, seed=N + L)
     kf = filter_layout(np.fft.fft(k, n=N), N).reshape(D * N1, N2)
     y = np.full((B, 1, D * R, N2), np.nan, np.float32)
     fftconv(N, L).interpret(u.reshape(B, 1, D * R, N2).astype(np.float32), _plane(kf.real),
-                            _plane(kf.imag), *map(_plane, operands(N, L)), y)
+                            _plane(kf.imag), *map(_plane, operands(N, L)), y, pairs)
     ref = reference.fftconv(u, k, N)
     assert not np.isnan(y).any()
     assert rel_err(y.reshape(B, D, L), ref) < 1e-2   # bf16 DFT matrices and operands
@@ -150,13 +153,28 @@ def ops(monkeypatch):
 
     def interpreted(N, L):
         def run(*args):
-            arrays = [a.detach().float().contiguous().numpy().copy() for a in args]
-            fftconv(N, L).interpret(*arrays)
+            *tensors, pairs = args
+            arrays = [a.detach().float().contiguous().numpy().copy() for a in tensors]
+            fftconv(N, L).interpret(*arrays, pairs)
             with torch.no_grad():
-                args[-1].copy_(torch.from_numpy(arrays[-1]).view(args[-1].shape))
+                tensors[-1].copy_(torch.from_numpy(arrays[-1]).view(tensors[-1].shape))
         return Launch(run)
     monkeypatch.setattr(fftconv_ops, "_kernel", interpreted)
+    monkeypatch.setattr(fftconv_ops, "sms", lambda device: 132)  # the H200's
     return fftconv_ops
+
+
+def test_batch_split_picks():
+    """The batch pairs a block takes: all of them when the channel groups fill
+    the SMs, fewer when they leave SMs idle, never a split whose last wave
+    costs more than it saves."""
+    from tkc.torchops.long_conv import _pairs
+    assert _pairs(128, 16, 132) == 8     # D 1024 at N 1024: one wave already
+    assert _pairs(512, 16, 132) == 8     # N 4096: 3.9 waves either way
+    assert _pairs(96, 16, 132) == 2      # D 768 at N 1024: 384 blocks, 3 waves of 2 pairs
+    assert _pairs(192, 16, 132) == 4     # D 768 at N 2048: 2 waves of 8 -> 3 of 4
+    assert _pairs(1, 1, 132) == 1 and _pairs(1, 2, 132) == 1
+    assert _pairs(4, 64, 132) == 1       # few groups, a long batch: one pair a block
 
 
 def test_op(ops):

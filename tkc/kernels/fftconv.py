@@ -120,11 +120,18 @@ def block_channels(N: int) -> int:
 
 def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, stages="auto"):
     """The kernel conv(u, kf_re, kf_im, f_re, f_im, g_re, g_sum, g_diff, t_re,
-    t_im, h_re, h_sum, h_diff, y) for FFT size N and sequence length L
+    t_im, h_re, h_sum, h_diff, y, pairs) for FFT size N and sequence length L
     (default N): u, y [B, 1, D * L / N2, N2] (u [B, D, L] viewed in rows of
     N2 steps); kf [1, 1, D * N1, N2] the filter's transform in C's layout;
     the constants from `operands` (all bf16). `consumers`: warpgroups (default
-    CONSUMERS[N])."""
+    CONSUMERS[N]).
+
+    A block owns block_channels(N) channels and `pairs` of the batch's pairs
+    of rows (b, b + 1): the grid is channel groups x ceil(B / 2 / pairs). All
+    pairs in one block (pairs = ceil(B / 2)) load the constants once; fewer
+    let the grid fill the SMs when the channel groups alone do not (D 768 at
+    N 1024: 96 groups for 132 SMs). A block's pairs past the batch load zeros
+    and store nothing (TMA clips them)."""
     L = N if L is None else L
     N1, N2, R, K = shape(N, L)
     W = consumers or CONSUMERS[N]
@@ -136,10 +143,12 @@ def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, s
     U, KF = gl(bf16, "B", 1, "DR", N2), gl(bf16, 1, 1, "DN1", N2)
     M = lambda r, c: gl(bf16, 1, 1, r, c)  # noqa: E731
 
-    @tkc.kernel(name=name, warps=4 * W, grid=lambda u, *_: (tkc.cdiv(u.r, per * R), 1))
+    @tkc.kernel(name=name, warps=4 * W, grid=lambda u, kf_re, kf_im, f_re, f_im, g_re, g_sum, g_diff,
+                t_re, t_im, h_re, h_sum, h_diff, y, pairs: (
+                    tkc.cdiv(u.r, per * R), tkc.cdiv(tkc.cdiv(u.b, 2), pairs)))
     def conv(u: U, kf_re: KF, kf_im: KF, f_re: M(64, K), f_im: M(64, K), g_re: M(N2, N2),
              g_sum: M(N2, N2), g_diff: M(N2, N2), t_re: M(64, N2), t_im: M(64, N2),
-             h_re: M(64, 64), h_sum: M(64, 64), h_diff: M(64, 64), y: U):
+             h_re: M(64, 64), h_sum: M(64, 64), h_diff: M(64, 64), y: U, pairs: tkc.i32):
         blk, wg, w = tkc.block_idx.x, tkc.warpgroupid(), tkc.warpid() % 4
         f, t, kf = tkc.cst(bf16, 64, K), tkc.cst(bf16, 64, N2), tkc.cst(bf16, rows, N2)
         g, h = [st(bf16, N2, N2) for _ in range(3)], [st(bf16, 64, 64) for _ in range(3)]
@@ -152,7 +161,8 @@ def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, s
             tma.load(x, src, (0, 0, at, 0))
         mine = lambda x, r=64: subtile(x, r, N2, (wg, 0))        # noqa: E731  this warpgroup's rows
         crt = lambda: tkc.crt(f32, 16, N2)                       # noqa: E731
-        for p in tkc.range(tkc.cdiv(u.b, 2), stages=stages):
+        for i in tkc.range(pairs, stages=stages):
+            p = tkc.block_idx.y * pairs + i       # the batch's pair (2p, 2p + 1)
             tma.load(x_s.re, u, (2 * p, 0, blk, 0))
             tma.load(x_s.im, u, (2 * p + 1, 0, blk, 0))           # past the last row: zeros
             # C = ((F_N1 Z) * T) F_N2: the forward transform
