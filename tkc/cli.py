@@ -61,7 +61,7 @@ def _mlir_error(e: Exception) -> str | None:
     """An MLIRError as located lines, or None for any other exception."""
     if type(e).__name__ != "MLIRError":
         return None
-    from .passes.pipeline import mlir_errors
+    from .pass_pipeline import mlir_errors
     return str(mlir_errors(e))
 
 
@@ -100,7 +100,7 @@ def _run_stages(module, args):
     """Run the pipeline, then lower to the requested stage: text or bytes.
     sass is the cubin disassembled (cuobjdump), to read HGMMA, UTMALDG, LDL."""
     from .compiler import compile_to
-    from .passes.pipeline import run_pipeline
+    from .pass_pipeline import run_pipeline
     opts = {"print_ir_after_all": args.print_ir_after_all}
     emit = "cubin" if args.emit == "sass" else args.emit
     if args.pass_pipeline is None:
@@ -130,7 +130,7 @@ def parse_mlir(path: Path):
     """Parse a .mlir file into a Context with the tk dialect; located errors."""
     from mlir import ir
     from .dialect import context
-    from .passes.pipeline import mlir_errors
+    from .pass_pipeline import mlir_errors
     ctx = context()
     try:
         # parseFile (not parse) so that locations name the user's file.
@@ -174,7 +174,7 @@ def _write(result, output: str | None) -> None:
 
 
 def _list_passes() -> int:
-    from .passes.registry import all_passes
+    from .pass_pipeline import all_passes
     passes = all_passes()
     width = max((len(n) for n in passes), default=0)
     print("tk passes:")

@@ -94,7 +94,7 @@ class _Runner:
     def __call__(self, module, pipeline: str) -> None:
         if not pipeline.strip():
             return
-        from .passes.pipeline import run_pipeline
+        from .pass_pipeline import run_pipeline
         run_pipeline(module, pipeline, print_ir_after_all=self.print_ir_after_all, out=self.out)
 
 

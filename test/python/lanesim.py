@@ -4,7 +4,7 @@ single-warp kernels through it (shared by the lowering tests).
 `simulate` runs the nvvm-stage IR that lower_module produces on one warp in
 numpy: every SSA value is an array over the 32 lanes, shuffles gather across
 lanes, and mma.sync / movmatrix follow the PTX ISA's fragment tables (written
-here from the ISA, independently of tkc/lowering/fragments.py). So the
+here from the ISA, independently of tkc/hopper/fragments.py). So the
 tests check the emitted IR itself, not a second model of it. Kernels in
 these tests move tiles with test-only load/store rules (`lane_major_io`): a
 gl buffer holds a fragment lane-major, value i of lane l at i * 32 + l.
@@ -18,7 +18,8 @@ import pytest
 
 from tkc.dialect import context, ops
 from tkc.dialect.types import GL, RT, view
-from tkc.lowering import fragments, lower_module
+from tkc.hopper import fragments
+from tkc.lowering import lower_module
 
 mlir = pytest.importorskip("mlir")
 from mlir import ir  # noqa: E402
@@ -338,7 +339,7 @@ def _pure(op, ins):
 
 def _guarded_load(asm: str, ins, rt):
     """`{ preset the words to the fill; @p ld.global }` (a ragged load,
-    memory.py's _load_guarded): lanes whose flag is set read the buffer
+    access.py's _load_guarded): lanes whose flag is set read the buffer
     (inside it: the GPU would fault), the others the preset fill."""
     import re
     (buf, off), flag = ins[0], np.broadcast_to(np.asarray(ins[1]), (32,)).astype(bool)
@@ -424,7 +425,8 @@ def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, 
 
 def _lane_major_load(lw, op, args):
     from mlir.dialects import llvm as L
-    from tkc.lowering.core import Frag, scalar_type
+    from tkc.hopper.registers import scalar_type
+    from tkc.lowering.core import Frag
     v = view(op.results[0].type)
     return [Frag(v, [L.load(scalar_type(v.dtype), _addr(lw, args[0].ptr, i, v.dtype))
                      for i in range(_frag_len(v))])]
@@ -440,7 +442,7 @@ def _lane_major_store(lw, op, args):
 
 def _addr(lw, ptr, i, dtype):
     from mlir.dialects import arith
-    from tkc.lowering.core import scalar_type
+    from tkc.hopper.registers import scalar_type
     i32 = ir.IntegerType.get_signless(32)
     idx = arith.addi(lw.lane_i32(), arith.constant(i32, 32 * i))
     return llvm.getelementptr(ptr.type, ptr, [idx], [-2147483648], scalar_type(dtype), no_wrap_flags=0)
@@ -449,7 +451,7 @@ def _addr(lw, ptr, i, dtype):
 @pytest.fixture
 def lane_major_io(monkeypatch):
     from tkc.lowering import core
-    core._load_rules()
+    import tkc.lowering.walker  # noqa: F401  (importing it registers every rule)
     monkeypatch.setitem(core.RULES, "tk.load", _lane_major_load)
     monkeypatch.setitem(core.RULES, "tk.store", _lane_major_store)
 

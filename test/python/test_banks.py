@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from tkc.dialect.types import RT, RV, ST, SV
-from tkc.lowering import fragments
+from tkc.hopper import fragments
 from tkc.passes.banks import Access, degree, lanes_per_phase, phase_degree
 
 SIZE = {"bf16": 2, "f16": 2, "f32": 4}

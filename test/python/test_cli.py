@@ -100,7 +100,7 @@ def test_missing_file_and_no_file(tmp_path):
 
 
 def test_list_passes_names_every_registered_pass():
-    from tkc.passes.registry import all_passes
+    from tkc.pass_pipeline import all_passes
     r = tkc("--list-passes")
     assert r.returncode == 0
     for name, info in all_passes().items():

@@ -43,7 +43,7 @@ def test_mma_operand_layouts_are_left_to_layout_selection():
     for mma_AB, and the tile pipeline makes it legal (the load becomes col)."""
     import numpy as np
     from tkc.compiler import TILE_PIPELINE
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
 
     @tkc.kernel
     def k(a: gl(bf16, 1, 1, 16, 16), b: gl(bf16, 1, 1, 16, 16), c: gl(f32, 1, 1, 16, 16)):

@@ -39,7 +39,7 @@ def _line_of(marker: str) -> int:
 
 
 def _verify(module):
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
     run_pipeline(module, "tk-verify")
 
 

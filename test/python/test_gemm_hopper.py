@@ -15,7 +15,7 @@ from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.compiler import TILE_PIPELINE
 from tkc.kernels import gemm_hopper
 from tkc.ops import subtile, zero
-from tkc.passes.pipeline import run_pipeline
+from tkc.pass_pipeline import run_pipeline
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 ACT = {None: lambda x: x,

@@ -61,7 +61,7 @@ def test_manifest_of_slices():
     the access width (rows of 16 bytes)."""
     from tkc.compiler import TILE_PIPELINE
     from tkc.lowering.requirements import params
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
     module = scaled.trace()
     run_pipeline(module, TILE_PIPELINE)  # the rows become wide: 16-byte accesses
     fn = module.body.operations[0]

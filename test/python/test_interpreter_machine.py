@@ -275,7 +275,7 @@ def test_gemm_is_right_and_fast():
 
 def test_same_numbers_after_the_tile_pipeline():
     """tk-layout-selection picks swizzles; swizzles never change values."""
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((2, 128, 64), np.float32)
     b = b.reshape(64, 128)

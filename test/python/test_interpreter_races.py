@@ -345,7 +345,7 @@ def test_tma_loads_into_one_stage_with_no_wait_between_race():
 def test_races_false_runs_the_racy_kernel_as_before():
     from tkc.compiler import TILE_PIPELINE
     from tkc.interpreter import run
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
     k = small_gemm(sync_after_load=False)
     module = k.trace()
     run_pipeline(module, TILE_PIPELINE)

@@ -7,7 +7,7 @@ import pytest
 
 from tkc.diagnostics import TkcError, where
 from tkc.dialect.types import ST
-from tkc.passes import run_pipeline
+from tkc.pass_pipeline import run_pipeline
 from tkc.passes.layout_selection import choose_swizzle
 
 PRELUDE = '''

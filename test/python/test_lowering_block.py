@@ -2,7 +2,7 @@
 subtile views of st and rt, barrier rings, named barriers, and the refusal of
 the unstaged tk.pipeline_load / tk.pipeline_store.
 
-The shared-memory addresses are checked three ways: `shared.address` with a
+The shared-memory addresses are checked three ways: `smem.address` with a
 pitch against a brute-force reference written from docs/tile-ir.md ("Shared
 tile memory layout"); wgmma descriptors of views read through the ISA model
 of wgmma_model.py; and the addresses in the PTX itself, computed by a small
@@ -21,6 +21,7 @@ import pytest
 from tkc.diagnostics import TkcError
 from tkc.dialect.types import RT, ST
 from tkc.dtypes import itemsize
+from tkc.hopper import shared as smem
 from tkc.lowering import shared
 
 from wgmma_model import BASE, image, wgmma_read
@@ -79,22 +80,22 @@ def test_address_with_pitch_is_the_parents_layout(case):
     start = reference_address(parent, i * view.rows, j * view.cols)
     for r, c in itertools.product(range(view.rows), range(view.cols)):
         want = reference_address(parent, i * view.rows + r, j * view.cols + c)
-        assert start + shared.address(view, r, c, pitch=parent.rows) == want, (r, c)
+        assert start + smem.address(view, r, c, pitch=parent.rows) == want, (r, c)
 
 
 def test_address_without_pitch_is_the_tiles_own_layout():
     for parent, _ in VIEWS:
         for r, c in itertools.product(range(0, parent.rows, 3), range(parent.cols)):
-            assert shared.address(parent, r, c) == reference_address(parent, r, c)
-            assert shared.address(parent, r, c, pitch=parent.rows) == reference_address(parent, r, c)
+            assert smem.address(parent, r, c) == reference_address(parent, r, c)
+            assert smem.address(parent, r, c, pitch=parent.rows) == reference_address(parent, r, c)
 
 
 def test_own_rows_are_wrong_for_a_row_subtile_of_several_panels():
     """The reason for the pitch: with its own rows the view's second panel
     would land inside the parent's first panel."""
     parent, view = ST("bf16", 128, 256, "128b"), ST("bf16", 64, 256, "128b")
-    assert shared.address(view, 0, 64) == 64 * 128
-    assert shared.address(view, 0, 64, pitch=128) == reference_address(parent, 0, 64) == 128 * 128
+    assert smem.address(view, 0, 64) == 64 * 128
+    assert smem.address(view, 0, 64, pitch=128) == reference_address(parent, 0, 64) == 128 * 128
 
 
 # ---------------------------------------------------------------- the rules (MLIR)
@@ -477,7 +478,7 @@ def test_plan_lays_rings_out_at_the_aligned_stride():
     m = _parse(PLAN)
     fn = [o.operation for o in m.body.operations][0]
     p = shared.plan(fn)
-    assert [shared.stride(t) for t, *_ in p.allocs] == [1024, 128, 8, 1024]
+    assert [smem.stride(t) for t, *_ in p.allocs] == [1024, 128, 8, 1024]
     assert [(off, size, n) for _, off, size, _, n in p.allocs] == \
         [(0, 3072, 3), (3072, 256, 2), (3328, 40, 5), (4096, 512, 1)]
     assert p.total == 4608

@@ -10,9 +10,10 @@ import pytest
 from tkc.diagnostics import TkcError
 from tkc.dialect.types import RT, ST
 from tkc.dtypes import itemsize
-from tkc.lowering import fragments, requirements, shared
-from tkc.lowering.memory import (lane_offset, lane_offset_ir, ldmatrix_row_col,
-                                  ldmatrix_row_col_ir)
+from tkc.hopper import fragments, shared as smem
+from tkc.hopper.lanes import lane_offset, ldmatrix_row_col
+from tkc.lowering import requirements, shared
+from tkc.lowering.lanes import lane_offset_ir, ldmatrix_row_col_ir
 
 SWIZZLED = [ST("bf16", 64, 64, "128b"), ST("bf16", 16, 32, "64b"), ST("f16", 32, 16, "32b"),
             ST("f32", 16, 32, "128b"), ST("f32", 32, 16, "64b"), ST("bf16", 48, 128, "128b")]
@@ -36,7 +37,7 @@ def _doc_offset(st: ST, row: int, col: int) -> int:
 @pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
 def test_address_is_a_bijection_matching_the_doc(st):
     e = itemsize(st.dtype)
-    got = np.array([[shared.address(st, r, c) for c in range(st.cols)] for r in range(st.rows)])
+    got = np.array([[smem.address(st, r, c) for c in range(st.cols)] for r in range(st.rows)])
     assert sorted(got.ravel().tolist()) == list(range(0, st.rows * st.cols * e, e))
     doc = np.array([[_doc_offset(st, r, c) for c in range(st.cols)] for r in range(st.rows)])
     np.testing.assert_array_equal(got, doc)
@@ -48,7 +49,7 @@ def test_16_byte_chunks_stay_contiguous(st):
     n = 16 // e
     for r in range(st.rows):
         for c0 in range(0, st.cols, n):
-            a = [shared.address(st, r, c) for c in range(c0, c0 + n)]
+            a = [smem.address(st, r, c) for c in range(c0, c0 + n)]
             assert a[0] % 16 == 0
             assert a == list(range(a[0], a[0] + 16, e))
 
@@ -59,15 +60,15 @@ def test_128b_swizzle_spreads_eight_rows_over_all_banks(st):
     hits 8 different 16-byte bank groups (conflict-free ldmatrix)."""
     n = 16 // itemsize(st.dtype)
     for c0 in range(0, st.cols, n):
-        groups = {(shared.address(st, r, c0) % 128) // 16 for r in range(8)}
+        groups = {(smem.address(st, r, c0) % 128) // 16 for r in range(8)}
         assert len(groups) == 8
 
 
 def test_auto_swizzle_is_the_widest_dividing_the_row():
-    assert shared.swizzle_bytes(ST("bf16", 64, 64, "auto")) == 128
-    assert shared.swizzle_bytes(ST("bf16", 64, 32, "auto")) == 64
-    assert shared.swizzle_bytes(ST("bf16", 64, 16, "auto")) == 32
-    assert shared.swizzle_bytes(ST("f32", 16, 16, "auto")) == 64
+    assert smem.swizzle_bytes(ST("bf16", 64, 64, "auto")) == 128
+    assert smem.swizzle_bytes(ST("bf16", 64, 32, "auto")) == 64
+    assert smem.swizzle_bytes(ST("bf16", 64, 16, "auto")) == 32
+    assert smem.swizzle_bytes(ST("f32", 16, 16, "auto")) == 64
 
 
 def _jit(build, nargs: int):
@@ -102,12 +103,12 @@ def _jit(build, nargs: int):
 
 @pytest.mark.parametrize("st", ALL, ids=lambda s: s.text())
 def test_emitted_address_arith_equals_the_python_formula(st):
-    """The arith shared.address emits, JIT-compiled on the CPU, gives the
+    """The arith smem.address emits, JIT-compiled on the CPU, gives the
     same offsets as the pure function."""
-    f = _jit(lambda r, c: shared.address(st, r, c), 2)
+    f = _jit(lambda r, c: smem.address(st, r, c), 2)
     for r in range(0, st.rows, 3):
         for c in range(0, st.cols, 5):
-            assert f(r, c) == shared.address(st, r, c), (r, c)
+            assert f(r, c) == smem.address(st, r, c), (r, c)
 
 
 @pytest.mark.parametrize("st, rt, pitch", [
@@ -120,10 +121,10 @@ def test_emitted_address_arith_equals_the_python_formula(st):
 def test_split_address_equals_the_swizzled_address(st, rt, pitch):
     """memory._address (whole swizzle periods of rows and whole panels of
     the run-time subtile added after the swizzle), JIT-compiled, gives
-    shared.address of the summed coordinates at every subtile position,
+    smem.address of the summed coordinates at every subtile position,
     static offset and lane part."""
     from tkc.lowering.core import Shared
-    from tkc.lowering.memory import _address
+    from tkc.lowering.shared_memory import _address
     sh = Shared(st, 0, None, pitch)
     for r, c in ((0, 0), (8, 0), (0, 8), (8, 9)):
         f = _jit(lambda r0, lr, c0, lc: _address(sh, rt, r0, r, lr, c0, c, lc), 4)
@@ -131,7 +132,7 @@ def test_split_address_equals_the_swizzled_address(st, rt, pitch):
             for c0 in range(0, st.cols, rt.cols):
                 for lr, lc in ((0, 0), (7, 2), (5, 8), (3, 6)):
                     if c + lc < rt.cols:
-                        want = shared.address(st, r0 + r + lr, c0 + c + lc, pitch)
+                        want = smem.address(st, r0 + r + lr, c0 + c + lc, pitch)
                         assert f(r0, lr, c0, lc) == want, (r, c, r0, c0, lr, lc)
 
 
@@ -184,7 +185,7 @@ def _smem_with(st: ST, tile: np.ndarray) -> np.ndarray:
     mem = np.full(st.rows * st.cols, -1, dtype=np.int64)
     for r in range(st.rows):
         for c in range(st.cols):
-            mem[shared.address(st, r, c) // 2] = tile[r, c]
+            mem[smem.address(st, r, c) // 2] = tile[r, c]
     return mem
 
 
@@ -230,7 +231,7 @@ def test_ldmatrix_gives_exactly_the_fragment_layout(st, layout):
     mem = _smem_with(st, tile)
     for r0 in range(0, st.rows, 16):
         for c0 in range(0, st.cols, 16):
-            addrs = [shared.address(st, r0 + rr, c0 + cc)
+            addrs = [smem.address(st, r0 + rr, c0 + cc)
                      for rr, cc in (ldmatrix_row_col(layout, lane) for lane in range(32))]
             regs = _ldmatrix_x4(mem, addrs, trans=(layout == "col"))
             for lane in range(32):
@@ -249,7 +250,7 @@ def test_stmatrix_writes_each_fragment_element_to_its_place(st, layout):
             regs = np.array([[tile[r0 + fragments.base_coord(layout, k, lane)[0],
                                    c0 + fragments.base_coord(layout, k, lane)[1]] for k in range(8)]
                              for lane in range(32)])
-            addrs = [shared.address(st, r0 + rr, c0 + cc)
+            addrs = [smem.address(st, r0 + rr, c0 + cc)
                      for rr, cc in (ldmatrix_row_col(layout, lane) for lane in range(32))]
             _stmatrix_x4(mem, addrs, regs, trans=(layout == "col"))
     np.testing.assert_array_equal(mem, _smem_with(st, tile))
@@ -260,7 +261,7 @@ def test_ldmatrix_row_addresses_are_16_byte_aligned_rows():
     for layout in ("row", "col"):
         for lane in range(32):
             r, c = ldmatrix_row_col(layout, lane)
-            assert c % 8 == 0 and shared.address(st, r, c) % 16 == 0
+            assert c % 8 == 0 and smem.address(st, r, c) % 16 == 0
 
 
 # ---------------------------------------------------------------- plan and divisibility

@@ -6,7 +6,7 @@ import io
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.passes import run_pipeline, split_pipeline
+from tkc.pass_pipeline import run_pipeline, split_pipeline
 from tkc.passes.registry import PASSES, register
 
 TEXT = '''

@@ -105,7 +105,7 @@ def test_unstaged_kernel_computes_the_same(rng):
     kernel is correct (and race-free) without a producer."""
     kernel = gemm_hopper("f32", persistent=False, order="xyz")
     module = kernel.trace()
-    from tkc.passes.pipeline import run_pipeline
+    from tkc.pass_pipeline import run_pipeline
     run_pipeline(module, "tk-layout-selection,tk-verify")
     a, b, c, ref = gemm_arrays(256, 256, 128, rng)
     tkc.interpreter.run(module, [a, b, c])
@@ -270,7 +270,7 @@ def test_register_split_fits_the_launch_allocation(kernel, split):
     from tkc.kernels.fftconv import fftconv
     from tkc.kernels.linear_attention import linear_attention
     from tkc.kernels.rotary import rotary
-    from tkc.passes.verify_warpgroup import register_budget
+    from tkc.hopper.warpgroup import register_budget
     k, warpgroups, blocks = {"gemm": lambda: (gemm_hopper("bf16"), 3, 1),
                              "fftconv": lambda: (fftconv(1024, consumers=4), 5, 1),
                              "rotary": lambda: (rotary(128, warps=8, blocks_per_sm=2), 3, 2),
@@ -454,8 +454,8 @@ def test_an_mma_left_in_flight_holds_its_stage(k):
 def test_releasing_the_held_stage_at_the_iteration_end_is_a_race(monkeypatch):
     """Mosaic GPU's missing delay_release: releasing the slot at the end of
     the iteration, under the mma still reading it, is caught as a race."""
-    from tkc.passes import pipeline_staging
-    monkeypatch.setattr(pipeline_staging, "_held_until", lambda body, stages: None)
+    from tkc.passes.pipeline_staging import consumer
+    monkeypatch.setattr(consumer, "held_until", lambda body, stages: None)
     a, c, _ = _left_in_flight_arrays(3)
     with pytest.raises(TkcError, match="race"):
         tkc.interpreter.run(staged(mma_left_in_flight), [a, c], sms=1)
@@ -894,16 +894,17 @@ def test_atomic_add_unordered_is_caught(monkeypatch, missing, message, rng):
     barrier (missing "wait"; the attention backward's schedule meets the
     race instead of the empty scratch)."""
     import tkc.passes.pipeline_staging as staging
+    from tkc.dialect import ops as tk
     if missing == "writes":
         monkeypatch.setattr(staging.Staging, "_published", lambda self: [])
     else:
-        real = staging.tk.wait
+        real = tk.wait
         publish = staging.Staging._publish
 
         def no_wait(self):
-            monkeypatch.setattr(staging.tk, "wait", lambda *a, **k: None)
+            monkeypatch.setattr(tk, "wait", lambda *a, **k: None)
             publish(self)
-            monkeypatch.setattr(staging.tk, "wait", real)
+            monkeypatch.setattr(tk, "wait", real)
         monkeypatch.setattr(staging.Staging, "_publish", no_wait)
     kernel = lit_kernels("pipeline-atomic-add.py")["last_warp"]
     x = rng.standard_normal((64 * 3, 64)).astype(np.float32)

@@ -11,7 +11,7 @@ import tkc
 from tkc import bf16, f32, gl, st, tma
 from tkc.diagnostics import TkcError
 from tkc.dialect.types import ST
-from tkc.lowering.tma import box
+from tkc.hopper.tma import box
 
 from helpers import ref_bf16
 

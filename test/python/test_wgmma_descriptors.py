@@ -6,7 +6,7 @@ the PTX ISA ("Matrix Descriptor Format", "Canonical Layouts": CuTe layouts
 over 16-byte units, then Swizzle<B, 4, 3> on the shared address), written
 here from the ISA and independently of tkc/lowering/wgmma.py. It runs on a
 shared-memory image holding an st in tkc's layout (placed with
-tkc.lowering.shared.address, itself tested against docs/tile-ir.md), so the
+tkc.hopper.shared.address, itself tested against docs/tile-ir.md), so the
 tests show that the descriptors tkc computes name exactly the intended
 64 x 16 / N x 16 slices, for every k step, both majors and each swizzle.
 """

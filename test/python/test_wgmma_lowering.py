@@ -25,6 +25,7 @@ from tkc.dialect.types import GL, RT, ST
 from tkc.dtypes import itemsize
 from tkc.interpreter.testing import kernel_module
 from tkc.interpreter.values import round_bf16, round_f16
+from tkc.hopper import shared as smem
 from tkc.lowering import lower_module, shared
 
 from wgmma_model import wgmma_read
@@ -208,7 +209,8 @@ def _io_ptr(lw, ptr, i):
 
 
 def _load(lw, op, args):
-    from tkc.lowering.core import Frag, frag_len, scalar_type
+    from tkc.hopper.registers import frag_len, scalar_type
+    from tkc.lowering.core import Frag
     from tkc.dialect.types import view
     v = view(op.results[0].type)
     return [Frag(v, [llvm.load(scalar_type(v.dtype), _io_ptr(lw, args[0].ptr, i))
@@ -224,7 +226,7 @@ def _store(lw, op, args):
 @pytest.fixture
 def lane_major_io(monkeypatch):
     from tkc.lowering import core
-    core._load_rules()
+    import tkc.lowering.walker  # noqa: F401  (importing it registers every rule)
     monkeypatch.setitem(core.RULES, "tk.load", _load)
     monkeypatch.setitem(core.RULES, "tk.store", _store)
 
@@ -307,7 +309,7 @@ def smem_image(module, tiles: list, dtype):
     for (st_t, offset, *_), (_, data) in zip(plan.allocs, tiles):
         for r in range(st_t.rows):
             for c in range(st_t.cols):
-                mem[(SHARED_BASE + offset + shared.address(st_t, r, c)) // e] = data[r, c]
+                mem[(SHARED_BASE + offset + smem.address(st_t, r, c)) // e] = data[r, c]
     return mem
 
 

@@ -9,8 +9,8 @@ import pytest
 
 import tkc
 from tkc import bf16, f32, gl, rt, rv
-from tkc.lowering import fragments
-from tkc.lowering.memory import lane_offset, runs, vec_runs
+from tkc.hopper import fragments
+from tkc.hopper.lanes import lane_offset, runs, vec_runs
 from tkc.ops import (add, div_row, exp, load, max, min, mul, mul_row, row_max, row_sum, rsqrt,
                      store, sub, sub_row, sum)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from tkc.dialect.types import ST
 from tkc.dtypes import itemsize
-from tkc.lowering import shared
+from tkc.hopper import shared
 
 SMEM = 96 * 1024
 BASE = 3 * 1024   # 1024-aligned like every swizzled st, and not 0

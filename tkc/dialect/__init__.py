@@ -1,5 +1,9 @@
 """The tk dialect: defined once in IRDL (tk.irdl.mlir), loaded into Contexts.
 
+types.py holds the typed views of its types, ops.py the builders of its ops,
+attrs.py and kernel.py one typed reader per attribute (of ops, of kernel
+functions): everything above reads the IR through these.
+
 MLIR is imported lazily so that `import tkc` works on a machine without it
 (the GPU runner only needs the runtime).
 """

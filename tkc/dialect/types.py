@@ -181,3 +181,11 @@ def view(t) -> TileType | None:
 def _parse(text: str, ctx=None):
     from mlir import ir
     return ir.Type.parse(text, ctx) if ctx is not None else ir.Type.parse(text)
+
+
+def safe_view(value):
+    """The view of a value's type; None when it is not a (well-formed) tk type."""
+    try:
+        return view(value.type)
+    except ValueError:  # reported where the value is defined
+        return None

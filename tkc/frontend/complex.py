@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 
+from .elementwise import fma
 from .tiles import GLHandle, Reg, Shared, rt, rv, st
 from .trace import fail
 
@@ -112,7 +113,6 @@ class Complex:
 def _madd(p, q, r, sign: int):
     """p * q + sign * r, one fma (a mul and an add would round twice and
     take two instructions: the lowering keeps them apart)."""
-    from .ops import fma
     return fma(p, q, r if sign > 0 else -r)
 
 

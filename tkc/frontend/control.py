@@ -274,7 +274,7 @@ class if_:
     """`with tkc.if_(cond):` ... [`with tkc.else_():` ...]: an scf.if."""
 
     def __init__(self, cond):
-        from .ops import Mask
+        from .elementwise import Mask
         if isinstance(cond, Mask):
             raise fail("tkc.if_ takes a scalar condition; a tile comparison is a mask, one "
                        "truth value per element: use where(mask, x, y)")

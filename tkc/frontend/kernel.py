@@ -229,7 +229,7 @@ class Kernel:
         self._check_arg_count(arrays)
         from ..compiler import TILE_PIPELINE
         from ..interpreter import run
-        from ..passes.pipeline import run_pipeline
+        from ..pass_pipeline import run_pipeline
         module = self.trace()
         run_pipeline(module, TILE_PIPELINE)  # legal layouts, verified, as compiled
         run(module, list(arrays))

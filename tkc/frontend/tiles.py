@@ -99,92 +99,11 @@ class Reg(Traced):
     length = property(lambda self: self.view.length)
     kind = property(lambda self: self.view.kind)
 
-    def to(self, dtype) -> "Reg":
-        """A copy converted to dtype (functional form of copy)."""
-        from . import ops
-        return ops.copy(Reg(self.view.with_(dtype=tile_dtype(dtype))), self)
-
-    def __getitem__(self, key):
-        """x[:, j]: column j, one value per row (row_pick); x[i, :]: row i (col_pick)."""
-        from . import ops
-        whole = lambda k: isinstance(k, slice) and k == slice(None)  # noqa: E731
-        if self.is_tile and isinstance(key, tuple) and len(key) == 2:
-            if whole(key[0]) and not isinstance(key[1], slice):
-                return ops.row_pick(self, key[1])
-            if whole(key[1]) and not isinstance(key[0], slice):
-                return ops.col_pick(self, key[0])
-        raise fail(f"a register tile is indexed as x[:, j] (a column) or x[i, :] (a row), "
-                   f"got {self.describe()}[{key!r}]")
-
-    # -- operators: the functional forms of add/sub/mul/div/neg
-    def __add__(self, o):
-        from . import ops
-        return ops.add(self, o)
-
-    def __radd__(self, o):
-        from . import ops
-        return ops.add(self, o)
-
-    def __sub__(self, o):
-        from . import ops
-        return ops.sub(self, o)
-
-    def __rsub__(self, o):
-        from . import ops
-        return ops.add(ops.neg(self), o)
-
-    def __mul__(self, o):
-        from . import ops
-        return ops.mul(self, o)
-
-    def __rmul__(self, o):
-        from . import ops
-        return ops.mul(self, o)
-
-    def __truediv__(self, o):
-        from . import ops
-        return ops.div(self, o)
-
-    # -- comparisons: masks for where(), == and != included (a tile is hashed
-    # by identity; a mask has no truth value, so `t == 1.0` can never quietly
-    # become False)
-    def __eq__(self, o):
-        if not _comparable(o):  # None, a dtype name, ...: plain identity
-            return NotImplemented
-        from . import ops
-        return ops.eq(self, o)
-
-    def __ne__(self, o):
-        if not _comparable(o):
-            return NotImplemented
-        from . import ops
-        return ops.ne(self, o)
-
+    # -- x.to(dtype), x[:, j], and the operators (+ - * / neg, comparisons
+    # into masks for where()): the functional forms of the ops, installed on
+    # Reg by operators.py (the ops are built on Reg: importing them here would
+    # be an import cycle). A tile is hashed by identity: its == is a mask.
     __hash__ = object.__hash__
-
-    def __lt__(self, o):
-        from . import ops
-        return ops.lt(self, o)
-
-    def __le__(self, o):
-        from . import ops
-        return ops.le(self, o)
-
-    def __gt__(self, o):
-        from . import ops
-        return ops.gt(self, o)
-
-    def __ge__(self, o):
-        from . import ops
-        return ops.ge(self, o)
-
-    def __rtruediv__(self, o):
-        from . import ops
-        return ops.div(ops.fill(Reg(self.view), o), self)
-
-    def __neg__(self):
-        from . import ops
-        return ops.neg(self)
 
 
 def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
@@ -359,9 +278,3 @@ class GLHandle(Traced):
 
     def __repr__(self):
         return f"<{self.name}: {self.spec!r}>"
-
-
-def _comparable(o) -> bool:
-    """What a tile compares with elementwise: a tile, a number, an f32 value."""
-    from .values import F32
-    return isinstance(o, (Reg, int, float, F32))

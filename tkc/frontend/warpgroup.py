@@ -27,7 +27,7 @@ multiplicand never is.
 from __future__ import annotations
 
 from ..dialect import ops as tk
-from ..passes import verify_warpgroup as rules
+from ..hopper import warpgroup as rules
 from . import ops
 from .complex import Complex, partwise
 from .tiles import Reg, Shared

@@ -29,10 +29,10 @@ from ..diagnostics import error
 from ..dialect.types import GL, Barrier, view
 from ..dtypes import itemsize
 from ..passes.verify_block import ring_stages
+from .gl import whole
 from .program import Step, handler
 from .syncs import block_sync
 from .values import ROUND
-from .ops import whole  # noqa: E402 (ops imports this module at its end)
 
 F32 = np.float32
 

@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
-from ..passes.verify_warpgroup import kernel_blocks
+from ..dialect.kernel import kernel_blocks
 from . import ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting

@@ -12,7 +12,7 @@ rounds to the st's dtype, a store writes only the in-bounds part.
 from __future__ import annotations
 
 from .hopper import load_box, store_box, tma_types
-from .ops import expect
+from .operands import expect
 from .program import Step, handler
 from .syncs import block_sync
 from .values import ROUND

@@ -17,7 +17,8 @@ from typing import Callable
 
 from ..diagnostics import TkcError, error
 
-# op name -> handler(compiler, op) -> Step. Filled by ops.py and structured.py.
+# op name -> handler(compiler, op) -> Step. Filled by the handler modules as
+# they are imported (ops.py imports the tile ops' ones; machine.py the rest).
 HANDLERS: dict[str, Callable] = {}
 
 TERMINATORS = ("scf.yield", "func.return")

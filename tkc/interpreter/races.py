@@ -70,7 +70,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
-from ..passes.verify_warpgroup import short
+from ..hopper.warpgroup import short
 
 CELL = 16  # elements per cell side: every tile access is 16-aligned
 _ALL = slice(None)
@@ -130,7 +130,7 @@ class Buffer:
         self.inflight: list[AsyncRead] = []
 
     def cells(self, ix: tuple) -> tuple:
-        """The cell region covering the elements [ix] (slices, as ops.window
+        """The cell region covering the elements [ix] (slices, as memory.window
         gives: explicit bounds, or slice(None) for the whole buffer)."""
         if self.vector:
             return (_ALL, _cell_slice(ix[0]))
@@ -264,7 +264,7 @@ class RaceTracker:
         rows, cols = ix if len(ix) == 2 else (_ALL, _ALL)
         return Place(buf, base, (_shift(rows, r0, arr.shape[0]), _shift(cols, c0, arr.shape[1])))
 
-    # ---- accesses (ix: the numpy index of the elements, as ops.window gives)
+    # ---- accesses (ix: the numpy index of the elements, as memory.window gives)
 
     def read(self, w: int, arr: np.ndarray, ix: tuple, op) -> None:
         """Warp w reads arr[ix]: every other writer must be ordered before."""

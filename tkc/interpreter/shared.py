@@ -20,7 +20,7 @@ import numpy as np
 from ..diagnostics import error
 from ..dialect.types import RT, ST, SV, Barrier
 from ..passes.verify_block import MAX_STAGES, constant, ring_stages, subtile_problems
-from .ops import expect, tview
+from .operands import expect, tview
 from .program import handler
 
 F32 = np.float32

@@ -23,6 +23,7 @@ from mlir import ir
 
 from ..diagnostics import TkcError, error, where
 from ..passes.verify_block import checked_sync_group
+from .gl import whole
 from .program import Step, handler
 
 
@@ -65,7 +66,6 @@ def _atomic_add(c, op):
     """The group meets, its first warp adds (after checking that the TMA
     stores to the `after` gls have completed their writes), the group meets
     again and every warp takes the old value."""
-    from .ops import whole
     point = _point(c, op)
     dst, idx = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[2:6]]
     after, out = [c.slot(v) for v in list(op.operands)[6:]], c.result_slot(op)

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..diagnostics import error
 from ..dialect.types import RT
-from ..passes import verify_warpgroup as rules
-from .ops import tview
+from ..hopper import warpgroup as rules
+from .operands import tview
 from .program import handler
 
 F32 = np.float32

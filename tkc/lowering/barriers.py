@@ -21,7 +21,8 @@ from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..dialect.types import Barrier
-from ..passes.verify_block import ring_stages
+from ..dialect.attrs import required_int, ring_stages
+from ..hopper import shared as smem
 from . import shared
 from .core import Shared, rule
 
@@ -74,16 +75,6 @@ def thread0(lw):
         scf.YieldOp([])
 
 
-def int_attr(op, name: str, least: int) -> int:
-    """An integer attribute of op, >= least (a located error otherwise)."""
-    if name not in op.attributes or not isinstance(op.attributes[name], ir.IntegerAttr):
-        raise error(op, f"{op.name} needs an integer '{name}' attribute")
-    n = ir.IntegerAttr(op.attributes[name]).value
-    if n < least:
-        raise error(op, f"{op.name}: {name} must be >= {least}, found {n}")
-    return n
-
-
 # ---------------------------------------------------------------- rules
 
 @rule("tk.init_barrier")
@@ -91,9 +82,9 @@ def _init_barrier(lw, op, args):
     """On a ring (`tk.alloc {stages = N}`) every slot is initialised: the
     ring is one allocation and nobody else can reach its other slots' init."""
     slots = ring_stages(op.operands[0]) or 1
-    stride = shared.stride(Barrier())
+    stride = smem.stride(Barrier())
     ptrs = [barrier_ptr(lw, op, args[0], s * stride) for s in range(slots)]
-    count = int_attr(op, "count", 1)
+    count = required_int(op, "count", 1)
     with thread0(lw):
         n = i32(count)
         for ptr in ptrs:
@@ -106,7 +97,7 @@ def _init_barrier(lw, op, args):
 
 @rule("tk.arrive")
 def _arrive(lw, op, args):
-    ptr, count = barrier_ptr(lw, op, args[0]), int_attr(op, "count", 1)
+    ptr, count = barrier_ptr(lw, op, args[0]), required_int(op, "count", 1)
     with lane0(lw):
         nvvm.mbarrier_arrive(ir.IntegerType.get_signless(64), ptr,
                              count=None if count == 1 else i32(count))
@@ -115,7 +106,7 @@ def _arrive(lw, op, args):
 
 @rule("tk.expect_bytes")
 def _expect_bytes(lw, op, args):
-    ptr, nbytes = barrier_ptr(lw, op, args[0]), int_attr(op, "bytes", 1)
+    ptr, nbytes = barrier_ptr(lw, op, args[0]), required_int(op, "bytes", 1)
     with lane0(lw):
         nvvm.mbarrier_arrive_expect_tx(ir.IntegerType.get_signless(64), ptr, i32(nbytes))
     return []

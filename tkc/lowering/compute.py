@@ -12,7 +12,8 @@ log2 e), exp2 = ex2.approx, log(x) = lg2.approx(x) * ln 2, log2 = lg2.approx
 tanh.approx.f32, sigmoid(x) = rcp(1 + ex2(-x log2 e)), silu(x) = x sigmoid(x),
 erf is Abramowitz & Stegun 7.1.26 (a degree-5 polynomial in 1 / (1 + p|x|)
 times exp(-x^2)), gelu its erf form and gelu_tanh the tanh form; fma is
-fma.rn.f32. div is div.full.f32 (2 ulp, full range) unless the op says
+fma.rn.f32 (tk.fma's rule is in reduce.py, beside the row broadcast its
+vector operand needs). div is div.full.f32 (2 ulp, full range) unless the op says
 `ieee`: then div.rn.f32. docs/tile-ir.md ("Math") gives each one's error.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ from mlir.dialects import arith, llvm
 
 from ..diagnostics import error
 from ..dialect.types import RT, RV, view
-from .core import Frag, frag_len, rule, scalar_type
+from ..hopper.registers import frag_len, scalar_type
+from .core import Frag, rule
 
 F32 = "f32"
 
@@ -264,7 +266,7 @@ def narrow_pairs(vals: list, dtype: str) -> list:
     return out
 
 
-def _scalars(args) -> bool:
+def scalars(args) -> bool:
     """Math on f32 scalars (every operand an f32 Value)."""
     return all(isinstance(a, ir.Value) and str(a.type) == "f32" for a in args)
 
@@ -275,7 +277,7 @@ EX2_OF = {"tk.exp": lambda lw, x: arith.mulf(x, const(lw, math.log2(math.e))), "
 
 @rule(*UNARY)
 def _unary(lw, op, args):
-    if op.name != "tk.copy" and _scalars(args):
+    if op.name != "tk.copy" and scalars(args):
         return [UNARY[op.name](lw, args[0])]
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
@@ -305,25 +307,3 @@ def _binary(lw, op, args):
         raise error(op, f"{op.name}: second operand must be {x.view.text()} or f32, found {op.operands[1].type}")
     xs = [to_f32(e, x.view.dtype) for e in x.vals]
     return [Frag(v, [from_f32(fn(a, b), v.dtype) for a, b in zip(xs, ys)])]
-
-
-@rule("tk.fma")
-def _fma(lw, op, args):
-    if _scalars(args):
-        return [llvm.intr_fma(*args)]
-    x, v = frag_arg(op, args[0]), result_view(op)
-    same_shape(op, x.view, v)
-    ins = []
-    for pos, a in ((1, args[1]), (2, args[2])):
-        if isinstance(a, Frag) and a.view == x.view:
-            ins.append([to_f32(e, a.view.dtype) for e in a.vals])
-        elif isinstance(a, ir.Value) and str(a.type) == "f32":
-            ins.append([a] * len(x.vals))
-        elif isinstance(a, Frag) and isinstance(a.view, RV) and isinstance(x.view, RT):
-            from .reduce import row_broadcast  # a "col" vector of x's rows, along each row
-            ins.append(row_broadcast(lw, x.view, a))
-        else:
-            raise error(op, f"tk.fma: operand {pos} must be {x.view.text()}, f32 or a vector of its "
-                            f"rows, found {op.operands[pos].type}")
-    xs = [to_f32(e, x.view.dtype) for e in x.vals]
-    return [Frag(v, [from_f32(llvm.intr_fma(a, b, c), v.dtype) for a, b, c in zip(xs, *ins)])]

@@ -1,7 +1,7 @@
 """Lowering of masks: tk.iota and tk.where.
 
 iota: an element's coordinate is its lane-0 coordinate plus the lane's part
-(memory.lane_offset for tiles, the vector's lane part for vectors), so each
+(hopper.lanes.lane_offset for tiles, the vector's lane part for vectors), so each
 value is one f32 add of a constant to the lane's part, which is converted to
 f32 once per kernel. With a start, the start is added to the lane's part
 first: in a loop whose start changes, nothing per element is invariant (LLVM
@@ -21,10 +21,10 @@ from mlir.dialects import arith
 
 from ..diagnostics import error
 from ..dialect.types import RT, RV
-from . import fragments
+from ..hopper import fragments
 from .compute import from_f32, result_view, to_f32
 from .core import Frag, rule
-from .memory import _lane_rc, _vec_lane
+from .lanes import _lane_rc, _vec_lane
 
 _CMPF = {"lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE", "eq": "OEQ", "ne": "UNE"}
 

@@ -30,9 +30,10 @@ from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..dialect.types import RT
-from . import fragments
+from ..hopper import fragments
 from .compute import frag_arg, result_view
-from .core import Frag, rule, scalar_type
+from ..hopper.registers import scalar_type
+from .core import Frag, rule
 
 B = fragments.BASE
 

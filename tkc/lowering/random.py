@@ -1,6 +1,6 @@
 """Lowering of tk.rand: Philox4x32-10, as tkc/philox.py computes it.
 
-Each run of a lane's adjacent elements (memory.runs / vec_runs) draws its
+Each run of a lane's adjacent elements (hopper.lanes.runs / vec_runs) draws its
 numbers from aligned groups of 4 (one Philox call each, counter n = e // 4):
 a wide tile's 8 and a flat vector's chunks of 4 or 8 use every word of
 their calls, a row-layout pair picks 2 of 4 (by e % 4, a lane's bit), a
@@ -15,10 +15,12 @@ from mlir.dialects import arith, llvm
 
 from .. import philox
 from ..dialect.types import RT
-from . import fragments
+from ..hopper import fragments
 from .compute import from_f32, result_view
 from .core import Frag, rule
-from .memory import _add, _idx, _lane_rc, _mul, _vec_lane, runs, vec_runs
+from ..hopper.lanes import runs, vec_runs
+from .access import _add, _idx, _mul
+from .lanes import _lane_rc, _vec_lane
 
 
 def _i32(v):

@@ -27,12 +27,13 @@ from __future__ import annotations
 import functools
 
 from mlir import ir
-from mlir.dialects import arith, nvvm
+from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
+from ..dialect.attrs import constant
 from ..dialect.types import RT, RV
-from . import fragments
-from .compute import BINARY, from_f32, frag_arg, result_view, to_f32
+from ..hopper import fragments
+from .compute import BINARY, from_f32, frag_arg, result_view, same_shape, scalars, to_f32
 from .core import Frag, rule
 
 QUAD_XORS = (1, 2)          # lanes of a quad: same row g
@@ -180,6 +181,29 @@ def _wide_row_values(lw, vs: list) -> list:
             for i in range(len(vs) // 2)]
 
 
+# tk.fma lives here, not with the elementwise rules (compute.py), for its
+# vector operand: a row broadcast.
+@rule("tk.fma")
+def _fma(lw, op, args):
+    if scalars(args):
+        return [llvm.intr_fma(*args)]
+    x, v = frag_arg(op, args[0]), result_view(op)
+    same_shape(op, x.view, v)
+    ins = []
+    for pos, a in ((1, args[1]), (2, args[2])):
+        if isinstance(a, Frag) and a.view == x.view:
+            ins.append([to_f32(e, a.view.dtype) for e in a.vals])
+        elif isinstance(a, ir.Value) and str(a.type) == "f32":
+            ins.append([a] * len(x.vals))
+        elif isinstance(a, Frag) and isinstance(a.view, RV) and isinstance(x.view, RT):
+            ins.append(row_broadcast(lw, x.view, a))  # a "col" vector of x's rows, along each row
+        else:
+            raise error(op, f"tk.fma: operand {pos} must be {x.view.text()}, f32 or a vector of its "
+                            f"rows, found {op.operands[pos].type}")
+    xs = [to_f32(e, x.view.dtype) for e in x.vals]
+    return [Frag(v, [from_f32(llvm.intr_fma(a, b, c), v.dtype) for a, b, c in zip(xs, *ins)])]
+
+
 # ---------------------------------------------------------------- whole-vector reductions
 
 # lanes holding distinct elements of an rv, as butterfly masks
@@ -209,7 +233,6 @@ def _pick(lw, op, args):
     quad, sending its element at (j // 16, (j % 16) // 8, j % 2); for row i,
     lane 4 (i % 8) + t sends its element at (i // 16, (i % 16) // 8). A run-time
     index picks what every lane sends with a select chain."""
-    from ..passes.verify_block import constant
     x, v = frag_arg(op, args[0]), result_view(op)
     rows = op.name == "tk.row_pick"
     if not isinstance(x.view, RT) or x.view.layout != "row":

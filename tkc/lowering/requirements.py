@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from math import lcm
 
-from ..diagnostics import error
-from ..dialect.types import GL, RT, RV, ST, SV, view
-from ..passes.verify import arg_names, declared_divisible, dim_names, gl_arg_names
 from ..dialect import gl_root, walk
-from . import fragments
+from ..dialect.kernel import (arg_index, arg_names, declared_divisible, declared_multiples, dim_names,
+                              gl_arg_names, written)
+from ..dialect.types import GL, view
+from ..hopper.lanes import extents
 
 # op name -> (operand index of the gl, how to find the tile's type)
 _ACCESSES = {
@@ -48,7 +48,7 @@ def divisible(func_op) -> dict[int, list[int]]:
         access = _ACCESSES.get(inner.name)
         if access is None or not isinstance(view(inner.operands[access[0]].type), GL):
             continue
-        index = _arg_index(inner, inner.operands[access[0]], args)
+        index = arg_index(inner, inner.operands[access[0]], args)
         gl = view(inner.operands[access[0]].type)
         ragged = "fill" in inner.attributes or "clip" in inner.attributes
         k = 2 if inner.name in _PAIRED else 1
@@ -72,38 +72,25 @@ _TMA = {"tk.tma_load": 1, "tk.pipeline_load": 1, "tk.tma_prefetch": 1, "tk.tma_s
         "tk.tma_store_add": 0, "tk.pipeline_store": 0}
 
 
-# ops that write a gl: (op name, operand index of the gl)
-_WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
-           "tk.pipeline_store": 0, "tk.store_join": 0}
-
-
 def params(func_op, names: list[str]) -> list[dict]:
     """The manifest's `params` (what the runtime checks each argument against)."""
     op = getattr(func_op, "operation", func_op)
-    div, dims, written = divisible(op), dim_names(op), _written(op)
+    div, dims, writes = divisible(op), dim_names(op), written(op)
     out = []
     for i, a in enumerate(op.regions[0].blocks[0].arguments):
         v = view(a.type)
         if isinstance(v, GL):
             out.append({"name": names[i], "kind": "gl", "dtype": v.dtype,
                         "dims": [None if d == -1 else d for d in v.dims], "names": dims[i],
-                        "divisible": list(div.get(i, [1, 1, 1, 1])), "writes": i in written})
+                        "divisible": list(div.get(i, [1, 1, 1, 1])), "writes": i in writes})
         else:
             out.append({"name": names[i], "kind": "scalar", "dtype": str(a.type)})
     return out
 
 
-def _written(op) -> set[int]:
-    args = op.regions[0].blocks[0].arguments
-    return {_arg_index(inner, inner.operands[_WRITES[inner.name]], args)
-            for inner in walk(op) if inner.name in _WRITES
-            and isinstance(view(inner.operands[_WRITES[inner.name]].type), GL)}
-
-
 def multiples(func_op) -> list[list[str]]:
     """The manifest's `multiples`: [dim name, dim name] pairs, the first dim's
     size a multiple of the second's at launch (tk.divisible {Hq = "Hkv"})."""
-    from ..passes.verify import declared_multiples
     return declared_multiples(getattr(func_op, "operation", func_op))
 
 
@@ -120,7 +107,7 @@ def tma_params(func_op) -> set[int]:
     """The gl arguments a TMA op moves (each gets a tensor map at launch)."""
     op = getattr(func_op, "operation", func_op)
     args = op.regions[0].blocks[0].arguments
-    return {_arg_index(inner, inner.operands[_TMA[inner.name]], args)
+    return {arg_index(inner, inner.operands[_TMA[inner.name]], args)
             for inner in walk(op) if inner.name in _TMA}
 
 
@@ -148,27 +135,3 @@ def _unify(div: dict[int, list[int]], names: list[list], declared: dict[str, int
                 dims[axis] = by_name[n]
 
 
-def extents(t, gl_dtype: str = "f32", ragged: bool = False, k: int = 1,
-            run: int | None = None) -> tuple[int, int, int, int]:
-    """What an access of t needs of (b, d, r, c); k = 2 for a split/joined pair
-    (columns 2j and 2j + 1 of a tile twice t's width); run: a lane's adjacent
-    columns an access, where the layout's runs are not what moves (packed)."""
-    if ragged and isinstance(t, (RT, RV)):
-        run = run or (fragments.RUNS[t.layout] if isinstance(t, RT) else fragments.vec_run(t.length, t.kind))
-        return (1, 1, 1, fragments.access_elems(k * run, gl_dtype))
-    if isinstance(t, (RT, ST)):
-        return (1, 1, t.rows, k * t.cols)
-    if isinstance(t, (RV, SV)):
-        return (1, 1, 1, t.length)
-    return (1, 1, 1, 1)  # a malformed access: tk-verify reports it
-
-
-def _arg_index(op, value, args) -> int:
-    from mlir import ir
-    value = gl_root(value)[0]
-    if isinstance(value, ir.BlockArgument):
-        for i, a in enumerate(args):
-            if a == value:
-                return i
-    raise error(op, "a gl operand must be a kernel argument "
-                    "(gl values cannot be created or carried through loops)")

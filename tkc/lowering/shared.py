@@ -1,143 +1,22 @@
-"""Shared memory: the kernel's allocation plan and the swizzled tile layout.
+"""Shared memory of a lowered kernel: the allocation plan and the array.
 
 A kernel has one dynamic `extern .shared` array (`@__tkc_shared`, aligned to
 1024); every `tk.alloc` of the entry block gets a byte offset in it
 (`plan`), a ring (`tk.alloc {stages = N}`) N slots `stride` bytes apart.
-Inside an st the element (row, col) lives at the byte offset given by
-`address` (docs/tile-ir.md, "Shared tile memory layout"): column panels of
-S bytes per row, and 16-byte chunks XOR-permuted within each group of 8
-128-byte lines, the pattern of TMA's and wgmma's swizzle modes. A subtile
-lives in its parent's panels: `address` takes the panel layout's rows
-(`pitch`) apart from the tile's own.
+Where an element lives inside an st (the swizzled layout), the sizes and
+alignments and the budget are Hopper facts: tkc/hopper/shared.py.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ..diagnostics import error
-from ..dtypes import itemsize
-from ..dialect.types import ST, SV, Barrier, view
 from ..dialect import walk
+from ..dialect.attrs import alloc_stages
+from ..dialect.types import ST, SV, Barrier, view
+from ..hopper.shared import SHARED_LIMIT, alignment, nbytes, round_up, shared_limit, stride
 
-SHARED_LIMIT = 232448  # 227 KiB: the most dynamic shared memory one block of sm_90 may have
-SHARED_PER_SM = 233472  # 228 KiB an SM, 1 KiB of it reserved per resident block
-
-
-def shared_limit(func_op) -> int:
-    """The shared memory one block may have: SHARED_LIMIT, or with
-    `tk.blocks_per_sm = n` an n-th of the SM's (less the 1 KiB each block's
-    reservation), so that n blocks fit side by side."""
-    n = blocks_per_sm(func_op)
-    return SHARED_LIMIT if n == 1 else (SHARED_PER_SM - 1024 * n) // n // 1024 * 1024
-
-
-def blocks_per_sm(func_op) -> int:
-    from mlir import ir
-    op = getattr(func_op, "operation", func_op)
-    if "tk.blocks_per_sm" not in op.attributes:
-        return 1
-    a = op.attributes["tk.blocks_per_sm"]
-    n = ir.IntegerAttr(a).value if isinstance(a, ir.IntegerAttr) else 0
-    if not 1 <= n <= 32:
-        raise error(op, f"tk.blocks_per_sm must be an integer in 1..32, found {a}")
-    return n
 SHARED_SYMBOL = "__tkc_shared"
-SWIZZLE_BYTES = {"none": 0, "32b": 32, "64b": 64, "128b": 128}
-
-
-# ---------------------------------------------------------------- st layout
-
-def swizzle_bytes(st: ST) -> int:
-    """S of an st (0 = none). `auto` resolves as tk-layout-selection does:
-    the widest of 128, 64, 32 that divides the row's bytes, so that a tile
-    nobody selected a layout for still lowers consistently."""
-    if st.swizzle != "auto":
-        return SWIZZLE_BYTES[st.swizzle]
-    width = st.cols * itemsize(st.dtype)
-    return next((s for s in (128, 64, 32) if width % s == 0 and st.rows >= 8), 0)
-
-
-BARRIER_BYTES = 8  # an mbarrier is one 8-byte-aligned 64-bit word
-
-
-def alignment(t) -> int:
-    """1024 for swizzled tiles (the XOR uses address bits 4-9), 8 for an
-    mbarrier, else 128."""
-    if isinstance(t, Barrier):
-        return BARRIER_BYTES
-    return 1024 if isinstance(t, ST) and swizzle_bytes(t) else 128
-
-
-def stride(t) -> int:
-    """Bytes between the slots of a ring of `t`: its size rounded up to its
-    alignment, so that every slot is as aligned as a lone allocation."""
-    return _round_up(nbytes(t), alignment(t))
-
-
-def nbytes(t) -> int:
-    if isinstance(t, ST):
-        return t.rows * t.cols * itemsize(t.dtype)
-    if isinstance(t, SV):
-        return t.length * itemsize(t.dtype)
-    if isinstance(t, Barrier):
-        return BARRIER_BYTES
-    raise TypeError(f"not a shared type: {t}")
-
-
-def swizzle(offset: int, s: int) -> int:
-    """The swizzle of an S-byte mode applied to a byte offset in the tile."""
-    if not s:
-        return offset
-    return offset ^ (((offset >> 7) & (s // 16 - 1)) << 4)
-
-
-def address(st: ST, row, col, pitch: int | None = None):
-    """Byte offset of element (row, col) inside `st`.
-
-    `pitch` is the rows of the panel layout the tile lives in (default: its
-    own rows); a row subtile of a multi-panel st passes its parent's, whose
-    panels are pitch*S bytes apart. With Python ints this is a pure function
-    (the tests' reference); with `index` ir.Values (either or both) it emits
-    arith at the current insertion point and returns an index Value.
-    """
-    pitch = st.rows if pitch is None else pitch
-    if isinstance(row, int) and isinstance(col, int):
-        return _address_int(st, row, col, pitch)
-    return _address_ir(st, row, col, pitch)
-
-
-def _address_int(st: ST, row: int, col: int, pitch: int) -> int:
-    e, s = itemsize(st.dtype), swizzle_bytes(st)
-    if not s:
-        return (row * st.cols + col) * e
-    p = s // e  # columns per panel
-    linear = (col // p) * (pitch * s) + row * s + (col % p) * e
-    return swizzle(linear, s)
-
-
-def _address_ir(st: ST, row, col, pitch: int):
-    from mlir.dialects import arith
-    from mlir import ir
-
-    idx = ir.IndexType.get()
-
-    def c(n):
-        return arith.constant(idx, n)
-
-    def v(x):
-        return c(x) if isinstance(x, int) else x
-
-    row, col = v(row), v(col)
-    e, s = itemsize(st.dtype), swizzle_bytes(st)
-    if not s:
-        return arith.muli(arith.addi(arith.muli(row, c(st.cols)), col), c(e))
-    p = s // e  # a power of two: shifts and masks
-    panel = arith.shrui(col, c(p.bit_length() - 1))
-    in_panel = arith.andi(col, c(p - 1))
-    linear = arith.addi(arith.addi(arith.muli(panel, c(pitch * s)), arith.muli(row, c(s))),
-                        arith.muli(in_panel, c(e)))
-    chunk = arith.andi(arith.shrui(linear, c(7)), c(s // 16 - 1))
-    return arith.xori(linear, arith.shli(chunk, c(4)))
 
 
 # ---------------------------------------------------------------- the plan
@@ -175,7 +54,7 @@ def plan(func_op) -> SharedPlan:
             raise error(inner, f"tk.alloc must give an st, sv or barrier, found {inner.results[0].type}")
         n = stages(inner)
         size = nbytes(t) if n == 1 else n * stride(t)
-        offset = _round_up(end, alignment(t))
+        offset = round_up(end, alignment(t))
         end = offset + size
         result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
@@ -188,13 +67,9 @@ def plan(func_op) -> SharedPlan:
 
 def stages(alloc) -> int:
     """The slots of a tk.alloc: its `stages` attribute, 1 without it."""
-    from mlir import ir
-    if "stages" not in alloc.attributes:
-        return 1
-    attr = alloc.attributes["stages"]
-    n = ir.IntegerAttr(attr).value if isinstance(attr, ir.IntegerAttr) else 0
-    if n < 1:
-        raise error(alloc, f"tk.alloc: stages must be a positive integer, found {attr}")
+    n = alloc_stages(alloc)
+    if n is None or n < 1:
+        raise error(alloc, f"tk.alloc: stages must be a positive integer, found {alloc.attributes['stages']}")
     return n
 
 
@@ -228,10 +103,6 @@ def _what(t, n: int) -> str:
 def _where(loc) -> str:
     from ..diagnostics import where
     return where(loc) or "unknown location"
-
-
-def _round_up(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
 
 
 # ---------------------------------------------------------------- the array

@@ -8,10 +8,10 @@ parameter with `llvm.byval = !llvm.array<128 x i8>` and `nvvm.grid_constant`,
 which PTX receives as `.param .align 64 .b8 [128]`; the instruction takes the
 parameter's generic address).
 
-A swizzled st is stored as column panels of S bytes (shared.py), and a TMA
-box with an S-byte swizzle may be at most S bytes wide, so the box is one
-panel (rows x S/E) and a tile takes one instruction per panel, each writing
-its panel's slice of shared memory. Kernels sharing a gl, box and swizzle
+A swizzled st is stored as column panels of S bytes, and a TMA box with an
+S-byte swizzle may be at most S bytes wide, so the box is one panel
+(rows x S/E) and a tile takes one instruction per panel, each writing its
+panel's slice of shared memory (the box rules: tkc/hopper/tma.py). Kernels sharing a gl, box and swizzle
 share one tensor map. Coordinates are elements, innermost first: (c, r, d, b).
 
 The box comes from the st's type, so a view (a ring slot, a subtile) moves
@@ -32,16 +32,16 @@ from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..dtypes import itemsize
-from ..dialect.types import GL, ST, SV, view
-from . import shared
-from .barriers import barrier_ptr, i32, int_attr, lane0
-from .core import Global, Shared, rule
-from .memory import _v  # an int or index Value, as an index Value
 from ..dialect import gl_root, walk
+from ..dialect.attrs import required_int
+from ..dialect.types import GL, ST, SV, view
+from ..hopper.tma import Box, box, box_problem, shared_kinds
+from . import shared
+from .barriers import barrier_ptr, i32, lane0
+from .core import Global, Shared, rule
+from .access import _v  # an int or index Value, as an index Value
 
 TMA_OPS = ("tk.tma_load", "tk.tma_prefetch", "tk.tma_store", "tk.tma_store_add")
-BOX_LIMIT = 256  # elements per box dimension (cuTensorMapEncodeTiled)
-SWIZZLE_NAMES = {0: "none", 32: "32b", 64: "64b", 128: "128b"}
 
 
 @dataclass(frozen=True)
@@ -62,51 +62,10 @@ class TensorMap:
                 "box": list(self.box), "swizzle": self.swizzle}
 
 
-@dataclass(frozen=True)
-class Box:
-    """How an st moves by TMA: the box, its swizzle and the panel count."""
-    rows: int
-    cols: int
-    swizzle: str
-    panels: int
-    panel_bytes: int  # shared bytes between consecutive panels
-
-
-TMA_LOADS = ("tk.tma_load", "tk.pipeline_load", "tk.tma_prefetch")
-
-
-def shared_kinds(op_name: str) -> tuple:
-    """The shared types a TMA op moves: loads also fill an sv (a one-row
-    box), stores take an st."""
-    return (ST, SV) if op_name in TMA_LOADS else (ST,)
-
-
-def box(st: ST | SV) -> Box:
-    """The TMA box of an st: one swizzle panel (the whole tile when
-    unswizzled); of an sv: its one row."""
-    if isinstance(st, SV):
-        return Box(1, st.length, SWIZZLE_NAMES[0], 1, st.length * itemsize(st.dtype))
-    s, e = shared.swizzle_bytes(st), itemsize(st.dtype)
-    cols = s // e if s else st.cols
-    return Box(st.rows, cols, SWIZZLE_NAMES[s], st.cols // cols, st.rows * cols * e)
-
-
 def operands(op) -> tuple:
     """(st value, gl value) of a TMA op."""
     return (op.operands[0], op.operands[1]) if op.name in ("tk.tma_load", "tk.tma_prefetch") \
         else (op.operands[1], op.operands[0])
-
-
-def box_problem(st: ST | SV) -> str | None:
-    """Why an st (or sv) cannot be a TMA box (None when it can)."""
-    b = box(st)
-    if b.rows > BOX_LIMIT or b.cols > BOX_LIMIT:
-        hint = "a shorter sv" if isinstance(st, SV) else "a swizzled or smaller st"
-        return (f"a TMA box is at most {BOX_LIMIT} x {BOX_LIMIT} elements; {st.text()} "
-                f"needs a {b.rows} x {b.cols} box (use {hint})")
-    if (b.cols * itemsize(st.dtype)) % 16:
-        return f"a TMA box row must be a multiple of 16 bytes, {st.text()} has {b.cols * itemsize(st.dtype)}"
-    return None
 
 
 def gl_index(op, value, args) -> int:
@@ -237,7 +196,7 @@ def _tma_store(lw, op, args):
 
 @rule("tk.tma_store_wait")
 def _tma_store_wait(lw, op, args):
-    pending = int_attr(op, "pending", 0)
+    pending = required_int(op, "pending", 0)
     with lane0(lw):  # writes: the global writes completed, not only the shared reads
         nvvm.cp_async_bulk_wait_group(pending, read=None if "writes" in op.attributes else True)
     # The other lanes may overwrite the st only once lane 0 saw the reads done.

@@ -3,7 +3,7 @@ part of a tile). No data moves: a view is the same memory or registers under
 another type (docs/tile-ir.md, "Block level").
 
 - `tk.stage(%ring, %i)`: the ring's `Shared` `i * stride` bytes further
-  (shared.stride: the slot type's size rounded up to its alignment, as
+  (smem.stride: the slot type's size rounded up to its alignment, as
   shared.plan lays rings out). A constant index folds into the static offset;
   a run-time one becomes the dynamic part, so the users' addresses add one
   register instead of a branch per slot.
@@ -24,8 +24,9 @@ from mlir.dialects import arith
 from ..diagnostics import error
 from ..dialect.types import RT, ST, view
 from ..dtypes import itemsize
-from ..passes.verify_block import constant, ring_stages, subtile_problems
-from . import fragments, shared
+from ..dialect.attrs import constant, ring_stages
+from ..hopper import fragments, shared as smem
+from ..hopper.shared import subtile_problems
 from .core import Frag, Shared, rule
 
 _SWIZZLES = {0: "none", 32: "32b", 64: "64b", 128: "128b"}
@@ -67,7 +68,7 @@ def _stage(lw, op, args):
         raise error(op, "tk.stage: the ring must be a tk.alloc {stages = N} result")
     k = constant(op.operands[1])
     _check_index(op, "slot", k, slots)
-    return [_shifted(ring, ring.view, [(i, k, shared.stride(ring.view))], ring.pitch)]
+    return [_shifted(ring, ring.view, [(i, k, smem.stride(ring.view))], ring.pitch)]
 
 
 # ---------------------------------------------------------------- tk.subtile
@@ -90,17 +91,17 @@ def _subtile(lw, op, args):
 def _keep_swizzle(op, parent: ST, out: ST) -> ST:
     """The view with its parent's swizzle (tk-layout-selection sets it; an
     `auto` view resolves to the parent's, never to its own width's rule)."""
-    s = shared.swizzle_bytes(parent)
+    s = smem.swizzle_bytes(parent)
     if out.swizzle == "auto":
         out = out.with_(swizzle=_SWIZZLES[s])
-    if shared.swizzle_bytes(out) != s:
+    if smem.swizzle_bytes(out) != s:
         raise error(op, f"tk.subtile: a view keeps its tile's layout ({_SWIZZLES[s]} swizzle), "
                         f"found {out.text()}")
     return out
 
 
 def _st_part(op, x: Shared, out: ST, idx, consts) -> Shared:
-    e, s = itemsize(out.dtype), shared.swizzle_bytes(out)
+    e, s = itemsize(out.dtype), smem.swizzle_bytes(out)
     if not s:  # row-major, whole rows (tk-verify): only the row index moves
         row_bytes, col_bytes = x.view.cols * e, 0
     else:

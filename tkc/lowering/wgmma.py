@@ -49,10 +49,12 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
+from ..dialect.kernel import blocks_per_sm
 from ..dialect.types import ST
 from ..dtypes import itemsize
-from ..passes import verify_warpgroup as rules
-from . import fragments, shared
+from ..hopper import warpgroup as rules
+from ..hopper import fragments, shared as smem
+from . import shared
 from .compute import result_view
 from .core import Frag, Shared, rule
 from .mma import pack
@@ -84,7 +86,7 @@ def operand_layout(st: ST, k_major: bool, pitch: int | None = None) -> OperandLa
     """K-major: st<MN, K> (K contiguous); MN-major: st<K, MN>. `pitch`: the
     rows of the panel layout the st lives in (default its own rows)."""
     pitch = st.rows if pitch is None else pitch
-    e, s = itemsize(st.dtype), shared.swizzle_bytes(st)
+    e, s = itemsize(st.dtype), smem.swizzle_bytes(st)
     if s not in SWIZZLE_MODE:
         raise ValueError(f"{st.text()}: wgmma operands must be swizzled")
     if (st.cols * e) % s:
@@ -301,7 +303,7 @@ def _lower_wait(lw, op, args):
 def _lower_registers(lw, op, args):
     name = op.name.removeprefix("tk.")
     count = op.attributes["count"].value
-    problems = rules.register_problems(name, count, lw.warps, shared.blocks_per_sm(lw.func_op)) \
+    problems = rules.register_problems(name, count, lw.warps, blocks_per_sm(lw.func_op)) \
         + rules.warps_problems(name, lw.warps)
     if problems:
         raise error(op, "; ".join(problems))

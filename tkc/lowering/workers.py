@@ -18,8 +18,10 @@ from mlir import ir
 from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
-from ..passes.verify_block import checked_sync_group
+from ..hopper.sync import checked_sync_group
+from .access import _gl_ptr, _sh_ptr
 from .core import Global, rule
+from .global_memory import _gl_tile_origin
 
 _AXES = ("b", "d", "r", "c")
 _SREGS = {
@@ -109,7 +111,6 @@ def _atomic_add(lw, op, args):
     sv; the group meets again and every thread reads it. A later
     atomic_add's first meeting comes after these reads, so the scratch is
     reused safely."""
-    from .memory import _gl_ptr, _gl_tile_origin, _sh_ptr
     gl, scratch, idx = args[0], args[1], args[2:6]
     if not isinstance(gl, Global):
         raise error(op, f"tk.atomic_add adds into a gl, found {op.operands[0].type}")

@@ -9,11 +9,12 @@ same word share it (broadcast), so only distinct words count. The conflict
 degree of an access pattern is that maximum over all its phases ("N-way"),
 the way ThunderKittens' appendix counts banks: 1 means conflict-free.
 
-The lane addresses are those of the lowering itself (tkc/lowering/memory.py
-and shared.py): `shared.address` for the swizzled layout, `ldmatrix_row_col`
-for the rows lanes give ldmatrix/stmatrix, `lane_offset` and `runs` for
-the f32 and wide element paths, the 16-byte chunk rule of group copies, and
-fragments.py's vector slots. So the report describes the code that runs.
+The lane addresses are those of the lowering itself, from the Hopper facts
+it uses (tkc/hopper/shared.py and lanes.py): `address` for the swizzled
+layout, `ldmatrix_row_col` for the rows lanes give ldmatrix/stmatrix,
+`lane_offset` and `runs` for the f32 and wide element paths, the 16-byte
+chunk rule of group copies (tkc/lowering/memory.py), and fragments.py's
+vector slots. So the report describes the code that runs.
 
 A tile's subtile coordinates are runtime values, so a pattern's degree is
 the worst over every subtile position the st has for that rt shape.
@@ -47,6 +48,9 @@ from typing import Iterable, Iterator
 from ..dialect.types import RT, RV, ST, SV, view
 from ..diagnostics import where
 from ..dtypes import itemsize
+from ..hopper import fragments
+from ..hopper.lanes import deinterleaved_row_col, lane_offset, ldmatrix_row_col, runs, vec_runs
+from ..hopper.shared import address
 from .registry import register
 from ..dialect import walk
 
@@ -120,10 +124,8 @@ def _subtiles(st: ST, rt: RT):
 
 def _matrix(a: Access):
     """ldmatrix/stmatrix .x4: one instruction per 16x16 base tile; lane l
-    gives the address of one 16-byte row (memory.py's _st_to_rt/_rt_to_st).
+    gives the address of one 16-byte row (shared_memory.py's _st_to_rt/_rt_to_st).
     All 32 lanes are listed; `phases` cuts them into the 4 matrices."""
-    from ..lowering.memory import ldmatrix_row_col
-    from ..lowering.shared import address
     st, rt = a.shared, a.reg
     lanes = [ldmatrix_row_col(rt.layout, lane) for lane in range(32)]
     for r0, c0 in _subtiles(st, rt):
@@ -136,8 +138,6 @@ def _deinterleaved(a: Access):
     """tk.store {deinterleave} (_rt_to_st_deinterleaved): an stmatrix .x4 for
     each 8-column half of a base tile; lane l gives the address of one
     16-byte row (deinterleaved_row_col)."""
-    from ..lowering.memory import deinterleaved_row_col
-    from ..lowering.shared import address
     st, rt = a.shared, a.reg
     lanes = [deinterleaved_row_col(lane) for lane in range(32)]
     for r0, c0 in _subtiles(st, rt):
@@ -148,7 +148,7 @@ def _deinterleaved(a: Access):
 
 def _pieces(addrs: list[int], e: int, n: int):
     """A run of n elements of e bytes per lane, as the lowering's accesses of
-    at most 16 bytes (memory.py's _pieces)."""
+    at most 16 bytes (access.py's _pieces)."""
     m = min(n, 16 // e)
     for k in range(0, n, m):
         yield [x + k * e for x in addrs], min(m, n - k) * e
@@ -157,8 +157,6 @@ def _pieces(addrs: list[int], e: int, n: int):
 def _elements(a: Access):
     """The f32 and wide paths (_st_elems): lane l moves each run of adjacent
     columns at its fragment coordinate (runs), in pieces of up to 16 bytes."""
-    from ..lowering.memory import lane_offset, runs
-    from ..lowering.shared import address
     st, rt = a.shared, a.reg
     e = itemsize(st.dtype)
     lanes = [lane_offset(rt.layout, lane) for lane in range(32)]
@@ -170,8 +168,6 @@ def _elements(a: Access):
 def _pairs(a: Access):
     """load_split/store_join (_st_pairs): as _elements on the pair tile, a
     run of n columns at 2 (lane col + c), 2n elements."""
-    from ..lowering.memory import lane_offset, runs
-    from ..lowering.shared import address
     st, rt = a.shared, a.reg
     e = itemsize(st.dtype)
     lanes = [lane_offset(rt.layout, lane) for lane in range(32)]
@@ -189,7 +185,6 @@ def group_chunk(chunk: int, per_row: int, e: int) -> tuple[int, int]:
 def _group(a: Access):
     """Group copies: thread t of the group moves chunk it*32W + t in round
     `it`; each warp's 32 threads issue one 16-byte access per round."""
-    from ..lowering.shared import address
     sh, e = a.shared, itemsize(a.shared.dtype)
     rows, cols = (sh.rows, sh.cols) if isinstance(sh, ST) else (1, sh.length)
     per_row, threads = cols * e // 16, 32 * a.warps
@@ -207,8 +202,6 @@ def _group(a: Access):
 def _vector(a: Access):
     """sv <-> rv: lane l moves each run of its vector slots (vec_runs), at
     every position of the rv in the sv."""
-    from ..lowering import fragments
-    from ..lowering.memory import vec_runs
     sv, rv = a.shared, a.reg
     e = itemsize(sv.dtype)
     for at in range(0, sv.length, rv.length):

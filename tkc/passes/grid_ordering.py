@@ -44,11 +44,11 @@ from mlir.dialects import arith, scf
 
 from ..dialect import ops as tk
 from ..dialect import walk
+from ..dialect.kernel import is_zigzag
 from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
 from .registry import register
-from .verify_block import is_zigzag
 from .rewrite import (IRArith, backward_slice, clone_ops, defining_op, emit_grid_expr, entry,
                       grid_of, hoist_prologue, index, kernels, strings)
 

@@ -55,6 +55,7 @@ from ..dialect import ops as tk
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, UNARY
 from ..dialect.types import GL, RT, ST, view
 from ..dtypes import itemsize
+from ..hopper.lanes import extents
 from . import banks
 from .registry import register
 from .verify import MMA_TABLE
@@ -322,7 +323,6 @@ def _wide_fits(op, mem, t) -> bool:
     """A ragged access asks only for its access width on c (requirements.py):
     widening it would ask for more (16 bytes), so it is widened only where a
     static c already allows that; any other access asks for the same."""
-    from ..lowering.requirements import extents
     if not isinstance(mem, GL) or not ("fill" in op.attributes or "clip" in op.attributes):
         return True
     k = 2 if op.name in ("tk.load_split", "tk.store_join") else 1

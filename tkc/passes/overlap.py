@@ -28,6 +28,7 @@ from mlir.dialects import arith, scf
 from ..dialect import ops as tk
 from ..dialect import walk
 from ..dialect.types import RT, RV, view
+from ..hopper.registers import flat_types
 from .rewrite import add_iter_args, extend_yield, index, inside
 
 REGISTER_OPS = ("tk.subtile", "tk.copy", "tk.swap_layout", "tk.transpose", "tk.exp", "tk.exp2",
@@ -155,7 +156,6 @@ def _words(value) -> int:
     """32-bit registers a carried value takes (16-bit pairs packed)."""
     v = view(value.type)
     if isinstance(v, (RT, RV)):
-        from ..lowering.core import flat_types
         return len(flat_types(value.type))
     return 1
 

@@ -2,7 +2,9 @@
 
 A pass is a Python function `run(module_op: ir.Operation) -> None` that raises
 TkcError (located) on failure. `register` records it with a one-line
-description; `tkc --list-passes` prints them.
+description; `tkc --list-passes` prints them. The registry of every pass,
+which imports them all, is tkc.pass_pipeline.all_passes: it sits above
+tkc.passes and tkc.lowering, this module below both.
 """
 from __future__ import annotations
 
@@ -24,11 +26,3 @@ def register(name: str, description: str):
         PASSES[name] = PassInfo(name, description, fn)
         return fn
     return deco
-
-
-def all_passes() -> dict[str, PassInfo]:
-    """Every registered tk pass (importing the modules that define them)."""
-    from .. import passes  # noqa: F401  (registers verify, layout selection, ...)
-    from . import grid_ordering, pipeline_staging  # noqa: F401  (need MLIR: imported here)
-    from .. import lowering  # noqa: F401  (registers tk-lower-to-nvvm)
-    return dict(sorted(PASSES.items()))

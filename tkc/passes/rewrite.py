@@ -14,7 +14,7 @@ from mlir.dialects import arith, scf
 from ..diagnostics import error, where
 from ..dialect import is_index_load  # an i32 gl is only read: as pure as its argument
 from ..dialect import ops as tk
-from .verify import arg_names
+from ..dialect.kernel import arg_names
 
 
 def kernels(module_op) -> list:

@@ -9,20 +9,16 @@ whose rows are a multiple of 16 bytes (tensor-map strides must be). tk-verify
 from __future__ import annotations
 
 from ..dialect import gl_root
+from ..dialect.attrs import int_attr
 from ..dialect.types import DYN, GL, ST, SV, Barrier
 from ..dtypes import itemsize
+from ..hopper.tma import box_problem, shared_kinds  # the rules the lowering applies
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
 
 
-def _int_attr(op, name: str):
-    from mlir import ir
-    a = op.attributes[name] if name in op.attributes else None
-    return a.value if isinstance(a, ir.IntegerAttr) else None
-
-
 def _at_least(op, name: str, attr: str, least: int, most: int | None = None):
-    n = _int_attr(op, attr)
+    n = int_attr(op, attr)
     if n is None or n < least or (most is not None and n > most):
         bound = f">= {least}" if most is None else f"in {least}..{most}"
         yield f"{name}: {attr} must be an integer {bound}, got {n if n is not None else 'none'}"
@@ -66,7 +62,6 @@ def tma_copy_problems(name, s, g, gl_value, kernel):
     `s` (a load: or sv, a one-row box) and gl `g`: one dtype, a TMA-able box,
     rows of 16 bytes, and a tensor map: the gl is a kernel argument or a
     slice of one."""
-    from ..lowering.tma import box_problem, shared_kinds  # the rules the lowering applies
     if isinstance(s, SV) and SV not in shared_kinds("tk." + name):
         yield f"{name}: TMA stores take an st, got an sv"
         return

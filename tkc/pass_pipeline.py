@@ -1,4 +1,10 @@
-"""Run a textual pass pipeline that mixes tk passes and upstream MLIR passes.
+"""The tk passes by name, and a textual pass pipeline that mixes them with
+upstream MLIR passes.
+
+This module sits above tkc.passes and tkc.lowering: `all_passes` is the
+registry of both (the passes register themselves with passes/registry.py's
+`register`; the lowering is registered here, so that tkc.lowering imports
+nothing from tkc.passes).
 
 A pipeline is a comma-separated list of entries, like mlir-opt's
 `--pass-pipeline` without the `builtin.module(...)` wrapper (which is accepted
@@ -13,7 +19,18 @@ from __future__ import annotations
 import re
 import sys
 
-from ..diagnostics import TkcError, TkcErrors  # noqa: F401  (TkcErrors re-exported)
+from .diagnostics import TkcError, TkcErrors  # noqa: F401  (TkcErrors re-exported)
+from .lowering import lower_module
+from .passes.registry import PASSES, PassInfo, register
+
+register("tk-lower-to-nvvm", "lower tk kernels to per-thread NVVM/LLVM in gpu.module @tkc")(lower_module)
+
+
+def all_passes() -> dict[str, PassInfo]:
+    """Every registered tk pass (importing the modules that define them)."""
+    from . import passes  # noqa: F401  (registers verify, layout selection, ...)
+    from .passes import grid_ordering, pipeline_staging  # noqa: F401  (need MLIR: imported here)
+    return dict(sorted(PASSES.items()))
 
 _OPEN = {"(": ")", "{": "}", "[": "]"}
 _WRAPPER = "builtin.module("
@@ -52,7 +69,6 @@ def run_pipeline(module, pipeline: str, *, print_ir_after_all: bool = False,
     With print_ir_after_all, the IR after each entry goes to `out` under a
     `// -----// IR Dump After <entry> //----- //` header, like mlir-opt.
     """
-    from .registry import all_passes
     passes = all_passes()
     for entry in split_pipeline(_unwrap(pipeline)):
         info = passes.get(entry)
@@ -98,7 +114,7 @@ def _first_line(text: str) -> str:
 
 def mlir_errors(e, prefix: str = "") -> TkcErrors:
     """A TkcErrors from an MLIRError's diagnostics (each message prefixed)."""
-    from ..diagnostics import where
+    from .diagnostics import where
     diags = getattr(e, "error_diagnostics", None) or []
     errors = [(where(d.location), prefix + _name_op(d)) for d in diags]
     return TkcErrors(errors or [("", prefix + _first_line(str(e)))])

@@ -1,0 +1,208 @@
+"""Typed readers of a kernel function's attributes (docs/tile-ir.md, "Kernel
+functions"): tk.arg_names, tk.dim_names, tk.divisible, tk.warps,
+tk.blocks_per_sm, tk.persistent, and which gl arguments the kernel writes.
+
+One reader per attribute, used by tk-verify, the passes, the lowering and the
+interpreter. The readers of names raise a located TkcError on a malformed
+attribute (the interpreter and the lowering may run without tk-verify), with
+the message tk-verify gives: both come from the `check_*` generators here.
+MLIR is imported inside the functions: importing this module needs none.
+"""
+from __future__ import annotations
+
+from ..diagnostics import TkcError, error
+from . import gl_root, walk
+from .attrs import int_attr
+from .types import DYN, GL, safe_view, view
+
+
+# ---------------------------------------------------------------- names
+
+def check_arg_names(name, attr, args):
+    """tk.arg_names: one distinct string per argument."""
+    if not strings(attr, len(args)):
+        yield (f"{name}: tk.arg_names must be an array of {len(args)} strings "
+               f"(one per argument), got {attr}")
+    elif len({n.value for n in attr}) != len(args):
+        yield f"{name}: tk.arg_names must be distinct, got {attr}"
+
+
+def arg_names(kernel) -> list[str]:
+    """Each argument's name, from tk.arg_names (argN without it). A malformed
+    attribute is a located TkcError, as for dim_names."""
+    args = kernel.regions[0].blocks[0].arguments
+    if "tk.arg_names" not in kernel.attributes:
+        return [f"arg{i}" for i in range(len(args))]
+    attr = kernel.attributes["tk.arg_names"]
+    for message in check_arg_names(f"kernel @{kernel.attributes['sym_name'].value}", attr, args):
+        raise error(kernel, message)
+    return [a.value for a in attr]
+
+
+def check_dim_names(name, attr, args):
+    """tk.dim_names: per argument 4 strings for a gl, none for a scalar; a name
+    ("" = unnamed) only on a runtime dim, since it is checked at launch."""
+    from mlir import ir
+    if not (isinstance(attr, ir.ArrayAttr) and len(attr) == len(args)):
+        yield (f"{name}: tk.dim_names must be an array of {len(args)} arrays "
+               f"(one per argument), got {attr}")
+        return
+    for i, (entry, arg) in enumerate(zip(attr, args)):
+        g = safe_view(arg)
+        n = 4 if isinstance(g, GL) else 0
+        if not strings(entry, n):
+            yield (f"{name}: tk.dim_names entry {i} must be an array of {n} strings "
+                   f"({'one per gl dim' if n else 'a scalar has no dims'}), got {entry}")
+            continue
+        for axis, dim_name, size in zip("bdrc", entry, g.dims if n else ()):
+            if dim_name.value and size != DYN:
+                yield (f"{name}: argument {i} dim {axis} is static ({size}) but named "
+                       f"{dim_name.value!r}: names are for runtime dims")
+
+
+def check_divisible(name, attr, kernel):
+    """tk.divisible: {key = positive int}; a key is a dim name of tk.dim_names
+    ("K") or an argument's dim ("a.c", the grid language's spelling). A
+    relation {Hq = "Hkv"} pairs two dim names: Hq a multiple of Hkv."""
+    from mlir import ir
+    if not isinstance(attr, ir.DictAttr):
+        yield f"{name}: tk.divisible must be a dictionary {{name = multiple}}, got {attr}"
+        return
+    names = {n for dims in lenient(dim_names, kernel) for n in dims if n}
+    known = names | {f"{a}.{axis}" for a in lenient(gl_arg_names, kernel) for axis in "bdrc"}
+    for entry in attr:
+        if isinstance(entry.attr, ir.StringAttr):
+            if entry.name not in names or entry.attr.value not in names:
+                yield (f"{name}: tk.divisible[{entry.name}] = {entry.attr} relates two dims: "
+                       f"both must be dim names (of tk.dim_names: {sorted(names)})")
+            continue
+        if not positive_int(entry.attr):
+            yield f"{name}: tk.divisible[{entry.name}] must be a positive integer, got {entry.attr}"
+        if entry.name not in known:
+            yield (f"{name}: tk.divisible names {entry.name!r}, which is neither a dim name "
+                   "nor a gl argument's dim (like a.c)")
+
+
+def gl_arg_names(kernel) -> dict[str, int]:
+    """{name: argument index} of a kernel's gl arguments."""
+    args = kernel.regions[0].blocks[0].arguments
+    return {n: i for i, (n, a) in enumerate(zip(arg_names(kernel), args))
+            if isinstance(safe_view(a), GL)}
+
+
+def lenient(reader, kernel):
+    """reader(kernel), or empty when its attribute is malformed (tk-verify
+    reports that attribute on its own)."""
+    try:
+        return reader(kernel)
+    except TkcError:
+        return []
+
+
+def declared_divisible(kernel) -> dict[str, int]:
+    """tk.divisible's numbers as {dim name: multiple} ({} without it)."""
+    return {k: v for k, v in _declared(kernel).items() if isinstance(v, int)}
+
+
+def declared_multiples(kernel) -> list[list[str]]:
+    """tk.divisible's relations as [[dim name, dim name it is a multiple of], ...]."""
+    return [[k, v] for k, v in _declared(kernel).items() if isinstance(v, str)]
+
+
+def _declared(kernel) -> dict:
+    if "tk.divisible" not in kernel.attributes:
+        return {}
+    name = f"kernel @{kernel.attributes['sym_name'].value}"
+    for message in check_divisible(name, kernel.attributes["tk.divisible"], kernel):
+        raise error(kernel, message)
+    return {e.name: e.attr.value for e in kernel.attributes["tk.divisible"]}
+
+
+def dim_names(kernel) -> list[list[str | None]]:
+    """Per argument of a kernel, its dims' names (None = unnamed; [] for a scalar),
+    from tk.dim_names (every dim unnamed without it). A malformed attribute is a
+    located TkcError: the interpreter and the lowering may run without tk-verify."""
+    args = kernel.regions[0].blocks[0].arguments
+    attr = kernel.attributes["tk.dim_names"] if "tk.dim_names" in kernel.attributes else None
+    if attr is None:
+        return [[None] * 4 if isinstance(safe_view(a), GL) else [] for a in args]
+    name = f"kernel @{kernel.attributes['sym_name'].value}"
+    for message in check_dim_names(name, attr, args):
+        raise error(kernel, message)
+    return [[s.value or None for s in entry] for entry in attr]
+
+
+def positive_int(attr) -> bool:
+    from mlir import ir
+    return isinstance(attr, ir.IntegerAttr) and attr.value > 0
+
+
+def strings(attr, n: int) -> bool:
+    from mlir import ir
+    return (isinstance(attr, ir.ArrayAttr) and len(attr) == n
+            and all(isinstance(a, ir.StringAttr) for a in attr))
+
+
+# ---------------------------------------------------------------- launch shape
+
+def kernel_warps(kernel) -> int | None:
+    """The kernel's tk.warps (default 1), None when it is not a positive int."""
+    if kernel is None or "tk.warps" not in kernel.attributes:
+        return 1 if kernel is not None else None
+    a = kernel.attributes["tk.warps"]
+    return a.value if positive_int(a) else None
+
+
+def kernel_blocks(kernel) -> int:
+    """tk.blocks_per_sm of the kernel (default 1; 1 too when malformed, which
+    the shared-memory plan reports)."""
+    b = int_attr(kernel, "tk.blocks_per_sm") if kernel is not None else None
+    return b if isinstance(b, int) and 1 <= b <= 32 else 1
+
+
+def blocks_per_sm(func_op) -> int:
+    """tk.blocks_per_sm of the kernel (default 1); a located error when it is
+    not an integer in 1..32."""
+    op = getattr(func_op, "operation", func_op)
+    if "tk.blocks_per_sm" not in op.attributes:
+        return 1
+    a = op.attributes["tk.blocks_per_sm"]
+    n = int_attr(op, "tk.blocks_per_sm") or 0
+    if not 1 <= n <= 32:
+        raise error(op, f"tk.blocks_per_sm must be an integer in 1..32, found {a}")
+    return n
+
+
+def is_zigzag(fn) -> bool:
+    """Whether the kernel's tk.persistent is "zigzag" (its work items dealt
+    in rounds, forwards and backwards) rather than the unit attribute."""
+    from mlir import ir
+    a = fn.attributes["tk.persistent"] if "tk.persistent" in fn.attributes else None
+    return isinstance(a, ir.StringAttr) and a.value == "zigzag"
+
+
+# ---------------------------------------------------------------- gl arguments
+
+# ops that write a gl: (op name, operand index of the gl)
+WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
+          "tk.pipeline_store": 0, "tk.store_join": 0}
+
+
+def written(op) -> set[int]:
+    """The indices of the gl arguments the kernel writes."""
+    args = op.regions[0].blocks[0].arguments
+    return {arg_index(inner, inner.operands[WRITES[inner.name]], args)
+            for inner in walk(op) if inner.name in WRITES
+            and isinstance(view(inner.operands[WRITES[inner.name]].type), GL)}
+
+
+def arg_index(op, value, args) -> int:
+    """Which kernel argument the gl operand `value` is, or is a slice of."""
+    from mlir import ir
+    value = gl_root(value)[0]
+    if isinstance(value, ir.BlockArgument):
+        for i, a in enumerate(args):
+            if a == value:
+                return i
+    raise error(op, "a gl operand must be a kernel argument "
+                    "(gl values cannot be created or carried through loops)")

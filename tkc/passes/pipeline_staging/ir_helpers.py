@@ -1,0 +1,148 @@
+"""tk-pipeline-staging's IR helpers: where things are (a value's alloc and
+root tile, an op's block and neighbours, the shared tiles an op writes), the
+producer's copy of a computation (`recompute`), and two small builders (an
+scf.if without results, the tk.staged attribute).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import scf
+
+from ...diagnostics import error
+from ...dialect import walk
+from ...dialect.attrs import alloc_stages
+from ...dialect.types import ST, view
+from ...dtypes import itemsize
+from ..rewrite import backward_slice, clone_ops, i64, located
+
+SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
+
+
+def recompute(mapping, values, op, varying=None) -> list:
+    """values as the producer sees them: their pure computation cloned here.
+    With `varying` (a loop variable), only the part that does not depend on
+    it is cloned (hoisted out of that loop)."""
+    try:
+        ops = backward_slice(values, stop=lambda v: v in mapping or (varying is not None and v == varying))
+    except ValueError as e:
+        culprit, why = e.args[0]
+        raise error(op, "the producer cannot compute this load's coordinates or loop bounds: "
+                        f"they depend on {why}{located(culprit)}") from None
+    if varying is not None:
+        ops = [o for o in ops if not depends(o, varying, ops)]
+    clone_ops(ops, mapping)
+    return [mapping.get(v) for v in values]
+
+
+def depends(op, value, among) -> bool:
+    """Whether op's result depends on `value` through the ops `among`."""
+    producers = {r: o for o in among for r in o.results}
+    todo, seen = list(op.operands), set()
+    while todo:
+        v = todo.pop()
+        if v == value:
+            return True
+        o = producers.get(v)
+        if o is not None and o not in seen:
+            seen.add(o)
+            todo.extend(o.operands)
+    return False
+
+
+def for_view(op):
+    """The scf.ForOp view of an scf.for Operation."""
+    return op.opview if hasattr(op, "opview") else op
+
+
+def alloc_of(value):
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def stages_of(alloc) -> int:
+    return alloc_stages(alloc)
+
+
+def terminator(block):
+    return list(block.operations)[-1].operation
+
+
+def next_op(op):
+    ops = [o.operation for o in block_of(op).operations]
+    return ops[ops.index(op) + 1]
+
+
+def prev_op(op):
+    """The op before `op` in its block, or None."""
+    ops = [o.operation for o in block_of(op).operations]
+    i = ops.index(op)
+    return ops[i - 1] if i else None
+
+
+def block_of(op):
+    parent = op.parent
+    for region in parent.regions:
+        for block in region.blocks:
+            if any(o.operation == op for o in block.operations):
+                return block
+    raise ValueError("op not found in its parent")
+
+
+class if_then:
+    """`with if_then(cond):` builds an scf.if without results at the insertion point."""
+
+    def __init__(self, cond):
+        self.cond = cond
+
+    def __enter__(self):
+        self.op = scf.IfOp(self.cond, [], has_else=False)
+        self.ip = ir.InsertionPoint(self.op.then_block)
+        self.ip.__enter__()
+        return self.op
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            scf.YieldOp([])
+        self.ip.__exit__(*exc)
+        return False
+
+
+def staged_attr(stages: int, role: str):
+    return ir.DictAttr.get({"stages": i64(stages), "role": ir.StringAttr.get(role)})
+
+
+def walk_block(block):
+    for op in block.operations:
+        op = op.operation
+        yield op
+        yield from walk(op)
+
+
+def gl_arg(value):
+    """The kernel argument a gl value is (a slice of)."""
+    while getattr(alloc_of(value), "name", "") == "tk.gl_slice":
+        value = alloc_of(value).operands[0]
+    return value
+
+
+def root_alloc(value):
+    """The tk.alloc a shared value is a slot or view of."""
+    while True:
+        owner = alloc_of(value)
+        if getattr(owner, "name", "") in ("tk.subtile", "tk.stage"):
+            value = owner.operands[0]
+        else:
+            return value
+
+
+def written_allocs(op) -> set:
+    """The allocs (roots) op writes, with everything nested in it."""
+    out = set()
+    for o in [op, *walk(op)]:
+        if o.name in SHARED_WRITES and isinstance(view(o.operands[0].type), ST):
+            out.add(root_alloc(o.operands[0]))
+    return out
+
+
+def tile_bytes(t) -> int:
+    return t.rows * t.cols * itemsize(t.dtype)

@@ -1,0 +1,142 @@
+"""The rewrite of one kernel: Staging splits the warps into producer and
+consumers and writes the barriers; its mixins hold each side (budget.py,
+consumer.py, stores.py, producer.py).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from ...diagnostics import error, where
+from ...dialect import ops as tk
+from ...dialect.attrs import pipeline_options
+from ...dialect.types import Barrier, view
+from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP
+from ..rewrite import backward_slice, entry, hoist_prologue, i64, index, is_prologue, located
+from .analysis import Found
+from .budget import Budget
+from .consumer import Consumer
+from .ir_helpers import alloc_of, for_view, terminator, tile_bytes
+from .producer import Producer
+from .stores import Stores
+
+OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
+
+
+class Staging(Budget, Consumer, Stores, Producer):
+    """The producer/consumer form of one kernel's pipeline (Found)."""
+
+    def __init__(self, f: Found):
+        self.f, self.fn = f, f.fn
+        self.cw = f.warps                                   # consumer warps
+        self.whole = self.cw % WARPGROUP == 0               # consumers are warpgroups
+        self.total = self.cw + (WARPGROUP if self.whole else 1)
+        self.opts = pipeline_options(f.loop) if f.loop is not None else {}
+        self.persistent = f.items is not None
+        self.has_producer = bool(f.ring_loads or f.once_loads)
+        self.once_slots = 2 if self.persistent else 1   # a once-loaded tile's slots
+        self.loc = f.loop.location if f.loop is not None else self.fn.location
+        self.bands = {}   # stored tile -> band rows, when every warp stores its own band
+        self.drain = []   # the ops that end the consumers' pipelined loop
+        self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
+        self.issues = []  # the branches issuing TMA stores (a store right after one joins it)
+        self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
+        self.store_warp = self._store_warp_choice()
+        self.out_slots = self.opts.get("store_slots") or OUTPUT_STAGES   # a stored tile's slots
+
+    def build(self) -> None:
+        first = hoist_prologue(self.fn)
+        if not self.has_producer:
+            self._stores_only()
+            return
+        self._once_loads_slots()
+        self.stages = self._choose_stages()
+        self.registers = self._split_registers()
+        with ir.InsertionPoint(first), self.loc:
+            self._barriers()
+            branch = self._split()
+        self._producer(branch)  # first: it reads the loads the consumers' rewrite removes
+        self._consumers(branch)
+        self.fn.attributes["tk.warps"] = i64(self.total)
+
+    def _stores_only(self) -> None:
+        """No loads: every warp stays a consumer; stores use the block barrier."""
+        self.sync = {}
+        self._publish()
+        self._epilogue(self.f.body)
+        with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:
+            self._store_wait(0)
+
+    def _store_warp_choice(self) -> bool:
+        """Whether the loop's stores go through a store warp: where the author
+        asks (tkc.range(store_warp=True)); where it cannot be, a located error
+        saying why. Not the default: it measured faster for the attention
+        backward's dQ and slower for the linear attention's outputs."""
+        if not self.opts.get("store_warp"):
+            return False
+        why = None
+        if not self.f.loop_stores:
+            why = "this loop has no tma.store"
+        elif not self.whole:
+            why = ("the consumers are not whole warpgroups, so the producer is a single warp "
+                   "and has no warp to spare")
+        elif self.persistent:
+            why = "the kernel is persistent (the store warp walks one work item's loop)"
+        else:
+            known = [*entry(self.fn).arguments, for_view(self.f.loop).induction_variable]
+            for op in self.f.loop_stores:
+                try:
+                    backward_slice([op.operands[0], *list(op.operands)[2:]], stop=lambda v: v in known)
+                except ValueError as e:
+                    culprit, what = e.args[0]
+                    why = (f"the store at {where(op)} has coordinates the store warp cannot "
+                           f"compute: they depend on {what}{located(culprit)}")
+                    break
+        if why:
+            raise error(self.f.loop, f"store_warp=True cannot be honoured: {why}")
+        return True
+
+    def _barriers(self) -> None:
+        b = Barrier().mlir()
+        self.full = self.empty = None
+        if self.stages:
+            self.full = tk.alloc(b, self.stages)
+            self.empty = tk.alloc(b, self.stages)
+            tk.init_barrier(self.full, 1)
+            tk.init_barrier(self.empty, self.cw)
+            for op in self.f.ring_loads:
+                alloc_of(op.operands[0]).attributes["stages"] = i64(self.stages)
+        self.once = {}
+        for op in self.f.once_loads:
+            full, empty = (tk.alloc(b, self.once_slots) if self.once_slots > 1 else tk.alloc(b)
+                           for _ in range(2))
+            tk.init_barrier(full, 1)
+            tk.init_barrier(empty, self.cw)
+            self.once[op] = (full, empty)
+        self.stage_bytes = sum(tile_bytes(view(op.operands[0].type)) for op in self.f.ring_loads)
+        if self.store_warp:  # rings over the output slots: written (per store), read
+            self.store_full = [tk.alloc(b, self.out_slots) for _ in self.f.loop_stores]
+            for bar in self.store_full:
+                tk.init_barrier(bar, self.cw)
+            self.store_empty = tk.alloc(b, self.out_slots)
+            tk.init_barrier(self.store_empty, 1)
+            if any(op in self.f.loop_stores for op in self._published()):
+                self.drained = tk.alloc(b)   # the store warp's writes have completed
+                tk.init_barrier(self.drained, 1)
+
+    def _split(self):
+        """scf.if warpid >= cw {producer} else {consumers}, with every
+        non-prologue op of the entry block moved into the else branch."""
+        ops = [o.operation for o in entry(self.fn).operations]
+        is_producer = arith.cmpi(arith.CmpIPredicate.uge, tk.worker_id("warpid"), index(self.cw))
+        branch = scf.IfOp(is_producer, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            y = scf.YieldOp([])
+        for o in ops[:-1]:
+            if not is_prologue(o):
+                o.move_before(y)
+        if not self.persistent:
+            self.f.body = branch.else_block  # the per-item code now lives there
+        return branch

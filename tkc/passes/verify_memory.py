@@ -1,0 +1,259 @@
+"""tk-verify rules of the memory ops (docs/tile-ir.md): alloc, load / store
+(ragged, split / joined, element accesses of an i32 gl), gl_slice, the group
+copies and atomic_add. tk-verify (verify.py) calls
+`CHECKS[name](op, name, ins, outs, kernel)` per op, and asks `index_use` and
+`slice_use_problem` of every op (an i32 gl and a gl slice are only used
+in some ways).
+"""
+from __future__ import annotations
+
+from ..dialect import gl_root, is_index_load
+from ..dialect.kernel import kernel_warps
+from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier
+from ..hopper import lanes
+from . import verify_block as block_rules
+from .verify_messages import describe as _desc, need as _need, op_name as _name
+
+SCALAR_ARGS = ("f32", "i32")               # scalar kernel arguments, and what an element access moves
+IDX_COUNT = {GL: (4,), ST: (2,), SV: (0, 1)}  # the indices a register transfer takes, per memory
+
+
+def _check_atomic_add(op, name, ins, outs, kernel):
+    """atomic_add(gl<i32>, scratch sv, b, d, r, c, after gls...) -> i32."""
+    from mlir import ir
+    if not (isinstance(ins[0], GL) and ins[0].dtype == "i32"):
+        yield f"{name}: adds into an i32 gl (a counter), got {_desc(ins[0])}"
+    if len(ins) < 6 or not isinstance(ins[1], SV) or ins[1].dtype != "f32":
+        yield f"{name}: needs an sv<f32> scratch and 4 coordinates (b, d, r, c)"
+        return
+    if any(not isinstance(g, GL) for g in ins[6:]):
+        yield f"{name}: after= takes gls, got {', '.join(_desc(g) for g in ins[6:])}"
+    value = op.attributes["value"] if "value" in op.attributes else None
+    if not isinstance(value, ir.IntegerAttr):
+        yield f"{name}: value must be an integer attribute, got {value}"
+    yield from block_rules.check_sync_attributes(op, kernel)
+
+
+def _check_alloc(op, name, ins, outs, kernel):
+    yield from _need(name, "result", outs[0], (ST, SV, Barrier), "an st, sv or barrier")
+    yield from block_rules.check_alloc_stages(op)
+    parent = op.parent
+    if (parent is None or parent.name != "func.func"
+            or op.block != parent.regions[0].blocks[0] or kernel is None):
+        yield "alloc: must be in the kernel function's entry block (not in a loop or branch)"
+
+
+def _check_load(op, name, ins, outs, kernel):
+    from mlir import ir
+    fill = op.attributes["fill"] if "fill" in op.attributes else None
+    if fill is not None and not isinstance(fill, ir.FloatAttr):
+        yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {fill}"
+    yield from _check_ragged(op, "load", ins[0], "fill", len(ins) - 1, outs[0], op.results[0])
+
+
+def _check_store(op, name, ins, outs, kernel):
+    if "add" in op.attributes and not (isinstance(ins[0], GL) and ins[0].dtype == "f32"
+                                       and isinstance(ins[1], (RT, RV))):
+        yield (f"store: add (an atomic reduce-add) writes a tile or vector into an f32 gl, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}")
+    if "deinterleave" in op.attributes and not (isinstance(ins[0], ST) and ins[0].dtype == "f32"
+                                                and isinstance(ins[1], RT) and ins[1].dtype == "f32"
+                                                and ins[1].layout == "row"):
+        yield (f"store: deinterleave (stmatrix of f32 pairs) writes an f32 row-layout rt into an f32 st, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}")
+    if "packed" in op.attributes and not ("add" in op.attributes and isinstance(ins[1], RT)
+                                          and ins[1].dtype == "f32" and ins[1].layout == "row"):
+        yield (f"store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
+               f"got {_desc(ins[1])} into {_desc(ins[0])}{'' if 'add' in op.attributes else ' without add'}")
+    if "packed" in op.attributes and "c" in gl_root(op.operands[0])[1]:
+        yield ("store: packed adds 16 aligned bytes a lane: not through a gl sliced along its columns "
+               "(the slice's start may not be a multiple of 4)")
+    yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
+
+
+# load's and store's ragged forms: (the attribute, what the access does past the edge)
+_RAGGED = {"fill": ("a ragged load", "a gl source", "load"), "clip": ("a ragged store", "a gl destination", "store")}
+
+
+def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
+    """The attributes of load/store (bound: fill or clip; elements), then the
+    transfer: one f32 element, or a tile or vector."""
+    what, needs, verb = _RAGGED[bound]
+    if bound in op.attributes and not isinstance(mem, GL):
+        yield f"{name}: {bound} ({what}) needs {needs}: shared tiles have no ragged edge"
+    if "elements" in op.attributes and bound not in op.attributes:
+        yield f"{name}: element coordinates (elements) need {bound}: such a {verb} may reach past the gl's edges"
+    if str(reg_value.type) in SCALAR_ARGS:
+        yield from _check_element(op, name, mem, n_idx, bound, str(reg_value.type))
+        return
+    yield from _check_transfer(name, mem, reg, n_idx, ragged=bound in op.attributes)
+
+
+def _check_split(op, mem, pair, n_idx, bound):
+    """load_split / store_join: a gl or st tile of twice the rt's width, as load/store."""
+    name = _name(op)
+    if pair[0] != pair[1] or not isinstance(pair[0], RT):
+        yield f"{name}: the even and odd tiles must be rt of one type, got {_desc(pair[0])} and {_desc(pair[1])}"
+        return
+    if not isinstance(mem, (GL, ST)):
+        yield f"{name}: needs a gl or st, got {_desc(mem)}"
+        return
+    want = 4 if isinstance(mem, GL) else 2
+    if n_idx != want:
+        yield f"{name}: {_KIND[type(mem)]} takes {want} indices, got {n_idx}"
+    if isinstance(mem, ST):
+        for attr in (bound, "elements"):
+            if attr in op.attributes:
+                yield f"{name}: {attr} needs a gl: shared tiles have no ragged edge"
+        if mem.rows % pair[0].rows or mem.cols % (2 * pair[0].cols):
+            yield (f"{name}: {_desc(pair[0])} pairs are not a subtile of {_desc(mem)} (the st's shape "
+                   f"must be a multiple of {pair[0].rows}x{2 * pair[0].cols})")
+        return
+    if "elements" in op.attributes and bound not in op.attributes:
+        yield f"{name}: element coordinates (elements) need {bound}"
+    yield from _gl_divides(name, mem, pair[0], bound in op.attributes, k=2)
+
+
+# ops whose gl operand may be a slice, and what they need then
+_SLICE_OK = ("tk.dim", "tk.gl_slice", "tk.tma_load", "tk.pipeline_load")
+
+
+_SLICE_RAGGED = {"tk.load": "fill", "tk.load_split": "fill", "tk.store": "clip", "tk.store_join": "clip"}
+
+
+def slice_use_problem(op) -> str | None:
+    """Accesses through a gl slice stop at its edges: register loads and stores
+    must be ragged (fill/clip); a TMA or group store cannot clip to it."""
+    if op.name in _SLICE_OK or not any(gl_root(v)[1] for v in op.operands):
+        return None
+    if op.name == "tk.tma_store_add" or (op.name == "tk.pipeline_store" and "add" in op.attributes):
+        return None  # adds its whole box: zeros past the slice's end (the interpreter checks)
+    bound = _SLICE_RAGGED.get(op.name)
+    if bound is None:
+        return ("a gl slice is read by TMA loads and by ragged register loads, and written by "
+                "ragged register stores (clip=True) and TMA adds: this op cannot stop at its edges")
+    if bound not in op.attributes:
+        return (f"an access through a gl slice must stop at its edges: give {bound}= "
+                f"({'fill=value' if bound == 'fill' else 'clip=True'})")
+    return None
+
+
+def _check_gl_slice(op, name, ins, outs, kernel):
+    src, out = ins[0], outs[0]
+    if not isinstance(src, GL):
+        yield f"gl_slice: the source must be a gl, got {_desc(src)}"
+        return
+    axis = op.attributes["axis"].value
+    dims = list(src.dims)
+    dims["bdrc".index(axis)] = DYN
+    want = GL(src.dtype, *dims)
+    if out != want:
+        yield f"gl_slice: the result must be {_desc(want)} (the source with a runtime {axis}), got {_desc(out)}"
+
+
+def index_use(op) -> bool:
+    """The uses an i32 gl allows: one-element loads of an i32, its dims, slices."""
+    return op.name in ("tk.dim", "tk.gl_slice", "tk.atomic_add") or is_index_load(op)
+
+
+def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
+    """One element to or from a gl: element coordinates, bounds-checked; an
+    f32 with a float gl, an i32 loaded from an i32 gl."""
+    if not isinstance(mem, GL):
+        yield f"{name}: one element (an f32) moves to or from a gl, got {_desc(mem)}"
+    elif (mem.dtype == "i32") != (scalar == "i32"):
+        yield (f"{name}: one element of a {mem.dtype} gl is {'an i32' if mem.dtype == 'i32' else 'an f32'}"
+               f", got {scalar}")
+    elif scalar == "i32" and name != "load":
+        yield f"{name}: an i32 gl is read, never written (but by atomic_add)"
+    if n_idx != 4:
+        yield f"{name}: a gl takes 4 indices, got {n_idx}"
+    if "elements" not in op.attributes or bound not in op.attributes:
+        yield f"{name}: one element needs element coordinates (elements) and {bound}"
+
+
+# memory kind -> the register kinds load and store move to and from it
+_TRANSFERS = {GL: (RT, RV), ST: (RT,), SV: (RV,)}
+
+
+_KIND = {GL: "a gl", ST: "an st", SV: "an sv", RT: "an rt", RV: "an rv"}
+
+
+def _check_transfer(name, mem, reg, n_idx, ragged=False):
+    """load (mem -> reg) and store (reg -> mem): kinds, index count, shapes."""
+    side = "source" if name == "load" else "destination"
+    value = "result" if name == "load" else "x"
+    if type(mem) not in _TRANSFERS:
+        yield f"{name}: {side} must be a gl, st or sv, got {_desc(mem)}"
+        return
+    allowed = _TRANSFERS[type(mem)]
+    if not isinstance(reg, allowed):
+        kinds = " or ".join(_KIND[k] for k in allowed)
+        yield f"{name}: {value} must be {kinds} with {_KIND[type(mem)]}, got {_desc(reg)}"
+        return
+    want = IDX_COUNT[type(mem)]
+    if n_idx not in want:
+        yield f"{name}: {_KIND[type(mem)]} takes {' or '.join(map(str, want))} indices, got {n_idx}"
+    yield from _transfer_shapes(name, mem, reg, ragged)
+
+
+def _transfer_shapes(name, mem, reg, ragged=False):
+    if isinstance(mem, ST):
+        if mem.rows % reg.rows or mem.cols % reg.cols:
+            yield (f"{name}: {_desc(reg)} is not a subtile of {_desc(mem)} "
+                   f"(the st's shape must be a multiple of the rt's)")
+    elif isinstance(mem, SV):
+        if mem.length % reg.length:
+            yield f"{name}: {_desc(reg)} is not a piece of {_desc(mem)} (its length must divide the sv's)"
+    else:
+        yield from _gl_divides(name, mem, reg, ragged)
+
+
+def _gl_divides(name, g, t, ragged=False, k=1):
+    """A static gl dim must be a multiple of the tile extent used on it (of
+    the access width on c for a ragged access: hopper.lanes.extents)."""
+    extents = dict(zip("rc", lanes.extents(t, g.dtype, ragged, k)[2:]))
+    for dim, ext in extents.items():
+        size = getattr(g, dim)
+        if size != DYN and size % ext:
+            yield (f"{name}: gl dim {dim} = {size} is not a multiple of the "
+                   f"{_desc(t)} extent {ext}")
+
+
+def _check_group(op, name, ins, outs, kernel):
+    """group_load(dst: st|sv, src: gl, 4 idx) and group_store(dst: gl, src: st|sv, 4 idx)."""
+    g, s = (ins[1], ins[0]) if name == "group_load" else (ins[0], ins[1])
+    shared = "dst" if name == "group_load" else "src"
+    if not isinstance(s, (ST, SV)):
+        yield f"{name}: {shared} must be an st or sv, got {_desc(s)}"
+    elif isinstance(g, GL):
+        if g.dtype != s.dtype:
+            yield f"{name}: gl and {_desc(s)} must have one dtype, got {g.dtype} and {s.dtype}"
+        yield from _gl_divides(name, g, s)
+    if len(ins) - 2 != 4:
+        yield f"{name}: takes 4 indices (b, d, r, c), got {len(ins) - 2}"
+    yield from _check_group_warps(op, name, kernel)
+
+
+def _check_group_warps(op, name, kernel):
+    from mlir import ir
+    w = op.attributes["warps"]
+    if not (isinstance(w, ir.IntegerAttr) and w.value >= 1):
+        yield f"{name}: warps must be >= 1, got {w}"
+        return
+    total = kernel_warps(kernel)
+    if total is not None and total % w.value:
+        yield f"{name}: warps = {w.value} must divide the kernel's tk.warps = {total}"
+
+
+CHECKS = {
+    "load_split": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], outs, len(ins) - 1, "fill"),
+    "store_join": lambda op, name, ins, outs, kernel: _check_split(op, ins[0], ins[1:3], len(ins) - 3, "clip"),
+    "alloc": _check_alloc,
+    "atomic_add": _check_atomic_add,
+    "load": _check_load,
+    "store": _check_store,
+    "group_load": _check_group,
+    "group_store": _check_group,
+    "gl_slice": _check_gl_slice,
+}
