@@ -39,10 +39,12 @@ def _operands(N: int, L: int, device: torch.device) -> tuple[Tensor, ...]:
                  for x in operands(N, L))
 
 
-# A block's constants (the DFT matrices, twiddles, its channels' filter) cost
-# about a third of one batch pair's work to load (B16 D768 L 1k on the H200:
-# 39 µs for 8 pairs a block); _pairs weighs them against idle SMs.
-SETUP_PAIRS = 1 / 3
+# A block's setup (loading the DFT matrices, twiddles and its channels'
+# filter, filling and draining its ring) costs about one batch pair's work:
+# fitted to the kernel's times on the H200 at B 16, D 768, N 1024 with 8 / 4 /
+# 2 / 1 pairs a block (1 / 2 / 3 / 6 waves): 39.8 / 43.6 / 41.5 / 53.5 µs
+# = waves x (pairs + 1) x 4.4 µs. _pairs weighs it against idle SMs.
+SETUP_PAIRS = 1.0
 
 
 def _pairs(groups: int, B: int, sms: int) -> int:
