@@ -98,3 +98,15 @@ def test_batch_split_gives_the_same_outputs(N):
         outs.append(y[:B])
     assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
     assert rel_err(outs[0], reference(u, k, N)) < 1e-2
+
+
+def test_three_consumer_warpgroups_at_d768():
+    """D 768 at N 1024 (circular and causal): the op picks the kernel with
+    three consumer warpgroups (128 blocks of 6 channels fill the SMs)."""
+    import tkc
+    from tkc.torchops.long_conv import _schedule
+    assert _schedule(1024, 768, 4, 132)[0] == 3
+    for L in (1024, 512):
+        u, k = inputs(4, 768, L, 1024)
+        y = tkc.fftconv(u, tkc.fftconv_filter(k, 1024))
+        assert rel_err(y, reference(u, k, 1024)) < 1e-2

@@ -78,4 +78,7 @@ def library():
         hedgehog(),                             # tkc.hedgehog
         # tkc.fftconv: circular at N 1024, 2048, 4096 and causal (L = N / 2)
         *(fftconv(N, L) for N in (1024, 2048, 4096) for L in (N, N // 2)),
+        # ... and with one consumer warpgroup fewer, where a block still has two
+        # (tkc.fftconv's pick when that fills the SMs better: D 768 at N 1024)
+        *(fftconv(N, L, consumers=3) for N in (1024, 2048) for L in (N, N // 2)),
     ]

@@ -113,9 +113,10 @@ def filter_layout(kf, N: int):
     return kf.reshape(*kf.shape[:-1], N2, N1).swapaxes(-1, -2)
 
 
-def block_channels(N: int) -> int:
-    """Channels a block owns (D must be a multiple)."""
-    return 64 * CONSUMERS[N] // split(N)[0]
+def block_channels(N: int, consumers: int | None = None) -> int:
+    """Channels a block of `consumers` warpgroups (default CONSUMERS[N]) owns
+    (D must be a multiple)."""
+    return 64 * (consumers or CONSUMERS[N]) // split(N)[0]
 
 
 def fftconv(N: int = 1024, L: int | None = None, consumers: int | None = None, stages="auto"):
