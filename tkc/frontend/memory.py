@@ -281,7 +281,7 @@ def subtile(x, rows: int, cols: int, coords=(0, 0)):
     ThunderKittens' subtile_inplace: a view, no data moves. An st view may sit
     at run-time coords (`subtile(a_s, 64, 64, (warpgroupid(), 0))`); an rt
     view needs int coords (registers are not indexed at run time)."""
-    from ..passes.verify_block import subtile_problems
+    from ..hopper.shared import subtile_problems
     if not isinstance(x, (Reg, Shared)) or not (isinstance(x, Shared) and isinstance(x.view, ST)
                                                 or isinstance(x, Reg) and x.is_tile):
         raise fail(f"subtile: x must be an st or rt, got {_name(x)}")

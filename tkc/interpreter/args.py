@@ -14,7 +14,7 @@ import numpy as np
 
 from ..diagnostics import TkcError, error
 from ..dialect.types import GL, view
-from ..passes.verify import arg_names, dim_names
+from ..dialect.kernel import arg_names, dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",),
                 "i32": ("int32",)}

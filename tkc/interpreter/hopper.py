@@ -28,7 +28,7 @@ import numpy as np
 from ..diagnostics import error
 from ..dialect.types import GL, Barrier, view
 from ..dtypes import itemsize
-from ..passes.verify_block import ring_stages
+from ..dialect.attrs import ring_stages
 from .gl import whole
 from .program import Step, handler
 from .syncs import block_sync
@@ -211,7 +211,7 @@ def _tma_store_wait(c, op):
 # ---- TMA
 
 def tma_types(op, st_value, gl_value):
-    from ..lowering.tma import shared_kinds  # the rule the lowering applies
+    from ..hopper.tma import shared_kinds  # the rule the lowering applies
     st, gl = view(st_value.type), view(gl_value.type)
     _expect(isinstance(st, shared_kinds(op.name)) and isinstance(gl, GL), op,
             f"moves between an st (or, loading, an sv) and a gl, got {st_value.type} and {gl_value.type}")

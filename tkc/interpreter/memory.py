@@ -145,7 +145,7 @@ def clipped(op, coords, shape, full, width: int, elements: bool = False,
 def access_width(t, gl_t, k: int = 1) -> int:
     """Elements per GPU memory access of a ragged access of t (requirements.extents;
     k = 2 for a split or joined pair)."""
-    from ..lowering.requirements import extents
+    from ..hopper.lanes import extents
     return extents(t, gl_t.dtype, True, k)[3]
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..diagnostics import error
 from ..dialect.types import RT, ST, SV, Barrier
-from ..passes.verify_block import MAX_STAGES, constant, ring_stages, subtile_problems
+from ..dialect.attrs import MAX_STAGES, constant, ring_stages
+from ..hopper.shared import subtile_problems
 from .operands import expect, tview
 from .program import handler
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from mlir import ir
 
 from ..diagnostics import TkcError, error, where
-from ..passes.verify_block import checked_sync_group
+from ..hopper.sync import checked_sync_group
 from .gl import whole
 from .program import Step, handler
 

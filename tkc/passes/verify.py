@@ -14,7 +14,6 @@ from __future__ import annotations
 from ..dialect.attrs import constant
 from ..dialect.kernel import (check_arg_names, check_dim_names, check_divisible, gl_arg_names, lenient,
                               positive_int, strings, written)
-from ..dialect.kernel import arg_names, dim_names  # noqa: F401  (tkc.interpreter.args reads them here)
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, safe_view, view
 from ..diagnostics import TkcErrors, where

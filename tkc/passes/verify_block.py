@@ -14,7 +14,7 @@ from ..dialect.attrs import MAX_STAGES, PIPELINE_KEYS, constant, int_attr, pipel
 from ..dialect.kernel import is_zigzag, kernel_warps
 from ..dialect.types import RT
 from ..hopper.shared import subtile_problems
-from ..hopper.sync import checked_sync_group, sync_problems  # noqa: F401  (checked_sync_group: the interpreter's)
+from ..hopper.sync import sync_problems
 from .orders import parse_order
 from .verify_tma import tma_copy_problems
 
