@@ -55,12 +55,14 @@ class Launch:
     def __call__(self, *args):
         self.run(*args)
 
-    def prepare(self, *args):
+    def prepare(self, *args, bound=()):
         import torch
         specs = [(tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else None for a in args]
 
         def launch(*xs):
-            self.run(*(x.as_strided(*spec) if spec else x for x, spec in zip(xs, specs)))
+            given = iter(xs)  # the bound arguments keep their prepare-time values
+            full = [args[i] if i in bound else next(given) for i in range(len(args))]
+            self.run(*(x.as_strided(*spec) if spec else x for x, spec in zip(full, specs)))
         return launch
 
 

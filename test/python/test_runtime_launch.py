@@ -346,3 +346,18 @@ def test_prepared_launch_packs_each_calls_pointers_and_scalars(fake):
         assert (grid, frame.decoded()) == fake.launches[-1][1:4:2]
         assert frame.decoded()[0] == x2.data_ptr() and frame.decoded()[-2:] == [s, 3]
     assert fake.cuda.state.launches == 6 and len(fake.launches) == 3  # 3 prepared, 3 full
+
+
+def test_prepared_launch_with_bound_arguments(fake):
+    """Bound arguments keep their prepare-time values (a tensor's pointer, a
+    scalar) and leave the launch's parameters: a call passes the others."""
+    torch = pytest.importorskip("torch")
+    art = Artifact(b"cubin", MANIFEST)
+    x, y = torch.zeros(2, 32, 64), torch.zeros(16, 24, dtype=torch.float16)
+    go = launcher(art).prepare([x, y, 0.5, 3], bound=(1, 3))
+    x2 = torch.zeros_like(x)
+    go(x2, -1.5)
+    frame = {f.address: f for f in launcher(art).frames.values()}[fake.cuda.state.last[9]]
+    assert frame.decoded() == [x2.data_ptr(), 2, 32, y.data_ptr(), 16, 24, -1.5, 3]
+    with pytest.raises(TypeError):
+        go(x2, y, -1.5, 3)   # bound arguments are not parameters any more

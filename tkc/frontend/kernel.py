@@ -214,15 +214,16 @@ class Kernel:
             launcher = self._launcher = launcher_of(self.build())
         launcher(args, stream)
 
-    def prepare(self, *args):
+    def prepare(self, *args, bound=()):
         """Check args and return a prepared launch: a function launching on
         tensors of these layouts that skips the checks (tkc/runtime/launch.py,
-        prepared)."""
+        prepared). bound: indices of arguments fixed to these values (the
+        launch then takes the others only; the caller keeps bound tensors alive)."""
         self._check_arg_count(args)
         if self._launcher is None:
             from ..runtime.launch import launcher as launcher_of
             self._launcher = launcher_of(self.build())
-        return self._launcher.prepare(args)
+        return self._launcher.prepare(args, bound)
 
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""

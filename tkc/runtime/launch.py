@@ -71,15 +71,16 @@ class Launcher:
                 values[slot] = x
         self._launch(plan, values, raw_stream)
 
-    def prepare(self, args) -> Callable:
+    def prepare(self, args, bound=()) -> Callable:
         """Every check on args now; the prepared launch takes later calls whose
-        tensors have these shapes, strides, dtypes and device (see `prepared`)."""
+        tensors have these shapes, strides, dtypes and device (see `prepared`),
+        without the arguments at the indices `bound`, fixed to these values."""
         fast = self.signature.key(args, None)
         plan = self._plan(args, None, None)
         if fast is None:
             raise TkcError(f"kernel '{self.kernel}': only torch tensors and plain numbers can be "
                            f"prepared", caller())
-        return prepared(self, plan)
+        return prepared(self, plan, frozenset(bound))
 
     def _launch(self, plan: Plan, values: list, raw_stream) -> None:
         device = plan.device if plan.device is not None else _current_device()
@@ -149,7 +150,7 @@ class Launcher:
         return fn
 
 
-def prepared(launcher: Launcher, plan: Plan) -> Callable:
+def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> Callable:
     """One kernel's launch for one argument signature, checked once: a
     function of the kernel's arguments.
 
@@ -166,24 +167,25 @@ def prepared(launcher: Launcher, plan: Plan) -> Callable:
     The function is generated for the plan (as dataclasses and namedtuple
     generate theirs): its parameter values are one tuple display, the plan's
     constants and the arguments in place, so a launch builds no list and
-    runs no loop. This is the hot path of every torch op."""
+    runs no loop. This is the hot path of every torch op. Arguments in
+    `bound` keep the prepare-time values (the plan's): constants in the code,
+    left out of the function's parameters."""
     device = plan.device if plan.device is not None else _current_device()
     fn = launcher.functions.get(device) or launcher._load(device)
     slots = dict(zip(launcher.signature.slots, enumerate(plan.shapes)))
-    n = len(plan.shapes)
     values = []
     for i in range(len(plan.values)):
-        if i in slots:
-            arg, shape = slots[i]
-            values.append(f"a{arg}.data_ptr()" if shape is not None else f"a{arg}")
-        else:
+        arg, shape = slots.get(i, (None, None))
+        if arg is None or arg in bound:
             values.append(f"c{i}")
-    names = ", ".join(f"a{i}" for i in range(n))
+        else:
+            values.append(f"a{arg}.data_ptr()" if shape is not None else f"a{arg}")
+    names = ", ".join(f"a{i}" for i in range(len(plan.shapes)) if i not in bound)
     source = (f"def launch({names}):\n"
               f"    context(device)  # first: a new frame's tensor maps need it\n"
               f"    key = ({', '.join(values)},)\n"
               f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
-    scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots}
+    scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
     scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream,
                  miss=lambda key: launcher._params(list(key), plan.shapes),
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))

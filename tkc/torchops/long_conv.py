@@ -95,15 +95,18 @@ def _plan(u: Tensor, kf: Tensor):
     if u.numel() == 0:
         return lambda u, kf: torch.empty_like(u)
     rows = lambda x: x.view(B, 1, D * R, N2)  # noqa: E731
-    operands = _operands(N, L, u.device)  # kept alive by the plan: their pointers are prepared
+    operands = _operands(N, L, u.device)  # cached for the process: the bound pointers stay valid
     consumers, pairs = _schedule(N, D, B, sms(u.device))
+    # the constants and the split are bound: a call passes u, kf's planes and y
+    consts = range(3, 3 + len(operands))
     launch = _kernel(N, L, consumers).prepare(rows(u), kf[0].view(1, 1, D * N1, N2),
-                                   kf[1].view(1, 1, D * N1, N2), *operands, rows(torch.empty_like(u)),
-                                   pairs)
+                                              kf[1].view(1, 1, D * N1, N2), *operands,
+                                              rows(torch.empty_like(u)), pairs,
+                                              bound=(*consts, 4 + len(operands)))
 
     def run(u, kf):
         y = torch.empty_like(u)
-        launch(u, kf, kf[1], *operands, y, pairs)
+        launch(u, kf, kf[1], y)
         return y
     return run
 
