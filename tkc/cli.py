@@ -3,7 +3,7 @@
     tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [--call EXPR ...] [FILE.py ...]
+    tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [-v] [--call EXPR ...] [FILE.py ...]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -198,6 +198,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "(older builds'), e.g. before carrying the cache to a GPU machine")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="compile in N processes (default: one a core)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="a line per kernel (registers, spills, shared memory, cache path) and "
+                        "its warnings as they come, instead of a progress line and a summary")
     p.add_argument("--call", action="append", default=[], metavar="EXPR",
                    help="also build what a call of a torch op launches, forward and backward, "
                         "e.g. --call 'layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])' "
@@ -211,16 +214,31 @@ def _build_parser() -> argparse.ArgumentParser:
 def _build(args) -> int:
     from .frontend import kernels_in_file
     from .kernels import library
+    t0 = time.perf_counter()  # the summary's time: the kernels listed, --call's built, all
     found = library() + [k for f in args.files for k in kernels_in_file(f)]
-    found += [k for expr in args.call for k in _kernels_of_call(expr) if all(k is not f for f in found)]
+    _EARLY.clear()
+    found += [k for expr in args.call for k in _kernels_of_call(expr, args.verbose)
+              if all(k is not f for f in found)]
     kernels = [k for k in found if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
     if args.prune and args.filter:
         raise TkcError("--prune keeps only the kernels built now: with --filter it would remove "
                        "the others'")
-    rows = _build_all(kernels, args.force, args.jobs, args.files)
-    _print_table(rows)
+    from .progress import Progress, summary
+    progress = Progress(len(kernels), args.verbose)
+    try:
+        rows = _build_all(kernels, args.force, args.jobs, args.files, progress)
+    finally:
+        progress.close()
+    for r in rows:  # what --call compiled on the way (prebuild), this run's too
+        early = _EARLY.get(r["kernel"])
+        if early is not None and r["error"] is None:  # compiled by prebuild, then found cached
+            r["cached"], r["warnings"] = False, early + r["warnings"]
+    if args.verbose:
+        _print_table(rows)
+    sys.stdout.write(summary(rows, time.perf_counter() - t0, args.verbose))
+    sys.stdout.flush()
     if args.prune:
         from .runtime import cache
         n, size = cache.prune({Path(r["cache path"]).name for r in rows if r["cache path"] != "FAILED"})
@@ -239,20 +257,28 @@ _POOL_KERNELS: list = []  # the kernels a forked build worker compiles (by index
 POOL_AT_LEAST = 8  # uncached kernels below which a pool costs more than it saves
 
 
-def _build_all(kernels: list, force: bool, jobs: int | None, files=()) -> list[dict]:
-    """Each kernel built, its progress line written in order; the uncached
-    ones in `jobs` processes when there are enough of them (compiling is
-    single-threaded Python and ptxas: a process a core). The workers are
-    forked while this process has loaded neither MLIR nor torch (whose
-    threads a fork would not carry); else spawned, and each makes the kernel
-    list again (the library and `files`) and builds kernels by cache key."""
+def _build_all(kernels: list, force: bool, jobs: int | None, files=(), progress=None) -> list[dict]:
+    """Each kernel built and reported to `progress` (tkc.progress); the
+    uncached ones in `jobs` processes when there are enough of them
+    (compiling is single-threaded Python and ptxas: a process a core). The
+    workers are forked while this process has loaded neither MLIR nor torch
+    (whose threads a fork would not carry); else spawned, and each makes the
+    kernel list again (the library and `files`) and builds kernels by cache
+    key. A worker returns its kernel's row; this process reports it."""
     import concurrent.futures
     import multiprocessing
+    from .progress import Progress
     from .runtime import cache
+    progress = progress or Progress(len(kernels))
     jobs = jobs or os.cpu_count() or 1
     todo = [i for i, k in enumerate(kernels) if force or not cache.entry_dir(k.artifact_key()).is_dir()]
     if jobs < 2 or len(todo) < POOL_AT_LEAST:
-        return [_build_one(k, i, len(kernels), force) for i, k in enumerate(kernels, 1)]
+        rows = []
+        for i, k in enumerate(kernels):
+            progress.start(i, k.name)
+            rows.append(_build_one(k, force))
+            progress.finish(i, rows[-1])
+        return rows
     _POOL_KERNELS[:] = kernels
     if _forkable():
         pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
@@ -261,36 +287,28 @@ def _build_all(kernels: list, force: bool, jobs: int | None, files=()) -> list[d
         pool = concurrent.futures.ProcessPoolExecutor(
             jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_spawned,
             initargs=(list(files),))
-        submit = lambda i: pool.submit(_spawn_build, kernels[i].artifact_key(), i,  # noqa: E731
-                                       len(kernels), force)
-    rows: dict[int, tuple] = {}
+        submit = lambda i: pool.submit(_spawn_build, kernels[i].artifact_key(), force)  # noqa: E731
+    rows: dict[int, dict] = {}
     with pool:
         futures = {submit(i): i for i in todo}
-        for i in set(range(len(kernels))) - set(todo):  # cached: read here
+        progress.show(f"({jobs} processes)")
+        for i in sorted(set(range(len(kernels))) - set(todo)):  # cached: read here
             rows[i] = _pool_build(i, force)
-        shown = 0
+            progress.finish(i, rows[i])
         for done in concurrent.futures.as_completed(futures):
-            rows[futures[done]] = done.result()
-            while shown in rows:  # the progress lines in the kernels' order
-                sys.stderr.write(rows[shown][1])
-                shown += 1
+            i = futures[done]
+            rows[i] = done.result()
+            progress.finish(i, rows[i])
     _POOL_KERNELS.clear()
-    return [rows[i][0] for i in range(len(kernels))]
+    return [rows[i] for i in range(len(kernels))]
 
 
 def _forkable() -> bool:
     return hasattr(os, "fork") and not any(m in sys.modules for m in ("mlir._mlir_libs._mlir", "torch"))
 
 
-def _pool_build(i: int, force: bool) -> tuple[dict, str]:
-    return _built(_POOL_KERNELS[i], i, len(_POOL_KERNELS), force)
-
-
-def _built(kernel, i: int, n: int, force: bool) -> tuple[dict, str]:
-    """_build_one's row and its progress line, for the parent to write in order."""
-    import io
-    out = io.StringIO()
-    return _build_one(kernel, i + 1, n, force, progress=out), out.getvalue()
+def _pool_build(i: int, force: bool) -> dict:
+    return _build_one(_POOL_KERNELS[i], force)
 
 
 _BY_KEY: dict = {}  # a spawned worker's kernels by cache key
@@ -304,13 +322,17 @@ def _spawned(files: list) -> None:
         _BY_KEY.setdefault(k.artifact_key(), k)
 
 
-def _spawn_build(key: str, i: int, n: int, force: bool) -> tuple[dict, str]:
-    return _built(_BY_KEY[key], i, n, force)
+def _spawn_build(key: str, force: bool) -> dict:
+    return _build_one(_BY_KEY[key], force)
 
 
-def _kernels_of_call(expr: str) -> list:
+_EARLY: dict[str, list] = {}  # kernel name -> the warnings of its build by --call (prebuild)
+
+
+def _kernels_of_call(expr: str, verbose: bool = False) -> list:
     """The kernels a torch op's call launches (built on the way: prebuild.py)."""
     from .frontend.kernel import Kernel
+    from .runtime import cache
     try:
         from .prebuild import prebuild
     except ImportError as e:
@@ -320,7 +342,12 @@ def _kernels_of_call(expr: str) -> list:
     def build(kernel, force: bool = False):
         if all(kernel is not k for k in built):
             built.append(kernel)
-        return real(kernel, force)
+        if not force and cache.entry_dir(kernel.artifact_key()).is_dir():
+            return real(kernel, force)
+        warned = _EARLY.setdefault(kernel.name, [])  # compiled now, before the build's own pass
+        if verbose:  # its warnings as they come
+            return real(kernel, force)
+        return _quietly(lambda: real(kernel, force), warned)
     Kernel.build = build
     try:
         prebuild(expr)
@@ -331,25 +358,40 @@ def _kernels_of_call(expr: str) -> list:
     return built
 
 
-def _build_one(kernel, i: int, n: int, force: bool, progress=None) -> dict:
-    """Build one kernel with a `[i/n] name ... 1.3 s` progress line on stderr
-    (or `progress`)."""
+def _quietly(fn, lines: list):
+    """fn()'s result; the lines it wrote on stderr (the compiler's warnings)
+    added to `lines`, once each, even when it raises. The bank-conflict
+    report says a warning once per process: forgetting those said makes
+    each kernel report its own."""
+    import contextlib
+    import io
+    banks = sys.modules.get("tkc.passes.banks")
+    if banks is not None:
+        banks._WARNED.clear()
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return fn()
+    finally:
+        lines += dict.fromkeys(ln for ln in err.getvalue().splitlines() if ln.strip())
+
+
+def _build_one(kernel, force: bool) -> dict:
+    """Build one kernel: its row (the table's columns, and cached, seconds,
+    error, warnings: tkc.progress). Writes nothing: the caller reports it."""
     from .runtime import cache
-    progress = progress or sys.stderr
-    progress.write(f"[{i}/{n}] {kernel.name} ... ")
-    progress.flush()
     t0 = time.perf_counter()
+    warned: list[str] = []
     try:
         cached = not force and cache.entry_dir(kernel.artifact_key()).is_dir()
-        art = kernel.build(force=force)
+        art = _quietly(lambda: kernel.build(force=force), warned)
     except Exception as e:  # noqa: BLE001  (one broken kernel must not hide the others)
         if os.environ.get("TKC_DEBUG") == "1":
             raise
         what = str(e) if isinstance(e, TkcError) else f"internal error: {type(e).__name__}: {e}"
-        progress.write(f"FAILED\n{what}\n")
         return {"kernel": kernel.name, "registers": "-", "spills": "-", "wgmma": "-",
-                "shared bytes": "-", "cache path": "FAILED", "over": False}
-    progress.write("cached\n" if cached else f"{time.perf_counter() - t0:.1f} s\n")
+                "shared bytes": "-", "cache path": "FAILED", "over": False, "cached": False,
+                "seconds": time.perf_counter() - t0, "error": what, "warnings": warned}
     res = art.manifest.get("resources", {})
     stores, loads = int(res.get("spill_stores", 0)), int(res.get("spill_loads", 0))
     key = art.manifest.get("source", {}).get("key") or kernel.artifact_key()
@@ -360,7 +402,9 @@ def _build_one(kernel, i: int, n: int, force: bool, progress=None) -> dict:
             "spills": spills + (f" (<= {allowed} st declared)" if allowed and (stores or loads) else ""),
             "wgmma": serial, "shared bytes": str(art.manifest.get("shared_bytes", "?")),
             "cache path": str(cache.entry_dir(key)),
-            "over": stores > allowed or ((stores or loads) and not allowed)}
+            "over": stores > allowed or ((stores or loads) and not allowed),
+            "cached": cached, "seconds": time.perf_counter() - t0, "error": None,
+            "warnings": warned}
 
 
 def _print_table(rows: list[dict]) -> None:

@@ -170,9 +170,10 @@ class FakeArtifact:
 
 
 class FakeKernel:
-    def __init__(self, name, registers=32, spills=0, error=None, allowed=0):
+    def __init__(self, name, registers=32, spills=0, error=None, allowed=0, warns=()):
         self.name, self.registers, self.spilled, self.error = name, registers, spills, error
         self.spills = allowed  # tkc.kernel(spills=N): the spill stores it declares
+        self.warns = warns  # what its compile writes on stderr
         self.forced = None
 
     def artifact_key(self):
@@ -181,6 +182,8 @@ class FakeKernel:
     def build(self, force=False):
         from tkc.diagnostics import TkcError
         self.forced = force
+        for w in self.warns:
+            sys.stderr.write(w + "\n")
         if self.error:
             raise TkcError(self.error, "lib.py:3:1")
         return FakeArtifact(self.artifact_key(), self.registers, self.spilled, getattr(self, "loads", 0))
@@ -195,12 +198,25 @@ def _build(monkeypatch, capsys, tmp_path, kernels, *args):
     return code, out, err
 
 
-def test_build_progress_and_table(monkeypatch, capsys, tmp_path):
+def test_build_is_quiet_by_default(monkeypatch, capsys, tmp_path):
+    """No line per kernel: (off a terminal, and quick) nothing while it
+    builds, then one summary."""
     ks = [FakeKernel("gemm_a", 96), FakeKernel("gemm_b", 128), FakeKernel("attn", 200)]
     code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "--filter", "gemm", "--force")
+    assert code == 0 and err == ""
+    assert re.fullmatch(r"built 2 kernels in \d+\.\d s \(2 compiled, 0 cached\)\nspills: none\n", out)
+    assert ks[0].forced is True and ks[2].forced is None
+
+
+def test_build_verbose_progress_and_table(monkeypatch, capsys, tmp_path):
+    """-v: a progress line per kernel, the table, then the summary."""
+    ks = [FakeKernel("gemm_a", 96), FakeKernel("gemm_b", 128), FakeKernel("attn", 200)]
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "--filter", "gemm", "--force", "-v")
     assert code == 0
     assert re.fullmatch(r"\[1/2\] gemm_a \.\.\. \d+\.\d s\n\[2/2\] gemm_b \.\.\. \d+\.\d s\n", err)
     lines = out.splitlines()
+    assert lines[3].startswith("built 2 kernels") and len(lines) == 5
+    lines = lines[:3]
     assert lines[0].split() == ["kernel", "registers", "spills", "wgmma", "shared", "bytes",
                                 "cache", "path"]
     assert lines[1].split() == ["gemm_a", "96", "0", "-", "1024",
@@ -210,14 +226,28 @@ def test_build_progress_and_table(monkeypatch, capsys, tmp_path):
 
 
 def test_build_fails_on_spills_and_errors_but_builds_the_rest(monkeypatch, capsys, tmp_path):
+    """Quiet: the error in full, the summary names the spilling and the failed kernel."""
     ks = [FakeKernel("a"), FakeKernel("b", spills=64), FakeKernel("c", error="mma_AB: bad"),
           FakeKernel("d")]
     code, out, err = _build(monkeypatch, capsys, tmp_path, ks)
     assert code == 1
+    assert err == ("c: FAILED\nlib.py:3:1: error: mma_AB: bad\n"
+                   "error: 1 kernel(s) failed, 1 kernel(s) spilled registers, "
+                   "0 kernel(s) have serialised wgmma\n")
+    assert out.splitlines()[0].startswith("built 3 kernels") and "3 compiled, 0 cached, 1 FAILED" in out
+    assert "spills: 1 kernel, 1 over their allowance (an error)\n  b  64 st\n" in out
+    assert "failed (errors above): c\n" in out
+
+
+def test_build_verbose_fails_on_spills_and_errors_but_builds_the_rest(monkeypatch, capsys, tmp_path):
+    ks = [FakeKernel("a"), FakeKernel("b", spills=64), FakeKernel("c", error="mma_AB: bad"),
+          FakeKernel("d")]
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-v")
+    assert code == 1
     assert "[3/4] c ... FAILED\nlib.py:3:1: error: mma_AB: bad\n" in err
     assert err.rstrip().endswith("error: 1 kernel(s) failed, 1 kernel(s) spilled registers, "
                                  "0 kernel(s) have serialised wgmma")
-    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:]}
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()[1:5]}
     assert rows["b"][2] == "64" and rows["c"][1:] == ["-", "-", "-", "-", "FAILED"]
     assert rows["d"][1] == "32"  # built after the failure
 
@@ -227,6 +257,9 @@ def test_build_accepts_a_declared_spill_allowance(monkeypatch, capsys, tmp_path)
     ks = [FakeKernel("a", spills=64, allowed=64), FakeKernel("b", spills=64, allowed=32)]
     code, out, err = _build(monkeypatch, capsys, tmp_path, ks)
     assert code == 1 and "1 kernel(s) spilled registers" in err
+    assert "spills: 2 kernels, 1 over their allowance (an error)\n" in out
+    assert "  a  64 st (<= 64 st declared)  (allowed)\n  b  64 st (<= 32 st declared)\n" in out
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-v")
     assert "64 (<= 64 st declared)" in out and "64 (<= 32 st declared)" in out
 
 
@@ -235,7 +268,7 @@ def test_build_spills_show_stores_and_loads(monkeypatch, capsys, tmp_path):
     k = FakeKernel("a", spills=104, allowed=128)
     k.loads = 96
     code, out, _ = _build(monkeypatch, capsys, tmp_path, [k])
-    assert code == 0 and "104 st + 96 ld (<= 128 st declared)" in out
+    assert code == 0 and "  a  104 st + 96 ld (<= 128 st declared)  (allowed)\n" in out
 
 
 def test_build_prune_keeps_only_this_builds_entries(monkeypatch, capsys, tmp_path):
@@ -262,15 +295,22 @@ def test_build_a_real_library_kernel_then_hit_the_cache(tmp_path):
     from tkc.kernels import library
     name = min((k.name for k in library()), key=len)
     env = {"TKC_CACHE_DIR": str(tmp_path)}
-    first = tkc("build", "--filter", name, env=env)
+    first = tkc("build", "--filter", name, "-v", env=env)
     assert first.returncode == 0, first.stderr
     row = [ln for ln in first.stdout.splitlines() if ln.startswith(name)][0].split()
     entry = Path(row[-1])
     assert entry.is_dir() and entry.parent.parent == tmp_path
     assert int(row[1]) > 0 and row[2] == "0"
-    again = tkc("build", "--filter", name, env=env)
+    n = len(first.stdout.split("\nbuilt ")[0].splitlines()) - 1  # the filter's kernels
+    assert f"({n} compiled, 0 cached)" in first.stdout
+    again = tkc("build", "--filter", name, "-v", env=env)
     assert again.returncode == 0 and f"{name} ... cached" in again.stderr
-    assert again.stdout == first.stdout
+    table = lambda out: out.split("\nbuilt ")[0]  # noqa: E731
+    assert table(again.stdout) == table(first.stdout)
+    quiet = tkc("build", "--filter", name, env=env)  # the default: the summary alone
+    assert quiet.returncode == 0 and quiet.stderr == "" and name not in quiet.stdout
+    assert re.fullmatch(rf"built {n} kernels? in \d+\.\d s \(0 compiled, {n} cached\)\n"
+                        r"spills: none\n", quiet.stdout)
 
 
 def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
@@ -279,19 +319,29 @@ def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
     import concurrent.futures
 
     import tkc.cli
-    ks = [FakeKernel(f"k{i}", 32 + i) for i in range(10)] + [FakeKernel("bad", error="no")]
+    warn = "k.py:3:9: warning: 2-way shared-memory bank conflicts: f32 pair of st<f32, 64, 32>"
+    ks = [FakeKernel(f"k{i}", 32 + i, warns=[warn] if i % 3 == 0 else ()) for i in range(10)] \
+        + [FakeKernel("bad", error="no")]
     monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
     monkeypatch.setattr(tkc.cli, "_forkable", lambda: True)  # the fakes use no MLIR
     pools, real = [], concurrent.futures.ProcessPoolExecutor
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
                         lambda *a, **kw: pools.append(a) or real(*a, **kw))
-    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-j", "2")
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-j", "2", "-v")
     assert pools == [(2,)]
     assert code == 1 and "1 kernel(s) failed" in err
     progress = [ln.split(" ... ")[0] for ln in err.splitlines() if " ... " in ln]
     assert progress == [f"[{i + 1}/11] {k.name}" for i, k in enumerate(ks)]
-    rows = [ln.split()[:2] for ln in out.splitlines()[1:]]
+    assert f"[4/11] k3 ... cached\n{warn}\n" not in err and re.search(
+        rf"\[4/11\] k3 \.\.\. \d+\.\d s\n{re.escape(warn)}\n\[5/11\] k4", err)  # the workers' warnings
+    rows = [ln.split()[:2] for ln in out.splitlines()[1:12]]
     assert rows == [[f"k{i}", str(32 + i)] for i in range(10)] + [["bad", "-"]]
+    # quiet, with the workers' kernels compiled again: their warnings grouped in the summary
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-j", "2", "--force")
+    assert code == 1 and err.startswith("bad: FAILED\nlib.py:3:1: error: no\n") and "k1" not in err
+    assert out.endswith("warnings: 1 kind, from 4 kernels (each in full: tkc build -v)\n"
+                        "  2-way shared-memory bank conflicts: 4 kernels (k0, k3, k6, +1 more)\n"
+                        "      at k.py line 3\n      (f32 pair of st<f32, 64, 32>)\n")
 
 
 def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys, tmp_path):
@@ -310,10 +360,10 @@ def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys,
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
     monkeypatch.setattr(tkc.cli, "_forkable", lambda: False)
-    assert tkc.cli.main(["build", "-j", "2", "--filter", "spawn_probe", str(src)]) == 0
+    assert tkc.cli.main(["build", "-j", "2", "-v", "--filter", "spawn_probe", str(src)]) == 0
     out, err = capsys.readouterr()
     assert [ln.split(" ... ")[0] for ln in err.splitlines() if " ... " in ln] == \
         [f"[{i + 1}/5] spawn_probe_{i}" for i in range(5)]
-    rows = [ln.split() for ln in out.splitlines()[1:]]
+    rows = [ln.split() for ln in out.splitlines()[1:6]]
     assert [r[0] for r in rows] == [f"spawn_probe_{i}" for i in range(5)]
     assert all(Path(r[-1]).is_dir() for r in rows)
