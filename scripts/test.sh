@@ -1,9 +1,37 @@
 #!/usr/bin/env bash
 # The README's test command: set up, then every test (lit + pytest).
 # GPU tests skip (with the reason) on a machine without a Hopper GPU.
+#
+# lit and pytest run at the same time (neither waits for the other's slow
+# tail): pytest prints as it goes, lit's report is printed when both are done.
+# The command fails if either fails; both reports and their times are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q -e ".[test]"
-lit -sv test/lit
+
+log=$(mktemp -d)
+lit_pid=
+trap 'if [ -n "$lit_pid" ]; then kill "$lit_pid" 2>/dev/null || true; fi; rm -rf "$log"' EXIT
+now() { date +%s.%N; }
+start=$(now)
+
+# lit's ShTest runs each RUN line's tkc/FileCheck processes; its own workers (one a core).
+( rc=0; lit -sv test/lit >"$log/lit.out" 2>&1 || rc=$?; echo "$rc" >"$log/lit.rc"; now >"$log/lit.end" ) &
+lit_pid=$!
+
 # one pytest worker per core (pytest-xdist): the tests are independent processes' work
-python3 -m pytest -q -rs -n auto test/python test/gpu
+pytest_rc=0
+python3 -m pytest -q -rs -n auto test/python test/gpu || pytest_rc=$?
+pytest_end=$(now)
+
+wait "$lit_pid" || true
+lit_pid=
+lit_rc=$(cat "$log/lit.rc" 2>/dev/null || echo 1)
+echo
+echo "======================== lit test/lit ========================"
+cat "$log/lit.out"
+echo
+awk -v s="$start" -v l="$(cat "$log/lit.end" 2>/dev/null || now)" -v p="$pytest_end" -v lr="$lit_rc" -v pr="$pytest_rc" \
+  'BEGIN { printf "lit: %s in %.0f s; pytest: %s in %.0f s (run side by side)\n",
+           lr == 0 ? "passed" : "FAILED", l - s, pr == 0 ? "passed" : "FAILED", p - s }'
+[ "$lit_rc" -eq 0 ] && [ "$pytest_rc" -eq 0 ]

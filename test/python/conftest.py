@@ -9,6 +9,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lanesim import lane_major_io  # noqa: E402,F401  (a fixture)
 import pytest  # noqa: E402
 
+from helpers import MACHINE_CACHE  # noqa: E402  (imported here: before any test runs)
+
+
+@pytest.fixture
+def artifact_cache(monkeypatch):
+    """For tests that build a kernel only to read its cubin or resources (SASS
+    checks, spill counts): build through the machine's artifact cache, as
+    test_kernels.py's library test does, never a private one. The key is the
+    kernel's source and the compiler's (tkc/runtime/cache.py), so a hit is this
+    compiler's build of this kernel: each kernel then compiles once per compiler
+    version for the whole run (all xdist workers, and the library test, which
+    builds most of them too) and later runs read it back, instead of compiling
+    it again into every test's tmp_path. Tests of the cache itself keep their
+    own folders. Returns the folder."""
+    monkeypatch.setenv("TKC_CACHE_DIR", MACHINE_CACHE)
+    return MACHINE_CACHE
+
 
 @pytest.fixture(autouse=True)
 def _fresh_op_plans():

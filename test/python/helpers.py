@@ -3,6 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tkc.runtime.cache import cache_dir
+
+# The machine's artifact cache (TKC_CACHE_DIR, else ~/.cache/tkc) as the run
+# starts: conftest.py imports this module before any test can change the
+# environment. conftest.py's artifact_cache fixture builds through it.
+MACHINE_CACHE = str(cache_dir())
+
 
 def ref_bf16(x):
     """Round to nearest-even bf16 in float64 (an independent algorithm):

@@ -321,13 +321,17 @@ def test_refusals():
 
 
 @pytest.fixture(scope="module")
-def sass(tmp_path_factory):
+def sass():
+    """Opcodes and manifest of a kernel built through the machine's artifact
+    cache (conftest.py's artifact_cache: the library test builds most of these
+    kernels too, so each compiles once), the environment restored after the module."""
+    from helpers import MACHINE_CACHE
     from tkc.sass import cuobjdump, disassemble, opcodes
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    import os
-    os.environ["TKC_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    return lambda kern: (opcodes(disassemble(kern.build().cubin)), kern.build().manifest)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TKC_CACHE_DIR", MACHINE_CACHE)
+        yield lambda kern: (opcodes(disassemble(kern.build().cubin)), kern.build().manifest)
 
 
 def test_forward_sass(sass):

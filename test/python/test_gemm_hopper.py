@@ -267,8 +267,7 @@ def test_bias_keeps_the_finish_overlapped():
     dict(batched=True, transpose_b=True), dict(bias=True, transpose_b=True),
     dict(bias=True, activation="gelu", preact=True, transpose_b=True, batched=True),
 ], ids=lambda o: "-".join(k if v is True else str(v) for k, v in o.items()))
-def test_compiles_without_spills(options, tmp_path, monkeypatch):
-    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+def test_compiles_without_spills(options, artifact_cache):
     art = gemm_hopper("bf16", **options).build()
     res = art.manifest["resources"]
     assert art.cubin[:4] == b"\x7fELF"

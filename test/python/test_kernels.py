@@ -43,7 +43,7 @@ def test_gemm_hopper_interpreted(out, transpose_b):
                            seed=2, transpose_b=transpose_b)
 
 
-def test_gemm_hopper_sass(tmp_path, monkeypatch):
+def test_gemm_hopper_sass(artifact_cache):
     """wgmma (HGMMA, not HMMA), TMA loads (1 box of A, 4 panels of B) and
     TMA stores (4 finish tiles, in the three places the finish is overlapped:
     inside the next item's loop, after a short loop, after the last item),
@@ -51,7 +51,6 @@ def test_gemm_hopper_sass(tmp_path, monkeypatch):
     from tkc.sass import cuobjdump, disassemble, opcodes
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     art = gemm_hopper("bf16").build()
     ops = opcodes(disassemble(art.cubin))
     assert ops.get("HGMMA", 0) >= 4 and ops["HGMMA"] % 4 == 0, ops

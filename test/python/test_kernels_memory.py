@@ -114,7 +114,7 @@ def test_layernorm_simulated(residual):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_rotary_sass_moves_x_by_tma(interleaved, tmp_path, monkeypatch):
+def test_rotary_sass_moves_x_by_tma(interleaved, artifact_cache):
     """x, cos and sin come in by TMA (8 boxes of x's 128-byte panels, one each
     of cos and sin) and the result goes out by TMA: no LDG/STG, whose 16-row
     tiles made the L1 the bottleneck; 128-bit shared accesses (ldmatrix and
@@ -122,7 +122,6 @@ def test_rotary_sass_moves_x_by_tma(interleaved, tmp_path, monkeypatch):
     from tkc.sass import cuobjdump, disassemble
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     art = rotary(128, interleaved).build()
     sass = [ln for ln in disassemble(art.cubin).splitlines() if "/*" in ln]
     count = lambda op: sum(f" {op}" in ln for ln in sass)  # noqa: E731
@@ -141,13 +140,12 @@ def test_rotary_sass_moves_x_by_tma(interleaved, tmp_path, monkeypatch):
                                     layernorm_bwd(1024), layernorm_bwd(1024, dropout=True),
                                     layernorm_bwd(1024, residual=False)],
                          ids=lambda k: k.name)
-def test_sass_has_only_128_bit_global_accesses(kernel, tmp_path, monkeypatch):
+def test_sass_has_only_128_bit_global_accesses(kernel, artifact_cache):
     """Every LDG/STG of x-sized data is .128: the f32 scalars (mean, rstd) are
     the only 32-bit accesses; no local memory (spills)."""
     from tkc.sass import cuobjdump, disassemble
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     art = kernel.build()
     sass = disassemble(art.cubin)
     wide = [ln for ln in sass.splitlines() if ("LDG.E" in ln or "STG.E" in ln)]

@@ -153,13 +153,12 @@ def test_the_checks_catch_a_wrong_mask():
                                   lambda: rmsnorm_fwd(16384), lambda: rmsnorm_bwd(16384, dropout=True)],
                          ids=["ln_fwd_8192", "ln_bwd_8192", "ln_bwd_1280_ragged", "rms_fwd_16384",
                               "rms_bwd_16384"])
-def test_split_sass_is_128_bit_and_spill_free(make, tmp_path, monkeypatch):
+def test_split_sass_is_128_bit_and_spill_free(make, artifact_cache):
     """A split row keeps 16-byte global accesses (the f32 statistics are the
     only 32-bit ones) and no local memory."""
     from tkc.sass import cuobjdump, disassemble
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
-    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     kernel = make()
     art = kernel.build()
     sass = disassemble(art.cubin)
