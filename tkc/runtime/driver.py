@@ -170,20 +170,30 @@ def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: li
     """Launch fn; values are ctypes objects in the kernel's parameter order
     (a Params, or any list: its void*[] is then built here). current: the
     caller has made fn's device's context current already."""
+    cu = _cuda or api()
     if not current:
         context(fn.device)  # a thread torch never touched has no current context
     if isinstance(values, Params):
-        launcher(fn, grid, block, shared_bytes, cluster)(stream, values.address)
+        address = values.address
     else:
         array = params_array(values)  # alive until the call returns
-        launcher(fn, grid, block, shared_bytes, cluster)(stream, ctypes.addressof(array))
+        address = ctypes.addressof(array)
+    if tuple(cluster) == (1, 1, 1):
+        err, = cu.cuLaunchKernel(fn.handle, *grid, *block, shared_bytes, _stream(stream), address, 0)
+        name = "cuLaunchKernel"
+    else:
+        config = _cluster_config(tuple(grid), tuple(block), shared_bytes, stream, tuple(cluster))
+        err, = cu.cuLaunchKernelEx(config, fn.handle, address, 0)
+        name = "cuLaunchKernelEx"
+    if err:
+        _check(cu, err, name)
 
 
 def launcher(fn: Function, grid, block, shared_bytes: int, cluster=(1, 1, 1)):
-    """go(stream, params address): fn's launch with this grid, block and
-    shared memory, everything but the stream and the parameters bound once
-    (a prepared launch calls it per op call). The caller makes the context
-    current first."""
+    """go(stream, params address): `launch` with this grid, block and shared
+    memory bound once (a prepared launch calls it per op call; `launch`
+    itself, whose grid changes between calls, binds nothing, so that a call
+    builds no closure). The caller makes the context current first."""
     cu = _cuda or api()
     handle = fn.handle
     if tuple(cluster) == (1, 1, 1):
