@@ -13,7 +13,7 @@ Verbose (-v): a `[i/n] name ... 1.3 s` line per kernel in the kernels' order,
 each kernel's warnings after its line, then the summary without the warnings
 again.
 
-A row is a dict made by tkc.cli._build_one: kernel, registers, spills, wgmma,
+A row is a dict made by tkc.building.build_one: kernel, registers, spills, wgmma,
 shared bytes, cache path (the table's columns), and over (spills past the
 kernel's allowance), cached, seconds, error (None or the message) and
 warnings (the lines the build wrote on stderr).

@@ -6,7 +6,7 @@ import io
 import sys
 import re
 
-from tkc import cli
+from tkc import building, cli
 from tkc.progress import Progress, group_warnings, summary, warning_key
 
 from test_cli import FakeKernel, _build
@@ -139,5 +139,5 @@ def test_each_kernel_reports_its_own_bank_conflicts():
     from tkc.passes import banks
     banks._WARNED.add(("k.py:1:1", "an access"))
     lines = []
-    assert cli._quietly(lambda: print("warning: x", file=sys.stderr) or 7, lines) == 7
+    assert building.quietly(lambda: print("warning: x", file=sys.stderr) or 7, lines) == 7
     assert lines == ["warning: x"] and not banks._WARNED

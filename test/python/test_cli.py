@@ -318,12 +318,13 @@ def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
     and the table keep the library's order, and a failure stays a failure."""
     import concurrent.futures
 
+    import tkc.building
     import tkc.cli
     warn = "k.py:3:9: warning: 2-way shared-memory bank conflicts: f32 pair of st<f32, 64, 32>"
     ks = [FakeKernel(f"k{i}", 32 + i, warns=[warn] if i % 3 == 0 else ()) for i in range(10)] \
         + [FakeKernel("bad", error="no")]
-    monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
-    monkeypatch.setattr(tkc.cli, "_forkable", lambda: True)  # the fakes use no MLIR
+    monkeypatch.setattr(tkc.building, "POOL_AT_LEAST", 4)
+    monkeypatch.setattr(tkc.building, "_forkable", lambda: True)  # the fakes use no MLIR
     pools, real = [], concurrent.futures.ProcessPoolExecutor
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor",
                         lambda *a, **kw: pools.append(a) or real(*a, **kw))
@@ -347,6 +348,7 @@ def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
 def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys, tmp_path):
     """Where forking is unsafe (MLIR or torch loaded), spawned workers make
     the kernel list again from the library and the files, and build by key."""
+    import tkc.building
     import tkc.cli
     src = tmp_path / "probes.py"
     src.write_text(
@@ -358,8 +360,8 @@ def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys,
         "    return k\n"
         "KERNELS = [make(n) for n in range(5)]\n")
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(tkc.cli, "POOL_AT_LEAST", 4)
-    monkeypatch.setattr(tkc.cli, "_forkable", lambda: False)
+    monkeypatch.setattr(tkc.building, "POOL_AT_LEAST", 4)
+    monkeypatch.setattr(tkc.building, "_forkable", lambda: False)
     assert tkc.cli.main(["build", "-j", "2", "-v", "--filter", "spawn_probe", str(src)]) == 0
     out, err = capsys.readouterr()
     assert [ln.split(" ... ")[0] for ln in err.splitlines() if " ... " in ln] == \

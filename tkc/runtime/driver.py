@@ -103,6 +103,12 @@ def compute_capability(ordinal: int) -> tuple[int, int]:
             call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
 
 
+def device_name(ordinal: int) -> str:
+    """The device's name ("NVIDIA H200"), as torch.cuda.get_device_name gives it."""
+    raw = call("cuDeviceGetName", 256, call("cuDeviceGet", ordinal))
+    return (raw.decode() if isinstance(raw, bytes) else str(raw)).split("\0", 1)[0].strip()
+
+
 @functools.lru_cache(maxsize=None)
 def multiprocessors(ordinal: int) -> int:
     """The device's SM count (the grid language's `sms`)."""
