@@ -8,6 +8,7 @@ kernel is traced; the PyTorch ops (tkc.attention, ...) come from tkc.torchops.
 __version__ = "0.1.0"
 
 from .dsl import *  # noqa: F401,F403  (kernel, gl, rt, rv, st, sv, range, if_, ...)
+from .tune import autotune  # noqa: F401  (tkc/tune: a builder's space, tuned per GPU)
 
 
 _TORCH_OPS = ("attention", "attention_varlen", "linear_attention", "based", "hedgehog",

@@ -26,7 +26,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "dsl.md"
 EXCLUDED = (
     "dsl", "frontend", "dialect", "passes", "hopper", "diagnostics", "dtypes",
     "runtime", "torchops", "kernels", "interpreter", "lowering", "compiler", "cli",
-    "prebuild", "philox", "sass", "bench",
+    "prebuild", "philox", "sass", "bench", "tune",
 )
 
 # namespace -> the prefixes an entry may write its names with

@@ -5,6 +5,8 @@ caller's line, tkc.matmul / tkc.linear and tkc.rms_norm with the interpreter
 standing in for the GPU, and the host path through the fake driver."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import grads_match
 from helpers import interpreted as _interpreted
@@ -29,7 +31,7 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
-    monkeypatch.setattr(gemm, "sms", lambda device: 132)  # the H200's: small tiles here
+    monkeypatch.setattr(gemm, "_tile", lambda rows, cols: 64)  # the small tiles interpret faster
     monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
@@ -181,19 +183,27 @@ def test_matmul_values_and_gradients(cpu_ops, case):
     assert grads_match(c, ref, dc, (a, b), 2e-2)
 
 
-def test_matmul_tile_picks(monkeypatch):
-    """The widest tile whose work items fill 3/4 of a wave of SMs, else 64."""
-    monkeypatch.setattr(gemm, "sms", lambda device: 132)
-    dev = torch.device("cpu")
-    assert [gemm._tile(1024, 1024, 1, dev), gemm._tile(512, 4096, 1, dev),
-            gemm._tile(777, 4096, 1, dev), gemm._tile(8000, 8008, 1, dev),
-            gemm._tile(128, 4096, 1, dev), gemm._tile(1024, 1024, 4, dev)] == [64, 128, 256, 256, 64, 256]
+def test_matmul_tile_picks_are_tuned_data(monkeypatch, tmp_path):
+    """tkc.matmul's tile width is the tuned table's for C's bucketed shape
+    (tkc/tune/tables), the reference GPU's where this GPU has none, else
+    the widest (the space's default)."""
+    from tkc.tune import tables
+    monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
+    gemm.TILE.forget()
+    tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
+        repr((1024, 1024)): {"config": {"BN": 64}}, repr((1024, 4096)): {"config": {"BN": 128}}}}}))
+    try:
+        assert [gemm._tile(1000, 1000), gemm._tile(777, 4096), gemm._tile(4096, 4096)] == [64, 128, 256]
+    finally:
+        gemm.TILE.forget()
 
 
-@pytest.mark.parametrize("sms", [1, 132])
-def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, sms):
-    """One SM: the 256-wide tile; 132: the 64-wide one, for one ragged product."""
-    monkeypatch.setattr(gemm, "sms", lambda device: sms)
+@pytest.mark.parametrize("bn", [256, 64])
+def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn):
+    """The 256- and 64-wide tiles, for one ragged product."""
+    monkeypatch.setattr(gemm, "_tile", lambda rows, cols: bn)
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

@@ -396,7 +396,8 @@ def _helpers(fn) -> list:
 # -------------------------------------------------------------- files
 
 def kernels_in_file(path) -> list[Kernel]:
-    """Import a Python file by path; the Kernels among its globals and in KERNELS."""
+    """Import a Python file by path; the Kernels among its globals and in KERNELS
+    (an autotuned builder's: every candidate's)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise TkcError(f"no such kernel file: {path}")
@@ -416,6 +417,8 @@ def kernels_in_file(path) -> list[Kernel]:
     if isinstance(extra, (list, tuple)):
         values += list(extra)
     for v in values:
-        if isinstance(v, Kernel) and all(v is not k for k in found):
-            found.append(v)
+        # an autotuned builder (tkc.autotune) stands for its candidates' kernels
+        for k in v.kernels() if hasattr(v, "kernels") and hasattr(v, "configs") else (v,):
+            if isinstance(k, Kernel) and all(k is not f for f in found):
+                found.append(k)
     return found

@@ -25,10 +25,11 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
 from ..runtime.callsite import caller
+from ..tune import autotune, bucket
 from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, plain_key, public
-from .plans import PlanCache, signature, sms
+from .plans import PlanCache, signature
 
 __all__ = ["matmul", "linear"]
 BF16 = torch.bfloat16
@@ -41,20 +42,35 @@ def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: b
                        bias=bias, activation=activation, preact=preact)
 
 
-def _tile(rows: int, cols: int, batch: int, device: torch.device) -> int:
-    """C's tile width BN for a [batch, rows, cols] result: the widest whose work
-    items (128 x BN tiles) fill at least 3/4 of a wave of the SMs, else the
-    narrowest. Wider tiles do more work per byte loaded, but fewer items than
-    SMs leave SMs idle. Measured on the H200 (kernel time, CUDA graph, against
-    cuBLAS's): 1024^3 BN 64/128/256 6.6/8.5/13.7 µs (cuBLAS 5.9); 512 x 4096 x
-    4096 31.8/25.7/44.2 (29.2); 777 x 4096 x 4096 BN 256 44.2, 128 54.0;
-    2048^3 25.1 at 256 and 25.4 at 128 (24.7); 4096^3 205/197 (200)."""
-    items = lambda bn: batch * -(-rows // 128) * -(-cols // bn)  # noqa: E731
-    wave = sms(device)
-    for bn in (256, 128):
-        if 4 * items(bn) >= 3 * wave:
-            return bn
-    return 64
+def _tile_key(a, b, c) -> tuple:
+    """What C's tile width depends on: its rows in all (batch x M) and its
+    columns, each bucketed (the work items against the SMs)."""
+    rows = c.shape[-2] * (c.shape[-3] if len(c.shape) > 2 else 1)
+    return bucket(rows), bucket(c.shape[-1])
+
+
+def _tile_examples() -> list:
+    """The shapes `tkc tune --library` tunes the tile at: C of 128..16384 rows
+    and columns (each bucket's top), K 4096."""
+    sizes = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+    def make(m, n):
+        return lambda: [_gl(torch.randn(m, 4096, device="cuda").to(BF16)),
+                        _gl(torch.randn(4096, n, device="cuda").to(BF16)),
+                        _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
+    return [make(m, n) for m in sizes for n in sizes]
+
+
+# C's tile width BN, tuned per GPU (tkc/tune/tables): wider tiles do more work
+# per byte loaded, narrower ones make more work items where a wide tile's
+# would leave SMs idle. Tuned with A B; the other products and tkc.linear
+# take the same width for their C.
+TILE = autotune(space={"BN": [256, 128, 64]}, key=_tile_key, name="tkc.matmul.tile",
+                examples=_tile_examples)(lambda BN: _kernel(False, False, False, BN=BN))
+
+
+def _tile(rows: int, cols: int) -> int:
+    return TILE.choose((bucket(rows), bucket(cols)))["BN"]
 
 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
@@ -89,7 +105,7 @@ def _mm_plan(a: Tensor, b: Tensor):
     (ma, ta), (mb, tb) = operands(a, b)
     copy = ma.data_ptr() != a.data_ptr() or mb.data_ptr() != b.data_ptr()
     M, N = shape[-2] if batched else math.prod(shape[:-1]), shape[-1]
-    bn = _tile(M, N, a.shape[0] if batched else 1, a.device)
+    bn = _tile(M * (a.shape[0] if batched else 1), N)
     out = (a.shape[0], M, N) if batched else (M, N)  # the kernel's view of C
     launch = _kernel(ta, tb, batched, BN=bn).prepare(
         _gl(ma), _gl(mb), _gl(torch.empty(out, device=a.device, dtype=BF16)))
@@ -188,7 +204,7 @@ def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact
             y = z if act is None else getattr(torch.nn.functional, act)(z)
             return y, z if preact else None
         return empty
-    kernel = _kernel(False, True, False, bias is not None, act, preact, _tile(M, N, 1, x.device))
+    kernel = _kernel(False, True, False, bias is not None, act, preact, _tile(M, N))
     dev = x.device
     out = lambda: torch.empty(M, N, device=dev, dtype=BF16)  # noqa: E731
     args = (_gl(x), _gl(w), *([bias.view(1, 1, 1, -1)] if bias is not None else []), _gl(out()),

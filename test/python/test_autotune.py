@@ -1,0 +1,175 @@
+"""tkc.autotune on the CPU: the space, pruning, checking against the default,
+which candidate wins (a fake timer), the tables (this machine's, the
+package's, the offline fallback) and `tkc build` of an autotuned file."""
+from __future__ import annotations
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc import f32, gl, rt
+from tkc.diagnostics import TkcError
+from tkc.ops import load, store
+from tkc.tune import bucket, default_key, measure, tables
+
+pytest.importorskip("mlir")
+
+
+def scale_builder(R: int, factor: float = 2.0):
+    """y = factor * x, R rows a block (factor != 2 is a wrong candidate)."""
+    @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"tune_scale_{R}_{factor:g}")
+    def scale(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+        t = load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0))
+        store(y, t * factor, (0, 0, tkc.block_idx.x, 0))
+    return scale
+
+
+@pytest.fixture
+def cache(tmp_path_factory, monkeypatch):
+    """One artifact cache for the module's builds (each candidate compiles once)."""
+    path = tmp_path_factory.getbasetemp() / "tune-cache"
+    monkeypatch.setenv("TKC_CACHE_DIR", str(path))
+    monkeypatch.setenv("TKC_DEVICE_NAME", "Test GPU")
+    monkeypatch.delenv("TKC_OFFLINE", raising=False)
+    monkeypatch.setattr(tables, "PACKAGE_DIR", path / "package-tables")
+    return path
+
+
+def cpu_run(kernel, args):
+    """A candidate's outputs on copies of the (numpy) arguments, by the interpreter."""
+    copies = [a.copy() for a in args]
+    kernel.interpret(*copies)
+    return copies
+
+
+def cpu_compare(ref, out):
+    for i, (r, o) in enumerate(zip(ref, out)):
+        if not np.allclose(r, o, rtol=1e-6, atol=1e-6):
+            return f"argument {i} differs"
+    return None
+
+
+def fake_timer(us: dict):
+    """timer(kernel, args): µs by kernel name, so the test decides who wins."""
+    return lambda kernel, args: us[kernel.name]
+
+
+def args_of(n=64):
+    x = np.arange(n * 64, dtype=np.float32).reshape(n, 64) / 7
+    return [x, np.zeros_like(x)]
+
+
+def test_space_keys_and_refusals():
+    t = tkc.autotune(space={"R": [16, 32], "factor": [2.0]})(scale_builder)
+    assert [c["R"] for c in t.configs] == [16, 32] and t.default == {"R": 16, "factor": 2.0}
+    assert tkc.autotune(space=[{"R": 32}, {"R": 16}])(scale_builder).default == {"R": 32}
+    assert bucket(0) == 0 and bucket(48) == 64 and bucket(64) == 64 and bucket(65) == 128
+    assert default_key(np.zeros((48, 64), np.float32), 3) == (("float32", (64, 64)), 3)
+    with pytest.raises(TkcError, match="takes no parameter 'C'") as e:
+        tkc.autotune(space={"C": [1]})(scale_builder)
+    assert e.value.where.startswith(__file__)   # the decorator's line
+    with pytest.raises(TkcError, match="twice"):
+        tkc.autotune(space=[{"R": 16}, {"R": 16}])(scale_builder)
+    with pytest.raises(TkcError, match="non-empty list"):
+        tkc.autotune(space={"R": []})(scale_builder)
+    with pytest.raises(TkcError, match="plain"):
+        tkc.autotune(space={"R": [object()]})(scale_builder)
+    with pytest.raises(TkcError, match="must return a tkc.Kernel"):
+        tkc.autotune(space={"R": [16]})(lambda R: None).kernel({"R": 16})
+
+
+def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
+    t = tkc.autotune(space={"R": [16, 32, 64], "factor": [2.0, 3.0]}, name="test.scale",
+                     prune=lambda c: c["R"] == 64 and c["factor"] == 3.0)(scale_builder)
+    args = args_of()
+    us = {"tune_scale_16_2": 5.0, "tune_scale_32_2": 3.0, "tune_scale_64_2": 4.0,
+          "tune_scale_16_3": 1.0, "tune_scale_32_3": 1.0}
+    result = t.tune(*args, timer=fake_timer(us), run=cpu_run, compare=cpu_compare, rounds=2)
+    assert result.best == {"R": 32, "factor": 2.0}
+    status = {(r["config"]["R"], r["config"]["factor"]): r["status"] for r in result.rows}
+    assert status == {(16, 2.0): "ok", (32, 2.0): "best", (64, 2.0): "ok",
+                      (16, 3.0): "rejected", (32, 3.0): "rejected"}  # (64, 3.0) pruned by the author
+    assert "32" in result.table().splitlines()[1]
+    # the pick is data: a new process (a new Autotuned, its memo empty) reads it
+    saved = json.loads(tables.user_path().read_text())
+    assert saved["device"] == "Test GPU" and saved["entries"]["test.scale"]
+    again = tkc.autotune(space={"R": [16, 32, 64], "factor": [2.0, 3.0]}, name="test.scale")(scale_builder)
+    assert again.pick(args) == {"R": 32, "factor": 2.0}
+    assert again.pick(args_of(320)) == again.default          # another key: the default
+    monkeypatch_device = tables.user_path("Other GPU")
+    assert not monkeypatch_device.exists()                      # per GPU name
+
+
+def test_candidates_the_compiler_refuses_are_pruned(cache):
+    """R = 8: tiles have at least 16 rows; the verifier's refusal prunes it."""
+    t = tkc.autotune(space={"R": [16, 8]}, name="test.refused")(scale_builder)
+    result = t.tune(*args_of(), timer=fake_timer({"tune_scale_16_2": 1.0}), run=cpu_run,
+                    compare=cpu_compare, rounds=1, record=False)
+    rows = {r["config"]["R"]: r for r in result.rows}
+    assert rows[16]["status"] == "best" and rows[8]["status"] == "pruned" and rows[8]["why"]
+    # 48 rows: R = 32 cannot take them (a multiple of its tile), R = 16 can
+    t = tkc.autotune(space={"R": [16, 32]}, name="test.args")(scale_builder)
+    result = t.tune(*args_of(48), timer=fake_timer({"tune_scale_16_2": 1.0}), run=cpu_run,
+                    compare=cpu_compare, rounds=1, record=False)
+    rows = {r["config"]["R"]: r for r in result.rows}
+    assert rows[32]["status"] == "rejected" and "multiple of 32" in rows[32]["why"]
+    bad = tkc.autotune(space={"R": [8, 16]}, name="test.refused_default")(scale_builder)
+    with pytest.raises(TkcError, match="default configuration"):
+        bad.tune(*args_of(), timer=fake_timer({}), run=cpu_run, compare=cpu_compare, record=False)
+
+
+def test_offline_package_table_and_fallback(cache, monkeypatch):
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.offline")(scale_builder)
+    args = args_of()
+    key = t.key(args)
+    tables.PACKAGE_DIR.mkdir(parents=True, exist_ok=True)
+    tables.package_path().write_text(json.dumps(
+        {"device": "Test GPU", "entries": {"test.offline": {repr(key): {"config": {"R": 64}}}}}))
+    assert t.pick(args) == {"R": 64}                            # the package's table
+    tables.record("test.offline", key, {"config": {"R": 32}})
+    t.forget()
+    assert t.pick(args) == {"R": 32}                            # this machine's wins
+    tables.record("test.offline", key, {"config": {"R": 128}})  # not in the space (an old table)
+    t.forget()
+    assert t.pick(args) == t.default
+    monkeypatch.setenv("TKC_OFFLINE", "1")                      # no compiling: unbuilt ones pruned
+    fresh = tkc.autotune(space={"R": [16, 48]}, name="test.offline2")(scale_builder)
+    monkeypatch.delenv("TKC_OFFLINE")
+    fresh.kernel({"R": 16}).build()
+    monkeypatch.setenv("TKC_OFFLINE", "1")
+    result = fresh.tune(*args, timer=fake_timer({"tune_scale_16_2": 1.0}), run=cpu_run,
+                        compare=cpu_compare, rounds=1, record=False)
+    assert {r["config"]["R"]: r["status"] for r in result.rows} == {16: "best", 48: "pruned"}
+
+
+def test_tuning_at_the_first_call(cache, monkeypatch):
+    """tune=True: a new key is tuned when first met, then read from the memo."""
+    tuned = []
+    monkeypatch.setattr(measure, "_gpu_timer", lambda flush: fake_timer(
+        {"tune_scale_16_2": 2.0, "tune_scale_32_2": 1.0}))
+    monkeypatch.setattr(measure, "_run_gpu", lambda k, a: tuned.append(k.name) or cpu_run(k, a))
+    monkeypatch.setattr(measure, "_compare", cpu_compare)
+    t = tkc.autotune(space={"R": [16, 32]}, name="test.first", tune=True)(scale_builder)
+    assert t.pick(args_of()) == {"R": 32} and len(tuned) == 2
+    assert t.pick(args_of()) == {"R": 32} and len(tuned) == 2
+
+
+def test_tkc_build_of_a_file_builds_every_candidate(cache, tmp_path):
+    src = tmp_path / "tuned_kernels.py"
+    src.write_text(textwrap.dedent('''
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        @tkc.autotune(space={"R": [16, 32]})
+        def copy(R):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"file_copy_{R}")
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+    '''))
+    from tkc.frontend import kernels_in_file
+    assert sorted(k.name for k in kernels_in_file(src)) == ["file_copy_16", "file_copy_32"]

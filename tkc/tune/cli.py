@@ -1,0 +1,118 @@
+"""`tkc tune`: tune autotuned kernels (tkc.autotune) for given shapes.
+
+    tkc tune FILE.py --call "scale(f32[4096, 64], f32[4096, 64])"   # a file's, at a call
+    tkc tune --library [--filter matmul]                            # the library's, its examples
+
+Each autotuned builder found (a FILE's globals, or the library's: the torch
+ops' picks) is tuned at every call given for it by name (--call, in the
+language of `tkc build --call`: tensors as DTYPE[dims], made random on the
+GPU), else at its own examples (autotune(examples=...)). One line per key
+as it is tuned, then a summary table (best configuration, its µs, the
+default's, and how many candidates were pruned or rejected) and the table
+file the picks went into. Needs torch and a GPU; without MLIR
+(TKC_OFFLINE=1) only candidates already built are timed.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+
+from ..diagnostics import TkcError
+from .configs import config_text
+from .space import registry
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tkc tune", description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="*", metavar="FILE.py", help="tune the autotuned builders of these files")
+    p.add_argument("--library", action="store_true", help="tune the library's autotuned picks")
+    p.add_argument("--call", action="append", default=[], metavar="EXPR",
+                   help='a call to tune at, e.g. "scale(f32[4096, 64], f32[4096, 64])"')
+    p.add_argument("--filter", default="", help="only builders whose name contains this")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if not args.files and not args.library:
+        raise TkcError("tkc tune: name FILE.py files or --library")
+    found = _builders(args.files, args.library)
+    found = [t for t in found if args.filter in t.name]
+    if not found:
+        raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
+    calls = [_parse(expr) for expr in args.call]
+    rows, t0 = [], time.perf_counter()
+    for tuned in found:
+        mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
+        examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
+        if not examples:
+            sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
+            continue
+        for i, example in enumerate(examples):
+            made = example() if callable(example) else example
+            result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
+            rows.append((tuned, result))
+            sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
+    if not rows:
+        return 1
+    sys.stdout.write(summary(rows, time.perf_counter() - t0))
+    return 0
+
+
+def summary(rows: list, seconds: float) -> str:
+    from . import tables
+    lines = [f"{'builder':28} {'key':44} {'best':28} {'µs':>9} {'default µs':>11} "
+             f"{'pruned':>6} {'rejected':>8}"]
+    for tuned, r in rows:
+        by = {config_text(x["config"]): x for x in r.rows}
+        best, default = by[config_text(r.best)], by[config_text(tuned.default)]
+        count = lambda s: sum(1 for x in r.rows if x["status"] == s)  # noqa: E731
+        lines.append(f"{tuned.name[-28:]:28} {repr(r.key)[:44]:44} {config_text(r.best)[:28]:28} "
+                     f"{best['us']:9.2f} {default['us']:11.2f} {count('pruned'):6} {count('rejected'):8}")
+    lines.append(f"{len(rows)} key(s) tuned in {seconds:.0f} s; picks in {tables.user_path()}")
+    return "\n".join(lines) + "\n"
+
+
+def _builders(files: list, library: bool) -> list:
+    """The autotuned builders of these files (and the library's), in order found."""
+    from ..frontend.kernel import kernels_in_file
+    before = set(registry)
+    for f in files:
+        kernels_in_file(f)   # imports the file: its autotune decorators register
+    names = [n for n in registry if n not in before]
+    if library:
+        import tkc.torchops  # noqa: F401  (the torch ops declare the library's picks)
+        names += [n for n in registry if n.startswith("tkc.") and n not in names]
+    return [registry[n] for n in names]
+
+
+def _parse(expr: str) -> tuple:
+    """(name, thunk making the call's arguments on the GPU) of a --call expression."""
+    try:
+        node = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise TkcError(f"--call {expr!r}: not an expression ({e.msg})") from None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute))):
+        raise TkcError(f"--call {expr!r}: expected name(arguments)")
+    name = ast.unparse(node.func)
+
+    def make():
+        import torch
+
+        from ..torchops.calls import DTYPES
+        out = []
+        for a in node.args:
+            if isinstance(a, ast.Subscript) and isinstance(a.value, ast.Name) and a.value.id in DTYPES:
+                dims = ast.literal_eval(a.slice)
+                dims = dims if isinstance(dims, tuple) else (dims,)
+                dtype = DTYPES[a.value.id]
+                out.append(torch.randn(dims, device="cuda").to(dtype) if dtype.is_floating_point
+                           else torch.zeros(dims, dtype=dtype, device="cuda"))
+            else:
+                out.append(ast.literal_eval(a))
+        return out
+    return name, make

@@ -1,0 +1,207 @@
+"""Tuning one key of an autotuned kernel (tkc.autotune): build, check, time, record.
+
+1. Build. Every candidate (the author's prune applied) is built as `tkc
+   build` builds (tkc.building: the cache's artifacts read, the rest
+   compiled in parallel processes). A candidate the compiler refuses (the
+   verifier, a shared-memory or register budget, ptxas) or that spills
+   beyond its allowance is pruned, with the reason; offline (TKC_OFFLINE=1,
+   no MLIR) a candidate missing from the cache is pruned as not built. The
+   default must build.
+2. Check. The default runs on copies of the arguments; every other candidate
+   runs on fresh copies, and each tensor argument after its call (outputs,
+   and inputs it may not touch) must match the default's within the dtype's
+   tolerance, NaNs where the default's are; else it is rejected, as is one
+   that refuses the arguments (its tiles do not divide their shapes).
+3. Time. Each candidate's call on copies of the arguments, replayed from a
+   CUDA graph (tkc.bench.timing), interleaved over `rounds` rounds so that a
+   clock change hits every candidate alike; a candidate's time is its median.
+   With flush_l2 each call follows a write of twice the L2, whose own time
+   is subtracted.
+4. Record. The fastest goes into this machine's table (tables.py) with every
+   candidate's time and why the others were pruned or rejected.
+
+timer(kernel, args) -> µs, run(kernel, args) -> tensors and compare(ref,
+out) -> None or a reason replace steps 2 and 3's GPU work (the CPU tests use
+them: a fake timer, the interpreter).
+"""
+from __future__ import annotations
+
+import inspect
+import statistics
+import sys
+from typing import Callable, NamedTuple
+
+from ..diagnostics import TkcError
+from .configs import config_text
+
+__all__ = ["Result", "tune"]
+
+TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
+
+
+class Result(NamedTuple):
+    """A key's tuning: the best configuration, and per candidate a row
+    {config, status: best | ok | pruned | rejected, us, why}."""
+    best: dict
+    key: object
+    rows: list
+
+    def table(self) -> str:
+        """The rows as text, fastest first (for `tkc tune` and a notebook)."""
+        rows = sorted(self.rows, key=lambda r: (r["us"] is None, r["us"] or 0))
+        lines = [f"{'configuration':48} {'µs':>9}  status"]
+        for r in rows:
+            us = f"{r['us']:9.2f}" if r["us"] is not None else " " * 9
+            lines.append(f"{config_text(r['config']):48} {us}  {r['status']}"
+                         + (f": {r['why']}" if r["why"] else ""))
+        return "\n".join(lines)
+
+
+def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
+         run=None, compare=None, record: bool = True, progress=None) -> Result:
+    """Tune the key of `args` for `tuned` (a space.Autotuned; see the module docstring): the Result."""
+    key = tuned.key(args)
+    configs = tuned.candidates()
+    rows = {config_text(c): {"config": c, "status": "ok", "us": None, "why": ""} for c in configs}
+    kernels = _build(tuned, configs, rows, jobs, progress)
+    default = config_text(tuned.default)
+    if default not in kernels:
+        raise TkcError(f"autotune {tuned.name}: the default configuration {default} does not "
+                       f"build: {rows[default]['why']}", tuned.where)
+    run = run or _run_gpu
+    compare = compare or _compare
+    reference = run(kernels[default], args)
+    for text, k in list(kernels.items()):
+        if text == default:
+            continue
+        try:
+            why = compare(reference, run(k, args))
+            why = why and f"output differs from the default's: {why}"
+        except TkcError as e:  # the candidate cannot take these arguments (a tile's multiple)
+            why = f"refuses these arguments: {e.message}"
+        if why:
+            rows[text].update(status="rejected", why=why)
+            del kernels[text]
+    timer = timer or _gpu_timer(tuned.flush_l2)
+    times: dict = {text: [] for text in kernels}
+    for _ in range(rounds):
+        for text, k in kernels.items():
+            times[text].append(timer(k, args))
+    for text, ts in times.items():
+        rows[text]["us"] = statistics.median(ts)
+    best = min(kernels, key=lambda t: rows[t]["us"])
+    rows[best]["status"] = "best"
+    result = Result(rows[best]["config"], key, list(rows.values()))
+    if record:
+        from . import tables
+        tables.record(tuned.name, key, {
+            "config": result.best, "us": rows[best]["us"],
+            "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
+            "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
+    return result
+
+
+def _build(tuned, configs: list, rows: dict, jobs, progress) -> dict:
+    """{config text: Kernel} of the candidates that build; the others' rows say why."""
+    from ..building import build_all
+    from ..runtime import cache
+    kernels, texts = [], []
+    for c in configs:
+        text = config_text(c)
+        try:
+            k = tuned.kernel(c)
+        except TkcError as e:
+            rows[text].update(status="pruned", why=e.message)
+            continue
+        if cache.offline() and not cache.entry_dir(k.artifact_key()).is_dir():
+            rows[text].update(status="pruned", why="not built (offline: tkc build it first)")
+            continue
+        kernels.append(k)
+        texts.append(text)
+    files, jobs = _files(tuned, jobs)
+    built = {}
+    for text, k, row in zip(texts, kernels, build_all(kernels, False, jobs, files, progress or _Silent())):
+        if row["error"]:
+            rows[text].update(status="pruned", why=row["error"].splitlines()[0])
+        elif row["over"]:
+            rows[text].update(status="pruned", why=f"spills registers ({row['spills']})")
+        else:
+            built[text] = k
+    return built
+
+
+def _files(tuned, jobs):
+    """The file a spawned build worker imports to make the candidates again
+    (none for a builder in a package module, which the library lists, or in
+    __main__, which a worker cannot import: then one process builds)."""
+    module = sys.modules.get(tuned.builder.__module__)
+    if module is None or tuned.builder.__module__ == "__main__":
+        return (), 1
+    if tuned.builder.__module__.startswith("tkc."):
+        return (), jobs
+    try:
+        return (inspect.getfile(module),), jobs
+    except TypeError:
+        return (), 1
+
+
+class _Silent:
+    """A progress that shows nothing (tuning at a call is quiet)."""
+
+    def __getattr__(self, name) -> Callable:
+        return lambda *a, **k: None
+
+
+def _copies(args) -> list:
+    return [a.clone() if hasattr(a, "clone") else a for a in args]
+
+
+def _run_gpu(kernel, args) -> list:
+    """The tensor arguments after one call of kernel on copies of args."""
+    import torch
+    copies = _copies(args)
+    kernel(*copies)
+    torch.cuda.synchronize()
+    return [a for a in copies if isinstance(a, torch.Tensor)]
+
+
+def _compare(reference: list, outputs: list) -> str | None:
+    """None when outputs match reference (per tensor, within its dtype's tolerance)."""
+    import torch
+    for i, (r, o) in enumerate(zip(reference, outputs)):
+        if not r.is_floating_point():
+            if not torch.equal(r, o):
+                return f"tensor argument {i} (integers) differs"
+            continue
+        tol = TOLERANCE.get(str(r.dtype).removeprefix("torch."), 1e-3)
+        r64, o64 = r.double(), o.double()
+        if not torch.equal(r64.isnan(), o64.isnan()):
+            return f"tensor argument {i}: NaN where the default has none (or the reverse)"
+        r64, o64 = r64.nan_to_num(), o64.nan_to_num()
+        err = float((o64 - r64).abs().max()) if r.numel() else 0.0
+        scale = float(r64.abs().max()) if r.numel() else 0.0
+        if err > tol * max(scale, 1e-6):
+            return f"tensor argument {i}: max |difference| {err:.3g} against {tol:g} x max |value| {scale:.3g}"
+    return None
+
+
+def _gpu_timer(flush_l2: bool):
+    """timer(kernel, args) -> µs per call from CUDA-graph replays (tkc.bench.timing)."""
+    from ..bench.timing import bench
+    held: dict = {}
+
+    def timer(kernel, args) -> float:
+        import torch
+        copies = held.get(id(kernel))
+        if copies is None:
+            copies = held[id(kernel)] = _copies(args)
+        if not flush_l2:
+            return bench(lambda: kernel(*copies), reps=10, inner=10) * 1e3
+        junk = held.get("junk")
+        if junk is None:
+            l2 = torch.cuda.get_device_properties(0).L2_cache_size
+            junk = held["junk"] = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+        flushed = bench(lambda: (junk.fill_(1.0), kernel(*copies)), reps=10, inner=5)
+        alone = bench(lambda: junk.fill_(1.0), reps=10, inner=5)
+        return max(flushed - alone, 0.0) * 1e3
+    return timer

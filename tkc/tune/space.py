@@ -1,0 +1,153 @@
+"""@tkc.autotune: a kernel builder, the space of schedules it takes, and a key.
+
+    @tkc.autotune(space={"BN": [64, 128, 256], "stages": [2, 3, 4]},
+                  key=lambda a, b, c: (c.shape[-2] // 1024, c.shape[-1] // 1024))
+    def scaled_copy(BN, stages):
+        return tkc.kernel(...)(body)          # a tkc.Kernel for this schedule
+
+    scaled_copy(a, b, c)      # runs the kernel of the tuned pick for this call's key
+
+The builder is the author's: it takes the space's parameters by name and
+returns a `tkc.Kernel` (built once per configuration). The space is a dict of
+lists (their product) or a list of dicts; its first configuration is the
+default, which an untuned key runs and which every candidate's output is
+checked against. `prune(config) -> bool` drops configurations the author
+knows cannot win; those the compiler refuses (shared memory, registers, the
+verifier) are dropped when tuning (measure.py). The key maps a call's
+arguments to a hashable value: by default each tensor's dtype and its dims
+rounded up to powers of two (shape buckets), each scalar as it is.
+
+A call looks its key up in the tuned tables (tables.py: this machine's,
+then the package's, for the current GPU) and falls back to the default;
+`tune=True` (or TKC_AUTOTUNE=1) tunes a key at its first call instead, and
+`.tune(*args)` tunes one on request (measure.py). No MLIR is needed to run
+a tuned pick offline (TKC_OFFLINE=1): only the picked kernel's artifact.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..diagnostics import TkcError
+from .configs import config_text, configs, default_key
+
+__all__ = ["Autotuned", "autotune", "registry"]
+
+registry: dict = {}  # name -> Autotuned: build workers and `tkc tune` find them here
+
+
+class Autotuned:
+    """A kernel builder with its space (see the module docstring)."""
+
+    def __init__(self, builder, space, key=None, prune=None, name: str | None = None,
+                 tune: bool = False, flush_l2: bool = False, examples=None, where: str = ""):
+        self.builder, self.prune, self.where, self.examples = builder, prune, where, examples
+        self.name = name or f"{builder.__module__}.{builder.__qualname__}"
+        self.key_fn = key or default_key
+        self.tune_first = tune
+        self.flush_l2 = flush_l2
+        self.configs = configs(space, builder, where)
+        self._kernels: dict = {}   # config text -> Kernel
+        self._picks: dict = {}     # key -> config (this process's memo of the tables)
+        registry[self.name] = self
+
+    def __repr__(self):
+        return f"<tkc.autotune {self.name}: {len(self.configs)} configurations>"
+
+    @property
+    def default(self) -> dict:
+        return self.configs[0]
+
+    def candidates(self) -> list[dict]:
+        """The configurations the author's prune keeps (the default always)."""
+        return [c for i, c in enumerate(self.configs) if i == 0 or self.prune is None or not self.prune(c)]
+
+    def kernel(self, config: dict):
+        """The Kernel of one configuration (the builder called once per configuration)."""
+        text = config_text(config)
+        k = self._kernels.get(text)
+        if k is None:
+            from ..frontend.kernel import Kernel
+            k = self.builder(**config)
+            if not isinstance(k, Kernel):
+                raise TkcError(f"autotune {self.name}: the builder must return a tkc.Kernel, got "
+                               f"{type(k).__name__} for {text}", self.where)
+            self._kernels[text] = k
+        return k
+
+    def kernels(self) -> list:
+        """Every candidate's Kernel (what `tkc build` of a file builds)."""
+        return [self.kernel(c) for c in self.candidates()]
+
+    def key(self, args) -> object:
+        return self.key_fn(*args)
+
+    def pick(self, args) -> dict:
+        """The configuration a call with these arguments runs: the tuned one
+        for its key (tuning it first when asked to), else the default."""
+        return self.choose(self.key(args), args)
+
+    def choose(self, key, args=None) -> dict:
+        """The configuration of a key: this process's memo, else the tables,
+        else (with args, when asked to tune at first calls) tuned now, else
+        the default."""
+        config = self._picks.get(key)
+        if config is None:
+            from . import tables
+            config = tables.lookup(self.name, key)
+            if config is None and args is not None and (self.tune_first or _env_tunes()):
+                from .measure import tune
+                config = tune(self, args).best
+            config = self._picks[key] = _known(self, config)
+        return config
+
+    def __call__(self, *args, stream=None):
+        self.kernel(self.pick(args))(*args, stream=stream)
+
+    def prepare(self, *args, bound=()):
+        """The picked kernel's prepared launch (Kernel.prepare)."""
+        return self.kernel(self.pick(args)).prepare(*args, bound=bound)
+
+    def tune(self, *args, **options):
+        """Tune the key of these arguments now (measure.tune): the Result."""
+        from .measure import tune
+        result = tune(self, args, **options)
+        self._picks[self.key(args)] = result.best
+        return result
+
+    def forget(self) -> None:
+        """Drop this process's picks (the tables are read again)."""
+        self._picks.clear()
+
+
+def _known(tuned: Autotuned, config: dict | None) -> dict:
+    """config if it is one of the space's (a table may be older than the space), else the default."""
+    if config is not None:
+        text = config_text(config)
+        for c in tuned.configs:
+            if config_text(c) == text:
+                return c
+    return tuned.default
+
+
+def _env_tunes() -> bool:
+    return os.environ.get("TKC_AUTOTUNE", "").strip().lower() in ("1", "true", "yes")
+
+
+def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = False,
+             flush_l2: bool = False, examples=None):
+    """Decorate a kernel builder (see the module docstring): the space of its
+    parameters, the key of a call (default: dtypes and power-of-two shape
+    buckets), prune(config) -> True to drop a configuration, the name its
+    tables use (default: module.qualname), tune=True to tune each new key at
+    its first call, flush_l2=True to time each candidate with a cold L2,
+    examples() -> the argument lists `tkc tune` tunes at when given no call
+    (each a list, or a function making one: tensors are made lazily)."""
+    frame = sys._getframe(1)  # the decorator's line: where a bad space is reported
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}:1"
+
+    def wrap(builder):
+        if not callable(builder):
+            raise TkcError(f"autotune decorates a kernel builder (a function), got {builder!r}", where)
+        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where)
+    return wrap

@@ -1,0 +1,114 @@
+"""Tuned tables: which configuration each autotuned kernel runs, per key and GPU.
+
+Results are data, kept as JSON in two places, read in this order:
+
+- this machine's: `$TKC_CACHE_DIR/tuned/<gpu>-<compiler>.json`, written by
+  tuning here (measure.py, `tkc tune`), one file per GPU name and compiler
+  version (runtime.cache.compiler_hash), since another compiler makes other
+  kernels of the same configurations;
+- the package's: `tkc/tune/tables/<gpu>.json`, shipped with tkc: the
+  library's kernels tuned on that GPU at the commit the file names.
+
+A GPU the package has no table for reads the reference GPU's (the H200's,
+tkc's measured GPU); a key in none runs the space's default. The GPU is the current CUDA
+device's name; without one (building ahead of time on a CPU machine) it is
+$TKC_DEVICE_NAME, else the H200, the GPU tkc's tables are measured on.
+File format: {"device", "compiler", "commit", "entries": {name: {key: row}}}
+with row = {"config": {...}, "us": best µs, "candidates": {config: µs},
+"rejected": {config: why}}; keys are the repr of the autotuned key.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+__all__ = ["device_name", "lookup", "package_path", "record", "user_path"]
+
+PACKAGE_DIR = Path(__file__).resolve().parent / "tables"
+REFERENCE_GPU = "NVIDIA H200"
+
+_loaded: dict = {}  # path -> (mtime, entries)
+
+
+def device_name() -> str:
+    """The GPU the tables are read for (see the module docstring)."""
+    env = os.environ.get("TKC_DEVICE_NAME")
+    if env:
+        return env
+    return _driver_name() or REFERENCE_GPU
+
+
+@functools.cache
+def _driver_name() -> str | None:
+    try:
+        from ..runtime import driver
+        return driver.device_name(0)
+    except Exception:  # noqa: BLE001  (no driver, no GPU: the reference GPU's tables)
+        return None
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def user_path(device: str | None = None) -> Path:
+    from ..runtime.cache import cache_dir, compiler_hash
+    return cache_dir() / "tuned" / f"{_slug(device or device_name())}-{compiler_hash()[:16]}.json"
+
+
+def package_path(device: str | None = None) -> Path:
+    return PACKAGE_DIR / f"{_slug(device or device_name())}.json"
+
+
+def _entries(path: Path) -> dict:
+    """The file's entries, read again when it changed (another process tuned)."""
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    known = _loaded.get(path)
+    if known is None or known[0] != mtime:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        known = _loaded[path] = (mtime, data.get("entries", {}))
+    return known[1]
+
+
+def lookup(name: str, key, device: str | None = None) -> dict | None:
+    """The tuned configuration of `name` for `key` (this machine's table first), or None."""
+    text = repr(key)
+    device = device or device_name()
+    paths = [user_path(device), package_path(device)]
+    if device != REFERENCE_GPU:  # a GPU without its own table: the reference GPU's
+        paths.append(package_path(REFERENCE_GPU))
+    for path in paths:
+        row = _entries(path).get(name, {}).get(text)
+        if row is not None:
+            return row["config"]
+    return None
+
+
+def record(name: str, key, row: dict, device: str | None = None, path: Path | None = None) -> Path:
+    """Write one key's row into this machine's table (or `path`), atomically."""
+    from ..runtime.cache import compiler_hash
+    path = path or user_path(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault("device", device or device_name())
+    data.setdefault("compiler", compiler_hash())
+    data.setdefault("entries", {}).setdefault(name, {})[repr(key)] = row
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    _loaded.pop(path, None)
+    return path
