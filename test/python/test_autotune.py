@@ -173,3 +173,22 @@ def test_tkc_build_of_a_file_builds_every_candidate(cache, tmp_path):
     '''))
     from tkc.frontend import kernels_in_file
     assert sorted(k.name for k in kernels_in_file(src)) == ["file_copy_16", "file_copy_32"]
+
+
+def test_the_readme_example(cache):
+    """README's @autotune block defines a builder whose candidates all build
+    and compute y = 2 x (its GPU lines, tune and call, are left out here)."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text.split("```python\nfrom tkc import autotune\n", 1)[1].split("```", 1)[0]
+    code = "from tkc import autotune\n" + "\n".join(
+        ln for ln in block.splitlines() if not ln.startswith(("scale.tune", "scale(x")))
+    scope = {"tkc": tkc, "gl": gl, "f32": f32, "rt": rt, "load": load, "store": store}
+    exec(compile(code, "README.md", "exec"), scope)
+    scale = scope["scale"]
+    assert [c["rows"] for c in scale.configs] == [16, 32, 64]
+    x, y = args_of()
+    for k in scale.kernels():
+        out = np.zeros_like(x)
+        k.interpret(x, out)
+        np.testing.assert_array_equal(out, 2 * x)
