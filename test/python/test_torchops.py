@@ -184,18 +184,20 @@ def test_matmul_values_and_gradients(cpu_ops, case):
 
 
 def test_matmul_tile_picks_are_tuned_data(monkeypatch, tmp_path):
-    """tkc.matmul's tile width is the tuned table's for C's bucketed shape
-    (tkc/tune/tables), the reference GPU's where this GPU has none, else
-    the widest (the space's default)."""
+    """tkc.matmul's tile width is the tuned table's for C's shape (per 128
+    rows and 256 columns up to 4096, then power-of-two buckets; tkc/tune/tables),
+    the reference GPU's where this GPU has none, else the widest (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
-        repr((1024, 1024)): {"config": {"BN": 64}}, repr((1024, 4096)): {"config": {"BN": 128}}}}}))
+        repr((1024, 1024)): {"config": {"BN": 64}}, repr((896, 4096)): {"config": {"BN": 192}},
+        repr((8192, 16384)): {"config": {"BN": 128}}}}}))
     try:
-        assert [gemm._tile(1000, 1000), gemm._tile(777, 4096), gemm._tile(4096, 4096)] == [64, 128, 256]
+        assert [gemm._tile(1000, 1000), gemm._tile(777, 4096), gemm._tile(5000, 9000),
+                gemm._tile(4096, 4096)] == [64, 192, 128, 256]
     finally:
         gemm.TILE.forget()
 

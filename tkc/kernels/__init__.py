@@ -31,7 +31,7 @@ NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
-GEMM_TILES = (64, 128, 256)  # BN: tkc.matmul picks one per shape (tkc/torchops/gemm.py)
+GEMM_TILES = (64, 128, 192, 256)  # BN: tkc.matmul's tuned pick per shape (tkc/torchops/gemm.py)
 
 
 def _gemm_ops():

@@ -68,6 +68,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
     default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
     epi, buffers = epilogue or default
+    if not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
+        raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
+                         f"up to 256 (wgmma's widest N), got {BN}")
     mma_name = f"{'at' if transpose_a else 'a'}{'bt' if transpose_b else 'b'}"
     name = "_".join(x for x in (
         f"gemm_hopper_{out_dtype}_{mma_name}_{BM}x{BN}x{BK}",

@@ -42,35 +42,46 @@ def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: b
                        bias=bias, activation=activation, preact=preact)
 
 
+FINE = 4096  # up to here the tile width is tuned per 128 rows and 256 columns of C
+
+
 def _tile_key(a, b, c) -> tuple:
     """What C's tile width depends on: its rows in all (batch x M) and its
-    columns, each bucketed (the work items against the SMs)."""
+    columns: up to FINE in steps of 128 rows and 256 columns (how the
+    work items fill the SMs' waves changes within a power of two), beyond it
+    bucketed to powers of two (many waves: the widest tile wins)."""
     rows = c.shape[-2] * (c.shape[-3] if len(c.shape) > 2 else 1)
-    return bucket(rows), bucket(c.shape[-1])
+    return _key(rows, c.shape[-1])
+
+
+def _key(rows: int, cols: int) -> tuple:
+    return (-(-rows // 128) * 128 if rows <= FINE else bucket(rows),
+            -(-cols // 256) * 256 if cols <= FINE else bucket(cols))
 
 
 def _tile_examples() -> list:
-    """The shapes `tkc tune --library` tunes the tile at: C of 128..16384 rows
-    and columns (each bucket's top), K 4096."""
-    sizes = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+    """The shapes `tkc tune --library` tunes the tile at: every key's C up to
+    FINE, and 8192 and 16384 rows and columns beyond; K 4096."""
+    rows = [*range(128, FINE + 1, 128), 8192, 16384]
+    cols = [*range(256, FINE + 1, 256), 8192, 16384]
 
     def make(m, n):
         return lambda: [_gl(torch.randn(m, 4096, device="cuda").to(BF16)),
                         _gl(torch.randn(4096, n, device="cuda").to(BF16)),
                         _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
-    return [make(m, n) for m in sizes for n in sizes]
+    return [make(m, n) for m in rows for n in cols]
 
 
 # C's tile width BN, tuned per GPU (tkc/tune/tables): wider tiles do more work
 # per byte loaded, narrower ones make more work items where a wide tile's
-# would leave SMs idle. Tuned with A B; the other products and tkc.linear
-# take the same width for their C.
-TILE = autotune(space={"BN": [256, 128, 64]}, key=_tile_key, name="tkc.matmul.tile",
+# would leave SMs idle in a wave. Tuned with A B; the other products and
+# tkc.linear take the same width for their C.
+TILE = autotune(space={"BN": [256, 192, 128, 64]}, key=_tile_key, name="tkc.matmul.tile",
                 examples=_tile_examples)(lambda BN: _kernel(False, False, False, BN=BN))
 
 
 def _tile(rows: int, cols: int) -> int:
-    return TILE.choose((bucket(rows), bucket(cols)))["BN"]
+    return TILE.choose(_key(rows, cols))["BN"]
 
 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:

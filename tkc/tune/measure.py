@@ -113,6 +113,9 @@ def _build(tuned, configs: list, rows: dict, jobs, progress) -> dict:
         except TkcError as e:
             rows[text].update(status="pruned", why=e.message)
             continue
+        except (ValueError, TypeError) as e:  # the builder refuses the configuration
+            rows[text].update(status="pruned", why=f"{type(e).__name__}: {e}")
+            continue
         if cache.offline() and not cache.entry_dir(k.artifact_key()).is_dir():
             rows[text].update(status="pruned", why="not built (offline: tkc build it first)")
             continue
@@ -186,22 +189,39 @@ def _compare(reference: list, outputs: list) -> str | None:
 
 
 def _gpu_timer(flush_l2: bool):
-    """timer(kernel, args) -> µs per call from CUDA-graph replays (tkc.bench.timing)."""
-    from ..bench.timing import bench
+    """timer(kernel, args) -> µs per call: CUDA events around replays of a
+    CUDA graph of INNER calls, captured once per candidate (on its own copies
+    of the arguments); the median of REPS replays. With flush_l2 the graph
+    also writes twice the L2 before each call, and that write's time alone
+    (its own graph) is subtracted."""
+    import torch
     held: dict = {}
+    inner, reps = 10, 5
+
+    def replay_us(graph) -> float:
+        times = []
+        for _ in range(reps):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3 / inner)
+        return statistics.median(times)
 
     def timer(kernel, args) -> float:
-        import torch
-        copies = held.get(id(kernel))
-        if copies is None:
-            copies = held[id(kernel)] = _copies(args)
-        if not flush_l2:
-            return bench(lambda: kernel(*copies), reps=10, inner=10) * 1e3
-        junk = held.get("junk")
-        if junk is None:
-            l2 = torch.cuda.get_device_properties(0).L2_cache_size
-            junk = held["junk"] = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
-        flushed = bench(lambda: (junk.fill_(1.0), kernel(*copies)), reps=10, inner=5)
-        alone = bench(lambda: junk.fill_(1.0), reps=10, inner=5)
-        return max(flushed - alone, 0.0) * 1e3
+        from ..bench.timing import captured
+        graph = held.get(id(kernel))
+        if graph is None:
+            copies = _copies(args)
+            if flush_l2 and "junk" not in held:
+                l2 = torch.cuda.get_device_properties(0).L2_cache_size
+                held["junk"] = torch.empty(2 * l2 // 4, dtype=torch.float32, device="cuda")
+                held["flush"] = captured(lambda: held["junk"].fill_(1.0), inner)
+            call = (lambda: (held["junk"].fill_(1.0), kernel(*copies))) if flush_l2 else \
+                (lambda: kernel(*copies))
+            graph = held[id(kernel)] = captured(call, inner)
+            held[("args", id(kernel))] = copies  # alive while the graph is
+        us = replay_us(graph)
+        return max(us - replay_us(held["flush"]), 0.0) if flush_l2 else us
     return timer
