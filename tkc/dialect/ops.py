@@ -308,11 +308,16 @@ def tma_store_wait(pending: int = 0, writes: bool = False, loc=None):
 def atomic_add(dst, scratch, idx, after=(), value: int = 1, warps: int | None = None, loc=None):
     """The old value of gl `dst` at element idx (b, d, r, c), `value` added
     once by the block, or by the group of `warps` warps (tk.irdl.mlir: the
-    group, the ordering)."""
+    group, the ordering). `after`: the gl values (arguments or slices of
+    them) whose writes come first, recorded as their argument numbers."""
     from mlir import ir
+
+    from . import gl_root
     i32 = ir.IntegerType.get_signless(32)
     attrs = {"value": value, **({"warps": warps} if warps is not None else {})}
-    return _one("atomic_add", i32, [dst, scratch, *idx, *after], attrs, loc=loc)
+    if after:
+        attrs["after"] = ir.DenseI64ArrayAttr.get(sorted({gl_root(g)[0].arg_number for g in after}))
+    return _one("atomic_add", i32, [dst, scratch, *idx], attrs, loc=loc)
 
 
 def warpgroup_mma(name: str, a, b, c, negate: bool = False, when=None, loc=None):

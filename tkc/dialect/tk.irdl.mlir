@@ -733,13 +733,16 @@ irdl.dialect @tk {
   // (tk-pipeline-staging's store warp added, after its stores' writes
   // completed, and left the old value in the scratch before the mbarrier the
   // group waited on) it only reads the scratch.
+  // `after = array<i64: ...>` names the `after` gls by their argument numbers:
+  // an attribute, not variadic operands, since IRDL binds a variadic's one
+  // constraint variable to the type of its first value (gls of different
+  // types could not be listed).
   irdl.operation @atomic_add {
     %dst = irdl.base @tk::@gl
     %s = irdl.base @tk::@sv
     %i = irdl.is index
-    %g = irdl.base @tk::@gl
     %r = irdl.is i32
-    irdl.operands(dst: %dst, scratch: %s, b: %i, d: %i, r: %i, c: %i, after: variadic %g)
+    irdl.operands(dst: %dst, scratch: %s, b: %i, d: %i, r: %i, c: %i)
     irdl.results(old: %r)
   }
 

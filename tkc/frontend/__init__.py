@@ -11,7 +11,7 @@ Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
 locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops, gathered from elementwise, axes and memory, which share operands;
 operators gives register handles x + y, t < 0.5, x.to(dtype)), control (range,
-if_/else_), workers (ids, sync), grid (symbolic grid expressions), tma
+if_/else_; carry: the scalars they carry), workers (ids, sync), grid (symbolic grid expressions), tma
 (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`, `tkc.tma.load` in
 pipelined loops), lcsf (the load-compute-store-finish template), warpgroup
 (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), complex (complex tiles: crt,

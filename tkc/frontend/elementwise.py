@@ -195,18 +195,39 @@ def _vec_reduce(name: str, v) -> F32:
 
 def max(*args, **kw):
     """Elementwise max of tiles; max(v) of one vector is its largest element (an
-    f32); Python's max for anything else."""
+    f32); of scalars (index or f32 values, numbers), the largest (an F32 if one
+    is); Python's max for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
-        return builtins.max(*args, **kw)
+        return _scalar_extreme("max", args) if _traced_scalars(args, kw) else builtins.max(*args, **kw)
     return _vec_reduce("max", args[0]) if len(args) == 1 else _max(*args)
 
 
 def min(*args, **kw):
     """Elementwise min of tiles; min(v) of one vector is its smallest element (an
-    f32); Python's min for anything else."""
+    f32); of scalars, the smallest; Python's min for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
-        return builtins.min(*args, **kw)
+        return _scalar_extreme("min", args) if _traced_scalars(args, kw) else builtins.min(*args, **kw)
     return _vec_reduce("min", args[0]) if len(args) == 1 else _min(*args)
+
+
+def _traced_scalars(args, kw) -> bool:
+    """max(a, b, ...) of scalars, one of them traced (Python's max would
+    compare them: a Bool has no truth value)."""
+    return not kw and len(args) >= 2 and builtins.any(isinstance(a, Scalar) for a in args)
+
+
+def _scalar_extreme(name: str, args):
+    def pair(a, b):
+        s, o = (a, b) if isinstance(a, Scalar) else (b, a)   # max and min commute
+        if not isinstance(s, Scalar):
+            return getattr(builtins, name)(a, b)
+        r = getattr(s, name)(o) if isinstance(o, (Scalar, int, float)) and not isinstance(o, bool) \
+            else NotImplemented
+        if r is NotImplemented:
+            raise fail(f"{name} of scalars takes index or f32 values and numbers, got "
+                       f"{type(a).__name__} and {type(b).__name__}")
+        return r
+    return functools.reduce(pair, args)
 
 
 def sum(*args, **kw):
@@ -277,8 +298,7 @@ def _mask(m, op: str) -> Mask:
 def _compare(cmp: str):
     def op(a, b) -> Mask:
         if not builtins.any(isinstance(v, Reg) for v in (a, b)):
-            raise fail(f"{cmp} compares tiles (or a tile and a scalar): for scalars use {cmp!r} "
-                       "operators, which give a condition for tkc.if_")
+            return _scalar_compare(cmp, a, b)
         for v in (a, b):
             if not isinstance(v, Reg):
                 as_f32(v, f"{cmp}'s operand")
@@ -289,6 +309,15 @@ def _compare(cmp: str):
 
 
 lt, le, gt, ge, eq, ne = (_compare(c) for c in tk.CMPS)
+
+
+def _scalar_compare(cmp: str, a, b):
+    """lt(a, b) of two scalars: a < b, a Bool (a Python bool for two numbers)."""
+    for v in (a, b):
+        if not isinstance(v, (Scalar, int, float)) or isinstance(v, bool):
+            raise fail(f"{cmp} compares tiles, a tile and a scalar, or two scalars (index or f32 "
+                       f"values, numbers), got {type(a).__name__} and {type(b).__name__}")
+    return getattr(operator, cmp)(a, b)
 
 
 def where(mask: Mask, x, y) -> Reg:

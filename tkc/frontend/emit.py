@@ -13,7 +13,9 @@ _INT_OPS = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli,
             # truncating division agree; floordivsi keeps Python's `//`.
             "floordiv": arith.floordivsi, "mod": arith.remsi,
             "min": arith.minsi, "max": arith.maxsi}
-_FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf}
+# maxnumf/minnumf as tiles' max/min: a NaN operand gives the other (PTX max.f32)
+_FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf,
+              "max": arith.maxnumf, "min": arith.minnumf}
 _IPRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
 _FPRED = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}  # this MLIR spells them upper case
 

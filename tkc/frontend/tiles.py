@@ -23,6 +23,27 @@ class DType(str):
     def __repr__(self):
         return f"tkc.{str(self)}"
 
+    def __call__(self, x):
+        """tkc.f32(x) / tkc.i32(x): x as a traced scalar of this type (an F32 or
+        an Index) whose value is in the IR, not folded at trace time: what a
+        tkc.range loop can carry (`m = tkc.f32(-math.inf)`, `c = tkc.i32(0)`).
+        An index or f32 value converts (i32: rounded toward zero)."""
+        from .values import F32
+        if self not in SCALAR_DTYPES:
+            raise fail(f"a scalar is tkc.f32 or tkc.i32, not {self!r}")
+        kind = F32 if self == "f32" else Index
+        ok = isinstance(x, (int, float, Index, F32)) and not isinstance(x, bool) \
+            and (kind is F32 or not isinstance(x, float))
+        if not ok:
+            raise fail(f"{self!r}(x) takes {'a number' if kind is F32 else 'an int'} or an index "
+                       f"or f32 value, got {type(x).__name__}")
+        v = x.to(str(self)) if isinstance(x, (Index, F32)) and not isinstance(x, kind) else kind.wrap(x)
+        if v._v is not None:
+            return v
+        from . import emit
+        with emitting():
+            return kind(emit.constant(kind._type_name, v.const))
+
 
 bf16, f16, f32, i32 = DType("bf16"), DType("f16"), DType("f32"), DType("i32")
 SCALAR_DTYPES = ("f32", "i32")

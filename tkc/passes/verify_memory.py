@@ -7,12 +7,12 @@ in some ways).
 """
 from __future__ import annotations
 
-from ..dialect import gl_root, is_index_load
+from ..dialect import attrs, gl_root, is_index_load
 from ..dialect.kernel import kernel_warps
-from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier
+from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..hopper import lanes
 from . import verify_block as block_rules
-from .verify_messages import describe as _desc, need as _need, op_name as _name
+from .verify_messages import describe as _desc, need as _need, op_name as _name, short
 
 SCALAR_ARGS = ("f32", "i32")               # scalar kernel arguments, and what an element access moves
 IDX_COUNT = {GL: (4,), ST: (2,), SV: (0, 1)}  # the indices a register transfer takes, per memory
@@ -26,12 +26,24 @@ def _check_atomic_add(op, name, ins, outs, kernel):
     if len(ins) < 6 or not isinstance(ins[1], SV) or ins[1].dtype != "f32":
         yield f"{name}: needs an sv<f32> scratch and 4 coordinates (b, d, r, c)"
         return
-    if any(not isinstance(g, GL) for g in ins[6:]):
-        yield f"{name}: after= takes gls, got {', '.join(_desc(g) for g in ins[6:])}"
+    yield from _check_after(op, name, kernel)
     value = op.attributes["value"] if "value" in op.attributes else None
     if not isinstance(value, ir.IntegerAttr):
         yield f"{name}: value must be an integer attribute, got {value}"
     yield from block_rules.check_sync_attributes(op, kernel)
+
+
+def _check_after(op, name, kernel):
+    """`after`: the numbers of gl arguments (attrs.atomic_after)."""
+    nums = attrs.atomic_after(op)
+    if nums is None:
+        yield f"{name}: after must be an array<i64> of gl argument numbers, got {op.attributes['after']}"
+        return
+    args = list(kernel.regions[0].blocks[0].arguments) if kernel is not None else []
+    bad = [f"argument {n} ({short(args[n].type) if 0 <= n < len(args) else 'none'})"
+           for n in nums if not (0 <= n < len(args) and isinstance(view(args[n].type), GL))]
+    if bad:
+        yield f"{name}: after= takes gl arguments, got {', '.join(bad)}"
 
 
 def _check_alloc(op, name, ins, outs, kernel):
