@@ -124,10 +124,11 @@ def rand(t, seed, offset, base, stride, loc=None):
 
 
 def vec_reduce(name: str, x, loc=None):
-    """The sum, max or min of a whole rv, as an f32 scalar."""
+    """The sum, max or min of a whole rv, as an f32 scalar (an i32 of an i32 rv)."""
     from mlir import ir
     assert name in VEC_REDUCE, name
-    return _one(name, ir.F32Type.get(), [x], loc=loc)
+    t = ir.IntegerType.get_signless(32) if view(x.type).dtype == "i32" else ir.F32Type.get()
+    return _one(name, t, [x], loc=loc)
 
 
 def broadcast(name: str, x, v, loc=None):
@@ -175,11 +176,23 @@ def pipeline_store(dst, src, idx, add: bool = False, loc=None):
     return create("pipeline_store", [], [dst, src, *idx], attrs, loc=loc)
 
 
-def load(t, src, idx=(), fill: float | None = None, elements: bool = False, loc=None):
-    """fill: a ragged load from a gl (what lies outside reads as fill);
-    elements: idx's r and c count elements, not tiles."""
+def _fill_attr(fill, t):
+    """A load's fill: an f32, or for an integer result (i32, i64, an i32 rt
+    or rv) an i64 integer (exact: an f32 holds integers only up to 2^24)."""
     from mlir import ir
-    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else {}
+    t = _ty(t)
+    v = view(t)
+    if str(t) in ("i32", "i64") or (v is not None and v.dtype == "i32"):
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(fill))
+    return ir.FloatAttr.get_f32(float(fill))
+
+
+def load(t, src, idx=(), fill: float | int | None = None, elements: bool = False, loc=None):
+    """fill: a ragged load from a gl (what lies outside reads as fill; an int
+    gives an integer attribute, for integer results); elements: idx's r and
+    c count elements, not tiles."""
+    from mlir import ir
+    attrs = {"fill": _fill_attr(fill, t)} if fill is not None else {}
     if elements:
         attrs["elements"] = ir.UnitAttr.get()
     return _one("load", t, [src, *idx], attrs, loc=loc)
