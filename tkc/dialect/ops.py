@@ -16,6 +16,7 @@ BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
 PICK = ("row_pick", "col_pick")
 VEC_REDUCE = ("vec_sum", "vec_max", "vec_min")
+BLOCK_REDUCE = ("block_sum", "block_max", "block_min")
 CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
              "add_col", "sub_col", "mul_col", "div_col")
@@ -129,6 +130,14 @@ def vec_reduce(name: str, x, loc=None):
     assert name in VEC_REDUCE, name
     t = ir.IntegerType.get_signless(32) if view(x.type).dtype == "i32" else ir.F32Type.get()
     return _one(name, t, [x], loc=loc)
+
+
+def block_reduce(name: str, x, scratch, loc=None):
+    """The sum, max or min over the block's warps of each warp's f32 x (an
+    rt, rv or f32 scalar), in every warp; scratch: the sv<f32> the values
+    pass through (tk.irdl.mlir)."""
+    assert name in BLOCK_REDUCE, name
+    return _one(name, x.type, [x, scratch], loc=loc)
 
 
 def broadcast(name: str, x, v, loc=None):

@@ -403,6 +403,35 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
+  // ---- block reductions: the elementwise sum / max / min over the warps of
+  // the block (or, with tk.sync's id / warps, of the barrier group: warps
+  // 0 .. warps-1) of each warp's f32 x (rt, rv or f32 scalar); every warp
+  // gets the same result. Sums add in warp order, ((x0 + x1) + x2) + ...
+  // Each warp's values pass through `scratch`, an sv<f32> of at least
+  // warps * 32 * (x's scalars a lane) (one per lane and warp); the op
+  // synchronises the group as tk.sync does (tk-verify checks the rest).
+  irdl.operation @block_sum {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
+    irdl.results(out: %t)
+  }
+  irdl.operation @block_max {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
+    irdl.results(out: %t)
+  }
+  irdl.operation @block_min {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
+    irdl.results(out: %t)
+  }
+
   // ---- broadcasts: (rt, rv) -> rt. *_row: one vector element per row
   // (a "col" vector); *_col: one element per column (a "row" vector).
   irdl.operation @add_row {

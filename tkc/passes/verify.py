@@ -7,7 +7,9 @@ may sit, load/store index counts and subtile shapes, group-copy warp counts,
 and the kernel function's attributes and argument types.
 
 It collects every error of the module and raises one TkcErrors listing them
-as `file:line:col: error: <op>: <rule>`, located at the author's line.
+as `file:line:col: error: <op>: <rule>`, located at the author's line. A
+module without errors is then checked for shared-memory races between warps
+(verify_races.py), which are warnings on stderr.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, safe_view, view
 from ..diagnostics import TkcErrors, where
 from ..dtypes import itemsize
-from . import verify_block as block_rules
+from . import verify_block as block_rules, verify_races as races
 from .registry import register
 from .verify_ints import int_gl_problem, int_problems, scalar_of
 from .verify_memory import CHECKS as _MEMORY_CHECKS, SCALAR_ARGS, slice_use_problem
@@ -34,6 +36,7 @@ def run(module_op) -> None:
     errors = verify(module_op)
     if errors:
         raise TkcErrors(errors)
+    races.report(module_op)   # warnings: shared-memory races it can see without a run
 
 
 def verify(module_op) -> list[tuple[str, str]]:

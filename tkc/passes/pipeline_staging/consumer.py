@@ -17,6 +17,7 @@ from .in_flight import after_last_read, carried_positions, held_until, relax_wgm
 from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_root, root_alloc, staged_attr,
                          terminator, walk_block, written_allocs)
 
+MEETS = ("tk.sync", "tk.atomic_add", "tk.block_sum", "tk.block_max", "tk.block_min")
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
 OVERHEAD_REGISTERS = 32  # a consumer's registers beside its tiles (addresses, counters)
 
@@ -70,10 +71,10 @@ class Consumer:
             self.f.items = new.operation
 
     def _rename_syncs(self, block) -> None:
-        """The author's block-wide tk.sync (and tk.atomic_add's meeting): after
-        the split, only the consumers reach it."""
+        """The author's block-wide tk.sync (and the meetings of tk.atomic_add
+        and the block reductions): after the split, only the consumers reach it."""
         for op in walk_block(block):
-            if op.name in ("tk.sync", "tk.atomic_add") and "id" not in op.attributes:
+            if op.name in MEETS and "id" not in op.attributes:
                 op.attributes["id"] = i64(SYNC_ID)
                 op.attributes["warps"] = i64(self.cw)
 
