@@ -7,7 +7,7 @@ integer gls likewise: verify_ints.py).
 """
 from __future__ import annotations
 
-from ..dialect import attrs, gl_root, is_index_load
+from ..dialect import attrs, gl_root
 from ..dialect.kernel import kernel_warps
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..hopper import lanes
