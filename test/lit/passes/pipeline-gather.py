@@ -18,7 +18,7 @@ from tkc.ops import load, subtile, zero
 # PAGED-LABEL: func.func @paged_sum
 # PAGED: scf.for %[[J:arg[0-9]+]] =
 # PAGED: "tk.expect_bytes"(%[[FULL:[0-9]+]]) {bytes = 8192 : i64}
-# PAGED: %[[PAGE:[0-9]+]] = "tk.load"(%arg1, %{{.*}}, %{{.*}}, %{{[0-9]+}}, %[[J]]) {elements, fill = -1.000000e+00 : f32} {{.*}} -> i32
+# PAGED: %[[PAGE:[0-9]+]] = "tk.load"(%arg1, %{{.*}}, %{{.*}}, %{{[0-9]+}}, %[[J]]) {elements, fill = -1 : i64} {{.*}} -> i32
 # PAGED: %[[ROW:[0-9]+]] = arith.index_cast %[[PAGE]] : i32 to index
 # PAGED: %[[SLOT:[0-9]+]] = "tk.stage"(%0, %{{[0-9]+}})
 # PAGED: "tk.tma_load"(%[[SLOT]], %arg0, %{{.*}}, %{{.*}}, %[[ROW]], %{{.*}}, %[[FULL]])
