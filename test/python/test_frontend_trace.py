@@ -320,6 +320,7 @@ def test_operators_scalars_and_layout_ops():
         assert tt.shape == (32, 16)
         sb = st(bf16, 64, 32)
         group_load(sb, b, (0, 0, 0, 0))
+        tkc.sync()  # every warp's part loaded before warp 0 stores the tile
         group_store(b, sb, (0, 0, 0, 0), warps=1)
         store(a, y, (0, 0, 0, 0))
     m = k.trace()

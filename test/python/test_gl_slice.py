@@ -129,18 +129,18 @@ def test_accesses_through_a_slice_must_stop_at_its_edges():
     _refused(group, [CU, x], r"cannot stop at its edges")
 
 
-def test_index_gls_are_only_read_one_element_at_a_time():
+def test_index_gls_are_read_by_i32_tiles_or_one_element_at_a_time():
     @tkc.kernel(warps=1)
     def tile(cu: gl(i32, 1, 1, 16, 16), x: gl(f32, 1, 1, 16, 16)):
         store(x, load(rt(f32, 16, 16), cu, (0, 0, 0, 0)), (0, 0, 0, 0))
-    with pytest.raises(TkcError, match="an i32 gl holds indices"):
+    with pytest.raises(TkcError, match="the i32 gl cu is read and written by i32 tiles or one element"):
         tile.build()
     with pytest.raises(TkcError, match=r"one element of the f32 gl x is read as tkc.f32"):
         @tkc.kernel(warps=1)
         def wrong(x: gl(f32, 1, 1, 16, 16)):
             load(i32, x, at=(0, 0, 0, 0), fill=0)
         wrong.build()
-    with pytest.raises(TkcError, match="fill must be an integer"):
+    with pytest.raises(TkcError, match="fill of i32 values must be an integer"):
         @tkc.kernel(warps=1)
         def frac(cu: gl(i32, 1, 1, 1, 16)):
             load(i32, cu, at=(0, 0, 0, 0), fill=0.5)

@@ -199,3 +199,34 @@ def test_atomic_add_after_hand_written_tma_stores(monkeypatch, writes):
         return
     last_block_by_hand.interpret(x, out, count)
     np.testing.assert_allclose(out, 2 * x.reshape(3, 16, 16).sum(0), rtol=1e-5, atol=1e-5)
+
+
+@tkc.kernel(warps=2, grid=lambda x, o1, o2, count, y: (x.r // 32, 1, 1))
+def counted(x: tkc.gl(tkc.f32, 1, 1, "R", 16), o1: tkc.gl(tkc.f32, 1, 1, 32, 16),
+            o2: tkc.gl(tkc.bf16, 1, 1, "R", 16), count: tkc.gl(tkc.i32, 1, 1, 1, 1),
+            y: tkc.gl(tkc.f32, 1, 1, 32, 16)):
+    """atomic_add after two outputs of different shapes and dtypes (issue 41:
+    the traced IR did not verify): each block adds its rows into o1 and copies
+    them to o2; the last block sums o2 and adds o1 into y."""
+    from tkc import bf16, f32, rt
+    from tkc.ops import atomic_add, load, store
+    b, w = tkc.block_idx.x, tkc.warpid()
+    t = load(rt(f32, 16, 16), x, (0, 0, 2 * b + w, 0))
+    store(o1, t, (0, 0, w, 0), add=True)
+    store(o2, t.to(bf16), (0, 0, 2 * b + w, 0))
+    done = atomic_add(count, 1, at=(0, 0, 0, 0), after=[o1, o2])
+    with tkc.if_(done == x.r // 32 - 1):
+        acc = load(rt(f32, 16, 16), o1, (0, 0, w, 0))
+        for k in tkc.range(x.r // 32):
+            acc = acc + load(rt(bf16, 16, 16), o2, (0, 0, 2 * k + w, 0)).to(f32)
+        store(y, acc, (0, 0, w, 0))
+
+
+def test_atomic_add_after_outputs_of_two_types():
+    x = np.random.default_rng(3).integers(-8, 8, (3 * 32, 16)).astype(np.float32)
+    o1, o2 = np.zeros((32, 16), np.float32), np.zeros((3 * 32, 16), np.float32)
+    count, y = np.zeros((1, 1), np.int32), np.zeros((32, 16), np.float32)
+    counted.interpret(x, o1, o2, count, y)
+    assert count[0, 0] == 3
+    np.testing.assert_array_equal(y, 2 * x.reshape(3, 32, 16).sum(0))
+    assert "after = array<i64: 1, 2>" in counted.tile_ir()

@@ -883,6 +883,45 @@ def test_atomic_add_publishes_the_stores(name, rng):
     np.testing.assert_array_equal(out, acc)
 
 
+def _two_outputs(store_warp):
+    @tkc.kernel(warps=4, grid=lambda x, acc, o, count, out: (2,))
+    def k(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64), o: gl(f32, 2, 1, None, 64),
+          count: gl(tkc.i32, 1, 1, 1, 16), out: gl(f32, 1, 1, 64, 64)):
+        """atomic_add after the TMA stores to two gls of different shapes
+        (issue 41): acc += x's tiles, o[block] = x; the last block writes
+        acc + the sum of both blocks' copies' tiles into out."""
+        from tkc.ops import atomic_add, load, store
+        x_s, a_s, b_s = st(f32, 64, 64), st(f32, 64, 64), st(f32, 64, 64)
+        for i in tkc.range(tkc.cdiv(x.r, 64), stages=2, store_warp=store_warp):
+            tma.load(x_s, x, (0, 0, i, 0))
+            t = warpgroup.load(rt(f32, 16, 64), x_s)
+            warpgroup.store(a_s, t, (0, 0))
+            tma.store_add(acc, a_s, (0, 0, 0, 0))
+            warpgroup.store(b_s, t, (0, 0))
+            tma.store(o, b_s, (tkc.block_idx.x, 0, i, 0))
+        with tkc.if_(atomic_add(count, 1, at=(0, 0, 0, 0), after=[acc, o]) == 1):
+            w = tkc.warpid()
+            t = load(rt(f32, 16, 64), acc, (0, 0, w, 0))
+            for i in tkc.range(x.r // 64):
+                for b in range(2):         # this block's copy and the other's
+                    t = t + load(rt(f32, 16, 64), o, (b, 0, 4 * i + w, 0))
+            store(out, t, (0, 0, w, 0))
+    return k
+
+
+@pytest.mark.parametrize("store_warp", [True, False])
+def test_atomic_add_publishes_stores_to_two_gls(store_warp, rng):
+    module = staged(_two_outputs(store_warp))
+    x = rng.standard_normal((64 * 3, 64)).astype(np.float32)
+    acc, o = np.zeros((64, 64), np.float32), np.zeros((2, 1, 64 * 3, 64), np.float32)
+    count, out = np.zeros(16, np.int32), np.full((64, 64), np.nan, np.float32)
+    tkc.interpreter.run(module, [x, acc, o, count, out], sms=2)
+    assert count[0] == 2
+    np.testing.assert_array_equal(o, np.stack([x, x])[:, None])
+    sum3 = x.reshape(3, 64, 64).sum(0)
+    np.testing.assert_allclose(out, 4 * sum3, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("missing,message", [
     ("writes", re.escape("which may not have completed: that warp needs tk.tma_store_wait {writes}")),
     # the consumers read before the store warp added, or after it without an ordering

@@ -181,19 +181,25 @@ def test_load_store_kinds_and_index_counts():
 
 def test_atomic_add_operands():
     """tk.atomic_add: an i32 gl counter, an sv<f32> scratch, 4 coordinates,
-    gls after them, an integer value, tk.sync's id / warps."""
-    k = Kernel([GL("i32", 1, 1, 1, 16), GL("f32", 1, 1, 1, 16)])
-    count, f = k.args
-    s, _ = k.op(lambda: ops.alloc(SV("f32", 16)))
-    k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, [f]))
-    _, l1 = k.op(lambda: ops.atomic_add(f, s, [k.c0] * 4))
-    _, l2 = k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, [s]))
-    _, l3 = k.op(lambda: ops.atomic_add(count, s, [k.c0] * 4, warps=5))
+    gl arguments after them (gls of any types: argument numbers), an integer
+    value, tk.sync's id / warps."""
+    k = Kernel([GL("i32", 1, 1, 1, 16), GL("f32", 1, 1, 1, 16), GL("bf16", 1, 2, 32, 64), "f32"])
+    count, f, h, x = k.args
+    s, _ = k.op(lambda: ops.atomic_add(count, ops.alloc(SV("f32", 16)), [k.c0] * 4, [f, h]))
+    scratch = s.owner.operands[1]
+    assert str(s.owner.attributes["after"]) == "array<i64: 1, 2>"
+    _, l1 = k.op(lambda: ops.atomic_add(f, scratch, [k.c0] * 4))
+    _, l2 = k.op(lambda: ops.atomic_add(count, scratch, [k.c0] * 4, [f, x]))
+    _, l3 = k.op(lambda: ops.atomic_add(count, scratch, [k.c0] * 4, warps=5))
+    _, l4 = k.op(lambda: ops.atomic_add(count, scratch, [k.c0] * 4, [f]))
+    l4_op = list(k.block.operations)[-1]
+    l4_op.attributes["after"] = k.ir.Attribute.parse("array<i64: 7>", k.ctx)
     msgs = k.messages()
     assert msgs == [
         f"kernel.py:{l1}:5: atomic_add: adds into an i32 gl (a counter), got gl<f32, 1, 1, 1, 16>",
-        f"kernel.py:{l2}:5: atomic_add: after= takes gls, got sv<f32, 16>",
+        f"kernel.py:{l2}:5: atomic_add: after= takes gl arguments, got argument 3 (f32)",
         f"kernel.py:{l3}:5: sync: warps must be an integer in 1..4 (the kernel's warps), got 5 : i64",
+        f"kernel.py:{l4}:5: atomic_add: after= takes gl arguments, got argument 7 (none)",
     ]
 
 

@@ -75,8 +75,8 @@ def gl_root(value) -> tuple:
 
 
 def is_index_load(op) -> bool:
-    """A one-element load of an i32 gl: an index (a cumulative sequence offset)."""
-    return op.name == "tk.load" and str(op.results[0].type) == "i32"
+    """A one-element load of an i32 or i64 gl: an index (a cumulative sequence offset)."""
+    return op.name == "tk.load" and str(op.results[0].type) in ("i32", "i64")
 
 
 def walk(op):

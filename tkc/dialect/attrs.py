@@ -11,6 +11,7 @@ MLIR is imported inside the readers: importing this module needs none.
 from __future__ import annotations
 
 from ..diagnostics import error
+from .types import GL, view
 
 MAX_STAGES = 16    # ring slots of a tk.alloc {stages} (ThunderKittens' limit too)
 
@@ -81,6 +82,34 @@ def sync_group(op, kernel_warps: int | None) -> tuple[int, int | None]:
     i = int_attr(op, "id") if "id" in op.attributes else 0
     w = int_attr(op, "warps") if "warps" in op.attributes else None
     return i, (w if w is not None else kernel_warps)
+
+
+# ---------------------------------------------------------------- tk.atomic_add {after}
+
+def atomic_after(op) -> list[int] | None:
+    """The argument numbers of the gls whose writes a tk.atomic_add comes
+    after (`after = array<i64: ...>`; [] without it), None when malformed.
+    Numbers, not operands: a variadic operand takes one type in IRDL."""
+    from mlir import ir
+    if "after" not in op.attributes:
+        return []
+    a = op.attributes["after"]
+    return list(a) if isinstance(a, ir.DenseI64ArrayAttr) else None
+
+
+def after_gls(op) -> list:
+    """The kernel arguments (values) a tk.atomic_add's `after` names; a
+    located error where the attribute is malformed or names no gl argument."""
+    kernel = op.parent
+    while kernel.name != "func.func":
+        kernel = kernel.parent
+    args = list(kernel.regions[0].blocks[0].arguments)
+    nums = atomic_after(op)
+    if nums is None or any(not (0 <= n < len(args) and isinstance(view(args[n].type), GL))
+                           for n in nums):
+        raise error(op, f"{op.name}: after must be an array<i64> of gl argument numbers, "
+                        f"got {op.attributes['after']}")
+    return [args[n] for n in nums]
 
 
 # ---------------------------------------------------------------- scf.for {tk.pipeline}

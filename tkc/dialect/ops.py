@@ -16,6 +16,7 @@ BINARY = ("add", "sub", "mul", "div", "max", "min")
 REDUCE = ("row_max", "row_sum", "col_max", "col_sum")
 PICK = ("row_pick", "col_pick")
 VEC_REDUCE = ("vec_sum", "vec_max", "vec_min")
+BLOCK_REDUCE = ("block_sum", "block_max", "block_min")
 CMPS = ("lt", "le", "gt", "ge", "eq", "ne")
 BROADCAST = ("add_row", "sub_row", "mul_row", "div_row",
              "add_col", "sub_col", "mul_col", "div_col")
@@ -124,10 +125,19 @@ def rand(t, seed, offset, base, stride, loc=None):
 
 
 def vec_reduce(name: str, x, loc=None):
-    """The sum, max or min of a whole rv, as an f32 scalar."""
+    """The sum, max or min of a whole rv, as an f32 scalar (an i32 of an i32 rv)."""
     from mlir import ir
     assert name in VEC_REDUCE, name
-    return _one(name, ir.F32Type.get(), [x], loc=loc)
+    t = ir.IntegerType.get_signless(32) if view(x.type).dtype == "i32" else ir.F32Type.get()
+    return _one(name, t, [x], loc=loc)
+
+
+def block_reduce(name: str, x, scratch, loc=None):
+    """The sum, max or min over the block's warps of each warp's f32 x (an
+    rt, rv or f32 scalar), in every warp; scratch: the sv<f32> the values
+    pass through (tk.irdl.mlir)."""
+    assert name in BLOCK_REDUCE, name
+    return _one(name, x.type, [x, scratch], loc=loc)
 
 
 def broadcast(name: str, x, v, loc=None):
@@ -175,11 +185,23 @@ def pipeline_store(dst, src, idx, add: bool = False, loc=None):
     return create("pipeline_store", [], [dst, src, *idx], attrs, loc=loc)
 
 
-def load(t, src, idx=(), fill: float | None = None, elements: bool = False, loc=None):
-    """fill: a ragged load from a gl (what lies outside reads as fill);
-    elements: idx's r and c count elements, not tiles."""
+def _fill_attr(fill, t):
+    """A load's fill: an f32, or for an integer result (i32, i64, an i32 rt
+    or rv) an i64 integer (exact: an f32 holds integers only up to 2^24)."""
     from mlir import ir
-    attrs = {"fill": ir.FloatAttr.get_f32(float(fill))} if fill is not None else {}
+    t = _ty(t)
+    v = view(t)
+    if str(t) in ("i32", "i64") or (v is not None and v.dtype == "i32"):
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(fill))
+    return ir.FloatAttr.get_f32(float(fill))
+
+
+def load(t, src, idx=(), fill: float | int | None = None, elements: bool = False, loc=None):
+    """fill: a ragged load from a gl (what lies outside reads as fill; an int
+    gives an integer attribute, for integer results); elements: idx's r and
+    c count elements, not tiles."""
+    from mlir import ir
+    attrs = {"fill": _fill_attr(fill, t)} if fill is not None else {}
     if elements:
         attrs["elements"] = ir.UnitAttr.get()
     return _one("load", t, [src, *idx], attrs, loc=loc)
@@ -308,11 +330,16 @@ def tma_store_wait(pending: int = 0, writes: bool = False, loc=None):
 def atomic_add(dst, scratch, idx, after=(), value: int = 1, warps: int | None = None, loc=None):
     """The old value of gl `dst` at element idx (b, d, r, c), `value` added
     once by the block, or by the group of `warps` warps (tk.irdl.mlir: the
-    group, the ordering)."""
+    group, the ordering). `after`: the gl values (arguments or slices of
+    them) whose writes come first, recorded as their argument numbers."""
     from mlir import ir
+
+    from . import gl_root
     i32 = ir.IntegerType.get_signless(32)
     attrs = {"value": value, **({"warps": warps} if warps is not None else {})}
-    return _one("atomic_add", i32, [dst, scratch, *idx, *after], attrs, loc=loc)
+    if after:
+        attrs["after"] = ir.DenseI64ArrayAttr.get(sorted({gl_root(g)[0].arg_number for g in after}))
+    return _one("atomic_add", i32, [dst, scratch, *idx], attrs, loc=loc)
 
 
 def warpgroup_mma(name: str, a, b, c, negate: bool = False, when=None, loc=None):

@@ -8,11 +8,14 @@ irdl.dialect @tk {
   // tensor-core fragment layout of 16x16 base tiles. layout "row" is the
   // A/C-operand layout, "col" the B-operand layout of mma_AB; "wide" gives
   // each lane 8 adjacent elements of a row (16-byte memory accesses).
+  // An i32 tile holds integers (indices, counts): the elementwise integer
+  // ops, reductions and moves, no mma and no float math (tk-verify).
   irdl.type @rt {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
     %f32 = irdl.is f32
-    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %i32 = irdl.is i32
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32)
     %rows = irdl.base "#builtin.integer"
     %cols = irdl.base "#builtin.integer"
     %row = irdl.is "row"
@@ -25,11 +28,13 @@ irdl.dialect @tk {
   // has one element per tile row (row_max's result, sub_row's operand);
   // kind "row" has one element per tile column (col_max, sub_col); kind
   // "flat" is a vector on its own, L/32 elements per lane, no replication.
+  // Element types as an rt's.
   irdl.type @rv {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
     %f32 = irdl.is f32
-    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %i32 = irdl.is i32
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32)
     %length = irdl.base "#builtin.integer"
     %row = irdl.is "row"
     %col = irdl.is "col"
@@ -65,13 +70,15 @@ irdl.dialect @tk {
   }
   // Global layout: a contiguous 4-D tensor (batch, depth, rows, cols) in
   // device memory; each dim is static (>0) or runtime (-1). An i32 gl holds
-  // indices (read one element at a time).
+  // integers (indices, counts: moved one element at a time or with i32
+  // tiles); an i64 gl int64 indices, read one element at a time.
   irdl.type @gl {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
     %f32 = irdl.is f32
     %i32 = irdl.is i32
-    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32)
+    %i64 = irdl.is i64
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32, %i64)
     %b = irdl.base "#builtin.integer"
     %d = irdl.base "#builtin.integer"
     %r = irdl.base "#builtin.integer"
@@ -99,8 +106,11 @@ irdl.dialect @tk {
     %t = irdl.any
     irdl.results(out: %t)
   }
+  // value: an f32 (float result) or an i32 (i32 result); tk-verify checks which
   irdl.operation @fill {
-    %v = irdl.is f32
+    %vf = irdl.is f32
+    %vi = irdl.is i32
+    %v = irdl.any_of(%vf, %vi)
     %t = irdl.any
     irdl.operands(value: %v)
     irdl.results(out: %t)
@@ -326,11 +336,14 @@ irdl.dialect @tk {
   }
 
   // ---- masks: iota gives each element its index along `axis` (0: row,
-  // 1: column of an rt; 0 for an rv); where picks x where `a cmp b`, else y
-  // (a, b, x, y: tiles of the result's shape, or f32 scalars).
+  // 1: column of an rt; 0 for an rv), plus start (an f32, or an i32 for an
+  // i32 result); where picks x where `a cmp b`, else y (a, b, x, y: tiles of
+  // the result's shape, or f32 scalars; i32 scalars beside i32 tiles).
   irdl.operation @iota {
     %n = irdl.base "#builtin.integer"
-    %f = irdl.is f32
+    %sf = irdl.is f32
+    %si = irdl.is i32
+    %f = irdl.any_of(%sf, %si)
     %t = irdl.any
     irdl.attributes { "axis" = %n }
     irdl.operands(start: optional %f)
@@ -363,23 +376,59 @@ irdl.dialect @tk {
     irdl.results(out: %t)
   }
 
-  // ---- whole-vector reductions: rv -> f32 (every lane holds the result)
+  // ---- whole-vector reductions: rv -> f32, or i32 of an i32 rv (every lane
+  // holds the result)
   irdl.operation @vec_sum {
     %x = irdl.base @tk::@rv
-    %t = irdl.is f32
+    %tf = irdl.is f32
+    %ti = irdl.is i32
+    %t = irdl.any_of(%tf, %ti)
     irdl.operands(x: %x)
     irdl.results(out: %t)
   }
   irdl.operation @vec_max {
     %x = irdl.base @tk::@rv
-    %t = irdl.is f32
+    %tf = irdl.is f32
+    %ti = irdl.is i32
+    %t = irdl.any_of(%tf, %ti)
     irdl.operands(x: %x)
     irdl.results(out: %t)
   }
   irdl.operation @vec_min {
     %x = irdl.base @tk::@rv
-    %t = irdl.is f32
+    %tf = irdl.is f32
+    %ti = irdl.is i32
+    %t = irdl.any_of(%tf, %ti)
     irdl.operands(x: %x)
+    irdl.results(out: %t)
+  }
+
+  // ---- block reductions: the elementwise sum / max / min over the warps of
+  // the block (or, with tk.sync's id / warps, of the barrier group: warps
+  // 0 .. warps-1) of each warp's f32 x (rt, rv or f32 scalar); every warp
+  // gets the same result. Sums add in warp order, ((x0 + x1) + x2) + ...
+  // Each warp's values pass through `scratch`, an sv<f32> of at least
+  // warps * 32 * (x's scalars a lane) (one per lane and warp); the op
+  // synchronises the group as tk.sync does (tk-verify checks the rest).
+  irdl.operation @block_sum {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
+    irdl.results(out: %t)
+  }
+  irdl.operation @block_max {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
+    irdl.results(out: %t)
+  }
+  irdl.operation @block_min {
+    %x = irdl.any
+    %s = irdl.base @tk::@sv
+    %t = irdl.any
+    irdl.operands(x: %x, scratch: %s)
     irdl.results(out: %t)
   }
 
@@ -733,13 +782,16 @@ irdl.dialect @tk {
   // (tk-pipeline-staging's store warp added, after its stores' writes
   // completed, and left the old value in the scratch before the mbarrier the
   // group waited on) it only reads the scratch.
+  // `after = array<i64: ...>` names the `after` gls by their argument numbers:
+  // an attribute, not variadic operands, since IRDL binds a variadic's one
+  // constraint variable to the type of its first value (gls of different
+  // types could not be listed).
   irdl.operation @atomic_add {
     %dst = irdl.base @tk::@gl
     %s = irdl.base @tk::@sv
     %i = irdl.is index
-    %g = irdl.base @tk::@gl
     %r = irdl.is i32
-    irdl.operands(dst: %dst, scratch: %s, b: %i, d: %i, r: %i, c: %i, after: variadic %g)
+    irdl.operands(dst: %dst, scratch: %s, b: %i, d: %i, r: %i, c: %i)
     irdl.results(old: %r)
   }
 

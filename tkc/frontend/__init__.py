@@ -11,7 +11,7 @@ Modules: kernel (decorator, Kernel, cache key), trace (tracing state,
 locations), values (Index/F32/Bool), tiles (rt/rv/st/sv/gl handles), ops (the
 tile ops, gathered from elementwise, axes and memory, which share operands;
 operators gives register handles x + y, t < 0.5, x.to(dtype)), control (range,
-if_/else_), workers (ids, sync), grid (symbolic grid expressions), tma
+if_/else_; carry: the scalars they carry), workers (ids, sync), grid (symbolic grid expressions), tma
 (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`, `tkc.tma.load` in
 pipelined loops), lcsf (the load-compute-store-finish template), warpgroup
 (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), complex (complex tiles: crt,
@@ -23,14 +23,14 @@ from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
 from .lcsf import lcsf
-from .tiles import DType, bf16, f16, f32, gl, i32, rt, rv, st, sv
+from .tiles import DType, bf16, f16, f32, gl, i32, i64, rt, rv, st, sv
 from .tma import arrive, barrier, fence_async, wait
 from .values import F32, Bool, Index
 from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
 
 __all__ = [
     "kernel", "Kernel", "kernels_in_file",
-    "bf16", "f16", "f32", "i32", "DType",
+    "bf16", "f16", "f32", "i32", "i64", "DType",
     "gl", "rt", "rv", "st", "sv",
     "crt", "crv", "cst", "cgl", "Complex",
     "range", "if_", "else_", "lcsf",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..dialect.types import RV
-from .operands import _name, _reg, _result, _split
+from .operands import _float_only, _name, _reg, _result, _split
 from .tiles import Reg
 from .trace import fail
 from .values import as_index
@@ -104,6 +104,8 @@ def _broadcast(name):
         dst, (x, v) = _split(name, args, 2)
         _reg(x, name, "tile", tile=True)
         _reg(v, name, "vector", tile=False)
+        if name.startswith("div"):
+            _float_only(name, x, v)
         layouts = ("row", "wide") if per_row else ("row",)
         if x.layout not in layouts:
             raise fail(f"{name}: the tile must be in {' or '.join(layouts)} layout, got {_name(x)}")

@@ -15,9 +15,11 @@ turn "handles changed inside" into results:
   therefore carries exactly the values the body changes.
 - A handle first assigned inside a region has no value after it (its scope is
   closed): using it is a located error.
+- Scalars (values, not handles) are carried by the author's names: carry.py.
 """
 from __future__ import annotations
 
+from .carry import Scalars
 from .tiles import Reg
 from .trace import author_frame, author_where, current, emitting, fail, frame_position
 from .values import Bool, as_index
@@ -155,12 +157,15 @@ class range:
         from . import emit
         lb, ub, step = (b.ir() for b in self.bounds)
         cap = _Capture(st, self.frame)
+        scalars = Scalars(st, self.frame, f"tkc.range loop at {self.where}")
         with emitting(self.pos):
-            scratch = emit.for_op(lb, ub, step, [h._value for h in cap.handles])
+            scratch = emit.for_op(lb, ub, step, [h._value for h in cap.handles] + scalars.inits())
         scope = st.push(scratch.body, "tkc.range loop", self.where)
-        for h, arg in zip(cap.handles, scratch.inner_iter_args):
+        args = list(scratch.inner_iter_args)
+        for h, arg in zip(cap.handles, args):
             h._value, h._scope = arg, scope
             cap.entry[h] = arg
+        scalars.enter_loop(args[len(cap.handles):], scope)
         from .values import Index
         try:
             yield Index(scratch.induction_variable)
@@ -170,30 +175,39 @@ class range:
                 f"leaving a tkc.range loop early (break/return) is not supported: the loop "
                 f"at {self.where} runs every iteration")
             raise
-        self._finish(st, cap, scratch, (lb, ub, step))
+        self._finish(st, cap, scalars, scratch, (lb, ub, step))
 
-    def _finish(self, st, cap, scratch, bounds):
+    def _finish(self, st, cap, scalars, scratch, bounds):
+        """The clean loop: it carries the handles and scalar names the body changed."""
         from . import emit
         st.flush()
         finals, aliases = cap.finals()
+        sfinals = scalars.loop_finals()    # emitted at the body's end
         args = list(scratch.inner_iter_args)
         changed = [h for h, a in zip(cap.handles, args) if finals[h] != a]
+        names = list(sfinals)
         with st.ctx, st.location(self.pos), st.ips[-1]:
-            emit.yield_([finals[h] for h in changed])
+            emit.yield_([finals[h] for h in changed] + [sfinals[n] for n in names])
         st.pop()
         with emitting(self.pos):
-            loop = emit.for_op(*bounds, [cap.start[h][0] for h in changed])
+            loop = emit.for_op(*bounds, [cap.start[h][0] for h in changed]
+                               + [scalars.start[n].ir() for n in names])
         if self.pipeline is not None:
             with st.ctx:
                 loop.operation.attributes["tk.pipeline"] = _dict_attr(self.pipeline)
         scratch.induction_variable.replace_all_uses_with(loop.induction_variable)
-        new_args = dict(zip(changed, loop.inner_iter_args))
+        inner = list(loop.inner_iter_args)
+        new_args = dict(zip(changed + names, inner))
         for h, a in zip(cap.handles, args):
             a.replace_all_uses_with(new_args[h] if h in new_args else cap.start[h][0])
+        for n, a in zip(scalars.start, args[len(cap.handles):]):
+            a.replace_all_uses_with(new_args[n] if n in new_args else scalars.start[n].ir())
         emit.move_ops(scratch.body, loop.body)
         scratch.operation.erase()
         cap.restore({})
-        cap.rebind(dict(zip(changed, loop.results)), aliases, st.scope)
+        results = list(loop.results)
+        cap.rebind(dict(zip(changed, results)), aliases, st.scope)
+        scalars.leave_loop(dict(zip(names, results[len(changed):])), st.scope)
 
 
 def _pipeline_options(stages, registers, store_warp=None, store_slots=None) -> dict | None:
@@ -237,32 +251,39 @@ def _dict_attr(entries: dict):
 class _PendingIf:
     """An if whose then-branch is traced; an else_ may still follow."""
 
-    def __init__(self, st, cond, scratch, cap, then, pos):
-        self.st, self.cond, self.scratch, self.cap, self.then, self.pos = \
-            st, cond, scratch, cap, then, pos
+    def __init__(self, st, cond, scratch, cap, scalars, then, pos):
+        self.st, self.cond, self.scratch, self.cap, self.scalars, self.then, self.pos = \
+            st, cond, scratch, cap, scalars, then, pos
 
-    def finish(self, other) -> None:
-        """Build the clean scf.if from the branches' final values."""
+    def finish(self, other, other_scalars=None) -> None:
+        """Build the clean scf.if from the branches' final values (handles',
+        then the scalar names' a branch changed: carry.py)."""
         from . import emit
         st, cap = self.st, self.cap
-        then_f, then_a = self.then
+        then_f, then_a, then_s = self.then
         else_f, else_a = other or ({h: v for h, (v, _) in cap.start.items()}, {})
+        else_s = other_scalars or {}
         changed = [h for h in cap.handles
                    if then_f[h] != cap.start[h][0] or else_f[h] != cap.start[h][0]]
-        has_else = bool(changed) or len(self.scratch.else_block.operations) > 0
+        names = [n for n in self.scalars.start if n in then_s or n in else_s]
+        start = {n: self.scalars.start[n]._v for n in names}
+        has_else = bool(changed or names) or len(self.scratch.else_block.operations) > 0
         with emitting(self.pos):
-            op = emit.if_op(self.cond, [h._value.type for h in changed], has_else)
-        for src, dst, finals in ((self.scratch.then_block, op.then_block, then_f),
-                                 (self.scratch.else_block, op.else_block if has_else else None,
-                                  else_f)):
+            op = emit.if_op(self.cond, [h._value.type for h in changed] + [start[n].type for n in names],
+                            has_else)
+        for src, dst, finals, sfinals in ((self.scratch.then_block, op.then_block, then_f, then_s),
+                                          (self.scratch.else_block, op.else_block if has_else else None,
+                                           else_f, else_s)):
             if dst is None:
                 continue
             emit.move_ops(src, dst)
             with st.ctx, st.location(self.pos), _ip(dst):
-                emit.yield_([finals[h] for h in changed])
+                emit.yield_([finals[h] for h in changed] + [sfinals.get(n, start[n]) for n in names])
         self.scratch.operation.erase()
         aliases = {h: then_a.get(h, []) + else_a.get(h, []) for h in changed}
-        cap.rebind(dict(zip(changed, op.results)), aliases, st.scope)
+        results = list(op.results)
+        cap.rebind(dict(zip(changed, results)), aliases, st.scope)
+        self.scalars.if_results(dict(zip(names, results[len(changed):])), st.scope)
 
 
 def _ip(block):
@@ -294,6 +315,7 @@ class if_:
             self.scratch = emit.if_op(c, [], True)
         self.c = c
         self.cap = _Capture(st, self.frame)
+        self.scalars = Scalars(st, self.frame, f"tkc.if_ at {self.where}")
         st.push(self.scratch.then_block, "tkc.if_ branch", self.where)
         return self
 
@@ -304,9 +326,11 @@ class if_:
             return False
         st.flush()
         then = self.cap.finals()
+        then_s = self.scalars.branch_end()
         st.pop()
         self.cap.restore(then[1])
-        st.pending_if = _PendingIf(st, self.c, self.scratch, self.cap, then, self.pos)
+        st.pending_if = _PendingIf(st, self.c, self.scratch, self.cap, self.scalars, (*then, then_s),
+                                   self.pos)
         return False
 
 
@@ -337,7 +361,8 @@ class else_:
             return False
         st.flush()
         other = self.pending.cap.finals()
+        other_s = self.pending.scalars.branch_end()
         st.pop()
         self.pending.cap.restore(other[1])
-        self.pending.finish(other)
+        self.pending.finish(other, other_s)
         return False

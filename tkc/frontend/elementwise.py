@@ -12,7 +12,8 @@ import functools
 import operator
 
 from ..dialect import ops as tk
-from .operands import _is_scalar, _name, _reg, _result, _scalar_op, _split
+from .operands import (_float_only, _int_scalar, _is_int, _is_scalar, _name, _reg, _result, _scalar_for,
+                       _scalar_op, _split)
 from .tiles import Reg
 from .trace import emitting, fail
 from .values import F32, Bool, Index, Scalar, as_f32, as_index
@@ -35,8 +36,8 @@ zero, ones, neg_infty, pos_infty = (_init(k) for k in tk.INITS)
 def fill(dst: Reg, value) -> Reg:
     """Set every element of dst to value (a number or f32 value); returns dst."""
     _reg(dst, "fill", "destination")
-    v = as_f32(value, "fill value")
-    return _result("fill", dst, dst.view, lambda: tk.fill(dst.view.mlir(), v.ir()))
+    get = _scalar_for(dst, value, "fill value")
+    return _result("fill", dst, dst.view, lambda: tk.fill(dst.view.mlir(), get()))
 
 
 def iota(dst: Reg, axis: int = 0, start=None) -> Reg:
@@ -48,9 +49,9 @@ def iota(dst: Reg, axis: int = 0, start=None) -> Reg:
     axes = (0, 1) if dst.is_tile else (0,)
     if isinstance(axis, bool) or axis not in axes:
         raise fail(f"iota: axis must be {' or '.join(map(str, axes))} for {_name(dst)}, got {axis!r}")
-    s = None if start is None else as_f32(start, "iota's start")
+    s = None if start is None else _scalar_for(dst, start, "iota's start")
     return _result("iota", dst, dst.view, lambda: tk.iota(dst.view.mlir(), axis,
-                                                          None if s is None else s.ir()))
+                                                          None if s is None else s()))
 
 
 def rand(dst: Reg, seed, offset, base, stride=0) -> Reg:
@@ -61,6 +62,7 @@ def rand(dst: Reg, seed, offset, base, stride=0) -> Reg:
     PyTorch's generator gives them (offset: how many numbers earlier calls
     used); base and stride multiples of 4. Dropout: where(rand(...) < p, 0.0, x / (1 - p))."""
     _reg(dst, "rand", "destination")
+    _float_only("rand", dst)
     vals = [as_index(x, f"rand's {what}") for x, what in
             ((seed, "seed"), (offset, "offset"), (base, "base"), (stride, "stride"))]
     return _result("rand", dst, dst.view, lambda: tk.rand(dst.view.mlir(), *(x.ir() for x in vals)))
@@ -89,11 +91,15 @@ def _unary(name):
             return _scalar_op(lambda: tk.unary(name, x.ir()))
         dst, (x,) = _split(name, args, 1)
         _reg(x, name)
+        if name not in INT_UNARY:
+            _float_only(name, x)
         return _result(name, dst, x.view, lambda: tk.unary(name, x.value()))
     op.__name__ = name
     op.__doc__ = f"Elementwise {name}: {name}(dst, src) or {name}(src); on an f32 scalar, {name}(x)."
     return op
 
+
+INT_UNARY = ("abs", "relu", "neg")   # the maps an i32 tile has (exact integer results)
 
 (_exp, _exp2, log, log2, _abs, relu, neg, sqrt, rsqrt, rcp, sigmoid, silu, tanh, erf, gelu,
  gelu_tanh) = (_unary(n) for n in tk.UNARY[1:])
@@ -109,6 +115,7 @@ def _exponential(name, base):
         if fma == 0:                     # no share: every element on the MUFU, as without fma=
             return base(*args)
         dst, (x,) = _split(name, args, 1)
+        _float_only(name, x)
         if not (isinstance(x, Reg) and x.is_tile):
             raise fail(f"{name}: fma= applies to a register tile (rt), the share of its elements "
                        f"off the MUFU; got {_name(x)}")
@@ -134,13 +141,12 @@ def abs(*args):
 # ------------------------------------------------------------ binary maps
 
 def _operand2(name, x: Reg, y):
-    """The second operand: a tile of x's type, or an f32 scalar."""
+    """The second operand: a tile of x's type, or a scalar (f32; i32 beside an i32 tile)."""
     if isinstance(y, Reg):
         if y.view != x.view:
             raise fail(f"{name}: operands must have the same type, got {_name(x)} and {_name(y)}")
         return y.value
-    s = as_f32(y, f"{name}'s second operand")
-    return s.ir
+    return _scalar_for(x, y, f"{name}'s second operand")
 
 
 def _binary(name):
@@ -152,6 +158,8 @@ def _binary(name):
         if not isinstance(x, Reg) and isinstance(y, Reg) and name in ("add", "mul", "max", "min"):
             x, y = y, x   # commutative: scalar op tile
         _reg(x, name, "first operand")
+        if name == "div":   # integers have no division here: a float quotient is what kernels want
+            _float_only(name, x)
         get_y = _operand2(name, x, y)
         return _result(name, dst, x.view, lambda: tk.binary(name, x.value(), get_y(), ieee=ieee))
     op.__name__ = name
@@ -174,6 +182,7 @@ def fma(*args) -> Reg | F32:
         return _scalar_op(lambda: tk.fma(x.ir(), y.ir(), z.ir()))
     dst, (x, y, z) = _split("fma", args, 3)
     _reg(x, "fma", "x")
+    _float_only("fma", x)
     get_y, get_z = (_row_vector(x, v) or _operand2("fma", x, v) for v in (y, z))
     return _result("fma", dst, x.view, lambda: tk.fma(x.value(), get_y(), get_z()))
 
@@ -188,25 +197,52 @@ def _row_vector(x: Reg, v):
     return v.value
 
 
-def _vec_reduce(name: str, v) -> F32:
+def _vec_reduce(name: str, v) -> F32 | Index:
+    """The vector's sum, max or min: an f32, or of an i32 vector an index value."""
     _reg(v, name, "operand", tile=False)
+    if _is_int(v):
+        from . import emit
+        value = v.value()
+        with emitting():
+            return Index(emit.index_cast(tk.vec_reduce(f"vec_{name}", value)))
     return _scalar_op(lambda: tk.vec_reduce(f"vec_{name}", v.value()))
 
 
 def max(*args, **kw):
     """Elementwise max of tiles; max(v) of one vector is its largest element (an
-    f32); Python's max for anything else."""
+    f32); of scalars (index or f32 values, numbers), the largest (an F32 if one
+    is); Python's max for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
-        return builtins.max(*args, **kw)
+        return _scalar_extreme("max", args) if _traced_scalars(args, kw) else builtins.max(*args, **kw)
     return _vec_reduce("max", args[0]) if len(args) == 1 else _max(*args)
 
 
 def min(*args, **kw):
     """Elementwise min of tiles; min(v) of one vector is its smallest element (an
-    f32); Python's min for anything else."""
+    f32); of scalars, the smallest; Python's min for anything else."""
     if kw or not builtins.any(isinstance(a, Reg) for a in args):
-        return builtins.min(*args, **kw)
+        return _scalar_extreme("min", args) if _traced_scalars(args, kw) else builtins.min(*args, **kw)
     return _vec_reduce("min", args[0]) if len(args) == 1 else _min(*args)
+
+
+def _traced_scalars(args, kw) -> bool:
+    """max(a, b, ...) of scalars, one of them traced (Python's max would
+    compare them: a Bool has no truth value)."""
+    return not kw and len(args) >= 2 and builtins.any(isinstance(a, Scalar) for a in args)
+
+
+def _scalar_extreme(name: str, args):
+    def pair(a, b):
+        s, o = (a, b) if isinstance(a, Scalar) else (b, a)   # max and min commute
+        if not isinstance(s, Scalar):
+            return getattr(builtins, name)(a, b)
+        r = getattr(s, name)(o) if isinstance(o, (Scalar, int, float)) and not isinstance(o, bool) \
+            else NotImplemented
+        if r is NotImplemented:
+            raise fail(f"{name} of scalars takes index or f32 values and numbers, got "
+                       f"{type(a).__name__} and {type(b).__name__}")
+        return r
+    return functools.reduce(pair, args)
 
 
 def sum(*args, **kw):
@@ -263,7 +299,13 @@ class Mask:
                            "(every tile of a where has one shape and layout)")
             if isinstance(v, Reg) and what in "xy" and v.view != view:
                 raise fail(f"where: x and y must have one type, got {_name(x)} and {_name(y)}")
-        get = [(v.value if isinstance(v, Reg) else as_f32(v, f"where's {what}").ir)
+        ints = _is_int(a) or _is_int(b)   # the comparison is of i32 tiles (else in f32)
+        if ints and not all(_is_int(v) or not isinstance(v, Reg) for v in (a, b)):
+            raise fail(f"where: an i32 tile compares with an i32 tile or an int, got {_name(a)} and "
+                       f"{_name(b)} (convert one with .to())")
+        get = [v.value if isinstance(v, Reg)
+               else _int_scalar(v, f"where's {what}") if (ints if what in "ab" else view.dtype == "i32")
+               else as_f32(v, f"where's {what}").ir
                for v, what in ((a, "a"), (b, "b"), (x, "x"), (y, "y"))]
         return _result("where", None, view, lambda: tk.where(self.op, *(g() for g in get), view.mlir()))
 
@@ -277,11 +319,14 @@ def _mask(m, op: str) -> Mask:
 def _compare(cmp: str):
     def op(a, b) -> Mask:
         if not builtins.any(isinstance(v, Reg) for v in (a, b)):
-            raise fail(f"{cmp} compares tiles (or a tile and a scalar): for scalars use {cmp!r} "
-                       "operators, which give a condition for tkc.if_")
+            return _scalar_compare(cmp, a, b)
+        tile = a if isinstance(a, Reg) else b
         for v in (a, b):
             if not isinstance(v, Reg):
-                as_f32(v, f"{cmp}'s operand")
+                _int_scalar(v, f"{cmp}'s operand") if _is_int(tile) else as_f32(v, f"{cmp}'s operand")
+            elif _is_int(v) != _is_int(tile):
+                raise fail(f"{cmp}: an i32 tile compares with an i32 tile or an int, got {_name(a)} and "
+                           f"{_name(b)} (convert one with .to())")
         return Mask(cmp, a, b)
     op.__name__ = cmp
     op.__doc__ = f"The mask a {cmp} b, elementwise (a or b may be a scalar), for where()."
@@ -289,6 +334,15 @@ def _compare(cmp: str):
 
 
 lt, le, gt, ge, eq, ne = (_compare(c) for c in tk.CMPS)
+
+
+def _scalar_compare(cmp: str, a, b):
+    """lt(a, b) of two scalars: a < b, a Bool (a Python bool for two numbers)."""
+    for v in (a, b):
+        if not isinstance(v, (Scalar, int, float)) or isinstance(v, bool):
+            raise fail(f"{cmp} compares tiles, a tile and a scalar, or two scalars (index or f32 "
+                       f"values, numbers), got {type(a).__name__} and {type(b).__name__}")
+    return getattr(operator, cmp)(a, b)
 
 
 def where(mask: Mask, x, y) -> Reg:

@@ -13,7 +13,9 @@ _INT_OPS = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli,
             # truncating division agree; floordivsi keeps Python's `//`.
             "floordiv": arith.floordivsi, "mod": arith.remsi,
             "min": arith.minsi, "max": arith.maxsi}
-_FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf}
+# maxnumf/minnumf as tiles' max/min: a NaN operand gives the other (PTX max.f32)
+_FLOAT_OPS = {"add": arith.addf, "sub": arith.subf, "mul": arith.mulf, "div": arith.divf,
+              "max": arith.maxnumf, "min": arith.minnumf}
 _IPRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
 _FPRED = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT", "ge": "OGE"}  # this MLIR spells them upper case
 
@@ -23,7 +25,7 @@ def mlir_type(name: str):
         return ir.IndexType.get()
     if name == "f32":
         return ir.F32Type.get()
-    if name in ("i1", "i32"):
+    if name in ("i1", "i32", "i64"):
         return ir.IntegerType.get_signless(int(name[1:]))
     raise ValueError(name)
 
@@ -58,6 +60,16 @@ def select(cond, a, b):
 
 def index_cast(v):
     return arith.index_cast(ir.IndexType.get(), v)
+
+
+def index_to_i32(v):
+    """index -> i32, its low 32 bits (an i32 tile's scalar operand)."""
+    return arith.index_cast(ir.IntegerType.get_signless(32), v)
+
+
+def index_to_int(v, dtype: str):
+    """index -> i32 (its low 32 bits) or i64 (exact): an element of an integer gl."""
+    return arith.index_cast(mlir_type(dtype), v)
 
 
 def index_to_f32(v):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..dialect.types import ST, SV
-from .operands import _is_scalar, _name, _reg, _result, _scalar_op
+from ..dtypes import is_int
+from .operands import _float_only, _is_int, _is_scalar, _name, _reg, _result, _scalar_op
 from .tiles import GLHandle, Reg, Shared, sv
 from .trace import current, emitting, fail
 from .values import F32, Index, as_f32, as_index
@@ -46,6 +47,19 @@ def _check_mem(op: str, mem, reg: Reg, role: str) -> None:
     if isinstance(mem, Shared) and isinstance(mem.view, SV) and mem.length % reg.length:
         raise fail(f"{op}: {_name(reg)} is not a piece of {mem.view.text()} (its length must "
                    "divide the sv's)")
+    if _is_int(reg) and not (isinstance(mem, GLHandle) and mem.dtype == "i32"):
+        raise fail(f"{op}: {_name(reg)} moves to and from an i32 gl (integers do not convert in "
+                   f"memory; shared tiles hold floats), got {_mem_name(mem)}")
+    if isinstance(mem, GLHandle) and is_int(mem.dtype) and not _is_int(reg):
+        how = ("by i32 tiles or one element at a time (load(tkc.i32, ...))" if mem.dtype == "i32"
+               else "one element at a time (load(tkc.i64, ...))")
+        raise fail(f"{op}: the {mem.dtype} gl {mem.name} is read and written {how}, got {_name(reg)}")
+
+
+def _mem_name(mem) -> str:
+    if isinstance(mem, GLHandle):
+        return f"gl {mem.name} ({mem.dtype})"
+    return mem.view.text() if isinstance(mem, Shared) else _name(mem)
 
 
 def _index_values(idx):
@@ -62,15 +76,17 @@ def load(dst: Reg, src, coords=(), fill=None, at=None) -> Reg:
     load(tkc.f32, src, at=(b, d, row, col), fill=v) reads one element of a gl
     as an f32 scalar (v outside the gl), e.g. a row's saved statistic;
     load(tkc.i32, src, ...) one element of an i32 gl as an index value (a
-    cumulative sequence offset)."""
-    if dst in ("f32", "i32") and not isinstance(dst, Reg):
+    cumulative sequence offset), load(tkc.i64, src, ...) one of an i64 gl (an
+    int64 index: the whole 64 bits, as index values are). An i32 tile loads
+    from an i32 gl (fill: an int)."""
+    if dst in ("f32", "i32", "i64") and not isinstance(dst, Reg):
         return _load_element(src, dst, at, fill)
     _reg(dst, "load", "destination")
     _check_mem("load", src, dst, "source")
     idx = _placed("load", src, coords, at, fill is not None, "fill=")
     if fill is not None:
         _ragged("load", src, "fill")
-        _check_fill("load", fill)
+        _check_fill("load", fill, "i32" if _is_int(dst) else None)
     return _result("load", dst, dst.view, lambda: tk.load(
         dst.view.mlir(), src.value(), _index_values(idx), fill=fill, elements=at is not None))
 
@@ -82,7 +98,10 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     not written. at=(b, d, row, col) places it at an element; it needs clip.
     add=True adds src into an f32 gl's values, atomically (red.global.add:
     many blocks accumulating one result, e.g. dQ), instead of writing them.
-    An f32 scalar src writes one element (at=, clip=True), from lane 0.
+    A scalar src writes one element (at=, clip=True), from lane 0 of each
+    warp that runs the store: an f32 (a number) into a float gl, an index
+    value (or an int) into an i32 gl (its low 32 bits, as a C cast) or an
+    i64 gl; guard with tkc.if_(tkc.warpid() == 0) to write it once a block.
     deinterleave=True (an f32 row-layout rt into an f32 st) writes each
     8-column group of src as its 4 even columns, then its 4 odd ones: by
     stmatrix, 16-byte rows that a 128B swizzle spreads over every bank, in
@@ -94,7 +113,7 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     block: one 16-byte red.global.add.v4.f32 where the pairs take two (the
     L2's reductions bound such adds: attention_bwd's dQ at D = 256); clip
     then works on those groups of four."""
-    if not isinstance(src, Reg) and _is_scalar(src):
+    if not isinstance(src, Reg) and (_is_scalar(src) or isinstance(src, Index)):
         _store_element(dst, src, at, clip)
         return
     _reg(src, "store", "source")
@@ -152,6 +171,7 @@ def load_split(dst: Reg, src, coords=(), fill=None, at=None) -> tuple[Reg, Reg]:
     type: the interleaved pairs of complex numbers or of interleaved rotary,
     moved with the same wide accesses as a load. fill= as for load (gl only)."""
     _reg(dst, "load_split", "destination", tile=True)
+    _float_only("load_split", dst)
     _split_memory("load_split", src, dst, "reads")
     idx = _placed("load_split", src, coords, at, fill is not None, "fill=")
     if fill is not None:
@@ -167,6 +187,7 @@ def store_join(dst, even: Reg, odd: Reg, coords=(), clip: bool = False, at=None)
     """The mirror of load_split: even and odd interleaved into the gl or st tile."""
     for x, what in ((even, "even"), (odd, "odd")):
         _reg(x, "store_join", what, tile=True)
+        _float_only("store_join", x)
     if even.view != odd.view:
         raise fail(f"store_join: even and odd must have one type, got {_name(even)} and {_name(odd)}")
     _split_memory("store_join", dst, even, "writes")
@@ -191,21 +212,20 @@ def _load_element(src, dtype, at, fill) -> F32 | Index:
     if not isinstance(src, GLHandle) or at is None or fill is None:
         raise fail(f"load(tkc.{dtype}, src, at=(b, d, row, col), fill=value) reads one element "
                    "of a gl: give a gl, at= and fill=")
-    if (src.dtype == "i32") != (dtype == "i32"):
+    want = src.dtype if is_int(src.dtype) else "f32"
+    if dtype != want:
         raise fail(f"load(tkc.{dtype}, ...): one element of the {src.dtype} gl {src.name} is "
-                   f"read as tkc.{'i32' if src.dtype == 'i32' else 'f32'}")
+                   f"read as tkc.{want}")
     from . import emit  # MLIR: only while tracing
-    _check_fill("load", fill)
-    if dtype == "i32" and fill != int(fill):
-        raise fail(f"load(tkc.i32, ...): fill must be an integer, got {fill!r}")
+    _check_fill("load", fill, dtype if is_int(dtype) else None)
     idx = _coords("load", src, at)
     if dtype == "f32":
         return _scalar_op(lambda: tk.load(emit.mlir_type("f32"), src.value(), _index_values(idx),
                                           fill=fill, elements=True))
     vals = _index_values(idx)
     with emitting():
-        return Index(emit.index_cast(tk.load(emit.mlir_type("i32"), src.value(), vals,
-                                             fill=float(fill), elements=True)))
+        return Index(emit.index_cast(tk.load(emit.mlir_type(dtype), src.value(), vals,
+                                             fill=int(fill), elements=True)))
 
 
 def _store_element(dst, x, at, clip) -> None:
@@ -213,14 +233,34 @@ def _store_element(dst, x, at, clip) -> None:
         raise fail("store(dst, value, at=(b, d, row, col), clip=True) writes one element of a "
                    "gl: give a gl, at= and clip=True")
     idx = _coords("store", dst, at)
-    v = as_f32(x, "store's value")
-    with emitting():
-        tk.store(dst.value(), v.ir(), _index_values(idx), clip=True, elements=True)
+    if not is_int(dst.dtype):
+        v = as_f32(x, "store's value")
+        with emitting():
+            tk.store(dst.value(), v.ir(), _index_values(idx), clip=True, elements=True)
+        return
+    if isinstance(x, bool) or not isinstance(x, (int, Index)):
+        raise fail(f"store: one element of the {dst.dtype} gl {dst.name} is an index value or an "
+                   f"int, got {type(x).__name__} (an f32 value converts with .to(tkc.i32))")
+    bits = 32 if dst.dtype == "i32" else 64
+    const = x if isinstance(x, int) else x.const
+    if const is not None and not -2 ** (bits - 1) <= const < 2 ** (bits - 1):
+        raise fail(f"store: {const} does not fit the {dst.dtype} gl {dst.name}")
+    i = as_index(x, "store's value")
+    from . import emit  # MLIR: only while tracing
+    v, vals = i.ir(), _index_values(idx)
+    with emitting():   # index -> i32 keeps the low 32 bits (a C cast); -> i64 is exact
+        tk.store(dst.value(), emit.index_to_int(v, dst.dtype), vals, clip=True, elements=True)
 
 
-def _check_fill(op: str, fill) -> None:
+def _check_fill(op: str, fill, int_dtype: str | None = None) -> None:
+    """A fill is a number; of an integer result an int its type holds."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)):
         raise fail(f"{op}: fill must be a number, got {type(fill).__name__}")
+    if int_dtype is not None:
+        bits = 32 if int_dtype == "i32" else 64
+        if fill != int(fill) or not -2 ** (bits - 1) <= int(fill) < 2 ** (bits - 1):
+            raise fail(f"{op}: the fill of {int_dtype} values must be an integer that fits "
+                       f"{int_dtype}, got {fill!r}")
 
 
 def _placed(op: str, mem, coords, at, ragged: bool, needs: str) -> list:

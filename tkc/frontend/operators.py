@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from .axes import col_pick, row_pick
 from .elementwise import add, copy, div, eq, fill, ge, gt, le, lt, mul, ne, neg, sub
-from .tiles import Reg, tile_dtype
+from .operands import _float_only
+from .tiles import Reg, reg_dtype
 from .trace import fail
-from .values import F32
+from .values import F32, Index
 
 
 class _RegOperators:
     """Reg's methods that call the ops (installed on Reg below)."""
 
     def to(self, dtype) -> "Reg":
-        """A copy converted to dtype (functional form of copy)."""
-        return copy(Reg(self.view.with_(dtype=tile_dtype(dtype))), self)
+        """A copy converted to dtype (functional form of copy); float -> i32
+        truncates toward zero (as C), saturating, NaN -> 0."""
+        return copy(Reg(self.view.with_(dtype=reg_dtype(dtype))), self)
 
     def __getitem__(self, key):
         """x[:, j]: column j, one value per row (row_pick); x[i, :]: row i (col_pick)."""
@@ -83,6 +85,7 @@ class _RegOperators:
         return ge(self, o)
 
     def __rtruediv__(self, o):
+        _float_only("div", self)
         return div(fill(Reg(self.view), o), self)
 
     def __neg__(self):
@@ -90,8 +93,8 @@ class _RegOperators:
 
 
 def _comparable(o) -> bool:
-    """What a tile compares with elementwise: a tile, a number, an f32 value."""
-    return isinstance(o, (Reg, int, float, F32))
+    """What a tile compares with elementwise: a tile, a number, an f32 or index value."""
+    return isinstance(o, (Reg, int, float, F32, Index))
 
 
 for _name in ("to", "__getitem__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",

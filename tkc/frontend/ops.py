@@ -28,7 +28,8 @@ line; tk-verify checks the rest.
 The ops live in modules by concept, gathered here: operands.py (what every op
 does with its operands and result), elementwise.py (initialisers, maps, fma,
 masks and where), axes.py (reductions, picks, roll, broadcasts, mma, layout),
-memory.py (loads, stores, group copies, atomic_add, subtiles); operators.py
+memory.py (loads, stores, group copies, atomic_add, subtiles), block.py (reductions
+over the block's warps); operators.py
 installs Reg's Python operators (x + y, t < 0.5, x.to(bf16)).
 """
 from __future__ import annotations
@@ -37,6 +38,8 @@ from . import operators  # noqa: F401  (installs Reg's operators: x + y, t < 0.5
 from .axes import (add_col, add_row, col_max, col_pick, col_sum, div_col, div_row, mma_AB,
                    mma_ABt, mma_AtB, mma_AtBt, mul_col, mul_row, roll, row_max, row_pick,
                    row_sum, sub_col, sub_row, swap_layout, transpose)
+from .block import (block_col_max, block_col_sum, block_max, block_min, block_row_max, block_row_sum,
+                    block_sum)
 from .complex import partwise
 from .elementwise import (abs, add, copy, div, eq, erf, exp, exp2, fill, fma, ge, gelu,
                           gelu_tanh, gt, iota, le, log, log2, lt, max, min, mul, ne, neg,
@@ -57,6 +60,8 @@ __all__ = [
     "swap_layout", "transpose",
     "load", "store", "load_split", "store_join", "group_load", "group_store", "subtile",
     "atomic_add",
+    "block_sum", "block_max", "block_min", "block_row_sum", "block_row_max", "block_col_sum",
+    "block_col_max",
 ]
 
 

@@ -12,7 +12,7 @@ entry block only (ThunderKittens allocates shared memory up front).
 from __future__ import annotations
 
 from ..dialect.types import GL, LAYOUTS, RT, RV, ST, SV, SWIZZLES, VEC_KINDS
-from ..dtypes import DTYPES
+from ..dtypes import DTYPES, GL_DTYPES, REG_DTYPES
 from .trace import current, emitting, fail
 from .values import Index, Traced
 
@@ -23,16 +23,46 @@ class DType(str):
     def __repr__(self):
         return f"tkc.{str(self)}"
 
+    def __call__(self, x):
+        """tkc.f32(x) / tkc.i32(x): x as a traced scalar of this type (an F32 or
+        an Index) whose value is in the IR, not folded at trace time: what a
+        tkc.range loop can carry (`m = tkc.f32(-math.inf)`, `c = tkc.i32(0)`).
+        An index or f32 value converts (i32: rounded toward zero)."""
+        from .values import F32
+        if self not in SCALAR_DTYPES:
+            raise fail(f"a scalar is tkc.f32 or tkc.i32, not {self!r}")
+        kind = F32 if self == "f32" else Index
+        ok = isinstance(x, (int, float, Index, F32)) and not isinstance(x, bool) \
+            and (kind is F32 or not isinstance(x, float))
+        if not ok:
+            raise fail(f"{self!r}(x) takes {'a number' if kind is F32 else 'an int'} or an index "
+                       f"or f32 value, got {type(x).__name__}")
+        v = x.to(str(self)) if isinstance(x, (Index, F32)) and not isinstance(x, kind) else kind.wrap(x)
+        if v._v is not None:
+            return v
+        from . import emit
+        with emitting():
+            return kind(emit.constant(kind._type_name, v.const))
 
-bf16, f16, f32, i32 = DType("bf16"), DType("f16"), DType("f32"), DType("i32")
+
+bf16, f16, f32, i32, i64 = DType("bf16"), DType("f16"), DType("f32"), DType("i32"), DType("i64")
 SCALAR_DTYPES = ("f32", "i32")
 
 
-def tile_dtype(x) -> str:
-    if not isinstance(x, str) or x not in DTYPES:
-        raise fail(f"tile element type must be one of {', '.join(DTYPES)} "
-                   f"(tkc.bf16, ...), got {x!r}")
+def tile_dtype(x, allowed=DTYPES, what: str = "tile") -> str:
+    """x as an element type name of `allowed` (shared tiles: the float types;
+    register tiles also i32: reg_dtype), else a located error."""
+    if not isinstance(x, str) or x not in allowed:
+        hint = ("; an i32 tile lives in registers (rt, rv): load it from and store it to an i32 gl"
+                if x == "i32" else "")
+        raise fail(f"{what} element type must be one of {', '.join(allowed)} "
+                   f"(tkc.bf16, ...), got {x!r}{hint}")
     return str(x)
+
+
+def reg_dtype(x) -> str:
+    """The element type of a register tile or vector: a float type or i32."""
+    return tile_dtype(x, REG_DTYPES)
 
 
 def _extent(n, what: str) -> int:
@@ -108,14 +138,14 @@ class Reg(Traced):
 
 def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
     """An unassigned register tile handle rt<dtype, rows, cols, layout>."""
-    return Reg(RT(tile_dtype(dtype), _extent(rows, "rt rows"), _extent(cols, "rt cols"),
+    return Reg(RT(reg_dtype(dtype), _extent(rows, "rt rows"), _extent(cols, "rt cols"),
                   _choice(layout, LAYOUTS, "rt layout")))
 
 
 def rv(dtype, length: int, kind: str = "col") -> Reg:
     """An unassigned register vector handle; kind "col" = one value per tile
     row, "row" = one per tile column, "flat" = a vector on its own (L/32 a lane)."""
-    view = RV(tile_dtype(dtype), _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
+    view = RV(reg_dtype(dtype), _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
     if kind == "flat" and length % 32:
         raise fail(f"a flat rv's length must be a multiple of 32 (one chunk per lane), got {length}")
     return Reg(view)
@@ -178,10 +208,12 @@ class GLSpec:
     """The annotation gl(dtype, b, d, r, c): each dim an int (static), None
     (runtime) or a name (runtime, and every dim of the kernel's gl arguments
     with that name has the same size: gl(bf16, 1, 1, "M", "K")). An i32 gl
-    holds indices, read one element at a time (load(tkc.i32, g, at=...))."""
+    holds integers: indices read one element at a time (load(tkc.i32, g,
+    at=...)), or i32 tiles (counts, argmax indices); an i64 gl holds int64
+    indices, read one element at a time (load(tkc.i64, g, at=...))."""
 
     def __init__(self, dtype, b, d, r, c):
-        self.dtype = "i32" if dtype == "i32" else tile_dtype(dtype)
+        self.dtype = tile_dtype(dtype, GL_DTYPES, "gl")
         self.dims = tuple(_gl_dim(x, a) for x, a in zip((b, d, r, c), AXES))
 
     @property

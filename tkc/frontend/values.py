@@ -37,8 +37,9 @@ def _check_visible(scope, what: str) -> None:
     st = current()
     if scope is not None and not st.visible(scope):
         raise fail(f"{what} was defined inside the {scope.describe()} and is not "
-                   "available after it (only register tiles/vectors are carried out of "
-                   "loops and ifs)")
+                   "available after it (loops and ifs carry out register tiles/vectors and the "
+                   "scalars that names hold as traced values before them: start a scalar as "
+                   "one, e.g. m = tkc.f32(0.0), c = tkc.i32(0))")
 
 
 class Scalar(Traced):
@@ -61,6 +62,7 @@ class Scalar(Traced):
             from . import emit
             with emitting():
                 return emit.constant(self._type_name, self.const)
+        current().flush()  # a pending tkc.if_ may still give this value its result (carry.py)
         _check_visible(self._scope, self._what)
         return self._v
 
@@ -179,9 +181,14 @@ class Index(Scalar):
         return Index(const=0) - self
 
     def _binary(self, other, pyop, emit_name, reverse=False):
-        if isinstance(other, (float, F32)) and emit_name in ("add", "sub", "mul"):
+        if isinstance(other, (float, F32)) and emit_name in ("add", "sub", "mul", "min", "max"):
             return F32.wrap(self)._binary(other, pyop, emit_name, reverse)  # index op f32 is f32
         return super()._binary(other, pyop, emit_name, reverse)
+
+    def _compare(self, other, pred):
+        if isinstance(other, (float, F32)):   # compared as f32 values, as Python compares 2 < 2.5
+            return F32.wrap(self)._compare(other, pred)
+        return super()._compare(other, pred)
 
     def to(self, dtype) -> "F32":
         """This index as an f32 scalar (exact below 2^24): i.to(tkc.f32)."""
@@ -230,6 +237,12 @@ class F32(Scalar):
     def __neg__(self):
         return F32(const=-0.0) - self if self.const is None else F32(const=-self.const)
 
+    def min(self, o):
+        return self._binary(o, _fmin, "min")
+
+    def max(self, o):
+        return self._binary(o, _fmax, "max")
+
     def to(self, dtype) -> "Index":
         """This value as an index, rounded toward zero (like Python's int()): x.to(tkc.i32)."""
         if dtype != "i32":
@@ -240,6 +253,15 @@ class F32(Scalar):
         v = self.ir()
         with emitting():
             return Index(emit.f32_to_index(v))
+
+
+def _fmax(a, b):
+    """max as maxnumf folds it: a NaN gives the other operand."""
+    return b if a != a else a if b != b else max(a, b)
+
+
+def _fmin(a, b):
+    return b if a != a else a if b != b else min(a, b)
 
 
 def as_f32(x, what: str = "scalar") -> F32:
@@ -259,12 +281,13 @@ class Bool(Traced):
         self._scope = current().scope
 
     def ir(self):
+        current().flush()
         _check_visible(self._scope, self._what)
         return self._v
 
     def _logic(self, o, name):
         if isinstance(o, bool):
-            o = _const_bool(o)
+            o = const_bool(o)
         if not isinstance(o, Bool):
             return NotImplemented
         from . import emit
@@ -286,7 +309,7 @@ class Bool(Traced):
         return self._logic(True, "xor")
 
 
-def _const_bool(b: bool) -> Bool:
+def const_bool(b: bool) -> Bool:
     from . import emit
     with emitting():
         return Bool(emit.constant("i1", int(b)))

@@ -91,7 +91,7 @@ def vec_run(length: int, kind: str) -> int:
 
 def access_elems(run: int, dtype: str) -> int:
     """Elements per memory access of a run: at most 16 bytes."""
-    return min(run, 16 // {"bf16": 2, "f16": 2, "f32": 4}[dtype])
+    return min(run, 16 // {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "i64": 8}[dtype])
 
 
 def flat_chunk(length: int) -> int:

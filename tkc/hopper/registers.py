@@ -27,7 +27,8 @@ def scalar_type(dtype: str) -> ir.Type:
     """The MLIR scalar type of a tk element type name."""
     from mlir import ir
     return {"bf16": ir.BF16Type.get, "f16": ir.F16Type.get, "f32": ir.F32Type.get,
-            "i32": lambda: ir.IntegerType.get_signless(32)}[dtype]()
+            "i32": lambda: ir.IntegerType.get_signless(32),
+            "i64": lambda: ir.IntegerType.get_signless(64)}[dtype]()
 
 
 def flat_types(t: ir.Type) -> list[ir.Type]:
@@ -48,4 +49,4 @@ def flat_types(t: ir.Type) -> list[ir.Type]:
 
 def packed(v) -> bool:
     """Whether a carried rt/rv travels as i32 words of two 16-bit scalars."""
-    return v.dtype != "f32" and frag_len(v) % 2 == 0
+    return v.dtype in ("bf16", "f16") and frag_len(v) % 2 == 0

@@ -17,7 +17,7 @@ from ..dialect.types import GL, view
 from ..dialect.kernel import arg_names, dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",),
-                "i32": ("int32",)}
+                "i32": ("int32",), "i64": ("int64",)}
 SCALARS = ("f32", "i32")
 
 

@@ -5,8 +5,9 @@ numbers, broadcasts, the mma, and layout changes.
 Every handler runs once per op at compile time (checking the types it relies
 on, so a malformed op is a located error instead of a wrong number) and
 returns the closure that runs per warp. Register values are float32 arrays
-that no op ever mutates: a result is always a fresh array (or an operand
-passed through unchanged), so they can be shared freely between slots.
+(int32 for i32 tiles, values.py) that no op ever mutates: a result is always
+a fresh array (or an operand passed through unchanged), so they can be
+shared freely between slots.
 """
 from __future__ import annotations
 
@@ -18,19 +19,21 @@ from ..diagnostics import error
 from ..dialect.types import RT, RV, view
 from .operands import F32, expect, tview
 from .program import handler
-from .values import rounder
+from .values import NUMPY, rounder, wrap
 
 
 # ---- initialisers
 
 _INIT = {"tk.zero": 0.0, "tk.ones": 1.0, "tk.neg_infty": -np.inf, "tk.pos_infty": np.inf}
+_INT_INIT = {"tk.zero": 0, "tk.ones": 1, "tk.neg_infty": -2 ** 31, "tk.pos_infty": 2 ** 31 - 1}  # i32's range
 
 
 @handler(*_INIT)
 def _init(c, op):
     t = tview(op.results[0])
     expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
-    value = np.full(t.shape, _INIT[op.name], F32)  # shared: values are immutable
+    ints = t.dtype == "i32"
+    value = np.full(t.shape, (_INT_INIT if ints else _INIT)[op.name], NUMPY[t.dtype])  # shared: immutable
     out = c.result_slot(op)
 
     def step(env, w):
@@ -43,9 +46,10 @@ def _fill(c, op):
     t = tview(op.results[0])
     expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
     v, out, rnd, shape = c.slot(op.operands[0]), c.result_slot(op), rounder(t.dtype), t.shape
+    kind = NUMPY[t.dtype]
 
     def step(env, w):
-        env[out] = rnd(np.full(shape, env[v], F32))
+        env[out] = rnd(np.full(shape, env[v], kind))
     return step
 
 
@@ -66,7 +70,7 @@ _UNARY = {
     "tk.log": np.log,
     "tk.log2": np.log2,
     "tk.abs": np.abs,
-    "tk.relu": lambda x: np.maximum(x, F32(0)),
+    "tk.relu": lambda x: np.maximum(x, x.dtype.type(0)),
     "tk.neg": np.negative,
     "tk.sqrt": _exact(np.sqrt),
     "tk.rsqrt": _exact(lambda x: 1 / np.sqrt(x)),
@@ -116,9 +120,11 @@ def _binary(c, op):
     x_t, y_t, t = tview(op.operands[0]), tview(op.operands[1]), tview(op.results[0])
     expect(isinstance(x_t, (RT, RV)) and x_t == t, op,
            f"result {t} must equal the first operand's type {x_t}")
-    scalar = str(op.operands[1].type) == "f32"
+    want = "i32" if x_t.dtype == "i32" else "f32"
+    scalar = str(op.operands[1].type) == want
     expect(scalar or (type(y_t) is type(x_t) and y_t.shape == x_t.shape), op,
-           f"second operand {y_t or op.operands[1].type} must be an f32 or of shape {x_t.shape}")
+           f"second operand {y_t or op.operands[1].type} must be an {want} or of shape {x_t.shape}")
+    expect(not (want == "i32" and op.name == "tk.div"), op, "an i32 tile has no division")
     x, y, out = c.slot(op.operands[0]), c.slot(op.operands[1]), c.result_slot(op)
     f, rnd = _BINARY[op.name], rounder(t.dtype)
 
@@ -223,12 +229,13 @@ def _iota(c, op):
     t, axis = tview(op.results[0]), op.attributes["axis"].value
     expect(isinstance(t, (RT, RV)) and axis in ((0, 1) if isinstance(t, RT) else (0,)), op,
            f"result must be an rt (axis 0 or 1) or rv (axis 0), got {t} with axis {axis}")
-    idx = np.indices(t.shape)[axis].astype(F32)
+    kind = NUMPY[t.dtype]
+    idx = np.indices(t.shape)[axis].astype(kind)
     rnd, out = rounder(t.dtype), c.result_slot(op)
     start = c.slot(op.operands[0]) if len(op.operands) else None
 
     def step(env, w):
-        env[out] = rnd(idx if start is None else idx + F32(env[start]))
+        env[out] = rnd(idx if start is None else idx + kind(env[start]))
     return step
 
 
@@ -242,14 +249,14 @@ def _where(c, op):
     expect(isinstance(t, (RT, RV)), op, f"result must be an rt or rv, got {t}")
     for v in op.operands:
         v_t = view(v.type) if str(v.type).startswith("!tk.") else None
-        expect(str(v.type) == "f32" or (type(v_t) is type(t) and v_t.shape == t.shape), op,
-               f"operands must be f32 scalars or tiles of shape {t.shape}, got {v.type}")
-    cmp, rnd = _CMP[op.attributes["cmp"].value], rounder(t.dtype)
+        expect(str(v.type) in ("f32", "i32") or (type(v_t) is type(t) and v_t.shape == t.shape), op,
+               f"operands must be scalars or tiles of shape {t.shape}, got {v.type}")
+    cmp, rnd, kind = _CMP[op.attributes["cmp"].value], rounder(t.dtype), NUMPY[t.dtype]
     a, b, x, y = (c.slot(v) for v in op.operands)
     out, shape = c.result_slot(op), t.shape
 
     def step(env, w):
-        env[out] = rnd(np.broadcast_to(np.where(cmp(env[a], env[b]), env[x], env[y]), shape).astype(F32))
+        env[out] = rnd(np.broadcast_to(np.where(cmp(env[a], env[b]), env[x], env[y]), shape).astype(kind))
     return step
 
 
@@ -283,6 +290,10 @@ def _vec_reduce(c, op):
     f = _VEC_REDUCE[op.name]
     expect(isinstance(tview(op.operands[0]), RV), op, f"operand must be an rv, got {op.operands[0].type}")
     x, out = c.slot(op.operands[0]), c.result_slot(op)
+    if str(op.results[0].type) == "i32":   # of an i32 rv: wraps as the GPU's i32 adds
+        def integer(env, w):
+            env[out] = wrap(int(f(env[x].astype(np.int64))), 32)
+        return integer
 
     def step(env, w):
         env[out] = F32(f(env[x]))

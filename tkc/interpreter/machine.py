@@ -20,7 +20,7 @@ import numpy as np
 
 from ..diagnostics import TkcError, error, where
 from ..dialect.kernel import kernel_blocks
-from . import ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
+from . import block, ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
 from .program import Compiler, execute
@@ -42,6 +42,7 @@ class BlockState:
         self.tma_writes: dict[int, list] = {}
         self.tma_written: list = []  # (op, array, warp, its epoch then) once completed
         self.atomic_old: dict = {}  # tk.atomic_add's scratch (id) -> the old value its adder read
+        self.reductions: dict = {}  # a block reduction's run -> {warp: its value} (block.py)
 
     def sync(self, warps: list[int], barrier: int) -> None:
         """`warps` waited at named barrier `barrier` and completed it (with the

@@ -15,7 +15,7 @@ from ..dialect.types import GL, RT, RV, ST, SV
 from .gl import whole
 from .operands import F32, expect, tview
 from .program import handler
-from .values import ROUND, rounder
+from .values import NUMPY, ROUND, rounder, wrap
 
 
 # ---- memory
@@ -80,8 +80,9 @@ def _pair_piece(op, mem_t, t, bound):
 
 def _element(c, op, mem, coords, x, bound):
     """One element at element coordinates (b, d, r, c) of a gl (an f32, or an
-    int from an i32 gl): outside its rows or columns a load reads fill and a
-    store writes nothing."""
+    int of an i32 or i64 gl): outside its rows or columns a load reads fill
+    and a store writes nothing. An i32 element stored keeps the value's low
+    32 bits (the frontend's index -> i32 cast already wrapped it)."""
     mem_t = tview(mem)
     expect(isinstance(mem_t, GL) and len(coords) == 4, op, "one element moves to or from a gl, at 4 coordinates")
     expect("elements" in op.attributes and bound in op.attributes, op,
@@ -89,7 +90,8 @@ def _element(c, op, mem, coords, x, bound):
     arr_s, idx = c.slot(mem), [c.slot(v) for v in coords]
     if x is None:
         out, fill = c.result_slot(op), op.attributes["fill"].value
-        value = int if mem_t.dtype == "i32" else lambda v: F32(ROUND[mem_t.dtype](v.astype(F32)))
+        ints = mem_t.dtype in ("i32", "i64")
+        value = int if ints else lambda v: F32(ROUND[mem_t.dtype](v.astype(F32)))
 
         def load(env, w):
             b, d, r, col = (int(env[i]) for i in idx)
@@ -99,6 +101,11 @@ def _element(c, op, mem, coords, x, bound):
             env[out] = value(arr[b, d, r, col]) if inside else value(np.asarray(fill))
         return load
     rnd = ROUND[mem_t.dtype]
+    if mem_t.dtype in ("i32", "i64"):
+        bits = 32 if mem_t.dtype == "i32" else 64
+        rnd = lambda v: wrap(int(v), bits)  # noqa: E731
+    else:
+        rnd = lambda v, r=rnd: r(F32(v))  # noqa: E731
     x_s = c.slot(x)
 
     def store(env, w):
@@ -106,7 +113,7 @@ def _element(c, op, mem, coords, x, bound):
         arr = env[arr_s]
         _element_bd(op, b, d, arr.shape)
         if 0 <= r < arr.shape[2] and 0 <= col < arr.shape[3]:
-            arr[b, d, r, col] = rnd(F32(env[x_s]))
+            arr[b, d, r, col] = rnd(env[x_s])
     return store
 
 
@@ -219,18 +226,21 @@ def _memory(op, mem_t, t, ncoords: int) -> None:
 
 @handler("tk.load")
 def _load(c, op):
-    if str(op.results[0].type) in ("f32", "i32"):
+    if str(op.results[0].type) in ("f32", "i32", "i64"):
         return _element(c, op, op.operands[0], op.operands[1:], None, "fill")
     mem_t, t = tview(op.operands[0]), tview(op.results[0])
     _memory(op, mem_t, t, len(op.operands) - 1)
+    expect((mem_t.dtype == "i32") == (t.dtype == "i32"), op,
+           f"an i32 tile moves to and from an i32 gl, got {t} and {mem_t}")
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
+    held = NUMPY[mem_t.dtype]   # what the memory's values are read as (float32, int32)
     shared = not isinstance(mem_t, GL)
     expect("elements" not in op.attributes or "fill" in op.attributes, op,
            "element coordinates need fill (the load may reach past the gl's edges)")
     if "fill" in op.attributes:  # ragged: what lies outside the gl reads as fill
         expect(not shared, op, "fill (a ragged load) needs a gl source")
-        fill = rnd(np.full(shape, op.attributes["fill"].value, F32))
+        fill = rnd(np.full(shape, op.attributes["fill"].value, NUMPY[t.dtype]))
         width, elements = access_width(t, mem_t), "elements" in op.attributes
 
         def ragged(env, w):
@@ -238,7 +248,7 @@ def _load(c, op):
             ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements,
                                whole(arr)[1][3])
             piece = fill.copy()
-            piece[part] = rnd(rnd_mem(arr[ix].astype(F32)))
+            piece[part] = rnd(rnd_mem(arr[ix].astype(held)))
             env[out] = piece
         return ragged
 
@@ -250,16 +260,18 @@ def _load(c, op):
         piece = arr[ix]
         # astype copies (registers never alias memory); a gl array may hold
         # values its dtype cannot (a float32 array for bf16): round them.
-        env[out] = rnd(rnd_mem(piece.astype(F32)))
+        env[out] = rnd(rnd_mem(piece.astype(held)))
     return step
 
 
 @handler("tk.store")
 def _store(c, op):
-    if str(op.operands[1].type) == "f32":
+    if str(op.operands[1].type) in ("f32", "i32", "i64"):
         return _element(c, op, op.operands[0], op.operands[2:], op.operands[1], "clip")
     mem_t, t = tview(op.operands[0]), tview(op.operands[1])
     _memory(op, mem_t, t, len(op.operands) - 2)
+    expect((mem_t.dtype == "i32") == (t.dtype == "i32"), op,
+           f"an i32 tile moves to and from an i32 gl, got {t} and {mem_t}")
     dst, x, idx = c.slot(op.operands[0]), c.slot(op.operands[1]), [c.slot(v) for v in op.operands[2:]]
     rnd, shape = ROUND[mem_t.dtype], t.shape
     shared = not isinstance(mem_t, GL)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from mlir import ir
 
+from ..dialect.attrs import after_gls
 from ..diagnostics import TkcError, error, where
 from ..hopper.sync import checked_sync_group
 from .gl import whole
@@ -68,7 +69,7 @@ def _atomic_add(c, op):
     again and every warp takes the old value."""
     point = _point(c, op)
     dst, idx = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[2:6]]
-    after, out = [c.slot(v) for v in list(op.operands)[6:]], c.result_slot(op)
+    after, out = [c.slot(v) for v in after_gls(op)], c.result_slot(op)
     value = ir.IntegerAttr(op.attributes["value"]).value
 
     scratch = c.slot(op.operands[1])

@@ -5,6 +5,11 @@ elements are always representable in the type's dtype (an op producing a
 bf16/f16 value rounds to nearest even from f32, as docs/tile-ir.md says).
 Layouts never change values, so they have no representation here. Shared
 tiles are float32 arrays too, rounded on every write by the st's dtype.
+
+An i32 tile or vector is an int32 array (numpy's int32 arithmetic wraps
+modulo 2^32, as the GPU's); ROUND["i32"] makes any array one: integers wrap
+to their low 32 bits, floats truncate toward zero and saturate, NaN giving 0
+(cvt.rzi.s32.f32). An i64 gl is an int64 array.
 """
 from __future__ import annotations
 
@@ -38,11 +43,27 @@ def as_f32(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-ROUND = {"bf16": round_bf16, "f16": round_f16, "f32": as_f32}
+def as_i32(x) -> np.ndarray:
+    """Any array as int32: a float truncated toward zero and saturated (NaN
+    -> 0), an integer wrapped to its low 32 bits (a C cast)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        x = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
+        return np.clip(x, -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int32)
+    return x.astype(np.int64).astype(np.int32)
+
+
+def as_i64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.int64)
+
+
+ROUND = {"bf16": round_bf16, "f16": round_f16, "f32": as_f32, "i32": as_i32, "i64": as_i64}
+NUMPY = {"bf16": np.float32, "f16": np.float32, "f32": np.float32, "i32": np.int32, "i64": np.int64}
 
 
 def rounder(dtype: str):
-    """The function that makes a float32 array representable in `dtype`."""
+    """The function that makes an array representable in `dtype` (float32
+    arrays for the float types, int32 for i32)."""
     return ROUND[dtype]
 
 

@@ -94,13 +94,15 @@ def _load_piece(ptr, dtype: str, m: int, keep=None, fill: float | None = None) -
     """m consecutive elements at ptr as one access (aligned to its size); where
     the i1 `keep` is false they read `fill` instead (one select per register)."""
     el = scalar_type(dtype)
+    ints = isinstance(el, ir.IntegerType)
     if m == 1:
         v = llvm.load(el, ptr, alignment=itemsize(dtype))
-        return [v if keep is None else arith.select(keep, v, arith.constant(el, fill))]
+        return [v if keep is None else arith.select(keep, v, arith.constant(el, int(fill) if ints else fill))]
     t = ir.VectorType.get([m], el)
     vec = llvm.load(t, ptr, alignment=m * itemsize(dtype))
     if keep is not None:
-        vec = arith.select(keep, vec, arith.constant(t, ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(el, fill))))
+        splat = ir.IntegerAttr.get(el, int(fill)) if ints else ir.FloatAttr.get(el, fill)
+        vec = arith.select(keep, vec, arith.constant(t, ir.DenseElementsAttr.get_splat(t, splat)))
     return [llvm.extractelement(vec, _i32(k)) for k in range(m)]
 
 
@@ -108,6 +110,8 @@ def _fill_bits(fill: float, dtype: str, rounded: bool) -> int | None:
     """fill's bit pattern in dtype (rounded to nearest even), or None where
     it is not exact and not `rounded` (a converting load must give the fill
     in the result's dtype: then it is selected in after the conversion)."""
+    if dtype == "i32":   # an integer fill (tk-verify: the result is i32 too)
+        return int(fill) & 0xFFFFFFFF
     f32 = struct.unpack("<I", struct.pack("<f", fill))[0]
     if dtype == "f32":
         return f32
@@ -131,17 +135,17 @@ def _load_guarded(ptr, dtype: str, m: int, ok, bits: int) -> list:
     each load in turn: docs/tile-ir.md, on ragged accesses). No address is
     clamped: a load that is off is not made."""
     words, el = m * itemsize(dtype) // 4, scalar_type(dtype)
-    half = itemsize(dtype) == 2
+    half, ints = itemsize(dtype) == 2, dtype == "i32"
     word_t = ir.VectorType.get([2], el) if half else el
     fill = (bits | bits << 16) if half else bits
-    presets = "".join(f"mov.b32 ${w}, 0x{fill:08x}; " if half else f"mov.b32 ${w}, 0f{fill:08X}; "
+    presets = "".join(f"mov.b32 ${w}, 0x{fill:08x}; " if half or ints else f"mov.b32 ${w}, 0f{fill:08X}; "
                       for w in range(words))
     dst = ", ".join(f"${w}" for w in range(words))
     shape = {1: "", 2: ".v2", 4: ".v4"}[words]
     text = (f"{{ {presets}"
             f"@${words + 1} ld.global{shape}.b32 {'{' + dst + '}' if words > 1 else dst}, [${words}]; }}")
     res_t = word_t if words == 1 else llvm.StructType.get_literal([word_t] * words)
-    res = llvm.inline_asm(res_t, [ptr, ok], text, ",".join(["=" + ("r" if half else "f")] * words) + ",l,b",
+    res = llvm.inline_asm(res_t, [ptr, ok], text, ",".join(["=" + ("r" if half or ints else "f")] * words) + ",l,b",
                           has_side_effects=True)
     regs = [res] if words == 1 else [llvm.extractvalue(word_t, res, ir.DenseI64ArrayAttr.get([w]))
                                      for w in range(words)]

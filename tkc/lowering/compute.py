@@ -15,6 +15,13 @@ times exp(-x^2)), gelu its erf form and gelu_tanh the tanh form; fma is
 fma.rn.f32 (tk.fma's rule is in reduce.py, beside the row broadcast its
 vector operand needs). div is div.full.f32 (2 ulp, full range) unless the op says
 `ieee`: then div.rn.f32. docs/tile-ir.md ("Math") gives each one's error.
+
+An i32 tile computes in i32 (to_f32 / from_f32 pass its values through:
+i32 is its own compute type): add, sub, mul wrap modulo 2^32, max and min are
+signed, abs / neg / relu exact (abs and neg of -2^31 wrap to -2^31, as abs.s32).
+A float -> i32 copy truncates toward zero and saturates, NaN giving 0
+(cvt.rzi.s32.f32); i32 -> float rounds to nearest (cvt.rn.f32.s32), to a
+16-bit type through f32.
 """
 from __future__ import annotations
 
@@ -25,10 +32,11 @@ from mlir.dialects import arith, llvm
 
 from ..diagnostics import error
 from ..dialect.types import RT, RV, view
+from ..dtypes import I32_MAX, I32_MIN
 from ..hopper.registers import frag_len, scalar_type
 from .core import Frag, rule
 
-F32 = "f32"
+F32, I32 = "f32", "i32"
 
 
 # ---------------------------------------------------------------- scalar helpers
@@ -38,18 +46,27 @@ def f32_type() -> ir.Type:
 
 
 def to_f32(v: ir.Value, dtype: str) -> ir.Value:
-    """An element of `dtype` widened to f32 (exact)."""
-    return v if dtype == F32 else arith.extf(f32_type(), v)
+    """An element of `dtype` widened to f32 (exact), its compute type; an i32
+    passes through (i32 computes in i32)."""
+    return v if dtype in (F32, I32) else arith.extf(f32_type(), v)
 
 
 def from_f32(v: ir.Value, dtype: str) -> ir.Value:
-    """An f32 rounded to `dtype` (nearest even: cvt.rn.bf16.f32 / cvt.rn.f16.f32)."""
-    return v if dtype == F32 else arith.truncf(scalar_type(dtype), v)
+    """An f32 rounded to `dtype` (nearest even: cvt.rn.bf16.f32 / cvt.rn.f16.f32);
+    an i32 result passes through (computed in i32)."""
+    return v if dtype in (F32, I32) else arith.truncf(scalar_type(dtype), v)
 
 
 def convert(v: ir.Value, src: str, dst: str) -> ir.Value:
-    """An element converted between tk dtypes (through f32 when both are 16-bit)."""
-    return v if src == dst else from_f32(to_f32(v, src), dst)
+    """An element converted between tk dtypes (through f32 when both are
+    16-bit, or one is i32: the module docstring says how)."""
+    if src == dst:
+        return v
+    if dst == I32:
+        return llvm.inline_asm(scalar_type(I32), [to_f32(v, src)], "cvt.rzi.s32.f32 $0, $1;", "=r,f")
+    if src == I32:
+        v, src = arith.sitofp(f32_type(), v), F32
+    return from_f32(to_f32(v, src), dst)
 
 
 def ptx_f32(op: str, x: ir.Value) -> ir.Value:
@@ -197,6 +214,22 @@ BINARY = {
     "min": arith.minnumf,
 }
 
+# (i32, i32) -> i32: an i32 tile's (no div: tk-verify refuses it)
+INT_BINARY = {"add": arith.addi, "sub": arith.subi, "mul": arith.muli, "max": arith.maxsi, "min": arith.minsi}
+
+
+def binary_fn(name: str, dtype: str):
+    """The scalar function of binary op `name` for a tile of `dtype`."""
+    return INT_BINARY[name] if dtype == I32 else BINARY[name]
+
+
+# i32 -> i32 maps of an i32 tile
+INT_UNARY = {
+    "tk.abs": lambda lw, x: llvm.intr_abs(x.type, x, False),
+    "tk.neg": lambda lw, x: arith.subi(lw.const_i32(0), x),
+    "tk.relu": lambda lw, x: arith.maxsi(x, lw.const_i32(0)),
+}
+
 
 def map_frag(x: Frag, out_view, fn) -> Frag:
     """Frag of `out_view` whose value i is fn(f32 value i of x), rounded back."""
@@ -225,12 +258,13 @@ def frag_arg(op, x, pos: int = 0) -> Frag:
 # ---------------------------------------------------------------- rules
 
 _INIT_VALUES = {"tk.zero": 0.0, "tk.ones": 1.0, "tk.neg_infty": -math.inf, "tk.pos_infty": math.inf}
+_INT_INIT = {"tk.zero": 0, "tk.ones": 1, "tk.neg_infty": I32_MIN, "tk.pos_infty": I32_MAX}  # i32's range
 
 
 @rule(*_INIT_VALUES)
 def _init(lw, op, args):
     v = result_view(op)
-    c = arith.constant(scalar_type(v.dtype), _INIT_VALUES[op.name])
+    c = arith.constant(scalar_type(v.dtype), (_INT_INIT if v.dtype == I32 else _INIT_VALUES)[op.name])
     return [Frag(v, [c] * frag_len(v))]  # one constant serves every element
 
 
@@ -245,7 +279,7 @@ def _fill(lw, op, args):
 def _copy(lw, op, args):
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
-    if x.view.dtype == F32 and v.dtype != F32 and len(x.vals) % 2 == 0:
+    if x.view.dtype == F32 and v.dtype in ("bf16", "f16") and len(x.vals) % 2 == 0:
         return [Frag(v, narrow_pairs(x.vals, v.dtype))]
     return [Frag(v, [convert(e, x.view.dtype, v.dtype) for e in x.vals])]
 
@@ -281,6 +315,10 @@ def _unary(lw, op, args):
         return [UNARY[op.name](lw, args[0])]
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
+    if x.view.dtype == I32:
+        if op.name not in INT_UNARY:
+            raise error(op, f"{op.name} computes on float tiles, found {op.operands[0].type}")
+        return [Frag(v, [INT_UNARY[op.name](lw, e) for e in x.vals])]
     fn = UNARY[op.name]
     if "fma" not in op.attributes:
         return [map_frag(x, v, lambda e: fn(lw, e))]
@@ -294,16 +332,21 @@ def _unary(lw, op, args):
 def _binary(lw, op, args):
     x, y, v = frag_arg(op, args[0]), args[1], result_view(op)
     same_shape(op, x.view, v)
-    fn = BINARY[op.name[3:]]
+    ints = x.view.dtype == I32
+    if ints and op.name == "tk.div":
+        raise error(op, f"tk.div computes on float tiles, found {op.operands[0].type}")
+    fn = binary_fn(op.name[3:], x.view.dtype)
     if op.name == "tk.div" and "ieee" not in op.attributes:
         fn = fast_div
+    scalar = I32 if ints else F32
     if isinstance(y, Frag):
         if y.view != x.view:
             raise error(op, f"{op.name}: operands {x.view.text()} and {y.view.text()} differ")
         ys = [to_f32(e, y.view.dtype) for e in y.vals]
-    elif isinstance(y, ir.Value) and str(y.type) == "f32":
+    elif isinstance(y, ir.Value) and str(y.type) == scalar:
         ys = [y] * len(x.vals)  # tile op scalar: the scalar applies to every element
     else:
-        raise error(op, f"{op.name}: second operand must be {x.view.text()} or f32, found {op.operands[1].type}")
+        raise error(op, f"{op.name}: second operand must be {x.view.text()} or {scalar}, found "
+                        f"{op.operands[1].type}")
     xs = [to_f32(e, x.view.dtype) for e in x.vals]
     return [Frag(v, [from_f32(fn(a, b), v.dtype) for a, b in zip(xs, ys)])]

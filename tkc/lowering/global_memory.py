@@ -36,6 +36,13 @@ def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False)
     return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _add(_mul(c, cols), gl.origin[3]))
 
 
+def fill_value(attr) -> float | int:
+    """A load's fill: an f32 attribute, or an integer one (an integer result's)."""
+    if isinstance(attr, ir.IntegerAttr):
+        return ir.IntegerAttr(attr).value
+    return ir.FloatAttr(attr).value
+
+
 @dataclass
 class Edge:
     """A ragged access (tk.load {fill}, tk.store {clip}): each access of a lane
@@ -55,7 +62,7 @@ def edge_of(op, gl: Global) -> Edge | None:
     """The Edge of a ragged tk.load/tk.store on a gl, None for a plain one."""
     attrs = op.attributes
     if "fill" in attrs:
-        return Edge(gl.bounds[2], gl.bounds[3], ir.FloatAttr(attrs["fill"]).value)
+        return Edge(gl.bounds[2], gl.bounds[3], fill_value(attrs["fill"]))
     return Edge(gl.bounds[2], gl.bounds[3]) if "clip" in attrs else None
 
 
@@ -133,15 +140,16 @@ def _gl_scalar(lw, op, gl: Global, idx, x):
     p = _gl_ptr(gl, _gl_tile_origin(gl, idx, 1, 1))
     ok = edge.inside(idx[2], idx[3])
     dtype = gl.view.dtype
-    if x is None:  # an f32, or an i32 from an index gl
-        out = "i32" if dtype == "i32" else "f32"
+    ints = dtype in ("i32", "i64")   # then the element moves as it is (an i32 or i64)
+    if x is None:  # an f32, or an i32 / i64 from an integer gl
+        out = dtype if ints else "f32"
         v = _convert(_load_piece(arith.select(ok, p, gl.ptr), dtype, 1)[0], dtype, out)
-        fill = int(edge.fill) if out == "i32" else edge.fill
+        fill = int(edge.fill) if ints else edge.fill
         return arith.select(ok, v, arith.constant(scalar_type(out), fill))
     first = arith.cmpi(arith.CmpIPredicate.eq, lw.lane(), _idx(0))
     branch = scf.IfOp(arith.andi(ok, first))
     with ir.InsertionPoint(branch.then_block):
-        _store_piece(p, [_convert(x, "f32", dtype)], dtype)
+        _store_piece(p, [x if ints else _convert(x, "f32", dtype)], dtype)
         scf.YieldOp([])
 
 

@@ -41,7 +41,7 @@ def _alloc(lw, op, args):
 @rule("tk.load")
 def _load(lw, op, args):
     src, idx = args[0], args[1:]
-    if str(op.result.type) in ("f32", "i32") and isinstance(src, Global):
+    if str(op.result.type) in ("f32", "i32", "i64") and isinstance(src, Global):
         _check_idx(op, idx, 4)
         return [_gl_scalar(lw, op, src, idx, None)]
     out = _out_view(op, op.result.type)
@@ -64,7 +64,7 @@ def _load(lw, op, args):
 @rule("tk.store")
 def _store(lw, op, args):
     dst, x, idx = args[0], args[1], args[2:]
-    if isinstance(dst, Global) and isinstance(x, ir.Value) and str(x.type) == "f32":
+    if isinstance(dst, Global) and isinstance(x, ir.Value) and str(x.type) in ("f32", "i32", "i64"):
         _check_idx(op, idx, 4)
         _gl_scalar(lw, op, dst, idx, x)
         return []

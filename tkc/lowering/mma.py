@@ -190,7 +190,7 @@ def swap_base_tiles(lw, x: Frag) -> list:
         e = x.vals[blk:blk + fragments.PER_BASE_TILE]
         for p in SWAP_PAIRS:
             lo, hi = e[2 * p], e[2 * p + 1]
-            if x.view.dtype == "f32":
+            if x.view.dtype in ("f32", "i32"):   # 32-bit elements: shuffles
                 out += _transpose_pair_32(lw, lo, hi)
             else:
                 out += _transpose_pair_16(lo, hi, x.view.dtype)

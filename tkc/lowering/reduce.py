@@ -6,7 +6,8 @@ combines the thread's own elements of each row, then combines across the 4
 lanes of a quad (same g, t = 0..3) with butterfly shuffles xor 1, 2; a column
 reduction combines across the 8 quads (same t) with xor 4, 8, 16. After the
 butterflies every lane holds the full result, which is exactly the
-replication the rv layouts promise. Arithmetic is in f32.
+replication the rv layouts promise. Arithmetic is in f32 (in i32 for an i32
+tile: sums wrap modulo 2^32, max is signed).
 
 Broadcasts are shuffle-free: element k of base tile (i, j) meets the rv slot
 of its own row (fragments.row_vec_slot) or column (col_vec_slot).
@@ -33,7 +34,7 @@ from ..diagnostics import error
 from ..dialect.attrs import constant
 from ..dialect.types import RT, RV
 from ..hopper import fragments
-from .compute import BINARY, from_f32, frag_arg, result_view, same_shape, scalars, to_f32
+from .compute import binary_fn, from_f32, frag_arg, result_view, same_shape, scalars, to_f32
 from .core import Frag, rule
 
 QUAD_XORS = (1, 2)          # lanes of a quad: same row g
@@ -83,7 +84,7 @@ def _reduce(lw, op, args):
     init = args[1] if len(args) > 1 else None
     if init is not None and (not isinstance(init, Frag) or init.view.with_(dtype=v.dtype) != v):
         raise error(op, f"{op.name}: init must be {v.with_(dtype='f32').text()}-shaped, found {op.operands[1].type}")
-    fn = BINARY[_REDUCE[op.name]]
+    fn = binary_fn(_REDUCE[op.name], x.view.dtype)
     if x.view.layout == "wide":
         accs = _wide_rows(lw, x, fn)
     else:
@@ -151,7 +152,7 @@ def _broadcast(lw, op, args):
     want = RV(vec.view.dtype, x.view.rows if rows else x.view.cols, "col" if rows else "row")
     if vec.view != want:
         raise error(op, f"{op.name} of {x.view.text()} needs a vector {want.text()}, found {vec.view.text()}")
-    fn = BINARY[op.name[3:6]]
+    fn = binary_fn(op.name[3:6], x.view.dtype)
     vs = _broadcast_values(lw, x.view, vec, rows)
     out = [from_f32(fn(to_f32(e, x.view.dtype), v), x.view.dtype) for e, v in zip(x.vals, vs)]
     return [Frag(out_view, out)]
@@ -216,7 +217,7 @@ def _vec_reduce(lw, op, args):
     x = frag_arg(op, args[0])
     if not isinstance(x.view, RV):
         raise error(op, f"{op.name} reduces an rv, found {op.operands[0].type}")
-    fn = BINARY[_VEC_REDUCE[op.name]]
+    fn = binary_fn(_VEC_REDUCE[op.name], x.view.dtype)
     acc = _tree(fn, [to_f32(e, x.view.dtype) for e in x.vals])
     for mask in _VEC_XORS[x.view.kind]:
         acc = fn(acc, shuffle_xor(lw, acc, mask))

@@ -110,17 +110,50 @@ def _map_arg(lw, op) -> ir.Value:
     return lw.tensor_maps[m.key]
 
 
-def _origin(op, st: ST, idx, gl: Global) -> list:
+def _origin(op, st: ST | SV, idx, gl: Global) -> list:
     """Element coordinates (c, r, d, b) of the tile's first panel, as i32 (a
-    slice's tile coordinates count from its origin in the argument)."""
+    slice's tile coordinates count from its origin in the argument).
+
+    A coordinate computed from a value read from memory (an index table:
+    anything at all) is computed in 64 bits and clamped to [-extent, dim]
+    (extent: the box's elements along that axis, dim: the argument's) before
+    it narrows to i32: a tile past the gl's edges, however far, stays out of
+    bounds, and TMA fills it with zeros (a store drops it), as the
+    interpreter does, instead of wrapping around into the tensor. Others
+    (block indices, loop counters, dims) are in range by construction and
+    keep the cheaper 32-bit arithmetic, as does a gl slice's origin (its
+    start is checked where the slice is made: tk.gl_slice)."""
     if len(idx) != 4 or not all(isinstance(x, ir.Value) for x in idx):
         raise error(op, f"{op.name} takes 4 index coordinates (b, d, r, c), found {len(idx)}")
     i32t = ir.IntegerType.get_signless(32)
-    bb, d, r, c = (arith.index_cast(i32t, x) for x in idx)
-    c, r = arith.muli(c, i32(st.cols)), arith.muli(r, i32(st.rows))
-    c, r = (x if isinstance(o, int) and o == 0 else arith.addi(x, arith.index_cast(i32t, _v(o)))
-            for x, o in ((c, gl.origin[3]), (r, gl.origin[2])))
-    return [c, r, d, bb]
+    out = []
+    for a, extent in ((3, st.cols), (2, st.rows), (1, 1), (0, 1)):   # c, r, d, b (an sv: one row)
+        x, o = idx[a], gl.origin[a]
+        if _read_from_memory(op.operands[2 + a]):
+            x = arith.muli(x, _v(extent)) if extent != 1 else x
+            x = x if isinstance(o, int) and o == 0 else arith.addi(x, _v(o))
+            x = arith.minsi(arith.maxsi(x, _v(-extent)), _v(gl.dims[a]))
+            out.append(arith.index_cast(i32t, x))
+        else:
+            x = arith.index_cast(i32t, x)
+            x = arith.muli(x, i32(extent)) if extent != 1 else x
+            out.append(x if isinstance(o, int) and o == 0 else arith.addi(x, arith.index_cast(i32t, _v(o))))
+    return out
+
+
+def _read_from_memory(value) -> bool:
+    """Whether the source IR computes this value from a tk.load of an element."""
+    todo, seen = [value], set()
+    while todo:
+        owner = todo.pop().owner
+        src = owner.operation if isinstance(owner, ir.OpView) else owner
+        if not isinstance(src, ir.Operation) or src in seen:
+            continue   # a block argument: a kernel parameter or a loop counter
+        if src.name == "tk.load":
+            return True
+        seen.add(src)
+        todo.extend(src.operands)
+    return False
 
 
 def _panel(origin: list, b: Box, panel: int) -> list:

@@ -31,7 +31,7 @@ from . import shared, tma
 from .core import RULES, Frag, Global, Lowering
 from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
-from . import barriers, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
+from . import barriers, block, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
 
 TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 3>'
 GPU_MODULE = "tkc"

@@ -7,7 +7,9 @@ may sit, load/store index counts and subtile shapes, group-copy warp counts,
 and the kernel function's attributes and argument types.
 
 It collects every error of the module and raises one TkcErrors listing them
-as `file:line:col: error: <op>: <rule>`, located at the author's line.
+as `file:line:col: error: <op>: <rule>`, located at the author's line. A
+module without errors is then checked for shared-memory races between warps
+(verify_races.py), which are warnings on stderr.
 """
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, safe_view, view
 from ..diagnostics import TkcErrors, where
 from ..dtypes import itemsize
-from . import verify_block as block_rules
+from . import verify_block as block_rules, verify_races as races
 from .registry import register
-from .verify_memory import CHECKS as _MEMORY_CHECKS, SCALAR_ARGS, index_use, slice_use_problem
+from .verify_ints import int_gl_problem, int_problems, scalar_of
+from .verify_memory import CHECKS as _MEMORY_CHECKS, SCALAR_ARGS, slice_use_problem
 from .verify_messages import describe as _desc, need as _need, op_name as _name, short
 from .verify_tma import CHECKS as _TMA_CHECKS
 from .verify_warpgroup import CHECKS as _WARPGROUP_CHECKS
@@ -33,6 +36,7 @@ def run(module_op) -> None:
     errors = verify(module_op)
     if errors:
         raise TkcErrors(errors)
+    races.report(module_op)   # warnings: shared-memory races it can see without a run
 
 
 def verify(module_op) -> list[tuple[str, str]]:
@@ -158,12 +162,15 @@ def _check_op(op, kernel):
     name = _name(op)
     ins = [safe_view(v) for v in op.operands]
     outs = [safe_view(v) for v in op.results]
-    if any(isinstance(v, GL) and v.dtype == "i32" for v in ins) and not index_use(op):
-        return [f"{name}: an i32 gl holds indices: it is read one element at a time "
-                "(load(tkc.i32, g, at=..., fill=...)), sliced or sized, nothing else"]
+    int_gl = int_gl_problem(op, ins)
+    if int_gl:
+        return [f"{name}: {int_gl}"]
     sliced = slice_use_problem(op)
     if sliced:
         return [f"{name}: {sliced}"]
+    ints = int_problems(op, name, ins, outs)
+    if ints:
+        return ints
     if name in INITS or name == "fill":
         return _check_init(name, outs[0])
     if name in UNARY:
@@ -228,9 +235,9 @@ def _check_binary(name, x, y, y_type, out):
     if not isinstance(x, (RT, RV)):
         yield from _need(name, "x", x, (RT, RV), "an rt or rv")
         return
-    if y != x and not (y is None and str(y_type) == "f32"):
+    if y != x and not (y is None and str(y_type) == scalar_of(x)):
         got = _desc(y) if y is not None else str(y_type)
-        yield f"{name}: y must have x's type {_desc(x)} or be an f32 scalar, got {got}"
+        yield f"{name}: y must have x's type {_desc(x)} or be an {scalar_of(x)} scalar, got {got}"
     if out != x:
         yield f"{name}: result type must equal x's type {_desc(x)}, got {_desc(out)}"
 
@@ -364,16 +371,23 @@ def _check_roll(op, name, ins, outs, kernel):
 
 
 def _check_where(op, name, ins, outs, kernel):
-    """where(a, b, x, y): each a tile of the result's shape and layout or an
-    f32 scalar; x and y, when tiles, of the result's type."""
+    """where(a, b, x, y): each a tile of the result's shape and layout or a
+    scalar; x and y, when tiles, of the result's type. a and b compare in i32
+    when either is an i32 tile (then both are i32), else in f32; a scalar has
+    the element type its side computes in (f32, or i32)."""
     out = outs[0]
     if not isinstance(out, (RT, RV)):
         yield from _need(name, "result", out, (RT, RV), "an rt or rv")
         return
+    ints = any(v is not None and v.dtype == "i32" for v in ins[:2])
     for what, v, value in zip("abxy", ins, op.operands):
+        want = ("i32" if ints else "f32") if what in "ab" else scalar_of(out)
         if v is None:
-            if str(value.type) != "f32":
-                yield f"where: {what} must be a tile or an f32 scalar, got {value.type}"
+            if str(value.type) != want:
+                yield f"where: {what} must be a tile or an {want} scalar, got {value.type}"
+        elif what in "ab" and (v.dtype == "i32") != ints:
+            yield (f"where: a and b compare two i32 values or two floats, got "
+                   f"{short(op.operands[0].type)} and {short(op.operands[1].type)}")
         elif what in "xy" and v != out:
             yield f"where: {what} must have the result's type {_desc(out)} (or be an f32 scalar), got {_desc(v)}"
         elif type(v) is not type(out) or v.with_(dtype=out.dtype) != out:

@@ -10,12 +10,15 @@ share with the lowering and the interpreter are in tkc/hopper/.
 """
 from __future__ import annotations
 
-from ..dialect.attrs import MAX_STAGES, PIPELINE_KEYS, constant, int_attr, pipeline_options, ring_stages
+from ..dialect.attrs import (MAX_STAGES, PIPELINE_KEYS, constant, int_attr, pipeline_options, ring_stages,
+                             sync_group)
 from ..dialect.kernel import is_zigzag, kernel_warps
-from ..dialect.types import RT
+from ..dialect.types import RT, RV, SV
+from ..hopper.registers import frag_len
 from ..hopper.shared import subtile_problems
 from ..hopper.sync import sync_problems
 from .orders import parse_order
+from .verify_messages import short
 from .verify_tma import tma_copy_problems
 
 
@@ -64,7 +67,35 @@ def check_sync_attributes(op, kernel):
     yield from sync_problems(op, kernel_warps(kernel))
 
 
+def _check_block_reduce(op, name, ins, outs, kernel):
+    """block_sum / max / min(x, scratch): x an f32 rt, rv or scalar, the
+    result of x's type, the group as tk.sync's, and the scratch an sv<f32>
+    with a word for every lane of every warp of the group and scalar of x."""
+    x, t = ins[0], op.operands[0].type
+    scalar = str(t) == "f32"
+    if not scalar and not (isinstance(x, (RT, RV)) and x.dtype == "f32"):
+        yield f"{name}: x must be an f32 rt, rv or scalar, got {short(t)}"
+        return
+    if op.results[0].type != t:
+        yield f"{name}: the result must have x's type {short(t)}, got {short(op.results[0].type)}"
+    if "arrive" in op.attributes:
+        yield f"{name}: a block reduction waits for its group's values: it takes no arrive attribute"
+    problems = list(check_sync_attributes(op, kernel))
+    yield from (f"{name}: {p.removeprefix('sync: ')}" for p in problems)
+    warps = sync_group(op, kernel_warps(kernel))[1]
+    if problems or warps is None:
+        return
+    need = warps * 32 * (1 if scalar else frag_len(x))
+    s = ins[1]
+    if not (isinstance(s, SV) and s.dtype == "f32" and s.length >= need):
+        yield (f"{name}: scratch must be an sv<f32> of at least {need} elements (32 lanes x "
+               f"{warps} warps x {need // (32 * warps)} values a lane), got {short(op.operands[1].type)}")
+
+
 CHECKS = {
+    "block_sum": _check_block_reduce,
+    "block_max": _check_block_reduce,
+    "block_min": _check_block_reduce,
     "stage": _check_stage,
     "subtile": _check_subtile,
     "pipeline_load": _check_pipeline_copy,

@@ -1,20 +1,21 @@
 """tk-verify rules of the memory ops (docs/tile-ir.md): alloc, load / store
-(ragged, split / joined, element accesses of an i32 gl), gl_slice, the group
+(ragged, split / joined, element accesses), gl_slice, the group
 copies and atomic_add. tk-verify (verify.py) calls
-`CHECKS[name](op, name, ins, outs, kernel)` per op, and asks `index_use` and
-`slice_use_problem` of every op (an i32 gl and a gl slice are only used
-in some ways).
+`CHECKS[name](op, name, ins, outs, kernel)` per op, and asks
+`slice_use_problem` of every op (a gl slice is only used in some ways;
+integer gls likewise: verify_ints.py).
 """
 from __future__ import annotations
 
-from ..dialect import gl_root, is_index_load
+from ..dialect import attrs, gl_root
 from ..dialect.kernel import kernel_warps
-from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier
+from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..hopper import lanes
 from . import verify_block as block_rules
-from .verify_messages import describe as _desc, need as _need, op_name as _name
+from .verify_messages import describe as _desc, need as _need, op_name as _name, short
 
-SCALAR_ARGS = ("f32", "i32")               # scalar kernel arguments, and what an element access moves
+SCALAR_ARGS = ("f32", "i32")               # scalar kernel arguments
+ELEMENTS = ("f32", "i32", "i64")           # what an element access moves
 IDX_COUNT = {GL: (4,), ST: (2,), SV: (0, 1)}  # the indices a register transfer takes, per memory
 
 
@@ -26,12 +27,24 @@ def _check_atomic_add(op, name, ins, outs, kernel):
     if len(ins) < 6 or not isinstance(ins[1], SV) or ins[1].dtype != "f32":
         yield f"{name}: needs an sv<f32> scratch and 4 coordinates (b, d, r, c)"
         return
-    if any(not isinstance(g, GL) for g in ins[6:]):
-        yield f"{name}: after= takes gls, got {', '.join(_desc(g) for g in ins[6:])}"
+    yield from _check_after(op, name, kernel)
     value = op.attributes["value"] if "value" in op.attributes else None
     if not isinstance(value, ir.IntegerAttr):
         yield f"{name}: value must be an integer attribute, got {value}"
     yield from block_rules.check_sync_attributes(op, kernel)
+
+
+def _check_after(op, name, kernel):
+    """`after`: the numbers of gl arguments (attrs.atomic_after)."""
+    nums = attrs.atomic_after(op)
+    if nums is None:
+        yield f"{name}: after must be an array<i64> of gl argument numbers, got {op.attributes['after']}"
+        return
+    args = list(kernel.regions[0].blocks[0].arguments) if kernel is not None else []
+    bad = [f"argument {n} ({short(args[n].type) if 0 <= n < len(args) else 'none'})"
+           for n in nums if not (0 <= n < len(args) and isinstance(view(args[n].type), GL))]
+    if bad:
+        yield f"{name}: after= takes gl arguments, got {', '.join(bad)}"
 
 
 def _check_alloc(op, name, ins, outs, kernel):
@@ -46,8 +59,10 @@ def _check_alloc(op, name, ins, outs, kernel):
 def _check_load(op, name, ins, outs, kernel):
     from mlir import ir
     fill = op.attributes["fill"] if "fill" in op.attributes else None
-    if fill is not None and not isinstance(fill, ir.FloatAttr):
-        yield f"load: fill must be a float attribute (fill = 0.0 : f32), got {fill}"
+    integer = str(op.results[0].type) in ("i32", "i64") or getattr(outs[0], "dtype", None) == "i32"
+    if fill is not None and not (isinstance(fill, ir.FloatAttr) or integer and isinstance(fill, ir.IntegerAttr)):
+        yield (f"load: fill must be a float attribute (fill = 0.0 : f32)"
+               f"{', or an integer one for an integer result' if integer else ''}, got {fill}")
     yield from _check_ragged(op, "load", ins[0], "fill", len(ins) - 1, outs[0], op.results[0])
 
 
@@ -83,7 +98,7 @@ def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
         yield f"{name}: {bound} ({what}) needs {needs}: shared tiles have no ragged edge"
     if "elements" in op.attributes and bound not in op.attributes:
         yield f"{name}: element coordinates (elements) need {bound}: such a {verb} may reach past the gl's edges"
-    if str(reg_value.type) in SCALAR_ARGS:
+    if str(reg_value.type) in ELEMENTS:
         yield from _check_element(op, name, mem, n_idx, bound, str(reg_value.type))
         return
     yield from _check_transfer(name, mem, reg, n_idx, ragged=bound in op.attributes)
@@ -151,21 +166,14 @@ def _check_gl_slice(op, name, ins, outs, kernel):
         yield f"gl_slice: the result must be {_desc(want)} (the source with a runtime {axis}), got {_desc(out)}"
 
 
-def index_use(op) -> bool:
-    """The uses an i32 gl allows: one-element loads of an i32, its dims, slices."""
-    return op.name in ("tk.dim", "tk.gl_slice", "tk.atomic_add") or is_index_load(op)
-
-
 def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
     """One element to or from a gl: element coordinates, bounds-checked; an
-    f32 with a float gl, an i32 loaded from an i32 gl."""
+    f32 with a float gl, an i32 with an i32 gl, an i64 with an i64 gl."""
+    want = mem.dtype if isinstance(mem, GL) and mem.dtype in ("i32", "i64") else "f32"
     if not isinstance(mem, GL):
-        yield f"{name}: one element (an f32) moves to or from a gl, got {_desc(mem)}"
-    elif (mem.dtype == "i32") != (scalar == "i32"):
-        yield (f"{name}: one element of a {mem.dtype} gl is {'an i32' if mem.dtype == 'i32' else 'an f32'}"
-               f", got {scalar}")
-    elif scalar == "i32" and name != "load":
-        yield f"{name}: an i32 gl is read, never written (but by atomic_add)"
+        yield f"{name}: one element (an f32, i32 or i64) moves to or from a gl, got {_desc(mem)}"
+    elif scalar != want:
+        yield f"{name}: one element of {_desc(mem)} is an {want}, got {scalar}"
     if n_idx != 4:
         yield f"{name}: a gl takes 4 indices, got {n_idx}"
     if "elements" not in op.attributes or bound not in op.attributes:
@@ -190,6 +198,10 @@ def _check_transfer(name, mem, reg, n_idx, ragged=False):
     if not isinstance(reg, allowed):
         kinds = " or ".join(_KIND[k] for k in allowed)
         yield f"{name}: {value} must be {kinds} with {_KIND[type(mem)]}, got {_desc(reg)}"
+        return
+    if reg.dtype == "i32" and not (isinstance(mem, GL) and mem.dtype == "i32"):
+        yield (f"{name}: an i32 {_KIND[type(reg)][3:]} moves to and from an i32 gl (integers do not "
+               f"convert in memory), got {_desc(mem)}")
         return
     want = IDX_COUNT[type(mem)]
     if n_idx not in want:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 
 class TensorView(NamedTuple):
-    dtype: str          # 'bf16' | 'f16' | 'f32' | 'i32', or the library's name for anything else
+    dtype: str          # 'bf16' | 'f16' | 'f32' | 'i32' | 'i64', or the library's name for anything else
     shape: tuple        # ints
     strides: tuple      # in bytes
     itemsize: int
@@ -23,10 +23,10 @@ class TensorView(NamedTuple):
 
 
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
-                 "torch.int32": "i32"}
-_NUMPY_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int32": "i32"}
+                 "torch.int32": "i32", "torch.int64": "i64"}
+_NUMPY_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int32": "i32", "int64": "i64"}
 # DLPack (code, bits) -> name; codes: 0 int, 1 uint, 2 float, 4 bfloat.
-_DL_DTYPES = {(2, 16): "f16", (2, 32): "f32", (4, 16): "bf16", (0, 32): "i32"}
+_DL_DTYPES = {(2, 16): "f16", (2, 32): "f32", (4, 16): "bf16", (0, 32): "i32", (0, 64): "i64"}
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}
 # DLPack device types: 1 CPU, 2 CUDA, 3 CUDA pinned host, 13 CUDA managed.
 _DL_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda"}

@@ -14,7 +14,7 @@
 // RUN: not tkc %t/unknown.mlir 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not tkc %t/badtype.mlir 2>&1 | FileCheck %s --check-prefix=BADTYPE
 
-// DTYPE: {{.*}}dtype.mlir:2:32: error: 'i32' does not satisfy the constraint
+// DTYPE: {{.*}}dtype.mlir:2:32: error: 'i64' does not satisfy the constraint
 // DTYPE-NOT: Traceback
 // LAYOUT: {{.*}}layout.mlir:2:32: error: '"diag"' does not satisfy the constraint
 // LAYOUT-NOT: Traceback
@@ -22,7 +22,7 @@
 // SWIZZLE-NOT: Traceback
 // OPERANDS: {{.*}}operands.mlir:2:8: error: exp: expects exactly 1 operands, but got 0
 // OPERANDS-NOT: Traceback
-// FILL: {{.*}}fill.mlir:2:8: error: fill: expected 'f32' but got 'i32'
+// FILL: {{.*}}fill.mlir:2:8: error: fill: 'i64' does not satisfy the constraint
 // FILL-NOT: Traceback
 // DIM: {{.*}}dim.mlir:2:8: error: block_idx: '"w"' does not satisfy the constraint
 // DIM-NOT: Traceback
@@ -41,7 +41,7 @@
 
 //--- dtype.mlir
 func.func @f() {
-  %0 = "tk.zero"() : () -> !tk.rt<i32, 16 : i64, 16 : i64, "row">
+  %0 = "tk.zero"() : () -> !tk.rt<i64, 16 : i64, 16 : i64, "row">
   return
 }
 //--- layout.mlir
@@ -60,8 +60,8 @@ func.func @f() {
   return
 }
 //--- fill.mlir
-func.func @f(%n: i32) {
-  %0 = "tk.fill"(%n) : (i32) -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
+func.func @f(%n: i64) {
+  %0 = "tk.fill"(%n) : (i64) -> !tk.rt<f32, 16 : i64, 16 : i64, "row">
   return
 }
 //--- dim.mlir

@@ -38,6 +38,7 @@
 // ALL: k.py:15:3: remark: 1-way shared-memory bank conflicts: stmatrix of st<bf16, 64, 64, "128b">
 // ALL: k.py:16:3: remark: 4-way shared-memory bank conflicts: group copy of st<bf16, 64, 64, "32b">
 // ALL: k.py:17:3: remark: 2-way shared-memory bank conflicts: f32 pair of st<f32, 16, 16, "none">
+// (the tk.syncs keep the accesses race-free: tk-verify warns of races too)
 func.func @banks(%g: !g) attributes {tk.kernel, tk.warps = 4 : i64} {
   %c0 = arith.constant 0 : index
   %n = "tk.alloc"() : () -> !none
@@ -45,11 +46,14 @@ func.func @banks(%g: !g) attributes {tk.kernel, tk.warps = 4 : i64} {
   %p = "tk.alloc"() : () -> !s32
   %q = "tk.alloc"() : () -> !f16w
   "tk.group_load"(%n, %g, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!none, !g, index, index, index, index) -> () loc("k.py":9:3)
+  "tk.sync"() : () -> ()
   %x = "tk.load"(%n, %c0, %c0) : (!none, index, index) -> !rt loc("k.py":10:3)
   %y = "tk.load"(%n, %c0, %c0) : (!none, index, index) -> !rtc loc("k.py":11:3)
+  "tk.sync"() : () -> ()
   "tk.store"(%n, %x, %c0, %c0) : (!none, !rt, index, index) -> () loc("k.py":12:3)
   %u = "tk.load"(%a, %c0, %c0) : (!auto, index, index) -> !rt loc("k.py":13:3)
   %v = "tk.load"(%a, %c0, %c0) : (!auto, index, index) -> !rtc loc("k.py":14:3)
+  "tk.sync"() : () -> ()
   "tk.store"(%a, %u, %c0, %c0) : (!auto, !rt, index, index) -> () loc("k.py":15:3)
   "tk.group_load"(%p, %g, %c0, %c0, %c0, %c0) {warps = 4 : i64} : (!s32, !g, index, index, index, index) -> () loc("k.py":16:3)
   %w = "tk.load"(%q, %c0, %c0) : (!f16w, index, index) -> !f loc("k.py":17:3)

@@ -21,12 +21,12 @@ from tkc.ops import atomic_add, load, store
 # CHECK:   "tk.tma_store_wait"() {pending = 0 : i64}
 # CHECK: } {tk.staged = {role = "stores"
 # CHECK-NEXT: "tk.tma_store_wait"() {pending = 0 : i64, writes}
-# CHECK: "tk.atomic_add"(%arg2, %[[SCRATCH]], {{.*}}, %arg1) {value = 1 : i64, warps = 1 : i64}
+# CHECK: "tk.atomic_add"(%arg2, %[[SCRATCH]], {{.*}}) {after = array<i64: 1>, value = 1 : i64, warps = 1 : i64}
 # CHECK-NEXT: "tk.arrive"(%[[DRAINED]])
 # CHECK: } else {
 # CHECK: } {tk.staged = {role = "consumer"
 # CHECK: "tk.wait"(%[[DRAINED]], %{{.*}})
-# CHECK-NEXT: "tk.atomic_add"(%arg2, %[[SCRATCH]], {{.*}}, %arg1) {delegated, id = 1 : i64, value = 1 : i64, warps = 4 : i64}
+# CHECK-NEXT: "tk.atomic_add"(%arg2, %[[SCRATCH]], {{.*}}) {after = array<i64: 1>, delegated, id = 1 : i64, value = 1 : i64, warps = 4 : i64}
 # PTX: cp.async.bulk.wait_group 0;
 # PTX: atom.acq_rel.gpu.global.add.u32
 # PTX-NEXT: // end inline asm
@@ -52,7 +52,7 @@ def last_warp(x: gl(f32, 1, 1, None, 64), acc: gl(f32, 1, 1, 64, 64), count: gl(
 # ISSUER: } {tk.staged = {role = "consumer"
 # ISSUER: scf.if
 # ISSUER-NEXT: "tk.tma_store_wait"() {pending = 0 : i64, writes}
-# ISSUER: "tk.atomic_add"({{.*}}) {id = 1 : i64, value = 1 : i64, warps = 4 : i64}
+# ISSUER: "tk.atomic_add"({{.*}}) {after = array<i64: 1>, id = 1 : i64, value = 1 : i64, warps = 4 : i64}
 
 
 @tkc.kernel(warps=4, grid=lambda x, acc, count, out: (2,))

@@ -21,6 +21,12 @@ races and deadlocks like any hand-written kernel:
   empty (parity (it / S + 1) % 2, so the first round passes), expect the
   stage's bytes, issue the TMA loads. The consumers wait for the slot to be
   full (parity (it / S) % 2), compute on it and release it.
+- A load may fill its tile piece by piece: subtiles at constant coordinates
+  that fill it once per iteration (analysis.py checks, since a slot comes
+  back S iterations later); the producer views its slot as the same
+  subtiles. Coordinates may come from index loads (an i32 gl element):
+  the producer re-reads them, which is a pure read only when the kernel
+  never writes that gl (refused otherwise, ir_helpers.recompute).
 - Release, and wgmma kept in flight: when the loop body's warpgroup mmas only
   feed their accumulators to the next iteration's mmas, the body's final
   `warpgroup_mma_wait {pending = 0}` becomes `pending = g` (g: the mma groups

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from ...diagnostics import error, where
 from ...dialect import walk
+from ...dialect.attrs import constant
+from ...dialect.types import view
 from ...dialect.kernel import kernel_warps
 from ..rewrite import entry, inside
-from .ir_helpers import alloc_of
+from .ir_helpers import alloc_of, ring_root
 
 class Found:
     """The kernel's pipeline structure, checked."""
@@ -75,21 +77,80 @@ def _block_owner(f: Found):
 
 
 def _check_ring_tiles(f: Found) -> None:
-    seen = {}
+    """Each tile the loop loads becomes a ring, loaded whole or in subtiles
+    at constant coordinates that fill it once per iteration: a slot comes
+    back `stages` iterations later, so a part left unloaded (or a piece
+    chosen at run time) would hold another iteration's data than the loop
+    as written reads."""
+    pieces = {}
     for op in f.ring_loads:
-        dst = op.operands[0]
-        owner = dst.owner.operation if hasattr(dst.owner, "operation") else dst.owner
-        if getattr(owner, "name", "") != "tk.alloc" or "stages" in owner.attributes:
-            raise error(op, "the destination of a pipelined tma.load must be a whole shared "
-                            "tile from st(...) (not a view or a ring)")
-        if dst in seen:
-            raise error(op, f"this tile is loaded twice per iteration (also at {where(seen[dst])})")
-        seen[dst] = op
-        for u in dst.uses:
+        root = ring_root(op.operands[0])
+        if getattr(alloc_of(root), "name", "") != "tk.alloc" or "stages" in alloc_of(root).attributes:
+            raise error(op, "the destination of a pipelined tma.load must be a shared tile from "
+                            "st(...) or a subtile of one (not a ring)")
+        pieces.setdefault(root, []).append((op, _piece(op)))
+    for root, loads in pieces.items():
+        _check_filled(root, loads)
+        for u in root.uses:
             user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
-            if not inside(user, f.loop):
-                raise error(user, f"{_short(dst)} is a pipelined tile (loaded at {where(op)}): "
+            if not inside(user, f.loop) and not _view_used_inside(user, f.loop):
+                raise error(user, f"{_short(root)} is a pipelined tile (loaded at {where(loads[0][0])}): "
                                   "it lives in a ring of stages and may only be used inside its loop")
+
+
+def _piece(op) -> tuple:
+    """(row, col, rows, cols): the elements of its root a load's destination
+    is, through subtiles at constant coordinates (else a located error)."""
+    dst = op.operands[0]
+    t = view(dst.type)
+    row = col = 0
+    while getattr(alloc_of(dst), "name", "") == "tk.subtile":
+        sub = alloc_of(dst)
+        i, j = (constant(x) for x in list(sub.operands)[1:3])
+        if i is None or j is None:
+            raise error(op, "a pipelined tma.load into a subtile at run-time coordinates: the "
+                            "ring already gives each iteration its own slot (stages=2 is a double "
+                            "buffer), and a piece chosen at run time may leave part of the slot "
+                            "holding another iteration's data; load the whole tile, or subtiles "
+                            "at constant coordinates that fill it")
+        part = view(dst.type)
+        row, col = row + i * part.rows, col + j * part.cols
+        dst = sub.operands[0]
+    return row, col, t.rows, t.cols
+
+
+def _check_filled(root, loads) -> None:
+    """The pieces loaded into `root` in one iteration fill it, once each
+    (checked in 16 x 16 base tiles; an sv is one row)."""
+    t, owner = view(root.type), {}
+    for op, (row, col, rows, cols) in loads:
+        for cell in ((r, c) for r in range(row // 16, -(-(row + rows) // 16))
+                     for c in range(col // 16, (col + cols) // 16)):
+            if cell in owner:
+                what = "this tile is loaded twice per iteration" if rows * cols == t.rows * t.cols \
+                    else f"this load overlaps another piece of {_short(root)}"
+                raise error(op, f"{what} (also at {where(owner[cell])})")
+            owner[cell] = op
+    cells = -(-t.rows // 16) * (t.cols // 16)
+    if len(owner) < cells:
+        r, c = next((r, c) for r in range(-(-t.rows // 16)) for c in range(t.cols // 16)
+                    if (r, c) not in owner)
+        raise error(loads[-1][0], f"the pipelined tma.loads into {_short(root)} leave part of it "
+                                  f"unloaded (the 16 x 16 tile at row {r * 16}, column {c * 16}): "
+                                  "a ring slot comes back stages iterations later, "
+                                  "so a pipelined tile must be filled whole every iteration")
+
+
+def _view_used_inside(op, loop) -> bool:
+    """op is a subtile (of a subtile ...) made before the loop and used only
+    inside it: the consumers' rewrite remakes it there, on the slot."""
+    if op.name != "tk.subtile":
+        return False
+    for u in op.results[0].uses:
+        user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+        if not inside(user, loop) and not _view_used_inside(user, loop):
+            return False
+    return True
 
 
 def _check_loop_outputs(f: Found) -> None:

@@ -11,7 +11,7 @@ from ...dialect.types import Barrier, view
 from ...hopper.shared import alignment, nbytes, round_up, shared_limit
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP, register_budget
 from ..rewrite import entry, i64
-from .ir_helpers import alloc_of, stages_of
+from .ir_helpers import alloc_of, ring_root, stages_of
 
 AUTO_STAGES = 8        # auto never makes a deeper ring (deeper hides no more latency)
 
@@ -40,6 +40,9 @@ class Budget:
         else one."""
         if self.once_slots == 1 or not self.f.once_loads:
             return
+        if any(alloc_of(op.operands[0]).name != "tk.alloc" for op in self.f.once_loads):
+            self.once_slots = 1  # a subtile loaded per item: the rest of a slot would be 2 items old
+            return
         tiles = [alloc_of(op.operands[0]) for op in self.f.once_loads]
         for t in tiles:
             t.attributes["stages"] = i64(self.once_slots)
@@ -54,7 +57,7 @@ class Budget:
         with every buffer's bytes instead of False."""
         limit = shared_limit(self.fn)
         end, lines = 0, []
-        ring = {op.operands[0] for op in self.f.ring_loads}
+        ring = {ring_root(op.operands[0]) for op in self.f.ring_loads}
         outputs = {op.operands[1] for op in self.f.loop_stores}
         allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
         extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2 * self.once_slots)] * len(self.f.once_loads)

@@ -12,11 +12,12 @@ from mlir.dialects import arith
 from ...dialect import ops as tk
 from ...hopper.registers import flat_types
 from ..overlap import overlap_finish
-from ..rewrite import add_iter_args, extend_yield, i64, index, uses_in
+from ..rewrite import add_iter_args, extend_yield, i64, index, inside, uses_in
 from .in_flight import after_last_read, carried_positions, held_until, relax_wgmma, trailing_positions
-from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, root_alloc, staged_attr,
+from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_root, root_alloc, staged_attr,
                          terminator, walk_block, written_allocs)
 
+MEETS = ("tk.sync", "tk.atomic_add", "tk.block_sum", "tk.block_max", "tk.block_min")
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
 OVERHEAD_REGISTERS = 32  # a consumer's registers beside its tiles (addresses, counters)
 
@@ -70,10 +71,10 @@ class Consumer:
             self.f.items = new.operation
 
     def _rename_syncs(self, block) -> None:
-        """The author's block-wide tk.sync (and tk.atomic_add's meeting): after
-        the split, only the consumers reach it."""
+        """The author's block-wide tk.sync (and the meetings of tk.atomic_add
+        and the block reductions): after the split, only the consumers reach it."""
         for op in walk_block(block):
-            if op.name in ("tk.sync", "tk.atomic_add") and "id" not in op.attributes:
+            if op.name in MEETS and "id" not in op.attributes:
                 op.attributes["id"] = i64(SYNC_ID)
                 op.attributes["warps"] = i64(self.cw)
 
@@ -88,7 +89,10 @@ class Consumer:
             tk.wait(tk.stage(self.full, s), ph)
             slots = {}
             for op in self.f.ring_loads:
-                slots[op.operands[0]] = tk.stage(op.operands[0], s)
+                root = ring_root(op.operands[0])
+                if root not in slots:
+                    slots[root] = tk.stage(root, s)
+                    _sink_views(root, loop.operation)
         for tile, slot in slots.items():
             for user, i in uses_in(tile, loop.operation):
                 if user != slot.owner.operation:
@@ -238,3 +242,19 @@ class Consumer:
                 j = arith.divui(arith.subi(loop.induction_variable, loop.lowerBound), loop.step)
                 return arith.remui(j, index(n))
         return parity
+
+
+def _sink_views(tile, loop) -> None:
+    """Subtiles of a ring tile made before its loop (used only inside it,
+    analysis.py checked): remade at the insertion point, in the loop, so
+    that they view this iteration's slot."""
+    for u in list(tile.uses):
+        user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
+        if user.name != "tk.subtile" or inside(user, loop):
+            continue
+        new = user.clone()
+        for op, i in uses_in(user.results[0], loop):
+            op.operands[i] = new.results[0]
+        _sink_views(new.results[0], loop)   # views of the view (not yet in the loop)
+        if not list(user.results[0].uses):
+            user.erase()

@@ -8,14 +8,18 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import scf
 
-from ...diagnostics import error
-from ...dialect import walk
+from ...diagnostics import error, where
+from ...dialect import gl_root, is_index_load, walk
+from ...dialect import ops as tk
 from ...dialect.attrs import alloc_stages
 from ...dialect.types import ST, view
 from ...dtypes import itemsize
 from ..rewrite import backward_slice, clone_ops, i64, located
 
 SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
+# The ops that only read a gl operand; any other op with one may write it.
+GL_READS = ("tk.load", "tk.load_split", "tk.group_load", "tk.pipeline_load", "tk.tma_load",
+            "tk.tma_prefetch", "tk.dim", "tk.gl_slice")
 
 
 def recompute(mapping, values, op, varying=None) -> list:
@@ -30,8 +34,41 @@ def recompute(mapping, values, op, varying=None) -> list:
                         f"they depend on {why}{located(culprit)}") from None
     if varying is not None:
         ops = [o for o in ops if not depends(o, varying, ops)]
+    for o in ops:
+        if is_index_load(o):
+            _unwritten(o)
     clone_ops(ops, mapping)
     return [mapping.get(v) for v in values]
+
+
+def _unwritten(load) -> None:
+    """The producer re-reads an index (an i32 gl element) ahead of the
+    consumers, hoisted out of its loop where it can be: right only when the
+    kernel never writes that gl (a pure read of memory nobody changes)."""
+    fn = load
+    while fn.name != "func.func":
+        fn = fn.parent.operation if hasattr(fn.parent, "operation") else fn.parent
+    table = gl_root(load.operands[0])[0]
+    for o in walk(fn):
+        if o.name not in GL_READS and any(str(v.type).startswith("!tk.gl<") and gl_root(v)[0] == table
+                                          for v in o.operands):
+            raise error(load, "the producer cannot compute this load's coordinates: they depend on "
+                              "an index it would read ahead of the consumers, from a gl the kernel "
+                              f"also writes (at {where(o)}): read indices from a gl the kernel "
+                              "only reads")
+
+
+def remake_view(dst, base, mapping, op):
+    """dst, a shared tile or a subtile (of a subtile ...) of one, remade over
+    `base` (the tile's slot), its coordinates as the producer computes them."""
+    chain = []
+    while getattr(alloc_of(dst), "name", "") == "tk.subtile":
+        chain.append(alloc_of(dst))
+        dst = chain[-1].operands[0]
+    for sub in reversed(chain):
+        i, j = recompute(mapping, list(sub.operands)[1:3], op)
+        base = tk.subtile(sub.results[0].type, base, i, j)
+    return base
 
 
 def depends(op, value, among) -> bool:
@@ -133,6 +170,13 @@ def root_alloc(value):
             value = owner.operands[0]
         else:
             return value
+
+
+def ring_root(dst):
+    """The tile a pipelined load's destination is, or is a subtile of."""
+    while getattr(alloc_of(dst), "name", "") == "tk.subtile":
+        dst = alloc_of(dst).operands[0]
+    return dst
 
 
 def written_allocs(op) -> set:

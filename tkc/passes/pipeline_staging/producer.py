@@ -11,7 +11,8 @@ from mlir.dialects import arith, scf
 from ...dialect import ops as tk
 from ...dialect.types import view
 from ..rewrite import entry, index
-from .ir_helpers import for_view, if_then, recompute, staged_attr, terminator, tile_bytes
+from .ir_helpers import (for_view, if_then, recompute, remake_view, ring_root, root_alloc, staged_attr,
+                         terminator, tile_bytes)
 
 
 class Producer:
@@ -63,12 +64,13 @@ class Producer:
 
     def _producer_once(self, op, mapping, parity) -> None:
         full, empty = self.once[op]
-        tile = op.operands[0]
+        tile = root_alloc(op.operands[0])
         with op.location:
             src, *coords = recompute(mapping, list(op.operands)[1:], op)  # a slice: its offsets too
             slot, phase = self._once_slot(parity)
             if slot is not None:
                 tile, full, empty = (tk.stage(x, slot) for x in (tile, full, empty))
+            tile = remake_view(op.operands[0], tile, mapping, op)   # a subtile: of its slot
             if self.persistent:
                 tk.wait(empty, arith.addi(phase, index(1)))
             tk.expect_bytes(full, tile_bytes(view(tile.type)))
@@ -89,10 +91,15 @@ class Producer:
             tk.wait(tk.stage(self.empty, s), arith.addi(ph, index(1)))
             full = tk.stage(self.full, s)
             tk.expect_bytes(full, self.stage_bytes)
+            slots = {}
             for op in self.f.ring_loads:
                 with op.location:
                     src, *coords = recompute(body_map, list(op.operands)[1:], op)
-                    tk.tma_load(tk.stage(op.operands[0], s), src, coords, full)
+                    root = ring_root(op.operands[0])
+                    if root not in slots:
+                        slots[root] = tk.stage(root, s)
+                    dst = remake_view(op.operands[0], slots[root], body_map, op)  # a subtile: of the slot
+                    tk.tma_load(dst, src, coords, full)
             scf.YieldOp([arith.addi(cur, index(1))])
         loop.operation.attributes["tk.staged"] = staged_attr(self.stages, "producer")
         return loop.results[0]

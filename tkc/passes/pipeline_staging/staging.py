@@ -16,7 +16,7 @@ from ..rewrite import backward_slice, entry, hoist_prologue, i64, index, is_prol
 from .analysis import Found
 from .budget import Budget
 from .consumer import Consumer
-from .ir_helpers import alloc_of, for_view, terminator, tile_bytes
+from .ir_helpers import alloc_of, for_view, ring_root, terminator, tile_bytes
 from .producer import Producer
 from .stores import Stores
 
@@ -105,7 +105,7 @@ class Staging(Budget, Consumer, Stores, Producer):
             tk.init_barrier(self.full, 1)
             tk.init_barrier(self.empty, self.cw)
             for op in self.f.ring_loads:
-                alloc_of(op.operands[0]).attributes["stages"] = i64(self.stages)
+                alloc_of(ring_root(op.operands[0])).attributes["stages"] = i64(self.stages)
         self.once = {}
         for op in self.f.once_loads:
             full, empty = (tk.alloc(b, self.once_slots) if self.once_slots > 1 else tk.alloc(b)

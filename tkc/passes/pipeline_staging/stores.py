@@ -9,6 +9,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from ...dialect import ops as tk
+from ...dialect.attrs import after_gls
 from ...dialect.types import view
 from ..rewrite import index
 from .bands import last_band, store_bands
@@ -23,7 +24,7 @@ class Stores:
         """The TMA stores (pipeline_store ops) whose gl a tk.atomic_add after
         the loop lists in `after`: their writes must have completed before
         its add."""
-        roots = {gl_arg(g) for op in self._atomics() for g in list(op.operands)[6:]}
+        roots = {g for op in self._atomics() for g in after_gls(op)}
         return [op for op in self.f.loop_stores + self.f.stores if gl_arg(op.operands[0]) in roots]
 
     def _publish(self) -> None:
@@ -205,7 +206,7 @@ class Stores:
                 with op.location:
                     mapping[op.operands[1]] = op.operands[1]   # the scratch (an entry-block alloc)
                     gl, scratch, *rest = recompute(mapping, list(op.operands), op)
-                    tk.atomic_add(gl, scratch, rest[:4], rest[4:], ir.IntegerAttr(op.attributes["value"]).value,
+                    tk.atomic_add(gl, scratch, rest, after_gls(op), ir.IntegerAttr(op.attributes["value"]).value,
                                   warps=1)
             with self.f.loop.location:
                 tk.arrive(self.drained)

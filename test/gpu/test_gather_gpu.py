@@ -1,0 +1,78 @@
+"""Data-dependent TMA on the GPU, against PyTorch: pipelined loads of pages a
+block table names (a paged sum; a gather-GEMM whose ring slot takes two pages
+in its subtiles, persistent), and a load into a subtile chosen at run time.
+Some indices are out of range (past the end, negative, and 2**26 + 1, whose
+row 2**32 + 64 wraps to row 64 if narrowed to 32 bits unchecked): those pages
+read as zeros, as in the interpreter (test/python/test_gather.py).
+
+The kernels are test/lit/passes/pipeline-gather.py's, bound here at module
+level so that `tkc build test/gpu/test_gather_gpu.py` builds them."""
+from pathlib import Path
+
+import pytest
+
+from tkc.frontend.kernel import kernels_in_file
+
+pytestmark = pytest.mark.gpu
+try:  # the kernels must import without torch: `tkc build` reads this file
+    import torch
+except ImportError:
+    torch = None
+
+_LIT = {k.name: k for k in kernels_in_file(
+    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-gather.py")}
+paged_sum, gather_gemm, pick_page = _LIT["paged_sum"], _LIT["gather_gemm"], _LIT["pick_page"]
+PAGE = 64
+
+
+def _table(shape, n_pages, bad):
+    t = torch.randint(0, n_pages, shape, dtype=torch.int32, device="cuda")
+    if bad:
+        flat = t.view(-1)
+        flat[1], flat[2], flat[-1] = n_pages, 2**26 + 1, -1
+    return t
+
+
+def _pages(pages, table):
+    """pages[i] for each index of table (zeros out of range), as float32 [..., 64, C]."""
+    p = pages.view(-1, PAGE, pages.shape[-1]).float()
+    ok = (table >= 0) & (table < p.shape[0])
+    got = p[torch.where(ok, table, 0).long()]
+    return got * ok[..., None, None]
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_paged_sum(bad):
+    P, B, J = 9, 5, 7
+    pages = torch.randn(P * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((B, J), P, bad)
+    out = torch.full((B, 1, PAGE, 64), float("nan"), device="cuda")
+    paged_sum(pages, table, out)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[:, 0], _pages(pages, table).sum(1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("T,K,bad", [(8, 256, False), (263, 512, True)])
+def test_gather_gemm(T, K, bad):
+    """Odd T: the last block's second page index reads past the table (zeros)."""
+    P = 31
+    pages = torch.randn(P * PAGE, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(K, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((1, T), P, bad)
+    rows = -(-T // 2) * 2
+    out = torch.full((rows * PAGE, 64), float("nan"), device="cuda")
+    gather_gemm(pages, table, w, out)
+    torch.cuda.synchronize()
+    padded = torch.cat([table[0], table.new_full((rows - T,), -1)])
+    a = _pages(pages, padded).reshape(rows * PAGE, K)
+    torch.testing.assert_close(out, a @ w.float(), rtol=1e-3, atol=1e-2)
+
+
+def test_pick_page():
+    P, T = 6, 11
+    pages = torch.randn(P * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((1, T), P, bad=True)
+    out = torch.full((T * PAGE, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    pick_page(pages, table, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.float(), _pages(pages, table[0]).reshape(T * PAGE, 64))
