@@ -10,6 +10,7 @@
 # RUN: tkc %s --kernel gather_gemm | FileCheck %s --check-prefix=GATHER
 # RUN: tkc %s --kernel pick_page | FileCheck %s --check-prefix=PICK
 # RUN: tkc %s --kernel paged_sum --emit=ptx | FileCheck %s --check-prefix=PTX
+# RUN: tkc %s --kernel copy_wide | FileCheck %s --check-prefix=WIDE
 import tkc
 from tkc import bf16, f32, gl, i32, rt, st, tma, warpgroup
 from tkc.ops import load, subtile, zero
@@ -106,3 +107,22 @@ def pick_page(pages: gl(bf16, 1, 1, "P", 64), table: gl(i32, 1, 1, 1, "T"),
     half = subtile(buf, 64, 64, (t % 2, 0))
     tma.load(half, pages, (0, 0, load(i32, table, at=(0, 0, 0, t), fill=-1), 0))
     tma.store(out, half, (0, 0, t, 0))
+
+
+# A tile loaded once per work item of a persistent kernel keeps one slot where two do
+# not fit (2 x 128 KB), with or without a pipelined loop beside it.
+# WIDE-LABEL: func.func @copy_wide
+# WIDE: %[[P:[0-9]+]] = "tk.alloc"() : () -> !tk.st<bf16, 256 : i64, 256 : i64, "128b">
+# WIDE-NEXT: "tk.alloc"() : () -> !tk.barrier
+# WIDE-NEXT: %[[E:[0-9]+]] = "tk.alloc"() : () -> !tk.barrier
+# WIDE: "tk.tma_store"(%arg2, %[[P]],
+
+
+@tkc.kernel(warps=4, grid=lambda pages, table, out: (table.c,), persistent=True)
+def copy_wide(pages: gl(bf16, 1, 1, "P", 256), table: gl(i32, 1, 1, 1, "T"),
+              out: gl(bf16, 1, 1, "M", 256)):
+    """256-row block t of out = 256-row page table[t] (a 128 KB tile: one slot)."""
+    t = tkc.block_idx.x
+    page_s = st(bf16, 256, 256)
+    tma.load(page_s, pages, (0, 0, load(i32, table, at=(0, 0, 0, t), fill=-1), 0))
+    tma.store(out, page_s, (0, 0, t, 0))
