@@ -1,6 +1,8 @@
 """Data-dependent TMA on the GPU, against PyTorch: pipelined loads of pages a
 block table names (a paged sum; a gather-GEMM whose ring slot takes two pages
-in its subtiles, persistent), and a load into a subtile chosen at run time.
+in its subtiles, persistent), a load into a subtile chosen at run time, and tiles stored by TMA as loaded
+(once per work item of a persistent kernel, or ring slots: released only
+after the store has read them).
 Some indices are out of range (past the end, negative, and 2**26 + 1, whose
 row 2**32 + 64 wraps to row 64 if narrowed to 32 bits unchecked): those pages
 read as zeros, as in the interpreter (test/python/test_gather.py).
@@ -22,6 +24,8 @@ except ImportError:
 _LIT = {k.name: k for k in kernels_in_file(
     Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-gather.py")}
 paged_sum, gather_gemm, pick_page = _LIT["paged_sum"], _LIT["gather_gemm"], _LIT["pick_page"]
+copy_pages, copy_square, copy_wide = _LIT["copy_pages"], _LIT["copy_square"], _LIT["copy_wide"]
+gather_copy, gather_gemm_copy = _LIT["gather_copy"], _LIT["gather_gemm_copy"]
 PAGE = 64
 
 
@@ -33,9 +37,9 @@ def _table(shape, n_pages, bad):
     return t
 
 
-def _pages(pages, table):
-    """pages[i] for each index of table (zeros out of range), as float32 [..., 64, C]."""
-    p = pages.view(-1, PAGE, pages.shape[-1]).float()
+def _pages(pages, table, rows=PAGE):
+    """pages[i] for each index of table (zeros out of range), as float32 [..., rows, C]."""
+    p = pages.view(-1, rows, pages.shape[-1]).float()
     ok = (table >= 0) & (table < p.shape[0])
     got = p[torch.where(ok, table, 0).long()]
     return got * ok[..., None, None]
@@ -76,3 +80,56 @@ def test_pick_page():
     pick_page(pages, table, out)
     torch.cuda.synchronize()
     assert torch.equal(out.float(), _pages(pages, table[0]).reshape(T * PAGE, 64))
+
+
+@pytest.mark.parametrize("kernel,rows,T", [(copy_pages, PAGE, 1000), (copy_wide, 256, 400)])
+def test_copy_pages(kernel, rows, T):
+    """Persistent, several items an SM: each slot is reloaded while earlier
+    stores may be in flight."""
+    P = 37
+    pages = torch.randn(P * rows, rows if kernel is copy_wide else 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((1, T), P, bad=True)
+    out = torch.full((T * rows, pages.shape[1]), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel(pages, table, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out.float(), _pages(pages, table[0], rows).reshape(T * rows, -1))
+
+
+def test_copy_square():
+    P, T = 23, 1000
+    pages = torch.randn(P * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((1, T), P, bad=True)
+    out, sq = (torch.full((T * PAGE, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+               for _ in range(2))
+    twice = torch.full((T * PAGE, 64), float("nan"), device="cuda")
+    copy_square(pages, table, out, sq, twice)
+    torch.cuda.synchronize()
+    ref = _pages(pages, table[0]).reshape(T * PAGE, 64)
+    assert torch.equal(out.float(), ref)
+    assert torch.equal(sq, (ref * ref).bfloat16())
+    assert torch.equal(twice, 2 * ref)
+
+
+def test_gather_copy():
+    P, B, J = 29, 300, 9
+    pages = torch.randn(P * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((B, J), P, bad=True)
+    out = torch.full((B, 1, J * PAGE, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    gather_copy(pages, table, out)
+    torch.cuda.synchronize()
+    assert torch.equal(out[:, 0].float(), _pages(pages, table).reshape(B, J * PAGE, 64))
+
+
+def test_gather_gemm_copy():
+    P, T = 13, 40
+    pages = torch.randn(P * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(T * PAGE, 64, device="cuda", dtype=torch.bfloat16)
+    table = _table((1, T), P, bad=True)
+    a_out = torch.full((2 * T * PAGE, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = torch.full((PAGE, 64), float("nan"), device="cuda")
+    gather_gemm_copy(pages, table, w, a_out, out)
+    torch.cuda.synchronize()
+    a = _pages(pages, table[0])                                  # [T, 64, 64]
+    assert torch.equal(a_out.float(), torch.cat([a.reshape(T * PAGE, 64), w.float()]))
+    ref = torch.einsum("tik,tkj->ij", a, w.float().view(T, PAGE, 64))
+    torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-2)

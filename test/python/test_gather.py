@@ -1,8 +1,10 @@
 """Data-dependent TMA (docs/pipelining.md, "Indices from memory and subtiles"):
 pipelined loads whose coordinates come from a block table, into whole tiles,
 into subtiles that fill a ring slot, and into a subtile chosen at run time,
-run in the interpreter against numpy (after tk-pipeline-staging, whose output
-the interpreter checks for races and deadlocks); an index out of range reads
+and pages stored by TMA as loaded (once per work item of a persistent kernel,
+or from ring slots: their release must wait for the store's read), run in
+the interpreter against numpy (after tk-pipeline-staging, whose output the
+interpreter checks for races and deadlocks); an index out of range reads
 zeros, as TMA does; and what the pipeline cannot do is refused at the author's
 line. The kernels are test/lit/passes/pipeline-gather.py's (lit checks their
 IR; test/gpu/test_gather_gpu.py runs them on the GPU)."""
@@ -40,12 +42,12 @@ def staged(kernel):
     return module
 
 
-def page_of(pages, index):
-    """Page `index` of pages [1, 1, P * 64, C] (float64), zeros when out of range."""
-    n = pages.shape[2] // PAGE
+def page_of(pages, index, rows=PAGE):
+    """Page `index` of pages [1, 1, P * rows, C] (float64), zeros when out of range."""
+    n = pages.shape[2] // rows
     if not 0 <= index < n:
-        return np.zeros((PAGE, pages.shape[3]))
-    return pages[0, 0, index * PAGE:(index + 1) * PAGE].astype(np.float64)
+        return np.zeros((rows, pages.shape[3]))
+    return pages[0, 0, index * rows:(index + 1) * rows].astype(np.float64)
 
 
 def with_bad_indices(table, n_pages):
@@ -96,6 +98,71 @@ def test_pick_page(rng):
     tkc.interpreter.run(staged(KERNELS["pick_page"]), [pages, table, out])
     ref = np.concatenate([page_of(pages, i) for i in table[0, 0, 0]])
     np.testing.assert_array_equal(out[0, 0], ref)
+
+
+# ------------------------------------------------- tiles stored as loaded
+
+@pytest.mark.parametrize("name,T,sms", [
+    ("copy_pages", 7, 2), ("copy_pages", 4, 2), ("copy_pages", 5, 1), ("copy_pages", 7, 3),
+    ("copy_wide", 4, 2), ("copy_wide", 3, 1)])
+def test_copy_pages(name, T, sms, rng):
+    """Persistent, a page loaded once per work item and stored by TMA as
+    loaded: its slot goes back to the producer only once the store has read
+    it, else the interpreter reports the producer's load for a later item
+    (the item after next with copy_pages' two slots, the next one with
+    copy_wide's one) overwriting it under the store. Two items an SM with
+    two slots reuse no slot: there the parity alone is checked."""
+    rows = 256 if name == "copy_wide" else PAGE
+    P = 5
+    pages = ref_bf16(rng.standard_normal((1, 1, P * rows, rows if name == "copy_wide" else 64)))
+    table = with_bad_indices(rng.integers(0, P, (1, 1, 1, T)).astype(np.int32), P)
+    out = np.full((1, 1, T * rows, pages.shape[3]), np.nan, np.float32)
+    tkc.interpreter.run(staged(KERNELS[name]), [pages, table, out], sms=sms)
+    ref = np.concatenate([page_of(pages, i, rows) for i in table[0, 0, 0]])
+    np.testing.assert_array_equal(out[0, 0], ref)
+
+
+def test_copy_square(rng):
+    """The page is read again after another tile's store: its release waits
+    for its own store only (pending = 1)."""
+    P, T = 4, 7
+    pages = ref_bf16(rng.standard_normal((1, 1, P * PAGE, 64)))
+    table = with_bad_indices(rng.integers(0, P, (1, 1, 1, T)).astype(np.int32), P)
+    out, sq, twice = (np.full((1, 1, T * PAGE, 64), np.nan, np.float32) for _ in range(3))
+    tkc.interpreter.run(staged(KERNELS["copy_square"]), [pages, table, out, sq, twice], sms=2)
+    ref = np.concatenate([page_of(pages, i) for i in table[0, 0, 0]])
+    np.testing.assert_array_equal(out[0, 0], ref)
+    np.testing.assert_array_equal(sq[0, 0], ref_bf16(ref * ref))
+    np.testing.assert_array_equal(twice[0, 0], 2 * ref)
+
+
+@pytest.mark.parametrize("B,J,sms", [(3, 5, 2), (2, 3, 1)])
+def test_gather_copy(B, J, sms, rng):
+    """A ring slot stored by TMA as loaded: released once the store has read it."""
+    P = 6
+    pages = ref_bf16(rng.standard_normal((1, 1, P * PAGE, 64)))
+    table = with_bad_indices(rng.integers(0, P, (1, 1, B, J)).astype(np.int32), P)
+    out = np.full((B, 1, J * PAGE, 64), np.nan, np.float32)
+    tkc.interpreter.run(staged(KERNELS["gather_copy"]), [pages, table, out], sms=sms)
+    ref = np.stack([np.concatenate([page_of(pages, i) for i in table[0, 0, b]]) for b in range(B)])
+    np.testing.assert_array_equal(out[:, 0], ref)
+
+
+def test_gather_gemm_copy(rng):
+    """Ring slots stored by TMA and read by a wgmma kept in flight: the
+    previous iteration's slot is released after the relaxed wait, once both
+    its stores have read it."""
+    P, T = 4, 5
+    pages = ref_bf16(rng.standard_normal((1, 1, P * PAGE, 64)))
+    w = ref_bf16(rng.standard_normal((1, 1, T * PAGE, 64)))
+    table = with_bad_indices(rng.integers(0, P, (1, 1, 1, T)).astype(np.int32), P)
+    a_out = np.full((1, 1, 2 * T * PAGE, 64), np.nan, np.float32)
+    out = np.full((1, 1, PAGE, 64), np.nan, np.float32)
+    tkc.interpreter.run(staged(KERNELS["gather_gemm_copy"]), [pages, table, w, a_out, out])
+    a = [page_of(pages, i) for i in table[0, 0, 0]]
+    np.testing.assert_array_equal(a_out[0, 0], np.concatenate([*a, w[0, 0]]))
+    ref = sum(a[t] @ w[0, 0, t * PAGE:(t + 1) * PAGE].astype(np.float64) for t in range(T))
+    np.testing.assert_allclose(out[0, 0], ref, rtol=1e-4, atol=1e-3)
 
 
 # ---------------------------------------------------------------- refusals
@@ -196,3 +263,42 @@ def test_refuses_a_view_of_a_ring_tile_used_after_the_loop():
             tma.load(a_s, pages, (0, 0, j, 0))
         warpgroup.store(out, warpgroup.load(rt(bf16, 16, 64), top).to(f32), (0, 0, 0, 0))
     refused(view_after, "is a pipelined tile", "top = subtile")
+
+
+@tkc.kernel(warps=4, grid=lambda pages, table, out: (1,))
+def store_warp_copy(pages: gl(bf16, 1, 1, "P", 64), table: gl(i32, 1, 1, 1, "T"),
+                    out: gl(bf16, 1, 1, "M", 64)):
+    p_s = st(bf16, 64, 64)
+    for j in tkc.range(table.c, stages=2, store_warp=True):  # <- loop
+        tma.load(p_s, pages, (0, 0, load(i32, table, at=(0, 0, 0, j), fill=-1), 0))
+        tma.store(out, p_s, (0, 0, j, 0))  # <- store
+
+
+def test_refuses_a_store_warp_storing_a_ring_slot():
+    """The store warp stores output slots it hands back itself; a slot of the
+    input ring goes back to the producer through the consumers."""
+    e = refused(store_warp_copy, "reads a tile this loop loads", "# <- loop")
+    lines, first = inspect.getsourcelines(store_warp_copy.fn)
+    line = first + next(i for i, ln in enumerate(lines) if "# <- store" in ln)
+    assert f":{line}:" in e.message
+
+
+@tkc.kernel(warps=4, grid=lambda pages, table, out: (1,))
+def store_warp_copied(pages: gl(bf16, 1, 1, "P", 64), table: gl(i32, 1, 1, 1, "T"),
+                      out: gl(bf16, 1, 1, "M", 64)):
+    p_s, o_s = st(bf16, 64, 64), st(bf16, 64, 64)
+    for j in tkc.range(table.c, stages=2, store_warp=True):
+        tma.load(p_s, pages, (0, 0, load(i32, table, at=(0, 0, 0, j), fill=-1), 0))
+        warpgroup.store(o_s, warpgroup.load(rt(bf16, 16, 64), p_s))
+        tma.store(out, o_s, (0, 0, j, 0))
+
+
+def test_store_warp_stores_a_copied_ring_slot(rng):
+    """What the refusal advises: the page written to a tile of its own, which
+    the store warp stores and hands back."""
+    P, T = 5, 7
+    pages = ref_bf16(rng.standard_normal((1, 1, P * PAGE, 64)))
+    table = with_bad_indices(rng.integers(0, P, (1, 1, 1, T)).astype(np.int32), P)
+    out = np.full((1, 1, T * PAGE, 64), np.nan, np.float32)
+    tkc.interpreter.run(staged(store_warp_copied), [pages, table, out])
+    np.testing.assert_array_equal(out[0, 0], np.concatenate([page_of(pages, i) for i in table[0, 0, 0]]))

@@ -20,7 +20,10 @@ races and deadlocks like any hand-written kernel:
   the same work items) with a ring counter `it`: wait for slot it % S to be
   empty (parity (it / S + 1) % 2, so the first round passes), expect the
   stage's bytes, issue the TMA loads. The consumers wait for the slot to be
-  full (parity (it / S) % 2), compute on it and release it.
+  full (parity (it / S) % 2), compute on it and release it; where the
+  loop's TMA stores read ring slots as loaded, warp 0 first waits for their
+  reads (a store warp cannot take such a store: it hands back only its own
+  output slots).
 - A load may fill its tile piece by piece: subtiles at constant coordinates
   that fill it once per iteration (analysis.py checks, since a slot comes
   back S iterations later); the producer views its slot as the same
@@ -51,7 +54,10 @@ races and deadlocks like any hand-written kernel:
   moved into the next item's loop). In a persistent kernel the tile and its
   pair have two slots, by the item's parity, where the ring still fits at
   the depth asked for (auto: two stages): the producer loads the next item's
-  tile right after this item's last stage, under the end of its loop.
+  tile right after this item's last stage, under the end of its loop. When
+  a TMA store reads the tile (stored as loaded), warp 0 waits for that read
+  (tma_store_wait {pending = n}) before its arrival: the producer's next
+  load into the slot would overwrite it under the store.
 - A `tk.tma_prefetch` at the top level (an L2 hint) is issued by the
   producer where it stands among the once-loads, and leaves the consumers.
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes

@@ -46,7 +46,7 @@ class Budget:
         tiles = [alloc_of(op.operands[0]) for op in self.f.once_loads]
         for t in tiles:
             t.attributes["stages"] = i64(self.once_slots)
-        if self.f.ring_loads and not self._check_budget(self.opts.get("stages", 0) or 2, fixed=False):
+        if not self._check_budget(self.opts.get("stages", 0) or 2, fixed=False):
             self.once_slots = 1
             for t in tiles:
                 del t.attributes["stages"]

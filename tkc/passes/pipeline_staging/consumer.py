@@ -10,6 +10,7 @@ from mlir import ir
 from mlir.dialects import arith
 
 from ...dialect import ops as tk
+from ...dialect import walk
 from ...hopper.registers import flat_types
 from ..overlap import overlap_finish
 from ..rewrite import add_iter_args, extend_yield, i64, index, inside, uses_in
@@ -99,13 +100,17 @@ class Consumer:
                     user.operands[i] = slot
         for op in self.f.ring_loads:
             op.erase()
-        self._loop_outputs(loop, it)
+        ring = set(slots.values())
+        # a slot the loop's TMA stores read goes back once they have read it
+        self.ring_reads = _stores_after_last(self.f.loop_stores, ring)
+        self._loop_outputs(loop, it, ring)
         # Keeping an iteration's wgmma in flight holds its slot one iteration
         # longer: with a single slot the producer could never refill it.
         relaxed = relax_wgmma(body) if self.stages >= 2 else None
         held = held_until(body, self.stages) if relaxed is None else None
         with ir.InsertionPoint(terminator(body)), self.loc:
             if relaxed is None and held is None:
+                self._ring_store_wait(0)
                 tk.arrive(tk.stage(self.empty, s))
             nxt = arith.addi(it, index(1))
         self.drain = []
@@ -120,11 +125,13 @@ class Consumer:
         del loop.operation.attributes["tk.pipeline"]
         return loop.results[-1]
 
-    def _loop_outputs(self, loop, it) -> None:
+    def _loop_outputs(self, loop, it, ring) -> None:
         """Tiles stored every iteration: a ring of OUTPUT_STAGES slots; before
         writing slot it % 2, warp 0 waits for the store that read it two
         iterations ago (at most the m stores of the previous iteration and
-        those of this one so far may stay in flight)."""
+        those of this one so far may stay in flight). A slot of the input
+        ring (`ring`) stored as loaded is no output tile: its release waits
+        for the store (_ring_store_wait)."""
         if not self.f.loop_stores:
             return
         body, m = loop.body, len(self.f.loop_stores)
@@ -134,7 +141,7 @@ class Consumer:
             s = arith.remui(it, index(self.out_slots))
             for op in self.f.loop_stores:
                 tile = op.operands[1]
-                if tile not in slots:
+                if tile not in slots and tile not in ring:
                     alloc_of(tile).attributes["stages"] = i64(self.out_slots)
                     slots[tile] = tk.stage(tile, s)
         for tile, slot in slots.items():
@@ -179,9 +186,12 @@ class Consumer:
         wait for all (the loop results at `carried` are the in-flight
         accumulators, rebound to the wait's results), release the last."""
         start = list(loop.operation.operands)[-1]
+        tops = [o.operation for o in loop.body.operations]
+        issued = sum(o.name == "tk.tma_store" for t in tops[:tops.index(wait)] for o in [t, *walk(t)])
         with ir.InsertionPoint(next_op(wait)), wait.location:
             later = arith.cmpi(arith.CmpIPredicate.ne, it, start)
             with if_then(later):
+                self._ring_store_wait(issued)
                 prev = arith.remui(arith.subi(it, index(1)), index(self.stages))
                 tk.arrive(tk.stage(self.empty, prev))
         after = next_op(loop.operation)
@@ -196,8 +206,17 @@ class Consumer:
                         user.operands[i] = d
             end = loop.results[-1]
             with if_then(arith.cmpi(arith.CmpIPredicate.ne, end, start)):
+                self._ring_store_wait(0)
                 last = arith.remui(arith.subi(end, index(1)), index(self.stages))
                 tk.arrive(tk.stage(self.empty, last))
+
+    def _ring_store_wait(self, issued: int) -> None:
+        """Before a ring slot's release, where the loop's TMA stores read its
+        slots: warp 0 waits until at most the stores issued after the last
+        such one (in its iteration, plus `issued` since) may still read."""
+        if self.ring_reads is not None:
+            with if_then(self._is_issuer()):
+                tk.tma_store_wait(self.ring_reads + issued)
 
     def _consumer_once_loads(self) -> None:
         """A once-per-item load: wait where it was, release after its last
@@ -220,7 +239,9 @@ class Consumer:
                 tk.wait(full, phase)
             if self.persistent:
                 with ir.InsertionPoint(after_last_read(self.f.body, root_alloc(tile))), op.location:
-                    self.once_releases.append(tk.arrive(empty).operation)
+                    release = tk.arrive(empty).operation
+                self.once_releases.append(release)
+                self.freed[release] = root_alloc(tile)   # a store reading it: _simulate waits
             op.erase()
 
     def _once_slot(self, k):
@@ -242,6 +263,13 @@ class Consumer:
                 j = arith.divui(arith.subi(loop.induction_variable, loop.lowerBound), loop.step)
                 return arith.remui(j, index(n))
         return parity
+
+
+def _stores_after_last(stores, tiles):
+    """The stores (in issue order) after the last one of a tile in `tiles`;
+    None when none stores one."""
+    last = [i for i, op in enumerate(stores) if op.operands[1] in tiles]
+    return len(stores) - 1 - last[-1] if last else None
 
 
 def _sink_views(tile, loop) -> None:

@@ -39,6 +39,8 @@ class Staging(Budget, Consumer, Stores, Producer):
         self.bands = {}   # stored tile -> band rows, when every warp stores its own band
         self.drain = []   # the ops that end the consumers' pipelined loop
         self.once_releases = []  # the consumers' arrivals handing once-loaded tiles back
+        self.freed = {}   # such an arrival -> the tile it hands back (a TMA store may still read it)
+        self.ring_reads = None  # stores after the last one reading a ring slot (consumer.py)
         self.issues = []  # the branches issuing TMA stores (a store right after one joins it)
         self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
         self.store_warp = self._store_warp_choice()
@@ -75,6 +77,7 @@ class Staging(Budget, Consumer, Stores, Producer):
         if not self.opts.get("store_warp"):
             return False
         why = None
+        ring = {ring_root(op.operands[0]) for op in self.f.ring_loads}
         if not self.f.loop_stores:
             why = "this loop has no tma.store"
         elif not self.whole:
@@ -82,6 +85,11 @@ class Staging(Budget, Consumer, Stores, Producer):
                    "and has no warp to spare")
         elif self.persistent:
             why = "the kernel is persistent (the store warp walks one work item's loop)"
+        elif any(op.operands[1] in ring for op in self.f.loop_stores):
+            op = next(op for op in self.f.loop_stores if op.operands[1] in ring)
+            why = (f"the store at {where(op)} reads a tile this loop loads (a slot of its input "
+                   "ring, which the consumers hand back to the producer): write it to a tile of "
+                   "its own first, or leave the store to the consumers")
         else:
             known = [*entry(self.fn).arguments, for_view(self.f.loop).induction_variable]
             for op in self.f.loop_stores:

@@ -117,17 +117,21 @@ class Stores:
 
     def _simulate(self, block, stores, inflight, insert: bool) -> list:
         """Walk the block's top-level ops; return the stores in flight at its
-        end. With insert, put a wait before each write to a tile in flight."""
+        end. With insert, put a wait before each write to a tile in flight,
+        and before the release of a once-loaded tile a store may still read
+        (the producer's next load writes it). A release needs no meeting
+        after the wait: its empty barrier completes only with the issuing
+        warp's own arrival, which follows the wait."""
         inflight = list(inflight)
         for op in [o.operation for o in block.operations]:
-            written = written_allocs(op)
+            written = written_allocs(op) | ({self.freed[op]} if op in self.freed else set())
             hit = [i for i, t in enumerate(inflight) if t in written]
             if hit:
                 pending = len(inflight) - 1 - hit[-1]
                 if insert:
                     with ir.InsertionPoint(op), op.location:
                         self._store_wait(pending)
-                        if not self.bands:
+                        if not self.bands and op not in self.freed:
                             tk.sync(**self.sync)
                 inflight = inflight[len(inflight) - pending:] if pending else []
             if op in stores:
