@@ -4,6 +4,7 @@
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
     tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [-v] [--call EXPR ...] [FILE.py ...]
+    tkc fuzz --seed S --count N [--start I] [-j N] [--build DIR | --gpu DIR]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -37,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["build"]:
             return _build(_build_parser().parse_args(argv[1:]))
+        if argv[:1] == ["fuzz"]:  # the fuzzer of tile programs (docs/fuzz.md)
+            from .fuzz.runner import main as fuzz
+            return fuzz(argv[1:])
         return _compile(_parser().parse_args(argv))
     except TkcError as e:
         return _fail(e, str(e))

@@ -1,0 +1,1 @@
+"""A fuzzer of tile programs (docs/fuzz.md)."""

@@ -1,0 +1,71 @@
+"""The GPU check, in two halves on two machines.
+
+Here (MLIR): build_one compiles a program into the artifact cache
+($TKC_CACHE_DIR) and writes what the interpreter computed to
+DIR/<seed>/<index>.npz (the outputs, a digest of the inputs).
+There (a GPU, no MLIR, TKC_OFFLINE=1): run_gpu regenerates the program and its
+inputs from (seed, index), launches the cached kernel on torch tensors and
+compares its outputs with the file's (checks.compare_gpu). Nothing here
+imports MLIR at module level; run_gpu never does.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .checks import Failure, _crash, compare_gpu
+from .generate import Program, generate
+from .program import arrays, digest, kernel_of
+
+
+def expected_path(root: Path, p: Program) -> Path:
+    return root / str(p.seed) / f"{p.index}.npz"
+
+
+def build_one(p: Program, outputs: list, root: Path) -> str | None:
+    """Compile p into the cache and save the interpreter's outputs; a failure
+    report, or None."""
+    from ..diagnostics import TkcError
+    try:
+        kernel_of(p).build()
+    except TkcError as e:
+        return Failure(p, "gpu", "compile", f"a well-typed program does not compile: {e}").report()
+    except Exception as e:  # noqa: BLE001
+        return Failure(p, "gpu", "compile", f"crash: {_crash(e)}").report()
+    path = expected_path(root, p)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, digest=np.array(digest(arrays(p))), *outputs)
+    return None
+
+
+def run_gpu(seed: int, index: int, root: Path) -> dict:
+    """One program on the GPU against the interpreter's outputs."""
+    p = generate(seed, index)
+    out = {"failures": [], "features": sorted(p.features), "programs": 1, "refusals": 0, "built": 0}
+    f = _run(p, root)
+    if f is not None:
+        out["failures"].append(f.report())
+    return out
+
+
+def _run(p: Program, root: Path) -> Failure | None:
+    import torch
+    path = expected_path(root, p)
+    if not path.exists():
+        return Failure(p, "gpu", "expected", f"no {path}: run `tkc fuzz --seed {p.seed} --start {p.index} "
+                                             f"--count 1 --build {root}` where MLIR is")
+    saved = np.load(path)
+    xs = arrays(p)
+    if str(saved["digest"]) != digest(xs):
+        return Failure(p, "gpu", "inputs", "this machine generated other inputs than the build's")
+    want = [saved[f"arr_{j}"] for j in range(len(saved.files) - 1)]
+    try:
+        ts = [torch.from_numpy(x).cuda().to(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
+              for a, x in zip(p.args, xs)]
+        kernel_of(p)(*ts)
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        return Failure(p, "gpu", "launch", f"{type(e).__name__}: {e}")
+    got = [t.float().cpu().numpy() for a, t in zip(p.args, ts) if a.output]
+    return compare_gpu(p, got, want)
