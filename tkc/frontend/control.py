@@ -41,7 +41,10 @@ class _Capture:
         not depend on the old one's: then the name was reused for an
         unrelated tile of the same type (`for s in tiles: ...` before a loop
         that makes `s = zero(...)` while an mma accumulates into tiles[-1]),
-        and the old handle keeps its own value."""
+        and the old handle keeps its own value. A new handle holding the old
+        one's very value is the same update seen through an inner region (an
+        if/else whose branches both rebind the name: the if's result went to
+        both handles), so it is an alias whatever that value depends on."""
         finals = {h: h._value for h in self.handles}
         aliases = {}
         now = _named(_locals(self.frame))
@@ -49,7 +52,8 @@ class _Capture:
             h = now.get(n)
             if isinstance(h, Reg) and h is not h0 and h.view == h0.view and h._value is not None \
                     and current().visible(h._scope) \
-                    and (h0._value == self.entry[h0] or _depends(h._value, self.entry[h0])):
+                    and (h0._value == self.entry[h0] or h._value == h0._value
+                         or _depends(h._value, self.entry[h0])):
                 finals[h0] = h._value
                 aliases.setdefault(h0, []).append(h)
         return finals, aliases

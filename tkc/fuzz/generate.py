@@ -20,7 +20,7 @@ from . import statements as S
 from . import values as V
 from .values import Val
 
-WARPGROUP_SHARE = 0.0  # the share of warpgroup.py programs
+WARPGROUP_SHARE = 0.2  # the share of warpgroup.py programs
 
 HEADER = """import tkc
 from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
@@ -80,6 +80,7 @@ class Gen:
         self.busy: set[str] = set()       # carried values a loop body may not read
         self.loop_vars: list[str] = []
         self.in_if = False
+        self.no_group_load = False
         self.features: set[str] = set()
         self.count = 0
         self.inputs, self.input_dtype, self.args = [], {}, []
@@ -294,10 +295,10 @@ class Gen:
         self.args.append(Arg(f"o{j}", v.dtype, (1, 1, r, c), output=True, tol=v.err))
         self.emit(f"store(o{j}, {v.name}, (0, 0, tr, bx), clip=True)", "store_clip")
 
-    def finish(self, seed: int, index: int) -> Program:
+    def finish(self, seed: int, index: int, **kw) -> Program:
         for v in self.outputs():
             self.store_output(v)
-        return self.program(seed, index)
+        return self.program(seed, index, **kw)
 
     def program(self, seed: int, index: int, prologue: list[str] | None = None,
                 kernel_opts: str = "") -> Program:

@@ -35,7 +35,7 @@ def build_one(p: Program, outputs: list, root: Path) -> str | None:
         return Failure(p, "gpu", "compile", f"crash: {_crash(e)}").report()
     path = expected_path(root, p)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, digest=np.array(digest(arrays(p))), *outputs)
+    np.savez_compressed(path, digest=np.array(digest(arrays(p))), *outputs)
     return None
 
 

@@ -46,24 +46,32 @@ def main(argv: list[str]) -> int:
     t0 = time.time()
     if args.gpu:
         from .gpu import run_gpu
-        results = [run_gpu(args.seed, i, Path(args.gpu)) for i in indices]
+        stream = (run_gpu(args.seed, i, Path(args.gpu)) for i in indices)
     else:
         work = [(args.seed, i, args.build, not args.no_refusals) for i in indices]
-        results = _map(check_one, work, args.jobs)
-    failures = [f for r in results for f in r["failures"]]
-    for f in failures:
-        print(f.splitlines()[0] if args.quiet else f, flush=True)
+        stream = _map(check_one, work, args.jobs)
+    results = []
+    for r in stream:  # failures as they come, and a progress line every 500 programs
+        results.append(r)
+        for f in r["failures"]:
+            print(f.splitlines()[0] if args.quiet else f, flush=True)
+        if len(results) % 500 == 0:
+            bad = sum(len(x["failures"]) for x in results)
+            print(f"... {len(results)} programs, {bad} failures, {time.time() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
     print(summary(args, results, time.time() - t0))
     return 1 if failures else 0
 
 
 def _map(fn, work: list, jobs: int) -> list:
+    """fn over work, in order, as an iterator (in `jobs` processes)."""
     if jobs <= 1:
-        return [fn(w) for w in work]
+        yield from map(fn, work)
+        return
     import multiprocessing
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with ctx.Pool(jobs) as pool:
-        return list(pool.imap(fn, work, chunksize=4))
+        yield from pool.imap(fn, work, chunksize=4)
 
 
 def check_one(work) -> dict:

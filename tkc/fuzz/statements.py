@@ -334,7 +334,7 @@ def exchange(g) -> Val | None:
 def group_copy(g) -> Val | None:
     """group_load of a gl tile into shared memory by the whole block, then each
     warp's tile of it."""
-    if g.in_if:
+    if g.in_if or g.no_group_load:
         return None
     r = g.rng
     dtype, rows, cols = r.choice(("f32", "bf16")), r.choice((16, 32)), r.choice((16, 32, 64))
