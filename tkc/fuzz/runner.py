@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
             print(f"... {len(results)} programs, {bad} failures, {time.time() - t0:.0f} s",
                   file=sys.stderr, flush=True)
     print(summary(args, results, time.time() - t0))
-    return 1 if failures else 0
+    return 1 if any(r["failures"] for r in results) else 0
 
 
 def _map(fn, work: list, jobs: int) -> list:
