@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tkc.fuzz import checks
-from tkc.fuzz.generate import Program, generate
+from tkc.fuzz.core import Program
+from tkc.fuzz.generate import generate
 from tkc.fuzz.program import arrays, kernel_of
 from tkc.fuzz.refusals import refusal
 from tkc.fuzz.runner import check_one

@@ -2,9 +2,10 @@
 the verifier and the GPU (docs/fuzz.md).
 
 Design:
-- A program is DSL *source text* (generate.py, warpgroup.py), a pure function
-  of (seed, index) through a string-seeded random.Random: a failing program
-  prints as a kernel to paste into a regression test, and a GPU machine
+- A program is DSL *source text* (core.py, warpgroup.py; generate.py picks
+  one), a pure function of (seed, index) through a string-seeded
+  random.Random: a failing program prints as a kernel to paste into a
+  regression test, and a GPU machine
   without MLIR regenerates the very same text, hence the same artifact-cache
   key (program.py compiles it under a linecache name, no file written).
 - Well-typed by construction: each statement (statements.py) picks operands

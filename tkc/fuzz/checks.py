@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..diagnostics import TkcError
-from .generate import Program
+from .core import Program
 from .program import arrays, kernel_of, outputs
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from .checks import Failure, _crash, compare_gpu
-from .generate import Program, generate
+from .core import Program
+from .generate import generate
 from .program import arrays, digest, kernel_of
 
 

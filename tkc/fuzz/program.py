@@ -13,7 +13,7 @@ import linecache
 
 import numpy as np
 
-from .generate import Program
+from .core import Program
 
 
 def kernel_of(p: Program):

@@ -1,4 +1,4 @@
-"""Ill-typed programs: a well-typed program (generate.py) with one broken
+"""Ill-typed programs: a well-typed program (core.py) with one broken
 statement added at the end of its body, which the frontend or tk-verify must
 refuse with a TkcError located at that statement's line (checks.check_refusal).
 
@@ -8,7 +8,7 @@ nothing in scope fits (another is tried).
 """
 from __future__ import annotations
 
-from .generate import Gen, Program, rng_of
+from .core import Gen, Program, rng_of
 from . import statements as S
 
 

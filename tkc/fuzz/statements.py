@@ -1,5 +1,5 @@
 """The statements the generator writes, one tile operation each: each takes the
-generator (generate.Gen), picks operands among the values in scope, writes a
+generator (core.Gen), picks operands among the values in scope, writes a
 line of DSL source and returns the value it made (None when nothing
 well-typed and well-defined fits, and the generator tries another).
 

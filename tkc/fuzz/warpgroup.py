@@ -11,12 +11,12 @@ with the four transposes (a stored K x M for At, b stored N x K for Bt), 1 or 2
 warpgroups, and gl dims that are not multiples of the tiles (TMA zero-fills
 what lies outside a load and clips a store). Each warp then holds its 16 rows
 of its warpgroup's 64 x BN tile: the core statements go on from there and the
-program stores like any other (generate.Gen.finish).
+program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 
 from . import statements as S
-from .generate import Arg, Gen, Program
+from .core import Arg, Gen, Program
 from .values import EPS, Val
 
 
