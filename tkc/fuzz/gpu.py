@@ -40,13 +40,38 @@ def build_one(p: Program, outputs: list, root: Path) -> str | None:
     return None
 
 
+def run_range(seed: int, indices, root: Path, quiet: bool = False):
+    """run_gpu over indices. A kernel that faults (an illegal address) leaves
+    the process's CUDA context unusable: the rest then run in a new process."""
+    indices = list(indices)
+    for n, i in enumerate(indices):
+        r = run_gpu(seed, i, root)
+        yield r
+        if r["context_lost"] and indices[n + 1:]:
+            yield _in_new_process(seed, indices[n + 1:], root, quiet)
+            return
+
+
+def _in_new_process(seed: int, rest: list, root: Path, quiet: bool) -> dict:
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "tkc.cli", "fuzz", "--seed", str(seed), "--start", str(rest[0]),
+           "--count", str(len(rest)), "--gpu", str(root)] + (["-q"] if quiet else [])
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    reports = done.stdout.split("FAIL ")[1:]  # each failure's report starts a line with FAIL
+    return {"failures": ["FAIL " + r.split("\ntkc fuzz: ")[0].rstrip() for r in reports],
+            "features": [], "programs": len(rest), "refusals": 0, "built": 0, "context_lost": False}
+
+
 def run_gpu(seed: int, index: int, root: Path) -> dict:
     """One program on the GPU against the interpreter's outputs."""
     p = generate(seed, index)
-    out = {"failures": [], "features": sorted(p.features), "programs": 1, "refusals": 0, "built": 0}
+    out = {"failures": [], "features": sorted(p.features), "programs": 1, "refusals": 0, "built": 0,
+           "context_lost": False}
     f = _run(p, root)
     if f is not None:
         out["failures"].append(f.report())
+        out["context_lost"] = f.stage == "launch" and "CUDA error" in f.message
     return out
 
 

@@ -45,8 +45,8 @@ def main(argv: list[str]) -> int:
     indices = range(args.start, args.start + args.count)
     t0 = time.time()
     if args.gpu:
-        from .gpu import run_gpu
-        stream = (run_gpu(args.seed, i, Path(args.gpu)) for i in indices)
+        from .gpu import run_range
+        stream = run_range(args.seed, indices, Path(args.gpu), args.quiet)
     else:
         work = [(args.seed, i, args.build, not args.no_refusals) for i in indices]
         stream = _map(check_one, work, args.jobs)
