@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
-import os
 import sys
 import time
 from collections import Counter
