@@ -5,6 +5,7 @@
     tkc --list-passes
     tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [-v] [--call EXPR ...] [FILE.py ...]
     tkc tune [FILE.py ...] [--library] [--call EXPR ...] [--filter S] [--rounds R]  (tkc/tune/cli.py)
+    tkc fuzz --seed S --count N [--start I] [-j N] [--build DIR | --gpu DIR]
 
 FILE is a .mlir file (tile IR in generic tk syntax, or any later stage) or a
 Python file defining kernels (traced with tkc.frontend.kernels_in_file;
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["tune"]:
             from .tune.cli import main as tune
             return tune(argv[1:])
+        if argv[:1] == ["fuzz"]:  # the fuzzer of tile programs (docs/fuzz.md)
+            from .fuzz.runner import main as fuzz
+            return fuzz(argv[1:])
         return _compile(_parser().parse_args(argv))
     except TkcError as e:
         return _fail(e, str(e))

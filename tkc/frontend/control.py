@@ -43,7 +43,12 @@ class _Capture:
         not depend on the old one's: then the name was reused for an
         unrelated tile of the same type (`for s in tiles: ...` before a loop
         that makes `s = zero(...)` while an mma accumulates into tiles[-1]),
-        and the old handle keeps its own value."""
+        and the old handle keeps its own value. A new handle holding the old
+        one's very value is the same update seen through an inner region (an
+        if/else whose branches both rebind the name: the if's result went to
+        both handles), and so is a handle that an inner region made an alias
+        of the old one (or of its aliases: the name, rebound in the if/else,
+        then updated in a nested loop): an alias whatever its value depends on."""
         finals = {h: h._value for h in self.handles}
         aliases = {}
         now = _named(_locals(self.frame))
@@ -51,7 +56,8 @@ class _Capture:
             h = now.get(n)
             if isinstance(h, Reg) and h is not h0 and h.view == h0.view and h._value is not None \
                     and current().visible(h._scope) \
-                    and (h0._value == self.entry[h0] or _depends(h._value, self.entry[h0])):
+                    and (h0._value == self.entry[h0] or h._value == h0._value
+                         or _alias_of(h, h0) or _depends(h._value, self.entry[h0])):
                 finals[h0] = h._value
                 aliases.setdefault(h0, []).append(h)
         return finals, aliases
@@ -64,10 +70,24 @@ class _Capture:
                 a._value, a._scope = v, s
 
     def rebind(self, results: dict, aliases, scope) -> None:
-        """After the region: changed candidates and their aliases get results."""
+        """After the region: changed candidates and their aliases get results
+        (and each alias remembers whose it is, for _alias_of)."""
         for h, v in results.items():
             for x in (h, *aliases.get(h, ())):
                 x._value, x._scope = v, scope
+            for x in aliases.get(h, ()):
+                x._alias_of = h
+
+
+def _alias_of(h, h0) -> bool:
+    """Whether handle h was made an alias of h0, directly or through aliases."""
+    seen = set()
+    while h is not None and id(h) not in seen:
+        if h is h0:
+            return True
+        seen.add(id(h))
+        h = getattr(h, "_alias_of", None)
+    return False
 
 
 def _depends(value, on) -> bool:

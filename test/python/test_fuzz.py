@@ -1,0 +1,111 @@
+"""The fuzzer of tile programs (tkc/fuzz, docs/fuzz.md): 500 generated programs
+through the passes (the interpreter's outputs bit-identical before and after
+every pass) and 500 ill-typed ones refused at their broken line; and that the
+checks themselves catch what they are for (a pass that drops a store, a
+refusal that is not located, a GPU result off by more than its bound)."""
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from tkc.fuzz import checks
+from tkc.fuzz.core import Program
+from tkc.fuzz.generate import generate
+from tkc.fuzz.program import arrays, kernel_of
+from tkc.fuzz.refusals import refusal
+from tkc.fuzz.runner import check_one
+
+SEED, CHUNKS, PER_CHUNK = 20260, 10, 50   # 500 programs, spread over xdist's workers
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_generated_programs_pass(chunk):
+    results = [check_one((SEED, i, None, True)) for i in range(chunk * PER_CHUNK, (chunk + 1) * PER_CHUNK)]
+    failures = [f for r in results for f in r["failures"]]
+    assert failures == [], "\n\n".join(failures[:3])
+    assert sum(r["refusals"] for r in results) == PER_CHUNK
+
+
+def test_the_programs_cover_the_vocabulary():
+    feats = set()
+    for i in range(150):
+        feats |= generate(SEED, i).features
+    want = {"load_ragged", "load_at", "store_clip", "exp", "binary_add", "row_sum", "col_max",
+            "broadcast", "where", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "range", "if", "else",
+            "store_shared", "group_load", "pipelined", "tma_load", "persistent", "convert", "transpose"}
+    assert want <= feats, want - feats
+    assert any(f.startswith("wgmma_") for f in feats)
+
+
+def test_a_program_is_a_function_of_seed_and_index():
+    a, b = generate(7, 3), generate(7, 3)
+    assert a.source == b.source and a.source != generate(7, 4).source
+    assert all(np.array_equal(x, y) for x, y in zip(arrays(a), arrays(b)))
+    assert kernel_of(a).artifact_key() == kernel_of(b).artifact_key()
+
+
+def _dropping_the_last_store(monkeypatch, after: str):
+    """A broken pass: after `after`, the kernel's last tk.store is gone."""
+    import tkc.pass_pipeline as pp
+    from tkc.dialect import walk
+    real = pp.run_pipeline
+
+    def run(module, pipeline, **kw):
+        real(module, pipeline, **kw)
+        if pipeline == after:
+            stores = [op for op in walk(module.operation) if op.name == "tk.store"]
+            stores[-1].erase()
+    monkeypatch.setattr(pp, "run_pipeline", run)
+
+
+def test_a_pass_that_changes_a_result_is_caught(monkeypatch):
+    _dropping_the_last_store(monkeypatch, "tk-grid-ordering")
+    p = next(p for p in map(lambda i: generate(SEED, i), range(50)) if "mma_relayout" not in p.features)
+    with contextlib.redirect_stderr(io.StringIO()):
+        f, _ = checks.check_passes(p)
+    assert f is not None and f.stage == "tk-grid-ordering" and "differs" in f.message
+    assert p.source in f.report()
+
+
+def _program(body: str, bad_line: int) -> Program:
+    src = ("import tkc\nfrom tkc import f32, gl, rt\nfrom tkc.ops import *\n\n"
+           "@tkc.kernel(warps=1, grid=lambda x: (1,))\n"
+           f"def hand(x: gl(f32, 1, 1, 16, 16)):\n{body}")
+    return Program(0, 0, "hand", src, [], (1, 1), bad_line=bad_line, bad_what="by hand")
+
+
+def test_refusals_must_be_located_at_the_broken_line():
+    ok = _program("    t = load(rt(f32, 16, 16), x, (0, 0, 0, 0))\n    store(x, exp(t), (0, 0, 0, 0))\n", 7)
+    assert checks.check_refusal(ok).stage == "accepted"
+    bad = _program("    t = load(rt(f32, 16, 16), x, (0, 0, 0, 0))\n    u = row_sum(swap_layout(t))\n", 7)
+    f = checks.check_refusal(bad)
+    assert f is not None and f.stage == "located" and "hand.py:8:" in f.message
+    bad.bad_line = 8
+    assert checks.check_refusal(bad) is None
+    p = refusal(SEED, 0)
+    assert p.bad_what and checks.check_refusal(p) is None
+
+
+def test_the_gpu_comparison_holds_to_the_error_bound():
+    p = generate(SEED, 1)
+    with contextlib.redirect_stderr(io.StringIO()):
+        f, want = checks.check_passes(p)
+    assert f is None
+    assert checks.compare_gpu(p, [w.copy() for w in want], want) is None
+    tol = next(a.tol for a in p.args if a.output)
+    got = [w.copy() for w in want]
+    got[0].flat[7] += 4 * tol + 1e-3
+    f = checks.compare_gpu(p, got, want)
+    assert f is not None and "1 of" in f.message
+    got[0].flat[7] = np.nan
+    assert checks.compare_gpu(p, got, want) is not None
+
+
+def test_tkc_fuzz_runs_by_hand(capsys):
+    from tkc.cli import main
+    assert main(["fuzz", "--seed", "3", "--count", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "tkc fuzz: seed 3, programs 0..3: 4 programs (passes), 4 refusals, 0 failures" in out

@@ -1,0 +1,91 @@
+"""Mismatches and crashes the fuzzer (tkc/fuzz, docs/fuzz.md) found, each as
+the smallest kernel that shows it, against numpy. Fixed ones pass; open ones
+are xfail(strict=True) with the reason, so their fix turns them into
+failures to flip."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc.ops import group_load, load, store, subtile, zero
+
+
+@tkc.kernel(warps=1, grid=lambda x, o: (1,))
+def rebound_in_if_and_else_in_a_loop(x: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 16, 16)):
+    """seed 20260 program 374: both branches of an if/else inside a tkc.range
+    rebind an outer tile to a value that does not depend on it. The loop took
+    the branch's new handle for an unrelated tile, so the name had no value
+    after the loop ("was assigned inside the tkc.range loop ... and has no
+    value after it"). Fixed in frontend/control.py (_Capture.finals)."""
+    a = load(rt(f32, 16, 16), x, (0, 0, 0, 0))
+    b = a + 1.0
+    for i in tkc.range(3):
+        with tkc.if_(i > 0):
+            a = b * 2.0
+        with tkc.else_():
+            a = b * 0.5
+    store(o, a, (0, 0, 0, 0))
+
+
+def test_a_tile_rebound_in_if_and_else_in_a_loop_is_carried():
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 1, 16, 16)).astype(np.float32)
+    o = np.zeros_like(x)
+    rebound_in_if_and_else_in_a_loop.interpret(x, o)
+    np.testing.assert_array_equal(o, (x + 1) * 2)
+
+
+@tkc.kernel(warps=1, grid=lambda x, o: (1,))
+def rebound_in_if_and_else_then_in_a_nested_loop(x: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 16, 16)):
+    """seed 1 program 9577: as above, then a nested tkc.range updates the
+    tile (`a = a + b`): the nested loop's handle is an alias of the if's,
+    which is an alias of the outer loop's, so the outer loop carries it.
+    Fixed in frontend/control.py (_alias_of)."""
+    a = load(rt(f32, 16, 16), x, (0, 0, 0, 0))
+    b = a + 1.0
+    for i in tkc.range(3):
+        with tkc.if_(i > 0):
+            a = b * 2.0
+        with tkc.else_():
+            a = b * 0.5
+        for j in tkc.range(2):
+            a = a + b
+    store(o, a, (0, 0, 0, 0))
+
+
+def test_a_tile_rebound_in_if_and_else_then_in_a_nested_loop_is_carried():
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 1, 16, 16)).astype(np.float32)
+    o = np.zeros_like(x)
+    rebound_in_if_and_else_then_in_a_nested_loop.interpret(x, o)
+    np.testing.assert_array_equal(o, (x + 1) * 4)
+
+
+@tkc.kernel(warps=8, grid=lambda a, b, y, o: (1,))
+def group_load_beside_a_producer(a: gl(bf16, 1, 1, 128, 64), b: gl(bf16, 1, 1, 64, 64),
+                                 y: gl(f32, 1, 1, 128, 64), o: gl(f32, 1, 1, 128, 64)):
+    """seed 9 (warpgroup programs): tma.loads make tk-pipeline-staging add a
+    producer warpgroup, 8 consumer warps + 4; the group_load of all the
+    kernel's (8) warps then "does not divide the block's 12 warps" in the
+    interpreter and the lowering, though only the 8 consumers run it."""
+    a_s, b_s, y_s = st(bf16, 128, 64), st(bf16, 64, 64), st(f32, 128, 64)
+    tma.load(a_s, a, (0, 0, 0, 0))
+    tma.load(b_s, b, (0, 0, 0, 0))
+    acc = warpgroup.mma_async_wait(warpgroup.mma_AB(subtile(a_s, 64, 64, (tkc.warpgroupid(), 0)), b_s,
+                                                    zero(rt(f32, 16, 64))))
+    group_load(y_s, y, (0, 0, 0, 0))
+    tkc.sync()
+    store(o, acc + load(rt(f32, 16, 64), y_s, (tkc.warpid(), 0)), (0, 0, tkc.warpid(), 0))
+
+
+@pytest.mark.xfail(strict=True, reason="open: group_load's group of all the author's warps does not "
+                   "divide the block once tk-pipeline-staging adds a producer warpgroup")
+def test_a_group_load_beside_a_pipeline_producer():
+    rng = np.random.default_rng(1)
+    from tkc.fuzz.program import round_bf16
+    a = round_bf16(rng.uniform(-1, 1, (1, 1, 128, 64)).astype(np.float32))
+    b = round_bf16(rng.uniform(-1, 1, (1, 1, 64, 64)).astype(np.float32))
+    y = rng.uniform(-1, 1, (1, 1, 128, 64)).astype(np.float32)
+    o = np.zeros_like(y)
+    group_load_beside_a_producer.interpret(a, b, y, o)
+    np.testing.assert_allclose(o[0, 0], a[0, 0] @ b[0, 0] + y[0, 0], rtol=1e-5, atol=1e-4)

@@ -1,0 +1,325 @@
+"""The core of the program generator: a tile kernel as DSL source text.
+
+A program has 1-2 input gls and 1-3 outputs, with dims that are not multiples
+of 16 (ragged loads with fill=, clipped stores), runs on a grid of 1-2 x 1-2
+blocks of 1, 2 or 4 warps, and each warp writes its own tiles of each output
+(at its tile row `by * warps + w`, tile column `bx`). Its body is a sequence
+of statements (statements.py) over the register values in scope, with
+tkc.range loops that carry accumulators (sum, max, mma) and tkc.if_ branches
+that rebind values; warpgroup.py writes the wgmma / pipelined / persistent
+programs. The source is printed as a file that imports tkc, so a failing
+program reads (and pastes into a test) as an ordinary kernel.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+
+from . import statements as S
+from . import values as V
+from .values import Val
+
+HEADER = """import tkc
+from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
+from tkc.ops import *
+
+"""
+
+
+@dataclass
+class Arg:
+    """A gl argument: its 4-D shape and, for an output, the GPU check's
+    tolerance (values.py)."""
+    name: str
+    dtype: str
+    shape: tuple
+    output: bool = False
+    tol: float = 0.0
+    static: bool = False  # its dims are written as ints (else at random)
+
+
+@dataclass
+class Program:
+    seed: int
+    index: int
+    name: str
+    source: str
+    args: list
+    grid: tuple
+    features: set = field(default_factory=set)
+    bad_line: int = 0   # a refusal program: the line its error must name (refusals.py)
+    bad_what: str = ""
+    body_line: int = 0  # the source line of the body's first statement
+
+    @property
+    def filename(self) -> str:
+        """Where tracebacks and located errors say the program lives."""
+        return f"tkc-fuzz/{self.name}.py"
+
+
+def rng_of(seed: int, index: int, what: str = "program") -> random.Random:
+    """A generator seeded by (seed, index) alone (a string seed hashes with
+    sha512: the same numbers on every machine and Python)."""
+    return random.Random(f"tkc-fuzz:{what}:{seed}:{index}")
+
+
+class Gen:
+    """The state of one program being written."""
+
+    def __init__(self, rng: random.Random, name: str):
+        self.rng, self.name = rng, name
+        self.warps = rng.choice((1, 2, 2, 4))
+        self.grid = (rng.choice((1, 1, 2)), rng.choice((1, 1, 2)))
+        self.lines: list[str] = []
+        self.top: list[str] = []          # shared allocations, at the kernel's top level
+        self.depth = 1
+        self.scopes: list[list[Val]] = [[]]
+        self.busy: set[str] = set()       # carried values a loop body may not read
+        self.loop_vars: list[str] = []
+        self.in_if = False
+        self.no_group_load = False
+        self.features: set[str] = set()
+        self.count = 0
+        self.inputs, self.input_dtype, self.args = [], {}, []
+        for i in range(rng.choice((1, 2, 2))):
+            dtype = ("f32", "bf16")[i] if rng.random() < 0.7 else rng.choice(("f32", "bf16"))
+            rows = rng.randrange(8, 16 * self.warps * self.grid[1] * 2 + 9)
+            cols = 8 * rng.randrange(1, 8 * self.grid[0] + 3)
+            self.inputs.append(f"x{i}")
+            self.input_dtype[f"x{i}"] = dtype
+            self.args.append(Arg(f"x{i}", dtype, (1, 1, rows, cols)))
+
+    # ------------------------------------------------------------ writing
+    def emit(self, line: str, feature: str | None = None) -> None:
+        self.lines.append("    " * self.depth + line)
+        if feature:
+            self.features.add(feature)
+
+    def fresh(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+    def alloc(self, text: str) -> str:
+        name = f"s{len(self.top)}"
+        self.top.append(f"    {name} = {text}")
+        return name
+
+    def whole_input(self, dtype: str, shape: tuple) -> str:
+        """An input gl of static dims `shape` (whole tiles, for group_load)."""
+        name = f"y{sum(a.name.startswith('y') for a in self.args)}"
+        self.args.append(Arg(name, dtype, (1, 1) + shape, static=True))
+        return name
+
+    def define(self, v: Val) -> None:
+        self.scopes[-1].append(v)
+
+    def rebind(self, v: Val) -> None:
+        """v's name now holds v (an update of an outer value)."""
+        for scope in self.scopes:
+            for i, u in enumerate(scope):
+                if u.name == v.name:
+                    scope[i] = v
+
+    def tile_row_expr(self) -> str:
+        """This warp's tile row (in a loop, sometimes shifted by the loop variable)."""
+        base = "tr"
+        if self.loop_vars and self.rng.random() < 0.4:
+            return f"{base} + {self.loop_vars[-1]}"
+        return base
+
+    def tile_col_expr(self) -> str:
+        if self.loop_vars and self.rng.random() < 0.5:
+            return self.loop_vars[-1]
+        return "bx"
+
+    def block_row_expr(self) -> str:
+        return "by"
+
+    # ------------------------------------------------------------ operands
+    def values(self) -> list[Val]:
+        return [v for scope in self.scopes for v in scope if v.name not in self.busy]
+
+    def pick(self, kinds=("rt", "rv"), like: Val | None = None, exact: bool = False, exclude=(),
+             **want) -> Val | None:
+        """A value in scope of one of `kinds` (of like's type; with the given
+        dtype/shape/layout/rows/cols), the recent ones likelier."""
+        out = []
+        for v in self.values():
+            if like is not None and not v.same_type(like):
+                continue
+            if like is None and v.kind not in kinds:
+                continue
+            if exact and not v.exact:
+                continue
+            if any(getattr(v, k) != x for k, x in want.items() if k in ("dtype", "shape", "layout")):
+                continue
+            if "rows" in want and (v.kind != "rt" or v.shape[0] != want["rows"]):
+                continue
+            if "cols" in want and (v.kind != "rt" or v.shape[1] != want["cols"]):
+                continue
+            out.append(v)
+        if not out:
+            return None
+        return out[-1 - min(int(self.rng.expovariate(0.4)), len(out) - 1)]
+
+    # ------------------------------------------------------------ statements
+    def statement(self) -> Val | None:
+        names = list(S.STATEMENTS)
+        weights = [S.STATEMENTS[n][0] for n in names]
+        for _ in range(8):
+            name = self.rng.choices(names, weights)[0]
+            v = S.STATEMENTS[name][1](self)
+            if v is not None:
+                self.define(v)
+                return v
+        return None
+
+    def body(self, n: int, control: bool = True) -> None:
+        for _ in range(n):
+            r = self.rng.random()
+            if control and r < 0.12 and len(self.loop_vars) < 2:
+                self.loop()
+            elif control and r < 0.2 and not self.in_if:
+                self.branch()
+            else:
+                self.statement()
+
+    def loop(self) -> None:
+        """A tkc.range loop whose body updates 1-2 outer values in place."""
+        carried = [v for v in self.values() if v.kind in ("rt", "rv")]
+        self.rng.shuffle(carried)
+        carried = carried[: self.rng.choice((1, 1, 2))]
+        if not carried:
+            return
+        n = self.rng.randrange(1, 4)
+        var = f"i{len(self.loop_vars)}"
+        self.emit(f"for {var} in tkc.range({n}):", "range")
+        self.depth += 1
+        self.loop_vars.append(var)
+        self.scopes.append([])
+        self.busy |= {v.name for v in carried}
+        self.body(self.rng.randrange(1, 4))
+        updated = [self.accumulate(v, n) for v in carried]
+        self.busy -= {v.name for v in carried}
+        self.scopes.pop()
+        self.loop_vars.pop()
+        self.depth -= 1
+        if not any(updated):
+            self.emit("    pass")
+        for v in updated:
+            if v is not None:
+                self.rebind(v)
+
+    def accumulate(self, acc: Val, n: int) -> Val | None:
+        """acc = acc + e, max(acc, e), an mma into acc or a reduction onto it;
+        acc as it may be after the loop (values.accumulated)."""
+        r = self.rng
+        if acc.kind == "rt" and acc.dtype == "f32" and acc.layout == "row" and r.random() < 0.4:
+            step = S.mma(self, acc=replace(acc, lo=0.0, hi=0.0, err=0.0))
+            if step is None:
+                return None
+            self.lines[-1] = self.lines[-1].replace(f"{step.name} = ", f"{acc.name} = ", 1)
+            return V.accumulated(acc, step, n)
+        if acc.kind == "rv" and r.random() < 0.5:
+            op = r.choice(("row_sum", "row_max") if acc.layout == "col" else ("col_sum", "col_max"))
+            want = {"rows": acc.shape[0]} if acc.layout == "col" else {"cols": acc.shape[0]}
+            x = self.pick(kinds=("rt",), dtype=acc.dtype, **want)
+            if x is not None:
+                step = S.reduce(self, x, init=replace(acc, lo=0.0, hi=0.0, err=0.0), op=op)
+                if step is not None:
+                    self.lines[-1] = self.lines[-1].replace(f"{step.name} = ", f"{acc.name} = ", 1)
+                    return V.accumulated(acc, step, n) if op.endswith("sum") else V.union(acc.name, acc, step)
+        e = self.pick(like=acc) or (S.load(self, acc.dtype, acc.shape, acc.layout) if acc.kind == "rt" else None)
+        if e is None:
+            return None
+        op = r.choice(("add", "add", "max", "min"))
+        self.emit(f"{acc.name} = " + (f"{acc.name} + {e.name}" if op == "add" else f"{op}({acc.name}, {e.name})"),
+                  f"carry_{op}")
+        return V.accumulated(acc, e, n) if op == "add" else V.union(acc.name, acc, e)
+
+    def branch(self) -> None:
+        """tkc.if_ (and maybe tkc.else_) rebinding an outer value."""
+        targets = [v for v in self.values() if v.kind in ("rt", "rv")]
+        if not targets:
+            return
+        x = self.rng.choice(targets)
+        conds = ["tkc.warpid() % 2 == 0", "bx == 0", "tr > 0"] + [f"{i} % 2 == 1" for i in self.loop_vars]
+        self.emit(f"with tkc.if_({self.rng.choice(conds)}):", "if")
+        result = self.arm(x)
+        if self.rng.random() < 0.4:
+            self.emit("with tkc.else_():", "else")
+            other = self.arm(x)
+            result = V.union(x.name, result, other)
+        self.rebind(V.union(x.name, x, result))
+
+    def arm(self, x: Val) -> Val:
+        self.depth += 1
+        self.in_if = True
+        self.scopes.append([])
+        self.body(self.rng.randrange(0, 3), control=False)
+        y = self.pick(like=x)
+        c = self.rng.choice(S.CONSTANTS)
+        new = V.binary("mul", y or x, c, x.name)
+        self.emit(f"{x.name} = {(y or x).name} * {c}")
+        self.scopes.pop()
+        self.in_if = False
+        self.depth -= 1
+        return new
+
+    # ------------------------------------------------------------ the end
+    def outputs(self) -> list[Val]:
+        """1-3 register tiles to store; vectors become tiles by a broadcast."""
+        tiles = [v for v in self.values() if v.kind == "rt"]
+        vecs = [v for v in self.values() if v.kind == "rv"]
+        out = tiles[-self.rng.choice((1, 2, 2, 3)):]
+        if vecs and (self.rng.random() < 0.5 or not out):
+            vec = vecs[-1]
+            zero = f"zero(rt({vec.dtype}, {vec.shape[0]}, 16))" if vec.layout == "col" else \
+                f"zero(rt({vec.dtype}, 16, {vec.shape[0]}))"
+            t = Val(self.fresh(), "rt", vec.dtype, (vec.shape[0], 16) if vec.layout == "col" else (16, vec.shape[0]),
+                    "row", min(vec.lo, 0.0), max(vec.hi, 0.0), vec.err)
+            self.emit(f"{t.name} = add_{'row' if vec.layout == 'col' else 'col'}({zero}, {vec.name})", "broadcast")
+            out = out[-2:] + [t]
+        return out
+
+    def store_output(self, v: Val) -> None:
+        """A clipped store of v's tile of every warp into a new output gl, whose
+        dims leave the last tile row and column ragged."""
+        rows, cols = v.shape
+        j = sum(a.output for a in self.args)
+        r = self.warps * self.grid[1] * rows - self.rng.randrange(0, rows)
+        c = self.grid[0] * cols - 8 * self.rng.randrange(0, cols // 8)
+        self.args.append(Arg(f"o{j}", v.dtype, (1, 1, r, c), output=True, tol=v.err))
+        self.emit(f"store(o{j}, {v.name}, (0, 0, tr, bx), clip=True)", "store_clip")
+
+    def finish(self, seed: int, index: int, **kw) -> Program:
+        for v in self.outputs():
+            self.store_output(v)
+        return self.program(seed, index, **kw)
+
+    def program(self, seed: int, index: int, prologue: list[str] | None = None,
+                kernel_opts: str = "") -> Program:
+        if prologue is None:
+            prologue = ["bx, by = tkc.block_idx.x, tkc.block_idx.y", f"tr = by * {self.warps} + tkc.warpid()"]
+        params = ", ".join(f"{a.name}: gl({a.dtype}, 1, 1, {self.dim(a.shape[2], a.static)}, "
+                           f"{self.dim(a.shape[3], a.static)})" for a in self.args)
+        names = ", ".join(a.name for a in self.args)
+        head = (f"@tkc.kernel(warps={self.warps}, grid=lambda {names}: {tuple(self.grid)}{kernel_opts})\n"
+                f"def {self.name}({params}):\n")
+        top = ["    " + p for p in prologue] + self.top
+        body = "\n".join(top + self.lines)
+        p = Program(seed, index, self.name, HEADER + head + body + "\n", self.args, self.grid, self.features)
+        p.body_line = (HEADER + head).count("\n") + len(top) + 1
+        return p
+
+    def dim(self, n: int, static: bool = False) -> str:
+        """A gl dim: static (the int) or known at launch (None), at random."""
+        return str(n) if static or self.rng.random() < 0.5 else "None"
+
+
+def core(rng: random.Random, name: str, seed: int, index: int) -> Program:
+    """A core program (no warpgroup main loop)."""
+    g = Gen(rng, name)
+    g.define(S.load(g))
+    g.body(rng.randrange(3, 12))
+    return g.finish(seed, index)

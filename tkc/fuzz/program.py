@@ -1,0 +1,59 @@
+"""A generated program as a tkc.Kernel, and its arguments.
+
+The source is compiled under the name `tkc-fuzz/<name>.py` and registered in
+linecache, so inspect.getsource (the artifact cache's key), tracebacks and
+located errors all read it as if it were a file; nothing is written to disk.
+The same (seed, index) gives the same text, so the same cache key, on this
+machine and on a GPU machine without MLIR.
+"""
+from __future__ import annotations
+
+import hashlib
+import linecache
+
+import numpy as np
+
+from .core import Program
+
+
+def kernel_of(p: Program):
+    """The tkc.Kernel the program's source defines."""
+    lines = p.source.splitlines(True)
+    linecache.cache[p.filename] = (len(p.source), None, lines, p.filename)
+    scope = {"__name__": f"tkc_fuzz_{p.name}", "__file__": p.filename}
+    exec(compile(p.source, p.filename, "exec"), scope)  # noqa: S102 (our own generated text)
+    return scope[p.name]
+
+
+def arrays(p: Program) -> list[np.ndarray]:
+    """The arguments: inputs uniform in [-1, 1] (bf16 values for a bf16 gl),
+    outputs filled with 0.5 (what no store reaches stays 0.5 on both sides).
+    A pure function of (seed, index)."""
+    rng = np.random.default_rng([p.seed, p.index, 7])
+    out = []
+    for a in p.args:
+        if a.output:
+            out.append(np.full(a.shape, 0.5, np.float32))
+        else:
+            x = rng.uniform(-1.0, 1.0, a.shape).astype(np.float32)
+            out.append(round_bf16(x) if a.dtype == "bf16" else x)
+    return out
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16 (ties to even)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.view(np.float32)
+
+
+def digest(xs: list[np.ndarray]) -> str:
+    """A short hash of arrays (so the GPU side knows it regenerated the same inputs)."""
+    h = hashlib.sha256()
+    for x in xs:
+        h.update(np.ascontiguousarray(x).tobytes())
+    return h.hexdigest()[:16]
+
+
+def outputs(p: Program, xs: list) -> list:
+    return [x for a, x in zip(p.args, xs) if a.output]

@@ -1,0 +1,202 @@
+"""Ill-typed programs: a well-typed program (core.py) with one broken
+statement added at the end of its body, which the frontend or tk-verify must
+refuse with a TkcError located at that statement's line (checks.check_refusal).
+
+Each entry of BREAKS writes the broken statement (maybe after a well-typed
+line it needs) from values in scope, and returns what it breaks, or None when
+nothing in scope fits (another is tried).
+"""
+from __future__ import annotations
+
+from .core import Gen, Program, rng_of
+from . import statements as S
+
+
+def _bad(g: Gen, line: str) -> None:
+    """Write the broken line (the one the error must name)."""
+    g.emit(line)
+    g.bad_index = len(g.lines) - 1
+
+
+def _tile(g: Gen, **want):
+    return g.pick(kinds=("rt",), **want) or S.load(g, **{k: v for k, v in want.items() if k in ("dtype", "shape", "layout")})
+
+
+def mma_k_mismatch(g):
+    a, b = S.load(g, "bf16", (16, 16), "row"), S.load(g, "bf16", (32, 16), "col")
+    _bad(g, f"bad = mma_AB({a.name}, {b.name}, zero(rt(f32, 16, 16)))")
+    return "mma_AB whose operands disagree on K"
+
+
+def mma_bf16_accumulator(g):
+    a, b = S.load(g, "bf16", (16, 16), "row"), S.load(g, "bf16", (16, 16), "col")
+    _bad(g, f"bad = mma_AB({a.name}, {b.name}, zero(rt(bf16, 16, 16)))")
+    return "mma with a bf16 accumulator"
+
+
+def mma_f32_operands(g):
+    a = S.load(g, "f32", (16, 16), "row")
+    _bad(g, f"bad = {g.rng.choice(list(S.MMA_SHAPES))}({a.name}, {a.name}, zero(rt(f32, 16, 16)))")
+    return "mma of f32 operands"
+
+
+def add_shapes(g):
+    a = _tile(g)
+    rows, cols = a.shape
+    _bad(g, f"bad = {a.name} + zero(rt({a.dtype}, {rows}, {cols + 16}, {a.layout!r}))")
+    return "add of tiles of two shapes"
+
+
+def add_dtypes(g):
+    a = _tile(g)
+    other = "f32" if a.dtype == "bf16" else "bf16"
+    _bad(g, f"bad = {g.rng.choice(('add', 'mul', 'max'))}({a.name}, {a.name}.to({other}))")
+    return "binary op of two dtypes"
+
+
+def reduce_col_layout(g):
+    a = _tile(g, layout="col")
+    _bad(g, f"bad = {g.rng.choice(('row_sum', 'row_max', 'col_sum', 'col_max'))}({a.name})")
+    return "reduction of a col-layout tile"
+
+
+def broadcast_length(g):
+    a = _tile(g, layout="row")
+    n = a.shape[0] + 16
+    _bad(g, f"bad = add_row({a.name}, zero(rv({a.dtype}, {n}, 'col')))")
+    return "add_row with a vector of the wrong length"
+
+
+def where_shapes(g):
+    a = _tile(g)
+    rows, cols = a.shape
+    _bad(g, f"bad = where({a.name} < 0.0, {a.name}, zero(rt({a.dtype}, {rows + 16}, {cols}, {a.layout!r})))")
+    return "where of two shapes"
+
+
+def gl_coordinates(g):
+    _bad(g, f"bad = load(rt(f32, 16, 16), {g.rng.choice(g.inputs)}, (0, tr, bx), fill=0.0)")
+    return "a gl load with 3 coordinates"
+
+
+def fill_on_shared(g):
+    s = g.alloc("st(f32, 16, 16)")
+    _bad(g, f"bad = load(rt(f32, 16, 16), {s}, (0, 0), fill=0.0)")
+    return "fill= on a shared-memory load"
+
+
+def vector_from_st(g):
+    s = g.alloc("st(f32, 32, 32)")
+    _bad(g, f"bad = load(rv(f32, 32), {s}, (0, 0))")
+    return "a vector loaded from an st"
+
+
+def copy_shape(g):
+    a = _tile(g)
+    _bad(g, f"bad = copy(rt(f32, {a.shape[0] + 16}, {a.shape[1]}, {a.layout!r}), {a.name})")
+    return "copy between shapes"
+
+
+def tile_extent(g):
+    _bad(g, f"bad = zero(rt(f32, {g.rng.choice((8, 24, 40))}, 16))")
+    return "a tile extent that is not a multiple of 16"
+
+
+def shared_in_loop(g):
+    g.emit("for i9 in tkc.range(2):")
+    _bad(g, "    bad = st(f32, 16, 16)")
+    return "a shared tile allocated inside a loop"
+
+
+def used_after_loop(g):
+    g.emit("for i9 in tkc.range(2):")
+    g.emit(f"    t9 = load(rt(f32, 16, 16), {g.rng.choice(g.inputs)}, (0, 0, tr, i9), fill=0.0)")
+    _bad(g, "bad = exp(t9)")
+    return "a value of a loop used after it"
+
+
+def python_truth(g):
+    a = _tile(g)
+    _bad(g, f"if {a.name} < 0.5:")
+    g.emit("    pass")
+    return "a tile comparison in a Python if"
+
+
+def warpgroup_warps(g):
+    if g.warps % 4 == 0:
+        return None
+    _bad(g, "bad = warpgroup.mma_async_wait(zero(rt(f32, 16, 64)))")
+    return "a warpgroup op in a kernel of fewer than 4 warps"
+
+
+def group_load_dtype(g):
+    x = g.rng.choice(g.inputs)
+    other = "f32" if g.input_dtype[x] == "bf16" else "bf16"
+    s = g.alloc(f"st({other}, 16, 16)")
+    _bad(g, f"group_load({s}, {x}, (0, 0, 0, 0))")
+    return "group_load between dtypes"
+
+
+def exp_fma_share(g):
+    a = _tile(g)
+    _bad(g, f"bad = exp({a.name}, fma={g.rng.choice((2, -1, 1.5))})")
+    return "exp's fma= out of [0, 1]"
+
+
+def range_stages(g):
+    stages = g.rng.choice(("0", "17", '"deep"'))
+    _bad(g, f"for i9 in tkc.range(2, stages={stages}):")
+    g.emit("    pass")
+    return "tkc.range stages out of range"
+
+
+def iota_axis(g):
+    _bad(g, "bad = iota(rt(f32, 16, 16), 2)")
+    return "iota along axis 2"
+
+
+def wide_mma(g):
+    a = S.load(g, "bf16", (16, 16), "wide")
+    b = S.load(g, "bf16", (16, 16), "col")
+    _bad(g, f"bad = mma_AB({a.name}, {b.name}, zero(rt(f32, 16, 16)))")
+    return "mma of a wide-layout tile"
+
+
+def transpose_vector(g):
+    v = g.pick(kinds=("rv",))
+    if v is None:
+        return None
+    _bad(g, f"bad = transpose({v.name})")
+    return "transpose of a vector"
+
+
+def store_vector_to_st(g):
+    v = g.pick(kinds=("rv",))
+    if v is None:
+        return None
+    s = g.alloc("st(f32, 64, 64)")
+    _bad(g, f"store({s}, {v.name}, (0, 0))")
+    return "a vector stored into an st"
+
+
+BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, add_dtypes,
+          reduce_col_layout, broadcast_length, where_shapes, gl_coordinates, fill_on_shared,
+          vector_from_st, copy_shape, tile_extent, shared_in_loop, used_after_loop, python_truth,
+          warpgroup_warps, group_load_dtype, exp_fma_share, range_stages, iota_axis, wide_mma,
+          transpose_vector, store_vector_to_st]
+
+
+def refusal(seed: int, index: int) -> Program:
+    """Ill-typed program `index` of seed `seed`: bad_line is where its error must be."""
+    rng = rng_of(seed, index, "refusal")
+    g = Gen(rng, f"refuse_{seed}_{index}")
+    g.define(S.load(g))
+    g.body(rng.randrange(0, 6))
+    while True:
+        what = rng.choice(BREAKS)(g)
+        if what is not None:
+            break
+    g.store_output(g.values()[0])
+    p = g.program(seed, index)
+    p.bad_line, p.bad_what = p.body_line + g.bad_index, what
+    return p
