@@ -1,16 +1,20 @@
 """The lowering of i32 register tiles, checked below the interpreter: the
 nvvm-stage IR of the argmax's pieces run by lanesim (signed i32 as the PTX
-ISA has it) against numpy. The GPU runs the whole argmax in
-test/gpu/test_int_gpu.py."""
+ISA has it) against numpy, and the cubin ptxas makes of a negation feeding
+an i32 max (ptxas 12.9 and 13.0 dropped it on sm_90a: compiler.py's
+avoid_ptxas_bugs), checked through the SASS, since the IR was right.
+The GPU runs the whole argmax in test/gpu/test_int_gpu.py."""
 from __future__ import annotations
 
 import math
+import shutil
 
 import numpy as np
 import pytest
 
 import tkc
 from tkc import f32, gl, i32, rt, rv
+from tkc.compiler import compile_to
 from tkc.ops import iota, load, max, min, neg_infty, row_max, store, sub_row, where, zero
 
 from lanesim import run_traced
@@ -82,3 +86,65 @@ def test_signed_pieces_lane_simulated():
     np.testing.assert_array_equal(red[0, 0, 0], ti.max(1))
     np.testing.assert_array_equal(red[0, 1, 0], -neg.max(1))     # row 0's -(-2^31) wraps back
     np.testing.assert_array_equal(red[0, 2, 0], np.argmax(s[0, 0], axis=1))
+
+
+# ---------------------------------------------------------------- the SASS ptxas makes
+
+def _sass(ptx: str) -> list[str]:
+    """The instructions of the cubin tkc's ptxas step makes of `ptx`."""
+    from tkc.compiler import ptxas
+    from tkc.sass import cuobjdump, disassemble
+    if shutil.which("ptxas") is None or cuobjdump() is None:
+        pytest.skip("ptxas or cuobjdump not available")
+    text = disassemble(ptxas(ptx)[0])
+    return [line.split("/*")[1].split("*/")[1].strip() for line in text.splitlines()
+            if line.strip().startswith("/*") and ";" in line]
+
+
+_PTX = """.version 8.1
+.target sm_90a
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+ .reg .b32 %r<12>; .reg .b64 %rd<2>;
+ ld.param.u64 %rd1, [p];
+ ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1];
+ BODY
+ st.global.u32 [%rd1], %r8;
+ ret;
+}
+"""
+_A, _B, _C = "neg.s32 %r5, %r1;", "neg.s32 %r6, %r2;", "neg.s32 %r7, %r3;"
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("negated", [(_B,), (_A, _B, _C)], ids=["b", "abc"])
+def test_a_negation_feeding_a_max_is_assembled(op, negated):
+    """op(op(a', b'), c') with b' = -b, and with b' = b, are different functions
+    (a', c' negated or not alike): their SASS must differ. ptxas 12.9 and 13.0
+    assembled both to one VIMNMX3 of a', b, c'."""
+    def ptx(negs):
+        movs = {"%r5": "%r1", "%r6": "%r2", "%r7": "%r3"}
+        for neg in negs:
+            movs.pop(neg.split()[1].rstrip(","))
+        body = " ".join(negs) + "".join(f" mov.b32 {d}, {s};" for d, s in movs.items())
+        return _PTX.replace("BODY", f"{body} {op}.s32 %r9, %r5, %r6; {op}.s32 %r8, %r9, %r7;")
+    with_neg = _sass(ptx(negated))
+    without = _sass(ptx([n for n in negated if n != _B]))
+    assert with_neg != without, "\n".join(with_neg)
+
+
+def test_kernels_reach_ptxas_without_neg_s32():
+    """The argmax's negations go to ptxas (and into --emit=ptx and the
+    cache's kernel.ptx) as not + 1."""
+    ptx = compile_to(_argmax.trace(), "ptx")
+    assert "neg.s32" not in ptx and "not.b32" in ptx
+
+
+def test_avoid_ptxas_bugs_rewrites_every_neg_s32():
+    from tkc.compiler import avoid_ptxas_bugs
+    ptx = "\tneg.s32 \t%r3, %r1;\n\t@%p2 neg.s32 \t%r4, %r4;\n\tneg.s64 \t%rd1, %rd2;\n"
+    out = avoid_ptxas_bugs(ptx)
+    assert out == ("\tnot.b32 \t%r3, %r1;\n\tadd.s32 \t%r3, %r3, 1;\n"
+                   "\t@%p2 not.b32 \t%r4, %r4;\n\t@%p2 add.s32 \t%r4, %r4, 1;\n\tneg.s64 \t%rd1, %rd2;\n")
+    assert avoid_ptxas_bugs(out) == out
