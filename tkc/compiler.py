@@ -104,7 +104,7 @@ def ptx_of(module) -> str:
     for op in module.body.operations:
         op = op.operation
         if op.name == "gpu.binary":
-            return gpu.ObjectAttr(op.attributes["objects"][0]).object.decode()
+            return avoid_ptxas_bugs(gpu.ObjectAttr(op.attributes["objects"][0]).object.decode())
     raise TkcError("no gpu.binary in the module: nothing was compiled to PTX")
 
 
@@ -126,12 +126,28 @@ _RESOURCE_PATTERNS = {
 }
 
 
+# ptxas 12.9 and 13.0 (13.5's is right) fuse two signed 32-bit min/max into
+# one three-input VIMNMX3 on sm_90a and drop a negation feeding its middle
+# operand: max(max(a, -b), c) runs as max(a, b, c), so -row_max(-x) of an i32
+# tile came out as -row_max(x). A negation written as not + 1 is left alone
+# (and ptxas still folds the + 1 into the min/max: VIADDMNMX), so every
+# neg.s32 LLVM emits goes to ptxas in that form.
+_NEG_S32 = re.compile(r"^([ \t]*)((?:@!?%p\d+[ \t]+)?)neg\.s32[ \t]+(%r\d+),[ \t]*(%r\d+);", re.M)
+
+
+def avoid_ptxas_bugs(ptx: str) -> str:
+    """PTX rewritten around the ptxas miscompile above (idempotent)."""
+    return _NEG_S32.sub(lambda m: f"{m[1]}{m[2]}not.b32 \t{m[3]}, {m[4]};\n"
+                                  f"{m[1]}{m[2]}add.s32 \t{m[3]}, {m[3]}, 1;", ptx)
+
+
 def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
-    """Assemble PTX to a cubin with `ptxas -O3 -v`; return it and its resources."""
+    """Assemble PTX to a cubin with `ptxas -O3 -v` (after avoid_ptxas_bugs);
+    return it and its resources."""
     with tempfile.TemporaryDirectory(prefix="tkc-ptxas-") as tmp:
         src, dst = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
         with open(src, "w") as f:
-            f.write(ptx)
+            f.write(avoid_ptxas_bugs(ptx))
         cmd = ["ptxas", f"-arch={arch}", "-O3", "-v", src, "-o", dst]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

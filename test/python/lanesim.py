@@ -133,6 +133,8 @@ class Warp:
         elif name == "llvm.store":
             buf, off = _words(*ins[1], op.operands[0].type)
             val, on = np.asarray(ins[0]), self.active
+            if val.dtype.kind == "i":  # an integer: the buffer holds its signed value
+                val = s32(val)
             off = np.broadcast_to(np.asarray(off), (32,))
             _in_bounds(self.buffers[buf], off[on], val.shape[1] if val.ndim == 2 else 1)
             if val.ndim == 2:  # a vector store: n consecutive elements a lane
@@ -190,6 +192,22 @@ def _uniform(x):
     return x.flat[0]
 
 
+def s32(x):
+    """An i32 as a signed int64. i32 values are held either way (arithmetic
+    results unsigned, wrapped; constants and loads signed), so ops whose
+    meaning depends on it read their operands through s32 / u32."""
+    return ((np.asarray(x).astype(np.int64) + 2 ** 31) & 0xFFFFFFFF) - 2 ** 31
+
+
+def u32(x):
+    """An i32 as an unsigned int64 (0 .. 2^32 - 1)."""
+    return s32(x) & 0xFFFFFFFF
+
+
+# ops whose i32 operands are signed (arith's "si" ops, as PTX's .s32 ones)
+_SIGNED = ("arith.floordivsi", "arith.remsi", "arith.maxsi", "arith.minsi", "arith.ceildivsi",
+           "arith.divsi")
+
 _INT = {"arith.floordivsi": np.floor_divide, "arith.remsi": np.fmod,
         "arith.addi": np.add, "arith.muli": np.multiply, "arith.subi": np.subtract,
         "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
@@ -220,7 +238,10 @@ def _pure(op, ins):
             return np.asarray(ins[0], np.float32).view(np.uint32).astype(np.int64)
         return (np.asarray(ins[0]).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     if name in _INT:
-        out = _INT[name](np.asarray(ins[0]), np.asarray(ins[1]))
+        a, b = np.asarray(ins[0]), np.asarray(ins[1])
+        if str(rt) == "i32":  # the operands as the op reads them
+            a, b = (s32(a), s32(b)) if name in _SIGNED else (u32(a), u32(b))
+        out = _INT[name](a, b)
         return out & 0xFFFFFFFF if str(rt) == "i32" else out  # i32 wraps (held unsigned)
     if name == "arith.mului_extended":  # (low, high) of the unsigned 64-bit product
         p = (np.asarray(ins[0]).astype(np.uint64) & 0xFFFFFFFF) * (np.asarray(ins[1]).astype(np.uint64) & 0xFFFFFFFF)
@@ -234,6 +255,8 @@ def _pure(op, ins):
         return -ins[0]
     if name in ("arith.extf", "arith.index_cast", "arith.index_castui"):
         return ins[0]
+    if name == "arith.sitofp" and str(op.operands[0].type) == "i32":  # round to nearest
+        return s32(ins[0]).astype(np.float64).astype(np.float32)
     if name in ("arith.uitofp", "arith.sitofp"):
         return np.asarray(ins[0]).astype(np.float32)
     if name == "arith.fptosi":
@@ -243,7 +266,9 @@ def _pure(op, ins):
     if name == "arith.cmpi":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
         a, b = ins
-        if pred >= 6:  # ult, ule, ugt, uge: two's complement, as the GPU compares
+        if str(op.operands[0].type) == "i32":  # eq, ne and slt..sge signed; ult..uge unsigned
+            a, b = (s32(a), s32(b)) if pred <= 5 else (u32(a), u32(b))
+        elif pred >= 6:  # ult, ule, ugt, uge: two's complement, as the GPU compares
             a, b = np.asarray(a).astype(np.int64).view(np.uint64), np.asarray(b).astype(np.int64).view(np.uint64)
         return {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater,
                 5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater,
@@ -288,6 +313,9 @@ def _pure(op, ins):
         if asm.startswith("fma.rn.sat.f32"):  # clamped to [0, 1], NaN to 0
             exact = np.asarray(ins[0], np.float64) * np.asarray(ins[1], np.float64) + np.asarray(ins[2], np.float64)
             return np.nan_to_num(np.clip(exact, 0, 1), nan=0.0).astype(np.float32)
+        if asm.startswith("cvt.rzi.s32.f32"):  # truncate, saturate, NaN -> 0
+            x = np.nan_to_num(np.asarray(ins[0], np.float64), nan=0.0)
+            return np.clip(np.trunc(x), -2 ** 31, 2 ** 31 - 1).astype(np.int64)
         if asm.startswith("movmatrix"):
             return _movmatrix(ins[0])
         if "ld.global" in asm:
@@ -299,6 +327,8 @@ def _pure(op, ins):
             a, b = (np.asarray(x).astype(np.uint64) & 0xFFFFFFFF for x in ins)
             return ((a * b) >> np.uint64(32)).astype(np.int64)
         raise NotImplementedError(intrin)
+    if name == "llvm.intr.abs":  # abs.s32: -2^31 stays -2^31
+        return np.abs(s32(ins[0])) & 0xFFFFFFFF
     if name == "llvm.intr.fabs":
         return np.abs(ins[0])
     if name == "llvm.intr.fma":
@@ -307,7 +337,8 @@ def _pure(op, ins):
     if name == "llvm.intr.copysign":
         return np.copysign(ins[0], ins[1])
     if name in ("llvm.mlir.undef", "llvm.mlir.poison"):
-        return np.zeros((32, ir.VectorType(rt).shape[0]), np.float32)
+        vt = ir.VectorType(rt)
+        return np.zeros((32, vt.shape[0]), np.float32 if _is_float(vt.element_type) else np.int64)
     if name == "llvm.insertelement":
         out = ins[0].copy()
         out[:, int(_uniform(ins[2]))] = ins[1]
@@ -332,8 +363,10 @@ def _pure(op, ins):
         n = ir.VectorType(rt).shape[0] if str(rt).startswith("vector<") else 1
         _in_bounds(sim_buffers[buf], off, n)
         if n > 1:  # n consecutive elements a lane
-            return sim_buffers[buf][np.asarray(off)[:, None] + np.arange(n)].copy()
-        return sim_buffers[buf][off].copy()
+            out = sim_buffers[buf][np.asarray(off)[:, None] + np.arange(n)].copy()
+        else:
+            out = sim_buffers[buf][off].copy()
+        return out.astype(np.int64) if out.dtype.kind == "i" else out  # an int32 buffer's i32
     raise NotImplementedError(name)
 
 
@@ -348,7 +381,7 @@ def _guarded_load(asm: str, ins, rt):
     per = [2 if t.startswith("vector<") else 1 for t in words]
     n, off = sum(per), np.broadcast_to(np.asarray(off), (32,))
     _in_bounds(sim_buffers[buf], off[flag], n)
-    data = np.zeros((32, n), np.float32)
+    data = np.zeros((32, n), np.int64 if sim_buffers[buf].dtype.kind == "i" else np.float32)
     data[flag] = sim_buffers[buf][off[flag][:, None] + np.arange(n)]
     presets = [int(v, 16) for v in re.findall(r"mov\.b32 \$\d+, 0[xf]([0-9a-fA-F]{8})", asm)]
     data[~flag] = np.concatenate([_word_values(p, t) for p, t in zip(presets, words)])
@@ -363,6 +396,8 @@ def _word_values(bits: int, t: str) -> np.ndarray:
     """The elements of a 32-bit word of type t (f32, vector<2xbf16>, vector<2xf16>)."""
     if t == "f32":
         return np.array([bits], np.uint32).view(np.float32)
+    if t == "i32":
+        return s32([bits])
     halves = np.array([bits & 0xFFFF, bits >> 16], np.uint32)
     if "bf16" in t:
         return (halves << 16).view(np.float32)
@@ -531,8 +566,8 @@ def run_kernel(ins, outs, body, values, scalars=()):
 def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     """Compile a frontend kernel through the tile pipeline and the lowering,
     then simulate warp 0 of blocks 0..blocks-1 (an int: along x, or (x, y), (x, y, z))
-    over `arrays` (float32, holding values of each gl's dtype; a runtime dim
-    is the array's, as 4-D), in place."""
+    over `arrays` (float32 holding values of each gl's dtype, or int32 for an
+    i32 gl; a runtime dim is the array's, as 4-D), in place."""
     from tkc.compiler import compile_to
     module = kernel.trace()
     fn = [o for o in module.body.operations if o.operation.name == "func.func"][0]

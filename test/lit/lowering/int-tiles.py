@@ -4,11 +4,14 @@
 # by add.s32 across shuffles; a ragged i32 load presets its registers with
 # the fill's bits; a one-element store of an index value is one st.global.b32
 # by lane 0, an int64 element one ld/st.global.b64; carried i32 vectors stay
-# i32 words (not packed as 16-bit pairs).
+# i32 words (not packed as 16-bit pairs). A negation reaches ptxas as not + 1,
+# never neg.s32 (ptxas 12.9 / 13.0 dropped a neg.s32 feeding the three-input
+# max it fuses: compiler.py's avoid_ptxas_bugs).
 # RUN: tkc %s --kernel arith --emit=tile | FileCheck %s --check-prefix=TILE
 # RUN: tkc %s --kernel arith --emit=ptx -o %t.arith.ptx && FileCheck %s --check-prefix=ARITH < %t.arith.ptx
 # RUN: tkc %s --kernel convert --emit=ptx -o %t.convert.ptx && FileCheck %s --check-prefix=CONVERT < %t.convert.ptx
 # RUN: tkc %s --kernel reduce --emit=ptx -o %t.reduce.ptx && FileCheck %s --check-prefix=REDUCE < %t.reduce.ptx
+# RUN: tkc %s --kernel row_min --emit=ptx | FileCheck %s --check-prefix=ROWMIN
 # RUN: tkc %s --kernel ragged --emit=nvvm | FileCheck %s --check-prefix=RAGGED
 # RUN: tkc %s --kernel elements64 --emit=ptx -o %t.e64.ptx && FileCheck %s --check-prefix=E64 < %t.e64.ptx
 # RUN: tkc %s --kernel carried --emit=nvvm | FileCheck %s --check-prefix=CARRIED
@@ -64,6 +67,19 @@ def convert(a: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 16, 16)):
 def reduce(a: gl(i32, 1, 1, 16, 64), n: gl(i32, 1, 1, 1, 16)):
     x = load(rt(i32, 16, 64), a, (0, 0, 0, 0))
     store(n, sum(row_sum(x)) + max(row_max(x)), at=(0, 0, 0, 0), clip=True)
+
+
+# ROWMIN-LABEL: .entry row_min(
+# ROWMIN-NOT: neg.s32
+# ROWMIN: not.b32 [[N:%r[0-9]+]], %r{{[0-9]+}};
+# ROWMIN-NEXT: add.s32 [[N]], [[N]], 1;
+# ROWMIN: max.s32
+# ROWMIN-NOT: neg.s32
+
+
+@tkc.kernel(warps=1)
+def row_min(a: gl(i32, 1, 1, 16, 64), n: gl(i32, 1, 1, 1, 16)):
+    store(n, -row_max(-load(rt(i32, 16, 64), a, (0, 0, 0, 0))), (0, 0, 0, 0))
 
 
 # RAGGED-LABEL: llvm.func @ragged
