@@ -57,12 +57,13 @@ def stage_of(module) -> str:
 
 
 def compile_to(module, emit: str, *, tile_pipeline: str | None = None,
-               print_ir_after_all: bool = False, out=sys.stderr) -> str | bytes:
+               print_ir_after_all: bool = False, out=sys.stderr, start: str | None = None) -> str | bytes:
     """Advance `module` (in place) to stage `emit` and return that stage's text
-    (the IR, or the PTX), or the cubin's bytes for "cubin"."""
+    (the IR, or the PTX), or the cubin's bytes for "cubin". start: the stage
+    the module is known to be at (else stage_of finds it, a walk of the IR)."""
     if emit not in STAGES:
         raise TkcError(f"unknown stage '{emit}': expected one of {', '.join(STAGES)}")
-    start = stage_of(module)
+    start = start or stage_of(module)
     if STAGES.index(emit) < STAGES.index(start):
         raise TkcError(f"the input is already at stage '{start}'; it cannot be emitted "
                        f"as '{emit}' (stages: {' -> '.join(STAGES)})")
@@ -199,10 +200,13 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
     from .runtime.cache import compiler_hash
     if target not in TARGETS:
         raise TkcError(f"unsupported target '{target}': tkc targets {', '.join(TARGETS)}")
-    tile_ir = compile_to(module, "tile") if stage_of(module) == "tile" else None
-    compile_to(module, "llvm")
+    # the stage found once (stage_of walks the IR) and each later one known;
+    # the tile passes run once (tile_pipeline="": already run, lower next)
+    start = stage_of(module)
+    tile_ir = compile_to(module, "tile", start="tile") if start == "tile" else None
+    compile_to(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
     manifest = read_manifest(module)
-    ptx = compile_to(module, "ptx")
+    ptx = compile_to(module, "ptx", start="llvm")
     cubin, resources = ptxas(ptx, target)
     if resources["wgmma_serialized"]:
         print(f"tkc: warning: kernel '{manifest.get('kernel')}': ptxas serialises its wgmma "
@@ -221,9 +225,9 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
 
 def read_manifest(module) -> dict:
     """The `tkc.manifest` JSON that tk-lower-to-nvvm put on the one kernel."""
-    kernels = [op for g in module.body.operations if g.operation.name == "gpu.module"
-               for op in walk(g.operation)
-               if op.name == "llvm.func" and "tkc.manifest" in op.attributes]
+    kernels = [op.operation for g in module.body.operations if g.operation.name == "gpu.module"
+               for op in g.operation.regions[0].blocks[0].operations   # functions are its top level
+               if op.operation.name == "llvm.func" and "tkc.manifest" in op.operation.attributes]
     if len(kernels) != 1:
         raise TkcError(f"expected exactly one tk kernel in the module, found {len(kernels)}")
     from mlir import ir
