@@ -3,6 +3,7 @@ nvidia-cuda-cuobjdump), so HGMMA/UTMALDG can be checked without a GPU."""
 from __future__ import annotations
 
 import glob
+import re
 import shutil
 import subprocess
 import tempfile
@@ -52,3 +53,45 @@ def opcodes(sass: str) -> dict[str, int]:
         if op.isupper():
             counts[op] = counts.get(op, 0) + 1
     return counts
+
+
+def _instructions(sass: str):
+    """(opcode with its modifiers, operands) per instruction, in order."""
+    for line in sass.splitlines():
+        if "/*" not in line or ";" not in line:
+            continue
+        body = line.split("*/", 1)[-1].split(";", 1)[0].strip()
+        if body.startswith("@"):  # predicate guard
+            body = body.split(None, 1)[-1] if " " in body else ""
+        if not body:
+            continue
+        op, _, rest = body.partition(" ")
+        yield op, [x.strip() for x in rest.split(",")] if rest else []
+
+
+def unset_descriptor_registers(sass: str) -> list[str]:
+    """HGMMAs that read a uniform register of their descriptors that no
+    earlier instruction (in address order) writes: `gdesc[URn]` is A's
+    descriptor in URn, URn+1 and B's in URn+2, URn+3 (A from registers: B's
+    alone). ptxas 12.9 / 13.0 left the high words unset where a descriptor
+    was one 64-bit add of a constant (tkc/lowering/wgmma.py); such a wgmma
+    reads with a stale SBO and swizzle. Address order is the straight-line
+    order of the code before a kernel's first loop, where the descriptors of
+    the first wgmmas are built: a check for them, not a data-flow analysis."""
+    written, out = set(), []
+    for op, args in _instructions(sass):
+        if op.startswith("HGMMA"):
+            m = next((re.fullmatch(r"gdesc\[UR(\d+)\](?:\.\w+)*", a) for a in args
+                      if a.startswith("gdesc[")), None)
+            if m:
+                n = int(m[1])
+                regs_a = args[1].startswith("R")   # HGMMA d, a registers, gdesc[...]
+                need = [n + 2, n + 3] if regs_a else [n, n + 1, n + 2, n + 3]
+                missing = [f"UR{r}" for r in need if r not in written]
+                if missing:
+                    out.append(f"{op} {', '.join(args)}: {', '.join(missing)} never written before it")
+        if args and re.fullmatch(r"UR\d+", args[0]):
+            r = int(args[0][2:])
+            mods = op.split(".")[1:]
+            written.update({r, r + 1} if "64" in mods or "WIDE" in mods else {r})
+    return out

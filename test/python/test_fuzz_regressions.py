@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc import bf16, f32, gl, ops, rt, st, tma, warpgroup
 from tkc.ops import group_load, load, store, subtile, zero
 
 
@@ -89,3 +89,67 @@ def test_a_group_load_beside_a_pipeline_producer():
     o = np.zeros_like(y)
     group_load_beside_a_producer.interpret(a, b, y, o)
     np.testing.assert_allclose(o[0, 0], a[0, 0] @ b[0, 0] + y[0, 0], rtol=1e-5, atol=1e-4)
+
+
+@tkc.kernel(warps=8, grid=lambda a, b, o, m: (2, 1), persistent=True)
+def persistent_once_loaded_wgmma(a: gl(bf16, 1, 1, None, 128), b: gl(bf16, 1, 1, None, None),
+                                 o: gl(f32, 1, 1, 128, 80), m: gl(f32, 1, 1, None, None)):
+    """seed 2 programs 764 and 1881 (this is 1881, its unused argument
+    dropped): wrong values on the H200, or an illegal address. A persistent
+    kernel's once-per-item tma.loads get two slots, by the item's parity, so
+    the wgmma descriptors have a run-time part, `mul.wide.u32` in the PTX.
+    Each descriptor was that field plus its constant in one `add.s64`;
+    ptxas 12.9 and 13.0 then add only the low word, for two or more k steps,
+    and leave the high word (SBO, swizzle) of the first HGMMA's descriptors
+    in uniform registers nothing writes. Fixed in lowering/wgmma.py: the
+    descriptor is joined from 32-bit words (`mov.b64 {lo, hi}`)."""
+    bx, by = tkc.block_idx.x, tkc.block_idx.y
+    wg = tkc.warpgroupid()
+    tr = by * 8 + tkc.warpid()
+    s0 = st(bf16, 64, 128)
+    s1 = st(bf16, 64, 64)
+    acc = zero(rt(f32, 16, 64))
+    tma.load(s0, a, (0, 0, 0, by))
+    tma.load(s1, b, (0, 0, 0, bx))
+    warpgroup.mma_AtB(acc, subtile(s0, 64, 64, (0, wg)), s1)
+    warpgroup.mma_async_wait(acc)
+    v1 = ops.min(acc, acc)
+    store(o, acc, (0, 0, tr, bx), clip=True)
+    store(m, v1, (0, 0, tr, bx), clip=True)
+
+
+def test_a_persistent_wgmma_of_once_loaded_tiles_interprets():
+    from tkc.fuzz.program import round_bf16
+    rng = np.random.default_rng(2)
+    a = round_bf16(rng.uniform(-1, 1, (1, 1, 64, 128)).astype(np.float32))
+    b = round_bf16(rng.uniform(-1, 1, (1, 1, 64, 128)).astype(np.float32))
+    o, m = np.zeros((1, 1, 128, 80), np.float32), np.zeros((1, 1, 128, 80), np.float32)
+    persistent_once_loaded_wgmma.interpret(a, b, o, m)
+    want = (a[0, 0].T @ b[0, 0])[:, :80]
+    np.testing.assert_allclose(o[0, 0], want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(m, o)
+
+
+def _sass(kernel):
+    pytest.importorskip("mlir")
+    from tkc.sass import cuobjdump, disassemble
+    import shutil
+    if shutil.which("ptxas") is None or cuobjdump() is None:
+        pytest.skip("needs ptxas and cuobjdump")
+    from tkc.compiler import compile_kernel
+    return disassemble(compile_kernel(kernel.trace()).cubin)
+
+
+def test_a_persistent_wgmma_of_once_loaded_tiles_sets_its_descriptors():
+    """The SASS's first HGMMA reads no descriptor register that nothing
+    wrote (with ptxas 13.0 it read UR23: B's high word)."""
+    from tkc.sass import unset_descriptor_registers
+    assert unset_descriptor_registers(_sass(persistent_once_loaded_wgmma)) == []
+
+
+@pytest.mark.parametrize("index", [764, 1881])
+def test_the_fuzz_programs_wgmma_descriptors_are_set(index):
+    from tkc.fuzz.generate import generate
+    from tkc.fuzz.program import kernel_of
+    from tkc.sass import unset_descriptor_registers
+    assert unset_descriptor_registers(_sass(kernel_of(generate(2, index)))) == []

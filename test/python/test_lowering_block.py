@@ -205,13 +205,19 @@ class Ptx:
 
     def wgmma_descriptors(self) -> list[tuple]:
         """(A descriptor or None for registers, B descriptor) per wgmma, in
-        order; a later k step's `%tkdN` is its asm block's `add.s64 %tkdN,
-        %rdM, step`, k step 0's descriptor advanced by the step."""
+        order; each `%tkdN` is built in its asm block from 32-bit words,
+        `add.u32 %tklN, %rM, low; mov.b64 %tkdN, {%tklN, high}`: the
+        address field plus the constant's low word, and its high word."""
         out, local = [], {}
         for line in self.text.splitlines():
-            m = re.fullmatch(r"\s*add.s64 (%tkd\d+), (%rd\d+), (\d+);\s*", line)
+            m = re.fullmatch(r"\s*add.u32 (%tkl\d+), (%r\d+), (\d+);\s*", line)
             if m:
                 local[m[1]] = self.value(m[2]) + int(m[3])
+                continue
+            m = re.fullmatch(r"\s*mov.b64 (%tkd\d+), \{(%tkl\d+), (\d+)\};\s*", line)
+            if m:
+                assert local[m[2]] < 1 << 32, "the low word carried"
+                local[m[1]] = local[m[2]] | int(m[3]) << 32
                 continue
             if "wgmma.mma_async" not in line:
                 continue

@@ -162,13 +162,17 @@ class Sim:
 
     def wgmma(self, text, ins):
         steps = []
-        if text.startswith("{"):  # `add.s64 %tkdN, $K, constant;` (the rest of a descriptor), the wgmma on %tkdN
-            steps = re.findall(r"add\.s64 %tkd\d+, \$(\d+), (-?\d+);", text)
+        if text.startswith("{"):  # each descriptor %tkdN from 32-bit words: `add.u32 %tklN, $K, low;
+            # mov.b64 %tkdN, {%tklN, high};` (an address field $K and the rest of the descriptor)
+            steps = re.findall(r"add\.u32 %tkl(\d+), \$(\d+), (\d+);\nmov\.b64 %tkd\1, \{%tkl\1, (\d+)\};",
+                               text)
             text = next(line for line in text.splitlines() if line.startswith("wgmma"))
         m = re.match(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\2 ", text)
         ins = list(ins)
-        for k, step in steps:  # operand $K is ins[K - N/2] (the N/2 results come first)
-            ins[int(k) - int(m[1]) // 2] = np.asarray(ins[int(k) - int(m[1]) // 2]) + int(step)
+        for _, k, low, high in steps:  # operand $K is ins[K - N/2] (the N/2 results come first)
+            word = np.asarray(ins[int(k) - int(m[1]) // 2]) + int(low)
+            assert (word < 1 << 32).all(), "the low word carried"
+            ins[int(k) - int(m[1]) // 2] = word.astype(np.uint64) | np.uint64(int(high) << 32)
         assert m, text
         n, regs = int(m[1]), text.count("{") == 2
         imm = [int(x) for x in text.rstrip(";").split(",")[-(4 if regs else 5):]]

@@ -34,6 +34,19 @@ steps cross panels by pitch*S and the MN-major LBO is pitch*S. A ring slot
 or run-time subtile has a dynamic address part, added to the descriptor's
 start address (the rest of the descriptor stays constant).
 
+The descriptor is built from its two 32-bit halves (`_stepped`): the low
+word, the run-time address field plus the constant's low word (the 14-bit
+address field cannot carry into LBO, nor past bit 31), and the high word, a
+constant (SBO, base offset, swizzle). A 64-bit `add.s64` of the whole
+constant to a 64-bit field is what the PTX ISA allows, but ptxas 12.9 and
+13.0 miscompile it when the field has a run-time part (`mul.wide.u32` of a
+ring slot or subtile index) and two or more wgmmas use it: they add only the
+low word and leave the high one unset (the SASS reads a stale uniform
+register), so the wgmma reads with a wrong SBO and swizzle, or faults
+(persistent kernels' once-per-item tiles, slot = item parity: tkc fuzz
+seed 2 programs 764, 1881). ptxas 13.5 compiles it right; the halves are
+right with each, and are what CUTLASS and DeepGEMM advance (the low word).
+
 Ordering. The op fences its input registers (an empty volatile asm with "+"
 constraints, as CUTLASS's warpgroup_fence_operand) so nothing writes them
 after `wgmma.fence`; then one `wgmma.mma_async` per k16 step chained through
@@ -174,52 +187,55 @@ def _a_registers(a, kk: int) -> list:
     return [pack(a.vals[base + p], a.vals[base + p + 1]) for p in (0, 2, 4, 6)]
 
 
-def _shared_u64(lw):
-    """The dynamic shared array's shared-window address as an i64 (once per kernel)."""
+def _shared_u32(lw):
+    """The dynamic shared array's shared-window address as an i32 (once per
+    kernel; shared addresses are below 256 KiB)."""
     base = lw.once(("shared_base",), lambda: shared.base(lw))
-    return lw.once(("shared_u64",), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(64), base))
+    return lw.once(("shared_u32",), lambda: llvm.ptrtoint(ir.IntegerType.get_signless(32), base))
 
 
 def _descriptor(lw, sh):
-    """The i64 address field of `sh`'s dynamic start: the array's (its
+    """The i32 address field of `sh`'s dynamic start: the array's (its
     address is only known at run time), plus a ring slot's or run-time
     subtile's byte offset. The rest of the descriptor (static offset, k
-    step, strides, swizzle) is a constant added in the asm (`_stepped`). So
+    step, strides, swizzle) is a constant put in by the asm (`_stepped`). So
     every operand at a static place shares one value, built once per
     kernel: a descriptor per operand would be hoisted out of the loop by
     LLVM and held in registers (uniform ones first, then spilled through
     ordinary ones: Hedgehog's 15 operands did)."""
-    i64 = ir.IntegerType.get_signless(64)
+    i32 = ir.IntegerType.get_signless(32)
 
     def base():
-        return arith.shrui(arith.andi(_shared_u64(lw), arith.constant(i64, ADDRESS_MASK)),
-                           arith.constant(i64, 4))
+        return arith.shrui(arith.andi(_shared_u32(lw), arith.constant(i32, ADDRESS_MASK)),
+                           arith.constant(i32, 4))
     field = lw.once(("descriptor",), base)
     if sh.dynamic is None:
         return field
-    dynamic = arith.index_cast(i64, sh.dynamic)  # a multiple of 16 bytes
-    return arith.addi(field, arith.shrui(dynamic, arith.constant(i64, 4)))
+    dynamic = arith.index_cast(i32, sh.dynamic)  # a multiple of 16 bytes
+    return arith.addi(field, arith.shrui(dynamic, arith.constant(i32, 4)))
 
 
 def _stepped(text: str, nd: int, a_registers: bool, constants: list) -> str:
-    """The wgmma with each descriptor operand (an address field, _descriptor)
-    completed by adding its constant (encode() of its static offset plus k
-    step, strides and swizzle: the address field cannot carry, shared
-    addresses stay below 256 KiB) inside the asm: LLVM cannot hoist the sum
-    out of a loop, and ptxas adds it next to the wgmma, so a loop keeps one
-    address field alive, not a descriptor per operand and k step."""
+    """The wgmma with each descriptor operand (an i32 address field,
+    _descriptor) completed by its constant (encode() of its static offset
+    plus k step, strides and swizzle) inside the asm: the low word is the
+    field plus the constant's low word (the address field cannot carry,
+    shared addresses stay below 256 KiB), the high word the constant's,
+    joined by `mov.b64` (not one 64-bit add: ptxas 12.9/13.0 drop its high
+    word, module docstring). LLVM cannot hoist the sum out of a loop, and
+    ptxas adds it next to the wgmma, so a loop keeps one address field
+    alive, not a descriptor per operand and k step."""
     first = 2 * nd + (4 if a_registers else 0)   # the descriptor operands' numbers
-    adds = []
+    lines = []
     for i, constant in enumerate(constants):
         op = f"${first + i}"
-        adds.append(f"add.s64 %tkd{i}, {op}, {_signed64(constant)};")
+        lines.append(f"add.u32 %tkl{i}, {op}, {constant & 0xFFFFFFFF};")
+        lines.append(f"mov.b64 %tkd{i}, {{%tkl{i}, {constant >> 32}}};")
         text = text.replace(f"{op},", f"%tkd{i},").replace(f"{op};", f"%tkd{i};")
-    decl = ".reg .b64 " + ", ".join(f"%tkd{i}" for i in range(len(constants))) + ";"
-    return "{\n" + decl + "\n" + "\n".join(adds) + "\n" + text + "\n}"
-
-
-def _signed64(x: int) -> int:
-    return x - (1 << 64) if x >= 1 << 63 else x
+    n = range(len(constants))
+    decl = [".reg .b32 " + ", ".join(f"%tkl{i}" for i in n) + ";",
+            ".reg .b64 " + ", ".join(f"%tkd{i}" for i in n) + ";"]
+    return "{\n" + "\n".join(decl + lines) + "\n" + text + "\n}"
 
 
 def _check(op, a, b, c):
@@ -278,8 +294,8 @@ def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> 
     text = mma_instruction(n, dtype, in_regs, not var.a_k_major, not var.b_k_major, rules.negated(op))
     nd = n // 2
     tied = ",".join(str(i) for i in range(nd))
-    a_cons = "r,r,r,r" if in_regs else "l"
-    cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",l"
+    a_cons = "r,r,r,r" if in_regs else "r"   # A's registers, or its address field
+    cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",r"
     a_desc = None if in_regs else _descriptor(lw, a)
     b_desc = _descriptor(lw, b)
     for kk in range(k // B):

@@ -3,35 +3,44 @@
 // start at 8192 + 0, 32, 64, 96, then cross to the second panel at
 // 8192 + 128 * 128 (the parent's pitch), not 8192 + 64 * 128. ab_rows: B is
 // rows 64y.. of a 4-panel st<128, 256> (MN-major, N = 256): LBO is the
-// parent's panel stride 128 * 128 = 16384 (encoded in the constant high
-// word), and the run-time row index y adds y * 8192 >> 4 to the shared
+// parent's panel stride 128 * 128 = 16384 (in the constant low word's bits
+// 16-29), and the run-time row index y adds y * 8192 >> 4 to the shared
 // array's address field. Each wgmma's descriptors are that field plus a
-// constant (strides, swizzle, static offset and k step >> 4) added inside
+// constant (strides, swizzle, static offset and k step >> 4) put in inside
 // its asm: one value stays live in a loop, not one per operand and step.
-// ptxas assembles both without spills.
+// The descriptor is joined from its 32-bit words (the field plus the
+// constant's low word; the constant's high word: SBO, swizzle), never one
+// 64-bit add of the constant, whose high word ptxas 12.9/13.0 drop when the
+// field has a run-time part (ab_rows' y) and two wgmmas read it.
+// ptxas assembles both without spills, and every HGMMA's descriptor
+// registers are set (SASS: tkc.sass.unset_descriptor_registers).
 // RUN: tkc %s --emit=ptx -o %t.ptx
 // RUN: FileCheck %s --check-prefix=PTX < %t.ptx
 // RUN: ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // PTX-LABEL: .entry abt_rows(
 // PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
-// PTX-NEXT: shr.u64 %rd[[S:[0-9]+]], %rd[[BASE]], 4;
-// PTX-NEXT: and.b64 %rd[[F:[0-9]+]], %rd[[S]], 16320;
-// K-major 128B: LBO 1 (unused), SBO 1024 >> 4 = 64, mode 1: 4611686293305360384;
+// PTX-NEXT: cvt.u32.u64 %r[[B:[0-9]+]], %rd[[BASE]];
+// PTX-NEXT: shr.u32 %r[[S:[0-9]+]], %r[[B]], 4;
+// PTX-NEXT: and.b32 %r[[F:[0-9]+]], %r[[S]], 16320;
+// K-major 128B: the high word SBO 1024 >> 4 = 64 and mode 1 (1 << 30):
+// 1073741888; the low word LBO 1 (unused) << 16 = 65536 plus the start >> 4:
 // A at 8192 (+ 512), B at 32768 (+ 2048).
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360896;
-// PTX-NEXT: add.s64 %tkd1, %rd[[F]], 4611686293305362432;
+// PTX: add.u32 %tkl0, %r[[F]], 66048;
+// PTX-NEXT: mov.b64 %tkd0, {%tkl0, 1073741888};
+// PTX-NEXT: add.u32 %tkl1, %r[[F]], 67584;
+// PTX-NEXT: mov.b64 %tkd1, {%tkl1, 1073741888};
 // PTX-NEXT: wgmma.mma_async{{.*}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360898;
+// PTX: add.u32 %tkl0, %r[[F]], 66050;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360900;
+// PTX: add.u32 %tkl0, %r[[F]], 66052;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305360902;
+// PTX: add.u32 %tkl0, %r[[F]], 66054;
 // PTX: wgmma.mma_async
 // The second panel: 8192 + 16384 = (8192 + 1024 * 16).
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305361920;
+// PTX: add.u32 %tkl0, %r[[F]], 67072;
 // PTX: wgmma.mma_async
-// PTX: add.s64 %tkd0, %rd[[F]], 4611686293305361922;
+// PTX: add.u32 %tkl0, %r[[F]], 67074;
 // PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
@@ -39,16 +48,19 @@
 // PTX-LABEL: .entry ab_rows(
 // PTX: mov.u32 %r[[Y:[0-9]+]], %ctaid.y;
 // PTX: mov.b64 %rd[[BASE:[0-9]+]], __tkc_shared;
-// PTX-NEXT: shr.u64 %rd[[S:[0-9]+]], %rd[[BASE]], 4;
-// PTX-NEXT: and.b64 %rd[[F:[0-9]+]], %rd[[S]], 16320;
-// PTX: mul.wide.u32 %rd[[DY:[0-9]+]], %r[[Y]], 512;
-// PTX-NEXT: add.s64 %rd[[START:[0-9]+]], %rd[[F]], %rd[[DY]];
-// The high word: LBO 16384 >> 4 = 1024 in bits 16-29, SBO 1024 >> 4 in 32-45, 128B;
-// the k16 steps: 16 rows of 128 bytes each, 2048 / 16 = 128 a step.
-// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403712;
-// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403840;
-// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372403968;
-// PTX: add.s64 %tkd0, %rd[[START]], 4611686293372404096;
+// PTX-NEXT: cvt.u32.u64 %r[[B:[0-9]+]], %rd[[BASE]];
+// PTX-NEXT: shr.u32 %r[[S:[0-9]+]], %r[[B]], 4;
+// PTX-NEXT: and.b32 %r[[F:[0-9]+]], %r[[S]], 16320;
+// PTX: shl.b32 %r[[DY:[0-9]+]], %r[[Y]], 9;
+// PTX: add.s32 %r[[START:[0-9]+]], %r[[F]], %r[[DY]];
+// The low word: LBO 16384 >> 4 = 1024 in bits 16-29; the k16 steps: 16 rows
+// of 128 bytes each, 2048 / 16 = 128 a step. The high word: SBO, 128B.
+// PTX: add.u32 %tkl0, %r[[START]], 67108864;
+// PTX-NEXT: mov.b64 %tkd0, {%tkl0, 1073741888};
+// PTX: add.u32 %tkl0, %r[[START]], 67108992;
+// PTX: add.u32 %tkl0, %r[[START]], 67109120;
+// PTX: add.u32 %tkl0, %r[[START]], 67109248;
+// PTX-NEXT: mov.b64 %tkd0, {%tkl0, 1073741888};
 // A in registers, B MN-major (tnspB = 1): the 4th and last k step.
 // PTX-NEXT: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %tkd0, 1, 1, 1, 1;
 // PTX-NOT: wgmma.mma_async

@@ -20,15 +20,19 @@
 // PTX-LABEL: .entry abt(
 // PTX-NOT: .minnctapersm
 // PTX: wgmma.fence.sync.aligned;
-// The descriptors: the shared array's address field, once, plus a constant
-// added inside each wgmma's asm (%tkdN): K-major 128B, LBO 1 (unused), SBO
-// 1024 >> 4 = 64, mode 1, and the operand's offset plus k step >> 4 (B lives
-// at 8192: + 512; a k step is 32 bytes: + 2).
-// PTX: add.s64 %tkd0, [[F:%rd[0-9]+]], 4611686293305360384;
-// PTX-NEXT: add.s64 %tkd1, [[F]], 4611686293305360896;
+// The descriptors: the shared array's address field (32 bits), once, plus a
+// constant put in inside each wgmma's asm (%tkdN), as 32-bit words: the low
+// word the field plus LBO 1 (unused) << 16 and the operand's offset plus k
+// step >> 4 (B lives at 8192: + 512; a k step is 32 bytes: + 2); the high
+// word SBO 1024 >> 4 = 64 and mode 1 << 30 (no 64-bit add: see wgmma.py).
+// PTX: add.u32 %tkl0, [[F:%r[0-9]+]], 65536;
+// PTX-NEXT: mov.b64 %tkd0, {%tkl0, 1073741888};
+// PTX-NEXT: add.u32 %tkl1, [[F]], 66048;
+// PTX-NEXT: mov.b64 %tkd1, {%tkl1, 1073741888};
 // PTX-NEXT: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
-// PTX: add.s64 %tkd0, [[F]], 4611686293305360386;
-// PTX-NEXT: add.s64 %tkd1, [[F]], 4611686293305360898;
+// PTX: add.u32 %tkl0, [[F]], 65538;
+// PTX-NEXT: mov.b64 %tkd0, {%tkl0, 1073741888};
+// PTX-NEXT: add.u32 %tkl1, [[F]], 66050;
 // PTX-COUNT-3: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{{(%r[0-9]+, ){63}%r[0-9]+}}}, %tkd0, %tkd1, 1, 1, 1, 0, 0;
 // PTX-NOT: wgmma.mma_async
 // PTX: wgmma.commit_group.sync.aligned;
@@ -39,15 +43,15 @@
 // PTX-NEXT: .minnctapersm 1
 // PTX: setmaxnreg.inc.sync.aligned.u32 {{[ \t]*}}232;
 // PTX: wgmma.fence.sync.aligned;
-// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{{(%r[0-9]+, ){127}%r[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{{(%r[0-9]+, ){127}%r[0-9]+}}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %tkd{{[0-9]+}}, 1, 1, 1, 1;
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX: setmaxnreg.dec.sync.aligned.u32 {{[ \t]*}}40;
 // PTX-LABEL: .entry atb(
-// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, 1, 1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %tkd{{[0-9]+}}, %tkd{{[0-9]+}}, 1, 1, 1, 1, 1;
 
 // PTX-LABEL: .entry negated(
-// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %{{rd|tkd}}{{[0-9]+}}, 1, -1, 1, 1;
-// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %{{rd|tkd}}{{[0-9]+}}, %{{rd|tkd}}{{[0-9]+}}, 1, -1, 1, 1, 1;
+// PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {%r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}, %r{{[0-9]+}}}, %tkd{{[0-9]+}}, 1, -1, 1, 1;
+// PTX-COUNT-2: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, %tkd{{[0-9]+}}, %tkd{{[0-9]+}}, 1, -1, 1, 1, 1;
 
 // PTXAS-NOT: C75{{0[78]}}
 // PTXAS-COUNT-4: 0 bytes spill stores, 0 bytes spill loads
