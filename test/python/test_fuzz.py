@@ -114,3 +114,19 @@ def test_tkc_fuzz_runs_by_hand(capsys):
     assert main(["fuzz", "--seed", "3", "--count", "4"]) == 0
     out = capsys.readouterr().out
     assert "tkc fuzz: seed 3, programs 0..3: 4 programs (passes), 4 refusals, 0 failures" in out
+
+
+def test_integer_outputs_compare_bit_for_bit():
+    """An i32 output is exact: one element off by one fails whatever its bound."""
+    p = next(p for p in map(lambda i: generate(SEED, i), range(300))
+             if any(a.output and a.dtype == "i32" for a in p.args))
+    with contextlib.redirect_stderr(io.StringIO()):
+        f, want = checks.check_passes(p)
+    assert f is None
+    j = next(j for j, a in enumerate([a for a in p.args if a.output]) if a.dtype == "i32")
+    assert want[j].dtype == np.int32
+    got = [w.copy() for w in want]
+    assert checks.compare_gpu(p, got, want) is None
+    got[j].flat[0] += 1
+    f = checks.compare_gpu(p, got, want)
+    assert f is not None and "integer elements differ" in f.message

@@ -13,7 +13,7 @@ from .gls import Arg
 
 def tma_store(g, v, name: str) -> bool:
     """v's tile of every warp into output `name` through an st and tma.store."""
-    if v.kind != "rt" or v.dtype == "i32" or g.rng.random() > 0.25 or g.warps * v.shape[0] > 256:
+    if v.kind != "rt" or v.dtype == "i32" or g.rng.random() > 0.12 or g.warps * v.shape[0] > 256:
         return False  # a TMA box is at most 256 x 256
     rows, cols = v.shape
     s = g.alloc(f"st({v.dtype}, {g.warps * rows}, {cols})")
