@@ -31,11 +31,16 @@ def test_generated_programs_pass(chunk):
 
 def test_the_programs_cover_the_vocabulary():
     feats = set()
-    for i in range(150):
+    for i in range(300):
         feats |= generate(SEED, i).features
     want = {"load_ragged", "load_at", "store_clip", "exp", "binary_add", "row_sum", "col_max",
             "broadcast", "where", "mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "range", "if", "else",
-            "store_shared", "group_load", "pipelined", "tma_load", "persistent", "convert", "transpose"}
+            "store_shared", "group_load", "pipelined", "tma_load", "persistent", "convert", "transpose",
+            # this session's: scalars, i32 tiles, block reductions, TMA stores, gathers
+            "if_scalar", "carry_scalar", "scalar_where", "scalar_max", "scalar_to_i32", "load_f32_element",
+            "binary_add_i32", "binary_mul_i32", "row_sum_i32", "iota_i32", "convert_i32", "where_mixed",
+            "load_i32_element", "store_index_element", "store_f32_element", "block_sum", "block_row_sum",
+            "block_col_max", "tma_store", "atomic_add", "tma_gather", "tma_gather_per_k", "tma_load_subtile"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 
@@ -109,3 +114,19 @@ def test_tkc_fuzz_runs_by_hand(capsys):
     assert main(["fuzz", "--seed", "3", "--count", "4"]) == 0
     out = capsys.readouterr().out
     assert "tkc fuzz: seed 3, programs 0..3: 4 programs (passes), 4 refusals, 0 failures" in out
+
+
+def test_integer_outputs_compare_bit_for_bit():
+    """An i32 output is exact: one element off by one fails whatever its bound."""
+    p = next(p for p in map(lambda i: generate(SEED, i), range(300))
+             if any(a.output and a.dtype == "i32" for a in p.args))
+    with contextlib.redirect_stderr(io.StringIO()):
+        f, want = checks.check_passes(p)
+    assert f is None
+    j = next(j for j, a in enumerate([a for a in p.args if a.output]) if a.dtype == "i32")
+    assert want[j].dtype == np.int32
+    got = [w.copy() for w in want]
+    assert checks.compare_gpu(p, got, want) is None
+    got[j].flat[0] += 1
+    f = checks.compare_gpu(p, got, want)
+    assert f is not None and "integer elements differ" in f.message

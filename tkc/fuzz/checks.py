@@ -114,6 +114,12 @@ def compare_gpu(p: Program, got: list, want: list) -> Failure | None:
     """GPU outputs `got` against the interpreter's `want`, within tolerance."""
     tols = [a.tol for a in p.args if a.output]
     for j, (x, y, tol) in enumerate(zip(got, want, tols)):
+        if np.asarray(y).dtype.kind == "i":  # integers are exact: bit for bit
+            x, y = np.asarray(x), np.asarray(y)
+            if x.shape != y.shape or not np.array_equal(x, y):
+                bad = int((x != y).sum()) if x.shape == y.shape else -1
+                return Failure(p, "gpu", "compare", f"o{j}: {bad} integer elements differ")
+            continue
         x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
         if x.shape != y.shape:
             return Failure(p, "gpu", "compare", f"o{j}: shape {x.shape} vs {y.shape}")

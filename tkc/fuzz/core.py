@@ -15,27 +15,20 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
+from . import block as B
+from . import integers as I
+from . import outputs as O
+from . import scalars as SC
 from . import statements as S
 from . import values as V
+from .gls import Arg
 from .values import Val
 
 HEADER = """import tkc
-from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
+from tkc import bf16, f32, gl, i32, i64, rt, rv, st, sv, tma, warpgroup
 from tkc.ops import *
 
 """
-
-
-@dataclass
-class Arg:
-    """A gl argument: its 4-D shape and, for an output, the GPU check's
-    tolerance (values.py)."""
-    name: str
-    dtype: str
-    shape: tuple
-    output: bool = False
-    tol: float = 0.0
-    static: bool = False  # its dims are written as ints (else at random)
 
 
 @dataclass
@@ -81,6 +74,7 @@ class Gen:
         self.features: set[str] = set()
         self.count = 0
         self.inputs, self.input_dtype, self.args = [], {}, []
+        self.int_inputs, self.wide_input = [], None
         for i in range(rng.choice((1, 2, 2))):
             dtype = ("f32", "bf16")[i] if rng.random() < 0.7 else rng.choice(("f32", "bf16"))
             rows = rng.randrange(8, 16 * self.warps * self.grid[1] * 2 + 9)
@@ -88,6 +82,15 @@ class Gen:
             self.inputs.append(f"x{i}")
             self.input_dtype[f"x{i}"] = dtype
             self.args.append(Arg(f"x{i}", dtype, (1, 1, rows, cols)))
+        if rng.random() < 0.3:  # an i32 gl: small values, or any i32 (sums and products wrap)
+            ints = (-100, 100) if rng.random() < 0.8 else (-2 ** 31, 2 ** 31 - 1)
+            self.int_inputs.append("n0")
+            self.args.append(Arg("n0", "i32", (1, 1, 16 * self.warps * self.grid[1] + 5,
+                                               8 * rng.randrange(2, 8 * self.grid[0] + 3)), ints=ints))
+        if rng.random() < 0.1:  # an i64 gl of values past i32's range
+            base = 2 ** 40 + 3
+            self.wide_input = ("w0", base)
+            self.args.append(Arg("w0", "i64", (1, 1, 1, 8 * self.grid[0] + 8), ints=(base, base + 64)))
 
     # ------------------------------------------------------------ writing
     def emit(self, line: str, feature: str | None = None) -> None:
@@ -164,11 +167,11 @@ class Gen:
 
     # ------------------------------------------------------------ statements
     def statement(self) -> Val | None:
-        names = list(S.STATEMENTS)
-        weights = [S.STATEMENTS[n][0] for n in names]
+        names = list(STATEMENTS)
+        weights = [STATEMENTS[n][0] for n in names]
         for _ in range(8):
             name = self.rng.choices(names, weights)[0]
-            v = S.STATEMENTS[name][1](self)
+            v = STATEMENTS[name][1](self)
             if v is not None:
                 self.define(v)
                 return v
@@ -192,15 +195,18 @@ class Gen:
         if not carried:
             return
         n = self.rng.randrange(1, 4)
+        scalar = SC.carry_start(self) if self.rng.random() < 0.3 else None
         var = f"i{len(self.loop_vars)}"
         self.emit(f"for {var} in tkc.range({n}):", "range")
         self.depth += 1
         self.loop_vars.append(var)
         self.scopes.append([])
-        self.busy |= {v.name for v in carried}
+        self.busy |= {v.name for v in carried + [scalar] if v is not None}
         self.body(self.rng.randrange(1, 4))
         updated = [self.accumulate(v, n) for v in carried]
-        self.busy -= {v.name for v in carried}
+        if scalar is not None:
+            updated.append(SC.carry_step(self, scalar, n))
+        self.busy -= {v.name for v in carried + [scalar] if v is not None}
         self.scopes.pop()
         self.loop_vars.pop()
         self.depth -= 1
@@ -229,7 +235,8 @@ class Gen:
                 if step is not None:
                     self.lines[-1] = self.lines[-1].replace(f"{step.name} = ", f"{acc.name} = ", 1)
                     return V.accumulated(acc, step, n) if op.endswith("sum") else V.union(acc.name, acc, step)
-        e = self.pick(like=acc) or (S.load(self, acc.dtype, acc.shape, acc.layout) if acc.kind == "rt" else None)
+        e = self.pick(like=acc) or (S.load(self, acc.dtype, acc.shape, acc.layout)
+                                    if acc.kind == "rt" and (acc.dtype != "i32" or self.int_inputs) else None)
         if e is None:
             return None
         op = r.choice(("add", "add", "max", "min"))
@@ -239,12 +246,13 @@ class Gen:
 
     def branch(self) -> None:
         """tkc.if_ (and maybe tkc.else_) rebinding an outer value."""
-        targets = [v for v in self.values() if v.kind in ("rt", "rv")]
+        targets = [v for v in self.values() if v.kind in ("rt", "rv", "f32", "index")]
         if not targets:
             return
         x = self.rng.choice(targets)
         conds = ["tkc.warpid() % 2 == 0", "bx == 0", "tr > 0"] + [f"{i} % 2 == 1" for i in self.loop_vars]
-        self.emit(f"with tkc.if_({self.rng.choice(conds)}):", "if")
+        scalar_cond = SC.condition(self) if self.rng.random() < 0.4 else None
+        self.emit(f"with tkc.if_({scalar_cond or self.rng.choice(conds)}):", "if_scalar" if scalar_cond else "if")
         result = self.arm(x)
         if self.rng.random() < 0.4:
             self.emit("with tkc.else_():", "else")
@@ -258,8 +266,8 @@ class Gen:
         self.scopes.append([])
         self.body(self.rng.randrange(0, 3), control=False)
         y = self.pick(like=x)
-        c = self.rng.choice(S.CONSTANTS)
-        new = V.binary("mul", y or x, c, x.name)
+        c = S.const_for(self, x)
+        new = V.binary("mul", y or x, float(c), x.name)
         self.emit(f"{x.name} = {(y or x).name} * {c}")
         self.scopes.pop()
         self.in_if = False
@@ -290,11 +298,14 @@ class Gen:
         r = self.warps * self.grid[1] * rows - self.rng.randrange(0, rows)
         c = self.grid[0] * cols - 8 * self.rng.randrange(0, cols // 8)
         self.args.append(Arg(f"o{j}", v.dtype, (1, 1, r, c), output=True, tol=v.err))
-        self.emit(f"store(o{j}, {v.name}, (0, 0, tr, bx), clip=True)", "store_clip")
+        if not O.tma_store(self, v, f"o{j}"):
+            self.emit(f"store(o{j}, {v.name}, (0, 0, tr, bx), clip=True)", "store_clip")
 
     def finish(self, seed: int, index: int, **kw) -> Program:
         for v in self.outputs():
             self.store_output(v)
+        O.scalar_outputs(self)
+        O.counter(self)
         return self.program(seed, index, **kw)
 
     def program(self, seed: int, index: int, prologue: list[str] | None = None,
@@ -323,3 +334,9 @@ def core(rng: random.Random, name: str, seed: int, index: int) -> Program:
     g.define(S.load(g))
     g.body(rng.randrange(3, 12))
     return g.finish(seed, index)
+
+
+# name -> (weight, statement): the core statements (statements.py), the
+# integer ones (integers.py), scalars (scalars.py) and block reductions (block.py)
+STATEMENTS = {**S.STATEMENTS, "init_i32": (1, I.init_i32), "index": (1, I.index), "element": (1, SC.element),
+              "scalar_arith": (2, SC.arith), "scalar_convert": (1, SC.convert), "block": (2, B.block)}

@@ -87,11 +87,13 @@ def _run(p: Program, root: Path) -> Failure | None:
         return Failure(p, "gpu", "inputs", "this machine generated other inputs than the build's")
     want = [saved[f"arr_{j}"] for j in range(len(saved.files) - 1)]
     try:
-        ts = [torch.from_numpy(x).cuda().to(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
+        ts = [torch.from_numpy(x).cuda() if a.dtype in ("i32", "i64") else
+              torch.from_numpy(x).cuda().to(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
               for a, x in zip(p.args, xs)]
         kernel_of(p)(*ts)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001
         return Failure(p, "gpu", "launch", f"{type(e).__name__}: {e}")
-    got = [t.float().cpu().numpy() for a, t in zip(p.args, ts) if a.output]
+    got = [t.cpu().numpy() if a.dtype in ("i32", "i64") else t.float().cpu().numpy()
+           for a, t in zip(p.args, ts) if a.output]
     return compare_gpu(p, got, want)

@@ -25,14 +25,21 @@ def kernel_of(p: Program):
     return scope[p.name]
 
 
+INT_DTYPES = {"i32": np.int32, "i64": np.int64}
+
+
 def arrays(p: Program) -> list[np.ndarray]:
     """The arguments: inputs uniform in [-1, 1] (bf16 values for a bf16 gl),
-    outputs filled with 0.5 (what no store reaches stays 0.5 on both sides).
+    integers uniform in the Arg's `ints` range; outputs filled with 0.5 (7 for
+    an integer gl: what no store reaches keeps it on both sides).
     A pure function of (seed, index)."""
     rng = np.random.default_rng([p.seed, p.index, 7])
     out = []
     for a in p.args:
-        if a.output:
+        if a.dtype in INT_DTYPES:
+            x = (np.full(a.shape, 7) if a.output else rng.integers(a.ints[0], a.ints[1] + 1, a.shape))
+            out.append(x.astype(INT_DTYPES[a.dtype]))
+        elif a.output:
             out.append(np.full(a.shape, 0.5, np.float32))
         else:
             x = rng.uniform(-1.0, 1.0, a.shape).astype(np.float32)

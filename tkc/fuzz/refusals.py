@@ -179,11 +179,102 @@ def store_vector_to_st(g):
     return "a vector stored into an st"
 
 
+def _int_tile(g):
+    t = g.pick(kinds=("rt",), dtype="i32")
+    if t is None:
+        t = g.fresh()
+        g.emit(f"{t} = iota(rt(i32, 16, 16), {g.rng.randrange(2)})")
+        return t
+    return t.name
+
+
+def mma_i32(g):
+    a, b = _int_tile(g), S.load(g, "bf16", (16, 16), "col")
+    _bad(g, f"bad = mma_AB({a}, {b.name}, zero(rt(f32, 16, 16)))")
+    return "mma of an i32 tile"
+
+
+def float_op_of_i32(g):
+    a = _int_tile(g)
+    _bad(g, f"bad = " + g.rng.choice((f"exp({a})", f"{a} / {a}", f"fma({a}, {a}, {a})", f"sqrt({a})")))
+    return "a float op (exp, /, fma, sqrt) of an i32 tile"
+
+
+def i32_beside_float(g):
+    a = _int_tile(g)
+    _bad(g, "bad = " + g.rng.choice((f"{a} * 0.5", f"where({a} < 0.5, {a}, {a})", f"max({a}, 1.5)")))
+    return "a float constant beside an i32 tile"
+
+
+def i32_tile_from_float_gl(g):
+    _bad(g, f"bad = load(rt(i32, 16, 16), {g.rng.choice(g.inputs)}, (0, 0, tr, 0), fill=0)")
+    return "an i32 tile loaded from a float gl"
+
+
+def i32_float_fill(g):
+    if not g.int_inputs:
+        return None
+    _bad(g, f"bad = load(rt(i32, 16, 16), {g.int_inputs[0]}, (0, 0, tr, 0), fill=0.5)")
+    return "an i32 tile's float fill"
+
+
+def block_bf16(g):
+    a = g.pick(kinds=("rt", "rv"), dtype="bf16") or S.load(g, "bf16")
+    op = g.rng.choice(("block_sum", "block_max", "block_min") if a.kind == "rv" else
+                      ("block_sum", "block_max", "block_row_sum", "block_col_max"))
+    _bad(g, f"bad = {op}({a.name})")
+    return "a block reduction of a bf16 value"
+
+
+def scalar_counted_in_region(g):
+    """A Python number the body changes: traced once, not carried."""
+    g.emit("c9 = 0")
+    if g.rng.random() < 0.5:
+        _bad(g, "for i9 in tkc.range(3):")
+    else:
+        _bad(g, "with tkc.if_(tr > 0):")
+    g.emit("    c9 = c9 + 1")
+    g.emit("bad = tkc.f32(c9)")
+    return "a number changed inside a region (not carried)"
+
+
+def scalar_used_after_loop(g):
+    g.emit("for i9 in tkc.range(2):")
+    g.emit(f"    s9 = load(f32, {g.rng.choice(g.inputs)}, at=(0, 0, 0, i9), fill=0.0)")
+    _bad(g, "bad = s9 * 2.0")
+    return "a scalar of a loop used after it"
+
+
+def carried_scalar_type(g):
+    g.emit("c9 = tkc.i32(0)")
+    _bad(g, "for i9 in tkc.range(2):")
+    g.emit(f"    c9 = c9 + load(f32, {g.rng.choice(g.inputs)}, at=(0, 0, 0, i9), fill=0.0)")
+    return "a carried scalar that changes type"
+
+
+def atomic_add_in_loop(g):
+    if not g.int_inputs:
+        return None
+    g.emit("for i9 in tkc.range(2):")
+    _bad(g, f"    bad = atomic_add({g.int_inputs[0]}, 1, at=(0, 0, 0, i9))")
+    return "atomic_add inside a loop"
+
+
+def tma_store_dtype(g):
+    x = g.rng.choice(g.inputs)
+    other = "f32" if g.input_dtype[x] == "bf16" else "bf16"
+    s = g.alloc(f"st({other}, 16, 16)")
+    _bad(g, f"tma.store({x}, {s}, (0, 0, 0, 0))")
+    return "tma.store between dtypes"
+
+
 BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, add_dtypes,
           reduce_col_layout, broadcast_length, where_shapes, gl_coordinates, fill_on_shared,
           vector_from_st, copy_shape, tile_extent, shared_in_loop, used_after_loop, python_truth,
           warpgroup_warps, group_load_dtype, exp_fma_share, range_stages, iota_axis, wide_mma,
-          transpose_vector, store_vector_to_st]
+          transpose_vector, store_vector_to_st, mma_i32, float_op_of_i32, i32_beside_float,
+          i32_tile_from_float_gl, i32_float_fill, block_bf16, scalar_counted_in_region,
+          scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype]
 
 
 def refusal(seed: int, index: int) -> Program:

@@ -18,18 +18,23 @@ from .values import Val
 UNARY_OPS = list(V.UNARY)
 CONSTANTS = (0.5, 2.0, -1.5, 0.25, 3.0, -0.75, 1.0)
 FILLS = (0.0, 1.0, -0.5)
+INT_CONSTANTS = (3, -2, 7, 1, 0, -5, 1000)
+INT_FILLS = (0, 1, -7)
+
+
+def const_for(g, x: Val):
+    return g.rng.choice(INT_CONSTANTS if x.integer else CONSTANTS)
 
 
 def load(g, dtype=None, shape=None, layout=None) -> Val:
     """A ragged load of a tile from an input gl: at tile coordinates near this
     warp's (the loop variable's, in a loop), or at an element (at=)."""
     r = g.rng
-    dtype = dtype or r.choice(("f32", "bf16"))
+    dtype = dtype or r.choice(("f32", "bf16", "i32") if g.int_inputs else ("f32", "bf16"))
     shape = shape or (r.choice((16, 32)), r.choice((16, 32, 64)))
     layout = layout or r.choice(("row", "row", "col"))
-    x = r.choice(g.inputs)
-    fill = r.choice(FILLS)
-    v = Val(g.fresh(), "rt", dtype, shape, layout, min(-1.0, fill), max(1.0, fill))
+    x, fill, lo, hi = input_of(g, dtype)
+    v = Val(g.fresh(), "rt", dtype, shape, layout, lo, hi)
     if r.random() < 0.2:
         row, col = g.tile_row_expr() + f" * {shape[0]} + {r.randrange(-5, 6)}", f"{g.tile_col_expr()} * {shape[1]} + {8 * r.randrange(0, 3)}"
         g.emit(f"{v.name} = load({v.type_text()}, {x}, at=(0, 0, {row}, {col}), fill={fill})", "load_at")
@@ -39,12 +44,26 @@ def load(g, dtype=None, shape=None, layout=None) -> Val:
     return v
 
 
+def input_of(g, dtype: str) -> tuple:
+    """(a gl to load a `dtype` tile from, a fill, the loaded values' interval):
+    an integer tile loads from an i32 gl with an int fill."""
+    r = g.rng
+    if dtype == "i32":
+        x = r.choice(g.int_inputs)
+        fill = r.choice(INT_FILLS)
+        lo, hi = next(a.ints for a in g.args if a.name == x)
+        return x, fill, float(min(lo, fill)), float(max(hi, fill))
+    fill = r.choice(FILLS)
+    return r.choice(g.inputs), fill, min(-1.0, fill), max(1.0, fill)
+
+
 def load_vector(g) -> Val:
     r = g.rng
     n = r.choice((16, 32, 64))
-    fill = r.choice(FILLS)
-    v = Val(g.fresh(), "rv", r.choice(("f32", "bf16")), (n,), "row", min(-1.0, fill), max(1.0, fill))
-    g.emit(f"{v.name} = load({v.type_text()}, {r.choice(g.inputs)}, (0, 0, {g.tile_row_expr()}, "
+    x, fill, lo, hi = input_of(g, r.choice(("f32", "bf16", "i32") if g.int_inputs else ("f32", "bf16")))
+    dtype = "i32" if x in g.int_inputs else r.choice(("f32", "bf16"))
+    v = Val(g.fresh(), "rv", dtype, (n,), "row", lo, hi)
+    g.emit(f"{v.name} = load({v.type_text()}, {x}, (0, 0, {g.tile_row_expr()}, "
            f"{g.tile_col_expr()}), fill={fill})", "load_vector")
     return v
 
@@ -73,7 +92,7 @@ def unary(g) -> Val | None:
     x = g.pick(kinds=("rt", "rv"))
     if x is None:
         return None
-    op = g.rng.choice(UNARY_OPS)
+    op = g.rng.choice(("abs", "relu", "neg") if x.integer else UNARY_OPS)
     v = V.unary(op, x, g.fresh())
     if v is None or not v.sane():
         return None
@@ -89,7 +108,7 @@ def binary(g) -> Val | None:
     a = g.pick(kinds=("rt", "rv"))
     if a is None:
         return None
-    op = r.choice(("add", "sub", "mul", "div", "max", "min"))
+    op = r.choice(("add", "sub", "mul", "max", "min") if a.integer else ("add", "sub", "mul", "div", "max", "min"))
     how = r.random()
     if how < 0.5:
         b = g.pick(like=a, exclude=())
@@ -98,26 +117,28 @@ def binary(g) -> Val | None:
         v = V.binary(op, a, b, g.fresh())
         text = f"{a.name} {BINOP[op]} {b.name}" if op in BINOP and r.random() < 0.7 else f"{op}({a.name}, {b.name})"
     elif how < 0.8 or op in ("max", "min"):
-        c = r.choice(CONSTANTS)
+        c = const_for(g, a)
+        if a.integer and op == "mul" and r.random() < 0.2:
+            c = 65537  # wraps modulo 2^32: the GPU's integer arithmetic, and the interpreter's
         if op == "div" and c < 0.5:
             return None
-        v = V.binary(op, a, c, g.fresh())
+        v = V.binary(op, a, float(c), g.fresh())
         text = f"{a.name} {BINOP[op]} {c}" if op in BINOP else f"{op}({a.name}, {c})"
     else:
-        s = g.pick(kinds=("f32",))
+        s = g.pick(kinds=("index",) if a.integer else ("f32",))
         if s is None:
             return None
         v = V.binary(op, a, s, g.fresh())
         text = f"{a.name} {BINOP[op]} {s.name}"
     if v is None or not v.sane():
         return None
-    g.emit(f"{v.name} = {text}", f"binary_{op}")
+    g.emit(f"{v.name} = {text}", f"binary_{op}" + ("_i32" if a.integer else ""))
     return v
 
 
 def fma(g) -> Val | None:
     x = g.pick(kinds=("rt",))
-    if x is None:
+    if x is None or x.integer:
         return None
     y, z = g.pick(like=x), g.pick(like=x)
     if y is None or z is None:
@@ -141,12 +162,12 @@ def where(g) -> Val | None:
     if y is None or a is None:
         return None
     cmp = r.choice(("<", ">", "<=", ">=", "!="))
-    mask = f"{a.name} {cmp} {r.choice(CONSTANTS)}"
+    mask = f"{a.name} {cmp} {const_for(g, a)}"
     b = g.pick(kinds=("rt",), shape=x.shape, layout=x.layout, exact=True, dtype=a.dtype)
     if b is not None and r.random() < 0.4:
         mask = f"({mask}) {r.choice(('&', '|'))} ~({b.name} < {a.name})"
     v = V.union(g.fresh(), x, y)
-    g.emit(f"{v.name} = where({mask}, {x.name}, {y.name})", "where")
+    g.emit(f"{v.name} = where({mask}, {x.name}, {y.name})", "where_mixed" if (a.dtype == "i32") != (x.dtype == "i32") else "where")
     return v
 
 
@@ -155,8 +176,15 @@ def convert(g) -> Val | None:
     if x is None:
         return None
     to = "bf16" if x.dtype == "f32" else "f32"
-    v = x.derive(g.fresh(), x.lo, x.hi, x.err, exact_op=to == "f32", dtype=to)
-    g.emit(f"{v.name} = {x.name}.to({to})", "convert")
+    if x.exact and x.dtype != "i32" and g.rng.random() < 0.3:
+        to = "i32"  # truncates toward zero (only bit-exact values: a flipped truncation is 1 off)
+        lo, hi = float(int(x.lo)), float(int(x.hi))
+    elif x.dtype == "i32" and x.bound > V.BOUND:
+        return None  # a wrapped integer is no float the generator keeps
+    else:
+        lo, hi = x.lo, x.hi
+    v = x.derive(g.fresh(), lo, hi, x.err, exact_op=to == "f32", dtype=to)
+    g.emit(f"{v.name} = {x.name}.to({to})", "convert" if "i32" not in (to, x.dtype) else "convert_i32")
     return v
 
 
@@ -207,7 +235,8 @@ def reduce(g, x: Val | None = None, init: Val | None = None, op: str | None = No
         v = Val(g.fresh(), "rv", x.dtype, (n,), kind, lo, hi, err)
     if not v.sane():
         return None
-    g.emit(f"{v.name} = {op}({x.name}" + (f", init={init.name})" if init is not None else ")"), op)
+    g.emit(f"{v.name} = {op}({x.name}" + (f", init={init.name})" if init is not None else ")"),
+           op + ("_i32" if x.integer else ""))
     return v
 
 
@@ -224,7 +253,7 @@ def broadcast(g) -> Val | None:
         x = g.pick(kinds=("rt",), dtype=vec.dtype, cols=vec.shape[0])
     if x is None:
         return None
-    op = r.choice(("add", "sub", "mul", "div"))
+    op = r.choice(("add", "sub", "mul") if vec.integer else ("add", "sub", "mul", "div"))
     v = V.binary(op, x, replace(vec, kind="f32"), g.fresh())
     if v is None or not v.sane():
         return None
@@ -241,7 +270,12 @@ def scalar(g) -> Val | None:
         return None
     op = g.rng.choice(("sum", "max", "min"))
     n = vec.shape[0]
-    if op == "sum":
+    if vec.integer:  # an Index (a sum only where it cannot wrap)
+        if op == "sum" and n * vec.bound >= 2.0 ** 31:
+            return None
+        lo, hi = (n * vec.lo, n * vec.hi) if op == "sum" else (vec.lo, vec.hi)
+        v = Val(g.fresh(), "index", "i32", (), "", lo, hi)
+    elif op == "sum":
         v = Val(g.fresh(), "f32", "f32", (), "", 0, 0).derive(
             g.fresh(), n * vec.lo, n * vec.hi, n * vec.err + V.EPS["f32"] * n * vec.bound)
     else:
@@ -313,7 +347,7 @@ def exchange(g) -> Val | None:
         return None
     r = g.rng
     x = g.pick(kinds=("rt", "rv"))
-    if x is None:
+    if x is None or x.integer:  # shared tiles hold floats
         return None
     w = g.warps
     if x.kind == "rt":

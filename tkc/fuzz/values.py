@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, replace
 
 # relative error one op may add on the GPU, times its result's bound
-EPS = {"f32": 2.0 ** -10, "bf16": 2.0 ** -7}
+EPS = {"f32": 2.0 ** -10, "bf16": 2.0 ** -7, "i32": 0.0}
+I32 = (-2.0 ** 31, 2.0 ** 31 - 1)  # an i32 value past these has wrapped: any i32
 BOUND = 1.0e4       # no value may exceed this in magnitude
 MAX_REL_ERR = 0.05  # nor carry an error bound above this share of its bound
 
@@ -30,7 +31,9 @@ class Val:
     """A value of the generated program (bound to the Python name `name`).
 
     kind: "rt" (shape (rows, cols), layout "row"/"col"), "rv" (shape
-    (length,), layout = the vector kind "col"/"row") or "f32" (a scalar)."""
+    (length,), layout = the vector kind "col"/"row"), "f32" (an F32 scalar)
+    or "index" (an Index scalar). dtype "i32" tiles and vectors wrap modulo
+    2^32 on both sides: their interval is then all of i32 (wrap), err 0."""
     name: str
     kind: str
     dtype: str
@@ -60,14 +63,30 @@ class Val:
     def derive(self, name: str, lo: float, hi: float, err: float, exact_op: bool = False, **kw) -> "Val":
         """A result of this type (or with kw changed): err plus the op's own rounding."""
         v = replace(self, name=name, lo=float(lo), hi=float(hi), **kw)
+        if v.dtype == "i32":
+            return wrap(replace(v, err=0.0))
         if not exact_op:
             err += EPS[v.dtype] * v.bound + 1e-30
         return replace(v, err=float(err))
 
+    @property
+    def integer(self) -> bool:
+        return self.dtype == "i32" or self.kind == "index"
+
     def sane(self) -> bool:
-        """Within the generator's limits (finite, bounded, error small)."""
+        """Within the generator's limits (finite, bounded, error small);
+        integers are exact and may have wrapped."""
+        if self.integer:
+            return True
         return (math.isfinite(self.lo) and math.isfinite(self.hi) and self.bound <= BOUND
                 and self.err <= MAX_REL_ERR * max(self.bound, 1.0))
+
+
+def wrap(v: Val) -> Val:
+    """An i32 value whose interval left i32's range has wrapped: it may be any i32."""
+    if v.dtype == "i32" and (v.lo < I32[0] or v.hi > I32[1]):
+        return replace(v, lo=I32[0], hi=I32[1])
+    return v
 
 
 # ---------------------------------------------------------------- unary maps
@@ -154,7 +173,7 @@ def binary(op: str, a: Val, b: Val | float, name: str) -> Val | None:
     raise ValueError(op)
 
 
-def union(name: str, a: Val, b: Val) -> Val:
+def union(name: str, a: Val, b: Val) -> Val:  # noqa: D103
     """A value that is a's or b's (a where, a branch): a's type."""
     return replace(a, name=name, lo=min(a.lo, b.lo), hi=max(a.hi, b.hi), err=max(a.err, b.err))
 
@@ -163,4 +182,4 @@ def accumulated(a: Val, step: Val, n: int, name: str | None = None) -> Val:
     """a after n iterations of a += (a value in step), some maybe skipped."""
     lo, hi = a.lo + n * min(step.lo, 0.0), a.hi + n * max(step.hi, 0.0)
     err = a.err + n * (step.err + EPS[a.dtype] * max(abs(lo), abs(hi)))
-    return replace(a, name=name or a.name, lo=lo, hi=hi, err=err)
+    return wrap(replace(a, name=name or a.name, lo=lo, hi=hi, err=err))

@@ -20,6 +20,38 @@ from .core import Arg, Gen, Program
 from .values import EPS, Val
 
 
+def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> None:
+    """A's tma.load (A stored M x K): the whole tile at its block row, or 2-4
+    row pieces into subtiles of it; the row (in pieces) maybe read from an
+    index table (a gather: a page index per piece, hoisted or read each k
+    step; out of range: zeros), as paged attention does."""
+    r = g.rng
+    parts = r.choice((1, 1, 2, 4)) if bm == 128 else r.choice((1, 2))
+    unit = bm // parts
+    views = [g.alloc(f"subtile({a_s}, {unit}, {bk}, ({h}, 0))") for h in range(parts)] if parts > 1 else [a_s]
+    if parts > 1:
+        g.features.add("tma_load_subtile")
+    rows = [f"by * {parts} + {h}" if parts > 1 else "by" for h in range(parts)]
+    if r.random() < 0.4:
+        pages = -(-m // unit)
+        per_k = looped and r.random() < 0.5
+        t = f"t{sum(a.name.startswith('t') for a in g.args)}"
+        g.args.append(Arg(t, "i32", (1, 1, g.grid[1] * parts if per_k else 1,
+                                     nk if per_k else max(1, g.grid[1] * parts + r.randrange(-1, 2))),
+                          ints=(-2, pages + 1)))
+        g.features.add("tma_gather_per_k" if per_k else "tma_gather")
+        for h in range(parts):
+            at = f"({rows[h]}), k" if per_k else f"0, {rows[h]}"
+            line = f"p{h} = load(i32, {t}, at=(0, 0, {at}), fill=-1)"
+            if per_k:
+                g.emit(line)
+            else:  # before the loop (the producer hoists it anyway)
+                g.top.append("    " + line)
+            rows[h] = f"p{h}"
+    for h in range(parts):
+        g.emit(f"tma.load({views[h]}, a, (0, 0, {rows[h]}, k))", "tma_load")
+
+
 def generate(rng, name: str, seed: int, index: int) -> Program:
     g = Gen(rng, name)
     wgs = rng.choice((1, 1, 2))
@@ -46,7 +78,10 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
         g.depth += 1
     else:
         g.emit("k = 0")
-    g.emit(f"tma.load({a_s}, a, (0, 0, {'k, by' if ta else 'by, k'}))", "tma_load")
+    if ta:
+        g.emit(f"tma.load({a_s}, a, (0, 0, k, by))", "tma_load")
+    else:
+        a_pieces(g, a_s, bm, bk, m, nk, bool(stages))
     g.emit(f"tma.load({b_s}, b, (0, 0, {'bx, k' if tb else 'k, bx'}))")
     if a_reg:
         operand = f"load(rt(bf16, 16, {bk}), {a_s}, (tkc.warpid(), 0))"

@@ -1,0 +1,18 @@
+"""A program's gl arguments, as the generator records them (program.arrays
+makes their values)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Arg:
+    """A gl argument: its 4-D shape and, for an output, the GPU check's
+    tolerance (values.py)."""
+    name: str
+    dtype: str
+    shape: tuple
+    output: bool = False
+    tol: float = 0.0
+    static: bool = False  # its dims are written as ints (else at random)
+    ints: tuple = (-100, 100)  # an integer input's values (program.arrays)

@@ -1,0 +1,51 @@
+"""How a program writes its results: each warp's tile of each output by a
+clipped store (core.Gen.store_output), or through shared memory by a TMA
+store of the block's tile (every warp stores its part into an st; the
+compiler orders the st's writes before the copy, and TMA clips at the gl's
+edge); scalars one element a warp (an F32 into an f32 gl, an Index into an
+i32 or i64 gl); and, at the end, maybe an atomic_add on a counter of the
+block after the outputs' writes, its old value stored too.
+"""
+from __future__ import annotations
+
+from .gls import Arg
+
+
+def tma_store(g, v, name: str) -> bool:
+    """v's tile of every warp into output `name` through an st and tma.store."""
+    if v.kind != "rt" or v.dtype == "i32" or g.rng.random() > 0.12 or g.warps * v.shape[0] > 256:
+        return False  # a TMA box is at most 256 x 256
+    rows, cols = v.shape
+    s = g.alloc(f"st({v.dtype}, {g.warps * rows}, {cols})")
+    g.emit(f"store({s}, {v.name}, (tkc.warpid(), 0))", "store_shared")
+    g.emit(f"tma.store({name}, {s}, (0, 0, by, bx))", "tma_store")
+    return True
+
+
+def scalar_outputs(g) -> None:
+    """Up to two scalars in scope, one element a warp, at (this warp's tile row, bx)."""
+    xs = [v for v in g.values() if v.kind in ("f32", "index")]
+    for v in xs[-g.rng.choice((0, 1, 2)):] if xs else []:
+        j = sum(a.output for a in g.args)
+        if v.kind == "f32":
+            dtype = "f32"
+        else:  # an i64 gl keeps the whole index, an i32 one its low 32 bits
+            dtype = g.rng.choice(("i32", "i64"))
+        g.args.append(Arg(f"o{j}", dtype, (1, 1, g.warps * g.grid[1], g.grid[0]), output=True, tol=v.err))
+        g.emit(f"store(o{j}, {v.name}, at=(0, 0, tr, bx), clip=True)", f"store_{v.kind}_element")
+
+
+def counter(g) -> None:
+    """atomic_add(count, 1) once a block after the outputs' writes: every warp
+    gets the old value (7, the counter's start: one add an element), and
+    stores it plus its tile row."""
+    if g.rng.random() > 0.2:
+        return
+    outs = [a.name for a in g.args if a.output]
+    j = len(outs)
+    g.args.append(Arg(f"o{j}", "i32", (1, 1, g.grid[1], g.grid[0]), output=True))
+    after = g.rng.sample(outs, g.rng.randrange(1, len(outs) + 1)) if outs else []
+    text = after[0] if len(after) == 1 and g.rng.random() < 0.5 else "[" + ", ".join(after) + "]"
+    g.emit(f"old = atomic_add(o{j}, 1, at=(0, 0, by, bx), after={text})", "atomic_add")
+    g.args.append(Arg(f"o{j + 1}", "i32", (1, 1, g.warps * g.grid[1], g.grid[0]), output=True))
+    g.emit(f"store(o{j + 1}, old + tr, at=(0, 0, tr, bx), clip=True)", "store_index_element")
