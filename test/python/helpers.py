@@ -104,3 +104,28 @@ def grads_match(y, ref, dy, tensors, tol: float) -> bool:
     ref.backward(dy.double())
     return all(float((g.double() - t.grad.double()).norm() / t.grad.double().norm()) < tol
                for g, t in zip(got, tensors))
+
+
+def marker_line(path: str, marker: str) -> int:
+    """The number of the line of `path` that ends with `# @marker` (a test
+    marks the line an error must point at)."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# @{marker}"):
+                return i
+    raise AssertionError(marker)
+
+
+def refused_at(trace, path: str, marker: str, *words):
+    """trace() raises a TkcError located at `path`'s line marked `marker`,
+    whose message holds each of words; the error."""
+    import pytest
+
+    from tkc.diagnostics import TkcError
+    with pytest.raises(TkcError) as info:
+        trace()
+    e = info.value
+    assert e.where.startswith(f"{path}:{marker_line(path, marker)}:"), (e.where, e.message)
+    for w in words:
+        assert w in e.message, e.message
+    return e

@@ -5,6 +5,7 @@ import tkc
 from tkc import bf16, f32, gl, rt, rv, st
 from tkc.diagnostics import TkcError
 from tkc.frontend.ops import exp, load, mma_AB, mma_ABt, row_max, store, sub_row, zero
+from helpers import marker_line, refused_at  # noqa: E402
 
 pytest.importorskip("mlir")
 
@@ -12,21 +13,11 @@ G = gl(f32, 1, 1, 32, 32)
 
 
 def _line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# @{marker}"):
-                return i
-    raise AssertionError(marker)
+    return marker_line(__file__, marker)
 
 
 def _fails(kernel, marker: str, *words):
-    with pytest.raises(TkcError) as info:
-        kernel.trace()
-    e = info.value
-    assert e.where.startswith(f"{__file__}:{_line_of(marker)}:"), (e.where, e.message)
-    for w in words:
-        assert w in e.message, e.message
-    return e
+    return refused_at(kernel.trace, __file__, marker, *words)
 
 
 def test_mma_with_wrong_dtype():

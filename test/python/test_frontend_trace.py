@@ -7,6 +7,7 @@ from tkc import bf16, f32, gl, rt, rv, st
 from tkc.diagnostics import where
 from tkc.frontend.ops import (add, copy, div_row, exp2, group_load, load, mma_AB, mma_ABt, mul,
                               mul_row, neg_infty, row_max, row_sum, store, sub_row, zero)
+from helpers import marker_line  # noqa: E402
 
 pytest.importorskip("mlir")
 
@@ -31,11 +32,7 @@ def _named(module, name):
 
 
 def _line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# @{marker}"):
-                return i
-    raise AssertionError(marker)
+    return marker_line(__file__, marker)
 
 
 def _verify(module):

@@ -17,6 +17,7 @@ from tkc.diagnostics import TkcError
 from tkc.ops import (abs, col_max, col_sum, copy, div, exp, fill, iota, load, max, min, mma_AB,
                      neg_infty, ones, pos_infty, relu, row_max, row_sum, store, sub_row, sum, where,
                      zero)
+from helpers import marker_line, refused_at  # noqa: E402
 
 pytest.importorskip("mlir")
 
@@ -175,20 +176,11 @@ def test_i64_gls_take_int64_tensors_and_i32_gls_refuse_them():
 # ---------------------------------------------------------------- what integers do not do
 
 def _line(marker: str) -> int:
-    with open(__file__) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# @{marker}"):
-                return i
-    raise AssertionError(marker)
+    return marker_line(__file__, marker)
 
 
 def _fails(kernel, marker: str, *words):
-    with pytest.raises(TkcError) as info:
-        kernel.trace()
-    e = info.value
-    assert e.where.startswith(f"{__file__}:{_line(marker)}:"), (e.where, e.message)
-    for w in words:
-        assert w in e.message, e.message
+    refused_at(kernel.trace, __file__, marker, *words)
 
 
 G32, GF = gl(i32, 1, 1, 16, 16), gl(f32, 1, 1, 16, 16)

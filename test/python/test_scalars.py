@@ -9,8 +9,8 @@ import pytest
 
 import tkc
 from tkc import f32, gl, i32, rt
-from tkc.diagnostics import TkcError
 from tkc.ops import ge, load, lt, max, min, ne, store, where
+from helpers import marker_line, refused_at  # noqa: E402
 
 pytest.importorskip("mlir")
 
@@ -143,20 +143,11 @@ def test_scalars_carried_out_of_ifs(a, b):
 # ---------------------------------------------------------------- mistakes
 
 def _line_of(marker: str) -> int:
-    with open(__file__) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# @{marker}"):
-                return i
-    raise AssertionError(marker)
+    return marker_line(__file__, marker)
 
 
 def _fails(body, marker: str, *words):
-    with pytest.raises(TkcError) as info:
-        tkc.kernel(body).trace()
-    e = info.value
-    assert e.where.startswith(f"{__file__}:{_line_of(marker)}:"), (e.where, e.message)
-    for w in words:
-        assert w in e.message, e.message
+    refused_at(tkc.kernel(body).trace, __file__, marker, *words)
 
 
 X = gl(f32, 1, 1, 1, 16)
