@@ -34,6 +34,13 @@ def bench(fn, *, reps: int = 30, inner: int = 10) -> float:
     graph = captured(fn, inner)
     graph.replay()
     torch.cuda.synchronize()
+    return replay_ms(graph, reps, inner)
+
+
+def replay_ms(graph, reps: int, inner: int) -> float:
+    """Median milliseconds of one of a captured graph's `inner` calls, over
+    `reps` replays timed by CUDA events."""
+    import torch
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

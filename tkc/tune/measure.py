@@ -195,22 +195,15 @@ def _gpu_timer(flush_l2: bool):
     also writes twice the L2 before each call, and that write's time alone
     (its own graph) is subtracted."""
     import torch
+
+    from ..bench.timing import captured, replay_ms
     held: dict = {}
     inner, reps = 10, 5
 
     def replay_us(graph) -> float:
-        times = []
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / inner)
-        return statistics.median(times)
+        return replay_ms(graph, reps, inner) * 1e3
 
     def timer(kernel, args) -> float:
-        from ..bench.timing import captured
         graph = held.get(id(kernel))
         if graph is None:
             copies = _copies(args)
