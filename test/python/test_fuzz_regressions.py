@@ -4,11 +4,14 @@ are xfail(strict=True) with the reason, so their fix turns them into
 failures to flip."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, ops, rt, st, tma, warpgroup
+from tkc import bf16, f32, gl, rt, st, tma, warpgroup
+from tkc.frontend.kernel import kernels_in_file
 from tkc.ops import group_load, load, store, subtile, zero
 
 
@@ -91,31 +94,19 @@ def test_a_group_load_beside_a_pipeline_producer():
     np.testing.assert_allclose(o[0, 0], a[0, 0] @ b[0, 0] + y[0, 0], rtol=1e-5, atol=1e-4)
 
 
-@tkc.kernel(warps=8, grid=lambda a, b, o, m: (2, 1), persistent=True)
-def persistent_once_loaded_wgmma(a: gl(bf16, 1, 1, None, 128), b: gl(bf16, 1, 1, None, None),
-                                 o: gl(f32, 1, 1, 128, 80), m: gl(f32, 1, 1, None, None)):
-    """seed 2 programs 764 and 1881 (this is 1881, its unused argument
-    dropped): wrong values on the H200, or an illegal address. A persistent
-    kernel's once-per-item tma.loads get two slots, by the item's parity, so
-    the wgmma descriptors have a run-time part, `mul.wide.u32` in the PTX.
-    Each descriptor was that field plus its constant in one `add.s64`;
-    ptxas 12.9 and 13.0 then add only the low word, for two or more k steps,
-    and leave the high word (SBO, swizzle) of the first HGMMA's descriptors
-    in uniform registers nothing writes. Fixed in lowering/wgmma.py: the
-    descriptor is joined from 32-bit words (`mov.b64 {lo, hi}`)."""
-    bx, by = tkc.block_idx.x, tkc.block_idx.y
-    wg = tkc.warpgroupid()
-    tr = by * 8 + tkc.warpid()
-    s0 = st(bf16, 64, 128)
-    s1 = st(bf16, 64, 64)
-    acc = zero(rt(f32, 16, 64))
-    tma.load(s0, a, (0, 0, 0, by))
-    tma.load(s1, b, (0, 0, 0, bx))
-    warpgroup.mma_AtB(acc, subtile(s0, 64, 64, (0, wg)), s1)
-    warpgroup.mma_async_wait(acc)
-    v1 = ops.min(acc, acc)
-    store(o, acc, (0, 0, tr, bx), clip=True)
-    store(m, v1, (0, 0, tr, bx), clip=True)
+# seed 2 programs 764 and 1881 (this is 1881, its unused argument
+# dropped): wrong values on the H200, or an illegal address. A persistent
+# kernel's once-per-item tma.loads get two slots, by the item's parity, so
+# the wgmma descriptors have a run-time part, `mul.wide.u32` in the PTX.
+# Each descriptor was that field plus its constant in one `add.s64`;
+# ptxas 12.9 and 13.0 then add only the low word, for two or more k steps,
+# and leave the high word (SBO, swizzle) of the first HGMMA's descriptors
+# in uniform registers nothing writes. Fixed in lowering/wgmma.py: the
+# descriptor is joined from 32-bit words (`mov.b64 {lo, hi}`).
+# The kernel is the lit test's (test/lit/lowering/wgmma-ring-slot.py), which
+# checks the descriptors' PTX.
+persistent_once_loaded_wgmma = {k.name: k for k in kernels_in_file(
+    Path(__file__).resolve().parents[1] / "lit" / "lowering" / "wgmma-ring-slot.py")}["ring_slot_wgmma"]
 
 
 def test_a_persistent_wgmma_of_once_loaded_tiles_interprets():
