@@ -129,3 +129,11 @@ def refused_at(trace, path: str, marker: str, *words):
     for w in words:
         assert w in e.message, e.message
     return e
+
+
+def staged(kernel):
+    """The kernel's tile IR module after the tile pipeline (compile_to "tile")."""
+    from tkc.compiler import compile_to
+    module = kernel.trace()
+    compile_to(module, "tile")
+    return module

@@ -19,12 +19,11 @@ import pytest
 import tkc
 import tkc.interpreter
 from tkc import bf16, f32, gl, i32, rt, st, tma, warpgroup
-from tkc.compiler import compile_to
 from tkc.diagnostics import TkcError
 from tkc.frontend.kernel import kernels_in_file
 from tkc.ops import atomic_add, load, subtile, zero
 
-from helpers import ref_bf16
+from helpers import ref_bf16, staged
 
 KERNELS = {k.name: k for k in kernels_in_file(
     Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-gather.py")}
@@ -34,12 +33,6 @@ PAGE = 64
 @pytest.fixture
 def rng():
     return np.random.default_rng(11)
-
-
-def staged(kernel):
-    module = kernel.trace()
-    compile_to(module, "tile")
-    return module
 
 
 def page_of(pages, index, rows=PAGE):

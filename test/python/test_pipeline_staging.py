@@ -14,7 +14,6 @@ import pytest
 import tkc
 import tkc.interpreter
 from tkc import bf16, f32, gl, rt, rv, st, sv, tma, warpgroup
-from tkc.compiler import TILE_PIPELINE, compile_to
 from tkc.diagnostics import TkcError
 from tkc.frontend.kernel import kernels_in_file
 from tkc.kernels import gemm_hopper
@@ -26,7 +25,7 @@ def lit_kernels(name: str) -> dict:
     these tests run them)."""
     return {k.name: k for k in kernels_in_file(Path(__file__).resolve().parents[1] / "lit" / "passes" / name)}
 
-from helpers import ref_bf16
+from helpers import ref_bf16, staged
 
 BM, BN, BK = 128, 256, 64
 
@@ -34,13 +33,6 @@ BM, BN, BK = 128, 256, 64
 @pytest.fixture
 def rng():
     return np.random.default_rng(7)
-
-
-def staged(kernel):
-    """The kernel's tile IR after the tile pipeline (both passes)."""
-    module = kernel.trace()
-    compile_to(module, "tile")
-    return module
 
 
 def line_of(fn, text: str) -> int:
@@ -746,7 +738,6 @@ def test_store_warp_waits_for_the_reads_before_it_hands_the_slot_back(rng):
 def test_store_warp_waits_for_the_written_slot(rng):
     """Without the store warp's wait on the full ring it stores a slot the
     consumers are still writing: a race."""
-    from tkc.dialect import walk
     module = staged(accumulate)
     (store,) = _store_warp_ops(module, "tk.tma_store_add")
     full = _store_warp_ops(module, "tk.wait")
