@@ -14,6 +14,8 @@ from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.frontend.kernel import kernels_in_file
 from tkc.ops import group_load, load, store, subtile, zero
 
+import fuzz_cases  # test/python, on sys.path (conftest.py)
+
 
 @tkc.kernel(warps=1, grid=lambda x, o: (1,))
 def rebound_in_if_and_else_in_a_loop(x: gl(f32, 1, 1, 16, 16), o: gl(f32, 1, 1, 16, 16)):
@@ -138,9 +140,8 @@ def test_a_persistent_wgmma_of_once_loaded_tiles_sets_its_descriptors():
     assert unset_descriptor_registers(_sass(persistent_once_loaded_wgmma)) == []
 
 
-@pytest.mark.parametrize("index", [764, 1881])
-def test_the_fuzz_programs_wgmma_descriptors_are_set(index):
-    from tkc.fuzz.generate import generate
+@pytest.mark.parametrize("program", fuzz_cases.PROGRAMS, ids=lambda p: p.name)
+def test_the_fuzz_programs_wgmma_descriptors_are_set(program):
     from tkc.fuzz.program import kernel_of
     from tkc.sass import unset_descriptor_registers
-    assert unset_descriptor_registers(_sass(kernel_of(generate(2, index)))) == []
+    assert unset_descriptor_registers(_sass(kernel_of(program))) == []

@@ -166,15 +166,15 @@ def fftconv():
 
 
 def ops():
-    """tkc.matmul and tkc.linear at each GEMM tile width (the pick forced by
-    the SM count it reads), transposed A in their backward, batched, the
+    """tkc.matmul and tkc.linear at each GEMM tile width (the tuned pick
+    replaced by each width in turn), transposed A in their backward, batched, the
     bias + gelu epilogue with its pre-activation; both norms' split-row
     kernels (D 4096, 8192) and one-warp ones (D 1024), forward and backward."""
     import tkc
     from tkc.torchops import gemm, plans
-    real = gemm.sms
-    for sms, bn in ((1, 256), (8, 128), (132, 64)):   # the widths the pick takes at these shapes
-        gemm.sms = lambda device, s=sms: s
+    real = gemm._tile
+    for bn in sorted({c["BN"] for c in gemm.TILE.configs}, reverse=True):
+        gemm._tile = lambda rows, cols, w=bn: w
         plans.forget()
         a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -190,7 +190,7 @@ def ops():
         report(f"linear gelu BN {bn}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
         p, q = torch.randn(2, 72, 136, device="cuda").bfloat16(), torch.randn(2, 136, 40, device="cuda").bfloat16()
         report(f"matmul batched BN {bn}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
-    gemm.sms = real
+    gemm._tile = real
     plans.forget()
     for D in (1024, 4096, 8192):
         x = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
