@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st
+from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, tma
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
 from tkc.ops import exp, load, store
@@ -92,6 +92,32 @@ def test_conversions_round_saturate_and_widen_exactly():
     assert same_bits(q5, reference(round_bf16(x), ml_dtypes.float8_e5m2, 57344.0))
     assert same_bits(back[0], q4) and same_bits(back[1], q5)   # every 8-bit value is a bf16
     assert q4[0, 0] == 448.0 and q4[0, 1] == -448.0 and np.isnan(q4[0, 2]) and q5[0, 3] == 57344.0
+
+
+@tkc.kernel(warps=1, grid=lambda a, o: (tkc.cdiv(a.c, 256), tkc.cdiv(a.r, 64)))
+def tma_roundtrip(a: gl(f8e5m2, 1, 1, "M", "N"), o: gl(f8e5m2, 1, 1, "M", "N")):
+    x, y = tkc.block_idx.x, tkc.block_idx.y
+    s = st(f8e5m2, 64, 256)                 # two 128-byte swizzle panels: two TMA boxes of 64 x 128
+    bar = tkc.barrier()
+    tma.expect(bar, s)
+    tma.load_async(s, a, (0, 0, y, x), bar)
+    tkc.wait(bar, 0)
+    tma.store_async(o, s, (0, 0, y, x))
+    tma.store_async_wait()
+
+
+def test_tma_moves_8bit_tiles_ragged_at_the_edges():
+    rng = np.random.default_rng(1)
+    a = reference(rng.standard_normal((80, 272)) * 1000, ml_dtypes.float8_e5m2, 57344.0)
+    o = np.full_like(a, 7.0)
+    tma_roundtrip.interpret(a, o)
+    assert same_bits(o, a)                   # the box and panels: test/lit/lowering/fp8-tma.py
+
+
+def test_tma_refuses_8bit_rows_of_other_than_16_bytes():
+    from tkc.diagnostics import TkcError
+    with pytest.raises(TkcError, match="multiple of 16 bytes"):
+        tma_roundtrip.interpret(np.zeros((64, 264), np.float32), np.zeros((64, 264), np.float32))
 
 
 G8, G32 = gl(f8e4m3, 1, 1, 16, 64), gl(f32, 1, 1, 16, 64)
