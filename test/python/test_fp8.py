@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, tma
+from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, tma, warpgroup
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
-from tkc.ops import exp, load, store
+from tkc.ops import exp, load, store, zero
 from helpers import refused_at, staged  # noqa: E402
 
 pytest.importorskip("mlir")
@@ -118,6 +118,70 @@ def test_tma_refuses_8bit_rows_of_other_than_16_bytes():
     from tkc.diagnostics import TkcError
     with pytest.raises(TkcError, match="multiple of 16 bytes"):
         tma_roundtrip.interpret(np.zeros((64, 264), np.float32), np.zeros((64, 264), np.float32))
+
+
+@tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), tkc.cdiv(c.r, 64)))
+def mma_f8(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e5m2, 1, 1, "N", "K"), c: gl(f32, 1, 1, "M", "N")):
+    """C = A B^T, B given N x K (K-major, as FP8 wgmma needs); K tiles of 128."""
+    x, y, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
+    a_s, b_s = st(f8e4m3, 64, 128), st(f8e5m2, 64, 128)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(tkc.cdiv(a.c, 128), stages=2):
+        tma.load(a_s, a, (0, 0, y, k))
+        tma.load(b_s, b, (0, 0, x, k))
+        warpgroup.mma_ABt(acc, a_s, b_s)
+        warpgroup.mma_async_wait(acc)
+    store(c, acc, (0, 0, y * 4 + w, x), clip=True)
+
+
+def test_wgmma_multiplies_8bit_operands_exactly_into_f32():
+    """Products of 8-bit values are exact; the f32 sum of the interpreter against float64
+    (M, N, K not multiples of the tiles: TMA reads zeros past the edges)."""
+    rng = np.random.default_rng(2)
+    M, N, K = 80, 72, 208
+    a = reference(rng.standard_normal((M, K)) * 8, ml_dtypes.float8_e4m3fn, 448.0)
+    b = reference(rng.standard_normal((N, K)) * 8, ml_dtypes.float8_e5m2, 57344.0)
+    c = np.zeros((M, N), np.float32)
+    mma_f8.interpret(a, b, c)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    assert np.allclose(c, want, rtol=1e-6, atol=1e-3)
+
+
+def _wg(body, b_shape=(64, 128), b_dtype=f8e4m3):
+    def k(a: gl(f8e4m3, 1, 1, 64, 128), c: gl(f32, 1, 1, 64, 64)):
+        a_s, b_s = st(f8e4m3, 64, 128), st(b_dtype, *b_shape)
+        acc = zero(rt(f32, 16, 64))
+        body(a_s, b_s, acc)
+    k.__name__ = body.__name__
+    return tkc.kernel(warps=4)(k)
+
+
+def _mma_ab(a_s, b_s, acc):
+    warpgroup.mma_AB(acc, a_s, b_s)  # @fp8_n_major
+
+
+def _mma_atbt(a_s, b_s, acc):
+    warpgroup.mma_AtBt(acc, st(f8e4m3, 128, 64), b_s)  # @fp8_a_transposed
+
+
+def _mixed(a_s, b_s, acc):
+    warpgroup.mma_ABt(acc, a_s, b_s)  # @fp8_mixed
+
+
+def _a_in_registers(a_s, b_s, acc):
+    from tkc.ops import zero as z
+    warpgroup.mma_ABt(acc, z(rt(f8e4m3, 16, 128)), b_s)  # @fp8_a_registers
+
+
+@pytest.mark.parametrize("body, b_shape, b_dtype, marker, words", [
+    (_mma_ab, (128, 64), f8e4m3, "fp8_n_major", ("must both be K-major", "no transpose for 8-bit")),
+    (_mma_atbt, (64, 128), f8e4m3, "fp8_a_transposed", ("must both be K-major",)),
+    (_mixed, (64, 128), bf16, "fp8_mixed", ("both be 8-bit floats",)),
+    (_a_in_registers, (64, 128), f8e4m3, "fp8_a_registers", ("read from shared memory",)),
+])
+def test_what_8bit_wgmma_does_not_do_is_a_located_error(body, b_shape, b_dtype, marker, words):
+    kernel = _wg(body, b_shape, b_dtype)
+    refused_at(lambda: staged(kernel), __file__, marker, *words)
 
 
 G8, G32 = gl(f8e4m3, 1, 1, 16, 64), gl(f32, 1, 1, 16, 64)
