@@ -90,8 +90,9 @@ def test_fp8_wgmma_against_float64():
     c = torch.zeros(M, N, device="cuda")
     fp8_mma(a, b, c)
     want = a.double() @ b.double().t()
-    # FP8 wgmma adds its products with fewer than f32's bits (DeepSeek-V3: about 14): relative 1e-3
-    assert torch.allclose(c.double(), want, rtol=1e-3, atol=1e-2 * float(want.abs().max()) / 100)
+    # FP8 wgmma adds its products with fewer than f32's bits (DeepSeek-V3: about 14), so
+    # the check is of the whole (relative 2-norm), not of elements that cancel to near zero
+    assert float((c.double() - want).norm() / want.norm()) < 1e-3
 
 
 @pytest.mark.parametrize("M, N, K, rowwise, out_dtype", [
