@@ -28,6 +28,15 @@ def test_lower_rank_tensors_are_viewed_as_4d():
     assert got.dtype == "FLOAT32" and got.swizzle == "NONE" and got.box == (32, 16, 1, 1)
 
 
+def test_8bit_floats_are_moved_as_bytes():
+    e4m3 = dict(A, dtype="f8e4m3", box=[64, 128])          # a 128-byte swizzle row: 128 elements
+    got = arguments("k", e4m3, 0x1000, (96, 384))
+    assert got.dtype == "UINT8" and got.box == (128, 64, 1, 1) and got.global_strides[0] == 384
+    assert arguments("k", dict(e4m3, dtype="f8e5m2"), 0x1000, (96, 384)).dtype == "UINT8"
+    with pytest.raises(TkcError, match="dim c = 40 of f8e4m3 is 40 bytes"):
+        arguments("k", e4m3, 0x1000, (96, 40))
+
+
 @pytest.mark.parametrize("entry, ptr, shape, message", [
     (A, 0x1008, (64, 64), "16-byte aligned data pointer, found 0x1008"),
     (A, 0x1000, (64, 36), "dim c = 36 of bf16 is 72 bytes"),

@@ -88,3 +88,14 @@ def test_auto_resolves_like_the_layout_and_none_is_refused():
 def test_instruction_text_numbers_operands_after_the_tied_accumulators(n, regs, ta, tb, want):
     text = wgmma.mma_instruction(n, "bf16", regs, ta, tb)
     assert text == "wgmma.mma_async.sync.aligned." + want
+
+
+def test_8bit_operands_step_k32_with_no_transpose_immediates():
+    text = wgmma.mma_instruction(16, "f8e4m3", False, False, False, b_dtype="f8e5m2")
+    assert text == ("wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e5m2 "
+                    "{$0, $1, $2, $3, $4, $5, $6, $7}, $16, $17, 1, 1, 1;")
+    with pytest.raises(ValueError):
+        wgmma.mma_instruction(16, "f8e4m3", False, False, True)
+    # a k32 step is 32 bytes of a row, as bf16's k16: a 128-element row is four steps
+    lay = wgmma.operand_layout(ST("f8e4m3", 64, 256, "128b"), k_major=True)
+    assert lay.steps == (0, 32, 64, 96, 64 * 128, 64 * 128 + 32, 64 * 128 + 64, 64 * 128 + 96)

@@ -82,6 +82,35 @@ def compare_gemm(kernel, m, n, k, rounds, transpose_b=False, out_dtype="bf16"):
                 ratio_max=max(ratios), rounds=rounds)
 
 
+def compare_scaled_mm(m, n, k, rowwise, rounds):
+    """One row: tkc.scaled_mm interleaved with torch._scaled_mm (cuBLASLt), e4m3
+    in, bf16 out, per-tensor or row-wise scales; the error against float32."""
+    import statistics
+
+    import torch
+
+    import tkc
+    from .timing import interleaved, median_ratio
+    f8 = torch.float8_e4m3fn
+    sets = max(1, min(4, -(-3 * L2_BYTES // (m * k + k * n + 2 * m * n))))
+    sets = [(torch.randn(m, k, device="cuda").to(f8), torch.randn(n, k, device="cuda").to(f8).t(),
+             torch.rand(m, 1, device="cuda") + 0.5 if rowwise else torch.tensor(0.5, device="cuda"),
+             torch.rand(1, n, device="cuda") + 0.5 if rowwise else torch.tensor(2.0, device="cuda"))
+            for _ in range(sets)]
+    a, b, sa, sb = sets[0]
+    err = _rel_err(tkc.scaled_mm(a, b, sa, sb), (a.float() @ b.float()) * sa * sb)
+    flops = 2.0 * m * n * k
+    ms = interleaved({"tkc": rotating(lambda *x: tkc.scaled_mm(*x), sets),
+                      "peer": rotating(lambda *x: torch._scaled_mm(*x, out_dtype=torch.bfloat16), sets)},
+                     rounds, **timing_for(flops / 2))       # FP8 runs about twice bf16's rate
+    ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
+    return dict(kernel=f"scaled_mm {'rowwise' if rowwise else 'per-tensor'}", shape=f"{m}x{n}x{k}",
+                rel_err=err, tkc_tflops=tflops(flops, statistics.median(ms["tkc"])),
+                peer="torch._scaled_mm", peer_tflops=tflops(flops, statistics.median(ms["peer"])),
+                ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
+                ratio_max=max(ratios), rounds=rounds)
+
+
 def gemm_rows(quick: bool):
     from tkc.kernels import gemm, gemm_hopper
     rounds = 3 if quick else 5
@@ -89,6 +118,10 @@ def gemm_rows(quick: bool):
     for m, n, k in shapes:
         yield compare_gemm(gemm_hopper("bf16"), m, n, k, rounds)
     if not quick:
+        # FP8 (issue 45): per-tensor and row-wise scales at the issue's shapes
+        for (m, n, k), rowwise in (((8192, 8192, 8192), False), ((8192, 8192, 8192), True),
+                                   ((4096, 7168, 16384), False), ((4096, 7168, 16384), True)):
+            yield compare_scaled_mm(m, n, k, rowwise, rounds)
         yield compare_gemm(gemm_hopper("bf16", transpose_b=True), 4096, 4096, 4096, rounds,
                            transpose_b=True)
         yield compare_gemm(gemm_hopper("f32"), 4096, 4096, 4096, rounds, out_dtype="f32")

@@ -15,7 +15,9 @@ irdl.dialect @tk {
     %f16 = irdl.is f16
     %f32 = irdl.is f32
     %i32 = irdl.is i32
-    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32)
+    %f8e4m3 = irdl.is f8E4M3FN
+    %f8e5m2 = irdl.is f8E5M2
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32, %f8e4m3, %f8e5m2)
     %rows = irdl.base "#builtin.integer"
     %cols = irdl.base "#builtin.integer"
     %row = irdl.is "row"
@@ -48,7 +50,9 @@ irdl.dialect @tk {
     %bf16 = irdl.is bf16
     %f16 = irdl.is f16
     %f32 = irdl.is f32
-    %dtype = irdl.any_of(%bf16, %f16, %f32)
+    %f8e4m3 = irdl.is f8E4M3FN
+    %f8e5m2 = irdl.is f8E5M2
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %f8e4m3, %f8e5m2)
     %rows = irdl.base "#builtin.integer"
     %cols = irdl.base "#builtin.integer"
     %auto = irdl.is "auto"
@@ -78,7 +82,9 @@ irdl.dialect @tk {
     %f32 = irdl.is f32
     %i32 = irdl.is i32
     %i64 = irdl.is i64
-    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32, %i64)
+    %f8e4m3 = irdl.is f8E4M3FN
+    %f8e5m2 = irdl.is f8E5M2
+    %dtype = irdl.any_of(%bf16, %f16, %f32, %i32, %i64, %f8e4m3, %f8e5m2)
     %b = irdl.base "#builtin.integer"
     %d = irdl.base "#builtin.integer"
     %r = irdl.base "#builtin.integer"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..dtypes import from_mlir, mlir_name
+
 DYN = -1  # a runtime dim of a gl
 
 LAYOUTS = ("row", "col", "wide")
@@ -31,7 +33,7 @@ class RT:
     layout: str = "row"
 
     def text(self) -> str:
-        return f'!tk.rt<{self.dtype}, {_i(self.rows)}, {_i(self.cols)}, "{self.layout}">'
+        return f'!tk.rt<{mlir_name(self.dtype)}, {_i(self.rows)}, {_i(self.cols)}, "{self.layout}">'
 
     @property
     def shape(self):
@@ -61,7 +63,7 @@ class RV:
     kind: str = "col"
 
     def text(self) -> str:
-        return f'!tk.rv<{self.dtype}, {_i(self.length)}, "{self.kind}">'
+        return f'!tk.rv<{mlir_name(self.dtype)}, {_i(self.length)}, "{self.kind}">'
 
     @property
     def shape(self):
@@ -83,7 +85,7 @@ class ST:
     swizzle: str = "auto"
 
     def text(self) -> str:
-        return f'!tk.st<{self.dtype}, {_i(self.rows)}, {_i(self.cols)}, "{self.swizzle}">'
+        return f'!tk.st<{mlir_name(self.dtype)}, {_i(self.rows)}, {_i(self.cols)}, "{self.swizzle}">'
 
     @property
     def shape(self):
@@ -103,7 +105,7 @@ class SV:
     length: int
 
     def text(self) -> str:
-        return f"!tk.sv<{self.dtype}, {_i(self.length)}>"
+        return f"!tk.sv<{mlir_name(self.dtype)}, {_i(self.length)}>"
 
     @property
     def shape(self):
@@ -127,7 +129,7 @@ class GL:
     c: int
 
     def text(self) -> str:
-        return f"!tk.gl<{self.dtype}, {_i(self.b)}, {_i(self.d)}, {_i(self.r)}, {_i(self.c)}>"
+        return f"!tk.gl<{mlir_name(self.dtype)}, {_i(self.b)}, {_i(self.d)}, {_i(self.r)}, {_i(self.c)}>"
 
     @property
     def dims(self):
@@ -150,15 +152,15 @@ class Barrier:
 
 _PATTERNS = {
     "rt": (re.compile(r'!tk\.rt<(\w+), (-?\d+) : i64, (-?\d+) : i64, "(\w+)">'),
-           lambda m: RT(m[1], int(m[2]), int(m[3]), m[4])),
+           lambda m: RT(from_mlir(m[1]), int(m[2]), int(m[3]), m[4])),
     "rv": (re.compile(r'!tk\.rv<(\w+), (-?\d+) : i64, "(\w+)">'),
-           lambda m: RV(m[1], int(m[2]), m[3])),
+           lambda m: RV(from_mlir(m[1]), int(m[2]), m[3])),
     "st": (re.compile(r'!tk\.st<(\w+), (-?\d+) : i64, (-?\d+) : i64, "(\w+)">'),
-           lambda m: ST(m[1], int(m[2]), int(m[3]), m[4])),
+           lambda m: ST(from_mlir(m[1]), int(m[2]), int(m[3]), m[4])),
     "sv": (re.compile(r"!tk\.sv<(\w+), (-?\d+) : i64>"),
-           lambda m: SV(m[1], int(m[2]))),
+           lambda m: SV(from_mlir(m[1]), int(m[2]))),
     "gl": (re.compile(r"!tk\.gl<(\w+), (-?\d+) : i64, (-?\d+) : i64, (-?\d+) : i64, (-?\d+) : i64>"),
-           lambda m: GL(m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5]))),
+           lambda m: GL(from_mlir(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]))),
     "barrier": (re.compile(r"!tk\.barrier"), lambda m: Barrier()),
 }
 

@@ -23,14 +23,14 @@ from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
 from .lcsf import lcsf
-from .tiles import DType, bf16, f16, f32, gl, i32, i64, rt, rv, st, sv
+from .tiles import DType, bf16, f8e4m3, f8e5m2, f16, f32, gl, i32, i64, rt, rv, st, sv
 from .tma import arrive, barrier, fence_async, wait
 from .values import F32, Bool, Index
 from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
 
 __all__ = [
     "kernel", "Kernel", "kernels_in_file",
-    "bf16", "f16", "f32", "i32", "i64", "DType",
+    "bf16", "f16", "f32", "i32", "i64", "f8e4m3", "f8e5m2", "DType",
     "gl", "rt", "rv", "st", "sv",
     "crt", "crv", "cst", "cgl", "Complex",
     "range", "if_", "else_", "lcsf",

@@ -12,7 +12,7 @@ entry block only (ThunderKittens allocates shared memory up front).
 from __future__ import annotations
 
 from ..dialect.types import GL, LAYOUTS, RT, RV, ST, SV, SWIZZLES, VEC_KINDS
-from ..dtypes import DTYPES, GL_DTYPES, REG_DTYPES
+from ..dtypes import DTYPES, FP8_DTYPES, GL_DTYPES, REG_DTYPES, VEC_DTYPES
 from .trace import current, emitting, fail
 from .values import Index, Traced
 
@@ -46,6 +46,8 @@ class DType(str):
 
 
 bf16, f16, f32, i32, i64 = DType("bf16"), DType("f16"), DType("f32"), DType("i32"), DType("i64")
+# the 8-bit floats (dtypes.py): gl and st for TMA and wgmma, rt for conversions
+f8e4m3, f8e5m2 = DType("f8e4m3"), DType("f8e5m2")
 SCALAR_DTYPES = ("f32", "i32")
 
 
@@ -145,7 +147,8 @@ def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
 def rv(dtype, length: int, kind: str = "col") -> Reg:
     """An unassigned register vector handle; kind "col" = one value per tile
     row, "row" = one per tile column, "flat" = a vector on its own (L/32 a lane)."""
-    view = RV(reg_dtype(dtype), _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
+    view = RV(tile_dtype(dtype, tuple(d for d in REG_DTYPES if d not in FP8_DTYPES), "rv"),
+              _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
     if kind == "flat" and length % 32:
         raise fail(f"a flat rv's length must be a multiple of 32 (one chunk per lane), got {length}")
     return Reg(view)
@@ -196,7 +199,7 @@ def st(dtype, rows: int, cols: int, swizzle: str = "auto") -> Shared:
 
 def sv(dtype, length: int) -> Shared:
     """Allocate a shared vector sv<dtype, length>."""
-    return _alloc(SV(tile_dtype(dtype), _extent(length, "sv length")))
+    return _alloc(SV(tile_dtype(dtype, VEC_DTYPES, "sv"), _extent(length, "sv length")))
 
 
 # ------------------------------------------------------------ global layouts

@@ -35,6 +35,8 @@ j * c + k of lane l.
 """
 from __future__ import annotations
 
+from ..dtypes import itemsize
+
 BASE = 16
 PER_BASE_TILE = 8  # elements per lane per 16x16 base tile
 
@@ -91,7 +93,7 @@ def vec_run(length: int, kind: str) -> int:
 
 def access_elems(run: int, dtype: str) -> int:
     """Elements per memory access of a run: at most 16 bytes."""
-    return min(run, 16 // {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "i64": 8}[dtype])
+    return min(run, 16 // itemsize(dtype))
 
 
 def flat_chunk(length: int) -> int:

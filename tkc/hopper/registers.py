@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..dialect.types import RT, RV, view
+from ..dtypes import FP8_DTYPES
 from . import fragments
 
 if TYPE_CHECKING:
@@ -24,8 +25,12 @@ def frag_len(v) -> int:
 
 
 def scalar_type(dtype: str) -> ir.Type:
-    """The MLIR scalar type of a tk element type name."""
+    """The MLIR scalar type of a tk element type name. An 8-bit float is
+    held as its bits, an i8: LLVM's NVPTX backend has no 8-bit float type,
+    and the conversions are PTX's cvt on pairs (lowering/fp8.py)."""
     from mlir import ir
+    if dtype in FP8_DTYPES:
+        return ir.IntegerType.get_signless(8)
     return {"bf16": ir.BF16Type.get, "f16": ir.F16Type.get, "f32": ir.F32Type.get,
             "i32": lambda: ir.IntegerType.get_signless(32),
             "i64": lambda: ir.IntegerType.get_signless(64)}[dtype]()

@@ -13,11 +13,23 @@ from dataclasses import dataclass
 
 from ..dialect.attrs import negated  # noqa: F401  (the rules' reader of `negate`)
 from ..dialect.types import RT, ST
+from ..dtypes import FP8_DTYPES, is_fp8, itemsize
 
 WARPGROUP_WARPS = 4
 M = 64              # rows of a warpgroup's result (wgmma m64)
 MAX_N = 256         # widest wgmma (m64n256k16)
 MMA_DTYPES = ("bf16", "f16")
+# 8-bit operands (e4m3 and e5m2 may mix): wgmma ...k32.f32.e4m3.e5m2 has no
+# transpose bits (PTX ISA: imm-trans-a/b only for .f16/.bf16), so both
+# operands must be K-major in shared memory (the ABt form); and an 8-bit A
+# in registers has its own fragment (4 adjacent k a register), not the row
+# layout of an rt, so A comes from shared memory.
+FP8_MMA_DTYPES = FP8_DTYPES
+
+
+def k_step(dtype: str) -> int:
+    """K of one wgmma: 32 bytes of each row (k16 for 16-bit, k32 for 8-bit types)."""
+    return 32 // itemsize(dtype)
 REGISTER_RANGE = (24, 256)  # setmaxnreg: a multiple of 8 in this range
 REGISTER_FILE = 65536       # registers of an SM
 
@@ -95,8 +107,28 @@ def _a_problems(name, var, a) -> list[str]:
 
 
 def _dtype_problems(name, a, b) -> list[str]:
+    if is_fp8(a.dtype) or is_fp8(b.dtype):
+        return _fp8_problems(name, a, b)
     if a.dtype not in MMA_DTYPES or b.dtype != a.dtype:
         return [f"{name}: a and b must both be bf16 or both f16, got {short(a)} and {short(b)}"]
+    return []
+
+
+def _fp8_problems(name, a, b) -> list[str]:
+    if not (is_fp8(a.dtype) and is_fp8(b.dtype)):
+        return [f"{name}: a and b must both be 8-bit floats (f8e4m3 or f8e5m2) or both bf16 or both "
+                f"f16, got {short(a)} and {short(b)}"]
+    var = VARIANTS[name]
+    if not (var.a_k_major and var.b_k_major):
+        return [f"{name}: 8-bit operands must both be K-major (wgmma has no transpose for 8-bit "
+                f"types): use warpgroup_mma_abt with a st<64, K> and b st<N, K>, and store a K x N "
+                f"matrix transposed (N x K) in memory, got {short(a)} and {short(b)}"]
+    if isinstance(a, RT):
+        return [f"{name}: an 8-bit a is read from shared memory (st<64, K>): in registers wgmma wants "
+                f"another fragment than an rt's, got {short(a)}"]
+    if a.cols % k_step(a.dtype):
+        return [f"{name}: K of 8-bit operands must be a multiple of 32 (one wgmma k32), got "
+                f"{short(a)}"]
     return []
 
 

@@ -3,7 +3,7 @@
 gl arguments are numpy arrays of 1-4 dims, viewed as 4-D by prepending 1s
 (a view, so stores land in the caller's array). bf16 has no numpy dtype, so a
 bf16 gl takes a float32 array holding bf16 values (writes are rounded to
-bf16); f16 takes float16 or float32; f32 takes float32. Scalars are Python
+bf16), an 8-bit float gl (f8e4m3, f8e5m2) likewise; f16 takes float16 or float32; f32 takes float32. Scalars are Python
 numbers. Dims named alike (tk.dim_names) must have one size.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..dialect.types import GL, view
 from ..dialect.kernel import arg_names, dim_names
 
 ARRAY_DTYPES = {"bf16": ("float32",), "f16": ("float16", "float32"), "f32": ("float32",),
-                "i32": ("int32",), "i64": ("int64",)}
+                "i32": ("int32",), "i64": ("int64",), "f8e4m3": ("float32",), "f8e5m2": ("float32",)}
 SCALARS = ("f32", "i32")
 
 

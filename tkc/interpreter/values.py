@@ -2,7 +2,8 @@
 
 Register tiles and vectors are float32 numpy arrays of the type's shape whose
 elements are always representable in the type's dtype (an op producing a
-bf16/f16 value rounds to nearest even from f32, as docs/tile-ir.md says).
+bf16/f16 value rounds to nearest even from f32, an 8-bit float's also
+saturates to its finite max, as docs/tile-ir.md says).
 Layouts never change values, so they have no representation here. Shared
 tiles are float32 arrays too, rounded on every write by the st's dtype.
 
@@ -14,6 +15,8 @@ to their low 32 bits, floats truncate toward zero and saturate, NaN giving 0
 from __future__ import annotations
 
 import numpy as np
+
+from ..dtypes import FP8_MAX
 
 _ABS_MASK = np.uint32(0x7FFFFFFF)
 _EXP_MASK = np.uint32(0x7F800000)
@@ -39,6 +42,32 @@ def round_f16(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
 
 
+def _round_float(x, mantissa: int, emin: int, finite_max: float) -> np.ndarray:
+    """float32 -> the nearest value with `mantissa` stored bits and least
+    normal exponent `emin` (ties to even, subnormals kept), saturated to
+    +-finite_max, NaN kept: PTX's cvt.rn.satfinite to an 8-bit float. The
+    spacing of the grid at x is 2^(max(exponent(x), emin) - mantissa); x
+    scaled by it is exact in float64, and np.rint rounds half to even."""
+    with np.errstate(invalid="ignore"):        # NaNs (signalling ones too) stay NaN
+        d = np.asarray(x, dtype=np.float32).astype(np.float64)
+        _, e = np.frexp(d)                     # |d| = m 2^e, m in [0.5, 1)
+        step = np.maximum(e - 1, emin) - mantissa
+        r = np.ldexp(np.rint(np.ldexp(d, -step)), step)
+    return np.clip(r, -finite_max, finite_max).astype(np.float32)
+
+
+def round_f8e4m3(x) -> np.ndarray:
+    """float32 -> e4m3 (3 mantissa bits, normals from 2^-6, no infinities:
+    saturates to +-448), as float32."""
+    return _round_float(x, 3, -6, FP8_MAX["f8e4m3"])
+
+
+def round_f8e5m2(x) -> np.ndarray:
+    """float32 -> e5m2 (2 mantissa bits, normals from 2^-14; saturates to
+    +-57344 where a plain cast would give an infinity), as float32."""
+    return _round_float(x, 2, -14, FP8_MAX["f8e5m2"])
+
+
 def as_f32(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
@@ -57,8 +86,10 @@ def as_i64(x) -> np.ndarray:
     return np.asarray(x).astype(np.int64)
 
 
-ROUND = {"bf16": round_bf16, "f16": round_f16, "f32": as_f32, "i32": as_i32, "i64": as_i64}
-NUMPY = {"bf16": np.float32, "f16": np.float32, "f32": np.float32, "i32": np.int32, "i64": np.int64}
+ROUND = {"bf16": round_bf16, "f16": round_f16, "f32": as_f32, "i32": as_i32, "i64": as_i64,
+         "f8e4m3": round_f8e4m3, "f8e5m2": round_f8e5m2}
+NUMPY = {"bf16": np.float32, "f16": np.float32, "f32": np.float32, "i32": np.int32, "i64": np.int64,
+         "f8e4m3": np.float32, "f8e5m2": np.float32}
 
 
 def rounder(dtype: str):

@@ -25,6 +25,7 @@ from .layernorm import layernorm_bwd, layernorm_fwd
 from .linear_attention import based, linear_attention
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .rotary import rotary
+from .scaled_mm_hopper import scaled_mm_hopper
 
 
 NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
@@ -65,6 +66,9 @@ def library():
                        for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
         # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
         *GEMM_OPS,
+        # tkc.scaled_mm: per-tensor and row-wise scales, bf16 and f32 out, both tile widths
+        *(scaled_mm_hopper(out, rowwise, BN=bn) for out in ("bf16", "f32") for rowwise in (False, True)
+          for bn in (128, 256)),
         # tkc.rotary_embedding at the common head dims
         *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or

@@ -32,8 +32,9 @@ from mlir.dialects import arith, llvm
 
 from ..diagnostics import error
 from ..dialect.types import RT, RV, view
-from ..dtypes import I32_MAX, I32_MIN
+from ..dtypes import I32_MAX, I32_MIN, is_fp8
 from ..hopper.registers import frag_len, scalar_type
+from . import fp8
 from .core import Frag, rule
 
 F32, I32 = "f32", "i32"
@@ -279,6 +280,10 @@ def _fill(lw, op, args):
 def _copy(lw, op, args):
     x, v = frag_arg(op, args[0]), result_view(op)
     same_shape(op, x.view, v)
+    if is_fp8(x.view.dtype) or is_fp8(v.dtype):
+        if I32 in (x.view.dtype, v.dtype):
+            raise error(op, f"copy: an 8-bit float tile converts to and from float tiles, not i32")
+        return [Frag(v, fp8.convert_all(x.vals, x.view.dtype, v.dtype, to_f32, from_f32))]
     if x.view.dtype == F32 and v.dtype in ("bf16", "f16") and len(x.vals) % 2 == 0:
         return [Frag(v, narrow_pairs(x.vals, v.dtype))]
     return [Frag(v, [convert(e, x.view.dtype, v.dtype) for e in x.vals])]

@@ -64,7 +64,7 @@ from mlir.dialects import arith, llvm, nvvm, scf
 from ..diagnostics import error
 from ..dialect.kernel import blocks_per_sm
 from ..dialect.types import ST
-from ..dtypes import itemsize
+from ..dtypes import is_fp8, itemsize
 from ..hopper import warpgroup as rules
 from ..hopper import fragments, shared as smem
 from . import shared
@@ -73,6 +73,7 @@ from .core import Frag, Shared, rule
 from .mma import pack
 
 B = fragments.BASE
+_PTX_TYPES = {"f8e4m3": "e4m3", "f8e5m2": "e5m2"}   # wgmma's names of the 8-bit types
 SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}   # descriptor bits 62-63
 ADDRESS_MASK = 0x3FFFF                   # matrix-descriptor-encode(x) = (x & 0x3FFFF) >> 4
 UNUSED_LBO = 16                          # "not used, assumed to be 1" (encoded 1)
@@ -105,10 +106,11 @@ def operand_layout(st: ST, k_major: bool, pitch: int | None = None) -> OperandLa
     if (st.cols * e) % s:
         raise ValueError(f"{st.text()}: a {s}-byte swizzle needs rows of a multiple of {s} bytes")
     p = s // e  # elements per panel row
+    kb = rules.k_step(st.dtype)  # k per wgmma: 32 bytes of a row (16 bf16, 32 fp8)
     if k_major:
-        steps = tuple((k // p) * pitch * s + (k % p) * e for k in range(0, st.cols, B))
+        steps = tuple((k // p) * pitch * s + (k % p) * e for k in range(0, st.cols, kb))
         return OperandLayout(True, s, UNUSED_LBO, 8 * s, steps)
-    steps = tuple(k * s for k in range(0, st.rows, B))
+    steps = tuple(k * s for k in range(0, st.rows, kb))
     return OperandLayout(False, s, pitch * s, 8 * s, steps)
 
 
@@ -129,10 +131,12 @@ def decode(desc: int) -> dict:
 
 
 def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_b: bool,
-                    negate: bool = False) -> str:
-    """The PTX of one m64nNk16 wgmma, operands numbered as the inline asm has
-    them: $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
-    registers or a descriptor), then B's descriptor. negate: d = -(a b) + d."""
+                    negate: bool = False, b_dtype: str | None = None) -> str:
+    """The PTX of one m64nNk16 wgmma (m64nNk32 for 8-bit a and b, which may
+    differ: b_dtype), operands numbered as the inline asm has them:
+    $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
+    registers or a descriptor), then B's descriptor. negate: d = -(a b) + d.
+    8-bit operands have no transpose immediates (both K-major)."""
     nd = n // 2
     acc = ", ".join(f"${i}" for i in range(nd))
     a = "{" + ", ".join(f"${2 * nd + i}" for i in range(4)) + "}" if a_registers else f"${2 * nd}"
@@ -141,7 +145,13 @@ def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_
     # product, imm-scale-b = 1; tnspA only for a descriptor A.
     scales = "-1, 1" if negate else "1, 1"
     imm = f"1, {scales}, {int(trans_b)}" if a_registers else f"1, {scales}, {int(trans_a)}, {int(trans_b)}"
-    return (f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} "
+    b_dtype = b_dtype or dtype
+    if is_fp8(dtype):
+        if trans_a or trans_b or a_registers:
+            raise ValueError("8-bit wgmma operands are K-major and in shared memory")
+        imm = f"1, {scales}"
+    types = f"{_PTX_TYPES.get(dtype, dtype)}.{_PTX_TYPES.get(b_dtype, b_dtype)}"
+    return (f"wgmma.mma_async.sync.aligned.m64n{n}k{rules.k_step(dtype)}.f32.{types} "
             f"{{{acc}}}, {a}, {b}, {imm};")
 
 
@@ -288,17 +298,19 @@ def _lower_mma(lw, op, args):
 def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> list:
     """wgmma.fence and one wgmma per k16 step, chained through `acc`: the
     accumulators after them."""
-    a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // B)] if in_regs else []
+    kb = rules.k_step(dtype)
+    a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // kb)] if in_regs else []
     nvvm.wgmma_fence_aligned()
     f32 = ir.F32Type.get()
-    text = mma_instruction(n, dtype, in_regs, not var.a_k_major, not var.b_k_major, rules.negated(op))
+    text = mma_instruction(n, a.view.dtype, in_regs, not var.a_k_major, not var.b_k_major, rules.negated(op),
+                           b_dtype=dtype)
     nd = n // 2
     tied = ",".join(str(i) for i in range(nd))
     a_cons = "r,r,r,r" if in_regs else "r"   # A's registers, or its address field
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",r"
     a_desc = None if in_regs else _descriptor(lw, a)
     b_desc = _descriptor(lw, b)
-    for kk in range(k // B):
+    for kk in range(k // kb):
         a_ops = a_steps[kk] if in_regs else [a_desc]
         constants = [] if in_regs else [a_layout.descriptor(a.offset, kk)]
         constants.append(b_layout.descriptor(b.offset, kk))

@@ -22,6 +22,7 @@ from ..diagnostics import TkcErrors, where
 from ..dtypes import itemsize
 from . import verify_block as block_rules, verify_races as races
 from .registry import register
+from .verify_fp8 import fp8_problems
 from .verify_ints import int_gl_problem, int_problems, scalar_of
 from .verify_memory import CHECKS as _MEMORY_CHECKS, SCALAR_ARGS, slice_use_problem
 from .verify_messages import describe as _desc, need as _need, op_name as _name, short
@@ -168,7 +169,7 @@ def _check_op(op, kernel):
     sliced = slice_use_problem(op)
     if sliced:
         return [f"{name}: {sliced}"]
-    ints = int_problems(op, name, ins, outs)
+    ints = int_problems(op, name, ins, outs) or fp8_problems(op, name, ins, outs)
     if ints:
         return ints
     if name in INITS or name == "fill":

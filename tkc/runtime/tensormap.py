@@ -24,7 +24,8 @@ from .callsite import caller
 MAP_BYTES, MAP_ALIGN = 128, 64
 BOX_LIMIT = 256
 SWIZZLE_SPAN = {"32b": 32, "64b": 64, "128b": 128}
-_DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32"}
+# TMA moves 8-bit floats as bytes: it never converts, so UINT8 describes them
+_DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "f8e4m3": "UINT8", "f8e5m2": "UINT8"}
 _SWIZZLES = {"none": "NONE", "32b": "32B", "64b": "64B", "128b": "128B"}
 
 

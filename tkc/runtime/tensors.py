@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 
 class TensorView(NamedTuple):
-    dtype: str          # 'bf16' | 'f16' | 'f32' | 'i32' | 'i64', or the library's name for anything else
+    dtype: str          # 'bf16' | 'f16' | 'f32' | 'i32' | 'i64' | 'f8e4m3' | 'f8e5m2', or the library's name for anything else
     shape: tuple        # ints
     strides: tuple      # in bytes
     itemsize: int
@@ -23,8 +23,10 @@ class TensorView(NamedTuple):
 
 
 _TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
-                 "torch.int32": "i32", "torch.int64": "i64"}
-_NUMPY_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int32": "i32", "int64": "i64"}
+                 "torch.int32": "i32", "torch.int64": "i64",
+                 "torch.float8_e4m3fn": "f8e4m3", "torch.float8_e5m2": "f8e5m2"}
+_NUMPY_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int32": "i32", "int64": "i64",
+                 "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}  # the last two: ml_dtypes' names
 # DLPack (code, bits) -> name; codes: 0 int, 1 uint, 2 float, 4 bfloat.
 _DL_DTYPES = {(2, 16): "f16", (2, 32): "f32", (4, 16): "bf16", (0, 32): "i32", (0, 64): "i64"}
 _DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat", 5: "complex", 6: "bool"}

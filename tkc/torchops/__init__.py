@@ -6,6 +6,7 @@
     tkc.layer_norm, tkc.rms_norm             dropout + residual + LayerNorm / RMSNorm
     tkc.rotary_embedding                     RoPE
     tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
+    tkc.scaled_mm                            FP8 GEMM with per-tensor or row-wise scales
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
@@ -17,6 +18,7 @@ from .gemm import linear, matmul
 from .linear_attn import based, hedgehog, linear_attention
 from .norms import layer_norm, rms_norm
 from .rotary import rotary_embedding
+from .scaled import scaled_mm
 
 __all__ = ["attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
-           "layer_norm", "linear", "linear_attention", "matmul", "rms_norm", "rotary_embedding"]
+           "layer_norm", "linear", "linear_attention", "matmul", "rms_norm", "rotary_embedding", "scaled_mm"]

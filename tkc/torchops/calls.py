@@ -5,7 +5,7 @@ finds an artifact missing offline names the command for its own call.
     layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])
     attention(bf16[2, 1024, 16, 128].permute(0, 2, 1, 3), ..., causal=True)
 
-A call of a tkc op by name; tensors as DTYPE[dims] (bf16, f16, f32, i32) in
+A call of a tkc op by name; tensors as DTYPE[dims] (bf16, f16, f32, i32, f8e4m3, f8e5m2) in
 memory order, with .permute(...) (or .transpose(a, b), .t()) for the view a
 layout is; i32([...]) for an int32 tensor with those values (varlen
 offsets); Python literals for the rest.
@@ -17,7 +17,8 @@ from torch import Tensor
 
 __all__ = ["DTYPES", "describe"]
 
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i32": torch.int32}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32, "i32": torch.int32,
+          "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}
 _NAMES = {v: k for k, v in DTYPES.items()}
 
 

@@ -1,0 +1,116 @@
+"""8-bit floats on the GPU: conversions of register tiles bit for bit against
+the interpreter (rounding to nearest even, saturation, NaN), TMA round trips
+of 8-bit tiles, FP8 wgmma against float64, and tkc.scaled_mm (per-tensor and
+row-wise scales, bf16 and f32 out) against torch._scaled_mm and a float32
+reference. Kernels at module level: `tkc build test/gpu/test_fp8_gpu.py`."""
+import numpy as np
+import pytest
+
+import tkc
+from tkc import bf16, f8e4m3, f8e5m2, f32, gl, rt, st, tma, warpgroup
+from tkc.ops import load, store, zero
+
+pytestmark = pytest.mark.gpu
+try:  # the kernels above the tests must import without torch: `tkc build` reads this file
+    import torch
+except ImportError:
+    torch = None
+
+
+@tkc.kernel(warps=2, grid=lambda x, q4, q5, back: (x.r // 32,))
+def fp8_convert(x: gl(f32, 1, 1, "N", 64), q4: gl(f8e4m3, 1, 1, "N", 64), q5: gl(f8e5m2, 1, 1, "N", 64),
+                back: gl(bf16, 1, 2, "N", 64)):
+    i = tkc.block_idx.x * 2 + tkc.warpid()
+    t = load(rt(f32, 16, 64), x, (0, 0, i, 0))
+    store(q4, t.to(f8e4m3), (0, 0, i, 0))
+    store(q5, t.to(bf16).to(f8e5m2), (0, 0, i, 0))
+    store(back, load(rt(f8e4m3, 16, 64), q4, (0, 0, i, 0)).to(bf16), (0, 0, i, 0))
+    store(back, load(rt(f8e5m2, 16, 64), q5, (0, 0, i, 0)).to(f32).to(bf16), (0, 1, i, 0))
+
+
+@tkc.kernel(warps=1, grid=lambda a, o: (tkc.cdiv(a.c, 256), tkc.cdiv(a.r, 64)))
+def fp8_tma_roundtrip(a: gl(f8e5m2, 1, 1, "M", "N"), o: gl(f8e5m2, 1, 1, "M", "N")):
+    x, y = tkc.block_idx.x, tkc.block_idx.y
+    s = st(f8e5m2, 64, 256)
+    bar = tkc.barrier()
+    tma.expect(bar, s)
+    tma.load_async(s, a, (0, 0, y, x), bar)
+    tkc.wait(bar, 0)
+    tma.store_async(o, s, (0, 0, y, x))
+    tma.store_async_wait()
+
+
+@tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), tkc.cdiv(c.r, 64)))
+def fp8_mma(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e5m2, 1, 1, "N", "K"), c: gl(f32, 1, 1, "M", "N")):
+    x, y, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
+    a_s, b_s = st(f8e4m3, 64, 128), st(f8e5m2, 64, 128)
+    acc = zero(rt(f32, 16, 64))
+    for k in tkc.range(tkc.cdiv(a.c, 128), stages=2):
+        tma.load(a_s, a, (0, 0, y, k))
+        tma.load(b_s, b, (0, 0, x, k))
+        warpgroup.mma_ABt(acc, a_s, b_s)
+        warpgroup.mma_async_wait(acc)
+    store(c, acc, (0, 0, y * 4 + w, x), clip=True)
+
+
+def _bits(t):
+    return t.view(torch.uint8) if t.element_size() == 1 else t.view(torch.int16)
+
+
+def test_conversions_match_the_interpreter_bit_for_bit():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(128, 64, generator=g) * torch.exp2(torch.randint(-20, 20, (128, 64), generator=g).float())
+    x[0, :6] = torch.tensor([float("inf"), float("-inf"), float("nan"), 1e9, -1e9, 464.0])
+    x[1, :] = torch.linspace(-500, 500, 64)             # ties and saturation
+    xs = x.cuda()
+    q4 = torch.empty(128, 64, device="cuda", dtype=torch.float8_e4m3fn)
+    q5 = torch.empty(128, 64, device="cuda", dtype=torch.float8_e5m2)
+    back = torch.empty(2, 128, 64, device="cuda", dtype=torch.bfloat16)
+    fp8_convert(xs, q4, q5, back)
+    torch.cuda.synchronize()
+    n = [np.zeros((128, 64), np.float32) for _ in range(2)] + [np.zeros((2, 128, 64), np.float32)]
+    fp8_convert.interpret(x.numpy().copy(), *n)
+    for got, want in ((q4, n[0]), (q5, n[1]), (back, n[2])):
+        got = got.float().cpu().numpy()
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), (got[~same][:8], want[~same][:8])
+
+
+def test_tma_round_trip_of_8bit_tiles():
+    a = (torch.randn(80, 272, device="cuda") * 1000).to(torch.float8_e5m2)
+    o = torch.zeros_like(a)
+    fp8_tma_roundtrip(a, o)
+    assert torch.equal(_bits(o), _bits(a))
+
+
+def test_fp8_wgmma_against_float64():
+    M, N, K = 192, 136, 400
+    a = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
+    b = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e5m2)
+    c = torch.zeros(M, N, device="cuda")
+    fp8_mma(a, b, c)
+    want = a.double() @ b.double().t()
+    # FP8 wgmma adds its products with fewer than f32's bits (DeepSeek-V3: about 14), so
+    # the check is of the whole (relative 2-norm), not of elements that cancel to near zero
+    assert float((c.double() - want).norm() / want.norm()) < 1e-3
+
+
+@pytest.mark.parametrize("M, N, K, rowwise, out_dtype", [
+    (8192, 8192, 8192, False, torch.bfloat16),
+    (4096, 7168, 16384, True, torch.bfloat16),
+    (777, 1000, 528, True, torch.bfloat16),
+    (1024, 2048, 4096, False, torch.float32),
+    (300, 264, 64, True, torch.float32),
+])
+def test_scaled_mm_against_torch_and_float32(M, N, K, rowwise, out_dtype):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(M, K, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    b = torch.randn(N, K, device="cuda", generator=g).to(torch.float8_e4m3fn).t()
+    sa = torch.rand(M, 1, device="cuda", generator=g) + 0.5 if rowwise else torch.tensor(0.7, device="cuda")
+    sb = torch.rand(1, N, device="cuda", generator=g) + 0.5 if rowwise else torch.tensor(1.3, device="cuda")
+    c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    want = (a.float() @ b.float()) * sa * sb             # float32 reference
+    peer = torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    err = float((c.float() - want).norm() / want.norm())
+    peer_err = float((peer.float() - want).norm() / want.norm())
+    assert err < max(2 * peer_err, 1e-3), (err, peer_err)

@@ -1,0 +1,90 @@
+"""tkc.scaled_mm on the CPU, with the interpreter standing in for the GPU: the
+FP8 GEMM with per-tensor and row-wise scales against a float32 reference on
+small awkward shapes (M, N, K not multiples of the tiles), f32 output, the
+custom op under torch.compile's fake tensors, and the refusals at the
+caller's line. The GPU twin: test/gpu/test_fp8_gpu.py (against torch._scaled_mm)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+from helpers import interpreted
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+import tkc  # noqa: E402
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels.scaled_mm_hopper import scaled_mm_hopper  # noqa: E402
+from tkc.torchops import checks, scaled as op  # noqa: E402
+
+E4M3 = torch.float8_e4m3fn
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256: interpreted(scaled_mm_hopper(out, rowwise, BN=128)))
+
+
+def operands(M, N, K, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(M, K, generator=g) * 8).to(E4M3)
+    b = (torch.randn(N, K, generator=g) * 8).to(E4M3).t()          # [K, N], column-major
+    return a, b
+
+
+def reference(a, b, sa, sb, out_dtype):
+    """float32 (float64, then rounded once) product of the 8-bit values, scaled."""
+    c = (a.double() @ b.double()) * sa.double() * sb.double()
+    return c.to(out_dtype)
+
+
+@pytest.mark.parametrize("M, N, K, rowwise, out_dtype", [
+    (136, 200, 272, False, torch.bfloat16),
+    (72, 264, 144, True, torch.bfloat16),
+    (40, 136, 48, True, torch.float32),
+])
+def test_matches_a_float32_reference(cpu_ops, M, N, K, rowwise, out_dtype):
+    a, b = operands(M, N, K)
+    g = torch.Generator().manual_seed(1)
+    sa = torch.rand(M, 1, generator=g) + 0.5 if rowwise else torch.tensor(0.25)
+    sb = torch.rand(1, N, generator=g) + 0.5 if rowwise else torch.tensor([3.0])
+    c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    want = reference(a, b, sa, sb, out_dtype)
+    assert c.dtype == out_dtype and c.shape == (M, N)
+    tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
+    assert torch.allclose(c.double(), want.double(), rtol=tol, atol=1e-3)
+
+
+def test_fake_tensors_give_the_shape_and_dtype():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a, b = torch.empty(64, 32, dtype=E4M3), torch.empty(16, 32, dtype=E4M3).t()
+        c = op._scaled_mm(a, b, torch.empty(()), torch.empty(()), torch.float32)
+    assert c.shape == (64, 16) and c.dtype == torch.float32
+
+
+def _call(**kw):
+    a, b = operands(64, 32, 64)
+    args = dict(a=a, b=b, scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0))
+    args.update(kw)
+    return lambda: tkc.scaled_mm(**args)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: _call(a=torch.zeros(64, 64, dtype=torch.bfloat16)), "a must be float8_e4m3fn"),
+    (lambda: _call(b=torch.zeros(64, 32, dtype=E4M3)), "b must be column-major"),
+    (lambda: _call(a=torch.zeros(64, 40, dtype=E4M3), b=torch.zeros(32, 40, dtype=E4M3).t()),
+     "K = 40 must be a multiple of 16"),
+    (lambda: _call(scale_a=torch.ones(64, 1), scale_b=torch.ones(32, 1)), "row-wise"),
+    (lambda: _call(scale_a=torch.ones(1, dtype=torch.float16)), "scale_a must be float32"),
+    (lambda: _call(out_dtype=torch.float16), "out_dtype must be torch.bfloat16 or torch.float32"),
+    (lambda: _call(b=torch.zeros(32, 48, dtype=E4M3).t()), "b must be [K, N] with a's K = 64"),
+])
+def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
+    call = make()
+    with pytest.raises(TkcError) as info:
+        call()
+    assert message in info.value.message, info.value.message
+    assert info.value.where.startswith(__file__)

@@ -1,0 +1,76 @@
+"""The FP8 GEMM on Hopper with scales: C = (A B^T) * scale_a * scale_b,
+torch._scaled_mm's product (tkc/torchops/scaled_mm.py).
+
+A is M x K, B is N x K (both K-major: FP8 wgmma has no transpose), e4m3; the
+product accumulates in f32, is scaled in f32 and rounded once to C's dtype
+(bf16 or f32). Scales: per tensor (one f32 each, read from memory: the
+caller's tensors stay on the GPU) or row-wise (scale_a one per row of C,
+scale_b one per column). Built as the bf16 library GEMM (gemm_hopper.py): a
+plain pipelined loop that tk-pipeline-staging turns into a producer
+warpgroup feeding a TMA ring, and tk-grid-ordering into a persistent grid;
+two consumer warpgroups, each 64 rows of the 128 x BN tile. A K step is 128
+elements: one 128-byte swizzle row, four k32 wgmmas. TMA zero-fills past
+the edges, so M, N and K need only 16-byte rows (K a multiple of 16, N of
+8 for bf16 C).
+
+Row scales for a warp's 16 rows are loaded before the loop (two registers
+a lane); a column chunk's scales in the finish, per chunk, so the 256
+columns' worth is never live beside the accumulator (a "row" vector of 256
+takes 64 registers a lane).
+"""
+
+import tkc.dsl as tkc
+from tkc.dsl import bf16, f8e4m3, f32, gl, rt, rv, st, tma, warpgroup
+from tkc.ops import load, mul_col, mul_row, subtile, zero
+
+BM, BK = 128, 128
+EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
+
+
+def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 256, stages="auto",
+                     persistent: bool = True):
+    """The kernel for one specialisation; its arguments, in order:
+
+        a        gl(f8e4m3, 1, 1, M, K)
+        b        gl(f8e4m3, 1, 1, N, K)     B^T as stored (torch's column-major b)
+        scale_a  gl(f32, 1, 1, 1, M) rowwise, else gl(f32, 1, 1, 1, 1)
+        scale_b  gl(f32, 1, 1, 1, N) rowwise, else gl(f32, 1, 1, 1, 1)
+        c        gl(out_dtype, 1, 1, M, N)
+    """
+    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))
+    if not (0 < BN <= 256 and BN % epi == 0):
+        raise ValueError(f"scaled_mm_hopper: BN must be a multiple of {epi} up to 256, got {BN}")
+    name = "_".join(x for x in (f"scaled_mm_hopper_{out_dtype}_{'rowwise' if rowwise else 'tensor'}",
+                                f"{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
+                                "" if persistent else "np") if x)
+    SA = gl(f32, 1, 1, 1, "M") if rowwise else gl(f32, 1, 1, 1, 1)
+    SB = gl(f32, 1, 1, 1, "N") if rowwise else gl(f32, 1, 1, 1, 1)
+
+    def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"), scale_a: SA,
+                  scale_b: SB, c: gl(out_dtype, 1, 1, "M", "N")):
+        bn, bm, wg, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid(), tkc.warpid() % 4
+        a_s, b_s = st(f8e4m3, BM, BK), st(f8e4m3, BN, BK)
+        c_s = [st(out_dtype, BM, epi) for _ in range(2)]
+        if rowwise:   # this warp's 16 rows of C; rows past M read 0 (not stored anyway)
+            rows = load(rv(f32, 16, "col"), scale_a, (0, 0, 0, bm * 8 + wg * 4 + w), fill=0.0)
+        else:
+            s = load(f32, scale_a, at=(0, 0, 0, 0), fill=0.0) * load(f32, scale_b, at=(0, 0, 0, 0), fill=0.0)
+        acc = zero(rt(f32, 16, BN))
+        for k in tkc.range(tkc.cdiv(a.c, BK), stages=stages):
+            tma.load(a_s, a, (0, 0, bm, k))
+            tma.load(b_s, b, (0, 0, bn, k))
+            warpgroup.mma_ABt(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+            warpgroup.mma_async_wait(acc)
+        for j in range(BN // epi):
+            x = subtile(acc, 16, epi, (0, j))
+            if rowwise:
+                cols = load(rv(f32, epi, "row"), scale_b, (0, 0, 0, bn * (BN // epi) + j), fill=0.0)
+                y = mul_col(mul_row(x, rows), cols)
+            else:
+                y = x * s
+            out = c_s[j % 2]
+            warpgroup.store(out, y.to(out_dtype), (wg, 0))
+            tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
+
+    return tkc.kernel(name=name, warps=8, persistent=persistent, order="auto",
+                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(scaled_mm)
