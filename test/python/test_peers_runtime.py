@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, gl, i32, pgl, st, tma
+from tkc import bf16, gl, pgl, st, tma
 from tkc.runtime.args import Signature
 from tkc.runtime.peers import Peers
 from tkc.runtime.tensormap import TensorMaps

@@ -20,7 +20,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm
 
 from ..diagnostics import error
-from ..dialect.kernel import MAX_PEERS, parallel_args
+from ..dialect.kernel import MAX_PEERS
 from .access import _gl_ptr
 from .barriers import lane0
 from .core import Global, rule
@@ -116,4 +116,3 @@ def _wait_signal(lw, op, args):
     return []
 
 
-__all__ = ["param_types", "bind", "pick", "parallel_args"]
