@@ -63,15 +63,37 @@ def context():
 
 def gl_root(value) -> tuple:
     """(the kernel argument a gl value views, the axes sliced on the way):
-    a gl value is an argument or a tk.gl_slice of one."""
+    a gl value is an argument, a tk.gl_slice of one or a tk.peer of one (a
+    peer's buffer has the argument's shape, so what the argument requires
+    it requires)."""
     sliced = set()
     while True:
-        owner = value.owner
-        owner = owner.operation if hasattr(owner, "operation") else owner
-        if getattr(owner, "name", "") != "tk.gl_slice":
+        owner = _owner(value)
+        name = getattr(owner, "name", "")
+        if name == "tk.peer":
+            value = owner.operands[0]
+            continue
+        if name != "tk.gl_slice":
             return value, sliced
         sliced.add(owner.attributes["axis"].value)
         value = owner.operands[0]
+
+
+def peer_of(value):
+    """The tk.peer op a gl value is (or slices), else None: the local buffer."""
+    while True:
+        owner = _owner(value)
+        name = getattr(owner, "name", "")
+        if name == "tk.peer":
+            return owner
+        if name != "tk.gl_slice":
+            return None
+        value = owner.operands[0]
+
+
+def _owner(value):
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") else owner
 
 
 def is_index_load(op) -> bool:

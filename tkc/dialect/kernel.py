@@ -143,6 +143,38 @@ def strings(attr, n: int) -> bool:
             and all(isinstance(a, ir.StringAttr) for a in attr))
 
 
+# ---------------------------------------------------------------- parallel gls
+
+MAX_PEERS = 8   # peer buffers a parallel gl passes (an NVLink clique of one host)
+
+
+def check_peers(name, attr, args):
+    """tk.peers: the distinct numbers of gl arguments that are parallel gls."""
+    from mlir import ir
+    nums = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else None
+    if nums is None:
+        yield f"{name}: tk.peers must be an array<i64> of gl argument numbers, got {attr}"
+        return
+    if len(set(nums)) != len(nums):
+        yield f"{name}: tk.peers lists an argument twice: {nums}"
+    for n in nums:
+        if not (0 <= n < len(args) and isinstance(safe_view(args[n]), GL)):
+            yield f"{name}: tk.peers names argument {n}, which is not a gl argument"
+
+
+def parallel_args(kernel) -> list[int]:
+    """The argument numbers of the kernel's parallel gls (tk.peers), in order;
+    a malformed attribute is a located TkcError."""
+    if kernel is None or "tk.peers" not in kernel.attributes:
+        return []
+    attr = kernel.attributes["tk.peers"]
+    for message in check_peers(f"kernel @{kernel.attributes['sym_name'].value}", attr,
+                               kernel.regions[0].blocks[0].arguments):
+        raise error(kernel, message)
+    from mlir import ir
+    return sorted(ir.DenseI64ArrayAttr(attr))
+
+
 # ---------------------------------------------------------------- launch shape
 
 def kernel_warps(kernel) -> int | None:
@@ -185,7 +217,7 @@ def is_zigzag(fn) -> bool:
 
 # ops that write a gl: (op name, operand index of the gl)
 WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
-          "tk.pipeline_store": 0, "tk.store_join": 0}
+          "tk.pipeline_store": 0, "tk.store_join": 0, "tk.signal": 0}
 
 
 def written(op) -> set[int]:

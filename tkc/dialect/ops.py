@@ -266,6 +266,29 @@ def gl_slice(t, g, axis: str, start, size, loc=None):
     return _one("gl_slice", t, [g, start, size], {"axis": axis}, loc=loc)
 
 
+def peer(g, rank, loc=None):
+    """The gl over rank `rank`'s buffer of parallel gl argument g (same type)."""
+    return _one("peer", g.type, [g, rank], loc=loc)
+
+
+def rank(loc=None):
+    return _one("rank", _index(), loc=loc)
+
+
+def world_size(loc=None):
+    return _one("world_size", _index(), loc=loc)
+
+
+def signal(flags, idx, value, loc=None):
+    """Lane 0 adds index Value `value` to flags[idx] (release, system scope)."""
+    return create("signal", [], [flags, *idx, value], loc=loc)
+
+
+def wait_signal(flags, idx, value, loc=None):
+    """The warp spins until flags[idx] >= index Value `value` (acquire, system scope)."""
+    return create("wait_signal", [], [flags, *idx, value], loc=loc)
+
+
 def dim(g, axis: str, loc=None):
     return _one("dim", _index(), [g], {"axis": axis}, loc=loc)
 

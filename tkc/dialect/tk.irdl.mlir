@@ -688,6 +688,40 @@ irdl.dialect @tk {
     irdl.operands(src: %g, start: %i, size: %i)
     irdl.results(out: %g)
   }
+  // Several GPUs (docs/multi-gpu.md). A parallel gl kernel argument (listed
+  // in the kernel's tk.peers) is the local rank's buffer of a symmetric
+  // allocation; tk.peer gives the gl over rank `rank`'s buffer (same type).
+  irdl.operation @peer {
+    %g = irdl.base @tk::@gl
+    %i = irdl.is index
+    irdl.operands(src: %g, rank: %i)
+    irdl.results(out: %g)
+  }
+  // This process's rank and the number of ranks of the kernel's parallel gls.
+  irdl.operation @rank {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  irdl.operation @world_size {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  // The calling warp's lane 0 adds `value` to one element of an i32 gl (a
+  // flag, usually a peer's) with system-scope release semantics: the warp's
+  // earlier writes (TMA stores whose writes it waited for included) are
+  // visible to whoever acquires the flag.
+  irdl.operation @signal {
+    %g = irdl.base @tk::@gl
+    %i = irdl.is index
+    irdl.operands(flags: %g, b: %i, d: %i, r: %i, c: %i, value: %i)
+  }
+  // The calling warp waits until the element is at least `value` (a
+  // system-scope acquire spin), then may read what the signallers released.
+  irdl.operation @wait_signal {
+    %g = irdl.base @tk::@gl
+    %i = irdl.is index
+    irdl.operands(flags: %g, b: %i, d: %i, r: %i, c: %i, value: %i)
+  }
   // The size of one dim of a global layout (static or runtime).
   irdl.operation @dim {
     %g = irdl.base @tk::@gl

@@ -15,7 +15,8 @@ if_/else_; carry: the scalars they carry), workers (ids, sync), grid (symbolic g
 (mbarriers and TMA: `tkc.barrier`, `tkc.tma.load_async`, `tkc.tma.load` in
 pipelined loops), lcsf (the load-compute-store-finish template), warpgroup
 (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), complex (complex tiles: crt,
-crv, cst, cgl), build (tracing a Kernel into a module; needs MLIR).
+crv, cst, cgl), peers (several GPUs: tkc.pgl's rank, signal, wait_signal,
+barrier_all), build (tracing a Kernel into a module; needs MLIR).
 """
 from . import ops, tma, warpgroup
 from .complex import Complex, cgl, crt, crv, cst
@@ -23,7 +24,8 @@ from .control import else_, if_, range
 from .grid import cdiv, max, min
 from .kernel import Kernel, kernel, kernels_in_file
 from .lcsf import lcsf
-from .tiles import DType, bf16, f8e4m3, f8e5m2, f16, f32, gl, i32, i64, rt, rv, st, sv
+from .peers import barrier_all, rank, signal, wait_signal, world_size
+from .tiles import DType, bf16, f8e4m3, f8e5m2, f16, f32, gl, i32, i64, pgl, rt, rv, st, sv
 from .tma import arrive, barrier, fence_async, wait
 from .values import F32, Bool, Index
 from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
@@ -31,7 +33,7 @@ from .workers import block_idx, grid_dim, laneid, sync, warpgroupid, warpid
 __all__ = [
     "kernel", "Kernel", "kernels_in_file",
     "bf16", "f16", "f32", "i32", "i64", "f8e4m3", "f8e5m2", "DType",
-    "gl", "rt", "rv", "st", "sv",
+    "gl", "pgl", "rt", "rv", "st", "sv",
     "crt", "crv", "cst", "cgl", "Complex",
     "range", "if_", "else_", "lcsf",
     "block_idx", "grid_dim", "warpid", "laneid", "warpgroupid", "sync",
@@ -39,4 +41,5 @@ __all__ = [
     "Index", "F32", "Bool",
     "warpgroup",
     "tma", "barrier", "wait", "arrive", "fence_async",
+    "rank", "world_size", "signal", "wait_signal", "barrier_all",
 ]

@@ -14,7 +14,7 @@ from mlir.dialects import func
 from .. import dialect
 from ..diagnostics import TkcError
 from . import emit, trace
-from .tiles import GLHandle
+from .tiles import GLHandle, PGLSpec
 from .values import F32, Index
 
 
@@ -40,6 +40,9 @@ def _attributes(kernel) -> dict:
         attrs["tk.uniform_ids"] = ir.StringAttr.get(kernel.uniform_ids)
     if kernel.inplace:
         attrs["tk.inplace"] = ir.ArrayAttr.get([strs(pair) for pair in kernel.inplace.items()])
+    peers = [i for i, p in enumerate(kernel.params.values()) if isinstance(p.spec, PGLSpec)]
+    if peers:  # the parallel gls (docs/multi-gpu.md)
+        attrs["tk.peers"] = ir.DenseI64ArrayAttr.get(peers)
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]
     if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
         attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])
@@ -84,6 +87,7 @@ def trace_kernel(kernel) -> ir.Module:
             f.attributes[k] = v
         entry = f.add_entry_block()
         state = trace.TraceState(ctx, module, f, entry, kernel.warps)
+        state.has_pgl = any(isinstance(p.spec, PGLSpec) for p in params)
         with trace.active(state):
             with ir.InsertionPoint(entry):
                 handles = _handles(params, entry.arguments)

@@ -235,6 +235,19 @@ class Kernel:
         run_pipeline(module, TILE_PIPELINE)  # legal layouts, verified, as compiled
         run(module, list(arrays))
 
+    def interpret_ranks(self, rank_args: list, **options) -> None:
+        """Run as len(rank_args) ranks with the CPU interpreter: rank r's
+        arguments are rank_args[r]; a pgl argument's arrays, one per rank, are
+        its symmetric buffers (docs/multi-gpu.md). options: grid, races, sms."""
+        for args in rank_args:
+            self._check_arg_count(args)
+        from ..compiler import TILE_PIPELINE
+        from ..interpreter import run_ranks
+        from ..pass_pipeline import run_pipeline
+        module = self.trace()
+        run_pipeline(module, TILE_PIPELINE)
+        run_ranks(module, [list(a) for a in rank_args], **options)
+
     def _check_arg_count(self, args) -> None:
         if len(args) != len(self.params):
             from .trace import author_where

@@ -242,6 +242,22 @@ class GLSpec:
         return f"gl({self.dtype}, {', '.join(map(repr, self.dims))})"
 
 
+class PGLSpec(GLSpec):
+    """The annotation pgl(dtype, b, d, r, c): a parallel global layout, one gl
+    per rank of a symmetric allocation (ThunderKittens' pgl), all of this
+    shape. Inside the kernel the argument is the local rank's gl, and
+    x.peer(r) the gl over rank r's buffer."""
+
+    def __eq__(self, o):
+        return isinstance(o, PGLSpec) and (self.dtype, self.dims) == (o.dtype, o.dims)
+
+    def __hash__(self):
+        return hash(("pgl", self.dtype, self.dims))
+
+    def __repr__(self):
+        return "p" + super().__repr__()
+
+
 def _gl_dim(x, axis):
     if x is None or isinstance(x, str):
         return x
@@ -254,6 +270,11 @@ def _gl_dim(x, axis):
 def gl(dtype, b=None, d=None, r=None, c=None) -> GLSpec:
     """A global layout annotation for a kernel argument."""
     return GLSpec(dtype, b, d, r, c)
+
+
+def pgl(dtype, b=None, d=None, r=None, c=None) -> PGLSpec:
+    """A parallel global layout annotation (one gl per rank; docs/multi-gpu.md)."""
+    return PGLSpec(dtype, b, d, r, c)
 
 
 class GLHandle(Traced):
@@ -305,6 +326,24 @@ class GLHandle(Traced):
         with emitting():
             value = tk.gl_slice(spec.view().mlir(), self.value(), axis, s.ir(), n.ir())
         return GLHandle(spec, value, self.name, self.sliced | {axis}, current().scope)
+
+    def peer(self, rank) -> "GLHandle":
+        """The gl over rank `rank`'s buffer of this parallel gl (a pgl
+        argument): same shape and dtype, read and written over NVLink."""
+        if not isinstance(self.spec, PGLSpec) or self.sliced or self.peer_of is not None:
+            raise fail(f"peer: {self.name} is not a pgl argument (annotate it pgl(...) to "
+                       "reach the other ranks' buffers)")
+        from ..dialect import ops as tk
+        from .values import as_index
+        r = as_index(rank, "peer rank")
+        with emitting():
+            value = tk.peer(self.value(), r.ir())
+        h = GLHandle(GLSpec(self.dtype, *self.spec.dims), value, f"{self.name}.peer(...)",
+                     scope=current().scope)
+        h.peer_of = self
+        return h
+
+    peer_of = None   # the pgl handle a peer's gl came from
 
     b = property(lambda self: self._dim("b"))
     d = property(lambda self: self._dim("d"))

@@ -104,6 +104,7 @@ class TraceState:
         self.pending_if = None     # an if_ whose else_ may still follow
         self.poisoned: TkcError | None = None
         self.divisible: dict[str, int] = {}  # "a.c" -> multiple, from loops over whole tiles
+        self.has_pgl = False       # a pgl argument: tkc.rank() / world_size() mean something
 
     def require_divisible(self, ref: str, n: int) -> None:
         from math import lcm

@@ -24,4 +24,12 @@ def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = N
     _run(module, args, kernel=kernel, grid=grid, races=races, sms=sms)
 
 
-__all__ = ["run"]
+def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple | None = None,
+              races: bool = True, sms: int = 4) -> None:
+    """Interpret the kernel as len(rank_args) ranks sharing their pgl
+    arguments' buffers (ranks.run_ranks; docs/multi-gpu.md)."""
+    from .ranks import run_ranks as _run
+    _run(module, rank_args, kernel=kernel, grid=grid, races=races, sms=sms)
+
+
+__all__ = ["run", "run_ranks"]

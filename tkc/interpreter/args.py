@@ -78,11 +78,14 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
     if len(args) != len(sig.arg_types):
         raise error(sig.func, f"kernel '{sig.name}' takes {len(sig.arg_types)} arguments "
                               f"({', '.join(sig.arg_names)}), got {len(args)}")
-    values, on_gpu = [], []
-    for name, t, a in zip(sig.arg_names, sig.arg_types, args):
+    from ..dialect.kernel import parallel_args
+    from ..runtime.peers import Peers
+    values, on_gpu, parallel = [], [], parallel_args(sig.func)
+    for i, (name, t, a) in enumerate(zip(sig.arg_names, sig.arg_types, args)):
         if isinstance(t, GL):
             values.append(_bind_gl(sig, name, t, a))
-            on_gpu.append(_as_on_gpu(t, a))
+            v = _as_on_gpu(t, a)
+            on_gpu.append(Peers(v, (v.ptr,), 0) if i in parallel else v)   # the peers: ranks.py
         else:
             values.append(None)
             on_gpu.append(a)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..diagnostics import TkcError, error, where
 from ..dialect.kernel import kernel_blocks
-from . import block, ops, pipeline, shared, structured  # noqa: F401  (register the op handlers)
+from . import block, ops, peers, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
 from .program import Compiler, execute
@@ -33,6 +33,10 @@ class BlockState:
 
     def __init__(self, idx: tuple, grid: tuple, warps: int = 1, races: bool = True):
         self.idx, self.grid = idx, grid
+        # several GPUs (peers.py): this block's rank, the world's size, and its
+        # agent number in the ranks' peer-memory race check (None: one GPU)
+        self.rank, self.world, self.agent, self.peers = 0, 1, 0, None
+        self.current_op = None   # the op a warp runs now (program.execute)
         self.shared: dict[int, list] = {}  # alloc slot -> its slots (a ring's N, else one)
         self.groups: dict = {}  # (group op run) -> ops.GroupArrival
         self.barriers = NamedBarriers()
@@ -136,28 +140,44 @@ def run_block(program: Program, values: list, idx: tuple, grid: tuple,
 
 
 def schedule(warps: list, block: BlockState) -> None:
-    """Run the warps of a block to the end, barrier after barrier.
+    """Run the warps of a block to the end, barrier after barrier (BlockRun);
+    when no warp can move, that is a deadlock."""
+    run = BlockRun(warps, block)
+    while run.stopped:
+        if not run.step():
+            raise _deadlock(run.stopped, run.done, block)
+    block.check_groups()
+
+
+class BlockRun:
+    """The warps of one block, run round by round (ranks.py interleaves the
+    blocks of several ranks this way).
 
     A warp runs until it yields: at a SyncPoint it waits until its named
     barrier completes (the arrival that completes it releases every warp of
-    it); blocked in tk.wait (a hopper.Waiting) it is skipped until the phase
-    completes. Warps run in warp order, so the interleaving is deterministic;
-    when no warp can move, that is a deadlock.
+    it); blocked in tk.wait (a hopper.Waiting, or a wait on a flag) it is
+    skipped until the wait can pass. Warps run in warp order, so the
+    interleaving is deterministic.
     """
-    stopped = {w: None for w in range(len(warps))}  # live warp -> where it waits (None: runs)
-    done: list[int] = []
-    while stopped:
-        moved = False
+
+    def __init__(self, warps: list, block: BlockState):
+        self.warps, self.block = warps, block
+        self.stopped = {w: None for w in range(len(warps))}  # live warp -> where it waits (None: runs)
+        self.done: list[int] = []
+
+    def step(self) -> bool:
+        """Every warp that can move runs to its next stop; whether any moved."""
+        stopped, block, moved = self.stopped, self.block, False
         for w in list(stopped):
             at = stopped[w]
             if at is not None and not (isinstance(at, Waiting) and at.ready()):
                 continue
             moved = True
             try:
-                at = stopped[w] = next(warps[w])
+                at = stopped[w] = next(self.warps[w])
             except StopIteration:
                 del stopped[w]
-                done.append(w)
+                self.done.append(w)
                 block.finish(w)
                 continue
             except TkcError as e:
@@ -166,9 +186,10 @@ def schedule(warps: list, block: BlockState) -> None:
                 _arrive(block, stopped, w, at)
                 if at.arrive:           # bar.arrive: the warp goes on
                     stopped[w] = None
-        if stopped and not moved:
-            raise _deadlock(stopped, done, block)
-    block.check_groups()
+        return moved
+
+    def deadlock(self) -> TkcError:
+        return _deadlock(self.stopped, self.done, self.block)
 
 
 def _arrive(block: BlockState, stopped: dict, w: int, point: SyncPoint) -> None:

@@ -33,6 +33,11 @@ def handler(*names: str):
     return deco
 
 
+class Unlocated(Exception):
+    """An error found below a handler (a race in peer memory, seen by the
+    array's accesses), located by `execute` at the op being run."""
+
+
 @dataclass
 class Step:
     fn: Callable
@@ -103,12 +108,15 @@ def execute(block: Block, env: list, warp):
     step = None
     try:
         for step in block.steps:
+            warp.block.current_op = step.op   # where a peer-memory access is (peers.py)
             if step.gen:
                 yield from step.fn(env, warp)
             else:
                 step.fn(env, warp)
     except TkcError:
         raise
+    except Unlocated as e:  # found inside an array access (peer memory): this op's
+        raise error(step.op, f"{step.op.name}: {e}") from None
     except Exception as e:  # numpy/Python failure inside one op: locate it
         raise error(step.op, f"interpreting '{step.op.name}' failed: "
                              f"{type(e).__name__}: {e}") from e

@@ -82,6 +82,7 @@ class Global:
     dims: list
     origin: list = None
     bounds: list = None
+    rank: ir.Value = None   # a tk.peer's: whose buffer (selects its tensor map)
 
     def __post_init__(self):
         self.origin = self.origin or [0, 0, 0, 0]

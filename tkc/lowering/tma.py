@@ -25,14 +25,15 @@ that pass did not run, which is an error here rather than a guess.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mlir import ir
 from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..dtypes import itemsize
-from ..dialect import gl_root, walk
+from ..dialect import gl_root, peer_of, walk
+from ..dialect.kernel import MAX_PEERS
 from ..dialect.attrs import required_int
 from ..dialect.types import GL, ST, SV, view
 from ..hopper.tma import Box, box, box_problem, shared_kinds
@@ -52,14 +53,18 @@ class TensorMap:
     dtype: str
     box: tuple
     swizzle: str
+    peer: int = -1   # 0..7: the map of rank `peer`'s buffer of a parallel gl (-1: the argument's)
 
     @property
     def key(self) -> tuple:
-        return (self.param, self.box, self.swizzle)
+        return (self.param, self.box, self.swizzle, self.peer)
 
     def manifest(self) -> dict:
-        return {"param": self.param, "name": self.name, "dtype": self.dtype,
-                "box": list(self.box), "swizzle": self.swizzle}
+        out = {"param": self.param, "name": self.name, "dtype": self.dtype,
+               "box": list(self.box), "swizzle": self.swizzle}
+        if self.peer >= 0:
+            out["peer"] = self.peer
+        return out
 
 
 def operands(op) -> tuple:
@@ -85,7 +90,12 @@ def plan(func_op, names) -> list[TensorMap]:
     for inner in walk(op):
         if inner.name in TMA_OPS:
             m = tensor_map(inner, args, names)
-            maps.setdefault(m.key, m)
+            if peer_of(operands(inner)[1]) is None:
+                maps.setdefault(m.key, m)
+            else:  # through tk.peer: one map per rank's buffer, picked by rank (lowering/peers.py)
+                for k in range(MAX_PEERS):
+                    p = replace(m, peer=k)
+                    maps.setdefault(p.key, p)
     return list(maps.values())
 
 
@@ -107,7 +117,11 @@ def tensor_map(op, args, names=None) -> TensorMap:
 def _map_arg(lw, op) -> ir.Value:
     """The tensor-map parameter of this op's (gl, box, swizzle)."""
     m = tensor_map(op, list(lw.func_op.regions[0].blocks[0].arguments))
-    return lw.tensor_maps[m.key]
+    g = lw.lookup(operands(op)[1])
+    if getattr(g, "rank", None) is None:
+        return lw.tensor_maps[m.key]
+    from .peers import pick, rank_i32
+    return pick([lw.tensor_maps[replace(m, peer=k).key] for k in range(MAX_PEERS)], rank_i32(g.rank))
 
 
 def _origin(op, st: ST | SV, idx, gl: Global) -> list:

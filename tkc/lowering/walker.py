@@ -24,10 +24,10 @@ from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
 from ..dialect.attrs import int_attr
-from ..dialect.kernel import arg_names, blocks_per_sm, dim_names, kernel_warps
+from ..dialect.kernel import arg_names, blocks_per_sm, dim_names, kernel_warps, parallel_args
 from ..dialect.types import GL, RT, RV, view
 from ..hopper.registers import flat_types, packed, scalar_type
-from . import shared, tma
+from . import peers, shared, tma
 from .core import RULES, Frag, Global, Lowering
 from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
@@ -80,14 +80,17 @@ def _kernel_facts(func_op):
 
 
 def _param_types(func_op) -> list[ir.Type]:
-    """The llvm.func parameters of docs/tile-ir.md's lowered form."""
+    """The llvm.func parameters of docs/tile-ir.md's lowered form (a parallel
+    gl adds its peers' pointers, the rank and the world size: peers.py)."""
     i32 = ir.IntegerType.get_signless(32)
-    out = []
+    out, parallel = [], parallel_args(func_op)
     for a in func_op.regions[0].blocks[0].arguments:
         v = view(a.type)
         if isinstance(v, GL):
             out.append(ir.Type.parse("!llvm.ptr<1>"))
             out += [i32] * sum(d == DYNAMIC for d in v.dims)
+            if a.arg_number in parallel:
+                out += peers.param_types()
         elif v is None and str(a.type) in ("f32", "i32"):
             out.append(a.type)
         else:
@@ -142,7 +145,7 @@ def _bind_params(lw, func_op, entry) -> None:
     """Map source arguments to Global / scalar values (runtime dims index_cast).
     Dims named alike are one size (the runtime checks it), so they share the
     first one's value: one register however many arguments carry the dim."""
-    k, named = 0, {}
+    k, named, parallel = 0, {}, parallel_args(func_op)
     for a, names in zip(func_op.regions[0].blocks[0].arguments, dim_names(func_op)):
         v = view(a.type)
         if isinstance(v, GL):
@@ -156,6 +159,8 @@ def _bind_params(lw, func_op, entry) -> None:
                 else:
                     dims.append(d)
             lw.values[a] = Global(v, ptr, dims)
+            if a.arg_number in parallel:
+                k = peers.bind(lw, a, entry.arguments, k)
         else:
             lw.values[a] = entry.arguments[k]
             k += 1

@@ -137,7 +137,7 @@ def emit_grid_expr(fn, text: str) -> ir.Value:
 
 # Ops whose value depends only on their operands and the block's identity:
 # the producer may recompute them.
-PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim", "tk.gl_slice")
+PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim", "tk.gl_slice", "tk.rank", "tk.world_size", "tk.peer")
 WARP_IDS = ("tk.warpid", "tk.laneid", "tk.warpgroupid")
 
 

@@ -66,7 +66,7 @@ def int_gl_problem(op, ins) -> str | None:
     element at a time; an i64 gl is sized, sliced and read and written one
     element at a time. None when op does that (or has no integer gl)."""
     kinds = {v.dtype for v in ins if isinstance(v, GL) and v.dtype in ("i32", "i64")}
-    if not kinds or op.name in ("tk.dim", "tk.gl_slice"):
+    if not kinds or op.name in ("tk.dim", "tk.gl_slice", "tk.peer"):
         return None
     if "i64" in kinds:
         if op.name in ("tk.load", "tk.store") and _element_type(op) == "i64":
@@ -74,7 +74,7 @@ def int_gl_problem(op, ins) -> str | None:
         return ("an i64 gl holds int64 indices: it is read and written one element at a time "
                 "(load(tkc.i64, g, at=..., fill=...), store(g, index, at=..., clip=True)), "
                 "sliced or sized, nothing else")
-    if op.name == "tk.atomic_add":
+    if op.name in ("tk.atomic_add", "tk.peer", "tk.signal", "tk.wait_signal"):
         return None
     if op.name in ("tk.load", "tk.store"):
         moved = _element_type(op)
@@ -82,7 +82,7 @@ def int_gl_problem(op, ins) -> str | None:
             return None
     return ("an i32 gl holds integers: it is read and written by i32 tiles and vectors and one "
             "element at a time (load(tkc.i32, g, at=..., fill=...)), counted in (atomic_add), "
-            "sliced or sized, nothing else")
+            "signalled and waited on (signal, wait_signal), sliced or sized, nothing else")
 
 
 def _element_type(op):

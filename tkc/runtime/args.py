@@ -29,6 +29,7 @@ from ..diagnostics import TkcError
 from ..dtypes import itemsize
 from .callsite import caller
 from .grid import DIMS, compile_grid
+from .peers import MAX_PEERS
 from .tensormap import row_problem
 from .tensors import TensorView, view
 
@@ -67,6 +68,7 @@ class GlParam:
         self.writes = p.get("writes", False)
         self.itemsize = itemsize(self.dtype)
         self.dim_names = p.get("names", [None] * 4)
+        self.peers = bool(p.get("peers"))   # a pgl: takes a runtime.peers.Peers
         self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
         self.env_names = [f"{self.name}.{d}" for d in DIMS]
         self.text = _gl_text(self.dtype, self.dims)
@@ -76,6 +78,14 @@ class GlParam:
         return ArgError(f"{self._prefix}: {what}")
 
     def check(self, obj, stream: int | None) -> TensorView:
+        if self.peers:
+            from .peers import Peers
+            if not isinstance(obj, Peers):
+                raise self.error(f"a pgl takes a symmetric buffer (tkc.runtime.peers.Peers, e.g. from "
+                                 f"tkc.torchops.symm.buffer), found {type(obj).__name__}")
+            obj = obj.tensor
+        elif type(obj).__name__ == "Peers":
+            raise self.error("a symmetric buffer (Peers) for a gl parameter: declare it pgl(...)")
         v = view(obj, stream)
         if v is None:
             raise self.error(f"expected a tensor (torch.Tensor or a DLPack object), "
@@ -118,13 +128,16 @@ class GlParam:
             raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned "
                              f"(a slice starting mid-row?); copy it with .contiguous()/.clone()")
 
-    def pack(self, v: TensorView, values: list, env: dict) -> None:
+    def pack(self, v: TensorView, values: list, env: dict, peers=None) -> None:
         values.append(ctypes.c_uint64(v.ptr))
         shape = _shape4(v.shape)
         for axis in self.runtime_axes:
             values.append(ctypes.c_uint32(shape[axis]))
         for name, n in zip(self.env_names, shape):
             env[name] = n
+        if self.peers:   # the peers' pointers, rank, world size (lowering/peers.py)
+            values += [ctypes.c_uint64(p) for p in peers.slots()]
+            values += [ctypes.c_uint32(peers.rank), ctypes.c_uint32(peers.world)]
 
 
 class ScalarParam:
@@ -198,6 +211,8 @@ class Signature:
             self.slots.append(len(self.kinds))
             if isinstance(param, GlParam):
                 self.kinds += ["u64"] + ["u32"] * len(param.runtime_axes)
+                if param.peers:
+                    self.kinds += ["u64"] * MAX_PEERS + ["u32", "u32"]
             else:
                 self.kinds.append(param.dtype)
 
@@ -242,7 +257,7 @@ class Signature:
                 v = param.check(arg, stream)
                 device = self._device(param, v, device, host_ok)
                 self._same_names(index, param, _shape4(v.shape), named)
-                param.pack(v, values, env)
+                param.pack(v, values, env, arg if param.peers else None)
                 views.append(v)
             else:
                 param.pack(arg, values, env)

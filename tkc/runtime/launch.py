@@ -131,7 +131,7 @@ class Launcher:
     def _maps(self, values: list, shapes: list) -> list:
         """The tensor maps' 128-byte buffers, after the regular parameters."""
         slots = self.signature.slots
-        return [self.tensor_maps.map(n, values[slots[i]], shapes[i])
+        return [self.tensor_maps.map(n, values[slots[i] + self.tensor_maps.offsets[n]], shapes[i])
                 for n, i in enumerate(self.tensor_maps.params)]
 
     def _grid(self, env: dict) -> tuple:

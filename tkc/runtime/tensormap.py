@@ -121,6 +121,9 @@ def entry_problem(entry, params: list) -> str | None:
         return "needs 'box': [rows, cols], two ints >= 1"
     if entry.get("swizzle") not in _SWIZZLES:
         return f"needs 'swizzle' in {list(_SWIZZLES)}"
+    if "peer" in entry and not (params[i].get("peers") and type(entry["peer"]) is int
+                                and 0 <= entry["peer"] < 8):
+        return "has a 'peer' (0..7) only for a pgl parameter"
     return None
 
 
@@ -137,6 +140,11 @@ class TensorMaps:
                 raise TkcError(f"kernel '{kernel}' uses TMA tensor maps, but its manifest's "
                                f"entry {i} ({entry!r}) {problem}", caller())
         self.params = [entry["param"] for entry in self.entries]  # the gl argument of each
+        # where its pointer is among the argument's parameter values: the gl's
+        # own (0), or a pgl's peer k (after the pointer and runtime dims)
+        self.offsets = [0 if "peer" not in e else
+                        1 + sum(d is None for d in params[e["param"]]["dims"]) + e["peer"]
+                        for e in self.entries]
         self._cache: dict = {}
 
     def values(self, views: list) -> list:

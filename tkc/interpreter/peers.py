@@ -1,0 +1,238 @@
+"""Several GPUs in the interpreter: the multi-GPU ops and the race check of
+peer memory (docs/multi-gpu.md).
+
+ranks.py runs N ranks of one kernel, each with its own blocks. A pgl
+argument's buffers, one per rank, are `PeerBuffer`s (numpy arrays that see
+their own accesses) listing each other in `peers`; tk.peer picks one by rank.
+
+Races: global memory is not ordered between blocks (of one rank or of
+several) except by flags, so every access to a PeerBuffer is checked against
+happens-before, with vector clocks, one agent per (rank, block): the warps of
+one block are one agent (they order their global accesses with tk.sync, as
+on one GPU, where global memory is not tracked either). An agent's epoch
+advances at each tk.signal, which releases its clock into the flag (per
+element); a tk.wait_signal that passes acquires the flag's clock. A read of
+an element is ordered after its last write when the writer's epoch then is
+within the reader's clock; a write likewise after the last write and every
+read since it. A race is reported at the second access, naming the first.
+A tk.signal by a warp whose TMA stores into peer memory may not have
+completed their writes (no tma.store_async_wait(writes=True) since) is an
+error too: the release would not cover them.
+
+Not modelled (missed, never invented): a wait acquires every release into
+its flag so far, not only those its value needed; TMA stores pending in
+other warps of the signalling block are not checked; proxy fences are not.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..diagnostics import error, where
+from .hopper import Waiting
+from .operands import expect
+from .program import Step, Unlocated, handler
+
+ACTIVE: list = [None]   # the BlockState whose warp runs now (set by ranks.py)
+
+
+class PeerBuffer(np.ndarray):
+    """One rank's buffer of a pgl argument (4-D). Indexing it records the
+    access with the active block's agent; what indexing returns is a plain
+    array (a copy's source, never written through)."""
+
+    def __getitem__(self, key):
+        out = np.asarray(self)[key]
+        self._access(key, write=False)
+        return out
+
+    def __setitem__(self, key, value):
+        np.asarray(self)[key] = value
+        self._access(key, write=True)
+
+    def _access(self, key, write: bool) -> None:
+        block = ACTIVE[0]
+        world = getattr(self, "world", None)
+        if block is not None and world is not None and block.peers is world:
+            world.access(self, key, block, write)
+
+
+def buffers(arrays: list, name: str, world) -> list:
+    """PeerBuffers over the ranks' 4-D arrays of one pgl argument (views:
+    writes reach the callers' arrays), each listing all of them."""
+    out = []
+    for r, a in enumerate(arrays):
+        b = a.view(PeerBuffer)
+        b.name, b.owner, b.world, b.peers = name, r, world, out
+        out.append(b)
+    return out
+
+
+class PeerWorld:
+    """The ranks' shared happens-before state: per agent (rank, block) a
+    vector clock; per flag element the clock released into it; per
+    PeerBuffer element its last write and the reads since."""
+
+    def __init__(self, agents: int, names: list):
+        self.names = names   # agent -> "rank r block (x, y, z)"
+        self.clock = np.eye(agents, dtype=np.int64)
+        self.flags: dict = {}    # (id of the buffer, flat element) -> released clock
+        self.memory: dict = {}   # id of a PeerBuffer -> its _Cells
+
+    def release(self, agent: int, key) -> None:
+        have = self.flags.get(key)
+        self.flags[key] = self.clock[agent].copy() if have is None else np.maximum(have, self.clock[agent])
+        self.clock[agent, agent] += 1
+
+    def acquire(self, agent: int, key) -> None:
+        have = self.flags.get(key)
+        if have is not None:
+            np.maximum(self.clock[agent], have, out=self.clock[agent])
+
+    def access(self, buf: PeerBuffer, key, block, write: bool) -> None:
+        cells = self.memory.get(id(buf))
+        if cells is None:
+            cells = self.memory[id(buf)] = _Cells(buf, len(self.names))
+        op = block.current_op
+        cells.access(self, key, block.agent, write, where(op) if op is not None else "?")
+
+
+class _Cells:
+    """The access history of one PeerBuffer's elements."""
+
+    def __init__(self, buf: PeerBuffer, agents: int):
+        self.buf, n = buf, buf.size
+        self.ids = np.arange(n).reshape(buf.shape)
+        self.w_agent = np.full(n, -1, np.int64)
+        self.w_epoch = np.zeros(n, np.int64)
+        self.w_site = np.zeros(n, np.int64)
+        self.r_epoch = np.zeros((agents, n), np.int64)   # 0: no read since the write
+        self.r_site = np.zeros((agents, n), np.int64)
+        self.sites: list[str] = []
+
+    def _site(self, text: str) -> int:
+        if text not in self.sites:
+            self.sites.append(text)
+        return self.sites.index(text)
+
+    def access(self, world: PeerWorld, key, agent: int, write: bool, site: str) -> None:
+        e = np.atleast_1d(self.ids[key]).ravel()
+        if not e.size:
+            return
+        clock = world.clock[agent]
+        wa = self.w_agent[e]
+        bad = (wa >= 0) & (wa != agent)
+        bad[bad] = self.w_epoch[e][bad] > clock[wa[bad]]
+        if bad.any():
+            i = int(np.argmax(bad))
+            self._race(world, agent, "overwrites" if write else "reads", e[i], "written",
+                       int(wa[i]), self.sites[self.w_site[e[i]]])
+        s = self._site(site)
+        if not write:
+            self.r_epoch[agent, e] = clock[agent]
+            self.r_site[agent, e] = s
+            return
+        for other in range(len(world.names)):
+            if other == agent:
+                continue
+            r = self.r_epoch[other, e]
+            late = (r > 0) & (r > clock[other])
+            if late.any():
+                i = int(np.argmax(late))
+                self._race(world, agent, "overwrites", e[i], "read", other,
+                           self.sites[self.r_site[other, e[i]]])
+        self.w_agent[e], self.w_epoch[e], self.w_site[e] = agent, clock[agent], s
+        self.r_epoch[:, e] = 0
+
+    def _race(self, world, agent, what, flat, did, other, site):
+        at = np.unravel_index(int(flat), self.buf.shape)
+        raise Unlocated(
+            f"race on peer memory: {world.names[agent]} {what} {self.buf.name}"
+            f"[{', '.join(map(str, at))}] of rank {self.buf.owner}, {did} by {world.names[other]} "
+            f"at {site} with no signal/wait_signal ordering them")
+
+
+# ---- ops
+
+def _peers(arr) -> list:
+    """The ranks' buffers of a pgl argument's value (one rank: itself)."""
+    return getattr(arr, "peers", None) or [arr]
+
+
+@handler("tk.peer")
+def _peer(c, op):
+    src, rank, out = c.slot(op.operands[0]), c.slot(op.operands[1]), c.result_slot(op)
+
+    def step(env, w):
+        peers, r = _peers(env[src]), int(env[rank])
+        expect(0 <= r < len(peers), op, f"rank {r} is outside the {len(peers)} ranks")
+        env[out] = peers[r]
+    return step
+
+
+@handler("tk.rank", "tk.world_size")
+def _rank(c, op):
+    out, is_rank = c.result_slot(op), op.name == "tk.rank"
+
+    def step(env, w):
+        env[out] = w.block.rank if is_rank else w.block.world
+    return step
+
+
+def _flag(c, op):
+    """(the flag's place in env, the value slot): flags, b, d, r, c, value."""
+    g, idx, value = c.slot(op.operands[0]), [c.slot(v) for v in op.operands[1:5]], c.slot(op.operands[5])
+
+    def place(env):
+        arr, at = env[g], tuple(int(env[i]) for i in idx)
+        expect(all(0 <= x < n for x, n in zip(at, arr.shape)), op,
+               f"flag element {at} is out of bounds of shape {tuple(arr.shape)}")
+        return np.asarray(arr), at, (id(arr), at), arr
+    return place, value
+
+
+@handler("tk.signal")
+def _signal(c, op):
+    place, value = _flag(c, op)
+
+    def step(env, w):
+        raw, at, key, arr = place(env)
+        pending = [s for s, a in w.block.tma_writes.get(w.warpid, []) if isinstance(a, PeerBuffer)]
+        if pending:
+            raise error(op, f"tk.signal: the TMA store at {where(pending[0])} into peer memory may "
+                            "not have completed its writes, which this release would not cover: "
+                            "tma.store_async_wait(writes=True) before signalling")
+        if w.block.peers is not None:
+            w.block.peers.release(w.block.agent, key)
+        raw[at] = np.int32(np.int64(raw[at]) + int(env[value]))   # i32 wraps, as red.add
+    return step
+
+
+class FlagWaiting(Waiting):
+    """A warp blocked in tk.wait_signal: ready once the flag reaches the value."""
+    __slots__ = ("raw", "at", "value", "arr")
+
+    def __init__(self, op, raw, at, value: int, arr):
+        self.op, self.raw, self.at, self.value, self.arr = op, raw, at, value, arr
+
+    def ready(self) -> bool:
+        return int(self.raw[self.at]) >= self.value
+
+    def describe(self) -> str:
+        owner = getattr(self.arr, "owner", 0)
+        name = getattr(self.arr, "name", "the flags")
+        return (f"{name}[{', '.join(map(str, self.at))}] of rank {owner} to reach {self.value} "
+                f"(it is {int(self.raw[self.at])})")
+
+
+@handler("tk.wait_signal")
+def _wait_signal(c, op):
+    place, value = _flag(c, op)
+
+    def step(env, w):
+        raw, at, key, arr = place(env)
+        waiting = FlagWaiting(op, raw, at, int(env[value]), arr)
+        while not waiting.ready():
+            yield waiting
+        if w.block.peers is not None:
+            w.block.peers.acquire(w.block.agent, key)
+    return Step(step, op, gen=True)

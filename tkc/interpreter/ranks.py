@@ -1,0 +1,109 @@
+"""N ranks of one kernel on the CPU (docs/multi-gpu.md): every rank's blocks
+run interleaved, round by round, with the ranks' buffers of each pgl
+argument shared (peers.py), so flags set by one rank release another's
+waits. When no block of any rank can move, that is a deadlock across ranks,
+reported at a flag wait; a block stuck on its own barriers is a deadlock
+of that block, as on one GPU (machine.py).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..diagnostics import TkcError, error
+from ..dialect.kernel import MAX_PEERS, parallel_args
+from . import peers as peer_memory
+from .args import bind, find_kernel, signature
+from .machine import BlockRun, BlockState, Program, Warp, _check_grid, _grid
+from .peers import FlagWaiting, PeerWorld, buffers
+from .program import execute
+
+
+def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple | None = None,
+              races: bool = True, sms: int = 4) -> None:
+    """Interpret the tk kernel of `module` as len(rank_args) ranks: rank r's
+    arguments are rank_args[r] (numpy arrays, updated in place); a pgl
+    argument's arrays, one per rank, are that pgl's symmetric buffers (one
+    shape). grid, races, sms: as machine.run, per rank."""
+    sig = signature(find_kernel(module, kernel))
+    world = len(rank_args)
+    if not 1 <= world <= MAX_PEERS:
+        raise error(sig.func, f"a launch spans 1 to {MAX_PEERS} ranks (the peer buffers a pgl "
+                              f"passes), got {world}")
+    bound = [bind(sig, list(args)) for args in rank_args]
+    names = [f"rank {r} block {idx}" for r, (_, env) in enumerate(bound)
+             for idx in _blocks(sig, env, grid, sms)]
+    world_state = PeerWorld(len(names), names)
+    for i in parallel_args(sig.func):
+        arrays = [values[i] for values, _ in bound]
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise error(sig.func, f"pgl argument '{sig.arg_names[i]}': the ranks' arrays have shapes "
+                                  f"{[a.shape for a in arrays]}; a symmetric buffer has one shape")
+        for values, b in zip((v for v, _ in bound), buffers(arrays, sig.arg_names[i], world_state)):
+            values[i] = b
+    program, runs = Program(sig), []
+    for r, (values, env) in enumerate(bound):
+        blocks = _blocks(sig, env, grid, sms)
+        for idx in blocks:
+            block = BlockState(idx, blocks.grid, sig.warps, races)
+            block.rank, block.world, block.agent, block.peers = r, world, len(runs), world_state
+            warps = []
+            for w in range(sig.warps):
+                slots = [None] * program.nslots
+                for s, v in zip(program.body.arg_slots, values):
+                    slots[s] = v
+                warps.append(execute(program.body, slots, Warp(w, block)))
+            runs.append((f"rank {r}, block {idx}", BlockRun(warps, block)))
+    try:
+        with np.errstate(all="ignore"):
+            _schedule(runs)
+    finally:
+        peer_memory.ACTIVE[0] = None
+
+
+class _Blocks(list):
+    grid: tuple
+
+
+def _blocks(sig, env, grid, sms) -> _Blocks:
+    g = _grid(sig, {"sms": int(sms), **env}) if grid is None else _check_grid(sig, grid)
+    out = _Blocks((x, y, z) for z, y, x in itertools.product(*(range(n) for n in reversed(g))))
+    out.grid = g
+    return out
+
+
+def _schedule(runs: list) -> None:
+    """Round after round, every live block's warps move; a block that cannot
+    move and waits on no flag is deadlocked by itself; when no block moves,
+    the ranks are."""
+    live = list(runs)
+    while live:
+        moved = False
+        for name, run in live:
+            peer_memory.ACTIVE[0] = run.block
+            try:
+                step = run.step()
+                if not step and not _on_flags(run):
+                    raise run.deadlock()
+            except TkcError as e:
+                raise TkcError(f"{e.message} ({name})", e.where) from e
+            moved |= step
+            if not run.stopped:
+                run.block.check_groups()
+        live = [(n, r) for n, r in live if r.stopped]
+        if live and not moved:
+            raise _deadlock(live)
+
+
+def _on_flags(run: BlockRun) -> bool:
+    return any(isinstance(at, FlagWaiting) for at in run.stopped.values())
+
+
+def _deadlock(live: list) -> TkcError:
+    waits = [(name, w, at) for name, run in live for w, at in run.stopped.items()
+             if isinstance(at, FlagWaiting)]
+    name, w, at = waits[0]
+    rest = [f"{n} warp {v} waits for {a.describe()}" for n, v, a in waits[1:]]
+    return error(at.op, f"deadlock across ranks: {name} warp {w} waits for {at.describe()}, "
+                        "which no rank signals" + (f"; {'; '.join(rest)}" if rest else ""))
