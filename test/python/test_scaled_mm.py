@@ -24,7 +24,8 @@ E4M3 = torch.float8_e4m3fn
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256: interpreted(scaled_mm_hopper(out, rowwise, BN=128)))
+    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256, fast=False:
+                        interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast)))
 
 
 def operands(M, N, K, seed=0):
@@ -45,12 +46,13 @@ def reference(a, b, sa, sb, out_dtype):
     (72, 264, 144, True, torch.bfloat16),
     (40, 136, 48, True, torch.float32),
 ])
-def test_matches_a_float32_reference(cpu_ops, M, N, K, rowwise, out_dtype):
+@pytest.mark.parametrize("fast", [False, True])
+def test_matches_a_float32_reference(cpu_ops, M, N, K, rowwise, out_dtype, fast):
     a, b = operands(M, N, K)
     g = torch.Generator().manual_seed(1)
     sa = torch.rand(M, 1, generator=g) + 0.5 if rowwise else torch.tensor(0.25)
     sb = torch.rand(1, N, generator=g) + 0.5 if rowwise else torch.tensor([3.0])
-    c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, use_fast_accum=fast)
     want = reference(a, b, sa, sb, out_dtype)
     assert c.dtype == out_dtype and c.shape == (M, N)
     tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
@@ -61,7 +63,7 @@ def test_fake_tensors_give_the_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         a, b = torch.empty(64, 32, dtype=E4M3), torch.empty(16, 32, dtype=E4M3).t()
-        c = op._scaled_mm(a, b, torch.empty(()), torch.empty(()), torch.float32)
+        c = op._scaled_mm(a, b, torch.empty(()), torch.empty(()), torch.float32, False)
     assert c.shape == (64, 16) and c.dtype == torch.float32
 
 

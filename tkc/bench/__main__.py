@@ -82,9 +82,10 @@ def compare_gemm(kernel, m, n, k, rounds, transpose_b=False, out_dtype="bf16"):
                 ratio_max=max(ratios), rounds=rounds)
 
 
-def compare_scaled_mm(m, n, k, rowwise, rounds):
+def compare_scaled_mm(m, n, k, rowwise, rounds, fast=False):
     """One row: tkc.scaled_mm interleaved with torch._scaled_mm (cuBLASLt), e4m3
-    in, bf16 out, per-tensor or row-wise scales; the error against float32."""
+    in, bf16 out, per-tensor or row-wise scales, both with use_fast_accum=fast;
+    the error against float32."""
     import statistics
 
     import torch
@@ -98,13 +99,15 @@ def compare_scaled_mm(m, n, k, rowwise, rounds):
              torch.rand(1, n, device="cuda") + 0.5 if rowwise else torch.tensor(2.0, device="cuda"))
             for _ in range(sets)]
     a, b, sa, sb = sets[0]
-    err = _rel_err(tkc.scaled_mm(a, b, sa, sb), (a.float() @ b.float()) * sa * sb)
+    err = _rel_err(tkc.scaled_mm(a, b, sa, sb, use_fast_accum=fast), (a.float() @ b.float()) * sa * sb)
     flops = 2.0 * m * n * k
-    ms = interleaved({"tkc": rotating(lambda *x: tkc.scaled_mm(*x), sets),
-                      "peer": rotating(lambda *x: torch._scaled_mm(*x, out_dtype=torch.bfloat16), sets)},
+    ms = interleaved({"tkc": rotating(lambda *x: tkc.scaled_mm(*x, use_fast_accum=fast), sets),
+                      "peer": rotating(lambda *x: torch._scaled_mm(*x, out_dtype=torch.bfloat16,
+                                                                   use_fast_accum=fast), sets)},
                      rounds, **timing_for(flops / 2))       # FP8 runs about twice bf16's rate
     ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
-    return dict(kernel=f"scaled_mm {'rowwise' if rowwise else 'per-tensor'}", shape=f"{m}x{n}x{k}",
+    return dict(kernel=f"scaled_mm {'rowwise' if rowwise else 'per-tensor'}{' fast' if fast else ''}",
+                shape=f"{m}x{n}x{k}",
                 rel_err=err, tkc_tflops=tflops(flops, statistics.median(ms["tkc"])),
                 peer="torch._scaled_mm", peer_tflops=tflops(flops, statistics.median(ms["peer"])),
                 ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
@@ -118,10 +121,12 @@ def gemm_rows(quick: bool):
     for m, n, k in shapes:
         yield compare_gemm(gemm_hopper("bf16"), m, n, k, rounds)
     if not quick:
-        # FP8 (issue 45): per-tensor and row-wise scales at the issue's shapes
-        for (m, n, k), rowwise in (((8192, 8192, 8192), False), ((8192, 8192, 8192), True),
-                                   ((4096, 7168, 16384), False), ((4096, 7168, 16384), True)):
-            yield compare_scaled_mm(m, n, k, rowwise, rounds)
+        # FP8 (issue 45): per-tensor and row-wise scales at the issue's shapes,
+        # promoted (torch's default) and with use_fast_accum
+        for fast in (False, True):
+            for (m, n, k), rowwise in (((8192, 8192, 8192), False), ((8192, 8192, 8192), True),
+                                       ((4096, 7168, 16384), False), ((4096, 7168, 16384), True)):
+                yield compare_scaled_mm(m, n, k, rowwise, rounds, fast)
         yield compare_gemm(gemm_hopper("bf16", transpose_b=True), 4096, 4096, 4096, rounds,
                            transpose_b=True)
         yield compare_gemm(gemm_hopper("f32"), 4096, 4096, 4096, rounds, out_dtype="f32")

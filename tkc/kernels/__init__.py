@@ -66,9 +66,10 @@ def library():
                        for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
         # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
         *GEMM_OPS,
-        # tkc.scaled_mm: per-tensor and row-wise scales, bf16 and f32 out, both tile widths
-        *(scaled_mm_hopper(out, rowwise, BN=bn) for out in ("bf16", "f32") for rowwise in (False, True)
-          for bn in (128, 256)),
+        # tkc.scaled_mm: per-tensor and row-wise scales, bf16 and f32 out; promoted
+        # (128 wide) and use_fast_accum at each tile width it tunes over
+        *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast) for out in ("bf16", "f32")
+          for rowwise in (False, True) for bn, fast in ((128, False), (128, True), (192, True), (256, True))),
         # tkc.rotary_embedding at the common head dims
         *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or

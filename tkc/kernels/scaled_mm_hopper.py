@@ -13,6 +13,13 @@ elements: one 128-byte swizzle row, four k32 wgmmas. TMA zero-fills past
 the edges, so M, N and K need only 16-byte rows (K a multiple of 16, N of
 8 for bf16 C).
 
+FP8 wgmma adds its products into the accumulator with fewer bits than f32
+(about 14: DeepSeek-V3's report), which loses accuracy as K grows. Unless
+fast_accum, each K step's four wgmmas go into a zeroed partial tile, added
+to the f32 accumulator after them (promotion, as DeepGEMM and cuBLAS
+without use_fast_accum): the error stays at one K step's, for a second
+accumulator's registers and a wait each step.
+
 Row scales for a warp's 16 rows are loaded before the loop (two registers
 a lane); a column chunk's scales in the finish, per chunk, so the 256
 columns' worth is never live beside the accumulator (a "row" vector of 256
@@ -27,8 +34,8 @@ BM, BK = 128, 128
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
 
 
-def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 256, stages="auto",
-                     persistent: bool = True):
+def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 128, stages="auto",
+                     persistent: bool = True, fast_accum: bool = False):
     """The kernel for one specialisation; its arguments, in order:
 
         a        gl(f8e4m3, 1, 1, M, K)
@@ -40,9 +47,12 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 256
     epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))
     if not (0 < BN <= 256 and BN % epi == 0):
         raise ValueError(f"scaled_mm_hopper: BN must be a multiple of {epi} up to 256, got {BN}")
+    if not fast_accum and BN > 128:   # 192 and 256 spill (356 and 1328 bytes: ptxas -v)
+        raise ValueError(f"scaled_mm_hopper: the promoted kernel holds two accumulators of 16 x BN "
+                         f"f32 a warp: BN up to 128 fits the registers, got {BN} (or fast_accum=True)")
     name = "_".join(x for x in (f"scaled_mm_hopper_{out_dtype}_{'rowwise' if rowwise else 'tensor'}",
                                 f"{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
-                                "" if persistent else "np") if x)
+                                "" if persistent else "np", "fast" if fast_accum else "") if x)
     SA = gl(f32, 1, 1, 1, "M") if rowwise else gl(f32, 1, 1, 1, 1)
     SB = gl(f32, 1, 1, 1, "N") if rowwise else gl(f32, 1, 1, 1, 1)
 
@@ -59,8 +69,14 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 256
         for k in tkc.range(tkc.cdiv(a.c, BK), stages=stages):
             tma.load(a_s, a, (0, 0, bm, k))
             tma.load(b_s, b, (0, 0, bn, k))
-            warpgroup.mma_ABt(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
-            warpgroup.mma_async_wait(acc)
+            if fast_accum:
+                warpgroup.mma_ABt(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+                warpgroup.mma_async_wait(acc)
+            else:   # promotion: this step's products in f32 apart, then added
+                part = zero(rt(f32, 16, BN))
+                warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
+                warpgroup.mma_async_wait(part)
+                acc = acc + part
         for j in range(BN // epi):
             x = subtile(acc, 16, epi, (0, j))
             if rowwise:
