@@ -1,19 +1,20 @@
 """tkc.attention on the GPU, from prebuilt artifacts, against a float32
 PyTorch reference: forward values and log-sum-exp, gradients, causal and
-not, D 64 and 128, GQA 8:1 and MQA, ragged lengths (77, 1000), Lq != Lk,
-FlashAttention's memory layout, a varlen batch of mixed lengths; dQ by TMA
-reduce-add against atomics; torch.compile with loss.backward(); CUDA-graph
-capture; refusals. `tkc build test/gpu/test_attention_gpu.py` builds the
-variants beyond the library (KERNELS)."""
+not, D 64, 128 and 256, GQA 8:1 and MQA, ragged lengths (77, 1000), Lq !=
+Lk, FlashAttention's memory layout, a varlen batch of mixed lengths;
+torch.compile with loss.backward(); CUDA-graph capture; refusals; the
+persistent forward; one space of each direction tuned end to end.
+`tkc build test/gpu/test_attention_gpu.py` builds every kernel the tuned
+tables may pick (the library has only the common shapes') and the variants
+beyond them (KERNELS)."""
 import math
 
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.attention_bwd_kernel import attention_bwd
-from tkc.kernels.attention_bwd_prep import stats_columns
-from tkc.kernels.attention_picks import backward_options, dq_result
 from tkc.kernels.attention_hopper import attention_hopper
+from tkc.kernels.attention_schedule import ForwardSchedule
+from tkc.kernels.attention_tuned import all_kernels
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels below must import without torch: `tkc build` reads this file
@@ -21,34 +22,10 @@ try:  # the kernels below must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-# the dq="atomic" twin of tkc.attention's backward (its other options alike)
-ATOMIC = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq="atomic"))
-          for D in (64, 128) for causal in (False, True)}
-# with dq_convert (attention_bwd's, not tkc.attention's: it measured no faster)
-CONVERT = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq_convert=True))
-           for D in (64, 128) for causal in (False, True)}
-# with one dQ tile and a third Q/dO stage (dq_slots=1; measured slower, not tkc.attention's)
-ONE_DQ_TILE = {(D, causal): attention_bwd(D, causal, "bhld", **dict(
-    backward_options(D, causal, "bhld"), dq_slots=1, stages=3, **({"ds_slots": 1} if D == 64 else {})))
-    for D in (64, 128) for causal in (False, True)}
-# with dQ's shared tile written deinterleaved by stmatrix (dq_deinterleave)
-DEINTERLEAVED = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"),
-                                                                        dq_deinterleave=True))
-                 for D in (64, 128) for causal in (False, True)}
-# with dQ's atomic adds packed four columns a lane (dq_packed: tkc.attention's at D = 256)
-PACKED = {(D, causal): attention_bwd(D, causal, "bhld", **dict(backward_options(D, causal, "bhld"), dq="atomic",
-                                                                 dq_packed=True))
-          for D in (64, 128) for causal in (False, True)}
-KERNELS = (list(ATOMIC.values()) + list(CONVERT.values()) + list(ONE_DQ_TILE.values())
-           + list(DEINTERLEAVED.values()) + list(PACKED.values()))
-PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, persistent=True)
+# the persistent forward, also where no table picks it (causal, varlen)
+PERSISTENT = {(D, causal, layout): attention_hopper(D, causal, layout, ForwardSchedule(persistent=True))
               for D in (64, 128) for causal in (False, True) for layout in ("bhld", "varlen")}
-KERNELS += list(PERSISTENT.values())
-# the persistent backward in zigzag order (tkc.attention's causal D 64 one
-# until "Warp ids" in attention_bwd), with one dS^T tile
-ZIGZAG_BWD = attention_bwd(64, True, "bhld", **dict(backward_options(64, True, "bhld"), ds_slots=1),
-                           persistent="zigzag")
-KERNELS.append(ZIGZAG_BWD)
+KERNELS = all_kernels() + list(PERSISTENT.values())
 
 
 def rel_err(x, ref):
@@ -81,8 +58,8 @@ def inputs(B, Hq, Hkv, Lq, Lk, D, blhd=False, grad=True):
 # B, Hq, Hkv, Lq, Lk
 SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
           "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300),
-          "mid-ragged": (1, 4, 2, 1500, 3000),   # D 64 causal: the paired forward past 2k keys
-          "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past LONG_KEYS: the ping-pong forward
+          "mid-ragged": (1, 4, 2, 1500, 3000),   # 3000 keys: D 128's long forwards (zigzag if causal)
+          "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past 8192: the long (ping-pong) forward everywhere
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -158,7 +135,7 @@ def test_flash_layout_without_copies(causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("long", [False, True])
 def test_varlen(long, causal, D):
-    """long: one sequence of 8200 keys (max_k past LONG_KEYS: the ping-pong forward)."""
+    """long: one sequence of 8200 keys (max_k past 8192: the long, ping-pong forward)."""
     import tkc
     lq, lk = [1000, 77, 1, 300, 513], [1000, 200, 30, 300, 64]
     if long:
@@ -181,63 +158,18 @@ def test_varlen(long, causal, D):
             assert rel_err(t.grad[s].transpose(0, 1)[None], r.grad) < 2e-2
 
 
-def test_zigzag_backward_equals_a_block_an_item():
-    """The persistent backward in zigzag order (D 64, bhld: 132 blocks over
-    352 work items: three rounds, the last partial; GQA 2:1, ragged) against
-    tkc.attention's, a block an item, and against the reference."""
-    from tkc.kernels.attention_picks import attention_kernels
-    D = 64
-    ks = attention_kernels(D, True, "bhld")
-    B, Hq, Hkv, Lq, Lk = 4, 16, 8, 1000, 1300
-    q, k, v = inputs(B, Hq, Hkv, Lq, Lk, D)
-    o, lse = torch.ops.tkc.attention_fwd(q, k, v, True, 0.1)
-    do = torch.randn_like(o)
-    stats = torch.empty(B, Hq, 2, stats_columns(Lq), device="cuda")
-    out = {}
-    for kern in (ks.bwd, ZIGZAG_BWD):
-        dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
-        ks.prep(o, do, lse.unsqueeze(2), stats, dq)
-        dk, dv = torch.full_like(k, float("nan")), torch.full_like(v, float("nan"))
-        kern(q, k, v, do, stats, dq, dk, dv, 0.1)
-        out[kern.name] = (dq, dk, dv)
-    for a, b in zip(*out.values()):
-        assert not b.isnan().any() and rel_err(a, b) < 1e-5  # the same sums (dQ's in another order)
-    reference(q, k, v, True, 0.1).backward(do.float())
-    for g, t in zip(out[ZIGZAG_BWD.name], (q, k, v)):
-        assert rel_err(g, t.grad) < 2e-2
-
-
-@pytest.mark.parametrize("D", [64, 128])
-@pytest.mark.parametrize("causal", [False, True])
-def test_dq_by_tma_equals_atomics(causal, D):
-    from tkc.kernels.attention_picks import backward_kernels
-    q, k, v = inputs(2, 4, 2, 700, 900, D, grad=False)
-    o, lse = torch.ops.tkc.attention_fwd(q, k, v, causal, 0.1)
-    do = torch.randn_like(o)
-    prep, tma = backward_kernels(D, causal, "bhld", 900)
-    stats = torch.empty(2, 4, 2, stats_columns(700), device="cuda")
-    out = {}
-    ways = {"atomic": ATOMIC[D, causal], "tma": tma, "convert": CONVERT[D, causal],
-            "one dQ tile": ONE_DQ_TILE[D, causal], "deinterleaved": DEINTERLEAVED[D, causal],
-            "packed": PACKED[D, causal]}
-    for name, kern in ways.items():
-        dq = torch.full(q.shape, float("nan"), device="cuda")   # prep zeroes it
-        prep(o, do, lse.unsqueeze(2), stats, dq)
-        dk, dv = torch.empty_like(k), torch.empty_like(v)
-        if name != "convert":
-            kern(q, k, v, do, stats, dq, dk, dv, 0.1)
-        else:   # the last block of each KV head converts the group's dQ, from the same sums
-            dq16 = torch.full_like(q, float("nan"))
-            count = torch.zeros(2, 2, device="cuda", dtype=torch.int32)
-            kern(q, k, v, do, stats, dq, dk, dv, dq16, count, 1, 0.1)
-            assert (count == -(-900 // 128)).all()    # every block of a KV head counted itself
-            assert torch.equal(dq16, dq.to(torch.bfloat16))
-        if kern.name.endswith(("_dqdi", "_dqpk")):   # the accumulator's columns in the kernel's order
-            dq = dq_result(dq, torch.float32, "deinterleave" if kern.name.endswith("_dqdi") else "packed")
-        out[name] = (dq, dk, dv)
-    for other in list(ways)[1:]:
-        for a, b in zip(out["atomic"], out[other]):
-            assert rel_err(a, b) < 1e-5  # the same sums, in another order
+@pytest.mark.parametrize("direction,D,causal,layout", [("forward", 128, True, "bhld"),
+                                                      ("backward", 64, False, "blhd")])
+def test_a_space_tunes_end_to_end(direction, D, causal, layout):
+    """A space of each direction tuned at one of its examples (1024 keys), not
+    recorded: every candidate runs, matches the default's output and is
+    timed (a space holds nothing that could not win)."""
+    from tkc.kernels import attention_tuned as tuned
+    space = (tuned.FORWARD if direction == "forward" else tuned.BACKWARD)[D, causal, layout]
+    example = space.examples()[1]
+    result = space.tune(*example(), rounds=1, record=False)
+    assert result.key == (D, causal, layout, 1024)
+    assert len(result.rows) > 1 and all(r["status"] in ("ok", "best") for r in result.rows), result.table()
 
 
 def test_compiled_model_backward():
@@ -321,8 +253,8 @@ def test_refusals():
     o = tkc.attention(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2])
     assert rel_err(o, reference(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2], False)) < 1e-2
     # the raw kernel refuses it: it reads memory as the manifest says
-    from tkc.kernels.attention_picks import attention_kernels
-    fwd = attention_kernels(64, False, "bhld").short
+    from tkc.kernels.attention_tuned import forward_kernel
+    fwd = forward_kernel(64, False, "bhld", 64)
     with pytest.raises(TkcError, match="contiguous"):
         fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)
 
@@ -330,7 +262,7 @@ def test_refusals():
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
 def test_persistent_forward(causal, D):
-    """attention_hopper(persistent=True): 132 blocks over the work items
+    """ForwardSchedule(persistent=True): 132 blocks over the work items
     (GQA, ragged Lq < Lk: 2 x 8 heads x 8 query tiles), and varlen."""
     B, Hq, Hkv, Lq, Lk = 2, 8, 2, 1000, 1300
     q, k, v = inputs(B, Hq, Hkv, Lq, Lk, D, grad=False)

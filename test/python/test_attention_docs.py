@@ -1,22 +1,17 @@
 """docs/attention.md's "Which kernel runs when" agrees with the code.
 
-Part 1 of the doc has four tables: the forward and the backward (D, causal,
-layout, key range -> kernel name and the builder's options), the prep
-kernel's name pattern, and the pick tables of tkc/kernels/attention_picks.py
-with their values. Checked here, with no MLIR and no GPU (kernel names come
-from the builders without tracing):
-- each table value quoted is the module's, and every table of the module is
-  quoted;
-- for every head dim, mask and layout, and key counts at and around every
-  threshold of the module (and powers of two), exactly one doc row applies,
-  its kernel name is the one forward_kernel / backward_kernels pick, and the
-  builder called with the row's options gives that name (the names spell
-  every option out);
-- the backward rows' options are backward_options' (plus dkv_tma=True below
-  DKV_REGISTERS' keys);
+Part 1 of the doc has two tables, the forward and the backward (D, causal,
+layout, key range -> kernel name and its schedule's fields), and the prep
+kernel's name pattern. Checked here, with no MLIR and no GPU (kernel names
+come from the schedules, which spell every field out):
+- for every head dim, mask and layout, at key counts around every key
+  bucket's edge, exactly one doc row applies, and its kernel is the one the
+  H100's shipped table picks (forward_kernel / backward_kernels);
+- each row's schedule is one of its space's and gives the row's name; every
+  schedule of every space has a row;
 - the docs/bench logs the doc cites exist.
-A threshold, option or kernel changed in attention_picks.py without the doc
-(or the other way round) fails one of these.
+A pick changed in the H100's table, or a space changed, without the doc (or
+the other way round) fails one of these.
 """
 from __future__ import annotations
 
@@ -26,12 +21,30 @@ from pathlib import Path
 
 import pytest
 
-from tkc.kernels import attention_picks as picks
-from tkc.kernels.attention_bwd_kernel import attention_bwd
-from tkc.kernels.attention_hopper import HEAD_DIMS, LAYOUTS, attention_hopper
+from tkc.kernels import attention_tuned as tuned
+from tkc.kernels.attention_hopper import HEAD_DIMS, LAYOUTS
+from tkc.kernels.attention_schedule import (BUCKETS, BackwardSchedule, ForwardSchedule, backward_space,
+                                            forward_space)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "attention.md"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+@pytest.fixture(autouse=True)
+def h100_tables(monkeypatch, tmp_path):
+    """The picks of the H100's shipped table (no table of this machine's)."""
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TKC_DEVICE_NAME", H100)
+    forget()
+    yield
+    monkeypatch.undo()
+    forget()
+
+
+def forget():
+    for space in (*tuned.FORWARD.values(), *tuned.BACKWARD.values()):
+        space.forget()
 
 
 def part1(text: str | None = None) -> str:
@@ -77,12 +90,8 @@ def name_of(pattern: str, D: int, causal: bool, layout: str) -> str:
 
 
 def probe_keys() -> list[int]:
-    """Key counts at and next to every threshold in attention_picks, and powers of two."""
-    values = set()
-    for name in ("LONG_KEYS", "CAUSAL_LONG_KEYS", "PAIRED_CAUSAL_KEYS", "ZIGZAG_CAUSAL_KEYS", "DKV_REGISTERS"):
-        values |= set(getattr(picks, name).values())
-    keys = {2 ** i for i in range(18)} | {v + d for v in values for d in (-1, 0, 1)}
-    return sorted(k for k in keys if k >= 1)
+    """Key counts at and next to every key bucket's edge, and far past the last."""
+    return sorted({1, 10 ** 6} | {b + d for b in BUCKETS for d in (-1, 0, 1)})
 
 
 def mismatches(text: str | None = None) -> list[str]:
@@ -103,56 +112,43 @@ def mismatches(text: str | None = None) -> list[str]:
 
     for D, causal, layout in itertools.product(HEAD_DIMS, (False, True), LAYOUTS):
         for keys in probe_keys():
-            code = picks.forward_kernel(D, causal, layout, keys).name
+            code = tuned.forward_kernel(D, causal, layout, keys).name
             row = row_for(fwd, D, causal, layout, keys)
             if row and name_of(row["kernel"], D, causal, layout) != code:
                 bad.append(f"forward D {D} causal {causal} {layout} Lk {keys}: doc "
                            f"{name_of(row['kernel'], D, causal, layout)}, code {code}")
-            prep, kern = picks.backward_kernels(D, causal, layout, keys)
+            prep, kern = tuned.backward_kernels(D, causal, layout, keys)
             row = row_for(bwd, D, causal, layout, keys)
             if row and name_of(row["kernel"], D, causal, layout) != kern.name:
                 bad.append(f"backward D {D} causal {causal} {layout} Lk {keys}: doc "
                            f"{name_of(row['kernel'], D, causal, layout)}, code {kern.name}")
-            if row:
-                options = picks.backward_options(D, causal, layout)
-                if kern is picks.attention_kernels(D, causal, layout).bwd_short:
-                    options = dict(options, dkv_tma=True)
-                if row["options"] != options:
-                    bad.append(f"backward D {D} causal {causal} {layout} Lk {keys}: doc options "
-                               f"{row['options']}, backward_options {options}")
             pattern = re.search(r"`(attn_prep_d<D>_<layout>)`", doc)
             if not pattern or name_of(pattern.group(1), D, causal, layout) != prep.name:
                 bad.append(f"prep D {D} {layout}: code {prep.name}, doc "
                            f"{pattern.group(1) if pattern else 'no attn_prep_d<D>_<layout>'}")
 
-    # each row's options build the kernel the row names
-    for rows, build in ((fwd, attention_hopper), (bwd, attention_bwd)):
+    # each row's schedule is its space's and names the row's kernel; each schedule has a row
+    for rows, schedule, space in ((fwd, ForwardSchedule, forward_space),
+                                  (bwd, BackwardSchedule, backward_space)):
+        for D, causal, layout in itertools.product(HEAD_DIMS, (False, True), LAYOUTS):
+            mine = [schedule(**r["options"]) for r in rows
+                    if r["D"] == D and causal in r["causal"] and layout in r["layouts"]]
+            missing = [s.name(D, causal, layout) for s in space(D, causal, layout) if s not in mine]
+            bad += [f"no row has {name}" for name in missing]
+            bad += [f"{s.name(D, causal, layout)} is not in its space" for s in mine
+                    if s not in space(D, causal, layout)]
         for row in rows:
             for causal, layout in itertools.product(row["causal"], row["layouts"]):
-                built = build(row["D"], causal, layout, **row["options"]).name
+                built = schedule(**row["options"]).name(row["D"], causal, layout)
                 if built != name_of(row["kernel"], row["D"], causal, layout):
-                    bad.append(f"options of {row['line']!r} build {built}")
-
-    # the tables quoted, each with its value
-    quoted = {}
-    for line in doc.splitlines():
-        c = cells(line) if line.startswith("|") else []
-        if len(c) == 3 and re.fullmatch(r"`[A-Z][A-Z0-9_]+`", c[0]):
-            quoted[c[0].strip("`")] = eval(c[1].strip("`"), {"dict": dict})
-    for name in sorted(n for n in dir(picks) if n.isupper() and isinstance(getattr(picks, n), dict)):
-        if name not in quoted:
-            bad.append(f"{name} is not quoted in the doc's tables")
-        elif quoted[name] != getattr(picks, name):
-            bad.append(f"{name}: doc {quoted[name]}, code {getattr(picks, name)}")
-    bad += [f"{name} is quoted but attention_picks has no such table"
-            for name in quoted if not hasattr(picks, name)]
+                    bad.append(f"the schedule of {row['line']!r} names {built}")
     return bad
 
 
 def test_which_kernel_tables_match_the_picks():
     bad = mismatches()
-    assert not bad, ("docs/attention.md and attention_picks.py disagree:\n" + "\n".join(bad[:20])
-                     + f"\n({len(bad)} in all)")
+    assert not bad, ("docs/attention.md and the H100's table or the spaces disagree:\n"
+                     + "\n".join(bad[:20]) + f"\n({len(bad)} in all)")
 
 
 def test_cited_bench_logs_exist():
@@ -166,16 +162,13 @@ def test_cited_bench_logs_exist():
     assert sorted(p for p in cited if not (ROOT / p).is_file()) == []
 
 
-def test_the_check_sees_a_threshold_drift(monkeypatch):
-    """The check is not vacuous: a threshold moved in the code alone is caught."""
-    monkeypatch.setattr(picks, "LONG_KEYS", {**picks.LONG_KEYS, 128: 4096})
-    picks.attention_kernels.cache_clear()
-    try:
-        bad = mismatches()
-    finally:
-        monkeypatch.undo()
-        picks.attention_kernels.cache_clear()
-    assert any("LONG_KEYS" in b for b in bad) and any(b.startswith("forward D 128") for b in bad)
+def test_the_check_sees_a_pick_drift(monkeypatch):
+    """The check is not vacuous: a pick changed in the table alone is caught."""
+    space = tuned.FORWARD[128, False, "bhld"]
+    long = next(c for c in space.configs if c["pingpong"])
+    monkeypatch.setattr(space, "choose", lambda key, args=None: long)
+    bad = mismatches()
+    assert any(b.startswith("forward D 128 causal False bhld Lk 1023") for b in bad)
 
 
 def test_the_check_sees_a_doc_drift():
@@ -183,6 +176,8 @@ def test_the_check_sees_a_doc_drift():
     text = DOC.read_text().replace("attn_fwd_d128_causal_<layout>_kv128_zigzag`",
                                    "attn_fwd_d128_causal_<layout>_kv128_overlap_pingpong`", 1)
     assert any(b.startswith("forward D 128 causal True") for b in mismatches(text))
+    assert any("is not in its space" in b for b in mismatches(DOC.read_text().replace(
+        "`stages=2, consumers=3, persistent=True`", "`stages=2, consumers=3, persistent=True, KV=64`", 1)))
 
 
 @pytest.mark.parametrize("cell, expected", [("< 8192", (1, 8192)), ("≥ 2048", (2048, float("inf"))),

@@ -8,7 +8,6 @@ tests (test/gpu/test_attention_gpu.py) run the real kernels."""
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from helpers import interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
-from tkc.kernels.attention_picks import backward_kernels, forward_kernel  # noqa: E402
+from tkc.kernels.attention_tuned import backward_kernels, forward_kernel  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -82,130 +81,46 @@ def test_forward_and_gradients(blhd, causal, D):
         assert g.shape == t.shape and _rel(g, t.grad) < 2e-2
 
 
-def test_long_sequences_get_the_ping_pong_forward(monkeypatch):
-    """From LONG_KEYS keys on, the op launches FlashAttention-3's schedule
-    (ping-pong + overlap): same values."""
-    monkeypatch.setattr(sys.modules["tkc.kernels.attention_picks"], "LONG_KEYS", {64: 130, 128: 130})
+def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
+    """A pick is data: this machine's table saying FlashAttention-3's
+    schedule (ping-pong + overlap) for D 64's causal forward below 1024 keys
+    makes the op launch it there (the shipped tables: the zigzag one), with
+    the same values."""
+    import dataclasses
+
+    from tkc.kernels import attention_tuned as tuned
+    from tkc.tune import tables
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    space = tuned.FORWARD[64, True, "bhld"]
+    long = next(c for c in space.configs if c["pingpong"])
     picked = []
     monkeypatch.setattr(ops, "forward_kernel",
                         lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
-    for Lk in (129, 130):
-        q, k, v = _qkv(1, 4, 2, 77, Lk, 64, blhd=False)
+    q, k, v = _qkv(1, 4, 2, 77, 130, 64)
+    for record in (False, True):
+        if record:
+            tables.record(space.name, (64, True, "bhld", 512), {"config": long})
+        space.forget()
+        plans.forget()
         o, _ = ops._fwd(q, k, v, True, 0.125)
         assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
-    assert ["pingpong" in k.name for k in picked] == [False, True]
+    space.forget()
+    assert [k.name for k in picked] == ["attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
+                                        "attn_fwd_d64_causal_bhld_kv128_s2_overlap_pingpong_c3"]
+    assert dataclasses.asdict(tuned.forward_space(64, True, "bhld")[1]) == long
 
 
-def test_head_dim_256_takes_the_long_forward_earlier_without_the_mask():
-    """D = 256: the long forward from LONG_KEYS[256] keys without the mask,
-    from CAUSAL_LONG_KEYS[256] with it (the causal long forward is the
-    slower one at 1k)."""
-    from tkc.kernels.attention_picks import CAUSAL_LONG_KEYS, LONG_KEYS
-    assert LONG_KEYS[256] < CAUSAL_LONG_KEYS[256]
-    for layout in ("bhld", "blhd", "varlen"):
-        picked = lambda causal, keys: "pingpong" in forward_kernel(256, causal, layout, keys).name  # noqa: E731
-        assert [picked(False, n) for n in (LONG_KEYS[256] - 1, LONG_KEYS[256])] == [False, True]
-        assert [picked(True, n) for n in (LONG_KEYS[256], CAUSAL_LONG_KEYS[256] - 1,
-                                          CAUSAL_LONG_KEYS[256])] == [False, False, True]
-
-
-def test_short_causal_sequences_get_the_paired_forward():
-    """Causal varlen below PAIRED_CAUSAL_KEYS keys: one consumer warpgroup a
-    block, two blocks an SM; from LONG_KEYS on the long forward; without the
-    mask the short one. bhld and blhd never: their zigzag forwards run up to
-    the long forward's keys (ZIGZAG_CAUSAL_KEYS); at D = 256 never."""
-    from tkc.kernels.attention_picks import LONG_KEYS, PAIRED_CAUSAL_KEYS, ZIGZAG_CAUSAL_KEYS
-    for D, tile in ((64, "kv128"), (128, "kv64")):
-        picked = lambda D, causal, keys: forward_kernel(D, causal, "varlen", keys).name  # noqa: E731
-        n = PAIRED_CAUSAL_KEYS[D]
-        assert picked(D, True, 130).endswith(f"{tile}_s2_c1_b2")
-        assert picked(D, True, n - 1).endswith("_c1_b2")
-        assert "pingpong" in picked(D, True, max(n, LONG_KEYS[D]))
-        assert not picked(D, False, 130).endswith("_b2") and not picked(D, False, n - 1).endswith("_b2")
-        assert ZIGZAG_CAUSAL_KEYS[D] >= PAIRED_CAUSAL_KEYS[D]
-        for layout in ("bhld", "blhd"):
-            for keys in (130, n - 1, n, 2 * n):
-                assert not forward_kernel(D, True, layout, keys).name.endswith("_b2")
-    assert not forward_kernel(256, True, "bhld", 130).name.endswith("_b2")
-
-
-def test_causal_forwards_are_zigzag_below_zigzag_causal_keys():
-    """Causal (bhld, blhd) below ZIGZAG_CAUSAL_KEYS: the short forward (at
-    D = 64 two consumer warpgroups, 3/8 of the exponentials on the FMA pipe
-    and the diagonal's mask alone) and at D = 128 from LONG_KEYS the long
-    one with the diagonal's mask alone, persistent in zigzag order; from
-    there on the long one a block a work item; at D = 256 never."""
-    from tkc.kernels.attention_picks import LONG_KEYS, ZIGZAG_CAUSAL_KEYS
-    for layout in ("bhld", "blhd"):
-        picked = lambda D, keys: forward_kernel(D, True, layout, keys).name  # noqa: E731
-        n = ZIGZAG_CAUSAL_KEYS[128]
-        assert picked(128, 130).endswith("kv128_zigzag")
-        assert picked(128, LONG_KEYS[128]).endswith("pingpong_zigzag_diag")
-        assert picked(128, n - 1).endswith("pingpong_zigzag_diag") and picked(128, n).endswith("pingpong")
-        n = ZIGZAG_CAUSAL_KEYS[64]
-        short = "kv128_s2_zigzag_fma38_diag"
-        assert picked(64, 130).endswith(short) and picked(64, n - 1).endswith(short)
-        assert picked(64, n).endswith("pingpong_c3") and picked(64, LONG_KEYS[64]).endswith("pingpong_c3")
-    assert "zigzag" not in forward_kernel(256, True, "bhld", 130).name
-
-
-def test_exponentials_on_the_fma_pipe_where_measured_faster():
-    """ZIGZAG_EX2_FMA of the softmax's exponentials on the FMA pipe in D =
-    64's zigzag causal forward, nowhere else (the backwards: none since
-    stats_acc)."""
-    from tkc.kernels.attention_picks import ZIGZAG_EX2_FMA, attention_kernels
-    assert ZIGZAG_EX2_FMA == {64: 0.375}
-    with_share = {k.name for D in (64, 128, 256) for causal in (False, True)
-                  for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)
-                  if "_fma" in k.name}
-    assert with_share == {"attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
-                          "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma38_diag"}
-
-
-def test_forwards_without_a_mask_are_persistent():
-    """Without the mask: the short forward persistent at D = 64 and 128, the
-    long one at D = 128 (PERSISTENT); with it, at D = 256 and for varlen, a
-    block a work item."""
-    from tkc.kernels.attention_picks import LONG_KEYS
-    picked = lambda D, causal, keys: forward_kernel(D, causal, "bhld", keys).name  # noqa: E731
-    assert picked(64, False, 130).endswith("_c3_persistent")
-    assert picked(128, False, 130).endswith("kv128_persistent")
-    assert picked(128, False, LONG_KEYS[128]).endswith("pingpong_persistent")
-    assert not picked(64, False, LONG_KEYS[64]).endswith("_persistent")
-    assert not any(picked(D, True, 130).endswith("_persistent") for D in (64, 128, 256))
-    assert not picked(256, False, 130).endswith("_persistent")
-    assert not forward_kernel(64, False, "varlen", 130).name.endswith("_persistent")
-
-
-def test_backwards_are_a_block_an_item_with_their_schedule():
-    """Every backward at D <= 128 is a block a work item (no persistent
-    twin: "Warp ids" in attention_bwd) with its schedule (BWD_SCHEDULE):
-    the overlap, the statistics as the wgmmas' accumulator starts, outside
-    varlen two dS^T tiles, and dK and dV by TMA stores except for varlen and
-    DKV_REGISTERS (D 64 without the mask, from 2048 keys on); every one has
-    warp-uniform warp ids and dQ's TMA adds issued by a store warp. At
-    D = 256 dQ goes by atomic adds, four columns a lane (dq_packed)."""
+def test_backwards_have_warp_uniform_ids_and_a_store_warp():
+    """Every backward a table may pick has warp-uniform warp ids; at D <= 128
+    dQ's TMA adds are issued by a store warp (varlen's too)."""
     from tkc.compiler import compile_to
-    from tkc.kernels.attention_picks import DKV_REGISTERS
-    assert DKV_REGISTERS == {(64, False): 2048}
-    picked = lambda D, causal, layout, keys=2048: backward_kernels(D, causal, layout, keys)[1]  # noqa: E731
+    from tkc.kernels import attention_tuned as tuned
+    for (D, causal, layout), space in tuned.BACKWARD.items():
+        assert all(k.uniform_ids == "warp" for k in space.kernels())
     for D in (64, 128):
-        for layout in ("bhld", "blhd", "varlen"):
-            for causal in (False, True):
-                kern = picked(D, causal, layout)
-                assert "zigzag" not in kern.name and "persistent" not in kern.name
-                tail = "_overlap" if layout == "varlen" else "_overlap_ds2"
-                if layout != "varlen" and (D, causal) in DKV_REGISTERS:
-                    tail += "_dkvreg"                   # (dkv_tma's default is in no name)
-                assert kern.name.endswith(tail + "_sacc")
-                assert kern.uniform_ids == "warp"
-                # below DKV_REGISTERS' keys: the TMA stores everywhere but varlen
-                short = picked(D, causal, layout, 2047)
-                assert short.name == (kern.name.replace("_dkvreg", "") if layout != "varlen" else kern.name)
-        module = picked(D, False, "varlen").trace()
+        module = backward_kernels(D, False, "varlen", 2048)[1].trace()
         compile_to(module, "tile")
         assert 'role = "stores"' in str(module)
-    assert picked(256, True, "bhld").name == "attn_bwd_d256_causal_bhld_dqatomic_dqpk"   # packed adds
     assert backward_kernels(64, True, "bhld", 1024)[0].name == "attn_prep_d64_bhld"
 
 

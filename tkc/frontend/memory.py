@@ -106,8 +106,8 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     8-column group of src as its 4 even columns, then its 4 odd ones: by
     stmatrix, 16-byte rows that a 128B swizzle spreads over every bank, in
     half the instructions. For a tile that goes out whole to a buffer the
-    kernel's caller owns (attention_bwd's dQ accumulator), which reads the
-    columns back in that order. packed=True (with add, an f32 row-layout rt
+    kernel's caller owns (an accumulator like attention_bwd's dQ), which
+    reads the columns back in that order. packed=True (with add, an f32 row-layout rt
     into an f32 gl) puts a lane's four values of each 16-column block and row
     (columns 2t, 2t + 1, 2t + 8, 2t + 9) at columns 4t .. 4t + 3 of that
     block: one 16-byte red.global.add.v4.f32 where the pairs take two (the
@@ -143,7 +143,8 @@ def atomic_add(dst, value: int = 1, at=None, after=()) -> Index:
     a list): register stores, and TMA stores (tma.store, tma.store_add),
     whichever warp issues them, have completed. So the block whose add makes
     the count reach n reads every block's writes: the last of n blocks
-    finishes their shared result (attention_bwd's dq_convert converts dQ so).
+    finishes their shared result (e.g. converts an accumulator all blocks
+    added to, while it is still in L2).
     Counts are not reset: the caller zeroes the gl."""
     if not isinstance(dst, GLHandle) or dst.dtype != "i32":
         raise fail(f"atomic_add adds into an i32 gl (a counter), got {_name(dst)}")

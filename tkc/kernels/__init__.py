@@ -15,8 +15,9 @@ function, not that module.
 from __future__ import annotations
 
 from .attention import attention_fwd
-from .attention_bwd import attention_bwd, attention_kernels, attention_prep  # (*)
-from .attention_hopper import HEAD_DIMS, attention_hopper
+from .attention_bwd import attention_bwd, attention_prep  # (*)
+from .attention_hopper import attention_hopper
+from .attention_schedule import backward_space, forward_space
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
@@ -49,6 +50,24 @@ def _gemm_ops():
 
 GEMM_OPS = _gemm_ops()
 
+# tkc.attention's common shapes: head dims 64 and 128 in SDPA's layout and
+# FlashAttention's, causal and not. The library builds every schedule their
+# tables may pick (attention_schedule's spaces, which hold nothing else) and
+# the backward's prep; D 256 and varlen compile at their first call, or ahead
+# with `tkc build tkc/kernels/attention_tuned.py` (every space's candidates:
+# what tuning offline needs), which the GPU tests' build includes.
+ATTENTION_COMMON = [(D, causal, layout) for D in (64, 128) for causal in (False, True)
+                    for layout in ("bhld", "blhd")]
+
+
+def _attention_ops():
+    """The kernels tkc.attention may launch for the common shapes."""
+    out = [attention_prep(D, layout) for D, causal, layout in ATTENTION_COMMON if not causal]
+    for D, causal, layout in ATTENTION_COMMON:
+        out += [attention_hopper(D, causal, layout, s) for s in forward_space(D, causal, layout)]
+        out += [attention_bwd(D, causal, layout, s) for s in backward_space(D, causal, layout)]
+    return out
+
 
 def library():
     return [
@@ -61,9 +80,8 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        # tkc.attention: forwards, prep and backward per head dim, mask and layout
-        *dict.fromkeys(k for D in HEAD_DIMS for causal in (False, True)
-                       for layout in ("bhld", "blhd", "varlen") for k in attention_kernels(D, causal, layout)),
+        # tkc.attention: forwards, prep and backwards of the common shapes
+        *_attention_ops(),
         # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
         *GEMM_OPS,
         # tkc.scaled_mm: per-tensor and row-wise scales, bf16 and f32 out; promoted

@@ -43,80 +43,73 @@ from tkc.diagnostics import TkcError
 from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
                      store, subtile, where, zero)
 
+from .attention_schedule import ForwardSchedule
+
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 HEAD_DIMS = (64, 128, 256)
 LAYOUTS = ("bhld", "blhd", "varlen")
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     KV: int = 128, stages="auto", overlap: bool = False,
-                     consumers: int = 2, pingpong: bool = False, persistent: bool = False,
-                     blocks_per_sm: int = 1, ex2_fma: float = 0.0, diagonal_mask: bool = False,
-                     o_via_q: bool = False):
+                     schedule: ForwardSchedule = ForwardSchedule()):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
-    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale).
-    consumers: the consumer warpgroups, 64 query rows each (1 to 3).
-    blocks_per_sm: blocks sharing an SM (tkc.kernel's); one consumer
-    warpgroup at two blocks an SM is tkc.attention's causal varlen forward at
-    D = 64 and 128 below the long forward's key counts
-    (attention_bwd.PAIRED_CAUSAL_KEYS).
+    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale), as
+    `schedule` (attention_schedule.ForwardSchedule) has it:
 
-    diagonal_mask=True (causal): only the diagonal's mask, not Lk's as
-    well: keys past Lk lie past every query row's diagonal (key j <= i + Lk
-    - Lq < Lk for i < Lq; rows past Lq are clipped), so a diagonal tile
-    takes one compare and select an element where it took two (about 105
-    instructions a thread and tile where it took 230 at 128-key tiles). On
-    the H100 (ncu, locked clocks; BENCHMARKS.md 2026-11-27, session 3) D
-    64's zigzag forward is 1-3% faster with it at L 1k to 4k and D 128's
-    long one (ping-pong) 2-4%, but D 128's short one 4-9% slower (the same
-    main loop in the SASS, more cycles: not understood).
+    consumers: the consumer warpgroups, 64 query rows each (1 to 3), which
+    share each K/V tile of KV keys streamed through a ring of `stages`.
+    blocks_per_sm: blocks sharing an SM (tkc.kernel's).
 
-    overlap=True: FlashAttention-3's intra-warpgroup overlap. Iteration j
-    loads K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
+    diagonal_mask (causal): only the diagonal's mask, not Lk's as well:
+    keys past Lk lie past every query row's diagonal (key j <= i + Lk - Lq
+    < Lk for i < Lq; rows past Lq are clipped), so a diagonal tile takes
+    one compare and select an element where it took two.
+
+    overlap: FlashAttention-3's intra-warpgroup overlap. Iteration j loads
+    K_j and V_(j-1), issues S_j = Q K_j^T and O += P_(j-1) V_(j-1), waits
     for S_j only, and runs the softmax of tile j while that PV wgmma runs;
     P_j is carried to the next iteration. The loop runs once more than there
     are tiles: V_(-1) and K_n lie past the edges (TMA reads zeros, or a
-    neighbour sequence's rows, which P = 0 and the mask cancel), a
-    1/n-tile overhead on Q K^T. ptxas places the wait for the PV group
+    neighbour sequence's rows, which P = 0 and the mask cancel), a 1/n-tile
+    overhead on Q K^T. ptxas places the wait for the PV group
     (WARPGROUP.DEPBAR 0) right after the wait for S, before the softmax (the
     new P's registers are those of the P in flight), so within a warpgroup
-    nothing overlaps; with pingpong=True the other warpgroup's turn does, and
-    that pair is tkc.attention's forward for long sequences (LONG_KEYS).
+    nothing overlaps; with pingpong the other warpgroup's turn does.
 
-    pingpong=True: FlashAttention-3's ping-pong (warpgroup.turns): the
-    consumer warpgroups take turns at issuing their wgmmas (with overlap,
-    S_j and PV_(j-1) together; without, S_j), so one warpgroup's softmax runs
-    while the tensor cores work for the other.
+    pingpong: FlashAttention-3's ping-pong (warpgroup.turns): the consumer
+    warpgroups take turns at issuing their wgmmas (with overlap, S_j and
+    PV_(j-1) together; without, S_j), so one warpgroup's softmax runs while
+    the tensor cores work for the other.
 
-    persistent=True: one block an SM loops over the work items (query tile,
-    head, batch) in grid order; Q has two slots (tk-pipeline-staging), so
-    the producer loads the next item's Q right after this item's last K/V
-    stage, and its K/V under this item's finish. tkc.attention's forward
-    without a mask at D = 64 and 128 (attention_bwd.PERSISTENT; on the H100
-    0.84 -> 0.97 of cuDNN at L 1k, BENCHMARKS.md 2026-11-25; with one Q slot
-    it was no faster than a block per item). With the causal mask it is
-    slower (0.45-0.98 of cuDNN, 2026-11-24): each block takes every 132nd
-    item, so with 8 query tiles a head it gets tiles of the same one or two
-    lengths; a dynamic scheduler would even that out."""
+    persistent: True, one block an SM loops over the work items (query
+    tile, head, batch) in grid order; Q has two slots (tk-pipeline-staging),
+    so the producer loads the next item's Q right after this item's last K/V
+    stage, and its K/V under this item's finish. "zigzag": the rounds of
+    items dealt forwards and backwards, so that a block's long and short
+    causal items pair up (a static order in grid order gives a block items
+    of the same one or two lengths).
+
+    ex2_fma: the share of the softmax's exponentials computed on the FMA
+    pipe (exp2's fma=), the rest on the MUFU.
+
+    o_via_q: O leaves by a TMA store through Q's shared tile once the last S
+    wgmma has read it (at D = 256 O's own tile does not fit); not varlen."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in LAYOUTS:
         raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
-    if consumers not in (1, 2, 3):
-        raise TkcError(f"attention: consumers must be 1, 2 or 3 warpgroups, got {consumers!r}")
-    if o_via_q and (layout == "varlen" or persistent):
+    if not isinstance(schedule, ForwardSchedule):
+        raise TkcError(f"attention: schedule must be a ForwardSchedule, got {type(schedule).__name__}")
+    if schedule.o_via_q and layout == "varlen":
         raise TkcError("attention: o_via_q needs a layout other than varlen (a TMA store cannot clip to a "
-                       "sequence's slice) and a kernel that is not persistent (Q's other slot holds the "
-                       "next item's)")
+                       "sequence's slice)")
+    if schedule.diagonal_mask and not causal:
+        raise TkcError("attention: diagonal_mask is the causal mask's (causal=True)")
+    KV, stages, consumers = schedule.KV, schedule.stages, schedule.consumers
+    overlap, pingpong, persistent = schedule.overlap, schedule.pingpong, schedule.persistent
+    ex2_fma, diagonal_mask, o_via_q = schedule.ex2_fma, schedule.diagonal_mask, schedule.o_via_q
+    name = schedule.name(D, causal, layout)
     BQ = 64 * consumers          # query rows per block
-    name = "_".join(x for x in (f"attn_fwd_d{D}", "causal" if causal else "", layout,
-                                f"kv{KV}", "" if stages == "auto" else f"s{stages}",
-                                "overlap" if overlap else "", "pingpong" if pingpong else "",
-                                "" if consumers == 2 else f"c{consumers}",
-                                "" if not persistent else "zigzag" if persistent == "zigzag" else "persistent",
-                                "" if blocks_per_sm == 1 else f"b{blocks_per_sm}",
-                                f"fma{round(ex2_fma * 100)}" if ex2_fma else "",
-                                "diag" if diagonal_mask and causal else "", "oq" if o_via_q else "") if x)
 
     def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
         """One block: query rows qb * BQ.. of head h against KV head hk.
@@ -190,19 +183,14 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     def grid(q, *_):
         return (tkc.cdiv(q.r, BQ), q.d, q.b) if layout == "bhld" else (tkc.cdiv(q.r, BQ), q.c // D, q.d)
 
-    def schedule(qb, nq):
+    def longest_first(qb, nq):
         """The longest causal blocks first (they have the most KV tiles); a
         block past the sequence's nq (varlen) keeps its index: it has no rows."""
         return where(qb < nq, nq - 1 - qb, qb) if causal else qb
 
-    # the warpgroup id uniform for ptxas (tkc.kernel's uniform_ids): on the
-    # H100 (ncu, locked clocks, BENCHMARKS.md 2026-11-26 late) 0.99-1.04 over
-    # per-lane ids, D 64 to 256, L 1k and 4k (below 1.00 only within the
-    # noise, D 128 at 1k and the paired ones); "warp" (the backward's) is as
-    # fast at D 64 but 0.92 at D 128 without the mask, where ptxas then
-    # keeps the softmax's scale in a per-lane register and ncu shows more
-    # stalls at the warpgroup's barriers and the MIO queue
-    options = dict(blocks_per_sm=blocks_per_sm, uniform_ids="warpgroup",
+    # the warpgroup id uniform for ptxas (tkc.kernel's uniform_ids; "warp",
+    # the backward's, measured slower here: docs/attention.md)
+    options = dict(blocks_per_sm=schedule.blocks_per_sm, uniform_ids="warpgroup",
                    **(dict(persistent=persistent, order="xyz") if persistent else {}))
     if layout == "varlen":
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
@@ -217,7 +205,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             k0, k1 = load(i32, cu_k, at=(0, 0, 0, b), fill=0), load(i32, cu_k, at=(0, 0, 0, b + 1), fill=0)
             qs, os = q.slice("r", q0, q1 - q0), o.slice("r", q0, q1 - q0)
             ks, vs = k.slice("r", k0, k1 - k0), v.slice("r", k0, k1 - k0)
-            qb = schedule(qb, tkc.cdiv(q1 - q0, BQ))
+            qb = longest_first(qb, tkc.cdiv(q1 - q0, BQ))
             forward(qs, ks, vs, os, lse.slice("c", q0, q1 - q0), scale, qb, h,
                     h // (q.c // k.c), lambda h, t: (0, 0, t, h), lambda h, t: (0, h, 0, t),
                     by_tma=False)
@@ -234,7 +222,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))
-        qb = schedule(qb, tkc.cdiv(q.r, BQ))
+        qb = longest_first(qb, tkc.cdiv(q.r, BQ))
         forward(q, k, v, o, lse, scale, qb, h, hk,
                 (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
                 lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)

@@ -31,9 +31,10 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.attention_bwd_kernel import dq_result
 from ..kernels.attention_bwd_prep import stats_columns
-from ..kernels.attention_picks import backward_kernels, backward_options, dq_order, dq_result, forward_kernel
 from ..kernels.attention_hopper import HEAD_DIMS
+from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device
@@ -147,7 +148,7 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     arrange = _in_layout_all(layout, q, k, v, o, do)
     q_, k_, v_, o_, do_ = arrange(q, k, v, o, do)
     prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
-    order = dq_order(backward_options(D, causal, layout))
+    packed = backward_schedule(D, causal, layout, k.shape[2]).dq_packed
     stats_shape = (B, H, 2, stats_columns(L))
 
     def buffers():  # dq: the f32 accumulator, zeroed by prep_k
@@ -165,7 +166,7 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
         dk, dv = outputs(1)
         prep(o, do, lse, stats, dq)
         bwd(q, k, v, do, stats, dq, dk, dv, scale)
-        return dq_result(dq, q.dtype, order), dk, dv
+        return dq_result(dq, q.dtype, packed), dk, dv
     return run
 
 
@@ -266,7 +267,7 @@ def _vbwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tens
     dk, dv = torch.empty_like(k), torch.empty_like(v)
     bwd_k(*(flat(t) for t in (q, k, v, do)), stats, *(flat(t) for t in (dq, dk, dv)),
           cu_q, cu_k, max_k, scale)
-    return dq_result(dq, q.dtype, dq_order(backward_options(D, causal, "varlen"))), dk, dv
+    return dq_result(dq, q.dtype, backward_schedule(D, causal, "varlen", max_k).dq_packed), dk, dv
 
 
 def _vbwd_fake(do, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale):

@@ -1,0 +1,289 @@
+"""tkc.attention's picks as autotuned spaces and shipped tables
+(tkc/kernels/attention_tuned.py, attention_schedule.py, tkc/tune/tables), on
+the CPU: the kernels picked through the shipped tables are those the hand
+tables picked before they became data (pinned below, by name: the names spell
+every schedule field out); each space holds exactly what its tables pick;
+keys from a call's arguments; tuning a space with the interpreter and a fake
+timer; the library's attention kernels."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from tkc.kernels import attention_tuned as tuned
+from tkc.kernels.attention_schedule import (BUCKETS, BackwardSchedule, ForwardSchedule, backward_space,
+                                            forward_space, key_bucket)
+from tkc.tune import tables
+
+H100 = "NVIDIA H100 80GB HBM3"   # the name the lent H100 reported (tables.py: its slug names the file)
+
+# What the old code (tkc/kernels/attention_picks.py at 7f6b471, hand tables
+# measured on the H100) picked at these key counts, per (D, causal, layout):
+# (keys from which, forward, backward), each row holding up to the next.
+# Computed once with that code; the prep kernel was attn_prep_d<D>_<layout>.
+KEYS = (1, 64, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
+        16384, 65535, 65536, 65537, 100000)
+OLD_PICKS = {
+    (64, False, "bhld"): [
+        (1, "attn_fwd_d64_bhld_kv128_s2_c3_persistent",
+         "attn_bwd_d64_bhld_q128_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d64_bhld_kv128_s2_c3_persistent",
+         "attn_bwd_d64_bhld_q128_overlap_ds2_dkvreg_sacc"),
+        (8192, "attn_fwd_d64_bhld_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_bhld_q128_overlap_ds2_dkvreg_sacc"),
+    ],
+    (64, False, "blhd"): [
+        (1, "attn_fwd_d64_blhd_kv128_s2_c3_persistent",
+         "attn_bwd_d64_blhd_q128_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d64_blhd_kv128_s2_c3_persistent",
+         "attn_bwd_d64_blhd_q128_overlap_ds2_dkvreg_sacc"),
+        (8192, "attn_fwd_d64_blhd_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_blhd_q128_overlap_ds2_dkvreg_sacc"),
+    ],
+    (64, False, "varlen"): [
+        (1, "attn_fwd_d64_varlen_kv128_s2_c3",
+         "attn_bwd_d64_varlen_q128_overlap_sacc"),
+        (8192, "attn_fwd_d64_varlen_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_varlen_q128_overlap_sacc"),
+    ],
+    (64, True, "bhld"): [
+        (1, "attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
+         "attn_bwd_d64_causal_bhld_q128_overlap_ds2_sacc"),
+        (8192, "attn_fwd_d64_causal_bhld_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_causal_bhld_q128_overlap_ds2_sacc"),
+    ],
+    (64, True, "blhd"): [
+        (1, "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma38_diag",
+         "attn_bwd_d64_causal_blhd_q128_overlap_ds2_sacc"),
+        (8192, "attn_fwd_d64_causal_blhd_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_causal_blhd_q128_overlap_ds2_sacc"),
+    ],
+    (64, True, "varlen"): [
+        (1, "attn_fwd_d64_causal_varlen_kv128_s2_c1_b2",
+         "attn_bwd_d64_causal_varlen_q128_overlap_sacc"),
+        (8192, "attn_fwd_d64_causal_varlen_kv128_s2_overlap_pingpong_c3",
+         "attn_bwd_d64_causal_varlen_q128_overlap_sacc"),
+    ],
+    (128, False, "bhld"): [
+        (1, "attn_fwd_d128_bhld_kv128_persistent",
+         "attn_bwd_d128_bhld_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d128_bhld_kv128_overlap_pingpong_persistent",
+         "attn_bwd_d128_bhld_overlap_ds2_sacc"),
+    ],
+    (128, False, "blhd"): [
+        (1, "attn_fwd_d128_blhd_kv128_persistent",
+         "attn_bwd_d128_blhd_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d128_blhd_kv128_overlap_pingpong_persistent",
+         "attn_bwd_d128_blhd_overlap_ds2_sacc"),
+    ],
+    (128, False, "varlen"): [
+        (1, "attn_fwd_d128_varlen_kv128",
+         "attn_bwd_d128_varlen_overlap_sacc"),
+        (2048, "attn_fwd_d128_varlen_kv128_overlap_pingpong",
+         "attn_bwd_d128_varlen_overlap_sacc"),
+    ],
+    (128, True, "bhld"): [
+        (1, "attn_fwd_d128_causal_bhld_kv128_zigzag",
+         "attn_bwd_d128_causal_bhld_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d128_causal_bhld_kv128_overlap_pingpong_zigzag_diag",
+         "attn_bwd_d128_causal_bhld_overlap_ds2_sacc"),
+        (8192, "attn_fwd_d128_causal_bhld_kv128_overlap_pingpong",
+         "attn_bwd_d128_causal_bhld_overlap_ds2_sacc"),
+    ],
+    (128, True, "blhd"): [
+        (1, "attn_fwd_d128_causal_blhd_kv128_zigzag",
+         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
+        (2048, "attn_fwd_d128_causal_blhd_kv128_overlap_pingpong_zigzag_diag",
+         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
+        (8192, "attn_fwd_d128_causal_blhd_kv128_overlap_pingpong",
+         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
+    ],
+    (128, True, "varlen"): [
+        (1, "attn_fwd_d128_causal_varlen_kv64_s2_c1_b2",
+         "attn_bwd_d128_causal_varlen_overlap_sacc"),
+        (2048, "attn_fwd_d128_causal_varlen_kv128_overlap_pingpong",
+         "attn_bwd_d128_causal_varlen_overlap_sacc"),
+    ],
+    (256, False, "bhld"): [
+        (1, "attn_fwd_d256_bhld_kv64_s2_oq",
+         "attn_bwd_d256_bhld_dqatomic_dqpk"),
+        (1024, "attn_fwd_d256_bhld_kv64_s2_overlap_pingpong_oq",
+         "attn_bwd_d256_bhld_dqatomic_dqpk"),
+    ],
+    (256, False, "blhd"): [
+        (1, "attn_fwd_d256_blhd_kv64_s2_oq",
+         "attn_bwd_d256_blhd_dqatomic_dqpk"),
+        (1024, "attn_fwd_d256_blhd_kv64_s2_overlap_pingpong_oq",
+         "attn_bwd_d256_blhd_dqatomic_dqpk"),
+    ],
+    (256, False, "varlen"): [
+        (1, "attn_fwd_d256_varlen_kv64_s2",
+         "attn_bwd_d256_varlen_dqatomic_dqpk"),
+        (1024, "attn_fwd_d256_varlen_kv64_s2_overlap_pingpong",
+         "attn_bwd_d256_varlen_dqatomic_dqpk"),
+    ],
+    (256, True, "bhld"): [
+        (1, "attn_fwd_d256_causal_bhld_kv64_s2_oq",
+         "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
+        (2048, "attn_fwd_d256_causal_bhld_kv64_s2_overlap_pingpong_oq",
+         "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
+    ],
+    (256, True, "blhd"): [
+        (1, "attn_fwd_d256_causal_blhd_kv64_s2_oq",
+         "attn_bwd_d256_causal_blhd_dqatomic_dqpk"),
+        (2048, "attn_fwd_d256_causal_blhd_kv64_s2_overlap_pingpong_oq",
+         "attn_bwd_d256_causal_blhd_dqatomic_dqpk"),
+    ],
+    (256, True, "varlen"): [
+        (1, "attn_fwd_d256_causal_varlen_kv64_s2",
+         "attn_bwd_d256_causal_varlen_dqatomic_dqpk"),
+        (2048, "attn_fwd_d256_causal_varlen_kv64_s2_overlap_pingpong",
+         "attn_bwd_d256_causal_varlen_dqatomic_dqpk"),
+    ],
+}
+
+
+@pytest.fixture
+def shipped(monkeypatch, tmp_path):
+    """The package's tables alone (an empty cache: no table of this machine's),
+    the picks read again; returns a function setting the GPU's name."""
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+
+    def gpu(name):
+        monkeypatch.setenv("TKC_DEVICE_NAME", name)
+        for space in (*tuned.FORWARD.values(), *tuned.BACKWARD.values()):
+            space.forget()
+    yield gpu
+    monkeypatch.undo()
+    for space in (*tuned.FORWARD.values(), *tuned.BACKWARD.values()):
+        space.forget()
+
+
+def old_pick(D, causal, layout, keys):
+    return [row for row in OLD_PICKS[D, causal, layout] if row[0] <= keys][-1][1:]
+
+
+@pytest.mark.parametrize("gpu", ["NVIDIA H200", H100, "NVIDIA A100-SXM4-80GB"])
+def test_the_shipped_tables_pick_what_the_hand_tables_did(shipped, gpu):
+    """Through the H200's table, the H100's, and for a GPU with none (the
+    H200's, the reference GPU's), every (D, causal, layout) at keys around
+    every old threshold launches the kernels the old code did."""
+    shipped(gpu)
+    bad = []
+    for (D, causal, layout) in OLD_PICKS:
+        for n in KEYS:
+            prep, bwd = tuned.backward_kernels(D, causal, layout, n)
+            got = (tuned.forward_kernel(D, causal, layout, n).name, bwd.name)
+            if got != old_pick(D, causal, layout, n) or prep.name != f"attn_prep_d{D}_{layout}":
+                bad.append((D, causal, layout, n, got))
+            assert tuned.backward_schedule(D, causal, layout, n).name(D, causal, layout) == bwd.name
+    assert bad == []
+
+
+def test_the_picks_come_from_the_tables(shipped):
+    """Not from the spaces' defaults: without the tables (another package
+    folder), the defaults run, and they differ from the tables' picks."""
+    shipped("NVIDIA H200")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tables, "PACKAGE_DIR", tables.PACKAGE_DIR / "none")
+        shipped("NVIDIA H200")
+        defaults = {t: tuned.forward_kernel(*t, 16384).name for t in OLD_PICKS}
+    shipped("NVIDIA H200")
+    assert any(tuned.forward_kernel(*t, 16384).name != name for t, name in defaults.items())
+    assert all(name == tuned.FORWARD[t].kernel(tuned.FORWARD[t].default).name for t, name in defaults.items())
+
+
+@pytest.mark.parametrize("path", ["nvidia-h200.json", "nvidia-h100-80gb-hbm3.json"])
+def test_each_space_holds_what_its_tables_pick(path):
+    """Every key bucket of every space has a row, its pick is one of the
+    space's schedules, and every schedule is picked somewhere (a space holds
+    nothing speculative)."""
+    entries = json.loads((tables.PACKAGE_DIR / path).read_text())["entries"]
+    assert tables.package_path(H100).name == "nvidia-h100-80gb-hbm3.json"
+    for direction, spaces, space_of in (("forward", tuned.FORWARD, forward_space),
+                                        ("backward", tuned.BACKWARD, backward_space)):
+        for (D, causal, layout), space in spaces.items():
+            rows = entries[tuned.space_name(direction, D, causal, layout)]
+            assert sorted(rows) == sorted(repr((D, causal, layout, b)) for b in BUCKETS)
+            picked = [r["config"] for r in rows.values()]
+            assert all(c in space.configs for c in picked)
+            assert all(c in picked for c in space.configs)
+            assert space.configs == [dataclasses.asdict(s) for s in space_of(D, causal, layout)]
+
+
+def test_key_buckets():
+    assert [key_bucket(n) for n in (0, 1, 511, 512, 1023, 1024, 2047, 2048, 8191, 8192, 70000)] == \
+        [512, 512, 512, 512, 512, 1024, 1024, 2048, 4096, 8192, 65536]
+    assert BUCKETS == (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+
+
+def test_the_key_of_a_kernel_call():
+    """`tkc tune` keys a call by its arguments: k's rows (bhld, blhd), the
+    backward's max_k or the forward's longest sequence (varlen)."""
+    z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
+    bhld = [z(1, 4, 100, 64), z(1, 2, 3000, 64), z(1, 2, 3000, 64), z(1, 4, 100, 64), z(1, 4, 1, 100), 0.1]
+    assert tuned.FORWARD[64, True, "bhld"].key(bhld) == (64, True, "bhld", 2048)
+    blhd = [z(1, 100, 256), z(1, 700, 128), z(1, 700, 128), z(1, 100, 256), z(1, 4, 1, 100), 0.1]
+    assert tuned.FORWARD[64, False, "blhd"].key(blhd) == (64, False, "blhd", 512)
+    cu_q, cu_k = np.array([0, 5, 10], np.int32), np.array([0, 1500, 1600], np.int32)
+    varlen = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 1, 10), cu_q, cu_k, 5, 0.1]
+    assert tuned.FORWARD[128, True, "varlen"].key(varlen) == (128, True, "varlen", 1024)
+    bwd = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 2, 256), z(10, 256),
+           z(1600, 128), z(1600, 128), cu_q, cu_k, 9000, 0.1]
+    assert tuned.BACKWARD[128, True, "varlen"].key(bwd) == (128, True, "varlen", 8192)
+
+
+def test_tkc_tune_finds_the_spaces():
+    """`tkc tune --library` tunes them: registered under tkc.attention., each
+    with examples at the eager benchmark's lengths."""
+    from tkc.tune.cli import _builders
+    found = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
+    assert len(found) == 36
+    assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
+    assert tuned.EXAMPLE_KEYS == (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def test_the_library_builds_the_common_shapes_picks():
+    """tkc build's library: every kernel the tables may pick for D 64 and 128
+    in bhld and blhd, causal and not (and their prep), at most 40 attention
+    kernels in all."""
+    from tkc.kernels import ATTENTION_COMMON, library
+    names = {k.name for k in library() if k.name.startswith("attn_")}
+    assert len(names) <= 40
+    for D, causal, layout in ATTENTION_COMMON:
+        for n in BUCKETS:
+            assert set(old_pick(D, causal, layout, n)) <= names
+        assert f"attn_prep_d{D}_{layout}" in names
+    assert {k.name for k in tuned.all_kernels()} >= names - {"attn_fwd_d64", "attn_fwd_d128"}
+
+
+def test_tuning_a_space_on_the_cpu(artifact_cache, monkeypatch, tmp_path):
+    """measure.tune over D 128's forward without the mask (bhld): both
+    candidates built, run by the interpreter and found to agree, the faster
+    by a fake timer recorded, and then launched for that key bucket."""
+    pytest.importorskip("mlir")
+    monkeypatch.setattr(tables, "user_path", lambda device=None: tmp_path / "tuned.json")
+    space = tuned.FORWARD[128, False, "bhld"]
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, L, 128)).astype(np.float32) for L in (200, 300, 300))
+    args = [q, k, v, np.zeros_like(q), np.zeros((1, 2, 1, 200), np.float32), 0.125]
+
+    def run(kernel, args):
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        kernel.interpret(*copies)
+        return copies
+
+    def compare(ref, out):
+        return None if all(np.allclose(r, o, rtol=1e-2, atol=1e-2) for r, o in zip(ref, out)) else "differs"
+
+    long = "attn_fwd_d128_bhld_kv128_overlap_pingpong_persistent"
+    us = {"attn_fwd_d128_bhld_kv128_persistent": 2.0, long: 1.0}
+    result = space.tune(*args, timer=lambda kern, a: us[kern.name], run=run, compare=compare, rounds=1)
+    assert result.key == (128, False, "bhld", 512) and result.best["pingpong"]
+    assert sorted(r["status"] for r in result.rows) == ["best", "ok"]
+    space.forget()
+    assert tuned.forward_kernel(128, False, "bhld", 300).name == long
+    space.forget()

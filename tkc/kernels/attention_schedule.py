@@ -1,0 +1,183 @@
+"""The schedules of tkc.attention's kernels, and the spaces they are tuned over.
+
+A schedule is one validated, frozen value per kernel: ForwardSchedule for
+attention_hopper (the forward), BackwardSchedule for attention_bwd (the
+backward). It holds what varies between the kernels tkc.attention launches;
+the builders take (D, causal, layout, schedule) and their bodies read the
+fields. A combination of fields that no kernel can have is refused here
+(ValueError); one that the head dim or layout rules out is refused by the
+builder (TkcError).
+
+The spaces: per head dim, mask and layout, the schedules a tuned table may
+pick (forward_space, backward_space; the first is the default, which a key
+missing from every table runs). They hold the schedules measured worth
+having on the H100, nothing more; which one runs for how many keys is data,
+per GPU, in tkc/tune/tables (attention_tuned.py reads them). Why each one is
+in its space: docs/attention.md, "Which kernel runs when".
+"""
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["BUCKETS", "BackwardSchedule", "ForwardSchedule", "backward_space", "forward_space",
+           "key_bucket"]
+
+# The key counts a table distinguishes: powers of two, a bucket holding
+# from its count to the next (below 512: 512's, from 65536: 65536's). The
+# H100's thresholds (1024, 2048, 8192 keys) are bucket edges.
+BUCKETS = tuple(1 << i for i in range(9, 17))
+
+
+def key_bucket(keys: int) -> int:
+    """The bucket of a key count (Lk, or varlen's max_seqlen_k)."""
+    return min(max(1 << max(int(keys), 1).bit_length() - 1, BUCKETS[0]), BUCKETS[-1])
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardSchedule:
+    """attention_hopper's schedule (its docstring says what each field does).
+
+    KV: keys a tile (64 or 128). stages: the K/V ring's depth ("auto": the
+    deepest that fits). consumers: consumer warpgroups of 64 query rows (1 to
+    3). overlap, pingpong: FlashAttention-3's intra-warpgroup overlap and
+    ping-pong. persistent: False (a block a work item), True (a block an SM
+    over the items) or "zigzag" (the items dealt forwards and backwards).
+    blocks_per_sm: blocks sharing an SM (1 or 2). ex2_fma: the share of the
+    exponentials computed on the FMA pipe. diagonal_mask: (causal) the
+    diagonal's mask alone. o_via_q: O stored by TMA through Q's tile."""
+    KV: int = 128
+    stages: int | str = "auto"
+    consumers: int = 2
+    overlap: bool = False
+    pingpong: bool = False
+    persistent: bool | str = False
+    blocks_per_sm: int = 1
+    ex2_fma: float = 0.0
+    diagonal_mask: bool = False
+    o_via_q: bool = False
+
+    def __post_init__(self):
+        _flags(self, "overlap", "pingpong", "diagonal_mask", "o_via_q")
+        if self.KV not in (64, 128):
+            raise ValueError(f"ForwardSchedule: KV must be 64 or 128 keys a tile, got {self.KV!r}")
+        if self.stages != "auto" and not (type(self.stages) is int and self.stages >= 1):
+            raise ValueError(f"ForwardSchedule: stages must be 'auto' or a count >= 1, got {self.stages!r}")
+        if self.consumers not in (1, 2, 3) or type(self.consumers) is not int:
+            raise ValueError(f"ForwardSchedule: consumers must be 1, 2 or 3 warpgroups, got "
+                             f"{self.consumers!r}")
+        if self.persistent not in (False, True, "zigzag") or type(self.persistent) not in (bool, str):
+            raise ValueError(f"ForwardSchedule: persistent must be False, True or 'zigzag', got "
+                             f"{self.persistent!r}")
+        if self.blocks_per_sm not in (1, 2) or type(self.blocks_per_sm) is not int:
+            raise ValueError(f"ForwardSchedule: blocks_per_sm must be 1 or 2, got {self.blocks_per_sm!r}")
+        if not 0.0 <= self.ex2_fma <= 1.0:
+            raise ValueError(f"ForwardSchedule: ex2_fma is a share of the exponentials (0 to 1), got "
+                             f"{self.ex2_fma!r}")
+        if self.o_via_q and self.persistent:
+            raise ValueError("ForwardSchedule: o_via_q needs a kernel that is not persistent (Q's other "
+                             "slot holds the next item's Q)")
+
+    def name(self, D: int, causal: bool, layout: str) -> str:
+        """The kernel's name: the head dim, mask and layout, and every field
+        off its default spelt out (the names are the cache's and ncu's)."""
+        return "_".join(x for x in (
+            f"attn_fwd_d{D}", "causal" if causal else "", layout, f"kv{self.KV}",
+            "" if self.stages == "auto" else f"s{self.stages}", "overlap" if self.overlap else "",
+            "pingpong" if self.pingpong else "", "" if self.consumers == 2 else f"c{self.consumers}",
+            "zigzag" if self.persistent == "zigzag" else "persistent" if self.persistent else "",
+            "" if self.blocks_per_sm == 1 else f"b{self.blocks_per_sm}",
+            f"fma{round(self.ex2_fma * 100)}" if self.ex2_fma else "",
+            "diag" if self.diagonal_mask and causal else "", "oq" if self.o_via_q else "") if x)
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardSchedule:
+    """attention_bwd's schedule (its docstring says what each field does).
+
+    BQ: query rows a step (64; 128 at D = 64). overlap: the S^T and dP^T
+    waits leave the next wgmma in flight. ds_slots: dS^T's shared tiles (1
+    or 2). stats_acc: the wgmmas' accumulators start at the statistics.
+    dkv_tma: dK and dV stored by TMA through K's and V's tiles (else from
+    registers). dq_packed (D = 256): dQ's atomic adds four columns a lane.
+    The first four schedule the D <= 128 body, dq_packed the D = 256 one."""
+    BQ: int = 64
+    overlap: bool = False
+    ds_slots: int = 1
+    stats_acc: bool = False
+    dkv_tma: bool = False
+    dq_packed: bool = False
+
+    def __post_init__(self):
+        _flags(self, "overlap", "stats_acc", "dkv_tma", "dq_packed")
+        if self.BQ not in (64, 128) or type(self.BQ) is not int:
+            raise ValueError(f"BackwardSchedule: BQ must be 64 or 128 query rows, got {self.BQ!r}")
+        if self.ds_slots not in (1, 2) or type(self.ds_slots) is not int:
+            raise ValueError(f"BackwardSchedule: ds_slots must be 1 or 2, got {self.ds_slots!r}")
+        if self.dq_packed and (self.BQ != 64 or self.overlap or self.ds_slots != 1 or self.stats_acc):
+            raise ValueError("BackwardSchedule: dq_packed orders the D = 256 body's atomic adds of dQ; "
+                             "BQ = 128, overlap, ds_slots and stats_acc schedule the D <= 128 body")
+
+    def name(self, D: int, causal: bool, layout: str) -> str:
+        """The kernel's name, as ForwardSchedule.name (dQ by atomic adds at D =
+        256; dkv_tma named only where it is not the layout's way: TMA
+        stores outside varlen)."""
+        return "_".join(x for x in (
+            f"attn_bwd_d{D}", "causal" if causal else "", layout, "dqatomic" if D == 256 else "",
+            "" if self.BQ == 64 else f"q{self.BQ}", "overlap" if self.overlap else "",
+            "" if self.ds_slots == 1 else f"ds{self.ds_slots}",
+            "" if self.dkv_tma == (layout != "varlen") else "dkvtma" if self.dkv_tma else "dkvreg",
+            "sacc" if self.stats_acc else "", "dqpk" if self.dq_packed else "") if x)
+
+
+def _flags(schedule, *names: str) -> None:
+    for n in names:
+        if type(getattr(schedule, n)) is not bool:
+            raise ValueError(f"{type(schedule).__name__}: {n} must be True or False, got "
+                             f"{getattr(schedule, n)!r}")
+
+
+def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, ...]:
+    """The forwards a table may pick for (D, causal, layout), the default
+    (short sequences') first. Each space has the plain pipelined loop
+    ("short") and FlashAttention-3's schedule ("long": overlap + ping-pong,
+    whose extra iteration short sequences do not amortise). Per head dim:
+    two stages and three consumers at D 64; at D 256 64-key tiles and O
+    through Q's tile (not varlen: a TMA store cannot clip to a sequence).
+    Without the mask, fixed lengths: persistent (the long one at D 128
+    only; at D 256 two Q slots do not fit). With it, fixed lengths: the
+    zigzag order (D 64: two consumers, the diagonal's mask alone, 3/8 of
+    the exponentials on the FMA pipe; D 128 also its long one, with the
+    diagonal's mask alone); varlen: the paired forward (one consumer
+    warpgroup, two blocks an SM)."""
+    fixed = layout != "varlen"
+    short = {64: ForwardSchedule(stages=2, consumers=3), 128: ForwardSchedule(),
+             256: ForwardSchedule(KV=64, stages=2, o_via_q=fixed)}[D]
+    long = dataclasses.replace(short, overlap=True, pingpong=True)
+    if D == 256 or not fixed and not causal:
+        return short, long
+    if not causal:
+        return (dataclasses.replace(short, persistent=True),
+                dataclasses.replace(long, persistent=D == 128))
+    if not fixed:
+        return ForwardSchedule(KV=128 if D == 64 else 64, stages=2, consumers=1, blocks_per_sm=2), long
+    if D == 64:
+        return ForwardSchedule(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375), long
+    return (dataclasses.replace(short, persistent="zigzag"),
+            dataclasses.replace(long, persistent="zigzag", diagonal_mask=True), long)
+
+
+def backward_space(D: int, causal: bool, layout: str) -> tuple[BackwardSchedule, ...]:
+    """The backwards a table may pick for (D, causal, layout), the default
+    first: at D <= 128 the overlap, the statistics in the accumulators and
+    (fixed lengths) two dS^T tiles, BQ 128 at D 64; at D 256 dQ's adds
+    packed. dK and dV by TMA stores outside varlen, and at D 64 without the
+    mask also from registers (the TMA stores' epilogue makes ptxas spill in
+    the loop there)."""
+    fixed = layout != "varlen"
+    if D == 256:
+        return BackwardSchedule(dq_packed=True, dkv_tma=fixed),
+    s = BackwardSchedule(BQ=128 if D == 64 else 64, overlap=True, ds_slots=2 if fixed else 1,
+                         stats_acc=True, dkv_tma=fixed)
+    if D == 64 and not causal and fixed:
+        return s, dataclasses.replace(s, dkv_tma=False)
+    return s,

@@ -1,0 +1,128 @@
+"""Which attention kernels tkc.attention launches: per head dim, mask and
+layout, the forward and the backward as autotuned spaces (tkc.autotune) of
+the schedules in attention_schedule.py, keyed by (D, causal, layout, key
+bucket). Which schedule runs for a key is data, per GPU, in tkc/tune/tables:
+the H100's picks (measured by hand there), and the same for the H200 until
+it is tuned (docs/attention.md).
+
+    forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
+    backward_kernels(D, causal, layout, keys)    (prep, backward)
+    backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
+
+`tkc tune --library --filter tkc.attention` tunes the spaces at their
+examples (the eager benchmark's shapes, 512 to 16k keys); offline
+(TKC_OFFLINE=1) it times only candidates already built: `tkc build
+tkc/kernels/attention_tuned.py` builds them all (KERNELS).
+
+The package tkc.kernels does not import this module (tkc.tune's tuning
+imports tkc.building, which lists tkc.kernels' library); imports are
+absolute so that `tkc build` can load the file by its path.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+
+from tkc.kernels.attention_bwd_kernel import attention_bwd
+from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
+from tkc.kernels.attention_hopper import HEAD_DIMS, LAYOUTS, attention_hopper
+from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, backward_space,
+                                            forward_space, key_bucket)
+from tkc.tune import autotune
+
+__all__ = ["BACKWARD", "FORWARD", "KERNELS", "all_kernels", "backward_kernels", "backward_schedule",
+           "forward_kernel", "space_name"]
+
+EXAMPLE_KEYS = (512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
+DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
+              "backward": (attention_bwd, BackwardSchedule, backward_space)}
+
+
+def space_name(direction: str, D: int, causal: bool, layout: str) -> str:
+    """The name the tables file a space's picks under."""
+    return f"tkc.attention.{direction}.d{D}{'.causal' if causal else ''}.{layout}"
+
+
+def _keys(direction: str, layout: str, args) -> int:
+    """The key count of a kernel call's arguments (k [B, Hkv, Lk, D] or [B,
+    Lk, Hkv * D]; varlen: the backward's max_k, the forward's longest
+    sequence of cu_k)."""
+    if layout != "varlen":
+        return int(args[1].shape[-2])
+    if direction == "backward":
+        return int(args[10])
+    cu_k = args[6]
+    return int((cu_k[1:] - cu_k[:-1]).max())
+
+
+def _space(direction: str, D: int, causal: bool, layout: str):
+    build, schedule, space = DIRECTIONS[direction]
+    return autotune(
+        space=[dataclasses.asdict(s) for s in space(D, causal, layout)],
+        key=lambda *args: (D, causal, layout, key_bucket(_keys(direction, layout, args))),
+        name=space_name(direction, D, causal, layout),
+        examples=lambda: [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS],
+    )(lambda **config: build(D, causal, layout, schedule(**config)))
+
+
+TRIPLES = list(itertools.product(HEAD_DIMS, (False, True), LAYOUTS))
+FORWARD = {t: _space("forward", *t) for t in TRIPLES}
+BACKWARD = {t: _space("backward", *t) for t in TRIPLES}
+
+
+@functools.lru_cache(maxsize=None)
+def prep_kernel(D: int, layout: str):
+    return attention_prep(D, layout)
+
+
+def forward_kernel(D: int, causal: bool, layout: str, keys: int):
+    """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)."""
+    tuned = FORWARD[D, causal, layout]
+    return tuned.kernel(tuned.choose((D, causal, layout, key_bucket(keys))))
+
+
+def backward_schedule(D: int, causal: bool, layout: str, keys: int) -> BackwardSchedule:
+    """The backward's schedule for sequences of up to `keys` keys."""
+    return BackwardSchedule(**BACKWARD[D, causal, layout].choose((D, causal, layout, key_bucket(keys))))
+
+
+def backward_kernels(D: int, causal: bool, layout: str, keys: int):
+    """(prep, backward) for sequences of up to `keys` keys."""
+    tuned = BACKWARD[D, causal, layout]
+    return prep_kernel(D, layout), tuned.kernel(tuned.choose((D, causal, layout, key_bucket(keys))))
+
+
+def all_kernels() -> list:
+    """Every candidate of every space, and the preps: what tuning offline needs built."""
+    return [*(prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS),
+            *(k for t in (*FORWARD.values(), *BACKWARD.values()) for k in t.kernels())]
+
+
+KERNELS = [*(prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS),
+           *FORWARD.values(), *BACKWARD.values()]   # `tkc build` of this file: every candidate
+
+
+def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
+    """One call's arguments on the GPU, as tkc.attention makes them, at the
+    eager benchmark's shape (tkc/bench/eager.py: 16 heads, 16384 // L
+    sequences of L; varlen: those packed). A backward's statistics and dQ
+    accumulator come from the picked forward and attention_prep."""
+    import torch
+    B, H, varlen = max(1, 16384 // L), 16, layout == "varlen"
+    shape = {"bhld": (B, H, L, D), "blhd": (B, L, H * D), "varlen": (B * L, H * D)}[layout]
+    q, k, v, do = (torch.randn(shape, device="cuda").to(torch.bfloat16) for _ in range(4))
+    o = torch.empty_like(q)
+    lse = torch.empty((H, 1, B * L) if varlen else (B, H, 1, L), device="cuda")
+    cu = torch.arange(0, B * L + 1, L, device="cuda", dtype=torch.int32)
+    scale = D ** -0.5
+    forward = [q, k, v, o, lse, *([cu, cu, L] if varlen else []), scale]
+    if direction == "forward":
+        return forward
+    forward_kernel(D, causal, layout, L)(*forward)
+    stats = torch.empty((H, 2, stats_columns(B * L, B)) if varlen else (B, H, 2, stats_columns(L)),
+                        device="cuda")
+    dq = torch.empty(shape, device="cuda")   # the f32 accumulator, zeroed by prep
+    prep_kernel(D, layout)(o, do, lse, stats, dq, *([cu, L] if varlen else []))
+    return [q, k, v, do, stats, dq, torch.empty_like(k), torch.empty_like(v),
+            *([cu, cu, L] if varlen else []), scale]
