@@ -16,6 +16,10 @@ from tkc.ops import (add_col, add_row, col_max, col_sum, copy, div_row, exp, exp
                      mul_row, neg_infty, roll, row_max, row_sum, store, sub_row, subtile, where, zero)
 
 pytestmark = pytest.mark.gpu
+try:  # the kernels below must import without torch: `tkc build` reads this file
+    import torch
+except ImportError:
+    torch = None
 
 D, KV = 64, 64          # head dim, keys per step
 LOG2E = math.log2(math.e)
@@ -136,3 +140,55 @@ def gqa_reference(q, k, v, scale):
     s = np.einsum("bhqd,bhnd->bhqn", q.astype(np.float64), k) * scale
     p = np.exp(s - s.max(-1, keepdims=True))
     return np.einsum("bhqn,bhnd->bhqd", p / p.sum(-1, keepdims=True), v)
+
+
+def _interpreted(kernel, tensors, *scalars):
+    """The interpreter's outputs for the kernel's inputs (every tensor copied
+    to float32 numpy first: the interpreter holds bf16 values as float32)."""
+    arrays = [t.float().cpu().numpy().copy() for t in tensors]
+    kernel.interpret(*arrays, *scalars)
+    return arrays
+
+
+def _bf16(shape, g):
+    return torch.randn(*shape, generator=g).to(torch.bfloat16).cuda()
+
+
+@pytest.mark.parametrize("n", [64, 100, 7, 1000])
+def test_gqa_decode(n):
+    """Both GQA kernels against the interpreter and numpy, N ragged or whole."""
+    g = torch.Generator().manual_seed(n)
+    q, k, v = _bf16((2, 3, 8, D), g), _bf16((2, 3, n, D), g), _bf16((2, 3, n, D), g)
+    want = gqa_reference(*(t.float().cpu().numpy() for t in (q, k, v)), 0.125)
+    for kernel, dtype, tol in ((gqa_decode, torch.bfloat16, 2e-2), (gqa_decode_regs, torch.float32, 1e-2)):
+        o = torch.full((2, 3, 8, D), float("nan"), device="cuda", dtype=dtype)
+        kernel(q, k, v, o, 0.125)
+        torch.cuda.synchronize()
+        got = o.float().cpu().numpy()
+        interpreted = _interpreted(kernel, [q, k, v, o], 0.125)[3]
+        np.testing.assert_allclose(got, interpreted, atol=tol, rtol=tol, err_msg=kernel.name)
+        np.testing.assert_allclose(got, want, atol=2 * tol, rtol=2 * tol, err_msg=kernel.name)
+
+
+def test_rows8_ops_on_ragged_edges():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(21, 100, generator=g).cuda()
+    w = _bf16((64, 32), g)
+    out, vec = torch.zeros(8, 21, 100, device="cuda"), torch.zeros(3, 24, 100, device="cuda")
+    rows8_ops(x, w, out, vec)
+    torch.cuda.synchronize()
+    _, _, want_out, want_vec = _interpreted(rows8_ops, [x, w, out, vec])
+    np.testing.assert_allclose(out.cpu().numpy(), want_out, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(vec.cpu().numpy(), want_vec, rtol=1e-5, atol=1e-5)
+
+
+def test_rows8_through_shared_memory():
+    g = torch.Generator().manual_seed(2)
+    a = _bf16((48, 64), g)
+    o = torch.full((48, 64), float("nan"), device="cuda", dtype=torch.bfloat16)
+    f = torch.full((2, 24, 64), float("nan"), device="cuda")
+    rows8_shared(a, o, f)
+    torch.cuda.synchronize()
+    _, want_o, want_f = _interpreted(rows8_shared, [a, o, f])
+    np.testing.assert_array_equal(o.float().cpu().numpy(), want_o)
+    np.testing.assert_array_equal(f.cpu().numpy(), want_f)
