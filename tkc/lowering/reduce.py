@@ -9,6 +9,11 @@ butterflies every lane holds the full result, which is exactly the
 replication the rv layouts promise. Arithmetic is in f32 (in i32 for an i32
 tile: sums wrap modulo 2^32, max is signed).
 
+An 8-row tile (fragments.HALF_KS) is the same with its rows g only: a row
+reduction still combines the quad (xor 1, 2), a column reduction the 8 row
+groups (xor 4, 8, 16: the same three shuffles, with no own pair to add
+first), and its "col" rv is one slot a lane.
+
 Broadcasts are shuffle-free: element k of base tile (i, j) meets the rv slot
 of its own row (fragments.row_vec_slot) or column (col_vec_slot).
 
