@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, rt, rv, st, warpgroup
+from tkc import bf16, f32, gl, rt, rv, st, sv, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.dialect import ops
 from tkc.dialect.types import RT, RV
 from tkc.frontend.kernel import kernels_in_file
 from tkc.hopper import fragments
-from tkc.ops import load, mma_AtB, store, swap_layout, zero
+from tkc.ops import load, mma_AtB, row_sum, store, swap_layout, zero
 
 from lanesim import bf16 as round_bf16, build, run_kernel, run_traced, to_ptx
 
@@ -214,6 +214,25 @@ def test_shared_moves_are_x2_and_tma_boxes_8_rows(tmp_path):
     assert "ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx
     assert "stmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx
     assert "m8n8.x4" not in ptx
+
+
+@tkc.kernel(warps=2)
+def _halves_of_one_sv(x: gl(f32, 1, 1, 16, 16), y: gl(f32, 1, 1, 1, 16)):
+    """Each warp's row sums of its 8 rows into its half of one sv of 16 (the
+    race check's cells are 8 long: the halves are disjoint), then the other's."""
+    s = sv(f32, 16)
+    w = tkc.warpid()
+    store(s, row_sum(load(rt(f32, 8, 16), x, (0, 0, w, 0))), (w,))
+    tkc.sync()
+    store(y, load(rv(f32, 8), s, ((w + 1) % 2,)) * 2.0, (0, 0, 0, (w + 1) % 2))
+
+
+def test_two_warps_8_long_vectors_share_an_sv_without_a_race():
+    """(tkc fuzz --seed 5 found the race check's 16-long sv cells calling this a race.)"""
+    x = rand((16, 16), seed=6)
+    y = np.zeros((1, 16), np.float32)
+    _halves_of_one_sv.interpret(x, y)
+    np.testing.assert_allclose(y[0], x.sum(1) * 2, rtol=1e-6)
 
 
 # ---------------------------------------------------------------- refusals

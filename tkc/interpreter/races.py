@@ -22,7 +22,7 @@ and vector clocks (one per warp, FastTrack-style epochs per 8x16 cell):
   agent's epoch into it; when the phase completes its clock joins the
   barrier's completed clock (cumulative over phases); a tk.wait that passes
   acquires that clock.
-- Per shared cell (8x16 block of an st, 16 elements of an sv): the epoch of
+- Per shared cell (8x16 block of an st, 8 elements of an sv): the epoch of
   each agent in the last write, its site, and per warp the epoch and site of
   its last read since that write. A read by warp r is ordered after the write
   when every other writer's epoch is <= clock[r]; a write by w is ordered
@@ -72,8 +72,9 @@ import numpy as np
 from ..diagnostics import TkcError, error, where
 from ..hopper.warpgroup import short
 
-CELL = 16  # elements per cell along a row (and of an sv): every tile access is 16-aligned there
-CELL_ROWS = 8  # rows per cell: tiles of 8 rows (fragments.HALF) are 8-aligned
+CELL = 16  # elements per cell along a row: every tile access is 16-aligned there
+CELL_ROWS = 8  # rows per cell, and elements per cell of an sv: 8-row tiles and their 8-long
+               # "col" vectors (fragments.HALF) are 8-aligned
 _ALL = slice(None)
 _NONE = slice(0, 0)  # no co-writers
 
@@ -134,7 +135,7 @@ class Buffer:
         """The cell region covering the elements [ix] (slices, as memory.window
         gives: explicit bounds, or slice(None) for the whole buffer)."""
         if self.vector:
-            return (_ALL, _cell_slice(ix[0], CELL))
+            return (_ALL, _cell_slice(ix[0], CELL_ROWS))
         if len(ix) == 1:
             return (_ALL, _ALL)
         return (_cell_slice(ix[0], CELL_ROWS), _cell_slice(ix[1], CELL))
@@ -239,7 +240,8 @@ class RaceTracker:
         names a ring's slot in messages ("slot 2 of 4 of ")."""
         if id(arr) not in self.buffers:
             shape = arr.shape if arr.ndim == 2 else (1, arr.shape[0])
-            cells = (-(-shape[0] // CELL_ROWS), -(-shape[1] // CELL))
+            cells = (1, -(-shape[1] // CELL_ROWS)) if arr.ndim == 1 else \
+                (-(-shape[0] // CELL_ROWS), -(-shape[1] // CELL))
             what = f"{slot}{short(t)} (allocated at {where(op)})"
             self.buffers[id(arr)] = Buffer(what, cells, self.agents, self.warps, arr.ndim == 1)
 
