@@ -104,19 +104,19 @@ def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
 
 
 def test_candidates_the_compiler_refuses_are_pruned(cache):
-    """R = 8: tiles have at least 16 rows; the verifier's refusal prunes it."""
-    t = tkc.autotune(space={"R": [16, 8]}, name="test.refused")(scale_builder)
+    """R = 24: tile rows are 8 or multiples of 16; the verifier's refusal prunes it."""
+    t = tkc.autotune(space={"R": [16, 24]}, name="test.refused")(scale_builder)
     result = t.tune(*args_of(), timer=fake_timer({"tune_scale_16_2": 1.0}), run=cpu_run,
                     compare=cpu_compare, rounds=1, record=False)
     rows = {r["config"]["R"]: r for r in result.rows}
-    assert rows[16]["status"] == "best" and rows[8]["status"] == "pruned" and rows[8]["why"]
+    assert rows[16]["status"] == "best" and rows[24]["status"] == "pruned" and rows[24]["why"]
     # 48 rows: R = 32 cannot take them (a multiple of its tile), R = 16 can
     t = tkc.autotune(space={"R": [16, 32]}, name="test.args")(scale_builder)
     result = t.tune(*args_of(48), timer=fake_timer({"tune_scale_16_2": 1.0}), run=cpu_run,
                     compare=cpu_compare, rounds=1, record=False)
     rows = {r["config"]["R"]: r for r in result.rows}
     assert rows[32]["status"] == "rejected" and "multiple of 32" in rows[32]["why"]
-    bad = tkc.autotune(space={"R": [8, 16]}, name="test.refused_default")(scale_builder)
+    bad = tkc.autotune(space={"R": [24, 16]}, name="test.refused_default")(scale_builder)
     with pytest.raises(TkcError, match="default configuration"):
         bad.tune(*args_of(), timer=fake_timer({}), run=cpu_run, compare=cpu_compare, record=False)
 

@@ -146,7 +146,7 @@ def test_destination_of_the_wrong_type():
 def test_bad_tile_shape_and_dtype():
     @tkc.kernel
     def k(a: G):
-        zero(rt(f32, 8, 16))  # @shape
+        zero(rt(f32, 24, 16))  # @shape
     _fails(k, "shape", "multiple of 16")
 
     @tkc.kernel

@@ -143,9 +143,9 @@ def test_run_raises_one_error_listing_every_message():
         tkverify.run(k.module.operation)
     lines = str(info.value).splitlines()
     assert lines == [f"kernel.py:11:5: error: zero: result: rt<f32, 16, 8, row>: "
-                     "rows and cols must be positive multiples of 16",
+                     "rows and cols must be positive multiples of 16 (rows may be 8)",
                      f"kernel.py:12:5: error: ones: result: rv<f32, 20, col>: "
-                     "length must be a positive multiple of 16"]
+                     "length must be a positive multiple of 16 (or 8 for a \"col\" rv: an 8-row tile's rows)"]
     assert info.value.where == "kernel.py:11:5" and len(info.value.errors) == 2
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..dialect.types import GL, LAYOUTS, RT, RV, ST, SV, SWIZZLES, VEC_KINDS
 from ..dtypes import DTYPES, FP8_DTYPES, GL_DTYPES, REG_DTYPES, VEC_DTYPES
+from ..hopper.fragments import HALF, extent_ok
 from .trace import current, emitting, fail
 from .values import Index, Traced
 
@@ -67,10 +68,12 @@ def reg_dtype(x) -> str:
     return tile_dtype(x, REG_DTYPES)
 
 
-def _extent(n, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0 or n % 16:
-        raise fail(f"{what} must be a positive multiple of 16 (tiles are built of 16x16 "
-                   f"base tiles), got {n!r}")
+def _extent(n, what: str, half: bool = False) -> int:
+    """n as a tile extent: a positive multiple of 16 (16x16 base tiles), or 8
+    where `half` (rows of a half tile, fragments.HALF), else a located error."""
+    if isinstance(n, bool) or not isinstance(n, int) or not extent_ok(n, half):
+        raise fail(f"{what} must be {'8 or ' if half else ''}a positive multiple of 16 (tiles are "
+                   f"built of 16x16 base tiles{', or their 8-row top halves' if half else ''}), got {n!r}")
     return n
 
 
@@ -139,16 +142,22 @@ class Reg(Traced):
 
 
 def rt(dtype, rows: int, cols: int, layout: str = "row") -> Reg:
-    """An unassigned register tile handle rt<dtype, rows, cols, layout>."""
-    return Reg(RT(reg_dtype(dtype), _extent(rows, "rt rows"), _extent(cols, "rt cols"),
-                  _choice(layout, LAYOUTS, "rt layout")))
+    """An unassigned register tile handle rt<dtype, rows, cols, layout>; rows
+    8 (the top halves of base tiles) in the row layout only."""
+    view = RT(reg_dtype(dtype), _extent(rows, "rt rows", half=True), _extent(cols, "rt cols"),
+              _choice(layout, LAYOUTS, "rt layout"))
+    if rows == HALF and layout != "row":
+        raise fail(f"an 8-row rt is row layout only (the {layout} layout's fragments are 16 rows): "
+                   f"got rt({dtype!r}, 8, {cols}, {layout!r})")
+    return Reg(view)
 
 
 def rv(dtype, length: int, kind: str = "col") -> Reg:
     """An unassigned register vector handle; kind "col" = one value per tile
-    row, "row" = one per tile column, "flat" = a vector on its own (L/32 a lane)."""
+    row (length 8 too: an 8-row tile's), "row" = one per tile column, "flat" =
+    a vector on its own (L/32 a lane)."""
     view = RV(tile_dtype(dtype, tuple(d for d in REG_DTYPES if d not in FP8_DTYPES), "rv"),
-              _extent(length, "rv length"), _choice(kind, VEC_KINDS, "rv kind"))
+              _extent(length, "rv length", half=kind == "col"), _choice(kind, VEC_KINDS, "rv kind"))
     if kind == "flat" and length % 32:
         raise fail(f"a flat rv's length must be a multiple of 32 (one chunk per lane), got {length}")
     return Reg(view)
@@ -192,8 +201,8 @@ def _alloc(view) -> Shared:
 
 
 def st(dtype, rows: int, cols: int, swizzle: str = "auto") -> Shared:
-    """Allocate a shared tile st<dtype, rows, cols, swizzle>."""
-    return _alloc(ST(tile_dtype(dtype), _extent(rows, "st rows"), _extent(cols, "st cols"),
+    """Allocate a shared tile st<dtype, rows, cols, swizzle> (rows 8 too)."""
+    return _alloc(ST(tile_dtype(dtype), _extent(rows, "st rows", half=True), _extent(cols, "st cols"),
                      _choice(swizzle, SWIZZLES, "st swizzle")))
 
 

@@ -115,6 +115,8 @@ class Gen:
 
     def define(self, v: Val) -> None:
         self.scopes[-1].append(v)
+        if v.kind == "rt" and v.shape[0] == 8:
+            self.features.add("rows8")     # an 8-row tile (fragments.HALF)
 
     def rebind(self, v: Val) -> None:
         """v's name now holds v (an update of an outer value)."""

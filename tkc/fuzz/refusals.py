@@ -98,8 +98,18 @@ def copy_shape(g):
 
 
 def tile_extent(g):
-    _bad(g, f"bad = zero(rt(f32, {g.rng.choice((8, 24, 40))}, 16))")
-    return "a tile extent that is not a multiple of 16"
+    rows, cols = g.rng.choice(((24, 16), (40, 16), (16, 8), (8, 24)))
+    _bad(g, f"bad = zero(rt(f32, {rows}, {cols}))")
+    return "a tile extent that is not a multiple of 16 (nor 8 rows)"
+
+
+def eight_row_col(g):
+    """8-row tiles are row layout only: a col one, a swap or transpose of one,
+    a wgmma accumulator of 8 rows."""
+    a = _tile(g, shape=(8, 16), layout="row")
+    _bad(g, g.rng.choice((f"bad = swap_layout({a.name})", f"bad = transpose({a.name})",
+                          "bad = zero(rt(bf16, 8, 32, 'col'))")))
+    return "a col-layout 8-row tile"
 
 
 def shared_in_loop(g):
@@ -274,7 +284,7 @@ BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, ad
           warpgroup_warps, group_load_dtype, exp_fma_share, range_stages, iota_axis, wide_mma,
           transpose_vector, store_vector_to_st, mma_i32, float_op_of_i32, i32_beside_float,
           i32_tile_from_float_gl, i32_float_fill, block_bf16, scalar_counted_in_region,
-          scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype]
+          scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype, eight_row_col]
 
 
 def refusal(seed: int, index: int) -> Program:

@@ -31,8 +31,8 @@ def load(g, dtype=None, shape=None, layout=None) -> Val:
     warp's (the loop variable's, in a loop), or at an element (at=)."""
     r = g.rng
     dtype = dtype or r.choice(("f32", "bf16", "i32") if g.int_inputs else ("f32", "bf16"))
-    shape = shape or (r.choice((16, 32)), r.choice((16, 32, 64)))
-    layout = layout or r.choice(("row", "row", "col"))
+    layout = layout or ("row" if shape and shape[0] == 8 else r.choice(("row", "row", "col")))
+    shape = shape or (tile_rows(r, layout), r.choice((16, 32, 64)))
     x, fill, lo, hi = input_of(g, dtype)
     v = Val(g.fresh(), "rt", dtype, shape, layout, lo, hi)
     if r.random() < 0.2:
@@ -42,6 +42,11 @@ def load(g, dtype=None, shape=None, layout=None) -> Val:
         g.emit(f"{v.name} = load({v.type_text()}, {x}, (0, 0, {g.tile_row_expr()}, {g.tile_col_expr()}), "
                f"fill={fill})", "load_ragged")
     return v
+
+
+def tile_rows(r, layout: str) -> int:
+    """Rows of a new tile: 16 or 32, or 8 (an 8-row tile) in the row layout."""
+    return r.choice((8, 16, 32) if layout == "row" else (16, 32))
 
 
 def input_of(g, dtype: str) -> tuple:
@@ -70,8 +75,9 @@ def load_vector(g) -> Val:
 
 def init(g) -> Val:
     r = g.rng
-    t = Val(g.fresh(), "rt", r.choice(("f32", "bf16")), (r.choice((16, 32)), r.choice((16, 32, 64))),
-            r.choice(("row", "col")), 0.0, 0.0)
+    layout = r.choice(("row", "col"))
+    t = Val(g.fresh(), "rt", r.choice(("f32", "bf16")), (tile_rows(r, layout), r.choice((16, 32, 64))),
+            layout, 0.0, 0.0)
     which = r.choice(("zero", "ones", "fill", "iota"))
     if which == "iota":  # f32: whole numbers, exact on both sides
         t = replace(t, dtype="f32")
@@ -190,7 +196,7 @@ def convert(g) -> Val | None:
 
 def relayout(g) -> Val | None:
     x = g.pick(kinds=("rt",))
-    if x is None:
+    if x is None or x.shape[0] == 8:   # an 8-row tile is row layout only (refusals.eight_row_col)
         return None
     if g.rng.random() < 0.5:
         v = replace(x, name=g.fresh(), layout="col" if x.layout == "row" else "row")
@@ -324,9 +330,11 @@ def mma(g, acc: Val | None = None) -> Val | None:
     if acc is None:
         acc = g.pick(kinds=("rt",), dtype="f32", layout="row")
         if acc is None or r.random() < 0.3:
-            acc = Val(g.fresh(), "rt", "f32", (r.choice((16, 32)), r.choice((16, 32))), "row", 0.0, 0.0)
+            acc = Val(g.fresh(), "rt", "f32", (tile_rows(r, "row"), r.choice((16, 32))), "row", 0.0, 0.0)
             g.emit(f"{acc.name} = zero({acc.type_text()})", "zero")
     m, n = acc.shape
+    if m == 8:     # an 8-row a is (M, K) in rows: no transposed a (K x 8 col)
+        op = r.choice([o for o, (ta, _) in MMA_SHAPES.items() if not ta])
     k = r.choice((16, 32))
     ta, tb = MMA_SHAPES[op]
     a = wanted(g, operand(g, (k, m) if ta else (m, k)), "col" if ta else "row")
@@ -350,9 +358,11 @@ def exchange(g) -> Val | None:
     if x is None or x.integer:  # shared tiles hold floats
         return None
     w = g.warps
+    if x.kind == "rv" and (w * x.shape[0]) % 16:
+        return None    # an sv is a multiple of 16 long (one warp's rv of 8 is not)
     if x.kind == "rt":
         s = g.alloc(f"st({x.dtype}, {w * x.shape[0]}, {x.shape[1]})")
-        v = replace(x, name=g.fresh(), layout=r.choice(("row", "col")))
+        v = replace(x, name=g.fresh(), layout="row" if x.shape[0] == 8 else r.choice(("row", "col")))
         coords, back = "(tkc.warpid(), 0)", f"((tkc.warpid() + 1) % {w}, 0)"
     else:
         s = g.alloc(f"sv({x.dtype}, {w * x.shape[0]})")
@@ -371,14 +381,15 @@ def group_copy(g) -> Val | None:
     if g.in_if or g.no_group_load:
         return None
     r = g.rng
-    dtype, rows, cols = r.choice(("f32", "bf16")), r.choice((16, 32)), r.choice((16, 32, 64))
+    layout = r.choice(("row", "col"))
+    dtype, rows, cols = r.choice(("f32", "bf16")), tile_rows(r, layout), r.choice((16, 32, 64))
     w = g.warps
     # group_load copies whole tiles: a gl of whole tiles, every coordinate inside it
     x = g.whole_input(dtype, (w * rows * g.grid[1], cols * max(g.grid[0], 3)))
     s = g.alloc(f"st({dtype}, {w * rows}, {cols})")
     g.emit(f"group_load({s}, {x}, (0, 0, {g.block_row_expr()}, {g.tile_col_expr()}))", "group_load")
     g.emit("tkc.sync()", "sync")
-    v = Val(g.fresh(), "rt", dtype, (rows, cols), r.choice(("row", "col")), -1.0, 1.0)
+    v = Val(g.fresh(), "rt", dtype, (rows, cols), layout, -1.0, 1.0)
     g.emit(f"{v.name} = load({v.type_text()}, {s}, ({r.randrange(w)}, 0))", "load_shared")
     g.emit("tkc.sync()")
     return v

@@ -21,9 +21,18 @@ elements are adjacent and move to and from memory as one 16-byte access, and
 the 8 lanes of a shared-memory phase read one 16-byte column chunk of 8 rows,
 which every swizzle spreads over all 32 banks.
 
+An 8-row tile rt<dtype, 8, C, row> (a half tile: a GQA group of 8 query heads)
+is the top half of each base tile: per 16 columns a lane holds k = 0, 1, 4, 5
+(HALF_KS: row g, columns 2t, 2t+1, 2t+8, 2t+9), listed in that order, 4
+elements. That is the A fragment of m16n8k16 with its rows 8-15 (a2, a3, a6,
+a7) left out, and c0, c1 of each n8 half of its accumulator. Only the row
+layout has 8-row tiles: the col layout's top half (k = 0..3) is a K = 8 B
+operand, and the wide layout's rows 8-15 would leave half the lanes empty.
+
 rv<dtype, L, "col"> (one value per row of a row-layout tile) gives each lane
-2 values per 16 rows: rows g and g+8 of each block, block-major. It is
-replicated over the 4 lanes of a quad (same g).
+2 values per 16 rows: rows g and g+8 of each block, block-major; of 8 rows
+(L = 8, an 8-row tile's) 1 value, row g. It is replicated over the 4 lanes of
+a quad (same g).
 rv<dtype, L, "row"> (one value per column of a row-layout tile) gives each
 lane 4 values per 16 columns: columns 2t, 2t+1, 2t+8, 2t+9 of each block,
 replicated over the 8 lanes with the same t.
@@ -39,6 +48,20 @@ from ..dtypes import itemsize
 
 BASE = 16
 PER_BASE_TILE = 8  # elements per lane per 16x16 base tile
+HALF = 8           # the rows of a half tile (the only extent that is not a multiple of BASE)
+HALF_KS = (0, 1, 4, 5)  # the base-tile elements of rows 0..7 in the row layout: an 8-row tile's
+
+
+def extent_ok(n: int, half: bool = False) -> bool:
+    """A tile extent: a positive multiple of 16, or 8 where `half` (an rt's or
+    st's rows, a "col" rv's length)."""
+    return n > 0 and (n % BASE == 0 or half and n == HALF)
+
+
+def base_ks(rows: int) -> tuple:
+    """The elements k of each 16x16 base tile a lane holds, in list order: all
+    8, or HALF_KS for an 8-row tile."""
+    return HALF_KS if rows == HALF else tuple(range(PER_BASE_TILE))
 
 # (row, col) offsets in a base tile of element k, as functions of (g, t)
 _ROW_LAYOUT = (
@@ -64,18 +87,27 @@ def base_coord(layout: str, k: int, lane: int) -> tuple[int, int]:
 
 def tile_elems(rows: int, cols: int) -> int:
     """How many scalars each lane holds for an rt of this shape."""
-    return (rows // BASE) * (cols // BASE) * PER_BASE_TILE
+    return -(-rows // BASE) * (cols // BASE) * len(base_ks(rows))
 
 
 def tile_index(rows: int, cols: int, i: int, j: int, k: int) -> int:
-    """Position in the flat per-lane list of element k of base tile (i, j)."""
-    return (i * (cols // BASE) + j) * PER_BASE_TILE + k
+    """Position in the flat per-lane list of element k of base tile (i, j)
+    (k one of base_ks(rows))."""
+    ks = base_ks(rows)
+    return (i * (cols // BASE) + j) * len(ks) + ks.index(k)
+
+
+def tile_slot(rows: int, cols: int, index: int) -> tuple[int, int, int]:
+    """(i, j, k): the base tile and element of flat per-lane position `index`."""
+    ks = base_ks(rows)
+    blk, p = divmod(index, len(ks))
+    i, j = divmod(blk, cols // BASE)
+    return i, j, ks[p]
 
 
 def tile_coord(rows: int, cols: int, layout: str, index: int, lane: int) -> tuple[int, int]:
     """(row, col) in the whole tile of flat per-lane element `index` of `lane`."""
-    blk, k = divmod(index, PER_BASE_TILE)
-    i, j = divmod(blk, cols // BASE)
+    i, j, k = tile_slot(rows, cols, index)
     r, c = base_coord(layout, k, lane)
     return i * BASE + r, j * BASE + c
 
@@ -102,9 +134,12 @@ def flat_chunk(length: int) -> int:
 
 
 def vec_elems(length: int, kind: str) -> int:
-    """How many scalars each lane holds for an rv ("col": 2 per 16, "row": 4 per 16, "flat": 1 per 32)."""
+    """How many scalars each lane holds for an rv ("col": 2 per 16 (1 of 8),
+    "row": 4 per 16, "flat": 1 per 32)."""
     if kind == "flat":
         return length // 32
+    if length == HALF:
+        return 1
     return (length // BASE) * (2 if kind == "col" else 4)
 
 

@@ -49,12 +49,17 @@ def vec_runs(view: RV):
 
 # ---------------------------------------------------------------- ldmatrix / stmatrix
 
-def ldmatrix_row_col(layout: str, lane: int) -> tuple[int, int]:
+def ldmatrix_row_col(layout: str, lane: int, half: bool = False) -> tuple[int, int]:
     """(row, col) in a 16x16 base tile of the 8-element row whose address
     `lane` gives to ldmatrix/stmatrix .x4. Matrix q = lane // 8 must land in
     registers (e_2q, e_2q+1) of fragments.py: quadrant order
     (0,0), (8,0), (0,8), (8,8) for the row layout; with .trans (col layout)
-    e_2q holds the transposed matrix, so the order is (0,0), (0,8), (8,0), (8,8)."""
+    e_2q holds the transposed matrix, so the order is (0,0), (0,8), (8,0), (8,8).
+    `half`: an 8-row tile's .x2, whose two matrices are its quadrants (0,0)
+    and (0,8) (e0, e1 and e4, e5, fragments.HALF_KS): lanes 0-15 give their
+    rows, lanes 16-31 repeat them (.x2 reads only lanes 0-15's addresses)."""
+    if half:
+        return lane % 8, 8 * ((lane // 8) % 2)
     q, r = divmod(lane, 8)
     lo, hi = q & 1, q >> 1
     if layout == "row":

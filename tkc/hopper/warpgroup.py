@@ -17,6 +17,8 @@ from ..dtypes import FP8_DTYPES, is_fp8, itemsize
 
 WARPGROUP_WARPS = 4
 M = 64              # rows of a warpgroup's result (wgmma m64)
+HALF_HINT = ("; wgmma's M is 64 a warpgroup, 16 rows a warp, so 8-row tiles are warp-level "
+             "only (mma_AB etc.)")
 MAX_N = 256         # widest wgmma (m64n256k16)
 MMA_DTYPES = ("bf16", "f16")
 # 8-bit operands (e4m3 and e5m2 may mix): wgmma ...k32.f32.e4m3.e5m2 has no
@@ -81,7 +83,8 @@ def mma_problems(name: str, a, b, c, d=None) -> list[str]:
         out.append(f"{name}: b must be an st (wgmma reads B from shared memory), got {short(b)}")
     if not (isinstance(c, RT) and c.dtype == "f32" and c.layout == "row" and c.rows == 16):
         out.append(f"{name}: c must be an f32 row-layout rt<f32, 16, N> per warp (rows "
-                   f"16*(warp%4).. of the 64 x N result), got {short(c)}")
+                   f"16*(warp%4).. of the 64 x N result), got {short(c)}"
+                   f"{HALF_HINT if isinstance(c, RT) and c.rows == 8 else ''}")
     if out:
         return out
     out += _dtype_problems(name, a, b)
@@ -98,7 +101,7 @@ def _a_problems(name, var, a) -> list[str]:
     if isinstance(a, RT) and var.a_in_registers_allowed:
         if a.layout != "row" or a.rows != 16:
             return [f"{name}: a in registers must be a row-layout rt<16, K> per warp (rows "
-                    f"16*(warp%4).. of the 64 x K operand), got {short(a)}"]
+                    f"16*(warp%4).. of the 64 x K operand), got {short(a)}{HALF_HINT if a.rows == 8 else ''}"]
         return []
     if var.a_in_registers_allowed:
         return [f"{name}: a must be an rt<16, K, row> per warp or an st<64, K>, got {short(a)}"]

@@ -4,7 +4,7 @@ The interpreter runs warps one after another, so without this a kernel that
 forgets a barrier still computes the right numbers (and races on the GPU).
 docs/tile-ir.md: a warp's shared-memory write is visible to another warp only
 after a synchronisation that orders them. We model that with happens-before
-and vector clocks (one per warp, FastTrack-style epochs per 16x16 cell):
+and vector clocks (one per warp, FastTrack-style epochs per 8x16 cell):
 
 - Agents: the block's W warps, and one TMA agent per warp (agent W + w: the
   asynchronous copies warp w issued). Warp w's clock `clock[w]` says, per
@@ -22,7 +22,7 @@ and vector clocks (one per warp, FastTrack-style epochs per 16x16 cell):
   agent's epoch into it; when the phase completes its clock joins the
   barrier's completed clock (cumulative over phases); a tk.wait that passes
   acquires that clock.
-- Per shared cell (16x16 block of an st, 16 elements of an sv): the epoch of
+- Per shared cell (8x16 block of an st, 8 elements of an sv): the epoch of
   each agent in the last write, its site, and per warp the epoch and site of
   its last read since that write. A read by warp r is ordered after the write
   when every other writer's epoch is <= clock[r]; a write by w is ordered
@@ -55,7 +55,7 @@ tk.warpgroup_mma_wait at f:l)"), or "warp 0 overwrites ... while the TMA
 store issued by warp 0 at f:l may still read it" (a read of a group copy
 before a member arrived is located at the read). A correctly synchronised
 kernel never gets one: every ordering modelled is one the hardware
-guarantees, and accesses are 16-aligned, so cells never make two disjoint
+guarantees, and accesses are 8-row and 16-column aligned, so cells never make two disjoint
 accesses overlap.
 
 Not modelled (so such races are missed, never invented): proxy fences
@@ -72,7 +72,9 @@ import numpy as np
 from ..diagnostics import TkcError, error, where
 from ..hopper.warpgroup import short
 
-CELL = 16  # elements per cell side: every tile access is 16-aligned
+CELL = 16  # elements per cell along a row: every tile access is 16-aligned there
+CELL_ROWS = 8  # rows per cell, and elements per cell of an sv: 8-row tiles and their 8-long
+               # "col" vectors (fragments.HALF) are 8-aligned
 _ALL = slice(None)
 _NONE = slice(0, 0)  # no co-writers
 
@@ -133,10 +135,10 @@ class Buffer:
         """The cell region covering the elements [ix] (slices, as memory.window
         gives: explicit bounds, or slice(None) for the whole buffer)."""
         if self.vector:
-            return (_ALL, _cell_slice(ix[0]))
+            return (_ALL, _cell_slice(ix[0], CELL_ROWS))
         if len(ix) == 1:
             return (_ALL, _ALL)
-        return (_cell_slice(ix[0]), _cell_slice(ix[1]))
+        return (_cell_slice(ix[0], CELL_ROWS), _cell_slice(ix[1], CELL))
 
 
 class Place:
@@ -238,7 +240,8 @@ class RaceTracker:
         names a ring's slot in messages ("slot 2 of 4 of ")."""
         if id(arr) not in self.buffers:
             shape = arr.shape if arr.ndim == 2 else (1, arr.shape[0])
-            cells = tuple(-(-n // CELL) for n in shape)
+            cells = (1, -(-shape[1] // CELL_ROWS)) if arr.ndim == 1 else \
+                (-(-shape[0] // CELL_ROWS), -(-shape[1] // CELL))
             what = f"{slot}{short(t)} (allocated at {where(op)})"
             self.buffers[id(arr)] = Buffer(what, cells, self.agents, self.warps, arr.ndim == 1)
 
@@ -423,10 +426,10 @@ class RaceTracker:
                          f"without a tk.sync or barrier wait in between")
 
 
-def _cell_slice(s: slice) -> slice:
+def _cell_slice(s: slice, n: int) -> slice:
     if s.start is None:
         return _ALL
-    return slice(s.start // CELL, -(-s.stop // CELL))
+    return slice(s.start // n, -(-s.stop // n))
 
 
 def _address(arr: np.ndarray) -> int:

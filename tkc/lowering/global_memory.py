@@ -183,13 +183,13 @@ def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
     lc = _mul(t2, 2)
     base = _add(_gl_tile_origin(gl, idx, view.rows, view.cols), _add(_mul(g, gl.dims[3]), lc))
     row0, col0 = _add(_mul(idx[2], view.rows), g), _add(_mul(idx[3], view.cols), lc)
-    for bi in range(view.rows // 16):
+    halves = ((0, (0, 1, 4, 5)), (1, (2, 3, 6, 7)))[:2 if view.rows % 16 == 0 else 1]  # 8 rows: one
+    for bi in range(-(-view.rows // 16)):
         for bj in range(view.cols // 16):
-            first = fragments.tile_index(view.rows, view.cols, bi, bj, 0)
-            for half, ks in ((0, (0, 1, 4, 5)), (1, (2, 3, 6, 7))):
+            for half, ks in halves:
                 r, c = 16 * bi + 8 * half, 16 * bj
                 p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
-                vals = [x.vals[first + k] for k in ks]
+                vals = [x.vals[fragments.tile_index(view.rows, view.cols, bi, bj, k)] for k in ks]
 
                 def red(p=p, vals=vals):
                     llvm.inline_asm(None, [p, *vals], "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",

@@ -34,14 +34,16 @@ def _vec_lane(lw, view: RV):
     return g if view.kind == "col" else t2
 
 
-def _ldmatrix_lane(lw, layout: str):
+def _ldmatrix_lane(lw, layout: str, half: bool = False):
     """ldmatrix_row_col as index Values (computed once per kernel)."""
-    return lw.once(("ldmatrix", layout), lambda: ldmatrix_row_col_ir(layout, lw.lane()))
+    return lw.once(("ldmatrix", layout, half), lambda: ldmatrix_row_col_ir(layout, lw.lane(), half))
 
 
-def ldmatrix_row_col_ir(layout: str, lane):
+def ldmatrix_row_col_ir(layout: str, lane, half: bool = False):
     """ldmatrix_row_col on an index Value: emits arith, returns (row, col)."""
     r = arith.andi(lane, _idx(7))
     lo = arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)), _idx(3))
+    if half:
+        return r, lo
     hi = arith.shli(arith.shrui(lane, _idx(4)), _idx(3))
     return (arith.addi(lo, r), hi) if layout == "row" else (arith.addi(hi, r), lo)

@@ -19,6 +19,7 @@ from mlir.dialects import arith, llvm, scf
 from ..diagnostics import error
 from ..dtypes import itemsize
 from ..dialect.types import RT, RV, ST, SV, view
+from ..hopper.fragments import extent_ok
 from .access import _add, _gl_ptr, _idx, _mul, _sh_ptr, _tid, _v
 from .core import Frag, Global, Shared, rule
 from .global_memory import (_gl_accesses, _gl_add_packed, _gl_load, _gl_scalar, _gl_store,
@@ -215,8 +216,8 @@ def _check_idx(op, idx, n: int) -> None:
 
 
 def _check_rank(op, gl, x) -> None:
-    if isinstance(x, RT) and x.rows % 16 or isinstance(x, RT) and x.cols % 16:
-        raise error(op, f"{x.text()}: rows and cols must be multiples of 16")
+    if isinstance(x, RT) and not (extent_ok(x.rows, half=True) and extent_ok(x.cols)):
+        raise error(op, f"{x.text()}: rows must be 8 or multiples of 16, cols multiples of 16")
 
 
 def _check_subtile(op, st: ST, rt: RT) -> None:

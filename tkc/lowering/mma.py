@@ -11,6 +11,12 @@ halves). With the fragment order of fragments.py:
 - C/D: e0..e3 of the row-layout f32 accumulator are c0..c3 of the left half,
   e4..e7 of the right half.
 
+An 8-row a or c (M = 8, fragments.HALF_KS) runs the same m16n8k16 with rows
+8-15 zero: a1, a3 are zero registers, c2, c3 zero inputs whose results are
+dropped. The tensor core then does a 16-row product for 8 rows, half its
+throughput; an 8-row b is never needed (N = 8 would be an 8-column c, K = 8
+a col-layout 8-row tile: neither is a tile).
+
 The four variants share this register plumbing because the row layout of an
 N x K tile *is* the col layout of its K x N transpose (fragments.py: "col"
 is the transpose of "row"). So mma_ABt's b (row, N x K) feeds the B operand
@@ -82,10 +88,19 @@ def _mma_shapes(op, a: RT, b: RT, c: RT, at: bool, bt: bool):
     return m, n, ka
 
 
-def _a_regs(a: Frag, at: bool, i: int, kb: int) -> list:
+def _a_regs(lw, a: Frag, at: bool, i: int, kb: int) -> list:
+    """a0..a3 of the A operand for output row block i, k block kb; of an
+    8-row a (rows 0-7 only) a1 and a3, its rows 8-15, are zero."""
     bi, bj = (kb, i) if at else (i, kb)
-    base = fragments.tile_index(a.view.rows, a.view.cols, bi, bj, 0)
-    return [_operand(a.vals[base + p], a.vals[base + q]) for p, q in A_PAIRS]
+    t = a.view
+    held = {k: a.vals[fragments.tile_index(t.rows, t.cols, bi, bj, k)] for k in fragments.base_ks(t.rows)}
+    return [_operand(held[p], held[q]) if p in held else _zero_operand(lw, t.dtype) for p, q in A_PAIRS]
+
+
+def _zero_operand(lw, dtype: str):
+    """An A register of two zeros (an 8-row a's rows 8-15), as _operand types it."""
+    zero = lw.once(("mma_zero", dtype), lambda: arith.constant(scalar_type(dtype), 0.0))
+    return _operand(zero, zero)
 
 
 def _b_regs(b: Frag, bt: bool, j: int, kb: int) -> list:
@@ -114,15 +129,19 @@ def _mma(lw, op, args):
     at, bt = VARIANTS[op.name]
     m, n, k = _mma_shapes(op, a.view, b.view, c.view, at, bt)
     out = list(c.vals)
-    for i in range(m // B):
+    ks = fragments.base_ks(m)
+    zero = lw.const_f32(0.0)
+    for i in range(-(-m // B)):
         for kb in range(k // B):
-            a_regs = _a_regs(a, at, i, kb)  # reused across j
+            a_regs = _a_regs(lw, a, at, i, kb)  # reused across j
             for j in range(n // B):
-                base = fragments.tile_index(m, n, i, j, 0)
+                at_e = {e: fragments.tile_index(m, n, i, j, e) for e in ks}
                 for half, regs in zip(C_HALVES, _b_regs(b, bt, j, kb)):
-                    acc = [out[base + e] for e in half]
+                    # an 8-row c: rows 8-15 (c2, c3) in as zeros, their results dropped
+                    acc = [out[at_e[e]] if e in at_e else zero for e in half]
                     for e, v in zip(half, mma_sync(a_regs, regs, acc, a.view.dtype)):
-                        out[base + e] = v
+                        if e in at_e:
+                            out[at_e[e]] = v
     return [Frag(result_view(op), out)]
 
 
@@ -198,6 +217,8 @@ def swap_base_tiles(lw, x: Frag) -> list:
 
 
 def _check_rt(op, x: Frag, want: RT):
+    if isinstance(x.view, RT) and x.view.rows == fragments.HALF:
+        raise error(op, f"{op.name}: an 8-row rt is row layout only, and stays in it ({x.view.text()})")
     if not isinstance(x.view, RT) or result_view(op) != want:
         raise error(op, f"{op.name} of {op.operands[0].type} gives "
                         f"{want.text() if isinstance(x.view, RT) else 'nothing'}, found {op.results[0].type}")

@@ -9,6 +9,11 @@ butterflies every lane holds the full result, which is exactly the
 replication the rv layouts promise. Arithmetic is in f32 (in i32 for an i32
 tile: sums wrap modulo 2^32, max is signed).
 
+An 8-row tile (fragments.HALF_KS) is the same with its rows g only: a row
+reduction still combines the quad (xor 1, 2), a column reduction the 8 row
+groups (xor 4, 8, 16: the same three shuffles, with no own pair to add
+first), and its "col" rv is one slot a lane.
+
 Broadcasts are shuffle-free: element k of base tile (i, j) meets the rv slot
 of its own row (fragments.row_vec_slot) or column (col_vec_slot).
 
@@ -116,19 +121,20 @@ def _wide_rows(lw, x: Frag, fn) -> list:
 
 
 def _row_groups(t: RT) -> list[list[int]]:
-    """For each slot of the "col" rv (2 per 16 rows), the flat fragment
-    positions of the thread's elements in that row."""
-    nj = t.cols // fragments.BASE
+    """For each slot of the "col" rv (2 per 16 rows, 1 of an 8-row tile), the
+    flat fragment positions of the thread's elements in that row."""
+    nj, ks = t.cols // fragments.BASE, fragments.base_ks(t.rows)
     return [[fragments.tile_index(t.rows, t.cols, i, j, k)
-             for j in range(nj) for k in range(8) if fragments.row_vec_slot(k) == h]
-            for i in range(t.rows // fragments.BASE) for h in range(2)]
+             for j in range(nj) for k in ks if fragments.row_vec_slot(k) == h]
+            for i in range(-(-t.rows // fragments.BASE)) for h in range(2 if t.rows % fragments.BASE == 0 else 1)]
 
 
 def _col_groups(t: RT) -> list[list[int]]:
-    """For each slot of the "row" rv (4 per 16 columns): the thread's elements in that column."""
-    ni = t.rows // fragments.BASE
+    """For each slot of the "row" rv (4 per 16 columns): the thread's elements
+    in that column (one of an 8-row tile's: its 8 rows are the 8 quads')."""
+    ni, ks = -(-t.rows // fragments.BASE), fragments.base_ks(t.rows)
     return [[fragments.tile_index(t.rows, t.cols, i, j, k)
-             for i in range(ni) for k in range(8) if fragments.col_vec_slot(k) == s]
+             for i in range(ni) for k in ks if fragments.col_vec_slot(k) == s]
             for j in range(t.cols // fragments.BASE) for s in range(4)]
 
 
@@ -136,8 +142,7 @@ def _col_groups(t: RT) -> list[list[int]]:
 
 def _broadcast_slot(t: RT, index: int, rows: bool) -> int:
     """The rv position element `index` of a row-layout tile reads."""
-    blk, k = divmod(index, fragments.PER_BASE_TILE)
-    i, j = divmod(blk, t.cols // fragments.BASE)
+    i, j, k = fragments.tile_slot(t.rows, t.cols, index)
     return 2 * i + fragments.row_vec_slot(k) if rows else 4 * j + fragments.col_vec_slot(k)
 
 
@@ -265,13 +270,13 @@ def _pick(lw, op, args):
         key = add(mul(part(B, nj), 4), add(mul(part(8, 2), 2), part(1, 2)))
         src = arith.ori(arith.andi(lane, i32(~3)), val(part(2, 4)))
         out = []
-        for i in range(t.rows // B):
-            for h in range(2):
+        for i in range(-(-t.rows // B)):
+            for h in range(2 if t.rows % B == 0 else 1):   # an 8-row tile: its rows g only
                 cands = [to_f32(x.vals[fragments.tile_index(t.rows, t.cols, i, jb, p + 2 * h + 4 * c8)],
                                 t.dtype) for jb in range(nj) for c8 in range(2) for p in range(2)]
                 out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
         return [Frag(v, out)]
-    ni = t.rows // B     # key: (block row, 8-row half) of row i
+    ni = -(-t.rows // B)     # key: (block row, 8-row half) of row i
     key = add(mul(part(B, ni), 2), part(8, 2))
     src = arith.ori(val(mul(part(1, 8), 4)), arith.andi(lane, i32(3)))
     out = []
@@ -279,7 +284,7 @@ def _pick(lw, op, args):
         for s in range(4):
             k = lambda h: (s & 1) + 2 * h + 4 * (s >> 1)  # noqa: E731
             cands = [to_f32(x.vals[fragments.tile_index(t.rows, t.cols, ib, jb, k(h))], t.dtype)
-                     for ib in range(ni) for h in range(2)]
+                     for ib in range(ni) for h in range(2 if t.rows % B == 0 else 1)]
             out.append(from_f32(shuffle_idx(lw, sent(cands, key), src), v.dtype))
     return [Frag(v, out)]
 
@@ -309,9 +314,9 @@ def _roll(lw, op, args):
     slot = lambda r, c: fragments.tile_index(  # noqa: E731  register of the lane-independent parts of (r, c)
         t.rows, t.cols, r // B, c // B, c % 2 + 2 * ((r % B) // 8) + 4 * ((c % B) // 8))
     out = [None] * len(vals)
-    for ib in range(t.rows // B):
+    for ib in range(-(-t.rows // B)):
         for jb in range(t.cols // B):
-            for k in range(8):
+            for k in fragments.base_ks(t.rows):
                 p, h, c8 = k % 2, (k // 2) % 2, k // 4
                 r0, c0 = B * ib + 8 * h, B * jb + 8 * c8 + p   # the register's row and column at lane 0
                 if axis:   # provider q's reader r: ((2r + p - s) % 8) // 2 == q

@@ -3,6 +3,7 @@
 16-bit tiles move by one `ldmatrix.x4` / `stmatrix.x4` per 16x16 base tile
 (`.trans` for the col layout); lane l names row l%8 of 8x8 matrix l//8, and
 matrix i lands in registers (e_2i, e_2i+1) (hopper.lanes.ldmatrix_row_col).
+An 8-row tile moves by `.x2` (its two 8x8 matrices per 16 columns).
 f32 tiles and the wide layout move per element or run, like gl. An address
 is the operand's static offset, plus its dynamic part (a ring slot, a
 run-time subtile), plus the element's `smem.address` in the panel layout the
@@ -34,16 +35,19 @@ def _st_to_rt(lw, sh: Shared, out: RT, idx):
     r0, c0 = _mul(idx[0], out.rows), _mul(idx[1], out.cols)
     if not _uses_ldmatrix(st, out):
         return _st_elems(lw, sh, out, r0, c0, store=None)
-    lr, lc = _ldmatrix_lane(lw, out.layout)
+    half = out.rows == fragments.HALF
+    n = 2 if half else 4                  # 8x8 matrices per base tile (an 8-row tile's: 2)
+    lr, lc = _ldmatrix_lane(lw, out.layout, half)
     vals = []
-    regs_t = ir.Type.parse("!llvm.struct<(i32, i32, i32, i32)>")
-    for bi in range(out.rows // 16):
+    regs_t = ir.Type.parse(f"!llvm.struct<({', '.join(['i32'] * n)})>")
+    outs = ", ".join(f"${q}" for q in range(n))
+    for bi in range(-(-out.rows // 16)):
         for bj in range(out.cols // 16):
             addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16, lc)
             regs = llvm.inline_asm(
-                regs_t, [addr], f"ldmatrix.sync.aligned.m8n8.x4{_trans(out)}.shared.b16 "
-                f"{{$0, $1, $2, $3}}, [$4+{imm}];", "=r,=r,=r,=r,r", has_side_effects=True)
-            for q in range(4):
+                regs_t, [addr], f"ldmatrix.sync.aligned.m8n8.x{n}{_trans(out)}.shared.b16 "
+                f"{{{outs}}}, [${n}+{imm}];", "=r," * n + "r", has_side_effects=True)
+            for q in range(n):
                 pair = llvm.bitcast(_vec2(st.dtype), llvm.extractvalue(ir.IntegerType.get_signless(32), regs, ir.DenseI64ArrayAttr.get([q])))
                 for h in range(2):
                     vals.append(_convert(llvm.extractelement(pair, _i32(h)), st.dtype, out.dtype))
@@ -56,18 +60,21 @@ def _rt_to_st(lw, sh: Shared, x: Frag, idx) -> None:
     if not _uses_ldmatrix(st, out):
         _st_elems(lw, sh, out, r0, c0, store=x)
         return
-    lr, lc = _ldmatrix_lane(lw, out.layout)
+    half = out.rows == fragments.HALF
+    n = 2 if half else 4
+    lr, lc = _ldmatrix_lane(lw, out.layout, half)
     i32 = ir.IntegerType.get_signless(32)
-    for bi in range(out.rows // 16):
+    for bi in range(-(-out.rows // 16)):
         for bj in range(out.cols // 16):
             addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16, lc)
             first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
             regs = []
-            for q in range(4):
+            for q in range(n):
                 pair = [_convert(x.vals[first + 2 * q + h], out.dtype, st.dtype) for h in range(2)]
                 regs.append(llvm.bitcast(i32, _pack(pair, st.dtype)))
-            llvm.inline_asm(None, [addr, *regs], f"stmatrix.sync.aligned.m8n8.x4{_trans(out)}"
-                            f".shared.b16 [$0+{imm}], {{$1, $2, $3, $4}};", "r,r,r,r,r",
+            ins = ", ".join(f"${q + 1}" for q in range(n))
+            llvm.inline_asm(None, [addr, *regs], f"stmatrix.sync.aligned.m8n8.x{n}{_trans(out)}"
+                            f".shared.b16 [$0+{imm}], {{{ins}}};", "r," * n + "r",
                             has_side_effects=True)
 
 
@@ -84,19 +91,22 @@ def _rt_to_st_deinterleaved(lw, op, sh: Shared, x: Frag, idx) -> None:
                         f"{out.text()} into {st.text()}")
     r0, c0 = _mul(idx[0], out.rows), _mul(idx[1], out.cols)
     lane = lw.lane()
-    lr = lw.once("deinterleaved_row", lambda: arith.addi(
+    half = out.rows == fragments.HALF     # .x2: registers 0, 1 of each half (rows 0-7), lanes 0-15
+    n = 2 if half else 4
+    lr = lw.once(("deinterleaved_row", half), lambda: arith.andi(lane, _idx(7)) if half else arith.addi(
         arith.shli(arith.shrui(lane, _idx(4)), _idx(3)), arith.andi(lane, _idx(7))))
     lc = lw.once("deinterleaved_col", lambda: arith.shli(arith.andi(arith.shrui(lane, _idx(3)), _idx(1)),
                                                          _idx(2)))
     i32 = ir.IntegerType.get_signless(32)
-    for bi in range(out.rows // 16):
+    ins = ", ".join(f"${q + 1}" for q in range(n))
+    for bi in range(-(-out.rows // 16)):
         for bj in range(out.cols // 16):
             first = fragments.tile_index(out.rows, out.cols, bi, bj, 0)
             for h in range(2):
                 addr, imm = _matrix_address(lw, sh, out, r0, bi * 16, lr, c0, bj * 16 + 8 * h, lc)
-                regs = [llvm.bitcast(i32, x.vals[first + 4 * h + q]) for q in range(4)]
-                llvm.inline_asm(None, [addr, *regs], "stmatrix.sync.aligned.m8n8.x4.shared.b16 "
-                                f"[$0+{imm}], {{$1, $2, $3, $4}};", "r,r,r,r,r", has_side_effects=True)
+                regs = [llvm.bitcast(i32, x.vals[first + n * h + q]) for q in range(n)]
+                llvm.inline_asm(None, [addr, *regs], f"stmatrix.sync.aligned.m8n8.x{n}.shared.b16 "
+                                f"[$0+{imm}], {{{ins}}};", "r," * n + "r", has_side_effects=True)
 
 
 def _address(sh: Shared, rt: RT, r0, r: int, lr, c0, c: int, lc):

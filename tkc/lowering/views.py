@@ -12,9 +12,12 @@ another type (docs/tile-ir.md, "Block level").
   cols j*C' are j*C'/P whole panels further, pitch*S bytes each. The view
   keeps its parent's pitch: its panels stay where the parent's are.
   Constant indices fold; run-time ones are dynamic.
-- `tk.subtile` of an rt: the part's scalars. fragments.py lists base tiles
-  row-major over the tile in both layouts, 8 scalars each, so the part is a
-  selection of whole base tiles; the indices must be constants.
+- `tk.subtile` of an rt: the part's scalars. A lane's element of the part
+  is the tile's element at the part's origin plus its own coordinate, and
+  the lane's share of both is the same (fragments.py), so each part scalar
+  is the tile scalar whose lane-0 coordinate matches: whole base tiles, or
+  for an 8-row part the top or bottom half of each (k = 0, 1, 4, 5 or
+  2, 3, 6, 7). The indices must be constants.
 """
 from __future__ import annotations
 
@@ -114,11 +117,9 @@ def _rt_part(op, x: Frag, out: RT, consts) -> Frag:
     if None in consts:
         raise error(op, "tk.subtile: the indices of a register tile must be constants "
                         "(registers cannot be indexed at run time)")
-    b = fragments.BASE
-    i0, j0 = consts[0] * out.rows // b, consts[1] * out.cols // b
-    vals = []
-    for bi in range(out.rows // b):
-        for bj in range(out.cols // b):
-            first = fragments.tile_index(x.view.rows, x.view.cols, i0 + bi, j0 + bj, 0)
-            vals += x.vals[first:first + fragments.PER_BASE_TILE]
-    return Frag(out, vals)
+    t = x.view
+    held = {fragments.tile_coord(t.rows, t.cols, t.layout, n, 0): n for n in range(len(x.vals))}
+    r0, c0 = consts[0] * out.rows, consts[1] * out.cols
+    coords = (fragments.tile_coord(out.rows, out.cols, out.layout, n, 0)
+              for n in range(fragments.tile_elems(out.rows, out.cols)))
+    return Frag(out, [x.vals[held[(r0 + r, c0 + c)]] for r, c in coords])

@@ -49,6 +49,7 @@ from ..dialect.types import RT, RV, ST, SV, view
 from ..diagnostics import where
 from ..dtypes import itemsize
 from ..hopper import fragments
+from ..hopper.fragments import HALF, extent_ok
 from ..hopper.lanes import deinterleaved_row_col, lane_offset, ldmatrix_row_col, runs, vec_runs
 from ..hopper.shared import address
 from .registry import register
@@ -125,9 +126,11 @@ def _subtiles(st: ST, rt: RT):
 def _matrix(a: Access):
     """ldmatrix/stmatrix .x4: one instruction per 16x16 base tile; lane l
     gives the address of one 16-byte row (shared_memory.py's _st_to_rt/_rt_to_st).
-    All 32 lanes are listed; `phases` cuts them into the 4 matrices."""
+    All 32 lanes are listed; `phases` cuts them into the 4 matrices (an
+    8-row rt's .x2: lanes 0-15, its 2 matrices)."""
     st, rt = a.shared, a.reg
-    lanes = [ldmatrix_row_col(rt.layout, lane) for lane in range(32)]
+    half = rt.rows == HALF
+    lanes = [ldmatrix_row_col(rt.layout, lane, half) for lane in range(16 if half else 32)]
     for r0, c0 in _subtiles(st, rt):
         for bi in range(0, rt.rows, 16):
             for bj in range(0, rt.cols, 16):
@@ -139,7 +142,7 @@ def _deinterleaved(a: Access):
     each 8-column half of a base tile; lane l gives the address of one
     16-byte row (deinterleaved_row_col)."""
     st, rt = a.shared, a.reg
-    lanes = [deinterleaved_row_col(lane) for lane in range(32)]
+    lanes = [deinterleaved_row_col(lane) for lane in range(16 if rt.rows == HALF else 32)]
     for r0, c0 in _subtiles(st, rt):
         for bi in range(0, rt.rows, 16):
             for bj in range(0, rt.cols, 8):
@@ -253,7 +256,8 @@ def _transfer(matrix: str, sh, reg) -> Access | None:
 
 def _tiles(st: ST, rt: RT) -> bool:
     """Shapes the lowering accepts (else tk-verify reports the op)."""
-    return (all(n > 0 and n % 16 == 0 for n in (st.rows, st.cols, rt.rows, rt.cols))
+    return (all(extent_ok(n, half=True) for n in (st.rows, rt.rows))
+            and all(extent_ok(n) for n in (st.cols, rt.cols))
             and st.rows % rt.rows == 0 and st.cols % rt.cols == 0)
 
 
@@ -262,7 +266,7 @@ def _group_access(op, sh) -> Access | None:
     w = op.attributes["warps"] if "warps" in op.attributes else None
     if not isinstance(sh, (ST, SV)) or not isinstance(w, ir.IntegerAttr) or w.value < 1:
         return None
-    if isinstance(sh, ST) and not all(n > 0 and n % 16 == 0 for n in sh.shape):
+    if isinstance(sh, ST) and not (extent_ok(sh.rows, half=True) and extent_ok(sh.cols)):
         return None
     return Access("group copy", sh, None, w.value)
 

@@ -58,6 +58,7 @@ from ..dtypes import itemsize
 from ..hopper.lanes import extents
 from . import banks
 from .registry import register
+from ..hopper.fragments import HALF
 from .verify import MMA_TABLE
 
 WIDTHS = (128, 64, 32)  # swizzle bytes, widest first
@@ -236,13 +237,14 @@ def _fix_class(members, hard, wants) -> None:
     current = layouts.pop()
     if current == "wide" or "wide" in pinned:
         return  # a wide value never feeds an mma (tk-verify reports one that does)
-    target = pinned.pop() if pinned else _cheapest(members, wants, current)
+    half = any(_view(v).rows == HALF for v in members)   # 8-row tiles are row layout only
+    target = pinned.pop() if pinned else "row" if half else _cheapest(members, wants, current)
     if target != current:
         for v in members:
             v.set_type(_view(v).with_(layout=target).mlir(v.type.context))
     for v in members:
         uses = [(op, i) for op, i, layout in wants.get(v, ()) if layout != target]
-        if uses:
+        if uses and not half:   # (an 8-row tile cannot be col: tk-verify names the mma)
             _swap_for(v, uses)
 
 
@@ -302,8 +304,9 @@ def choose_wide(module_op) -> None:
                 narrow.add(value)
     for members in classes.groups():
         kinds = set().union(*(memory.get(v, set()) for v in members))
-        if narrow.intersection(members) or not all(_view(v).layout == "row" for v in members):
-            continue
+        if narrow.intersection(members) or not all(_view(v).layout == "row" and _view(v).rows % 16 == 0
+                                                   for v in members):
+            continue   # (an 8-row tile stays in rows: wide, lanes 8-15 of each 16 would hold nothing)
         if (GL in kinds and ST not in kinds) or _wide_pairs([op for v in members for op in shared.get(v, ())]):
             for v in members:
                 v.set_type(_view(v).with_(layout="wide").mlir(v.type.context))

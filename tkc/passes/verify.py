@@ -1,7 +1,7 @@
 """tk-verify: every rule of docs/tile-ir.md that the IRDL definition cannot say.
 
 IRDL checks op names, operand counts and the enum-like type parameters; this
-pass checks the rest: shapes (positive multiples of 16), how operand and
+pass checks the rest: shapes (positive multiples of 16, 8-row tiles), how operand and
 result types relate for each op family, the mma layout table, where allocs
 may sit, load/store index counts and subtile shapes, group-copy warp counts,
 and the kernel function's attributes and argument types.
@@ -19,6 +19,7 @@ from ..dialect.kernel import (check_arg_names, check_dim_names, check_divisible,
 from ..dialect.ops import BINARY, BROADCAST, INITS, MMA, REDUCE, UNARY
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, safe_view, view
 from ..diagnostics import TkcErrors, where
+from ..hopper.fragments import HALF, extent_ok
 from ..dtypes import itemsize
 from . import verify_block as block_rules, verify_peers as peer_rules, verify_races as races
 from .registry import register
@@ -88,25 +89,25 @@ def _check_type(t, what: str):
         yield f"{what}: malformed tk type {t}"
         return
     if isinstance(v, (RT, ST)):
-        if not (_tile_dim(v.rows) and _tile_dim(v.cols)):
-            yield f"{what}: {short(t)}: rows and cols must be positive multiples of 16"
+        if not (extent_ok(v.rows, half=True) and extent_ok(v.cols)):
+            yield f"{what}: {short(t)}: rows and cols must be positive multiples of 16 (rows may be 8)"
+        elif isinstance(v, RT) and v.rows == HALF and v.layout != "row":
+            yield (f"{what}: {short(t)}: an 8-row rt is row layout only (the {v.layout} layout's "
+                   f"fragments span 16 rows)")
         elif isinstance(v, ST) and v.swizzle in SWIZZLE_BYTES:
             s = SWIZZLE_BYTES[v.swizzle]
             if (v.cols * itemsize(v.dtype)) % s:
                 yield (f"{what}: {short(t)}: a {v.swizzle} swizzle needs a row width in bytes "
                        f"that is a multiple of {s}, got {v.cols * itemsize(v.dtype)}")
     elif isinstance(v, (RV, SV)):
-        if not _tile_dim(v.length):
-            yield f"{what}: {short(t)}: length must be a positive multiple of 16"
+        if not extent_ok(v.length, half=isinstance(v, RV) and v.kind == "col"):
+            half = " (or 8 for a \"col\" rv: an 8-row tile's rows)" if isinstance(v, RV) else ""
+            yield f"{what}: {short(t)}: length must be a positive multiple of 16{half}"
         elif isinstance(v, RV) and v.kind == "flat" and v.length % 32:
             yield f"{what}: {short(t)}: a flat rv's length must be a multiple of 32 (one chunk per lane)"
     elif isinstance(v, GL):
         if any(d <= 0 and d != DYN for d in v.dims):
             yield f"{what}: {short(t)}: gl dims must be positive, or -1 for a runtime dim"
-
-
-def _tile_dim(n: int) -> bool:
-    return n > 0 and n % 16 == 0
 
 
 # ---- kernel functions -------------------------------------------------------------
@@ -328,7 +329,10 @@ def _check_mma(name, a, b, c, d):
         return  # IRDL guarantees rt operands
     a_layout, a_k, b_layout, b_k = MMA_TABLE[name]
     for what, t, layout in (("a", a, a_layout), ("b", b, b_layout)):
-        if t.layout != layout:
+        if t.layout != layout and t.rows == HALF:
+            yield (f"{name}: {what} must be a {layout}-layout rt, got {_desc(t)}, and an 8-row rt is row "
+                   f"layout only (K = 8 is half an mma's k16: pad it to 16 rows)")
+        elif t.layout != layout:
             yield f"{name}: {what} must be a {layout}-layout rt, got {_desc(t)}"
         if t.dtype not in ("bf16", "f16"):
             yield f"{name}: {what} must be bf16 or f16, got {_desc(t)}"

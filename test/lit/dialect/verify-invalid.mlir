@@ -1,7 +1,7 @@
 // tk-verify: every rule IRDL cannot express, each reported at its line; all
 // errors of the module are collected into one report (exit status 1).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 93
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 96
 // The default pipeline (tk-verify first) rejects it too, and prints no IR.
 // RUN: not tkc %s > %t.out 2>/dev/null; count 0 < %t.out
 
@@ -43,8 +43,14 @@ func.func @ops(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 48 : i64, 64 : i64>, %s: f32, 
   %sf = "tk.alloc"() : () -> !tk.st<f32, 64 : i64, 64 : i64, "auto">
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: zero: result: rt<f32, 16, 24, row>: rows and cols must be positive multiples of 16
   %z0 = "tk.zero"() : () -> !tk.rt<f32, 16 : i64, 24 : i64, "row">
-  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: ones: result: rv<f32, 8, col>: length must be a positive multiple of 16
-  %o0 = "tk.ones"() : () -> !tk.rv<f32, 8 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: ones: result: rv<f32, 8, row>: length must be a positive multiple of 16 (or 8 for a "col" rv
+  %o0 = "tk.ones"() : () -> !tk.rv<f32, 8 : i64, "row">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: ones: result: rv<f32, 24, col>: length must be a positive multiple of 16
+  %o1 = "tk.ones"() : () -> !tk.rv<f32, 24 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: zero: result: rt<bf16, 8, 32, col>: an 8-row rt is row layout only
+  %z8 = "tk.zero"() : () -> !tk.rt<bf16, 8 : i64, 32 : i64, "col">
+  // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: zero: result: rt<f32, 24, 32, row>: rows and cols must be positive multiples of 16 (rows may be 8)
+  %z24 = "tk.zero"() : () -> !tk.rt<f32, 24 : i64, 32 : i64, "row">
   // ---- initialisers
   // CHECK: {{.*}}verify-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: neg_infty: result must be an rt or rv, got a non-tk value
   %ni = "tk.neg_infty"() : () -> f32

@@ -121,22 +121,23 @@ def _piece(op) -> tuple:
 
 def _check_filled(root, loads) -> None:
     """The pieces loaded into `root` in one iteration fill it, once each
-    (checked in 16 x 16 base tiles; an sv is one row)."""
+    (checked in cells of 8 rows x 16 columns, 8-row tiles being the
+    smallest; an sv is one row)."""
     t, owner = view(root.type), {}
     for op, (row, col, rows, cols) in loads:
-        for cell in ((r, c) for r in range(row // 16, -(-(row + rows) // 16))
+        for cell in ((r, c) for r in range(row // 8, -(-(row + rows) // 8))
                      for c in range(col // 16, (col + cols) // 16)):
             if cell in owner:
                 what = "this tile is loaded twice per iteration" if rows * cols == t.rows * t.cols \
                     else f"this load overlaps another piece of {_short(root)}"
                 raise error(op, f"{what} (also at {where(owner[cell])})")
             owner[cell] = op
-    cells = -(-t.rows // 16) * (t.cols // 16)
+    cells = -(-t.rows // 8) * (t.cols // 16)
     if len(owner) < cells:
-        r, c = next((r, c) for r in range(-(-t.rows // 16)) for c in range(t.cols // 16)
+        r, c = next((r, c) for r in range(-(-t.rows // 8)) for c in range(t.cols // 16)
                     if (r, c) not in owner)
         raise error(loads[-1][0], f"the pipelined tma.loads into {_short(root)} leave part of it "
-                                  f"unloaded (the 16 x 16 tile at row {r * 16}, column {c * 16}): "
+                                  f"unloaded (the 8 x 16 piece at row {r * 8}, column {c * 16}): "
                                   "a ring slot comes back stages iterations later, "
                                   "so a pipelined tile must be filled whole every iteration")
 
