@@ -34,6 +34,9 @@ class Consumer:
                 tk.set_registers(True, self.registers[1])
             zero = index(0)
         self.sync = {"id": SYNC_ID, "warps": self.cw}
+        for op, keep in self.f.waits.items():   # the producer waits; the ring orders the data
+            if not keep:
+                op.erase()
         self._rename_syncs(block)
         self._publish()
         if self.persistent:
