@@ -39,6 +39,7 @@ class Consumer:
                 op.erase()
         self._rename_syncs(block)
         self._publish()
+        self._release_stores(block)
         if self.persistent:
             items = add_iter_args(self.f.items, [zero])
             self.f.items = items.operation
@@ -57,7 +58,7 @@ class Consumer:
             self._overlap()
         if self.f.stores or (self.f.loop_stores and not self.store_warp):
             with ir.InsertionPoint(y), self.loc:
-                self._store_wait(0)
+                self._store_wait(0, writes=self.peer_stores)
 
     def _overlap(self) -> None:
         """The finish's stores into the next item's loop (overlap.py), if
