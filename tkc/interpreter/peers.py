@@ -17,7 +17,10 @@ within the reader's clock; a write likewise after the last write and every
 read since it. A race is reported at the second access, naming the first.
 A tk.signal by a warp whose TMA stores into peer memory may not have
 completed their writes (no tma.store_async_wait(writes=True) since) is an
-error too: the release would not cover them.
+error too: the release would not cover them. A TMA reduce-add into peer
+memory is atomic: adds of several agents need no order among them, but a
+read or a plain write after another agent's add does, and an add after its
+read.
 
 Not modelled (missed, never invented): a wait acquires every release into
 its flag so far, not only those its value needed; TMA stores pending in

@@ -14,9 +14,11 @@ all_gather_gemm(world): C [M, N] = all_gather(A) @ B, A's shards [M / world, K].
   rank). The items of column 0 of the own chunk also push: each A tile they
   load is TMA-stored into every peer's ag (at a row past the end, clipped to
   nothing, for every other item: a pipelined store stands in the loop body
-  unconditionally), and after the last K step warp 0 waits for the writes
+  unconditionally); after the loop warp 0 waits for the writes
   (tk-pipeline-staging puts that wait before a signal) and signals the row
-  tile's flag at every peer. An item of a peer's chunk waits on that flag
+  tile's flag at every peer (after the loop: the finish then stays at the
+  item's end, not under the next item's loop, since a signal must not wait
+  for the next item, and the registers it would carry spill). An item of a peer's chunk waits on that flag
   before its loop: the producer warp runs the wait before loading (flags.py
   of tk-pipeline-staging). Flags count calls (`epoch`, 1, 2, ...): "at least
   epoch" needs no reset. No deadlock: in the grouped block order every
@@ -72,16 +74,19 @@ def all_gather_gemm(world: int):
         c_s = [st(bf16, BM, EPI) for _ in range(2)]
         acc = zero(rt(f32, 16, BN))
         steps = tkc.cdiv(ag.c, BK)
+        # the peers' gls picked once before the loop up to 4 ranks, in it past
+        # that (what ptxas fits in the launch's 168 registers without spilling)
+        hoisted = [ag.peer((me + d) % n) for d in range(1, world)] if world <= 4 else None
         for k in tkc.range(steps, stages="auto"):
             tma.load(a_s, ag, (0, par, row, k))
             tma.load(b_s, b, (0, 0, k, bn))
             for d in range(1, world):
-                tma.store(ag.peer((me + d) % n), a_s, (0, par, to, k))
+                tma.store(hoisted[d - 1] if hoisted else ag.peer((me + d) % n), a_s, (0, par, to, k))
             warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
             warpgroup.mma_async_wait(acc)
-            with tkc.if_((k == steps - 1) & (push == 1) & (tkc.warpid() == 0)):
-                for d in range(1, world):
-                    tkc.signal(flags.peer((me + d) % n), at=(0, 0, 0, row), value=1)
+        with tkc.if_((push == 1) & (tkc.warpid() == 0)):
+            for d in range(1, world):
+                tkc.signal(flags.peer((me + d) % n), at=(0, 0, 0, row), value=1)
         _finish(acc, wg, c_s, lambda out, j: tma.store(c, out, (0, 0, row, bn * (BN // EPI) + j)))
 
     return tkc.kernel(name=f"all_gather_gemm_w{world}", warps=8, persistent=True,
@@ -96,7 +101,7 @@ def gemm_reduce_scatter(world: int):
     def rs_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), rs: pgl(bf16, 1, 2, "Ms", "N"),
                 epoch: i32):
         bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
-        me, n = tkc.rank(), tkc.world_size()
+        me = tkc.rank()
         tiles, per = a.r // BM, rs.r // BM
         row = (bm + (me + 1) * per) % tiles                       # the next rank's rows first
         owner = row // per
