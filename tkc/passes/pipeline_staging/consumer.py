@@ -58,7 +58,10 @@ class Consumer:
             self._overlap()
         if self.f.stores or (self.f.loop_stores and not self.store_warp):
             with ir.InsertionPoint(y), self.loc:
-                self._store_wait(0, writes=self.peer_stores)
+                if self.peer_stores:   # stores into a pgl: their writes land before the block exits
+                    self._store_wait(0, writes=True)
+                else:
+                    self._store_wait(0)
 
     def _overlap(self) -> None:
         """The finish's stores into the next item's loop (overlap.py), if

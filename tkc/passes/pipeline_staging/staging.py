@@ -68,7 +68,10 @@ class Staging(Budget, Consumer, Stores, Producer):
         self._publish()
         self._epilogue(self.f.body)
         with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:
-            self._store_wait(0, writes=self.peer_stores)
+            if self.peer_stores:   # stores into a pgl: their writes land before the block exits
+                self._store_wait(0, writes=True)
+            else:
+                self._store_wait(0)
 
     def _store_warp_choice(self) -> bool:
         """Whether the loop's stores go through a store warp: where the author
