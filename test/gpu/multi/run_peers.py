@@ -119,7 +119,9 @@ def main():
     dist.init_process_group("nccl", device_id=torch.device(f"cuda:{rank}"))
     group = dist.group.WORLD
     check_ring(group, rank, world)
-    for Ms, K, N in ((128, 200, 264), (384, 1000, 776), (2048, 2048, 2056), (1000, 512, 512),
+    # fused: K and N past whole tiles (3000 = 46.9 K steps, 3080 and 2056 columns); fallback:
+    # too small (128 x 200 x 264), shards of partial tiles (1000 rows)
+    for Ms, K, N in ((128, 200, 264), (1536, 3000, 3080), (2048, 2048, 2056), (1000, 512, 512),
                      (8192, 8192, 8192)):
         check_ops(group, rank, world, Ms, K, N)
     torch.cuda.synchronize()
