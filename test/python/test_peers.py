@@ -178,20 +178,6 @@ def test_misuse_is_refused_where_written():
     refused_at(barrier_in_loop, HERE, "barrier_in_loop", "top level")
 
 
-@tkc.kernel(warps=4, grid=lambda x, flags, out: (1,))
-def staged_after_wait(x: pgl(bf16, 1, 1, T, T), flags: pgl(i32, 1, 1, 1, 16), out: gl(bf16, 1, 1, T, T)):
-    s = st(bf16, T, T)
-    tkc.wait_signal(flags, at=(0, 0, 0, 0), value=1)
-    tma.load(s, x, (0, 0, 0, 0))  # @staged
-    tma.store(out, s, (0, 0, 0, 0))
-
-
-def test_compiler_synchronised_load_after_a_flag_wait_is_refused():
-    refused_at(lambda: staged_after_wait.interpret(np.zeros((T, T), np.float32), np.ones((1, 16), np.int32),
-                                                   np.zeros((T, T), np.float32)),
-               HERE, "staged", "would not wait for the flag")
-
-
 def test_pgl_shapes_must_agree():
     args, _ = _ring_args(2)
     args[1][0] = np.zeros((3 * T, T), np.float32)

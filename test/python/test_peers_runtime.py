@@ -72,3 +72,18 @@ def test_a_plain_tensor_for_a_pgl_is_refused():
 def test_peers_rejects_worlds_past_eight():
     with pytest.raises(ValueError, match="1 to 8 ranks"):
         Peers(None, list(range(9)), 0)
+
+
+def test_peers_take_the_fast_path_keyed_by_their_pointers():
+    """A Peers argument over a torch tensor has a key (a repeated launch skips
+    the checks and the tensor maps' encoding); other peers' pointers or
+    another rank make another key, since they are in the plan's values."""
+    torch = pytest.importorskip("torch")
+    sig = Signature(_lowered_manifest())
+    x, y = torch.zeros(3 * 64, 64, dtype=torch.bfloat16), torch.zeros(64, 64, dtype=torch.bfloat16)
+    ptrs = [x.data_ptr(), 0x10000, 0x20000]
+    key, values = sig.key([Peers(x, ptrs, 0), y])
+    assert values == [x.data_ptr(), y.data_ptr()]
+    assert sig.key([Peers(x, ptrs, 0), y])[0] == key
+    assert sig.key([Peers(x, [ptrs[0], 0x30000, 0x20000], 0), y])[0] != key
+    assert sig.key([Peers(x, ptrs[:2], 0), y])[0] != key

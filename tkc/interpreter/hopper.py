@@ -316,4 +316,7 @@ def store_box(op, arr, tile, coords, rnd, add: bool) -> None:
         _expect(not spill.any(), op, "a TMA add through a gl slice adds its whole box: past the "
                 f"slice's end it must add zeros, but adds {spill[spill != 0][:4].tolist()}...")
     piece = tile[parts[1]]
+    if add and hasattr(root, "reduce_add"):   # peer memory: an atomic reduction (peers.py)
+        root.reduce_add(parts[0], lambda old: rnd(old.astype(F32) + piece))
+        return
     root[parts[0]] = rnd(root[parts[0]].astype(F32) + piece if add else piece)

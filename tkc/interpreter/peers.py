@@ -17,7 +17,10 @@ within the reader's clock; a write likewise after the last write and every
 read since it. A race is reported at the second access, naming the first.
 A tk.signal by a warp whose TMA stores into peer memory may not have
 completed their writes (no tma.store_async_wait(writes=True) since) is an
-error too: the release would not cover them.
+error too: the release would not cover them. A TMA reduce-add into peer
+memory is atomic: adds of several agents need no order among them, but a
+read or a plain write after another agent's add does, and an add after its
+read.
 
 Not modelled (missed, never invented): a wait acquires every release into
 its flag so far, not only those its value needed; TMA stores pending in
@@ -49,7 +52,15 @@ class PeerBuffer(np.ndarray):
         np.asarray(self)[key] = value
         self._access(key, write=True)
 
-    def _access(self, key, write: bool) -> None:
+    def reduce_add(self, key, combine) -> None:
+        """self[key] = combine(self[key]) as one atomic reduction (a TMA
+        reduce-add): adds of several agents need no order among them, only
+        with reads and plain writes."""
+        raw = np.asarray(self)
+        raw[key] = combine(raw[key])
+        self._access(key, write="add")
+
+    def _access(self, key, write) -> None:
         block = ACTIVE[0]
         world = getattr(self, "world", None)
         if block is not None and world is not None and block.peers is world:
@@ -107,6 +118,8 @@ class _Cells:
         self.w_site = np.zeros(n, np.int64)
         self.r_epoch = np.zeros((agents, n), np.int64)   # 0: no read since the write
         self.r_site = np.zeros((agents, n), np.int64)
+        self.a_epoch = np.zeros((agents, n), np.int64)   # reduce-adds since the write, as reads
+        self.a_site = np.zeros((agents, n), np.int64)
         self.sites: list[str] = []
 
     def _site(self, text: str) -> int:
@@ -114,7 +127,8 @@ class _Cells:
             self.sites.append(text)
         return self.sites.index(text)
 
-    def access(self, world: PeerWorld, key, agent: int, write: bool, site: str) -> None:
+    def access(self, world: PeerWorld, key, agent: int, write, site: str) -> None:
+        """write: False (a read), True (a plain write) or "add" (a reduce-add)."""
         e = np.atleast_1d(self.ids[key]).ravel()
         if not e.size:
             return
@@ -127,19 +141,26 @@ class _Cells:
             self._race(world, agent, "overwrites" if write else "reads", e[i], "written",
                        int(wa[i]), self.sites[self.w_site[e[i]]])
         s = self._site(site)
-        if not write:
-            self.r_epoch[agent, e] = clock[agent]
-            self.r_site[agent, e] = s
-            return
-        for other in range(len(world.names)):
-            if other == agent:
+        what = {False: "reads", True: "overwrites", "add": "adds to"}[write]
+        # a read or write after other agents' adds, a write or add after their reads
+        for since, epochs, sites in (("added to", self.a_epoch, self.a_site),
+                                     ("read", self.r_epoch, self.r_site)):
+            if (since == "read") == (write is False) or (since == "added to" and write == "add"):
                 continue
-            r = self.r_epoch[other, e]
-            late = (r > 0) & (r > clock[other])
-            if late.any():
-                i = int(np.argmax(late))
-                self._race(world, agent, "overwrites", e[i], "read", other,
-                           self.sites[self.r_site[other, e[i]]])
+            for other in range(len(world.names)):
+                if other == agent:
+                    continue
+                r = epochs[other, e]
+                late = (r > 0) & (r > clock[other])
+                if late.any():
+                    i = int(np.argmax(late))
+                    self._race(world, agent, what, e[i], since, other, self.sites[sites[other, e[i]]])
+        if write is False or write == "add":
+            epochs, sites = (self.r_epoch, self.r_site) if write is False else (self.a_epoch, self.a_site)
+            epochs[agent, e] = clock[agent]
+            sites[agent, e] = s
+            return
+        self.a_epoch[:, e] = 0
         self.w_agent[e], self.w_epoch[e], self.w_site[e] = agent, clock[agent], s
         self.r_epoch[:, e] = 0
 

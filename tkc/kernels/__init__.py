@@ -18,6 +18,7 @@ from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
 from .attention_hopper import attention_hopper
 from .attention_schedule import backward_space, forward_space
+from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
@@ -104,4 +105,8 @@ def library():
         # ... and with one consumer warpgroup fewer, where a block still has two
         # (tkc.fftconv's pick when that fills the SMs better: D 768 at N 1024)
         *(fftconv(N, L, consumers=3) for N in (1024, 2048) for L in (N, N // 2)),
+        # tkc.all_gather_matmul / tkc.matmul_reduce_scatter at 2 to 5 ranks (all_gather_gemm
+        # spills 4 bytes at 6 to 8: not prebuilt until it does not)
+        *(k(world) for world in range(2, 6) for k in (all_gather_gemm, gemm_reduce_scatter)),
+        rs_barrier,
     ]

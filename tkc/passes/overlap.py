@@ -57,6 +57,8 @@ def overlap_finish(items, loop, drain: list, budget_words: int):
     chunks = _chunks(memory)
     if not chunks or not _stores_in(memory):
         return None
+    if any(o.name in ("tk.signal", "tk.wait_signal") for op in memory for o in [op, *walk(op)]):
+        return None  # a flag op must not wait for the next item (a peer may wait on it first)
     made_in_memory = {r for o in memory for r in o.results}
     if any(v in made_in_memory for o in registers for v in o.operands):
         return None  # the register part reads the memory part: no reordering

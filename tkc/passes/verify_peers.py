@@ -5,31 +5,19 @@ outs, kernel)` per op and `check_kernel(kernel)` per kernel.
 """
 from __future__ import annotations
 
-from ..diagnostics import where
-from ..dialect import walk
 from ..dialect.kernel import check_peers, lenient, parallel_args
 from ..dialect.types import GL
 from .verify_messages import describe as _desc
 
 
 def check_kernel(fn):
-    """(where, message) pairs: tk.peers names distinct gl arguments; a kernel
-    that waits on flags does not also use compiler-synchronised loads."""
+    """(where, message) pairs: tk.peers names distinct gl arguments. (A flag
+    wait before compiler-synchronised loads is run by the producer warp:
+    tk-pipeline-staging, flags.py.)"""
     name = f"kernel @{fn.attributes['sym_name'].value}"
     if "tk.peers" in fn.attributes:
         yield from (("", m) for m in check_peers(name, fn.attributes["tk.peers"],
                                                  fn.regions[0].blocks[0].arguments))
-    ops = list(walk(fn))
-    waits = [o for o in ops if o.name == "tk.wait_signal"]
-    if waits:
-        for o in ops:
-            if o.name == "tk.pipeline_load":
-                # tk-pipeline-staging moves such loads into a producer warp that
-                # would not wait for the flag: the data could be read too early
-                yield where(o), (f"{name}: tma.load (compiler-synchronised) in a kernel that "
-                                 f"waits on a flag (at {where(waits[0])}): the producer warp that "
-                                 "issues it would not wait for the flag; issue tma.load_async "
-                                 "with a barrier after the wait_signal instead")
 
 
 def _parallel(kernel) -> list:

@@ -29,7 +29,7 @@ from ..diagnostics import TkcError
 from ..dtypes import itemsize
 from .callsite import caller
 from .grid import DIMS, compile_grid
-from .peers import MAX_PEERS
+from .peers import MAX_PEERS, Peers
 from .tensormap import row_problem
 from .tensors import TensorView, view
 
@@ -79,7 +79,6 @@ class GlParam:
 
     def check(self, obj, stream: int | None) -> TensorView:
         if self.peers:
-            from .peers import Peers
             if not isinstance(obj, Peers):
                 raise self.error(f"a pgl takes a symmetric buffer (tkc.runtime.peers.Peers, e.g. from "
                                  f"tkc.torchops.symm.buffer), found {type(obj).__name__}")
@@ -235,6 +234,13 @@ class Signature:
             elif isinstance(arg, tensor):  # what _torch_view reads, unconverted
                 ptr = arg.data_ptr()
                 parts.append((arg.dtype, arg.shape, arg.stride(), arg.device, ptr % ALIGN))
+                values.append(ptr)
+            elif isinstance(arg, Peers) and isinstance(arg.tensor, tensor):
+                # the peers' pointers and the rank are in the plan's values
+                # (and its tensor maps), so the key holds them as they are
+                t = arg.tensor
+                ptr = t.data_ptr()
+                parts.append((t.dtype, t.shape, t.stride(), t.device, ptr % ALIGN, arg.ptrs, arg.rank))
                 values.append(ptr)
             else:
                 v = view(arg, stream)

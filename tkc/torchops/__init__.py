@@ -7,12 +7,14 @@
     tkc.rotary_embedding                     RoPE
     tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
     tkc.scaled_mm                            FP8 GEMM with per-tensor or row-wise scales
+    tkc.all_gather_matmul, tkc.matmul_reduce_scatter   GEMMs fused with NVLink collectives
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
 kernels themselves (eager.py). This package imports torch, never MLIR.
 """
 from .attn import attention, attention_varlen
+from .collective import all_gather_matmul, matmul_reduce_scatter
 from .long_conv import fftconv, fftconv_filter
 from .gemm import linear, matmul
 from .linear_attn import based, hedgehog, linear_attention
@@ -20,5 +22,5 @@ from .norms import layer_norm, rms_norm
 from .rotary import rotary_embedding
 from .scaled import scaled_mm
 
-__all__ = ["attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
            "layer_norm", "linear", "linear_attention", "matmul", "rms_norm", "rotary_embedding", "scaled_mm"]

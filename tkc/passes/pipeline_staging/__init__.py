@@ -58,6 +58,12 @@ races and deadlocks like any hand-written kernel:
   a TMA store reads the tile (stored as loaded), warp 0 waits for that read
   (tma_store_wait {pending = n}) before its arrival: the producer's next
   load into the slot would overwrite it under the store.
+- A `tk.wait_signal` (a flag of another rank) that a load may follow runs
+  in the producer before it issues those loads, where it stands (the work
+  item's top level, or the loop body: before each stage's loads); the
+  consumers keep it only where they touch a pgl's memory after it
+  (flags.py). A wait the producer cannot run (under an if, in another
+  loop) is refused at it.
 - A `tk.tma_prefetch` at the top level (an L2 hint) is issued by the
   producer where it stands among the once-loads, and leaves the consumers.
 - A `tk.pipeline_store` becomes: every consumer fences its shared writes
@@ -110,7 +116,7 @@ loop, a shared-memory budget, a loop not at the top level, ...
 The pass is a package: analysis.py finds and checks the structure,
 staging.py rewrites a kernel with budget.py (stages, registers),
 producer.py, consumer.py and stores.py (bands.py: banded stores) on its
-side, in_flight.py says when a slot may be released, ir_helpers.py holds
+side, flags.py the flag waits the producer runs, in_flight.py says when a slot may be released, ir_helpers.py holds
 the IR helpers they share.
 """
 from __future__ import annotations

@@ -10,6 +10,7 @@ from ...dialect.attrs import constant
 from ...dialect.types import view
 from ...dialect.kernel import kernel_warps
 from ..rewrite import entry, inside
+from .flags import producer_waits
 from .ir_helpers import alloc_of, ring_root
 
 class Found:
@@ -25,6 +26,7 @@ class Found:
         self.ring_loads, self.once_loads, self.stores, self.loop_stores = [], [], [], []
         self.prefetches = []   # top-level tk.tma_prefetch: the producer issues them after its once-loads
         self.warps = kernel_warps(fn) or 1
+        self.waits = {}        # flag waits the producer runs -> whether the consumers keep them (flags.py)
 
 
 def find(fn) -> Found | None:
@@ -64,6 +66,7 @@ def find(fn) -> Found | None:
     if f.loop is not None and not f.ring_loads:
         raise error(f.loop, "this loop is pipelined (stages=...) but has no tma.load to run ahead")
     _check_ring_tiles(f)
+    f.waits = producer_waits(f)
     return f
 
 

@@ -34,8 +34,12 @@ class Consumer:
                 tk.set_registers(True, self.registers[1])
             zero = index(0)
         self.sync = {"id": SYNC_ID, "warps": self.cw}
+        for op, keep in self.f.waits.items():   # the producer waits; the ring orders the data
+            if not keep:
+                op.erase()
         self._rename_syncs(block)
         self._publish()
+        self._release_stores(block)
         if self.persistent:
             items = add_iter_args(self.f.items, [zero])
             self.f.items = items.operation
@@ -54,7 +58,10 @@ class Consumer:
             self._overlap()
         if self.f.stores or (self.f.loop_stores and not self.store_warp):
             with ir.InsertionPoint(y), self.loc:
-                self._store_wait(0)
+                if self.peer_stores:   # stores into a pgl: their writes land before the block exits
+                    self._store_wait(0, writes=True)
+                else:
+                    self._store_wait(0)
 
     def _overlap(self) -> None:
         """The finish's stores into the next item's loop (overlap.py), if

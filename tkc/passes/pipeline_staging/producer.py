@@ -58,9 +58,17 @@ class Producer:
                 with op.location:
                     src, *coords = recompute(mapping, list(op.operands)[1:], op)
                     tk.tma_prefetch(op.operands[0], src, coords)
+            elif op in self.f.waits:
+                self._producer_wait(op, mapping)
             elif self.f.loop is not None and op == self.f.loop:
                 it = self._producer_loop(mapping, it)
         return it
+
+    def _producer_wait(self, op, mapping) -> None:
+        """A flag wait the loads after it depend on (flags.py), as the producer computes it."""
+        with op.location:
+            values = recompute(mapping, list(op.operands), op)
+            tk.wait_signal(values[0], values[1:5], values[5])
 
     def _producer_once(self, op, mapping, parity) -> None:
         full, empty = self.once[op]
@@ -89,6 +97,9 @@ class Producer:
         with ir.InsertionPoint(loop.body), self.f.ring_loads[0].location:
             s, ph = self._slot(cur)
             tk.wait(tk.stage(self.empty, s), arith.addi(ph, index(1)))
+            for op in self.f.loop.regions[0].blocks[0].operations:   # the body's flag waits first
+                if op.operation in self.f.waits:
+                    self._producer_wait(op.operation, body_map)
             full = tk.stage(self.full, s)
             tk.expect_bytes(full, self.stage_bytes)
             slots = {}

@@ -47,6 +47,7 @@ class Staging(Budget, Consumer, Stores, Producer):
         self.out_slots = self.opts.get("store_slots") or OUTPUT_STAGES   # a stored tile's slots
 
     def build(self) -> None:
+        self.peer_stores = self._peer_stores()   # before the rewrite replaces the stores
         first = hoist_prologue(self.fn)
         if not self.has_producer:
             self._stores_only()
@@ -67,7 +68,10 @@ class Staging(Budget, Consumer, Stores, Producer):
         self._publish()
         self._epilogue(self.f.body)
         with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:
-            self._store_wait(0)
+            if self.peer_stores:   # stores into a pgl: their writes land before the block exits
+                self._store_wait(0, writes=True)
+            else:
+                self._store_wait(0)
 
     def _store_warp_choice(self) -> bool:
         """Whether the loop's stores go through a store warp: where the author

@@ -8,12 +8,14 @@ from __future__ import annotations
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from ...dialect import gl_root
 from ...dialect import ops as tk
 from ...dialect.attrs import after_gls
+from ...dialect.kernel import lenient, parallel_args
 from ...dialect.types import view
-from ..rewrite import index
+from ..rewrite import entry, index
 from .bands import last_band, store_bands
-from .ir_helpers import (for_view, gl_arg, if_then, prev_op, recompute, root_alloc, staged_attr,
+from .ir_helpers import (for_view, gl_arg, if_then, prev_op, recompute, root_alloc, staged_attr, walk_block,
                          terminator, written_allocs)
 
 
@@ -50,6 +52,17 @@ class Stores:
                     else:
                         with if_then(self._is_issuer()):
                             tk.tma_store_wait(0, writes=True)
+
+    def _release_stores(self, block) -> None:
+        """Before each tk.signal of the consumers: the signalling warp's TMA
+        stores have completed their writes, so the release covers them (a
+        peer that waits on the flag reads what they wrote). The issuer is
+        consumer warp 0 (or each warp, banded): signal from it."""
+        if not (self.f.stores or self.f.loop_stores) or self.store_warp:
+            return
+        for op in [o for o in walk_block(block) if o.name == "tk.signal"]:
+            with ir.InsertionPoint(op), op.location:
+                tk.tma_store_wait(0, writes=True)
 
     def _atomics(self) -> list:
         """The author's tk.atomic_add ops after the pipelined loop (at the top
@@ -138,13 +151,21 @@ class Stores:
                 inflight.append(root_alloc(op.operands[1]))
         return inflight
 
-    def _store_wait(self, pending: int) -> None:
-        """The issuing warp (each warp, for banded stores) waits for reads."""
+    def _store_wait(self, pending: int, writes: bool = False) -> None:
+        """The issuing warp (each warp, for banded stores) waits for reads
+        (with `writes`: for their global writes)."""
         if self.bands:
-            tk.tma_store_wait(pending)
+            tk.tma_store_wait(pending, writes=writes)
             return
         with if_then(self._is_issuer()):
-            tk.tma_store_wait(pending)
+            tk.tma_store_wait(pending, writes=writes)
+
+    def _peer_stores(self) -> bool:
+        """Whether a TMA store writes a pgl's memory: the block then waits for
+        its writes before it exits, so that what follows the kernel on the
+        stream (a barrier across ranks) may release them to the peers."""
+        pgls = [a for i, a in enumerate(entry(self.fn).arguments) if i in lenient(parallel_args, self.fn)]
+        return any(gl_root(op.operands[0])[0] == a for op in self.f.stores + self.f.loop_stores for a in pgls)
 
     def _store_warp_consumer(self, body, it) -> None:
         """The output slots as a ring the consumers fill and the store warp

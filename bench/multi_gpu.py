@@ -1,0 +1,111 @@
+"""Fused collective GEMMs on several GPUs (docs/multi-gpu.md): each op against
+NCCL + cuBLAS in sequence and against PyTorch's fused symmetric-memory ops,
+with the overlap efficiency (the matmul alone / the fused op).
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20]
+
+The GPU count is torchrun's world size. Shapes: 8192 rows a rank x 8192 x
+8192, and Llama-70B tensor-parallel (hidden 8192, intermediate 28672): the
+MLP's up projection column-parallel (all_gather_matmul: rows = 8192 tokens
+a rank, K 8192, N 28672 / world) and its down projection row-parallel
+(matmul_reduce_scatter: M = 8192 tokens a rank x world, K 28672 / world, N
+8192). CUDA events around each call, interleaved rounds, the median; rank
+0 prints the table.
+"""
+import os
+
+os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                   "NVSHMEM_DISABLE_NVLS": "1"})
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+
+def timed(fn, group) -> float:
+    dist.barrier(group=group)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def cases(world, rank):
+    """(name, op, rows a rank, K, N): the products each rank computes."""
+    return [("all_gather_matmul", "ag", 8192, 8192, 8192),
+            ("matmul_reduce_scatter", "rs", 8192, 8192, 8192),
+            ("llama70b up (col-parallel)", "ag", 8192, 8192, 28672 // world),
+            ("llama70b down (row-parallel)", "rs", 8192, 28672 // world, 8192)]
+
+
+def runners(kind, Ms, K, N, world, group, dev):
+    import tkc
+    name = group.group_name
+    bf = torch.bfloat16
+    if kind == "ag":
+        a_shard = torch.randn(Ms, K, device=dev).to(bf)
+        b = torch.randn(K, N, device=dev).to(bf)
+        a_full = torch.empty(world * Ms, K, device=dev, dtype=bf)
+
+        def seq():
+            dist.all_gather_into_tensor(a_full, a_shard, group=group)
+            return a_full @ b
+        return {"tkc": lambda: tkc.all_gather_matmul(a_shard, b, group, return_A=False),
+                "nccl+cublas": seq,
+                "torch fused": lambda: torch.ops.symm_mem.fused_all_gather_matmul(
+                    a_shard, [b], 0, name, return_A=False),
+                "matmul alone": lambda: a_full @ b}, 2 * world * Ms * K * N
+    a = torch.randn(world * Ms, K, device=dev).to(bf)
+    b = torch.randn(K, N, device=dev).to(bf)
+    out = torch.empty(Ms, N, device=dev, dtype=bf)
+
+    def seq():
+        dist.reduce_scatter_tensor(out, a @ b, group=group)
+    return {"tkc": lambda: tkc.matmul_reduce_scatter(a, b, group),
+            "nccl+cublas": seq,
+            "torch fused": lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, name),
+            "matmul alone": lambda: a @ b}, 2 * world * Ms * K * N
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=20)
+    args = p.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dev = torch.device(f"cuda:{rank}")
+    dist.init_process_group("nccl", device_id=dev)
+    group = dist.group.WORLD
+    import torch.distributed._symmetric_memory as symm_mem
+    symm_mem.enable_symm_mem_for_group(group.group_name)
+    rows = []
+    for title, kind, Ms, K, N in cases(world, rank):
+        run, flops = runners(kind, Ms, K, N, world, group, dev)
+        times = {k: [] for k in run}
+        for fn in run.values():   # warm-up: builds, rendezvous, workspaces
+            fn()
+        for _ in range(args.rounds):   # interleaved rounds
+            for k, fn in run.items():
+                times[k].append(timed(fn, group))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append((title, Ms, K, N, med, flops))
+    if rank == 0:
+        print(f"{world} GPUs ({torch.cuda.get_device_name()}), median of {args.rounds} interleaved rounds, ms")
+        print(f"{'op':30} {'rows/rank x K x N':>22} {'tkc':>7} {'nccl+cublas':>11} {'torch fused':>11} "
+              f"{'matmul':>7} {'vs seq':>7} {'vs torch':>8} {'overlap eff':>11}")
+        for title, Ms, K, N, m, flops in rows:
+            print(f"{title:30} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
+                  f"{m['torch fused']:11.3f} {m['matmul alone']:7.3f} {m['nccl+cublas'] / m['tkc']:6.2f}x "
+                  f"{m['torch fused'] / m['tkc']:7.2f}x {m['matmul alone'] / m['tkc']:10.2f}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

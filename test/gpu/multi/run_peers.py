@@ -1,0 +1,134 @@
+"""Multi-GPU checks, run by test/gpu/test_multi_gpu.py under
+`torchrun --nproc-per-node=2 test/gpu/multi/run_peers.py` (any world of 2
+to 8). Each rank exits non-zero with the reason on the first mismatch.
+
+- the part-1 ring kernel (a tile pushed into every rank's buffer, the right
+  neighbour's read back, barrier_all) against numpy;
+- tkc.all_gather_matmul and tkc.matmul_reduce_scatter against NCCL +
+  torch.matmul in sequence, at ragged-ish shapes (N and K not multiples of
+  the tile, shards of 128-row tiles, and one that falls back to NCCL) and
+  at 8192 rows a rank x 8192 x 8192, twice each (the flags' epochs and the
+  parity buffers), within bf16 tolerance.
+
+Its kernels are module-level or library ones, so `tkc build
+test/gpu/multi/run_peers.py` prebuilds them (the library has the fused
+GEMMs for 2 to 8 ranks).
+"""
+import os
+
+# NVLink multicast off before torch initialises distributed (docs/multi-gpu.md)
+os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                   "NVSHMEM_DISABLE_NVLS": "1"})
+
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import tkc  # noqa: E402
+from tkc import bf16, gl, i32, pgl, st, tma  # noqa: E402
+
+T = 64
+
+
+@tkc.kernel(warps=1, grid=lambda x, flags, y, out: (1,))
+def ring(x: pgl(bf16, 1, 1, None, T), flags: pgl(i32, 1, 1, 1, 16), y: gl(bf16, 1, 1, T, T),
+         out: gl(bf16, 1, 1, T, T)):
+    """test/python/test_peers.py's ring: y into row block `rank` of every
+    rank's x; the right neighbour's block of x into out."""
+    me, n = tkc.rank(), tkc.world_size()
+    s, t = st(bf16, T, T), st(bf16, T, T)
+    bar = tkc.barrier()
+    tma.expect(bar, s)
+    tma.load_async(s, y, (0, 0, 0, 0), bar)
+    tkc.wait(bar, 0)
+    for p in tkc.range(n):
+        tma.store_async(x.peer(p), s, (0, 0, me, 0))
+    tma.store_async_wait(writes=True)
+    for p in tkc.range(n):
+        tkc.signal(flags.peer(p), at=(0, 0, 0, me))
+    src = (me + 1) % n
+    tkc.wait_signal(flags, at=(0, 0, 0, src), value=1)
+    tma.expect(bar, t)
+    tma.load_async(t, x, (0, 0, src, 0), bar)
+    tkc.wait(bar, 1)
+    tma.store_async(out, t, (0, 0, 0, 0))
+    tma.store_async_wait()
+    tkc.barrier_all(flags, at=(0, 0, 0, 8))
+
+
+def fail(rank, what):
+    sys.stderr.write(f"rank {rank}: FAILED {what}\n")
+    sys.exit(1)
+
+
+def check_ring(group, rank, world):
+    import torch
+    from tkc.torchops.symm import buffer
+    x = buffer(group, (world * T, T), torch.bfloat16, f"cuda:{rank}", "test.ring.x")
+    flags = buffer(group, (1, 16), torch.int32, f"cuda:{rank}", "test.ring.flags")
+    ys = [np.random.default_rng(r).integers(-8, 8, (T, T)).astype(np.float32) for r in range(world)]
+    y = torch.tensor(ys[rank], dtype=torch.bfloat16, device=f"cuda:{rank}")
+    out = torch.zeros(T, T, dtype=torch.bfloat16, device=f"cuda:{rank}")
+    ring(x.peers, y, out, flags.peers)
+    torch.cuda.synchronize()
+    if not np.array_equal(x.tensor.float().cpu().numpy(), np.concatenate(ys)):
+        fail(rank, "ring: the gathered buffer differs from numpy's")
+    if not np.array_equal(out.float().cpu().numpy(), ys[(rank + 1) % world]):
+        fail(rank, "ring: the neighbour's tile differs")
+    want = np.zeros(16, np.int32)
+    want[:world] = 1
+    if not np.array_equal(flags.tensor.cpu().numpy()[0], want):
+        fail(rank, f"ring: flags {flags.tensor.cpu().numpy()[0]}, want {want}")
+
+
+def close(got, want, what, rank):
+    """bf16 tolerance: relative 2-norm error (the products' accumulation order differs)."""
+    import torch
+    err = (torch.linalg.vector_norm((got.float() - want.float())) /
+           torch.linalg.vector_norm(want.float()).clamp_min(1e-30)).item()
+    if not err < 1e-2:
+        fail(rank, f"{what}: relative error {err:.3g}")
+
+
+def check_ops(group, rank, world, Ms, K, N):
+    import torch
+    import torch.distributed as dist
+    dev = f"cuda:{rank}"
+    g = torch.Generator(device=dev).manual_seed(1000 * rank + Ms + K + N)
+    for call in range(2):
+        a_shard = torch.randn(Ms, K, device=dev, generator=g).to(torch.bfloat16)
+        b = torch.randn(K, N, device=dev, generator=g).to(torch.bfloat16) / K ** 0.5
+        a_all, c = tkc.all_gather_matmul(a_shard, b, group)
+        ref_a = a_shard.new_empty(world * Ms, K)
+        dist.all_gather_into_tensor(ref_a, a_shard, group=group)
+        if not torch.equal(a_all, ref_a):
+            fail(rank, f"all_gather_matmul {Ms}x{K}x{N} call {call}: the gathered A differs")
+        close(c, ref_a @ b, f"all_gather_matmul {Ms}x{K}x{N} call {call}", rank)
+        a = torch.randn(world * Ms, K, device=dev, generator=g).to(torch.bfloat16)
+        out = tkc.matmul_reduce_scatter(a, b, group)
+        ref = a.new_empty(Ms, N)
+        dist.reduce_scatter_tensor(ref, a @ b, group=group)
+        close(out, ref, f"matmul_reduce_scatter {Ms}x{K}x{N} call {call}", rank)
+
+
+def main():
+    import torch
+    import torch.distributed as dist
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", device_id=torch.device(f"cuda:{rank}"))
+    group = dist.group.WORLD
+    check_ring(group, rank, world)
+    # fused: K and N past whole tiles (3000 = 46.9 K steps, 3080 and 2056 columns); fallback:
+    # too small (128 x 200 x 264), shards of partial tiles (1000 rows)
+    for Ms, K, N in ((128, 200, 264), (1536, 3000, 3080), (2048, 2048, 2056), (1000, 512, 512),
+                     (8192, 8192, 8192)):
+        check_ops(group, rank, world, Ms, K, N)
+    torch.cuda.synchronize()
+    dist.barrier()
+    dist.destroy_process_group()
+    print(f"rank {rank}: ok")
+
+
+if __name__ == "__main__":
+    main()
