@@ -1,0 +1,101 @@
+"""Multi-rank kernels on ONE GPU: each rank's launch on its own stream of one
+process, the peers' buffers plain device pointers of that process, and the
+persistent kernels' grids cut to SMs / world so that every rank's blocks are
+resident at once (a rank's blocks spin on flags only other ranks raise).
+This runs the peer pointers, the peer tensor maps, signal / wait_signal and
+barrier_all on the hardware where no 2-GPU machine is at hand; the same
+kernels under torchrun on several GPUs: test_multi_gpu.py."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from tkc.kernels.collective_gemm import FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
+from tkc.runtime import driver
+from tkc.runtime.peers import Peers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from test_peers import T, ring  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+KERNELS = [ring, rs_barrier, *(k(w) for w in (2, 4) for k in (all_gather_gemm, gemm_reduce_scatter))]
+
+
+def peers(ts, r):
+    return Peers(ts[r], [t.data_ptr() for t in ts], r)
+
+
+def concurrently(world, launch):
+    streams = [torch.cuda.Stream() for _ in range(world)]
+    torch.cuda.synchronize()
+    for r in range(world):
+        with torch.cuda.stream(streams[r]):
+            launch(r, streams[r])
+    torch.cuda.synchronize()
+
+
+def rel(x, ref):
+    return float((x.float() - ref).norm() / ref.norm())
+
+
+@pytest.fixture
+def sms_per_rank(monkeypatch):
+    real = driver.multiprocessors
+
+    def cut(world):
+        monkeypatch.setattr(driver, "multiprocessors", lambda device: real(device) // world)
+    return cut
+
+
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_ring_exchanges_tiles(world):
+    xs = [torch.zeros(world * T, T, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    flags = [torch.zeros(1, 16, device="cuda", dtype=torch.int32) for _ in range(world)]
+    ys = [torch.randint(-8, 8, (T, T), device="cuda").bfloat16() for _ in range(world)]
+    outs = [torch.zeros(T, T, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    concurrently(world, lambda r, s: ring(peers(xs, r), peers(flags, r), ys[r], outs[r], stream=s))
+    for r in range(world):
+        assert torch.equal(xs[r], torch.cat(ys))
+        assert torch.equal(outs[r], ys[(r + 1) % world])
+
+
+@pytest.mark.parametrize("world, Ms, K, N", [(2, 256, 512, 512), (2, 1024, 3080, 3000), (4, 1024, 3080, 3000)])
+def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
+    sms_per_rank(world)
+    M = Ms * world
+    a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5
+    want = a.float() @ b.float()
+    ag = [torch.zeros(2, M, K, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    flags = [torch.zeros(1, FLAGS, device="cuda", dtype=torch.int32) for _ in range(world)]
+    cs = [torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    kernel = all_gather_gemm(world)
+    for epoch in (1, 2):   # the flags count calls; the gather buffers alternate by parity
+        for r in range(world):
+            ag[r][epoch % 2, r * Ms:(r + 1) * Ms].copy_(a[r * Ms:(r + 1) * Ms])
+        concurrently(world, lambda r, s: kernel(peers(ag, r), b, cs[r], peers(flags, r), epoch, stream=s))
+        for r in range(world):
+            assert rel(cs[r], want) < 5e-3
+            assert torch.equal(ag[r][epoch % 2], a)   # every rank gathered every shard
+
+
+@pytest.mark.parametrize("world, Ms, K, N", [(2, 256, 256, 512), (2, 1024, 1536, 3000), (4, 1024, 768, 3000)])
+def test_gemm_reduce_scatter_on_one_gpu(sms_per_rank, world, Ms, K, N):
+    sms_per_rank(world)
+    M = Ms * world
+    As = [torch.randn(M, K, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    Bs = [torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5 for _ in range(world)]
+    full = sum(x.float() @ y.float() for x, y in zip(As, Bs))
+    rs = [torch.zeros(2, Ms, N, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    flags = [torch.zeros(1, 16, device="cuda", dtype=torch.int32) for _ in range(world)]
+    kernel = gemm_reduce_scatter(world)
+
+    def launch(r, s):
+        kernel(As[r], Bs[r], peers(rs, r), epoch, stream=s)
+        rs_barrier(peers(flags, r), stream=s)
+    for epoch in (1, 2):
+        concurrently(world, launch)
+        for r in range(world):   # bf16 adds of world partial tiles: a rounding each
+            assert rel(rs[r][epoch % 2], full[r * Ms:(r + 1) * Ms]) < 1e-2
+            rs[r][epoch % 2].zero_()
