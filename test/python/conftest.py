@@ -4,6 +4,14 @@ whatever pytest's import mode, and offer lanesim's fixture to every test."""
 import os
 import sys
 
+# One BLAS/OpenMP thread a process: xdist runs a worker per core already, and
+# OpenBLAS's extra threads only spin against the other worker (and lit, run
+# beside pytest): the attention tests' float64 references took 3x the CPU
+# time. Set before numpy or torch is imported (conftest comes first, in the
+# xdist controller too, whose environment the workers inherit).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from lanesim import lane_major_io  # noqa: E402,F401  (a fixture)

@@ -1,6 +1,8 @@
 """Reference numerics and fixtures shared by the CPU tests (no test file imports another)."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from tkc.runtime.cache import cache_dir
@@ -9,6 +11,15 @@ from tkc.runtime.cache import cache_dir
 # starts: conftest.py imports this module before any test can change the
 # environment. conftest.py's artifact_cache fixture builds through it.
 MACHINE_CACHE = str(cache_dir())
+
+
+def rng_of(request) -> np.random.Generator:
+    """A Generator seeded by the test's id. A module whose tests draw inputs
+    from one module-level RNG replaces it with this before each test (an
+    autouse fixture): else a test's inputs depend on which tests ran before it
+    in its process, which xdist changes from run to run, and an input-dependent
+    rounding error fails some runs only."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def ref_bf16(x):

@@ -11,9 +11,18 @@ from tkc.interpreter import run
 from tkc.interpreter.testing import kernel_module
 from tkc.interpreter.values import round_bf16
 
-from helpers import ref_bf16
+from helpers import ref_bf16, rng_of
 
-RNG = np.random.default_rng(0)
+RNG = None  # each test's: _inputs_by_test
+
+
+@pytest.fixture(autouse=True)
+def _inputs_by_test(request):
+    """RNG seeded by the test (helpers.rng_of): the same inputs in any order."""
+    global RNG
+    RNG = rng_of(request)
+
+
 C4 = "%c0, %c0, %c0, %c0"
 IDX4 = "index, index, index, index"
 

@@ -13,9 +13,17 @@ from tkc.kernels import layernorm_bwd, layernorm_fwd, reference, rotary
 from tkc.kernels.reference import round_bf16 as bf
 
 from lanesim import run_traced
+from helpers import rng_of
 
 pytest.importorskip("mlir")
-RNG = np.random.default_rng(0)
+RNG = None  # each test's: _inputs_by_test
+
+
+@pytest.fixture(autouse=True)
+def _inputs_by_test(request):
+    """RNG seeded by the test (helpers.rng_of): the same inputs in any order."""
+    global RNG
+    RNG = rng_of(request)
 
 
 def _rope_inputs(B, T, H, D):

@@ -13,10 +13,18 @@ from tkc.dialect.types import RT, RV
 from tkc.lowering import lower_module
 
 from lanesim import bf16, build, ptxas_resources, round_to, run_kernel, to_ptx
+from helpers import rng_of
 
 pytestmark = pytest.mark.usefixtures("lane_major_io")  # from conftest.py
 
-RNG = np.random.default_rng(42)
+RNG = None  # each test's: _inputs_by_test
+
+
+@pytest.fixture(autouse=True)
+def _inputs_by_test(request):
+    """RNG seeded by the test (helpers.rng_of): the same inputs in any order."""
+    global RNG
+    RNG = rng_of(request)
 
 
 def rand(shape, dtype="f32", scale=1.0):

@@ -6,6 +6,7 @@ them back (`view(t)`). Views are plain values: compare, hash, print them.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -167,9 +168,37 @@ _PATTERNS = {
 TileType = RT | RV | ST | SV | GL | Barrier
 
 
+_VIEWS: dict = {}  # ir.Type -> its view
+_VIEWS_MAX = 4096
+
+
 def view(t) -> TileType | None:
-    """The Python view of a tk type (an ir.Type or its text), None otherwise."""
-    s = str(t)
+    """The Python view of a tk type (an ir.Type or its text), None otherwise.
+
+    Remembered per ir.Type: printing a type is most of the cost, and passes and
+    the interpreter ask for the same few types thousands of times a kernel.
+    An ir.Type compares and hashes as its uniqued storage in its Context (and
+    the key keeps that Context alive), so an entry is never another type's;
+    the dict is emptied when it grows past _VIEWS_MAX (types of many contexts)."""
+    if not isinstance(t, _ir_type()):  # text, or anything printing as a type
+        return _view_text(str(t))
+    found = _VIEWS.get(t, _VIEWS)
+    if found is not _VIEWS:
+        return found
+    v = _view_text(str(t))
+    if len(_VIEWS) >= _VIEWS_MAX:
+        _VIEWS.clear()
+    _VIEWS[t] = v
+    return v
+
+
+@functools.cache
+def _ir_type():
+    from mlir import ir
+    return ir.Type
+
+
+def _view_text(s: str) -> TileType | None:
     if not s.startswith("!tk."):
         return None
     kind = s[4:].split("<", 1)[0]

@@ -131,7 +131,7 @@ class Kernel:
 
     # ---------------------------------------------------------- tracing
     def trace(self):
-        """The kernel as tile IR: an ir.Module in a fresh Context with tk loaded.
+        """The kernel as tile IR: an ir.Module in the process's Context (tkc.dialect.context).
 
         A Python error in the author's code (a typo'd name, a wrong call) is a
         TkcError at the author's line, the original exception chained.

@@ -41,6 +41,7 @@ tk-bank-report pass (a remark for every access).
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -99,8 +100,12 @@ def lanes_per_phase(width: int) -> int:
     return 32 if width <= 4 else 128 // width
 
 
+@functools.cache
 def degree(access: Access) -> int:
-    """The conflict degree of an access pattern (1 = conflict-free)."""
+    """The conflict degree of an access pattern (1 = conflict-free). Cached
+    per pattern for the process: a pure function of the (frozen) Access, and
+    every trace of a kernel (each interpret(), build, fuzz program) asks for
+    the same few again: layout selection scores each swizzle by them."""
     return max((phase_degree(addrs, width) for addrs, width in phases(access)), default=1)
 
 
@@ -287,16 +292,14 @@ _WARNED: set = set()  # (location, access) pairs already warned about in this pr
 def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> list:
     """Write `file:line:col: <kind>: N-way shared-memory bank conflicts:
     <pattern>` for each access of degree >= least; return (op, access,
-    degree) for all of them. Degrees are cached per pattern (kernels repeat
-    the same load)."""
+    degree) for all of them (degree is cached per pattern)."""
     out = out if out is not None else sys.stderr  # looked up now: pytest's capsys
-    cache: dict[Access, int] = {}
     found = []
     # once per line (unrolled copies repeat it) and, for warnings, once per
     # process: each interpret() or build of a kernel runs this pass again
     said = _WARNED if kind == "warning" else set()
     for op, a in accesses(module_op):
-        n = cache[a] if a in cache else cache.setdefault(a, degree(a))
+        n = degree(a)
         found.append((op, a, n))
         loc = where(op)
         if n >= least and (loc, a) not in said:
