@@ -3,54 +3,22 @@ the interpreter (rounding to nearest even, saturation, NaN), TMA round trips
 of 8-bit tiles, FP8 wgmma against float64, and tkc.scaled_mm (per-tensor and
 row-wise scales, bf16 and f32 out) against torch._scaled_mm and a float32
 reference. Kernels at module level: `tkc build test/gpu/test_fp8_gpu.py`."""
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f8e4m3, f8e5m2, f32, gl, rt, st, tma, warpgroup
-from tkc.ops import load, store, zero
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from fp8_kernels import convert, mma_f8, tma_roundtrip  # noqa: E402  (built by `tkc build` of this file)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
     import torch
 except ImportError:
     torch = None
-
-
-@tkc.kernel(warps=2, grid=lambda x, q4, q5, back: (x.r // 32,))
-def fp8_convert(x: gl(f32, 1, 1, "N", 64), q4: gl(f8e4m3, 1, 1, "N", 64), q5: gl(f8e5m2, 1, 1, "N", 64),
-                back: gl(bf16, 1, 2, "N", 64)):
-    i = tkc.block_idx.x * 2 + tkc.warpid()
-    t = load(rt(f32, 16, 64), x, (0, 0, i, 0))
-    store(q4, t.to(f8e4m3), (0, 0, i, 0))
-    store(q5, t.to(bf16).to(f8e5m2), (0, 0, i, 0))
-    store(back, load(rt(f8e4m3, 16, 64), q4, (0, 0, i, 0)).to(bf16), (0, 0, i, 0))
-    store(back, load(rt(f8e5m2, 16, 64), q5, (0, 0, i, 0)).to(f32).to(bf16), (0, 1, i, 0))
-
-
-@tkc.kernel(warps=1, grid=lambda a, o: (tkc.cdiv(a.c, 256), tkc.cdiv(a.r, 64)))
-def fp8_tma_roundtrip(a: gl(f8e5m2, 1, 1, "M", "N"), o: gl(f8e5m2, 1, 1, "M", "N")):
-    x, y = tkc.block_idx.x, tkc.block_idx.y
-    s = st(f8e5m2, 64, 256)
-    bar = tkc.barrier()
-    tma.expect(bar, s)
-    tma.load_async(s, a, (0, 0, y, x), bar)
-    tkc.wait(bar, 0)
-    tma.store_async(o, s, (0, 0, y, x))
-    tma.store_async_wait()
-
-
-@tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), tkc.cdiv(c.r, 64)))
-def fp8_mma(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e5m2, 1, 1, "N", "K"), c: gl(f32, 1, 1, "M", "N")):
-    x, y, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
-    a_s, b_s = st(f8e4m3, 64, 128), st(f8e5m2, 64, 128)
-    acc = zero(rt(f32, 16, 64))
-    for k in tkc.range(tkc.cdiv(a.c, 128), stages=2):
-        tma.load(a_s, a, (0, 0, y, k))
-        tma.load(b_s, b, (0, 0, x, k))
-        warpgroup.mma_ABt(acc, a_s, b_s)
-        warpgroup.mma_async_wait(acc)
-    store(c, acc, (0, 0, y * 4 + w, x), clip=True)
 
 
 def _bits(t):
@@ -66,10 +34,10 @@ def test_conversions_match_the_interpreter_bit_for_bit():
     q4 = torch.empty(128, 64, device="cuda", dtype=torch.float8_e4m3fn)
     q5 = torch.empty(128, 64, device="cuda", dtype=torch.float8_e5m2)
     back = torch.empty(2, 128, 64, device="cuda", dtype=torch.bfloat16)
-    fp8_convert(xs, q4, q5, back)
+    convert(xs, q4, q5, back)
     torch.cuda.synchronize()
     n = [np.zeros((128, 64), np.float32) for _ in range(2)] + [np.zeros((2, 128, 64), np.float32)]
-    fp8_convert.interpret(x.numpy().copy(), *n)
+    convert.interpret(x.numpy().copy(), *n)
     for got, want in ((q4, n[0]), (q5, n[1]), (back, n[2])):
         got = got.float().cpu().numpy()
         same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
@@ -79,7 +47,7 @@ def test_conversions_match_the_interpreter_bit_for_bit():
 def test_tma_round_trip_of_8bit_tiles():
     a = (torch.randn(80, 272, device="cuda") * 1000).to(torch.float8_e5m2)
     o = torch.zeros_like(a)
-    fp8_tma_roundtrip(a, o)
+    tma_roundtrip(a, o)
     assert torch.equal(_bits(o), _bits(a))
 
 
@@ -88,7 +56,7 @@ def test_fp8_wgmma_against_float64():
     a = (torch.randn(M, K, device="cuda") * 4).to(torch.float8_e4m3fn)
     b = (torch.randn(N, K, device="cuda") * 4).to(torch.float8_e5m2)
     c = torch.zeros(M, N, device="cuda")
-    fp8_mma(a, b, c)
+    mma_f8(a, b, c)
     want = a.double() @ b.double().t()
     # FP8 wgmma adds its products with fewer than f32's bits (DeepSeek-V3: about 14), so
     # the check is of the whole (relative 2-norm), not of elements that cancel to near zero

@@ -15,7 +15,7 @@ from tkc.runtime import driver
 from tkc.runtime.peers import Peers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from test_peers import T, ring  # noqa: E402
+from peers_kernels import T, ring  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, tma, warpgroup
+from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, warpgroup
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
-from tkc.ops import exp, load, store, zero
+from tkc.ops import exp, load, zero
+from fp8_kernels import convert, mma_f8, tma_roundtrip  # noqa: E402
 from helpers import refused_at, staged  # noqa: E402
 
 pytest.importorskip("mlir")
@@ -69,17 +70,6 @@ def test_types_print_as_mlir_float8_and_read_back():
         sv(f8e4m3, 64)
 
 
-@tkc.kernel(warps=2, grid=lambda x, q4, q5, back: (x.r // 32,))
-def convert(x: gl(f32, 1, 1, "N", 64), q4: gl(f8e4m3, 1, 1, "N", 64), q5: gl(f8e5m2, 1, 1, "N", 64),
-            back: gl(bf16, 1, 2, "N", 64)):
-    i = tkc.block_idx.x * 2 + tkc.warpid()
-    t = load(rt(f32, 16, 64), x, (0, 0, i, 0))
-    store(q4, t.to(f8e4m3), (0, 0, i, 0))
-    store(q5, t.to(bf16).to(f8e5m2), (0, 0, i, 0))           # bf16 -> e5m2: one more rounding
-    store(back, load(rt(f8e4m3, 16, 64), q4, (0, 0, i, 0)).to(bf16), (0, 0, i, 0))
-    store(back, load(rt(f8e5m2, 16, 64), q5, (0, 0, i, 0)).to(f32).to(bf16), (0, 1, i, 0))
-
-
 def test_conversions_round_saturate_and_widen_exactly():
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((64, 64)) * np.exp2(rng.integers(-20, 20, (64, 64)))).astype(np.float32)
@@ -94,18 +84,6 @@ def test_conversions_round_saturate_and_widen_exactly():
     assert q4[0, 0] == 448.0 and q4[0, 1] == -448.0 and np.isnan(q4[0, 2]) and q5[0, 3] == 57344.0
 
 
-@tkc.kernel(warps=1, grid=lambda a, o: (tkc.cdiv(a.c, 256), tkc.cdiv(a.r, 64)))
-def tma_roundtrip(a: gl(f8e5m2, 1, 1, "M", "N"), o: gl(f8e5m2, 1, 1, "M", "N")):
-    x, y = tkc.block_idx.x, tkc.block_idx.y
-    s = st(f8e5m2, 64, 256)                 # two 128-byte swizzle panels: two TMA boxes of 64 x 128
-    bar = tkc.barrier()
-    tma.expect(bar, s)
-    tma.load_async(s, a, (0, 0, y, x), bar)
-    tkc.wait(bar, 0)
-    tma.store_async(o, s, (0, 0, y, x))
-    tma.store_async_wait()
-
-
 def test_tma_moves_8bit_tiles_ragged_at_the_edges():
     rng = np.random.default_rng(1)
     a = reference(rng.standard_normal((80, 272)) * 1000, ml_dtypes.float8_e5m2, 57344.0)
@@ -118,20 +96,6 @@ def test_tma_refuses_8bit_rows_of_other_than_16_bytes():
     from tkc.diagnostics import TkcError
     with pytest.raises(TkcError, match="multiple of 16 bytes"):
         tma_roundtrip.interpret(np.zeros((64, 264), np.float32), np.zeros((64, 264), np.float32))
-
-
-@tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), tkc.cdiv(c.r, 64)))
-def mma_f8(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e5m2, 1, 1, "N", "K"), c: gl(f32, 1, 1, "M", "N")):
-    """C = A B^T, B given N x K (K-major, as FP8 wgmma needs); K tiles of 128."""
-    x, y, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
-    a_s, b_s = st(f8e4m3, 64, 128), st(f8e5m2, 64, 128)
-    acc = zero(rt(f32, 16, 64))
-    for k in tkc.range(tkc.cdiv(a.c, 128), stages=2):
-        tma.load(a_s, a, (0, 0, y, k))
-        tma.load(b_s, b, (0, 0, x, k))
-        warpgroup.mma_ABt(acc, a_s, b_s)
-        warpgroup.mma_async_wait(acc)
-    store(c, acc, (0, 0, y * 4 + w, x), clip=True)
 
 
 def test_wgmma_multiplies_8bit_operands_exactly_into_f32():

@@ -21,39 +21,14 @@ os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": 
                    "NVSHMEM_DISABLE_NVLS": "1"})
 
 import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import tkc  # noqa: E402
-from tkc import bf16, gl, i32, pgl, st, tma  # noqa: E402
 
-T = 64
-
-
-@tkc.kernel(warps=1, grid=lambda x, flags, y, out: (1,))
-def ring(x: pgl(bf16, 1, 1, None, T), flags: pgl(i32, 1, 1, 1, 16), y: gl(bf16, 1, 1, T, T),
-         out: gl(bf16, 1, 1, T, T)):
-    """test/python/test_peers.py's ring: y into row block `rank` of every
-    rank's x; the right neighbour's block of x into out."""
-    me, n = tkc.rank(), tkc.world_size()
-    s, t = st(bf16, T, T), st(bf16, T, T)
-    bar = tkc.barrier()
-    tma.expect(bar, s)
-    tma.load_async(s, y, (0, 0, 0, 0), bar)
-    tkc.wait(bar, 0)
-    for p in tkc.range(n):
-        tma.store_async(x.peer(p), s, (0, 0, me, 0))
-    tma.store_async_wait(writes=True)
-    for p in tkc.range(n):
-        tkc.signal(flags.peer(p), at=(0, 0, 0, me))
-    src = (me + 1) % n
-    tkc.wait_signal(flags, at=(0, 0, 0, src), value=1)
-    tma.expect(bar, t)
-    tma.load_async(t, x, (0, 0, src, 0), bar)
-    tkc.wait(bar, 1)
-    tma.store_async(out, t, (0, 0, 0, 0))
-    tma.store_async_wait()
-    tkc.barrier_all(flags, at=(0, 0, 0, 8))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from peers_kernels import T, ring  # noqa: E402  (test/python: the interpreter tests' kernel)
 
 
 def fail(rank, what):
@@ -69,7 +44,7 @@ def check_ring(group, rank, world):
     ys = [np.random.default_rng(r).integers(-8, 8, (T, T)).astype(np.float32) for r in range(world)]
     y = torch.tensor(ys[rank], dtype=torch.bfloat16, device=f"cuda:{rank}")
     out = torch.zeros(T, T, dtype=torch.bfloat16, device=f"cuda:{rank}")
-    ring(x.peers, y, out, flags.peers)
+    ring(x.peers, flags.peers, y, out)
     torch.cuda.synchronize()
     if not np.array_equal(x.tensor.float().cpu().numpy(), np.concatenate(ys)):
         fail(rank, "ring: the gathered buffer differs from numpy's")
