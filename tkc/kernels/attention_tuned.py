@@ -76,31 +76,39 @@ def prep_kernel(D: int, layout: str):
     return attention_prep(D, layout)
 
 
+def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int) -> tuple:
+    """(the space, its pick) for sequences of up to `keys` keys."""
+    tuned = spaces[D, causal, layout]
+    return tuned, tuned.choose((D, causal, layout, key_bucket(keys)))
+
+
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)."""
-    tuned = FORWARD[D, causal, layout]
-    return tuned.kernel(tuned.choose((D, causal, layout, key_bucket(keys))))
+    tuned, config = _config(FORWARD, D, causal, layout, keys)
+    return tuned.kernel(config)
 
 
 def backward_schedule(D: int, causal: bool, layout: str, keys: int) -> BackwardSchedule:
     """The backward's schedule for sequences of up to `keys` keys."""
-    return BackwardSchedule(**BACKWARD[D, causal, layout].choose((D, causal, layout, key_bucket(keys))))
+    return BackwardSchedule(**_config(BACKWARD, D, causal, layout, keys)[1])
 
 
 def backward_kernels(D: int, causal: bool, layout: str, keys: int):
     """(prep, backward) for sequences of up to `keys` keys."""
-    tuned = BACKWARD[D, causal, layout]
-    return prep_kernel(D, layout), tuned.kernel(tuned.choose((D, causal, layout, key_bucket(keys))))
+    tuned, config = _config(BACKWARD, D, causal, layout, keys)
+    return prep_kernel(D, layout), tuned.kernel(config)
+
+
+def _preps() -> list:
+    return [prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS]
 
 
 def all_kernels() -> list:
     """Every candidate of every space, and the preps: what tuning offline needs built."""
-    return [*(prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS),
-            *(k for t in (*FORWARD.values(), *BACKWARD.values()) for k in t.kernels())]
+    return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values()) for k in t.kernels())]
 
 
-KERNELS = [*(prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS),
-           *FORWARD.values(), *BACKWARD.values()]   # `tkc build` of this file: every candidate
+KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values()]   # `tkc build` of this file: every candidate
 
 
 def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
