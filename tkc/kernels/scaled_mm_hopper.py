@@ -32,9 +32,10 @@ from tkc.ops import load, mul_col, mul_row, subtile, zero
 
 BM, BK = 128, 128
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
+PROMOTED_BN = 128       # the promoted kernel's widest tile: 192 and 256 spill (356 and 1328 bytes: ptxas -v)
 
 
-def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 128, stages="auto",
+def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PROMOTED_BN, stages="auto",
                      persistent: bool = True, fast_accum: bool = False):
     """The kernel for one specialisation; its arguments, in order:
 
@@ -47,9 +48,9 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = 128
     epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))
     if not (0 < BN <= 256 and BN % epi == 0):
         raise ValueError(f"scaled_mm_hopper: BN must be a multiple of {epi} up to 256, got {BN}")
-    if not fast_accum and BN > 128:   # 192 and 256 spill (356 and 1328 bytes: ptxas -v)
+    if not fast_accum and BN > PROMOTED_BN:
         raise ValueError(f"scaled_mm_hopper: the promoted kernel holds two accumulators of 16 x BN "
-                         f"f32 a warp: BN up to 128 fits the registers, got {BN} (or fast_accum=True)")
+                         f"f32 a warp: BN up to {PROMOTED_BN} fits the registers, got {BN} (or fast_accum=True)")
     name = "_".join(x for x in (f"scaled_mm_hopper_{out_dtype}_{'rowwise' if rowwise else 'tensor'}",
                                 f"{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
                                 "" if persistent else "np", "fast" if fast_accum else "") if x)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.scaled_mm_hopper import scaled_mm_hopper
+from ..kernels.scaled_mm_hopper import PROMOTED_BN, scaled_mm_hopper
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
@@ -37,8 +37,12 @@ def _kernel(out: str, rowwise: bool, BN: int = 256, fast: bool = False):
 
 
 def _key(a, b, sa, sb, c) -> tuple:
-    """What the tile width depends on: C's rows and columns, bucketed to powers of two."""
-    return (bucket(c.shape[-2]), bucket(c.shape[-1]))
+    """What the tile width depends on: C's rows and columns (_mn_key)."""
+    return _mn_key(c.shape[-2], c.shape[-1])
+
+
+def _mn_key(M: int, N: int) -> tuple:
+    return bucket(M), bucket(N)
 
 
 def _examples() -> list:
@@ -62,7 +66,7 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     rowwise = sa.numel() != 1 or sb.numel() != 1
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb: torch.zeros(M, N, device=a.device, dtype=out_dtype)
-    bn = FAST_TILE.choose((bucket(M), bucket(N)))["BN"] if fast else 128
+    bn = FAST_TILE.choose(_mn_key(M, N))["BN"] if fast else PROMOTED_BN
     c = torch.empty(M, N, device=a.device, dtype=out_dtype)
     views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
                                   sa.reshape(1, 1, 1, -1), sb.reshape(1, 1, 1, -1))
