@@ -41,7 +41,8 @@ from tkc.ops import subtile, zero
 
 BM, BN, BK, EPI = 128, 256, 64, 64
 FLAGS = 1024          # ag's flags: one per 128-row tile of M (up to 131072 rows)
-ONE = 1 << 24         # bn // ONE-style tests of zero (bn < ONE)
+ONE = 1 << 24         # bn // ONE-style tests of zero (bn < ONE): with tkc.min(bn, 1)
+                      # instead, ptxas spills 8 bytes at 4 ranks
 
 
 def _finish(acc, wg, c_s, put):
