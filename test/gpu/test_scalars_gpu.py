@@ -5,13 +5,18 @@ different shapes and dtypes (register stores, and a pipelined loop's TMA
 stores with the store warp). One block per row of inputs: many cases a
 launch."""
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, i32, rt, st, tma, warpgroup
+from tkc import f32, gl, i32, rt, st, tma, warpgroup
 from tkc.ops import atomic_add, col_max, ge, load, lt, max, min, ne, store, where
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from atomic_kernels import atomic_after_two  # noqa: E402  (the interpreter test's kernel)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -156,24 +161,6 @@ def test_scalars_carried_through_a_pipelined_loop():
     scalar_pipelined_max(x, y)
     want = x.cpu().numpy().reshape(5, 4, 16, 64).max(axis=(0, 2, 3))
     np.testing.assert_array_equal(y.cpu().numpy()[0, :8], np.concatenate([want, np.full(4, 5.0)]))
-
-
-@tkc.kernel(warps=2, grid=lambda x, o1, o2, count, y: (x.r // 32, 1, 1))
-def atomic_after_two(x: gl(f32, 1, 1, "R", 16), o1: gl(f32, 1, 1, 32, 16), o2: gl(bf16, 1, 1, "R", 16),
-                     count: gl(i32, 1, 1, 1, 1), y: gl(f32, 1, 1, 32, 16)):
-    """atomic_add after two outputs of different shapes and dtypes: each block
-    adds its rows into o1 and copies them to o2; the last block to count
-    itself writes o1 + the sum of o2's tiles into y."""
-    b, w = tkc.block_idx.x, tkc.warpid()
-    t = load(rt(f32, 16, 16), x, (0, 0, 2 * b + w, 0))
-    store(o1, t, (0, 0, w, 0), add=True)
-    store(o2, t.to(bf16), (0, 0, 2 * b + w, 0))
-    done = atomic_add(count, 1, at=(0, 0, 0, 0), after=[o1, o2])
-    with tkc.if_(done == x.r // 32 - 1):
-        acc = load(rt(f32, 16, 16), o1, (0, 0, w, 0))
-        for k in tkc.range(x.r // 32):
-            acc = acc + load(rt(bf16, 16, 16), o2, (0, 0, 2 * k + w, 0)).to(f32)
-        store(y, acc, (0, 0, w, 0))
 
 
 def test_atomic_add_after_two_outputs():

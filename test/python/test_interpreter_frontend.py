@@ -12,7 +12,8 @@ from tkc import bf16, f32, gl, rt, rv, st
 from tkc.diagnostics import TkcError
 from tkc.ops import (exp, group_load, load, row_max, row_sum, store, sub_row, div_row)
 
-from helpers import ref_bf16
+from atomic_kernels import atomic_after_two
+from helpers import marker_line, ref_bf16
 
 
 @tkc.kernel(warps=2, grid=lambda x, o: (x.r // 32,))
@@ -72,10 +73,10 @@ def test_dims_with_one_name_must_agree():
     """x and o share the row count "N": an o with more rows would be left partly unwritten."""
     x = np.zeros((32, 64), np.float32)
     with pytest.raises(TkcError) as info:
-        softmax_rows.interpret(x, np.zeros((64, 64), np.float32))
+        softmax_rows.interpret(x, np.zeros((64, 64), np.float32))  # @dims-call
     assert info.value.message == ("kernel 'softmax_rows': dim r of argument 1 'o' is 64, but dim r "
                                   "of argument 0 'x' is 32: both are named 'N' and must have one size")
-    assert info.value.where == f"{__file__}:75"  # the call, as a launch is located
+    assert info.value.where == f"{__file__}:{marker_line(__file__, 'dims-call')}"  # the call, as a launch is located
     assert info.value.where.startswith(f"{__file__}:")
 
 
@@ -201,32 +202,11 @@ def test_atomic_add_after_hand_written_tma_stores(monkeypatch, writes):
     np.testing.assert_allclose(out, 2 * x.reshape(3, 16, 16).sum(0), rtol=1e-5, atol=1e-5)
 
 
-@tkc.kernel(warps=2, grid=lambda x, o1, o2, count, y: (x.r // 32, 1, 1))
-def counted(x: tkc.gl(tkc.f32, 1, 1, "R", 16), o1: tkc.gl(tkc.f32, 1, 1, 32, 16),
-            o2: tkc.gl(tkc.bf16, 1, 1, "R", 16), count: tkc.gl(tkc.i32, 1, 1, 1, 1),
-            y: tkc.gl(tkc.f32, 1, 1, 32, 16)):
-    """atomic_add after two outputs of different shapes and dtypes (issue 41:
-    the traced IR did not verify): each block adds its rows into o1 and copies
-    them to o2; the last block sums o2 and adds o1 into y."""
-    from tkc import bf16, f32, rt
-    from tkc.ops import atomic_add, load, store
-    b, w = tkc.block_idx.x, tkc.warpid()
-    t = load(rt(f32, 16, 16), x, (0, 0, 2 * b + w, 0))
-    store(o1, t, (0, 0, w, 0), add=True)
-    store(o2, t.to(bf16), (0, 0, 2 * b + w, 0))
-    done = atomic_add(count, 1, at=(0, 0, 0, 0), after=[o1, o2])
-    with tkc.if_(done == x.r // 32 - 1):
-        acc = load(rt(f32, 16, 16), o1, (0, 0, w, 0))
-        for k in tkc.range(x.r // 32):
-            acc = acc + load(rt(bf16, 16, 16), o2, (0, 0, 2 * k + w, 0)).to(f32)
-        store(y, acc, (0, 0, w, 0))
-
-
 def test_atomic_add_after_outputs_of_two_types():
     x = np.random.default_rng(3).integers(-8, 8, (3 * 32, 16)).astype(np.float32)
     o1, o2 = np.zeros((32, 16), np.float32), np.zeros((3 * 32, 16), np.float32)
     count, y = np.zeros((1, 1), np.int32), np.zeros((32, 16), np.float32)
-    counted.interpret(x, o1, o2, count, y)
+    atomic_after_two.interpret(x, o1, o2, count, y)
     assert count[0, 0] == 3
     np.testing.assert_array_equal(y, 2 * x.reshape(3, 32, 16).sum(0))
-    assert "after = array<i64: 1, 2>" in counted.tile_ir()
+    assert "after = array<i64: 1, 2>" in atomic_after_two.tile_ir()
