@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from helpers import interpreted
+from helpers import interpreted, staged
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
@@ -57,6 +57,26 @@ def test_matches_a_float32_reference(cpu_ops, M, N, K, rowwise, out_dtype, fast)
     assert c.dtype == out_dtype and c.shape == (M, N)
     tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
     assert torch.allclose(c.double(), want.double(), rtol=tol, atol=1e-3)
+
+
+@pytest.mark.parametrize("rowwise", [False, True])
+def test_three_consumer_warpgroups_after_the_passes(rowwise):
+    """The 192-row tile (three consumer warpgroups and the producer: 16
+    warps) as the passes stage it, on 2 persistent blocks with the race and
+    deadlock checks: 2 x 2 items, two K steps, ragged M, N and K."""
+    import numpy as np
+    import tkc.interpreter
+    M, N, K = 264, 200, 176
+    a, b = operands(M, N, K, seed=3)
+    g = torch.Generator().manual_seed(4)
+    sa = (torch.rand(1, 1, 1, M, generator=g) + 0.5) if rowwise else torch.tensor([[[[0.5]]]])
+    sb = (torch.rand(1, 1, 1, N, generator=g) + 0.5) if rowwise else torch.tensor([[[[2.0]]]])
+    c = np.full((M, N), np.nan, np.float32)
+    tkc.interpreter.run(staged(scaled_mm_hopper("f32", rowwise, BN=128, BM=192)),
+                        [a.float().numpy(), b.t().float().numpy(), sa.numpy(), sb.numpy(), c], sms=2)
+    want = reference(a, b, sa.view(-1, 1) if rowwise else sa.view(()), sb.view(1, -1) if rowwise else sb.view(()),
+                     torch.float32)
+    assert torch.allclose(torch.from_numpy(c).double(), want.double(), rtol=1e-5, atol=1e-3)
 
 
 def test_fake_tensors_give_the_shape_and_dtype():
