@@ -1,6 +1,8 @@
 """Fused collective GEMMs on several GPUs (docs/multi-gpu.md): each op against
 NCCL + cuBLAS in sequence and against PyTorch's fused symmetric-memory ops,
-with the overlap efficiency (the matmul alone / the fused op).
+with the overlap efficiency (the matmul alone / the fused op); and ring
+attention (causal, 32k tokens in all, 32 heads of 128, GQA 8 KV heads)
+against all-gathering K and V and tkc.attention over them.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
         torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20]
@@ -73,6 +75,34 @@ def runners(kind, Ms, K, N, world, group, dev):
             "matmul alone": lambda: a @ b}, 2 * world * Ms * K * N
 
 
+def ring_row(world, rank, group, dev, rounds):
+    """(ms of tkc.ring_attention, ms of all_gather K/V + tkc.attention):
+    B 1, 32k tokens, this rank's 32k / world of them (zigzag parts for the
+    ring, contiguous ones for the all-gather, which tkc.attention serves
+    with the causal mask aligned at the end)."""
+    import tkc
+    L, bf = 32768, torch.bfloat16
+    Ls = L // world
+    q = torch.randn(1, 32, Ls, 128, device=dev).to(bf)
+    k, v = (torch.randn(1, 8, Ls, 128, device=dev).to(bf) for _ in range(2))
+    kv_all = torch.empty(world, 2, 1, 8, Ls, 128, device=dev, dtype=bf)
+
+    def gathered():
+        dist.all_gather_into_tensor(kv_all, torch.stack([k, v]), group=group)
+        ks, vs = (kv_all[:, i].permute(1, 2, 0, 3, 4).reshape(1, 8, L, 128)[:, :, :(rank + 1) * Ls]
+                  for i in range(2))
+        return tkc.attention(q, ks, vs, causal=True)
+    run = {"tkc ring": lambda: tkc.ring_attention(q, k, v, group=group, causal=True),
+           "all-gather + attention": gathered}
+    for fn in run.values():
+        fn()
+    times = {n: [] for n in run}
+    for _ in range(rounds):
+        for n, fn in run.items():
+            times[n].append(timed(fn, group))
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=20)
@@ -103,6 +133,11 @@ def main():
             print(f"{title:30} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
                   f"{m['torch fused']:11.3f} {m['matmul alone']:7.3f} {m['nccl+cublas'] / m['tkc']:6.2f}x "
                   f"{m['torch fused'] / m['tkc']:7.2f}x {m['matmul alone'] / m['tkc']:10.2f}")
+    ring = ring_row(world, rank, group, dev, args.rounds)
+    if rank == 0:
+        print(f"ring attention, causal, 32k tokens, 32 heads (8 KV) of 128: tkc {ring['tkc ring']:.3f} ms, "
+              f"all-gather + tkc.attention {ring['all-gather + attention']:.3f} ms "
+              f"({ring['all-gather + attention'] / ring['tkc ring']:.2f}x)")
     dist.barrier()
     dist.destroy_process_group()
 

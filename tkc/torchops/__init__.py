@@ -8,6 +8,7 @@
     tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
     tkc.scaled_mm                            FP8 GEMM with per-tensor or row-wise scales
     tkc.all_gather_matmul, tkc.matmul_reduce_scatter   GEMMs fused with NVLink collectives
+    tkc.ring_attention                       context-parallel attention (forward)
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
@@ -19,8 +20,10 @@ from .long_conv import fftconv, fftconv_filter
 from .gemm import linear, matmul
 from .linear_attn import based, hedgehog, linear_attention
 from .norms import layer_norm, rms_norm
+from .ring import ring_attention
 from .rotary import rotary_embedding
 from .scaled import scaled_mm
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
-           "layer_norm", "linear", "linear_attention", "matmul", "rms_norm", "rotary_embedding", "scaled_mm"]
+           "layer_norm", "linear", "linear_attention", "matmul", "ring_attention", "rms_norm", "rotary_embedding",
+           "scaled_mm"]

@@ -8,7 +8,9 @@ to 8). Each rank exits non-zero with the reason on the first mismatch.
   torch.matmul in sequence, at ragged-ish shapes (N and K not multiples of
   the tile, shards of 128-row tiles, and one that falls back to NCCL) and
   at 8192 rows a rank x 8192 x 8192, twice each (the flags' epochs and the
-  parity buffers), within bf16 tolerance.
+  parity buffers), within bf16 tolerance;
+- tkc.ring_attention, causal (zigzag order) and not, GQA, against
+  tkc.attention over the all-gathered sequence.
 
 Its kernels are module-level or library ones, so `tkc build
 test/gpu/multi/run_peers.py` prebuilds them (the library has the fused
@@ -86,6 +88,23 @@ def check_ops(group, rank, world, Ms, K, N):
         close(out, ref, f"matmul_reduce_scatter {Ms}x{K}x{N} call {call}", rank)
 
 
+def check_ring_attention(group, rank, world):
+    import torch
+    import torch.distributed as dist
+    from tkc.torchops.ring import unzigzag, zigzag
+    dev = f"cuda:{rank}"
+    g = torch.Generator(device=dev).manual_seed(7)   # the same whole sequence on every rank
+    for causal, H, Hkv, L in ((True, 8, 2, 4096 * world), (False, 4, 4, 1024 * world), (True, 4, 4, 512 * world)):
+        q = torch.randn(2, H, L, 128, device=dev, generator=g).to(torch.bfloat16)
+        k, v = (torch.randn(2, Hkv, L, 128, device=dev, generator=g).to(torch.bfloat16) for _ in range(2))
+        parts = [zigzag(x, world)[rank] if causal else x.chunk(world, 2)[rank].contiguous() for x in (q, k, v)]
+        o = tkc.ring_attention(*parts, group=group, causal=causal)
+        outs = [torch.empty_like(o) for _ in range(world)]
+        dist.all_gather(outs, o.contiguous(), group=group)
+        got = unzigzag(outs) if causal else torch.cat(outs, 2)
+        close(got, tkc.attention(q, k, v, causal=causal), f"ring_attention causal={causal} L={L}", rank)
+
+
 def main():
     import torch
     import torch.distributed as dist
@@ -99,6 +118,7 @@ def main():
     for Ms, K, N in ((128, 200, 264), (1536, 3000, 3080), (2048, 2048, 2056), (1000, 512, 512),
                      (8192, 8192, 8192)):
         check_ops(group, rank, world, Ms, K, N)
+    check_ring_attention(group, rank, world)
     torch.cuda.synchronize()
     dist.barrier()
     dist.destroy_process_group()

@@ -1,0 +1,166 @@
+"""tkc.ring_attention's ring on the CPU: W ranks pass K and V around while a
+reference attention (float64, natural-log lse, causal aligned at the end as
+tkc.attention's) stands in for the GPU kernel; the merged outputs must equal
+attention over the whole sequence, causal in the zigzag order and plain in
+contiguous parts, GQA included. The ranks are threads over an in-process
+point-to-point ring, and once W processes over gloo (torch.distributed's own
+batch_isend_irecv). The GPU twin runs under torchrun when two GPUs are lent
+(test/gpu/multi/run_peers.py)."""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from collections import namedtuple
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+mp = pytest.importorskip("torch.multiprocessing")
+
+from tkc.torchops import checks, ring  # noqa: E402
+from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
+
+
+def reference(q, k, v, causal, scale):
+    """(o, lse): attention in float64; GQA; causal: query i sees key j <= i + Lk - Lq."""
+    q, k, v = q.double(), k.double(), v.double()
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        Lq, Lk = q.shape[2], k.shape[2]
+        keep = torch.arange(Lk)[None, :] <= torch.arange(Lq)[:, None] + Lk - Lq
+        s = s.masked_fill(~keep, -math.inf)
+    lse = torch.logsumexp(s, -1)
+    return torch.softmax(s, -1) @ v, torch.where(lse == -math.inf, math.inf, lse)
+
+
+def _attend(q, k, v, causal, scale):
+    return tuple(x.float() for x in reference(q, k, v, causal, scale))
+
+
+def _parts(x, world, causal):
+    return zigzag(x, world) if causal else list(x.chunk(world, 2))
+
+
+def _inputs(world, hkv):
+    g = torch.Generator().manual_seed(world)
+    B, H, L, D = 2, 4, 24 * world, 16
+    q = torch.randn(B, H, L, D, generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(B, hkv, L, D, generator=g).to(torch.bfloat16) for _ in range(2))
+    return q, k, v
+
+
+def _check(parts, q, k, v, causal):
+    got = unzigzag(parts) if causal else torch.cat(parts, 2)
+    want = reference(q, k, v, causal, 1 / math.sqrt(q.shape[-1]))[0]
+    assert (got.double() - want).abs().max() < 2e-2
+    assert (got.double() - want).norm() / want.norm() < 5e-3
+
+
+class _Ring:
+    """torch.distributed's point-to-point calls between threads: a queue per
+    (sender, receiver); a batch posts its sends, and its request's wait takes
+    what its receives expect."""
+    P2POp = namedtuple("P2POp", "op tensor peer group")
+
+    def __init__(self):
+        self.queues, self.lock = {}, threading.Lock()
+
+    def _q(self, src, dst):
+        with self.lock:
+            return self.queues.setdefault((src, dst), queue.Queue())
+
+    def isend(self):
+        pass
+
+    def irecv(self):
+        pass
+
+    def get_global_rank(self, group, rank):
+        return rank
+
+    def batch_isend_irecv(self, ops):
+        for o in ops:
+            if o.op == self.isend:
+                self._q(o.group.rank(), o.peer).put(o.tensor.clone())
+        recvs = [o for o in ops if o.op == self.irecv]
+
+        class Req:
+            def wait(_):
+                for o in recvs:
+                    o.tensor.copy_(self._q(o.peer, o.group.rank()).get(timeout=60))
+        return [Req()]
+
+
+class _Group:
+    def __init__(self, rank, world):
+        self._rank, self._world = rank, world
+
+    def rank(self):
+        return self._rank
+
+    def size(self):
+        return self._world
+
+
+@pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (2, False, 4), (4, True, 1),
+                                              (3, False, 1)])
+def test_ring_equals_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(ring, "_attend", _attend)
+    fake = _Ring()
+    monkeypatch.setattr(ring, "_dist", lambda: fake)
+    q, k, v = _inputs(world, hkv)
+    ins = [_parts(x, world, causal) for x in (q, k, v)]
+    out, errors = {}, []
+
+    def rank(r):
+        try:
+            out[r] = ring.ring_attention(ins[0][r], ins[1][r], ins[2][r], group=_Group(r, world),
+                                         causal=causal).float()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    _check([out[r] for r in range(world)], q, k, v, causal)
+
+
+def _worker(rank, world, path, q, k, v, out):
+    checks.DEVICE_TYPE = "cpu"
+    ring._attend = _attend
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
+    try:
+        out[rank] = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v))).float()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ring_over_torch_distributed(tmp_path):
+    """The same ring through torch.distributed itself (gloo, 2 processes):
+    the real batch_isend_irecv pairing and peer numbering."""
+    q, k, v = _inputs(2, 2)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as m:
+        out = m.dict()
+        procs = [ctx.Process(target=_worker, args=(r, 2, str(tmp_path / "init"), q, k, v, out)) for r in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+        parts = [out[r] for r in range(2)]
+    _check(parts, q, k, v, True)
+
+
+def test_zigzag_round_trips():
+    x = torch.arange(2 * 3 * 12).view(2, 3, 12)
+    parts = zigzag(x, 3)
+    assert [p[0, 0].tolist() for p in parts] == [[0, 1, 10, 11], [2, 3, 8, 9], [4, 5, 6, 7]]
+    assert torch.equal(unzigzag(parts), x)
