@@ -9,9 +9,6 @@ batch_isend_irecv). The GPU twin runs under torchrun when two GPUs are lent
 from __future__ import annotations
 
 import math
-import queue
-import threading
-from collections import namedtuple
 
 import pytest
 
@@ -21,6 +18,7 @@ mp = pytest.importorskip("torch.multiprocessing")
 
 from tkc.torchops import checks, ring  # noqa: E402
 from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
+from ring_threads import run_ranks  # noqa: E402
 
 
 def reference(q, k, v, causal, scale):
@@ -60,76 +58,16 @@ def _check(parts, q, k, v, causal):
     assert (got.double() - want).norm() / want.norm() < 5e-3
 
 
-class _Ring:
-    """torch.distributed's point-to-point calls between threads: a queue per
-    (sender, receiver); a batch posts its sends, and its request's wait takes
-    what its receives expect."""
-    P2POp = namedtuple("P2POp", "op tensor peer group")
-
-    def __init__(self):
-        self.queues, self.lock = {}, threading.Lock()
-
-    def _q(self, src, dst):
-        with self.lock:
-            return self.queues.setdefault((src, dst), queue.Queue())
-
-    def isend(self):
-        pass
-
-    def irecv(self):
-        pass
-
-    def get_global_rank(self, group, rank):
-        return rank
-
-    def batch_isend_irecv(self, ops):
-        for o in ops:
-            if o.op == self.isend:
-                self._q(o.group.rank(), o.peer).put(o.tensor.clone())
-        recvs = [o for o in ops if o.op == self.irecv]
-
-        class Req:
-            def wait(_):
-                for o in recvs:
-                    o.tensor.copy_(self._q(o.peer, o.group.rank()).get(timeout=60))
-        return [Req()]
-
-
-class _Group:
-    def __init__(self, rank, world):
-        self._rank, self._world = rank, world
-
-    def rank(self):
-        return self._rank
-
-    def size(self):
-        return self._world
-
-
 @pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (2, False, 4), (4, True, 1),
                                               (3, False, 1)])
 def test_ring_equals_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     monkeypatch.setattr(ring, "_attend", _attend)
-    fake = _Ring()
-    monkeypatch.setattr(ring, "_dist", lambda: fake)
     q, k, v = _inputs(world, hkv)
     ins = [_parts(x, world, causal) for x in (q, k, v)]
-    out, errors = {}, []
-
-    def rank(r):
-        try:
-            out[r] = ring.ring_attention(ins[0][r], ins[1][r], ins[2][r], group=_Group(r, world),
-                                         causal=causal).float()
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
-    _check([out[r] for r in range(world)], q, k, v, causal)
+    out = run_ranks(monkeypatch, world, lambda r, group: ring.ring_attention(
+        ins[0][r], ins[1][r], ins[2][r], group=group, causal=causal).float())
+    _check(out, q, k, v, causal)
 
 
 def _worker(rank, world, path, q, k, v, out):
