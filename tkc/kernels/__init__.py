@@ -28,6 +28,7 @@ from .linear_attention import based, linear_attention
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
 from .rotary import rotary
+from .scaled_mm_blockwise import scaled_mm_blockwise
 from .scaled_mm_hopper import scaled_mm_hopper
 
 
@@ -90,7 +91,8 @@ def library():
         # (128 wide) and use_fast_accum at each tile width it tunes over
         *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast) for out in ("bf16", "f32")
           for rowwise in (False, True) for bn, fast in ((128, False), (128, True), (192, True), (256, True))),
-        # tkc.quantize_fp8: bf16 -> e4m3 with 1x128 scales
+        # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
+        *(scaled_mm_blockwise(out) for out in ("bf16", "f32")),
         quantize_fp8,
         # tkc.rotary_embedding at the common head dims
         *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
