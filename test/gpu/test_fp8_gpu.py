@@ -158,3 +158,39 @@ def test_blockwise_scaled_mm_against_torch():
     except (RuntimeError, NotImplementedError, ValueError) as e:
         pytest.skip(f"torch {torch.__version__} refuses block scales here: {str(e).splitlines()[0]}")
     assert float((c.float() - peer.float()).norm() / peer.float().norm()) < 2 ** -7
+
+
+@pytest.mark.parametrize("counts, N, K", [([1000, 0, 3000, 128, 517], 4096, 7168), ([5, 0, 0, 300], 264, 256)])
+def test_grouped_contiguous_against_float32(counts, N, K):
+    """tkc.grouped_scaled_mm, contiguous layout (experts without rows, a block of padding only)
+    against each expert's float32 product of the dequantised operands."""
+    from fp8_blocks import contiguous_rows, dequantised_product, experts
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = contiguous_rows(counts, K, device="cuda", padding_blocks=1)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    r = 0
+    for e, m in enumerate(counts):
+        want = dequantised_product(a[r:r + m], b[e], sa[r:r + m], sb[e], torch.float32)
+        if m:
+            assert float((c[r:r + m].float() - want).norm() / want.norm()) < 2 ** -8
+        r += -(-m // 128) * 128
+
+
+@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384)])
+def test_grouped_masked_against_float32(counts, max_m):
+    """tkc.grouped_scaled_mm, masked layout (empty experts, counts not multiples of 128): rows
+    below each count against float32; row blocks wholly past a count are not written."""
+    from fp8_blocks import dequantised_product, experts, masked_rows
+    N, K = 2048, 1024
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = masked_rows(counts, max_m, K, device="cuda")
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float32)
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
+            assert float((c[e, :m] - want).norm() / want.norm()) < 1e-4
+    from tkc.torchops import grouped
+    marked = torch.full_like(c, 7.0)
+    grouped._kernel("f32", True)(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
+    for e, m in enumerate(counts):
+        assert (marked[e, -(-m // 128) * 128:] == 7).all()

@@ -46,3 +46,39 @@ def dequantised_product(a, b, sa, sb, dtype=torch.float64):
     A = a.to(dtype) * sa.to(dtype).repeat_interleave(128, 1)
     B = b.t().to(dtype) * sb.t().to(dtype).repeat_interleave(128, 0)[:b.shape[1]].repeat_interleave(128, 1)
     return A @ B.t()
+
+
+def experts(E, N, K, seed=0, device="cpu"):
+    """b [E, K, N] (column-major per expert) and scale_b [E, K/128, ceil(N/128)] (each expert's
+    stored transposed): tkc.grouped_scaled_mm's weights."""
+    w = data(E * N, N, K, seed=seed, device=device)[0].view(E, N, K)
+    qs = [blocks(w[e], 128) for e in range(E)]
+    b = torch.stack([q for q, _ in qs]).transpose(1, 2)
+    sb = torch.stack([s for _, s in qs]).transpose(1, 2)
+    return b, sb
+
+
+def contiguous_rows(counts, K, seed=1, device="cpu", padding_blocks=0):
+    """a [M, K], scale_a [M, K/128] (strides (1, M)) and groups [M/128] of the contiguous
+    layout: expert e's counts[e] rows padded with zero rows to a multiple of 128, then
+    `padding_blocks` blocks of padding only (expert -1)."""
+    pads = [-(-m // 128) * 128 for m in counts]
+    x = torch.zeros(sum(pads) + 128 * padding_blocks, K, device=device)
+    r = 0
+    for m, p in zip(counts, pads):
+        x[r:r + m] = data(m, 1, K, seed=seed + r, device=device)[0]
+        r += p
+    a, sa = blocks(x, 1)
+    groups = [e for e, p in enumerate(pads) for _ in range(p // 128)] + [-1] * padding_blocks
+    return a, sa.t().contiguous().t(), torch.tensor(groups, dtype=torch.int32, device=device)
+
+
+def masked_rows(counts, max_m, K, seed=1, device="cpu"):
+    """a [E, max_m, K], scale_a [E, max_m, K/128] (each expert's transposed) and groups = counts
+    [E] of the masked layout (rows past a count hold data too: they must not matter)."""
+    E = len(counts)
+    x = data(E * max_m, 1, K, seed=seed, device=device)[0].view(E, max_m, K)
+    qs = [blocks(x[e], 1) for e in range(E)]
+    a = torch.stack([q for q, _ in qs])
+    sa = torch.stack([s.t() for _, s in qs]).transpose(1, 2)
+    return a, sa, torch.tensor(counts, dtype=torch.int32, device=device)

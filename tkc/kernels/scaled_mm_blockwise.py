@@ -32,7 +32,7 @@ layout as it is (any M). Rows of A past M read scale 0 (fill) and TMA zeros.
 
 import tkc.dsl as tkc
 from tkc.dsl import f8e4m3, f32, gl, rt, rv, st, tma, warpgroup
-from tkc.ops import fma, load, subtile, zero
+from tkc.ops import fma, load, subtile, where, zero
 
 from .scaled_mm_hopper import BK, BM, EPILOGUE_BYTES
 
@@ -48,31 +48,56 @@ def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool
         scale_b  gl(f32, 1, 1, ceil(N/128), K/128)
         c        gl(out_dtype, 1, 1, M, N)
     """
-    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == "bf16" else 4))
-    name = "_".join(x for x in (f"scaled_mm_blockwise_{out_dtype}_{BM}x{BN}x{BK}",
-                                "" if stages == "auto" else f"s{stages}", "" if persistent else "np") if x)
-
     def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"),
                   scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, 1, "NB", "KB"),
                   c: gl(out_dtype, 1, 1, "M", "N")):
-        bn, bm, wg, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid(), tkc.warpid() % 4
-        a_s, b_s = st(f8e4m3, BM, BK), st(f8e4m3, BN, BK)
-        c_s = [st(out_dtype, BM, epi) for _ in range(2)]
-        acc = zero(rt(f32, 16, BN))
-        for k in tkc.range(a.c // BK, stages=stages):
-            tma.load(a_s, a, (0, 0, bm, k))
-            tma.load(b_s, b, (0, 0, bn, k))
-            # this warp's 16 rows of step k, and the tile's weight scale (rows past M: 0)
-            rows = load(rv(f32, 16, "col"), scale_a, (0, 0, k, bm * 8 + wg * 4 + w), fill=0.0)
-            s = load(f32, scale_b, at=(0, 0, bn, k), fill=0.0)
-            part = zero(rt(f32, 16, BN))
-            warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
-            warpgroup.mma_async_wait(part)
-            acc = fma(part, rows * s, acc)
-        for j in range(BN // epi):
-            out = c_s[j % 2]
-            warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(out_dtype), (wg, 0))
-            tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
+        tile(shared(out_dtype), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
 
-    return tkc.kernel(name=name, warps=8, persistent=persistent, order="auto", divisible={"K": BK},
+    return tkc.kernel(name=_name("scaled_mm_blockwise", out_dtype, stages, persistent), warps=8,
+                      persistent=persistent, order="auto", divisible={"K": BK},
                       grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(scaled_mm)
+
+
+def _name(what: str, out_dtype: str, stages, persistent: bool) -> str:
+    return "_".join(x for x in (f"{what}_{out_dtype}_{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
+                                "" if persistent else "np") if x)
+
+
+def shared(out_dtype: str):
+    """tile's shared memory (allocated at a kernel's top level): A's and B's stage, C's two
+    finish tiles."""
+    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == "bf16" else 4))
+    return st(f8e4m3, BM, BK), st(f8e4m3, BN, BK), [st(out_dtype, BM, epi) for _ in range(2)]
+
+
+def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
+    """C's 128 x 128 tile (bm, bn) in the shared memory `smem` (shared()): a, scale_a and c
+    at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
+    Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
+    in an if: the producer warp walks it on its own; its trip count can be 0)."""
+    a_s, b_s, c_s = smem
+    wg, w = tkc.warpgroupid(), tkc.warpid() % 4
+    acc = zero(rt(f32, 16, BN))
+    steps = a.c // BK if live is None else where(live, a.c // BK, 0)
+    for k in tkc.range(steps, stages=stages):
+        tma.load(a_s, a, (0, ga, bm, k))
+        tma.load(b_s, b, (0, gb, bn, k))
+        # this warp's 16 rows of step k, and the tile's weight scale (rows past M: 0)
+        rows = load(rv(f32, 16, "col"), scale_a, (0, ga, k, bm * 8 + wg * 4 + w), fill=0.0)
+        s = load(f32, scale_b, at=(0, gb, bn, k), fill=0.0)
+        part = zero(rt(f32, 16, BN))
+        warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
+        warpgroup.mma_async_wait(part)
+        acc = fma(part, rows * s, acc)
+    # a dead tile's stores go to the row block past c's end, which TMA clips whole (a
+    # tma.store cannot sit in an if either: warp 0 counts every store)
+    _finish(c_s, acc, c, ga, bm if live is None else where(live, bm, (c.r + BM - 1) // BM), bn)
+
+
+def _finish(c_s, acc, c, ga, bm, bn):
+    """The tile's result through two shared finish tiles to c, by TMA."""
+    epi, wg = c_s[0].cols, tkc.warpgroupid()
+    for j in range(BN // epi):
+        out = c_s[j % 2]
+        warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(c.dtype), (wg, 0))
+        tma.store(c, out, (0, ga, bm, bn * (BN // epi) + j))
