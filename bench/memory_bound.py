@@ -6,7 +6,8 @@ the same PyTorch code), interleaved in rounds, median ratio (METHOD.md).
 
 Bytes counted: what each op must read and write once (inputs, outputs,
 statistics), at their dtypes. Each tkc result is checked against PyTorch
-(float32 math) before it is timed (`rel err`). Rotary rows also time the
+(float32 math) before it is timed (`rel err`; quantize_fp8's against the
+eager rule, dequantised). Rotary rows also time the
 kernel's other block shapes (KERNELS below: `tkc build bench/memory_bound.py`
 builds them) as peers: `b2 1.02x` means the library's shape is 2% faster.
 """
@@ -149,13 +150,38 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
             yield f"{what} d{D} N{N}", tensors * x.numel() * 2 + 8 * N, 2 * x.numel() * 2, fns, {"tkc": err}
 
 
+def quantize_eager(x):
+    """tkc.quantize_fp8's rule in PyTorch (DeepGEMM's per-token cast, with its guards): (q, scales)."""
+    M, K = x.shape
+    blocks = x.float().view(M, K // 128, 128)
+    amax = torch.where(blocks.isnan(), 0.0, blocks.abs()).amax(-1).clamp(min=2.0 ** -100)
+    top = torch.full_like(amax, 448.0)
+    q = (blocks * torch.div(top, amax)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q.view(M, K), torch.div(amax, top)
+
+
+def quantize_rows(ops, quant_c):
+    """tkc.quantize_fp8: bytes are x read, q and the scales written; the error is of the
+    dequantised result against the eager rule's (0: they agree bit for bit)."""
+    for M, K in ((4096, 7168), (16384, 7168)):
+        x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+        fns = {"tkc": lambda: ops.quantize_fp8(x), "copy": lambda: x.clone()}
+        deq = lambda q, s: q.float() * s.repeat_interleave(128, 1)  # noqa: E731
+        errs = {"tkc": rel_err(deq(*fns["tkc"]()), deq(*quantize_eager(x)))}
+        if quant_c is not None:
+            fns["compile"] = lambda: quant_c(x)
+        yield f"quantize_fp8 1x128 M{M} K{K}", M * K * 3 + M * K // 32, 2 * x.numel() * 2, fns, errs
+
+
 def rows(compile_peer: bool = True):
     import tkc.torchops
     from tkc.torchops import norms
     fla_rope, fla_ln, fla_ln_fwd, fla_ln_bwd = fla()
-    rope_c, ln_c, ln_bwd_c = None, None, None
+    rope_c, ln_c, ln_bwd_c, quant_c = None, None, None, None
     if compile_peer:  # its compile takes a minute: --no-compile skips it
-        rope_c, ln_c, ln_bwd_c = (torch.compile(f) for f in (rope_eager, ln_eager, ln_bwd_eager))
+        rope_c, ln_c, ln_bwd_c, quant_c = (torch.compile(f) for f in (rope_eager, ln_eager, ln_bwd_eager,
+                                                                       quantize_eager))
+    yield from quantize_rows(tkc.torchops, quant_c)
     yield from rotary_rows(tkc.torchops, fla_rope, rope_c)
     yield from layernorm_rows(norms, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c)
 

@@ -13,7 +13,8 @@ from .tune import autotune  # noqa: F401  (tkc/tune: a builder's space, tuned pe
 
 _TORCH_OPS = ("attention", "attention_varlen", "linear_attention", "based", "hedgehog",
               "fftconv", "fftconv_filter", "layer_norm", "rms_norm", "rotary_embedding", "matmul",
-              "linear", "scaled_mm", "all_gather_matmul", "matmul_reduce_scatter", "ring_attention")
+              "linear", "scaled_mm", "quantize_fp8", "grouped_scaled_mm", "all_gather_matmul",
+              "matmul_reduce_scatter", "ring_attention")
 
 
 def __getattr__(name):

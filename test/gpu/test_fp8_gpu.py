@@ -1,8 +1,10 @@
 """8-bit floats on the GPU: conversions of register tiles bit for bit against
 the interpreter (rounding to nearest even, saturation, NaN), TMA round trips
-of 8-bit tiles, FP8 wgmma against float64, and tkc.scaled_mm (per-tensor and
+of 8-bit tiles, FP8 wgmma against float64, tkc.scaled_mm (per-tensor and
 row-wise scales, bf16 and f32 out) against torch._scaled_mm and a float32
-reference. Kernels at module level: `tkc build test/gpu/test_fp8_gpu.py`."""
+reference, tkc.quantize_fp8 against torch bit for bit, and tkc.scaled_mm with
+block scales against a float32 reference (and torch._scaled_mm where it takes
+them). Kernels at module level: `tkc build test/gpu/test_fp8_gpu.py`."""
 import sys
 from pathlib import Path
 
@@ -86,3 +88,109 @@ def test_scaled_mm_against_torch_and_float32(M, N, K, rowwise, out_dtype, fast):
     else:             # bf16's rounding (2^-9 an element, relative), or f32 accumulation's
         bound = 2 ** -9 if out_dtype == torch.bfloat16 else 1e-4
     assert err < max(bound, 1e-5 if out_dtype == torch.float32 and not fast else 1e-3), (err, bound)
+
+
+def quantize_reference(x):
+    """tkc.quantize_fp8's rule in torch on the GPU, float32 throughout. Both divisions are of
+    two tensors: torch's `448.0 / t` is reciprocal(t) * 448 and `t / 448.0` multiplies by
+    1/448 (on CUDA), neither the correctly rounded division the kernel does."""
+    M, K = x.shape
+    blocks = x.float().view(M, K // 128, 128)
+    amax = torch.where(blocks.isnan(), 0.0, blocks.abs()).amax(-1).clamp(min=2.0 ** -100)
+    top = torch.full_like(amax, 448.0)
+    q = (blocks * torch.div(top, amax)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q.view(M, K), torch.div(amax, top)
+
+
+@pytest.mark.parametrize("M, K", [(4096, 7168), (1000, 384), (8, 128)])
+def test_quantize_fp8_matches_torch_bit_for_bit(M, K):
+    from fp8_blocks import data
+    x = data(M, K, K, seed=1, spread=12, device="cuda")[0].to(torch.bfloat16)
+    x[0, :128] = 0
+    x[1, 5], x[2, 7], x[3, 200 % K] = float("inf"), float("nan"), -float("inf")
+    q, s = tkc.quantize_fp8(x)
+    want_q, want_s = quantize_reference(x)
+    assert s.shape == (M, K // 128) and s.stride() == (1, M)
+    same_q = (_bits(q) == _bits(want_q)) | (q.float().isnan() & want_q.float().isnan())
+    assert same_q.all(), (q[~same_q][:8], want_q[~same_q][:8])
+    assert torch.equal(s, want_s)
+
+
+@pytest.mark.parametrize("M, N, K, out_dtype", [
+    (4096, 7168, 16384, torch.bfloat16),
+    (8192, 8192, 8192, torch.bfloat16),
+    (777, 1000, 512, torch.bfloat16),
+    (300, 264, 128, torch.float32),
+    (1024, 2048, 4096, torch.float32),
+])
+def test_blockwise_scaled_mm_against_float32(M, N, K, out_dtype):
+    """a from tkc.quantize_fp8 (1x128), b from torch (128x128); against the float32 product of
+    the dequantised operands, and its error against the unquantised product no worse than
+    per-tensor scaling's (the worst row's: fp8_blocks / test_scaled_mm_blockwise.py say why)."""
+    from fp8_blocks import blocks, data, dequantised_product
+    x, w = data(M, N, K, seed=2, spread=8, device="cuda")
+    x = x.to(torch.bfloat16).float()
+    a, sa = tkc.quantize_fp8(x.to(torch.bfloat16))
+    qb, sb = blocks(w, 128)
+    b, sb = qb.t(), sb.t()
+    c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    want = dequantised_product(a, b, sa, sb, torch.float32)
+    err = float((c.float() - want).norm() / want.norm())
+    assert err < (2 ** -8 if out_dtype == torch.bfloat16 else 1e-4), err
+    if M * N * K <= 2 ** 33:
+        exact = x @ w.t()
+        sx, sw = x.abs().max() / 448, w.abs().max() / 448
+        tensor = tkc.scaled_mm((x / sx).to(torch.float8_e4m3fn), (w / sw).to(torch.float8_e4m3fn).t(),
+                               sx.reshape(()), sw.reshape(()), out_dtype=out_dtype)
+        worst = [float(((y.float() - exact).norm(dim=1) / exact.norm(dim=1)).max()) for y in (c, tensor)]
+        assert worst[0] <= worst[1], worst
+
+
+def test_blockwise_scaled_mm_against_torch():
+    """torch._scaled_mm with BlockWise1x128 / BlockWise128x128 scales, where this torch and GPU
+    take them (cuBLASLt's block scaling needs CUDA 12.9 and, in some torch builds, sm_100)."""
+    from fp8_blocks import data, quantised
+    M, N, K = 2048, 4096, 4096
+    a, b, sa, sb = quantised(*data(M, N, K, seed=4, device="cuda"))
+    c = tkc.scaled_mm(a, b, sa, sb)
+    try:
+        peer = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    except (RuntimeError, NotImplementedError, ValueError) as e:
+        pytest.skip(f"torch {torch.__version__} refuses block scales here: {str(e).splitlines()[0]}")
+    assert float((c.float() - peer.float()).norm() / peer.float().norm()) < 2 ** -7
+
+
+@pytest.mark.parametrize("counts, N, K", [([1000, 0, 3000, 128, 517], 4096, 7168), ([5, 0, 0, 300], 264, 256)])
+def test_grouped_contiguous_against_float32(counts, N, K):
+    """tkc.grouped_scaled_mm, contiguous layout (experts without rows, a block of padding only)
+    against each expert's float32 product of the dequantised operands."""
+    from fp8_blocks import contiguous_rows, dequantised_product, experts
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = contiguous_rows(counts, K, device="cuda", padding_blocks=1)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    r = 0
+    for e, m in enumerate(counts):
+        want = dequantised_product(a[r:r + m], b[e], sa[r:r + m], sb[e], torch.float32)
+        if m:
+            assert float((c[r:r + m].float() - want).norm() / want.norm()) < 2 ** -8
+        r += -(-m // 128) * 128
+
+
+@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384)])
+def test_grouped_masked_against_float32(counts, max_m):
+    """tkc.grouped_scaled_mm, masked layout (empty experts, counts not multiples of 128): rows
+    below each count against float32; row blocks wholly past a count are not written."""
+    from fp8_blocks import dequantised_product, experts, masked_rows
+    N, K = 2048, 1024
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = masked_rows(counts, max_m, K, device="cuda")
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float32)
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
+            assert float((c[e, :m] - want).norm() / want.norm()) < 1e-4
+    from tkc.torchops import grouped
+    marked = torch.full_like(c, 7.0)
+    grouped._kernel("f32", True)(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
+    for e, m in enumerate(counts):
+        assert (marked[e, -(-m // 128) * 128:] == 7).all()

@@ -114,6 +114,104 @@ def compare_scaled_mm(m, n, k, rowwise, rounds, fast=False):
                 ratio_max=max(ratios), rounds=rounds)
 
 
+def block_operands(m, n, k):
+    """a, b, scale_a, scale_b with block scales: a and its 1x128 scales from tkc.quantize_fp8
+    of bf16 activations, b's 128x128 scales in torch (n a multiple of 128)."""
+    import torch
+
+    import tkc
+    a, sa = tkc.quantize_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16))
+    w = torch.randn(n, k, device="cuda")
+    sb = w.view(n // 128, 128, k // 128, 128).abs().amax(dim=(1, 3)) / 448        # [N/128, K/128]
+    b = (w / sb.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)
+    return a, b.t(), sa, sb.t()
+
+
+def compare_scaled_mm_blockwise(m, n, k, rounds):
+    """One row: tkc.scaled_mm with block scales (1x128, 128x128) interleaved with
+    torch._scaled_mm with the same scales where this torch takes them on this GPU, else
+    with per-tensor scales of the same operands (the issue's bar: 1200 TFLOP/s either way);
+    the error against the float32 product of the dequantised operands."""
+    import statistics
+
+    import torch
+
+    import tkc
+    from .timing import interleaved, median_ratio
+    sets = [block_operands(m, n, k) for _ in range(max(1, min(4, -(-3 * L2_BYTES // (m * k + k * n + 2 * m * n)))))]
+    a, b, sa, sb = sets[0]
+    deq_a = a.float() * sa.repeat_interleave(128, 1)
+    deq_b = b.float() * sb.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    err = _rel_err(tkc.scaled_mm(a, b, sa, sb), deq_a @ deq_b)
+    del deq_a, deq_b
+    one = torch.tensor(1.0, device="cuda")
+    try:
+        torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+        peer, peer_name = (lambda *x: torch._scaled_mm(*x, out_dtype=torch.bfloat16)), "torch._scaled_mm blockwise"
+    except (RuntimeError, NotImplementedError, ValueError):
+        peer = lambda a, b, sa, sb: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)  # noqa: E731
+        peer_name = "torch._scaled_mm per-tensor"
+    flops = 2.0 * m * n * k
+    ms = interleaved({"tkc": rotating(tkc.scaled_mm, sets), "peer": rotating(peer, sets)},
+                     rounds, **timing_for(flops / 2))
+    ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
+    return dict(kernel="scaled_mm blockwise", shape=f"{m}x{n}x{k}", rel_err=err,
+                tkc_tflops=tflops(flops, statistics.median(ms["tkc"])), peer=peer_name,
+                peer_tflops=tflops(flops, statistics.median(ms["peer"])),
+                ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
+                ratio_max=max(ratios), rounds=rounds)
+
+
+MOE_COUNTS = [4000, 0, 2100, 1000, 3072, 0, 500, 5712]   # 8 experts, two empty: 16384 rows
+
+
+def compare_grouped(layout, n, k, rounds):
+    """One row: tkc.grouped_scaled_mm (contiguous or masked layout) interleaved with a loop of
+    per-expert tkc.scaled_mm calls with block scales over the same rows (empty experts
+    skipped), the issue's peer; the error against the loop's result."""
+    import statistics
+
+    import torch
+
+    import tkc
+    from .timing import interleaved, median_ratio
+    E, top, kb = len(MOE_COUNTS), max(MOE_COUNTS), k // 128
+    f8, u8 = torch.float8_e4m3fn, torch.uint8      # 8-bit floats are joined as bytes
+
+    def rows(t, m, total):
+        """t's first m rows (bytes or f32), zero rows after them up to `total`."""
+        return torch.cat([t[:m], t.new_zeros(total - m, t.shape[1])])
+
+    ops = [block_operands(max(m, 128), n, k) for m in MOE_COUNTS]          # per expert: a, b, sa, sb
+    b = torch.stack([o[1].t().view(u8) for o in ops]).view(f8).transpose(1, 2)   # [E, K, N], column-major each
+    sb = torch.stack([o[3].t() for o in ops]).transpose(1, 2)             # [E, K/128, N/128]
+    loop_args = [(o[0][:m], o[1], o[2][:m].t().contiguous().t(), o[3]) for o, m in zip(ops, MOE_COUNTS) if m]
+    pads = [-(-m // 128) * 128 for m in MOE_COUNTS]
+    if layout == "contiguous":
+        a = torch.cat([rows(o[0].view(u8), m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).view(f8)
+        sa = torch.cat([rows(o[2], m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).t().contiguous().t()
+        groups = torch.tensor([e for e, p in enumerate(pads) for _ in range(p // 128)], dtype=torch.int32,
+                              device="cuda")
+    else:
+        a = torch.stack([rows(o[0].view(u8), m, top) for o, m in zip(ops, MOE_COUNTS)]).view(f8)
+        sa = torch.stack([rows(o[2], m, top).t() for o, m in zip(ops, MOE_COUNTS)]).transpose(1, 2)
+        groups = torch.tensor(MOE_COUNTS, dtype=torch.int32, device="cuda")
+    assert sa.shape[-1] == kb
+    got = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    mine = torch.cat([got[sum(pads[:e]):sum(pads[:e]) + m] for e, m in enumerate(MOE_COUNTS)]) \
+        if layout == "contiguous" else torch.cat([got[e, :m] for e, m in enumerate(MOE_COUNTS)])
+    err = _rel_err(mine, torch.cat([tkc.scaled_mm(*x) for x in loop_args]))
+    flops = 2.0 * sum(MOE_COUNTS) * n * k
+    ms = interleaved({"tkc": lambda: tkc.grouped_scaled_mm(a, b, sa, sb, groups),
+                      "peer": lambda: [tkc.scaled_mm(*x) for x in loop_args]}, rounds, **timing_for(flops / 2))
+    ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
+    return dict(kernel=f"grouped_scaled_mm {layout}", shape=f"{E}x({'+'.join(map(str, MOE_COUNTS))})x{n}x{k}",
+                rel_err=err, tkc_tflops=tflops(flops, statistics.median(ms["tkc"])),
+                peer="loop of tkc.scaled_mm blockwise", peer_tflops=tflops(flops, statistics.median(ms["peer"])),
+                ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
+                ratio_max=max(ratios), rounds=rounds)
+
+
 def gemm_rows(quick: bool):
     from tkc.kernels import gemm, gemm_hopper
     rounds = 3 if quick else 5
@@ -127,6 +225,10 @@ def gemm_rows(quick: bool):
             for (m, n, k), rowwise in (((8192, 8192, 8192), False), ((8192, 8192, 8192), True),
                                        ((4096, 7168, 16384), False), ((4096, 7168, 16384), True)):
                 yield compare_scaled_mm(m, n, k, rowwise, rounds, fast)
+        for m, n, k in ((4096, 7168, 16384), (8192, 8192, 8192)):   # block scales (DeepSeek-V3's)
+            yield compare_scaled_mm_blockwise(m, n, k, rounds)
+        for layout in ("contiguous", "masked"):                       # MoE experts, two empty
+            yield compare_grouped(layout, 4096, 7168, rounds)
         yield compare_gemm(gemm_hopper("bf16", transpose_b=True), 4096, 4096, 4096, rounds,
                            transpose_b=True)
         yield compare_gemm(gemm_hopper("f32"), 4096, 4096, 4096, rounds, out_dtype="f32")

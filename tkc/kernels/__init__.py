@@ -26,7 +26,10 @@ from .hedgehog import hedgehog
 from .layernorm import layernorm_bwd, layernorm_fwd
 from .linear_attention import based, linear_attention
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
+from .quantize_fp8 import quantize_fp8
 from .rotary import rotary
+from .scaled_mm_blockwise import scaled_mm_blockwise
+from .scaled_mm_grouped import grouped_contiguous, grouped_masked
 from .scaled_mm_hopper import scaled_mm_hopper
 
 
@@ -89,6 +92,11 @@ def library():
         # (128 wide) and use_fast_accum at each tile width it tunes over
         *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast) for out in ("bf16", "f32")
           for rowwise in (False, True) for bn, fast in ((128, False), (128, True), (192, True), (256, True))),
+        # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
+        *(scaled_mm_blockwise(out) for out in ("bf16", "f32")),
+        # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts
+        *(build(out) for build in (grouped_contiguous, grouped_masked) for out in ("bf16", "f32")),
+        quantize_fp8,
         # tkc.rotary_embedding at the common head dims
         *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or

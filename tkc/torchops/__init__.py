@@ -6,7 +6,9 @@
     tkc.layer_norm, tkc.rms_norm             dropout + residual + LayerNorm / RMSNorm
     tkc.rotary_embedding                     RoPE
     tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
-    tkc.scaled_mm                            FP8 GEMM with per-tensor or row-wise scales
+    tkc.scaled_mm                            FP8 GEMM with per-tensor, row-wise or block scales
+    tkc.quantize_fp8                         bf16 -> e4m3 with 1x128 scales (for tkc.scaled_mm)
+    tkc.grouped_scaled_mm                    block-scaled FP8 GEMM of MoE experts (contiguous, masked)
     tkc.all_gather_matmul, tkc.matmul_reduce_scatter   GEMMs fused with NVLink collectives
     tkc.ring_attention                       context-parallel attention (forward)
 
@@ -18,12 +20,14 @@ from .attn import attention, attention_varlen
 from .collective import all_gather_matmul, matmul_reduce_scatter
 from .long_conv import fftconv, fftconv_filter
 from .gemm import linear, matmul
+from .grouped import grouped_scaled_mm
 from .linear_attn import based, hedgehog, linear_attention
 from .norms import layer_norm, rms_norm
 from .ring import ring_attention
 from .rotary import rotary_embedding
+from .quantize import quantize_fp8
 from .scaled import scaled_mm
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "based", "fftconv", "fftconv_filter", "hedgehog",
-           "layer_norm", "linear", "linear_attention", "matmul", "ring_attention", "rms_norm", "rotary_embedding",
-           "scaled_mm"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "based", "fftconv",
+           "fftconv_filter", "grouped_scaled_mm", "hedgehog", "layer_norm", "linear", "linear_attention", "matmul",
+           "quantize_fp8", "ring_attention", "rms_norm", "rotary_embedding", "scaled_mm"]

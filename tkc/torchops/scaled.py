@@ -10,6 +10,19 @@ rounded once to out_dtype (bf16 or f32); use_fast_accum as torch's. K must be a 
 16 bytes, for TMA), N of 8 (C's rows); M is free. Forward only (as
 torch._scaled_mm). The kernel: tkc/kernels/scaled_mm_hopper.py, its tile
 width BN tuned per shape with use_fast_accum (tkc.scaled_mm.fast_tile).
+
+Block scales (DeepSeek-V3's, torch's ScalingType.BlockWise1x128 for a and
+BlockWise128x128 for b, recognised by their shapes and strides as torch
+does): scale_a [M, K/128] with strides (1, M) (stored transposed, [K/128, M]
+contiguous: what tkc.quantize_fp8 returns), scale_b [K/128, ceil(N/128)]
+with strides (1, K/128) (b's blocks of 128 rows of K x 128 columns of N,
+stored as a contiguous [ceil(N/128), K/128]); K a multiple of 128;
+c[m, n] = sum over kb of (a_kb @ b_kb)[m, n] * scale_a[m, kb] * scale_b[kb, n // 128].
+The kernel: tkc/kernels/scaled_mm_blockwise.py (always promoted: the block
+scales are applied where each K step's partial joins the accumulator, so
+use_fast_accum=True is refused). Shapes that fit two kinds mean the same
+product (e.g. M = 1, K = 128, N <= 128: per tensor), so the first that fits
+is taken: per tensor, row-wise, blocks.
 """
 from __future__ import annotations
 
@@ -19,6 +32,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.scaled_mm_blockwise import scaled_mm_blockwise
 from ..kernels.scaled_mm_hopper import PROMOTED_BN, scaled_mm_hopper
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
@@ -34,6 +48,33 @@ OUT = {torch.bfloat16: "bf16", torch.float32: "f32"}
 @functools.lru_cache(maxsize=None)
 def _kernel(out: str, rowwise: bool, BN: int = 256, fast: bool = False):
     return scaled_mm_hopper(out, rowwise, BN=BN, fast_accum=fast)
+
+
+@functools.lru_cache(maxsize=None)
+def _block_kernel(out: str):
+    return scaled_mm_blockwise(out)
+
+
+BLOCK = 128   # the block scales' extent along K (and along N for b)
+
+
+def _scaling(M: int, N: int, K: int, sa: Tensor, sb: Tensor) -> str | None:
+    """"tensor", "rowwise" or "block" as the scales' shapes (and, for blocks,
+    strides: torch's layouts) say, the first that fits; None if none does."""
+    if sa.numel() == 1 and sb.numel() == 1:
+        return "tensor"
+    if tuple(sa.shape) == (M, 1) and tuple(sb.shape) == (1, N):
+        return "rowwise"
+    KB, NB = -(-K // BLOCK), -(-N // BLOCK)
+    if K % BLOCK == 0 and tuple(sa.shape) == (M, KB) and tuple(sb.shape) == (KB, NB) \
+            and _strides(sa, (1, M)) and _strides(sb, (1, KB)):
+        return "block"
+    return None
+
+
+def _strides(t: Tensor, want: tuple) -> bool:
+    """t's strides are `want` where its dims are longer than 1 (torch's check_size_stride)."""
+    return all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), want))
 
 
 def _key(a, b, sa, sb, c) -> tuple:
@@ -63,14 +104,34 @@ FAST_TILE = autotune(space={"BN": [256, 128, 192]}, key=_key, name="tkc.scaled_m
 
 def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     M, N = a.shape[0], b.shape[1]
-    rowwise = sa.numel() != 1 or sb.numel() != 1
+    kind = _scaling(M, N, a.shape[1], sa, sb)
+    rowwise = kind != "tensor"
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb: torch.zeros(M, N, device=a.device, dtype=out_dtype)
+    if kind == "block":
+        return _block_plan(a, b, sa, sb, out_dtype)
     bn = FAST_TILE.choose(_mn_key(M, N))["BN"] if fast else PROMOTED_BN
     c = torch.empty(M, N, device=a.device, dtype=out_dtype)
     views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
                                   sa.reshape(1, 1, 1, -1), sb.reshape(1, 1, 1, -1))
     launch = _kernel(OUT[out_dtype], rowwise, bn, fast).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
+
+    def run(a, b, sa, sb):
+        c = torch.empty(M, N, device=a.device, dtype=out_dtype)
+        launch(*views(a, b, sa, sb), c.view(1, 1, M, N))
+        return c
+    return run
+
+
+def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype):
+    """The block-scaled kernel's launch: the scales as the transposed
+    contiguous tensors they are stored as (sa.t() [K/128, M], sb.t()
+    [ceil(N/128), K/128]), no copies."""
+    M, N = a.shape[0], b.shape[1]
+    views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
+                                  sa.t().view(1, 1, *sa.t().shape), sb.t().view(1, 1, *sb.t().shape))
+    c = torch.empty(M, N, device=a.device, dtype=out_dtype)
+    launch = _block_kernel(OUT[out_dtype]).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
 
     def run(a, b, sa, sb):
         c = torch.empty(M, N, device=a.device, dtype=out_dtype)
@@ -100,8 +161,10 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
               out_dtype: torch.dtype = torch.bfloat16, use_fast_accum: bool = False) -> Tensor:
     """(a @ b) * scale_a * scale_b for a [M, K] e4m3 row-major and b [K, N] e4m3
     column-major (b.t() contiguous), f32 scales per tensor (one element each)
-    or row-wise (scale_a [M, 1], scale_b [1, N]), out_dtype bf16 or f32: the
-    semantics of torch._scaled_mm. K a multiple of 16, N of 8.
+    or row-wise (scale_a [M, 1], scale_b [1, N]) or in blocks (scale_a
+    [M, K/128] of 1x128 blocks, strides (1, M); scale_b [K/128, ceil(N/128)]
+    of 128x128 blocks, strides (1, K/128); K a multiple of 128), out_dtype
+    bf16 or f32: the semantics of torch._scaled_mm. K a multiple of 16, N of 8.
     use_fast_accum=True (as torch's): the wgmmas accumulate into the result
     directly, in their reduced precision, faster; False (the default):
     promoted into f32 every 128 of K, the accuracy of torch's default."""
@@ -126,13 +189,29 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
         raise TkcError(f"{fn}: b must be column-major, b.t() a contiguous [N, K] (FP8 wgmma reads "
                        f"both operands K-major), got strides {b.stride()}: pass b.t().contiguous().t()",
                        caller())
-    per_tensor = scale_a.numel() == 1 and scale_b.numel() == 1
-    rowwise = tuple(scale_a.shape) == (M, 1) and tuple(scale_b.shape) == (1, N)
-    if not (per_tensor or rowwise):
-        raise TkcError(f"{fn}: scales must be one element each (per tensor) or scale_a [M, 1] = "
-                       f"[{M}, 1] and scale_b [1, N] = [1, {N}] (row-wise), got "
-                       f"{tuple(scale_a.shape)} and {tuple(scale_b.shape)}", caller())
-    if not (scale_a.is_contiguous() and scale_b.is_contiguous()):
+    kind = _scaling(M, N, K, scale_a, scale_b)
+    if kind is None:
+        _explain_scales(fn, M, N, K, scale_a, scale_b)
+    if kind != "block" and not (scale_a.is_contiguous() and scale_b.is_contiguous()):
         raise TkcError(f"{fn}: scales must be contiguous", caller())
+    if kind == "block" and use_fast_accum:
+        raise TkcError(f"{fn}: block scales are applied where each K step's partial sum joins the f32 "
+                       f"accumulator (promotion): use_fast_accum=True has no block-scaled kernel", caller())
     check_device(fn, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
     return _scaled_mm(a, b, scale_a, scale_b, out_dtype, bool(use_fast_accum))
+
+
+def _explain_scales(fn: str, M: int, N: int, K: int, sa: Tensor, sb: Tensor) -> None:
+    """The located error for scales that fit no kind (_scaling)."""
+    KB, NB = K // BLOCK, -(-N // BLOCK)
+    if tuple(sa.shape) == (M, -(-K // BLOCK)) and tuple(sb.shape) == (-(-K // BLOCK), NB):
+        if K % BLOCK:
+            raise TkcError(f"{fn}: block scales cover 128 of K: K = {K} must be a multiple of 128", caller())
+        raise TkcError(f"{fn}: block scales must be stored transposed (torch's layout): scale_a "
+                       f"[{M}, {KB}] with strides (1, {M}) and scale_b [{KB}, {NB}] with strides (1, {KB}), "
+                       f"got strides {sa.stride()} and {sb.stride()} (tkc.quantize_fp8 returns scale_a "
+                       f"so; else pass s.t().contiguous().t())", caller())
+    raise TkcError(f"{fn}: scales must be one element each (per tensor), scale_a [M, 1] = [{M}, 1] and "
+                   f"scale_b [1, N] = [1, {N}] (row-wise), or blocks: scale_a [M, K/128] = "
+                   f"[{M}, {-(-K // BLOCK)}] and scale_b [K/128, ceil(N/128)] = [{-(-K // BLOCK)}, {NB}], "
+                   f"got {tuple(sa.shape)} and {tuple(sb.shape)}", caller())

@@ -1,0 +1,102 @@
+"""tkc.grouped_scaled_mm on the CPU, the interpreter standing in for the GPU:
+the block-scaled FP8 GEMM of MoE experts in DeepGEMM's contiguous layout
+(row blocks of several experts, an expert without rows, a block of padding
+only) and masked layout (an empty expert, counts not multiples of 128, a
+full one) against float64 products of the dequantised operands, what the
+masked layout leaves unwritten, fake tensors, and the refusals at the
+caller's line. The GPU twin: test/gpu/test_fp8_gpu.py."""
+from __future__ import annotations
+
+import pytest
+from helpers import interpreted
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+import tkc  # noqa: E402
+from fp8_blocks import E4M3, contiguous_rows, dequantised_product, experts, masked_rows  # noqa: E402
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels.scaled_mm_grouped import grouped_contiguous, grouped_masked  # noqa: E402
+from tkc.torchops import checks, grouped as op  # noqa: E402
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "_kernel", lambda out, masked:
+                        interpreted((grouped_masked if masked else grouped_contiguous)(out)))
+
+
+def expert_product(a, sa, b, sb, e):
+    """a's rows (sa their [rows, K/128] scales) times expert e's weights, float64."""
+    return dequantised_product(a, b[e], sa, sb[e])
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+def test_contiguous_layout(cpu_ops, out_dtype):
+    counts, N, K = [100, 0, 130], 200, 256
+    b, sb = experts(3, N, K)
+    a, sa, groups = contiguous_rows(counts, K, padding_blocks=1)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=out_dtype)
+    assert c.shape == (a.shape[0], N) and c.dtype == out_dtype
+    tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
+    for blk, e in enumerate(groups.tolist()):
+        rows = slice(128 * blk, 128 * blk + 128)
+        if e < 0:
+            continue                                  # padding only: not written (below)
+        want = expert_product(a[rows], sa[rows], b, sb, e)
+        assert torch.allclose(c[rows].double(), want, rtol=tol, atol=tol * want.abs().max().item())
+    marked = torch.full_like(c, 7.0, dtype=torch.float32)
+    op._kernel("f32", False)(*op._views(a, b, sa, sb, groups), marked.view(1, 1, *c.shape))
+    assert (marked[-128:] == 7).all() and (marked[:100] != 7).all()
+
+
+def test_masked_layout(cpu_ops):
+    counts, max_m, N, K = [100, 0, 256], 256, 136, 384
+    b, sb = experts(3, N, K, seed=5)
+    a, sa, groups = masked_rows(counts, max_m, K)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float32)
+    assert c.shape == (3, max_m, N)
+    for e, n in enumerate(counts):
+        if n:
+            want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
+            assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+    # blocks wholly past a count are not written: run again into a marked output
+    marked = torch.full_like(c, 7.0)
+    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    assert (marked[1] == 7).all() and (marked[0, 128:] == 7).all() and (marked[0, :100] != 7).all()
+
+
+def test_fake_tensors_give_the_shape_and_dtype():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        a, b = torch.empty(2, 64, 256, dtype=E4M3), torch.empty(2, 136, 256, dtype=E4M3).transpose(1, 2)
+        c = op._grouped(a, b, torch.empty(2, 2, 64).transpose(1, 2), torch.empty(2, 2, 2).transpose(1, 2),
+                        torch.empty(2, dtype=torch.int32), torch.float32)
+    assert c.shape == (2, 64, 136) and c.dtype == torch.float32
+
+
+def _call(**kw):
+    b, sb = experts(2, 200, 256)
+    a, sa, groups = contiguous_rows([100, 50], 256)
+    args = dict(a=a, b=b, scale_a=sa, scale_b=sb, groups=groups)
+    args.update(kw)
+    return lambda: tkc.grouped_scaled_mm(**args)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: _call(a=torch.zeros(200, 256, dtype=E4M3)), "M = 200 must be one"),
+    (lambda: _call(b=torch.zeros(2, 256, 200, dtype=E4M3)), "b must be column-major per expert"),
+    (lambda: _call(scale_a=torch.ones(256, 2)), "scale_a must be [256, 2] with strides (1, 256)"),
+    (lambda: _call(scale_b=torch.ones(2, 2, 2)), "scale_b must be [E, K/128, ceil(N/128)]"),
+    (lambda: _call(groups=torch.zeros(3, dtype=torch.int32)), "groups must be a contiguous int32 [2]"),
+    (lambda: _call(groups=torch.zeros(2)), "groups must be int32"),
+    (lambda: _call(a=torch.zeros(2, 3, 64, 256, dtype=E4M3)), "a must be [M, K] (contiguous layout)"),
+    (lambda: _call(out_dtype=torch.float16), "out_dtype must be"),
+])
+def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
+    call = make()
+    with pytest.raises(TkcError) as info:
+        call()
+    assert message in info.value.message, info.value.message
+    assert info.value.where.startswith(__file__)

@@ -1,0 +1,103 @@
+"""The block-scaled FP8 GEMM on Hopper (DeepSeek-V3's recipe, DeepGEMM's
+kernel): C[M, N] = sum over K blocks kb of (A_kb B_kb^T) * sa[m, kb] * sb[n // 128, kb].
+
+A is M x K e4m3 with 1x128 scales (one a row and 128 columns: what
+quantize_fp8.py writes), B is N x K e4m3 (K-major) with 128x128 scales (one
+a block of 128 rows and 128 columns: weights quantised offline). K is a
+multiple of 128. C is bf16 or f32.
+
+The structure is the promoted scaled_mm_hopper's (a producer warpgroup's
+TMA ring, two consumer warpgroups of 64 rows, a persistent grid), with the
+scales moved into the loop: each K step's four k32 wgmmas go into a zeroed
+partial tile, and the partial joins the f32 accumulator scaled,
+
+    acc = fma(part, sa_rows * sb, acc)          (one FFMA an element)
+
+so the block scales cost no more than promotion already did. The tile is
+128 wide (BN = 128): one weight-scale block a tile, so sb is one scalar a K
+step. 256 (two blocks) would need a second row of scales, but the
+two-accumulator kernel already spills at 192 and 256 (scaled_mm_hopper's
+PROMOTED_BN), so it is 128 only.
+
+Scales are read from global memory by the consumers, not by TMA: a warp's 16
+row scales of step kb are one contiguous 64-byte piece of the transposed
+sa [K/128, M] (two floats a lane), and sb one broadcast float. They are
+issued before the wgmmas and first used after their wait, so their latency
+(L2: the scales are a few hundred KB) overlaps the step's MMAs. DeepGEMM
+instead lands sa by TMA with the A tile (a 1-D box of BM floats into the
+ring's stage) and sb into shared memory before the loop: that needs M's
+scale rows padded to 16 bytes for TMA, where a plain load takes torch's
+layout as it is (any M). Rows of A past M read scale 0 (fill) and TMA zeros.
+"""
+
+import tkc.dsl as tkc
+from tkc.dsl import f8e4m3, f32, gl, rt, rv, st, tma, warpgroup
+from tkc.ops import fma, load, subtile, where, zero
+
+from .scaled_mm_hopper import BK, BM, EPILOGUE_BYTES
+
+BN = 128   # one 128-wide block of B's scales a tile (see above)
+
+
+def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool = True):
+    """The kernel; its arguments, in order:
+
+        a        gl(f8e4m3, 1, 1, M, K)
+        b        gl(f8e4m3, 1, 1, N, K)       B^T as stored (torch's column-major b)
+        scale_a  gl(f32, 1, 1, K/128, M)      transposed: row kb holds every row's scale
+        scale_b  gl(f32, 1, 1, ceil(N/128), K/128)
+        c        gl(out_dtype, 1, 1, M, N)
+    """
+    def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"),
+                  scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, 1, "NB", "KB"),
+                  c: gl(out_dtype, 1, 1, "M", "N")):
+        tile(shared(out_dtype), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
+
+    return tkc.kernel(name=_name("scaled_mm_blockwise", out_dtype, stages, persistent), warps=8,
+                      persistent=persistent, order="auto", divisible={"K": BK},
+                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(scaled_mm)
+
+
+def _name(what: str, out_dtype: str, stages, persistent: bool) -> str:
+    return "_".join(x for x in (f"{what}_{out_dtype}_{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
+                                "" if persistent else "np") if x)
+
+
+def shared(out_dtype: str):
+    """tile's shared memory (allocated at a kernel's top level): A's and B's stage, C's two
+    finish tiles."""
+    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == "bf16" else 4))
+    return st(f8e4m3, BM, BK), st(f8e4m3, BN, BK), [st(out_dtype, BM, epi) for _ in range(2)]
+
+
+def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
+    """C's 128 x 128 tile (bm, bn) in the shared memory `smem` (shared()): a, scale_a and c
+    at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
+    Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
+    in an if: the producer warp walks it on its own; its trip count can be 0)."""
+    a_s, b_s, c_s = smem
+    wg, w = tkc.warpgroupid(), tkc.warpid() % 4
+    acc = zero(rt(f32, 16, BN))
+    steps = a.c // BK if live is None else where(live, a.c // BK, 0)
+    for k in tkc.range(steps, stages=stages):
+        tma.load(a_s, a, (0, ga, bm, k))
+        tma.load(b_s, b, (0, gb, bn, k))
+        # this warp's 16 rows of step k, and the tile's weight scale (rows past M: 0)
+        rows = load(rv(f32, 16, "col"), scale_a, (0, ga, k, bm * 8 + wg * 4 + w), fill=0.0)
+        s = load(f32, scale_b, at=(0, gb, bn, k), fill=0.0)
+        part = zero(rt(f32, 16, BN))
+        warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
+        warpgroup.mma_async_wait(part)
+        acc = fma(part, rows * s, acc)
+    # a dead tile's stores go to the row block past c's end, which TMA clips whole (a
+    # tma.store cannot sit in an if either: warp 0 counts every store)
+    _finish(c_s, acc, c, ga, bm if live is None else where(live, bm, (c.r + BM - 1) // BM), bn)
+
+
+def _finish(c_s, acc, c, ga, bm, bn):
+    """The tile's result through two shared finish tiles to c, by TMA."""
+    epi, wg = c_s[0].cols, tkc.warpgroupid()
+    for j in range(BN // epi):
+        out = c_s[j % 2]
+        warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(c.dtype), (wg, 0))
+        tma.store(c, out, (0, ga, bm, bn * (BN // epi) + j))

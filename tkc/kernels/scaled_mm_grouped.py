@@ -1,0 +1,62 @@
+"""The grouped block-scaled FP8 GEMM for mixture-of-experts (DeepGEMM's two
+layouts): each expert's rows of A times that expert's B, with the block
+scales of scaled_mm_blockwise.py (whose `tile` both kernels run).
+
+Contiguous (prefill): the rows of all experts concatenated, a [M, K], each
+expert's rows padded to a multiple of 128 so that a 128-row tile belongs to
+one expert; expert [M/128] int32 names each row block's expert (-1: a block
+of padding only, or any index not of an expert: the block runs no K steps
+and its rows of C are not written). b [E, N, K], scale_b [E, N/128, K/128].
+A tile reads its expert once (a broadcast load in the producer, whose TMA
+coordinates it sets, and in the consumers, whose weight scale it picks). An
+expert without rows has no row blocks: nothing to do.
+
+Masked (decode, CUDA graphs: shapes fixed, counts on the device): a [E,
+max_m, K], count [E] int32 the rows of each expert in use; the grid covers
+every (expert, row block), and a block past its expert's count runs no K
+steps and stores nothing, so an empty expert costs a grid slot and a load
+of its count. C's rows past count inside a live block hold whatever A's
+rows there give (DeepGEMM's are unspecified too).
+"""
+
+import tkc.dsl as tkc
+from tkc.dsl import f8e4m3, f32, gl, i32
+from tkc.ops import load
+
+from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
+
+
+def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
+    """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, M),
+    scale_b gl(f32, 1, E, ceil(N/128), K/128), expert gl(i32, 1, 1, 1, M/128), c gl(out, 1, 1, M, N)."""
+    def grouped(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
+                scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, "E", "NB", "KB"),
+                expert: gl(i32, 1, 1, 1, "MB"), c: gl(out_dtype, 1, 1, "M", "N")):
+        bn, bm = tkc.block_idx.x, tkc.block_idx.y
+        smem = shared(out_dtype)
+        e = load_index(expert, bm)
+        tile(smem, a, b, scale_a, scale_b, c, 0, e, bm, bn, stages, live=(e >= 0) & (e < b.d))
+
+    return tkc.kernel(name=_name("scaled_mm_grouped_contiguous", out_dtype, stages, True), warps=8,
+                      persistent=True, order="auto", divisible={"K": BK, "M": BM},
+                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(grouped)
+
+
+def grouped_masked(out_dtype: str = "bf16", stages="auto"):
+    """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, max_m),
+    scale_b gl(f32, 1, E, ceil(N/128), K/128), count gl(i32, 1, 1, 1, E), c gl(out, 1, E, max_m, N)."""
+    def grouped(a: gl(f8e4m3, 1, "E", "MM", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
+                scale_a: gl(f32, 1, "E", "KB", "MM"), scale_b: gl(f32, 1, "E", "NB", "KB"),
+                count: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, "E", "MM", "N")):
+        bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        smem = shared(out_dtype)
+        tile(smem, a, b, scale_a, scale_b, c, e, e, bm, bn, stages, live=bm * BM < load_index(count, e))
+
+    return tkc.kernel(name=_name("scaled_mm_grouped_masked", out_dtype, stages, True), warps=8,
+                      persistent=True, order="auto", divisible={"K": BK},
+                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d))(grouped)
+
+
+def load_index(g, i):
+    """Element i of an i32 vector gl (0 past its end)."""
+    return load(i32, g, at=(0, 0, 0, i), fill=0)

@@ -1,0 +1,148 @@
+"""The grouped block-scaled FP8 GEMM for mixture-of-experts as a PyTorch op:
+tkc.grouped_scaled_mm, DeepGEMM's two layouts in torch._scaled_mm's
+conventions (e4m3 operands, f32 block scales stored transposed, b
+column-major per expert).
+
+    c = tkc.grouped_scaled_mm(a, b, scale_a, scale_b, groups)
+
+b [E, K, N] (b[e] column-major: b.transpose(1, 2) a contiguous [E, N, K])
+with 128x128 scales scale_b [E, K/128, ceil(N/128)] (scale_b.transpose(1, 2)
+contiguous), K a multiple of 128, N of 8. a's layout is told by its rank:
+
+- contiguous (2-D a, prefill): a [M, K] holds every expert's rows, each
+  expert's padded to a multiple of 128 (M a multiple of 128); scale_a
+  [M, K/128] with strides (1, M) (tkc.quantize_fp8's); groups [M/128] int32,
+  the expert of each block of 128 rows (-1: padding only; such a block's
+  rows of c, and those of a block naming no expert, are not written).
+  c [M, N], row r = a[r] @ b[groups[r // 128]] with the block scales.
+- masked (3-D a, decode under CUDA graphs): a [E, max_m, K], scale_a
+  [E, max_m, K/128] with strides (K/128 * max_m, 1, max_m) (each expert's
+  transposed); groups [E] int32, the rows in use of each expert (read on
+  the device). c [E, max_m, N]: rows below groups[e] are a[e] @ b[e] with
+  the block scales; row blocks wholly past them are not written, the rest
+  of a live block's rows hold what a's rows there give.
+
+Forward only. The kernels: tkc/kernels/scaled_mm_grouped.py.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..kernels.scaled_mm_grouped import grouped_contiguous, grouped_masked
+from ..runtime.callsite import caller
+from .checks import check_device, check_tensor
+from .eager import Op, public
+from .plans import PlanCache, signature
+
+__all__ = ["grouped_scaled_mm"]
+E4M3, F32, I32 = torch.float8_e4m3fn, torch.float32, torch.int32
+OUT = {torch.bfloat16: "bf16", torch.float32: "f32"}
+BLOCK = 128
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(out: str, masked: bool):
+    return (grouped_masked if masked else grouped_contiguous)(out)
+
+
+def _views(a, b, sa, sb, groups):
+    """The kernels' gls: a (1, 1 or E, rows, K), b (1, E, N, K), the scales as stored
+    (transposed), groups (1, 1, 1, n)."""
+    a4 = a.view(1, 1, *a.shape) if a.dim() == 2 else a.view(1, *a.shape)
+    sa4 = sa.t().view(1, 1, *sa.t().shape) if sa.dim() == 2 else sa.transpose(1, 2).view(1, *sa.transpose(1, 2).shape)
+    bt, sbt = b.transpose(1, 2), sb.transpose(1, 2)
+    return a4, bt.view(1, *bt.shape), sa4, sbt.view(1, *sbt.shape), groups.view(1, 1, 1, -1)
+
+
+def _out(a, b, out_dtype):
+    return a.new_empty((*a.shape[:-1], b.shape[2]), dtype=out_dtype)
+
+
+def _plan(a, b, sa, sb, groups, out_dtype):
+    masked = a.dim() == 3
+    if a.numel() == 0 or b.numel() == 0:
+        return lambda a, b, sa, sb, groups: _out(a, b, out_dtype).zero_()
+    c = _out(a, b, out_dtype)
+    launch = _kernel(OUT[out_dtype], masked).prepare(*_views(a, b, sa, sb, groups), c.view(1, -1, *c.shape[-2:]))
+
+    def run(a, b, sa, sb, groups):
+        c = _out(a, b, out_dtype)
+        launch(*_views(a, b, sa, sb, groups), c.view(1, -1, *c.shape[-2:]))
+        return c
+    return run
+
+
+_plans = PlanCache(_plan)
+
+
+def _impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, groups: Tensor,
+          out_dtype: torch.dtype) -> Tensor:
+    return _plans((signature(a, b, scale_a, scale_b, groups), out_dtype), a, b, scale_a, scale_b, groups,
+                  out_dtype)(a, b, scale_a, scale_b, groups)
+
+
+def _fake(a, b, scale_a, scale_b, groups, out_dtype):
+    return _out(a, b, out_dtype)
+
+
+_grouped = Op("tkc::grouped_scaled_mm", _impl, _fake)
+
+
+@public
+def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, groups: Tensor,
+                      out_dtype: torch.dtype = torch.bfloat16) -> Tensor:
+    """Each expert's rows of a times its b[e], block-scaled FP8 (1x128 scales for a, 128x128
+    for b): contiguous if a is [M, K] (groups: the expert of each 128-row block), masked if a
+    is [E, max_m, K] (groups: each expert's row count). Layouts in the module's docstring."""
+    fn = "grouped_scaled_mm"
+    check_tensor(fn, "a", a, None, "", (E4M3,))
+    check_tensor(fn, "b", b, 3, "[E, K, N]", (E4M3,))
+    for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
+        check_tensor(fn, name, t, None, "", (F32,))
+    check_tensor(fn, "groups", groups, 1, "1-D", (I32,))
+    if a.dim() not in (2, 3):
+        raise TkcError(f"{fn}: a must be [M, K] (contiguous layout) or [E, max_m, K] (masked), got shape "
+                       f"{tuple(a.shape)}", caller())
+    if out_dtype not in OUT:
+        raise TkcError(f"{fn}: out_dtype must be torch.bfloat16 or torch.float32, got {out_dtype}", caller())
+    E, K, N = b.shape
+    masked = a.dim() == 3
+    rows, KB, NB = a.shape[-2], K // BLOCK, -(-N // BLOCK)
+    if a.shape[-1] != K or (masked and a.shape[0] != E):
+        raise TkcError(f"{fn}: a must be [{'E, max_m' if masked else 'M'}, K] with b's "
+                       f"{'E = ' + str(E) + ', ' if masked else ''}K = {K}, got {tuple(a.shape)}", caller())
+    if K % BLOCK or N % 8:
+        raise TkcError(f"{fn}: K = {K} must be a multiple of 128 (the scales' blocks) and N = {N} of 8", caller())
+    if not masked and rows % BLOCK:
+        raise TkcError(f"{fn}: in the contiguous layout each expert's rows are padded to a multiple of 128, "
+                       f"so M = {rows} must be one", caller())
+    if not a.is_contiguous():
+        raise TkcError(f"{fn}: a must be contiguous (row-major), got strides {a.stride()}", caller())
+    if b.stride() != (K * N, 1, K):
+        raise TkcError(f"{fn}: b must be column-major per expert, b.transpose(1, 2) a contiguous [E, N, K] "
+                       f"(FP8 wgmma reads both operands K-major), got strides {b.stride()}", caller())
+    want_sa = ((E, rows, KB), (KB * rows, 1, rows)) if masked else ((rows, KB), (1, rows))
+    if tuple(scale_a.shape) != want_sa[0] or not _strides_ok(scale_a, want_sa[1]):
+        raise TkcError(f"{fn}: scale_a must be {list(want_sa[0])} with strides {want_sa[1]} (1x128 blocks, "
+                       f"stored transposed as tkc.quantize_fp8 writes them), got {tuple(scale_a.shape)} with "
+                       f"strides {scale_a.stride()}", caller())
+    if tuple(scale_b.shape) != (E, KB, NB) or not _strides_ok(scale_b, (KB * NB, 1, KB)):
+        raise TkcError(f"{fn}: scale_b must be [E, K/128, ceil(N/128)] = [{E}, {KB}, {NB}] with strides "
+                       f"({KB * NB}, 1, {KB}) (128x128 blocks, each expert's stored transposed), got "
+                       f"{tuple(scale_b.shape)} with strides {scale_b.stride()}", caller())
+    n = E if masked else rows // BLOCK
+    if groups.shape[0] != n or not groups.is_contiguous():
+        what = "each expert's row count" if masked else "the expert of each 128-row block of a"
+        raise TkcError(f"{fn}: groups must be a contiguous int32 [{n}]: {what}, got shape "
+                       f"{tuple(groups.shape)}", caller())
+    check_device(fn, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("groups", groups))
+    return _grouped(a, b, scale_a, scale_b, groups, out_dtype)
+
+
+def _strides_ok(t: Tensor, want: tuple) -> bool:
+    """t's strides are `want` where its dims are longer than 1."""
+    return all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), want))
