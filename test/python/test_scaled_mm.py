@@ -24,8 +24,8 @@ E4M3 = torch.float8_e4m3fn
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256, fast=False:
-                        interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast)))
+    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256, fast=False, BM=128:
+                        interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast, BM=BM)))
 
 
 def operands(M, N, K, seed=0):

@@ -23,9 +23,9 @@ from tkc.torchops import checks, scaled as op  # noqa: E402
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_block_kernel", lambda out: interpreted(scaled_mm_blockwise(out)))
-    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=128, fast=False:     # per tensor, to compare
-                        interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast)))
+    monkeypatch.setattr(op, "_block_kernel", lambda out, BM=128: interpreted(scaled_mm_blockwise(out, BM=BM)))
+    monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=128, fast=False, BM=128:     # per tensor, to compare
+                        interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast, BM=BM)))
 
 
 @pytest.mark.parametrize("M, N, K, out_dtype", [

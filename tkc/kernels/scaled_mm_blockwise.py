@@ -39,8 +39,9 @@ from .scaled_mm_hopper import BK, BM, EPILOGUE_BYTES
 BN = 128   # one 128-wide block of B's scales a tile (see above)
 
 
-def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool = True):
-    """The kernel; its arguments, in order:
+def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool = True, BM: int = BM):
+    """The kernel (BM: 128 or 192 rows, two or three consumer warpgroups, as
+    scaled_mm_hopper's); its arguments, in order:
 
         a        gl(f8e4m3, 1, 1, M, K)
         b        gl(f8e4m3, 1, 1, N, K)       B^T as stored (torch's column-major b)
@@ -51,23 +52,25 @@ def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool
     def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"),
                   scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, 1, "NB", "KB"),
                   c: gl(out_dtype, 1, 1, "M", "N")):
-        tile(shared(out_dtype), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
+        tile(shared(out_dtype, BM), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
 
-    return tkc.kernel(name=_name("scaled_mm_blockwise", out_dtype, stages, persistent), warps=8,
+    if BM not in (128, 192):
+        raise ValueError(f"scaled_mm_blockwise: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
+    return tkc.kernel(name=_name("scaled_mm_blockwise", out_dtype, stages, persistent, BM), warps=BM // 16,
                       persistent=persistent, order="auto", divisible={"K": BK},
                       grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(scaled_mm)
 
 
-def _name(what: str, out_dtype: str, stages, persistent: bool) -> str:
-    return "_".join(x for x in (f"{what}_{out_dtype}_{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
+def _name(what: str, out_dtype: str, stages, persistent: bool, rows: int = BM) -> str:
+    return "_".join(x for x in (f"{what}_{out_dtype}_{rows}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
                                 "" if persistent else "np") if x)
 
 
-def shared(out_dtype: str):
+def shared(out_dtype: str, rows: int = BM):
     """tile's shared memory (allocated at a kernel's top level): A's and B's stage, C's two
-    finish tiles."""
-    epi = EPILOGUE_BYTES // (BM * (2 if out_dtype == "bf16" else 4))
-    return st(f8e4m3, BM, BK), st(f8e4m3, BN, BK), [st(out_dtype, BM, epi) for _ in range(2)]
+    finish tiles (rows: the tile's, BM by default)."""
+    epi = 1 << ((EPILOGUE_BYTES // (rows * (2 if out_dtype == "bf16" else 4))).bit_length() - 1)
+    return st(f8e4m3, rows, BK), st(f8e4m3, BN, BK), [st(out_dtype, rows, epi) for _ in range(2)]
 
 
 def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
@@ -76,6 +79,7 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
     in an if: the producer warp walks it on its own; its trip count can be 0)."""
     a_s, b_s, c_s = smem
+    rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
     acc = zero(rt(f32, 16, BN))
     steps = a.c // BK if live is None else where(live, a.c // BK, 0)
@@ -83,15 +87,15 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
         tma.load(a_s, a, (0, ga, bm, k))
         tma.load(b_s, b, (0, gb, bn, k))
         # this warp's 16 rows of step k, and the tile's weight scale (rows past M: 0)
-        rows = load(rv(f32, 16, "col"), scale_a, (0, ga, k, bm * 8 + wg * 4 + w), fill=0.0)
+        sa = load(rv(f32, 16, "col"), scale_a, (0, ga, k, bm * (rows // 16) + wg * 4 + w), fill=0.0)
         s = load(f32, scale_b, at=(0, gb, bn, k), fill=0.0)
         part = zero(rt(f32, 16, BN))
         warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
         warpgroup.mma_async_wait(part)
-        acc = fma(part, rows * s, acc)
+        acc = fma(part, sa * s, acc)
     # a dead tile's stores go to the row block past c's end, which TMA clips whole (a
     # tma.store cannot sit in an if either: warp 0 counts every store)
-    _finish(c_s, acc, c, ga, bm if live is None else where(live, bm, (c.r + BM - 1) // BM), bn)
+    _finish(c_s, acc, c, ga, bm if live is None else where(live, bm, (c.r + rows - 1) // rows), bn)
 
 
 def _finish(c_s, acc, c, ga, bm, bn):

@@ -9,7 +9,8 @@ scale_a and scale_b f32, either one element each (per tensor) or scale_a
 rounded once to out_dtype (bf16 or f32); use_fast_accum as torch's. K must be a multiple of 16 (rows of
 16 bytes, for TMA), N of 8 (C's rows); M is free. Forward only (as
 torch._scaled_mm). The kernel: tkc/kernels/scaled_mm_hopper.py, its tile
-width BN tuned per shape with use_fast_accum (tkc.scaled_mm.fast_tile).
+width BN tuned per shape with use_fast_accum (tkc.scaled_mm.fast_tile), its
+height BM (128 or 192) without (tkc.scaled_mm.tile).
 
 Block scales (DeepSeek-V3's, torch's ScalingType.BlockWise1x128 for a and
 BlockWise128x128 for b, recognised by their shapes and strides as torch
@@ -46,13 +47,13 @@ OUT = {torch.bfloat16: "bf16", torch.float32: "f32"}
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(out: str, rowwise: bool, BN: int = 256, fast: bool = False):
-    return scaled_mm_hopper(out, rowwise, BN=BN, fast_accum=fast)
+def _kernel(out: str, rowwise: bool, BN: int = 256, fast: bool = False, BM: int = 128):
+    return scaled_mm_hopper(out, rowwise, BN=BN, fast_accum=fast, BM=BM)
 
 
 @functools.lru_cache(maxsize=None)
-def _block_kernel(out: str):
-    return scaled_mm_blockwise(out)
+def _block_kernel(out: str, BM: int = 128):
+    return scaled_mm_blockwise(out, BM=BM)
 
 
 BLOCK = 128   # the block scales' extent along K (and along N for b)
@@ -101,6 +102,13 @@ def _examples() -> list:
 FAST_TILE = autotune(space={"BN": [256, 128, 192]}, key=_key, name="tkc.scaled_mm.fast_tile",
                      examples=_examples)(lambda BN: _kernel("bf16", False, BN, True))
 
+# The promoted kernels' tile height (per-tensor, row-wise and block scales
+# alike: one structure, tuned on the per-tensor one): 192 rows (three
+# consumer warpgroups) share each 128-wide B tile among more output, 128 make
+# more items where M is short.
+TILE = autotune(space={"BM": [192, 128]}, key=_key, name="tkc.scaled_mm.tile",
+                examples=_examples)(lambda BM: _kernel("bf16", False, PROMOTED_BN, False, BM))
+
 
 def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     M, N = a.shape[0], b.shape[1]
@@ -108,13 +116,14 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     rowwise = kind != "tensor"
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb: torch.zeros(M, N, device=a.device, dtype=out_dtype)
+    bm = 128 if fast else TILE.choose(_mn_key(M, N))["BM"]
     if kind == "block":
-        return _block_plan(a, b, sa, sb, out_dtype)
+        return _block_plan(a, b, sa, sb, out_dtype, bm)
     bn = FAST_TILE.choose(_mn_key(M, N))["BN"] if fast else PROMOTED_BN
     c = torch.empty(M, N, device=a.device, dtype=out_dtype)
     views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
                                   sa.reshape(1, 1, 1, -1), sb.reshape(1, 1, 1, -1))
-    launch = _kernel(OUT[out_dtype], rowwise, bn, fast).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
+    launch = _kernel(OUT[out_dtype], rowwise, bn, fast, bm).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
 
     def run(a, b, sa, sb):
         c = torch.empty(M, N, device=a.device, dtype=out_dtype)
@@ -123,7 +132,7 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     return run
 
 
-def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype):
+def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, bm: int):
     """The block-scaled kernel's launch: the scales as the transposed
     contiguous tensors they are stored as (sa.t() [K/128, M], sb.t()
     [ceil(N/128), K/128]), no copies."""
@@ -131,7 +140,7 @@ def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype):
     views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
                                   sa.t().view(1, 1, *sa.t().shape), sb.t().view(1, 1, *sb.t().shape))
     c = torch.empty(M, N, device=a.device, dtype=out_dtype)
-    launch = _block_kernel(OUT[out_dtype]).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
+    launch = _block_kernel(OUT[out_dtype], bm).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
 
     def run(a, b, sa, sb):
         c = torch.empty(M, N, device=a.device, dtype=out_dtype)
