@@ -90,6 +90,13 @@ def test_scaled_mm_against_torch_and_float32(M, N, K, rowwise, out_dtype, fast):
     assert err < max(bound, 1e-5 if out_dtype == torch.float32 and not fast else 1e-3), (err, bound)
 
 
+# f32 output of promoted FP8 GEMMs: a K step's four k32 wgmmas add into their partial with
+# the tensor cores' FP8 accumulation (about 14 bits: DeepSeek-V3's report), 2^-13 relative
+# (1.2-1.3e-4 measured on the H200 at K 128 to 4096, one step or many); the interpreter's
+# exact sums meet 1e-5 (test/python/test_scaled_mm_blockwise.py)
+F32_BOUND = 2.5e-4
+
+
 def quantize_reference(x):
     """tkc.quantize_fp8's rule in torch on the GPU, float32 throughout. Both divisions are of
     two tensors: torch's `448.0 / t` is reciprocal(t) * 448 and `t / 448.0` multiplies by
@@ -136,7 +143,7 @@ def test_blockwise_scaled_mm_against_float32(M, N, K, out_dtype):
     c = tkc.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
     want = dequantised_product(a, b, sa, sb, torch.float32)
     err = float((c.float() - want).norm() / want.norm())
-    assert err < (2 ** -8 if out_dtype == torch.bfloat16 else 1e-4), err
+    assert err < (2 ** -8 if out_dtype == torch.bfloat16 else F32_BOUND), err
     if M * N * K <= 2 ** 33:
         exact = x @ w.t()
         sx, sw = x.abs().max() / 448, w.abs().max() / 448
@@ -188,7 +195,7 @@ def test_grouped_masked_against_float32(counts, max_m):
     for e, m in enumerate(counts):
         if m:
             want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
-            assert float((c[e, :m] - want).norm() / want.norm()) < 1e-4
+            assert float((c[e, :m] - want).norm() / want.norm()) < F32_BOUND
     from tkc.torchops import grouped
     marked = torch.full_like(c, 7.0)
     grouped._kernel("f32", True)(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
