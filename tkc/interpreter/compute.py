@@ -70,7 +70,7 @@ _UNARY = {
     "tk.log": np.log,
     "tk.log2": np.log2,
     "tk.abs": np.abs,
-    "tk.relu": lambda x: np.maximum(x, x.dtype.type(0)),
+    "tk.relu": lambda x: np.fmax(x, x.dtype.type(0)),   # max.f32: relu(NaN) = 0
     "tk.neg": np.negative,
     "tk.sqrt": _exact(np.sqrt),
     "tk.rsqrt": _exact(lambda x: 1 / np.sqrt(x)),
@@ -111,7 +111,7 @@ def _unary(c, op):
 
 _BINARY = {
     "tk.add": np.add, "tk.sub": np.subtract, "tk.mul": np.multiply,
-    "tk.div": np.divide, "tk.max": np.maximum, "tk.min": np.minimum,
+    "tk.div": np.divide, "tk.max": np.fmax, "tk.min": np.fmin,   # PTX max/min.f32: a NaN gives the other
 }
 
 
@@ -159,9 +159,11 @@ def _fma(c, op):
 
 # ---- reductions: row_* reduce each row (axis 1) into a "col" vector
 
+# max as the GPU's (max.f32 on each pair): NaNs are skipped, a row of NaNs alone gives NaN
+_fmax_reduce = np.fmax.reduce
 _REDUCE = {
-    "tk.row_max": (1, np.max, np.maximum), "tk.row_sum": (1, np.sum, np.add),
-    "tk.col_max": (0, np.max, np.maximum), "tk.col_sum": (0, np.sum, np.add),
+    "tk.row_max": (1, _fmax_reduce, np.fmax), "tk.row_sum": (1, np.sum, np.add),
+    "tk.col_max": (0, _fmax_reduce, np.fmax), "tk.col_sum": (0, np.sum, np.add),
 }
 
 
@@ -282,7 +284,7 @@ def _rand(c, op):
 
 # ---- whole-vector reductions: rv -> f32 scalar
 
-_VEC_REDUCE = {"tk.vec_sum": np.sum, "tk.vec_max": np.max, "tk.vec_min": np.min}
+_VEC_REDUCE = {"tk.vec_sum": np.sum, "tk.vec_max": np.fmax.reduce, "tk.vec_min": np.fmin.reduce}
 
 
 @handler(*_VEC_REDUCE)
