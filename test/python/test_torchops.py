@@ -39,7 +39,8 @@ def cpu_ops(monkeypatch):
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norms, "sms", lambda device: 2)
-    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved: _interpreted(rotary_kernel(D, interleaved)))
+    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
+        rotary_kernel(D, interleaved, inverse=inverse)))
 
 
 def _rel(a, b):

@@ -89,8 +89,9 @@ def library():
         # (128 wide) and use_fast_accum at each tile width it tunes over
         *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast) for out in ("bf16", "f32")
           for rowwise in (False, True) for bn, fast in ((128, False), (128, True), (192, True), (256, True))),
-        # tkc.rotary_embedding at the common head dims
-        *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
+        # tkc.rotary_embedding at the common head dims, forward and backward (inverse)
+        *(rotary(D, interleaved=i, inverse=inv) for D in (64, 128, 256) for i in (False, True)
+          for inv in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or
         # without, with dropout or without
         *(build(D, dropout=dropout, residual=residual) for build in NORMS

@@ -22,7 +22,7 @@ from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, plain_key, public
+from .eager import Op, grad_key, public, wants_grad
 from .plans import PlanCache, scratch, signature, sms
 
 __all__ = ["layer_norm", "rms_norm"]
@@ -101,6 +101,9 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
         return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
     row = lambda t: t.view(1, -1)  # noqa: E731
     part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
+    # the partial sums of a backward whose dw and db nobody wants: scratch memory
+    unread = scratch(dev, k * blocks * D, "norm partials")
+    unread = unread, None if rms else unread[blocks * D:]
     # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
     # dw's partials are part's first plane, so part itself is passed for them
     parts = operator.itemgetter(*(i for i, on in enumerate(
@@ -112,10 +115,13 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
 
     def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
         dx, dres = outputs()
+        if not params:
+            launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), p, seed, offset)
+            return dx, dres, None
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
         launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else part[1])),
                p, seed, offset)
-        return dx, dres, part.sum(1).to(w.dtype) if params else None
+        return dx, dres, part.sum(1).to(w.dtype)
     return run
 
 
@@ -164,8 +170,7 @@ def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps:
 
 
 def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
-    N = x.shape[0]
-    stat = x.new_empty(N, dtype=torch.float32)
+    stat = x.new_empty(x.shape[0], dtype=torch.float32)
     return torch.empty_like(x), torch.empty_like(x), stat, torch.empty_like(stat)
 
 
@@ -270,11 +275,12 @@ def _philox(x: Tensor, p: float) -> tuple[int, int]:
     return seed, offset & 0x7FFFFFFF
 
 
-# ---------------------------------------------------------------- plain calls
+# ---------------------------------------------------------------- repeated eager calls
 #
-# A plain call (eager.plain_key: nothing tracing, no gradient wanted) without
-# dropout whose tensors need no copy keeps the run of its forward plan: the
-# next call with its key goes straight there (the key fixes all the checks read).
+# An eager call (eager.grad_key: nothing tracing) without dropout, its tensors
+# needing no copy, keeps a run of its forward plan, which the next call with
+# its key goes straight to (the key fixes what the checks read): the plan, or,
+# with a gradient wanted (x as rows [N, D]), the op's autograd call with it.
 
 _plain = PlanCache()  # both norms': key -> run(x, weight, bias, residual)
 
@@ -286,15 +292,36 @@ def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor
             or residual is not None and r2.data_ptr() != residual.data_ptr():
         return
     plan = _fwd_plans(_plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
-    if residual is None:
-        def run(x, w, b, r):
-            y = plan(x, None, w, b, eps, 0.0, 0, 0, False)[0]
-            return (y, x) if prenorm else y
+    if wants_grad(x, residual, weight, bias):
+        if x2 is not x or residual is not None and r2 is not residual:
+            return
+        run = _grad_run(rms, eps, prenorm, plan, residual is not None)
     else:
-        def run(x, w, b, r):
+        def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
             out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
-            return out[:2] if prenorm else out[0]
+            return (out[0], x if r is None else out[1]) if prenorm else out[0]
     _plain.keep(key, run)
+
+
+def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
+    """The run of a call wanting a gradient: the full path's op, Op.fast with the plan."""
+    if rms:
+        def fwd(x, r, w, eps, p, seed, offset):  # _rms_fwd_impl's outputs
+            y, h, _, rstd = plan(x, r, w, None, eps, p, seed, offset)
+            return y, x.new_empty(0) if h is None else h, rstd
+        call = lambda x, w, b, r: _rms_fwd.fast(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
+    elif residual:
+        call = lambda x, w, b, r: _ln_fwd.fast(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
+    else:
+        def fwd(x, w, b, eps, p, seed, offset):  # _ln_fwd_nores_impl's outputs
+            y, _, mean, rstd = plan(x, None, w, b, eps, p, seed, offset)
+            return y, mean, rstd
+        call = lambda x, w, b, r: _ln_fwd_nores.fast(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
+
+    def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
+        out = call(x, w, b, r)
+        return (out[0], out[1] if residual else x) if prenorm else out[0]
+    return run
 
 
 @public
@@ -303,7 +330,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     """LayerNorm(dropout(x) + residual) over the last dim (bf16, D a multiple of
     256), differentiable in x, residual, weight and bias. prenorm=True also
     returns h = dropout(x) + residual, the residual stream's next value."""
-    key = plain_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
+    key = grad_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, bias, residual)
@@ -452,7 +479,7 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     residual and weight. prenorm=True also returns h, the residual stream's
     next value (without a residual, h = dropout(x): the residual kernels run
     with a zero residual to write it)."""
-    key = plain_key((True, eps, dropout_p, prenorm), x, weight, residual)
+    key = grad_key((True, eps, dropout_p, prenorm), x, weight, residual)
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, None, residual)
