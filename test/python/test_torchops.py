@@ -309,8 +309,9 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
         for _ in range(5):
             tkc.rotary_embedding(x, cos, sin)
         tkc.rotary_embedding(torch.randn(2, 32, 2, 64).to(BF), cos, sin)
+        assert len(rotary._plans.plans) == 2
     assert cuda.state.launches == 6
-    assert len(rotary._plans.plans) == 2
+    assert not rotary._plans.plans  # made with the fake driver: forgotten after it
 
 
 # ---------------------------------------------------------------- building what a call needs
@@ -387,6 +388,37 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
     with torch.no_grad():   # no gradient wanted (grad mode off): plain again
         assert torch.equal(tkc.layer_norm(x.clone().requires_grad_(), w, b), first[0])
     assert len(checked) == 2 and tkc.matmul(a, m).shape == (40, 48)
+
+
+def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
+    """A call that wants a gradient keeps its run (eager.grad_key, Op.fast):
+    the next call with its key skips the checks and gives the first's values
+    and gradients (rotary's backward: the inverse kernel)."""
+    g = torch.Generator().manual_seed(8)
+    x, dy = torch.randn(2, 16, 256, generator=g).to(BF), torch.randn(2, 16, 256, generator=g).to(BF)
+    w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), torch.randn(256, generator=g).to(BF)
+    ang = torch.rand(16, 32, generator=g)
+    cos, sin = ang.cos().to(BF), ang.sin().to(BF)
+    calls = [lambda x, w: tkc.layer_norm(x[0], w, b),
+             lambda x, w: tkc.layer_norm(x[0], w, b, residual=x[1], prenorm=True)[1] * 2,
+             lambda x, w: tkc.rms_norm(x[0], w),
+             lambda x, w: tkc.rotary_embedding(x.view(2, 16, 4, 64), cos, sin).view(2, 16, 256)]
+    results = []
+    for attempt in range(2):
+        for f in calls:
+            xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+            y = f(xg, wg)
+            y.backward(dy[0] if y.dim() == 2 else dy)
+            results.append((y.detach(), xg.grad, wg.grad))
+        for name in ("_check", "_explain"):
+            monkeypatch.setattr(norms, name, lambda *a: pytest.fail("checked again"))
+        monkeypatch.setattr(rotary, "_fits", lambda *a: pytest.fail("checked again"))
+    for first, again in zip(results[:len(calls)], results[len(calls):]):
+        assert all(u is None and v is None or torch.equal(u, v) for u, v in zip(first, again))
+    from tkc.kernels import reference
+    ref = reference.rotary(dy.view(2, 16, 4, 64).float().numpy(), cos.float().numpy(),
+                           -sin.float().numpy())  # the backward: the rotation by -theta
+    assert _rel(results[3][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
 
 
 @pytest.mark.parametrize("wanted", ["x", "w", "b", "xwb"])
