@@ -19,7 +19,7 @@ from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels.layernorm import layernorm_bwd, layernorm_fwd  # noqa: E402
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
 from tkc.kernels.rotary import rotary as rotary_kernel  # noqa: E402
-from tkc.torchops import checks, gemm, norms, rotary  # noqa: E402
+from tkc.torchops import checks, gemm, norm_plans, norms, rotary  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
 
 BF = torch.bfloat16
@@ -32,13 +32,13 @@ def cpu_ops(monkeypatch):
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
     monkeypatch.setattr(gemm, "_tile", lambda rows, cols: 64)  # the small tiles interpret faster
-    monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
+    monkeypatch.setattr(norm_plans, "rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
-    monkeypatch.setattr(norms, "_ln_kernels", lambda D, dropout, residual=True: tuple(
+    monkeypatch.setattr(norm_plans, "ln_kernels", lambda D, dropout, residual=True: tuple(
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
-    monkeypatch.setattr(norms, "sms", lambda device: 2)
+    monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
     monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
         rotary_kernel(D, interleaved, inverse=inverse)))
 

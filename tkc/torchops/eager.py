@@ -172,28 +172,26 @@ class Op:
 def _autograd_function(name: str, impl, setup, backward) -> type:
     """An autograd.Function running impl forward and `backward` back; without
     impl, one whose last argument is the forward to run (Op.fast)."""
+    if impl is not None:
+        def forward(ctx, *args):
+            ctx.set_materialize_grads(False)
+            out = impl(*args)
+            setup(ctx, args, out)
+            return out
 
-    def forward(ctx, *args):
-        ctx.set_materialize_grads(False)
-        out = impl(*args)
-        setup(ctx, args, out)
-        return out
+        def back(ctx, *grads):
+            return backward(ctx, *grads)
+    else:
+        def forward(ctx, *args):  # run last: needs_input_grad keeps impl's indices
+            ctx.set_materialize_grads(False)
+            args, run = args[:-1], args[-1]
+            out = run(*args)
+            setup(ctx, args, out)
+            return out
 
-    def back(ctx, *grads):
-        return backward(ctx, *grads)
-
-    def forward_run(ctx, *args):  # run last: needs_input_grad keeps impl's indices
-        ctx.set_materialize_grads(False)
-        args, run = args[:-1], args[-1]
-        out = run(*args)
-        setup(ctx, args, out)
-        return out
-
-    def back_run(ctx, *grads):
-        return *backward(ctx, *grads), None
-
-    if impl is None:
-        forward, back, name = forward_run, back_run, f"{name}_run"
+        def back(ctx, *grads):
+            return *backward(ctx, *grads), None
+        name = f"{name}_run"
     return type(f"Eager_{name.replace('::', '_')}", (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(back)})
 

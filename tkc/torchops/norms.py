@@ -10,148 +10,23 @@ TKC_OFFLINE=1 the kernels come from the artifact cache).
 """
 from __future__ import annotations
 
-import functools
-import operator
-
 import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
-from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, grad_key, public, wants_grad
-from .plans import PlanCache, scratch, signature, sms
+from .eager import Op, grad_key, public, tracing, wants_grad
+from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
+from .plans import PlanCache
 
 __all__ = ["layer_norm", "rms_norm"]
-WARPS = 4
 MAX_D = 16384  # the longest row the kernels serve
-
-
-@functools.lru_cache(maxsize=None)
-def _ln_kernels(D: int, dropout: bool, residual: bool = True):
-    return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
 
 
 def _bf16(t: Tensor) -> Tensor:
     return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
-
-
-# ---------------------------------------------------------------- the kernels' calls
-#
-# Both norms' kernels take their arguments in one order (tkc/kernels/layernorm.py),
-# each part present or not: forward x, [residual], w, [b] -> y, [h], [mean],
-# rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
-# residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
-# partials, [db partials], then p, seed, offset. The partial sums are one
-# [parts, blocks, D] f32 buffer (2 blocks an SM), reduced at once afterwards
-# into the [parts, D] output (an op's outputs may not alias each other).
-
-def _kernels(rms: bool, D: int, dropout: bool, residual: bool):
-    return (_rms_kernels if rms else _ln_kernels)(D, dropout, residual)
-
-
-def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | None, p: float):
-    N, D = x.shape
-    dev = x.device
-    # mean and rstd of calls without a backward: scratch memory, kept with the plan
-    unread = None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
-
-    def outputs(x, stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
-        y = torch.empty_like(x)            # not made); stats=False: mean and rstd unread
-        h = torch.empty_like(x) if res is not None else None
-        if not stats:
-            return y, h, *unread
-        mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
-        return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
-
-    if N == 0:
-        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs(x)
-    row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
-    # the kernel's tensors of (x, res, w, b, y, h, mean, rstd)
-    parts = operator.itemgetter(*(i for i, on in enumerate(
-        (True, res is not None, True, not rms, True, res is not None, not rms, True)) if on))
-    y, h, mean, rstd = outputs(x)
-    launch = _kernels(rms, D, p > 0, res is not None)[0].prepare(
-        *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
-                row(rstd))), p, 1e-5, 0, 0)
-
-    def run(x, res, w, b, eps, p, seed, offset, stats=True):
-        """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
-        y, h, mean, rstd = out = outputs(x, stats)
-        launch(*parts((x, res, w, b, y, h, mean, rstd)), p, eps, seed, offset)
-        return out
-    return run
-
-
-def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, mean: Tensor,
-              rstd: Tensor, p: float):
-    N, D = dy.shape
-    dev, residual = dy.device, dhn is not None
-    dres_too = residual and p > 0
-    k = 1 if rms else 2  # dw (and db) partial sums
-    blocks = sms(dev) * 2
-
-    def outputs():  # dres only where it differs from dx (None: not made)
-        return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None
-
-    if N == 0:
-        return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
-    row = lambda t: t.view(1, -1)  # noqa: E731
-    part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-    # the partial sums of a backward whose dw and db nobody wants: scratch memory
-    unread = scratch(dev, k * blocks * D, "norm partials")
-    unread = unread, None if rms else unread[blocks * D:]
-    # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
-    # dw's partials are part's first plane, so part itself is passed for them
-    parts = operator.itemgetter(*(i for i, on in enumerate(
-        (True, residual, True, True, not rms, True, True, dres_too, True, not rms)) if on))
-    dx, dres = outputs()
-    launch = _kernels(rms, D, p > 0, residual)[1].prepare(
-        *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
-                None if rms else part[1])), p, 0, 0)
-
-    def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
-        dx, dres = outputs()
-        if not params:
-            launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), p, seed, offset)
-            return dx, dres, None
-        part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else part[1])),
-               p, seed, offset)
-        return dx, dres, part.sum(1).to(w.dtype)
-    return run
-
-
-def _plan_key(rms: bool, p: float, *ts) -> tuple:
-    return rms, p > 0, signature(*ts)
-
-
-_fwd_plans = PlanCache(_fwd_plan)
-_bwd_plans = PlanCache(_bwd_plan)
-
-
-def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
-    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm;
-    stats=False: mean and rstd in scratch memory (for no backward)."""
-    plan = _fwd_plans(_plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
-    return plan(x, res, w, b, eps, p, seed, offset, stats)
-
-
-def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
-    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
-    the weight (and bias) gradients None unless params. The key: what the
-    backward's arguments may vary in. dy, dh_next and h are contiguous (the
-    autograd formulas and the forward make them so: their strides are still
-    keyed, as a compiled graph may hand others), w is bf16 [D] and the
-    statistics f32 [N] as the forward made them."""
-    key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
-           (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
-           None if dhn is None else dhn.stride())
-    plan = _bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
-    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)
 
 
 # ---------------------------------------------------------------- layer norm
@@ -166,7 +41,7 @@ def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
 
 def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
                  seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
+    return norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
 
 
 def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
@@ -178,7 +53,7 @@ def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: T
                  p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx), [dw; db]
     empty unless params (the weight's or the bias's gradient is wanted)."""
-    dx, dres, dwb = _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
+    dx, dres, dwb = norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dwb, weight)
 
 
@@ -192,10 +67,19 @@ def _given(t: Tensor | None, like: Tensor) -> Tensor:
     return like.new_empty(0, like.shape[0]) if t is None else t
 
 
-def _params_grads(ctx, dwb: Tensor, i: int) -> list:
+def _present(dx: Tensor, *rest: Tensor) -> tuple:
+    """A backward op's outputs, None for each absent (empty) one but dx.
+
+    The autograd formulas call the backward ops only while tracing (the graph
+    must see tkc::*_bwd); an eager backward calls norm_bwd, which makes no
+    placeholder tensor for what is absent."""
+    return dx, *(t if t.numel() else None for t in rest)
+
+
+def _params_grads(ctx, dwb: Tensor | None, i: int) -> list:
     """LayerNorm's weight and bias gradients, the rows of dwb, for inputs i
     and i + 1: each None unless wanted."""
-    if not dwb.numel():
+    if dwb is None:
         return [None, None]
     return [row if ctx.needs_input_grad[i + n] else None for n, row in enumerate(dwb.unbind(0))]
 
@@ -211,8 +95,9 @@ def _ln_backward(ctx, dy, dh, dmean, drstd):
     h, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dy.contiguous()
     dh = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+    args = (dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+            ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+    dx, dres, dwb = _present(*_ln_bwd(*args)) if tracing(args) else norm_bwd(False, *args)
     return dx, (dres if ctx.p > 0 else dx), *_params_grads(ctx, dwb, 2), None, None, None, None
 
 
@@ -222,7 +107,7 @@ _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_b
 
 def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
                        offset: int) -> tuple[Tensor, Tensor, Tensor]:
-    y, _, mean, rstd = _norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
+    y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
     return y, mean, rstd
 
 
@@ -234,7 +119,7 @@ def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
                        seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor]:
     """(dx, [dw; db]) ([dw; db] empty unless params)."""
-    dx, _, dwb = _norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
+    dx, _, dwb = norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
     return dx, _given(dwb, weight)
 
 
@@ -252,8 +137,12 @@ def _ln_nores_setup(ctx, inputs, output):
 def _ln_nores_backward(ctx, dy, dmean, drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
-    dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    args = (dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+            ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    if tracing(args):
+        dx, dwb = _present(*_ln_bwd_nores(*args))
+    else:
+        dx, _, dwb = norm_bwd(False, dy, None, *args[1:])
     return dx, *_params_grads(ctx, dwb, 1), None, None, None, None
 
 
@@ -261,7 +150,7 @@ _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nore
 _ln_fwd_nores = Op("tkc::layer_norm_fwd_nores", _ln_fwd_nores_impl, _ln_fwd_nores_fake,
                    _ln_nores_setup, _ln_nores_backward,
                    lambda x, w, b, eps, p, seed, offset:
-                   _norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
+                   norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
 
 
 def _philox(x: Tensor, p: float) -> tuple[int, int]:
@@ -291,7 +180,7 @@ def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor
     if not x.is_contiguous() or w is not weight or b is not bias \
             or residual is not None and r2.data_ptr() != residual.data_ptr():
         return
-    plan = _fwd_plans(_plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
+    plan = fwd_plans(plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
     if wants_grad(x, residual, weight, bias):
         if x2 is not x or residual is not None and r2 is not residual:
             return
@@ -414,15 +303,10 @@ def _explain(fn: str, x, weight, bias, residual) -> None:
 # residual is given (h written for the backward), else the x-only ones. The
 # backward returns dw as [1, D] (no bias).
 
-@functools.lru_cache(maxsize=None)
-def _rms_kernels(D: int, dropout: bool, residual: bool):
-    return rmsnorm_fwd(D, dropout, WARPS, residual), rmsnorm_bwd(D, dropout, WARPS, residual)
-
-
 def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
                   seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
-    y, h, _, rstd = _norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
+    y, h, _, rstd = norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
     return y, x.new_empty(0) if h is None else h, rstd
 
 
@@ -436,7 +320,7 @@ def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor,
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent); dw
     empty unless params."""
-    dx, dres, dw = _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
+    dx, dres, dw = norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dw, weight)
 
 
@@ -459,16 +343,19 @@ def _rms_backward(ctx, dy, dh, drstd):
     dhn = None
     if ctx.residual:
         dhn = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dw = _rms_bwd(dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[2])
-    dr = (dres if dres.numel() else dx) if ctx.residual else None
-    return dx, dr, dw[0] if dw.numel() else None, None, None, None, None
+    args = (dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset, ctx.needs_input_grad[2])
+    if tracing(args):
+        dx, dres, dw = _present(*_rms_bwd(*args))
+    else:
+        dx, dres, dw = norm_bwd(True, dy, dhn, h, weight, None, *args[4:])
+    dr = (dx if dres is None else dres) if ctx.residual else None
+    return dx, dr, None if dw is None else dw[0], None, None, None, None
 
 
 _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
 _rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward,
               lambda x, res, w, eps, p, seed, offset:
-              _norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
+              norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
 
 
 @public
