@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..runtime.driver import multiprocessors
 
-__all__ = ["PlanCache", "forget", "scratch", "signature", "sms"]
+__all__ = ["At", "PlanCache", "forget", "scratch", "signature", "sms"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -64,6 +64,19 @@ def forget() -> None:
     change of the picks, e.g. in tests)."""
     for cache in _caches:
         cache.plans.clear()
+
+
+class At:
+    """What a prepared launch reads of a tensor argument, its data pointer
+    (tkc/runtime/launch.py, prepared), for memory at a byte offset into a
+    tensor: a plane of a stacked one, without making the view per call."""
+    __slots__ = ("tensor", "offset")
+
+    def __init__(self, tensor: Tensor, offset: int):
+        self.tensor, self.offset = tensor, offset
+
+    def data_ptr(self) -> int:
+        return self.tensor.data_ptr() + self.offset
 
 
 _scratch: dict = {}  # (device, slot) -> f32 tensor
