@@ -38,8 +38,8 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device
-from .eager import Op, grad_key, public, wants_grad
-from .plans import PlanCache, scratch, signature
+from .eager import Op, grad_key, kept_run, public, wants_grad
+from .plans import Later, PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
 
@@ -196,6 +196,14 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, do, dlse):
     q, k, v, o, lse = ctx.saved_tensors
     do = torch.zeros_like(o) if do is None else do  # only the lse was used (its gradient is not)
+    run = kept_run(ctx, (do,))
+    if run is not None:  # a kept eager forward's: straight to its backward plan
+        plan = run.later.get(do)
+        if plan is None:
+            plan = _bwd_plans((signature(do, q, k, v, o), ctx.causal), do, q, k, v, o, lse,
+                              ctx.causal, ctx.scale)
+            run.later.keep(do, plan)
+        return (*plan(do, q, k, v, o, lse, ctx.scale), None, None)
     dq, dk, dv = _bwd(do, q, k, v, o, lse, ctx.causal, ctx.scale)
     return dq, dk, dv, None, None
 
@@ -227,6 +235,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         plan = _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)
         if wants_grad(q, k, v):  # the autograd call, with the plan for its forward
             fwd = lambda q, k, v, causal, scale: plan(q, k, v, scale)  # noqa: E731
+            fwd.later = Later()
             run = (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)) if return_lse else \
                 (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)[0])
         else:

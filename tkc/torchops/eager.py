@@ -29,7 +29,7 @@ from torch.utils import _python_dispatch
 from ..runtime.cache import MissingArtifact, cache_dir
 from .calls import describe
 
-__all__ = ["Op", "grad_key", "plain_key", "public", "tracing", "wants_grad"]
+__all__ = ["Op", "grad_key", "kept_run", "plain_key", "public", "tracing", "wants_grad"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _functorch_stack = torch._C._functorch.peek_interpreter_stack
@@ -107,6 +107,17 @@ def wants_grad(*tensors) -> bool:
     return False
 
 
+def kept_run(ctx, grads):
+    """In a backward formula: the forward's kept run (Op.fast's, ctx.run),
+    whose backward plan (plans.Later) the formula may launch directly; None on
+    the other paths, while tracing and in grad mode (a double backward must
+    see the ops it differentiates)."""
+    run = getattr(ctx, "run", None)
+    if run is None or _grad_enabled() or tracing(grads):
+        return None
+    return run
+
+
 class Op:
     """A tkc op: `impl(*args)` launches the kernels on real tensors.
 
@@ -121,7 +132,7 @@ class Op:
     fast(*args, run): the autograd call with `run(*args)` in impl's place (a
     plan the op kept for these arguments' key: grad_key), for an eager call
     that wants a gradient and whose key was seen; its backward is the same
-    formula."""
+    formula, which finds `run` as ctx.run (ctx.run is unset on other paths)."""
 
     def __init__(self, name: str, impl: Callable, fake: Callable,
                  setup: Callable | None = None, backward: Callable | None = None,
@@ -185,6 +196,7 @@ def _autograd_function(name: str, impl, setup, backward) -> type:
         def forward(ctx, *args):  # run last: needs_input_grad keeps impl's indices
             ctx.set_materialize_grads(False)
             args, run = args[:-1], args[-1]
+            ctx.run = run  # for the backward formula (plans.Later)
             out = run(*args)
             setup(ctx, args, out)
             return out

@@ -127,15 +127,21 @@ def norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
     return plan(x, res, w, b, eps, p, seed, offset, stats)
 
 
-def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
+def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params, later=None):
     """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
     the weight (and bias) gradients None unless params. The key: what the
     backward's arguments may vary in. dy, dh_next and h are contiguous (the
     autograd formulas and the forward make them so: their strides are still
     keyed, as a compiled graph may hand others), w is bf16 [D] and the
-    statistics f32 [N] as the forward made them."""
-    key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
-           (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
-           None if dhn is None else dhn.stride())
-    plan = bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
+    statistics f32 [N] as the forward made them. later: the kept forward
+    run's plans.Later (without a residual: dy is the one gradient), which
+    skips the key."""
+    plan = None if later is None else later.get(dy)
+    if plan is None:
+        key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
+               (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
+               None if dhn is None else dhn.stride())
+        plan = bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
+        if later is not None:
+            later.keep(dy, plan)
     return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)

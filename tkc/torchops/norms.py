@@ -19,7 +19,7 @@ from . import checks
 from .checks import check_device, check_tensor
 from .eager import Op, grad_key, public, tracing, wants_grad
 from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
-from .plans import PlanCache
+from .plans import Later, PlanCache
 
 __all__ = ["layer_norm", "rms_norm"]
 MAX_D = 16384  # the longest row the kernels serve
@@ -74,6 +74,11 @@ def _present(dx: Tensor, *rest: Tensor) -> tuple:
     must see tkc::*_bwd); an eager backward calls norm_bwd, which makes no
     placeholder tensor for what is absent."""
     return dx, *(t if t.numel() else None for t in rest)
+
+
+def _later(ctx):
+    """The kept forward run's plans.Later (Op.fast: ctx.run), or None."""
+    return getattr(getattr(ctx, "run", None), "later", None)
 
 
 def _params_grads(ctx, dwb: Tensor | None, i: int) -> list:
@@ -142,7 +147,7 @@ def _ln_nores_backward(ctx, dy, dmean, drstd):
     if tracing(args):
         dx, dwb = _present(*_ln_bwd_nores(*args))
     else:
-        dx, _, dwb = norm_bwd(False, dy, None, *args[1:])
+        dx, _, dwb = norm_bwd(False, dy, None, *args[1:], _later(ctx))
     return dx, *_params_grads(ctx, dwb, 1), None, None, None, None
 
 
@@ -198,6 +203,7 @@ def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
         def fwd(x, r, w, eps, p, seed, offset):  # _rms_fwd_impl's outputs
             y, h, _, rstd = plan(x, r, w, None, eps, p, seed, offset)
             return y, x.new_empty(0) if h is None else h, rstd
+        fwd.later = Later()  # the backward's plan (without a residual)
         call = lambda x, w, b, r: _rms_fwd.fast(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
     elif residual:
         call = lambda x, w, b, r: _ln_fwd.fast(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
@@ -205,6 +211,7 @@ def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
         def fwd(x, w, b, eps, p, seed, offset):  # _ln_fwd_nores_impl's outputs
             y, _, mean, rstd = plan(x, None, w, b, eps, p, seed, offset)
             return y, mean, rstd
+        fwd.later = Later()  # the backward's plan
         call = lambda x, w, b, r: _ln_fwd_nores.fast(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
 
     def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
@@ -347,7 +354,8 @@ def _rms_backward(ctx, dy, dh, drstd):
     if tracing(args):
         dx, dres, dw = _present(*_rms_bwd(*args))
     else:
-        dx, dres, dw = norm_bwd(True, dy, dhn, h, weight, None, *args[4:])
+        dx, dres, dw = norm_bwd(True, dy, dhn, h, weight, None, *args[4:],
+                                None if ctx.residual else _later(ctx))
     dr = (dx if dres is None else dres) if ctx.residual else None
     return dx, dr, None if dw is None else dw[0], None, None, None, None
 

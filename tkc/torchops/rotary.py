@@ -19,8 +19,8 @@ from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, grad_key, public, wants_grad
-from .plans import PlanCache, signature
+from .eager import Op, grad_key, kept_run, public, wants_grad
+from .plans import Later, PlanCache, signature
 
 __all__ = ["rotary_embedding"]
 
@@ -65,7 +65,15 @@ def _backward(ctx, grad):
     if grad is None:
         return None, None, None, None, None
     cos, sin = ctx.saved_tensors  # the inverse rotation (of the inverse: the forward's)
-    return _rotary(grad.contiguous(), cos, sin, *ctx.flags), None, None, None, None
+    grad = grad.contiguous()
+    run = kept_run(ctx, (grad,))
+    if run is not None:  # a kept eager forward's: straight to its backward plan
+        plan = run.later.get(grad)
+        if plan is None:
+            plan = _plans((signature(grad, cos, sin), *ctx.flags), grad, cos, sin, *ctx.flags)
+            run.later.keep(grad, plan)
+        return plan(grad, cos, sin), None, None, None, None
+    return _rotary(grad, cos, sin, *ctx.flags), None, None, None, None
 
 
 _rotary = Op("tkc::rotary", _impl,
@@ -89,7 +97,9 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     if key is not None and args[0] is x and args[1] is cos and args[2] is sin:  # no copies
         plan = _plans((signature(x, cos, sin), interleaved, False), x, cos, sin, interleaved, False)
         if wants_grad(x, cos, sin):  # the autograd call, with this plan for the forward
-            run = lambda x, cos, sin: _rotary.fast(x, cos, sin, interleaved, False, plan)  # noqa: E731
+            fwd = functools.partial(plan)  # (its own object: the backward's plan kept on it)
+            fwd.later = Later()
+            run = lambda x, cos, sin: _rotary.fast(x, cos, sin, interleaved, False, fwd)  # noqa: E731
         else:
             run = plan
         _plain.keep(key, run)
