@@ -372,6 +372,7 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
     a, m = torch.randn(40, 64, generator=g).to(BF), torch.randn(64, 48, generator=g).to(BF)
     calls = [lambda x: tkc.layer_norm(x, w, b), lambda x: tkc.rms_norm(x, w),
              lambda x: tkc.layer_norm(x, w, b, residual=x, prenorm=True)[1],
+             lambda x: tkc.layer_norm(x.transpose(0, 1), w.float(), b),  # kept, converting
              lambda x: tkc.matmul(x.view(-1, 256)[:, :64].contiguous(), m),
              lambda x: tkc.linear(x, w.view(1, 256).expand(16, 256).contiguous())]
     first = [f(x) for f in calls]
@@ -383,7 +384,7 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
     assert checked == []
     assert all(torch.equal(u, v) for u, v in zip(first, again))
     tkc.layer_norm(x.clone().requires_grad_(), w, b)   # a gradient wanted: the full path
-    tkc.layer_norm(x.transpose(0, 1), w, b)             # another layout: the full path
+    tkc.layer_norm(x.transpose(0, 1), w.half(), b)      # another layout: the full path
     assert len(checked) == 2
     with torch.no_grad():   # no gradient wanted (grad mode off): plain again
         assert torch.equal(tkc.layer_norm(x.clone().requires_grad_(), w, b), first[0])
@@ -393,7 +394,8 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
 def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     """A call that wants a gradient keeps its run (eager.grad_key, Op.fast):
     the next call with its key skips the checks and gives the first's values
-    and gradients (rotary's backward: the inverse kernel)."""
+    and gradients (rotary's backward: the inverse kernel), also where the
+    run converts (rows of a transposed x, f32 weights)."""
     g = torch.Generator().manual_seed(8)
     x, dy = torch.randn(2, 16, 256, generator=g).to(BF), torch.randn(2, 16, 256, generator=g).to(BF)
     w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), torch.randn(256, generator=g).to(BF)
@@ -402,7 +404,11 @@ def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     calls = [lambda x, w: tkc.layer_norm(x[0], w, b),
              lambda x, w: tkc.layer_norm(x[0], w, b, residual=x[1], prenorm=True)[1] * 2,
              lambda x, w: tkc.rms_norm(x[0], w),
-             lambda x, w: tkc.rotary_embedding(x.view(2, 16, 4, 64), cos, sin).view(2, 16, 256)]
+             lambda x, w: tkc.layer_norm(x.transpose(0, 1), w.float(), b).transpose(0, 1),  # copies
+             lambda x, w: tkc.rms_norm(x, w.float(), residual=x.flip(0), prenorm=True)[1],
+             lambda x, w: tkc.rotary_embedding(x.view(2, 16, 4, 64), cos, sin).view(2, 16, 256),
+             lambda x, w: tkc.rotary_embedding(x.view(2, 4, 16, 64).transpose(1, 2), cos.float(),
+                                               sin).reshape(2, 16, 256)]
     results = []
     for attempt in range(3):  # the first call, a kept run's first backward, its kept backward
         for f in calls:
@@ -419,7 +425,7 @@ def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     from tkc.kernels import reference
     ref = reference.rotary(dy.view(2, 16, 4, 64).float().numpy(), cos.float().numpy(),
                            -sin.float().numpy())  # the backward: the rotation by -theta
-    assert _rel(results[3][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
+    assert _rel(results[5][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
     xg = x.view(2, 16, 4, 64).clone().requires_grad_()   # a double backward sees the op:
     dx, = torch.autograd.grad(tkc.rotary_embedding(xg, cos, sin), xg,  # the kept run's
                               dy.view(2, 16, 4, 64).requires_grad_(), create_graph=True)

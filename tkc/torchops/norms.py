@@ -182,19 +182,31 @@ _plain = PlanCache()  # both norms': key -> run(x, weight, bias, residual)
 def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor,
                 residual: Tensor | None, r2: Tensor | None, weight: Tensor, w: Tensor,
                 bias: Tensor | None, b: Tensor | None) -> None:
-    if not x.is_contiguous() or w is not weight or b is not bias \
-            or residual is not None and r2.data_ptr() != residual.data_ptr():
-        return
     plan = fwd_plans(plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
     if wants_grad(x, residual, weight, bias):
-        if x2 is not x or residual is not None and r2 is not residual:
-            return
         run = _grad_run(rms, eps, prenorm, plan, residual is not None)
+        same = x2 is x and r2 is residual  # (the formulas want rows: [N, D])
     else:
         def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
             out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
             return (out[0], x if r is None else out[1]) if prenorm else out[0]
+        same = x.is_contiguous() and (residual is None or r2.data_ptr() == residual.data_ptr())
+    if not (same and w is weight and b is bias):
+        run = _converting(run, prenorm)
     _plain.keep(key, run)
+
+
+def _converting(run, prenorm: bool):
+    """run on what the full path makes of the caller's tensors (x and the
+    residual as contiguous rows, the weights bf16: f32 ones under autocast),
+    its outputs in x's shape."""
+    def converted(x, w, b, r):
+        out = run(_rows(x), _bf16(w), None if b is None else _bf16(b),
+                  None if r is None else _bf16(_rows(r)))
+        if not prenorm:
+            return _shaped(out, x)
+        return _shaped(out[0], x), x if r is None else _shaped(out[1], x)
+    return converted
 
 
 def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):

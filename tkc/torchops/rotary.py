@@ -94,17 +94,24 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     if not _fits(x, cos, sin):
         _explain(x, cos, sin)
     args = x.contiguous(), _bf16(cos), _bf16(sin)
-    if key is not None and args[0] is x and args[1] is cos and args[2] is sin:  # no copies
-        plan = _plans((signature(x, cos, sin), interleaved, False), x, cos, sin, interleaved, False)
-        if wants_grad(x, cos, sin):  # the autograd call, with this plan for the forward
-            fwd = functools.partial(plan)  # (its own object: the backward's plan kept on it)
-            fwd.later = Later()
-            run = lambda x, cos, sin: _rotary.fast(x, cos, sin, interleaved, False, fwd)  # noqa: E731
-        else:
-            run = plan
-        _plain.keep(key, run)
-        return run(x, cos, sin)
-    return _rotary(*args, interleaved, False)
+    if key is None:
+        return _rotary(*args, interleaved, False)
+    plan = _plans((signature(*args), interleaved, False), *args, interleaved, False)
+    if wants_grad(x, cos, sin):  # the autograd call, with this plan for the forward
+        fwd = functools.partial(plan)  # (its own object: the backward's plan kept on it)
+        fwd.later = Later()
+        run = lambda x, cos, sin: _rotary.fast(x, cos, sin, interleaved, False, fwd)  # noqa: E731
+    else:
+        run = plan
+    if not (args[0] is x and args[1] is cos and args[2] is sin):  # the copies, as above
+        run = functools.partial(_converted, run)
+    _plain.keep(key, run)
+    return run(x, cos, sin)
+
+
+def _converted(run, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """run on what rotary_embedding makes of its arguments (x contiguous, the tables bf16)."""
+    return run(x.contiguous(), _bf16(cos), _bf16(sin))
 
 
 def _fits(x, cos, sin) -> bool:
