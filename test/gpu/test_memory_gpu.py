@@ -123,6 +123,26 @@ def test_layer_norm_grad_repeated_and_graph_captured():
     assert rel_err(xs.grad, reference(xs.detach(), False)[0]) < 2e-2
 
 
+def test_layer_norm_repeated_with_conversions():
+    """Kept runs that convert as the full path does (x transposed, f32 weights
+    as under autocast) give the reference's values and gradients each time."""
+    N, D = 256, 1024
+    x = torch.randn(N // 4, 4, D, device="cuda", dtype=torch.bfloat16)
+    w, b = torch.randn(D, device="cuda"), torch.randn(D, device="cuda")
+    gy = torch.randn(4, N // 4, D, device="cuda", dtype=torch.bfloat16)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    ry, _ = ln_ref(leaves[0].transpose(0, 1), leaves[1], leaves[2], torch.zeros(4, N // 4, D, device="cuda"),
+                   1e-5)
+    ry.backward(gy.float())
+    for _ in range(3):
+        xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
+        y = ops().layer_norm(xg.transpose(0, 1), wg, bg)
+        y.backward(gy)
+        assert rel_err(y, ry) < 1e-2
+        for got, ref in zip((xg, wg, bg), leaves):
+            assert rel_err(got.grad, ref.grad) < 2e-2
+
+
 def test_rotary_kernel_in_place():
     from tkc.kernels import rotary
     x, cos, sin = rope_inputs(2, 64, 4, 128)
