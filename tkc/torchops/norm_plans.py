@@ -20,7 +20,7 @@ from torch import Tensor
 
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
-from .plans import PlanCache, scratch, signature, sms
+from .plans import At, PlanCache, scratch, signature, sms
 
 __all__ = ["fwd_plans", "kernels", "norm_bwd", "norm_fwd", "plan_key"]
 WARPS = 4
@@ -91,6 +91,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     # the partial sums of a backward whose dw and db nobody wants: scratch memory
     unread = scratch(dev, k * blocks * D, "norm partials")
     unread = unread, None if rms else unread[blocks * D:]
+    db_at = blocks * D * 4  # the db partials' plane: bytes into part (passed by address)
     # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
     # dw's partials are part's first plane, so part itself is passed for them
     parts = operator.itemgetter(*(i for i, on in enumerate(
@@ -106,7 +107,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
             launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), p, seed, offset)
             return dx, dres, None
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else part[1])),
+        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else At(part, db_at))),
                p, seed, offset)
         return dx, dres, part.sum(1).to(w.dtype)
     return run
