@@ -80,8 +80,17 @@ class Launch:
         def launch(*xs):
             given = iter(xs)  # the bound arguments keep their prepare-time values
             full = [args[i] if i in bound else next(given) for i in range(len(args))]
-            self.run(*(x.as_strided(*spec) if spec else x for x, spec in zip(full, specs)))
+            self.run(*(_view(x, spec) if spec else x for x, spec in zip(full, specs)))
         return launch
+
+
+def _view(x, spec):
+    """The prepared view's shape and strides over x's memory; x a tensor or a
+    tkc.torchops.plans.At (memory at a byte offset into a tensor)."""
+    if hasattr(x, "offset"):
+        t = x.tensor
+        return t.as_strided(*spec, t.storage_offset() + x.offset // t.element_size())
+    return x.as_strided(*spec)
 
 
 def interpreted(kernel) -> Launch:

@@ -43,6 +43,18 @@ def test_rotary_interpreted(shape, config, interleaved):
     np.testing.assert_allclose(o, reference.rotary(x, cos, sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_inverse_interpreted(interleaved):
+    """inverse=True (tkc.rotary_embedding's backward) rotates by -theta: the
+    forward's rotation with -sin."""
+    B, T, H, D = 1, 21, 2, 64
+    x, cos, sin = _rope_inputs(B, T, H, D)
+    o = np.full_like(x, np.nan)
+    rotary(D, interleaved, inverse=True).interpret(x.reshape(B, 1, T, H * D), cos, sin,
+                                                   o.reshape(B, 1, T, H * D))
+    np.testing.assert_allclose(o, reference.rotary(x, cos, -sin, interleaved), rtol=2 ** -7, atol=1e-6)
+
+
 def test_rotary_in_place():
     B, T, H, D = 1, 16, 2, 128
     x, cos, sin = _rope_inputs(B, T, H, D)

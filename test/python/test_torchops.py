@@ -19,7 +19,7 @@ from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels.layernorm import layernorm_bwd, layernorm_fwd  # noqa: E402
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
 from tkc.kernels.rotary import rotary as rotary_kernel  # noqa: E402
-from tkc.torchops import checks, gemm, norms, rotary  # noqa: E402
+from tkc.torchops import checks, gemm, norm_plans, norms, rotary  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
 
 BF = torch.bfloat16
@@ -32,14 +32,15 @@ def cpu_ops(monkeypatch):
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
     monkeypatch.setattr(gemm, "_tile", lambda rows, cols: 64)  # the small tiles interpret faster
-    monkeypatch.setattr(norms, "_rms_kernels", lambda D, dropout, residual: tuple(
+    monkeypatch.setattr(norm_plans, "rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
-    monkeypatch.setattr(norms, "_ln_kernels", lambda D, dropout, residual=True: tuple(
+    monkeypatch.setattr(norm_plans, "ln_kernels", lambda D, dropout, residual=True: tuple(
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
-    monkeypatch.setattr(norms, "sms", lambda device: 2)
-    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved: _interpreted(rotary_kernel(D, interleaved)))
+    monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
+    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
+        rotary_kernel(D, interleaved, inverse=inverse)))
 
 
 def _rel(a, b):
@@ -308,8 +309,9 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
         for _ in range(5):
             tkc.rotary_embedding(x, cos, sin)
         tkc.rotary_embedding(torch.randn(2, 32, 2, 64).to(BF), cos, sin)
+        assert len(rotary._plans.plans) == 2
     assert cuda.state.launches == 6
-    assert len(rotary._plans.plans) == 2
+    assert not rotary._plans.plans  # made with the fake driver: forgotten after it
 
 
 # ---------------------------------------------------------------- building what a call needs
@@ -370,6 +372,7 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
     a, m = torch.randn(40, 64, generator=g).to(BF), torch.randn(64, 48, generator=g).to(BF)
     calls = [lambda x: tkc.layer_norm(x, w, b), lambda x: tkc.rms_norm(x, w),
              lambda x: tkc.layer_norm(x, w, b, residual=x, prenorm=True)[1],
+             lambda x: tkc.layer_norm(x.transpose(0, 1), w.float(), b),  # kept, converting
              lambda x: tkc.matmul(x.view(-1, 256)[:, :64].contiguous(), m),
              lambda x: tkc.linear(x, w.view(1, 256).expand(16, 256).contiguous())]
     first = [f(x) for f in calls]
@@ -381,11 +384,52 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
     assert checked == []
     assert all(torch.equal(u, v) for u, v in zip(first, again))
     tkc.layer_norm(x.clone().requires_grad_(), w, b)   # a gradient wanted: the full path
-    tkc.layer_norm(x.transpose(0, 1), w, b)             # another layout: the full path
+    tkc.layer_norm(x.transpose(0, 1), w.half(), b)      # another layout: the full path
     assert len(checked) == 2
     with torch.no_grad():   # no gradient wanted (grad mode off): plain again
         assert torch.equal(tkc.layer_norm(x.clone().requires_grad_(), w, b), first[0])
     assert len(checked) == 2 and tkc.matmul(a, m).shape == (40, 48)
+
+
+def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
+    """A call that wants a gradient keeps its run (eager.grad_key, Op.fast):
+    the next call with its key skips the checks and gives the first's values
+    and gradients (rotary's backward: the inverse kernel), also where the
+    run converts (rows of a transposed x, f32 weights)."""
+    g = torch.Generator().manual_seed(8)
+    x, dy = torch.randn(2, 16, 256, generator=g).to(BF), torch.randn(2, 16, 256, generator=g).to(BF)
+    w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF), torch.randn(256, generator=g).to(BF)
+    ang = torch.rand(16, 32, generator=g)
+    cos, sin = ang.cos().to(BF), ang.sin().to(BF)
+    calls = [lambda x, w: tkc.layer_norm(x[0], w, b),
+             lambda x, w: tkc.layer_norm(x[0], w, b, residual=x[1], prenorm=True)[1] * 2,
+             lambda x, w: tkc.rms_norm(x[0], w),
+             lambda x, w: tkc.layer_norm(x.transpose(0, 1), w.float(), b).transpose(0, 1),  # copies
+             lambda x, w: tkc.rms_norm(x, w.float(), residual=x.flip(0), prenorm=True)[1],
+             lambda x, w: tkc.rotary_embedding(x.view(2, 16, 4, 64), cos, sin).view(2, 16, 256),
+             lambda x, w: tkc.rotary_embedding(x.view(2, 4, 16, 64).transpose(1, 2), cos.float(),
+                                               sin).reshape(2, 16, 256)]
+    results = []
+    for attempt in range(3):  # the first call, a kept run's first backward, its kept backward
+        for f in calls:
+            xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+            y = f(xg, wg)
+            y.backward(dy[0] if y.dim() == 2 else dy)
+            results.append((y.detach(), xg.grad, wg.grad))
+        for name in ("_check", "_explain"):
+            monkeypatch.setattr(norms, name, lambda *a: pytest.fail("checked again"))
+        monkeypatch.setattr(rotary, "_fits", lambda *a: pytest.fail("checked again"))
+    for n, again in enumerate(results[len(calls):]):
+        first = results[n % len(calls)]
+        assert all(u is None and v is None or torch.equal(u, v) for u, v in zip(first, again))
+    from tkc.kernels import reference
+    ref = reference.rotary(dy.view(2, 16, 4, 64).float().numpy(), cos.float().numpy(),
+                           -sin.float().numpy())  # the backward: the rotation by -theta
+    assert _rel(results[5][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
+    xg = x.view(2, 16, 4, 64).clone().requires_grad_()   # a double backward sees the op:
+    dx, = torch.autograd.grad(tkc.rotary_embedding(xg, cos, sin), xg,  # the kept run's
+                              dy.view(2, 16, 4, 64).requires_grad_(), create_graph=True)
+    assert dx.grad_fn is not None  # backward skips to its plan only outside grad mode
 
 
 @pytest.mark.parametrize("wanted", ["x", "w", "b", "xwb"])

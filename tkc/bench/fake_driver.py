@@ -17,6 +17,14 @@ class _Handle(int):
     """A CUcontext/CUfunction stand-in: cuda-bindings handles convert with int()."""
 
 
+class _Stream(_Handle):
+    """A CUstream stand-in, true even for stream 0 (as cuda-bindings' objects
+    are: the driver's stream cache tests `cached or make`)."""
+
+    def __bool__(self):
+        return True
+
+
 def fake_cuda():
     """A namespace with the cuda.bindings.driver calls tkc.runtime.driver makes,
     each returning (CUDA_SUCCESS, ...) at the cost of one Python call."""
@@ -41,7 +49,7 @@ def fake_cuda():
             CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=97,
             CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
         CUfunction_attribute=SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8),
-        CUstream=_Handle,
+        CUstream=_Stream,
         cuInit=lambda flags: (ok,),
         cuDeviceGet=lambda ordinal: (ok, ordinal),
         cuDevicePrimaryCtxRetain=lambda dev: (ok, _Handle(1000 + dev)),
@@ -97,6 +105,7 @@ def fake_driver(bf16_from_f16: bool = False):
     fake = fake_cuda()
     driver._cuda, args.view = fake, view
     checks = _op_checks()
+    _forget_plans()  # the ops' prepared launches hold the driver they were made with
     saved_type = checks and checks.DEVICE_TYPE
     if checks:
         checks.DEVICE_TYPE = "cpu"
@@ -105,12 +114,22 @@ def fake_driver(bf16_from_f16: bool = False):
     try:
         yield fake
     finally:
+        _forget_plans()
         driver._cuda, args.view = saved[0], saved[1]
         if checks:
             checks.DEVICE_TYPE = saved_type
         for table, old in zip(tables, saved[2]):
             table.clear()
             table.update(old)
+
+
+def _forget_plans() -> None:
+    """Drop the torch ops' plans (tkc.torchops.plans), where torch is installed."""
+    try:
+        from ..torchops import plans
+    except ImportError:
+        return
+    plans.forget()
 
 
 def _op_checks():

@@ -9,7 +9,9 @@ each end, tkc's op and its peer interleaved over `rounds` rounds; the median
 µs per call of each, and their ratio. With --fake (or without a GPU) the same
 calls run on CPU tensors through tkc.bench.fake_driver: tkc's host work is
 real (checks, keys, allocations, packing), the launches are stubs and the
-torch peers run on the CPU, so only tkc's column means what it says there.
+torch peers run on the CPU, so only tkc's column means what it says there;
+it is the calling thread's CPU time (time.thread_time: the fake runs
+everything on it), which other processes on the machine do not inflate.
 """
 from __future__ import annotations
 
@@ -21,13 +23,13 @@ import time
 from .timing import interleaved
 
 
-def _wall_us(fn, calls: int, sync) -> float:
+def _wall_us(fn, calls: int, sync, clock=time.perf_counter) -> float:
     sync()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(calls):
         fn()
     sync()
-    return (time.perf_counter() - t0) / calls * 1e6
+    return (clock() - t0) / calls * 1e6
 
 
 def cases(device: str) -> dict:
@@ -83,21 +85,26 @@ def measure(calls: int = 300, rounds: int = 5, fake: bool | None = None) -> dict
     fake = not torch.cuda.is_available() if fake is None else fake
     if fake:
         from .fake_driver import fake_driver
-        with fake_driver():
-            return {"mode": "fake driver (CPU)", "rows": _rows(cases("cpu"), calls, rounds,
-                                                                 lambda: None)}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # torch's CPU work on this thread too, not spinning for others
+        try:
+            with fake_driver():  # the time: this thread's CPU time, which a shared machine's
+                return {"mode": "fake driver (CPU time)",  # other work does not inflate
+                        "rows": _rows(cases("cpu"), calls, rounds, lambda: None, time.thread_time)}
+        finally:
+            torch.set_num_threads(threads)
     return {"mode": torch.cuda.get_device_name(), "rows": _rows(cases("cuda"), calls, rounds,
                                                                  torch.cuda.synchronize)}
 
 
-def _rows(table: dict, calls: int, rounds: int, sync) -> dict:
+def _rows(table: dict, calls: int, rounds: int, sync, clock=time.perf_counter) -> dict:
     rows = {}
     for name, (mine, peer, theirs) in table.items():
         for fn in (mine, theirs):  # warm: kernels loaded, plans cached
             for _ in range(20):
                 fn()
         us = interleaved({"tkc": mine, "peer": theirs}, rounds,
-                         timer=lambda fn: _wall_us(fn, calls, sync))
+                         timer=lambda fn: _wall_us(fn, calls, sync, clock))
         tm, pm = statistics.median(us["tkc"]), statistics.median(us["peer"])
         rows[name] = {"tkc_us": round(tm, 1), "peer": peer, "peer_us": round(pm, 1),
                       "ratio": round(tm / pm, 2)}

@@ -98,8 +98,9 @@ def library():
         # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts
         *(build(out) for build in (grouped_contiguous, grouped_masked) for out in ("bf16", "f32")),
         quantize_fp8,
-        # tkc.rotary_embedding at the common head dims
-        *(rotary(D, interleaved=i) for D in (64, 128, 256) for i in (False, True)),
+        # tkc.rotary_embedding at the common head dims, forward and backward (inverse)
+        *(rotary(D, interleaved=i, inverse=inv) for D in (64, 128, 256) for i in (False, True)
+          for inv in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or
         # without, with dropout or without
         *(build(D, dropout=dropout, residual=residual) for build in NORMS

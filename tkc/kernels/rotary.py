@@ -22,7 +22,10 @@ of a copy); TMA moves whole 128-byte rows. Positions and heads are ragged
 small blocks share an SM (blocks_per_sm) so that one block's loads overlap
 another's math and stores. Work items (position tile, head group, batch row)
 are taken head groups fastest (order "yxz"), so blocks that run together
-read whole rows of x. The backward is the same kernel with -sin.
+read whole rows of x. The backward is the inverse rotation, by -theta:
+inverse=True, the same kernel with the signs of the sin terms swapped (not a
+call with -sin, which would cost the backward a negation's launch and
+allocation).
 """
 from __future__ import annotations
 
@@ -34,19 +37,25 @@ from tkc.ops import load, load_split, store, store_join
 C = 32  # columns per register tile (16 f32 a lane): four of them live at a time
 
 
-def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int = 1, blocks_per_sm: int = 4):
+def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int = 1, blocks_per_sm: int = 4,
+           inverse: bool = False):
     """x, o: [B, T, H, D] bf16 (o may be x); cos, sin: [T, D/2] bf16.
     A block: 16 positions x (warps * heads) heads, `heads` of them per warp;
-    blocks_per_sm blocks share an SM."""
+    blocks_per_sm blocks share an SM. inverse: rotate by -theta (the backward)."""
     if D % (2 * C):
         raise TkcError(f"rotary: the head dim D = {D} must be a multiple of {2 * C}")
     half, steps, G = D // 2, D // 2 // C, warps * heads
-    name = f"rotary_{D}{'_interleaved' if interleaved else ''}"
+    name = f"rotary_{D}{'_interleaved' if interleaved else ''}{'_inverse' if inverse else ''}"
     if (warps, heads, blocks_per_sm) != (4, 1, 4):
         name += f"_w{warps}h{heads}b{blocks_per_sm}"
 
     def T():
         return rt(f32, 16, C)
+
+    def turn(x1, x2, c, s):  # (x1, x2) rotated by theta, or by -theta
+        if inverse:
+            return x1 * c + x2 * s, x2 * c - x1 * s
+        return x1 * c - x2 * s, x2 * c + x1 * s
 
     @tkc.kernel(name=name, warps=warps, inplace={"o": "x"}, order="yxz", blocks_per_sm=blocks_per_sm,
                 grid=lambda x, cos, sin, o: (tkc.cdiv(x.r, 16), tkc.cdiv(x.c, G * D), x.b))
@@ -63,12 +72,13 @@ def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int =
                 c, s = load(T(), cos_s, (0, j)), load(T(), sin_s, (0, j))
                 if interleaved:  # pair tiles of 2C columns: head h's are h * steps + j
                     x1, x2 = load_split(T(), x_s, (0, h * steps + j))
-                    store_join(x_s, x1 * c - x2 * s, x2 * c + x1 * s, (0, h * steps + j))
+                    store_join(x_s, *turn(x1, x2, c, s), (0, h * steps + j))
                 else:  # C-column tiles: the first half's j-th, the second half's
                     lo = h * 2 * steps + j
                     x1, x2 = load(T(), x_s, (0, lo)), load(T(), x_s, (0, lo + steps))
-                    store(x_s, x1 * c - x2 * s, (0, lo))
-                    store(x_s, x2 * c + x1 * s, (0, lo + steps))
+                    y1, y2 = turn(x1, x2, c, s)
+                    store(x_s, y1, (0, lo))
+                    store(x_s, y2, (0, lo + steps))
         tma.store(o, x_s, (b, 0, t, g))
 
     return rope

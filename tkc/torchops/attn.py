@@ -38,8 +38,8 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device
-from .eager import Op, plain_key, public
-from .plans import PlanCache, scratch, signature
+from .eager import Op, grad_key, kept_run, public, wants_grad
+from .plans import Later, PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
 
@@ -149,13 +149,14 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     q_, k_, v_, o_, do_ = arrange(q, k, v, o, do)
     prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
     packed = backward_schedule(D, causal, layout, k.shape[2]).dq_packed
-    stats_shape = (B, H, 2, stats_columns(L))
+    stats_numel = B * H * 2 * stats_columns(L)  # a multiple of STATS_ALIGN: dq stays aligned
 
-    def buffers():  # dq: the f32 accumulator, zeroed by prep_k
-        return (torch.empty(stats_shape, device=dev, dtype=torch.float32),
-                torch.empty_strided(specs[0][0], specs[0][1], device=dev, dtype=torch.float32))
+    def buffers():  # one f32 allocation: the statistics [B, H, 2, columns], then dq (the
+        buf = torch.empty(stats_numel + q.numel(), device=dev, dtype=torch.float32)  # f32
+        return buf, buf.as_strided(*specs[0], stats_numel)  # accumulator, zeroed by prep_k)
 
     stats, dq = buffers()
+    stats = stats[:stats_numel].view(B, H, 2, -1)  # the launches read buffers()' pointers
     dk, dv = outputs(1)
     prep = prep_k.prepare(*_views(layout, o_, do_), lse.view(B, H, 1, L), stats, *_views(layout, dq))
     bwd = bwd_k.prepare(*_views(layout, q_, k_, v_, do_), stats, *_views(layout, dq, dk, dv), scale)
@@ -195,13 +196,21 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, do, dlse):
     q, k, v, o, lse = ctx.saved_tensors
     do = torch.zeros_like(o) if do is None else do  # only the lse was used (its gradient is not)
+    run = kept_run(ctx, (do,))
+    if run is not None:  # a kept eager forward's: straight to its backward plan
+        plan = run.later.get(do)
+        if plan is None:
+            plan = _bwd_plans((signature(do, q, k, v, o), ctx.causal), do, q, k, v, o, lse,
+                              ctx.causal, ctx.scale)
+            run.later.keep(do, plan)
+        return (*plan(do, q, k, v, o, lse, ctx.scale), None, None)
     dq, dk, dv = _bwd(do, q, k, v, o, lse, ctx.causal, ctx.scale)
     return dq, dk, dv, None, None
 
 
 _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
 _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_infer)
-_plain = PlanCache()  # plain calls (eager.plain_key): key -> run(q, k, v)
+_plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
 
 
 @public
@@ -211,7 +220,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
     Hkv), differentiable in q, k and v. return_lse=True also returns the
     log-sum-exp of each query row [B, Hq, Lq] (f32)."""
-    key = plain_key((causal, scale, return_lse), q, k, v)
+    key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
     if run is not None:
         return run(q, k, v)
@@ -222,10 +231,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
                            f"{k.shape[0]}", caller())
         check_device("attention", ("q", q), ("k", k), ("v", v))
     scale = _scale(scale, q.shape[3])
-    if key is not None:  # plain: the forward plan alone, next time straight away
+    if key is not None:  # the forward plan, next time straight away (eager.grad_key)
         plan = _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)
-        run = (lambda q, k, v: plan(q, k, v, scale)) if return_lse else \
-            (lambda q, k, v: plan(q, k, v, scale, False)[0])
+        if wants_grad(q, k, v):  # the autograd call, with the plan for its forward
+            fwd = lambda q, k, v, causal, scale: plan(q, k, v, scale)  # noqa: E731
+            fwd.later = Later()
+            run = (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)) if return_lse else \
+                (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)[0])
+        else:
+            run = (lambda q, k, v: plan(q, k, v, scale)) if return_lse else \
+                (lambda q, k, v: plan(q, k, v, scale, False)[0])
         _plain.keep(key, run)
         return run(q, k, v)
     return _fwd(q, k, v, causal, scale) if return_lse else _fwd.main_output(q, k, v, causal, scale)

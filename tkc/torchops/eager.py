@@ -29,7 +29,7 @@ from torch.utils import _python_dispatch
 from ..runtime.cache import MissingArtifact, cache_dir
 from .calls import describe
 
-__all__ = ["Op", "plain_key", "public", "tracing"]
+__all__ = ["Op", "grad_key", "kept_run", "plain_key", "public", "tracing", "wants_grad"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _functorch_stack = torch._C._functorch.peek_interpreter_stack
@@ -75,6 +75,49 @@ def plain_key(flags, *tensors):
     return key
 
 
+def grad_key(flags, *tensors):
+    """plain_key's key for a call that may want a gradient too: per tensor
+    also whether it wants one (grad mode and requires_grad), so a call that
+    wants a gradient has a key of its own, under which an op keeps a run
+    through `Op.fast` (its autograd formula with the plan of the first such
+    call, past the checks); None while tracing or for a tensor subclass."""
+    if _is_compiling() or _python_dispatch._is_in_torch_dispatch_mode \
+            or _functorch_stack() is not None:
+        return None
+    grad = _grad_enabled()
+    key = flags
+    for t in tensors:
+        if t is None:
+            key = (key, None)
+        elif type(t) not in _PLAIN:
+            return None
+        else:
+            key = (key, t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15,
+                   grad and t.requires_grad)
+    return key
+
+
+def wants_grad(*tensors) -> bool:
+    """Grad mode, and a tensor (or None) that requires grad."""
+    if not _grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
+
+
+def kept_run(ctx, grads):
+    """In a backward formula: the forward's kept run (Op.fast's, ctx.run),
+    whose backward plan (plans.Later) the formula may launch directly; None on
+    the other paths, while tracing and in grad mode (a double backward must
+    see the ops it differentiates)."""
+    run = getattr(ctx, "run", None)
+    if run is None or _grad_enabled() or tracing(grads):
+        return None
+    return run
+
+
 class Op:
     """A tkc op: `impl(*args)` launches the kernels on real tensors.
 
@@ -84,7 +127,12 @@ class Op:
     backward(ctx, *grads) are torch.library's register_autograd pair; the
     eager path calls them from its own autograd.Function, where gradients of
     unused outputs arrive as None (not as zeros: the formula decides).
-    infer(*args): the first output alone, for main_output."""
+    infer(*args): the first output alone, for main_output.
+
+    fast(*args, run): the autograd call with `run(*args)` in impl's place (a
+    plan the op kept for these arguments' key: grad_key), for an eager call
+    that wants a gradient and whose key was seen; its backward is the same
+    formula, which finds `run` as ctx.run (ctx.run is unset on other paths)."""
 
     def __init__(self, name: str, impl: Callable, fake: Callable,
                  setup: Callable | None = None, backward: Callable | None = None,
@@ -92,7 +140,7 @@ class Op:
         self.impl, self.infer = impl, infer
         self.custom_op = torch.library.custom_op(name, impl, mutates_args=())
         self.custom_op.register_fake(fake)
-        self.function = self.apply = None
+        self.function = self.apply = self.fast = None
         if backward is not None:
             self.custom_op.register_autograd(backward, setup_context=setup)
             self.function = _autograd_function(name, impl, setup, backward)
@@ -102,6 +150,7 @@ class Op:
             # which `tracing` sends to the custom op); the C apply under it is
             # what it then calls, a few µs sooner.
             self.apply = _C_APPLY.__get__(None, self.function)
+            self.fast = _C_APPLY.__get__(None, _autograd_function(name, None, setup, backward))
 
     def __call__(self, *args):
         if tracing(args):
@@ -132,17 +181,29 @@ class Op:
 
 
 def _autograd_function(name: str, impl, setup, backward) -> type:
-    """An autograd.Function running impl forward and `backward` back."""
+    """An autograd.Function running impl forward and `backward` back; without
+    impl, one whose last argument is the forward to run (Op.fast)."""
+    if impl is not None:
+        def forward(ctx, *args):
+            ctx.set_materialize_grads(False)
+            out = impl(*args)
+            setup(ctx, args, out)
+            return out
 
-    def forward(ctx, *args):
-        ctx.set_materialize_grads(False)
-        out = impl(*args)
-        setup(ctx, args, out)
-        return out
+        def back(ctx, *grads):
+            return backward(ctx, *grads)
+    else:
+        def forward(ctx, *args):  # run last: needs_input_grad keeps impl's indices
+            ctx.set_materialize_grads(False)
+            args, run = args[:-1], args[-1]
+            ctx.run = run  # for the backward formula (plans.Later)
+            out = run(*args)
+            setup(ctx, args, out)
+            return out
 
-    def back(ctx, *grads):
-        return backward(ctx, *grads)
-
+        def back(ctx, *grads):
+            return *backward(ctx, *grads), None
+        name = f"{name}_run"
     return type(f"Eager_{name.replace('::', '_')}", (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(back)})
 

@@ -63,6 +63,13 @@ def _plan(kernel, views, scale: float, *ts: Tensor):
         return [t.contiguous() if f else t for t, f in zip(ts, fix)]
     launch = kernel.prepare(*views(*arrange(ts)), _empty_out(like), scale)
 
+    if not any(fix):  # the common case: nothing to arrange
+        def run(*ts, scale):
+            o = torch.empty_like(ts[2], memory_format=torch.contiguous_format)
+            launch(*ts, o, scale)
+            return o
+        return run
+
     def run(*ts, scale):
         ts = arrange(ts)
         o = _empty_out(ts[2])
@@ -80,7 +87,7 @@ def _run(key, kernel_of, views, scale: float, *ts: Tensor):
     if ts[2].numel() == 0 or ts[0].numel() == 0:
         return lambda *ts: _empty_out(ts[2])
     plan = _plans((key, signature(*ts)), kernel_of(), views, scale, *ts)
-    return lambda *ts: plan(*ts, scale=scale)
+    return functools.partial(plan, scale=scale)  # (a partial: no Python frame of its own)
 
 
 def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:

@@ -22,7 +22,7 @@ from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
 from .checks import check_device
 from .eager import Op, plain_key, public
-from .plans import PlanCache, signature, sms
+from .plans import At, PlanCache, signature, sms
 
 __all__ = ["fftconv", "fftconv_filter"]
 
@@ -104,9 +104,11 @@ def _plan(u: Tensor, kf: Tensor):
                                               rows(torch.empty_like(u)), pairs,
                                               bound=(*consts, 4 + len(operands)))
 
+    second = kf[1].data_ptr() - kf.data_ptr()  # kf's second plane, at this byte offset
+
     def run(u, kf):
         y = torch.empty_like(u)
-        launch(u, kf, kf[1], y)
+        launch(u, kf, At(kf, second), y)
         return y
     return run
 

@@ -10,142 +10,23 @@ TKC_OFFLINE=1 the kernels come from the artifact cache).
 """
 from __future__ import annotations
 
-import functools
-import operator
-
 import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
-from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, plain_key, public
-from .plans import PlanCache, scratch, signature, sms
+from .eager import Op, grad_key, public, tracing, wants_grad
+from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
+from .plans import Later, PlanCache
 
 __all__ = ["layer_norm", "rms_norm"]
-WARPS = 4
 MAX_D = 16384  # the longest row the kernels serve
-
-
-@functools.lru_cache(maxsize=None)
-def _ln_kernels(D: int, dropout: bool, residual: bool = True):
-    return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
 
 
 def _bf16(t: Tensor) -> Tensor:
     return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
-
-
-# ---------------------------------------------------------------- the kernels' calls
-#
-# Both norms' kernels take their arguments in one order (tkc/kernels/layernorm.py),
-# each part present or not: forward x, [residual], w, [b] -> y, [h], [mean],
-# rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
-# residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
-# partials, [db partials], then p, seed, offset. The partial sums are one
-# [parts, blocks, D] f32 buffer (2 blocks an SM), reduced at once afterwards
-# into the [parts, D] output (an op's outputs may not alias each other).
-
-def _kernels(rms: bool, D: int, dropout: bool, residual: bool):
-    return (_rms_kernels if rms else _ln_kernels)(D, dropout, residual)
-
-
-def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | None, p: float):
-    N, D = x.shape
-    dev = x.device
-    # mean and rstd of calls without a backward: scratch memory, kept with the plan
-    unread = None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
-
-    def outputs(x, stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
-        y = torch.empty_like(x)            # not made); stats=False: mean and rstd unread
-        h = torch.empty_like(x) if res is not None else None
-        if not stats:
-            return y, h, *unread
-        mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
-        return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
-
-    if N == 0:
-        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs(x)
-    row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
-    # the kernel's tensors of (x, res, w, b, y, h, mean, rstd)
-    parts = operator.itemgetter(*(i for i, on in enumerate(
-        (True, res is not None, True, not rms, True, res is not None, not rms, True)) if on))
-    y, h, mean, rstd = outputs(x)
-    launch = _kernels(rms, D, p > 0, res is not None)[0].prepare(
-        *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
-                row(rstd))), p, 1e-5, 0, 0)
-
-    def run(x, res, w, b, eps, p, seed, offset, stats=True):
-        """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
-        y, h, mean, rstd = out = outputs(x, stats)
-        launch(*parts((x, res, w, b, y, h, mean, rstd)), p, eps, seed, offset)
-        return out
-    return run
-
-
-def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, mean: Tensor,
-              rstd: Tensor, p: float):
-    N, D = dy.shape
-    dev, residual = dy.device, dhn is not None
-    dres_too = residual and p > 0
-    k = 1 if rms else 2  # dw (and db) partial sums
-    blocks = sms(dev) * 2
-
-    def outputs():  # dres only where it differs from dx (None: not made)
-        return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None
-
-    if N == 0:
-        return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
-    row = lambda t: t.view(1, -1)  # noqa: E731
-    part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-    # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
-    # dw's partials are part's first plane, so part itself is passed for them
-    parts = operator.itemgetter(*(i for i, on in enumerate(
-        (True, residual, True, True, not rms, True, True, dres_too, True, not rms)) if on))
-    dx, dres = outputs()
-    launch = _kernels(rms, D, p > 0, residual)[1].prepare(
-        *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
-                None if rms else part[1])), p, 0, 0)
-
-    def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
-        dx, dres = outputs()
-        part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
-        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else part[1])),
-               p, seed, offset)
-        return dx, dres, part.sum(1).to(w.dtype) if params else None
-    return run
-
-
-def _plan_key(rms: bool, p: float, *ts) -> tuple:
-    return rms, p > 0, signature(*ts)
-
-
-_fwd_plans = PlanCache(_fwd_plan)
-_bwd_plans = PlanCache(_bwd_plan)
-
-
-def _norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
-    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm;
-    stats=False: mean and rstd in scratch memory (for no backward)."""
-    plan = _fwd_plans(_plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
-    return plan(x, res, w, b, eps, p, seed, offset, stats)
-
-
-def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
-    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
-    the weight (and bias) gradients None unless params. The key: what the
-    backward's arguments may vary in. dy, dh_next and h are contiguous (the
-    autograd formulas and the forward make them so: their strides are still
-    keyed, as a compiled graph may hand others), w is bf16 [D] and the
-    statistics f32 [N] as the forward made them."""
-    key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
-           (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
-           None if dhn is None else dhn.stride())
-    plan = _bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
-    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)
 
 
 # ---------------------------------------------------------------- layer norm
@@ -160,12 +41,11 @@ def _norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params):
 
 def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
                  seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    return _norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
+    return norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
 
 
 def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
-    N = x.shape[0]
-    stat = x.new_empty(N, dtype=torch.float32)
+    stat = x.new_empty(x.shape[0], dtype=torch.float32)
     return torch.empty_like(x), torch.empty_like(x), stat, torch.empty_like(stat)
 
 
@@ -173,7 +53,7 @@ def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: T
                  p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx), [dw; db]
     empty unless params (the weight's or the bias's gradient is wanted)."""
-    dx, dres, dwb = _norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
+    dx, dres, dwb = norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dwb, weight)
 
 
@@ -187,10 +67,24 @@ def _given(t: Tensor | None, like: Tensor) -> Tensor:
     return like.new_empty(0, like.shape[0]) if t is None else t
 
 
-def _params_grads(ctx, dwb: Tensor, i: int) -> list:
+def _present(dx: Tensor, *rest: Tensor) -> tuple:
+    """A backward op's outputs, None for each absent (empty) one but dx.
+
+    The autograd formulas call the backward ops only while tracing (the graph
+    must see tkc::*_bwd); an eager backward calls norm_bwd, which makes no
+    placeholder tensor for what is absent."""
+    return dx, *(t if t.numel() else None for t in rest)
+
+
+def _later(ctx):
+    """The kept forward run's plans.Later (Op.fast: ctx.run), or None."""
+    return getattr(getattr(ctx, "run", None), "later", None)
+
+
+def _params_grads(ctx, dwb: Tensor | None, i: int) -> list:
     """LayerNorm's weight and bias gradients, the rows of dwb, for inputs i
     and i + 1: each None unless wanted."""
-    if not dwb.numel():
+    if dwb is None:
         return [None, None]
     return [row if ctx.needs_input_grad[i + n] else None for n, row in enumerate(dwb.unbind(0))]
 
@@ -206,8 +100,9 @@ def _ln_backward(ctx, dy, dh, dmean, drstd):
     h, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dy.contiguous()
     dh = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dwb = _ln_bwd(dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+    args = (dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+            ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
+    dx, dres, dwb = _present(*_ln_bwd(*args)) if tracing(args) else norm_bwd(False, *args)
     return dx, (dres if ctx.p > 0 else dx), *_params_grads(ctx, dwb, 2), None, None, None, None
 
 
@@ -217,7 +112,7 @@ _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_b
 
 def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
                        offset: int) -> tuple[Tensor, Tensor, Tensor]:
-    y, _, mean, rstd = _norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
+    y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
     return y, mean, rstd
 
 
@@ -229,7 +124,7 @@ def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
                        seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor]:
     """(dx, [dw; db]) ([dw; db] empty unless params)."""
-    dx, _, dwb = _norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
+    dx, _, dwb = norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
     return dx, _given(dwb, weight)
 
 
@@ -247,8 +142,12 @@ def _ln_nores_setup(ctx, inputs, output):
 def _ln_nores_backward(ctx, dy, dmean, drstd):
     x, weight, mean, rstd = ctx.saved_tensors
     dy = torch.zeros_like(x) if dy is None else dy.contiguous()
-    dx, dwb = _ln_bwd_nores(dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    args = (dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+            ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+    if tracing(args):
+        dx, dwb = _present(*_ln_bwd_nores(*args))
+    else:
+        dx, _, dwb = norm_bwd(False, dy, None, *args[1:], _later(ctx))
     return dx, *_params_grads(ctx, dwb, 1), None, None, None, None
 
 
@@ -256,7 +155,7 @@ _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nore
 _ln_fwd_nores = Op("tkc::layer_norm_fwd_nores", _ln_fwd_nores_impl, _ln_fwd_nores_fake,
                    _ln_nores_setup, _ln_nores_backward,
                    lambda x, w, b, eps, p, seed, offset:
-                   _norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
+                   norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
 
 
 def _philox(x: Tensor, p: float) -> tuple[int, int]:
@@ -270,11 +169,12 @@ def _philox(x: Tensor, p: float) -> tuple[int, int]:
     return seed, offset & 0x7FFFFFFF
 
 
-# ---------------------------------------------------------------- plain calls
+# ---------------------------------------------------------------- repeated eager calls
 #
-# A plain call (eager.plain_key: nothing tracing, no gradient wanted) without
-# dropout whose tensors need no copy keeps the run of its forward plan: the
-# next call with its key goes straight there (the key fixes all the checks read).
+# An eager call (eager.grad_key: nothing tracing) without dropout, its tensors
+# needing no copy, keeps a run of its forward plan, which the next call with
+# its key goes straight to (the key fixes what the checks read): the plan, or,
+# with a gradient wanted (x as rows [N, D]), the op's autograd call with it.
 
 _plain = PlanCache()  # both norms': key -> run(x, weight, bias, residual)
 
@@ -282,19 +182,54 @@ _plain = PlanCache()  # both norms': key -> run(x, weight, bias, residual)
 def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor,
                 residual: Tensor | None, r2: Tensor | None, weight: Tensor, w: Tensor,
                 bias: Tensor | None, b: Tensor | None) -> None:
-    if not x.is_contiguous() or w is not weight or b is not bias \
-            or residual is not None and r2.data_ptr() != residual.data_ptr():
-        return
-    plan = _fwd_plans(_plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
-    if residual is None:
-        def run(x, w, b, r):
-            y = plan(x, None, w, b, eps, 0.0, 0, 0, False)[0]
-            return (y, x) if prenorm else y
+    plan = fwd_plans(plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
+    if wants_grad(x, residual, weight, bias):
+        run = _grad_run(rms, eps, prenorm, plan, residual is not None)
+        same = x2 is x and r2 is residual  # (the formulas want rows: [N, D])
     else:
-        def run(x, w, b, r):
+        def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
             out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
-            return out[:2] if prenorm else out[0]
+            return (out[0], x if r is None else out[1]) if prenorm else out[0]
+        same = x.is_contiguous() and (residual is None or r2.data_ptr() == residual.data_ptr())
+    if not (same and w is weight and b is bias):
+        run = _converting(run, prenorm)
     _plain.keep(key, run)
+
+
+def _converting(run, prenorm: bool):
+    """run on what the full path makes of the caller's tensors (x and the
+    residual as contiguous rows, the weights bf16: f32 ones under autocast),
+    its outputs in x's shape."""
+    def converted(x, w, b, r):
+        out = run(_rows(x), _bf16(w), None if b is None else _bf16(b),
+                  None if r is None else _bf16(_rows(r)))
+        if not prenorm:
+            return _shaped(out, x)
+        return _shaped(out[0], x), x if r is None else _shaped(out[1], x)
+    return converted
+
+
+def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
+    """The run of a call wanting a gradient: the full path's op, Op.fast with the plan."""
+    if rms:
+        def fwd(x, r, w, eps, p, seed, offset):  # _rms_fwd_impl's outputs
+            y, h, _, rstd = plan(x, r, w, None, eps, p, seed, offset)
+            return y, x.new_empty(0) if h is None else h, rstd
+        fwd.later = Later()  # the backward's plan (without a residual)
+        call = lambda x, w, b, r: _rms_fwd.fast(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
+    elif residual:
+        call = lambda x, w, b, r: _ln_fwd.fast(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
+    else:
+        def fwd(x, w, b, eps, p, seed, offset):  # _ln_fwd_nores_impl's outputs
+            y, _, mean, rstd = plan(x, None, w, b, eps, p, seed, offset)
+            return y, mean, rstd
+        fwd.later = Later()  # the backward's plan
+        call = lambda x, w, b, r: _ln_fwd_nores.fast(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
+
+    def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
+        out = call(x, w, b, r)
+        return (out[0], out[1] if residual else x) if prenorm else out[0]
+    return run
 
 
 @public
@@ -303,7 +238,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     """LayerNorm(dropout(x) + residual) over the last dim (bf16, D a multiple of
     256), differentiable in x, residual, weight and bias. prenorm=True also
     returns h = dropout(x) + residual, the residual stream's next value."""
-    key = plain_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
+    key = grad_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, bias, residual)
@@ -387,15 +322,10 @@ def _explain(fn: str, x, weight, bias, residual) -> None:
 # residual is given (h written for the backward), else the x-only ones. The
 # backward returns dw as [1, D] (no bias).
 
-@functools.lru_cache(maxsize=None)
-def _rms_kernels(D: int, dropout: bool, residual: bool):
-    return rmsnorm_fwd(D, dropout, WARPS, residual), rmsnorm_bwd(D, dropout, WARPS, residual)
-
-
 def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
                   seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
-    y, h, _, rstd = _norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
+    y, h, _, rstd = norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
     return y, x.new_empty(0) if h is None else h, rstd
 
 
@@ -409,7 +339,7 @@ def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor,
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent); dw
     empty unless params."""
-    dx, dres, dw = _norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
+    dx, dres, dw = norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dw, weight)
 
 
@@ -432,16 +362,20 @@ def _rms_backward(ctx, dy, dh, drstd):
     dhn = None
     if ctx.residual:
         dhn = torch.zeros_like(h) if dh is None else dh.contiguous()
-    dx, dres, dw = _rms_bwd(dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset,
-                            ctx.needs_input_grad[2])
-    dr = (dres if dres.numel() else dx) if ctx.residual else None
-    return dx, dr, dw[0] if dw.numel() else None, None, None, None, None
+    args = (dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset, ctx.needs_input_grad[2])
+    if tracing(args):
+        dx, dres, dw = _present(*_rms_bwd(*args))
+    else:
+        dx, dres, dw = norm_bwd(True, dy, dhn, h, weight, None, *args[4:],
+                                None if ctx.residual else _later(ctx))
+    dr = (dx if dres is None else dres) if ctx.residual else None
+    return dx, dr, None if dw is None else dw[0], None, None, None, None
 
 
 _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
 _rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward,
               lambda x, res, w, eps, p, seed, offset:
-              _norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
+              norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
 
 
 @public
@@ -452,7 +386,7 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     residual and weight. prenorm=True also returns h, the residual stream's
     next value (without a residual, h = dropout(x): the residual kernels run
     with a zero residual to write it)."""
-    key = plain_key((True, eps, dropout_p, prenorm), x, weight, residual)
+    key = grad_key((True, eps, dropout_p, prenorm), x, weight, residual)
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, None, residual)

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..runtime.driver import multiprocessors
 
-__all__ = ["PlanCache", "forget", "scratch", "signature", "sms"]
+__all__ = ["At", "Later", "PlanCache", "forget", "scratch", "signature", "sms"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -64,6 +64,45 @@ def forget() -> None:
     change of the picks, e.g. in tests)."""
     for cache in _caches:
         cache.plans.clear()
+
+
+class Later:
+    """The backward plan of one kept forward run (Op.fast, which hands the run
+    to the backward formula as ctx.run): made by the run's first backward and
+    taken by later ones whose gradient has the layout it was made for. The
+    gradient's shape, dtype and device are the forward output's (autograd
+    checks them) and the backward's other arguments are the forward's, whose
+    layouts the run's key fixes: its strides and 16-byte alignment are what
+    is left to check. (One attribute, (strides, plan), replaced whole: threads
+    running backwards at once see one pair or the other.)"""
+    __slots__ = ("kept",)
+
+    def __init__(self):
+        self.kept = (None, None)
+
+    def get(self, grad: Tensor):
+        """The plan for this gradient, or None."""
+        stride, plan = self.kept
+        if grad.data_ptr() & 15 or grad.stride() != stride:
+            return None
+        return plan
+
+    def keep(self, grad: Tensor, plan) -> None:
+        if not grad.data_ptr() & 15:
+            self.kept = (grad.stride(), plan)
+
+
+class At:
+    """What a prepared launch reads of a tensor argument, its data pointer
+    (tkc/runtime/launch.py, prepared), for memory at a byte offset into a
+    tensor: a plane of a stacked one, without making the view per call."""
+    __slots__ = ("tensor", "offset")
+
+    def __init__(self, tensor: Tensor, offset: int):
+        self.tensor, self.offset = tensor, offset
+
+    def data_ptr(self) -> int:
+        return self.tensor.data_ptr() + self.offset
 
 
 _scratch: dict = {}  # (device, slot) -> f32 tensor

@@ -2,7 +2,8 @@
 
     y = tkc.rotary_embedding(x, cos, sin)                   # x [B, T, H, D] bf16
 
-Differentiable in x: the backward is the same kernel rotating by -theta.
+Differentiable in x: the backward is the kernel's inverse (rotating by
+-theta) on the same cos and sin.
 The kernel: tkc/kernels/rotary.py. Importing this module needs torch, not
 MLIR (with TKC_OFFLINE=1 the kernels come from the artifact cache).
 """
@@ -18,25 +19,26 @@ from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from . import checks
 from .checks import check_device, check_tensor
-from .eager import Op, plain_key, public
-from .plans import PlanCache, signature
+from .eager import Op, grad_key, kept_run, public, wants_grad
+from .plans import Later, PlanCache, signature
 
 __all__ = ["rotary_embedding"]
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(D: int, interleaved: bool):
-    return rotary(D, interleaved)
+def _kernel(D: int, interleaved: bool, inverse: bool):
+    return rotary(D, interleaved, inverse=inverse)
 
 
-def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool):
+def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool):
+    """run(x, cos, sin, ...): the trailing arguments (the op's flags) unread."""
     B, T, H, D = x.shape
     if x.numel() == 0:
-        return lambda x, cos, sin: torch.empty_like(x)
+        return lambda x, cos, sin, *flags: torch.empty_like(x)
     rows = lambda t: t.view(B, 1, T, H * D)  # noqa: E731  (a gl of B rows of T x H*D)
-    launch = _kernel(D, interleaved).prepare(rows(x), cos, sin, rows(torch.empty_like(x)))
+    launch = _kernel(D, interleaved, inverse).prepare(rows(x), cos, sin, rows(torch.empty_like(x)))
 
-    def run(x, cos, sin):
+    def run(x, cos, sin, *flags):
         out = torch.empty_like(x)
         launch(x, cos, sin, out)
         return out
@@ -44,28 +46,39 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool):
 
 
 _plans = PlanCache(_plan)
-_plain = PlanCache()  # plain calls (eager.plain_key): key -> run(x, cos, sin)
+_plain = PlanCache()  # eager calls (eager.grad_key): key -> run(x, cos, sin)
 
 
-def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
-    """x, cos, sin contiguous (rotary_embedding makes them so)."""
-    return _plans((signature(x, cos, sin), interleaved), x, cos, sin, interleaved)(x, cos, sin)
+def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool = False) -> Tensor:
+    """x, cos, sin contiguous (rotary_embedding makes them so); inverse:
+    rotate by -theta (the backward's rotation)."""
+    plan = _plans((signature(x, cos, sin), interleaved, inverse), x, cos, sin, interleaved, inverse)
+    return plan(x, cos, sin)
 
 
 def _setup(ctx, inputs, output):
     ctx.save_for_backward(inputs[1], inputs[2])
-    ctx.interleaved = inputs[3]
+    ctx.flags = inputs[3], not (len(inputs) > 4 and inputs[4])  # (inverse may be left out)
 
 
 def _backward(ctx, grad):
     if grad is None:
-        return None, None, None, None
-    cos, sin = ctx.saved_tensors  # the inverse rotation: by -theta
-    return _rotary(grad.contiguous(), cos, -sin, ctx.interleaved), None, None, None
+        return None, None, None, None, None
+    cos, sin = ctx.saved_tensors  # the inverse rotation (of the inverse: the forward's)
+    grad = grad.contiguous()
+    run = kept_run(ctx, (grad,))
+    if run is not None:  # a kept eager forward's: straight to its backward plan
+        plan = run.later.get(grad)
+        if plan is None:
+            plan = _plans((signature(grad, cos, sin), *ctx.flags), grad, cos, sin, *ctx.flags)
+            run.later.keep(grad, plan)
+        return plan(grad, cos, sin), None, None, None, None
+    return _rotary(grad, cos, sin, *ctx.flags), None, None, None, None
 
 
 _rotary = Op("tkc::rotary", _impl,
-             lambda x, cos, sin, interleaved: torch.empty_like(x, memory_format=torch.contiguous_format),
+             lambda x, cos, sin, interleaved, inverse=False:
+             torch.empty_like(x, memory_format=torch.contiguous_format),
              _setup, _backward)
 
 
@@ -74,18 +87,31 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
     sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or
     (2i, 2i + 1) if interleaved; differentiable in x."""
-    key = plain_key(interleaved, x, cos, sin)
+    key = grad_key(interleaved, x, cos, sin)
     run = _plain.get(key)
     if run is not None:
         return run(x, cos, sin)
     if not _fits(x, cos, sin):
         _explain(x, cos, sin)
     args = x.contiguous(), _bf16(cos), _bf16(sin)
-    if key is not None and args[0] is x and args[1] is cos and args[2] is sin:  # plain, no copies
-        run = _plans((signature(x, cos, sin), interleaved), x, cos, sin, interleaved)
-        _plain.keep(key, run)
-        return run(x, cos, sin)
-    return _rotary(*args, interleaved)
+    if key is None:
+        return _rotary(*args, interleaved, False)
+    plan = _plans((signature(*args), interleaved, False), *args, interleaved, False)
+    if wants_grad(x, cos, sin):  # the autograd call, with this plan for the forward
+        fwd = functools.partial(plan)  # (its own object: the backward's plan kept on it)
+        fwd.later = Later()
+        run = lambda x, cos, sin: _rotary.fast(x, cos, sin, interleaved, False, fwd)  # noqa: E731
+    else:
+        run = plan
+    if not (args[0] is x and args[1] is cos and args[2] is sin):  # the copies, as above
+        run = functools.partial(_converted, run)
+    _plain.keep(key, run)
+    return run(x, cos, sin)
+
+
+def _converted(run, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """run on what rotary_embedding makes of its arguments (x contiguous, the tables bf16)."""
+    return run(x.contiguous(), _bf16(cos), _bf16(sin))
 
 
 def _fits(x, cos, sin) -> bool:

@@ -1,0 +1,95 @@
+"""The host work of repeated eager calls, forward and backward, bounded on the
+CPU through the fake driver (tkc.bench.fake_driver): per call the launches,
+the torch ops the op runs itself (allocations, copies, reductions: torch's
+profiler lists them under the op's autograd nodes) and the Python frames of
+tkc.torchops. Counts, not timings: a change that adds work to the path (a
+torch-side negation or reduction, an extra allocation, a check that runs again
+on every call) fails here. Counting tkc.torchops' frames alone leaves out the
+runtime's, whose per-pointer caches (parameter frames, tensor maps) miss or
+hit as the CPU allocator hands pointers back."""
+from __future__ import annotations
+
+import collections
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+import tkc  # noqa: E402
+from tkc.bench.fake_driver import fake_driver  # noqa: E402
+
+BF = torch.bfloat16
+
+
+def _work(call, warm: int = 3):
+    """(launches, {op: count}, tkc.torchops frames) of one call after `warm`
+    calls; ops: torch ops run directly under the op's autograd nodes."""
+    with fake_driver() as cuda:
+        for _ in range(warm):
+            call()
+        frames = []
+
+        def count(frame, event, arg):
+            if event == "call" and "tkc/torchops/" in frame.f_code.co_filename.replace("\\", "/"):
+                frames.append(frame.f_code.co_name)
+        launches = cuda.state.launches
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            sys.setprofile(count)
+            try:
+                call()
+            finally:
+                sys.setprofile(None)
+        launches = cuda.state.launches - launches
+    ops = collections.Counter(
+        e.name.removeprefix("aten::") for e in prof.events()
+        if e.cpu_parent is not None and e.cpu_parent.name.startswith("Eager_tkc_"))
+    return launches, ops, len(frames)
+
+
+def _within(ops: collections.Counter, bound: dict) -> bool:
+    return all(n <= bound.get(name, 0) for name, n in ops.items())
+
+
+def test_rotary_forward_and_backward():
+    """One launch each way, one allocation each (the output); the backward is
+    the inverse kernel, not a negation of sin."""
+    x = torch.randn(1, 64, 2, 64).to(BF).requires_grad_()
+    ang = torch.rand(64, 32)
+    cos, sin = ang.cos().to(BF), ang.sin().to(BF)
+    g = torch.randn(1, 64, 2, 64).to(BF)
+    launches, ops, frames = _work(lambda: tkc.rotary_embedding(x, cos, sin).backward(g))
+    assert launches == 2
+    assert ops == {"empty_like": 2}, ops
+    assert frames <= 20, frames
+
+
+def test_layer_norm_forward_and_backward():
+    """Without weight gradients: y, mean and rstd forward, dx backward (the
+    unwanted dw/db partial sums go to scratch memory, nothing reduces them);
+    with them, one partial-sum buffer and its reduction more."""
+    x = torch.randn(64, 256).to(BF).requires_grad_()
+    w, b = torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
+    g = torch.randn(64, 256).to(BF)
+    launches, ops, frames = _work(lambda: tkc.layer_norm(x, w, b).backward(g))
+    assert launches == 2
+    assert _within(ops, {"empty_like": 2, "empty": 2}), ops
+    assert frames <= 26, frames
+    w.requires_grad_(), b.requires_grad_()
+    launches, ops, frames = _work(lambda: tkc.layer_norm(x, w, b).backward(g))
+    assert launches == 2 and ops["sum"] == 1, ops
+    assert _within(ops, {"empty_like": 2, "empty": 3, "sum": 1, "to": 1, "unbind": 1}), ops
+
+
+def test_attention_forward_and_backward():
+    """Forward: o and lse. Backward: prep and backward kernels; the
+    statistics and dq's f32 accumulator in one allocation, dk and dv, and
+    dq's conversion to bf16 (the one torch op)."""
+    q = torch.randn(1, 2, 128, 64).to(BF).requires_grad_()
+    k, v = (torch.randn(1, 2, 128, 64).to(BF).requires_grad_() for _ in range(2))
+    g = torch.randn(1, 2, 128, 64).to(BF)
+    launches, ops, frames = _work(lambda: tkc.attention(q, k, v).backward(g))
+    assert launches == 3
+    assert _within(ops, {"empty_strided": 3, "empty": 2, "as_strided": 1, "to": 1}), ops
+    assert frames <= 28, frames

@@ -1,0 +1,148 @@
+"""The norm kernels' calls (tkc.layer_norm and tkc.rms_norm: norms.py):
+their plans, forward and backward, per argument signature.
+
+Both norms' kernels take their arguments in one order (tkc/kernels/layernorm.py),
+each part present or not: forward x, [residual], w, [b] -> y, [h], [mean],
+rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
+residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
+partials, [db partials], then p, seed, offset. The partial sums are one
+[parts, blocks, D] f32 buffer (2 blocks an SM), reduced at once afterwards
+into the [parts, D] output (an op's outputs may not alias each other); a
+backward whose dw and db nobody wants writes them to scratch memory.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+
+import torch
+from torch import Tensor
+
+from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
+from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
+from .plans import At, PlanCache, scratch, signature, sms
+
+__all__ = ["fwd_plans", "kernels", "norm_bwd", "norm_fwd", "plan_key"]
+WARPS = 4
+
+
+@functools.lru_cache(maxsize=None)
+def ln_kernels(D: int, dropout: bool, residual: bool = True):
+    return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
+
+
+@functools.lru_cache(maxsize=None)
+def rms_kernels(D: int, dropout: bool, residual: bool):
+    return rmsnorm_fwd(D, dropout, WARPS, residual), rmsnorm_bwd(D, dropout, WARPS, residual)
+
+
+def kernels(rms: bool, D: int, dropout: bool, residual: bool):
+    return (rms_kernels if rms else ln_kernels)(D, dropout, residual)
+
+
+def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | None, p: float):
+    N, D = x.shape
+    dev = x.device
+    # mean and rstd of calls without a backward: scratch memory, kept with the plan
+    unread = None if rms else scratch(dev, N, "norm mean"), scratch(dev, N, "norm rstd")
+
+    def outputs(x, stats: bool = True):  # h only with a residual, mean only for LayerNorm (None:
+        y = torch.empty_like(x)            # not made); stats=False: mean and rstd unread
+        h = torch.empty_like(x) if res is not None else None
+        if not stats:
+            return y, h, *unread
+        mean = None if rms else torch.empty(N, device=dev, dtype=torch.float32)
+        return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
+
+    if N == 0:
+        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs(x)
+    row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
+    # the kernel's tensors of (x, res, w, b, y, h, mean, rstd)
+    parts = operator.itemgetter(*(i for i, on in enumerate(
+        (True, res is not None, True, not rms, True, res is not None, not rms, True)) if on))
+    y, h, mean, rstd = outputs(x)
+    launch = kernels(rms, D, p > 0, res is not None)[0].prepare(
+        *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
+                row(rstd))), p, 1e-5, 0, 0)
+
+    def run(x, res, w, b, eps, p, seed, offset, stats=True):
+        """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
+        y, h, mean, rstd = out = outputs(x, stats)
+        launch(*parts((x, res, w, b, y, h, mean, rstd)), p, eps, seed, offset)
+        return out
+    return run
+
+
+def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, mean: Tensor,
+              rstd: Tensor, p: float):
+    N, D = dy.shape
+    dev, residual = dy.device, dhn is not None
+    dres_too = residual and p > 0
+    k = 1 if rms else 2  # dw (and db) partial sums
+    blocks = sms(dev) * 2
+
+    def outputs():  # dres only where it differs from dx (None: not made)
+        return torch.empty_like(dy), torch.empty_like(dy) if dres_too else None
+
+    if N == 0:
+        return lambda *args: (*outputs(), w.new_zeros(k, D) if args[-1] else None)
+    row = lambda t: t.view(1, -1)  # noqa: E731
+    part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
+    # the partial sums of a backward whose dw and db nobody wants: scratch memory
+    unread = scratch(dev, k * blocks * D, "norm partials")
+    unread = unread, None if rms else unread[blocks * D:]
+    db_at = blocks * D * 4  # the db partials' plane: bytes into part (passed by address)
+    # the kernel's tensors of (dy, dhn, h, w, mean, rstd, dx, dres, dw part, db part);
+    # dw's partials are part's first plane, so part itself is passed for them
+    parts = operator.itemgetter(*(i for i, on in enumerate(
+        (True, residual, True, True, not rms, True, True, dres_too, True, not rms)) if on))
+    dx, dres = outputs()
+    launch = kernels(rms, D, p > 0, residual)[1].prepare(
+        *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
+                None if rms else part[1])), p, 0, 0)
+
+    def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
+        dx, dres = outputs()
+        if not params:
+            launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), p, seed, offset)
+            return dx, dres, None
+        part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
+        launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else At(part, db_at))),
+               p, seed, offset)
+        return dx, dres, part.sum(1).to(w.dtype)
+    return run
+
+
+def plan_key(rms: bool, p: float, *ts) -> tuple:
+    return rms, p > 0, signature(*ts)
+
+
+fwd_plans = PlanCache(_fwd_plan)
+bwd_plans = PlanCache(_bwd_plan)
+
+
+def norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
+    """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm;
+    stats=False: mean and rstd in scratch memory (for no backward)."""
+    plan = fwd_plans(plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
+    return plan(x, res, w, b, eps, p, seed, offset, stats)
+
+
+def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params, later=None):
+    """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
+    the weight (and bias) gradients None unless params. The key: what the
+    backward's arguments may vary in. dy, dh_next and h are contiguous (the
+    autograd formulas and the forward make them so: their strides are still
+    keyed, as a compiled graph may hand others), w is bf16 [D] and the
+    statistics f32 [N] as the forward made them. later: the kept forward
+    run's plans.Later (without a residual: dy is the one gradient), which
+    skips the key."""
+    plan = None if later is None else later.get(dy)
+    if plan is None:
+        key = (rms, p > 0, dhn is None, dy.shape, dy.stride(), h.stride(), dy.device, dy.dtype,
+               (dy.data_ptr() | h.data_ptr() | (0 if dhn is None else dhn.data_ptr())) & 15,
+               None if dhn is None else dhn.stride())
+        plan = bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
+        if later is not None:
+            later.keep(dy, plan)
+    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)
