@@ -11,6 +11,7 @@ to a plain `python3 -m tkc.cli` when the server is not there.
 
     tkc_server.py SOCKET   # serves until its parent (lit) exits
 """
+import json
 import os
 import socket
 import sys
@@ -47,16 +48,16 @@ def _serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)  # first: lit.cfg.py waits for the socket; requests queue
     listener.listen(64)
-    import json
-    import tkc.cli
-    # What a compile imports, imported once here rather than in every fork.
-    import mlir.ir  # noqa: F401
-    import tkc.compiler  # noqa: F401
-    import tkc.frontend  # noqa: F401
-    import tkc.pass_pipeline  # noqa: F401
-    import tkc.sass  # noqa: F401
-    listener.settimeout(1.0)
+    server = os.getpid()
     try:
+        import tkc.cli
+        # What a compile imports, imported once here rather than in every fork.
+        import mlir.ir  # noqa: F401
+        import tkc.compiler  # noqa: F401
+        import tkc.frontend  # noqa: F401
+        import tkc.pass_pipeline  # noqa: F401
+        import tkc.sass  # noqa: F401
+        listener.settimeout(1.0)
         while os.getppid() == lit:
             _reap()
             try:
@@ -64,17 +65,52 @@ def _serve(path: str) -> None:
             except socket.timeout:
                 continue
             if os.fork() == 0:  # the reporter: runs tkc in a child, reports its status
-                listener.close()
-                conn.settimeout(None)
-                status = _reporter(conn, json, tkc.cli.main)
-                try:
-                    conn.sendall(str(status).encode())
-                finally:
-                    os._exit(0)
+                _forked(lambda: _report(conn, listener, tkc.cli.main))
             conn.close()
     finally:
-        os.unlink(path)
-        os.rmdir(os.path.dirname(path))
+        if os.getpid() == server:
+            os.unlink(path)
+            os.rmdir(os.path.dirname(path))
+
+
+def _forked(body) -> None:
+    """Run body() in a forked process and exit it with body's status: never
+    back into the caller's code (the server's loop and its cleanup)."""
+    status = 1
+    try:
+        status = body()
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(status)
+
+
+def _report(conn, listener, main) -> int:
+    listener.close()
+    conn.settimeout(None)
+    (argv, cwd, env), fds = _request(conn)
+    pid = os.fork()
+    if pid == 0:
+        def run():
+            conn.close()
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
+            for i, fd in enumerate(fds):
+                os.dup2(fd, i)
+                os.close(fd)
+            sys.argv = ["tkc"] + argv
+            return _run(main, argv)
+        _forked(run)
+    for fd in fds:
+        os.close(fd)
+    _, wstatus = os.waitpid(pid, 0)
+    status = -os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else os.WEXITSTATUS(wstatus)
+    try:
+        conn.sendall(str(status).encode())
+    except OSError:  # the client is gone (lit killed it)
+        pass
+    return 0
 
 
 def _reap() -> None:
@@ -86,33 +122,13 @@ def _reap() -> None:
         pass
 
 
-def _recv_request(conn):
-    header, fds, _, _ = socket.recv_fds(conn, 8, 3)
-    size = int.from_bytes(header[:8], "little")
-    body = header[8:]
+def _request(conn):
+    """(argv, folder, environment) and the client's fds 0-2."""
+    head, fds, _, _ = socket.recv_fds(conn, 8, 3)
+    size, body = int.from_bytes(head, "little"), b""
     while len(body) < size:
         body += conn.recv(size - len(body))
-    return body, fds
-
-
-def _reporter(conn, json, main) -> int:
-    body, fds = _recv_request(conn)
-    argv, cwd, env = json.loads(body)
-    pid = os.fork()
-    if pid == 0:
-        conn.close()
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        for i, fd in enumerate(fds):
-            os.dup2(fd, i)
-            os.close(fd)
-        sys.argv = ["tkc"] + argv
-        os._exit(_run(main, argv))
-    for fd in fds:
-        os.close(fd)
-    _, wstatus = os.waitpid(pid, 0)
-    return -os.WTERMSIG(wstatus) if os.WIFSIGNALED(wstatus) else os.WEXITSTATUS(wstatus)
+    return json.loads(body), fds
 
 
 def _run(main, argv) -> int:
