@@ -19,7 +19,8 @@ trap 'if [ -n "$lit_pid" ]; then kill "$lit_pid" 2>/dev/null || true; fi; rm -rf
 now() { date +%s.%N; }
 start=$(now)
 
-# lit's ShTest runs each RUN line's tkc/FileCheck processes; its own workers (one a core).
+# lit: its own workers (one a core); each RUN line's tkc is a fork of one server
+# that imported tkc, MLIR and numpy once (test/lit/tkc_server.py).
 ( rc=0; lit -sv test/lit >"$log/lit.out" 2>&1 || rc=$?; echo "$rc" >"$log/lit.rc"; now >"$log/lit.end" ) &
 lit_pid=$!
 

@@ -3,6 +3,8 @@ nvidia-cuda-cuobjdump), so HGMMA/UTMALDG can be checked without a GPU."""
 from __future__ import annotations
 
 import glob
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -10,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from .diagnostics import TkcError
+from .runtime.cache import cache_dir
 
 
 def cuobjdump() -> str | None:
@@ -26,17 +29,33 @@ def cuobjdump() -> str | None:
 
 
 def disassemble(cubin: bytes) -> str:
-    """The SASS text of a cubin (TkcError when cuobjdump is missing or fails)."""
+    """The SASS text of a cubin (TkcError when cuobjdump is missing or fails).
+    Kept in the artifact cache (<cache>/sass/), keyed by the cubin and the
+    tool: cuobjdump's nvdisasm takes ~0.5 s of CPU even for a tiny cubin, and
+    the tests read the SASS of the same cached cubins run after run."""
     tool = cuobjdump()
     if tool is None:
         raise TkcError("cuobjdump not found: install the CUDA toolkit or "
                        "`pip install nvidia-cuda-cuobjdump`")
+    info = os.stat(tool)
+    key = hashlib.sha256(cubin + f"{tool}:{info.st_size}:{info.st_mtime_ns}".encode()).hexdigest()
+    kept = cache_dir() / "sass" / f"{key}.txt"
+    if kept.is_file():
+        return kept.read_text()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         r = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True)
     if r.returncode != 0:
         raise TkcError(f"cuobjdump failed: {r.stderr.strip()}")
+    try:  # written aside and renamed: a reader never sees half of it
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        fd, part = tempfile.mkstemp(dir=kept.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(r.stdout)
+        os.replace(part, kept)
+    except OSError:  # a read-only cache: the SASS is still right
+        pass
     return r.stdout
 
 

@@ -7,13 +7,17 @@ Some indices are out of range (past the end, negative, and 2**26 + 1, whose
 row 2**32 + 64 wraps to row 64 if narrowed to 32 bits unchecked): those pages
 read as zeros, as in the interpreter (test/python/test_gather.py).
 
-The kernels are test/lit/passes/pipeline-gather.py's, bound here at module
-level so that `tkc build test/gpu/test_gather_gpu.py` builds them."""
+The kernels are test/lit/passes/pipeline-gather.py's, loaded by
+test/python/gather_kernels.py (as for the interpreter tests) and bound here
+at module level so that `tkc build test/gpu/test_gather_gpu.py` builds them."""
+import sys
 from pathlib import Path
 
 import pytest
 
-from tkc.frontend.kernel import kernels_in_file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from gather_kernels import (copy_pages, copy_square, copy_wide, gather_copy,  # noqa: E402,F401
+                            gather_gemm, gather_gemm_copy, paged_sum, pick_page)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels must import without torch: `tkc build` reads this file
@@ -21,11 +25,6 @@ try:  # the kernels must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-_LIT = {k.name: k for k in kernels_in_file(
-    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-gather.py")}
-paged_sum, gather_gemm, pick_page = _LIT["paged_sum"], _LIT["gather_gemm"], _LIT["pick_page"]
-copy_pages, copy_square, copy_wide = _LIT["copy_pages"], _LIT["copy_square"], _LIT["copy_wide"]
-gather_copy, gather_gemm_copy = _LIT["gather_copy"], _LIT["gather_gemm_copy"]
 PAGE = 64
 
 

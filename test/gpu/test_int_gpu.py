@@ -1,17 +1,24 @@
 """Integer tiles on the GPU (docs/dsl.md, "Integer tiles"): i32 register
 tiles and vectors (arithmetic, conversions, comparisons, reductions, moves,
 ragged loads and stores), one-element stores of index values (a work list,
-a histogram), an argmax that writes i32 indices, and an int64 gather. Each
-result is checked against torch (integer results exactly)."""
+a histogram, int64 elements), an argmax that writes i32 indices, and an
+int64 gather. Each result is checked against torch (integer results
+exactly). argmax and tile_map are test/python/int_kernels.py's, which the
+interpreter tests run too."""
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tkc
 from tkc import bf16, f32, gl, i32, i64, rt, rv
-from tkc.ops import (abs, col_max, col_sum, iota, load, max, min, neg_infty, ones, relu, row_max,
-                     row_sum, store, sub_row, sum, transpose, where, zero)
+from tkc.ops import (abs, col_max, col_sum, iota, load, max, min, relu, row_max, row_sum, store, sum,
+                     transpose, where)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from int_kernels import argmax, tile_map  # noqa: E402  (the interpreter tests' kernels)
 
 pytestmark = pytest.mark.gpu
 
@@ -54,38 +61,6 @@ def int_ragged(x: gl(i32, 1, 1, "R", "C"), y: gl(i32, 1, 1, "R", "C")):
     r = tkc.block_idx.y * 2 + tkc.warpid()
     v = load(rt(i32, 16, 64), x, (0, 0, r, tkc.block_idx.x), fill=-5)
     store(y, v + 1, (0, 0, r, tkc.block_idx.x), clip=True)
-
-
-@tkc.kernel(warps=4, grid=lambda x, idx: (tkc.cdiv(x.r, 64),))
-def argmax(x: gl(f32, 1, 1, "R", "C"), idx: gl(i32, 1, 1, 1, "R")):
-    """idx[r] = the first column of row r's largest value (x.c a multiple of
-    64): a running max and argmax over 64-column tiles."""
-    row = tkc.block_idx.x * 4 + tkc.warpid()
-    best, arg = neg_infty(rv(f32, 16)), zero(rv(i32, 16))
-    for j in tkc.range(x.c // 64):
-        s = load(rt(f32, 16, 64), x, (0, 0, row, j), fill=-math.inf)
-        m = row_max(s)
-        col = iota(rt(i32, 16, 64), 1, start=j * 64)
-        first = -row_max(-where(sub_row(s, m) == 0.0, col, I32_MAX))   # the first column holding m
-        arg = where(m > best, first, arg)
-        best = max(best, m)
-    store(idx, arg, (0, 0, 0, row), clip=True)
-
-
-@tkc.kernel(warps=1, grid=lambda m, *_: (tkc.cdiv(m.c, 64), tkc.cdiv(m.r, 16)))
-def tile_map(m: gl(i32, 1, 1, "R", "C"), counts: gl(i32, 1, 1, "TR", "TC"), work: gl(i32, 1, 1, "TR", "TC"),
-             hist: gl(i32, 1, 1, "T", 8)):
-    """Per 16 x 64 tile of m: its nonzeros (counts), its number or -1 when
-    empty (work: a tile map), and how many of its elements hold 0..7 (hist,
-    a row per tile)."""
-    bx, by = tkc.block_idx.x, tkc.block_idx.y
-    tile = by * tkc.grid_dim.x + bx
-    t = load(rt(i32, 16, 64), m, (0, 0, by, bx), fill=-1)
-    n = sum(row_sum(where(t > 0, ones(rt(i32, 16, 64)), 0)))
-    store(counts, n, at=(0, 0, by, bx), clip=True)
-    store(work, where(n > 0, tile, -1), at=(0, 0, by, bx), clip=True)
-    for k in range(8):
-        store(hist, sum(col_sum(where(t == k, ones(rt(i32, 16, 64)), 0))), at=(0, 0, tile, k), clip=True)
 
 
 @tkc.kernel(warps=4, grid=lambda idx, *_: (tkc.cdiv(idx.c, 4),))
@@ -173,7 +148,9 @@ def test_tile_map():
     counts = torch.full((1, 1, TR, TC), -9, dtype=torch.int32, device="cuda")
     work = torch.full_like(counts, -9)
     hist = torch.full((1, 1, TR * TC, 8), -9, dtype=torch.int32, device="cuda")
-    tile_map(m.cuda(), counts, work, hist)
+    big = torch.tensor([[[[2 ** 40 + 3, -2 ** 50, 5, 7]]]], dtype=torch.int64, device="cuda")   # one past the grid
+    echo = torch.zeros_like(big)
+    tile_map(m.cuda(), counts, work, hist, big, echo)
     torch.cuda.synchronize()
     padded = torch.full((TR * 16, TC * 64), -1, dtype=torch.int32)
     padded[:40, :150] = m[0, 0]
@@ -184,6 +161,7 @@ def test_tile_map():
     assert torch.equal(work[0, 0].cpu(), torch.where(want_counts > 0, numbers, -1))
     want_hist = torch.stack([(tiles == k).sum(-1).int().reshape(-1) for k in range(8)], 1)
     assert torch.equal(hist[0, 0].cpu(), want_hist)
+    assert echo[0, 0, 0].tolist() == [2 ** 41 + 5, -2 ** 51 - 1, 9, 0]
 
 
 def test_gather64():

@@ -13,10 +13,11 @@ import pytest
 
 import tkc
 from tkc import f32, gl, i32, rt, st, tma, warpgroup
-from tkc.ops import atomic_add, col_max, ge, load, lt, max, min, ne, store, where
+from tkc.ops import atomic_add, col_max, load, max, store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from atomic_kernels import atomic_after_two  # noqa: E402  (the interpreter test's kernel)
+from atomic_kernels import atomic_after_two  # noqa: E402  (the interpreter tests' kernels)
+from scalar_kernels import expected_comparisons, scalar_branches, scalar_compare, scalar_running  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -25,31 +26,6 @@ except ImportError:
     torch = None
 
 NAN = float("nan")
-
-
-@tkc.kernel(warps=1, grid=lambda x, n, y: (x.r, 1))
-def scalar_compare(x: gl(f32, 1, 1, "R", 16), n: gl(i32, 1, 1, "R", 16), y: gl(f32, 1, 1, "R", 32)):
-    """Row r: a, b = x[r, :2], i, j = n[r, :2]; every comparison as 1/0
-    (through where), the last true one's number (through tkc.if_), max, min."""
-    r = tkc.block_idx.x
-    a, b = load(f32, x, at=(0, 0, r, 0), fill=0.0), load(f32, x, at=(0, 0, r, 1), fill=0.0)
-    i, j = load(i32, n, at=(0, 0, r, 0), fill=0), load(i32, n, at=(0, 0, r, 1), fill=0)
-    conds = [a < b, a <= b, a > b, a >= b, a == b, a != b,
-             i < j, i <= j, i > j, i >= j, i == j, i != j,
-             i < a, a <= i, i == 2.5, lt(a, b), ge(i, j), ne(a, 1.0)]
-    for k, c in enumerate(conds):
-        store(y, where(c, 1.0, 0.0), at=(0, 0, r, k), clip=True)
-        with tkc.if_(c):
-            store(y, tkc.f32(k), at=(0, 0, r, 31), clip=True)
-    store(y, max(a, b), at=(0, 0, r, 20), clip=True)
-    store(y, min(a, i, 0.5), at=(0, 0, r, 21), clip=True)
-    store(y, max(i, j, 1).to(f32), at=(0, 0, r, 22), clip=True)
-
-
-def _comparisons(a, b, i, j):
-    return [a < b, a <= b, a > b, a >= b, a == b, a != b,
-            i < j, i <= j, i > j, i >= j, i == j, i != j,
-            i < a, a <= i, i == 2.5, a < b, i >= j, a != 1.0]
 
 
 def test_scalar_comparisons():
@@ -63,32 +39,11 @@ def test_scalar_comparisons():
     y = y.cpu().numpy()
     for r in range(R):
         a, b, i, j = x[r, 0], x[r, 1], int(n[r, 0]), int(n[r, 1])
-        want = _comparisons(a, b, i, j)
+        want = expected_comparisons(a, b, i, j)
         np.testing.assert_array_equal(y[r, :len(want)], np.array(want, np.float32), err_msg=f"row {r}")
         assert y[r, 31] == ([k for k, t in enumerate(want) if t] or [-1])[-1], r
         np.testing.assert_array_equal(y[r, 20:23], [np.fmax(a, b), np.fmin(np.fmin(a, i), 0.5),
                                                     np.max([i, j, 1])], err_msg=f"row {r}")
-
-
-@tkc.kernel(warps=1, grid=lambda x, y, n: (x.r, 1))
-def scalar_running(x: gl(f32, 1, 1, "R", "N"), y: gl(f32, 1, 1, "R", 16), n: i32):
-    """Row r's first n elements: running max, its index, a count through an
-    if, a sum, a flag; `first` holds x[r, 0] like s at the start and keeps it."""
-    r = tkc.block_idx.x
-    m, best, c = tkc.f32(-math.inf), tkc.i32(-1), tkc.i32(0)
-    s = load(f32, x, at=(0, 0, r, 0), fill=0.0)
-    first = s
-    seen = x.c < 0
-    for i in tkc.range(n):
-        v = load(f32, x, at=(0, 0, r, i), fill=0.0)
-        best = where(v > m, i, best)
-        m = max(m, v)
-        with tkc.if_(v > 0.5):
-            c = c + 1
-        s = s + first
-        seen = seen | (v > 0.9)
-    for k, value in enumerate((m, best.to(f32), c.to(f32), s, first, where(seen, 1.0, 0.0))):
-        store(y, value, at=(0, 0, r, k), clip=True)
 
 
 @pytest.mark.parametrize("n", [0, 1, 100])
@@ -105,30 +60,6 @@ def test_scalars_carried_through_a_loop(n):
         want = np.stack([np.full(32, -np.inf), np.full(32, -1), np.zeros(32), x[:, 0], x[:, 0],
                          np.zeros(32)], 1)
     np.testing.assert_allclose(y[:, :6], want.astype(np.float32), rtol=1e-5)
-
-
-@tkc.kernel(warps=1, grid=lambda x, y: (x.r, 1))
-def scalar_branches(x: gl(f32, 1, 1, "R", 16), y: gl(f32, 1, 1, "R", 16)):
-    """Scalars carried out of ifs: if/else, a number set in a branch and read
-    right after, nested ifs, an f32 converted into an index."""
-    r = tkc.block_idx.x
-    a, b = load(f32, x, at=(0, 0, r, 0), fill=0.0), load(f32, x, at=(0, 0, r, 1), fill=0.0)
-    hi, lo, n = tkc.f32(0.0), tkc.f32(0.0), tkc.i32(0)
-    with tkc.if_(a > b):
-        hi, lo = a, b
-    with tkc.else_():
-        hi, lo = b, a
-    top = tkc.f32(-1.0)
-    with tkc.if_(a > 0.5):
-        top = 7.0
-        with tkc.if_(b > 0.5):
-            n = n + 2
-    store(y, top, at=(0, 0, r, 2), clip=True)
-    with tkc.if_(b > a):
-        n = n + a.to(i32)
-    for k, value in enumerate((hi, lo)):
-        store(y, value, at=(0, 0, r, k), clip=True)
-    store(y, n.to(f32), at=(0, 0, r, 3), clip=True)
 
 
 def test_scalars_carried_out_of_ifs():

@@ -1,6 +1,8 @@
 """The tkc driver as a user runs it: exit codes, stdout/stderr, files, build."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import pty
 import re
@@ -33,6 +35,26 @@ def tkc(*args, env=None, **kw):
                           capture_output=True, text=True, env=full_env, timeout=120, **kw)
 
 
+def tkc_here(*args):
+    """What `tkc args` prints and exits with, from the driver's main() in this
+    process: a process of its own costs ~0.5 s of CPU importing Python, MLIR
+    and numpy. For what goes through sys.stdout/sys.stderr (text and
+    messages); `tkc` above for what needs a process (a traceback printed by
+    Python, binary stdout, a terminal, the environment at import)."""
+    out, err = io.StringIO(), io.StringIO()
+    debug = os.environ.pop("TKC_DEBUG", None)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as e:  # argparse
+                code = e.code
+    finally:
+        if debug is not None:
+            os.environ["TKC_DEBUG"] = debug
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def kernel_file(tmp_path):
     p = tmp_path / "k.mlir"
@@ -41,7 +63,7 @@ def kernel_file(tmp_path):
 
 
 def test_default_pipeline_prints_tile_ir(kernel_file):
-    r = tkc(kernel_file)
+    r = tkc_here(kernel_file)
     assert r.returncode == 0, r.stderr
     assert r.stderr == ""
     assert '!tk.st<bf16, 16 : i64, 64 : i64, "128b">' in r.stdout  # layout selection ran
@@ -50,7 +72,7 @@ def test_default_pipeline_prints_tile_ir(kernel_file):
 
 def test_output_file(kernel_file, tmp_path):
     out = tmp_path / "out.mlir"
-    r = tkc(kernel_file, "-o", out, "--pass-pipeline=tk-verify")
+    r = tkc_here(kernel_file, "-o", out, "--pass-pipeline=tk-verify")
     assert r.returncode == 0 and r.stdout == ""
     assert '"auto"' in out.read_text() and "func.func @k" in out.read_text()
 
@@ -58,7 +80,7 @@ def test_output_file(kernel_file, tmp_path):
 def test_verifier_error_is_located_and_exit_1(tmp_path):
     p = tmp_path / "bad.mlir"
     p.write_text(BAD)
-    r = tkc(p)
+    r = tkc_here(p)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr.splitlines() == [
         f"{p}:6:8: error: load: rt<bf16, 16, 48, row> is not a subtile of "
@@ -78,7 +100,7 @@ def test_debug_env_shows_the_traceback(tmp_path):
 def test_parse_error_is_located(tmp_path):
     p = tmp_path / "syntax.mlir"
     p.write_text("func.func @f() {\n  %0 = \"tk.zero\"() : () -> !tk.rt<f32, 16 : i64>\n  return\n}\n")
-    r = tkc(p)
+    r = tkc_here(p)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith(f"{p}:2:")
 
@@ -88,20 +110,20 @@ def test_parse_error_is_located(tmp_path):
     (["--pass-pipeline=cse(", ], "error: unbalanced brackets in pass pipeline"),
 ])
 def test_pipeline_errors(kernel_file, args, message):
-    r = tkc(kernel_file, *args)
+    r = tkc_here(kernel_file, *args)
     assert r.returncode == 1 and r.stderr.startswith(message), r.stderr
 
 
 def test_missing_file_and_no_file(tmp_path):
-    r = tkc(tmp_path / "nope.mlir")
+    r = tkc_here(tmp_path / "nope.mlir")
     assert r.returncode == 1 and r.stderr.strip() == f"error: {tmp_path / 'nope.mlir'}: no such file"
-    r = tkc()
+    r = tkc_here()
     assert r.returncode == 1 and r.stderr.startswith("error: no input file")
 
 
 def test_list_passes_names_every_registered_pass():
     from tkc.pass_pipeline import all_passes
-    r = tkc("--list-passes")
+    r = tkc_here("--list-passes")
     assert r.returncode == 0
     for name, info in all_passes().items():
         assert re.search(rf"^  {re.escape(name)} +{re.escape(info.description)}$", r.stdout, re.M)
@@ -145,11 +167,11 @@ def test_python_kernel_file_and_located_python_error(tmp_path):
         "import tkc\nfrom tkc import f32, gl, rt\nfrom tkc.frontend.ops import store, zero\n\n"
         "@tkc.kernel\ndef fill0(o: gl(f32, 1, 1, 16, 16)):\n"
         "    store(o, zero(rt(f32, 16, 16)), (0, 0, 0, 0))\n")
-    r = tkc(good)
+    r = tkc_here(good)
     assert r.returncode == 0 and "func.func @fill0" in r.stdout
     bad = tmp_path / "bad.py"
     bad.write_text(good.read_text().replace("(0, 0, 0, 0)", "(0, 0, 1 / 0, 0)"))
-    r = tkc(bad)
+    r = tkc_here(bad)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.startswith(f"{bad}:7:") and "ZeroDivisionError" in r.stderr
 

@@ -1,4 +1,5 @@
-"""tkc.compiler: stages, resuming from printed IR, ptxas and its report, compile_kernel."""
+"""tkc.compiler: stages, resuming from printed IR, ptxas and its report, compile_kernel;
+and the SASS of a cubin kept in the artifact cache (tkc.sass.disassemble)."""
 from __future__ import annotations
 
 import pytest
@@ -134,3 +135,24 @@ def test_compile_kernel_manifest():
 def test_compile_kernel_rejects_other_targets():
     with pytest.raises(TkcError, match="unsupported target"):
         compiler.compile_kernel(_module(), target="sm_80")
+
+
+def test_sass_is_kept_in_the_cache_by_cubin_and_tool(tmp_path, monkeypatch):
+    """sass.disassemble runs cuobjdump once per cubin (and cuobjdump), then
+    reads the SASS back from <cache>/sass/; another cubin runs it again."""
+    import shutil
+    import subprocess
+    from tkc import sass
+    if shutil.which("ptxas") is None or sass.cuobjdump() is None:
+        pytest.skip("ptxas or cuobjdump not available")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry z() { ret; }\n"
+    cubin, other = compiler.ptxas(ptx)[0], compiler.ptxas(ptx.replace("z()", "y()"))[0]
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: runs.append(cmd) or real(cmd, **kw))
+    first = sass.disassemble(cubin)
+    assert "Function : z" in first and "EXIT" in first and len(runs) == 1
+    assert sass.disassemble(cubin) == first and len(runs) == 1           # read back
+    assert [p.suffix for p in (tmp_path / "sass").iterdir()] == [".txt"]  # one entry, no partial file
+    assert "Function : y" in sass.disassemble(other) and len(runs) == 2   # another cubin: cuobjdump again

@@ -6,12 +6,12 @@ or from ring slots: their release must wait for the store's read), run in
 the interpreter against numpy (after tk-pipeline-staging, whose output the
 interpreter checks for races and deadlocks); an index out of range reads
 zeros, as TMA does; and what the pipeline cannot do is refused at the author's
-line. The kernels are test/lit/passes/pipeline-gather.py's (lit checks their
-IR; test/gpu/test_gather_gpu.py runs them on the GPU)."""
+line. The kernels are test/lit/passes/pipeline-gather.py's, loaded by
+gather_kernels.py (lit checks their IR; test/gpu/test_gather_gpu.py runs
+them on the GPU)."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,13 +20,11 @@ import tkc
 import tkc.interpreter
 from tkc import bf16, f32, gl, i32, rt, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.frontend.kernel import kernels_in_file
 from tkc.ops import atomic_add, load, subtile, zero
 
+from gather_kernels import KERNELS
 from helpers import ref_bf16, staged
 
-KERNELS = {k.name: k for k in kernels_in_file(
-    Path(__file__).resolve().parents[1] / "lit" / "passes" / "pipeline-gather.py")}
 PAGE = 64
 
 

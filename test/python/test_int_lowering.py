@@ -90,21 +90,31 @@ def test_signed_pieces_lane_simulated():
 
 # ---------------------------------------------------------------- the SASS ptxas makes
 
-def _sass(ptx: str) -> list[str]:
-    """The instructions of the cubin tkc's ptxas step makes of `ptx`."""
+def _sass(*bodies: str) -> list[list[str]]:
+    """The instructions of kernels k0, k1, ... running `bodies`, from one
+    cubin that tkc's ptxas step makes of one PTX module holding them all
+    (ptxas assembles each entry on its own): one cuobjdump, ~0.5 s of CPU
+    even for this, instead of one a kernel."""
     from tkc.compiler import ptxas
     from tkc.sass import cuobjdump, disassemble
     if shutil.which("ptxas") is None or cuobjdump() is None:
         pytest.skip("ptxas or cuobjdump not available")
-    text = disassemble(ptxas(ptx)[0])
-    return [line.split("/*")[1].split("*/")[1].strip() for line in text.splitlines()
-            if line.strip().startswith("/*") and ";" in line]
+    ptx = _HEADER + "".join(_ENTRY.replace("NAME", f"k{i}").replace("BODY", b) for i, b in enumerate(bodies))
+    kernels, name = {}, None
+    for line in disassemble(ptxas(ptx)[0]).splitlines():
+        if "Function :" in line:
+            name = line.split("Function :")[1].strip()
+            kernels[name] = []
+        elif name and line.strip().startswith("/*") and ";" in line:
+            kernels[name].append(line.split("/*")[1].split("*/")[1].strip())
+    return [kernels[f"k{i}"] for i in range(len(bodies))]
 
 
-_PTX = """.version 8.1
+_HEADER = """.version 8.1
 .target sm_90a
 .address_size 64
-.visible .entry k(.param .u64 p)
+"""
+_ENTRY = """.visible .entry NAME(.param .u64 p)
 {
  .reg .b32 %r<12>; .reg .b64 %rd<2>;
  ld.param.u64 %rd1, [p];
@@ -123,15 +133,14 @@ def test_a_negation_feeding_a_max_is_assembled(op, negated):
     """op(op(a', b'), c') with b' = -b, and with b' = b, are different functions
     (a', c' negated or not alike): their SASS must differ. ptxas 12.9 and 13.0
     assembled both to one VIMNMX3 of a', b, c'."""
-    def ptx(negs):
+    def body(negs):
         movs = {"%r5": "%r1", "%r6": "%r2", "%r7": "%r3"}
         for neg in negs:
             movs.pop(neg.split()[1].rstrip(","))
         body = " ".join(negs) + "".join(f" mov.b32 {d}, {s};" for d, s in movs.items())
-        return _PTX.replace("BODY", f"{body} {op}.s32 %r9, %r5, %r6; {op}.s32 %r8, %r9, %r7;")
-    with_neg = _sass(ptx(negated))
-    without = _sass(ptx([n for n in negated if n != _B]))
-    assert with_neg != without, "\n".join(with_neg)
+        return f"{body} {op}.s32 %r9, %r5, %r6; {op}.s32 %r8, %r9, %r7;"
+    with_neg, without = _sass(body(negated), body([n for n in negated if n != _B]))
+    assert with_neg and without and with_neg != without, "\n".join(with_neg)
 
 
 def test_kernels_reach_ptxas_without_neg_s32():

@@ -6,18 +6,16 @@ the located errors for what integers do not do. The lowering is checked by
 test/lit/lowering/int-tiles.mlir and on the GPU by test/gpu/test_int_gpu.py."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, i32, i64, rt, rv, st
+from tkc import bf16, f32, gl, i32, i64, rt, st
 from tkc.diagnostics import TkcError
 from tkc.ops import (abs, col_max, col_sum, copy, div, exp, fill, iota, load, max, min, mma_AB,
-                     neg_infty, ones, pos_infty, relu, row_max, row_sum, store, sub_row, sum, where,
-                     zero)
+                     neg_infty, pos_infty, relu, row_max, row_sum, store, sum, where, zero)
 from helpers import marker_line, refused_at  # noqa: E402
+from int_kernels import argmax, tile_map
 
 pytest.importorskip("mlir")
 
@@ -93,54 +91,33 @@ def test_i32_tiles_interpret_as_numpy():
     assert n[0, 0, 0, :3].tolist() == wrap32([x.sum(), y.max(0).min(), k * 2 ** 31 + 7]).tolist()
 
 
-@tkc.kernel(warps=4, grid=lambda x, idx: (tkc.cdiv(x.r, 64),))
-def _argmax(x: gl(f32, 1, 1, "R", "C"), idx: gl(i32, 1, 1, 1, "R")):
-    row = tkc.block_idx.x * 4 + tkc.warpid()
-    best, arg = neg_infty(rv(f32, 16)), zero(rv(i32, 16))
-    for j in tkc.range(x.c // 32):
-        s = load(rt(f32, 16, 32), x, (0, 0, row, j), fill=-math.inf)
-        m = row_max(s)
-        first = -row_max(-where(sub_row(s, m) == 0.0, iota(rt(i32, 16, 32), 1, start=j * 32), 2 ** 31 - 1))
-        arg = where(m > best, first, arg)               # i32 vectors carried through the loop
-        best = max(best, m)
-    store(idx, arg, (0, 0, 0, row), clip=True)
-
-
 def test_argmax_writes_i32_indices():
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((1, 1, 70, 96)).astype(np.float32)
-    x[0, 0, 3, [5, 40]] = 9.0                           # a tie: the first column wins
+    x = rng.standard_normal((1, 1, 70, 128)).astype(np.float32)
+    x[0, 0, 3, [5, 70]] = 9.0                           # a tie across tiles: the first column wins
+    x[0, 0, 4, [100, 101]] = 9.0                        # a tie inside one
     idx = np.full((1, 1, 1, 70), -7, np.int32)
-    _argmax.interpret(x, idx)
+    argmax.interpret(x, idx)
     np.testing.assert_array_equal(idx[0, 0, 0], np.argmax(x[0, 0], axis=1))
-
-
-@tkc.kernel(warps=1, grid=lambda m, *_: (tkc.cdiv(m.c, 32), tkc.cdiv(m.r, 16)))
-def _tile_map(m: gl(i32, 1, 1, "R", "C"), counts: gl(i32, 1, 1, "TR", "TC"), work: gl(i32, 1, 1, "TR", "TC"),
-              big: gl(i64, 1, 1, 1, 4), echo: gl(i64, 1, 1, 1, 4)):
-    bx, by = tkc.block_idx.x, tkc.block_idx.y
-    t = load(rt(i32, 16, 32), m, (0, 0, by, bx), fill=-1)
-    n = sum(row_sum(where(t > 0, ones(rt(i32, 16, 32)), 0)))
-    store(counts, n, at=(0, 0, by, bx), clip=True)
-    store(work, where(n > 0, by * tkc.grid_dim.x + bx, -1), at=(0, 0, by, bx), clip=True)
-    v = load(i64, big, at=(0, 0, 0, bx), fill=-1)        # 64 bits, as index values are
-    with tkc.if_((by == 0) & (tkc.warpid() == 0)):
-        store(echo, v * 2 - 1, at=(0, 0, 0, bx), clip=True)
 
 
 def test_tile_map_and_int64_elements():
     rng = np.random.default_rng(2)
-    m = rng.integers(0, 3, (1, 1, 40, 70)).astype(np.int32)
-    m[0, 0, 16:32, 32:64] = 0
-    counts, work = np.full((1, 1, 3, 3), -9, np.int32), np.full((1, 1, 3, 3), -9, np.int32)
-    big = np.array([[[[2 ** 40 + 3, -2 ** 50, 5, 7]]]], np.int64)
+    m = rng.integers(0, 8, (1, 1, 40, 150)).astype(np.int32)
+    m[0, 0, 16:32, 64:128] = 0                                  # an empty tile
+    TR, TC = 3, 3
+    counts, work = np.full((1, 1, TR, TC), -9, np.int32), np.full((1, 1, TR, TC), -9, np.int32)
+    hist = np.full((1, 1, TR * TC, 8), -9, np.int32)
+    big = np.array([[[[2 ** 40 + 3, -2 ** 50, 5, 7]]]], np.int64)   # one past the grid's 3 columns
     echo = np.zeros((1, 1, 1, 4), np.int64)
-    _tile_map.interpret(m, counts, work, big, echo)
-    padded = np.full((48, 96), -1)
-    padded[:40, :70] = m[0, 0]
-    nz = (padded.reshape(3, 16, 3, 32) > 0).sum((1, 3))
+    tile_map.interpret(m, counts, work, hist, big, echo)
+    padded = np.full((TR * 16, TC * 64), -1)
+    padded[:40, :150] = m[0, 0]
+    tiles = padded.reshape(TR, 16, TC, 64).transpose(0, 2, 1, 3).reshape(TR, TC, -1)
+    nz = (tiles > 0).sum(-1)
     np.testing.assert_array_equal(counts[0, 0], nz)
     np.testing.assert_array_equal(work[0, 0], np.where(nz > 0, np.arange(9).reshape(3, 3), -1))
+    np.testing.assert_array_equal(hist[0, 0], np.stack([(tiles == k).sum(-1).reshape(-1) for k in range(8)], 1))
     np.testing.assert_array_equal(echo[0, 0, 0], [big[0, 0, 0, i] * 2 - 1 for i in range(3)] + [0])
 
 

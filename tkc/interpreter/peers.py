@@ -116,10 +116,11 @@ class _Cells:
         self.w_agent = np.full(n, -1, np.int64)
         self.w_epoch = np.zeros(n, np.int64)
         self.w_site = np.zeros(n, np.int64)
-        self.r_epoch = np.zeros((agents, n), np.int64)   # 0: no read since the write
-        self.r_site = np.zeros((agents, n), np.int64)
-        self.a_epoch = np.zeros((agents, n), np.int64)   # reduce-adds since the write, as reads
-        self.a_site = np.zeros((agents, n), np.int64)
+        # per element a row of agents (an access gathers whole rows)
+        self.r_epoch = np.zeros((n, agents), np.int64)   # 0: no read since the write
+        self.r_site = np.zeros((n, agents), np.int64)
+        self.a_epoch = np.zeros((n, agents), np.int64)   # reduce-adds since the write, as reads
+        self.a_site = np.zeros((n, agents), np.int64)
         self.sites: list[str] = []
 
     def _site(self, text: str) -> int:
@@ -147,22 +148,21 @@ class _Cells:
                                      ("read", self.r_epoch, self.r_site)):
             if (since == "read") == (write is False) or (since == "added to" and write == "add"):
                 continue
-            for other in range(len(world.names)):
-                if other == agent:
-                    continue
-                r = epochs[other, e]
-                late = (r > 0) & (r > clock[other])
-                if late.any():
-                    i = int(np.argmax(late))
-                    self._race(world, agent, what, e[i], since, other, self.sites[sites[other, e[i]]])
+            r = epochs[e]
+            late = (r > 0) & (r > clock)
+            late[:, agent] = False
+            if late.any():   # the first other agent (by number) that raced, at its first element
+                other = int(np.argmax(late.any(axis=0)))
+                i = int(np.argmax(late[:, other]))
+                self._race(world, agent, what, e[i], since, other, self.sites[sites[e[i], other]])
         if write is False or write == "add":
             epochs, sites = (self.r_epoch, self.r_site) if write is False else (self.a_epoch, self.a_site)
-            epochs[agent, e] = clock[agent]
-            sites[agent, e] = s
+            epochs[e, agent] = clock[agent]
+            sites[e, agent] = s
             return
-        self.a_epoch[:, e] = 0
+        self.a_epoch[e] = 0
         self.w_agent[e], self.w_epoch[e], self.w_site[e] = agent, clock[agent], s
-        self.r_epoch[:, e] = 0
+        self.r_epoch[e] = 0
 
     def _race(self, world, agent, what, flat, did, other, site):
         at = np.unravel_index(int(flat), self.buf.shape)

@@ -6,7 +6,8 @@
 # pieces' bytes; a top-level load into a subtile chosen at run time stays one
 # slot; a tile stored by TMA as loaded (once per work item, or a ring slot)
 # goes back to the producer only after the store's read. The kernels run in
-# test/python/test_gather.py (interpreter) and test/gpu/test_gather_gpu.py (GPU).
+# test/python/test_gather.py (interpreter) and test/gpu/test_gather_gpu.py (GPU),
+# which load them through test/python/gather_kernels.py.
 # RUN: tkc %s --kernel paged_sum | FileCheck %s --check-prefix=PAGED
 # RUN: tkc %s --kernel gather_gemm | FileCheck %s --check-prefix=GATHER
 # RUN: tkc %s --kernel pick_page | FileCheck %s --check-prefix=PICK
