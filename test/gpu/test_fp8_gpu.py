@@ -167,6 +167,19 @@ def test_blockwise_scaled_mm_against_torch():
     assert float((c.float() - peer.float()).norm() / peer.float().norm()) < 2 ** -7
 
 
+def test_blockwise_scale_a_off_tma_alignment():
+    """scale_a 4 bytes into its storage (TMA reads it: tkc.torchops.scaled.tma_scales copies
+    it aligned): the same result as from an aligned copy."""
+    from fp8_blocks import data, quantised
+    M, N, K = 512, 1024, 1024
+    a, b, sa, sb = quantised(*data(M, N, K, seed=6, device="cuda"))
+    store = torch.zeros(1 + sa.numel(), device="cuda")
+    store[1:] = sa.t().reshape(-1)
+    moved = store[1:].view(K // 128, M).t()
+    assert moved.stride() == sa.stride() and moved.data_ptr() % 16
+    assert torch.equal(tkc.scaled_mm(a, b, moved, sb), tkc.scaled_mm(a, b, sa, sb))
+
+
 @pytest.mark.parametrize("counts, N, K", [([1000, 0, 3000, 128, 517], 4096, 7168), ([5, 0, 0, 300], 264, 256)])
 def test_grouped_contiguous_against_float32(counts, N, K):
     """tkc.grouped_scaled_mm, contiguous layout (experts without rows, a block of padding only)
@@ -183,7 +196,7 @@ def test_grouped_contiguous_against_float32(counts, N, K):
         r += -(-m // 128) * 128
 
 
-@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384)])
+@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384), ([130, 7], 130)])
 def test_grouped_masked_against_float32(counts, max_m):
     """tkc.grouped_scaled_mm, masked layout (empty experts, counts not multiples of 128): rows
     below each count against float32; row blocks wholly past a count are not written."""

@@ -19,19 +19,30 @@ step. 256 (two blocks) would need a second row of scales, but the
 two-accumulator kernel already spills at 192 and 256 (scaled_mm_hopper's
 PROMOTED_BN), so it is 128 only.
 
-Scales are read from global memory by the consumers, not by TMA: a warp's 16
-row scales of step kb are one contiguous 64-byte piece of the transposed
-sa [K/128, M] (two floats a lane), and sb one broadcast float. They are
-issued before the wgmmas and first used after their wait, so their latency
-(L2: the scales are a few hundred KB) overlaps the step's MMAs. DeepGEMM
-instead lands sa by TMA with the A tile (a 1-D box of BM floats into the
-ring's stage) and sb into shared memory before the loop: that needs M's
-scale rows padded to 16 bytes for TMA, where a plain load takes torch's
-layout as it is (any M). Rows of A past M read scale 0 (fill) and TMA zeros.
+The row scales ride the TMA ring with A's tile (DeepGEMM's way): step kb's
+BM row scales of the tile are one contiguous run of the transposed sa
+[K/128, M] (row kb, columns bm * BM..), a 1-D box into an sv of the
+stage, and each warp reads its 16 (two floats a lane) from shared memory.
+Read from global memory by the consumers instead (this kernel's first
+form), every step paid 64-bit address arithmetic and a bounds compare a
+lane for the ragged edge: 168 SASS instructions a consumer step against
+the per-tensor kernel's 125, 1.12 ms against 0.86 at the same issue rate
+(ncu at 8192^3, BENCHMARKS.md); prefetching those loads a step ahead
+measured no faster, the instruction count was the cost. From shared
+memory there is nothing to check: TMA zero-fills the box past sa's end
+(rows past M; A's rows there are zeros too). TMA needs sa's rows of 16
+bytes, M a multiple of 4: the op (tkc.torchops.scaled.tma_scales) pads
+sa's rows with zeros where M is not, a copy of K/128 x M floats (so the
+scale_a gl has its own width MS). The weight scale sb stays one broadcast
+global load a step (its bounds check too): an sv is 16 floats at least
+and the DSL reads registers from an sv by lane pieces, not one element,
+so it cannot ride the ring as cheaply. At BM 192 the sv costs
+the ring its fifth stage (233 KB with two finish tiles): four stages,
+whose slot arithmetic is a mask where five's is a 64-bit division.
 """
 
 import tkc.dsl as tkc
-from tkc.dsl import f8e4m3, f32, gl, rt, rv, st, tma, warpgroup
+from tkc.dsl import f8e4m3, f32, gl, rt, rv, st, sv, tma, warpgroup
 from tkc.ops import fma, load, subtile, where, zero
 
 from .scaled_mm_hopper import BK, BM, EPILOGUE_BYTES
@@ -45,12 +56,13 @@ def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool
 
         a        gl(f8e4m3, 1, 1, M, K)
         b        gl(f8e4m3, 1, 1, N, K)       B^T as stored (torch's column-major b)
-        scale_a  gl(f32, 1, 1, K/128, M)      transposed: row kb holds every row's scale
+        scale_a  gl(f32, 1, 1, K/128, MS)     transposed: row kb holds every row's scale; MS >= M
+                                              a multiple of 4 (TMA's 16-byte rows), zeros past M
         scale_b  gl(f32, 1, 1, ceil(N/128), K/128)
         c        gl(out_dtype, 1, 1, M, N)
     """
     def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"),
-                  scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, 1, "NB", "KB"),
+                  scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, 1, "NB", "KB"),
                   c: gl(out_dtype, 1, 1, "M", "N")):
         tile(shared(out_dtype, BM), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
 
@@ -70,7 +82,7 @@ def shared(out_dtype: str, rows: int = BM):
     """tile's shared memory (allocated at a kernel's top level): A's and B's stage, C's two
     finish tiles (rows: the tile's, BM by default)."""
     epi = 1 << ((EPILOGUE_BYTES // (rows * (2 if out_dtype == "bf16" else 4))).bit_length() - 1)
-    return st(f8e4m3, rows, BK), st(f8e4m3, BN, BK), [st(out_dtype, rows, epi) for _ in range(2)]
+    return st(f8e4m3, rows, BK), st(f8e4m3, BN, BK), sv(f32, rows), [st(out_dtype, rows, epi) for _ in range(2)]
 
 
 def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
@@ -78,7 +90,7 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
     at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
     in an if: the producer warp walks it on its own; its trip count can be 0)."""
-    a_s, b_s, c_s = smem
+    a_s, b_s, sa_s, c_s = smem
     rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
     acc = zero(rt(f32, 16, BN))
@@ -86,8 +98,9 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
     for k in tkc.range(steps, stages=stages):
         tma.load(a_s, a, (0, ga, bm, k))
         tma.load(b_s, b, (0, gb, bn, k))
-        # this warp's 16 rows of step k, and the tile's weight scale (rows past M: 0)
-        sa = load(rv(f32, 16, "col"), scale_a, (0, ga, k, bm * (rows // 16) + wg * 4 + w), fill=0.0)
+        tma.load(sa_s, scale_a, (0, ga, k, bm))
+        # this warp's 16 rows of step k (TMA zero-filled past M), and the tile's weight scale
+        sa = load(rv(f32, 16, "col"), sa_s, (wg * 4 + w,))
         s = load(f32, scale_b, at=(0, gb, bn, k), fill=0.0)
         part = zero(rt(f32, 16, BN))
         warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)

@@ -43,10 +43,10 @@ def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
 
 
 def grouped_masked(out_dtype: str = "bf16", stages="auto"):
-    """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, max_m),
+    """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, max_m rounded up to 4),
     scale_b gl(f32, 1, E, ceil(N/128), K/128), count gl(i32, 1, 1, 1, E), c gl(out, 1, E, max_m, N)."""
     def grouped(a: gl(f8e4m3, 1, "E", "MM", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
-                scale_a: gl(f32, 1, "E", "KB", "MM"), scale_b: gl(f32, 1, "E", "NB", "KB"),
+                scale_a: gl(f32, 1, "E", "KB", "MMS"), scale_b: gl(f32, 1, "E", "NB", "KB"),
                 count: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, "E", "MM", "N")):
         bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         smem = shared(out_dtype)

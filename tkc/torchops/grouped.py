@@ -37,6 +37,7 @@ from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
 from .eager import Op, public
 from .plans import PlanCache, signature
+from .scaled import tma_scales
 
 __all__ = ["grouped_scaled_mm"]
 E4M3, F32, I32 = torch.float8_e4m3fn, torch.float32, torch.int32
@@ -53,7 +54,8 @@ def _views(a, b, sa, sb, groups):
     """The kernels' gls: a (1, 1 or E, rows, K), b (1, E, N, K), the scales as stored
     (transposed), groups (1, 1, 1, n)."""
     a4 = a.view(1, 1, *a.shape) if a.dim() == 2 else a.view(1, *a.shape)
-    sa4 = sa.t().view(1, 1, *sa.t().shape) if sa.dim() == 2 else sa.transpose(1, 2).view(1, *sa.transpose(1, 2).shape)
+    sa4 = tma_scales(sa.t() if sa.dim() == 2 else sa.transpose(1, 2))   # padded if its rows are not 16 bytes
+    sa4 = sa4.view(1, *[1] * (3 - sa4.dim()), *sa4.shape)
     bt, sbt = b.transpose(1, 2), sb.transpose(1, 2)
     return a4, bt.view(1, *bt.shape), sa4, sbt.view(1, *sbt.shape), groups.view(1, 1, 1, -1)
 
