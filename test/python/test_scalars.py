@@ -169,3 +169,53 @@ def test_scalar_constructor_and_operand_mistakes():
     def biggest(x: X):
         max(load(f32, x, at=(0, 0, 0, 0), fill=0.0), None)  # @max
     _fails(biggest, "max", "max of scalars takes index or f32 values")
+
+
+# ---------------------------------------------------------------- one element of an sv
+
+def _sv_scalar_kernel():
+    from tkc import rv, sv
+    from tkc.ops import group_load
+
+    @tkc.kernel(warps=4, grid=lambda x, y: (1,))
+    def sv_scalar(x: gl(f32, 1, 1, 1, 64), y: gl(f32, 1, 1, 1, 128)):
+        s = sv(f32, 64)
+        group_load(s, x, (0, 0, 0, 0))
+        tkc.sync()
+        v = load(f32, s, at=(tkc.warpid() * 7 + 3,))   # each warp its own element, every lane the same
+        store(y, load(rv(f32, 32, "row"), x, (0, 0, 0, 0)) * v, (0, 0, 0, tkc.warpid()))
+    return sv_scalar
+
+
+def test_an_element_of_an_sv_is_read_by_every_lane():
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32).reshape(1, 1, 1, 64)
+    y = np.zeros((1, 1, 1, 128), np.float32)
+    _sv_scalar_kernel().interpret(x, y)
+    want = np.concatenate([x[0, 0, 0, :32] * x[0, 0, 0, 7 * w + 3] for w in range(4)])
+    assert np.array_equal(y.reshape(-1), want)
+
+
+def test_an_element_of_an_sv_mistakes():
+    from tkc import sv
+
+    def fill(x: X):
+        s = sv(f32, 16)
+        store(x, load(f32, s, at=(0,), fill=0.0), at=(0, 0, 0, 0), clip=True)  # @svfill
+    _fails(fill, "svfill", "reads one element of an f32 sv", "no fill")
+
+    def two(x: X):
+        s = sv(f32, 16)
+        store(x, load(f32, s, at=(0, 1)), at=(0, 0, 0, 0), clip=True)  # @svtwo
+    _fails(two, "svtwo", "a sv takes 1 coordinates (i)")
+
+
+def test_an_element_past_an_sv_is_refused_by_the_interpreter():
+    from tkc import sv
+
+    @tkc.kernel(warps=1, grid=lambda x: (1,))
+    def past(x: X):
+        s = sv(f32, 16)
+        store(x, load(f32, s, at=(x.c,)), at=(0, 0, 0, 0), clip=True)
+    from tkc.diagnostics import TkcError
+    with pytest.raises(TkcError, match="element 16 is out of bounds of"):
+        past.interpret(np.zeros((1, 1, 1, 16), np.float32))

@@ -34,6 +34,7 @@ def cpu_ops(monkeypatch):
     (16, 8, 128, torch.float32),
     (70, 136, 256, torch.bfloat16),   # M % 4 != 0: scale_a's rows are not 16 bytes (TMA's unit)
     (1, 8, 256, torch.float32),
+    (8, 136, 2304, torch.float32),    # K/128 = 18: a second 16-wide box of weight scales, padded to 20
 ])
 def test_matches_a_float64_reference(cpu_ops, M, N, K, out_dtype):
     a, b, sa, sb = quantised(*data(M, N, K))

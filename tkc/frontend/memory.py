@@ -210,6 +210,8 @@ def _split_memory(op: str, mem, reg: Reg, verb: str) -> None:
 
 
 def _load_element(src, dtype, at, fill) -> F32 | Index:
+    if isinstance(src, Shared) and isinstance(src.view, SV):
+        return _sv_element(src, dtype, at, fill)
     if not isinstance(src, GLHandle) or at is None or fill is None:
         raise fail(f"load(tkc.{dtype}, src, at=(b, d, row, col), fill=value) reads one element "
                    "of a gl: give a gl, at= and fill=")
@@ -227,6 +229,19 @@ def _load_element(src, dtype, at, fill) -> F32 | Index:
     with emitting():
         return Index(emit.index_cast(tk.load(emit.mlir_type(dtype), src.value(), vals,
                                              fill=int(fill), elements=True)))
+
+
+def _sv_element(src, dtype, at, fill) -> F32:
+    """One element of an f32 sv (at=(i,)), the same for every lane: a shared
+    scalar (e.g. a K step's weight scale brought by TMA through a ring)."""
+    if dtype != "f32" or src.view.dtype != "f32" or at is None or fill is not None:
+        raise fail(f"load(tkc.f32, sv, at=(i,)) reads one element of an f32 sv (no fill: an sv "
+                   f"has no ragged edge), got load(tkc.{dtype}, {src.view.text()}, at={at}, fill={fill})")
+    from . import emit  # MLIR: only while tracing
+    idx = _coords("load", src, at)
+    if len(idx) != 1:
+        raise fail("load(tkc.f32, sv, at=(i,)): give the element's index i")
+    return _scalar_op(lambda: tk.load(emit.mlir_type("f32"), src.value(), _index_values(idx), elements=True))
 
 
 def _store_element(dst, x, at, clip) -> None:

@@ -84,6 +84,8 @@ def _element(c, op, mem, coords, x, bound):
     and a store writes nothing. An i32 element stored keeps the value's low
     32 bits (the frontend's index -> i32 cast already wrapped it)."""
     mem_t = tview(mem)
+    if isinstance(mem_t, SV) and x is None:
+        return _sv_element(c, op, mem, coords)
     expect(isinstance(mem_t, GL) and len(coords) == 4, op, "one element moves to or from a gl, at 4 coordinates")
     expect("elements" in op.attributes and bound in op.attributes, op,
            f"one element needs element coordinates and {bound}")
@@ -115,6 +117,22 @@ def _element(c, op, mem, coords, x, bound):
         if 0 <= r < arr.shape[2] and 0 <= col < arr.shape[3]:
             arr[b, d, r, col] = rnd(env[x_s])
     return store
+
+
+def _sv_element(c, op, mem, coords):
+    """One element of an f32 sv (every lane reads it), inside the sv or an error."""
+    expect(len(coords) == 1 and "elements" in op.attributes and "fill" not in op.attributes, op,
+           "one element of an sv: its index, no fill")
+    arr_s, i_s, out = c.slot(mem), c.slot(coords[0]), c.result_slot(op)
+
+    def load(env, w):
+        arr, i = env[arr_s], int(env[i_s])
+        if not 0 <= i < arr.shape[0]:
+            raise error(op, f"{op.name}: element {i} is out of bounds of {tview(mem).text()}")
+        if w.block.races is not None:
+            w.block.races.read(w.warpid, arr, (slice(i, i + 1),), op)
+        env[out] = F32(arr[i])
+    return load
 
 
 def _element_bd(op, b, d, full) -> None:

@@ -19,26 +19,29 @@ step. 256 (two blocks) would need a second row of scales, but the
 two-accumulator kernel already spills at 192 and 256 (scaled_mm_hopper's
 PROMOTED_BN), so it is 128 only.
 
-The row scales ride the TMA ring with A's tile (DeepGEMM's way): step kb's
-BM row scales of the tile are one contiguous run of the transposed sa
-[K/128, M] (row kb, columns bm * BM..), a 1-D box into an sv of the
-stage, and each warp reads its 16 (two floats a lane) from shared memory.
-Read from global memory by the consumers instead (this kernel's first
-form), every step paid 64-bit address arithmetic and a bounds compare a
-lane for the ragged edge: 168 SASS instructions a consumer step against
-the per-tensor kernel's 125, 1.12 ms against 0.86 at the same issue rate
-(ncu at 8192^3, BENCHMARKS.md); prefetching those loads a step ahead
-measured no faster, the instruction count was the cost. From shared
-memory there is nothing to check: TMA zero-fills the box past sa's end
-(rows past M; A's rows there are zeros too). TMA needs sa's rows of 16
-bytes, M a multiple of 4: the op (tkc.torchops.scaled.tma_scales) pads
-sa's rows with zeros where M is not, a copy of K/128 x M floats (so the
-scale_a gl has its own width MS). The weight scale sb stays one broadcast
-global load a step (its bounds check too): an sv is 16 floats at least
-and the DSL reads registers from an sv by lane pieces, not one element,
-so it cannot ride the ring as cheaply. At BM 192 the sv costs
-the ring its fifth stage (233 KB with two finish tiles): four stages,
-whose slot arithmetic is a mask where five's is a 64-bit division.
+The scales ride the TMA ring with the operands' tiles. Row scales
+(DeepGEMM's way): step kb's BM row scales of the tile are one contiguous
+run of the transposed sa [K/128, M] (row kb, columns bm * BM..), a 1-D box
+into an sv of the stage; each warp reads its 16 (two floats a lane) from
+shared memory. The weight scale: the 16-float box of sb's row bn around
+column kb (sb [N/128, K/128]: columns kb - kb % 16 ..), read as one element
+(kb % 16) of its sv by every lane. Read from global memory by the
+consumers instead (this kernel's first form), every step paid 64-bit
+address arithmetic and bounds compares for the ragged edges: 168 SASS
+instructions a consumer step against the per-tensor kernel's 125, 1.12 ms
+against 0.86 at the same issue rate (ncu at 8192^3, BENCHMARKS.md);
+prefetching those loads a step ahead measured no faster: the instruction
+count was the cost. From shared memory there is nothing to check: TMA
+zero-fills a box past the scales' ends (rows past M: A's rows there are
+zeros too). TMA needs the scales' rows of 16 bytes: M and K/128
+multiples of 4; the ops (tkc.torchops.scaled.tma_scales) pad a scale
+tensor's rows with zeros where they are not (a copy of a few KB to MB:
+so the scale gls have their own widths, MS and KBS). At BM 192 the svs
+cost the ring its fifth stage (233 KB with two finish tiles): four
+stages, whose slot arithmetic is a mask where five's is a 64-bit
+division, which leaves the consumer step 9 instructions longer than the
+per-tensor kernel's at four stages (SASS: three LDS, their addresses,
+the two products sa * sb).
 """
 
 import tkc.dsl as tkc
@@ -58,11 +61,11 @@ def scaled_mm_blockwise(out_dtype: str = "bf16", stages="auto", persistent: bool
         b        gl(f8e4m3, 1, 1, N, K)       B^T as stored (torch's column-major b)
         scale_a  gl(f32, 1, 1, K/128, MS)     transposed: row kb holds every row's scale; MS >= M
                                               a multiple of 4 (TMA's 16-byte rows), zeros past M
-        scale_b  gl(f32, 1, 1, ceil(N/128), K/128)
+        scale_b  gl(f32, 1, 1, ceil(N/128), KBS)   KBS >= K/128 a multiple of 4, zeros past K/128
         c        gl(out_dtype, 1, 1, M, N)
     """
     def scaled_mm(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, 1, "N", "K"),
-                  scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, 1, "NB", "KB"),
+                  scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, 1, "NB", "KBS"),
                   c: gl(out_dtype, 1, 1, "M", "N")):
         tile(shared(out_dtype, BM), a, b, scale_a, scale_b, c, 0, 0, tkc.block_idx.y, tkc.block_idx.x, stages)
 
@@ -82,7 +85,8 @@ def shared(out_dtype: str, rows: int = BM):
     """tile's shared memory (allocated at a kernel's top level): A's and B's stage, C's two
     finish tiles (rows: the tile's, BM by default)."""
     epi = 1 << ((EPILOGUE_BYTES // (rows * (2 if out_dtype == "bf16" else 4))).bit_length() - 1)
-    return st(f8e4m3, rows, BK), st(f8e4m3, BN, BK), sv(f32, rows), [st(out_dtype, rows, epi) for _ in range(2)]
+    return (st(f8e4m3, rows, BK), st(f8e4m3, BN, BK), sv(f32, rows), sv(f32, 16),
+            [st(out_dtype, rows, epi) for _ in range(2)])
 
 
 def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
@@ -90,7 +94,7 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
     at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
     in an if: the producer warp walks it on its own; its trip count can be 0)."""
-    a_s, b_s, sa_s, c_s = smem
+    a_s, b_s, sa_s, sb_s, c_s = smem
     rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
     acc = zero(rt(f32, 16, BN))
@@ -99,9 +103,10 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
         tma.load(a_s, a, (0, ga, bm, k))
         tma.load(b_s, b, (0, gb, bn, k))
         tma.load(sa_s, scale_a, (0, ga, k, bm))
+        tma.load(sb_s, scale_b, (0, gb, bn, k // 16))
         # this warp's 16 rows of step k (TMA zero-filled past M), and the tile's weight scale
         sa = load(rv(f32, 16, "col"), sa_s, (wg * 4 + w,))
-        s = load(f32, scale_b, at=(0, gb, bn, k), fill=0.0)
+        s = load(f32, sb_s, at=(k % 16,))
         part = zero(rt(f32, 16, BN))
         warpgroup.mma_ABt(part, subtile(a_s, 64, BK, (wg, 0)), b_s)
         warpgroup.mma_async_wait(part)

@@ -28,9 +28,10 @@ from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
 
 def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, M),
-    scale_b gl(f32, 1, E, ceil(N/128), K/128), expert gl(i32, 1, 1, 1, M/128), c gl(out, 1, 1, M, N)."""
+    scale_b gl(f32, 1, E, ceil(N/128), KBS), expert gl(i32, 1, 1, 1, M/128), c gl(out, 1, 1, M, N);
+    KBS: K/128 rounded up to a multiple of 4, zeros past K/128 (TMA's 16-byte rows)."""
     def grouped(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
-                scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, "E", "NB", "KB"),
+                scale_a: gl(f32, 1, 1, "KB", "M"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 expert: gl(i32, 1, 1, 1, "MB"), c: gl(out_dtype, 1, 1, "M", "N")):
         bn, bm = tkc.block_idx.x, tkc.block_idx.y
         smem = shared(out_dtype)
@@ -43,10 +44,11 @@ def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
 
 
 def grouped_masked(out_dtype: str = "bf16", stages="auto"):
-    """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, max_m rounded up to 4),
-    scale_b gl(f32, 1, E, ceil(N/128), K/128), count gl(i32, 1, 1, 1, E), c gl(out, 1, E, max_m, N)."""
+    """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, MMS),
+    scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), c gl(out, 1, E, max_m, N);
+    MMS and KBS: max_m and K/128 rounded up to multiples of 4, zeros past them (TMA's 16-byte rows)."""
     def grouped(a: gl(f8e4m3, 1, "E", "MM", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
-                scale_a: gl(f32, 1, "E", "KB", "MMS"), scale_b: gl(f32, 1, "E", "NB", "KB"),
+                scale_a: gl(f32, 1, "E", "KB", "MMS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 count: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, "E", "MM", "N")):
         bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         smem = shared(out_dtype)

@@ -25,7 +25,7 @@ from .core import Frag, Global, Shared, rule
 from .global_memory import (_gl_accesses, _gl_add_packed, _gl_load, _gl_scalar, _gl_store,
                             _gl_tile_origin)
 from .shared_memory import (_rt_to_st, _rt_to_st_deinterleaved, _rv_to_sv, _shared_offset, _st_pairs,
-                            _st_to_rt, _sv_to_rv)
+                            _st_to_rt, _sv_scalar, _sv_to_rv)
 
 
 # ---------------------------------------------------------------- alloc
@@ -45,6 +45,8 @@ def _load(lw, op, args):
     if str(op.result.type) in ("f32", "i32", "i64") and isinstance(src, Global):
         _check_idx(op, idx, 4)
         return [_gl_scalar(lw, op, src, idx, None)]
+    if str(op.result.type) == "f32" and isinstance(src, Shared) and isinstance(src.view, SV):
+        return [_sv_scalar(lw, src, idx[0])]   # one address for every lane: a broadcast
     out = _out_view(op, op.result.type)
     if isinstance(src, Global):
         _check_idx(op, idx, 4)

@@ -198,6 +198,11 @@ def _sv_to_rv(lw, sh: Shared, out: RV, idx):
     return vals
 
 
+def _sv_scalar(lw, sh: Shared, i):
+    """Element i of an f32 sv, the same address for every lane (a broadcast)."""
+    return _load_n(_sh_ptr(lw, sh, _mul(i, itemsize(sh.view.dtype))), sh.view.dtype, 1)[0]
+
+
 def _rv_to_sv(lw, sh: Shared, x: Frag, idx) -> None:
     e, sv, v = itemsize(sh.view.dtype), sh.view, x.view
     lane = _add(_vec_lane(lw, v), _mul(idx[0], v.length) if idx else 0)

@@ -96,7 +96,8 @@ def _check_ragged(op, name, mem, bound, n_idx, reg, reg_value):
     what, needs, verb = _RAGGED[bound]
     if bound in op.attributes and not isinstance(mem, GL):
         yield f"{name}: {bound} ({what}) needs {needs}: shared tiles have no ragged edge"
-    if "elements" in op.attributes and bound not in op.attributes:
+    if "elements" in op.attributes and bound not in op.attributes and not (
+            isinstance(mem, SV) and str(reg_value.type) in ELEMENTS):   # an sv's scalar: in bounds
         yield f"{name}: element coordinates (elements) need {bound}: such a {verb} may reach past the gl's edges"
     if str(reg_value.type) in ELEMENTS:
         yield from _check_element(op, name, mem, n_idx, bound, str(reg_value.type))
@@ -170,6 +171,12 @@ def _check_element(op, name, mem, n_idx, bound, scalar="f32"):
     """One element to or from a gl: element coordinates, bounds-checked; an
     f32 with a float gl, an i32 with an i32 gl, an i64 with an i64 gl."""
     want = mem.dtype if isinstance(mem, GL) and mem.dtype in ("i32", "i64") else "f32"
+    if isinstance(mem, SV) and name == "load":   # a shared scalar: in bounds (the interpreter checks)
+        if mem.dtype != "f32" or scalar != "f32":
+            yield f"load: one element of an sv is an f32 of an f32 sv, got {scalar} of {_desc(mem)}"
+        if n_idx != 1 or "elements" not in op.attributes or bound in op.attributes:
+            yield "load: one element of an sv needs its index (elements, 1 index) and no fill"
+        return
     if not isinstance(mem, GL):
         yield f"{name}: one element (an f32, i32 or i64) moves to or from a gl, got {_desc(mem)}"
     elif scalar != want:

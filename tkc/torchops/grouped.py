@@ -56,8 +56,8 @@ def _views(a, b, sa, sb, groups):
     a4 = a.view(1, 1, *a.shape) if a.dim() == 2 else a.view(1, *a.shape)
     sa4 = tma_scales(sa.t() if sa.dim() == 2 else sa.transpose(1, 2))   # padded if its rows are not 16 bytes
     sa4 = sa4.view(1, *[1] * (3 - sa4.dim()), *sa4.shape)
-    bt, sbt = b.transpose(1, 2), sb.transpose(1, 2)
-    return a4, bt.view(1, *bt.shape), sa4, sbt.view(1, *sbt.shape), groups.view(1, 1, 1, -1)
+    bt, sbt = b.transpose(1, 2), tma_scales(sb.transpose(1, 2))
+    return a4, bt.view(1, *bt.shape), sa4, sbt[None], groups.view(1, 1, 1, -1)
 
 
 def _out(a, b, out_dtype):

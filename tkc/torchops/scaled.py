@@ -136,10 +136,11 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
 def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, bm: int):
     """The block-scaled kernel's launch: the scales as the transposed
     contiguous tensors they are stored as (sa.t() [K/128, M], sb.t()
-    [ceil(N/128), K/128]), no copies unless M % 4 (tma_scales)."""
+    [ceil(N/128), K/128]), no copies unless their rows are not 16 bytes
+    (M or K/128 not a multiple of 4: tma_scales)."""
     M, N = a.shape[0], b.shape[1]
     views = lambda a, b, sa, sb: (a.view(1, 1, M, -1), b.t().view(1, 1, N, -1),  # noqa: E731
-                                  tma_scales(sa.t()).view(1, 1, -1, M + -M % 4), sb.t().view(1, 1, *sb.t().shape))
+                                  tma_scales(sa.t()).view(1, 1, -1, M + -M % 4), tma_scales(sb.t())[None, None])
     c = torch.empty(M, N, device=a.device, dtype=out_dtype)
     launch = _block_kernel(OUT[out_dtype], bm).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
 
@@ -151,15 +152,16 @@ def _block_plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, bm: int
 
 
 def tma_scales(t: Tensor) -> Tensor:
-    """Transposed 1x128 scales t [..., K/128, M] as the block-scaled kernels'
-    TMA reads them (scaled_mm_blockwise.py: they ride the ring with A's
-    tile): t itself when its rows are 16 bytes (M a multiple of 4) and it is
-    16-byte aligned, the usual case; else a copy with M padded with zeros."""
-    M = t.shape[-1]
-    if M % 4 == 0 and t.data_ptr() % 16 == 0:
+    """Block scales stored transposed, t [..., rows, n] (scale_a's [K/128, M],
+    scale_b's [ceil(N/128), K/128]), as the block-scaled kernels' TMA reads
+    them (scaled_mm_blockwise.py: they ride the ring with the operands' tiles):
+    t itself when its rows are 16 bytes (n a multiple of 4) and it is 16-byte
+    aligned, the usual case; else a copy with its rows padded with zeros."""
+    n = t.shape[-1]
+    if n % 4 == 0 and t.data_ptr() % 16 == 0:
         return t
-    padded = t.new_zeros(*t.shape[:-1], M + -M % 4)
-    padded[..., :M] = t
+    padded = t.new_zeros(*t.shape[:-1], n + -n % 4)
+    padded[..., :n] = t
     return padded
 
 
