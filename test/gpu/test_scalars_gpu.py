@@ -17,7 +17,8 @@ from tkc.ops import atomic_add, col_max, load, max, store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from atomic_kernels import atomic_after_two  # noqa: E402  (the interpreter tests' kernels)
-from scalar_kernels import expected_comparisons, scalar_branches, scalar_compare, scalar_running  # noqa: E402
+from scalar_kernels import (expected_comparisons, expected_sv_element, scalar_branches,  # noqa: E402
+                            scalar_compare, scalar_running, sv_element)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -26,6 +27,14 @@ except ImportError:
     torch = None
 
 NAN = float("nan")
+
+
+def test_an_element_of_an_sv():
+    """load(tkc.f32, s, at=(i,)): every lane of warp w reads element 7w + 3 of the sv."""
+    x = np.random.default_rng(1).standard_normal(64).astype(np.float32)
+    y = torch.zeros(1, 1, 1, 128, device="cuda")
+    sv_element(torch.from_numpy(x).cuda().view(1, 1, 1, 64), y)
+    np.testing.assert_array_equal(y.cpu().numpy().reshape(-1), expected_sv_element(x))
 
 
 def test_scalar_comparisons():

@@ -1,12 +1,14 @@
 """The scalar test kernels (issue 41), shared by the interpreter tests
 (test_scalars.py, one row) and the GPU's (test/gpu/test_scalars_gpu.py, a
 block per row of inputs: many cases a launch): imports tkc only, so a GPU
-machine without MLIR imports it too."""
+machine without MLIR imports it too (and numpy, for the expected values)."""
 import math
 
+import numpy as np
+
 import tkc
-from tkc import f32, gl, i32
-from tkc.ops import ge, load, lt, max, min, ne, store, where
+from tkc import f32, gl, i32, rv, sv
+from tkc.ops import ge, group_load, load, lt, max, min, ne, store, where
 
 
 @tkc.kernel(warps=1, grid=lambda x, n, y: (x.r, 1))
@@ -81,3 +83,19 @@ def scalar_branches(x: gl(f32, 1, 1, "R", 16), y: gl(f32, 1, 1, "R", 16)):
     for k, value in enumerate((hi, lo)):
         store(y, value, at=(0, 0, r, k), clip=True)
     store(y, n.to(f32), at=(0, 0, r, 3), clip=True)
+
+
+@tkc.kernel(warps=4, grid=lambda x, y: (1,))
+def sv_element(x: gl(f32, 1, 1, 1, 64), y: gl(f32, 1, 1, 1, 128)):
+    """One element of an sv a warp (load(tkc.f32, s, at=(i,))): warp w's 32
+    outputs are x[:32] * x[7w + 3], the element read by every lane."""
+    s = sv(f32, 64)
+    group_load(s, x, (0, 0, 0, 0))
+    tkc.sync()
+    v = load(f32, s, at=(tkc.warpid() * 7 + 3,))
+    store(y, load(rv(f32, 32, "row"), x, (0, 0, 0, 0)) * v, (0, 0, 0, tkc.warpid()))
+
+
+def expected_sv_element(x):
+    """sv_element's y for x [64]."""
+    return np.concatenate([x[:32] * x[7 * w + 3] for w in range(4)])

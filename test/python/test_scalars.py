@@ -11,7 +11,8 @@ import tkc
 from tkc import f32, gl, rt
 from tkc.ops import load, lt, max, store
 from helpers import marker_line, refused_at  # noqa: E402
-from scalar_kernels import expected_comparisons, scalar_branches, scalar_compare, scalar_running
+from scalar_kernels import (expected_comparisons, expected_sv_element, scalar_branches, scalar_compare,
+                            scalar_running, sv_element)
 
 pytest.importorskip("mlir")
 
@@ -173,26 +174,11 @@ def test_scalar_constructor_and_operand_mistakes():
 
 # ---------------------------------------------------------------- one element of an sv
 
-def _sv_scalar_kernel():
-    from tkc import rv, sv
-    from tkc.ops import group_load
-
-    @tkc.kernel(warps=4, grid=lambda x, y: (1,))
-    def sv_scalar(x: gl(f32, 1, 1, 1, 64), y: gl(f32, 1, 1, 1, 128)):
-        s = sv(f32, 64)
-        group_load(s, x, (0, 0, 0, 0))
-        tkc.sync()
-        v = load(f32, s, at=(tkc.warpid() * 7 + 3,))   # each warp its own element, every lane the same
-        store(y, load(rv(f32, 32, "row"), x, (0, 0, 0, 0)) * v, (0, 0, 0, tkc.warpid()))
-    return sv_scalar
-
-
 def test_an_element_of_an_sv_is_read_by_every_lane():
-    x = np.random.default_rng(0).standard_normal(64).astype(np.float32).reshape(1, 1, 1, 64)
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
     y = np.zeros((1, 1, 1, 128), np.float32)
-    _sv_scalar_kernel().interpret(x, y)
-    want = np.concatenate([x[0, 0, 0, :32] * x[0, 0, 0, 7 * w + 3] for w in range(4)])
-    assert np.array_equal(y.reshape(-1), want)
+    sv_element.interpret(x.reshape(1, 1, 1, 64), y)
+    assert np.array_equal(y.reshape(-1), expected_sv_element(x))
 
 
 def test_an_element_of_an_sv_mistakes():
