@@ -34,8 +34,13 @@
 // CHECK:     %[[PBM:.*]] = "tk.block_idx"() {dim = "y"}
 // CHECK:     %[[PBN:.*]] = "tk.block_idx"() {dim = "x"}
 // CHECK:     scf.for %[[PK:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[PIT:.*]] = %{{.*}}) -> (index) {
-// CHECK:       %[[PS:.*]] = arith.remui %[[PIT]], %c3
-// CHECK:       %[[PR:.*]] = arith.divui %[[PIT]], %c3
+//   Slot and phase of a ring of 3 in 32 bits (a 64-bit division costs many instructions a step).
+// CHECK:       %[[PI:.*]] = arith.index_castui %[[PIT]] : index to i32
+// CHECK:       %[[PS32:.*]] = arith.remui %[[PI]], %c3_i32
+// CHECK:       %[[PS:.*]] = arith.index_castui %[[PS32]] : i32 to index
+// CHECK:       %[[PI2:.*]] = arith.index_castui %[[PIT]] : index to i32
+// CHECK:       %[[PR32:.*]] = arith.divui %[[PI2]], %c3_i32
+// CHECK:       %[[PR:.*]] = arith.index_castui %[[PR32]] : i32 to index
 // CHECK:       %[[PPH:.*]] = arith.remui %[[PR]], %c2
 // CHECK:       %[[PE:.*]] = "tk.stage"(%[[EMPTY]], %[[PS]])
 // CHECK:       %[[PARITY:.*]] = arith.addi %[[PPH]], %c1
@@ -51,7 +56,9 @@
 // CHECK: } else {
 // CHECK:   "tk.increase_registers"() {count = 232 : i64}
 // CHECK:   %[[ACC:.*]]:2 = scf.for %[[K:.*]] = %{{.*}} iter_args(%[[X:.*]] = %{{.*}}, %[[IT:.*]] = %{{.*}}) -> (!tk.rt<f32, 16 : i64, 256 : i64, "row">, index) {
-// CHECK:     %[[S:.*]] = arith.remui %[[IT]], %c3
+// CHECK:     %[[I:.*]] = arith.index_castui %[[IT]] : index to i32
+// CHECK:     %[[S32:.*]] = arith.remui %[[I]], %c3_i32
+// CHECK:     %[[S:.*]] = arith.index_castui %[[S32]] : i32 to index
 // CHECK:     %[[F:.*]] = "tk.stage"(%[[FULL]], %[[S]])
 // CHECK:     "tk.wait"(%[[F]],
 // CHECK:     %[[A:.*]] = "tk.stage"(%[[SA]], %[[S]])
@@ -64,7 +71,9 @@
 // CHECK:     %[[LATER:.*]] = arith.cmpi ne, %[[IT]],
 // CHECK:     scf.if %[[LATER]] {
 // CHECK:       %[[PREV:.*]] = arith.subi %[[IT]], %c1
-// CHECK:       %[[PS2:.*]] = arith.remui %[[PREV]], %c3
+// CHECK:       %[[PV:.*]] = arith.index_castui %[[PREV]] : index to i32
+// CHECK:       %[[PS232:.*]] = arith.remui %[[PV]], %c3_i32
+// CHECK:       %[[PS2:.*]] = arith.index_castui %[[PS232]] : i32 to index
 // CHECK:       %[[PE2:.*]] = "tk.stage"(%[[EMPTY]], %[[PS2]])
 // CHECK:       "tk.arrive"(%[[PE2]]) {count = 1 : i64}
 // CHECK:     scf.yield %[[Z]], %{{.*}} : !tk.rt<f32, 16 : i64, 256 : i64, "row">, index

@@ -15,8 +15,8 @@ from ...hopper.registers import flat_types
 from ..overlap import overlap_finish
 from ..rewrite import add_iter_args, extend_yield, i64, index, inside, uses_in
 from .in_flight import after_last_read, carried_positions, held_until, relax_wgmma, trailing_positions
-from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_root, root_alloc, staged_attr,
-                         terminator, walk_block, written_allocs)
+from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_div, ring_mod, ring_root, root_alloc,
+                         staged_attr, terminator, walk_block, written_allocs)
 
 MEETS = ("tk.sync", "tk.atomic_add", "tk.block_sum", "tk.block_max", "tk.block_min")
 SYNC_ID = 1            # the consumers' named barrier (0 is the whole block's)
@@ -183,9 +183,7 @@ class Consumer:
 
     def _slot(self, it):
         """(slot, phase parity) of ring counter `it`."""
-        s = arith.remui(it, index(self.stages))
-        ph = arith.remui(arith.divui(it, index(self.stages)), index(2))
-        return s, ph
+        return ring_mod(it, self.stages), ring_mod(ring_div(it, self.stages), 2)
 
     def _delayed_release(self, loop, wait, it, s, carried) -> None:
         """After `wait` (a pending = 0 wait, or the relaxed one): release the
@@ -199,7 +197,7 @@ class Consumer:
             later = arith.cmpi(arith.CmpIPredicate.ne, it, start)
             with if_then(later):
                 self._ring_store_wait(issued)
-                prev = arith.remui(arith.subi(it, index(1)), index(self.stages))
+                prev = ring_mod(arith.subi(it, index(1)), self.stages)
                 tk.arrive(tk.stage(self.empty, prev))
         after = next_op(loop.operation)
         self._drain_end = after
@@ -214,7 +212,7 @@ class Consumer:
             end = loop.results[-1]
             with if_then(arith.cmpi(arith.CmpIPredicate.ne, end, start)):
                 self._ring_store_wait(0)
-                last = arith.remui(arith.subi(end, index(1)), index(self.stages))
+                last = ring_mod(arith.subi(end, index(1)), self.stages)
                 tk.arrive(tk.stage(self.empty, last))
 
     def _ring_store_wait(self, issued: int) -> None:

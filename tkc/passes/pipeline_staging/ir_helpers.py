@@ -6,7 +6,7 @@ scf.if without results, the tk.staged attribute).
 from __future__ import annotations
 
 from mlir import ir
-from mlir.dialects import scf
+from mlir.dialects import arith, scf
 
 from ...diagnostics import error, where
 from ...dialect import gl_root, is_index_load, walk
@@ -190,3 +190,30 @@ def written_allocs(op) -> set:
 
 def tile_bytes(t) -> int:
     return t.rows * t.cols * itemsize(t.dtype)
+
+
+def ring_mod(it, n: int):
+    """it % n for a ring counter `it` (index). A stage count that is not a
+    power of two divides in 32 bits: in 64 (index) every step paid a
+    multiply-high chain, ~20 SASS instructions in each of the producer and
+    consumer loops (scaled_mm_blockwise's five stages), where 32 take a few.
+    A ring counter never nears 2^32."""
+    if n & (n - 1) == 0:   # a mask either way
+        return arith.remui(it, _index(n))
+    return _narrow(it, n, arith.remui)
+
+
+def ring_div(it, n: int):
+    """it // n for a ring counter (see ring_mod)."""
+    if n & (n - 1) == 0:   # a shift either way
+        return arith.divui(it, _index(n))
+    return _narrow(it, n, arith.divui)
+
+
+def _narrow(it, n: int, op):
+    i32 = ir.IntegerType.get_signless(32)
+    return arith.index_castui(ir.IndexType.get(), op(arith.index_castui(i32, it), arith.constant(i32, n)))
+
+
+def _index(n: int):
+    return arith.constant(ir.IndexType.get(), n)
