@@ -328,6 +328,18 @@ def test_bench_fake_path_restores_the_runtime():
     assert (driver._cuda, args.view) == (before[0], view)
 
 
+def test_bench_fake_leaves_no_fake_function_or_frame_behind():
+    """A launcher used under the fake driver holds the fake's function handle
+    and packed frames (tensor maps); both are dropped when the fake exits, so
+    a later real launch loads and packs its own."""
+    art = Artifact(b"cubin", MANIFEST)
+    with bench.fake_driver():
+        launch(art, good_args())
+        ln = launcher(art)
+        assert ln.functions and ln.frames
+    assert not ln.functions and not ln.frames
+
+
 def test_prepared_launch_packs_each_calls_pointers_and_scalars(fake):
     """A prepared launch (the torch ops' hot path, a generated function) packs
     the values the full path packs: this call's data pointers and scalars, the
