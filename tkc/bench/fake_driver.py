@@ -104,16 +104,16 @@ def fake_driver(bf16_from_f16: bool = False):
         return v and v._replace(device="cuda")
 
     fake = fake_cuda()
-    driver._cuda, args.view = fake, view
     checks = _op_checks()
-    _forget_plans()  # the ops' prepared launches hold the driver they were made with,
-    reset_all()  # and the kernels' launchers its functions and tensor maps
     saved_type = checks and checks.DEVICE_TYPE
-    if checks:
-        checks.DEVICE_TYPE = "cpu"
-    for table in tables:  # what the real driver made stays out of the fake's way
-        table.clear()
-    try:
+    try:   # whatever fails on the way in, the finally restores the real runtime
+        driver._cuda, args.view = fake, view
+        _forget_plans()  # the ops' prepared launches hold the driver they were made with,
+        reset_all()  # and the kernels' launchers its functions and tensor maps
+        if checks:
+            checks.DEVICE_TYPE = "cpu"
+        for table in tables:  # what the real driver made stays out of the fake's way
+            table.clear()
         yield fake
     finally:
         _forget_plans()
