@@ -10,7 +10,7 @@ forward and backward (causal and not, ragged, GQA, a varlen batch; the
 forward for long sequences, ping-pong, too); the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
-tkc.matmul, tkc.linear and the wide norms (ops). Results are checked too, so a tool that perturbs timing
+tkc.matmul, tkc.linear and the wide norms (ops); the FP8 ops (fp8). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
 import math
@@ -113,11 +113,17 @@ def memory():
     cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
     c, s = cos[None, :, None].float(), sin[None, :, None].float()
     for interleaved in (False, True):
-        y = rotary_embedding(x, cos, sin, interleaved)
-        x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else (x[..., :64], x[..., 64:])
-        o1, o2 = x1.float() * c - x2.float() * s, x2.float() * c + x1.float() * s
+        x.grad = None
+        y = rotary_embedding(x.requires_grad_(), cos, sin, interleaved)
+        xf = x.detach().float().requires_grad_()
+        x1, x2 = (xf[..., 0::2], xf[..., 1::2]) if interleaved else (xf[..., :64], xf[..., 64:])
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
         want = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+        dy = torch.randn_like(y)
+        y.backward(dy)                                      # the inverse rotation kernel
+        want.backward(dy.float())
         report(f"rotary interleaved={interleaved}", rel(y, want), 1e-2)
+        report(f"rotary backward interleaved={interleaved}", rel(x.grad, xf.grad), 1e-2)
     for residual in (True, False):
         h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         r = torch.randn_like(h) if residual else None
@@ -206,8 +212,81 @@ def ops():
         report(f"rms_norm D {D}", rel(y, want), 1e-2)
 
 
+def _blocks(t, rows):
+    """t [R, K] float32 in e4m3 with one scale per `rows` rows x 128 columns: (q, scales)."""
+    R, K = t.shape
+    pad = t.new_zeros(-(-R // rows) * rows, K)
+    pad[:R] = t
+    s = pad.abs().view(-1, rows, K // 128, 128).amax(dim=(1, 3)).clamp(min=2.0 ** -100) / 448
+    return (pad / s.repeat_interleave(rows, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)[:R], s
+
+
+def fp8():
+    """tkc.quantize_fp8; tkc.scaled_mm with per-tensor, row-wise and block scales at both
+    tile heights (the tuned pick replaced by each in turn) and with use_fast_accum; the grouped
+    GEMM in both layouts, an empty expert included. Ragged M and N, K over several blocks."""
+    import tkc
+    from tkc.torchops import plans, scaled
+    e4, M, N, K = torch.float8_e4m3fn, 200, 264, 384
+    x = torch.randn(M, K, device="cuda").bfloat16()
+    q, s = tkc.quantize_fp8(x)
+    report("quantize_fp8", rel(q.float() * s.repeat_interleave(128, 1), x.float()), 0.07)
+    a, bt = torch.randn(M, K, device="cuda").to(e4), torch.randn(N, K, device="cuda").to(e4)
+    full = a.float() @ bt.float().t()
+    real = scaled.TILE.choose
+    for bm in (128, 192):
+        scaled.TILE.choose = lambda key, bm=bm: {"BM": bm}
+        plans.forget()
+        for kind, sa, sb in (("tensor", torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")),
+                             ("rowwise", torch.rand(M, 1, device="cuda"), torch.rand(1, N, device="cuda"))):
+            for fast in ((False, True) if bm == 128 else (False,)):
+                c = tkc.scaled_mm(a, bt.t(), sa, sb, use_fast_accum=fast)
+                report(f"scaled_mm {kind} BM {bm} fast={fast}", rel(c, full * sa * sb), 1e-2)
+        xf, wf = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
+        (qa, sa), (qb, sb) = _blocks(xf, 1), _blocks(wf, 128)
+        c = tkc.scaled_mm(qa, qb.t(), sa.t().contiguous().t(), sb.t(), out_dtype=torch.float32)
+        deq = (qa.float() * sa.repeat_interleave(128, 1)) @ (qb.float() * sb.repeat_interleave(128, 0)
+                                                            .repeat_interleave(128, 1)[:N]).t()
+        report(f"scaled_mm block scales BM {bm}", rel(c, deq), 1e-3)
+    scaled.TILE.choose = real
+    plans.forget()
+    E, counts = 3, (37, 0, 130)
+    w = [_blocks(torch.randn(N, K, device="cuda"), 128) for _ in range(E)]
+    b = torch.stack([qb for qb, _ in w]).transpose(1, 2)                       # [E, K, N] column-major
+    sb = torch.stack([s for _, s in w]).transpose(1, 2)                       # [E, K/128, N/128]
+    wd = [qb.float() * s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:N] for qb, s in w]
+    rows = [_blocks(torch.randn(m, K, device="cuda"), 1) for m in counts]
+    qa = torch.zeros(E, 256, K, device="cuda").to(e4)
+    sa = torch.zeros(E, K // 128, 256, device="cuda")
+    for e, (qr, sr) in enumerate(rows):
+        qa[e, :counts[e]], sa[e, :, :counts[e]] = qr, sr.t()
+    i32 = lambda v: torch.tensor(v, device="cuda", dtype=torch.int32)  # noqa: E731
+    c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
+    for e, m in enumerate(counts):
+        if m:
+            qr, sr = rows[e]
+            want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
+            report(f"grouped masked expert {e}", rel(c[e, :m], want), 1e-3)
+    blocks = [-(-m // 128) for m in counts]
+    qa2 = torch.zeros(sum(blocks) * 128, K, device="cuda").to(e4)
+    sa2 = torch.zeros(K // 128, sum(blocks) * 128, device="cuda")
+    groups, r = [], 0
+    for e, (qr, sr) in enumerate(rows):
+        qa2[r:r + counts[e]], sa2[:, r:r + counts[e]] = qr, sr.t()
+        groups += [e] * blocks[e]
+        r += blocks[e] * 128
+    c = tkc.grouped_scaled_mm(qa2, b, sa2.t(), sb, i32(groups), out_dtype=torch.float32)
+    r = 0
+    for e, m in enumerate(counts):
+        if m:
+            qr, sr = rows[e]
+            want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
+            report(f"grouped contiguous expert {e}", rel(c[r:r + m], want), 1e-3)
+        r += blocks[e] * 128
+
+
 STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv,
-         "ops": ops}
+         "ops": ops, "fp8": fp8}
 
 
 def main(steps) -> int:
