@@ -151,13 +151,9 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
 
 
 def quantize_eager(x):
-    """tkc.quantize_fp8's rule in PyTorch (DeepGEMM's per-token cast, with its guards): (q, scales)."""
-    M, K = x.shape
-    blocks = x.float().view(M, K // 128, 128)
-    amax = torch.where(blocks.isnan(), 0.0, blocks.abs()).amax(-1).clamp(min=2.0 ** -100)
-    top = torch.full_like(amax, 448.0)
-    q = (blocks * torch.div(top, amax)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-    return q.view(M, K), torch.div(amax, top)
+    """tkc.quantize_fp8's rule in PyTorch ops (tkc.torchops.quantize.reference): (q, scales)."""
+    from tkc.torchops.quantize import reference
+    return reference(x)
 
 
 def quantize_rows(ops, quant_c):

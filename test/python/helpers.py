@@ -157,3 +157,16 @@ def staged(kernel):
     module = kernel.trace()
     compile_to(module, "tile")
     return module
+
+
+def refused_here(call, message: str, path: str) -> None:
+    """call() raises a TkcError whose message holds `message`, located in the
+    test file `path` (the caller's line, not tkc's)."""
+    import pytest
+
+    from tkc.diagnostics import TkcError
+    with pytest.raises(TkcError) as info:
+        call()
+    assert message in info.value.message, info.value.message
+    assert info.value.where.startswith(path)
+

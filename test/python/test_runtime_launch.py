@@ -328,6 +328,50 @@ def test_bench_fake_path_restores_the_runtime():
     assert (driver._cuda, args.view) == (before[0], view)
 
 
+def test_threads_loading_one_kernel_each_launch_an_opted_in_function():
+    """Two threads loading one kernel at once (its module load lets the other
+    run) both get a function opted in to the kernel's dynamic shared memory:
+    before the load's lock, the second could take the key as opted in by the
+    first and launch its own function without (CUDA_ERROR_INVALID_VALUE: the
+    ring attention backward's rank threads on the GPU)."""
+    import itertools
+    import threading
+    import time
+    with bench.fake_driver() as cuda:
+        handles, opted = itertools.count(10), set()
+
+        def load_module(image):
+            time.sleep(0.05)   # the driver's load: the other thread runs meanwhile
+            return (0, next(handles))
+
+        def set_attribute(handle, attr, value):
+            opted.add(handle)
+            return (0,)
+        cuda.cuModuleLoadData = load_module
+        cuda.cuModuleGetFunction = lambda module, name: (0, module)
+        cuda.cuFuncSetAttribute = set_attribute
+        got = []
+        threads = [threading.Thread(target=lambda: got.append(driver.load(b"cubin", "k", 0, 100_000)))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 2 and all(fn.handle in opted for fn in got), (got, opted)
+
+
+def test_bench_fake_leaves_no_fake_function_or_frame_behind():
+    """A launcher used under the fake driver holds the fake's function handle
+    and packed frames (tensor maps); both are dropped when the fake exits, so
+    a later real launch loads and packs its own."""
+    art = Artifact(b"cubin", MANIFEST)
+    with bench.fake_driver():
+        launch(art, good_args())
+        ln = launcher(art)
+        assert ln.functions and ln.frames
+    assert not ln.functions and not ln.frames
+
+
 def test_prepared_launch_packs_each_calls_pointers_and_scalars(fake):
     """A prepared launch (the torch ops' hot path, a generated function) packs
     the values the full path packs: this call's data pointers and scalars, the

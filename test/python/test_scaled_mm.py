@@ -5,16 +5,13 @@ custom op under torch.compile's fake tensors, and the refusals at the
 caller's line. The GPU twin: test/gpu/test_fp8_gpu.py (against torch._scaled_mm)."""
 from __future__ import annotations
 
-import sys
-
 import pytest
-from helpers import interpreted, staged
+from helpers import interpreted, refused_here, staged
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
 import tkc  # noqa: E402
-from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels.scaled_mm_hopper import scaled_mm_hopper  # noqa: E402
 from tkc.torchops import checks, scaled as op  # noqa: E402
 
@@ -105,8 +102,4 @@ def _call(**kw):
     (lambda: _call(b=torch.zeros(32, 48, dtype=E4M3).t()), "b must be [K, N] with a's K = 64"),
 ])
 def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
-    call = make()
-    with pytest.raises(TkcError) as info:
-        call()
-    assert message in info.value.message, info.value.message
-    assert info.value.where.startswith(__file__)
+    refused_here(make(), message, __file__)

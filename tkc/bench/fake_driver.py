@@ -92,6 +92,7 @@ def fake_driver(bf16_from_f16: bool = False):
     claim to be on cuda:0 (numpy f16 arrays claim bf16 if bf16_from_f16).
     Yields the fake (its .state counts launches); restores everything after."""
     from tkc.runtime import args, driver
+    from tkc.runtime.launch import reset_all
     tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin)
     saved = (driver._cuda, args.view, [dict(t) for t in tables])
     real_view = args.view
@@ -103,18 +104,20 @@ def fake_driver(bf16_from_f16: bool = False):
         return v and v._replace(device="cuda")
 
     fake = fake_cuda()
-    driver._cuda, args.view = fake, view
     checks = _op_checks()
-    _forget_plans()  # the ops' prepared launches hold the driver they were made with
     saved_type = checks and checks.DEVICE_TYPE
-    if checks:
-        checks.DEVICE_TYPE = "cpu"
-    for table in tables:  # what the real driver made stays out of the fake's way
-        table.clear()
-    try:
+    try:   # whatever fails on the way in, the finally restores the real runtime
+        driver._cuda, args.view = fake, view
+        _forget_plans()  # the ops' prepared launches hold the driver they were made with,
+        reset_all()  # and the kernels' launchers its functions and tensor maps
+        if checks:
+            checks.DEVICE_TYPE = "cpu"
+        for table in tables:  # what the real driver made stays out of the fake's way
+            table.clear()
         yield fake
     finally:
         _forget_plans()
+        reset_all()
         driver._cuda, args.view = saved[0], saved[1]
         if checks:
             checks.DEVICE_TYPE = saved_type

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import threading
 from typing import NamedTuple
 
 from ..diagnostics import TkcError
@@ -25,6 +26,11 @@ _configs: dict = {}     # (grid, block, shared, stream, cluster) -> CUlaunchConf
 CACHE_LIMIT = 256       # entries kept in _streams and _configs
 _functions: dict = {}   # (cubin sha256, ordinal, kernel name) -> Function
 _shared_optin: dict = {}  # same key -> dynamic shared bytes the function is opted in to
+# load's lock: two threads loading one kernel at once (cuModuleLoadData lets the
+# other run) each made a function, and the second could find the key opted in
+# by the first and launch its own without the opt-in (CUDA_ERROR_INVALID_VALUE
+# for more than 48 KiB of dynamic shared memory)
+_load_lock = threading.Lock()
 STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an opt-in
 
 
@@ -125,16 +131,17 @@ def load(image: bytes, kernel: str, ordinal: int, shared_bytes: int) -> Function
     """The kernel's function in image (cubin, or NUL-terminated PTX) on a device; cached.
     Opts the function in to shared_bytes of dynamic shared memory when above 48 KiB."""
     key = (hashlib.sha256(image).hexdigest(), ordinal, kernel)
-    fn = _functions.get(key)
-    if fn is None:
-        context(ordinal)
-        module = call("cuModuleLoadData", image)
-        fn = Function(module, call("cuModuleGetFunction", module, kernel.encode()), ordinal)
-        _functions[key] = fn
-    # Per function, not per load: two artifacts may share a cubin with different sizes.
-    if shared_bytes > max(STATIC_SHARED_LIMIT, _shared_optin.get(key, 0)):
-        _opt_in_shared(fn, kernel, shared_bytes)
-        _shared_optin[key] = shared_bytes
+    with _load_lock:
+        fn = _functions.get(key)
+        if fn is None:
+            context(ordinal)
+            module = call("cuModuleLoadData", image)
+            fn = Function(module, call("cuModuleGetFunction", module, kernel.encode()), ordinal)
+            _functions[key] = fn
+        # Per function, not per load: two artifacts may share a cubin with different sizes.
+        if shared_bytes > max(STATIC_SHARED_LIMIT, _shared_optin.get(key, 0)):
+            _opt_in_shared(fn, kernel, shared_bytes)
+            _shared_optin[key] = shared_bytes
     return fn
 
 

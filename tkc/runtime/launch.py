@@ -16,6 +16,7 @@ arguments' layouts.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Callable, NamedTuple
 
 from ..diagnostics import TkcError
@@ -56,6 +57,13 @@ class Launcher:
         self.functions: dict[int, driver.Function] = {}
         self.plans: dict = {}
         self.frames: dict = {}
+        _launchers.add(self)
+
+    def reset(self) -> None:
+        """Forget what the driver made: loaded functions and packed frames
+        (their tensor maps). For a change of driver (tkc.bench.fake_driver)."""
+        self.functions.clear()
+        self.frames.clear()
 
     def __call__(self, args, stream=None) -> None:
         raw_stream = None if stream is None else _stream_handle(stream)
@@ -232,6 +240,15 @@ def _default_stream(device: int) -> int:
 def _current_device() -> int:
     cuda = _torch_cuda()
     return cuda.current_device() if cuda is not None else 0
+
+
+_launchers: "weakref.WeakSet[Launcher]" = weakref.WeakSet()   # every live Launcher (reset_all)
+
+
+def reset_all() -> None:
+    """Every launcher's Launcher.reset: the driver changed under them."""
+    for ln in list(_launchers):
+        ln.reset()
 
 
 def launcher(artifact: Artifact) -> Launcher:

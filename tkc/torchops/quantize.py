@@ -82,3 +82,18 @@ def quantize_fp8(x: Tensor) -> tuple[Tensor, Tensor]:
                        f"multiple of 128", caller())
     check_device(fn, ("x", x))
     return _quantize(x.contiguous())
+
+
+def reference(x: Tensor) -> tuple[Tensor, Tensor]:
+    """tkc.quantize_fp8's rule in torch ops (DeepGEMM's per-token cast, with
+    its guards), for tests and benchmarks: (q, s), s row-major [M, K/128].
+    Both divisions are of two tensors: torch's `448.0 / t` is reciprocal(t) *
+    448 and `t / 448.0` multiplies by 1/448 (on CUDA), neither the correctly
+    rounded division the kernel does."""
+    M, K = x.shape
+    blocks = x.float().view(M, K // BLOCK, BLOCK)
+    amax = torch.where(blocks.isnan(), 0.0, blocks.abs()).amax(-1).clamp(min=2.0 ** -100)
+    top = torch.full_like(amax, 448.0)
+    q = (blocks * torch.div(top, amax)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+    return q.view(M, K), torch.div(amax, top)
+
