@@ -2,10 +2,14 @@
 reference attention (float64, natural-log lse, causal aligned at the end as
 tkc.attention's) stands in for the GPU kernel; the merged outputs must equal
 attention over the whole sequence, causal in the zigzag order and plain in
-contiguous parts, GQA included. The ranks are threads over an in-process
-point-to-point ring, and once W processes over gloo (torch.distributed's own
-batch_isend_irecv). The GPU twin runs under torchrun when two GPUs are lent
-(test/gpu/multi/run_peers.py)."""
+contiguous parts, GQA included. The backward likewise (FlashAttention's
+backward from the final o and lse, in float64, for the kernels): the ranks'
+gradients, through torch autograd, must equal autograd's through the
+reference over the whole sequence. The ranks are threads over an
+in-process point-to-point ring, and once W processes over gloo
+(torch.distributed's own batch_isend_irecv). The GPU twins: one GPU with
+ranks as threads (test/gpu/test_ring_one_gpu.py, forward and backward),
+torchrun when two GPUs are lent (test/gpu/multi/run_peers.py, forward)."""
 from __future__ import annotations
 
 import math
@@ -39,6 +43,24 @@ def _attend(q, k, v, causal, scale):
     return tuple(x.float() for x in reference(q, k, v, causal, scale))
 
 
+def _attend_backward(do, q, k, v, o, lse, causal, scale):
+    """FlashAttention's backward of one key block in float64: P from the
+    final lse, delta = rowsum(dO * O) of the final O; dK, dV summed over
+    each KV head's group of query heads."""
+    do, q, k, v, o, lse = (x.double() for x in (do, q, k, v, o, lse))
+    hkv, rep = k.shape[1], q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        Lq, Lk = q.shape[2], k.shape[2]
+        keep = torch.arange(Lk)[None, :] <= torch.arange(Lq)[:, None] + Lk - Lq
+        s = s.masked_fill(~keep, -math.inf)
+    p = torch.exp(s - lse.unsqueeze(-1))
+    ds = p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))
+    fold = lambda t: t.unflatten(1, (hkv, rep)).sum(2).float()  # noqa: E731
+    return (ds @ k * scale).float(), fold(ds.transpose(-1, -2) @ q * scale), fold(p.transpose(-1, -2) @ do)
+
+
 def _parts(x, world, causal):
     return zigzag(x, world) if causal else list(x.chunk(world, 2))
 
@@ -70,31 +92,75 @@ def test_ring_equals_attention_over_the_whole_sequence(monkeypatch, world, causa
     _check(out, q, k, v, causal)
 
 
-def _worker(rank, world, path, q, k, v, out):
+def _whole_grads(q, k, v, do, causal):
+    """(o, dq, dk, dv) of the reference over the whole sequence, by torch autograd (float64)."""
+    ins = [x.double().requires_grad_() for x in (q, k, v)]
+    o = reference(*ins, causal, 1 / math.sqrt(q.shape[-1]))[0]
+    return (o, *torch.autograd.grad(o, ins, do.double()))
+
+
+def _ring_grads(q, k, v, do, group, causal):
+    """This rank's (o, dq, dk, dv) through ring_attention and torch autograd."""
+    ins = [x.requires_grad_() for x in (q, k, v)]
+    o = ring.ring_attention(*ins, group=group, causal=causal)
+    return (o, *torch.autograd.grad(o, ins, do))
+
+
+def _check_grads(per_rank, q, k, v, do, causal):
+    join = unzigzag if causal else (lambda parts: torch.cat(parts, 2))
+    for i, want in enumerate(_whole_grads(q, k, v, do, causal)):
+        got = join([r[i] for r in per_rank]).double()
+        assert got.shape == want.shape
+        assert (got - want).norm() / want.norm() < 5e-3, (i, float((got - want).norm() / want.norm()))
+
+
+@pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (4, True, 1), (2, False, 2),
+                                              (3, False, 4), (4, False, 1)])
+def test_ring_gradients_equal_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(ring, "_attend", _attend)
+    monkeypatch.setattr(ring, "_attend_backward", _attend_backward)
+    q, k, v = _inputs(world, hkv)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    ins = [_parts(x, world, causal) for x in (q, k, v, do)]
+    per_rank = run_ranks(monkeypatch, world, lambda r, group: _ring_grads(
+        *(x[r].clone() for x in ins[:3]), ins[3][r], group, causal))
+    _check_grads(per_rank, q, k, v, do, causal)
+
+
+def _worker(rank, world, path, q, k, v, do, out):
     checks.DEVICE_TYPE = "cpu"
-    ring._attend = _attend
+    ring._attend, ring._attend_backward = _attend, _attend_backward
     dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
     try:
-        out[rank] = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v))).float()
+        with torch.no_grad():
+            plain = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v)))
+        o, *grads = _ring_grads(*(zigzag(x, world)[rank] for x in (q, k, v, do)), dist.group.WORLD, True)
+        assert torch.equal(o, plain)   # the autograd path's forward is the plain one
+        out[rank] = [t.detach() for t in (o, *grads)]
     finally:
         dist.destroy_process_group()
 
 
 def test_ring_over_torch_distributed(tmp_path):
     """The same ring through torch.distributed itself (gloo, 2 processes):
-    the real batch_isend_irecv pairing and peer numbering."""
+    the real batch_isend_irecv pairing and peer numbering, forward and
+    backward (whose K/V and dK/dV passes are in flight together)."""
     q, k, v = _inputs(2, 2)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as m:
         out = m.dict()
-        procs = [ctx.Process(target=_worker, args=(r, 2, str(tmp_path / "init"), q, k, v, out)) for r in range(2)]
+        procs = [ctx.Process(target=_worker, args=(r, 2, str(tmp_path / "init"), q, k, v, do, out))
+                 for r in range(2)]
         for p in procs:
             p.start()
         for p in procs:
             p.join(120)
         assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-        parts = [out[r] for r in range(2)]
-    _check(parts, q, k, v, True)
+        per_rank = [out[r] for r in range(2)]
+    _check([r[0] for r in per_rank], q, k, v, True)
+    _check_grads(per_rank, q, k, v, do, True)
 
 
 def test_zigzag_round_trips():

@@ -10,7 +10,7 @@
     tkc.quantize_fp8                         bf16 -> e4m3 with 1x128 scales (for tkc.scaled_mm)
     tkc.grouped_scaled_mm                    block-scaled FP8 GEMM of MoE experts (contiguous, masked)
     tkc.all_gather_matmul, tkc.matmul_reduce_scatter   GEMMs fused with NVLink collectives
-    tkc.ring_attention                       context-parallel attention (forward)
+    tkc.ring_attention                       context-parallel attention (forward and backward)
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the

@@ -24,8 +24,20 @@ chunk pair is masked in part but the diagonal ones, so each call is a plain
 or causal tkc.attention. `zigzag(x, W)` and `unzigzag` move a whole sequence
 to and from that order.
 
-Forward only (no autograd yet); bf16 on CUDA, under torchrun with every rank
-calling with the same shapes.
+Differentiable in q, k and v (a torch.autograd.Function; without gradients
+the forward alone runs). The forward keeps the merged output and its lse;
+the backward is the ring again (ring-flash-attention's): K and V travel with
+f32 accumulators of their dK and dV. At step s rank r holds rank r - s's
+K, V and what the ranks before it added to their gradients; it runs the
+step's FlashAttention backward on the forward's chunk pairs and masks,
+which with the final o and lse of its query rows is exact for that key
+block, keeps dQ and adds dK, dV to the accumulators, which it passes on
+(the next step's K/V travel under this step's compute, this step's dK/dV
+under the next one's); after W steps they are back at their owner.
+Zigzag's step 0 is one causal call over both own chunks (aligned at the
+end, chunk r sees none of chunk 2W - 1 - r: the forward's two calls' pairs).
+
+bf16 on CUDA, under torchrun with every rank calling with the same shapes.
 """
 from __future__ import annotations
 
@@ -36,8 +48,9 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
-from .attn import attention
+from .attn import _bwd_impl, attention
 from .checks import check_device, check_tensor
+from .eager import wants_grad
 
 __all__ = ["ring_attention", "zigzag", "unzigzag"]
 BF16 = torch.bfloat16
@@ -52,6 +65,14 @@ def _dist():
 def _attend(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
     """(o, lse) of one step (tkc.attention; a CPU test puts a reference here)."""
     return attention(q, k, v, causal=causal, scale=scale, return_lse=True)
+
+
+def _attend_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                     causal: bool, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of one step, k and v of Hkv heads, from the final o and
+    lse of q's rows (tkc.attention's backward kernels; a CPU test puts a
+    reference here)."""
+    return _bwd_impl(do, q, k, v, o, lse, causal, scale)
 
 
 def zigzag(x: Tensor, world: int, dim: int = 2) -> list[Tensor]:
@@ -91,7 +112,8 @@ class _Acc:
 def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = True,
                    scale: float | None = None) -> Tensor:
     """This rank's part of attention over the sequence split across the
-    group (module doc: causal=True takes and gives the zigzag order)."""
+    group (module doc: causal=True takes and gives the zigzag order),
+    differentiable in q, k and v."""
     dist = _dist()
     fn = "ring_attention"
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -101,30 +123,45 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
         raise TkcError(f"{fn}: q [B, Hq, L, D] and k, v [B, Hkv, L, D] of this rank's L, got shapes "
                        f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}", caller())
     group = group if group is not None else dist.group.WORLD
-    world, rank = group.size(), group.rank()
     scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    if world == 1:
+    if group.size() == 1:
         return _attend(q, k, v, causal, scale)[0]
     if causal and q.shape[2] % 2:
         raise TkcError(f"{fn}: causal ring attention holds two chunks a rank (zigzag): L = "
                        f"{q.shape[2]} must be even", caller())
+    if wants_grad(q, k, v):
+        return _Ring.apply(q, k, v, group, causal, scale)
+    return _forward(q, k, v, group, causal, scale)[0]
+
+
+class _Ring(torch.autograd.Function):
+    """The ring with autograd: the forward keeps q, k, v, the merged output
+    and its lse; the backward goes round the ring again (_backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, group, causal, scale):
+        out, lse = _forward(q, k, v, group, causal, scale)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.args = (group, causal, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, do):
+        return (*_backward(do, *ctx.saved_tensors, *ctx.args), None, None, None)
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, group, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    """(this rank's output, its rows' log-sum-exp f32 [B, Hq, L]) over W > 1 ranks."""
+    world, rank = group.size(), group.rank()
     kv = torch.stack([k, v]).contiguous()
     nxt = torch.empty_like(kv)
-    cuda = kv.device.type == "cuda"
-    comm = _comm_stream(kv.device) if cuda else None
-    peers = (dist.get_global_rank(group, (rank + 1) % world), dist.get_global_rank(group, (rank - 1) % world))
+    link = _Link(_dist(), group, kv.device)
     c = q.shape[2] // 2
     qs = (q[:, :, :c].contiguous(), q[:, :, c:].contiguous()) if causal else (q,)
     accs = [_Acc() for _ in qs]
     for step in range(world):
-        reqs = None
-        if step + 1 < world:   # the next step's keys arrive while this step computes
-            if cuda:
-                comm.wait_stream(torch.cuda.current_stream(kv.device))
-                with torch.cuda.stream(comm):
-                    reqs = _exchange(dist, kv, nxt, peers, group)
-            else:
-                reqs = _exchange(dist, kv, nxt, peers, group)
+        # the next step's keys arrive while this step computes
+        posted = link.post(kv, nxt) if step + 1 < world else None
         src = (rank - step) % world
         ks, vs = kv[0], kv[1]
         if not causal:
@@ -138,15 +175,94 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
             accs[1].add(*_attend(qs[1], k0, v0, False, scale))
         else:                # a later rank: both its chunks precede my second only
             accs[1].add(*_attend(qs[1], ks, vs, False, scale))
-        if reqs is not None:
-            for r in reqs:
-                r.wait()
-            if cuda:
-                torch.cuda.current_stream(kv.device).wait_stream(comm)
-                kv.record_stream(comm)
+        if posted is not None:
+            link.wait(posted)
             kv, nxt = nxt, kv
-    out = torch.cat([a.o for a in accs], 2) if causal else accs[0].o
-    return out.to(q.dtype)
+    if not causal:
+        return accs[0].o.to(q.dtype), accs[0].lse
+    return torch.cat([a.o for a in accs], 2).to(q.dtype), torch.cat([a.lse for a in accs], 2)
+
+
+def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, group,
+              causal: bool, scale: float) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk, dv of this rank's parts: the forward's ring again, K and V
+    travelling with f32 accumulators of their dK and dV. At step s the rank
+    holds rank r - s's K, V and the sum of the gradients the ranks before
+    it added; it adds its queries' share (the final o and lse make each
+    step's FlashAttention backward exact for its key block) and passes them
+    on, so that after W steps they are home. Its own dq stays, in f32."""
+    world, rank = group.size(), group.rank()
+    kv = torch.stack([k, v]).contiguous()
+    nxt = torch.empty_like(kv)
+    dkv = torch.zeros(kv.shape, device=kv.device, dtype=torch.float32)
+    dnxt = torch.empty_like(dkv)
+    link = _Link(_dist(), group, kv.device)
+    q, do = q.contiguous(), do.contiguous()
+    dq = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
+    c = q.shape[2] // 2
+    if causal:   # the second query chunk's rows, for the later ranks' steps
+        q1, do1, out1, lse1 = (t[:, :, c:].contiguous() for t in (q, do, out, lse))
+    whole, first, second = slice(None), slice(None, c), slice(c, None)
+    dposted = None
+    for step in range(world):
+        posted = link.post(kv, nxt) if step + 1 < world else None
+        src = (rank - step) % world
+        ks, vs = kv[0], kv[1]
+        # the forward's chunk pairs and masks; at step 0 of the zigzag one
+        # causal call over both chunks is its two (chunk r sees none of 2W-1-r)
+        if not causal or step == 0:
+            rows, keys = whole, whole
+            grads = _attend_backward(do, q, ks, vs, out, lse, causal, scale)
+        elif src < rank:     # both query chunks against its first key chunk
+            rows, keys = whole, first
+            grads = _attend_backward(do, q, ks[:, :, first], vs[:, :, first], out, lse, False, scale)
+        else:                # my second query chunk against both its chunks
+            rows, keys = second, whole
+            grads = _attend_backward(do1, q1, ks, vs, out1, lse1, False, scale)
+        dq[:, :, rows] += grads[0]
+        if dposted is not None:   # src's accumulators, from the rank before
+            link.wait(dposted)
+            dkv, dnxt = dnxt, dkv
+        dkv[0][:, :, keys] += grads[1]
+        dkv[1][:, :, keys] += grads[2]
+        dposted = link.post(dkv, dnxt)
+        if posted is not None:
+            link.wait(posted)
+            kv, nxt = nxt, kv
+    link.wait(dposted)   # the last pass brings this rank's own dK, dV home
+    return dq.to(q.dtype), dnxt[0].to(k.dtype), dnxt[1].to(v.dtype)
+
+
+class _Link:
+    """Exchanges with the ring's neighbours (send to r + 1, receive from
+    r - 1). On CUDA each is posted on the comm stream after what the compute
+    stream has queued (so it sends finished data) and the compute stream
+    waits for it before reading what came. One peer pair's exchanges match
+    in the order they are posted (NCCL, gloo and the CPU test's ring alike),
+    so the backward's K/V and dK/dV passes may be in flight together."""
+
+    def __init__(self, dist, group, device):
+        world, rank = group.size(), group.rank()
+        self.dist, self.group = dist, group
+        self.peers = (dist.get_global_rank(group, (rank + 1) % world),
+                      dist.get_global_rank(group, (rank - 1) % world))
+        self.comm = _comm_stream(device) if device.type == "cuda" else None
+
+    def post(self, send: Tensor, recv: Tensor) -> tuple:
+        if self.comm is None:
+            return send, recv, _exchange(self.dist, send, recv, self.peers, self.group)
+        self.comm.wait_stream(torch.cuda.current_stream(send.device))
+        with torch.cuda.stream(self.comm):
+            return send, recv, _exchange(self.dist, send, recv, self.peers, self.group)
+
+    def wait(self, posted: tuple) -> None:
+        send, recv, reqs = posted
+        for r in reqs:
+            r.wait()
+        if self.comm is not None:
+            torch.cuda.current_stream(send.device).wait_stream(self.comm)
+            send.record_stream(self.comm)
+            recv.record_stream(self.comm)
 
 
 def _exchange(dist, send: Tensor, recv: Tensor, peers: tuple, group) -> list:
