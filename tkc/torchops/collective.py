@@ -18,7 +18,16 @@ NVLink traffic overlaps the GEMM; the reduce-scatter adds a one-block
 barrier launch after it and copies its result out of the symmetric buffer.
 Shapes too small to win, or whose shards are not whole 128-row tiles, run
 NCCL (all_gather_into_tensor / reduce_scatter_tensor) and tkc.matmul in
-sequence. Forward only; not a torch.library op yet (no torch.compile).
+sequence.
+
+Both are torch.library ops (tkc::all_gather_matmul, tkc::matmul_reduce_scatter),
+the group passed by its name as torch's symm_mem ops take it, so torch.compile
+and fake tensors see them. They are differentiable, each the other's
+backward: all_gather_matmul's dA_shard = reduce_scatter(dC @ b^T) is
+matmul_reduce_scatter(dC, b^T), its db = A^T dC (A gathered again by NCCL
+when return_A=False kept none); matmul_reduce_scatter's (G, da) =
+all_gather_matmul(dOut, b^T), db = a^T G. A gradient of the gathered A
+itself reaches a_shard by reduce_scatter (all_gather's adjoint).
 """
 from __future__ import annotations
 
@@ -31,6 +40,7 @@ from ..diagnostics import TkcError
 from ..kernels.collective_gemm import BM, FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
+from .eager import Op
 from .gemm import matmul
 from .symm import buffer
 
@@ -76,17 +86,36 @@ def fused(M: int, N: int, K: int, world: int, rows: int) -> bool:
 
 def all_gather_matmul(a_shard: Tensor, b: Tensor, group=None, *, return_A: bool = True):
     """(all_gather(a_shard) or None, all_gather(a_shard) @ b): module doc."""
+    _check("all_gather_matmul", a_shard, b, "a_shard")
+    a, c = _all_gather_matmul(a_shard, b, _group(group).group_name, bool(return_A))
+    return (a if return_A else None), c
+
+
+def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
+    """reduce_scatter(a @ b) over the group, rows scattered: module doc."""
+    fn = "matmul_reduce_scatter"
+    _check(fn, a, b, "a")
+    world = _group(group).size()
+    if a.shape[0] % world:
+        raise TkcError(f"{fn}: a's rows (M = {a.shape[0]}) must split evenly over the {world} ranks", caller())
+    return _matmul_reduce_scatter(a, b, _group(group).group_name)
+
+
+def _resolve(group_name: str):
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    return _resolve_process_group(group_name)
+
+
+def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:
+    """(A, A @ b), A = all_gather(a_shard); A empty when not return_A."""
     import torch.distributed as dist
-    fn = "all_gather_matmul"
-    _check(fn, a_shard, b, "a_shard")
-    group = _group(group)
+    group = _resolve(group_name)
     world, rank = group.size(), group.rank()
     (Ms, K), N = a_shard.shape, b.shape[1]
     M = world * Ms
     if not fused(M, N, K, world, Ms):
-        a = a_shard.new_empty(M, K)
-        dist.all_gather_into_tensor(a, a_shard, group=group)
-        return (a if return_A else None), matmul(a, b)
+        a = _gather(a_shard, group)
+        return (a if return_A else a.new_empty(0)), matmul(a, b)
     dev = a_shard.device
     ag = buffer(group, (2, M, K), BF16, dev, "tkc.all_gather_matmul.a")
     flags = buffer(group, (1, FLAGS), torch.int32, dev, f"tkc.all_gather_matmul.flags.{M}x{K}")
@@ -95,24 +124,17 @@ def all_gather_matmul(a_shard: Tensor, b: Tensor, group=None, *, return_A: bool 
     a[rank * Ms:(rank + 1) * Ms].copy_(a_shard)   # my chunk; the kernel pushes it to the peers
     c = torch.empty(M, N, device=dev, dtype=BF16)
     _ag(world)(ag.peers, b, c, flags.peers, epoch)
-    return (a.clone() if return_A else None), c
+    return (a.clone() if return_A else a.new_empty(0)), c
 
 
-def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
-    """reduce_scatter(a @ b) over the group, rows scattered: module doc."""
-    import torch.distributed as dist
-    fn = "matmul_reduce_scatter"
-    _check(fn, a, b, "a")
-    group = _group(group)
+def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
+    """This rank's rows of the sum over ranks of a @ b."""
+    group = _resolve(group_name)
     world = group.size()
     (M, K), N = a.shape, b.shape[1]
-    if M % world:
-        raise TkcError(f"{fn}: a's rows (M = {M}) must split evenly over the {world} ranks", caller())
     Ms = M // world
     if not fused(M, N, K, world, Ms):
-        out = a.new_empty(Ms, N)
-        dist.reduce_scatter_tensor(out, matmul(a, b), group=group)
-        return out
+        return _scatter(matmul(a, b), group)
     dev = a.device
     rs = buffer(group, (2, Ms, N), BF16, dev, "tkc.matmul_reduce_scatter.out")
     flags = buffer(group, (1, 16), torch.int32, dev, "tkc.matmul_reduce_scatter.barrier")
@@ -123,3 +145,70 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
     out = mine.clone()
     mine.zero_()   # for the call after next (a peer's next call adds into the other buffer)
     return out
+
+
+def _gather(x: Tensor, group) -> Tensor:
+    import torch.distributed as dist
+    out = x.new_empty(group.size() * x.shape[0], *x.shape[1:])
+    dist.all_gather_into_tensor(out, x.contiguous(), group=group)
+    return out
+
+
+def _scatter(x: Tensor, group) -> Tensor:
+    """This rank's rows of the sum over ranks of x (reduce_scatter, rows)."""
+    import torch.distributed as dist
+    out = x.new_empty(x.shape[0] // group.size(), *x.shape[1:])
+    dist.reduce_scatter_tensor(out, x.contiguous(), group=group)
+    return out
+
+
+def _ag_fake(a_shard, b, group_name, return_A):
+    M = _resolve(group_name).size() * a_shard.shape[0]
+    return a_shard.new_empty((M, a_shard.shape[1]) if return_A else (0,)), a_shard.new_empty(M, b.shape[1])
+
+
+def _ag_setup(ctx, inputs, output):
+    a_shard, b, group_name, return_A = inputs
+    ctx.group_name, ctx.kept = group_name, return_A
+    ctx.save_for_backward(output[0] if return_A else a_shard, b)
+
+
+def _ag_backward(ctx, grad_a, grad_c):
+    """d a_shard = reduce_scatter(dC b^T [+ dA]); db = A^T dC."""
+    a, b = ctx.saved_tensors
+    group = _resolve(ctx.group_name)
+    da = db = None
+    if grad_c is not None:
+        if ctx.needs_input_grad[0]:
+            da = _matmul_reduce_scatter(grad_c.contiguous(), b.t().contiguous(), ctx.group_name)
+        if ctx.needs_input_grad[1]:
+            full = a if ctx.kept else _gather(a, group)
+            db = matmul(full.t(), grad_c.contiguous())
+    if grad_a is not None and ctx.needs_input_grad[0]:
+        mine = _scatter(grad_a, group)
+        da = mine if da is None else da + mine
+    return da, db, None, None
+
+
+def _rs_fake(a, b, group_name):
+    return a.new_empty(a.shape[0] // _resolve(group_name).size(), b.shape[1])
+
+
+def _rs_setup(ctx, inputs, output):
+    a, b, group_name = inputs
+    ctx.group_name = group_name
+    ctx.save_for_backward(a, b)
+
+
+def _rs_backward(ctx, grad):
+    """(G, da) = all_gather_matmul(dOut, b^T); db = a^T G."""
+    if grad is None:
+        return None, None, None
+    a, b = ctx.saved_tensors
+    g, da = _all_gather_matmul(grad.contiguous(), b.t().contiguous(), ctx.group_name, True)
+    db = matmul(a.t(), g) if ctx.needs_input_grad[1] else None
+    return (da if ctx.needs_input_grad[0] else None), db, None
+
+
+_all_gather_matmul = Op("tkc::all_gather_matmul", _ag_impl, _ag_fake, _ag_setup, _ag_backward)
+_matmul_reduce_scatter = Op("tkc::matmul_reduce_scatter", _rs_impl, _rs_fake, _rs_setup, _rs_backward)
