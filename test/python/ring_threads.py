@@ -53,6 +53,7 @@ class Ring:
 class Group:
     def __init__(self, rank, world):
         self._rank, self._world = rank, world
+        self.group_name = f"ring-threads-{id(self)}"   # ring_attention passes groups by name
 
     def rank(self):
         return self._rank
@@ -65,11 +66,14 @@ def run_ranks(monkeypatch, world: int, call) -> list:
     """call(rank, group) on `world` threads over one Ring: their results in rank order."""
     fake = Ring()
     monkeypatch.setattr(ring, "_dist", lambda: fake)
+    groups = [Group(r, world) for r in range(world)]
+    named = {g.group_name: g for g in groups}
+    monkeypatch.setattr(ring, "_named", named.__getitem__)
     out, errors = {}, []
 
     def rank(r):
         try:
-            out[r] = call(r, Group(r, world))
+            out[r] = call(r, groups[r])
         except Exception as e:  # noqa: BLE001 (reported below)
             errors.append(e)
     threads = [threading.Thread(target=rank, args=(r,)) for r in range(world)]

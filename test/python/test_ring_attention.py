@@ -7,7 +7,8 @@ backward from the final o and lse, in float64, for the kernels): the ranks'
 gradients, through torch autograd, must equal autograd's through the
 reference over the whole sequence. The ranks are threads over an
 in-process point-to-point ring, and once W processes over gloo
-(torch.distributed's own batch_isend_irecv). The GPU twins: one GPU with
+(torch.distributed's own batch_isend_irecv; there also torch.compile of the
+custom op). The GPU twins: one GPU with
 ranks as threads (test/gpu/test_ring_one_gpu.py, forward and backward),
 torchrun when two GPUs are lent (test/gpu/multi/run_peers.py, forward)."""
 from __future__ import annotations
@@ -137,6 +138,8 @@ def _worker(rank, world, path, q, k, v, do, out):
             plain = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v)))
         o, *grads = _ring_grads(*(zigzag(x, world)[rank] for x in (q, k, v, do)), dist.group.WORLD, True)
         assert torch.equal(o, plain)   # the autograd path's forward is the plain one
+        compiled = torch.compile(ring.ring_attention, backend="aot_eager")(*(zigzag(x, world)[rank] for x in (q, k, v)))
+        assert torch.equal(compiled, plain)   # the custom op through its fake impl
         out[rank] = [t.detach() for t in (o, *grads)]
     finally:
         dist.destroy_process_group()

@@ -24,10 +24,11 @@ chunk pair is masked in part but the diagonal ones, so each call is a plain
 or causal tkc.attention. `zigzag(x, W)` and `unzigzag` move a whole sequence
 to and from that order.
 
-Differentiable in q, k and v (a torch.autograd.Function; without gradients
-the forward alone runs). The forward keeps the merged output and its lse;
-the backward is the ring again (ring-flash-attention's): K and V travel with
-f32 accumulators of their dK and dV. At step s rank r holds rank r - s's
+A torch.library op (tkc::ring_attention, the group passed by its name),
+differentiable in q, k and v (without gradients the forward alone runs).
+The forward keeps the merged output and its lse; the backward is the ring
+again (ring-flash-attention's): K and V travel with f32 accumulators of
+their dK and dV. At step s rank r holds rank r - s's
 K, V and what the ranks before it added to their gradients; it runs the
 step's FlashAttention backward on the forward's chunk pairs and masks,
 which with the final o and lse of its query rows is exact for that key
@@ -50,7 +51,7 @@ from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from .attn import _bwd_impl, attention
 from .checks import check_device, check_tensor
-from .eager import wants_grad
+from .eager import Op
 
 __all__ = ["ring_attention", "zigzag", "unzigzag"]
 BF16 = torch.bfloat16
@@ -129,25 +130,36 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
     if causal and q.shape[2] % 2:
         raise TkcError(f"{fn}: causal ring attention holds two chunks a rank (zigzag): L = "
                        f"{q.shape[2]} must be even", caller())
-    if wants_grad(q, k, v):
-        return _Ring.apply(q, k, v, group, causal, scale)
-    return _forward(q, k, v, group, causal, scale)[0]
+    return _ring(q, k, v, group.group_name, bool(causal), float(scale))[0]
 
 
-class _Ring(torch.autograd.Function):
-    """The ring with autograd: the forward keeps q, k, v, the merged output
-    and its lse; the backward goes round the ring again (_backward)."""
+def _named(group_name: str):
+    """The process group of a name (a CPU test maps its in-process groups here)."""
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    return _resolve_process_group(group_name)
 
-    @staticmethod
-    def forward(ctx, q, k, v, group, causal, scale):
-        out, lse = _forward(q, k, v, group, causal, scale)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.args = (group, causal, scale)
-        return out
 
-    @staticmethod
-    def backward(ctx, do):
-        return (*_backward(do, *ctx.saved_tensors, *ctx.args), None, None, None)
+def _impl(q: Tensor, k: Tensor, v: Tensor, group_name: str, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    return _forward(q, k, v, _named(group_name), causal, scale)
+
+
+def _fake(q, k, v, group_name, causal, scale):
+    return torch.empty_like(q), q.new_empty(q.shape[:3], dtype=torch.float32)
+
+
+def _setup(ctx, inputs, output):
+    """The backward keeps q, k, v, the merged output and its lse."""
+    q, k, v, group_name, causal, scale = inputs
+    ctx.save_for_backward(q, k, v, *output)
+    ctx.args = (group_name, causal, scale)
+
+
+def _ring_backward(ctx, do, dlse):
+    """The ring again (_backward); lse is the backward's, not differentiated."""
+    if do is None:
+        return None, None, None, None, None, None
+    group_name, causal, scale = ctx.args
+    return (*_backward(do, *ctx.saved_tensors, _named(group_name), causal, scale), None, None, None)
 
 
 def _forward(q: Tensor, k: Tensor, v: Tensor, group, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
@@ -280,3 +292,6 @@ def _comm_stream(device) -> "torch.cuda.Stream":
     if s is None:
         s = _streams[device] = torch.cuda.Stream(device)
     return s
+
+
+_ring = Op("tkc::ring_attention", _impl, _fake, _setup, _ring_backward)
