@@ -14,7 +14,7 @@ import pytest
 import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from fp8_kernels import convert, mma_f8, tma_roundtrip  # noqa: E402  (built by `tkc build` of this file)
+from fp8_kernels import convert, mma_f8, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build` of this file)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -44,6 +44,17 @@ def test_conversions_match_the_interpreter_bit_for_bit():
         got = got.float().cpu().numpy()
         same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
         assert same.all(), (got[~same][:8], want[~same][:8])
+
+
+def test_wide_8bit_stores_at_ragged_edges_match_the_interpreter():
+    """16-byte stores (the two lanes of a row trade halves), clipped at ragged rows and columns."""
+    x = torch.randn(37, 112, generator=torch.Generator().manual_seed(2)) * 8
+    q = torch.empty(37, 112, device="cuda", dtype=torch.float8_e4m3fn)
+    store_ragged(x.cuda(), q)
+    want = np.zeros((37, 112), np.float32)
+    store_ragged.interpret(x.numpy().copy(), want)
+    got = q.float().cpu().numpy()
+    assert (got.view(np.uint32) == want.view(np.uint32)).all()
 
 
 def test_tma_round_trip_of_8bit_tiles():

@@ -43,3 +43,12 @@ def mma_f8(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e5m2, 1, 1, "N", "K"), c: gl(f
         warpgroup.mma_ABt(acc, a_s, b_s)
         warpgroup.mma_async_wait(acc)
     store(c, acc, (0, 0, y * 4 + w, x), clip=True)
+
+
+@tkc.kernel(warps=1, grid=lambda x, q: (tkc.cdiv(q.c, 64), tkc.cdiv(q.r, 16)))
+def store_ragged(x: gl(f32, 1, 1, "M", "N"), q: gl(f8e4m3, 1, 1, "M", "N")):
+    """A wide 8-bit tile stored clipped at ragged rows and columns (16-byte
+    pieces: N a multiple of 16, the launch requirement)."""
+    j, i = tkc.block_idx.x, tkc.block_idx.y
+    t = load(rt(f32, 16, 64, "wide"), x, (0, 0, i, j), fill=0.0)
+    store(q, t.to(f8e4m3), (0, 0, i, j), clip=True)

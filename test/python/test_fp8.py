@@ -14,7 +14,7 @@ from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, warpgroup
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
 from tkc.ops import exp, load, zero
-from fp8_kernels import convert, mma_f8, tma_roundtrip  # noqa: E402
+from fp8_kernels import convert, mma_f8, store_ragged, tma_roundtrip  # noqa: E402
 from helpers import refused_at, staged  # noqa: E402
 
 pytest.importorskip("mlir")
@@ -82,6 +82,21 @@ def test_conversions_round_saturate_and_widen_exactly():
     assert same_bits(q5, reference(round_bf16(x), ml_dtypes.float8_e5m2, 57344.0))
     assert same_bits(back[0], q4) and same_bits(back[1], q5)   # every 8-bit value is a bf16
     assert q4[0, 0] == 448.0 and q4[0, 1] == -448.0 and np.isnan(q4[0, 2]) and q5[0, 3] == 57344.0
+
+
+def test_wide_8bit_stores_clip_at_ragged_rows_and_columns():
+    """store_ragged: 16-byte pieces (the two lanes of a row trade halves); rows and columns past
+    the gl's are not written. Its rows must be a multiple of 16 bytes (the launch requirement)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((20, 80)).astype(np.float32) * 8
+    q = np.full((20, 80), 7.0, np.float32)
+    store_ragged.interpret(x, q)
+    assert same_bits(q, reference(x, ml_dtypes.float8_e4m3fn, 448.0))
+    from tkc.lowering.requirements import divisible
+    module = store_ragged.trace()
+    assert divisible(module.body.operations[0])[1] == [1, 1, 1, 16]   # q's columns: 16-byte pieces
+    with pytest.raises(tkc.diagnostics.TkcError, match=r"dim c .* = 72 must be a multiple of 16"):
+        store_ragged.interpret(x[:, :72].copy(), q[:, :72].copy())
 
 
 def test_tma_moves_8bit_tiles_ragged_at_the_edges():

@@ -13,6 +13,7 @@ conflicts, tk-verify and the runtime check the extents.
 from __future__ import annotations
 
 from ..dialect.types import RT, RV, ST, SV
+from ..dtypes import itemsize
 from . import fragments
 
 
@@ -37,6 +38,15 @@ def runs(view: RT):
     for i in range(0, fragments.tile_elems(view.rows, view.cols), n):
         r, c = fragments.tile_coord(view.rows, view.cols, view.layout, i, 0)
         yield i, r, c, n
+
+
+def byte_pairs(t, gl_dtype: str) -> bool:
+    """Whether a store of rt t into a gl of 1-byte elements moves 16 bytes a
+    lane: the wide layout's two lanes of a row (l, l ^ 16) trade 8-byte
+    halves of each pair of base tiles, so each store fills whole 32-byte
+    sectors (lowering/global_memory.py); a ragged one then needs rows of a
+    multiple of 16 bytes (extents)."""
+    return isinstance(t, RT) and t.layout == "wide" and t.cols % 32 == 0 and itemsize(gl_dtype) == 1
 
 
 def vec_runs(view: RV):

@@ -20,11 +20,12 @@ from ..dtypes import itemsize
 from ..dialect.types import RT, RV
 from ..hopper import fragments
 from ..hopper.lanes import runs, vec_runs
-from .access import (_add, _convert, _fill_bits, _gl_ptr, _idx, _load_guarded, _load_piece, _mul,
+from .access import (_DYN, _add, _convert, _fill_bits, _gl_ptr, _idx, _load_guarded, _load_piece, _mul,
                      _pieces, _store_piece, _v)
 from ..hopper.registers import frag_len, scalar_type
 from .core import Frag, Global
 from .lanes import _lane_rc, _vec_lane
+from .reduce import shuffle_xor
 
 def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False):
     """Element offset of the tile at coordinate (b, d, r, c) in units of its
@@ -168,6 +169,53 @@ def _gl_store(lw, gl: Global, xs: list, accesses, edge, add: bool = False) -> No
             with ir.InsertionPoint(branch.then_block):
                 put(q, vals[c:c + m], dtype)
                 scf.YieldOp([])
+
+
+def _gl_store_byte_pairs(lw, gl: Global, x: Frag, accesses, edge) -> None:
+    """A 1-byte wide tile in 16-byte stores. A wide lane holds 8 columns of
+    each base tile (lanes l and l ^ 16 the two halves of one row): stored as
+    they are, a store instruction writes 16 of each 32-byte sector it
+    touches (half sectors: ncu counts a quarter of the store sectors as
+    excess, and the quantisation kernel ran at half a copy's bandwidth).
+    So the two lanes of a row trade one 8-byte half per pair of base tiles
+    (columns 32p ..): the low lane then stores columns 32p .. 32p + 15, the
+    high one 32p + 16 .. 32p + 31, 16 bytes each, whole sectors. A ragged
+    store (clip) guards each 16-byte piece: its gl's columns are a multiple
+    of 16 (the launch requirement, hopper/lanes.byte_pairs), so a piece lies
+    wholly inside or outside."""
+    i8, i32 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
+    high = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(lw.lane_i32(), lw.const_i32(16)), lw.const_i32(0))
+    lc = _lane_rc(lw, "wide")[1]                       # 0 (low lane) or 8 (high lane)
+    cells: dict = {}                                   # (row, column) of a run -> (values, pointer, at)
+    for (i, p, n, at), (_, r, c, _) in zip(accesses, runs(x.view)):
+        cells[r, c] = ([_convert(v, x.view.dtype, gl.view.dtype) for v in x.vals[i:i + n]], p, at)
+    for (r, c), (own0, p0, at0) in cells.items():
+        if c % 32 == 0:                                # base tiles c / 16 and c / 16 + 1
+            own1 = cells[r, c + 16][0]
+            w0, w1 = _words(own0, i32), _words(own1, i32)
+            send = [arith.select(high, a, b) for a, b in zip(w0, w1)]   # high: run 2p, low: run 2p + 1
+            got = [shuffle_xor(lw, w, 16) for w in send]
+            words = [arith.select(high, g, a) for g, a in zip(got, w0)] + \
+                    [arith.select(high, b, g) for g, b in zip(got, w1)]
+            q = llvm.getelementptr(p0.type, p0, [arith.index_cast(i32, lc)], ir.DenseI32ArrayAttr.get([_DYN]), i8, 0)
+            if edge is None:
+                _store_piece(q, words, "i32")
+                continue
+            branch = scf.IfOp(edge.inside(at0[0], _add(at0[1], lc)))   # 16 columns, all in or all out
+            with ir.InsertionPoint(branch.then_block):
+                _store_piece(q, words, "i32")
+                scf.YieldOp([])
+
+
+def _words(vals: list, i32) -> list:
+    """8 one-byte values (i8) as two i32 words, the first value in the low byte."""
+    out = []
+    for k in range(0, len(vals), 4):
+        w = arith.extui(i32, vals[k])
+        for b in range(1, 4):
+            w = arith.ori(w, arith.shli(arith.extui(i32, vals[k + b]), arith.constant(i32, 8 * b)))
+        out.append(w)
+    return out
 
 
 def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:

@@ -20,10 +20,11 @@ from ..diagnostics import error
 from ..dtypes import itemsize
 from ..dialect.types import RT, RV, ST, SV, view
 from ..hopper.fragments import extent_ok
+from ..hopper.lanes import byte_pairs
 from .access import _add, _gl_ptr, _idx, _mul, _sh_ptr, _tid, _v
 from .core import Frag, Global, Shared, rule
 from .global_memory import (_gl_accesses, _gl_add_packed, _gl_load, _gl_scalar, _gl_store,
-                            _gl_tile_origin)
+                            _gl_store_byte_pairs, _gl_tile_origin)
 from .shared_memory import (_rt_to_st, _rt_to_st_deinterleaved, _rv_to_sv, _shared_offset, _st_pairs,
                             _st_to_rt, _sv_scalar, _sv_to_rv)
 
@@ -78,6 +79,8 @@ def _store(lw, op, args):
         _check_rank(op, dst.view, x.view)
         if "packed" in op.attributes:
             _gl_add_packed(lw, op, dst, x, idx)
+        elif "add" not in op.attributes and byte_pairs(x.view, dst.view.dtype):
+            _gl_store_byte_pairs(lw, dst, x, *_gl_accesses(lw, op, dst, x.view, idx))
         else:
             _gl_store(lw, dst, [x], *_gl_accesses(lw, op, dst, x.view, idx), add="add" in op.attributes)
     elif isinstance(dst, Shared) and isinstance(dst.view, ST) and isinstance(x.view, RT):

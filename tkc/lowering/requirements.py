@@ -6,8 +6,9 @@ rt/st<R, C> at coordinate (b, d, r, c) covers rows r*R.. and cols c*C.., so
 it needs r % R == 0 and c % C == 0; a vector rv/sv<L> needs c % L == 0.
 A ragged access (tk.load {fill}, tk.store {clip}) is bounds-checked per
 memory access, so it needs only that each access stays aligned and whole:
-c a multiple of its access width (8 bf16 for a wide tile's 16 bytes, 2 for
-the row layout's pairs, 1 for the col layout).
+c a multiple of its access width (8 bf16 for a wide tile's 16 bytes, 16
+one-byte elements for its byte stores (lanes.byte_pairs), 2 for the row
+layout's pairs, 1 for the col layout).
 Dims named alike (tk.dim_names) have one size, so they share one requirement;
 tk.divisible adds the author's own (e.g. a K loop unrolled by stages).
 """
@@ -19,7 +20,7 @@ from ..dialect import gl_root, walk
 from ..dialect.kernel import (arg_index, arg_names, declared_divisible, declared_multiples, dim_names,
                               gl_arg_names, parallel_args, written)
 from ..dialect.types import GL, view
-from ..hopper.lanes import extents
+from ..hopper.lanes import byte_pairs, extents
 
 # op name -> (operand index of the gl, how to find the tile's type)
 _ACCESSES = {
@@ -53,6 +54,8 @@ def divisible(func_op) -> dict[int, list[int]]:
         ragged = "fill" in inner.attributes or "clip" in inner.attributes
         k = 2 if inner.name in _PAIRED else 1
         run = 4 if "packed" in inner.attributes else None   # a lane's 16-byte red.v4
+        if inner.name == "tk.store" and "add" not in inner.attributes and byte_pairs(view(access[1](inner)), gl.dtype):
+            run = 16                                    # 16 bytes a lane (lanes.byte_pairs)
         sliced = gl_root(inner.operands[access[0]])[1]  # a slice's own edges bound these
         for dim, extent in enumerate(extents(view(access[1](inner)), gl.dtype, ragged, k, run)):
             if "bdrc"[dim] not in sliced:

@@ -1,8 +1,9 @@
 # 8-bit float register tiles are held as their bits (i8) and converted in
 # pairs: f32 -> e4m3 / e5m2 by cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 (one
 # instruction per two values), back by cvt.rn.f16x2.{e4m3x2,e5m2x2} then
-# cvt.f32.f16 (exact), bf16 through f32; a wide tile's 8 bytes a lane move as
-# one 8-byte global access. ptxas takes the result.
+# cvt.f32.f16 (exact), bf16 through f32; a wide tile's bytes move 16 a lane
+# (the two lanes of a row trade 8-byte halves: whole 32-byte sectors a
+# store). ptxas takes the result.
 # RUN: tkc %s --emit=tile | FileCheck %s --check-prefix=TILE
 # RUN: tkc %s --emit=ptx -o %t.ptx && FileCheck %s < %t.ptx
 # RUN: ptxas -arch=sm_90a %t.ptx -o %t.cubin
@@ -16,7 +17,8 @@ from tkc.ops import load, store
 # CHECK-LABEL: .entry convert(
 # CHECK: ld.global.v4.b32
 # CHECK-COUNT-16: cvt.rn.satfinite.e4m3x2.f32
-# CHECK: st.global.v2.b32
+# CHECK: shfl.sync.bfly.b32 {{.*}}, 16, 31, -1;
+# CHECK: st.global.v4.b32
 # CHECK: cvt.rn.satfinite.e5m2x2.f32
 # CHECK: ld.global.v4.b16
 # CHECK: cvt.rn.f16x2.e5m2x2
