@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 __all__ = ["BUCKETS", "BackwardSchedule", "ForwardSchedule", "backward_space", "forward_space",
-           "key_bucket"]
+           "fp8_forward_space", "key_bucket"]
 
 # The key counts a table distinguishes: powers of two, a bucket holding
 # from its count to the next (below 512: 512's, from 65536: 65536's). The
@@ -164,6 +164,25 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
         return ForwardSchedule(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375), long
     return (dataclasses.replace(short, persistent="zigzag"),
             dataclasses.replace(long, persistent="zigzag", diagonal_mask=True), long)
+
+
+def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
+    """The FP8 forwards (tkc.attention_fp8: bhld, D 64 or 128) a table may
+    pick, the default first. FP8 pays off on long sequences, so the default
+    is the bf16 forward's H200 pick for 16k keys at the same head dim and
+    mask (tkc/tune/tables/nvidia-h200.json): FlashAttention-3's schedule
+    (persistent without the mask at D 128), the plain loop at D 64 without
+    it; then bf16's other candidates, the short sequences' picks. Not yet
+    measured in FP8: `tkc tune --library --filter tkc.attention_fp8`."""
+    S = ForwardSchedule
+    if D == 64:
+        short, long = S(stages=2, consumers=3, persistent=True), S(stages=2, consumers=3, overlap=True, pingpong=True)
+        return (long, S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375)) if causal \
+            else (short, long)
+    if causal:
+        return (S(overlap=True, pingpong=True), S(persistent="zigzag"),
+                S(overlap=True, pingpong=True, persistent="zigzag", diagonal_mask=True))
+    return S(overlap=True, pingpong=True, persistent=True), S(persistent=True)
 
 
 def backward_space(D: int, causal: bool, layout: str) -> tuple[BackwardSchedule, ...]:

@@ -1,0 +1,167 @@
+"""FP8 attention forward as a PyTorch op: `tkc.attention_fp8`.
+
+    o = tkc.attention_fp8(q, k, v, q_scale, k_scale, v_scale, causal=True)
+    # q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] float8_e4m3fn; scales f32 [B, H]
+
+o = softmax(scale * (q q_scale) (k k_scale)^T [causal mask]) (v v_scale) in
+bf16 [B, Hq, Lq, D]: FlashAttention-3's FP8 forward (per-head descaling
+factors, as its q_descale / k_descale / v_descale), with tkc.attention's
+semantics otherwise: default scale 1/sqrt(D), bottom-right causal mask, a
+query with no key gets 0, GQA/MQA when Hq is a multiple of Hkv, any Lq and
+Lk. D 64 or 128. return_lse=True also returns the log-sum-exp of each query
+row [B, Hq, Lq] (f32, natural log).
+
+The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
+transposed, its keys in the order wgmma takes an 8-bit P from registers
+(warpgroup.fp8_lane_order() per 32 keys, zero padded to a multiple of 32):
+`fp8_v_layout` makes it, one pass over V (a permuting copy of its bytes:
+read and write B * Hkv * Lk * D bytes, about what the kernel's own reads of
+V cost), on every call; a caller that reuses V can make vt once and call
+`attention_fp8_vt`. q and k are made contiguous (a copy) when they are not.
+
+Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
+probability within 2^-4 relative, errors that average out over the keys),
+so o differs from float attention of the dequantised inputs by about 1e-2
+relative (tests: test_attention_fp8.py). Forward only, as tkc.scaled_mm:
+the FP8 inputs are quantised values, not parameters, so no autograd formula
+is registered and o does not require grad (no gradient reaches q, k, v or
+the scales; train with the bf16 tkc.attention).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..hopper.fp8_lanes import K_GROUP, fp8_lane_order
+from ..kernels.attention_hopper import FP8_HEAD_DIMS
+from ..kernels.attention_tuned import fp8_forward_kernel
+from ..runtime.callsite import caller
+from .checks import check_device, check_tensor
+from .eager import Op, public
+
+__all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
+E4M3 = torch.float8_e4m3fn
+
+
+@functools.cache
+def _split() -> tuple:
+    """fp8_lane_order() as a permutation of dims: key c = 16 h + 8 j1 + 2 q + j0
+    of a 32-key group enters at p = 16 h + 4 q + 2 j1 + j0 (checked against
+    the one definition here, at first use)."""
+    order = fp8_lane_order()
+    assert order == tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
+                          for j1 in range(2) for j0 in range(2)), order
+    return (2, 2, 4, 2)   # a group's keys as (h, j1, q, j0); vt's order is (h, q, j1, j0)
+
+
+def fp8_v_layout(v: Tensor) -> Tensor:
+    """V [B, H, L, D] (e4m3) as the FP8 forward reads it: vt [B, H, D, L32]
+    with vt[b, h, d, 32 g + p] = v[b, h, 32 g + fp8_lane_order()[p], d], L32
+    = L rounded up to 32, keys past L zero. One permuting copy of V's bytes
+    (torch ops on a uint8 view)."""
+    B, H, L, D = v.shape
+    G, full = -(-L // K_GROUP), L // K_GROUP
+    vt = torch.empty(B, H, D, G * K_GROUP, device=v.device, dtype=torch.uint8)
+    u = v.view(torch.uint8)
+    split = _split()
+
+    def put(dst, src, groups):  # src [B, H, groups * 32, D] -> dst [B, H, D, groups * 32]
+        x = src.reshape(B, H, groups, *split, D)                    # (g, h, j1, q, j0, d)
+        dst.view(B, H, D, groups, 2, 4, 2, 2).copy_(x.permute(0, 1, 7, 2, 3, 5, 4, 6))
+    if full:
+        put(vt[..., :full * K_GROUP], u[:, :, :full * K_GROUP], full)
+    if G > full:  # the last, ragged group: zero padded (its keys are masked, P = 0 there)
+        tail = torch.zeros(B, H, K_GROUP, D, device=v.device, dtype=torch.uint8)
+        tail[:, :, :L - full * K_GROUP] = u[:, :, full * K_GROUP:]
+        put(vt[..., full * K_GROUP:], tail, 1)
+    return vt.view(E4M3)
+
+
+def _fwd_impl(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
+              causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    B, H, L, D = q.shape
+    keys = k.shape[2]
+    o = torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16)
+    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
+    if q.numel() == 0 or keys == 0:     # no rows, or no key: o = 0 (as for a query with no key)
+        return o.zero_(), lse.fill_(-math.inf)
+    q, k = q.contiguous(), k.contiguous()
+    fp8_forward_kernel(D, causal, keys)(q, k, vt, o, lse.unsqueeze(2), q_scale.contiguous(),
+                                        k_scale.contiguous(), v_scale.contiguous(), scale)
+    return o, lse
+
+
+def _fwd_fake(q, k, vt, q_scale, k_scale, v_scale, causal, scale):
+    B, H, L, D = q.shape
+    return q.new_empty(B, H, L, D, dtype=torch.bfloat16), q.new_empty(B, H, L, dtype=torch.float32)
+
+
+_fwd = Op("tkc::attention_fp8_fwd", _fwd_impl, _fwd_fake)
+
+
+@public
+def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
+                  causal: bool = False, scale: float | None = None, return_lse: bool = False):
+    """softmax(scale * (q q_scale) (k k_scale)^T [causal mask]) (v v_scale)
+    for q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] float8_e4m3fn on the GPU and
+    per-head f32 scales q_scale [B, Hq], k_scale, v_scale [B, Hkv]: bf16
+    [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
+    V is brought into the kernel's layout on each call (fp8_v_layout: one
+    permuting copy of V); forward only (module docstring)."""
+    _check(q, k, v, q_scale, k_scale, v_scale, "v")
+    vt = fp8_v_layout(v)
+    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    return (o, lse) if return_lse else o
+
+
+@public
+def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor,
+                     v_scale: Tensor, causal: bool = False, scale: float | None = None,
+                     return_lse: bool = False):
+    """attention_fp8 with V already in the kernel's layout: vt = fp8_v_layout(v)
+    [B, Hkv, D, Lk32] (a V used by several calls is laid out once)."""
+    _check(q, k, vt, q_scale, k_scale, v_scale, "vt")
+    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- argument checks
+
+def _check(q, k, v, q_scale, k_scale, v_scale, v_name: str) -> None:
+    """dtypes, shapes, heads, scales, devices, gradients: errors at the caller's line."""
+    fn = "attention_fp8" if v_name == "v" else "attention_fp8_vt"
+    for name, t in (("q", q), ("k", k), (v_name, v)):
+        check_tensor(fn, name, t, 4, "[B, H, L, D]" if name != "vt" else "[B, Hkv, D, Lk32]", (E4M3,))
+    B, Hq, Lq, D = q.shape
+    Hkv, Lk = k.shape[1], k.shape[2]
+    if k.shape[0] != B or k.shape[3] != D:
+        raise TkcError(f"{fn}: k must be [B, Hkv, Lk, D] with q's B = {B} and D = {D}, got shape "
+                       f"{tuple(k.shape)}", caller())
+    if D not in FP8_HEAD_DIMS:
+        raise TkcError(f"{fn}: head dim {D} is not supported (one of {FP8_HEAD_DIMS}; 256 is the bf16 "
+                       "tkc.attention's only)", caller())
+    want = (B, Hkv, Lk, D) if v_name == "v" else (B, Hkv, D, -(-Lk // K_GROUP) * K_GROUP)
+    if tuple(v.shape) != want:
+        raise TkcError(f"{fn}: {v_name} must have shape {want} (k's B, Hkv, Lk and D"
+                       f"{'' if v_name == 'v' else ': fp8_v_layout(v)'}), got {tuple(v.shape)}", caller())
+    if v_name == "vt" and not v.is_contiguous():
+        raise TkcError(f"{fn}: vt must be contiguous (as fp8_v_layout makes it)", caller())
+    if Hkv == 0 or Hq % Hkv:
+        raise TkcError(f"{fn}: the query heads ({Hq}) must be a multiple of the key/value heads "
+                       f"({Hkv}), which must be at least 1", caller())
+    for name, t, H in (("q_scale", q_scale, Hq), ("k_scale", k_scale, Hkv), ("v_scale", v_scale, Hkv)):
+        check_tensor(fn, name, t, 2, f"[B, {'Hq' if name == 'q_scale' else 'Hkv'}] (one scale a head)",
+                     (torch.float32,))
+        if tuple(t.shape) != (B, H):
+            raise TkcError(f"{fn}: {name} must be [B, {'Hq' if name == 'q_scale' else 'Hkv'}] = "
+                           f"{(B, H)} (one scale a head), got {tuple(t.shape)}", caller())
+    check_device(fn, ("q", q), ("k", k), (v_name, v), ("q_scale", q_scale), ("k_scale", k_scale),
+                 ("v_scale", v_scale))
+
+
+def _scale(scale, D: int) -> float:
+    return 1.0 / math.sqrt(D) if scale is None else float(scale)
