@@ -264,6 +264,8 @@ def attention_rows(quick: bool):
                     yield {**row, "peer": name, "peer_tflops": tflops(flops, t)}
                 except RuntimeError as e:  # backend unavailable for this shape
                     yield {**row, "peer": name, "peer_tflops": float("nan"), "note": str(e)[:80]}
+    from .attention_fp8 import rows as fp8_rows   # tkc.attention_fp8 against bf16 tkc.attention
+    yield from fp8_rows(quick)
 
 
 def _overhead() -> float:
