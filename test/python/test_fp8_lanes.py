@@ -39,6 +39,21 @@ def test_the_lane_order_is_where_the_row_layout_puts_wgmmas_k():
     assert lane_permutation(64) == [*order, *(32 + c for c in order)]
 
 
+def test_a_carried_8bit_tile_travels_in_wgmmas_words():
+    """A row-layout 8-bit rt crosses a loop as i32 words whose bytes are those
+    of wgmma's A registers (register_bytes), four a word; other layouts and
+    dtypes as before."""
+    from tkc.dialect.types import RT
+    from tkc.hopper.registers import packed, per_word, word_order
+    p = RT("f8e4m3", 16, 64, "row")
+    assert packed(p) and per_word(p) == 4
+    words = [word_order(p)[i:i + 4] for i in range(0, 32, 4)]
+    for kk in range(2):
+        for w, reg in zip(words[4 * kk:4 * kk + 4], register_bytes(kk)):
+            assert w == [fragments.tile_index(16, 64, 0, j, e) for j, e in reg]
+    assert not packed(RT("f8e4m3", 16, 128, "wide")) and word_order(RT("bf16", 16, 64, "row")) == list(range(32))
+
+
 def _operands(M=128, N=72, seed=0):
     rng = np.random.default_rng(seed)
     a = (rng.standard_normal((M, 64)) * 4).astype(np.float32)
