@@ -148,11 +148,13 @@ def test_a_kernel_that_forgets_the_lane_order_is_wrong():
     (dict(D=256), ("head dims (64, 128)",)),
     (dict(layout="blhd"), ("layout 'bhld'",)),
     (dict(dtype="f16"), ("dtype must be 'bf16' or 'f8e4m3'",)),
+    (dict(dtype="bf16", KV=192), ("KV = 192 is the FP8 forward's",)),
 ])
 def test_the_builder_refuses_what_the_fp8_forward_is_not(kwargs, words):
-    args = dict(D=128, causal=False, layout="bhld", dtype="f8e4m3") | kwargs
+    args = dict(D=128, causal=False, layout="bhld", dtype="f8e4m3", KV=128) | kwargs
     with pytest.raises(TkcError) as info:
-        attention_hopper(args["D"], args["causal"], args["layout"], ForwardSchedule(), dtype=args["dtype"])
+        attention_hopper(args["D"], args["causal"], args["layout"], ForwardSchedule(KV=args["KV"]),
+                         dtype=args["dtype"])
     assert all(w in info.value.message for w in words), info.value.message
 
 

@@ -126,6 +126,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     fp8 = dtype == "f8e4m3"
     if dtype not in ("bf16", "f8e4m3"):
         raise TkcError(f"attention: dtype must be 'bf16' or 'f8e4m3', got {dtype!r}")
+    if schedule.KV == 192 and not fp8:
+        raise TkcError("attention: KV = 192 is the FP8 forward's (FlashAttention-3's tile for an FP8 V^T)")
     if fp8 and (layout != "bhld" or D not in FP8_HEAD_DIMS or schedule.o_via_q):
         raise TkcError(f"attention: the FP8 forward is for layout 'bhld' and head dims {FP8_HEAD_DIMS} "
                        f"(O leaves through its own bf16 tile, not o_via_q), got layout {layout!r}, "
