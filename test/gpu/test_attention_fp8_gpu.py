@@ -1,5 +1,5 @@
 """tkc.attention_fp8 on the GPU, from prebuilt artifacts, against float64
-attention of the dequantised inputs: D 64 and 128, causal and not, GQA 4:1
+attention of the dequantised inputs: D 64, 128 and 256, causal and not, GQA 4:1
 and MQA, ragged lengths, Lq != Lk both ways, each schedule of the op's
 space (not only the tables' pick), the log-sum-exp, and the interpreter on a
 small shape (bit-level agreement but for rounding ties). `tkc build
@@ -22,7 +22,7 @@ except ImportError:
 
 # every schedule of every FP8 space, by (D, causal): the tests launch each
 SCHEDULES = {(D, causal): [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for s in fp8_forward_space(D, causal)]
-             for D in (64, 128) for causal in (False, True)}
+             for D in (64, 128, 256) for causal in (False, True)}
 KERNELS = list(FP8_FORWARD.values()) + [k for ks in SCHEDULES.values() for k in ks]
 
 # B, Hq, Hkv, Lq, Lk
@@ -58,7 +58,7 @@ def rel_err(x, ref):
 
 
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
-@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("D", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_attention_fp8_against_float64(shape, D, causal):
     """The op (its tables' pick): o within 3e-2 of float64 (P's e4m3 rounding:

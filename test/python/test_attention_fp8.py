@@ -2,7 +2,7 @@
 the kernel (attention_hopper, dtype="f8e4m3") in the interpreter against a
 numpy reference that rounds P to e4m3 the way the kernel does (tight) and
 against float64 attention of the dequantised inputs (loose), over ragged
-lengths, the causal mask, GQA, D 64 and 128 and each schedule of its space;
+lengths, the causal mask, GQA, D 64, 128 and 256 and each schedule of its space;
 and tkc.attention_fp8 with the interpreter standing in for the GPU: V's
 layout, results, empty inputs, fake tensors, and the refusals at the
 caller's line. The GPU twin: test/gpu/test_attention_fp8_gpu.py."""
@@ -103,6 +103,7 @@ CASES = [  # (D, causal, B, Hq, Hkv, Lq, Lk): ragged lengths, GQA, Lq != Lk both
     (64, True, 2, 2, 2, 130, 77),
     (128, False, 1, 4, 2, 65, 290),
     (128, True, 1, 3, 1, 200, 260),
+    (256, True, 1, 2, 1, 100, 140),
 ]
 
 
@@ -145,16 +146,16 @@ def test_a_kernel_that_forgets_the_lane_order_is_wrong():
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(D=256), ("head dims (64, 128)",)),
+    (dict(D=256, o_via_q=True), ("head dims (64, 128, 256)", "no o_via_q")),
     (dict(layout="blhd"), ("layout 'bhld'",)),
     (dict(dtype="f16"), ("dtype must be 'bf16' or 'f8e4m3'",)),
     (dict(dtype="bf16", KV=192), ("KV = 192 is the FP8 forward's",)),
 ])
 def test_the_builder_refuses_what_the_fp8_forward_is_not(kwargs, words):
-    args = dict(D=128, causal=False, layout="bhld", dtype="f8e4m3", KV=128) | kwargs
+    args = dict(D=128, causal=False, layout="bhld", dtype="f8e4m3", KV=128, o_via_q=False) | kwargs
     with pytest.raises(TkcError) as info:
-        attention_hopper(args["D"], args["causal"], args["layout"], ForwardSchedule(KV=args["KV"]),
-                         dtype=args["dtype"])
+        attention_hopper(args["D"], args["causal"], args["layout"],
+                         ForwardSchedule(KV=args["KV"], o_via_q=args["o_via_q"]), dtype=args["dtype"])
     assert all(w in info.value.message for w in words), info.value.message
 
 
@@ -225,8 +226,8 @@ def _call(**over):
     (lambda: _call(q=torch.zeros(1, 4, 64, 64, dtype=torch.bfloat16)), "q must be float8_e4m3fn, got bfloat16"),
     (lambda: _call(k=torch.zeros(1, 2, 96, 64, dtype=torch.float8_e5m2)), "k must be float8_e4m3fn"),
     (lambda: _call(v=torch.zeros(2, 96, 64, dtype=E4M3)), "v must be [B, H, L, D]"),
-    (lambda: _call(q=torch.zeros(1, 4, 64, 256, dtype=E4M3), k=torch.zeros(1, 2, 96, 256, dtype=E4M3),
-                   v=torch.zeros(1, 2, 96, 256, dtype=E4M3)), "head dim 256 is not supported"),
+    (lambda: _call(q=torch.zeros(1, 4, 64, 96, dtype=E4M3), k=torch.zeros(1, 2, 96, 96, dtype=E4M3),
+                   v=torch.zeros(1, 2, 96, 96, dtype=E4M3)), "head dim 96 is not supported (one of (64, 128, 256))"),
     (lambda: _call(k=torch.zeros(1, 2, 96, 128, dtype=E4M3)), "k must be [B, Hkv, Lk, D] with q's B = 1 and D = 64"),
     (lambda: _call(v=torch.zeros(1, 2, 80, 64, dtype=E4M3)), "v must have shape (1, 2, 96, 64)"),
     (lambda: _call(k=torch.zeros(1, 3, 96, 64, dtype=E4M3), v=torch.zeros(1, 3, 96, 64, dtype=E4M3),
@@ -241,3 +242,15 @@ def test_refusals_name_the_argument_at_the_callers_line(cpu_op, make, message):
 
 def test_tensors_off_the_gpu_are_refused():
     refused_here(_call(), "q must be on a CUDA device, got cpu", __file__)
+
+
+def test_opcheck_and_compile(cpu_op):
+    """torch.library.opcheck of the custom op (fake tensors, dispatch; not its
+    schema test, which multiplies the inputs: torch has no CPU mul of e4m3)
+    and a torch.compile'd call (V's layout and the op in one graph) giving
+    the eager call's values."""
+    q, k, v, qs, ks, vs = _tensors(1, 2, 1, 64, 96, 64, seed=4)
+    torch.library.opcheck(op._fwd.custom_op, (q, k, op.fp8_v_layout(v), qs, ks, vs, True, 0.125),
+                          test_utils=("test_faketensor", "test_aot_dispatch_dynamic"))
+    compiled = torch.compile(lambda *a: op.attention_fp8(*a, causal=True), backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(q, k, v, qs, ks, vs), op.attention_fp8(q, k, v, qs, ks, vs, causal=True))

@@ -70,7 +70,8 @@ def _attention_ops():
     for D, causal, layout in ATTENTION_COMMON:
         out += [attention_hopper(D, causal, layout, s) for s in forward_space(D, causal, layout)]
         out += [attention_bwd(D, causal, layout, s) for s in backward_space(D, causal, layout)]
-    # tkc.attention_fp8 (bhld, D 64 and 128, causal and not): every schedule of its spaces
+    # tkc.attention_fp8 (bhld, D 64 and 128, causal and not): every schedule of its spaces (D 256, as
+    # bf16's, compiles at its first call or with `tkc build tkc/kernels/attention_tuned.py`)
     out += [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for D in (64, 128)
             for causal in (False, True) for s in fp8_forward_space(D, causal)]
     return out

@@ -32,7 +32,7 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            past a sequence's end are masked keys, O is stored from registers,
            clipped to the sequence. The grid covers max_q query rows.
 
-FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64 or 128):
+FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64, 128, 256):
 attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale) with q [B, Hq, Lq,
 D] and k [B, Hkv, Lk, D] e4m3, V given transposed and key-permuted as vt
 [B, Hkv, D, Lk32] e4m3 (Lk32: Lk rounded up to 32, zero padded; per 32 keys
@@ -62,7 +62,7 @@ from .attention_schedule import ForwardSchedule
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 HEAD_DIMS = (64, 128, 256)
 LAYOUTS = ("bhld", "blhd", "varlen")
-FP8_HEAD_DIMS = (64, 128)     # D 256: O's bf16 tile does not fit through the fp8 Q's (o_via_q)
+FP8_HEAD_DIMS = (64, 128, 256)   # D 256: O through its own bf16 tile (the FP8 Q's is too small)
 P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (module docstring)
 
 
@@ -130,12 +130,13 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError("attention: KV = 192 is the FP8 forward's (FlashAttention-3's tile for an FP8 V^T)")
     if fp8 and (layout != "bhld" or D not in FP8_HEAD_DIMS or schedule.o_via_q):
         raise TkcError(f"attention: the FP8 forward is for layout 'bhld' and head dims {FP8_HEAD_DIMS} "
-                       f"(O leaves through its own bf16 tile, not o_via_q), got layout {layout!r}, "
-                       f"D {D}{', o_via_q' if schedule.o_via_q else ''}")
+                       f"(O leaves through its own bf16 tile: an FP8 Q's is half its size, so no "
+                       f"o_via_q), got layout {layout!r}, D {D}{', o_via_q' if schedule.o_via_q else ''}")
     KV, stages, consumers = schedule.KV, schedule.stages, schedule.consumers
     overlap, pingpong, persistent = schedule.overlap, schedule.pingpong, schedule.persistent
     ex2_fma, diagonal_mask, o_via_q = schedule.ex2_fma, schedule.diagonal_mask, schedule.o_via_q
-    name = schedule.name(D, causal, layout).replace("attn_fwd", "attn_fwd_fp8" if fp8 else "attn_fwd")
+    name = schedule.name(D, causal, layout)
+    name = name.replace("attn_fwd_", "attn_fwd_fp8_", 1) if fp8 else name
     E = f8e4m3 if fp8 else bf16  # Q's, K's and V's element type
     BQ = 64 * consumers          # query rows per block
 

@@ -167,7 +167,7 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
 
 
 def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
-    """The FP8 forwards (tkc.attention_fp8: bhld, D 64 or 128) a table may
+    """The FP8 forwards (tkc.attention_fp8: bhld, D 64, 128, 256) a table may
     pick, the default first. FP8 pays off on long sequences, so the default
     is the bf16 forward's H200 pick for 16k keys at the same head dim and
     mask (tkc/tune/tables/nvidia-h200.json): FlashAttention-3's schedule
@@ -178,6 +178,8 @@ def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
     none (FP8's matrix products leave the exponentials the longest pipe).
     Not yet measured in FP8: `tkc tune --library --filter tkc.attention_fp8`."""
     S = ForwardSchedule
+    if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
+        return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
     if D == 64:
         short, long = S(stages=2, consumers=3, persistent=True), S(stages=2, consumers=3, overlap=True, pingpong=True)
         return (long, S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375)) if causal \

@@ -8,7 +8,7 @@ bf16 [B, Hq, Lq, D]: FlashAttention-3's FP8 forward (per-head descaling
 factors, as its q_descale / k_descale / v_descale), with tkc.attention's
 semantics otherwise: default scale 1/sqrt(D), bottom-right causal mask, a
 query with no key gets 0, GQA/MQA when Hq is a multiple of Hkv, any Lq and
-Lk. D 64 or 128. return_lse=True also returns the log-sum-exp of each query
+Lk. D 64, 128 or 256. return_lse=True also returns the log-sum-exp of each query
 row [B, Hq, Lq] (f32, natural log).
 
 The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
@@ -142,8 +142,7 @@ def _check(q, k, v, q_scale, k_scale, v_scale, v_name: str) -> None:
         raise TkcError(f"{fn}: k must be [B, Hkv, Lk, D] with q's B = {B} and D = {D}, got shape "
                        f"{tuple(k.shape)}", caller())
     if D not in FP8_HEAD_DIMS:
-        raise TkcError(f"{fn}: head dim {D} is not supported (one of {FP8_HEAD_DIMS}; 256 is the bf16 "
-                       "tkc.attention's only)", caller())
+        raise TkcError(f"{fn}: head dim {D} is not supported (one of {FP8_HEAD_DIMS})", caller())
     want = (B, Hkv, Lk, D) if v_name == "v" else (B, Hkv, D, -(-Lk // K_GROUP) * K_GROUP)
     if tuple(v.shape) != want:
         raise TkcError(f"{fn}: {v_name} must have shape {want} (k's B, Hkv, Lk and D"
