@@ -35,9 +35,11 @@ def _e4m3(x):
     return np.clip(np.asarray(x, np.float32), -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
 
 
-def _inputs(B, Hq, Hkv, Lq, Lk, D, seed=0):
+def _inputs(B, Hq, Hkv, Lq, Lk, D, seed=0, spread=3.0):
+    """e4m3 q, k, v of normal values times `spread` (3: scores of a few units,
+    a softmax with a few keys in front; 1: a flat one) and per-head scales."""
     rng = np.random.default_rng(seed)
-    q, k, v = (_e4m3(rng.standard_normal((B, H, L, D)) * 3) for H, L in ((Hq, Lq), (Hkv, Lk), (Hkv, Lk)))
+    q, k, v = (_e4m3(rng.standard_normal((B, H, L, D)) * spread) for H, L in ((Hq, Lq), (Hkv, Lk), (Hkv, Lk)))
     qs, ks, vs = ((rng.random((B, H)) + 0.5).astype(np.float32) for H in (Hq, Hkv, Hkv))
     return q, k, v, qs, ks, vs
 
@@ -98,26 +100,32 @@ def _rel(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-CASES = [  # (D, causal, B, Hq, Hkv, Lq, Lk): ragged lengths, GQA, Lq != Lk both ways
-    (64, False, 1, 2, 1, 100, 150),
-    (64, True, 2, 2, 2, 130, 77),
-    (128, False, 1, 4, 2, 65, 290),
-    (128, True, 1, 3, 1, 200, 260),
-    (256, True, 1, 2, 1, 100, 140),
+CASES = [  # (D, causal, B, Hq, Hkv, Lq, Lk, spread): ragged lengths, GQA, Lq != Lk both ways
+    (64, False, 1, 2, 1, 100, 150, 3.0),
+    (64, True, 2, 2, 2, 130, 77, 3.0),
+    (128, False, 1, 4, 2, 65, 290, 3.0),
+    (128, True, 1, 3, 1, 200, 260, 3.0),
+    (256, True, 1, 2, 1, 100, 140, 3.0),
+    (128, False, 1, 2, 1, 64, 300, 1.0),
 ]
 
 
-@pytest.mark.parametrize("D, causal, B, Hq, Hkv, Lq, Lk", CASES)
-def test_the_kernel_rounds_p_to_e4m3_and_nothing_else(D, causal, B, Hq, Hkv, Lq, Lk):
+@pytest.mark.parametrize("D, causal, B, Hq, Hkv, Lq, Lk, spread", CASES)
+def test_the_kernel_rounds_p_to_e4m3_and_nothing_else(D, causal, B, Hq, Hkv, Lq, Lk, spread):
     """Each schedule of the op's space in the interpreter: o is the numpy
     reference that quantises P as the kernel does, rounded to bf16, but for
     a rare e4m3 or bf16 tie that f32's rounding order moves (1e-3 in the
-    norm; P's rounding alone is 5e-3 here); and within 3e-2 of float64
-    attention of the dequantised inputs: P's e4m3 rounding is 2^-4 relative
-    per probability at most, about 6e-3 in the norm once averaged over the
-    keys, bf16's output rounding 2^-9. The lse against float64's (P's
-    rounding does not enter l); a row with no key gives o = 0, lse = +inf."""
-    q, k, v, qs, ks, vs = _inputs(B, Hq, Hkv, Lq, Lk, D)
+    norm, several times below P's rounding); and within 5e-2 of float64
+    attention of the dequantised inputs. That bound is P's rounding: e4m3
+    keeps 3 mantissa bits, so each probability is off by up to 2^-4 of
+    itself (3.6e-2 RMS); O averages V over the probabilities and so do the
+    errors, both shrinking alike, so O's relative error stays near that
+    RMS times the share of the weight on inexact probabilities: about 2.5e-2
+    for a flat softmax (spread 1), 6e-3 when the row maxima (P = 2^8, exact)
+    dominate (spread 3); bf16's output rounding adds 2^-9. The lse against
+    float64's (P's rounding does not enter l); a row with no key gives o =
+    0, lse = +inf."""
+    q, k, v, qs, ks, vs = _inputs(B, Hq, Hkv, Lq, Lk, D, spread=spread)
     scale = D ** -0.5
     want, lse_want = _float_reference(q, k, v, qs, ks, vs, causal, scale)
     for schedule in fp8_forward_space(D, causal):
@@ -127,7 +135,7 @@ def test_the_kernel_rounds_p_to_e4m3_and_nothing_else(D, causal, B, Hq, Hkv, Lq,
             q, k, _vt(v), o, lse, qs, ks, vs, scale)
         tight = _quantised_reference(q, k, v, qs, ks, vs, causal, scale, schedule.KV)
         assert _rel(o, tight.astype(ml_dtypes.bfloat16).astype(np.float32)) < 1e-3, schedule
-        assert _rel(o, want) < 3e-2, schedule
+        assert _rel(o, want) < (5e-2 if spread < 2 else 1.5e-2), schedule
         assert _rel(tight, want) > 3e-3          # the tight reference does see P's rounding
         finite = np.isfinite(lse_want)
         assert np.allclose(lse[:, :, 0][finite], lse_want[finite], atol=1e-4, rtol=1e-5)
@@ -182,13 +190,13 @@ def test_v_layout_is_the_lane_order_transposed_and_padded(cpu_op):
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_op_against_float64(cpu_op, causal):
     """GQA 2:1, ragged Lq < Lk: o (bf16) and lse against float64 attention
-    of the dequantised inputs (3e-2: P's e4m3 rounding, as above); the _vt
-    form gives the same bits."""
+    of the dequantised inputs (P's e4m3 rounding, as above); the _vt form
+    gives the same bits."""
     q, k, v, qs, ks, vs = _tensors(1, 4, 2, 70, 100, 64)
     o, lse = op.attention_fp8(q, k, v, qs, ks, vs, causal=causal, return_lse=True)
     assert o.dtype == torch.bfloat16 and o.shape == (1, 4, 70, 64) and lse.shape == (1, 4, 70)
     want, lse_want = _float_reference(*(t.float().numpy() for t in (q, k, v, qs, ks, vs)), causal, 0.125)
-    assert _rel(o.float().numpy(), want) < 3e-2
+    assert _rel(o.float().numpy(), want) < 1.5e-2
     assert np.allclose(lse.numpy(), lse_want, atol=1e-4)
     again = op.attention_fp8_vt(q, k, op.fp8_v_layout(v), qs, ks, vs, causal=causal)
     assert torch.equal(again, o)

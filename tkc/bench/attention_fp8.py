@@ -8,7 +8,9 @@ interleaved with bf16 tkc.attention of the same values over a few rounds:
 inside the call), "attention_fp8 kernel" the kernel alone (V laid out once,
 attention_fp8_vt). TFLOP/s count 4 B H L^2 D (halved when causal) for each.
 The error is against float32 attention of the dequantised inputs, on the
-first two heads (a full float reference at 16k would not fit).
+first two heads (a full float reference at 16k would not fit); unit-normal
+inputs give a flat softmax, where P's e4m3 rounding leaves about 2.5e-2
+(docs/attention.md, "FP8 forward"): such a row is wrong above 5e-2.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def _row(name, shape, err, ms, flops, rounds):
     return dict(kernel=name, shape=shape, rel_err=err, tkc_tflops=tflops(flops, statistics.median(ms["tkc"])),
                 peer="tkc bf16", peer_tflops=tflops(flops, statistics.median(ms["peer"])),
                 ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios), ratio_max=max(ratios),
-                rounds=rounds)
+                rounds=rounds, tol=5e-2)
 
 
 def rows(quick: bool, rounds: int = 3):
