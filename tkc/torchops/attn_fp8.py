@@ -30,7 +30,6 @@ the scales; train with the bf16 tkc.attention).
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -48,15 +47,13 @@ __all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
 E4M3 = torch.float8_e4m3fn
 
 
-@functools.cache
-def _split() -> tuple:
-    """fp8_lane_order() as a permutation of dims: key c = 16 h + 8 j1 + 2 q + j0
-    of a 32-key group enters at p = 16 h + 4 q + 2 j1 + j0 (checked against
-    the one definition here, at first use)."""
-    order = fp8_lane_order()
-    assert order == tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
-                          for j1 in range(2) for j0 in range(2)), order
-    return (2, 2, 4, 2)   # a group's keys as (h, j1, q, j0); vt's order is (h, q, j1, j0)
+# fp8_lane_order() as a permutation of dims: key c = 16 h + 8 j1 + 2 q + j0 of a
+# 32-key group enters at p = 16 h + 4 q + 2 j1 + j0, so a group's keys viewed as
+# (h, j1, q, j0) go to vt in the order (h, q, j1, j0): one permute of a view.
+SPLIT = (2, 2, 4, 2)
+if fp8_lane_order() != tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
+                             for j1 in range(2) for j0 in range(2)):
+    raise ImportError("attn_fp8: fp8_v_layout's permutation is not hopper.fp8_lane_order()'s")
 
 
 def fp8_v_layout(v: Tensor) -> Tensor:
@@ -68,10 +65,9 @@ def fp8_v_layout(v: Tensor) -> Tensor:
     G, full = -(-L // K_GROUP), L // K_GROUP
     vt = torch.empty(B, H, D, G * K_GROUP, device=v.device, dtype=torch.uint8)
     u = v.view(torch.uint8)
-    split = _split()
 
     def put(dst, src, groups):  # src [B, H, groups * 32, D] -> dst [B, H, D, groups * 32]
-        x = src.reshape(B, H, groups, *split, D)                    # (g, h, j1, q, j0, d)
+        x = src.reshape(B, H, groups, *SPLIT, D)                    # (g, h, j1, q, j0, d)
         dst.view(B, H, D, groups, 2, 4, 2, 2).copy_(x.permute(0, 1, 7, 2, 3, 5, 4, 6))
     if full:
         put(vt[..., :full * K_GROUP], u[:, :, :full * K_GROUP], full)
