@@ -21,7 +21,8 @@ except ImportError:
     torch = None
 
 # every schedule of every FP8 space, by (D, causal): the tests launch each
-SCHEDULES = {(D, causal): [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for s in fp8_forward_space(D, causal)]
+SCHEDULES = {(D, causal): [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3")
+                            for s in fp8_forward_space(D, causal)]
              for D in (64, 128, 256) for causal in (False, True)}
 KERNELS = list(FP8_FORWARD.values()) + [k for ks in SCHEDULES.values() for k in ks]
 

@@ -53,7 +53,7 @@ def register_bytes(kk: int) -> list[tuple]:
     return [tuple((2 * kk + half, e) for e in rows) for half in (0, 1) for rows in (top, bottom)]
 
 
-def k_order_problems(name: str, a, b, k_order, a_in_registers: bool, fp8: bool) -> list[str]:
+def k_order_problems(name: str, k_order, a_in_registers: bool, fp8: bool) -> list[str]:
     """A warpgroup mma's k_order against its operands: an 8-bit A in
     registers needs k_order="lanes" (and only that one has one)."""
     if k_order is not None and k_order not in K_ORDERS:

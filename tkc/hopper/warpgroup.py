@@ -113,7 +113,7 @@ def _a_problems(name, var, a) -> list[str]:
 
 def _dtype_problems(name, a, b, k_order) -> list[str]:
     fp8 = is_fp8(a.dtype) or is_fp8(b.dtype)
-    order = k_order_problems(name, a, b, k_order, isinstance(a, RT), fp8)
+    order = k_order_problems(name, k_order, isinstance(a, RT), fp8)
     if order:
         return order
     if fp8:

@@ -181,7 +181,8 @@ def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
     if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
         return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
     if D == 64:
-        short, long = S(stages=2, consumers=3, persistent=True), S(stages=2, consumers=3, overlap=True, pingpong=True)
+        short = S(stages=2, consumers=3, persistent=True)
+        long = S(stages=2, consumers=3, overlap=True, pingpong=True)
         return (long, S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375)) if causal \
             else (short, long)
     # FlashAttention-3's FP8 tile for a V^T (kBlockN 192): fewer, longer softmax steps

@@ -263,8 +263,8 @@ def _check(op, a, b, c):
     av = a.view if isinstance(a, (Frag, Shared)) else None
     bv = b.view if isinstance(b, Shared) else None
     cv = c.view if isinstance(c, Frag) else None
-    problems = rules.mma_problems(name, av, bv, cv, k_order=rules.k_order(op)) + rules.warps_problems(name, None) \
-        + rules.negate_problems(name, op)
+    problems = rules.mma_problems(name, av, bv, cv, k_order=rules.k_order(op)) \
+        + rules.warps_problems(name, None) + rules.negate_problems(name, op)
     if problems:
         raise error(op, "; ".join(problems))
     return rules.VARIANTS[name]
