@@ -1,8 +1,9 @@
 """tkc.attention_fp8 on the GPU, from prebuilt artifacts, against float64
 attention of the dequantised inputs: D 64, 128 and 256, causal and not, GQA 4:1
 and MQA, ragged lengths, Lq != Lk both ways, each schedule of the op's
-space (not only the tables' pick), the log-sum-exp, and the interpreter on a
-small shape (bit-level agreement but for rounding ties). `tkc build
+space (not only the tables' pick), the log-sum-exp, the interpreter on a
+small shape (bit-level agreement but for rounding ties), and V's layout
+(tkc.fp8_v_layout) bit for bit against torch indexing. `tkc build
 test/gpu/test_attention_fp8_gpu.py` builds every candidate (KERNELS)."""
 import math
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 import tkc
+from tkc.hopper.fp8_lanes import lane_permutation
+from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.attention_schedule import fp8_forward_space
 from tkc.kernels.attention_tuned import FP8_FORWARD
@@ -24,7 +27,8 @@ except ImportError:
 SCHEDULES = {(D, causal): [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3")
                             for s in fp8_forward_space(D, causal)]
              for D in (64, 128, 256) for causal in (False, True)}
-KERNELS = list(FP8_FORWARD.values()) + [k for ks in SCHEDULES.values() for k in ks]
+KERNELS = list(FP8_FORWARD.values()) + [k for ks in SCHEDULES.values() for k in ks] + \
+    [fp8_v_layout_kernel(D) for D in (64, 128, 256)]
 
 # B, Hq, Hkv, Lq, Lk
 SHAPES = {"square": (2, 4, 4, 512, 512), "gqa4-ragged": (1, 8, 2, 1000, 1000),
@@ -109,3 +113,17 @@ def test_the_gpu_agrees_with_the_interpreter():
     want, _ = reference(q, k, v, qs, ks, vs, False, 0.125)
     assert rel_err(o, torch.from_numpy(arrays[3]).cuda().double()) < 2e-3
     assert np.isfinite(arrays[3]).all() and rel_err(o, want) > 1e-3
+
+
+@pytest.mark.parametrize("L", [4096, 1000, 77, 16, 5])
+@pytest.mark.parametrize("D", [64, 128, 256])
+def test_v_layout_against_torch_indexing(D, L):
+    """tkc.fp8_v_layout (the kernel's whole 16-key tiles, torch's rest) bit
+    for bit against V padded, its keys indexed by lane_permutation, transposed."""
+    v = (torch.randn(2, 3, L, D, device="cuda") * 3).to(torch.float8_e4m3fn)
+    vt = tkc.fp8_v_layout(v)
+    L32 = -(-L // 32) * 32
+    padded = torch.zeros(2, 3, L32, D, device="cuda", dtype=torch.uint8)
+    padded[:, :, :L] = v.view(torch.uint8)
+    want = padded[:, :, lane_permutation(L32)].transpose(2, 3)
+    assert torch.equal(vt.view(torch.uint8), want)

@@ -22,6 +22,7 @@ from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.hopper.fp8_lanes import lane_permutation  # noqa: E402
 from tkc.kernels.attention_hopper import P_SHIFT, attention_hopper  # noqa: E402
 from tkc.kernels.attention_schedule import ForwardSchedule, fp8_forward_space  # noqa: E402
+from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel  # noqa: E402
 from tkc.kernels.attention_tuned import fp8_forward_kernel  # noqa: E402
 from tkc.torchops import attn_fp8 as op  # noqa: E402
 from tkc.torchops import checks  # noqa: E402
@@ -173,6 +174,7 @@ def test_the_builder_refuses_what_the_fp8_forward_is_not(kwargs, words):
 def cpu_op(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     monkeypatch.setattr(op, "fp8_forward_kernel", lambda *key: interpreted(fp8_forward_kernel(*key)))
+    monkeypatch.setattr(op, "v_layout_kernel", lambda D: interpreted(fp8_v_layout_kernel(D)))
 
 
 def _tensors(B, Hq, Hkv, Lq, Lk, D, seed=1):
@@ -180,11 +182,23 @@ def _tensors(B, Hq, Hkv, Lq, Lk, D, seed=1):
             for i, t in enumerate(_inputs(B, Hq, Hkv, Lq, Lk, D, seed))]
 
 
-def test_v_layout_is_the_lane_order_transposed_and_padded(cpu_op):
-    v = torch.from_numpy(_e4m3(np.random.default_rng(3).standard_normal((2, 3, 77, 64)) * 3)).to(E4M3)
+@pytest.mark.parametrize("L", [77, 64, 16, 5, 0])
+def test_v_layout_is_the_lane_order_transposed_and_padded(cpu_op, L):
+    """The kernel's whole 16-key tiles (transpose, packed store) and torch's
+    ragged rest and padding give V^T with each 32 keys in lane order."""
+    v = torch.from_numpy(_e4m3(np.random.default_rng(3).standard_normal((2, 3, L, 64)) * 3)).to(E4M3)
     vt = op.fp8_v_layout(v)
-    assert vt.dtype == E4M3 and vt.shape == (2, 3, 64, 96) and vt.is_contiguous()
+    assert vt.dtype == E4M3 and vt.shape == (2, 3, 64, -(-L // 32) * 32) and vt.is_contiguous()
     assert np.array_equal(vt.float().numpy(), _vt(v.float().numpy()))
+
+
+def test_the_v_layout_kernel_alone():
+    """fp8_v_layout_kernel in the interpreter: V's first L columns (L a
+    multiple of 16) transposed in lane order, the rest of vt untouched."""
+    v = _e4m3(np.random.default_rng(5).standard_normal((1, 2, 48, 128)) * 3)
+    vt = np.full((1, 2, 128, 64), 7.0, np.float32)
+    fp8_v_layout_kernel(128).interpret(v, vt)
+    assert np.array_equal(vt[..., :48], _vt(v)[..., :48]) and np.all(vt[..., 48:] == 7.0)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -250,6 +264,17 @@ def test_refusals_name_the_argument_at_the_callers_line(cpu_op, make, message):
 
 def test_tensors_off_the_gpu_are_refused():
     refused_here(_call(), "q must be on a CUDA device, got cpu", __file__)
+    refused_here(lambda: op.fp8_v_layout(torch.zeros(1, 2, 32, 64, dtype=E4M3)),
+                 "v must be on a CUDA device, got cpu", __file__)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: op.fp8_v_layout(torch.zeros(1, 2, 32, 64, dtype=torch.bfloat16)), "v must be float8_e4m3fn"),
+    (lambda: op.fp8_v_layout(torch.zeros(2, 32, 64, dtype=E4M3)), "v must be [B, H, L, D]"),
+    (lambda: op.fp8_v_layout(torch.zeros(1, 2, 32, 80, dtype=E4M3)), "head dim 80 is not supported"),
+])
+def test_v_layout_refusals(cpu_op, make, message):
+    refused_here(make, message, __file__)
 
 
 def test_opcheck_and_compile(cpu_op):
@@ -258,7 +283,9 @@ def test_opcheck_and_compile(cpu_op):
     and a torch.compile'd call (V's layout and the op in one graph) giving
     the eager call's values."""
     q, k, v, qs, ks, vs = _tensors(1, 2, 1, 64, 96, 64, seed=4)
+    utils = ("test_faketensor", "test_aot_dispatch_dynamic")
     torch.library.opcheck(op._fwd.custom_op, (q, k, op.fp8_v_layout(v), qs, ks, vs, True, 0.125),
-                          test_utils=("test_faketensor", "test_aot_dispatch_dynamic"))
+                          test_utils=utils)
+    torch.library.opcheck(op._v_layout.custom_op, (v,), test_utils=utils)
     compiled = torch.compile(lambda *a: op.attention_fp8(*a, causal=True), backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(q, k, v, qs, ks, vs), op.attention_fp8(q, k, v, qs, ks, vs, causal=True))

@@ -113,3 +113,17 @@ def _ab_form(v_s, acc, s):
 ])
 def test_what_an_8bit_register_a_needs_is_a_located_error(body, marker, words):
     refused_at(lambda: staged(_wg(body)), __file__, marker, *words)
+
+
+def _packed_other_dtype(a, c):
+    from tkc.ops import load, store
+    store(c, load(rt(f32, 16, 64), a, (0, 0, 0, 0)).to(f8e4m3), (0, 0, 0, 0), packed=True)  # @packed8_f32
+
+
+def test_a_packed_8bit_store_goes_to_a_gl_of_its_dtype():
+    """store(packed=True) of an 8-bit tile (lane order, tkc.fp8_v_layout's) into
+    an f32 gl is refused where it is written."""
+    def k(a: gl(f32, 1, 1, 64, 64), c: gl(f32, 1, 1, 64, 64)):
+        _packed_other_dtype(a, c)
+    refused_at(lambda: staged(tkc.kernel(warps=1)(k)), __file__, "packed8_f32",
+               "stores an 8-bit rt into a gl of its dtype")

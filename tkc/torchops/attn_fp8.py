@@ -14,10 +14,12 @@ row [B, Hq, Lq] (f32, natural log).
 The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
 transposed, its keys in the order wgmma takes an 8-bit P from registers
 (warpgroup.fp8_lane_order() per 32 keys, zero padded to a multiple of 32):
-`fp8_v_layout` makes it, one pass over V (a permuting copy of its bytes:
-read and write B * Hkv * Lk * D bytes, about what the kernel's own reads of
-V cost), on every call; a caller that reuses V can make vt once and call
-`attention_fp8_vt`. q and k are made contiguous (a copy) when they are not.
+`fp8_v_layout` makes it on every call, one pass over V (a kernel,
+tkc/kernels/attention_fp8_v.py, reads and writes B * Hkv * Lk * D bytes:
+about what the forward's own reads of V cost; torch ops the last ragged
+keys); a caller that reuses V can make vt once and call
+`attention_fp8_vt`. q, k and v are made contiguous (a copy) when they are
+not.
 
 Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
 probability within 2^-4 of itself; the row maximum's exact), so o differs
@@ -38,6 +40,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..hopper.fp8_lanes import K_GROUP, fp8_lane_order
 from ..kernels.attention_hopper import FP8_HEAD_DIMS
+from ..kernels.attention_fp8_v import fp8_v_layout_kernel as v_layout_kernel
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
@@ -47,35 +50,53 @@ __all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
 E4M3 = torch.float8_e4m3fn
 
 
-# fp8_lane_order() as a permutation of dims: key c = 16 h + 8 j1 + 2 q + j0 of a
-# 32-key group enters at p = 16 h + 4 q + 2 j1 + j0, so a group's keys viewed as
-# (h, j1, q, j0) go to vt in the order (h, q, j1, j0): one permute of a view.
-SPLIT = (2, 2, 4, 2)
+# fp8_lane_order() as a permutation of dims: key c = 8 j1 + 2 q + j0 of each
+# 16 keys enters at p = 4 q + 2 j1 + j0, so 16 keys viewed as (j1, q, j0) go to
+# vt in the order (q, j1, j0): one permute of a view (the ragged tail's).
 if fp8_lane_order() != tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
                              for j1 in range(2) for j0 in range(2)):
     raise ImportError("attn_fp8: fp8_v_layout's permutation is not hopper.fp8_lane_order()'s")
+BLOCK = 16   # keys the permutation keeps to (fp8_v_layout_kernel moves 16 a warp)
 
 
-def fp8_v_layout(v: Tensor) -> Tensor:
-    """V [B, H, L, D] (e4m3) as the FP8 forward reads it: vt [B, H, D, L32]
-    with vt[b, h, d, 32 g + p] = v[b, h, 32 g + fp8_lane_order()[p], d], L32
-    = L rounded up to 32, keys past L zero. One permuting copy of V's bytes
-    (torch ops on a uint8 view)."""
+def _v_impl(v: Tensor) -> Tensor:
+    """fp8_v_layout: a kernel moves the whole 16-key tiles
+    (fp8_v_layout_kernel: V read and written once, no shuffle); torch the
+    last, ragged keys and the zero padding (fewer than 32 columns)."""
     B, H, L, D = v.shape
-    G, full = -(-L // K_GROUP), L // K_GROUP
-    vt = torch.empty(B, H, D, G * K_GROUP, device=v.device, dtype=torch.uint8)
-    u = v.view(torch.uint8)
+    L32, full = -(-L // K_GROUP) * K_GROUP, L // BLOCK * BLOCK
+    vt = torch.empty(B, H, D, L32, device=v.device, dtype=E4M3)
+    if full and B * H:
+        v_layout_kernel(D)(v.contiguous()[:, :, :full], vt)   # whole 16-key tiles (no fill at 8 bits)
+    if L32 > full:    # the rest: keys full .. L, zeros past L, in 16-key blocks
+        n = (L32 - full) // BLOCK
+        tail = torch.zeros(B, H, n * BLOCK, D, device=v.device, dtype=torch.uint8)
+        tail[:, :, :L - full] = v[:, :, full:].view(torch.uint8)
+        x = tail.view(B, H, n, 2, 4, 2, D)                        # (block, j1, q, j0, d)
+        vt.view(torch.uint8)[..., full:].view(B, H, D, n, 4, 2, 2).copy_(x.permute(0, 1, 6, 2, 4, 3, 5))
+    return vt
 
-    def put(dst, src, groups):  # src [B, H, groups * 32, D] -> dst [B, H, D, groups * 32]
-        x = src.reshape(B, H, groups, *SPLIT, D)                    # (g, h, j1, q, j0, d)
-        dst.view(B, H, D, groups, 2, 4, 2, 2).copy_(x.permute(0, 1, 7, 2, 3, 5, 4, 6))
-    if full:
-        put(vt[..., :full * K_GROUP], u[:, :, :full * K_GROUP], full)
-    if G > full:  # the last, ragged group: zero padded (its keys are masked, P = 0 there)
-        tail = torch.zeros(B, H, K_GROUP, D, device=v.device, dtype=torch.uint8)
-        tail[:, :, :L - full * K_GROUP] = u[:, :, full * K_GROUP:]
-        put(vt[..., full * K_GROUP:], tail, 1)
-    return vt.view(E4M3)
+
+def _v_fake(v):
+    B, H, L, D = v.shape
+    return v.new_empty(B, H, D, -(-L // K_GROUP) * K_GROUP)
+
+
+_v_layout = Op("tkc::fp8_v_layout", _v_impl, _v_fake)
+
+
+@public
+def fp8_v_layout(v: Tensor) -> Tensor:
+    """V [B, H, L, D] (e4m3, on the GPU) as the FP8 forward reads it: vt [B,
+    H, D, L32] with vt[b, h, d, 32 g + p] = v[b, h, 32 g + fp8_lane_order()[p],
+    d], L32 = L rounded up to 32, keys past L zero (a custom op: one kernel
+    launch, torch.compile sees it whole)."""
+    check_tensor("fp8_v_layout", "v", v, 4, "[B, H, L, D]", (E4M3,))
+    if v.shape[3] not in FP8_HEAD_DIMS:
+        raise TkcError(f"fp8_v_layout: head dim {v.shape[3]} is not supported (one of {FP8_HEAD_DIMS})",
+                       caller())
+    check_device("fp8_v_layout", ("v", v))
+    return _v_layout(v)
 
 
 def _fwd_impl(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
@@ -110,7 +131,7 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     V is brought into the kernel's layout on each call (fp8_v_layout: one
     permuting copy of V); forward only (module docstring)."""
     _check(q, k, v, q_scale, k_scale, v_scale, "v")
-    vt = fp8_v_layout(v)
+    vt = _v_layout(v)
     o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
