@@ -61,13 +61,16 @@ BLOCK = 16   # keys the permutation keeps to (fp8_v_layout_kernel moves 16 a war
 
 def _v_impl(v: Tensor) -> Tensor:
     """fp8_v_layout: a kernel moves the whole 16-key tiles
-    (fp8_v_layout_kernel: V read and written once, no shuffle); torch the
-    last, ragged keys and the zero padding (fewer than 32 columns)."""
+    (fp8_v_layout_kernel: V read and written once, no shuffle; where L is
+    not a multiple of 16 it reads a contiguous copy of them, one more pass);
+    torch the last, ragged keys and the zero padding (fewer than 32
+    columns)."""
     B, H, L, D = v.shape
     L32, full = -(-L // K_GROUP) * K_GROUP, L // BLOCK * BLOCK
     vt = torch.empty(B, H, D, L32, device=v.device, dtype=E4M3)
-    if full and B * H:
-        v_layout_kernel(D)(v.contiguous()[:, :, :full], vt)   # whole 16-key tiles (no fill at 8 bits)
+    if full and B * H:   # whole 16-key tiles (an 8-bit load has no fill): at a ragged L a copy of them
+        v = v.contiguous()
+        v_layout_kernel(D)(v if full == L else v[:, :, :full].contiguous(), vt)
     if L32 > full:    # the rest: keys full .. L, zeros past L, in 16-key blocks
         n = (L32 - full) // BLOCK
         tail = torch.zeros(B, H, n * BLOCK, D, device=v.device, dtype=torch.uint8)
