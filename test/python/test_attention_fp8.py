@@ -289,3 +289,16 @@ def test_opcheck_and_compile(cpu_op):
     torch.library.opcheck(op._v_layout.custom_op, (v,), test_utils=utils)
     compiled = torch.compile(lambda *a: op.attention_fp8(*a, causal=True), backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(q, k, v, qs, ks, vs), op.attention_fp8(q, k, v, qs, ks, vs, causal=True))
+
+
+def test_the_op_passes_the_runtimes_argument_checks():
+    """Through the fake driver (the runtime's argument checks: contiguity,
+    divisibility, dims; no GPU), a ragged L, causal, GQA: the V-layout
+    kernel and the forward, one launch each."""
+    import tkc
+    from tkc.bench.fake_driver import fake_driver
+    q, k, v, qs, ks, vs = _tensors(1, 4, 2, 70, 100, 64)
+    with fake_driver() as cuda:
+        before = cuda.state.launches
+        o = tkc.attention_fp8(q, k, v, qs, ks, vs, causal=True)
+        assert cuda.state.launches - before == 2 and o.shape == (1, 4, 70, 64)
