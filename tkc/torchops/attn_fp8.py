@@ -8,8 +8,8 @@ bf16 [B, Hq, Lq, D]: FlashAttention-3's FP8 forward (per-head descaling
 factors, as its q_descale / k_descale / v_descale), with tkc.attention's
 semantics otherwise: default scale 1/sqrt(D), bottom-right causal mask, a
 query with no key gets 0, GQA/MQA when Hq is a multiple of Hkv, any Lq and
-Lk. D 64, 128 or 256. return_lse=True also returns the log-sum-exp of each query
-row [B, Hq, Lq] (f32, natural log).
+Lk. D 64, 128 or 256. return_lse=True also returns the log-sum-exp of each
+query row [B, Hq, Lq] (f32, natural log).
 
 The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
 transposed, its keys in the order wgmma takes an 8-bit P from registers
@@ -24,11 +24,13 @@ not.
 Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
 probability within 2^-4 of itself; the row maximum's exact), so o differs
 from float attention of the dequantised inputs by about 2.5e-2 relative
-(2-norm) where the softmax is flat, less where a few keys dominate (6e-3
-in the tests' peaked rows; docs/attention.md, "FP8 forward"). Forward only, as tkc.scaled_mm:
-the FP8 inputs are quantised values, not parameters, so no autograd formula
-is registered and o does not require grad (no gradient reaches q, k, v or
-the scales; train with the bf16 tkc.attention).
+(2-norm) where the softmax is flat, less where a few keys dominate (6e-3 in
+the tests' peaked rows; docs/attention.md, "FP8 forward").
+
+Forward only, as tkc.scaled_mm: the FP8 inputs are quantised values, not
+parameters, so no autograd formula is registered and o does not require
+grad (no gradient reaches q, k, v or the scales; train with the bf16
+tkc.attention).
 """
 from __future__ import annotations
 
@@ -132,7 +134,7 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     per-head f32 scales q_scale [B, Hq], k_scale, v_scale [B, Hkv]: bf16
     [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
     V is brought into the kernel's layout on each call (fp8_v_layout: one
-    permuting copy of V); forward only (module docstring)."""
+    kernel pass over V); forward only (module docstring)."""
     _check(q, k, v, q_scale, k_scale, v_scale, "v")
     vt = _v_layout(v)
     o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
