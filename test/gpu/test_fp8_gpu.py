@@ -1,6 +1,7 @@
 """8-bit floats on the GPU: conversions of register tiles bit for bit against
 the interpreter (rounding to nearest even, saturation, NaN), TMA round trips
-of 8-bit tiles, FP8 wgmma against float64, tkc.scaled_mm (per-tensor and
+of 8-bit tiles, FP8 wgmma against float64 (A from shared memory, and from
+registers in k_order="lanes" against the interpreter), tkc.scaled_mm (per-tensor and
 row-wise scales, bf16 and f32 out) against torch._scaled_mm and a float32
 reference, tkc.quantize_fp8 against torch bit for bit, and tkc.scaled_mm with
 block scales against a float32 reference (and torch._scaled_mm where it takes
@@ -14,7 +15,7 @@ import pytest
 import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from fp8_kernels import convert, mma_f8, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build` of this file)
+from fp8_kernels import convert, mma_f8, mma_f8_lanes, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build`)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -74,6 +75,26 @@ def test_fp8_wgmma_against_float64():
     # FP8 wgmma adds its products with fewer than f32's bits (DeepSeek-V3: about 14), so
     # the check is of the whole (relative 2-norm), not of elements that cancel to near zero
     assert float((c.double() - want).norm() / want.norm()) < 1e-3
+
+
+def test_fp8_wgmma_with_a_in_registers_in_lane_order():
+    """A (f32) rounded to e4m3 in registers and fed in k_order="lanes": against
+    the interpreter (which applies fp8_lane_order) and float64 of the same
+    order; a B given in lane order gives the plain product A8 V^T."""
+    from tkc.hopper.fp8_lanes import lane_permutation
+    M, N = 192, 136
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(M, 64, generator=g) * 4
+    v = (torch.randn(N, 64, generator=g) * 4).to(torch.float8_e4m3fn)
+    b = v[:, lane_permutation(64)].contiguous()          # B's K in lane order
+    c = torch.zeros(M, N, device="cuda")
+    mma_f8_lanes(a.cuda(), b.cuda(), c)
+    torch.cuda.synchronize()
+    want = a.to(torch.float8_e4m3fn).double() @ v.double().t()
+    assert float((c.cpu().double() - want).norm() / want.norm()) < 1e-3
+    interp = np.zeros((M, N), np.float32)
+    mma_f8_lanes.interpret(a.numpy(), b.float().numpy(), interp)
+    assert float((c.cpu().double() - torch.from_numpy(interp).double()).norm() / want.norm()) < 1e-3
 
 
 @pytest.mark.parametrize("fast", [False, True])

@@ -52,3 +52,18 @@ def store_ragged(x: gl(f32, 1, 1, "M", "N"), q: gl(f8e4m3, 1, 1, "M", "N")):
     j, i = tkc.block_idx.x, tkc.block_idx.y
     t = load(rt(f32, 16, 64, "wide"), x, (0, 0, i, j), fill=0.0)
     store(q, t.to(f8e4m3), (0, 0, i, j), clip=True)
+
+
+@tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), a.r // 64))
+def mma_f8_lanes(a: gl(f32, 1, 1, "M", 64), b: gl(f8e4m3, 1, 1, "N", 64), c: gl(f32, 1, 1, "M", "N")):
+    """C = A8 B^T with A rounded to e4m3 in registers (as attention's P) and
+    fed to wgmma as it lies, k_order="lanes": per 32 columns, A's column
+    fp8_lane_order()[p] meets B's column p (M a multiple of 64)."""
+    x, y, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
+    b_s = st(f8e4m3, 64, 64)
+    tma.load(b_s, b, (0, 0, x, 0))
+    a8 = load(rt(f32, 16, 64), a, (0, 0, y * 4 + w, 0)).to(f8e4m3)
+    acc = zero(rt(f32, 16, 64))
+    warpgroup.mma_ABt(acc, a8, b_s, k_order="lanes")
+    warpgroup.mma_async_wait(acc)
+    store(c, acc, (0, 0, y * 4 + w, x), clip=True)

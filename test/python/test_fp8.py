@@ -156,7 +156,7 @@ def _a_in_registers(a_s, b_s, acc):
     (_mma_ab, (128, 64), f8e4m3, "fp8_n_major", ("must both be K-major", "no transpose for 8-bit")),
     (_mma_atbt, (64, 128), f8e4m3, "fp8_a_transposed", ("must both be K-major",)),
     (_mixed, (64, 128), bf16, "fp8_mixed", ("both be 8-bit floats",)),
-    (_a_in_registers, (64, 128), f8e4m3, "fp8_a_registers", ("read from shared memory",)),
+    (_a_in_registers, (64, 128), f8e4m3, "fp8_a_registers", ("columns in another order", "k_order")),
 ])
 def test_what_8bit_wgmma_does_not_do_is_a_located_error(body, b_shape, b_dtype, marker, words):
     kernel = _wg(body, b_shape, b_dtype)

@@ -248,8 +248,9 @@ def test_chosen_swizzle_always_verifies():
 
 
 def test_packed_store_operands():
-    """tk.store {packed}: an f32 row-layout rt added (add) into an f32 gl,
-    not through a slice of its columns (16 aligned bytes a lane)."""
+    """tk.store {packed}: an f32 row-layout rt added (add) into an f32 gl (or
+    an 8-bit one stored into a gl of its dtype), not through a slice of its
+    columns (16 or 4 aligned bytes a lane)."""
     k = Kernel([GL("f32", 1, 1, -1, 64)])
     g = k.args[0]
     x, _ = k.op(lambda: ops.init("zero", F32))
@@ -260,7 +261,8 @@ def test_packed_store_operands():
     msgs = k.messages()
     assert msgs == [
         f"kernel.py:{l1}:5: store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
-        "got rt<f32, 16, 32, row> into gl<f32, 1, 1, -1, 64> without add",
-        f"kernel.py:{l2}:5: store: packed adds 16 aligned bytes a lane: not through a gl sliced along its "
-        "columns (the slice's start may not be a multiple of 4)",
+        "or (st.global.b32) stores an 8-bit one into a gl of its dtype, got rt<f32, 16, 32, row> into "
+        "gl<f32, 1, 1, -1, 64> without add",
+        f"kernel.py:{l2}:5: store: packed writes 4 or 16 aligned bytes a lane: not through a gl sliced "
+        "along its columns (the slice's start may not be a multiple of 4)",
     ]

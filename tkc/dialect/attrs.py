@@ -132,10 +132,20 @@ def pipeline_options(loop) -> dict | None:
     return out
 
 
-# ---------------------------------------------------------------- warpgroup mma {negate}
+# ---------------------------------------------------------------- warpgroup mma {negate, k_order}
 
 def negated(op) -> bool:
     """A warpgroup mma's optional `negate`: d = -(a @ b) + c."""
     from mlir import ir
     a = op.attributes["negate"] if "negate" in op.attributes else None
     return isinstance(a, ir.BoolAttr) and a.value
+
+
+def k_order(op):
+    """A warpgroup mma's optional `k_order` (hopper/fp8_lanes.py): None, its
+    string, or the attribute's text when it is not a string (refused)."""
+    from mlir import ir
+    if "k_order" not in op.attributes:
+        return None
+    a = op.attributes["k_order"]
+    return a.value if isinstance(a, ir.StringAttr) else str(a)

@@ -365,12 +365,14 @@ def atomic_add(dst, scratch, idx, after=(), value: int = 1, warps: int | None = 
     return _one("atomic_add", i32, [dst, scratch, *idx], attrs, loc=loc)
 
 
-def warpgroup_mma(name: str, a, b, c, negate: bool = False, when=None, loc=None):
+def warpgroup_mma(name: str, a, b, c, negate: bool = False, when=None, loc=None,
+                  k_order: str | None = None):
     """d = a @ b + c (negate: d = -(a @ b) + c), transposes as `name` says;
-    when (an i1 Value): only where it holds, else d = c (an empty group)."""
+    when (an i1 Value): only where it holds, else d = c (an empty group);
+    k_order: the K order of an 8-bit register a (hopper/fp8_lanes.py)."""
     assert name in WARPGROUP_MMA, name
-    return _one(name, c.type, [a, b, c, *([when] if when is not None else [])],
-                {"negate": True} if negate else None, loc=loc)
+    attrs = {**({"negate": True} if negate else {}), **({"k_order": k_order} if k_order else {})}
+    return _one(name, c.type, [a, b, c, *([when] if when is not None else [])], attrs or None, loc=loc)
 
 
 def warpgroup_mma_wait(tiles, pending: int = 0, loc=None):

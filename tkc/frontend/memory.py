@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..dialect.types import ST, SV
-from ..dtypes import is_int
+from ..dtypes import is_fp8, is_int
 from .operands import _float_only, _is_int, _is_scalar, _name, _reg, _result, _scalar_op
 from .tiles import GLHandle, Reg, Shared, sv
 from .trace import current, emitting, fail
@@ -112,7 +112,11 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
     (columns 2t, 2t + 1, 2t + 8, 2t + 9) at columns 4t .. 4t + 3 of that
     block: one 16-byte red.global.add.v4.f32 where the pairs take two (the
     L2's reductions bound such adds: attention_bwd's dQ at D = 256); clip
-    then works on those groups of four."""
+    then works on those groups of four. Likewise an 8-bit row-layout rt
+    stored into a gl of its dtype (no add), one 4-byte store a lane and
+    group: each 16 columns land in warpgroup.fp8_lane_order()'s order, the
+    layout of an FP8 V^T (tkc.fp8_v_layout); the gl's rows must keep 4-byte
+    alignment (columns a multiple of 4)."""
     if not isinstance(src, Reg) and (_is_scalar(src) or isinstance(src, Index)):
         _store_element(dst, src, at, clip)
         return
@@ -127,9 +131,12 @@ def store(dst, src: Reg, coords=(), clip: bool = False, at=None, add: bool = Fal
                              and src.is_tile and src.view.dtype == "f32"):
         raise fail(f"store(deinterleave=True) writes an f32 rt into an f32 st, got "
                    f"{_name(src)} into {_name(dst)}")
-    if packed and not (add and src.is_tile and src.view.dtype == "f32"):
-        raise fail(f"store(packed=True) adds an f32 rt into an f32 gl (add=True), got {_name(src)}"
-                   f"{'' if add else ' without add=True'}")
+    fp8 = src.is_tile and is_fp8(src.view.dtype) and not add and isinstance(dst, GLHandle) \
+        and dst.dtype == src.view.dtype
+    if packed and not (fp8 or add and src.is_tile and src.view.dtype == "f32"):
+        raise fail(f"store(packed=True) adds an f32 rt into an f32 gl (add=True) or stores an 8-bit rt "
+                   f"into a gl of its dtype, got {_name(src)} into {_name(dst)}"
+                   f"{'' if add or is_fp8(src.view.dtype) else ' without add=True'}")
     with emitting():
         tk.store(dst.value(), src.value(), _index_values(idx), clip=bool(clip), elements=at is not None,
                  add=bool(add), deinterleave=bool(deinterleave), packed=bool(packed))

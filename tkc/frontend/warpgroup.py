@@ -8,6 +8,8 @@ warpgroup's 64 x N result:
     warpgroup.mma_AB(d, a, b)      d = a @ b + d          (accumulate)
     d = warpgroup.mma_AB(a, b, c)  functional form
     warpgroup.mma_AB(d, a, b, negate=True)   d = -(a @ b) + d (no extra work)
+    warpgroup.mma_ABt(d, p8, b, k_order="lanes")   an 8-bit a in registers: its
+                                   columns enter in fp8_lane_order() (hopper/fp8_lanes.py)
     warpgroup.mma_async_wait(d)    wait for the issued mmas, then read d
 
 a: rt<16, K, row> per warp or st<64, K> (mma_AB, mma_ABt); st<K, 64>
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..hopper import warpgroup as rules
+from ..hopper.fp8_lanes import fp8_lane_order  # noqa: F401  (public: warpgroup.fp8_lane_order)
 from . import ops
 from .complex import Complex, partwise
 from .tiles import Reg, Shared
@@ -35,7 +38,7 @@ from .trace import current, emitting, fail
 from .values import Bool
 from .workers import warpgroupid, warpid
 
-__all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait",
+__all__ = ["mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt", "mma_async_wait", "fp8_lane_order",
            "increase_registers", "decrease_registers", "load", "store", "sync", "turns"]
 FIRST_SYNC_ID = 8          # warpgroup g's named barrier is 8 + g (the passes use the low ids)
 FIRST_TURN_ID = 12         # warpgroup g's turn barrier (warpgroup.turns) is 12 + g
@@ -75,21 +78,21 @@ def _check_warps(py: str) -> None:
 def _mma(py: str):
     name = "warpgroup_" + py.lower()
 
-    def op(*args, negate: bool = False, when=None) -> Reg:
+    def op(*args, negate: bool = False, when=None, k_order: str | None = None) -> Reg:
         if not isinstance(negate, bool):
             raise fail(f"warpgroup.{py}: negate must be True or False, got {negate!r}")
         if when is not None and not isinstance(when, Bool):
             raise fail(f"warpgroup.{py}: when must be a traced condition (e.g. j > 0), got {when!r}")
         if any(isinstance(x, Complex) for x in args):
-            if when is not None:
-                raise fail(f"warpgroup.{py}: when guards a real mma, not a complex one")
+            if when is not None or k_order is not None:
+                raise fail(f"warpgroup.{py}: when and k_order are a real mma's, not a complex one's")
             return _complex_mma(py, op, args, negate)
         d, a, b, c = _split(py, args)
         for what, x in (("a", a), ("b", b), ("c", c)):
             if not isinstance(x, (Reg, Shared)):
                 raise fail(f"warpgroup.{py}: {what} must be a tile, got {_describe(x)}")
         _check_warps(py)
-        problems = rules.mma_problems(name, _view(a), _view(b), _view(c))
+        problems = rules.mma_problems(name, _view(a), _view(b), _view(c), k_order=k_order)
         if problems:
             raise fail(problems[0].replace(name, f"warpgroup.{py}", 1))
         if d is not None and (not isinstance(d, Reg) or d.view != c.view):
@@ -98,7 +101,7 @@ def _mma(py: str):
         dst = d if d is not None else Reg(c.view)
         with emitting():
             value = tk.warpgroup_mma(name, a.value(), b.value(), c.value(), negate,
-                                     when.ir() if when is not None else None)
+                                     when.ir() if when is not None else None, k_order=k_order)
         return dst.bind(value)
     op.__name__ = py
     op.__doc__ = (f"{py}(d, a, b[, c]) or d = {py}(a, b, c): the warpgroup's 64 x N "
@@ -106,7 +109,8 @@ def _mma(py: str):
                   "negate=True: d = -(a @ b) + c (free: wgmma's scale of a); "
                   "when=cond: only where cond holds, else d = c and an empty group (so the "
                   "waits count it either way), e.g. to leave out a software-pipelined "
-                  "loop's edge products.")
+                  "loop's edge products; k_order=\"lanes\": an 8-bit a in registers enters with "
+                  "each 32 columns in fp8_lane_order() (b's K must be in that order).")
     return op
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dialect.attrs import negated  # noqa: F401  (the rules' reader of `negate`)
+from ..dialect.attrs import k_order, negated  # noqa: F401  (the rules' readers of the attributes)
 from ..dialect.types import RT, ST
 from ..dtypes import FP8_DTYPES, is_fp8, itemsize
+from .fp8_lanes import k_order_problems
 
 WARPGROUP_WARPS = 4
 M = 64              # rows of a warpgroup's result (wgmma m64)
@@ -23,9 +24,10 @@ MAX_N = 256         # widest wgmma (m64n256k16)
 MMA_DTYPES = ("bf16", "f16")
 # 8-bit operands (e4m3 and e5m2 may mix): wgmma ...k32.f32.e4m3.e5m2 has no
 # transpose bits (PTX ISA: imm-trans-a/b only for .f16/.bf16), so both
-# operands must be K-major in shared memory (the ABt form); and an 8-bit A
-# in registers has its own fragment (4 adjacent k a register), not the row
-# layout of an rt, so A comes from shared memory.
+# operands must be K-major in shared memory (the ABt form); an 8-bit A in
+# registers has its own fragment (4 adjacent k a register), not the row
+# layout of an rt, so it enters with its columns permuted: only with
+# k_order="lanes" (fp8_lanes.py).
 FP8_MMA_DTYPES = FP8_DTYPES
 
 
@@ -74,8 +76,8 @@ def axes(t, k_major: bool) -> tuple[int, int]:
     return (t.rows, t.cols) if k_major else (t.cols, t.rows)
 
 
-def mma_problems(name: str, a, b, c, d=None) -> list[str]:
-    """Every rule a warpgroup mma (a, b, c) -> d breaks, as messages."""
+def mma_problems(name: str, a, b, c, d=None, k_order=None) -> list[str]:
+    """Every rule a warpgroup mma (a, b, c) -> d {k_order} breaks, as messages."""
     var = VARIANTS[name]
     out = []
     out += _a_problems(name, var, a)
@@ -87,7 +89,7 @@ def mma_problems(name: str, a, b, c, d=None) -> list[str]:
                    f"{HALF_HINT if isinstance(c, RT) and c.rows == 8 else ''}")
     if out:
         return out
-    out += _dtype_problems(name, a, b)
+    out += _dtype_problems(name, a, b, k_order)
     out += _swizzle_problems(name, a, b)
     out += _shape_problems(name, var, a, b, c)
     if d is not None and d != c:
@@ -109,8 +111,12 @@ def _a_problems(name, var, a) -> list[str]:
             f"memory only), got {short(a)}"]
 
 
-def _dtype_problems(name, a, b) -> list[str]:
-    if is_fp8(a.dtype) or is_fp8(b.dtype):
+def _dtype_problems(name, a, b, k_order) -> list[str]:
+    fp8 = is_fp8(a.dtype) or is_fp8(b.dtype)
+    order = k_order_problems(name, k_order, isinstance(a, RT), fp8)
+    if order:
+        return order
+    if fp8:
         return _fp8_problems(name, a, b)
     if a.dtype not in MMA_DTYPES or b.dtype != a.dtype:
         return [f"{name}: a and b must both be bf16 or both f16, got {short(a)} and {short(b)}"]
@@ -126,9 +132,6 @@ def _fp8_problems(name, a, b) -> list[str]:
         return [f"{name}: 8-bit operands must both be K-major (wgmma has no transpose for 8-bit "
                 f"types): use warpgroup_mma_abt with a st<64, K> and b st<N, K>, and store a K x N "
                 f"matrix transposed (N x K) in memory, got {short(a)} and {short(b)}"]
-    if isinstance(a, RT):
-        return [f"{name}: an 8-bit a is read from shared memory (st<64, K>): in registers wgmma wants "
-                f"another fragment than an rt's, got {short(a)}"]
     if a.cols % k_step(a.dtype):
         return [f"{name}: K of 8-bit operands must be a multiple of 32 (one wgmma k32), got "
                 f"{short(a)}"]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..diagnostics import error
 from ..dialect.types import GL, RT, RV, ST, SV
+from ..dtypes import FP8_DTYPES
 from .gl import whole
 from .operands import F32, expect, tview
 from .program import handler
@@ -305,8 +306,9 @@ def _store(c, op):
             r, c = v.shape
             return v.reshape(r, c // 8, 4, 2).transpose(0, 1, 3, 2).reshape(r, c)
     elif "packed" in op.attributes:
-        expect(add and isinstance(t, RT) and t.dtype == "f32" and t.layout == "row", op,
-               "packed adds an f32 row-layout rt into an f32 gl")
+        fp8 = not add and not shared and t.dtype == mem_t.dtype and t.dtype in FP8_DTYPES
+        expect(isinstance(t, RT) and t.layout == "row" and (fp8 or add and t.dtype == "f32"), op,
+               "packed adds an f32 row-layout rt into an f32 gl, or stores an 8-bit one into a gl of its dtype")
 
         def arranged(v):   # a lane's columns 2t, 2t + 1, 2t + 8, 2t + 9 of 16 at 4t .. 4t + 3
             r, c = v.shape

@@ -18,6 +18,7 @@ import numpy as np
 from ..diagnostics import error
 from ..dialect.types import RT
 from ..hopper import warpgroup as rules
+from ..hopper.fp8_lanes import lane_permutation
 from .operands import tview
 from .program import handler
 
@@ -34,13 +35,16 @@ def _warpgroup_mma(c, op):
     name = op.name.removeprefix("tk.")
     var = rules.VARIANTS[name]
     a_t, b_t, c_t = (tview(v) for v in op.operands[:3])
-    _fail_on(op, rules.mma_problems(name, a_t, b_t, c_t, tview(op.results[0]))
+    _fail_on(op, rules.mma_problems(name, a_t, b_t, c_t, tview(op.results[0]), rules.k_order(op))
              + rules.warps_problems(name, c.warps) + rules.negate_problems(name, op))
     sign = -1.0 if rules.negated(op) else 1.0
     a, b, acc, out = (*(c.slot(v) for v in op.operands[:3]), c.result_slot(op))
     when = c.slot(op.operands[3]) if len(op.operands) > 3 else None
     a_in_regs = isinstance(a_t, RT)
     shared = [b] if a_in_regs else [a, b]
+    # k_order="lanes": an 8-bit register A's column order[p] enters at k = p
+    # (hopper/fp8_lanes.py), so B's k p meets it, exactly as wgmma has it
+    perm = lane_permutation(a_t.cols) if rules.k_order(op) == "lanes" else None
 
     # Products of bf16/f16 values are exact in float64; the sum is rounded to
     # f32 once (as in tk.mma).
@@ -55,6 +59,7 @@ def _warpgroup_mma(c, op):
         rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)
         x = env[a].astype(np.float64)
         x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
+        x = x if perm is None else x[:, perm]
         y = env[b].astype(np.float64)
         y = y.T if var.b_k_major else y
         env[out] = (sign * (x @ y) + env[acc]).astype(F32)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
+from .attention_fp8_v import fp8_v_layout_kernel
 from .attention_hopper import attention_hopper
-from .attention_schedule import backward_space, forward_space
+from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
@@ -70,6 +71,11 @@ def _attention_ops():
     for D, causal, layout in ATTENTION_COMMON:
         out += [attention_hopper(D, causal, layout, s) for s in forward_space(D, causal, layout)]
         out += [attention_bwd(D, causal, layout, s) for s in backward_space(D, causal, layout)]
+    # tkc.attention_fp8 (bhld, D 64 and 128, causal and not): every schedule of its spaces (D 256, as
+    # bf16's, compiles at its first call or with `tkc build tkc/kernels/attention_tuned.py`)
+    out += [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for D in (64, 128)
+            for causal in (False, True) for s in fp8_forward_space(D, causal)]
+    out += [fp8_v_layout_kernel(D) for D in (64, 128)]   # ... and its V^T (tkc.fp8_v_layout)
     return out
 
 
@@ -84,7 +90,7 @@ def library():
         gemm_hopper("f32", transpose_b=True),
         attention_fwd(64),
         attention_fwd(128, KV_SUB=16),
-        # tkc.attention: forwards, prep and backwards of the common shapes
+        # tkc.attention: forwards, prep and backwards of the common shapes; tkc.attention_fp8
         *_attention_ops(),
         # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
         *GEMM_OPS,

@@ -31,6 +31,20 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            lse [Hq, Tq]. Each block slices its sequence (gl.slice): TMA reads
            past a sequence's end are masked keys, O is stored from registers,
            clipped to the sequence. The grid covers max_q query rows.
+
+FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64, 128, 256):
+attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale) with q [B, Hq, Lq,
+D] and k [B, Hkv, Lk, D] e4m3, V given transposed and key-permuted as vt
+[B, Hkv, D, Lk32] e4m3 (Lk32: Lk rounded up to 32, zero padded; per 32 keys
+vt[.., .., d, 32g + p] = V[32g + order[p], d], order =
+warpgroup.fp8_lane_order()), per-head f32 scales q_scale [B, Hq], k_scale
+and v_scale [B, Hkv], o bf16. S = Q K^T is an FP8 wgmma from shared memory,
+dequantised by q_scale * k_scale folded into the softmax's one FFMA
+constant; P = exp2(..) * 2^8 is rounded to e4m3 in registers (P <= 1 would
+leave e4m3's range below 2^-6 subnormal and flush P < 2^-10 to 0; the 2^8
+is free in the FFMA, O and l both carry it, lse takes it out) and O += P V^T
+is the wgmma with P from registers in k_order="lanes", whose key order vt
+matches; v_scale goes into the final 1 / l.
 """
 from __future__ import annotations
 
@@ -38,7 +52,7 @@ import contextlib
 import math
 
 import tkc.dsl as tkc
-from tkc.dsl import bf16, f32, gl, i32, rt, rv, st, tma, warpgroup
+from tkc.dsl import bf16, f8e4m3, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
                      store, subtile, where, zero)
@@ -48,13 +62,17 @@ from .attention_schedule import ForwardSchedule
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 HEAD_DIMS = (64, 128, 256)
 LAYOUTS = ("bhld", "blhd", "varlen")
+FP8_HEAD_DIMS = (64, 128, 256)   # D 256: O through its own bf16 tile (the FP8 Q's is too small)
+P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (module docstring)
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     schedule: ForwardSchedule = ForwardSchedule()):
+                     schedule: ForwardSchedule = ForwardSchedule(), dtype: str = "bf16"):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
-    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale), as
-    `schedule` (attention_schedule.ForwardSchedule) has it:
+    layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale), or for
+    dtype="f8e4m3" attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale)
+    (the module docstring), as `schedule` (attention_schedule.ForwardSchedule)
+    has it:
 
     consumers: the consumer warpgroups, 64 query rows each (1 to 3), which
     share each K/V tile of KV keys streamed through a ring of `stages`.
@@ -105,20 +123,33 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                        "sequence's slice)")
     if schedule.diagonal_mask and not causal:
         raise TkcError("attention: diagonal_mask is the causal mask's (causal=True)")
+    fp8 = dtype == "f8e4m3"
+    if dtype not in ("bf16", "f8e4m3"):
+        raise TkcError(f"attention: dtype must be 'bf16' or 'f8e4m3', got {dtype!r}")
+    if schedule.KV == 192 and not fp8:
+        raise TkcError("attention: KV = 192 is the FP8 forward's (FlashAttention-3's tile for an FP8 V^T)")
+    if fp8 and (layout != "bhld" or D not in FP8_HEAD_DIMS or schedule.o_via_q):
+        raise TkcError(f"attention: the FP8 forward is for layout 'bhld' and head dims {FP8_HEAD_DIMS} "
+                       f"(O leaves through its own bf16 tile: an FP8 Q's is half its size, so no "
+                       f"o_via_q), got layout {layout!r}, D {D}{', o_via_q' if schedule.o_via_q else ''}")
     KV, stages, consumers = schedule.KV, schedule.stages, schedule.consumers
     overlap, pingpong, persistent = schedule.overlap, schedule.pingpong, schedule.persistent
     ex2_fma, diagonal_mask, o_via_q = schedule.ex2_fma, schedule.diagonal_mask, schedule.o_via_q
     name = schedule.name(D, causal, layout)
+    name = name.replace("attn_fwd_", "attn_fwd_fp8_", 1) if fp8 else name
+    E = f8e4m3 if fp8 else bf16  # Q's, K's and V's element type
     BQ = 64 * consumers          # query rows per block
 
-    def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool):
+    def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool, scales=None):
         """One block: query rows qb * BQ.. of head h against KV head hk.
         tile(h, t): the gl coordinates of row tile t of head h; lse_tile(h, t)
         those of a warp's 16 statistics; by_tma: O leaves by a TMA store
-        (else from registers, clipped)."""
+        (else from registers, clipped). FP8: v is vt (D x keys, tile(h, t)'s
+        head and batch, t a KV tile along its columns) and scales is (q_scale
+        * k_scale, v_scale) of this block's head."""
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
-        q_s, k_s, v_s = st(bf16, BQ, D), st(bf16, KV, D), st(bf16, KV, D)
+        q_s, k_s, v_s = st(E, BQ, D), st(E, KV, D), st(E, D, KV) if fp8 else st(bf16, KV, D)
         tma.load(q_s, q, tile(h, qb))
         row0 = qb * BQ + w * 16          # this warp's first query row
         shift = Lk - Lq                  # causal: query i sees key j iff j <= i + shift
@@ -127,17 +158,24 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
         n = where(qb * BQ < Lq, n, 0)    # no query row here (a short varlen sequence): no work
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
-        p = zero(rt(bf16, 16, KV))       # (overlap) P of the previous tile
-        c = scale * LOG2E
+        p = zero(rt(f32, 16, KV)).to(E) if fp8 else zero(rt(bf16, 16, KV))  # (overlap) the last P
+        c = scale * LOG2E * scales[0] if fp8 else scale * LOG2E
+
+        def pv(o_r, p, v_s):             # O += P V (FP8: V^T's keys in P's lane order)
+            if fp8:
+                warpgroup.mma_ABt(o_r, p, v_s, k_order="lanes")
+            else:
+                warpgroup.mma_AB(o_r, p, v_s)
         turn = warpgroup.turns() if pingpong else contextlib.nullcontext()
         for j in tkc.range(where(n > 0, n + 1, 0) if overlap else n, stages=stages):
             tma.load(k_s, k, tile(hk, j))
-            tma.load(v_s, v, tile(hk, j - 1 if overlap else j))
+            jv = j - 1 if overlap else j
+            tma.load(v_s, v, (*tile(hk, 0)[:2], 0, jv) if fp8 else tile(hk, jv))  # vt: keys along columns
             s = zero(rt(f32, 16, KV))
             with turn:
                 warpgroup.mma_ABt(s, subtile(q_s, 64, D, (wg, 0)), k_s)
                 if overlap:              # O += P V of the previous tile, in flight meanwhile
-                    warpgroup.mma_AB(o_r, p, v_s)
+                    pv(o_r, p, v_s)
             warpgroup.mma_async_wait(s, pending=1 if overlap else 0)  # overlap: PV in flight
             edge = j * KV + KV > Lk       # a tile reaching past Lk or the diagonal is masked
             if causal:
@@ -153,22 +191,27 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             m_prev = m
             m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
             ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
-            s = exp2(fma(s, c, ms * -c), fma=ex2_fma)
+            s = exp2(fma(s, c, ms * -c + P_SHIFT if fp8 else ms * -c), fma=ex2_fma)
             alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
             if overlap:  # P_j's registers only once the PV wgmma reading P_(j-1)'s is done
                 warpgroup.mma_async_wait(o_r)
-                p = s.to(bf16)
+                p = s.to(E)
                 o_r = mul_row(o_r, alpha)
             else:
                 o_r = mul_row(o_r, alpha)
-                warpgroup.mma_AB(o_r, s.to(bf16), v_s)
+                pv(o_r, s.to(E), v_s)
                 warpgroup.mma_async_wait(o_r)
         if pingpong:
             turn.end()
         empty = eq(l, 0.0)               # no key (causal, Lq > Lk): O = 0, lse = +inf
-        o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
-        store(lse, where(empty, math.inf, (m * c + log2(l)) * LN2), lse_tile(h, qb * (BQ // 16) + w),
+        if fp8:                          # O and l carry P's 2^8; O is dequantised by v_scale
+            o_r = mul_row(o_r, rcp(where(empty, 1.0, l)) * scales[1])
+            log_l = log2(l) - P_SHIFT
+        else:
+            o_r = mul_row(o_r, rcp(where(empty, 1.0, l)))
+            log_l = log2(l)
+        store(lse, where(empty, math.inf, (m * c + log_l) * LN2), lse_tile(h, qb * (BQ // 16) + w),
               clip=True)
         if by_tma:                       # (D = 256: its own tile would not fit, Q's does: o_via_q)
             o_s = q_s if o_via_q else st(bf16, BQ, D)
@@ -211,6 +254,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                     by_tma=False)
         return attn
 
+    if fp8:
+        return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
     if layout == "bhld":
         Q, K = gl(bf16, "B", "Hq", "Lq", D), gl(bf16, "B", "Hkv", "Lk", D)
         relation = {"Hq": "Hkv"}
@@ -227,4 +272,21 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                 (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
                 lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)
 
+    return attn
+
+
+def _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options):
+    """The FP8 forward's kernel (bhld): the scales of the block's heads loaded
+    once, q_scale * k_scale into the softmax's constant, v_scale into 1 / l."""
+    @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv", "Lk32": 32}, grid=grid, **options)
+    def attn(q: gl(f8e4m3, "B", "Hq", "Lq", D), k: gl(f8e4m3, "B", "Hkv", "Lk", D),
+             vt: gl(f8e4m3, "B", "Hkv", D, "Lk32"), o: gl(bf16, "B", "Hq", "Lq", D),
+             lse: gl(f32, "B", "Hq", 1, "Lq"), q_scale: gl(f32, 1, 1, "B", "Hq"),
+             k_scale: gl(f32, 1, 1, "B", "Hkv"), v_scale: gl(f32, 1, 1, "B", "Hkv"), scale: tkc.f32):
+        qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        hk = h // (lse.d // k.d)
+        qk = load(f32, q_scale, at=(0, 0, b, h), fill=0.0) * load(f32, k_scale, at=(0, 0, b, hk), fill=0.0)
+        forward(q, k, vt, o, lse, scale, longest_first(qb, tkc.cdiv(q.r, BQ)), h, hk,
+                lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=True,
+                scales=(qk, load(f32, v_scale, at=(0, 0, b, hk), fill=0.0)))
     return attn

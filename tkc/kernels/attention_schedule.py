@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 __all__ = ["BUCKETS", "BackwardSchedule", "ForwardSchedule", "backward_space", "forward_space",
-           "key_bucket"]
+           "fp8_forward_space", "key_bucket"]
 
 # The key counts a table distinguishes: powers of two, a bucket holding
 # from its count to the next (below 512: 512's, from 65536: 65536's). The
@@ -37,7 +37,7 @@ def key_bucket(keys: int) -> int:
 class ForwardSchedule:
     """attention_hopper's schedule (its docstring says what each field does).
 
-    KV: keys a tile (64 or 128). stages: the K/V ring's depth ("auto": the
+    KV: keys a tile (64 or 128; 192 for the FP8 forward). stages: the K/V ring's depth ("auto": the
     deepest that fits). consumers: consumer warpgroups of 64 query rows (1 to
     3). overlap, pingpong: FlashAttention-3's intra-warpgroup overlap and
     ping-pong. persistent: False (a block a work item), True (a block an SM
@@ -58,8 +58,8 @@ class ForwardSchedule:
 
     def __post_init__(self):
         _flags(self, "overlap", "pingpong", "diagonal_mask", "o_via_q")
-        if self.KV not in (64, 128):
-            raise ValueError(f"ForwardSchedule: KV must be 64 or 128 keys a tile, got {self.KV!r}")
+        if self.KV not in (64, 128, 192):
+            raise ValueError(f"ForwardSchedule: KV must be 64, 128 or 192 (FP8) keys a tile, got {self.KV!r}")
         if self.stages != "auto" and not (type(self.stages) is int and self.stages >= 1):
             raise ValueError(f"ForwardSchedule: stages must be 'auto' or a count >= 1, got {self.stages!r}")
         if self.consumers not in (1, 2, 3) or type(self.consumers) is not int:
@@ -164,6 +164,35 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
         return ForwardSchedule(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375), long
     return (dataclasses.replace(short, persistent="zigzag"),
             dataclasses.replace(long, persistent="zigzag", diagonal_mask=True), long)
+
+
+def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
+    """The FP8 forwards (tkc.attention_fp8: bhld, D 64, 128, 256) a table may
+    pick, the default first. FP8 pays off on long sequences, so the default
+    is the bf16 forward's H200 pick for 16k keys at the same head dim and
+    mask (tkc/tune/tables/nvidia-h200.json): FlashAttention-3's schedule
+    (persistent without the mask at D 128), the plain loop at D 64 without
+    it; then bf16's other candidates, the short sequences' picks; at D 128
+    also FlashAttention-3's FP8 tile of 192 keys (its pick for a V stored
+    transposed), with a quarter of the exponentials on the FMA pipe or
+    none (FP8's matrix products leave the exponentials the longest pipe).
+    Not yet measured in FP8: `tkc tune --library --filter tkc.attention_fp8`."""
+    S = ForwardSchedule
+    if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
+        return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
+    if D == 64:
+        short = S(stages=2, consumers=3, persistent=True)
+        long = S(stages=2, consumers=3, overlap=True, pingpong=True)
+        return (long, S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375)) if causal \
+            else (short, long)
+    # FlashAttention-3's FP8 tile for a V^T (kBlockN 192): fewer, longer softmax steps
+    wide = S(KV=192, overlap=True, pingpong=True, persistent=not causal)
+    if causal:
+        return (S(overlap=True, pingpong=True), S(persistent="zigzag"),
+                S(overlap=True, pingpong=True, persistent="zigzag", diagonal_mask=True),
+                wide, dataclasses.replace(wide, ex2_fma=0.25))
+    return (S(overlap=True, pingpong=True, persistent=True), S(persistent=True), wide,
+            dataclasses.replace(wide, ex2_fma=0.25))
 
 
 def backward_space(D: int, causal: bool, layout: str) -> tuple[BackwardSchedule, ...]:

@@ -6,6 +6,7 @@ the H100's picks (measured by hand there), and the same for the H200 until
 it is tuned (docs/attention.md).
 
     forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
+    fp8_forward_kernel(D, causal, keys)          tkc.attention_fp8's (bhld)
     backward_kernels(D, causal, layout, keys)    (prep, backward)
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
 
@@ -26,22 +27,25 @@ import itertools
 
 from tkc.kernels.attention_bwd_kernel import attention_bwd
 from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
-from tkc.kernels.attention_hopper import HEAD_DIMS, LAYOUTS, attention_hopper
+from tkc.kernels.attention_hopper import FP8_HEAD_DIMS, HEAD_DIMS, LAYOUTS, attention_hopper
 from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, backward_space,
-                                            forward_space, key_bucket)
+                                            forward_space, fp8_forward_space, key_bucket)
 from tkc.tune import autotune
 
-__all__ = ["BACKWARD", "FORWARD", "KERNELS", "all_kernels", "backward_kernels", "backward_schedule",
-           "forward_kernel", "space_name"]
+__all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "backward_kernels",
+           "backward_schedule", "forward_kernel", "fp8_forward_kernel", "space_name"]
 
 EXAMPLE_KEYS = (512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
 DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
-              "backward": (attention_bwd, BackwardSchedule, backward_space)}
+              "backward": (attention_bwd, BackwardSchedule, backward_space),
+              "fp8": (lambda D, causal, layout, s: attention_hopper(D, causal, layout, s, dtype="f8e4m3"),
+                      ForwardSchedule, lambda D, causal, layout: fp8_forward_space(D, causal))}
 
 
 def space_name(direction: str, D: int, causal: bool, layout: str) -> str:
-    """The name the tables file a space's picks under."""
-    return f"tkc.attention.{direction}.d{D}{'.causal' if causal else ''}.{layout}"
+    """The name the tables file a space's picks under (FP8: tkc.attention_fp8.forward...)."""
+    op, direction = ("tkc.attention_fp8", "forward") if direction == "fp8" else ("tkc.attention", direction)
+    return f"{op}.{direction}.d{D}{'.causal' if causal else ''}.{layout}"
 
 
 def _keys(direction: str, layout: str, args) -> int:
@@ -69,6 +73,8 @@ def _space(direction: str, D: int, causal: bool, layout: str):
 TRIPLES = list(itertools.product(HEAD_DIMS, (False, True), LAYOUTS))
 FORWARD = {t: _space("forward", *t) for t in TRIPLES}
 BACKWARD = {t: _space("backward", *t) for t in TRIPLES}
+FP8_FORWARD = {(D, causal, "bhld"): _space("fp8", D, causal, "bhld")
+               for D, causal in itertools.product(FP8_HEAD_DIMS, (False, True))}
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,6 +91,12 @@ def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int) -> tuple
 def forward_kernel(D: int, causal: bool, layout: str, keys: int):
     """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)."""
     tuned, config = _config(FORWARD, D, causal, layout, keys)
+    return tuned.kernel(config)
+
+
+def fp8_forward_kernel(D: int, causal: bool, keys: int):
+    """tkc.attention_fp8's forward (bhld) for sequences of up to `keys` keys."""
+    tuned, config = _config(FP8_FORWARD, D, causal, "bhld", keys)
     return tuned.kernel(config)
 
 
@@ -105,10 +117,11 @@ def _preps() -> list:
 
 def all_kernels() -> list:
     """Every candidate of every space, and the preps: what tuning offline needs built."""
-    return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values()) for k in t.kernels())]
+    return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values())
+                         for k in t.kernels())]
 
 
-KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values()]   # `tkc build` of this file: every candidate
+KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values()]  # `tkc build`: all
 
 
 def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
@@ -118,6 +131,12 @@ def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
     accumulator come from the picked forward and attention_prep."""
     import torch
     B, H, varlen = max(1, 16384 // L), 16, layout == "varlen"
+    if direction == "fp8":   # tkc.attention_fp8's arguments: e4m3 q, k and V^T (keys in any order)
+        q, k = (torch.randn(B, H, L, D, device="cuda").to(torch.float8_e4m3fn) for _ in range(2))
+        vt = torch.randn(B, H, D, L, device="cuda").to(torch.float8_e4m3fn)
+        ones = torch.ones(B, H, device="cuda")
+        return [q, k, vt, torch.empty(B, H, L, D, device="cuda", dtype=torch.bfloat16),
+                torch.empty(B, H, 1, L, device="cuda"), ones, ones, ones, D ** -0.5]
     shape = {"bhld": (B, H, L, D), "blhd": (B, L, H * D), "varlen": (B * L, H * D)}[layout]
     q, k, v, do = (torch.randn(shape, device="cuda").to(torch.bfloat16) for _ in range(4))
     o = torch.empty_like(q)

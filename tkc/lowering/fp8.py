@@ -10,6 +10,9 @@ e5m2x2}` widens a pair exactly to f16 and `cvt.f32.f16` to f32 (exact: every
 fragment make a pair: a list is converted two at a time, one instruction per
 pair (an odd last one with a zero partner). Other float types go through f32
 (bf16 and f16 widen exactly, and narrow by one rounding from the f32).
+
+As a wgmma A operand (k_order="lanes", hopper/fp8_lanes.py) four of a
+lane's bytes make one b32 register, byte 0 the lowest (`pack_bytes`).
 """
 from __future__ import annotations
 
@@ -58,6 +61,37 @@ def from_fp8(vals: list, dtype: str) -> list:
         if k + 1 < len(vals):
             out.append(llvm.extractvalue(f32, res, [1]))
     return out
+
+
+def pack_bytes(vals: list):
+    """Four i8 values as one b32 register, vals[0] in the lowest byte. Two
+    adjacent bytes that one cvt made (to_fp8's pair: the low byte and the
+    high one of one i16) join as that i16, so a register of two pairs is a
+    `mov.b32 {lo, hi}`, no instruction; other bytes go through a vector<4xi8>."""
+    i16, i32 = _i(16), _i(32)
+    halves = [_pair(vals[0], vals[1]), _pair(vals[2], vals[3])]
+    if all(h is not None for h in halves):
+        vec = llvm.mlir_undef(ir.VectorType.get([2], i16))
+        for pos, v in enumerate(halves):
+            vec = llvm.insertelement(vec, v, arith.constant(i32, pos))
+        return llvm.bitcast(i32, vec)
+    vec = llvm.mlir_undef(ir.VectorType.get([4], _i(8)))
+    for pos, v in enumerate(vals):
+        vec = llvm.insertelement(vec, v, arith.constant(i32, pos))
+    return llvm.bitcast(i32, vec)
+
+
+def _pair(lo, hi):
+    """The i16 that lo and hi are the low and high byte of (to_fp8's
+    trunci(pair), trunci(shrui(pair, 8))), or None."""
+    def trunc_of(v):
+        op = v.owner if isinstance(v, ir.OpResult) else None
+        return op.operands[0] if op is not None and op.name == "arith.trunci" else None
+    low, high = trunc_of(lo), trunc_of(hi)
+    if low is None or not isinstance(high, ir.OpResult):
+        return None
+    shifted = high.owner
+    return low if shifted.name == "arith.shrui" and shifted.operands[0] == low else None
 
 
 def convert_all(vals: list, src: str, dst: str, to_f32, from_f32) -> list:

@@ -16,7 +16,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
-from ..dtypes import itemsize
+from ..dtypes import is_fp8, itemsize
 from ..dialect.types import RT, RV
 from ..hopper import fragments
 from ..hopper.lanes import runs, vec_runs
@@ -24,6 +24,7 @@ from .access import (_DYN, _add, _convert, _fill_bits, _gl_ptr, _idx, _load_guar
                      _pieces, _store_piece, _v)
 from ..hopper.registers import frag_len, scalar_type
 from .core import Frag, Global
+from .fp8 import pack_bytes
 from .lanes import _lane_rc, _vec_lane
 from .reduce import shuffle_xor
 
@@ -219,13 +220,17 @@ def _words(vals: list, i32) -> list:
 
 
 def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
-    """tk.store {add, packed}: an f32 row-layout rt added into an f32 gl, a
-    lane's four values of each 16-column block and row (columns 2t, 2t + 1,
-    2t + 8, 2t + 9) at columns 4t .. 4t + 3 of that block: one 16-byte
-    red.global.add.v4.f32 where the pairs take two."""
+    """tk.store {packed}: a lane's four values of each 16-column block and
+    row of a row-layout rt (columns 2t, 2t + 1, 2t + 8, 2t + 9) at columns
+    4t .. 4t + 3 of that block. An f32 rt added into an f32 gl {add}: one
+    16-byte red.global.add.v4.f32 where the pairs take two. An 8-bit rt into
+    a gl of its dtype: one 4-byte st.global.b32 (the block's columns then
+    lie in warpgroup.fp8_lane_order()'s order, what an FP8 V^T wants)."""
     view = x.view
-    if not (view.dtype == gl.view.dtype == "f32" and view.layout == "row" and "add" in op.attributes):
-        raise error(op, f"tk.store {{packed}} adds an f32 row-layout rt into an f32 gl, got {view.text()}")
+    fp8 = is_fp8(view.dtype) and view.dtype == gl.view.dtype and "add" not in op.attributes
+    if not (view.layout == "row" and (fp8 or view.dtype == gl.view.dtype == "f32" and "add" in op.attributes)):
+        raise error(op, f"tk.store {{packed}} adds an f32 row-layout rt into an f32 gl or stores an 8-bit "
+                        f"one into a gl of its dtype, got {view.text()}")
     edge = edge_of(op, gl)
     g, t2 = _lane_rc(lw, "row")
     lc = _mul(t2, 2)
@@ -240,6 +245,10 @@ def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
                 vals = [x.vals[fragments.tile_index(view.rows, view.cols, bi, bj, k)] for k in ks]
 
                 def red(p=p, vals=vals):
+                    if fp8:
+                        llvm.inline_asm(None, [p, pack_bytes(vals)], "st.global.b32 [$0], $1;", "l,r",
+                                        has_side_effects=True)
+                        return
                     llvm.inline_asm(None, [p, *vals], "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
                                     "l,f,f,f,f", has_side_effects=True)
                 if edge is None:

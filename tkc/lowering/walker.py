@@ -26,9 +26,10 @@ from ..diagnostics import error
 from ..dialect.attrs import int_attr
 from ..dialect.kernel import arg_names, blocks_per_sm, dim_names, kernel_warps, parallel_args
 from ..dialect.types import GL, RT, RV, view
-from ..hopper.registers import flat_types, packed, scalar_type
+from ..hopper.registers import flat_types, packed, per_word, scalar_type, word_order
 from . import peers, shared, tma
 from .core import RULES, Frag, Global, Lowering
+from .fp8 import pack_bytes
 from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
 from . import barriers, block, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
@@ -235,7 +236,7 @@ def _flatten(lw, op, values) -> list:
     for v in values:
         low = lw.lookup(v)
         if isinstance(low, Frag):
-            out += _pack_pairs(low.vals) if packed(low.view) else low.vals
+            out += _pack(low.vals, low.view) if packed(low.view) else low.vals
         elif isinstance(low, ir.Value):
             out.append(low)
         else:
@@ -253,29 +254,38 @@ def _unflatten(types, flat) -> list:
         k += n
         v = view(t)
         if v is not None and packed(v):
-            chunk = _unpack_pairs(chunk, scalar_type(v.dtype))
+            chunk = _unpack(chunk, v)
         out.append(Frag(v, chunk) if v is not None else chunk[0])
     assert k == len(flat)
     return out
 
 
-def _pack_pairs(vals: list) -> list:
-    i32 = ir.IntegerType.get_signless(32)
+def _pack(vals: list, v) -> list:
+    """A tile's scalars as i32 words (registers.word_order: per_word of them
+    a word, the first lowest)."""
+    i32, n = ir.IntegerType.get_signless(32), per_word(v)
+    vals = [vals[i] for i in word_order(v)]
+    if n == 4:   # 8-bit: a cvt's pair stays a half-word (fp8.pack_bytes)
+        return [pack_bytes(vals[k:k + 4]) for k in range(0, len(vals), 4)]
     out = []
-    for lo, hi in zip(vals[0::2], vals[1::2]):
-        vec = llvm.mlir_undef(ir.VectorType.get([2], lo.type))
-        for pos, e in enumerate((lo, hi)):
+    for k in range(0, len(vals), n):
+        vec = llvm.mlir_undef(ir.VectorType.get([n], vals[k].type))
+        for pos, e in enumerate(vals[k:k + n]):
             vec = llvm.insertelement(vec, e, arith.constant(i32, pos))
         out.append(llvm.bitcast(i32, vec))
     return out
 
 
-def _unpack_pairs(words: list, t) -> list:
-    i32 = ir.IntegerType.get_signless(32)
-    out = []
+def _unpack(words: list, v) -> list:
+    """The inverse of _pack: the scalars in fragment order."""
+    i32, n, t = ir.IntegerType.get_signless(32), per_word(v), scalar_type(v.dtype)
+    flat = []
     for w in words:
-        vec = llvm.bitcast(ir.VectorType.get([2], t), w)
-        out += [llvm.extractelement(vec, arith.constant(i32, pos)) for pos in (0, 1)]
+        vec = llvm.bitcast(ir.VectorType.get([n], t), w)
+        flat += [llvm.extractelement(vec, arith.constant(i32, pos)) for pos in range(n)]
+    out = [None] * len(flat)
+    for i, pos in enumerate(word_order(v)):
+        out[pos] = flat[i]
     return out
 
 

@@ -67,9 +67,11 @@ from ..dialect.types import ST
 from ..dtypes import is_fp8, itemsize
 from ..hopper import warpgroup as rules
 from ..hopper import fragments, shared as smem
+from ..hopper.fp8_lanes import register_bytes
 from . import shared
 from .compute import result_view
 from .core import Frag, Shared, rule
+from .fp8 import pack_bytes
 from .mma import pack
 
 B = fragments.BASE
@@ -136,7 +138,8 @@ def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_
     differ: b_dtype), operands numbered as the inline asm has them:
     $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
     registers or a descriptor), then B's descriptor. negate: d = -(a b) + d.
-    8-bit operands have no transpose immediates (both K-major)."""
+    8-bit operands have no transpose immediates (both K-major; an 8-bit A in
+    registers is k_order="lanes"'s, hopper/fp8_lanes.py)."""
     nd = n // 2
     acc = ", ".join(f"${i}" for i in range(nd))
     a = "{" + ", ".join(f"${2 * nd + i}" for i in range(4)) + "}" if a_registers else f"${2 * nd}"
@@ -147,8 +150,8 @@ def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_
     imm = f"1, {scales}, {int(trans_b)}" if a_registers else f"1, {scales}, {int(trans_a)}, {int(trans_b)}"
     b_dtype = b_dtype or dtype
     if is_fp8(dtype):
-        if trans_a or trans_b or a_registers:
-            raise ValueError("8-bit wgmma operands are K-major and in shared memory")
+        if trans_a or trans_b:
+            raise ValueError("8-bit wgmma operands are K-major")
         imm = f"1, {scales}"
     types = f"{_PTX_TYPES.get(dtype, dtype)}.{_PTX_TYPES.get(b_dtype, b_dtype)}"
     return (f"wgmma.mma_async.sync.aligned.m64n{n}k{rules.k_step(dtype)}.f32.{types} "
@@ -192,8 +195,15 @@ def fence_registers(vals: list, kind: str) -> list:
 
 
 def _a_registers(a, kk: int) -> list:
-    """The 4 b32 registers of A for k step kk from a row-layout rt<16, K>."""
-    base = fragments.tile_index(a.view.rows, a.view.cols, 0, kk, 0)
+    """The 4 b32 registers of A for k step kk from a row-layout rt<16, K>:
+    16-bit pairs, or for an 8-bit A (k_order="lanes") each lane's own
+    bytes as they are (fp8_lanes.register_bytes: its columns then enter in
+    fp8_lane_order())."""
+    rows, cols = a.view.rows, a.view.cols
+    if is_fp8(a.view.dtype):
+        return [pack_bytes([a.vals[fragments.tile_index(rows, cols, 0, j, e)] for j, e in reg])
+                for reg in register_bytes(kk)]
+    base = fragments.tile_index(rows, cols, 0, kk, 0)
     return [pack(a.vals[base + p], a.vals[base + p + 1]) for p in (0, 2, 4, 6)]
 
 
@@ -253,8 +263,8 @@ def _check(op, a, b, c):
     av = a.view if isinstance(a, (Frag, Shared)) else None
     bv = b.view if isinstance(b, Shared) else None
     cv = c.view if isinstance(c, Frag) else None
-    problems = rules.mma_problems(name, av, bv, cv) + rules.warps_problems(name, None) \
-        + rules.negate_problems(name, op)
+    problems = rules.mma_problems(name, av, bv, cv, k_order=rules.k_order(op)) \
+        + rules.warps_problems(name, None) + rules.negate_problems(name, op)
     if problems:
         raise error(op, "; ".join(problems))
     return rules.VARIANTS[name]

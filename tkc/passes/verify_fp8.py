@@ -3,7 +3,8 @@ f8e4m3 and f8e5m2 are storage types. A shared tile of them is filled and
 emptied by TMA and read by warpgroup mma; a gl of them is moved by TMA and
 by register tiles of its own dtype; a register tile of them is converted
 (copy, to and from the float types), loaded from and stored to a gl without
-a fill or conversion, and subtiled. Everything else computes in f32 or bf16
+a fill or conversion, subtiled, and is warpgroup mma_ABt's A with
+k_order="lanes". Everything else computes in f32 or bf16
 after a conversion. verify.py asks this of every op.
 """
 from __future__ import annotations
@@ -12,7 +13,10 @@ from ..dialect.types import GL, RT, RV, ST, SV
 from ..dtypes import INT_DTYPES, is_fp8
 from .verify_messages import describe as _desc
 
-_REGISTER_OPS = {"copy", "load", "store", "subtile"}      # an 8-bit rt takes part in these
+# an 8-bit rt takes part in these (a warpgroup mma: as mma_ABt's A with
+# k_order="lanes", hopper/fp8_lanes.py; the warpgroup rules say the rest)
+_REGISTER_OPS = {"copy", "load", "store", "subtile", "warpgroup_mma_ab", "warpgroup_mma_abt",
+                 "warpgroup_mma_atb", "warpgroup_mma_atbt"}
 _SHARED_OPS = {"alloc", "stage", "subtile", "tma_load", "tma_store", "pipeline_load", "pipeline_store",
                "tma_prefetch", "warpgroup_mma_ab", "warpgroup_mma_abt", "warpgroup_mma_atb",
                "warpgroup_mma_atbt"}                       # an 8-bit st (and gl, with load/store)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..dialect import attrs, gl_root
 from ..dialect.kernel import kernel_warps
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
+from ..dtypes import is_fp8
 from ..hopper import lanes
 from . import verify_block as block_rules
 from .verify_messages import describe as _desc, need as _need, op_name as _name, short
@@ -76,13 +77,17 @@ def _check_store(op, name, ins, outs, kernel):
                                                 and ins[1].layout == "row"):
         yield (f"store: deinterleave (stmatrix of f32 pairs) writes an f32 row-layout rt into an f32 st, "
                f"got {_desc(ins[1])} into {_desc(ins[0])}")
-    if "packed" in op.attributes and not ("add" in op.attributes and isinstance(ins[1], RT)
-                                          and ins[1].dtype == "f32" and ins[1].layout == "row"):
-        yield (f"store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, "
-               f"got {_desc(ins[1])} into {_desc(ins[0])}{'' if 'add' in op.attributes else ' without add'}")
+    add = "add" in op.attributes
+    fp8 = not add and isinstance(ins[1], RT) and is_fp8(ins[1].dtype) and isinstance(ins[0], GL) \
+        and ins[0].dtype == ins[1].dtype
+    if "packed" in op.attributes and not (isinstance(ins[1], RT) and ins[1].layout == "row" and (
+            fp8 or add and ins[1].dtype == "f32")):
+        yield (f"store: packed (red.global.add.v4.f32) adds an f32 row-layout rt into an f32 gl, or "
+               f"(st.global.b32) stores an 8-bit one into a gl of its dtype, got {_desc(ins[1])} into "
+               f"{_desc(ins[0])}{'' if add or is_fp8(getattr(ins[1], 'dtype', '')) else ' without add'}")
     if "packed" in op.attributes and "c" in gl_root(op.operands[0])[1]:
-        yield ("store: packed adds 16 aligned bytes a lane: not through a gl sliced along its columns "
-               "(the slice's start may not be a multiple of 4)")
+        yield ("store: packed writes 4 or 16 aligned bytes a lane: not through a gl sliced along its "
+               "columns (the slice's start may not be a multiple of 4)")
     yield from _check_ragged(op, "store", ins[0], "clip", len(ins) - 2, ins[1], op.operands[1])
 
 

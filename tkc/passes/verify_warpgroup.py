@@ -7,7 +7,7 @@ attributes and the kernel's launch shape and asks them.
 """
 from __future__ import annotations
 
-from ..dialect.attrs import int_or_text
+from ..dialect.attrs import int_or_text, k_order
 from ..dialect.kernel import kernel_blocks, kernel_warps
 from ..hopper.warpgroup import (OPS, VARIANTS, mma_problems, negate_problems, register_problems,
                                 wait_problems, warps_problems)
@@ -19,7 +19,7 @@ def check_op(op, name: str, ins, outs, kernel) -> list[str]:
     signature)."""
     out = warps_problems(name, kernel_warps(kernel))
     if name in VARIANTS:
-        out += mma_problems(name, *ins[:3], outs[0] if outs else None) if len(ins) in (3, 4) else \
+        out += mma_problems(name, *ins[:3], outs[0] if outs else None, k_order(op)) if len(ins) in (3, 4) else \
             [f"{name}: takes 3 operands (a, b, c) and an optional i1 guard, got {len(ins)}"]
         out += negate_problems(name, op)
     elif name == "warpgroup_mma_wait":

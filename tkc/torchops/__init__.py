@@ -1,6 +1,7 @@
 """tkc's PyTorch ops: what model authors call.
 
     tkc.attention, tkc.attention_varlen      softmax attention (forward and backward)
+    tkc.attention_fp8 (_vt, fp8_v_layout)    FP8 attention forward (e4m3 q, k, v, per-head scales)
     tkc.linear_attention, tkc.based, tkc.hedgehog   linear attention (forward)
     tkc.fftconv, tkc.fftconv_filter          FFT long convolution (forward)
     tkc.layer_norm, tkc.rms_norm             dropout + residual + LayerNorm / RMSNorm
@@ -17,6 +18,7 @@ autograd see it) that an eager call with nothing tracing skips for the
 kernels themselves (eager.py). This package imports torch, never MLIR.
 """
 from .attn import attention, attention_varlen
+from .attn_fp8 import attention_fp8, attention_fp8_vt, fp8_v_layout
 from .collective import all_gather_matmul, matmul_reduce_scatter
 from .long_conv import fftconv, fftconv_filter
 from .gemm import linear, matmul
@@ -28,6 +30,7 @@ from .rotary import rotary_embedding
 from .quantize import quantize_fp8
 from .scaled import scaled_mm
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "based", "fftconv",
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "attention_fp8",
+           "attention_fp8_vt", "fp8_v_layout", "based", "fftconv",
            "fftconv_filter", "grouped_scaled_mm", "hedgehog", "layer_norm", "linear", "linear_attention", "matmul",
            "quantize_fp8", "ring_attention", "rms_norm", "rotary_embedding", "scaled_mm"]

@@ -1,0 +1,189 @@
+"""FP8 attention forward as a PyTorch op: `tkc.attention_fp8`.
+
+    o = tkc.attention_fp8(q, k, v, q_scale, k_scale, v_scale, causal=True)
+    # q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] float8_e4m3fn; scales f32 [B, H]
+
+o = softmax(scale * (q q_scale) (k k_scale)^T [causal mask]) (v v_scale) in
+bf16 [B, Hq, Lq, D]: FlashAttention-3's FP8 forward (per-head descaling
+factors, as its q_descale / k_descale / v_descale), with tkc.attention's
+semantics otherwise: default scale 1/sqrt(D), bottom-right causal mask, a
+query with no key gets 0, GQA/MQA when Hq is a multiple of Hkv, any Lq and
+Lk. D 64, 128 or 256. return_lse=True also returns the log-sum-exp of each
+query row [B, Hq, Lq] (f32, natural log).
+
+The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
+transposed, its keys in the order wgmma takes an 8-bit P from registers
+(warpgroup.fp8_lane_order() per 32 keys, zero padded to a multiple of 32):
+`fp8_v_layout` makes it on every call, one pass over V (a kernel,
+tkc/kernels/attention_fp8_v.py, reads and writes B * Hkv * Lk * D bytes:
+about what the forward's own reads of V cost; torch ops the last ragged
+keys); a caller that reuses V can make vt once and call
+`attention_fp8_vt`. q, k and v are made contiguous (a copy) when they are
+not.
+
+Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
+probability within 2^-4 of itself; the row maximum's exact), so o differs
+from float attention of the dequantised inputs by about 2.5e-2 relative
+(2-norm) where the softmax is flat, less where a few keys dominate (6e-3 in
+the tests' peaked rows; docs/attention.md, "FP8 forward").
+
+Forward only, as tkc.scaled_mm: the FP8 inputs are quantised values, not
+parameters, so no autograd formula is registered and o does not require
+grad (no gradient reaches q, k, v or the scales; train with the bf16
+tkc.attention).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..diagnostics import TkcError
+from ..hopper.fp8_lanes import K_GROUP, fp8_lane_order
+from ..kernels.attention_hopper import FP8_HEAD_DIMS
+from ..kernels.attention_fp8_v import fp8_v_layout_kernel as v_layout_kernel
+from ..kernels.attention_tuned import fp8_forward_kernel
+from ..runtime.callsite import caller
+from .checks import check_device, check_tensor
+from .eager import Op, public
+
+__all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
+E4M3 = torch.float8_e4m3fn
+
+
+# fp8_lane_order() as a permutation of dims: key c = 8 j1 + 2 q + j0 of each
+# 16 keys enters at p = 4 q + 2 j1 + j0, so 16 keys viewed as (j1, q, j0) go to
+# vt in the order (q, j1, j0): one permute of a view (the ragged tail's).
+if fp8_lane_order() != tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
+                             for j1 in range(2) for j0 in range(2)):
+    raise ImportError("attn_fp8: fp8_v_layout's permutation is not hopper.fp8_lane_order()'s")
+BLOCK = 16   # keys the permutation keeps to (fp8_v_layout_kernel moves 16 a warp)
+
+
+def _v_impl(v: Tensor) -> Tensor:
+    """fp8_v_layout: a kernel moves the whole 16-key tiles
+    (fp8_v_layout_kernel: V read and written once, no shuffle; where L is
+    not a multiple of 16 it reads a contiguous copy of them, one more pass);
+    torch the last, ragged keys and the zero padding (fewer than 32
+    columns)."""
+    B, H, L, D = v.shape
+    L32, full = -(-L // K_GROUP) * K_GROUP, L // BLOCK * BLOCK
+    vt = torch.empty(B, H, D, L32, device=v.device, dtype=E4M3)
+    if full and B * H:   # whole 16-key tiles (an 8-bit load has no fill): at a ragged L a copy of them
+        v = v.contiguous()
+        v_layout_kernel(D)(v if full == L else v[:, :, :full].contiguous(), vt)
+    if L32 > full:    # the rest: keys full .. L, zeros past L, in 16-key blocks
+        n = (L32 - full) // BLOCK
+        tail = torch.zeros(B, H, n * BLOCK, D, device=v.device, dtype=torch.uint8)
+        tail[:, :, :L - full] = v[:, :, full:].view(torch.uint8)
+        x = tail.view(B, H, n, 2, 4, 2, D)                        # (block, j1, q, j0, d)
+        vt.view(torch.uint8)[..., full:].view(B, H, D, n, 4, 2, 2).copy_(x.permute(0, 1, 6, 2, 4, 3, 5))
+    return vt
+
+
+def _v_fake(v):
+    B, H, L, D = v.shape
+    return v.new_empty(B, H, D, -(-L // K_GROUP) * K_GROUP)
+
+
+_v_layout = Op("tkc::fp8_v_layout", _v_impl, _v_fake)
+
+
+@public
+def fp8_v_layout(v: Tensor) -> Tensor:
+    """V [B, H, L, D] (e4m3, on the GPU) as the FP8 forward reads it: vt [B,
+    H, D, L32] with vt[b, h, d, 32 g + p] = v[b, h, 32 g + fp8_lane_order()[p],
+    d], L32 = L rounded up to 32, keys past L zero (a custom op: one kernel
+    launch, torch.compile sees it whole)."""
+    check_tensor("fp8_v_layout", "v", v, 4, "[B, H, L, D]", (E4M3,))
+    if v.shape[3] not in FP8_HEAD_DIMS:
+        raise TkcError(f"fp8_v_layout: head dim {v.shape[3]} is not supported (one of {FP8_HEAD_DIMS})",
+                       caller())
+    check_device("fp8_v_layout", ("v", v))
+    return _v_layout(v)
+
+
+def _fwd_impl(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
+              causal: bool, scale: float) -> tuple[Tensor, Tensor]:
+    B, H, L, D = q.shape
+    keys = k.shape[2]
+    o = torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16)
+    lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
+    if q.numel() == 0 or keys == 0:     # no rows, or no key: o = 0 (as for a query with no key)
+        return o.zero_(), lse.fill_(-math.inf)
+    q, k = q.contiguous(), k.contiguous()
+    fp8_forward_kernel(D, causal, keys)(q, k, vt, o, lse.unsqueeze(2), q_scale.contiguous(),
+                                        k_scale.contiguous(), v_scale.contiguous(), scale)
+    return o, lse
+
+
+def _fwd_fake(q, k, vt, q_scale, k_scale, v_scale, causal, scale):
+    B, H, L, D = q.shape
+    return q.new_empty(B, H, L, D, dtype=torch.bfloat16), q.new_empty(B, H, L, dtype=torch.float32)
+
+
+_fwd = Op("tkc::attention_fp8_fwd", _fwd_impl, _fwd_fake)
+
+
+@public
+def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
+                  causal: bool = False, scale: float | None = None, return_lse: bool = False):
+    """softmax(scale * (q q_scale) (k k_scale)^T [causal mask]) (v v_scale)
+    for q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] float8_e4m3fn on the GPU and
+    per-head f32 scales q_scale [B, Hq], k_scale, v_scale [B, Hkv]: bf16
+    [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
+    V is brought into the kernel's layout on each call (fp8_v_layout: one
+    kernel pass over V); forward only (module docstring)."""
+    _check(q, k, v, q_scale, k_scale, v_scale, "v")
+    vt = _v_layout(v)
+    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    return (o, lse) if return_lse else o
+
+
+@public
+def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor,
+                     v_scale: Tensor, causal: bool = False, scale: float | None = None,
+                     return_lse: bool = False):
+    """attention_fp8 with V already in the kernel's layout: vt = fp8_v_layout(v)
+    [B, Hkv, D, Lk32] (a V used by several calls is laid out once)."""
+    _check(q, k, vt, q_scale, k_scale, v_scale, "vt")
+    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    return (o, lse) if return_lse else o
+
+
+# ---------------------------------------------------------------- argument checks
+
+def _check(q, k, v, q_scale, k_scale, v_scale, v_name: str) -> None:
+    """dtypes, shapes, heads, scales, devices, gradients: errors at the caller's line."""
+    fn = "attention_fp8" if v_name == "v" else "attention_fp8_vt"
+    for name, t in (("q", q), ("k", k), (v_name, v)):
+        check_tensor(fn, name, t, 4, "[B, H, L, D]" if name != "vt" else "[B, Hkv, D, Lk32]", (E4M3,))
+    B, Hq, Lq, D = q.shape
+    Hkv, Lk = k.shape[1], k.shape[2]
+    if k.shape[0] != B or k.shape[3] != D:
+        raise TkcError(f"{fn}: k must be [B, Hkv, Lk, D] with q's B = {B} and D = {D}, got shape "
+                       f"{tuple(k.shape)}", caller())
+    if D not in FP8_HEAD_DIMS:
+        raise TkcError(f"{fn}: head dim {D} is not supported (one of {FP8_HEAD_DIMS})", caller())
+    want = (B, Hkv, Lk, D) if v_name == "v" else (B, Hkv, D, -(-Lk // K_GROUP) * K_GROUP)
+    if tuple(v.shape) != want:
+        raise TkcError(f"{fn}: {v_name} must have shape {want} (k's B, Hkv, Lk and D"
+                       f"{'' if v_name == 'v' else ': fp8_v_layout(v)'}), got {tuple(v.shape)}", caller())
+    if v_name == "vt" and not v.is_contiguous():
+        raise TkcError(f"{fn}: vt must be contiguous (as fp8_v_layout makes it)", caller())
+    if Hkv == 0 or Hq % Hkv:
+        raise TkcError(f"{fn}: the query heads ({Hq}) must be a multiple of the key/value heads "
+                       f"({Hkv}), which must be at least 1", caller())
+    for name, t, H in (("q_scale", q_scale, Hq), ("k_scale", k_scale, Hkv), ("v_scale", v_scale, Hkv)):
+        check_tensor(fn, name, t, 2, f"[B, {'Hq' if name == 'q_scale' else 'Hkv'}] (one scale a head)",
+                     (torch.float32,))
+        if tuple(t.shape) != (B, H):
+            raise TkcError(f"{fn}: {name} must be [B, {'Hq' if name == 'q_scale' else 'Hkv'}] = "
+                           f"{(B, H)} (one scale a head), got {tuple(t.shape)}", caller())
+    check_device(fn, ("q", q), ("k", k), (v_name, v), ("q_scale", q_scale), ("k_scale", k_scale),
+                 ("v_scale", v_scale))
+
+
+def _scale(scale, D: int) -> float:
+    return 1.0 / math.sqrt(D) if scale is None else float(scale)
