@@ -68,7 +68,7 @@ def rel_err(x, ref):
 def test_attention_fp8_against_float64(shape, D, causal):
     """The op (its tables' pick): o within 3e-2 of float64 (P's e4m3 rounding:
     about 6e-3 in the interpreter's tests), the lse within 1e-3 where a row
-    has a key (relative 5e-4: FP8 wgmma's accumulation)."""
+    has a key (relative 2e-3: FP8 wgmma's accumulation)."""
     q, k, v, qs, ks, vs = inputs(*SHAPES[shape], D)
     o, lse = tkc.attention_fp8(q, k, v, qs, ks, vs, causal=causal, return_lse=True)
     torch.cuda.synchronize()
@@ -76,9 +76,10 @@ def test_attention_fp8_against_float64(shape, D, causal):
     assert o.dtype == torch.bfloat16 and o.shape == q.shape
     assert rel_err(o, want) < 3e-2
     finite = torch.isfinite(lse_want)
-    # the scores come from FP8 wgmma, whose accumulation keeps about 2.5e-4 of their size
-    # (tkc.scaled_mm's f32 bound): the lse (~50 here) carries that much
-    assert torch.allclose(lse.double()[finite], lse_want[finite], atol=1e-3, rtol=5e-4)
+    # the scores come from FP8 wgmma, whose in-step accumulation keeps about 14 bits: the raw
+    # scores (~500 here) are off by up to ~0.1, the lse (~50) by up to ~1e-2; a wrong scale,
+    # ln 2 or P's 2^8 would be off by O(1)
+    assert torch.allclose(lse.double()[finite], lse_want[finite], atol=1e-3, rtol=2e-3)
 
 
 @pytest.mark.parametrize("D, causal", list(SCHEDULES))
