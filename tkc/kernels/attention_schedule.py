@@ -168,31 +168,25 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
 
 def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
     """The FP8 forwards (tkc.attention_fp8: bhld, D 64, 128, 256) a table may
-    pick, the default first. FP8 pays off on long sequences, so the default
-    is the bf16 forward's H200 pick for 16k keys at the same head dim and
-    mask (tkc/tune/tables/nvidia-h200.json): FlashAttention-3's schedule
-    (persistent without the mask at D 128), the plain loop at D 64 without
-    it; then bf16's other candidates, the short sequences' picks; at D 128
-    also FlashAttention-3's FP8 tile of 192 keys (its pick for a V stored
-    transposed), with a quarter of the exponentials on the FMA pipe or
-    none (FP8's matrix products leave the exponentials the longest pipe).
-    Not yet measured in FP8: `tkc tune --library --filter tkc.attention_fp8`."""
+    pick, the default (the longest sequences' pick) first: what the H200's
+    tuning picked (tkc/tune/tables/nvidia-h200.json, 2026-11-29) out of the
+    bf16 forward's candidates and FlashAttention-3's FP8 tile of 192 keys
+    (its pick for a V stored transposed; V^T's 192-byte rows take the
+    64-byte swizzle). Measured there and dropped, picked by no key: at D 128
+    the 128-key overlap / ping-pong schedules (persistent, zigzag, plain),
+    a quarter of the exponentials on the FMA pipe with 192 keys; at D 64
+    without the mask the overlap / ping-pong loop."""
     S = ForwardSchedule
     if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
         return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
     if D == 64:
-        short = S(stages=2, consumers=3, persistent=True)
-        long = S(stages=2, consumers=3, overlap=True, pingpong=True)
-        return (long, S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375)) if causal \
-            else (short, long)
-    # FlashAttention-3's FP8 tile for a V^T (kBlockN 192): fewer, longer softmax steps
+        if causal:   # from 8k keys / below
+            return (S(stages=2, consumers=3, overlap=True, pingpong=True),
+                    S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375))
+        return (S(stages=2, consumers=3, persistent=True),)
+    # from 2k keys (16k with the mask) / below
     wide = S(KV=192, overlap=True, pingpong=True, persistent=not causal)
-    if causal:
-        return (S(overlap=True, pingpong=True), S(persistent="zigzag"),
-                S(overlap=True, pingpong=True, persistent="zigzag", diagonal_mask=True),
-                wide, dataclasses.replace(wide, ex2_fma=0.25))
-    return (S(overlap=True, pingpong=True, persistent=True), S(persistent=True), wide,
-            dataclasses.replace(wide, ex2_fma=0.25))
+    return (wide, S(persistent="zigzag")) if causal else (wide, S(persistent=True))
 
 
 def backward_space(D: int, causal: bool, layout: str) -> tuple[BackwardSchedule, ...]:
