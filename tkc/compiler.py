@@ -35,8 +35,10 @@ TARGETS = ("sm_90a",)
 
 # convert-nvvm-to-llvm first: it turns the nvvm ops that have no LLVM
 # intrinsic (wgmma, ...) into inline PTX, which LLVM translation needs.
-UPSTREAM_PIPELINE = ("gpu.module(convert-scf-to-cf,convert-nvvm-to-llvm,convert-arith-to-llvm,"
-                     "convert-index-to-llvm,convert-to-llvm,reconcile-unrealized-casts)")
+# convert-to-llvm converts arith and index too (each dialect's interface):
+# separate convert-arith/index-to-llvm passes walked the module twice more.
+UPSTREAM_PIPELINE = ("gpu.module(convert-scf-to-cf,convert-nvvm-to-llvm,convert-to-llvm,"
+                     "reconcile-unrealized-casts)")
 TO_PTX_PIPELINE = "gpu-module-to-binary{format=isa}"
 _LLVM_DIALECTS = ("llvm", "nvvm")
 
@@ -61,29 +63,38 @@ def compile_to(module, emit: str, *, tile_pipeline: str | None = None,
     """Advance `module` (in place) to stage `emit` and return that stage's text
     (the IR, or the PTX), or the cubin's bytes for "cubin". start: the stage
     the module is known to be at (else stage_of finds it, a walk of the IR)."""
-    if emit not in STAGES:
-        raise TkcError(f"unknown stage '{emit}': expected one of {', '.join(STAGES)}")
+    advance(module, emit, tile_pipeline=tile_pipeline, print_ir_after_all=print_ir_after_all,
+            out=out, start=start)
+    if emit in ("tile", "nvvm", "llvm"):
+        return str(module)
+    ptx = ptx_of(module)
+    return ptx if emit == "ptx" else ptxas(ptx)[0]
+
+
+def advance(module, to: str, *, tile_pipeline: str | None = None,
+            print_ir_after_all: bool = False, out=sys.stderr, start: str | None = None) -> None:
+    """Advance `module` (in place) to stage `to` (at most "ptx": the module
+    then holds the PTX), printing nothing: the text of a lowered module costs
+    40 ms for a GEMM, which compile_kernel has no use for."""
+    if to not in STAGES:
+        raise TkcError(f"unknown stage '{to}': expected one of {', '.join(STAGES)}")
     start = start or stage_of(module)
-    if STAGES.index(emit) < STAGES.index(start):
+    if STAGES.index(to) < STAGES.index(start):
         raise TkcError(f"the input is already at stage '{start}'; it cannot be emitted "
-                       f"as '{emit}' (stages: {' -> '.join(STAGES)})")
+                       f"as '{to}' (stages: {' -> '.join(STAGES)})")
     run = _Runner(print_ir_after_all, out)
     if start == "tile":
         run(module, tile_pipeline if tile_pipeline is not None else TILE_PIPELINE)
-        if emit == "tile":
-            return str(module)
+        if to == "tile":
+            return
         _require_kernels(module)
         run(module, LOWER_PASS)
         start = "nvvm"
-    if start == "nvvm" and emit != "nvvm":
+    if start == "nvvm" and to != "nvvm":
         run(module, UPSTREAM_PIPELINE)
         start = "llvm"
-    if emit in ("nvvm", "llvm"):
-        return str(module)
-    if start == "llvm":
+    if start == "llvm" and to in ("ptx", "cubin"):
         run(module, TO_PTX_PIPELINE)
-    ptx = ptx_of(module)
-    return ptx if emit == "ptx" else ptxas(ptx)[0]
 
 
 class _Runner:
@@ -204,9 +215,10 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a"):
     # the tile passes run once (tile_pipeline="": already run, lower next)
     start = stage_of(module)
     tile_ir = compile_to(module, "tile", start="tile") if start == "tile" else None
-    compile_to(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
+    advance(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
     manifest = read_manifest(module)
-    ptx = compile_to(module, "ptx", start="llvm")
+    advance(module, "ptx", start="llvm")
+    ptx = ptx_of(module)
     cubin, resources = ptxas(ptx, target)
     if resources["wgmma_serialized"]:
         print(f"tkc: warning: kernel '{manifest.get('kernel')}': ptxas serialises its wgmma "

@@ -367,6 +367,28 @@ def test_build_in_processes_keeps_the_order(monkeypatch, capsys, tmp_path):
                         "      at k.py line 3\n      (f32 pair of st<f32, 64, 32>)\n")
 
 
+def test_build_in_processes_compiles_a_kernel_listed_twice_once(monkeypatch, capsys, tmp_path):
+    """Two listings of one kernel (one cache key): the workers get it once;
+    the second row is read after them, in its place."""
+    import concurrent.futures
+
+    import tkc.building
+    ks = [FakeKernel(f"k{i}", 32 + i) for i in range(6)] + [FakeKernel("k2", 34)]
+    monkeypatch.setattr(tkc.building, "POOL_AT_LEAST", 4)
+    monkeypatch.setattr(tkc.building, "_forkable", lambda: True)  # the fakes use no MLIR
+    submitted, real = [], concurrent.futures.ProcessPoolExecutor
+
+    class Pool(real):
+        def submit(self, fn, *args):
+            submitted.append(args[0])
+            return super().submit(fn, *args)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Pool)
+    code, out, err = _build(monkeypatch, capsys, tmp_path, ks, "-j", "2", "-v")
+    assert code == 0 and sorted(submitted) == list(range(6))
+    rows = [ln.split()[:2] for ln in out.splitlines()[1:8]]
+    assert rows == [[f"k{i}", str(32 + i)] for i in range(6)] + [["k2", "34"]]
+
+
 def test_build_in_spawned_processes_makes_the_kernels_again(monkeypatch, capsys, tmp_path):
     """Where forking is unsafe (MLIR or torch loaded), spawned workers make
     the kernel list again from the library and the files, and build by key."""

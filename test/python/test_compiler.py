@@ -132,6 +132,36 @@ def test_compile_kernel_manifest():
     assert "tk.kernel" in art.tile_ir
 
 
+def test_compile_kernel_runs_each_pipeline_once_and_prints_only_tile_ir(monkeypatch):
+    """Compile time: every stage's pipeline once, in order (the tile passes
+    once: they used to run twice), and no text of the lowered module (a MB
+    for a GEMM, 40 ms to print, which nothing reads)."""
+    from mlir import ir
+    from tkc import pass_pipeline
+    ran, printed = [], []
+    real_run = pass_pipeline.run_pipeline
+    monkeypatch.setattr(pass_pipeline, "run_pipeline",
+                        lambda m, p, **kw: (ran.append(p), real_run(m, p, **kw))[1])
+    m = _module()
+    real_str = type(m).__str__
+    monkeypatch.setattr(type(m), "__str__", lambda self: (printed.append(compiler.stage_of(self)),
+                                                           real_str(self))[1])
+    art = compiler.compile_kernel(m)
+    assert ran == [compiler.TILE_PIPELINE, compiler.LOWER_PASS, compiler.UPSTREAM_PIPELINE,
+                   compiler.TO_PTX_PIPELINE]
+    assert printed == ["tile"] and "tk.kernel" in art.tile_ir
+    assert isinstance(m, ir.Module)
+
+
+def test_advance_moves_a_module_without_printing_it():
+    m = _module()
+    assert compiler.advance(m, "llvm") is None and compiler.stage_of(m) == "llvm"
+    compiler.advance(m, "ptx")
+    assert ".entry roundtrip(" in compiler.ptx_of(m)
+    with pytest.raises(TkcError, match="already at stage 'ptx'"):
+        compiler.advance(m, "nvvm")
+
+
 def test_compile_kernel_rejects_other_targets():
     with pytest.raises(TkcError, match="unsupported target"):
         compiler.compile_kernel(_module(), target="sm_80")
@@ -156,3 +186,29 @@ def test_sass_is_kept_in_the_cache_by_cubin_and_tool(tmp_path, monkeypatch):
     assert sass.disassemble(cubin) == first and len(runs) == 1           # read back
     assert [p.suffix for p in (tmp_path / "sass").iterdir()] == [".txt"]  # one entry, no partial file
     assert "Function : y" in sass.disassemble(other) and len(runs) == 2   # another cubin: cuobjdump again
+
+
+def test_walk_is_the_pre_order_of_nested_ops():
+    """tkc.dialect.walk (an explicit stack, for speed) visits what a recursive
+    pre-order does, and lazily (a pass may stop early)."""
+    from tkc.dialect import walk
+    m = _module(KERNEL.replace('  "tk.sync"() : () -> ()\n', '''  scf.for %i = %c0 to %bx step %bx {
+    scf.if %true {
+      "tk.sync"() : () -> ()
+    }
+    %d = arith.addi %i, %i : index
+  }
+'''.replace("%true", "%t")).replace("  %w = ", "  %t = arith.constant true\n  %w = "))
+
+    def recursive(op):
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    yield inner.operation
+                    yield from recursive(inner.operation)
+
+    names = [op.name for op in walk(m.operation)]
+    assert names == [op.name for op in recursive(m.operation)]
+    assert names.index("scf.for") < names.index("scf.if") < names.index("tk.sync") < names.index("tk.load")
+    it = walk(m.operation)
+    assert next(it).name == "func.func"

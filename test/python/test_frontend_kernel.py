@@ -27,6 +27,29 @@ def test_cache_key_is_stable_and_follows_closure_constants():
     assert a.cache_key() != c.cache_key()
 
 
+def test_sources_are_read_once_per_code_object_and_files_keep_their_own(tmp_path, monkeypatch):
+    """The cache key's sources are kept per code object (inspect tokenizes a
+    file each time); two files with equal code but other source text (here
+    a comment) keep their own, and a kernel file edited and loaded again
+    gets its new source."""
+    import inspect
+    from tkc.frontend import kernel as kmod
+    text = ("import tkc\nfrom tkc import f32, gl\n\n@tkc.kernel(warps=1)\n"
+            "def k(a: gl(f32, 1, 1, 16, 16)):\n    pass  # {}\n")
+    paths = [tmp_path / "one.py", tmp_path / "two.py"]
+    for i, p in enumerate(paths):
+        p.write_text(text.format(i))
+    one, two = (kernels_in_file(p)[0] for p in paths)
+    assert "# 0" in one.source() and "# 1" in two.source()
+    reads = []
+    real = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda f: (reads.append(f), real(f))[1])
+    key = one.cache_key()
+    assert one.cache_key() == key and reads == []
+    paths[0].write_text(text.format("edited"))
+    assert "# edited" in kernels_in_file(paths[0])[0].source() and len(reads) == 1
+
+
 def test_grid_expressions():
     k = _make(32)
     assert k.grid() == ["a.r // 32", "1", "1"]

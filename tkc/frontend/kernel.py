@@ -360,7 +360,23 @@ def _simple(v) -> bool:
     return isinstance(v, _SIMPLE)
 
 
+_SOURCES: dict = {}  # id(code object) -> (that code object, its source)
+
+
 def _source(f) -> str:
+    """f's source, kept per code object: inspect tokenizes the file from the
+    function's first line to find its end (1.3 ms a function), and the
+    library's 233 kernel keys name 1,360 functions, few of them distinct,
+    each key asked for twice or more by a build. (Kept by identity: equal
+    code objects of two files may differ in source.)"""
+    code = f.__code__
+    kept = _SOURCES.get(id(code))
+    if kept is None or kept[0] is not code:
+        kept = _SOURCES[id(code)] = (code, _read_source(f))
+    return kept[1]
+
+
+def _read_source(f) -> str:
     try:
         return textwrap.dedent(inspect.getsource(f))
     except (OSError, TypeError):

@@ -34,7 +34,14 @@ from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
 from . import barriers, block, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
 
-TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 3>'
+# LLVM at O2, not O3: ptxas -O3 optimises the PTX again, and what O3 adds
+# (chiefly more unrolling: its unroll threshold is twice O2's) made the
+# GEMMs' k-loop two copies plus a remainder, 3x the wgmma code for LLVM's
+# codegen and for ptxas. Over the library's 233 kernels O2 leaves 175
+# SASS-identical and 58 shorter (none longer), and costs 18% less LLVM and
+# 14% less ptxas time (BENCHMARKS.md, Compile time). (O2 is the attribute's
+# default: printed IR shows no O.)
+TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 2>'
 GPU_MODULE = "tkc"
 DYNAMIC = -1
 
