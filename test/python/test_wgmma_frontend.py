@@ -234,13 +234,13 @@ def test_compiles_without_spills(kernel, compiled):
     assert "C7508" not in res["ptxas"]
 
 
-# k_steps: wgmmas in the PTX (ab_regs_loop: 2 per k tile, its loop of 4 kept a loop by LLVM at O2);
+# k_steps: wgmmas in the PTX (ab_regs_loop: 2 per k tile, its loop of 4 unrolled by LLVM);
 # a descriptor is a register, or (later k steps) %tkdN, k step 0's advanced inside the asm
 _D = r"%(?:rd|tkd)\d+"
 
 
 @pytest.mark.parametrize("kernel,shape,k_steps,trans", [
-    (ab_regs_loop, "m64n64k16.f32.bf16.bf16", 2, rf"\{{%r\d+, %r\d+, %r\d+, %r\d+\}}, {_D}, 1, 1, 1, 1;"),
+    (ab_regs_loop, "m64n64k16.f32.bf16.bf16", 8, rf"\{{%r\d+, %r\d+, %r\d+, %r\d+\}}, {_D}, 1, 1, 1, 1;"),
     (abt_two_warpgroups, "m64n128k16.f32.bf16.bf16", 4, rf"{_D}, {_D}, 1, 1, 1, 0, 0;"),
     (atb, "m64n32k16.f32.f16.f16", 2, rf"{_D}, {_D}, 1, 1, 1, 1, 1;"),
     (atbt_pending, "m64n32k16.f32.bf16.bf16", 8, rf"{_D}, {_D}, 1, 1, 1, 1, 0;"),
