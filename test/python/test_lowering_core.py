@@ -49,7 +49,7 @@ def test_kernel_becomes_llvm_func_in_gpu_module():
         assert m.operation.verify()
     text = str(m)
     assert "gpu.container_module" in text
-    assert re.search(r'gpu.module @tkc \[#nvvm.target<chip = "sm_90a", features = "\+ptx81">\]', text)
+    assert re.search(r'gpu.module @tkc \[#nvvm.target<O = 3, chip = "sm_90a", features = "\+ptx81">\]', text)
     assert "func.func" not in text
     sig = re.search(r"llvm.func @k\(([^)]*)\)", text)[1]
     # gl with one runtime dim: ptr<1> + i32; scalars as they are

@@ -34,14 +34,10 @@ from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
 from . import barriers, block, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
 
-# LLVM at O2, not O3: ptxas -O3 optimises the PTX again, and what O3 adds
-# (chiefly more unrolling: its unroll threshold is twice O2's) made the
-# GEMMs' k-loop two copies plus a remainder, 3x the wgmma code for LLVM's
-# codegen and for ptxas. Over the library's 233 kernels O2 leaves 175
-# SASS-identical and 58 shorter (none longer), and costs 18% less LLVM and
-# 14% less ptxas time (BENCHMARKS.md, Compile time). (O2 is the attribute's
-# default: printed IR shows no O.)
-TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 2>'
+# LLVM at O3: O2 keeps the GEMMs' k-loop rolled (O3 unrolls it twice): 15% less LLVM and ptxas
+# time, but the library GEMM ran 1.8-3.4% slower on the H200 (8192x8192x1024 643 against 665
+# TFLOP/s, 8192^3 672 against 683; A/B in one run, 2026-11-29), so O2 was reverted.
+TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 3>'
 GPU_MODULE = "tkc"
 DYNAMIC = -1
 

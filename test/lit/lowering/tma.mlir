@@ -30,9 +30,9 @@
 // PTX: cvta.param.u64 %rd[[OMAP:[0-9]+]], %rd[[O]];
 // PTX: mov.b64 %rd[[A:[0-9]+]], tma_copy_param_6;
 // PTX: cvta.param.u64 %rd[[AMAP:[0-9]+]], %rd[[A]];
+// PTX: mbarrier.arrive.expect_tx.shared.b64 %rd{{[0-9]+}}, [__tkc_shared+16384], %r{{[0-9]+}};
 // PTX: shl.b32 %r[[C0:[0-9]+]], %r{{[0-9]+}}, 7;
 // PTX: shl.b32 %r[[R0:[0-9]+]], %r{{[0-9]+}}, 6;
-// PTX: mbarrier.arrive.expect_tx.shared.b64 %rd{{[0-9]+}}, [__tkc_shared+16384], %r{{[0-9]+}};
 // PTX: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%rd{{[0-9]+}}], [%rd[[AMAP]], {%r[[C0]], %r[[R0]], %r{{[0-9]+}}, %r{{[0-9]+}}}], [__tkc_shared+16384];
 // PTX: or.b32 %r[[C1:[0-9]+]], %r[[C0]], 64;
 // PTX: add.s64 %rd{{[0-9]+}}, %rd{{[0-9]+}}, 8192;
