@@ -224,6 +224,7 @@ def test_empty_inputs_give_empty_or_zero_outputs(cpu_op, shape):
     o, lse = op.attention_fp8(q, k, v, qs, ks, vs, return_lse=True)
     assert o.shape == (B, Hq, Lq, 64) and o.dtype == torch.bfloat16 and not o.float().abs().sum()
     assert lse.shape == (B, Hq, Lq)
+    assert torch.isposinf(lse).all()      # no key: +inf, as the kernel's rows with no key
 
 
 def test_fake_tensors_give_shapes_and_dtypes():

@@ -102,8 +102,9 @@ def test_zero_size_inputs_give_empty_outputs(monkeypatch, cpu_ops):
     q = torch.zeros(0, 2, 64, 64, dtype=BF)
     assert tkc.attention(q, q, q).shape == (0, 2, 64, 64)
     q, k = torch.zeros(1, 2, 5, 64, dtype=BF), torch.zeros(1, 2, 0, 64, dtype=BF)
-    o = tkc.attention(q, k, k)
+    o, lse = tkc.attention(q, k, k, return_lse=True)
     assert o.shape == (1, 2, 5, 64) and not o.any()   # no key: 0, as FlashAttention
+    assert torch.isposinf(lse).all()                  # and lse +inf, as the kernel's rows with no key
     t = torch.zeros(0, 2, 64, dtype=BF)
     cu = torch.zeros(3, dtype=torch.int32)
     assert tkc.attention_varlen(t, t, t, cu, cu, 0, 0).shape == (0, 2, 64)

@@ -100,7 +100,7 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     if q.numel() == 0 or k.shape[2] == 0:  # no rows, or no key: o = 0 (as for a query with no key)
         def empty(q, k, v, scale, lse=True):
             o, lse = outputs()
-            return o.zero_(), lse.fill_(-math.inf)
+            return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
         return empty
     arrange = _in_layout_all(layout, q, k, v)
     o, lse = outputs()
@@ -254,7 +254,7 @@ def _vfwd_impl(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
     if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
-        return o.zero_(), lse.fill_(-math.inf)
+        return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
     q, k, v = (t.contiguous() for t in (q, k, v))
     forward_kernel(D, causal, "varlen", max_k)(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
                                                lse.unsqueeze(1), cu_q, cu_k, max_q, scale)

@@ -111,7 +111,7 @@ def _fwd_impl(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor
     o = torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16)
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
     if q.numel() == 0 or keys == 0:     # no rows, or no key: o = 0 (as for a query with no key)
-        return o.zero_(), lse.fill_(-math.inf)
+        return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
     q, k = q.contiguous(), k.contiguous()
     fp8_forward_kernel(D, causal, keys)(q, k, vt, o, lse.unsqueeze(2), q_scale.contiguous(),
                                         k_scale.contiguous(), v_scale.contiguous(), scale)
