@@ -170,3 +170,11 @@ def refused_here(call, message: str, path: str) -> None:
     assert message in info.value.message, info.value.message
     assert info.value.where.startswith(path)
 
+
+def nested_ops(op):
+    """Every op nested in op, in program order (a recursive pre-order walk)."""
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield inner.operation
+                yield from nested_ops(inner.operation)

@@ -191,6 +191,7 @@ def test_sass_is_kept_in_the_cache_by_cubin_and_tool(tmp_path, monkeypatch):
 def test_walk_is_the_pre_order_of_nested_ops():
     """tkc.dialect.walk (an explicit stack, for speed) visits what a recursive
     pre-order does, and lazily (a pass may stop early)."""
+    from helpers import nested_ops
     from tkc.dialect import walk
     m = _module(KERNEL.replace('  "tk.sync"() : () -> ()\n', '''  scf.for %i = %c0 to %bx step %bx {
     scf.if %true {
@@ -200,15 +201,8 @@ def test_walk_is_the_pre_order_of_nested_ops():
   }
 '''.replace("%true", "%t")).replace("  %w = ", "  %t = arith.constant true\n  %w = "))
 
-    def recursive(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    yield inner.operation
-                    yield from recursive(inner.operation)
-
     names = [op.name for op in walk(m.operation)]
-    assert names == [op.name for op in recursive(m.operation)]
+    assert names == [op.name for op in nested_ops(m.operation)]
     assert names.index("scf.for") < names.index("scf.if") < names.index("tk.sync") < names.index("tk.load")
     it = walk(m.operation)
     assert next(it).name == "func.func"

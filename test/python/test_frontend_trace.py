@@ -7,28 +7,19 @@ from tkc import bf16, f32, gl, rt, rv, st
 from tkc.diagnostics import where
 from tkc.frontend.ops import (add, copy, div_row, exp2, group_load, load, mma_AB, mma_ABt, mul,
                               mul_row, neg_infty, row_max, row_sum, store, sub_row, zero)
-from helpers import marker_line  # noqa: E402
+from helpers import marker_line, nested_ops  # noqa: E402
 
 pytest.importorskip("mlir")
 
 D = 64
 
 
-def _ops(op):
-    """Every op nested in op, in program order."""
-    for region in op.regions:
-        for block in region.blocks:
-            for o in block.operations:
-                yield o.operation
-                yield from _ops(o.operation)
-
-
 def _func(module):
-    return next(o for o in _ops(module.operation) if o.name == "func.func")
+    return next(o for o in nested_ops(module.operation) if o.name == "func.func")
 
 
 def _named(module, name):
-    return [o for o in _ops(module.operation) if o.name == name]
+    return [o for o in nested_ops(module.operation) if o.name == name]
 
 
 def _line_of(marker: str) -> int:
@@ -144,7 +135,7 @@ def test_locations_point_at_the_author_lines():
     (loop,) = _named(m, "scf.for")
     assert where(mma) == f"{__file__}:{_line_of('mma')}:9"
     assert where(loop).startswith(f"{__file__}:{_line_of('for')}:")
-    assert all(where(o).startswith(__file__ + ":") for o in _ops(m.operation)
+    assert all(where(o).startswith(__file__ + ":") for o in nested_ops(m.operation)
                if o.name.startswith(("tk.", "arith.", "scf.")))
 
 
@@ -199,7 +190,7 @@ def functional(a: gl(f32, 1, 1, 16, 32), s: tkc.f32):
 def test_inplace_and_functional_forms_give_the_same_ir():
     a, b = inplace.trace(), functional.trace()
     assert _body(a) == _body(b)
-    names = [o.name for o in _ops(a.operation)]
+    names = [o.name for o in nested_ops(a.operation)]
     assert names.count("tk.copy") == 2 and "tk.mma_abt" in names and "tk.add" in names
     _verify(a)
 
@@ -288,7 +279,7 @@ def test_index_arithmetic_folds_python_ints():
         r = (a.r // 16) * 0 + w % 4 * 1 + 0 - 0
         store(a, zero(rt(f32, 16, 16)), (a.b - 1, a.d // 2, r, 0))
     m = k.trace()
-    names = [o.name for o in _ops(m.operation)]
+    names = [o.name for o in nested_ops(m.operation)]
     assert "tk.dim" not in names  # all dims static
     assert names.count("arith.remsi") == 1
     assert not {"arith.muli", "arith.addi", "arith.subi"} & set(names)
@@ -299,7 +290,7 @@ def test_index_arithmetic_folds_python_ints():
 
 # ---------------------------------------------------------------- operators and the rest of the vocabulary
 
-def test_operators_scalars_and_layout_ops():
+def test_operators_scalars_and_layoutnested_ops():
     from tkc.frontend.ops import col_sum, group_store, max, swap_layout, transpose
 
     @tkc.kernel(warps=2)
@@ -321,7 +312,7 @@ def test_operators_scalars_and_layout_ops():
         group_store(b, sb, (0, 0, 0, 0), warps=1)
         store(a, y, (0, 0, 0, 0))
     m = k.trace()
-    names = [o.name for o in _ops(m.operation)]
+    names = [o.name for o in nested_ops(m.operation)]
     assert names.count("arith.mulf") == 1 and names.count("arith.addf") == 1
     for op in ("tk.neg", "tk.add", "tk.div", "tk.fill", "tk.max", "tk.col_sum", "tk.swap_layout",
                "tk.transpose", "tk.group_load", "tk.group_store"):
@@ -408,7 +399,7 @@ def test_sum_of_tiles_adds_them_without_a_zero():
         t = tk_sum(u * s for u in (1.0, 2.0))  # f32 scalars, from a generator
         store(a, y * t, (0, 0, 0, 0))
     m = k.trace()
-    names = [o.name for o in _ops(m.operation)]
+    names = [o.name for o in nested_ops(m.operation)]
     assert names.count("tk.add") == 2
     assert names.count("arith.addf") == 1
     assert "tk.fill" not in names

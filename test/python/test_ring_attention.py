@@ -26,9 +26,9 @@ from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
 from ring_threads import run_ranks  # noqa: E402
 
 
-def reference(q, k, v, causal, scale):
-    """(o, lse): attention in float64; GQA; causal: query i sees key j <= i + Lk - Lq."""
-    q, k, v = q.double(), k.double(), v.double()
+def _scores(q, k, v, causal, scale):
+    """(k, v) repeated over each KV head's query heads (GQA) and the float64
+    scores q k^T * scale, causal: query i sees key j <= i + Lk - Lq."""
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
     s = q @ k.transpose(-1, -2) * scale
@@ -36,6 +36,13 @@ def reference(q, k, v, causal, scale):
         Lq, Lk = q.shape[2], k.shape[2]
         keep = torch.arange(Lk)[None, :] <= torch.arange(Lq)[:, None] + Lk - Lq
         s = s.masked_fill(~keep, -math.inf)
+    return k, v, s
+
+
+def reference(q, k, v, causal, scale):
+    """(o, lse): attention in float64 (_scores)."""
+    q, k, v = q.double(), k.double(), v.double()
+    k, v, s = _scores(q, k, v, causal, scale)
     lse = torch.logsumexp(s, -1)
     return torch.softmax(s, -1) @ v, torch.where(lse == -math.inf, math.inf, lse)
 
@@ -50,12 +57,7 @@ def _attend_backward(do, q, k, v, o, lse, causal, scale):
     each KV head's group of query heads."""
     do, q, k, v, o, lse = (x.double() for x in (do, q, k, v, o, lse))
     hkv, rep = k.shape[1], q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-    s = q @ k.transpose(-1, -2) * scale
-    if causal:
-        Lq, Lk = q.shape[2], k.shape[2]
-        keep = torch.arange(Lk)[None, :] <= torch.arange(Lq)[:, None] + Lk - Lq
-        s = s.masked_fill(~keep, -math.inf)
+    k, v, s = _scores(q, k, v, causal, scale)
     p = torch.exp(s - lse.unsqueeze(-1))
     ds = p * (do @ v.transpose(-1, -2) - (do * o).sum(-1, keepdim=True))
     fold = lambda t: t.unflatten(1, (hkv, rep)).sum(2).float()  # noqa: E731
