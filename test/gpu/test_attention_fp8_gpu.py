@@ -100,9 +100,6 @@ def test_the_gpu_agrees_with_the_interpreter():
     """One block's worth of rows, ragged keys: the GPU's o against the
     interpreter's (the same P rounding: equal but for the rare tie that the
     GPU's ex2.approx moves), far closer than to float64."""
-    import numpy as np
-
-    import tkc
     q, k, v, qs, ks, vs = inputs(1, 2, 1, 128, 200, 64, seed=2)
     kernel = SCHEDULES[64, False][0]
     vt = tkc.fp8_v_layout(v)

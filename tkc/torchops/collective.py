@@ -108,7 +108,6 @@ def _resolve(group_name: str):
 
 def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:
     """(A, A @ b), A = all_gather(a_shard); A empty when not return_A."""
-    import torch.distributed as dist
     group = _resolve(group_name)
     world, rank = group.size(), group.rank()
     (Ms, K), N = a_shard.shape, b.shape[1]
