@@ -11,6 +11,8 @@ torch = pytest.importorskip("torch")
 import tkc  # noqa: E402
 from tkc.torchops import collective, symm  # noqa: E402
 
+import gloo_ranks  # noqa: E402
+
 
 def test_bad_operands_are_refused_where_called():
     a, b = torch.zeros(128, 64, dtype=torch.bfloat16), torch.zeros(32, 64, dtype=torch.bfloat16)
@@ -47,55 +49,40 @@ def _cpu_matmul(a, b):
     return (a.float() @ b.float()).bfloat16()
 
 
-def _worker(rank, world, path, ins, out):
+def _worker(rank, world, ins):
     """One rank over gloo: both ops (their NCCL + matmul path, a CPU matmul for tkc.matmul's),
     forward and backward, eager and under torch.compile (the custom ops and their fake impls)."""
-    import torch.distributed as dist
     from tkc.torchops import checks
     checks.DEVICE_TYPE = "cpu"
     collective.matmul = _cpu_matmul
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
-    try:
-        a_shards, b_cols, w_c, w_a, a_rows, b_rows = ins
-        x = a_shards[rank].clone().requires_grad_()
-        y = b_cols[rank].clone().requires_grad_()
-        a, c = tkc.all_gather_matmul(x, y)
-        ((c.float() * w_c[rank]).sum() + (a.float() * w_a[rank]).sum()).backward()
-        _, c_only = tkc.all_gather_matmul(x.detach(), y.detach(), return_A=False)
-        p = a_rows[rank].clone().requires_grad_()
-        q = b_rows[rank].clone().requires_grad_()
-        o = tkc.matmul_reduce_scatter(p, q)
-        (o.float() * w_c[rank][:o.shape[0], :o.shape[1]]).sum().backward()
+    a_shards, b_cols, w_c, w_a, a_rows, b_rows = ins
+    x = a_shards[rank].clone().requires_grad_()
+    y = b_cols[rank].clone().requires_grad_()
+    a, c = tkc.all_gather_matmul(x, y)
+    ((c.float() * w_c[rank]).sum() + (a.float() * w_a[rank]).sum()).backward()
+    _, c_only = tkc.all_gather_matmul(x.detach(), y.detach(), return_A=False)
+    p = a_rows[rank].clone().requires_grad_()
+    q = b_rows[rank].clone().requires_grad_()
+    o = tkc.matmul_reduce_scatter(p, q)
+    (o.float() * w_c[rank][:o.shape[0], :o.shape[1]]).sum().backward()
 
-        def both(x, y, p, q):
-            return tkc.all_gather_matmul(x, y)[1], tkc.matmul_reduce_scatter(p, q)
-        compiled = torch.compile(both, backend="aot_eager")(x.detach(), y.detach(), p.detach(), q.detach())
-        out[rank] = [t.detach() for t in (a, c, x.grad, y.grad, c_only, o, p.grad, q.grad, *compiled)]
-    finally:
-        dist.destroy_process_group()
+    def both(x, y, p, q):
+        return tkc.all_gather_matmul(x, y)[1], tkc.matmul_reduce_scatter(p, q)
+    compiled = torch.compile(both, backend="aot_eager")(x.detach(), y.detach(), p.detach(), q.detach())
+    return [t.detach() for t in (a, c, x.grad, y.grad, c_only, o, p.grad, q.grad, *compiled)]
 
 
 def test_ops_and_their_gradients_over_torch_distributed(tmp_path):
     """Both ops on 2 gloo ranks against one process's float64 autograd over the whole problem:
     the outputs, every rank's gradients (a loss on each rank's outputs, the gathered A's too), the
     return_A=False call, and torch.compile's (the custom ops traced through their fake impls)."""
-    mp = pytest.importorskip("torch.multiprocessing")
     world, Ms, K, N = 2, 8, 16, 24
     g = torch.Generator().manual_seed(3)
     r = lambda *s: torch.randn(*s, generator=g).bfloat16()  # noqa: E731
     ins = ([r(Ms, K) for _ in range(world)], [r(K, N) for _ in range(world)],
            [r(world * Ms, N).float() for _ in range(world)], [r(world * Ms, K).float() for _ in range(world)],
            [r(world * Ms, K) for _ in range(world)], [r(K, N) for _ in range(world)])
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as m:
-        out = m.dict()
-        procs = [ctx.Process(target=_worker, args=(k, world, str(tmp_path / "init"), ins, out)) for k in range(world)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(180)
-        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-        got = [out[k] for k in range(world)]
+    got = gloo_ranks.run(_worker, world, tmp_path, ins)
     a_shards, b_cols, w_c, w_a, a_rows, b_rows = ins
     d = lambda ts: [t.double().requires_grad_() for t in ts]  # noqa: E731
     xs, ys, ps, qs = d(a_shards), d(b_cols), d(a_rows), d(b_rows)

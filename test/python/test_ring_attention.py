@@ -19,10 +19,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
-mp = pytest.importorskip("torch.multiprocessing")
 
 from tkc.torchops import checks, ring  # noqa: E402
 from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
+import gloo_ranks  # noqa: E402
 from ring_threads import run_ranks  # noqa: E402
 
 
@@ -131,20 +131,16 @@ def test_ring_gradients_equal_attention_over_the_whole_sequence(monkeypatch, wor
     _check_grads(per_rank, q, k, v, do, causal)
 
 
-def _worker(rank, world, path, q, k, v, do, out):
+def _worker(rank, world, q, k, v, do):
     checks.DEVICE_TYPE = "cpu"
     ring._attend, ring._attend_backward = _attend, _attend_backward
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world)
-    try:
-        with torch.no_grad():
-            plain = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v)))
-        o, *grads = _ring_grads(*(zigzag(x, world)[rank] for x in (q, k, v, do)), dist.group.WORLD, True)
-        assert torch.equal(o, plain)   # the autograd path's forward is the plain one
-        compiled = torch.compile(ring.ring_attention, backend="aot_eager")(*(zigzag(x, world)[rank] for x in (q, k, v)))
-        assert torch.equal(compiled, plain)   # the custom op through its fake impl
-        out[rank] = [t.detach() for t in (o, *grads)]
-    finally:
-        dist.destroy_process_group()
+    with torch.no_grad():
+        plain = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v)))
+    o, *grads = _ring_grads(*(zigzag(x, world)[rank] for x in (q, k, v, do)), dist.group.WORLD, True)
+    assert torch.equal(o, plain)   # the autograd path's forward is the plain one
+    compiled = torch.compile(ring.ring_attention, backend="aot_eager")(*(zigzag(x, world)[rank] for x in (q, k, v)))
+    assert torch.equal(compiled, plain)   # the custom op through its fake impl
+    return [t.detach() for t in (o, *grads)]
 
 
 def test_ring_over_torch_distributed(tmp_path):
@@ -153,17 +149,7 @@ def test_ring_over_torch_distributed(tmp_path):
     backward (whose K/V and dK/dV passes are in flight together)."""
     q, k, v = _inputs(2, 2)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as m:
-        out = m.dict()
-        procs = [ctx.Process(target=_worker, args=(r, 2, str(tmp_path / "init"), q, k, v, do, out))
-                 for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(120)
-        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-        per_rank = [out[r] for r in range(2)]
+    per_rank = gloo_ranks.run(_worker, 2, tmp_path, q, k, v, do)
     _check([r[0] for r in per_rank], q, k, v, True)
     _check_grads(per_rank, q, k, v, do, True)
 

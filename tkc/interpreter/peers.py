@@ -108,19 +108,20 @@ class PeerWorld:
 
 
 class _Cells:
-    """The access history of one PeerBuffer's elements."""
+    """The access history of one PeerBuffer's elements, as arrays of the
+    buffer's shape indexed by an access's own key (a TMA box is a slice: no
+    gathers), one per agent for the reads and adds."""
 
     def __init__(self, buf: PeerBuffer, agents: int):
-        self.buf, n = buf, buf.size
-        self.ids = np.arange(n).reshape(buf.shape)
-        self.w_agent = np.full(n, -1, np.int64)
-        self.w_epoch = np.zeros(n, np.int64)
-        self.w_site = np.zeros(n, np.int64)
-        # per element a row of agents (an access gathers whole rows)
-        self.r_epoch = np.zeros((n, agents), np.int64)   # 0: no read since the write
-        self.r_site = np.zeros((n, agents), np.int64)
-        self.a_epoch = np.zeros((n, agents), np.int64)   # reduce-adds since the write, as reads
-        self.a_site = np.zeros((n, agents), np.int64)
+        self.buf, shape = buf, buf.shape
+        self.w_agent = np.full(shape, -1, np.int32)
+        self.w_epoch = np.zeros(shape, np.int64)
+        self.w_site = np.zeros(shape, np.int32)
+        # per agent: the epoch of its read (or reduce-add) since the last write, 0: none
+        self.r_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
+        self.r_site = [np.zeros(shape, np.int32) for _ in range(agents)]
+        self.a_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
+        self.a_site = [np.zeros(shape, np.int32) for _ in range(agents)]
         self.sites: list[str] = []
 
     def _site(self, text: str) -> int:
@@ -130,42 +131,46 @@ class _Cells:
 
     def access(self, world: PeerWorld, key, agent: int, write, site: str) -> None:
         """write: False (a read), True (a plain write) or "add" (a reduce-add)."""
-        e = np.atleast_1d(self.ids[key]).ravel()
-        if not e.size:
+        wa = np.asarray(self.w_agent[key])
+        if not wa.size:
             return
         clock = world.clock[agent]
-        wa = self.w_agent[e]
         bad = (wa >= 0) & (wa != agent)
-        bad[bad] = self.w_epoch[e][bad] > clock[wa[bad]]
         if bad.any():
-            i = int(np.argmax(bad))
-            self._race(world, agent, "overwrites" if write else "reads", e[i], "written",
-                       int(wa[i]), self.sites[self.w_site[e[i]]])
+            bad &= np.asarray(self.w_epoch[key]) > clock[wa]   # wa -1 (never written) is not bad anyway
+            if bad.any():
+                i = int(np.argmax(bad))
+                self._race(world, agent, "overwrites" if write else "reads", key, i, "written",
+                           int(wa.flat[i]), self.sites[np.asarray(self.w_site[key]).flat[i]])
         s = self._site(site)
         what = {False: "reads", True: "overwrites", "add": "adds to"}[write]
-        # a read or write after other agents' adds, a write or add after their reads
+        # a read or write after other agents' adds, a write or add after their reads; the
+        # first other agent (by number) that raced, at its first element
         for since, epochs, sites in (("added to", self.a_epoch, self.a_site),
                                      ("read", self.r_epoch, self.r_site)):
             if (since == "read") == (write is False) or (since == "added to" and write == "add"):
                 continue
-            r = epochs[e]
-            late = (r > 0) & (r > clock)
-            late[:, agent] = False
-            if late.any():   # the first other agent (by number) that raced, at its first element
-                other = int(np.argmax(late.any(axis=0)))
-                i = int(np.argmax(late[:, other]))
-                self._race(world, agent, what, e[i], since, other, self.sites[sites[e[i], other]])
+            for other in range(len(epochs)):
+                if other == agent:
+                    continue
+                late = np.asarray(epochs[other][key]) > clock[other]   # an epoch is >= 1: 0 never is
+                if late.any():
+                    i = int(np.argmax(late))
+                    self._race(world, agent, what, key, i, since, other,
+                               self.sites[np.asarray(sites[other][key]).flat[i]])
         if write is False or write == "add":
             epochs, sites = (self.r_epoch, self.r_site) if write is False else (self.a_epoch, self.a_site)
-            epochs[e, agent] = clock[agent]
-            sites[e, agent] = s
+            epochs[agent][key] = clock[agent]
+            sites[agent][key] = s
             return
-        self.a_epoch[e] = 0
-        self.w_agent[e], self.w_epoch[e], self.w_site[e] = agent, clock[agent], s
-        self.r_epoch[e] = 0
+        for a in self.a_epoch + self.r_epoch:
+            a[key] = 0
+        self.w_agent[key], self.w_epoch[key], self.w_site[key] = agent, clock[agent], s
 
-    def _race(self, world, agent, what, flat, did, other, site):
-        at = np.unravel_index(int(flat), self.buf.shape)
+    def _race(self, world, agent, what, key, i, did, other, site):
+        """Raise for the i-th element (row-major) of the access `key`."""
+        flat = np.arange(self.buf.size).reshape(self.buf.shape)[key]
+        at = np.unravel_index(int(np.asarray(flat).flat[i]), self.buf.shape)
         raise Unlocated(
             f"race on peer memory: {world.names[agent]} {what} {self.buf.name}"
             f"[{', '.join(map(str, at))}] of rank {self.buf.owner}, {did} by {world.names[other]} "

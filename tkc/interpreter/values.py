@@ -18,23 +18,28 @@ import numpy as np
 
 from ..dtypes import FP8_MAX
 
-_ABS_MASK = np.uint32(0x7FFFFFFF)
-_EXP_MASK = np.uint32(0x7F800000)
 _HIGH_HALF = np.uint32(0xFFFF0000)
+_HALF_ULP, _ONE, _SIXTEEN = np.uint32(0x7FFF), np.uint32(1), np.uint32(16)
 
 
 def round_bf16(x) -> np.ndarray:
     """float32 -> nearest bf16 (ties to even), returned as float32.
 
     bf16 is the top half of a float32: add 0x7FFF plus the lowest kept bit
-    and truncate. NaNs are kept as they are (the add could turn a NaN
+    and truncate (in place on one temporary: the interpreter rounds every
+    bf16 tile it makes). NaNs are kept as they are (the add could turn a NaN
     payload into an infinity).
     """
     x = np.asarray(x, dtype=np.float32)
     u = x.view(np.uint32)
-    rounded = (u + (np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))) & _HIGH_HALF
-    nan = (u & _ABS_MASK) > _EXP_MASK
-    return np.where(nan, u, rounded).view(np.float32).reshape(x.shape)
+    t = u >> _SIXTEEN
+    t &= _ONE
+    t += _HALF_ULP
+    t += u
+    t &= _HIGH_HALF
+    out = np.asarray(t).view(np.float32).reshape(x.shape)
+    nan = np.isnan(x)
+    return np.where(nan, x, out) if nan.any() else out
 
 
 def round_f16(x) -> np.ndarray:

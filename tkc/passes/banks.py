@@ -87,12 +87,16 @@ def _text(t) -> str:
 
 def phase_degree(addresses: Iterable[int], width: int) -> int:
     """Most distinct words any one bank serves for these lanes' accesses of
-    `width` bytes at byte `addresses`."""
-    words = {(a + k) // WORD for a in addresses for k in range(0, max(width, 1), WORD)}
-    per_bank: dict[int, int] = {}
+    `width` bytes at byte `addresses` (WORD = 4: shifts and masks, as this
+    runs for every phase of every access a layout choice scores)."""
+    if width > WORD:
+        words = {(a + k) >> 2 for a in addresses for k in range(0, width, WORD)}
+    else:
+        words = {a >> 2 for a in addresses}
+    per_bank = [0] * BANKS
     for w in words:
-        per_bank[w % BANKS] = per_bank.get(w % BANKS, 0) + 1
-    return max(per_bank.values(), default=1)
+        per_bank[w % BANKS] += 1
+    return max(per_bank) or 1
 
 
 def lanes_per_phase(width: int) -> int:
