@@ -88,8 +88,6 @@ def library():
         gemm_hopper("f32"),
         gemm_hopper("bf16", transpose_b=True),
         gemm_hopper("f32", transpose_b=True),
-        attention_fwd(64),
-        attention_fwd(128, KV_SUB=16),
         # tkc.attention: forwards, prep and backwards of the common shapes; tkc.attention_fp8
         *_attention_ops(),
         # tkc.matmul and tkc.linear (forward and backward; tkc/torchops/gemm.py)
