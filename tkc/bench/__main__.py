@@ -14,6 +14,7 @@ import math
 import subprocess
 import sys
 
+from .fp8_operands import block_operands, tensor_operands
 from .timing import bench, launch_overhead_us, tflops
 
 
@@ -92,12 +93,8 @@ def compare_scaled_mm(m, n, k, rowwise, rounds, fast=False):
 
     import tkc
     from .timing import interleaved, median_ratio
-    f8 = torch.float8_e4m3fn
     sets = max(1, min(4, -(-3 * L2_BYTES // (m * k + k * n + 2 * m * n))))
-    sets = [(torch.randn(m, k, device="cuda").to(f8), torch.randn(n, k, device="cuda").to(f8).t(),
-             torch.rand(m, 1, device="cuda") + 0.5 if rowwise else torch.tensor(0.5, device="cuda"),
-             torch.rand(1, n, device="cuda") + 0.5 if rowwise else torch.tensor(2.0, device="cuda"))
-            for _ in range(sets)]
+    sets = [tensor_operands(m, n, k, rowwise) for _ in range(sets)]
     a, b, sa, sb = sets[0]
     err = _rel_err(tkc.scaled_mm(a, b, sa, sb, use_fast_accum=fast), (a.float() @ b.float()) * sa * sb)
     flops = 2.0 * m * n * k
@@ -112,19 +109,6 @@ def compare_scaled_mm(m, n, k, rowwise, rounds, fast=False):
                 peer="torch._scaled_mm", peer_tflops=tflops(flops, statistics.median(ms["peer"])),
                 ratio=median_ratio(ms["peer"], ms["tkc"]), ratio_min=min(ratios),
                 ratio_max=max(ratios), rounds=rounds)
-
-
-def block_operands(m, n, k):
-    """a, b, scale_a, scale_b with block scales: a and its 1x128 scales from tkc.quantize_fp8
-    of bf16 activations, b's 128x128 scales in torch (n a multiple of 128)."""
-    import torch
-
-    import tkc
-    a, sa = tkc.quantize_fp8(torch.randn(m, k, device="cuda", dtype=torch.bfloat16))
-    w = torch.randn(n, k, device="cuda")
-    sb = w.view(n // 128, 128, k // 128, 128).abs().amax(dim=(1, 3)) / 448        # [N/128, K/128]
-    b = (w / sb.repeat_interleave(128, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)
-    return a, b.t(), sa, sb.t()
 
 
 def compare_scaled_mm_blockwise(m, n, k, rounds):

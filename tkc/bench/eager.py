@@ -87,6 +87,28 @@ def rows():
                                    n=N)[..., :L].to(bf)
         return (lambda: tkc.fftconv(u, kf)), peer
 
+    def scaled(m, n, k, scales):
+        from .fp8_operands import block_operands, tensor_operands
+        ops = block_operands(m, n, k) if scales == "block" else tensor_operands(m, n, k, scales == "row-wise")
+        return (lambda: tkc.scaled_mm(*ops)), (lambda: torch._scaled_mm(*ops, out_dtype=bf))
+
+    def quantize(m, k):
+        x = rnd(m, k)
+
+        def peer():   # the same in torch: 1x128 amax scales, e4m3 (saturated by the clamp)
+            g = x.view(m, k // 128, 128).float()
+            s = g.abs().amax(-1, keepdim=True).clamp(min=1e-12) / 448
+            return (g / s).clamp(-448, 448).to(torch.float8_e4m3fn).view(m, k), s.view(m, -1)
+        return (lambda: tkc.quantize_fp8(x)), peer
+
+    def attention_fp8(L, causal):
+        q, k, v = (torch.randn(4, 16, L, 128, device=dev) for _ in range(3))
+        scales = [t.abs().amax((2, 3)) / 448 for t in (q, k, v)]
+        q8, k8, v8 = ((t / s[..., None, None]).to(torch.float8_e4m3fn) for t, s in zip((q, k, v), scales))
+        qb, kb, vb = (t.to(bf) for t in (q, k, v))
+        return (lambda: tkc.attention_fp8(q8, k8, v8, *scales, causal=causal)), \
+            (lambda: tkc.attention(qb, kb, vb, causal=causal))
+
     table = [("gemm", f"matmul {m}x{n}x{k}", lambda m=m, n=n, k=k: gemm(m, n, k), "torch.matmul", 20)
              for m, n, k in ((1024, 1024, 1024), (2048, 2048, 2048), (777, 4096, 4096),
                              (8000, 8008, 4000), (4096, 4096, 4096), (8192, 14336, 4096))]
@@ -114,6 +136,16 @@ def rows():
         kind = "circular" if L == N else "causal"
         table.append(("fftconv", f"fftconv B16 D768 L {L} N {N} ({kind})",
                       lambda L=L, N=N: fftconv(L, N), "torch.fft", 20))
+    for scales, (m, n, k) in (("per-tensor", (8192,) * 3), ("row-wise", (8192,) * 3),
+                              ("block", (4096, 7168, 16384))):
+        table.append(("fp8", f"scaled_mm {scales} {m}x{n}x{k}", lambda m=m, n=n, k=k, s=scales: scaled(m, n, k, s),
+                      "torch._scaled_mm", 10))
+    for m in (4096, 16384):
+        table.append(("fp8", f"quantize_fp8 {m}x7168", lambda m=m: quantize(m, 7168), "torch ops", 20))
+    for L in (4096, 8192):
+        for causal in (False, True):
+            table.append(("fp8", f"attention_fp8 B4 H16 L {L} D128{' causal' if causal else ''}",
+                          lambda L=L, c=causal: attention_fp8(L, c), "tkc.attention bf16", 10))
     return table
 
 
