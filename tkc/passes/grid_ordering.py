@@ -30,6 +30,15 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
    grid_dim.x {tk.work_items}`; with `tk.persistent = "zigzag"` the loop
    counts the block's rounds r instead, and round r's item is r*P + b
    (r even) or r*P + P-1-b (r odd), P = grid_dim.x, b = block_idx.x.
+3. with `tk.ragged = {count, rows}` (a persistent kernel over ragged
+   groups: MoE's experts, each with count[z] rows in use), the work items
+   are the live ones only: group z (a z of the grid) has ceil(count[z] /
+   rows) y values (at most Y) of X items, the groups' items numbered one
+   group after another. The item loop ends at their total and an item's
+   (x, y) within its group is the order's decode over (X, that height),
+   z its group, all from `tk.ragged_item` (computed on the device from
+   count): every block gets the floor or ceiling of live / P items and no
+   dead item costs a trip through the pipeline.
 
 With a warp-specialised pipeline (tk-pipeline-staging runs next), the
 producer then runs on into the next work item's loads while the consumers
@@ -44,7 +53,7 @@ from mlir.dialects import arith, scf
 
 from ..dialect import ops as tk
 from ..dialect import walk
-from ..dialect.kernel import is_zigzag
+from ..dialect.kernel import is_zigzag, ragged_of
 from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
@@ -183,7 +192,11 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
     first = hoist_prologue(fn)
     with ir.InsertionPoint(first), fn.location:
         dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
-        total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
+        ragged = ragged_of(fn)
+        if ragged is not None:   # the live items' total, from the groups' counts
+            total = tk.ragged_item(ragged[0], index(0), *map(_value, dims[::-1]), ragged[1])[3]
+        else:
+            total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
         b = t = tk.block_idx("x")
         if persistent:
             P = tk.grid_dim("x")
@@ -201,7 +214,11 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
         at = ir.InsertionPoint(first)
     with at, fn.location:
         width = l2_width(fn, order) if order.l2 else None
-        xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
+        if ragged is not None:   # t's group z, then (x, y) inside it
+            z, r, height, _ = tk.ragged_item(ragged[0], t, *map(_value, dims[::-1]), ragged[1])
+            xyz = [_value(v) for v in decode(order, r, (dims[0], height, 1), IRArith, width)[:2]] + [z]
+        else:
+            xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
         extents = [_value(v) for v in dims]
     _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
     product = " * ".join(f"({g})" if " " in g.strip() else g.strip()
