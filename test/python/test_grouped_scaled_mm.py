@@ -67,6 +67,29 @@ def test_masked_layout(cpu_ops, max_m):
     assert (marked[1] == 7).all() and (marked[0, 128:] == 7).all() and (marked[0, :100] != 7).all()
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("counts", [[0, 129, 0, 1, 300, 0], [0, 0, 0]], ids=str)
+def test_masked_live_tiles_only(cpu_ops, counts, out_dtype):
+    """The blocks stride over the live tiles only (ragged=): several experts, empty ones
+    between, counts not multiples of 128, max_m 300 not one either (a count of max_m:
+    3 row blocks, the last partial), no live tile at all; both output dtypes. Row blocks
+    wholly past a count stay unwritten (a marked output)."""
+    max_m, N, K = 300, 136, 128
+    b, sb = experts(len(counts), N, K, seed=7)
+    a, sa, groups = masked_rows(counts, max_m, K, seed=3)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=out_dtype)
+    tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
+    for e, n in enumerate(counts):
+        if n:
+            want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
+            assert torch.allclose(c[e, :n].double(), want, rtol=tol, atol=tol * want.abs().max().item())
+    marked = torch.full((len(counts), max_m, N), 7.0)
+    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, len(counts), max_m, N))
+    for e, n in enumerate(counts):
+        live = -(-n // 128) * 128
+        assert (marked[e, live:] == 7).all() and (marked[e, :n] != 7).all()
+
+
 def test_fake_tensors_give_the_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
