@@ -38,7 +38,8 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
    (x, y) within its group is the order's decode over (X, that height),
    z its group, all from `tk.ragged_item` (computed on the device from
    count): every block gets the floor or ceiling of live / P items and no
-   dead item costs a trip through the pipeline.
+   dead item costs a trip through the pipeline. "auto" then looks at the
+   tiles with z fixed (one group's GEMM): super-rows as for one GEMM.
 
 With a warp-specialised pipeline (tk-pipeline-staging runs next), the
 producer then runs on into the next work item's loads while the consumers
@@ -108,10 +109,19 @@ def axis_bytes(fn) -> dict:
         st = view(op.operands[0].type)
         if not isinstance(st, ST):
             continue
-        axes = _block_axes(op.operands[2:6])
+        axes = _tile_axes(fn, op.operands[2:6])
         if len(axes) == 1:
             out[axes.pop()] += st.rows * st.cols * itemsize(st.dtype)
     return out
+
+
+def _tile_axes(fn, values) -> set:
+    """_block_axes, but for ragged groups (tk.ragged) without z: the order
+    runs inside one group (z fixed: an expert's GEMM), so a tile that follows
+    y and z is a row tile there (the masked MoE GEMM's A), one that follows x
+    and z a column tile (its B)."""
+    axes = _block_axes(values)
+    return axes - {"z"} if "tk.ragged" in fn.attributes else axes
 
 
 def _block_axes(values) -> set:
@@ -144,7 +154,7 @@ def _row_loop(fn):
     """The loop around the loads that follow block_idx.y alone (the A tiles),
     whose trip count says how many bytes a group row reads; None if none."""
     for op in walk(fn):
-        if op.name in LOADS and _block_axes(op.operands[2:6]) == {"y"}:
+        if op.name in LOADS and _tile_axes(fn, op.operands[2:6]) == {"y"}:
             parent = op.parent
             parent = parent.operation if parent is not None else None
             if parent is not None and parent.name == "scf.for":
