@@ -16,6 +16,9 @@ import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from fp8_kernels import convert, mma_f8, mma_f8_lanes, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build`)
+from tkc.kernels.scaled_mm_grouped import grouped_masked  # noqa: E402
+
+grouped_masked_192 = grouped_masked("f32", BM=192)   # the masked GEMM at the other tuned height (`tkc build`)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -272,3 +275,21 @@ def test_grouped_masked_bf16_in_a_cuda_graph():
             want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
             assert float((c[e, :m].float() - want).norm() / want.norm()) < 2 ** -8
         assert (c[e, -(-m // 128) * 128:] == 7).all()
+
+
+def test_grouped_masked_192_row_tiles():
+    """The masked kernel with 192-row tiles (three consumer warpgroups): an expert has
+    ceil(count / 192) row blocks; rows below each count against float32, the row blocks
+    past it unwritten."""
+    from fp8_blocks import dequantised_product, experts, masked_rows
+    from tkc.torchops import grouped
+    counts, max_m, N, K = [193, 0, 1000, 384, 5], 1000, 2048, 1024
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = masked_rows(counts, max_m, K, device="cuda")
+    c = torch.full((len(counts), max_m, N), 7.0, device="cuda")
+    grouped_masked_192(*grouped._views(a, b, sa, sb, groups), c.view(1, *c.shape))
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
+            assert float((c[e, :m] - want).norm() / want.norm()) < F32_BOUND
+        assert (c[e, -(-m // 192) * 192:] == 7).all()

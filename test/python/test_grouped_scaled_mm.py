@@ -90,6 +90,25 @@ def test_masked_live_tiles_only(cpu_ops, counts, out_dtype):
         assert (marked[e, live:] == 7).all() and (marked[e, :n] != 7).all()
 
 
+def test_masked_192_row_tiles(monkeypatch):
+    """The kernel at the other tuned tile height: 192 rows, three consumer warpgroups; an
+    expert has ceil(count / 192) row blocks (193 rows: two, the second of one row)."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "_kernel", lambda out, masked: interpreted(grouped_masked(out, BM=192)))
+    counts, max_m, N, K = [193, 0, 100], 400, 136, 128
+    b, sb = experts(3, N, K, seed=9)
+    a, sa, groups = masked_rows(counts, max_m, K, seed=4)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float32)
+    for e, n in enumerate(counts):
+        if n:
+            want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
+            assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+    marked = torch.full((3, max_m, N), 7.0)
+    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    assert (marked[0, 384:] == 7).all() and (marked[1] == 7).all() and (marked[2, 192:] == 7).all()
+    assert (marked[0, :193] != 7).all() and (marked[2, :100] != 7).all()
+
+
 def test_fake_tensors_give_the_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
