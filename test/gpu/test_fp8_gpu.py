@@ -16,6 +16,9 @@ import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from fp8_kernels import convert, mma_f8, mma_f8_lanes, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build`)
+from tkc.kernels.scaled_mm_grouped import grouped_masked  # noqa: E402
+
+grouped_masked_192 = grouped_masked("f32", BM=192)   # the masked GEMM at the other tuned height (`tkc build`)
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -223,7 +226,8 @@ def test_grouped_contiguous_against_float32(counts, N, K):
         r += -(-m // 128) * 128
 
 
-@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384), ([130, 7], 130)])
+@pytest.mark.parametrize("counts, max_m", [([0, 37, 256, 1], 256), ([129, 0], 384), ([130, 7], 130), ([0, 0, 0], 256),
+                                           ([700, 0, 1500, 3, 2048, 0, 1111, 900], 2048)])
 def test_grouped_masked_against_float32(counts, max_m):
     """tkc.grouped_scaled_mm, masked layout (empty experts, counts not multiples of 128): rows
     below each count against float32; row blocks wholly past a count are not written."""
@@ -241,3 +245,51 @@ def test_grouped_masked_against_float32(counts, max_m):
     grouped._kernel("f32", True)(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
     for e, m in enumerate(counts):
         assert (marked[e, -(-m // 128) * 128:] == 7).all()
+
+
+def test_grouped_masked_bf16_in_a_cuda_graph():
+    """The masked layout as decode runs it: captured once in a CUDA graph, the counts
+    changed on the device, replayed (its blocks find the live tiles from the new counts;
+    the issue-45 shape's structure: 8 experts, 2 empty); bf16 output against each
+    expert's float32 product, row blocks past the counts unwritten."""
+    from fp8_blocks import dequantised_product, experts, masked_rows
+    E, max_m, N, K = 8, 1024, 2048, 1024
+    b, sb = experts(E, N, K, device="cuda")
+    a, sa, groups = masked_rows([max_m] * E, max_m, K, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    counts = [1000, 0, 513, 1024, 0, 1, 129, 700]
+    groups.copy_(torch.tensor(counts, dtype=torch.int32, device="cuda"))
+    c.fill_(7.0)
+    g.replay()
+    torch.cuda.synchronize()
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
+            assert float((c[e, :m].float() - want).norm() / want.norm()) < 2 ** -8
+        assert (c[e, -(-m // 128) * 128:] == 7).all()
+
+
+def test_grouped_masked_192_row_tiles():
+    """The masked kernel with 192-row tiles (three consumer warpgroups): an expert has
+    ceil(count / 192) row blocks; rows below each count against float32, the row blocks
+    past it unwritten."""
+    from fp8_blocks import dequantised_product, experts, masked_rows
+    from tkc.torchops import grouped
+    counts, max_m, N, K = [193, 0, 1000, 384, 5], 1000, 2048, 1024
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, groups = masked_rows(counts, max_m, K, device="cuda")
+    c = torch.full((len(counts), max_m, N), 7.0, device="cuda")
+    grouped_masked_192(*grouped._views(a, b, sa, sb, groups), c.view(1, *c.shape))
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
+            assert float((c[e, :m] - want).norm() / want.norm()) < F32_BOUND
+        assert (c[e, -(-m // 192) * 192:] == 7).all()

@@ -67,6 +67,48 @@ def test_masked_layout(cpu_ops, max_m):
     assert (marked[1] == 7).all() and (marked[0, 128:] == 7).all() and (marked[0, :100] != 7).all()
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("counts", [[0, 129, 0, 1, 300, 0], [0, 0, 0]], ids=str)
+def test_masked_live_tiles_only(cpu_ops, counts, out_dtype):
+    """The blocks stride over the live tiles only (ragged=): several experts, empty ones
+    between, counts not multiples of 128, max_m 300 not one either (a count of max_m:
+    3 row blocks, the last partial), no live tile at all; both output dtypes. Row blocks
+    wholly past a count stay unwritten (a marked output)."""
+    max_m, N, K = 300, 136, 128
+    b, sb = experts(len(counts), N, K, seed=7)
+    a, sa, groups = masked_rows(counts, max_m, K, seed=3)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=out_dtype)
+    tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
+    for e, n in enumerate(counts):
+        if n:
+            want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
+            assert torch.allclose(c[e, :n].double(), want, rtol=tol, atol=tol * want.abs().max().item())
+    marked = torch.full((len(counts), max_m, N), 7.0)
+    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, len(counts), max_m, N))
+    for e, n in enumerate(counts):
+        live = -(-n // 128) * 128
+        assert (marked[e, live:] == 7).all() and (marked[e, :n] != 7).all()
+
+
+def test_masked_192_row_tiles(monkeypatch):
+    """The kernel at the other tuned tile height: 192 rows, three consumer warpgroups; an
+    expert has ceil(count / 192) row blocks (193 rows: two, the second of one row)."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "_kernel", lambda out, masked: interpreted(grouped_masked(out, BM=192)))
+    counts, max_m, N, K = [193, 0, 100], 400, 136, 128
+    b, sb = experts(3, N, K, seed=9)
+    a, sa, groups = masked_rows(counts, max_m, K, seed=4)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float32)
+    for e, n in enumerate(counts):
+        if n:
+            want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
+            assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
+    marked = torch.full((3, max_m, N), 7.0)
+    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    assert (marked[0, 384:] == 7).all() and (marked[1] == 7).all() and (marked[2, 192:] == 7).all()
+    assert (marked[0, :193] != 7).all() and (marked[2, :100] != 7).all()
+
+
 def test_fake_tensors_give_the_shape_and_dtype():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():

@@ -1,6 +1,6 @@
 """Typed readers of a kernel function's attributes (docs/tile-ir.md, "Kernel
 functions"): tk.arg_names, tk.dim_names, tk.divisible, tk.warps,
-tk.blocks_per_sm, tk.persistent, and which gl arguments the kernel writes.
+tk.blocks_per_sm, tk.persistent, tk.ragged, and which gl arguments the kernel writes.
 
 One reader per attribute, used by tk-verify, the passes, the lowering and the
 interpreter. The readers of names raise a located TkcError on a malformed
@@ -211,6 +211,50 @@ def is_zigzag(fn) -> bool:
     from mlir import ir
     a = fn.attributes["tk.persistent"] if "tk.persistent" in fn.attributes else None
     return isinstance(a, ir.StringAttr) and a.value == "zigzag"
+
+
+def check_ragged(fn):
+    """tk.ragged = {count = "name", rows = R}: messages for what is wrong. The
+    work items are ragged groups (docs/tile-ir.md): count names an i32 gl
+    argument the kernel does not write (producer and consumers decode the
+    same items from it), R >= 1, and the kernel is persistent (its item loop
+    ends at the live total, known on the device only)."""
+    from mlir import ir
+    a = fn.attributes["tk.ragged"]
+    if not isinstance(a, ir.DictAttr) or "count" not in a or "rows" not in a or len(a) != 2 \
+            or not isinstance(a["count"], ir.StringAttr) or not isinstance(a["rows"], ir.IntegerAttr):
+        yield f"tk.ragged must be {{count = \"<gl argument>\", rows = <int>}}, got {a}"
+        return
+    name, rows = a["count"].value, ir.IntegerAttr(a["rows"]).value
+    if rows < 1:
+        yield f"tk.ragged: rows must be >= 1, got {rows}"
+    if "tk.persistent" not in fn.attributes:
+        yield "tk.ragged needs a persistent kernel (tk.persistent): its blocks loop over the live items"
+    try:
+        gls = gl_arg_names(fn)
+    except TkcError:
+        return   # tk.arg_names is reported on its own
+    i = gls.get(name)
+    if i is None:
+        yield f"tk.ragged: count must name a gl argument of the kernel, got {name!r}"
+    elif view(fn.regions[0].blocks[0].arguments[i].type).dtype != "i32":
+        yield f"tk.ragged: count {name!r} must be an i32 gl, got {fn.regions[0].blocks[0].arguments[i].type}"
+    elif i in written(fn):
+        yield (f"tk.ragged: the kernel writes its count gl {name!r}, but every block reads it to "
+               "find its work items")
+
+
+def ragged_of(fn):
+    """(the count gl argument, rows) of a kernel's tk.ragged, or None."""
+    if "tk.ragged" not in fn.attributes:
+        return None
+    bad = next(check_ragged(fn), None)
+    if bad:
+        raise error(fn, bad)
+    a = fn.attributes["tk.ragged"]
+    from mlir import ir
+    i = gl_arg_names(fn)[a["count"].value]
+    return fn.regions[0].blocks[0].arguments[i], ir.IntegerAttr(a["rows"]).value
 
 
 # ---------------------------------------------------------------- gl arguments

@@ -261,6 +261,13 @@ def grid_dim(dim: str, loc=None):
     return _one("grid_dim", _index(), attributes={"dim": dim}, loc=loc)
 
 
+def ragged_item(count, t, groups, height, span, rows: int, loc=None):
+    """(group, item in it, its row blocks, total) of item t over ragged groups
+    (docs/tile-ir.md, "Block level": tk.ragged)."""
+    op = create("ragged_item", [_index()] * 4, [count, t, groups, height, span], {"rows": rows}, loc=loc)
+    return tuple(op.results)
+
+
 def gl_slice(t, g, axis: str, start, size, loc=None):
     """The gl view of type t: elements start .. start+size-1 of g along axis."""
     return _one("gl_slice", t, [g, start, size], {"axis": axis}, loc=loc)

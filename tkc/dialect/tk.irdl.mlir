@@ -735,6 +735,20 @@ irdl.dialect @tk {
     irdl.operands(g: %g)
     irdl.results(out: %t)
   }
+  // Ragged groups (tk-grid-ordering's decode of a kernel with tk.ragged):
+  // group j has min(max(ceil(count[j] / rows), 0), height) row blocks of
+  // `span` items each, the groups' items numbered one group after another.
+  // Results: the group z holding item t (`groups` past the last item), t's
+  // number inside its group, z's row blocks (0 past the end), the total.
+  // count[j] is element (0, 0, 0, j) of the i32 gl, 0 past its end.
+  irdl.operation @ragged_item {
+    %g = irdl.base @tk::@gl
+    %t = irdl.is index
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "rows" = %n }
+    irdl.operands(count: %g, item: %t, groups: %t, height: %t, span: %t)
+    irdl.results(group: %t, rest: %t, blocks: %t, total: %t)
+  }
   // Block-level barrier: every warp of the block waits here; with the
   // optional attributes id and warps, the named barrier `id` for `warps` warps.
   irdl.operation @sync {

@@ -34,6 +34,9 @@ def _attributes(kernel) -> dict:
     if kernel.persistent:
         attrs["tk.persistent"] = (ir.StringAttr.get(kernel.persistent) if isinstance(kernel.persistent, str)
                                   else ir.UnitAttr.get())
+    if kernel.ragged:
+        attrs["tk.ragged"] = ir.DictAttr.get({"count": ir.StringAttr.get(kernel.ragged[0]),
+                                              "rows": ir.IntegerAttr.get(i64, kernel.ragged[1])})
     if kernel.blocks_per_sm > 1:
         attrs["tk.blocks_per_sm"] = ir.IntegerAttr.get(i64, kernel.blocks_per_sm)
     if kernel.uniform_ids:

@@ -77,7 +77,8 @@ class Kernel:
     def __init__(self, fn, *, warps: int = 1, grid=None, name: str | None = None,
                  divisible: dict | None = None, order: str | None = None,
                  persistent: bool = False, inplace: dict | None = None, scope: dict | None = None,
-                 spills: int = 0, blocks_per_sm: int = 1, uniform_ids: str | None = None):
+                 spills: int = 0, blocks_per_sm: int = 1, uniform_ids: str | None = None,
+                 ragged: tuple | None = None):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -97,6 +98,7 @@ class Kernel:
                            _where_def(fn))
         self.uniform_ids = uniform_ids
         self.order, self.persistent = _check_schedule(order, persistent, fn)
+        self.ragged = _check_ragged(ragged, persistent, fn)
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
         self.name = name or fn.__name__
@@ -171,6 +173,7 @@ class Kernel:
             "name": self.name, "warps": self.warps, "grid": self.grid(),
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
             "inplace": self.inplace, "blocks_per_sm": self.blocks_per_sm, "uniform_ids": self.uniform_ids,
+            **({"ragged": list(self.ragged)} if self.ragged else {}),
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -258,7 +261,7 @@ class Kernel:
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
            divisible: dict | None = None, order: str | None = None, persistent: bool = False,
            inplace: dict | None = None, spills: int = 0, blocks_per_sm: int = 1,
-           uniform_ids: str | None = None):
+           uniform_ids: str | None = None, ragged: tuple | None = None):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -275,6 +278,13 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     2P + b, ..), so that where the items' work falls along the order (causal
     attention's longest query tiles first) every block gets long and short
     ones alike.
+
+    ragged=("count", R) (persistent kernels): the work items are ragged
+    groups, MoE's experts: z of the grid is a group, count an i32 gl argument
+    whose element z (at (0, 0, 0, z)) is the group's rows in use, and group z
+    has only ceil(count[z] / R) y values (at most the grid's Y). The blocks
+    stride over the live items alone, counted on the device (CUDA graphs:
+    counts change, the launch does not): no block idles on dead ones.
 
     inplace={"o": "x"}: the output o may be the very tensor x (the kernel
     reads each element of x before writing it, once). Without it, a launch
@@ -306,7 +316,7 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
                 persistent=persistent, inplace=inplace, scope=scope, spills=spills,
-                blocks_per_sm=blocks_per_sm, uniform_ids=uniform_ids)
+                blocks_per_sm=blocks_per_sm, uniform_ids=uniform_ids, ragged=ragged)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)
@@ -325,6 +335,23 @@ def _check_schedule(order, persistent, fn) -> tuple[str | None, bool]:
     except ValueError as e:
         raise TkcError(f"order: {e}", _where_def(fn)) from None
     return order, persistent
+
+
+def _check_ragged(ragged, persistent, fn) -> tuple | None:
+    """ragged=(count argument's name, rows a y value), for a persistent kernel."""
+    if ragged is None:
+        return None
+    ok = isinstance(ragged, tuple) and len(ragged) == 2 and isinstance(ragged[0], str) \
+        and isinstance(ragged[1], int) and not isinstance(ragged[1], bool) and ragged[1] >= 1
+    if not ok:
+        raise TkcError(f"ragged must be (count, rows): the name of an i32 gl argument and the rows of "
+                       f"a y value (an int >= 1), got {ragged!r}", _where_def(fn))
+    if ragged[0] not in inspect.signature(fn).parameters:
+        raise TkcError(f"ragged: {ragged[0]!r} is not an argument of the kernel", _where_def(fn))
+    if not persistent:
+        raise TkcError("ragged needs persistent=True (or \"zigzag\"): its blocks loop over the live "
+                       "work items, whose number only the device knows", _where_def(fn))
+    return ragged
 
 
 def _check_inplace(inplace, fn) -> dict[str, str]:

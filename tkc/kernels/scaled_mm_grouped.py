@@ -12,11 +12,17 @@ coordinates it sets, and in the consumers, whose weight scale it picks). An
 expert without rows has no row blocks: nothing to do.
 
 Masked (decode, CUDA graphs: shapes fixed, counts on the device): a [E,
-max_m, K], count [E] int32 the rows of each expert in use; the grid covers
-every (expert, row block), and a block past its expert's count runs no K
-steps and stores nothing, so an empty expert costs a grid slot and a load
-of its count. C's rows past count inside a live block hold whatever A's
-rows there give (DeepGEMM's are unspecified too).
+max_m, K], count [E] int32 the rows of each expert in use. The grid's
+(col block, row block, expert) space is ragged (tkc.kernel's ragged=): the
+persistent blocks stride over the live tiles only, expert e contributing
+ceil(count[e] / 128) row blocks, found on the device from count (DeepGEMM's
+masked scheduler). So every block gets the floor or ceiling of live / SMs
+tiles, an empty expert costs nothing but its count's load, and no tile
+runs past its expert's count (the earlier grid covered every row block of
+max_m, dead ones running no K steps: 0.93x a per-expert loop on an H200,
+its busiest SMs 41-42 live tiles where 39 is the mean). C's row blocks
+past count are not written; its rows past count inside a live block hold
+whatever A's rows there give (DeepGEMM's are unspecified too).
 """
 
 import tkc.dsl as tkc
@@ -43,19 +49,23 @@ def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
                       grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(grouped)
 
 
-def grouped_masked(out_dtype: str = "bf16", stages="auto"):
+def grouped_masked(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     """a gl(f8e4m3, 1, E, max_m, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, E, K/128, MMS),
     scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), c gl(out, 1, E, max_m, N);
-    MMS and KBS: max_m and K/128 rounded up to multiples of 4, zeros past them (TMA's 16-byte rows)."""
+    MMS and KBS: max_m and K/128 rounded up to multiples of 4, zeros past them (TMA's 16-byte rows).
+    BM: the tile's rows, 128 or 192 (scaled_mm_blockwise's heights); an expert has ceil(count / BM)
+    row blocks."""
     def grouped(a: gl(f8e4m3, 1, "E", "MM", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
                 scale_a: gl(f32, 1, "E", "KB", "MMS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 count: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, "E", "MM", "N")):
         bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        smem = shared(out_dtype)
-        tile(smem, a, b, scale_a, scale_b, c, e, e, bm, bn, stages, live=bm * BM < load_index(count, e))
+        smem = shared(out_dtype, BM)
+        tile(smem, a, b, scale_a, scale_b, c, e, e, bm, bn, stages)   # live: ragged= gives no other
 
-    return tkc.kernel(name=_name("scaled_mm_grouped_masked", out_dtype, stages, True), warps=8,
-                      persistent=True, order="auto", divisible={"K": BK},
+    if BM not in (128, 192):
+        raise ValueError(f"grouped_masked: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
+    return tkc.kernel(name=_name("scaled_mm_grouped_masked", out_dtype, stages, True, BM), warps=BM // 16,
+                      persistent=True, order="auto", divisible={"K": BK}, ragged=("count", BM),
                       grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d))(grouped)
 
 

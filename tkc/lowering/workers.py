@@ -11,6 +11,8 @@ the same in every lane (tkc.kernel's uniform_ids).
 barrier `bar.sync id, 32*warps` (docs/tile-ir.md, "Block level"); one warp's
 is `bar.warp.sync`; with `arrive`, `bar.arrive id, 32*warps`.
 `tk.atomic_add` meets like tk.sync around one thread's atom.add.
+`tk.ragged_item` walks the groups' counts in a loop (every lane the same
+addresses: broadcast loads), branch-free: selects carry the item's group.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from mlir.dialects import arith, llvm, nvvm, scf
 
 from ..diagnostics import error
 from ..hopper.sync import checked_sync_group
-from .access import _gl_ptr, _sh_ptr
+from .access import _gl_ptr, _load_piece, _sh_ptr, _v
 from .core import Global, rule
 from .global_memory import _gl_tile_origin
 
@@ -72,6 +74,37 @@ def _dim(lw, op, args):
         raise error(op, f"tk.dim: axis must be one of b, d, r, c, found {axis!r}")
     d = g.bounds[_AXES.index(axis)]
     return [d if isinstance(d, ir.Value) else _index(d)]
+
+
+@rule("tk.ragged_item")
+def _ragged_item(lw, op, args):
+    """scf.for over the groups j carrying (z, start, blocks, acc): group j
+    has h = min(max(ceil(count[j] / rows), 0), height) row blocks, its items
+    are acc .. end = acc + span * h; t lies past it when end <= t (then z
+    counts it and start moves to end) and in it when acc <= t < end."""
+    g = args[0]
+    if not isinstance(g, Global):
+        raise error(op, f"tk.ragged_item takes a gl, found {op.operands[0].type}")
+    t, groups, height, span = (_v(a) for a in args[1:])
+    rows = ir.IntegerAttr(op.attributes["rows"]).value
+    ule = arith.CmpIPredicate.ule
+    zero = _index(0)
+    loop = scf.ForOp(zero, groups, _index(1), [zero, zero, zero, zero])
+    with ir.InsertionPoint(loop.body):
+        j = loop.induction_variable
+        z, start, blocks, acc = loop.inner_iter_args
+        ok = arith.cmpi(arith.CmpIPredicate.ult, j, _v(g.bounds[3]))
+        p = _gl_ptr(g, _gl_tile_origin(g, (0, 0, 0, j), 1, 1))
+        n = _load_piece(arith.select(ok, p, g.ptr), "i32", 1, ok, 0)[0]
+        n = arith.maxsi(arith.index_cast(ir.IndexType.get(), n), zero)
+        h = arith.minui(arith.divui(arith.addi(n, _index(rows - 1)), _index(rows)), height)
+        end = arith.addi(acc, arith.muli(span, h))
+        past = arith.cmpi(ule, end, t)
+        here = arith.andi(arith.cmpi(ule, acc, t), arith.xori(past, arith.constant(ir.IntegerType.get_signless(1), 1)))
+        scf.YieldOp([arith.addi(z, arith.select(past, _index(1), zero)), arith.select(past, end, start),
+                     arith.select(here, h, blocks), end])
+    z, start, blocks, total = loop.results
+    return [z, arith.subi(t, start), blocks, total]
 
 
 @rule("tk.sync")

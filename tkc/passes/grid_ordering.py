@@ -30,6 +30,16 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
    grid_dim.x {tk.work_items}`; with `tk.persistent = "zigzag"` the loop
    counts the block's rounds r instead, and round r's item is r*P + b
    (r even) or r*P + P-1-b (r odd), P = grid_dim.x, b = block_idx.x.
+3. with `tk.ragged = {count, rows}` (a persistent kernel over ragged
+   groups: MoE's experts, each with count[z] rows in use), the work items
+   are the live ones only: group z (a z of the grid) has ceil(count[z] /
+   rows) y values (at most Y) of X items, the groups' items numbered one
+   group after another. The item loop ends at their total and an item's
+   (x, y) within its group is the order's decode over (X, that height),
+   z its group, all from `tk.ragged_item` (computed on the device from
+   count): every block gets the floor or ceiling of live / P items and no
+   dead item costs a trip through the pipeline. "auto" then looks at the
+   tiles with z fixed (one group's GEMM): super-rows as for one GEMM.
 
 With a warp-specialised pipeline (tk-pipeline-staging runs next), the
 producer then runs on into the next work item's loads while the consumers
@@ -44,7 +54,7 @@ from mlir.dialects import arith, scf
 
 from ..dialect import ops as tk
 from ..dialect import walk
-from ..dialect.kernel import is_zigzag
+from ..dialect.kernel import is_zigzag, ragged_of
 from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
@@ -99,10 +109,19 @@ def axis_bytes(fn) -> dict:
         st = view(op.operands[0].type)
         if not isinstance(st, ST):
             continue
-        axes = _block_axes(op.operands[2:6])
+        axes = _tile_axes(fn, op.operands[2:6])
         if len(axes) == 1:
             out[axes.pop()] += st.rows * st.cols * itemsize(st.dtype)
     return out
+
+
+def _tile_axes(fn, values) -> set:
+    """_block_axes, but for ragged groups (tk.ragged) without z: the order
+    runs inside one group (z fixed: an expert's GEMM), so a tile that follows
+    y and z is a row tile there (the masked MoE GEMM's A), one that follows x
+    and z a column tile (its B)."""
+    axes = _block_axes(values)
+    return axes - {"z"} if "tk.ragged" in fn.attributes else axes
 
 
 def _block_axes(values) -> set:
@@ -135,7 +154,7 @@ def _row_loop(fn):
     """The loop around the loads that follow block_idx.y alone (the A tiles),
     whose trip count says how many bytes a group row reads; None if none."""
     for op in walk(fn):
-        if op.name in LOADS and _block_axes(op.operands[2:6]) == {"y"}:
+        if op.name in LOADS and _tile_axes(fn, op.operands[2:6]) == {"y"}:
             parent = op.parent
             parent = parent.operation if parent is not None else None
             if parent is not None and parent.name == "scf.for":
@@ -183,7 +202,11 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
     first = hoist_prologue(fn)
     with ir.InsertionPoint(first), fn.location:
         dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
-        total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
+        ragged = ragged_of(fn)
+        if ragged is not None:   # the live items' total, from the groups' counts
+            total = tk.ragged_item(ragged[0], index(0), *map(_value, dims[::-1]), ragged[1])[3]
+        else:
+            total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
         b = t = tk.block_idx("x")
         if persistent:
             P = tk.grid_dim("x")
@@ -201,7 +224,11 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
         at = ir.InsertionPoint(first)
     with at, fn.location:
         width = l2_width(fn, order) if order.l2 else None
-        xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
+        if ragged is not None:   # t's group z, then (x, y) inside it
+            z, r, height, _ = tk.ragged_item(ragged[0], t, *map(_value, dims[::-1]), ragged[1])
+            xyz = [_value(v) for v in decode(order, r, (dims[0], height, 1), IRArith, width)[:2]] + [z]
+        else:
+            xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
         extents = [_value(v) for v in dims]
     _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
     product = " * ".join(f"({g})" if " " in g.strip() else g.strip()

@@ -136,8 +136,10 @@ def emit_grid_expr(fn, text: str) -> ir.Value:
 # ---------------------------------------------------------------- slices
 
 # Ops whose value depends only on their operands and the block's identity:
-# the producer may recompute them.
-PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim", "tk.gl_slice", "tk.rank", "tk.world_size", "tk.peer")
+# the producer may recompute them (tk.ragged_item reads the count gl, which
+# the kernel does not write: tk.ragged's rule).
+PURE_TK = ("tk.block_idx", "tk.grid_dim", "tk.dim", "tk.gl_slice", "tk.rank", "tk.world_size", "tk.peer",
+           "tk.ragged_item")
 WARP_IDS = ("tk.warpid", "tk.laneid", "tk.warpgroupid")
 
 

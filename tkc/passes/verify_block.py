@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..dialect.attrs import (MAX_STAGES, PIPELINE_KEYS, constant, int_attr, pipeline_options, ring_stages,
                              sync_group)
-from ..dialect.kernel import is_zigzag, kernel_warps
+from ..dialect.kernel import check_ragged, is_zigzag, kernel_warps
 from ..dialect.types import RT, RV, SV
 from ..hopper.registers import frag_len
 from ..hopper.shared import subtile_problems
@@ -145,3 +145,5 @@ def check_kernel(fn):
     if "tk.persistent" in fn.attributes and not (
             isinstance(fn.attributes["tk.persistent"], ir.UnitAttr) or is_zigzag(fn)):
         yield f"tk.persistent is a unit attribute or \"zigzag\", got {fn.attributes['tk.persistent']}"
+    if "tk.ragged" in fn.attributes:
+        yield from check_ragged(fn)

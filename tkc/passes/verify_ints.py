@@ -66,6 +66,9 @@ def int_gl_problem(op, ins) -> str | None:
     element at a time; an i64 gl is sized, sliced and read and written one
     element at a time. None when op does that (or has no integer gl)."""
     kinds = {v.dtype for v in ins if isinstance(v, GL) and v.dtype in ("i32", "i64")}
+    if op.name == "tk.ragged_item":   # the groups' counts (tk.ragged)
+        ok = isinstance(ins[0], GL) and ins[0].dtype == "i32"
+        return None if ok else f"the groups' counts are an i32 gl, got {op.operands[0].type}"
     if not kinds or op.name in ("tk.dim", "tk.gl_slice", "tk.peer"):
         return None
     if "i64" in kinds:

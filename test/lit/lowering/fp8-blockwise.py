@@ -2,7 +2,8 @@
 # grouped masked variant (scaled_mm_grouped.py): the producer sets the TMA
 # coordinates (4-D boxes: the group is the d coordinate; A's tile, B's tile,
 # the tile's row scales of the step and the 16 weight scales around it) after
-# reading the expert's count, a consumer step reads its 16 row scales (two
+# finding its live tile from the experts' counts (tk.ragged_item: a loop of
+# count loads; the consumers run it too), a consumer step reads its 16 row scales (two
 # floats a lane) and its weight scale (one word for every lane) from the
 # ring's stage: three shared loads, no global ones, no bounds checks (TMA
 # zero-filled past the scales' ends), issues the four
@@ -28,9 +29,9 @@ from tkc.kernels.scaled_mm_grouped import grouped_masked
 # CHECK: wgmma.wait_group.sync.aligned
 
 # MASKED-LABEL: .entry scaled_mm_grouped_masked_bf16_128x128x128(
-# MASKED: ld.global.s32
+# MASKED: ld.global.b32
 # MASKED-COUNT-4: cp.async.bulk.tensor.4d
-# MASKED: ld.global.s32
+# MASKED: ld.global.b32
 # MASKED-COUNT-4: wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3
 
 dense = scaled_mm_blockwise("bf16")
