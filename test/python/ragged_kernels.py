@@ -1,5 +1,5 @@
 """Test kernels over ragged groups (tkc.kernel's ragged=), shared by the
-interpreter test (test_ragged.py) and the GPU's (test/gpu/test_ragged_gpu.py):
+interpreter test (test_ragged_items.py) and the GPU's (test/gpu/test_ragged_items_gpu.py):
 imports tkc only, so a GPU machine without MLIR imports it too.
 
 Each work item adds 1 to its own element o[z, y, x], so o counts the visits:

@@ -3,7 +3,7 @@ against the Python reference: every live work item visited once, no dead one,
 with more live items than SMs (blocks take several, across groups), empty
 groups, counts past the grid's height and no live item at all; and the counts
 changed on the device between two launches of one prepared launch (what a CUDA
-graph replays). The interpreter twin: test/python/test_ragged.py."""
+graph replays). The interpreter twin: test/python/test_ragged_items.py."""
 import sys
 from pathlib import Path
 
