@@ -14,6 +14,9 @@ count gl shorter than the groups (c[z] past its end counts 0).
 """
 from __future__ import annotations
 
+import re
+from dataclasses import replace
+
 from .gls import Arg
 
 RAGGED_SHARE = 0.2          # of the persistent programs
@@ -56,6 +59,38 @@ def persistent_opts(g, bm: int) -> str:
     g.features.add("ragged")
     persistent = r.choice(("True", "True", '"zigzag"'))
     return f", persistent={persistent}{r.choice(ORDERS)}, ragged=(\"count\", {rows})"
+
+
+# ------------------------------------------------------------ what ran
+# (test_fuzz_ragged.py in the interpreter, test/gpu/test_fuzz_ragged_gpu.py on the GPU)
+
+_OPTION = re.compile(r', ragged=\("count", (\d+)\)')
+
+
+def live_rows(p) -> list[int]:
+    """Each group's live y values in ragged program p: min(max(ceil(count[z]
+    / R), 0), Y), 0 past the count gl's end."""
+    counts = next(a for a in p.args if a.name == "count").values
+    rows, groups = int(_OPTION.search(p.source).group(1)), max(a.shape[1] for a in p.args if a.output)
+    return [min(max(-(-counts[z] // rows), 0), p.grid[1]) if z < len(counts) else 0 for z in range(groups)]
+
+
+def all_items(p):
+    """p without ragged= (every item runs, persistent as before), under its own name."""
+    name = p.name + "_all"
+    return replace(p, name=name, source=_OPTION.sub("", p.source).replace(f"def {p.name}(", f"def {name}("))
+
+
+def expected(p, full: list) -> list:
+    """p's outputs from its all-items twin's: each group's rows past its live
+    items (by >= h_z) at the initial fill (0.5, or 7 in an integer gl)."""
+    out = []
+    for a, x in zip([a for a in p.args if a.output], full):
+        x = x.copy()
+        for z, h in enumerate(live_rows(p)):
+            x[0, z, h * a.block_rows:] = 7 if a.dtype in ("i32", "i64") else 0.5
+        out.append(x)
+    return out
 
 
 # ------------------------------------------------------------ ill-typed twins
