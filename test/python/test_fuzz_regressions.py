@@ -145,3 +145,31 @@ def test_the_fuzz_programs_wgmma_descriptors_are_set(program):
     from tkc.fuzz.program import kernel_of
     from tkc.sass import unset_descriptor_registers
     assert unset_descriptor_registers(_sass(kernel_of(program))) == []
+
+
+@tkc.kernel(warps=1, grid=lambda count, x, o: (1, 3, 2), persistent=True, ragged=("count", 16))
+def ragged_copy(count: gl(tkc.i32, 1, 1, 1, 2), x: gl(f32, 1, 1, 48, 16), o: gl(f32, 1, 2, 48, 16)):
+    """seed 20260 (ragged programs, tkc/fuzz/ragged.py): the interpreter ran
+    the traced IR's dead items too (tk.ragged took effect only once
+    tk-grid-ordering wrote the item loop), so that pass changed the outputs
+    of every program with a dead item. Fixed in interpreter/machine.py
+    (_live_rows)."""
+    bz, by = tkc.block_idx.z, tkc.block_idx.y
+    store(o, load(rt(f32, 16, 16), x, (0, 0, by, 0)), (0, bz, by, 0))
+
+
+def test_ragged_items_run_alike_before_and_after_grid_ordering():
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.interpreter import run
+    from tkc.pass_pipeline import run_pipeline
+    count = np.array([17, -3], np.int32).reshape(1, 1, 1, 2)   # 2 live row blocks, then none
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 1, 48, 16)).astype(np.float32)
+    want = np.full((1, 2, 48, 16), 0.5, np.float32)
+    want[0, 0, :32] = x[0, 0, :32]
+    module = ragged_copy.trace()
+    for passes in (None, TILE_PIPELINE):
+        if passes:
+            run_pipeline(module, passes)
+        o = np.full((1, 2, 48, 16), 0.5, np.float32)
+        run(module, [count, x, o])
+        np.testing.assert_array_equal(o, want)

@@ -104,3 +104,37 @@ def test_count_must_be_an_i32_gl_the_kernel_does_not_write():
     k = tkc.kernel(writes, warps=1, persistent=True, ragged=("count", 4), grid=lambda count, o: (o.r, o.d))
     with pytest.raises(TkcError, match="the kernel writes its count gl 'count'"):
         k.interpret(np.zeros((1, 1, 1, 2), np.int32), np.zeros((1, 2, 4, 1), np.int32))
+
+
+@pytest.mark.parametrize("counts", COUNTS, ids=str)
+def test_the_traced_ir_runs_the_live_items_only(counts):
+    """Before tk-grid-ordering writes the item loop, the interpreter runs the
+    grid's blocks, and tk.ragged makes the dead ones work items no more: the
+    traced IR and the compiled one visit the same items (tkc fuzz found the
+    traced IR running them all, so tk-grid-ordering changed the outputs)."""
+    Y, X = 4, 3
+    count = np.array(counts, np.int32).reshape(1, 1, 1, -1)
+    o = np.zeros((1, len(counts), Y, X), np.int32)
+    run(ragged_visits.trace(), [count, o])
+    assert o[0].tolist() == expected_visits(counts, Y, X)
+
+
+def test_an_atomic_add_into_the_count_is_a_write():
+    """atomic_add writes its gl: a ragged kernel may not add into its count
+    (tkc fuzz found it accepted), and the manifest says the gl is written
+    (the launch's check that a written gl overlaps no other argument)."""
+    from tkc.ops import atomic_add
+
+    def adds(count: gl(i32, 1, 1, 1, "E"), o: gl(i32, 1, "E", "Y", "X")):
+        atomic_add(count, 1, at=(0, 0, 0, tkc.block_idx.z))
+    k = tkc.kernel(adds, warps=1, persistent=True, ragged=("count", 4), grid=lambda count, o: (o.r, o.d))
+    with pytest.raises(TkcError, match="the kernel writes its count gl 'count'"):
+        k.interpret(np.zeros((1, 1, 1, 2), np.int32), np.zeros((1, 2, 4, 1), np.int32))
+
+    from tkc.lowering.requirements import params
+
+    def counter(c: gl(i32, 1, 1, 1, 4), x: gl(i32, 1, 1, 1, 4)):
+        atomic_add(c, 1, at=(0, 0, 0, tkc.block_idx.x))
+    module = tkc.kernel(counter, warps=1, grid=lambda c, x: (4,)).trace()
+    fn = next(op for op in module.body.operations if "tk.grid" in op.attributes)
+    assert [p["writes"] for p in params(fn, ["c", "x"])] == [True, False]

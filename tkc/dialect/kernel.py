@@ -259,9 +259,10 @@ def ragged_of(fn):
 
 # ---------------------------------------------------------------- gl arguments
 
-# ops that write a gl: (op name, operand index of the gl)
+# ops that write a gl: (op name, operand index of the gl); an atomic_add's
+# add is a write too (the launch's overlap check, tk.inplace, tk.ragged's count)
 WRITES = {"tk.store": 0, "tk.group_store": 0, "tk.tma_store": 0, "tk.tma_store_add": 0,
-          "tk.pipeline_store": 0, "tk.store_join": 0, "tk.signal": 0}
+          "tk.pipeline_store": 0, "tk.store_join": 0, "tk.signal": 0, "tk.atomic_add": 0}
 
 
 def written(op) -> set[int]:

@@ -71,6 +71,10 @@ class Gen:
         self.loop_vars: list[str] = []
         self.in_if = False
         self.no_group_load = False
+        self.groups = 0                   # ragged groups (ragged.py): the grid's z, the outputs' d
+        self.out_d = "0"                  # an output's d coordinate ("bz": its group)
+        self.kernel_opts = ""             # tkc.kernel's options past warps and grid
+        self.bad_at_def = False           # refusals.py: the error names the kernel's decorator
         self.features: set[str] = set()
         self.count = 0
         self.inputs, self.input_dtype, self.args = [], {}, []
@@ -124,6 +128,10 @@ class Gen:
             for i, u in enumerate(scope):
                 if u.name == v.name:
                     scope[i] = v
+
+    def out_shape(self, rows: int, cols: int) -> tuple:
+        """An output gl's shape: one (rows, cols) matrix a group (one if not ragged)."""
+        return (1, max(self.groups, 1), rows, cols)
 
     def tile_row_expr(self) -> str:
         """This warp's tile row (in a loop, sometimes shifted by the loop variable)."""
@@ -299,9 +307,10 @@ class Gen:
         j = sum(a.output for a in self.args)
         r = self.warps * self.grid[1] * rows - self.rng.randrange(0, rows)
         c = self.grid[0] * cols - 8 * self.rng.randrange(0, cols // 8)
-        self.args.append(Arg(f"o{j}", v.dtype, (1, 1, r, c), output=True, tol=v.err))
+        self.args.append(Arg(f"o{j}", v.dtype, self.out_shape(r, c), output=True, tol=v.err,
+                             block_rows=self.warps * rows))
         if not O.tma_store(self, v, f"o{j}"):
-            self.emit(f"store(o{j}, {v.name}, (0, 0, tr, bx), clip=True)", "store_clip")
+            self.emit(f"store(o{j}, {v.name}, (0, {self.out_d}, tr, bx), clip=True)", "store_clip")
 
     def finish(self, seed: int, index: int, **kw) -> Program:
         for v in self.outputs():
@@ -311,13 +320,15 @@ class Gen:
         return self.program(seed, index, **kw)
 
     def program(self, seed: int, index: int, prologue: list[str] | None = None,
-                kernel_opts: str = "") -> Program:
+                kernel_opts: str | None = None) -> Program:
         if prologue is None:
             prologue = ["bx, by = tkc.block_idx.x, tkc.block_idx.y", f"tr = by * {self.warps} + tkc.warpid()"]
-        params = ", ".join(f"{a.name}: gl({a.dtype}, 1, 1, {self.dim(a.shape[2], a.static)}, "
+        kernel_opts = self.kernel_opts if kernel_opts is None else kernel_opts
+        params = ", ".join(f"{a.name}: gl({a.dtype}, 1, {a.shape[1]}, {self.dim(a.shape[2], a.static)}, "
                            f"{self.dim(a.shape[3], a.static)})" for a in self.args)
         names = ", ".join(a.name for a in self.args)
-        head = (f"@tkc.kernel(warps={self.warps}, grid=lambda {names}: {tuple(self.grid)}{kernel_opts})\n"
+        grid = tuple(self.grid) + ((self.groups,) if self.groups else ())
+        head = (f"@tkc.kernel(warps={self.warps}, grid=lambda {names}: {grid}{kernel_opts})\n"
                 f"def {self.name}({params}):\n")
         top = ["    " + p for p in prologue] + self.top
         body = "\n".join(top + self.lines)

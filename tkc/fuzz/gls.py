@@ -16,3 +16,5 @@ class Arg:
     tol: float = 0.0
     static: bool = False  # its dims are written as ints (else at random)
     ints: tuple = (-100, 100)  # an integer input's values (program.arrays)
+    block_rows: int = 0  # an output's rows each block row (by) writes: what a dead ragged item leaves
+    values: tuple | None = None  # an input's very elements (a ragged kernel's counts), in order

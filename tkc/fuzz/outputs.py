@@ -18,7 +18,7 @@ def tma_store(g, v, name: str) -> bool:
     rows, cols = v.shape
     s = g.alloc(f"st({v.dtype}, {g.warps * rows}, {cols})")
     g.emit(f"store({s}, {v.name}, (tkc.warpid(), 0))", "store_shared")
-    g.emit(f"tma.store({name}, {s}, (0, 0, by, bx))", "tma_store")
+    g.emit(f"tma.store({name}, {s}, (0, {g.out_d}, by, bx))", "tma_store")
     return True
 
 
@@ -31,8 +31,9 @@ def scalar_outputs(g) -> None:
             dtype = "f32"
         else:  # an i64 gl keeps the whole index, an i32 one its low 32 bits
             dtype = g.rng.choice(("i32", "i64"))
-        g.args.append(Arg(f"o{j}", dtype, (1, 1, g.warps * g.grid[1], g.grid[0]), output=True, tol=v.err))
-        g.emit(f"store(o{j}, {v.name}, at=(0, 0, tr, bx), clip=True)", f"store_{v.kind}_element")
+        g.args.append(Arg(f"o{j}", dtype, g.out_shape(g.warps * g.grid[1], g.grid[0]), output=True, tol=v.err,
+                          block_rows=g.warps))
+        g.emit(f"store(o{j}, {v.name}, at=(0, {g.out_d}, tr, bx), clip=True)", f"store_{v.kind}_element")
 
 
 def counter(g) -> None:
@@ -43,9 +44,10 @@ def counter(g) -> None:
         return
     outs = [a.name for a in g.args if a.output]
     j = len(outs)
-    g.args.append(Arg(f"o{j}", "i32", (1, 1, g.grid[1], g.grid[0]), output=True))
+    g.args.append(Arg(f"o{j}", "i32", g.out_shape(g.grid[1], g.grid[0]), output=True, block_rows=1))
     after = g.rng.sample(outs, g.rng.randrange(1, len(outs) + 1)) if outs else []
     text = after[0] if len(after) == 1 and g.rng.random() < 0.5 else "[" + ", ".join(after) + "]"
-    g.emit(f"old = atomic_add(o{j}, 1, at=(0, 0, by, bx), after={text})", "atomic_add")
-    g.args.append(Arg(f"o{j + 1}", "i32", (1, 1, g.warps * g.grid[1], g.grid[0]), output=True))
-    g.emit(f"store(o{j + 1}, old + tr, at=(0, 0, tr, bx), clip=True)", "store_index_element")
+    g.emit(f"old = atomic_add(o{j}, 1, at=(0, {g.out_d}, by, bx), after={text})", "atomic_add")
+    g.args.append(Arg(f"o{j + 1}", "i32", g.out_shape(g.warps * g.grid[1], g.grid[0]), output=True,
+                      block_rows=g.warps))
+    g.emit(f"store(o{j + 1}, old + tr, at=(0, {g.out_d}, tr, bx), clip=True)", "store_index_element")

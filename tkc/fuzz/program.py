@@ -30,13 +30,15 @@ INT_DTYPES = {"i32": np.int32, "i64": np.int64}
 
 def arrays(p: Program) -> list[np.ndarray]:
     """The arguments: inputs uniform in [-1, 1] (bf16 values for a bf16 gl),
-    integers uniform in the Arg's `ints` range; outputs filled with 0.5 (7 for
+    integers uniform in the Arg's `ints` range, or the Arg's `values`; outputs filled with 0.5 (7 for
     an integer gl: what no store reaches keeps it on both sides).
     A pure function of (seed, index)."""
     rng = np.random.default_rng([p.seed, p.index, 7])
     out = []
     for a in p.args:
-        if a.dtype in INT_DTYPES:
+        if a.values is not None:  # chosen by the generator (ragged.py's counts): no draw
+            out.append(np.array(a.values, INT_DTYPES.get(a.dtype, np.float32)).reshape(a.shape))
+        elif a.dtype in INT_DTYPES:
             x = (np.full(a.shape, 7) if a.output else rng.integers(a.ints[0], a.ints[1] + 1, a.shape))
             out.append(x.astype(INT_DTYPES[a.dtype]))
         elif a.output:

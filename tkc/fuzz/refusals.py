@@ -8,7 +8,8 @@ nothing in scope fits (another is tried).
 """
 from __future__ import annotations
 
-from .core import Gen, Program, rng_of
+from .core import HEADER, Gen, Program, rng_of
+from . import ragged as R
 from . import statements as S
 
 
@@ -284,7 +285,8 @@ BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, ad
           warpgroup_warps, group_load_dtype, exp_fma_share, range_stages, iota_axis, wide_mma,
           transpose_vector, store_vector_to_st, mma_i32, float_op_of_i32, i32_beside_float,
           i32_tile_from_float_gl, i32_float_fill, block_bf16, scalar_counted_in_region,
-          scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype, eight_row_col]
+          scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype, eight_row_col,
+          R.ragged_misuse]
 
 
 def refusal(seed: int, index: int) -> Program:
@@ -299,5 +301,7 @@ def refusal(seed: int, index: int) -> Program:
             break
     g.store_output(g.values()[0])
     p = g.program(seed, index)
-    p.bad_line, p.bad_what = p.body_line + g.bad_index, what
+    # a kernel option's error (ragged=) names the decorator, the def's first line
+    p.bad_line = HEADER.count("\n") + 1 if g.bad_at_def else p.body_line + g.bad_index
+    p.bad_what = what
     return p

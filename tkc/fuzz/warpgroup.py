@@ -15,6 +15,7 @@ program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 
+from . import ragged as R
 from . import statements as S
 from .core import Arg, Gen, Program
 from .values import EPS, Val
@@ -57,6 +58,9 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     wgs = rng.choice((1, 1, 2))
     g.warps = 4 * wgs
     bm, bn, bk = 64 * wgs, rng.choice((16, 32, 64)), rng.choice((16, 32, 64))
+    persistent = rng.random() < 0.3
+    if persistent:  # maybe over ragged groups (ragged.py): the grid's z and y, a count gl
+        g.kernel_opts = R.persistent_opts(g, bm)
     op = rng.choice(("mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"))
     ta, tb = S.MMA_SHAPES[op]
     a_reg = not ta and rng.random() < 0.3      # A from registers: this warp's 16 rows
@@ -71,7 +75,6 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     g.args += [Arg("a", "bf16", (1, 1) + a_shape), Arg("b", "bf16", (1, 1) + b_shape)]
     a_s = g.alloc(f"st(bf16, {bk}, {bm})" if ta else f"st(bf16, {bm}, {bk})")
     b_s = g.alloc(f"st(bf16, {bn}, {bk})" if tb else f"st(bf16, {bk}, {bn})")
-    persistent = rng.random() < 0.3
     g.emit(f"acc = zero(rt(f32, 16, {bn}))", "zero")
     if stages:
         g.emit(f"for k in tkc.range({nk}{stages}):", "pipelined")
@@ -103,8 +106,6 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     # as an xfail in test_fuzz_regressions.py): not generated until it is fixed
     g.no_group_load = g.warps == 8
     g.body(rng.randrange(0, 6))
-    p = g.finish(seed, index, prologue=["bx, by = tkc.block_idx.x, tkc.block_idx.y",
-                                        "wg = tkc.warpgroupid()",
-                                        f"tr = by * {g.warps} + tkc.warpid()"],
-                 kernel_opts=", persistent=True" if persistent else "")
-    return p
+    ids = "bx, by, bz = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z" if g.groups else \
+        "bx, by = tkc.block_idx.x, tkc.block_idx.y"
+    return g.finish(seed, index, prologue=[ids, "wg = tkc.warpgroupid()", f"tr = by * {g.warps} + tkc.warpid()"])

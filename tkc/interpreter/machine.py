@@ -104,9 +104,27 @@ def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = N
         raise error(sig.func, f"sms must be a positive int, got {sms!r}")
     grid = _grid(sig, {"sms": int(sms), **env}) if grid is None else _check_grid(sig, grid)
     program = Program(sig)
+    live = _live_rows(sig, args, grid)
     with np.errstate(all="ignore"):  # inf/NaN are values here, as on the GPU
         for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
-            run_block(program, values, (x, y, z), grid, races)
+            if live is None or y < live[z]:
+                run_block(program, values, (x, y, z), grid, races)
+
+
+def _live_rows(sig, args, grid) -> list | None:
+    """Over ragged groups (tk.ragged) before tk-grid-ordering wrote the item
+    loop (no tk.work yet), the grid is the work-item space, of which only the
+    live items run (docs/tile-ir.md): group z's y values below h_z =
+    min(max(ceil(count[z] / R), 0), Y), count[z] 0 past the gl's end. Else
+    None: every block runs. (Without this the traced IR ran the dead items
+    too, and tk-grid-ordering changed the kernel's outputs.)"""
+    fn = sig.func
+    if "tk.ragged" not in fn.attributes or "tk.work" in fn.attributes:
+        return None
+    from ..dialect.kernel import ragged_of
+    arg, rows = ragged_of(fn)
+    count = np.asarray(args[arg.arg_number]).reshape(-1)
+    return [min(max(-(-int(count[z]) // rows), 0), grid[1]) if z < count.size else 0 for z in range(grid[2])]
 
 
 def _grid(sig, env) -> tuple:
