@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from tkc.kernels import attention_tuned as tuned
-from tkc.kernels.attention_schedule import (BUCKETS, BackwardSchedule, ForwardSchedule, backward_space,
-                                            forward_space, key_bucket)
+from tkc.kernels.attention_schedule import BUCKETS, backward_space, forward_space, key_bucket
 from tkc.tune import tables
 
 H100 = "NVIDIA H100 80GB HBM3"   # the name the lent H100 reported (tables.py: its slug names the file)
