@@ -109,6 +109,15 @@ def test_the_gpu_comparison_holds_to_the_error_bound():
     assert f is not None and "1 of" in f.message
     got[0].flat[7] = np.nan
     assert checks.compare_gpu(p, got, want) is not None
+    # both sides inf (seed 41, program 1929: an exp2 that overflows in both): agreement;
+    # inf against a finite value or -inf is not
+    got, want = [w.copy() for w in want], [w.copy() for w in want]
+    got[0].flat[7] = want[0].flat[7] = np.inf
+    assert checks.compare_gpu(p, got, want) is None
+    got[0].flat[7] = -np.inf
+    assert checks.compare_gpu(p, got, want) is not None
+    got[0].flat[7] = 0.0
+    assert checks.compare_gpu(p, got, want) is not None
 
 
 def test_tkc_fuzz_runs_by_hand(capsys):
