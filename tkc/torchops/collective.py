@@ -42,7 +42,7 @@ from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
 from .eager import Op
 from .gemm import matmul
-from .symm import buffer
+from .symm import buffer, process_group
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 BF16 = torch.bfloat16
@@ -101,14 +101,9 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
     return _matmul_reduce_scatter(a, b, _group(group).group_name)
 
 
-def _resolve(group_name: str):
-    from torch.distributed.distributed_c10d import _resolve_process_group
-    return _resolve_process_group(group_name)
-
-
 def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:
     """(A, A @ b), A = all_gather(a_shard); A empty when not return_A."""
-    group = _resolve(group_name)
+    group = process_group(group_name)
     world, rank = group.size(), group.rank()
     (Ms, K), N = a_shard.shape, b.shape[1]
     M = world * Ms
@@ -128,7 +123,7 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
 
 def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
     """This rank's rows of the sum over ranks of a @ b."""
-    group = _resolve(group_name)
+    group = process_group(group_name)
     world = group.size()
     (M, K), N = a.shape, b.shape[1]
     Ms = M // world
@@ -162,7 +157,7 @@ def _scatter(x: Tensor, group) -> Tensor:
 
 
 def _ag_fake(a_shard, b, group_name, return_A):
-    M = _resolve(group_name).size() * a_shard.shape[0]
+    M = process_group(group_name).size() * a_shard.shape[0]
     return a_shard.new_empty((M, a_shard.shape[1]) if return_A else (0,)), a_shard.new_empty(M, b.shape[1])
 
 
@@ -175,7 +170,7 @@ def _ag_setup(ctx, inputs, output):
 def _ag_backward(ctx, grad_a, grad_c):
     """d a_shard = reduce_scatter(dC b^T [+ dA]); db = A^T dC."""
     a, b = ctx.saved_tensors
-    group = _resolve(ctx.group_name)
+    group = process_group(ctx.group_name)
     da = db = None
     if grad_c is not None:
         if ctx.needs_input_grad[0]:
@@ -190,7 +185,7 @@ def _ag_backward(ctx, grad_a, grad_c):
 
 
 def _rs_fake(a, b, group_name):
-    return a.new_empty(a.shape[0] // _resolve(group_name).size(), b.shape[1])
+    return a.new_empty(a.shape[0] // process_group(group_name).size(), b.shape[1])
 
 
 def _rs_setup(ctx, inputs, output):

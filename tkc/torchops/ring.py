@@ -52,6 +52,7 @@ from ..runtime.callsite import caller
 from .attn import _bwd_impl, attention
 from .checks import check_device, check_tensor
 from .eager import Op
+from .symm import process_group as _named   # a CPU test maps its in-process groups here
 
 __all__ = ["ring_attention", "zigzag", "unzigzag"]
 BF16 = torch.bfloat16
@@ -131,12 +132,6 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
         raise TkcError(f"{fn}: causal ring attention holds two chunks a rank (zigzag): L = "
                        f"{q.shape[2]} must be even", caller())
     return _ring(q, k, v, group.group_name, bool(causal), float(scale))[0]
-
-
-def _named(group_name: str):
-    """The process group of a name (a CPU test maps its in-process groups here)."""
-    from torch.distributed.distributed_c10d import _resolve_process_group
-    return _resolve_process_group(group_name)
 
 
 def _impl(q: Tensor, k: Tensor, v: Tensor, group_name: str, causal: bool, scale: float) -> tuple[Tensor, Tensor]:

@@ -39,6 +39,13 @@ def check_no_multicast() -> None:
                        caller())
 
 
+def process_group(group_name: str):
+    """The process group of a name: tkc's torch.library ops take their group
+    by name (torch's symm_mem ops' convention), and resolve it here."""
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    return _resolve_process_group(group_name)
+
+
 class Symmetric:
     """One cached symmetric buffer: `peers` (the launch argument), `tensor`
     (this rank's), `calls` (how many calls used it: the kernels' epoch)."""
