@@ -26,6 +26,7 @@ from .hopper import Waiting
 from .program import Compiler, execute
 from .races import RaceTracker
 from .syncs import NamedBarriers, SyncPoint
+from .workers import group_heights
 
 
 class BlockState:
@@ -123,8 +124,7 @@ def _live_rows(sig, args, grid) -> list | None:
         return None
     from ..dialect.kernel import ragged_of
     arg, rows = ragged_of(fn)
-    count = np.asarray(args[arg.arg_number]).reshape(-1)
-    return [min(max(-(-int(count[z]) // rows), 0), grid[1]) if z < count.size else 0 for z in range(grid[2])]
+    return group_heights(args[arg.arg_number], rows, grid[2], grid[1])
 
 
 def _grid(sig, env) -> tuple:

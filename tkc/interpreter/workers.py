@@ -4,6 +4,8 @@ and ragged_item, the work item of a kernel over ragged groups.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..diagnostics import error
 from .gl import whole
 from .operands import _attr
@@ -56,16 +58,21 @@ def _ragged_item(c, op):
     rows = op.attributes["rows"].value
 
     def step(env, w):
-        arr, item, n_groups = whole(env[count])[0], int(env[t]), int(env[groups])
-        limit, per = int(env[height]), int(env[span])
+        item, per = int(env[t]), int(env[span])
         acc, found = 0, None
-        for j in range(n_groups):
-            n = int(arr[0, 0, 0, j]) if j < arr.shape[3] else 0
-            h = min(max(-(-n // rows), 0), limit)
+        for j, h in enumerate(group_heights(whole(env[count])[0], rows, int(env[groups]), int(env[height]))):
             if found is None and acc <= item < acc + per * h:
                 found = (j, item - acc, h)
             acc += per * h
-        got = found or (n_groups, item - acc, 0)
+        got = found or (int(env[groups]), item - acc, 0)
         for s, v in zip(outs, (*got, acc)):
             env[s] = v
     return step
+
+
+def group_heights(count, rows: int, groups: int, limit: int) -> list[int]:
+    """Each ragged group's live y values (tk.ragged): min(max(ceil(count[z] /
+    rows), 0), limit), count[z] 0 past the count gl's end (element (0, 0, 0, z))."""
+    a = np.asarray(count)
+    flat = a[0, 0, 0] if a.ndim == 4 else a.reshape(-1)
+    return [min(max(-(-int(flat[z]) // rows), 0), limit) if z < flat.size else 0 for z in range(groups)]
