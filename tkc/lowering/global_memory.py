@@ -193,7 +193,7 @@ def _gl_store_byte_pairs(lw, gl: Global, x: Frag, accesses, edge) -> None:
     for (r, c), (own0, p0, at0) in cells.items():
         if c % 32 == 0:                                # base tiles c / 16 and c / 16 + 1
             own1 = cells[r, c + 16][0]
-            w0, w1 = _words(own0, i32), _words(own1, i32)
+            w0, w1 = ([pack_bytes(own[k:k + 4]) for k in (0, 4)] for own in (own0, own1))
             send = [arith.select(high, a, b) for a, b in zip(w0, w1)]   # high: run 2p, low: run 2p + 1
             got = [shuffle_xor(lw, w, 16) for w in send]
             words = [arith.select(high, g, a) for g, a in zip(got, w0)] + \
@@ -206,17 +206,6 @@ def _gl_store_byte_pairs(lw, gl: Global, x: Frag, accesses, edge) -> None:
             with ir.InsertionPoint(branch.then_block):
                 _store_piece(q, words, "i32")
                 scf.YieldOp([])
-
-
-def _words(vals: list, i32) -> list:
-    """8 one-byte values (i8) as two i32 words, the first value in the low byte."""
-    out = []
-    for k in range(0, len(vals), 4):
-        w = arith.extui(i32, vals[k])
-        for b in range(1, 4):
-            w = arith.ori(w, arith.shli(arith.extui(i32, vals[k + b]), arith.constant(i32, 8 * b)))
-        out.append(w)
-    return out
 
 
 def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
