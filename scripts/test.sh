@@ -7,7 +7,18 @@
 # The command fails if either fails; both reports and their times are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e ".[test]"
+# pip resolves for ~6 s even when nothing is missing: ask it only when this
+# checkout is not the installed tkc or a requirement (pyproject.toml's, with
+# the test extra) is not met, as on a fresh machine.
+python3 - <<'EOF' 2>/dev/null || python3 -m pip install -q -e ".[test]"
+import importlib.metadata as md, importlib.util, pathlib, tomllib
+from packaging.requirements import Requirement
+spec = importlib.util.find_spec("tkc")
+assert spec and pathlib.Path(spec.origin).resolve().parent == pathlib.Path("tkc").resolve()
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+for req in map(Requirement, project["dependencies"] + project["optional-dependencies"]["test"]):
+    assert md.version(req.name) in req.specifier, req
+EOF
 # Python may cache bytecode (a machine may say otherwise): each pytest worker
 # imports every test module (assertion-rewritten) and tkc; with the caches
 # (git-ignored __pycache__) collecting costs 4 s of CPU a process, not 9.
