@@ -11,6 +11,7 @@ count. No MLIR, no torch: a fresh `import tkc` only.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import subprocess
@@ -67,15 +68,16 @@ def entries(text: str) -> list[str]:
     text = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), text,
                   flags=re.S | re.M)
     spans = list(re.finditer(r"`([^`]+)`", text))
+    starts = [m.start() for m in spans]
     out, pos = [], 0
     for line in text.split("\n"):
-        start, end = pos, pos + len(line)
-        pos = end + 1
-        mine = [m for m in spans if start <= m.start() < end]
+        start = pos
+        pos += len(line) + 1
+        if not line.startswith("#") and not re.match(r"(?:[-*] |\| )?`", line):
+            continue
+        mine = spans[bisect.bisect_left(starts, start):bisect.bisect_left(starts, pos - 1)]
         if line.startswith("#"):
             out += [m.group(1).strip() for m in mine]
-            continue
-        if not re.match(r"(?:[-*] |\| )?`", line):
             continue
         masked = list(line)  # the line with its spans blanked, to find the head's end
         for m in mine:
