@@ -12,8 +12,9 @@ The GPU count is torchrun's world size. Shapes: 8192 rows a rank x 8192 x
 MLP's up projection column-parallel (all_gather_matmul: rows = 8192 tokens
 a rank, K 8192, N 28672 / world) and its down projection row-parallel
 (matmul_reduce_scatter: M = 8192 tokens a rank x world, K 28672 / world, N
-8192). CUDA events around each call, interleaved rounds, the median; rank
-0 prints the table.
+8192). CUDA events around each call on every rank, the slowest rank's time (a
+step lasts until its last rank is done), interleaved rounds, the median;
+rank 0 prints the table.
 """
 import os
 
@@ -28,6 +29,10 @@ import torch.distributed as dist  # noqa: E402
 
 
 def timed(fn, group) -> float:
+    """ms of one call, the slowest rank's: the ranks start together (a
+    barrier), each times its own part, and the step lasts as long as the
+    rank that finishes last (the all-gather baseline of ring attention
+    leaves rank 0 a third of the last rank's causal work)."""
     dist.barrier(group=group)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -35,7 +40,9 @@ def timed(fn, group) -> float:
     fn()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end)
+    ms = torch.tensor([start.elapsed_time(end)], device=torch.cuda.current_device())
+    dist.all_reduce(ms, op=dist.ReduceOp.MAX, group=group)
+    return ms.item()
 
 
 def cases(world, rank):
