@@ -110,3 +110,26 @@ def test_three_consumer_warpgroups_at_d768():
         u, k = inputs(4, 768, L, 1024)
         y = tkc.fftconv(u, tkc.fftconv_filter(k, 1024))
         assert rel_err(y, reference(u, k, 1024)) < 1e-2
+
+
+@pytest.mark.parametrize("N, D", [(1024, 1024), (2048, 1024), (1024, 8)])
+def test_one_consumer_warpgroup_fewer_at_any_d(N, D):
+    """The kernel of one consumer warpgroup fewer where its channel groups
+    (6 at N 1024, 3 at 2048) do not divide D: the last group partial (its
+    missing channels load as zeros, TMA stores nothing for them), the values
+    right, and the pairs a block (a launch argument, as tuning binds it)
+    change nothing; tkc tune may pick such a schedule (tkc.fftconv.schedule.nN)."""
+    from tkc.kernels.fftconv import SPLITS
+    from tkc.torchops import long_conv
+    N1, N2 = SPLITS[N]
+    u, k = inputs(5, D, N, N)
+    kf = long_conv.fftconv_filter(k, N)
+    args = [u.view(5, 1, D * N // N2, N2), kf[0].view(1, 1, D * N1, N2), kf[1].view(1, 1, D * N1, N2),
+            *long_conv._operands(N, N, u.device)]
+    outs = []
+    for pairs in (1, 3):
+        y = torch.full_like(u, 7.0)
+        long_conv.SCHEDULE[N].kernel({"consumers": 3, "pairs": pairs})(*args, y.view(5, 1, D * N // N2, N2))
+        outs.append(y)
+    assert torch.equal(outs[0], outs[1])
+    assert rel_err(outs[0], reference(u, k, N)) < 1e-2

@@ -3,6 +3,7 @@ which candidate wins (a fake timer), the tables (this machine's, the
 package's, the offline fallback) and `tkc build` of an autotuned file."""
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 
@@ -192,3 +193,52 @@ def test_the_readme_example(cache):
         out = np.zeros_like(x)
         k.interpret(x, out)
         np.testing.assert_array_equal(out, 2 * x)
+
+
+@functools.lru_cache(maxsize=None)
+def scale_by_builder(R: int):
+    """y = f * x, R rows a block, f a launch argument (one Kernel per R)."""
+    @tkc.kernel(warps=1, grid=lambda x, y, f: (tkc.cdiv(x.r, R),), name=f"tune_scale_by_{R}")
+    def scale_by(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64), f: f32):
+        t = load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0))
+        store(y, t * f, (0, 0, tkc.block_idx.x, 0))
+    return scale_by
+
+
+def test_a_launch_argument_in_the_space(cache):
+    """A builder returning a Bound kernel: its bound argument is a choice of
+    the space like a build parameter; candidates differing only in it share
+    one Kernel (built once, `tkc build` lists it once), each runs with its
+    value (f 3 is rejected against the default's f 2), and the pick is recorded."""
+    from tkc.tune import Bound
+    t = tkc.autotune(space={"R": [16, 32], "f": [2.0, 3.0]}, name="test.bound")(
+        lambda R, f: Bound(scale_by_builder(R), f=f))
+    assert [k.name for k in t.kernels()] == ["tune_scale_by_16", "tune_scale_by_32"]
+    k = t.kernel({"R": 32, "f": 3.0})
+    assert k.kernel is t.kernel({"R": 32, "f": 2.0}).kernel and "f=3.0" in repr(k)
+    x, y = args_of()
+    k.interpret(x, y)
+    np.testing.assert_array_equal(y, 3 * x)
+    us = {"tune_scale_by_16": 2.0, "tune_scale_by_32": 1.0}
+    result = t.tune(x, y, timer=fake_timer(us), run=cpu_run, compare=cpu_compare, rounds=1)
+    status = {(r["config"]["R"], r["config"]["f"]): r["status"] for r in result.rows}
+    assert status == {(16, 2.0): "ok", (32, 2.0): "best", (16, 3.0): "rejected", (32, 3.0): "rejected"}
+    assert tables.lookup("test.bound", result.key) == {"R": 32, "f": 2.0}
+    with pytest.raises(TkcError, match=r"takes 2 arguments .* got 3") as e:
+        k.interpret(x, y, 1.0)
+    assert e.value.where.startswith(__file__)
+    with pytest.raises(TkcError, match="has no argument 'g'"):
+        Bound(scale_by_builder(16), g=1.0)
+
+
+def test_a_fallback_for_keys_no_table_holds(cache):
+    """fallback(key) picks for keys the tables lack (or whose pick the space
+    no longer holds); a table's pick wins where there is one."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.fallback",
+                     key=lambda x, y: x.shape[0], fallback=lambda rows: {"R": 64 if rows >= 128 else 32})(
+        scale_builder)
+    assert t.pick(args_of(64)) == {"R": 32} and t.pick(args_of(128)) == {"R": 64}
+    tables.record("test.fallback", 64, {"config": {"R": 16}})
+    tables.record("test.fallback", 128, {"config": {"R": 8}})   # not in the space (an old table)
+    t.forget()
+    assert t.pick(args_of(64)) == {"R": 16} and t.pick(args_of(128)) == {"R": 64}

@@ -164,42 +164,106 @@ def ops(monkeypatch):
     return fftconv_ops
 
 
-def test_batch_split_picks():
-    """The batch pairs a block takes: all of them when the channel groups fill
-    the SMs, fewer when they leave SMs idle, never a split whose last wave
-    costs more than it saves."""
-    from tkc.torchops.long_conv import _pairs
-    assert _pairs(128, 16, 132) == 8     # D 1024 at N 1024: one wave already
-    assert _pairs(512, 16, 132) == 8     # N 4096: 3.9 waves either way
-    assert _pairs(96, 16, 132) == 8      # D 768 at N 1024: 3 waves of 2 pairs only tie 1 of 8
-    assert _pairs(192, 16, 132) == 4     # D 768 at N 2048: 2 waves of 8 -> 3 of 4 (measured 14% faster)
-    assert _pairs(1, 1, 132) == 1 and _pairs(1, 2, 132) == 1
-    assert _pairs(4, 64, 132) == 1       # few groups, a long batch: one pair a block
+@pytest.fixture
+def h200_tables(monkeypatch, tmp_path):
+    """The package's tables as shipped, for the H200, no machine's own picks."""
+    from tkc.torchops import long_conv
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TKC_DEVICE_NAME", raising=False)
+    from tkc.tune import tables
+    monkeypatch.setattr(tables, "device_name", lambda: tables.REFERENCE_GPU)
+    for space in long_conv.SCHEDULE.values():
+        space.forget()
+    yield long_conv
+    for space in long_conv.SCHEDULE.values():
+        space.forget()
 
 
-def test_consumer_picks():
-    """(consumer warpgroups, pairs a block): one warpgroup fewer where its
-    smaller channel groups fill the SMs (D 768 at N 1024: 128 blocks of 6
-    channels, 33.9 µs against 39.3 for 96 of 8), the library's otherwise; never
-    a W whose channels do not divide D, never one warpgroup."""
-    from tkc.torchops.long_conv import _schedule
+def test_batch_split_fill_rule():
+    """The batch pairs a block takes where no table has the key: all of them
+    when the channel groups fill the SMs, else split over just enough blocks
+    a group to fill one wave; the library's consumer warpgroups."""
+    from tkc.torchops.long_conv import _fill
+    pick = lambda N, D, P, sms=132: tuple(_fill((N, D, P, sms)).values())  # noqa: E731
+    assert pick(1024, 1024, 8) == (4, 8)     # 128 groups: one wave already
+    assert pick(4096, 1024, 8) == (2, 8)     # 512 groups: 3.9 waves either way
+    assert pick(1024, 768, 8) == (4, 8)      # 96 groups: a second block a group overfills
+    assert pick(1024, 256, 8) == (4, 2)      # 32 groups: 4 blocks a group
+    assert pick(1024, 512, 6) == (4, 3)      # 64 groups: 2 blocks a group
+    assert pick(1024, 8, 1) == (4, 1) and pick(1024, 8, 32, 4) == (4, 8)
+    assert pick(1024, 32, 32) == (4, 1)      # few groups, a long batch: one pair a block
+
+
+def test_schedule_space_and_keys(monkeypatch):
+    """One space per N: the library's consumer warpgroups and one fewer (never
+    one), 1 to 16 pairs a block, the first configuration the library's W at
+    one pair; a call's key is (N, D, ceil(B / 2), SMs); a candidate is the W
+    kernel built at L = N with its pairs bound."""
+    from tkc.kernels.fftconv import SPLITS
+    from tkc.torchops import long_conv
+    monkeypatch.setattr(long_conv, "sms", lambda device: 132)
+    for N, Ws in ((1024, (4, 3)), (2048, (4, 3)), (4096, (2,))):
+        tuned = long_conv.SCHEDULE[N]
+        assert tuned.name == f"tkc.fftconv.schedule.n{N}"
+        assert tuned.configs == [{"consumers": W, "pairs": n} for W in Ws for n in range(1, 17)]
+        bound = tuned.kernel({"consumers": Ws[-1], "pairs": 5})
+        assert bound.kernel is long_conv._kernel(N, N, Ws[-1]) and list(bound.values.values()) == [5]
+        assert len(tuned.kernels()) == len(Ws)   # the pairs share their W's kernel
+        N1, N2 = SPLITS[N]
+        u = torch.zeros(5, 1, 24 * N // N2, N2)
+        kf = torch.zeros(1, 1, 24 * N1, N2)
+        key = tuned.key([u, kf, kf, *[None] * 10, u])
+        assert key == (N, 24, 3, 132)
+
+
+def test_schedule_picks_are_tuned_data(h200_tables):
+    """(consumer warpgroups, pairs a block): the shipped table's pick for the
+    examples' keys (the schedules tkc.fftconv ran before they were data:
+    one warpgroup fewer where its smaller channel groups fill the SMs, D 768
+    at N 1024: 128 blocks of 6 channels, 33.9 µs against 39.3 for 96 of 8),
+    the fill rule for others (another D, another GPU's SM count)."""
+    from tkc.torchops.long_conv import EXAMPLES, _schedule
+    assert (768, 16) in EXAMPLES and (1024, 2) in EXAMPLES
     assert _schedule(1024, 768, 16, 132) == (3, 8)
+    assert _schedule(1024, 768, 15, 132) == (3, 8)     # the same pairs
     assert _schedule(1024, 1024, 16, 132) == (4, 8)
-    assert _schedule(2048, 768, 16, 132) == (4, 4)
-    assert _schedule(1024, 256, 16, 132) == (4, 2)     # 256 is no multiple of 6
+    assert _schedule(2048, 768, 16, 132) == (4, 4)     # 2 waves of 8 -> 3 of 4 (measured 14% faster)
     assert _schedule(4096, 768, 16, 132) == (2, 8)     # not 1 warpgroup
+    assert _schedule(1024, 768, 4, 132) == (3, 2)
+    assert _schedule(1024, 256, 16, 132) == (4, 2)     # no key: filled (256 is no multiple of 6)
+    assert _schedule(1024, 768, 16, 114) == (4, 8)     # no key for 114 SMs: filled
 
 
-def test_op_with_three_consumers(ops):
-    """With 4 SMs to fill and D 24 at N 1024, the pick takes 3 consumer
+def test_a_pick_whose_channel_groups_do_not_divide_d(ops, h200_tables, monkeypatch):
+    """A tuned pick of 3 consumer warpgroups at D 16 (groups of 6 channels:
+    the last one partial, its missing channels loaded as zeros and stored
+    nowhere by TMA): tuning checked it against the library's W at this very
+    key, and the op's values through it are right."""
+    from tkc.tune import tables
+    u, k = _inputs(2, 16, 1024, 1024, 1024, seed=11)
+    monkeypatch.setattr(tables, "lookup", lambda name, key: {"consumers": 3, "pairs": 1})
+    assert h200_tables._schedule(1024, 16, 2, 132) == (3, 1)
+    y = ops._fftconv(torch.from_numpy(u).bfloat16(), ops.fftconv_filter(torch.from_numpy(k).float(), 1024))
+    assert rel_err(y.float().numpy(), reference.fftconv(u, k, 1024)) < 1e-2
+
+
+def test_op_with_three_consumers(ops, h200_tables, monkeypatch):
+    """With 4 SMs to fill and D 24 at N 1024, a table picking 3 consumer
     warpgroups (4 groups of 6 channels against 3 of 8): the op's values
     through that kernel."""
+    from tkc.tune import tables
     u, k = _inputs(2, 24, 1024, 1024, 1024, seed=9)
     ut, kt = torch.from_numpy(u).bfloat16(), torch.from_numpy(k).float()
+    picks = {repr((1024, 24, 1, 4)): {"config": {"consumers": 3, "pairs": 1}}}
+    monkeypatch.setattr(tables, "lookup", lambda name, key: picks.get(repr(key), {}).get("config"))
     from tkc.torchops.long_conv import _schedule
-    assert _schedule(1024, 24, 2, 4)[0] == 3
+    assert _schedule(1024, 24, 2, 4) == (3, 1)
+    made = []
+    interpreted = ops._kernel
+    monkeypatch.setattr(ops, "_kernel", lambda N, L, W: made.append(W) or interpreted(N, L, W))
     ops.sms = lambda device: 4  # noqa: E731  (the monkeypatched module attribute)
     y = ops._fftconv(ut, ops.fftconv_filter(kt, 1024))
+    assert made == [3]
     assert rel_err(y.float().numpy(), reference.fftconv(u, k, 1024)) < 1e-2
 
 

@@ -117,7 +117,7 @@ def library():
         # tkc.fftconv: circular at N 1024, 2048, 4096 and causal (L = N / 2)
         *(fftconv(N, L) for N in (1024, 2048, 4096) for L in (N, N // 2)),
         # ... and with one consumer warpgroup fewer, where a block still has two
-        # (tkc.fftconv's pick when that fills the SMs better: D 768 at N 1024)
+        # (tkc.fftconv's tuned pick where that fills the SMs better: D 768 at N 1024)
         *(fftconv(N, L, consumers=3) for N in (1024, 2048) for L in (N, N // 2)),
         # tkc.all_gather_matmul / tkc.matmul_reduce_scatter at 2 to 5 ranks (all_gather_gemm
         # spills 4 bytes at 6 to 8: not prebuilt until it does not)

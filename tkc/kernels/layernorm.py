@@ -50,7 +50,10 @@ time, CUDA graph, N 8192 x D 8192): the forward 115 / 101 / 76 µs at 16 /
 32 / 64 a lane (fewer threads a row, so more rows in flight an SM; a copy
 65, F.layer_norm 117), the backward 205 / 142 / 160 (aten's 258); at D 4096
 (N 16384) 16 / 32 gave the forward 91 / 75 and the backward 151 / 154.
-BENCHMARKS.md, session 9. With dropout, 16 (DROPOUT_LANE_VALUES): at 32 the
+BENCHMARKS.md, session 9. These are the defaults: which values a lane
+tkc.layer_norm and tkc.rms_norm run is tuned data per GPU and D bucket
+(tkc/torchops/norm_tuned.py; a tuned value is passed as lane_values). With
+dropout, 16 (DROPOUT_LANE_VALUES), a register limit, not a choice: at 32 the
 D 8192 LayerNorm backward and RMSNorm forward spill 16 bytes. A block
 issues all of its row's loads at once (a 16384 row: 64 KB of x and residual
 in flight an SM), and the shared memory of the backward's sums (128 KB at
@@ -63,10 +66,12 @@ from tkc.dsl import bf16, f32, gl, i32, rv, sv
 from tkc.diagnostics import TkcError
 from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 
-SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for
-LANE_VALUES = {"fwd": 64, "bwd": 32}  # a split row's values a lane, at least (sets S, the warps a row) ..
-DROPOUT_LANE_VALUES = 16  # .. with dropout, whose random numbers take registers (32: spills)
-ROW_WARPS = 16       # .. unless that takes more warps than this (512 threads: 128 registers)
+# Limits of registers (ptxas, sm_90a), not tuning choices:
+SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for (above: spills)
+DROPOUT_LANE_VALUES = 16  # a split row's values a lane with dropout, whose random numbers take registers (32: spills)
+ROW_WARPS = 16       # the most warps a row (512 threads: 128 registers), more values a lane beyond
+# The default (tuned per GPU: tkc/torchops/norm_tuned.py): a split row's values a lane, at least
+LANE_VALUES = {"fwd": 64, "bwd": 32}
 
 
 def _check_d(D: int, what: str = "layernorm") -> None:

@@ -20,6 +20,7 @@ from ..diagnostics import TkcError
 from ..kernels.fftconv import CONSUMERS, SPLITS, block_channels, filter_layout, operands, shape
 from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
+from ..tune import Bound, autotune
 from .checks import check_device
 from .eager import Op, plain_key, public
 from .plans import At, PlanCache, signature, sms
@@ -39,53 +40,73 @@ def _operands(N: int, L: int, device: torch.device) -> tuple[Tensor, ...]:
                  for x in operands(N, L))
 
 
-# A block's setup (loading the DFT matrices, twiddles and its channels'
-# filter, filling and draining its ring) costs about one batch pair's work:
-# fitted to the kernel's times on the H200 at B 16, D 768, N 1024 with 8 / 4 /
-# 2 / 1 pairs a block (1 / 2 / 3 / 6 waves): 39.8 / 43.6 / 41.5 / 53.5 µs
-# = waves x (pairs + 1) x 4.4 µs. _pairs weighs it against idle SMs.
-SETUP_PAIRS = 1.0
-
-
-# A block's time per pair against its consumer warpgroups W goes as W + 3.3:
-# a part per consumer and a fixed one (its producer, the memory's latency);
-# fitted to W 4 and 3 at B 16, D 768, N 1024, 8 pairs a block: 39.3 and 33.9 µs.
-PAIR_FIXED = 3.3
-
-
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _waves(groups: int, B: int, n: int, sms: int) -> int:
-    """Waves of one block an SM: groups x the batch's pairs in blocks of n."""
-    return _cdiv(groups * _cdiv(_cdiv(B, 2), n), sms)
+# The schedule (W consumer warpgroups, n batch pairs a block) is tuned data
+# per GPU (tkc/tune/tables; measured against each other in BENCHMARKS.md "FFT
+# convolution"), one space per N: W the library's or one fewer (smaller
+# channel groups: more blocks), n 1 to 16 (a batch of up to 32 exactly; a
+# larger one's pick is tuned at its key or filled). A call's key is what the
+# choice depends on: N, D (the channel groups, per W: exact, as 768 and 1024
+# pick differently), ceil(B / 2) (the pairs to split) and the SMs to fill (a
+# GPU of other SMs reading the H200's table misses its picks and fills its own).
+#
+# n is a launch argument, not a build parameter: a candidate is the W kernel
+# with `pairs` bound (tune.Bound), which tuning times like any kernel, and the
+# candidates of one W share one kernel (built once; the library's). The
+# candidates are built and timed at L = N; a call of another L takes its N's pick.
+EXAMPLES = [(D, B) for D in (512, 768, 1024, 2048) for B in (2, 4, 8, 16)]   # at each N
 
 
-def _pairs(groups: int, B: int, sms: int) -> int:
-    """The batch pairs a block takes: the split of the batch's ceil(B / 2)
-    pairs over blocks that finishes first, with `groups` channel groups and
-    one block an SM: waves x (pairs a block + its setup); the most pairs a
-    block among equals (fewest constant loads)."""
-    return min(range(_cdiv(B, 2), 0, -1),
-               key=lambda n: _waves(groups, B, n, sms) * (n + SETUP_PAIRS))
+def _key(N: int, D: int, B: int, sms: int) -> tuple:
+    return N, D, _cdiv(B, 2), sms
+
+
+def _call_key(N: int):
+    """The key of a kernel call's arguments (u [B, 1, D R, N2], kf_re [1, 1, D N1, N2], ...)."""
+    N1 = SPLITS[N][0]
+    return lambda u, kf_re, *rest: _key(N, kf_re.shape[-2] // N1, u.shape[0], sms(u.device))
+
+
+def _fill(key: tuple) -> dict:
+    """The schedule of a key the tables lack: the library's W, and the batch
+    split over just enough blocks a channel group that the grid fills the
+    SMs in one wave (all pairs in one block, loading the constants once,
+    where the groups alone fill them)."""
+    N, D, P, sms = key
+    groups = D // block_channels(N)
+    return {"consumers": CONSUMERS[N], "pairs": _cdiv(P, min(P, max(1, sms // groups)))}
+
+
+def _example(N: int, D: int, B: int) -> list:
+    """One call's kernel arguments on the GPU (L = N), as _plan makes them."""
+    N1, N2 = SPLITS[N]
+    u = torch.randn(B, 1, D * N // N2, N2, device="cuda").to(torch.bfloat16)
+    kf = fftconv_filter(torch.randn(D, N, device="cuda"), N)
+    return [u, kf[0].view(1, 1, D * N1, N2), kf[1].view(1, 1, D * N1, N2),
+            *_operands(N, N, u.device), torch.empty_like(u)]
+
+
+def _space(N: int):
+    W = CONSUMERS[N]
+    return autotune(space={"consumers": [w for w in (W, W - 1) if w >= 2], "pairs": list(range(1, 17))},
+                    key=_call_key(N), name=f"tkc.fftconv.schedule.n{N}", fallback=_fill,
+                    examples=lambda: [functools.partial(_example, N, D, B) for D, B in EXAMPLES],
+                    )(lambda consumers, pairs: Bound(_kernel(N, N, consumers), pairs=pairs))
+
+
+SCHEDULE = {N: _space(N) for N in SPLITS}
 
 
 def _schedule(N: int, D: int, B: int, sms: int) -> tuple[int, int]:
-    """(consumer warpgroups, pairs a block): the library's W and the one
-    fewer (where a block keeps two, and D is a multiple of its channels),
-    each with its best split; the fastest by the model above, the larger W
-    among equals."""
-    best = None
-    for W in (CONSUMERS[N], CONSUMERS[N] - 1):
-        if W < 2 or D % block_channels(N, W):
-            continue
-        groups = D // block_channels(N, W)
-        n = _pairs(groups, B, sms)
-        time = _waves(groups, B, n, sms) * (n + SETUP_PAIRS) * (W + PAIR_FIXED)
-        if best is None or time < best[0]:
-            best = (time, W, n)
-    return best[1], best[2]
+    """(consumer warpgroups, pairs a block) of a call: its key's tuned pick
+    (checked against the library's W at this very key when tuned; a block
+    of a W whose channel groups do not divide D loads its missing channels as
+    zeros and stores nothing for them), else the fill rule."""
+    config = SCHEDULE[N].choose(_key(N, D, B, sms))
+    return config["consumers"], config["pairs"]
 
 
 def _plan(u: Tensor, kf: Tensor):

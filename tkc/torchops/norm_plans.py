@@ -20,20 +20,28 @@ from torch import Tensor
 
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
+from .norm_tuned import WARPS, lane_split
 from .plans import At, PlanCache, scratch, signature, sms
 
-__all__ = ["fwd_plans", "kernels", "norm_bwd", "norm_fwd", "plan_key"]
-WARPS = 4
+__all__ = ["fwd_plans", "kernels", "norm_bwd", "norm_fwd", "picked_kernels", "plan_key"]
+
+
+def picked_kernels(rms: bool, D: int, dropout: bool, residual: bool):
+    """(forward, backward), each splitting its rows over warps as its D
+    bucket's tuned pick says (norm_tuned.py)."""
+    fwd, bwd = (rmsnorm_fwd, rmsnorm_bwd) if rms else (layernorm_fwd, layernorm_bwd)
+    return (fwd(D, dropout, WARPS, residual, **lane_split(rms, "fwd", D, dropout)),
+            bwd(D, dropout, WARPS, residual, **lane_split(rms, "bwd", D, dropout)))
 
 
 @functools.lru_cache(maxsize=None)
 def ln_kernels(D: int, dropout: bool, residual: bool = True):
-    return (layernorm_fwd(D, dropout, WARPS, residual), layernorm_bwd(D, dropout, WARPS, residual))
+    return picked_kernels(False, D, dropout, residual)
 
 
 @functools.lru_cache(maxsize=None)
 def rms_kernels(D: int, dropout: bool, residual: bool):
-    return rmsnorm_fwd(D, dropout, WARPS, residual), rmsnorm_bwd(D, dropout, WARPS, residual)
+    return picked_kernels(True, D, dropout, residual)
 
 
 def kernels(rms: bool, D: int, dropout: bool, residual: bool):

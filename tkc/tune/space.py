@@ -8,10 +8,13 @@
     scaled_copy(a, b, c)      # runs the kernel of the tuned pick for this call's key
 
 The builder is the author's: it takes the space's parameters by name and
-returns a `tkc.Kernel` (built once per configuration). The space is a dict of
+returns a `tkc.Kernel` (built once per configuration), or a `Bound` kernel
+(bound.py) where a parameter is a launch argument. The space is a dict of
 lists (their product) or a list of dicts; its first configuration is the
 default, which an untuned key runs and which every candidate's output is
-checked against. `prune(config) -> bool` drops configurations the author
+checked against. `fallback(key) -> config` replaces the default for keys the
+tables lack where the untuned choice depends on the key (a rule of the
+shape, e.g. tkc.fftconv's split of the batch that fills the SMs). `prune(config) -> bool` drops configurations the author
 knows cannot win; those the compiler refuses (shared memory, registers, the
 verifier) are dropped when tuning (measure.py). The key maps a call's
 arguments to a hashable value: by default each tensor's dtype and its dims
@@ -40,8 +43,10 @@ class Autotuned:
     """A kernel builder with its space (see the module docstring)."""
 
     def __init__(self, builder, space, key=None, prune=None, name: str | None = None,
-                 tune: bool = False, flush_l2: bool = False, examples=None, where: str = ""):
+                 tune: bool = False, flush_l2: bool = False, examples=None, where: str = "",
+                 fallback=None):
         self.builder, self.prune, self.where, self.examples = builder, prune, where, examples
+        self.fallback = fallback
         self.name = name or f"{builder.__module__}.{builder.__qualname__}"
         self.key_fn = key or default_key
         self.tune_first = tune
@@ -63,21 +68,29 @@ class Autotuned:
         return [c for i, c in enumerate(self.configs) if i == 0 or self.prune is None or not self.prune(c)]
 
     def kernel(self, config: dict):
-        """The Kernel of one configuration (the builder called once per configuration)."""
+        """The Kernel (or Bound kernel) of one configuration (the builder called once per configuration)."""
         text = config_text(config)
         k = self._kernels.get(text)
         if k is None:
             from ..frontend.kernel import Kernel
+            from .bound import Bound
             k = self.builder(**config)
-            if not isinstance(k, Kernel):
+            if not isinstance(k, (Kernel, Bound)):
                 raise TkcError(f"autotune {self.name}: the builder must return a tkc.Kernel, got "
                                f"{type(k).__name__} for {text}", self.where)
             self._kernels[text] = k
         return k
 
     def kernels(self) -> list:
-        """Every candidate's Kernel (what `tkc build` of a file builds)."""
-        return [self.kernel(c) for c in self.candidates()]
+        """Every candidate's Kernel (what `tkc build` of a file builds; a
+        Bound candidate's Kernel, once)."""
+        out = []
+        for c in self.candidates():
+            k = self.kernel(c)
+            k = getattr(k, "kernel", k)
+            if all(k is not o for o in out):
+                out.append(k)
+        return out
 
     def key(self, args) -> object:
         return self.key_fn(*args)
@@ -90,7 +103,7 @@ class Autotuned:
     def choose(self, key, args=None) -> dict:
         """The configuration of a key: this process's memo, else the tables,
         else (with args, when asked to tune at first calls) tuned now, else
-        the default."""
+        the fallback's for the key, else the default."""
         config = self._picks.get(key)
         if config is None:
             from . import tables
@@ -98,7 +111,10 @@ class Autotuned:
             if config is None and args is not None and (self.tune_first or _env_tunes()):
                 from .measure import tune
                 config = tune(self, args).best
-            config = self._picks[key] = _known(self, config)
+            config = _known(self, config)
+            if config is None:
+                config = self.fallback(key) if self.fallback is not None else self.default
+            self._picks[key] = config
         return config
 
     def __call__(self, *args, stream=None):
@@ -120,14 +136,14 @@ class Autotuned:
         self._picks.clear()
 
 
-def _known(tuned: Autotuned, config: dict | None) -> dict:
-    """config if it is one of the space's (a table may be older than the space), else the default."""
+def _known(tuned: Autotuned, config: dict | None) -> dict | None:
+    """config if it is one of the space's (a table may be older than the space), else None."""
     if config is not None:
         text = config_text(config)
         for c in tuned.configs:
             if config_text(c) == text:
                 return c
-    return tuned.default
+    return None
 
 
 def _env_tunes() -> bool:
@@ -135,19 +151,21 @@ def _env_tunes() -> bool:
 
 
 def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = False,
-             flush_l2: bool = False, examples=None):
+             flush_l2: bool = False, examples=None, fallback=None):
     """Decorate a kernel builder (see the module docstring): the space of its
     parameters, the key of a call (default: dtypes and power-of-two shape
     buckets), prune(config) -> True to drop a configuration, the name its
     tables use (default: module.qualname), tune=True to tune each new key at
     its first call, flush_l2=True to time each candidate with a cold L2,
     examples() -> the argument lists `tkc tune` tunes at when given no call
-    (each a list, or a function making one: tensors are made lazily)."""
+    (each a list, or a function making one: tensors are made lazily),
+    fallback(key) -> the configuration of a key no table holds (default:
+    the space's first)."""
     frame = sys._getframe(1)  # the decorator's line: where a bad space is reported
     where = f"{frame.f_code.co_filename}:{frame.f_lineno}:1"
 
     def wrap(builder):
         if not callable(builder):
             raise TkcError(f"autotune decorates a kernel builder (a function), got {builder!r}", where)
-        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where)
+        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where, fallback)
     return wrap

@@ -1,0 +1,108 @@
+"""How tkc.layer_norm and tkc.rms_norm split a row over warps: tuned data
+per GPU (tkc.autotune; tkc/tune/tables), one space per norm, direction
+(fwd, bwd), D bucket (a power of two) and dropout, keyed by (kind, D bucket,
+dropout).
+
+A configuration is {"lane_values": v}: v None runs the library's rule
+(tkc/kernels/layernorm.py: one warp a row up to SPLIT_AT, above it a row split
+at LANE_VALUES values a lane, more where a row would take over ROW_WARPS
+warps); a number splits the row over warps of v values a lane at any D
+(row_split). The limits stay limits, not choices: above SPLIT_AT the
+one-warp kernels spill; with dropout more than DROPOUT_LANE_VALUES a lane
+spill (pruned, as are splits of more warps than a block has); the backward's one-warp and split kernels deal rows to
+blocks differently, so their per-block dw / db partial sums differ and
+tuning could not check one against the other: a backward at D <= SPLIT_AT
+keeps one warp a row. A candidate is built and timed at the bucket's D
+with a residual; a call of another D of the bucket (or without a residual)
+takes its bucket's pick.
+
+    lane_split(rms, kind, D, dropout)   (split_at, lane_values) of a call's kernel
+
+`tkc tune --library --filter tkc.layer_norm` (or tkc.rms_norm) tunes the
+spaces at their examples (N 16384 at D 1024 to 16384); `tkc build
+tkc/torchops/norm_tuned.py` builds every candidate first (KERNELS: what
+tuning offline needs). Imports are absolute so that `tkc build` can load the
+file by its path.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+
+from tkc.diagnostics import TkcError
+from tkc.kernels.layernorm import DROPOUT_LANE_VALUES, SPLIT_AT, layernorm_bwd, layernorm_fwd, row_split
+from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
+from tkc.tune import autotune, bucket
+
+__all__ = ["KERNELS", "LANE_VALUES", "SPACES", "SPACE_KEYS", "lane_split", "space", "space_name"]
+
+LANE_VALUES = [None, 8, 16, 32, 64]   # a space's candidates (None: the library's rule)
+EXAMPLE_WIDTHS = (1024, 2048, 4096, 8192, 16384)   # the D `tkc tune` tunes at, N 16384 rows
+WARPS = 4   # rows a block of the one-warp kernels (norm_plans builds them so)
+BUILDERS = {(False, "fwd"): layernorm_fwd, (False, "bwd"): layernorm_bwd,
+            (True, "fwd"): rmsnorm_fwd, (True, "bwd"): rmsnorm_bwd}
+
+
+def space_name(rms: bool, kind: str, D: int, dropout: bool) -> str:
+    return f"tkc.{'rms_norm' if rms else 'layer_norm'}.{kind}.d{D}{'.dropout' if dropout else ''}"
+
+
+def _split(lane_values: int | None) -> dict:
+    """The kernel builders' split arguments of a configuration's value."""
+    return {} if lane_values is None else {"split_at": 0, "lane_values": lane_values}
+
+
+def _pruned(kind: str, D: int, dropout: bool):
+    def prune(config) -> bool:
+        v = config["lane_values"]
+        if v is None:
+            return False
+        try:
+            row_split(D, kind, **_split(v))
+        except TkcError:  # more warps a row than a block has
+            return True
+        return (dropout and v > DROPOUT_LANE_VALUES) or (kind == "bwd" and D <= SPLIT_AT["bwd"])
+    return prune
+
+
+@functools.lru_cache(maxsize=None)
+def space(rms: bool, kind: str, D: int, dropout: bool):
+    """The space of D bucket D (made at import for the examples' widths, at
+    a call for others)."""
+    build = BUILDERS[rms, kind]
+    return autotune(
+        space={"lane_values": LANE_VALUES}, prune=_pruned(kind, D, dropout),
+        key=lambda *args: (kind, bucket(int(args[0].shape[-1])), dropout),
+        name=space_name(rms, kind, D, dropout),
+        examples=lambda: [functools.partial(_example, rms, kind, D, dropout)],
+    )(lambda lane_values: build(D, dropout, WARPS, True, **_split(lane_values)))
+
+
+SPACE_KEYS = list(itertools.product((False, True), ("fwd", "bwd"), EXAMPLE_WIDTHS, (False, True)))
+SPACES = [space(*args) for args in SPACE_KEYS]
+KERNELS = SPACES   # `tkc build` of this file: every candidate
+
+
+def lane_split(rms: bool, kind: str, D: int, dropout: bool) -> dict:
+    """The split arguments (split_at, lane_values; none: the library's rule)
+    of the kernel a call of row length D runs: its bucket's pick."""
+    key = (kind, bucket(D), dropout)
+    return _split(space(rms, kind, bucket(D), dropout).choose(key)["lane_values"])
+
+
+def _example(rms: bool, kind: str, D: int, dropout: bool, N: int = 16384) -> list:
+    """One call's kernel arguments on the GPU (with a residual), as
+    norm_plans makes them: N rows of D, 2 partial-sum rows an SM."""
+    import torch
+
+    from tkc.torchops.plans import sms
+    bf = lambda: torch.randn(N, D, device="cuda").to(torch.bfloat16)  # noqa: E731
+    row = lambda: torch.randn(1, D, device="cuda").to(torch.bfloat16)  # noqa: E731
+    stat = lambda: torch.rand(1, N, device="cuda") + 0.5  # noqa: E731
+    p = 0.1 if dropout else 0.0
+    mean = [] if rms else [stat()]
+    if kind == "fwd":
+        return [bf(), bf(), row(), *([] if rms else [row()]), bf(), bf(), *mean, stat(), p, 1e-5, 1, 0]
+    blocks = 2 * sms(torch.device("cuda"))
+    parts = [torch.empty(blocks, D, device="cuda") for _ in range(1 if rms else 2)]
+    return [bf(), bf(), bf(), row(), *mean, stat(), bf(), *([bf()] if dropout else []), *parts, p, 1, 0]
