@@ -218,16 +218,16 @@ def test_schedule_space_and_keys(monkeypatch):
 
 def test_schedule_picks_are_tuned_data(h200_tables):
     """(consumer warpgroups, pairs a block): the shipped table's pick for the
-    examples' keys (the schedules tkc.fftconv ran before they were data:
-    one warpgroup fewer where its smaller channel groups fill the SMs, D 768
-    at N 1024: 128 blocks of 6 channels, 33.9 µs against 39.3 for 96 of 8),
-    the fill rule for others (another D, another GPU's SM count)."""
+    examples' keys (tuned on the H200: one warpgroup fewer where its smaller
+    channel groups fill the SMs, D 768 at N 1024: 128 blocks of 6 channels,
+    33.6 µs against 53.2 for W 4 n 1), the fill rule for others (another D,
+    another GPU's SM count)."""
     from tkc.torchops.long_conv import EXAMPLES, _schedule
     assert (768, 16) in EXAMPLES and (1024, 2) in EXAMPLES
     assert _schedule(1024, 768, 16, 132) == (3, 8)
     assert _schedule(1024, 768, 15, 132) == (3, 8)     # the same pairs
     assert _schedule(1024, 1024, 16, 132) == (4, 8)
-    assert _schedule(2048, 768, 16, 132) == (4, 4)     # 2 waves of 8 -> 3 of 4 (measured 14% faster)
+    assert _schedule(2048, 768, 16, 132) == (3, 8)     # measured: 63.4 µs, W 4 n 4 (the old model's) 65.4
     assert _schedule(4096, 768, 16, 132) == (2, 8)     # not 1 warpgroup
     assert _schedule(1024, 768, 4, 132) == (3, 2)
     assert _schedule(1024, 256, 16, 132) == (4, 2)     # no key: filled (256 is no multiple of 6)

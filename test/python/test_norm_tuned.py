@@ -39,23 +39,23 @@ def norm_tables(monkeypatch, tmp_path):
 
 def test_norm_spaces_and_keys():
     """A space per norm, direction, D bucket and dropout: the library's rule
-    first, then splits at 8 to 64 values a lane; with dropout those above
+    first, then splits at 8 to 32 values a lane; with dropout those above
     DROPOUT_LANE_VALUES pruned (they spill), as are splits over more warps
     than a block has; a backward at D <= SPLIT_AT kept on one warp a row; the key (kind, D bucket, dropout) of a call's x (dy)."""
-    from tkc.kernels.layernorm import DROPOUT_LANE_VALUES
+    from tkc.kernels.layernorm import DROPOUT_LANE_VALUES, LANE_CHOICES
     from tkc.torchops import norm_tuned
     assert len(norm_tuned.SPACES) == 2 * 2 * 5 * 2
     t = norm_tuned.space(False, "fwd", 8192, False)
     assert t.name == "tkc.layer_norm.fwd.d8192" and t is norm_tuned.space(False, "fwd", 8192, False)
-    assert [c["lane_values"] for c in t.configs] == [None, 8, 16, 32, 64] == norm_tuned.LANE_VALUES
+    assert [c["lane_values"] for c in t.configs] == [None, 8, 16, 32] == list(LANE_CHOICES)
     assert t.candidates() == t.configs
     drop = norm_tuned.space(True, "bwd", 4096, True)
     assert drop.name == "tkc.rms_norm.bwd.d4096.dropout"
     assert [c["lane_values"] for c in drop.candidates()] == [None, 8, 16] and DROPOUT_LANE_VALUES == 16
     assert [c["lane_values"] for c in norm_tuned.space(False, "bwd", 1024, False).candidates()] == [None]
     wide = norm_tuned.space(False, "fwd", 16384, False)   # 8 a lane: 64 warps a row, more than a block has
-    assert [c["lane_values"] for c in wide.candidates()] == [None, 16, 32, 64]
-    assert len(wide.kernels()) == 4
+    assert [c["lane_values"] for c in wide.candidates()] == [None, 16, 32]
+    assert len(wide.kernels()) == 3
     assert t.key([np.zeros((3, 6144), np.float32)]) == ("fwd", 8192, False)
     assert drop.key([np.zeros((3, 4096), np.float32)]) == ("bwd", 4096, True)
     k16 = t.kernel({"lane_values": 16})   # built at the bucket's D, with a residual
@@ -64,18 +64,24 @@ def test_norm_spaces_and_keys():
     assert t.kernel({"lane_values": None}).name == layernorm_fwd(8192).name
 
 
-def test_norm_picks_default_to_the_library_rule(norm_tables):
-    """The shipped table holds the library's rule (null) at every example key,
-    so every D runs the kernel it ran before the spaces: the library's."""
+def test_the_shipped_picks_are_candidates_the_library_holds(norm_tables):
+    """Every pick the shipped tables hold is a candidate of its space, and at
+    the library's widths its kernel is prebuilt (with and without a
+    residual): an offline call never meets a pick it cannot run."""
+    from tkc.kernels import NORM_WIDTHS, library
     from tkc.torchops.norm_tuned import lane_split
+    built = {k.artifact_key() for k in library()}
+    picked = 0
     for rms in (False, True):
         for kind, build in (("fwd", rmsnorm_fwd if rms else layernorm_fwd),
                             ("bwd", rmsnorm_bwd if rms else layernorm_bwd)):
-            for D in (768, 1024, 1280, 2048, 4096, 6144, 8192, 12288, 16384):
+            for D in NORM_WIDTHS:
                 for dropout in (False, True):
                     split = lane_split(rms, kind, D, dropout)
-                    assert split == {}
-                    assert build(D, dropout, 4, True, **split).cache_key() == build(D, dropout).cache_key()
+                    picked += bool(split)
+                    for residual in (True, False):
+                        assert build(D, dropout, 4, residual, **split).artifact_key() in built
+    assert picked > 0   # the H200's table splits some widths another way than the rule
 
 
 def test_a_tuned_pick_sets_the_split(norm_tables, monkeypatch):
@@ -138,3 +144,16 @@ def test_norms_run_their_tuned_split(cpu_norms, monkeypatch, rms):
     assert _rel(y, ref) < 1e-2
     dy = torch.randn(3, 512, generator=g).to(BF)
     assert grads_match(y, ref, dy, (x, w) if rms else (x, w, b), 2e-2)
+
+
+def test_the_library_prebuilds_every_split_a_table_may_pick():
+    """Offline (TKC_OFFLINE=1) a norm call runs its bucket's pick, so the
+    library holds every candidate of the spaces at its widths: a table can
+    pick nothing that was not built ahead."""
+    from tkc.kernels import NORM_WIDTHS, library
+    from tkc.torchops import norm_tuned
+    built = {k.artifact_key() for k in library()}
+    for rms, kind, D, dropout in norm_tuned.SPACE_KEYS:
+        if D in NORM_WIDTHS:
+            for k in norm_tuned.space(rms, kind, D, dropout).kernels():
+                assert k.artifact_key() in built, k.name

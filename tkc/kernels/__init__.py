@@ -24,7 +24,7 @@ from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper
 from .hedgehog import hedgehog
-from .layernorm import layernorm_bwd, layernorm_fwd
+from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
@@ -79,6 +79,23 @@ def _attention_ops():
     return out
 
 
+def _norm_ops():
+    """The norms' kernels at common model widths, with a residual or without,
+    with dropout or without, each row split every way its tuned table may
+    pick (tkc/torchops/norm_tuned.py's spaces hold lane_choices, nothing
+    else); a choice that makes the rule's split is the rule's kernel."""
+    out = {}
+    for build in NORMS:
+        kind = "bwd" if build in (layernorm_bwd, rmsnorm_bwd) else "fwd"
+        for D in NORM_WIDTHS:
+            for dropout in (False, True):
+                for residual in (True, False):
+                    for v in lane_choices(kind, D, dropout):
+                        k = build(D, dropout, 4, residual, **split_args(v))
+                        out.setdefault(k.name, k)
+    return list(out.values())
+
+
 def library():
     return [
         gemm("bf16"),
@@ -105,10 +122,8 @@ def library():
         # tkc.rotary_embedding at the common head dims, forward and backward (inverse)
         *(rotary(D, interleaved=i, inverse=inv) for D in (64, 128, 256) for i in (False, True)
           for inv in (False, True)),
-        # tkc.layer_norm / tkc.rms_norm at common model widths: with a residual or
-        # without, with dropout or without
-        *(build(D, dropout=dropout, residual=residual) for build in NORMS
-          for D in NORM_WIDTHS for dropout in (False, True) for residual in (True, False)),
+        # tkc.layer_norm / tkc.rms_norm at common model widths
+        *_norm_ops(),
         # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
         *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
           for decay in (False, True)),

@@ -72,6 +72,33 @@ DROPOUT_LANE_VALUES = 16  # a split row's values a lane with dropout, whose rand
 ROW_WARPS = 16       # the most warps a row (512 threads: 128 registers), more values a lane beyond
 # The default (tuned per GPU: tkc/torchops/norm_tuned.py): a split row's values a lane, at least
 LANE_VALUES = {"fwd": 64, "bwd": 32}
+# What tuning chooses from: None (the rule above) or a split at that many values a lane (64 won
+# no key on the H200: measured at N 16384, D 1024-16384, 2026-11-29)
+LANE_CHOICES = (None, 8, 16, 32)
+
+
+def split_args(lane_values: int | None) -> dict:
+    """The builders' split arguments of a lane choice (None: the rule)."""
+    return {} if lane_values is None else {"split_at": 0, "lane_values": lane_values}
+
+
+def lane_choices(kind: str, D: int, dropout: bool) -> list:
+    """The LANE_CHOICES a row of D can take: a split within a block's 32 warps,
+    at most DROPOUT_LANE_VALUES a lane with dropout; a backward of D <=
+    SPLIT_AT keeps one warp a row (its split kernels' per-block partial sums
+    are not the one-warp kernels', so tuning could not check one against the
+    other)."""
+    out = []
+    for v in LANE_CHOICES:
+        if v is not None:
+            if (dropout and v > DROPOUT_LANE_VALUES) or (kind == "bwd" and D <= SPLIT_AT["bwd"]):
+                continue
+            try:
+                row_split(D, kind, **split_args(v))
+            except TkcError:  # more warps a row than a block has
+                continue
+        out.append(v)
+    return out
 
 
 def _check_d(D: int, what: str = "layernorm") -> None:

@@ -30,13 +30,12 @@ import functools
 import itertools
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.layernorm import DROPOUT_LANE_VALUES, SPLIT_AT, layernorm_bwd, layernorm_fwd, row_split
+from tkc.kernels.layernorm import LANE_CHOICES, lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from tkc.tune import autotune, bucket
 
-__all__ = ["KERNELS", "LANE_VALUES", "SPACES", "SPACE_KEYS", "lane_split", "space", "space_name"]
+__all__ = ["KERNELS", "SPACES", "SPACE_KEYS", "lane_split", "space", "space_name"]
 
-LANE_VALUES = [None, 8, 16, 32, 64]   # a space's candidates (None: the library's rule)
 EXAMPLE_WIDTHS = (1024, 2048, 4096, 8192, 16384)   # the D `tkc tune` tunes at, N 16384 rows
 WARPS = 4   # rows a block of the one-warp kernels (norm_plans builds them so)
 BUILDERS = {(False, "fwd"): layernorm_fwd, (False, "bwd"): layernorm_bwd,
@@ -47,22 +46,9 @@ def space_name(rms: bool, kind: str, D: int, dropout: bool) -> str:
     return f"tkc.{'rms_norm' if rms else 'layer_norm'}.{kind}.d{D}{'.dropout' if dropout else ''}"
 
 
-def _split(lane_values: int | None) -> dict:
-    """The kernel builders' split arguments of a configuration's value."""
-    return {} if lane_values is None else {"split_at": 0, "lane_values": lane_values}
-
-
 def _pruned(kind: str, D: int, dropout: bool):
-    def prune(config) -> bool:
-        v = config["lane_values"]
-        if v is None:
-            return False
-        try:
-            row_split(D, kind, **_split(v))
-        except TkcError:  # more warps a row than a block has
-            return True
-        return (dropout and v > DROPOUT_LANE_VALUES) or (kind == "bwd" and D <= SPLIT_AT["bwd"])
-    return prune
+    valid = lane_choices(kind, D, dropout)   # the limits (layernorm.py): the rest is pruned
+    return lambda config: config["lane_values"] not in valid
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,11 +57,11 @@ def space(rms: bool, kind: str, D: int, dropout: bool):
     a call for others)."""
     build = BUILDERS[rms, kind]
     return autotune(
-        space={"lane_values": LANE_VALUES}, prune=_pruned(kind, D, dropout),
+        space={"lane_values": list(LANE_CHOICES)}, prune=_pruned(kind, D, dropout),
         key=lambda *args: (kind, bucket(int(args[0].shape[-1])), dropout),
         name=space_name(rms, kind, D, dropout),
         examples=lambda: [functools.partial(_example, rms, kind, D, dropout)],
-    )(lambda lane_values: build(D, dropout, WARPS, True, **_split(lane_values)))
+    )(lambda lane_values: build(D, dropout, WARPS, True, **split_args(lane_values)))
 
 
 SPACE_KEYS = list(itertools.product((False, True), ("fwd", "bwd"), EXAMPLE_WIDTHS, (False, True)))
@@ -87,7 +73,7 @@ def lane_split(rms: bool, kind: str, D: int, dropout: bool) -> dict:
     """The split arguments (split_at, lane_values; none: the library's rule)
     of the kernel a call of row length D runs: its bucket's pick."""
     key = (kind, bucket(D), dropout)
-    return _split(space(rms, kind, bucket(D), dropout).choose(key)["lane_values"])
+    return split_args(space(rms, kind, bucket(D), dropout).choose(key)["lane_values"])
 
 
 def _example(rms: bool, kind: str, D: int, dropout: bool, N: int = 16384) -> list:
