@@ -12,7 +12,8 @@ The GPU count is torchrun's world size. Shapes: 8192 rows a rank x 8192 x
 MLP's up projection column-parallel (all_gather_matmul: rows = 8192 tokens
 a rank, K 8192, N 28672 / world) and its down projection row-parallel
 (matmul_reduce_scatter: M = 8192 tokens a rank x world, K 28672 / world, N
-8192). CUDA events around each call on every rank, the slowest rank's time (a
+8192); and the multi-GPU issue's shapes, 8192 rows in all with N (or K)
+split. CUDA events around each call on every rank, the slowest rank's time (a
 step lasts until its last rank is done), interleaved rounds, the median;
 rank 0 prints the table.
 """
@@ -50,7 +51,10 @@ def cases(world, rank):
     return [("all_gather_matmul", "ag", 8192, 8192, 8192),
             ("matmul_reduce_scatter", "rs", 8192, 8192, 8192),
             ("llama70b up (col-parallel)", "ag", 8192, 8192, 28672 // world),
-            ("llama70b down (row-parallel)", "rs", 8192, 28672 // world, 8192)]
+            ("llama70b down (row-parallel)", "rs", 8192, 28672 // world, 8192),
+            # the multi-GPU issue's own measurement: 8192 rows in all, N or K split
+            ("all_gather_matmul, 8192 rows in all", "ag", 8192 // world, 8192, 8192 // world),
+            ("matmul_reduce_scatter, 8192 rows in all", "rs", 8192 // world, 8192 // world, 8192)]
 
 
 def runners(kind, Ms, K, N, world, group, dev):
@@ -134,10 +138,10 @@ def main():
         rows.append((title, Ms, K, N, med, flops))
     if rank == 0:
         print(f"{world} GPUs ({torch.cuda.get_device_name()}), median of {args.rounds} interleaved rounds, ms")
-        print(f"{'op':30} {'rows/rank x K x N':>22} {'tkc':>7} {'nccl+cublas':>11} {'torch fused':>11} "
+        print(f"{'op':40} {'rows/rank x K x N':>22} {'tkc':>7} {'nccl+cublas':>11} {'torch fused':>11} "
               f"{'matmul':>7} {'vs seq':>7} {'vs torch':>8} {'overlap eff':>11}")
         for title, Ms, K, N, m, flops in rows:
-            print(f"{title:30} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
+            print(f"{title:40} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
                   f"{m['torch fused']:11.3f} {m['matmul alone']:7.3f} {m['nccl+cublas'] / m['tkc']:6.2f}x "
                   f"{m['torch fused'] / m['tkc']:7.2f}x {m['matmul alone'] / m['tkc']:10.2f}")
     ring = ring_row(world, rank, group, dev, args.rounds)
