@@ -1,6 +1,6 @@
 """Typed readers of a kernel function's attributes (docs/tile-ir.md, "Kernel
 functions"): tk.arg_names, tk.dim_names, tk.divisible, tk.warps,
-tk.blocks_per_sm, tk.persistent, tk.ragged, and which gl arguments the kernel writes.
+tk.blocks_per_sm, tk.persistent, tk.ragged, tk.cluster, and which gl arguments the kernel writes.
 
 One reader per attribute, used by tk-verify, the passes, the lowering and the
 interpreter. The readers of names raise a located TkcError on a malformed
@@ -203,6 +203,48 @@ def blocks_per_sm(func_op) -> int:
     if not 1 <= n <= 32:
         raise error(op, f"tk.blocks_per_sm must be an integer in 1..32, found {a}")
     return n
+
+
+MAX_CLUSTER = 8   # CTAs a cluster: the portable size every launch may use
+
+
+def check_cluster(fn):
+    """tk.cluster = array<i64: cx, cy, cz>: messages for what is wrong. Each
+    dim >= 1, at most MAX_CLUSTER CTAs, and neither persistent nor ordered
+    (tk.order: both give a cluster's blocks items that need not pair up); grid dims written
+    as constants are multiples of the cluster's (the runtime checks the rest
+    at launch)."""
+    from mlir import ir
+    a = fn.attributes["tk.cluster"]
+    dims = list(ir.DenseI64ArrayAttr(a)) if isinstance(a, ir.DenseI64ArrayAttr) else None
+    if dims is None or len(dims) != 3 or any(d < 1 for d in dims):
+        yield f"tk.cluster must be array<i64: cx, cy, cz> with each dim >= 1, got {a}"
+        return
+    if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
+        yield f"tk.cluster {dims}: a cluster holds at most {MAX_CLUSTER} CTAs, got {dims[0] * dims[1] * dims[2]}"
+    if "tk.persistent" in fn.attributes:
+        yield ("tk.cluster is not supported with tk.persistent yet: the persistent item loop does not "
+               "keep a cluster's blocks on paired work items")
+    if "tk.order" in fn.attributes:
+        yield ("tk.cluster is not supported with tk.order yet: the grid order remaps block ids, which "
+               "need not keep a cluster's blocks on paired work items")
+    grid = fn.attributes["tk.grid"] if "tk.grid" in fn.attributes else None
+    if strings(grid, 3):
+        for axis, g, c in zip("xyz", (s.value for s in grid), dims):
+            if g.strip().isdigit() and int(g) % c:
+                yield f"tk.cluster {dims}: grid dim {axis} = {g} is not a multiple of the cluster's {c}"
+
+
+def cluster_shape(fn) -> tuple:
+    """tk.cluster of the kernel as (cx, cy, cz), (1, 1, 1) without it; a
+    located error when it is malformed."""
+    op = getattr(fn, "operation", fn)
+    if op is None or "tk.cluster" not in op.attributes:
+        return (1, 1, 1)
+    for message in check_cluster(op):
+        raise error(op, message)
+    from mlir import ir
+    return tuple(ir.DenseI64ArrayAttr(op.attributes["tk.cluster"]))
 
 
 def is_zigzag(fn) -> bool:

@@ -341,6 +341,28 @@ def tma_load(dst, src, idx, bar, loc=None):
     return create("tma_load", [], [dst, src, *idx, bar], loc=loc)
 
 
+def tma_load_multicast(dst, src, idx, bar, mask, loc=None):
+    """tma_load into every CTA of the cluster in index Value `mask`."""
+    return create("tma_load_multicast", [], [dst, src, *idx, bar, mask], loc=loc)
+
+
+def cluster_ctarank(loc=None):
+    return _one("cluster_ctarank", _index(), loc=loc)
+
+
+def cluster_idx(dim: str, loc=None):
+    return _one("cluster_idx", _index(), attributes={"dim": dim}, loc=loc)
+
+
+def cluster_sync(loc=None):
+    return create("cluster_sync", loc=loc)
+
+
+def arrive_cta(bar, cta, count: int = 1, loc=None):
+    """Arrive on the barrier at bar's offset in CTA `cta` (an index Value) of the cluster."""
+    return create("arrive_cta", [], [bar, cta], {"count": count}, loc=loc)
+
+
 def tma_prefetch(box, src, idx, loc=None):
     return create("tma_prefetch", [], [box, src, *idx], loc=loc)
 

@@ -789,6 +789,50 @@ irdl.dialect @tk {
   irdl.operation @fence_async {
   }
 
+  // ---- Thread-block clusters (a kernel's tk.cluster): the CTAs of a
+  // cluster share their shared memory windows and can signal each other.
+  // This CTA's rank in its cluster (%cluster_ctarank, 0 .. size - 1).
+  irdl.operation @cluster_ctarank {
+    %t = irdl.is index
+    irdl.results(out: %t)
+  }
+  // This CTA's cluster's index in the grid (%clusterid.x/y/z).
+  irdl.operation @cluster_idx {
+    %t = irdl.is index
+    %x = irdl.is "x"
+    %y = irdl.is "y"
+    %z = irdl.is "z"
+    %dim = irdl.any_of(%x, %y, %z)
+    irdl.attributes { "dim" = %dim }
+    irdl.results(out: %t)
+  }
+  // Every thread of every CTA of the cluster meets (barrier.cluster
+  // arrive.release + wait.acquire): shared-memory writes and barrier inits
+  // before it are visible to the cluster's CTAs after it.
+  irdl.operation @cluster_sync {
+  }
+  // The calling warp's lane 0 arrives `count` times on the barrier at the
+  // same offset in the shared memory of CTA `cta` of the cluster (mapa +
+  // mbarrier.arrive.release.cluster.shared::cluster).
+  irdl.operation @arrive_cta {
+    %bar = irdl.base @tk::@barrier
+    %i = irdl.is index
+    %n = irdl.base "#builtin.integer"
+    irdl.attributes { "count" = %n }
+    irdl.operands(bar: %bar, cta: %i)
+  }
+  // tma_load delivered to every CTA of the cluster whose bit is set in
+  // `mask` (16 bits: CTA ranks): the box lands at dst's offset in each one's
+  // shared memory and completes its bytes on the barrier at bar's offset
+  // there (cp.async.bulk.tensor ... .multicast::cluster).
+  irdl.operation @tma_load_multicast {
+    %dst = irdl.any
+    %src = irdl.base @tk::@gl
+    %i = irdl.is index
+    %bar = irdl.base @tk::@barrier
+    irdl.operands(dst: %dst, src: %src, idx: variadic %i, bar: %bar, mask: %i)
+  }
+
   // ---- Hopper: TMA, issued by lane 0 of the calling warp.
   // gl -> st (or sv: one row; tk-verify checks the kind) at tile coords
   // (b, d, r, c) (unit: its shape); the bytes

@@ -16,9 +16,11 @@ if_/else_; carry: the scalars they carry), workers (ids, sync), grid (symbolic g
 pipelined loops), lcsf (the load-compute-store-finish template), warpgroup
 (wgmma and setmaxnreg: `tkc.warpgroup.mma_AB`), complex (complex tiles: crt,
 crv, cst, cgl), peers (several GPUs: tkc.pgl's rank, signal, wait_signal,
-barrier_all), build (tracing a Kernel into a module; needs MLIR).
+barrier_all), cluster (thread-block clusters: cluster_ctarank, cluster_sync),
+build (tracing a Kernel into a module; needs MLIR).
 """
 from . import ops, tma, warpgroup
+from .cluster import cluster_ctarank, cluster_idx, cluster_sync
 from .complex import Complex, cgl, crt, crv, cst
 from .control import else_, if_, range
 from .grid import cdiv, max, min
@@ -42,4 +44,5 @@ __all__ = [
     "warpgroup",
     "tma", "barrier", "wait", "arrive", "fence_async",
     "rank", "world_size", "signal", "wait_signal", "barrier_all",
+    "cluster_ctarank", "cluster_idx", "cluster_sync",
 ]

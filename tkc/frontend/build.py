@@ -39,6 +39,8 @@ def _attributes(kernel) -> dict:
                                               "rows": ir.IntegerAttr.get(i64, kernel.ragged[1])})
     if kernel.blocks_per_sm > 1:
         attrs["tk.blocks_per_sm"] = ir.IntegerAttr.get(i64, kernel.blocks_per_sm)
+    if kernel.cluster != (1, 1, 1):
+        attrs["tk.cluster"] = ir.DenseI64ArrayAttr.get(list(kernel.cluster))
     if kernel.uniform_ids:
         attrs["tk.uniform_ids"] = ir.StringAttr.get(kernel.uniform_ids)
     if kernel.inplace:
@@ -90,6 +92,7 @@ def trace_kernel(kernel) -> ir.Module:
             f.attributes[k] = v
         entry = f.add_entry_block()
         state = trace.TraceState(ctx, module, f, entry, kernel.warps)
+        state.cluster = kernel.cluster
         state.has_pgl = any(isinstance(p.spec, PGLSpec) for p in params)
         with trace.active(state):
             with ir.InsertionPoint(entry):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..diagnostics import TkcError, author_python_error
 from ..dialect.types import UNIFORM_IDS
+from .cluster import check_cluster
 from .grid import grid_exprs
 from .tiles import SCALAR_DTYPES, DType, GLSpec
 
@@ -78,7 +79,7 @@ class Kernel:
                  divisible: dict | None = None, order: str | None = None,
                  persistent: bool = False, inplace: dict | None = None, scope: dict | None = None,
                  spills: int = 0, blocks_per_sm: int = 1, uniform_ids: str | None = None,
-                 ragged: tuple | None = None):
+                 ragged: tuple | None = None, cluster=(1, 1, 1)):
         if not callable(fn):
             raise TkcError(f"@tkc.kernel decorates a function, got {fn!r}")
         if isinstance(warps, bool) or not isinstance(warps, int) or warps <= 0:
@@ -99,6 +100,7 @@ class Kernel:
         self.uniform_ids = uniform_ids
         self.order, self.persistent = _check_schedule(order, persistent, fn)
         self.ragged = _check_ragged(ragged, persistent, fn)
+        self.cluster = check_cluster(cluster, persistent, order, _where_def(fn))
         self.fn, self.warps, self.grid_fn = fn, warps, grid
         self._scope = scope or {}  # the defining scope's names, for string annotations
         self.name = name or fn.__name__
@@ -174,6 +176,7 @@ class Kernel:
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
             "inplace": self.inplace, "blocks_per_sm": self.blocks_per_sm, "uniform_ids": self.uniform_ids,
             **({"ragged": list(self.ragged)} if self.ragged else {}),
+            **({"cluster": list(self.cluster)} if self.cluster != (1, 1, 1) else {}),
             "params": [[p.name, p.describe()] for p in self.params.values()],
             "constants": {k: repr(v) for k, v in sorted(consts.items())},
         }, sort_keys=True)
@@ -261,7 +264,7 @@ class Kernel:
 def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
            divisible: dict | None = None, order: str | None = None, persistent: bool = False,
            inplace: dict | None = None, spills: int = 0, blocks_per_sm: int = 1,
-           uniform_ids: str | None = None, ragged: tuple | None = None):
+           uniform_ids: str | None = None, ragged: tuple | None = None, cluster=(1, 1, 1)):
     """Decorator: `@tkc.kernel(warps=4, grid=lambda a, b, c: (...))` (or bare).
 
     divisible={"K": 256}: the named runtime dim K must be a multiple of 256 at
@@ -285,6 +288,11 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     has only ceil(count[z] / R) y values (at most the grid's Y). The blocks
     stride over the live items alone, counted on the device (CUDA graphs:
     counts change, the launch does not): no block idles on dead ones.
+
+    cluster=(cx, cy, cz): the grid's blocks run in thread-block clusters of
+    cx*cy*cz CTAs (at most 8; the grid a multiple of it), which reach each
+    other's shared memory: tkc.cluster_ctarank(), tkc.cluster_sync(),
+    multicast TMA loads and remote arrivals (docs/dsl.md, "Clusters").
 
     inplace={"o": "x"}: the output o may be the very tensor x (the kernel
     reads each element of x before writing it, once). Without it, a launch
@@ -316,7 +324,7 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
     scope = dict(sys._getframe(1).f_locals)
     opts = dict(warps=warps, grid=grid, name=name, divisible=divisible, order=order,
                 persistent=persistent, inplace=inplace, scope=scope, spills=spills,
-                blocks_per_sm=blocks_per_sm, uniform_ids=uniform_ids, ragged=ragged)
+                blocks_per_sm=blocks_per_sm, uniform_ids=uniform_ids, ragged=ragged, cluster=cluster)
     if fn is not None:
         return Kernel(fn, **opts)
     return lambda f: Kernel(f, **opts)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from ..dialect import ops as tk
 from ..dialect.types import ST, SV, Barrier
 from ..dtypes import itemsize
+from .cluster import cta_index
 from .complex import Complex, partwise
 from .tiles import GLHandle, Shared
 from .trace import current, emitting, fail
@@ -88,12 +89,19 @@ def wait(bar: BarrierHandle, phase) -> None:
         tk.wait(bar.value(), p.ir())
 
 
-def arrive(bar: BarrierHandle, count: int = 1) -> None:
-    """The calling warp arrives `count` times (its lane 0 does)."""
+def arrive(bar: BarrierHandle, count: int = 1, cta=None) -> None:
+    """The calling warp arrives `count` times (its lane 0 does); cta=r (an
+    int or index value, in a cluster kernel): on the barrier at bar's place
+    in the shared memory of CTA r of the cluster (a consumer telling the
+    peer's producer that a slot is free)."""
     _bar(bar, "arrive")
     n = _count(count, "arrive count")
+    r = None if cta is None else cta_index(cta, "arrive", "cta")
     with emitting():
-        tk.arrive(bar.value(), n)
+        if r is None:
+            tk.arrive(bar.value(), n)
+        else:
+            tk.arrive_cta(bar.value(), r.ir(), n)
 
 
 def fence_async() -> None:
@@ -152,13 +160,20 @@ def _tma_args(op: str, s, g, coords, vector: bool = False):
     return [as_index(c, f"{op} coordinate") for c in coords]
 
 
-def load_async(dst: Shared, src: GLHandle, coords, bar: BarrierHandle) -> Shared:
+def load_async(dst: Shared, src: GLHandle, coords, bar: BarrierHandle, multicast=None) -> Shared:
     """Copy the tile of src at coords into dst by TMA; its bytes complete on
-    `bar` (expect them for that phase). Out-of-bounds elements read as zero."""
+    `bar` (expect them for that phase). Out-of-bounds elements read as zero.
+    multicast=mask (an int or index value, in a cluster kernel): the tile
+    lands at dst's place in every CTA of the cluster whose bit is set in
+    mask, its bytes completing on the barrier at bar's place in each."""
     idx = _tma_args("load_async", dst, src, coords, vector=True)
     _bar(bar, "load_async")
+    mask = None if multicast is None else cta_index(multicast, "load_async", "multicast", bits=True)
     with emitting():
-        tk.tma_load(dst.value(), src.value(), [i.ir() for i in idx], bar.value())
+        if mask is None:
+            tk.tma_load(dst.value(), src.value(), [i.ir() for i in idx], bar.value())
+        else:
+            tk.tma_load_multicast(dst.value(), src.value(), [i.ir() for i in idx], bar.value(), mask.ir())
     return dst
 
 

@@ -105,6 +105,7 @@ class TraceState:
         self.poisoned: TkcError | None = None
         self.divisible: dict[str, int] = {}  # "a.c" -> multiple, from loops over whole tiles
         self.has_pgl = False       # a pgl argument: tkc.rank() / world_size() mean something
+        self.cluster = (1, 1, 1)   # the kernel's cluster shape (tkc.cluster_sync needs one)
 
     def require_divisible(self, ref: str, n: int) -> None:
         from math import lcm

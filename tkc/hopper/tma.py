@@ -28,7 +28,7 @@ class Box:
     panel_bytes: int  # shared bytes between consecutive panels
 
 
-TMA_LOADS = ("tk.tma_load", "tk.pipeline_load", "tk.tma_prefetch")
+TMA_LOADS = ("tk.tma_load", "tk.tma_load_multicast", "tk.pipeline_load", "tk.tma_prefetch")
 
 
 def shared_kinds(op_name: str) -> tuple:

@@ -46,10 +46,12 @@ class BarrierState:
         self.tx = 0           # bytes expected minus bytes delivered, this phase
         self.phase = 0        # phases completed so far
         self.clock = clock    # races.PhaseClock, or None without race checks
+        self.synced = 0       # the cluster_syncs its block had passed at init (cluster.py)
 
-    def init(self, count: int) -> None:
+    def init(self, count: int, synced: int = 0) -> None:
         self.count = self.pending = count
         self.tx = self.phase = 0
+        self.synced = synced
         if self.clock is not None:
             self.clock.acc[:] = 0
 
@@ -128,8 +130,9 @@ def _init_barrier(c, op):
 
     def step(env, w):
         if w.warpid == 0:  # thread 0 initialises ...
+            synced = w.block.cluster.generation if w.block.cluster is not None else 0
             for state in (w.block.shared[bar] if ring else [env[bar]]):
-                state.init(count)
+                state.init(count, synced)
         yield point        # ... then the block synchronises
     return Step(step, op, gen=True)
 
@@ -258,15 +261,26 @@ def _tma_load(c, op):
     rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
 
     def step(env, w):
-        tile = load_box(env[src], [env[i] for i in idx], st)
-        barrier, races = env[bar], w.block.races
-        if races is not None:  # written by the warp's TMA agent, seen through the barrier
-            races.tma_write(w.warpid, env[dst], op)
-            if barrier.clock is not None:
-                races.deliver(w.warpid, barrier.clock)
-        env[dst][...] = rnd(tile)
-        barrier.deliver(op, nbytes)  # the whole box counts, zero fill included
+        tile = rnd(load_box(env[src], [env[i] for i in idx], st))
+        deliver_box(w.block, w.warpid, env[dst], env[bar], tile, nbytes, op)
     return step
+
+
+def deliver_box(block, warpid: int, dst, barrier: BarrierState, tile, nbytes: int, op,
+                remote: bool = False) -> None:
+    """A TMA load's box lands in `dst` of `block` and its bytes complete on
+    `barrier` there. remote: issued by warp `warpid` of another CTA of the
+    cluster (a multicast, cluster.py), which this block's clocks do not order."""
+    races = block.races
+    if races is not None:  # written by the warp's TMA agent, seen through the barrier
+        if remote:
+            races.remote_tma_write(warpid, dst, op)
+        else:
+            races.tma_write(warpid, dst, op)
+        if barrier.clock is not None:
+            races.deliver(warpid, barrier.clock)
+    dst[...] = tile
+    barrier.deliver(op, nbytes)  # the whole box counts, zero fill included
 
 
 @handler("tk.tma_prefetch")

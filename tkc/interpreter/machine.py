@@ -19,8 +19,8 @@ import itertools
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
-from ..dialect.kernel import kernel_blocks
-from . import block, ops, peers, pipeline, shared, structured  # noqa: F401  (register the op handlers)
+from ..dialect.kernel import cluster_shape, kernel_blocks
+from . import block, cluster, ops, peers, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
 from .program import Compiler, execute
@@ -37,6 +37,8 @@ class BlockState:
         # several GPUs (peers.py): this block's rank, the world's size, and its
         # agent number in the ranks' peer-memory race check (None: one GPU)
         self.rank, self.world, self.agent, self.peers = 0, 1, 0, None
+        # a cluster kernel's (cluster.py): the ClusterState of its CTAs, this one's rank there
+        self.cluster, self.cta = None, 0
         self.current_op = None   # the op a warp runs now (program.execute)
         self.shared: dict[int, list] = {}  # alloc slot -> its slots (a ring's N, else one)
         self.groups: dict = {}  # (group op run) -> ops.GroupArrival
@@ -106,6 +108,10 @@ def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = N
     grid = _grid(sig, {"sms": int(sms), **env}) if grid is None else _check_grid(sig, grid)
     program = Program(sig)
     live = _live_rows(sig, args, grid)
+    shape = cluster_shape(sig.func)
+    if shape != (1, 1, 1):
+        with np.errstate(all="ignore"):
+            return run_clusters(program, values, grid, shape, races)
     with np.errstate(all="ignore"):  # inf/NaN are values here, as on the GPU
         for z, y, x in itertools.product(*(range(n) for n in reversed(grid))):
             if live is None or y < live[z]:
@@ -155,6 +161,32 @@ def run_block(program: Program, values: list, idx: tuple, grid: tuple,
         schedule(warps, block)
     except TkcError as e:
         raise TkcError(f"{e.message} (in block {idx})", e.where) from e
+
+
+def run_clusters(program: Program, values: list, grid: tuple, shape: tuple, races: bool) -> None:
+    """The grid in clusters of `shape`: each cluster's blocks run together
+    (cluster.py), one cluster after another."""
+    if any(g % c for g, c in zip(grid, shape)):
+        raise error(program.sig.func, f"grid {grid} is not a multiple of the kernel's cluster {shape}")
+    cx, cy, cz = shape
+    for z, y, x in itertools.product(*(range(0, g, c) for g, c in zip(reversed(grid), reversed(shape)))):
+        runs = []
+        for k, j, i in itertools.product(range(cz), range(cy), range(cx)):   # x fastest: the CTA rank
+            idx = (x + i, y + j, z + k)
+            block = BlockState(idx, grid, program.sig.warps, races)
+            runs.append((idx, BlockRun(_warps(program, values, block), block)))
+        cluster.ClusterState([r.block for _, r in runs], shape, program.sig.warps)
+        cluster.schedule(runs)
+
+
+def _warps(program: Program, values: list, block: BlockState) -> list:
+    out = []
+    for w in range(program.sig.warps):
+        env = [None] * program.nslots
+        for s, v in zip(program.body.arg_slots, values):
+            env[s] = v
+        out.append(execute(program.body, env, Warp(w, block)))
+    return out
 
 
 def schedule(warps: list, block: BlockState) -> None:

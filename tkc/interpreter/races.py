@@ -63,7 +63,9 @@ Not modelled (so such races are missed, never invented): proxy fences
 earlier unsynchronised writes by its own group's warps (two copies into one
 tile give each thread the same elements); a tk.wait acquires everything the
 barrier's completed phases released, not only its parity's phase (a warp a
-whole phase behind learns too much). Global memory is not tracked.
+whole phase behind learns too much). Global memory is not tracked. In a
+cluster, a multicast TMA load into a peer CTA's tile is not checked against
+that CTA's earlier accesses (remote_tma_write): cross-CTA order is not modelled.
 """
 from __future__ import annotations
 
@@ -323,6 +325,17 @@ class RaceTracker:
         self._check_prior(Prior(p.buf, p.region), self.warps + w, w, _NONE, p, op)
         self.tma[w] += 1
         self._record(p, self.warps + w, self.tma[w], op)
+
+    def remote_tma_write(self, w: int, arr: np.ndarray, op) -> None:
+        """A multicast TMA load issued by warp w of another CTA of the cluster
+        writes arr: recorded as warp w's TMA agent's write (this block's
+        readers must wait on the barrier it completes on), but not checked
+        against this block's earlier accesses: their order runs through the
+        peer's barriers (remote arrivals), which these clocks do not see."""
+        p = self._place(arr, (_ALL,))
+        if p is not None:
+            self.tma[w] += 1
+            self._record(p, self.warps + w, self.tma[w], op)
 
     def group_write(self, w: int, arr: np.ndarray, first: bool, prior, members: slice, op):
         """Warp w's part of a group_load into all of arr (`members`: the

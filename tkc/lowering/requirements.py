@@ -71,7 +71,7 @@ def divisible(func_op) -> dict[int, list[int]]:
 
 
 # ops whose gl operand a tensor map describes: (op name, operand index of the gl)
-_TMA = {"tk.tma_load": 1, "tk.pipeline_load": 1, "tk.tma_prefetch": 1, "tk.tma_store": 0,
+_TMA = {"tk.tma_load": 1, "tk.tma_load_multicast": 1, "tk.pipeline_load": 1, "tk.tma_prefetch": 1, "tk.tma_store": 0,
         "tk.tma_store_add": 0, "tk.pipeline_store": 0}
 
 

@@ -42,7 +42,7 @@ from .barriers import barrier_ptr, i32, lane0
 from .core import Global, Shared, rule
 from .access import _v  # an int or index Value, as an index Value
 
-TMA_OPS = ("tk.tma_load", "tk.tma_prefetch", "tk.tma_store", "tk.tma_store_add")
+TMA_OPS = ("tk.tma_load", "tk.tma_load_multicast", "tk.tma_prefetch", "tk.tma_store", "tk.tma_store_add")
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class TensorMap:
 
 def operands(op) -> tuple:
     """(st value, gl value) of a TMA op."""
-    return (op.operands[0], op.operands[1]) if op.name in ("tk.tma_load", "tk.tma_prefetch") \
+    return (op.operands[0], op.operands[1]) if op.name in ("tk.tma_load", "tk.tma_load_multicast", "tk.tma_prefetch") \
         else (op.operands[1], op.operands[0])
 
 
@@ -191,19 +191,26 @@ def _tile(op, arg, what: str) -> tuple:
     return arg, arg.view, box(arg.view)
 
 
-@rule("tk.tma_load")
+@rule("tk.tma_load", "tk.tma_load_multicast")
 def _tma_load(lw, op, args):
+    """A multicast's mask (its last operand, 16 bits) names the CTAs whose
+    shared memory each panel lands in, at this CTA's offsets (their barrier
+    at bar's offset counts the bytes)."""
+    multicast = op.name == "tk.tma_load_multicast"
     sh, st, b = _tile(op, args[0], "the destination")
     if not isinstance(args[1], Global):
         raise error(op, f"{op.name}: the source must be a gl")
-    tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, args[-1])
-    idx = args[2:-1]
+    bar_arg = args[-2] if multicast else args[-1]
+    tmap, bar = _map_arg(lw, op), barrier_ptr(lw, op, bar_arg)
+    idx = args[2:-2] if multicast else args[2:-1]
+    mask = arith.index_cast(ir.IntegerType.get_signless(16), args[-1]) if multicast else None
     with lane0(lw):
         origin = _origin(op, st, idx, args[1])
         for p in range(b.panels):
             # The instruction names its destination in the cluster's shared window.
             dst = llvm.addrspacecast(ir.Type.parse("!llvm.ptr<7>"), _panel_ptr(lw, sh, b, p))
-            nvvm.cp_async_bulk_tensor_shared_cluster_global(dst, tmap, _panel(origin, b, p), bar, [])
+            nvvm.cp_async_bulk_tensor_shared_cluster_global(dst, tmap, _panel(origin, b, p), bar, [],
+                                                            multicast_mask=mask)
     return []
 
 

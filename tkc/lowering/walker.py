@@ -24,7 +24,7 @@ from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
 from ..dialect.attrs import int_attr
-from ..dialect.kernel import arg_names, blocks_per_sm, dim_names, kernel_warps, parallel_args
+from ..dialect.kernel import arg_names, blocks_per_sm, cluster_shape, dim_names, kernel_warps, parallel_args
 from ..dialect.types import GL, RT, RV, view
 from ..hopper.registers import flat_types, packed, per_word, scalar_type, word_order
 from . import peers, shared, tma
@@ -32,7 +32,7 @@ from .core import RULES, Frag, Global, Lowering
 from .fp8 import pack_bytes
 from .requirements import inplace, multiples, params
 # The rule modules: importing them registers their rules in core.RULES.
-from . import barriers, block, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
+from . import barriers, block, cluster, compute, masks, memory, mma, random, reduce, views, wgmma, workers  # noqa: F401
 
 # LLVM at O3: O2 keeps the GEMMs' k-loop rolled (O3 unrolls it twice): 15% less LLVM and ptxas
 # time, but the library GEMM ran 1.8-3.4% slower on the H200 (8192x8192x1024 643 against 665
@@ -174,7 +174,7 @@ def _manifest(func_op, name, warps, grid, names, plan, maps=()) -> dict:
     return {"version": 1, "kernel": name, "target": "sm_90a", "warps": warps,
             "block": [32 * warps, 1, 1], "grid": grid,
             "shared_bytes": plan.total if plan is not None else 0,
-            "cluster": [1, 1, 1], "tensor_maps": [m.manifest() for m in maps],
+            "cluster": list(cluster_shape(func_op)), "tensor_maps": [m.manifest() for m in maps],
             "params": params(func_op, names), "inplace": inplace(func_op),
             "multiples": multiples(func_op)}
 

@@ -21,7 +21,8 @@ from ..dialect.types import DYN, GL, RT, RV, ST, SV, safe_view, view
 from ..diagnostics import TkcErrors, where
 from ..hopper.fragments import HALF, extent_ok
 from ..dtypes import itemsize
-from . import verify_block as block_rules, verify_peers as peer_rules, verify_races as races
+from . import verify_block as block_rules, verify_cluster as cluster_rules, verify_peers as peer_rules
+from . import verify_races as races
 from .registry import register
 from .verify_fp8 import fp8_problems
 from .verify_ints import int_gl_problem, int_problems, scalar_of
@@ -130,6 +131,7 @@ def _check_kernel(fn):
     if "tk.divisible" in attrs:
         yield from (("", m) for m in check_divisible(name, attrs["tk.divisible"], fn))
     yield from peer_rules.check_kernel(fn)
+    yield from cluster_rules.check_kernel(fn)
     for i, arg in enumerate(args):
         if not (isinstance(safe_view(arg), GL) or str(arg.type) in SCALAR_ARGS):
             yield where(arg.location), (f"{name}: argument {i} must be a !tk.gl, f32 or i32, "
@@ -440,3 +442,4 @@ _OTHERS.update(_TMA_CHECKS)
 _OTHERS.update(_WARPGROUP_CHECKS)
 _OTHERS.update(block_rules.CHECKS)
 _OTHERS.update(peer_rules.CHECKS)
+_OTHERS.update(cluster_rules.CHECKS)

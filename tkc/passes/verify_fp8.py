@@ -17,7 +17,7 @@ from .verify_messages import describe as _desc
 # k_order="lanes", hopper/fp8_lanes.py; the warpgroup rules say the rest)
 _REGISTER_OPS = {"copy", "load", "store", "subtile", "warpgroup_mma_ab", "warpgroup_mma_abt",
                  "warpgroup_mma_atb", "warpgroup_mma_atbt"}
-_SHARED_OPS = {"alloc", "stage", "subtile", "tma_load", "tma_store", "pipeline_load", "pipeline_store",
+_SHARED_OPS = {"alloc", "stage", "subtile", "tma_load", "tma_load_multicast", "tma_store", "pipeline_load", "pipeline_store",
                "tma_prefetch", "warpgroup_mma_ab", "warpgroup_mma_abt", "warpgroup_mma_atb",
                "warpgroup_mma_atbt"}                       # an 8-bit st (and gl, with load/store)
 _GL_OPS = _SHARED_OPS | {"load", "store", "dim", "gl_slice"}

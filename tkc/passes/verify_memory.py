@@ -136,7 +136,7 @@ def _check_split(op, mem, pair, n_idx, bound):
 
 
 # ops whose gl operand may be a slice, and what they need then
-_SLICE_OK = ("tk.dim", "tk.gl_slice", "tk.tma_load", "tk.pipeline_load")
+_SLICE_OK = ("tk.dim", "tk.gl_slice", "tk.tma_load", "tk.tma_load_multicast", "tk.pipeline_load")
 
 
 _SLICE_RAGGED = {"tk.load": "fill", "tk.load_split": "fill", "tk.store": "clip", "tk.store_join": "clip"}

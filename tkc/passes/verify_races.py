@@ -50,8 +50,8 @@ from .verify_messages import short
 
 BARRIERS = ("tk.sync", "tk.block_sum", "tk.block_max", "tk.block_min", "tk.atomic_add",
             "tk.init_barrier", "tk.arrive", "tk.expect_bytes", "tk.wait", "tk.pipeline_load",
-            "tk.pipeline_store")
-_HANDOFFS = ("tk.arrive", "tk.wait", "tk.expect_bytes")   # mbarriers: an arrival here, a wait there
+            "tk.pipeline_store", "tk.cluster_sync", "tk.arrive_cta")
+_HANDOFFS = ("tk.arrive", "tk.wait", "tk.expect_bytes", "tk.arrive_cta")   # mbarriers: an arrival here, a wait there
 _MEETS = ("tk.sync", "tk.block_sum", "tk.block_max", "tk.block_min", "tk.atomic_add")  # tk.sync's id / warps
 _SHARED_OPS = ("tk.load", "tk.store", "tk.load_split", "tk.store_join", "tk.group_load", "tk.group_store")
 _PASS = ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui", "arith.trunci")

@@ -1,0 +1,74 @@
+"""Thread-block cluster kernels (docs/dsl.md, "Clusters"), shared by the
+interpreter tests (test_cluster.py) and the GPU tests
+(test/gpu/test_cluster_gpu.py), which import them at module level so that
+`tkc build test/gpu/test_cluster_gpu.py` prebuilds them.
+
+- multicast_copy: a cluster of 2 CTAs; each TMA-loads one 64-row half of a
+  128 x 64 bf16 tile and multicasts it to both, so each CTA holds the whole
+  tile and stores it to its own output.
+- cluster_gemm(release_peer): C = A B by hand with a 2-stage TMA pipeline,
+  one 128 x 64 C tile a CTA, the 2 CTAs of a (2, 1, 1) cluster along N
+  sharing A: each loads half of the A tile with multicast to both, and its
+  own B tile. A stage is free again when the consumers of both CTAs have
+  read it: each consumer warp arrives on its own CTA's empty barrier and on
+  the peer's (tkc.arrive(bar, cta=...)). release_peer=False leaves out the
+  remote arrivals: a deadlock (the producers wait on the peers' consumers).
+"""
+import tkc
+from tkc import bf16, f32, gl, rt, st, tma
+from tkc.ops import load, mma_AB, store, subtile, zero
+
+BM, BN, BK = 128, 64, 64
+CONSUMERS = 4          # warps 0-3 compute 32 rows each; warp 4 is the producer
+
+
+@tkc.kernel(warps=4, grid=lambda a, o: (2, 1, 1), cluster=(2, 1, 1))
+def multicast_copy(a: gl(bf16, 1, 1, 128, 64), o: gl(bf16, 1, 2, 128, 64)):
+    r, w = tkc.cluster_ctarank(), tkc.warpid()
+    s = st(bf16, 128, 64)
+    full = tkc.barrier()
+    tkc.cluster_sync()                        # the peer's barrier is initialised
+    with tkc.if_(w == 0):
+        tma.expect(full, s)                   # both halves land in each CTA
+        tma.load_async(subtile(s, 64, 64, (r, 0)), a, (0, 0, r, 0), full, multicast=0b11)
+    tkc.wait(full, 0)
+    store(o, load(rt(bf16, 32, 64), s, (w, 0)), (0, r, w, 0))
+    tkc.cluster_sync()                        # nobody leaves while its tile may still be written
+
+
+def make_cluster_gemm(release_peer: bool = True):
+    @tkc.kernel(warps=CONSUMERS + 1, grid=lambda a, b, c: (c.c // BN, c.r // BM), cluster=(2, 1, 1),
+                name="cluster_gemm" if release_peer else "cluster_gemm_no_release")
+    def cluster_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(f32, 1, 1, "M", "N")):
+        n, m, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpid()
+        r = tkc.cluster_ctarank()
+        a_s = [st(bf16, BM, BK) for _ in range(2)]
+        b_s = [st(bf16, BK, BN) for _ in range(2)]
+        full = [tkc.barrier(1) for _ in range(2)]
+        empty = [tkc.barrier(2 * CONSUMERS) for _ in range(2)]   # both CTAs' consumers
+        tkc.cluster_sync()
+        acc = zero(rt(f32, 32, BN))
+        with tkc.if_(w == CONSUMERS):
+            for i in tkc.range(a.c // (2 * BK)):
+                for s in range(2):
+                    k = i * 2 + s
+                    tkc.wait(empty[s], (i + 1) % 2)       # free in both CTAs
+                    tma.expect(full[s], a_s[s], b_s[s])
+                    tma.load_async(subtile(a_s[s], BM // 2, BK, (r, 0)), a, (0, 0, m * 2 + r, k),
+                                   full[s], multicast=0b11)
+                    tma.load_async(b_s[s], b, (0, 0, k, n), full[s])
+        with tkc.else_():
+            for i in tkc.range(a.c // (2 * BK)):
+                for s in range(2):
+                    tkc.wait(full[s], i % 2)
+                    mma_AB(acc, load(rt(bf16, 32, BK), a_s[s], (w, 0)),
+                           load(rt(bf16, BK, BN, "col"), b_s[s], (0, 0)), acc)
+                    tkc.arrive(empty[s])
+                    if release_peer:
+                        tkc.arrive(empty[s], cta=1 - r)
+            store(c, acc, (0, 0, m * 4 + w, n))
+        tkc.cluster_sync()    # no CTA leaves while a peer may still arrive on its barriers
+    return cluster_gemm
+
+
+cluster_gemm = make_cluster_gemm()

@@ -1,0 +1,175 @@
+"""Thread-block clusters in the interpreter (docs/dsl.md, "Clusters"): the
+CTAs of a cluster run together; multicast TMA loads land in every CTA of the
+mask, remote arrivals reach the peer's barrier, cluster_sync meets every
+warp of the cluster; refusals and deadlocks are located errors."""
+import inspect
+
+import numpy as np
+import pytest
+
+import tkc
+from tkc import bf16, f32, gl, st, tma
+from tkc.diagnostics import TkcError
+from tkc.interpreter.values import ROUND
+from tkc.ops import store
+
+from cluster_kernels import cluster_gemm, make_cluster_gemm, multicast_copy
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _bf16(rng, *shape):
+    return ROUND["bf16"](rng.standard_normal(shape).astype(np.float32))
+
+
+def test_multicast_halves_fill_both_ctas():
+    a = _bf16(np.random.default_rng(1), 1, 1, 128, 64)
+    o = np.full((1, 2, 128, 64), np.nan, np.float32)
+    multicast_copy.interpret(a, o)
+    np.testing.assert_array_equal(o[0, 0], a[0, 0])
+    np.testing.assert_array_equal(o[0, 1], a[0, 0])
+
+
+@pytest.mark.parametrize("m, n, k", [(128, 128, 128), (256, 256, 384)])
+def test_cluster_gemm_shares_a_by_multicast(m, n, k):
+    rng = np.random.default_rng(2)
+    a, b = _bf16(rng, 1, 1, m, k), _bf16(rng, 1, 1, k, n)
+    c = np.full((1, 1, m, n), np.nan, np.float32)
+    cluster_gemm.interpret(a, b, c)
+    ref = a[0, 0].astype(np.float64) @ b[0, 0].astype(np.float64)
+    np.testing.assert_allclose(c[0, 0], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_consumer_that_never_releases_the_peer_is_a_located_deadlock():
+    rng = np.random.default_rng(3)
+    k = make_cluster_gemm(release_peer=False)
+    with pytest.raises(TkcError) as info:
+        k.interpret(_bf16(rng, 1, 1, 128, 256), _bf16(rng, 1, 1, 256, 128), np.zeros((1, 1, 128, 128), np.float32))
+    e = info.value
+    assert "deadlock" in e.message and "of a cluster of 2" in e.message
+    # the producer waits on the empty barrier that the peer's consumers never arrive on
+    empty = line_of(k.fn, "tkc.wait(empty[s]")
+    assert f"warp 4 waits at tk.wait ({__import__('cluster_kernels').__file__}:{empty}:" in e.message
+    assert e.where.startswith(f"{__import__('cluster_kernels').__file__}:")
+
+
+def test_grid_not_a_multiple_of_the_cluster_is_refused():
+    rng = np.random.default_rng(4)
+    with pytest.raises(TkcError, match=r"grid \(3, 1, 1\) is not a multiple of the kernel's cluster \(2, 1, 1\)"):
+        cluster_gemm.interpret(_bf16(rng, 1, 1, 128, 128), _bf16(rng, 1, 1, 128, 192),
+                               np.zeros((1, 1, 128, 192), np.float32))
+
+
+# ---- refusals where the author wrote them
+
+def _where(fn, text):
+    return f"{__file__}:{line_of(fn, text)}:"
+
+
+@pytest.mark.parametrize("cluster, message", [
+    ((4, 4), "a cluster holds at most 8 CTAs (the portable size), got 16"),
+    ((0, 1, 1), "cluster must be 1 to 3 ints >= 1"),
+    ((2, 1, 1, 1), "cluster must be 1 to 3 ints >= 1"),
+])
+def test_bad_cluster_shapes_are_refused_at_the_kernel(cluster, message):
+    def k(x: gl(f32, 1, 1, 16, 16)):
+        pass
+    with pytest.raises(TkcError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        tkc.kernel(k, cluster=cluster)
+    assert info.value.where.startswith(_where(k, "def k("))
+
+
+def test_persistent_or_ordered_cluster_is_refused():
+    def k(x: gl(f32, 1, 1, 16, 16)):
+        pass
+    with pytest.raises(TkcError, match="cluster is not supported with persistent=True yet"):
+        tkc.kernel(k, cluster=(2, 1, 1), persistent=True)
+    with pytest.raises(TkcError, match="cluster is not supported with order= yet"):
+        tkc.kernel(k, cluster=(2, 1, 1), order="grouped(y, 8)")
+
+
+def test_cluster_ops_need_a_cluster_kernel():
+    @tkc.kernel(warps=1)
+    def lonely(x: gl(f32, 1, 1, 16, 16)):
+        tkc.cluster_sync()
+    with pytest.raises(TkcError, match=r"cluster_sync: the kernel has no cluster; give it one") as info:
+        lonely.trace()
+    assert info.value.where.startswith(_where(lonely.fn, "tkc.cluster_sync()"))
+
+
+def test_constant_cta_and_mask_outside_the_cluster_are_refused():
+    @tkc.kernel(warps=1, grid=lambda a: (2,), cluster=(2,))
+    def far(a: gl(bf16, 1, 1, 64, 64)):
+        bar = tkc.barrier()
+        tkc.arrive(bar, cta=2)
+    with pytest.raises(TkcError, match=r"arrive: cta must be in 0..1 for a cluster of 2 CTAs, got 2") as info:
+        far.trace()
+    assert info.value.where.startswith(_where(far.fn, "cta=2"))
+
+    @tkc.kernel(warps=1, grid=lambda a: (2,), cluster=(2,))
+    def wide(a: gl(bf16, 1, 1, 64, 64)):
+        s, bar = st(bf16, 64, 64), tkc.barrier()
+        tma.load_async(s, a, (0, 0, 0, 0), bar, multicast=0b100)
+    with pytest.raises(TkcError, match=r"load_async: multicast must be in 1..3 \(bits of CTAs 0..1\)"):
+        wide.trace()
+
+
+@tkc.kernel(warps=1, grid=lambda a, o: (2,), cluster=(2,))
+def runtime_mask(a: gl(bf16, 1, 1, 64, 64), o: gl(bf16, 1, 1, 64, 64)):
+    r = tkc.cluster_ctarank()
+    s, bar = st(bf16, 64, 64), tkc.barrier()
+    tkc.cluster_sync()
+    tma.expect(bar, s)
+    tma.load_async(s, a, (0, 0, 0, 0), bar, multicast=r * 2 + 2)   # CTA 1: bit 2, no such CTA
+    tkc.wait(bar, 0)
+
+
+def test_runtime_mask_outside_the_cluster_is_located():
+    with pytest.raises(TkcError, match=r"mask 0x4 names CTAs outside the cluster's 0..1") as info:
+        runtime_mask.interpret(np.zeros((1, 1, 64, 64), np.float32), np.zeros((1, 1, 64, 64), np.float32))
+    assert info.value.where.startswith(_where(runtime_mask.fn, "multicast=r * 2 + 2"))
+
+
+@tkc.kernel(warps=1, grid=lambda x: (2,), cluster=(2,))
+def unsynced_arrive(x: gl(f32, 1, 1, 16, 16)):
+    bar = tkc.barrier()
+    tkc.arrive(bar, cta=1 - tkc.cluster_ctarank())   # no cluster_sync: the peer may not have its barrier yet
+    tkc.cluster_sync()
+
+
+def test_remote_arrive_before_a_cluster_sync_is_located():
+    with pytest.raises(TkcError, match=r"barrier was initialised with no tkc.cluster_sync\(\) since") as info:
+        unsynced_arrive.interpret(np.zeros((1, 1, 16, 16), np.float32))
+    assert info.value.where.startswith(_where(unsynced_arrive.fn, "tkc.arrive(bar, cta="))
+
+
+@tkc.kernel(warps=2, grid=lambda x: (2,), cluster=(2,))
+def sync_in_one_warp(x: gl(f32, 1, 1, 16, 16)):
+    with tkc.if_(tkc.warpid() == 0):
+        tkc.cluster_sync()
+    tkc.sync()          # warp 1 waits here for warp 0, which waits for warp 1 at the cluster barrier
+
+
+def test_cluster_sync_missed_by_a_warp_is_a_located_deadlock():
+    with pytest.raises(TkcError, match=r"deadlock: warp 0 waits for the cluster barrier \(tk.cluster_sync\): "
+                                       r"2 of 4 warps") as info:
+        sync_in_one_warp.interpret(np.zeros((1, 1, 16, 16), np.float32))
+    assert info.value.where.startswith(_where(sync_in_one_warp.fn, "tkc.cluster_sync()"))
+
+
+def test_cluster_ids_and_the_cache_key():
+    @tkc.kernel(warps=1, grid=lambda o: (4, 2), cluster=(2, 2))
+    def ids(o: gl(f32, 1, 1, 16, 64)):
+        x, y = tkc.block_idx.x, tkc.block_idx.y
+        v = tkc.cluster_ctarank() * 100 + tkc.cluster_idx.x * 10 + tkc.cluster_idx.y
+        store(o, v.to(f32), at=(0, 0, y, x), clip=True)
+    o = np.zeros((1, 1, 16, 64), np.float32)
+    ids.interpret(o)
+    for y in range(2):
+        for x in range(4):
+            assert o[0, 0, y, x] == ((x % 2) + 2 * (y % 2)) * 100 + (x // 2) * 10 + y // 2
+    assert '"cluster": [2, 2, 1]' in ids.specialisation()
+    assert "cluster" not in tkc.kernel(ids.fn, grid=ids.grid_fn).specialisation()   # old keys unchanged

@@ -1,0 +1,70 @@
+"""Lowering of the cluster ops (docs/tile-ir.md, "Clusters"): tk.cluster_ctarank,
+tk.cluster_idx, tk.cluster_sync and tk.arrive_cta (tk.tma_load_multicast is
+tma.py's). The manifest's "cluster" (walker.py) makes the runtime launch the
+grid in clusters; these read where a CTA is in its cluster and reach the
+other CTAs' shared memory.
+
+A remote arrival names the peer's barrier by mapa: the barrier's 32-bit
+shared::cta address mapped into CTA `cta`'s window of the cluster's shared
+space, then `mbarrier.arrive.release.cluster.shared::cluster` (release at
+cluster scope: what this warp read from its own shared memory before, it is
+done with, when the peer's producer, which waits on that barrier, writes it
+again). tk.cluster_sync is the split barrier.cluster arrive/wait pair, every
+thread of every CTA (.aligned: every lane of a warp runs it together).
+"""
+from __future__ import annotations
+
+from mlir import ir
+from mlir.dialects import arith, llvm, nvvm
+
+from ..diagnostics import error
+from ..dialect.attrs import required_int
+from .barriers import _address_u32, barrier_ptr, lane0
+from .core import rule
+
+_IDS = {"x": nvvm.read_ptx_sreg_clusterid_x, "y": nvvm.read_ptx_sreg_clusterid_y,
+        "z": nvvm.read_ptx_sreg_clusterid_z}
+
+# The braces scope the register, so the asm can be emitted many times.
+_ARRIVE_REMOTE = ("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
+                  "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote], $2;\n}")
+_CLUSTER_SYNC = "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;"
+
+
+def _i32():
+    return ir.IntegerType.get_signless(32)
+
+
+@rule("tk.cluster_ctarank")
+def _ctarank(lw, op, args):
+    return [lw.once(("cluster_ctarank",), lambda: arith.index_castui(
+        ir.IndexType.get(), nvvm.read_ptx_sreg_cluster_ctarank(_i32())))]
+
+
+@rule("tk.cluster_idx")
+def _cluster_idx(lw, op, args):
+    dim = ir.StringAttr(op.attributes["dim"]).value if "dim" in op.attributes else None
+    read = _IDS.get(dim)
+    if read is None:
+        raise error(op, f"tk.cluster_idx: dim must be \"x\", \"y\" or \"z\", found {dim!r}")
+    return [lw.once(("cluster_idx", dim), lambda: arith.index_castui(ir.IndexType.get(), read(_i32())))]
+
+
+@rule("tk.cluster_sync")
+def _cluster_sync(lw, op, args):
+    llvm.inline_asm(ir.Type.parse("!llvm.void"), [], _CLUSTER_SYNC, "~{memory}", has_side_effects=True)
+    return []
+
+
+@rule("tk.arrive_cta")
+def _arrive_cta(lw, op, args):
+    ptr, count = barrier_ptr(lw, op, args[0]), required_int(op, "count", 1)
+    cta = args[1]
+    if not isinstance(cta, ir.Value):
+        raise error(op, f"tk.arrive_cta: the CTA must be an index value, found {op.operands[1].type}")
+    addr = _address_u32(lw, args[0], ptr)
+    with lane0(lw):
+        llvm.inline_asm(ir.Type.parse("!llvm.void"),
+                        [addr, arith.index_cast(_i32(), cta), arith.constant(_i32(), count)],
+                        _ARRIVE_REMOTE, "r,r,r,~{memory}", has_side_effects=True)
+    return []
