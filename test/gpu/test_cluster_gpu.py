@@ -15,7 +15,7 @@ except ImportError:
     torch = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from cluster_kernels import cluster_gemm, multicast_copy  # noqa: E402,F401
+from cluster_kernels import cluster_gemm, multicast_copy, staged_cluster_gemm  # noqa: E402,F401
 
 
 def test_multicast_copy_fills_both_ctas():
@@ -43,3 +43,18 @@ def test_cluster_gemm_against_torch(m, n, k):
         cluster_gemm.interpret(a.float().cpu().numpy().reshape(1, 1, m, k),
                                b.float().cpu().numpy().reshape(1, 1, k, n), got)
         torch.testing.assert_close(c.cpu(), torch.from_numpy(got[0, 0]), atol=1e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("m, n, k", [(256, 512, 512), (1000, 1096, 2048)])
+def test_staging_multicast_gemm_against_torch(m, n, k):
+    """tk-pipeline-staging's multicast of A over (2, 1, 1) clusters, on the GPU:
+    the CTA-scope remote releases and waits (lowering/cluster.py) keep the
+    ring right; a cluster's CTA past N clips its stores."""
+    torch.manual_seed(1)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
+    for _ in range(3):   # again and again: a stale slot would show as a wrong sum
+        staged_cluster_gemm(a.view(1, 1, m, k), b.view(1, 1, k, n), c.view(1, 1, m, n))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, a.float() @ b.float(), atol=2e-2, rtol=2e-3)

@@ -13,9 +13,15 @@ interpreter tests (test_cluster.py) and the GPU tests
   read it: each consumer warp arrives on its own CTA's empty barrier and on
   the peer's (tkc.arrive(bar, cta=...)). release_peer=False leaves out the
   remote arrivals: a deadlock (the producers wait on the peers' consumers).
+- staged_cluster_gemm: the same product written as a plain pipelined loop
+  (tkc.range(stages=...)), two consumer warpgroups and a 128 x 128 C tile a
+  CTA in (2, 1, 1) clusters: tk-pipeline-staging finds that A's tile does
+  not follow block_idx.x and multicasts it (each CTA loads 64 of its rows),
+  counts both CTAs' consumers on a slot's empty barrier and syncs the
+  cluster after the inits and before the end. B's tile stays per CTA.
 """
 import tkc
-from tkc import bf16, f32, gl, rt, st, tma
+from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.ops import load, mma_AB, store, subtile, zero
 
 BM, BN, BK = 128, 64, 64
@@ -72,3 +78,18 @@ def make_cluster_gemm(release_peer: bool = True):
 
 
 cluster_gemm = make_cluster_gemm()
+
+
+@tkc.kernel(warps=8, cluster=(2, 1, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 128)))
+def staged_cluster_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"),
+                        c: gl(f32, 1, 1, "M", "N")):
+    bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+    a_s, b_s = st(bf16, 128, 64), st(bf16, 64, 128)
+    acc = zero(rt(f32, 16, 128))
+    for k in tkc.range(tkc.cdiv(a.c, 64), stages=3):
+        tma.load(a_s, a, (0, 0, bm, k))        # the same tile in both CTAs of a cluster
+        tma.load(b_s, b, (0, 0, k, bn))
+        warpgroup.mma_AB(acc, subtile(a_s, 64, 64, (wg, 0)), b_s)
+        warpgroup.mma_async_wait(acc)
+    store(c, acc, (0, 0, bm * 8 + tkc.warpid(), bn), clip=True)   # 16 rows a warp

@@ -13,7 +13,7 @@ from tkc.diagnostics import TkcError
 from tkc.interpreter.values import ROUND
 from tkc.ops import store
 
-from cluster_kernels import cluster_gemm, make_cluster_gemm, multicast_copy
+from cluster_kernels import cluster_gemm, make_cluster_gemm, multicast_copy, staged_cluster_gemm
 
 
 def line_of(fn, text: str) -> int:
@@ -173,3 +173,38 @@ def test_cluster_ids_and_the_cache_key():
             assert o[0, 0, y, x] == ((x % 2) + 2 * (y % 2)) * 100 + (x // 2) * 10 + y // 2
     assert '"cluster": [2, 2, 1]' in ids.specialisation()
     assert "cluster" not in tkc.kernel(ids.fn, grid=ids.grid_fn).specialisation()   # old keys unchanged
+
+
+@pytest.mark.parametrize("m, n, k", [(128, 256, 192), (200, 296, 320)])
+def test_staging_multicasts_the_tile_a_cluster_shares(m, n, k):
+    """A plain pipelined loop in (2, 1, 1) clusters: tk-pipeline-staging's
+    multicast of A (each CTA loads half of its rows) and the cross-CTA
+    release of the ring's slots give C = A B through the interpreter, on
+    shapes past whole tiles (a cluster's second CTA past N: its stores clip)."""
+    rng = np.random.default_rng(3)
+    a, b = _bf16(rng, 1, 1, m, k), _bf16(rng, 1, 1, k, n)
+    c = np.full((1, 1, m, n), np.nan, np.float32)
+    staged_cluster_gemm.interpret(a, b, c)
+    ref = a[0, 0].astype(np.float64) @ b[0, 0].astype(np.float64)
+    np.testing.assert_allclose(c[0, 0], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_staging_shares_only_what_every_cta_of_a_cluster_loads():
+    """The staged IR: A's load is one multicast slice a CTA, B's a plain load
+    (it follows block_idx.x); the empty barrier counts both CTAs' 8
+    consumer warps, which release each slot on both; the cluster syncs
+    after the inits and at the end."""
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.dialect import walk
+    from tkc.pass_pipeline import run_pipeline
+    m = staged_cluster_gemm.trace()
+    run_pipeline(m, TILE_PIPELINE)
+    ops = [op for op in walk(m.operation)]
+    names = [op.name for op in ops]
+    assert names.count("tk.tma_load_multicast") == 1 and names.count("tk.tma_load") == 1
+    multicast = next(op for op in ops if op.name == "tk.tma_load_multicast")
+    assert "64 : i64, 64 : i64" in str(multicast.operands[0].type)   # half of A's 128 rows
+    counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
+    assert counts == [1, 16]
+    assert names.count("tk.cluster_sync") == 2 and names.count("tk.arrive") == 0
+    assert names.count("tk.arrive_cta") >= 2

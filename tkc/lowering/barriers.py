@@ -22,7 +22,6 @@ from mlir.dialects import arith, llvm, nvvm, scf
 from ..diagnostics import error
 from ..dialect.types import Barrier
 from ..dialect.attrs import required_int, ring_stages
-from ..dialect.kernel import cluster_shape
 from ..hopper import shared as smem
 from . import shared
 from .core import Shared, rule
@@ -30,11 +29,11 @@ from .core import Shared, rule
 # mbarrier.try_wait without a time hint lets the hardware suspend the thread
 # for a system-chosen while before it returns false (cheaper than spinning);
 # the braces scope the labels, so the asm can be emitted many times.
-# In a cluster kernel the wait acquires at cluster scope (ThunderKittens'
-# and PTX's pairing for a peer CTA's release.cluster arrival).
-_TRY_WAIT_LOOP = ("{{\n.reg .pred P1;\nLAB_WAIT:\n"
-                  "mbarrier.try_wait.parity{scope}.shared::cta.b64 P1, [$0], $1;\n"
-                  "@P1 bra.uni DONE;\nbra.uni LAB_WAIT;\nDONE:\n}}")
+# In a cluster kernel too the wait has the default semantics (acquire at CTA
+# scope), as CUTLASS's pipelines wait on barriers peers arrive on (cluster.py).
+_TRY_WAIT_LOOP = ("{\n.reg .pred P1;\nLAB_WAIT:\n"
+                  "mbarrier.try_wait.parity.shared::cta.b64 P1, [$0], $1;\n"
+                  "@P1 bra.uni DONE;\nbra.uni LAB_WAIT;\nDONE:\n}")
 
 
 # ---------------------------------------------------------------- helpers
@@ -122,8 +121,7 @@ def _wait(lw, op, args):
         raise error(op, f"tk.wait: the phase must be an index value, found {op.operands[1].type}")
     parity = arith.andi(arith.index_cast(ir.IntegerType.get_signless(32), phase), i32(1))
     addr = _address_u32(lw, args[0], ptr)
-    scope = ".acquire.cluster" if cluster_shape(lw.func_op) != (1, 1, 1) else ""
-    llvm.inline_asm(ir.Type.parse("!llvm.void"), [addr, parity], _TRY_WAIT_LOOP.format(scope=scope),
+    llvm.inline_asm(ir.Type.parse("!llvm.void"), [addr, parity], _TRY_WAIT_LOOP,
                     "r,r,~{memory}",
                     has_side_effects=True)
     return []

@@ -118,7 +118,7 @@ class Consumer:
         with ir.InsertionPoint(terminator(body)), self.loc:
             if relaxed is None and held is None:
                 self._ring_store_wait(0)
-                tk.arrive(tk.stage(self.empty, s))
+                self._release(tk.stage(self.empty, s))
             nxt = arith.addi(it, index(1))
         self.drain = []
         if relaxed is not None or held is not None:
@@ -198,7 +198,7 @@ class Consumer:
             with if_then(later):
                 self._ring_store_wait(issued)
                 prev = ring_mod(arith.subi(it, index(1)), self.stages)
-                tk.arrive(tk.stage(self.empty, prev))
+                self._release(tk.stage(self.empty, prev))
         after = next_op(loop.operation)
         self._drain_end = after
         with ir.InsertionPoint(after), loop.operation.location:
@@ -213,7 +213,7 @@ class Consumer:
             with if_then(arith.cmpi(arith.CmpIPredicate.ne, end, start)):
                 self._ring_store_wait(0)
                 last = ring_mod(arith.subi(end, index(1)), self.stages)
-                tk.arrive(tk.stage(self.empty, last))
+                self._release(tk.stage(self.empty, last))
 
     def _ring_store_wait(self, issued: int) -> None:
         """Before a ring slot's release, where the loop's TMA stores read its

@@ -110,7 +110,21 @@ class Producer:
                     if root not in slots:
                         slots[root] = tk.stage(root, s)
                     dst = remake_view(op.operands[0], slots[root], body_map, op)  # a subtile: of the slot
-                    tk.tma_load(dst, src, coords, full)
+                    if op in self.multicast:
+                        self._multicast(dst, src, coords, full)
+                    else:
+                        tk.tma_load(dst, src, coords, full)
             scf.YieldOp([arith.addi(cur, index(1))])
         loop.operation.attributes["tk.staged"] = staged_attr(self.stages, "producer")
         return loop.results[0]
+
+    def _multicast(self, dst, src, coords, full) -> None:
+        """This CTA's 1/cx slice of a tile every CTA of the cluster loads
+        (staging.py): rows rank * R/cx .. of it, multicast to all of them;
+        each one's full barrier expects the whole tile, as without."""
+        t = view(dst.type)
+        rank = tk.cluster_ctarank()
+        part = tk.subtile(t.with_(rows=t.rows // self.cx).mlir(), dst, rank, index(0))
+        coords = list(coords)   # (.., row, col) in tiles of dst: in slices, row * cx + rank
+        coords[-2] = arith.addi(arith.muli(coords[-2], index(self.cx)), rank)
+        tk.tma_load_multicast(part, src, coords, full, index((1 << self.cx) - 1))

@@ -10,8 +10,10 @@ from mlir.dialects import arith, scf
 from ...diagnostics import error, where
 from ...dialect import ops as tk
 from ...dialect.attrs import pipeline_options
+from ...dialect.kernel import cluster_shape
 from ...dialect.types import Barrier, view
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP
+from ..grid_ordering import block_axes
 from ..rewrite import backward_slice, entry, hoist_prologue, i64, index, is_prologue, located
 from .analysis import Found
 from .budget import Budget
@@ -45,6 +47,24 @@ class Staging(Budget, Consumer, Stores, Producer):
         self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
         self.store_warp = self._store_warp_choice()
         self.out_slots = self.opts.get("store_slots") or OUTPUT_STAGES   # a stored tile's slots
+        self.cx, self.multicast = self._multicast_loads()
+
+    def _multicast_loads(self) -> tuple[int, set]:
+        """(CTAs a cluster along x, the ring loads they share). In a kernel
+        of clusters along x, a ring load whose coordinates do not follow
+        block_idx.x loads the same tile in every CTA of a cluster: each CTA
+        loads a 1/cx slice of its rows and multicasts it to all of them
+        (the L2 serves the tile once a cluster), and a slot is free only
+        when every CTA's consumers have released it."""
+        cx, cy, cz = cluster_shape(self.fn)
+        if cx == 1 or cy != 1 or cz != 1:
+            return 1, set()
+        shared = set()
+        for op in self.f.ring_loads:
+            t = view(op.operands[0].type)
+            if "x" not in block_axes(list(op.operands)[2:]) and t.rows % (16 * cx) == 0:
+                shared.add(op)
+        return cx, shared
 
     def build(self) -> None:
         self.peer_stores = self._peer_stores()   # before the rewrite replaces the stores
@@ -58,6 +78,11 @@ class Staging(Budget, Consumer, Stores, Producer):
         with ir.InsertionPoint(first), self.loc:
             self._barriers()
             branch = self._split()
+        if self.multicast:   # no CTA signals a peer's barrier before the peer has made it, nor
+            with ir.InsertionPoint(branch.operation), self.loc:   # exits while a peer may still
+                tk.cluster_sync()                                  # write to it or arrive on
+            with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:   # its barriers
+                tk.cluster_sync()
         self._producer(branch)  # first: it reads the loads the consumers' rewrite removes
         self._consumers(branch)
         self.fn.attributes["tk.warps"] = i64(self.total)
@@ -115,7 +140,7 @@ class Staging(Budget, Consumer, Stores, Producer):
             self.full = tk.alloc(b, self.stages)
             self.empty = tk.alloc(b, self.stages)
             tk.init_barrier(self.full, 1)
-            tk.init_barrier(self.empty, self.cw)
+            tk.init_barrier(self.empty, self.cw * (self.cx if self.multicast else 1))
             for op in self.f.ring_loads:
                 alloc_of(ring_root(op.operands[0])).attributes["stages"] = i64(self.stages)
         self.once = {}
@@ -135,6 +160,16 @@ class Staging(Budget, Consumer, Stores, Producer):
             if any(op in self.f.loop_stores for op in self._published()):
                 self.drained = tk.alloc(b)   # the store warp's writes have completed
                 tk.init_barrier(self.drained, 1)
+
+    def _release(self, empty_slot) -> None:
+        """The consumers hand a ring slot back: to every CTA of the cluster
+        where the slot takes multicast slices (each CTA's producer writes
+        into all of them)."""
+        if not self.multicast:
+            tk.arrive(empty_slot)
+            return
+        for r in range(self.cx):
+            tk.arrive_cta(empty_slot, index(r))
 
     def _split(self):
         """scf.if warpid >= cw {producer} else {consumers}, with every
