@@ -242,3 +242,42 @@ def test_a_fallback_for_keys_no_table_holds(cache):
     tables.record("test.fallback", 128, {"config": {"R": 8}})   # not in the space (an old table)
     t.forget()
     assert t.pick(args_of(64)) == {"R": 16} and t.pick(args_of(128)) == {"R": 64}
+
+
+def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch, capsys):
+    """`tkc tune` over several keys: one whose tuning fails (its default does
+    not build, say) is reported and the others are still tuned; the command
+    then exits 1 and names it."""
+    src = tmp_path / "two_spaces.py"
+    src.write_text(textwrap.dedent('''
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        def make(R, tag):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"{tag}_{R}")
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.bad", examples=lambda: [[1]])
+        def bad(R):
+            return make(R, "cli_bad")
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.good", examples=lambda: [[2]])
+        def good(R):
+            return make(R, "cli_good")
+    '''))
+    from tkc.tune import cli
+    from tkc.tune.measure import Result
+    from tkc.tune.space import Autotuned
+
+    def tune(self, *args, **kw):
+        if self.name == "t.bad":
+            raise TkcError("autotune t.bad: the default configuration {\"R\":16} does not build")
+        return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "why": ""}])
+    monkeypatch.setattr(Autotuned, "tune", tune)
+    assert cli.main([str(src)]) == 1
+    out = capsys.readouterr()
+    assert "t.good" in out.out and "1 key(s) not tuned" in out.out and "t.bad: " in out.out
+    assert "[1] t.good" in out.err and "[-] t.bad" in out.err

@@ -44,7 +44,8 @@ def test_norm_spaces_and_keys():
     than a block has; a backward at D <= SPLIT_AT kept on one warp a row; the key (kind, D bucket, dropout) of a call's x (dy)."""
     from tkc.kernels.layernorm import DROPOUT_LANE_VALUES, LANE_CHOICES
     from tkc.torchops import norm_tuned
-    assert len(norm_tuned.SPACES) == 2 * 2 * 5 * 2
+    assert len(norm_tuned.SPACES) == 2 * 2 * 5 * 2 * 2   # norm, kind, D, dropout, residual
+    assert norm_tuned.space(False, "fwd", 8192, False, False).name == "tkc.layer_norm.fwd.d8192.nores"
     t = norm_tuned.space(False, "fwd", 8192, False)
     assert t.name == "tkc.layer_norm.fwd.d8192" and t is norm_tuned.space(False, "fwd", 8192, False)
     assert [c["lane_values"] for c in t.configs] == [None, 8, 16, 32] == list(LANE_CHOICES)
@@ -77,9 +78,9 @@ def test_the_shipped_picks_are_candidates_the_library_holds(norm_tables):
                             ("bwd", rmsnorm_bwd if rms else layernorm_bwd)):
             for D in NORM_WIDTHS:
                 for dropout in (False, True):
-                    split = lane_split(rms, kind, D, dropout)
-                    picked += bool(split)
                     for residual in (True, False):
+                        split = lane_split(rms, kind, D, dropout, residual)
+                        picked += bool(split)
                         assert build(D, dropout, 4, residual, **split).artifact_key() in built
     assert picked > 0   # the H200's table splits some widths another way than the rule
 
@@ -118,7 +119,7 @@ def test_norms_run_their_tuned_split(cpu_norms, monkeypatch, rms):
     norm_plans = cpu_norms
     norm = "rms_norm" if rms else "layer_norm"
     monkeypatch.setattr(tables, "lookup", lambda name, key: {"lane_values": 8} if name in (
-        f"tkc.{norm}.fwd.d512", f"tkc.{norm}.bwd.d512") else None)
+        f"tkc.{norm}.fwd.d512.nores", f"tkc.{norm}.bwd.d512.nores") else None)
     made = []
 
     def kernels(D, dropout, residual=True):  # norm_plans' own (uncached), interpreted
@@ -126,7 +127,8 @@ def test_norms_run_their_tuned_split(cpu_norms, monkeypatch, rms):
         made.extend(k.name for k in ks)
         return tuple(_interpreted(k) for k in ks)
     monkeypatch.setattr(norm_plans, "rms_kernels" if rms else "ln_kernels", kernels)
-    for args in norm_tuned.SPACE_KEYS + [(rms, kind, 512, False) for kind in ("fwd", "bwd")]:
+    for args in norm_tuned.SPACE_KEYS + [(rms, kind, 512, False, r) for kind in ("fwd", "bwd")
+                                         for r in (True, False)]:
         norm_tuned.space(*args).forget()
     g = torch.Generator().manual_seed(5)
     x = torch.randn(3, 512, generator=g).to(BF).requires_grad_()
@@ -136,7 +138,8 @@ def test_norms_run_their_tuned_split(cpu_norms, monkeypatch, rms):
         y = tkc.rms_norm(x, w) if rms else tkc.layer_norm(x, w, b)
     finally:
         for kind in ("fwd", "bwd"):
-            norm_tuned.space(rms, kind, 512, False).forget()
+            for r in (True, False):
+                norm_tuned.space(rms, kind, 512, False, r).forget()
     stem = "rmsnorm" if rms else "layernorm"
     assert made == [f"{stem}_fwd_512_nores_split2", f"{stem}_bwd_512_nores_split2"]
     ref = x.double() * torch.rsqrt(x.double().square().mean(-1, keepdim=True) + 1e-6) * w.double() if rms \
@@ -153,7 +156,7 @@ def test_the_library_prebuilds_every_split_a_table_may_pick():
     from tkc.kernels import NORM_WIDTHS, library
     from tkc.torchops import norm_tuned
     built = {k.artifact_key() for k in library()}
-    for rms, kind, D, dropout in norm_tuned.SPACE_KEYS:
+    for rms, kind, D, dropout, residual in norm_tuned.SPACE_KEYS:
         if D in NORM_WIDTHS:
-            for k in norm_tuned.space(rms, kind, D, dropout).kernels():
+            for k in norm_tuned.space(rms, kind, D, dropout, residual).kernels():
                 assert k.artifact_key() in built, k.name

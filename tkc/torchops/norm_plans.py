@@ -30,8 +30,8 @@ def picked_kernels(rms: bool, D: int, dropout: bool, residual: bool):
     """(forward, backward), each splitting its rows over warps as its D
     bucket's tuned pick says (norm_tuned.py)."""
     fwd, bwd = (rmsnorm_fwd, rmsnorm_bwd) if rms else (layernorm_fwd, layernorm_bwd)
-    return (fwd(D, dropout, WARPS, residual, **lane_split(rms, "fwd", D, dropout)),
-            bwd(D, dropout, WARPS, residual, **lane_split(rms, "bwd", D, dropout)))
+    return (fwd(D, dropout, WARPS, residual, **lane_split(rms, "fwd", D, dropout, residual)),
+            bwd(D, dropout, WARPS, residual, **lane_split(rms, "bwd", D, dropout, residual)))
 
 
 @functools.lru_cache(maxsize=None)

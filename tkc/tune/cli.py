@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
     calls = [_parse(expr) for expr in args.call]
-    rows, t0 = [], time.perf_counter()
+    rows, failed, t0 = [], [], time.perf_counter()
     for tuned in found:
         mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
         examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
@@ -54,13 +54,19 @@ def main(argv: list[str]) -> int:
             continue
         for i, example in enumerate(examples):
             made = example() if callable(example) else example
-            result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
+            try:
+                result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
+            except TkcError as e:   # this key cannot be tuned (its default does not build): the rest can
+                failed.append(f"{tuned.name}: {e}")
+                sys.stderr.write(f"[-] {failed[-1]}\n")
+                continue
             rows.append((tuned, result))
             sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
-    if not rows:
-        return 1
-    sys.stdout.write(summary(rows, time.perf_counter() - t0))
-    return 0
+    if rows:
+        sys.stdout.write(summary(rows, time.perf_counter() - t0))
+    if failed:
+        sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
+    return 1 if failed or not rows else 0
 
 
 def summary(rows: list, seconds: float) -> str:
