@@ -33,14 +33,19 @@ def test_multicast_halves_fill_both_ctas():
     np.testing.assert_array_equal(o[0, 1], a[0, 0])
 
 
-@pytest.mark.parametrize("m, n, k", [(128, 128, 128), (256, 256, 384)])
-def test_cluster_gemm_shares_a_by_multicast(m, n, k):
-    rng = np.random.default_rng(2)
+def _check_gemm(kernel, m, n, k, seed):
+    """kernel(a, b, c) interpreted: C = A B in f32 against float64 numpy."""
+    rng = np.random.default_rng(seed)
     a, b = _bf16(rng, 1, 1, m, k), _bf16(rng, 1, 1, k, n)
     c = np.full((1, 1, m, n), np.nan, np.float32)
-    cluster_gemm.interpret(a, b, c)
+    kernel.interpret(a, b, c)
     ref = a[0, 0].astype(np.float64) @ b[0, 0].astype(np.float64)
     np.testing.assert_allclose(c[0, 0], ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("m, n, k", [(128, 128, 128), (256, 256, 384)])
+def test_cluster_gemm_shares_a_by_multicast(m, n, k):
+    _check_gemm(cluster_gemm, m, n, k, 2)
 
 
 def test_consumer_that_never_releases_the_peer_is_a_located_deadlock():
@@ -181,12 +186,7 @@ def test_staging_multicasts_the_tile_a_cluster_shares(m, n, k):
     multicast of A (each CTA loads half of its rows) and the cross-CTA
     release of the ring's slots give C = A B through the interpreter, on
     shapes past whole tiles (a cluster's second CTA past N: its stores clip)."""
-    rng = np.random.default_rng(3)
-    a, b = _bf16(rng, 1, 1, m, k), _bf16(rng, 1, 1, k, n)
-    c = np.full((1, 1, m, n), np.nan, np.float32)
-    staged_cluster_gemm.interpret(a, b, c)
-    ref = a[0, 0].astype(np.float64) @ b[0, 0].astype(np.float64)
-    np.testing.assert_allclose(c[0, 0], ref, rtol=1e-4, atol=1e-3)
+    _check_gemm(staged_cluster_gemm, m, n, k, 3)
 
 
 def test_staging_shares_only_what_every_cta_of_a_cluster_loads():

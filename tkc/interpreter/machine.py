@@ -151,14 +151,8 @@ def _check_grid(sig, grid) -> tuple:
 def run_block(program: Program, values: list, idx: tuple, grid: tuple,
               races: bool = True) -> None:
     block = BlockState(idx, grid, program.sig.warps, races)
-    warps = []
-    for w in range(program.sig.warps):
-        env = [None] * program.nslots
-        for s, v in zip(program.body.arg_slots, values):
-            env[s] = v
-        warps.append(execute(program.body, env, Warp(w, block)))
     try:
-        schedule(warps, block)
+        schedule(_warps(program, values, block), block)
     except TkcError as e:
         raise TkcError(f"{e.message} (in block {idx})", e.where) from e
 
@@ -180,6 +174,7 @@ def run_clusters(program: Program, values: list, grid: tuple, shape: tuple, race
 
 
 def _warps(program: Program, values: list, block: BlockState) -> list:
+    """The block's warps, each a generator running the kernel's body."""
     out = []
     for w in range(program.sig.warps):
         env = [None] * program.nslots
