@@ -15,7 +15,8 @@ except ImportError:
     torch = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from cluster_kernels import cluster_gemm, multicast_copy, staged_cluster_gemm  # noqa: E402,F401
+from cluster_kernels import (cluster_gemm, multicast_copy, persistent_cluster_gemm,  # noqa: E402,F401
+                             staged_cluster_gemm)
 
 
 def test_multicast_copy_fills_both_ctas():
@@ -46,8 +47,10 @@ def test_cluster_gemm_against_torch(m, n, k):
 
 
 @pytest.mark.parametrize("m, n, k", [(256, 512, 512), (1000, 1096, 2048)])
-def test_staging_multicast_gemm_against_torch(m, n, k):
-    """tk-pipeline-staging's multicast of A over (2, 1, 1) clusters, on the GPU:
+@pytest.mark.parametrize("kernel", ["staged", "persistent"])
+def test_staging_multicast_gemm_against_torch(m, n, k, kernel):
+    """tk-pipeline-staging's multicast of A over (2, 1, 1) clusters (and
+    persistent ones: a cluster's CTAs on paired items), on the GPU:
     the CTA-scope remote releases and waits (lowering/cluster.py) keep the
     ring right; a cluster's CTA past N clips its stores."""
     torch.manual_seed(1)
@@ -55,6 +58,7 @@ def test_staging_multicast_gemm_against_torch(m, n, k):
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
     for _ in range(3):   # again and again: a stale slot would show as a wrong sum
-        staged_cluster_gemm(a.view(1, 1, m, k), b.view(1, 1, k, n), c.view(1, 1, m, n))
+        gemm = staged_cluster_gemm if kernel == "staged" else persistent_cluster_gemm
+        gemm(a.view(1, 1, m, k), b.view(1, 1, k, n), c.view(1, 1, m, n))
     torch.cuda.synchronize()
     torch.testing.assert_close(c, a.float() @ b.float(), atol=2e-2, rtol=2e-3)

@@ -19,6 +19,8 @@ interpreter tests (test_cluster.py) and the GPU tests
   not follow block_idx.x and multicasts it (each CTA loads 64 of its rows),
   counts both CTAs' consumers on a slot's empty barrier and syncs the
   cluster after the inits and before the end. B's tile stays per CTA.
+  persistent_cluster_gemm: the same, persistent: the clusters loop over
+  their items (tk-grid-ordering pairs a cluster's CTAs on one row of C).
 """
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
@@ -80,10 +82,7 @@ def make_cluster_gemm(release_peer: bool = True):
 cluster_gemm = make_cluster_gemm()
 
 
-@tkc.kernel(warps=8, cluster=(2, 1, 1),
-            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 128)))
-def staged_cluster_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"),
-                        c: gl(f32, 1, 1, "M", "N")):
+def _staged_gemm(a, b, c):
     bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
     a_s, b_s = st(bf16, 128, 64), st(bf16, 64, 128)
     acc = zero(rt(f32, 16, 128))
@@ -93,3 +92,19 @@ def staged_cluster_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N")
         warpgroup.mma_AB(acc, subtile(a_s, 64, 64, (wg, 0)), b_s)
         warpgroup.mma_async_wait(acc)
     store(c, acc, (0, 0, bm * 8 + tkc.warpid(), bn), clip=True)   # 16 rows a warp
+
+
+A, B, C = gl(bf16, 1, 1, "M", "K"), gl(bf16, 1, 1, "K", "N"), gl(f32, 1, 1, "M", "N")
+
+
+@tkc.kernel(warps=8, cluster=(2, 1, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 128)))
+def staged_cluster_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c)
+
+
+# persistent: tk-grid-ordering deals each cluster one item of (ceil(X / 2), Y), CTA r taking x * 2 + r
+@tkc.kernel(warps=8, cluster=(2, 1, 1), persistent=True,
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 128), tkc.cdiv(c.r, 128)))
+def persistent_cluster_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c)

@@ -13,7 +13,8 @@ from tkc.diagnostics import TkcError
 from tkc.interpreter.values import ROUND
 from tkc.ops import store
 
-from cluster_kernels import cluster_gemm, make_cluster_gemm, multicast_copy, staged_cluster_gemm
+from cluster_kernels import (cluster_gemm, make_cluster_gemm, multicast_copy, persistent_cluster_gemm,
+                             staged_cluster_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -87,13 +88,19 @@ def test_bad_cluster_shapes_are_refused_at_the_kernel(cluster, message):
     assert info.value.where.startswith(_where(k, "def k("))
 
 
-def test_persistent_or_ordered_cluster_is_refused():
+def test_persistent_or_ordered_cluster_only_along_x():
+    """tk-grid-ordering deals a cluster's CTAs one work item along x: other
+    cluster shapes, and zigzag rounds, are refused with persistent or order."""
     def k(x: gl(f32, 1, 1, 16, 16)):
         pass
-    with pytest.raises(TkcError, match="cluster is not supported with persistent=True yet"):
-        tkc.kernel(k, cluster=(2, 1, 1), persistent=True)
-    with pytest.raises(TkcError, match="cluster is not supported with order= yet"):
-        tkc.kernel(k, cluster=(2, 1, 1), order="grouped(y, 8)")
+    assert tkc.kernel(k, cluster=(2, 1, 1), persistent=True).cluster == (2, 1, 1)
+    assert tkc.kernel(k, cluster=(2, 1, 1), order="grouped(y, 8)").cluster == (2, 1, 1)
+    with pytest.raises(TkcError, match="along x only"):
+        tkc.kernel(k, cluster=(1, 2, 1), persistent=True)
+    with pytest.raises(TkcError, match="along x only"):
+        tkc.kernel(k, cluster=(2, 2, 1), order="grouped(y, 8)")
+    with pytest.raises(TkcError, match="zigzag"):
+        tkc.kernel(k, cluster=(2, 1, 1), persistent="zigzag")
 
 
 def test_cluster_ops_need_a_cluster_kernel():
@@ -208,3 +215,24 @@ def test_staging_shares_only_what_every_cta_of_a_cluster_loads():
     assert counts == [1, 16]
     assert names.count("tk.cluster_sync") == 2 and names.count("tk.arrive") == 0
     assert names.count("tk.arrive_cta") >= 2
+
+
+@pytest.mark.parametrize("m, n, k", [(128, 384, 192), (520, 1000, 256)])
+def test_persistent_clusters_take_paired_items(m, n, k):
+    """Persistent and in (2, 1, 1) clusters: each cluster's CTAs loop over the
+    items of (ceil(X / 2), Y) together (x * 2 + rank), so A's multicast and
+    the cross-CTA slot releases run on across items (4 simulated SMs: 2
+    clusters; 3 and 4 x 5 column pairs: some items past N, some clusters
+    with one item more)."""
+    _check_gemm(persistent_cluster_gemm, m, n, k, 4)
+
+
+def test_persistent_clusters_launch_whole_clusters():
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.pass_pipeline import run_pipeline
+    m = persistent_cluster_gemm.trace()
+    run_pipeline(m, TILE_PIPELINE)
+    fn = next(op for op in m.body.operations if op.operation.name == "func.func").operation
+    assert [g.value for g in fn.attributes["tk.grid"]] == [
+        "min(sms // 2, (cdiv(cdiv(c.c, 128), 2)) * (cdiv(c.r, 128))) * 2", "1", "1"]
+

@@ -210,8 +210,9 @@ MAX_CLUSTER = 8   # CTAs a cluster: the portable size every launch may use
 
 def check_cluster(fn):
     """tk.cluster = array<i64: cx, cy, cz>: messages for what is wrong. Each
-    dim >= 1, at most MAX_CLUSTER CTAs, and neither persistent nor ordered
-    (tk.order: both give a cluster's blocks items that need not pair up); grid dims written
+    dim >= 1, at most MAX_CLUSTER CTAs; persistent or ordered (tk.order) only
+    in clusters along x, without ragged or zigzag items (tk-grid-ordering deals
+    a cluster's CTAs one item along x); grid dims written
     as constants are multiples of the cluster's (the runtime checks the rest
     at launch)."""
     from mlir import ir
@@ -222,14 +223,15 @@ def check_cluster(fn):
         return
     if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
         yield f"tk.cluster {dims}: a cluster holds at most {MAX_CLUSTER} CTAs, got {dims[0] * dims[1] * dims[2]}"
-    if "tk.persistent" in fn.attributes:
-        yield ("tk.cluster is not supported with tk.persistent yet: the persistent item loop does not "
-               "keep a cluster's blocks on paired work items")
-    if "tk.order" in fn.attributes:
-        yield ("tk.cluster is not supported with tk.order yet: the grid order remaps block ids, which "
-               "need not keep a cluster's blocks on paired work items")
+    remapped = [a for a in ("tk.persistent", "tk.order") if a in fn.attributes]
+    if remapped and dims[1:] != [1, 1]:
+        yield (f"tk.cluster {dims} with {remapped[0]}: tk-grid-ordering gives a cluster's CTAs one "
+               f"work item along x only (cluster (n, 1, 1))")
+    if remapped and ("tk.ragged" in fn.attributes or is_zigzag(fn)):
+        yield ("tk.cluster is not supported with ragged or zigzag work items yet: their items are "
+               "not dealt to a cluster's CTAs in pairs")
     grid = fn.attributes["tk.grid"] if "tk.grid" in fn.attributes else None
-    if strings(grid, 3):
+    if strings(grid, 3) and not remapped:   # (tk-grid-ordering launches whole clusters)
         for axis, g, c in zip("xyz", (s.value for s in grid), dims):
             if g.strip().isdigit() and int(g) % c:
                 yield f"tk.cluster {dims}: grid dim {axis} = {g} is not a multiple of the cluster's {c}"

@@ -31,8 +31,8 @@ MAX_CLUSTER = 8  # CTAs: the portable cluster size (tkc/dialect/kernel.py's rule
 
 def check_cluster(cluster, persistent, order, where: str) -> tuple:
     """kernel(cluster=...) as (cx, cy, cz): 1 to 3 ints >= 1, at most
-    MAX_CLUSTER CTAs, and neither persistent nor ordered: both remap block
-    ids to work items, which need not keep a cluster's blocks on paired items."""
+    MAX_CLUSTER CTAs; persistent or ordered only along x (tk-grid-ordering
+    deals a cluster's CTAs one work item, x * n + rank)."""
     dims = tuple(cluster) if isinstance(cluster, (tuple, list)) else (cluster,)
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                           for d in dims):
@@ -41,12 +41,12 @@ def check_cluster(cluster, persistent, order, where: str) -> tuple:
     if dims[0] * dims[1] * dims[2] > MAX_CLUSTER:
         raise TkcError(f"cluster {dims}: a cluster holds at most {MAX_CLUSTER} CTAs (the portable "
                        f"size), got {dims[0] * dims[1] * dims[2]}", where)
-    if persistent and dims != (1, 1, 1):
-        raise TkcError("cluster is not supported with persistent=True yet: the persistent item loop "
-                       "does not keep a cluster's blocks on paired work items", where)
-    if order is not None and dims != (1, 1, 1):
-        raise TkcError("cluster is not supported with order= yet: the grid order remaps block ids, "
-                       "which need not keep a cluster's blocks on paired work items", where)
+    if (persistent or order is not None) and dims[1:] != (1, 1):
+        raise TkcError(f"cluster {dims} with {'persistent=True' if persistent else 'order='}: the "
+                       "work items are dealt to a cluster's CTAs along x only (cluster=(n, 1, 1))", where)
+    if persistent == "zigzag" and dims != (1, 1, 1):
+        raise TkcError("cluster is not supported with persistent='zigzag' yet: its rounds do not "
+                       "deal a cluster's CTAs paired items", where)
     return dims
 
 

@@ -54,7 +54,7 @@ from mlir.dialects import arith, scf
 
 from ..dialect import ops as tk
 from ..dialect import walk
-from ..dialect.kernel import is_zigzag, ragged_of
+from ..dialect.kernel import cluster_shape, is_zigzag, ragged_of
 from ..dialect.types import ST, view
 from ..dtypes import itemsize
 from .orders import AXES, Order, decode, parse_order
@@ -197,19 +197,30 @@ def fits_l2(w: int, b_x: int, b_y: int, sms: int = SMS, l2: int = L2_BYTES) -> b
 # ---------------------------------------------------------------- rewrite
 
 def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None:
+    """The rewrite of step 2 (module docstring). In clusters of cx along x
+    (tk-verify allows no other shape here) the items are those of the space
+    (ceil(X / cx), Y, Z), one a cluster: CTA `rank` of it takes x * cx +
+    rank, so a cluster's CTAs share y and z (what tk-pipeline-staging
+    multicasts) and the launch is whole clusters."""
     work = grid_of(fn)
+    cx = cluster_shape(fn)[0]
     ids = [op for op in walk(fn) if op.name in ("tk.block_idx", "tk.grid_dim")]
     first = hoist_prologue(fn)
     with ir.InsertionPoint(first), fn.location:
         dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
+        space = [dims[0] if cx == 1 else arith.divui(arith.addi(_value(dims[0]), index(cx - 1)), index(cx)),
+                 *dims[1:]]
         ragged = ragged_of(fn)
         if ragged is not None:   # the live items' total, from the groups' counts
             total = tk.ragged_item(ragged[0], index(0), *map(_value, dims[::-1]), ragged[1])[3]
         else:
-            total = IRArith.mul(IRArith.mul(dims[0], dims[1]), dims[2])
+            total = IRArith.mul(IRArith.mul(space[0], space[1]), space[2])
         b = t = tk.block_idx("x")
+        if cx > 1:   # the cluster's item, and this CTA's place in it
+            rank, b = arith.remui(b, index(cx)), arith.divui(b, index(cx))
+            t = b
         if persistent:
-            P = tk.grid_dim("x")
+            P = tk.grid_dim("x") if cx == 1 else arith.divui(tk.grid_dim("x"), index(cx))
             loop = _zigzag_rounds(b, P, _value(total)) if zigzag else scf.ForOp(b, _value(total), P, [])
             loop.operation.attributes["tk.work_items"] = ir.UnitAttr.get()
             with ir.InsertionPoint(loop.body):
@@ -228,12 +239,19 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
             z, r, height, _ = tk.ragged_item(ragged[0], t, *map(_value, dims[::-1]), ragged[1])
             xyz = [_value(v) for v in decode(order, r, (dims[0], height, 1), IRArith, width)[:2]] + [z]
         else:
-            xyz = [_value(v) for v in decode(order, t, dims, IRArith, width)]
+            xyz = [_value(v) for v in decode(order, t, space, IRArith, width)]
+            if cx > 1:
+                xyz[0] = arith.addi(arith.muli(xyz[0], index(cx)), rank)
         extents = [_value(v) for v in dims]
     _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
+    spans = [f"cdiv({work[0]}, {cx})" if cx > 1 else work[0], *work[1:]]
     product = " * ".join(f"({g})" if " " in g.strip() else g.strip()
-                         for g in work if g.strip() != "1") or "1"
-    fn.attributes["tk.grid"] = strings([f"min(sms, {product})" if persistent else product, "1", "1"])
+                         for g in spans if g.strip() != "1") or "1"
+    if cx > 1:
+        launch = f"min(sms // {cx}, {product}) * {cx}" if persistent else f"({product}) * {cx}"
+    else:
+        launch = f"min(sms, {product})" if persistent else product
+    fn.attributes["tk.grid"] = strings([launch, "1", "1"])
     fn.attributes["tk.work"] = strings(work)
 
 

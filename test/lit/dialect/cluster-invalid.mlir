@@ -1,6 +1,7 @@
 // tk-verify rules of thread-block clusters, each at its line: the kernel's
-// tk.cluster (at most 8 CTAs, not persistent, constant grid dims multiples of
-// it), and the cluster ops (a cluster of several CTAs; a constant CTA or mask
+// tk.cluster (at most 8 CTAs, persistent or ordered only along x and without
+// zigzag or ragged items, constant grid dims multiples of it unless
+// tk-grid-ordering makes the launch), and the cluster ops (a cluster of several CTAs; a constant CTA or mask
 // within it).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 9
@@ -12,13 +13,23 @@ func.func @big() attributes {tk.kernel, tk.cluster = array<i64: 4, 4, 1>} {
   return
 }
 
-// CHECK: cluster-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: kernel @looping: tk.cluster is not supported with tk.persistent yet
-// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @looping: tk.cluster [2, 1, 1]: grid dim x = 3 is not a multiple of the cluster's 2
-func.func @looping() attributes {tk.kernel, tk.persistent, tk.grid = ["3", "1", "1"], tk.cluster = array<i64: 2, 1, 1>} {
+// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @looping: tk.cluster is not supported with ragged or zigzag work items yet
+func.func @looping() attributes {tk.kernel, tk.persistent = "zigzag", tk.grid = ["3", "1", "1"], tk.cluster = array<i64: 2, 1, 1>} {
   return
 }
 
-// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @ordered: tk.cluster is not supported with tk.order yet
+// A persistent kernel's launch is tk-grid-ordering's (whole clusters): its grid need not be a multiple.
+// CHECK-NOT: @paired
+func.func @paired() attributes {tk.kernel, tk.persistent, tk.grid = ["3", "1", "1"], tk.cluster = array<i64: 2, 1, 1>} {
+  return
+}
+
+// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @rows: tk.cluster [1, 2, 1] with tk.persistent: tk-grid-ordering gives a cluster's CTAs one work item along x only
+func.func @rows() attributes {tk.kernel, tk.persistent, tk.cluster = array<i64: 1, 2, 1>} {
+  return
+}
+
+// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @ordered: tk.cluster [1, 2, 1] with tk.order: tk-grid-ordering gives a cluster's CTAs one work item along x only
 func.func @ordered() attributes {tk.kernel, tk.order = "yxz", tk.cluster = array<i64: 1, 2, 1>} {
   return
 }
