@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, st, tma
+from tkc import bf16, f32, gl, rt, st, tma
 from tkc.diagnostics import TkcError
 from tkc.interpreter.values import ROUND
 from tkc.ops import store
@@ -236,3 +236,35 @@ def test_persistent_clusters_launch_whole_clusters():
     assert [g.value for g in fn.attributes["tk.grid"]] == [
         "min(sms // 2, (cdiv(cdiv(c.c, 128), 2)) * (cdiv(c.r, 128))) * 2", "1", "1"]
 
+
+
+def test_a_tile_that_may_differ_in_a_cluster_is_not_multicast():
+    """A's row read from memory per block (an index gl at block_idx.x) may
+    differ between a cluster's CTAs: staging must load it in each, not
+    multicast one CTA's slice (only arith over constants, dims, block_idx.y
+    / .z and the pipeline's loop variables counts as the same)."""
+    from tkc import i32, warpgroup
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.dialect import walk
+    from tkc.ops import load, subtile, zero
+    from tkc.pass_pipeline import run_pipeline
+    A, B, C = gl(bf16, 1, 1, "M", "K"), gl(bf16, 1, 1, "K", "N"), gl(f32, 1, 1, "M", "N")
+
+    @tkc.kernel(warps=8, cluster=(2, 1, 1), grid=lambda a, b, c, r: (tkc.cdiv(c.c, 256) * 2, tkc.cdiv(c.r, 128)))
+    def picked_rows(a: A, b: B, c: C, r: gl(i32, 1, 1, 1, "R")):
+        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+        row = load(i32, r, at=(0, 0, 0, bn), fill=0)
+        a_s, b_s = st(bf16, 128, 64), st(bf16, 64, 128)
+        acc = zero(rt(f32, 16, 128))
+        for k in tkc.range(tkc.cdiv(a.c, 64), stages=3):
+            tma.load(a_s, a, (0, 0, row, k))
+            tma.load(b_s, b, (0, 0, k, bn))
+            warpgroup.mma_AB(acc, subtile(a_s, 64, 64, (wg, 0)), b_s)
+            warpgroup.mma_async_wait(acc)
+        store(c, acc, (0, 0, bm * 8 + tkc.warpid(), bn), clip=True)
+
+    m = picked_rows.trace()
+    run_pipeline(m, TILE_PIPELINE)
+    names = [op.name for op in walk(m.operation)]
+    assert names.count("tk.tma_load_multicast") == 0 and names.count("tk.tma_load") == 2
+    assert names.count("tk.cluster_sync") == 0 and names.count("tk.arrive_cta") == 0

@@ -13,8 +13,7 @@ from ...dialect.attrs import pipeline_options
 from ...dialect.kernel import cluster_shape
 from ...dialect.types import Barrier, view
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP
-from ..grid_ordering import block_axes
-from ..rewrite import backward_slice, entry, hoist_prologue, i64, index, is_prologue, located
+from ..rewrite import backward_slice, defining_op, entry, hoist_prologue, i64, index, is_prologue, located
 from .analysis import Found
 from .budget import Budget
 from .consumer import Consumer
@@ -59,10 +58,11 @@ class Staging(Budget, Consumer, Stores, Producer):
         cx, cy, cz = cluster_shape(self.fn)
         if cx == 1 or cy != 1 or cz != 1:
             return 1, set()
+        loops = [for_view(x).induction_variable for x in (self.f.loop, self.f.items) if x is not None]
         shared = set()
         for op in self.f.ring_loads:
             t = view(op.operands[0].type)
-            if "x" not in block_axes(list(op.operands)[2:]) and t.rows % (16 * cx) == 0:
+            if t.rows % (16 * cx) == 0 and _same_in_cluster(list(op.operands)[2:], loops):
                 shared.add(op)
         return cx, shared
 
@@ -187,3 +187,37 @@ class Staging(Budget, Consumer, Stores, Producer):
         if not self.persistent:
             self.f.body = branch.else_block  # the per-item code now lives there
         return branch
+
+
+# What a value may be computed from to be the same in every CTA of a cluster along x.
+_CLUSTER_SAME = ("tk.grid_dim", "tk.dim")
+
+
+def _same_in_cluster(values, loops) -> bool:
+    """Whether values are the same in every CTA of a cluster along x: computed
+    by arith from constants, kernel arguments, tk.dim, grid_dim, block_idx.y
+    and .z and the pipeline's own loop variables (the k loop's, the work
+    items' loop's: the same trips in each CTA of a cluster, tk-grid-ordering
+    deals them so). Anything else (block_idx.x, a value loaded from memory,
+    another loop's variable) may differ: no multicast."""
+    todo, seen = list(values), set()
+    while todo:
+        v = todo.pop()
+        op = defining_op(v)
+        if op is None:   # a block argument: the kernel's, or one of the pipeline's loops
+            parent = v.owner.owner   # the block's op
+            parent = getattr(parent, "operation", parent)
+            if any(v == l for l in loops) or parent.name == "func.func":
+                continue
+            return False
+        if op in seen:
+            continue
+        seen.add(op)
+        if op.name == "tk.block_idx":
+            if ir.StringAttr(op.attributes["dim"]).value == "x":
+                return False
+        elif op.name.startswith("arith.") or op.name in _CLUSTER_SAME:
+            todo.extend(op.operands)
+        else:
+            return False
+    return True
