@@ -116,15 +116,15 @@ def axis_bytes(fn) -> dict:
 
 
 def _tile_axes(fn, values) -> set:
-    """block_axes, but for ragged groups (tk.ragged) without z: the order
+    """_block_axes, but for ragged groups (tk.ragged) without z: the order
     runs inside one group (z fixed: an expert's GEMM), so a tile that follows
     y and z is a row tile there (the masked MoE GEMM's A), one that follows x
     and z a column tile (its B)."""
-    axes = block_axes(values)
+    axes = _block_axes(values)
     return axes - {"z"} if "tk.ragged" in fn.attributes else axes
 
 
-def block_axes(values) -> set:
+def _block_axes(values) -> set:
     """The block_idx axes the values are computed from (through arith; loop
     variables and other values add none)."""
     axes, todo, seen = set(), list(values), set()
