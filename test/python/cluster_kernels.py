@@ -103,8 +103,8 @@ def staged_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)
 
 
-# persistent: tk-grid-ordering deals each cluster one item of (ceil(X / 2), Y), CTA r taking x * 2 + r
+# persistent: tk-grid-ordering deals each cluster one item of (X / 2, Y), CTA r taking x * 2 + r
 @tkc.kernel(warps=8, cluster=(2, 1, 1), persistent=True,
-            grid=lambda a, b, c: (tkc.cdiv(c.c, 128), tkc.cdiv(c.r, 128)))
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 128)))
 def persistent_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)

@@ -13,8 +13,8 @@ from tkc.diagnostics import TkcError
 from tkc.interpreter.values import ROUND
 from tkc.ops import store
 
-from cluster_kernels import (cluster_gemm, make_cluster_gemm, multicast_copy, persistent_cluster_gemm,
-                             staged_cluster_gemm)
+from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, make_cluster_gemm, multicast_copy,
+                             persistent_cluster_gemm, staged_cluster_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -220,10 +220,10 @@ def test_staging_shares_only_what_every_cta_of_a_cluster_loads():
 @pytest.mark.parametrize("m, n, k", [(128, 384, 192), (520, 1000, 256)])
 def test_persistent_clusters_take_paired_items(m, n, k):
     """Persistent and in (2, 1, 1) clusters: each cluster's CTAs loop over the
-    items of (ceil(X / 2), Y) together (x * 2 + rank), so A's multicast and
-    the cross-CTA slot releases run on across items (4 simulated SMs: 2
-    clusters; 3 and 4 x 5 column pairs: some items past N, some clusters
-    with one item more)."""
+    items of (X / 2, Y) together (x * 2 + rank), so A's multicast and the
+    cross-CTA slot releases run on across items (4 simulated SMs: 2
+    clusters; 2 and 4 x 5 column pairs: some CTAs past N, which clip, some
+    clusters with one item more)."""
     _check_gemm(persistent_cluster_gemm, m, n, k, 4)
 
 
@@ -234,7 +234,22 @@ def test_persistent_clusters_launch_whole_clusters():
     run_pipeline(m, TILE_PIPELINE)
     fn = next(op for op in m.body.operations if op.operation.name == "func.func").operation
     assert [g.value for g in fn.attributes["tk.grid"]] == [
-        "min(sms // 2, (cdiv(cdiv(c.c, 128), 2)) * (cdiv(c.r, 128))) * 2", "1", "1"]
+        "min(sms // 2, (whole(cdiv(c.c, 256) * 2, 2)) * (cdiv(c.r, 128))) * 2", "1", "1"]
+
+
+def test_a_grid_of_part_clusters_is_refused_at_the_launch():
+    """A persistent cluster kernel's x must be whole clusters, as without the
+    pass: padding it would run a block the kernel as written does not.
+    Before the passes the interpreter refuses it; after them the launch's
+    `whole` does, at the caller's line."""
+    @tkc.kernel(warps=8, cluster=(2, 1, 1), persistent=True,
+                grid=lambda a, b, c: (tkc.cdiv(c.c, 128), tkc.cdiv(c.r, 128)))
+    def odd(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(f32, 1, 1, "M", "N")):
+        _staged(a, b, c)
+    rng = np.random.default_rng(5)
+    args = (_bf16(rng, 1, 1, 128, 64), _bf16(rng, 1, 1, 64, 384), np.zeros((1, 1, 128, 384), np.float32))
+    with pytest.raises(TkcError, match="3 is not a multiple of 2: a kernel in clusters of 2"):
+        odd.interpret(*args)
 
 
 

@@ -42,7 +42,9 @@ def test_the_programs_cover_the_vocabulary():
             "load_i32_element", "store_index_element", "store_f32_element", "block_sum", "block_row_sum",
             "block_col_max", "tma_store", "atomic_add", "tma_gather", "tma_gather_per_k", "tma_load_subtile",
             # persistent warpgroup programs over ragged groups (tkc/fuzz/ragged.py)
-            "ragged"}
+            "ragged",
+            # pipelined warpgroup programs in (2, 1, 1) clusters (tkc/fuzz/warpgroup.py)
+            "cluster"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 

@@ -283,6 +283,7 @@ ENV = {"c.c": 130, "c.r": 64, "q.d": 0, "n": 7}
     (["cdiv(c.c, 64)", "cdiv(c.r, 64)", "n"], (3, 1, 7)),
     (["c.c // 64 % 2 + 1", "(c.r - 1) * 2", "-(-n)"], (1, 126, 7)),
     (["min(c.c, 4)", "max(c.r, n) - 60", "cdiv(n * c.c, 1000)"], (4, 4, 1)),
+    (["whole(c.c, 2)", "whole(c.r, 64) * 3", "1"], (65, 3, 1)),
 ])
 def test_grid_evaluates(exprs, expected):
     assert evaluate(exprs, ENV) == expected
@@ -306,6 +307,8 @@ def test_grid_evaluates(exprs, expected):
     (["1", "70000", "1"], "grid y = 70000 from '70000': exceeds CUDA's limit of 65535"),
     (["n // q.d", "1", "1"], "grid x 'n // q.d': division by zero"),
     (["cdiv(n, q.d)", "1", "1"], "division by zero"),
+    (["whole(c.c, 4)", "1", "1"], "grid x 'whole(c.c, 4)': 130 is not a multiple of 4"),
+    (["whole(n, q.d)", "1", "1"], "division by zero"),
     (["1", "1"], "three expression strings"),
 ])
 def test_grid_rejects(exprs, message):

@@ -231,7 +231,7 @@ def check_cluster(fn):
         yield ("tk.cluster is not supported with ragged or zigzag work items yet: their items are "
                "not dealt to a cluster's CTAs in pairs")
     grid = fn.attributes["tk.grid"] if "tk.grid" in fn.attributes else None
-    if strings(grid, 3) and not remapped:   # (tk-grid-ordering launches whole clusters)
+    if strings(grid, 3):
         for axis, g, c in zip("xyz", (s.value for s in grid), dims):
             if g.strip().isdigit() and int(g) % c:
                 yield f"tk.cluster {dims}: grid dim {axis} = {g} is not a multiple of the cluster's {c}"

@@ -8,7 +8,7 @@ epilogue of the core generator's statements on its accumulator.
         warpgroup.mma_async_wait(acc)
 
 with the four transposes (a stored K x M for At, b stored N x K for Bt), 1 or 2
-warpgroups, and gl dims that are not multiples of the tiles (TMA zero-fills
+warpgroups, some pipelined ones in (2, 1, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
 what lies outside a load and clips a store). Each warp then holds its 16 rows
 of its warpgroup's 64 x BN tile: the core statements go on from there and the
 program stores like any other (core.Gen.finish).
@@ -19,6 +19,8 @@ from . import ragged as R
 from . import statements as S
 from .core import Arg, Gen, Program
 from .values import EPS, Val
+
+CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster along x
 
 
 def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> None:
@@ -68,6 +70,11 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     # loop (tk-pipeline-staging refuses them in a plain loop): no stages, one k step
     stages = rng.choice(("", ", stages=1", ", stages=2", ", stages=3", ', stages="auto"'))
     nk = rng.randrange(1, 4) if stages else 1
+    # in (2, 1, 1) clusters: tk-pipeline-staging multicasts A's tiles where their rows are the same
+    # in both CTAs (not a gathered row), tk-grid-ordering pairs a persistent grid's CTAs
+    if stages and not g.groups and g.grid[0] == 2 and rng.random() < CLUSTER_SHARE:
+        g.kernel_opts += ", cluster=(2, 1, 1)"
+        g.features.add("cluster")
     m = g.grid[1] * bm - (8 if ta else 1) * rng.randrange(0, 5 if ta else 40)  # TMA rows: 16-byte multiples
     n = g.grid[0] * bn - 8 * rng.randrange(0, bn // 8)
     k = nk * bk - 8 * rng.randrange(0, bk // 8)  # the last k tile ragged: zero-filled on both sides

@@ -199,17 +199,18 @@ def fits_l2(w: int, b_x: int, b_y: int, sms: int = SMS, l2: int = L2_BYTES) -> b
 def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None:
     """The rewrite of step 2 (module docstring). In clusters of cx along x
     (tk-verify allows no other shape here) the items are those of the space
-    (ceil(X / cx), Y, Z), one a cluster: CTA `rank` of it takes x * cx +
-    rank, so a cluster's CTAs share y and z (what tk-pipeline-staging
-    multicasts) and the launch is whole clusters."""
+    (X / cx, Y, Z), one a cluster: CTA `rank` of it takes x * cx + rank, so
+    a cluster's CTAs share y and z (what tk-pipeline-staging multicasts).
+    X must be a multiple of cx, as without the pass: the launch refuses
+    another (`whole` in the grid language), where padding the grid would
+    run blocks the kernel as written does not."""
     work = grid_of(fn)
     cx = cluster_shape(fn)[0]
     ids = [op for op in walk(fn) if op.name in ("tk.block_idx", "tk.grid_dim")]
     first = hoist_prologue(fn)
     with ir.InsertionPoint(first), fn.location:
         dims = [1 if g.strip() == "1" else emit_grid_expr(fn, g) for g in work]
-        space = [dims[0] if cx == 1 else arith.divui(arith.addi(_value(dims[0]), index(cx - 1)), index(cx)),
-                 *dims[1:]]
+        space = [dims[0] if cx == 1 else arith.divui(_value(dims[0]), index(cx)), *dims[1:]]
         ragged = ragged_of(fn)
         if ragged is not None:   # the live items' total, from the groups' counts
             total = tk.ragged_item(ragged[0], index(0), *map(_value, dims[::-1]), ragged[1])[3]
@@ -244,7 +245,7 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
                 xyz[0] = arith.addi(arith.muli(xyz[0], index(cx)), rank)
         extents = [_value(v) for v in dims]
     _replace_ids(ids, dict(zip(AXES, xyz)), dict(zip(AXES, extents)))
-    spans = [f"cdiv({work[0]}, {cx})" if cx > 1 else work[0], *work[1:]]
+    spans = [f"whole({work[0]}, {cx})" if cx > 1 else work[0], *work[1:]]   # x in whole clusters
     product = " * ".join(f"({g})" if " " in g.strip() else g.strip()
                          for g in spans if g.strip() != "1") or "1"
     if cx > 1:

@@ -106,7 +106,8 @@ class IRArith:
 
 _BIN = {ast.Add: arith.addi, ast.Sub: arith.subi, ast.Mult: arith.muli,
         ast.FloorDiv: arith.floordivsi, ast.Mod: arith.remsi}
-_CALL = {"cdiv": arith.ceildivsi, "min": arith.minsi, "max": arith.maxsi}
+_CALL = {"cdiv": arith.ceildivsi, "min": arith.minsi, "max": arith.maxsi,
+         "whole": arith.divsi}   # (the launch checks the division is exact: runtime/grid.py)
 
 
 def emit_grid_expr(fn, text: str) -> ir.Value:

@@ -22,16 +22,22 @@ DIMS = ("b", "d", "r", "c")
 SMS = "sms"  # the device's multiprocessor count, supplied by whoever launches
 # CUDA's limits on gridDim.x, .y, .z.
 LIMITS = (2**31 - 1, 65535, 65535)
-_LANGUAGE = "integers, names like a.r, + - * // %, unary -, cdiv/min/max(x, y)"
+_LANGUAGE = "integers, names like a.r, + - * // %, unary -, cdiv/min/max/whole(x, y)"
 
 
 def _cdiv(x: int, y: int) -> int:
     return -(-x // y)
 
 
+def _whole(x: int, y: int) -> int:
+    """x // y where y must divide x (tk-grid-ordering's clusters: a grid's x
+    in whole clusters; GridExpr checks it, the launch error is the caller's)."""
+    return x // y
+
+
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
-_CALLS = {"cdiv": _cdiv, "min": min, "max": max}
+_CALLS = {"cdiv": _cdiv, "min": min, "max": max, "whole": _whole}
 
 Fn = Callable[[dict], int]
 
@@ -105,9 +111,17 @@ class GridExpr:
             raise self._error(f"'{ast.unparse(node)}' is not in the grid language ({_LANGUAGE})")
         fn = _CALLS[name]
         x, y = (self._build(a) for a in node.args)
+        if fn is _whole:
+            return self._divide(self._exact, x, y)
         if fn is _cdiv:
             return self._divide(_cdiv, x, y)
         return lambda env: fn(x(env), y(env))
+
+    def _exact(self, x: int, y: int) -> int:
+        if x % y:
+            raise self._error(f"{x} is not a multiple of {y}: a kernel in clusters of {y} along x "
+                              f"needs a grid x of whole clusters")
+        return _whole(x, y)
 
     def __call__(self, env: dict) -> int:
         return self._fn(env)

@@ -1,10 +1,9 @@
 // tk-verify rules of thread-block clusters, each at its line: the kernel's
 // tk.cluster (at most 8 CTAs, persistent or ordered only along x and without
-// zigzag or ragged items, constant grid dims multiples of it unless
-// tk-grid-ordering makes the launch), and the cluster ops (a cluster of several CTAs; a constant CTA or mask
+// zigzag or ragged items, constant grid dims multiples of it), and the cluster ops (a cluster of several CTAs; a constant CTA or mask
 // within it).
 // RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | FileCheck %s
-// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 9
+// RUN: not tkc %s --pass-pipeline=tk-verify 2>&1 | count 11
 !g = !tk.gl<bf16, 1 : i64, 1 : i64, 128 : i64, 64 : i64>
 !s = !tk.st<bf16, 64 : i64, 64 : i64, "128b">
 
@@ -13,13 +12,14 @@ func.func @big() attributes {tk.kernel, tk.cluster = array<i64: 4, 4, 1>} {
   return
 }
 
-// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @looping: tk.cluster is not supported with ragged or zigzag work items yet
+// CHECK: cluster-invalid.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: kernel @looping: tk.cluster is not supported with ragged or zigzag work items yet
+// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @looping: tk.cluster [2, 1, 1]: grid dim x = 3 is not a multiple of the cluster's 2
 func.func @looping() attributes {tk.kernel, tk.persistent = "zigzag", tk.grid = ["3", "1", "1"], tk.cluster = array<i64: 2, 1, 1>} {
   return
 }
 
-// A persistent kernel's launch is tk-grid-ordering's (whole clusters): its grid need not be a multiple.
-// CHECK-NOT: @paired
+// A persistent kernel's x too is whole clusters (tk-grid-ordering pairs items, it pads none).
+// CHECK: cluster-invalid.mlir:[[# @LINE + 1]]:{{[0-9]+}}: error: kernel @paired: tk.cluster [2, 1, 1]: grid dim x = 3 is not a multiple of the cluster's 2
 func.func @paired() attributes {tk.kernel, tk.persistent, tk.grid = ["3", "1", "1"], tk.cluster = array<i64: 2, 1, 1>} {
   return
 }
