@@ -7,8 +7,10 @@ per kernel.
 """
 from __future__ import annotations
 
+import math
+
 from ..dialect.attrs import constant
-from ..dialect.kernel import check_cluster
+from ..dialect.kernel import check_cluster, cluster_shape
 from ..dialect.types import Barrier
 from .verify_tma import _at_least, tma_copy_problems
 
@@ -24,11 +26,7 @@ def _size(kernel) -> int:
     """The kernel's CTAs a cluster (1 without a well-formed tk.cluster)."""
     if kernel is None or "tk.cluster" not in kernel.attributes or any(True for _ in check_cluster(kernel)):
         return 1
-    from mlir import ir
-    n = 1
-    for d in ir.DenseI64ArrayAttr(kernel.attributes["tk.cluster"]):
-        n *= d
-    return n
+    return math.prod(cluster_shape(kernel))
 
 
 def _need_cluster(name, kernel):
