@@ -37,13 +37,6 @@ def test_cluster_gemm_against_torch(m, n, k):
     torch.cuda.synchronize()
     ref = a.float() @ b.float()
     torch.testing.assert_close(c, ref, atol=1e-2, rtol=1e-3)
-    # the interpreter computes the same C (multicast and remote arrivals as modelled)
-    if (m, n, k) == (256, 256, 256):
-        import numpy as np
-        got = np.zeros((1, 1, m, n), np.float32)
-        cluster_gemm.interpret(a.float().cpu().numpy().reshape(1, 1, m, k),
-                               b.float().cpu().numpy().reshape(1, 1, k, n), got)
-        torch.testing.assert_close(c.cpu(), torch.from_numpy(got[0, 0]), atol=1e-3, rtol=1e-4)
 
 
 @pytest.mark.parametrize("m, n, k", [(256, 512, 512), (1000, 1096, 2048)])

@@ -8,6 +8,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import tkc  # noqa: E402
+from tkc.kernels import GEMM_SCHEDULES  # noqa: E402
 
 BF = torch.bfloat16
 
@@ -38,6 +39,24 @@ def test_matmul(shape):
     assert rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
     bt = rnd(n, k)
     assert rel(tkc.matmul(a, bt.t()), a.double() @ bt.double().t()) < 1e-2
+
+
+@pytest.mark.parametrize("bn, cluster", GEMM_SCHEDULES)
+def test_matmul_every_schedule(monkeypatch, bn, cluster):
+    """Each schedule the table may pick (2-CTA clusters sharing A included),
+    forced, on misaligned rows (a cluster's second CTA past N), batched, and
+    through a linear layer's forward and backward (A Bt, At B)."""
+    from tkc.torchops import gemm
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster})
+    a, b = rnd(300, 1000), rnd(1000, 200 + bn)
+    assert rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
+    a3, b3 = rnd(2, 130, 264), rnd(2, 264, 520)
+    assert rel(tkc.matmul(a3, b3), a3.double() @ b3.double()) < 1e-2
+    x, w, bias = rnd(333, 520, grad=True), rnd(264, 520, grad=True, scale=0.05), rnd(264, grad=True)
+    y = tkc.linear(x, w, bias, "gelu")
+    ref = F.gelu(x.double() @ w.double().t() + bias.double())
+    assert rel(y, ref) < 1e-2
+    assert grads_match(y, ref, rnd(*y.shape), (x, w, bias), 2e-2)
 
 
 @pytest.mark.parametrize("batch_b", [3, 1, None])

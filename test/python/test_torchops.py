@@ -31,7 +31,7 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
-    monkeypatch.setattr(gemm, "_tile", lambda rows, cols: 64)  # the small tiles interpret faster
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": 64, "cluster": 1})  # the small tiles interpret faster
     monkeypatch.setattr(norm_plans, "rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
@@ -185,29 +185,51 @@ def test_matmul_values_and_gradients(cpu_ops, case):
     assert grads_match(c, ref, dc, (a, b), 2e-2)
 
 
-def test_matmul_tile_picks_are_tuned_data(monkeypatch, tmp_path):
-    """tkc.matmul's tile width is the tuned table's for C's shape (per 128
-    rows and 256 columns up to 4096, then power-of-two buckets; tkc/tune/tables),
-    the reference GPU's where this GPU has none, else the widest (the default)."""
+def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
+    """tkc.matmul's schedule is the tuned table's for C's shape (per 128 rows
+    and 256 columns up to 4096, then power-of-two buckets) and for whether both
+    operands' rows miss 128-byte alignment; the reference GPU's table where
+    this GPU has none, else the widest tile without a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
-        repr((1024, 1024)): {"config": {"BN": 64}}, repr((896, 4096)): {"config": {"BN": 192}},
-        repr((8192, 16384)): {"config": {"BN": 128}}}}}))
+        repr((1024, 1024, False)): {"config": {"BN": 64, "cluster": 1}},
+        repr((896, 4096, False)): {"config": {"BN": 192, "cluster": 1}},
+        repr((3072, 3072, True)): {"config": {"BN": 192, "cluster": 2}},
+        repr((8192, 16384, False)): {"config": {"BN": 128, "cluster": 1}}}}}))
+    t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
-        assert [gemm._tile(1000, 1000), gemm._tile(777, 4096), gemm._tile(5000, 9000),
-                gemm._tile(4096, 4096)] == [64, 192, 128, 256]
+        assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
+                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008)] == [
+            {"BN": 64, "cluster": 1}, {"BN": 192, "cluster": 1}, {"BN": 128, "cluster": 1},
+            {"BN": 256, "cluster": 1}, {"BN": 192, "cluster": 2},
+            {"BN": 256, "cluster": 1}, {"BN": 256, "cluster": 1}]  # one aligned operand: the default
     finally:
         gemm.TILE.forget()
 
 
-@pytest.mark.parametrize("bn", [256, 64])
-def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn):
-    """The 256- and 64-wide tiles, for one ragged product."""
-    monkeypatch.setattr(gemm, "_tile", lambda rows, cols: bn)
+def test_matmul_schedules_are_prebuilt():
+    """Every schedule tkc.matmul's space keeps (pruned: the narrow tiles'
+    clusters) is one the library builds, for every product and linear
+    epilogue: an offline call never meets a pick it cannot run."""
+    from tkc.kernels import GEMM_SCHEDULES, library
+    kept = {(c["BN"], c["cluster"]) for c in gemm.TILE.candidates()}
+    assert kept == set(GEMM_SCHEDULES) and (128, 2) not in kept
+    built = {k.artifact_key() for k in library()}
+    for bn, cl in kept:
+        for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
+            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl).artifact_key() in built
+        assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl).artifact_key() in built
+
+
+@pytest.mark.parametrize("bn, cluster", [(256, 1), (64, 1), (192, 2)])
+def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster):
+    """The 256- and 64-wide tiles, and a 2-CTA cluster sharing A (of C's 200
+    columns the second CTA holds 8), for one ragged product."""
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster})
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

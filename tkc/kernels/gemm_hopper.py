@@ -33,7 +33,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 stages="auto", persistent: bool = True, order: str = "auto",
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
-                preact: bool = False):
+                preact: bool = False, cluster: int = 1):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -61,6 +61,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     preact=True (with an activation): also z = A B + bias, the
     pre-activation a backward needs for gelu'(z) or silu'(z).
     epilogue=(cols, buffers): the finish tiles (default: 16 KiB ones, two of them).
+    cluster=n: blocks run in clusters of n along x, which share their A
+    tiles: tk-pipeline-staging has each CTA load 1/n of A's tile and
+    multicast it to the cluster (persistent: tk-grid-ordering deals a
+    cluster's CTAs one row of tiles). The grid's x rounds up to a multiple
+    of n (a block past N computes a tile TMA does not store).
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -78,7 +83,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", ""),
         "" if epilogue in (None, default) else f"e{epi}x{buffers}",
         "batched" if batched else "", "bias" if bias else "", activation or "",
-        "preact" if preact else "") if x)
+        "preact" if preact else "", f"c{cluster}" if cluster > 1 else "") if x)
     mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
     act = {"gelu": gelu, "silu": silu}.get(activation)
     batch = "Bt" if batched else 1
@@ -138,6 +143,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         def gemm(a: A, b: B, c: C):
             body(a, b, c, None, None)
 
-    grid = ((lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d)) if batched
-            else (lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM))))
-    return tkc.kernel(name=name, warps=8, persistent=persistent, order=order, grid=grid)(gemm)
+    cols = lambda c: tkc.cdiv(c.c, BN * cluster) * cluster  # noqa: E731   (whole clusters)
+    grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
+            else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
+    if cluster > 1 and not persistent:
+        return tkc.kernel(name=name, warps=8, grid=grid, cluster=(cluster, 1, 1))(gemm)
+    return tkc.kernel(name=name, warps=8, persistent=persistent, order=order, grid=grid,
+                      cluster=(cluster, 1, 1))(gemm)

@@ -37,51 +37,69 @@ BF16 = torch.bfloat16
 
 @functools.lru_cache(maxsize=None)
 def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: bool = False,
-            activation: str | None = None, preact: bool = False, BN: int = 256):
+            activation: str | None = None, preact: bool = False, BN: int = 256, cluster: int = 1):
     return gemm_hopper("bf16", transpose_b, BN=BN, transpose_a=transpose_a, batched=batched,
-                       bias=bias, activation=activation, preact=preact)
+                       bias=bias, activation=activation, preact=preact, cluster=cluster)
 
 
-FINE = 4096  # up to here the tile width is tuned per 128 rows and 256 columns of C
+FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
 
 
 def _tile_key(a, b, c) -> tuple:
-    """What C's tile width depends on: its rows in all (batch x M) and its
-    columns: up to FINE in steps of 128 rows and 256 columns (how the
-    work items fill the SMs' waves changes within a power of two), beyond it
-    bucketed to powers of two (many waves: the widest tile wins)."""
+    """What C's schedule depends on: its rows in all (batch x M) and its
+    columns, up to FINE in steps of 128 rows and 256 columns (how the work
+    items fill the SMs' waves changes within a power of two), beyond it
+    bucketed to powers of two (many waves: the widest tile wins); and whether
+    both operands' rows miss 128-byte alignment (see _misaligned)."""
     rows = c.shape[-2] * (c.shape[-3] if len(c.shape) > 2 else 1)
-    return _key(rows, c.shape[-1])
+    return _key(rows, c.shape[-1], _misaligned(a, b))
 
 
-def _key(rows: int, cols: int) -> tuple:
+def _key(rows: int, cols: int, misaligned: bool) -> tuple:
     return (-(-rows // 128) * 128 if rows <= FINE else bucket(rows),
-            -(-cols // 256) * 256 if cols <= FINE else bucket(cols))
+            -(-cols // 256) * 256 if cols <= FINE else bucket(cols), misaligned)
+
+
+def _misaligned(a: Tensor, b: Tensor) -> bool:
+    """Both operands' rows (as stored) start off 128-byte boundaries: each TMA
+    box row then spans one more L2 sector, and the main loop waits on loads
+    (H200: 3000^3 runs at 0.73x cuBLAS, 3008^3 at 1.08x); a cluster that
+    multicasts A halves A's share of that traffic. One aligned operand keeps
+    the loads ahead (3072x3072x3000 A B: 1.05x)."""
+    return a.shape[-1] * a.element_size() % 128 != 0 and b.shape[-1] * b.element_size() % 128 != 0
 
 
 def _tile_examples() -> list:
-    """The shapes `tkc tune --library` tunes the tile at: every key's C up to
-    FINE, and 8192 and 16384 rows and columns beyond; K 4096."""
+    """The shapes `tkc tune --library` tunes the schedule at: every key's C up
+    to FINE, and 8192 and 16384 rows and columns beyond; K 4096, and for the
+    misaligned keys K 4000 with C 8 columns short of the key's."""
     rows = [*range(128, FINE + 1, 128), 8192, 16384]
     cols = [*range(256, FINE + 1, 256), 8192, 16384]
 
-    def make(m, n):
-        return lambda: [_gl(torch.randn(m, 4096, device="cuda").to(BF16)),
-                        _gl(torch.randn(4096, n, device="cuda").to(BF16)),
+    def make(m, n, k):
+        return lambda: [_gl(torch.randn(m, k, device="cuda").to(BF16)),
+                        _gl(torch.randn(k, n, device="cuda").to(BF16)),
                         _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
-    return [make(m, n) for m in rows for n in cols]
+    return [make(m, n - 8 * skew, 4096 - 96 * skew) for skew in (0, 1) for m in rows for n in cols]
 
 
-# C's tile width BN, tuned per GPU (tkc/tune/tables): wider tiles do more work
-# per byte loaded, narrower ones make more work items where a wide tile's
-# would leave SMs idle in a wave. Tuned with A B; the other products and
-# tkc.linear take the same width for their C.
-TILE = autotune(space={"BN": [256, 192, 128, 64]}, key=_tile_key, name="tkc.matmul.tile",
-                examples=_tile_examples)(lambda BN: _kernel(False, False, False, BN=BN))
+# C's schedule, tuned per GPU (tkc/tune/tables): the tile width BN (wider
+# tiles do more work per byte loaded, narrower ones make more work items where
+# a wide tile's would leave SMs idle in a wave) and the cluster along C's
+# columns whose CTAs share A's tile by TMA multicast (cluster 2: half of A's
+# loads from L2 a CTA). Tuned with A B; the other products and tkc.linear take
+# the same schedule for their C. 2-CTA clusters of the narrow tiles never won
+# (H200 probe at 3000^3, 1024^3, 777x4096^2 and 8000x8008x4000): pruned, so the
+# library does not build them.
+TILE = autotune(space={"BN": [256, 192, 128, 64], "cluster": [1, 2]}, key=_tile_key,
+                prune=lambda c: c["cluster"] > 1 and c["BN"] < 192, name="tkc.matmul.tile",
+                examples=_tile_examples)(
+    lambda BN, cluster: _kernel(False, False, False, BN=BN, cluster=cluster))
 
 
-def _tile(rows: int, cols: int) -> int:
-    return TILE.choose(_key(rows, cols))["BN"]
+def _schedule(rows: int, cols: int, a: Tensor, b: Tensor) -> dict:
+    """{BN, cluster} for C of rows x cols from operands a and b as stored."""
+    return TILE.choose(_key(rows, cols, _misaligned(a, b)))
 
 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
@@ -116,9 +134,9 @@ def _mm_plan(a: Tensor, b: Tensor):
     (ma, ta), (mb, tb) = operands(a, b)
     copy = ma.data_ptr() != a.data_ptr() or mb.data_ptr() != b.data_ptr()
     M, N = shape[-2] if batched else math.prod(shape[:-1]), shape[-1]
-    bn = _tile(M * (a.shape[0] if batched else 1), N)
+    sched = _schedule(M * (a.shape[0] if batched else 1), N, ma, mb)
     out = (a.shape[0], M, N) if batched else (M, N)  # the kernel's view of C
-    launch = _kernel(ta, tb, batched, BN=bn).prepare(
+    launch = _kernel(ta, tb, batched, **sched).prepare(
         _gl(ma), _gl(mb), _gl(torch.empty(out, device=a.device, dtype=BF16)))
 
     def run(a, b):
@@ -215,7 +233,7 @@ def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact
             y = z if act is None else getattr(torch.nn.functional, act)(z)
             return y, z if preact else None
         return empty
-    kernel = _kernel(False, True, False, bias is not None, act, preact, _tile(M, N))
+    kernel = _kernel(False, True, False, bias is not None, act, preact, **_schedule(M, N, x, w))
     dev = x.device
     out = lambda: torch.empty(M, N, device=dev, dtype=BF16)  # noqa: E731
     args = (_gl(x), _gl(w), *([bias.view(1, 1, 1, -1)] if bias is not None else []), _gl(out()),
