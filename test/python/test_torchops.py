@@ -31,7 +31,7 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
-    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": 64, "cluster": 1})  # the small tiles interpret faster
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": 64, "cluster": 1, "persistent": True})  # the small tiles interpret faster
     monkeypatch.setattr(norm_plans, "rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
@@ -195,18 +195,17 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
+    S = lambda bn, cluster=1, persistent=True: {"BN": bn, "cluster": cluster,  # noqa: E731
+                                                "persistent": persistent}
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
-        repr((1024, 1024, False)): {"config": {"BN": 64, "cluster": 1}},
-        repr((896, 4096, False)): {"config": {"BN": 192, "cluster": 1}},
-        repr((3072, 3072, True)): {"config": {"BN": 192, "cluster": 2}},
-        repr((8192, 16384, False)): {"config": {"BN": 128, "cluster": 1}}}}}))
+        repr((1024, 1024, False)): {"config": S(64, 1, False)}, repr((896, 4096, False)): {"config": S(192)},
+        repr((3072, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
         assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
                 t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008)] == [
-            {"BN": 64, "cluster": 1}, {"BN": 192, "cluster": 1}, {"BN": 128, "cluster": 1},
-            {"BN": 256, "cluster": 1}, {"BN": 192, "cluster": 2},
-            {"BN": 256, "cluster": 1}, {"BN": 256, "cluster": 1}]  # one aligned operand: the default
+            S(64, 1, False), S(192), S(128), S(256), S(192, 2),
+            S(256), S(256)]  # one aligned operand: the default
     finally:
         gemm.TILE.forget()
 
@@ -216,20 +215,23 @@ def test_matmul_schedules_are_prebuilt():
     clusters) is one the library builds, for every product and linear
     epilogue: an offline call never meets a pick it cannot run."""
     from tkc.kernels import GEMM_SCHEDULES, library
-    kept = {(c["BN"], c["cluster"]) for c in gemm.TILE.candidates()}
-    assert kept == set(GEMM_SCHEDULES) and (128, 2) not in kept
+    kept = {(c["BN"], c["cluster"], c["persistent"]) for c in gemm.TILE.candidates()}
+    assert kept == set(GEMM_SCHEDULES) and (128, 2, True) not in kept and (256, 2, False) not in kept
     built = {k.artifact_key() for k in library()}
-    for bn, cl in kept:
+    for bn, cl, p in kept:
         for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
-            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl).artifact_key() in built
-        assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl).artifact_key() in built
+            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p).artifact_key() in built
+        assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl,
+                            persistent=p).artifact_key() in built
 
 
-@pytest.mark.parametrize("bn, cluster", [(256, 1), (64, 1), (192, 2)])
-def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster):
-    """The 256- and 64-wide tiles, and a 2-CTA cluster sharing A (of C's 200
-    columns the second CTA holds 8), for one ragged product."""
-    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster})
+@pytest.mark.parametrize("bn, cluster, persistent", [(256, 1, True), (64, 1, False), (192, 2, True)])
+def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent):
+    """The 256-wide persistent and 64-wide one-block-a-tile schedules, and a
+    2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8), for
+    one ragged product."""
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
+                                                          "persistent": persistent})
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

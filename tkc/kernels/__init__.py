@@ -38,20 +38,22 @@ NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
-# tkc.matmul's tuned schedules (BN, cluster) per shape (tkc/torchops/gemm.py's TILE: its
-# space less the pruned narrow-tile clusters; a test checks the two agree)
-GEMM_SCHEDULES = ((64, 1), (128, 1), (192, 1), (256, 1), (192, 2), (256, 2))
+# tkc.matmul's tuned schedules (BN, cluster, persistent) per shape (tkc/torchops/gemm.py's
+# TILE: its space less what it prunes; a test checks the two agree)
+GEMM_SCHEDULES = tuple((bn, 1, p) for p in (True, False) for bn in (64, 128, 192, 256)) + \
+    ((192, 2, True), (256, 2, True))
 
 
 def _gemm_ops():
     """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
-    plain = [gemm_hopper("bf16", tb, BN=bn, transpose_a=ta, cluster=cl)
-             for bn, cl in GEMM_SCHEDULES for ta, tb in pairs]
-    batched = [gemm_hopper("bf16", tb, BN=bn, transpose_a=ta, batched=True, cluster=cl)
-               for bn, cl in GEMM_SCHEDULES for ta, tb in pairs]
-    linear = [gemm_hopper("bf16", True, BN=bn, bias=bias, activation=act, preact=preact, cluster=cl)
-              for bn, cl in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
+    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl)
+             for bn, cl, p in GEMM_SCHEDULES for ta, tb in pairs]
+    batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl)
+               for bn, cl, p in GEMM_SCHEDULES for ta, tb in pairs]
+    linear = [gemm_hopper("bf16", True, BN=bn, persistent=p, bias=bias, activation=act,
+                          preact=preact, cluster=cl)
+              for bn, cl, p in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
               for preact in ((False, True) if act else (False,)) if bias or act]
     return plain + batched + linear
 
