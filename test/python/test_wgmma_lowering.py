@@ -149,7 +149,7 @@ class Sim:
             self.events.append("fence_registers")
             out = ins if text == "" else self.copies(text, ins)
             return [out] if len(out) > 1 else out[0]
-        self.events.append("mma")
+        self.events.append(f"mma x{text.count('wgmma.mma_async')}")
         return [self.wgmma(text, ins)]
 
     @staticmethod
@@ -161,31 +161,45 @@ class Sim:
         return [ins[j - len(moves)] for _, j in moves]
 
     def wgmma(self, text, ins):
-        steps = []
-        if text.startswith("{"):  # each descriptor %tkdN from 32-bit words: `add.u32 %tklN, $K, low;
-            # mov.b64 %tkdN, {%tklN, high};` (an address field $K and the rest of the descriptor)
-            steps = re.findall(r"add\.u32 %tkl(\d+), \$(\d+), (\d+);\nmov\.b64 %tkd\1, \{%tkl\1, (\d+)\};",
-                               text)
-            text = next(line for line in text.splitlines() if line.startswith("wgmma"))
+        """The asm's wgmmas, one a k step, in order: each a `{...}` block
+        (its descriptors %tkdN built from 32-bit words: `add.u32 %tklN, $K,
+        low; mov.b64 %tkdN, {%tklN, high};`, an address field $K and the
+        rest of the descriptor) or a bare wgmma line."""
+        blocks = re.findall(r"\{\n(.*?wgmma[^\n]*)\n\}", text, re.S) if text.startswith("{") else [text]
+        acc = None
+        for block in blocks:
+            acc = self.one_wgmma(block, ins if acc is None else [*acc, *ins[len(acc):]])
+        return acc
+
+    def one_wgmma(self, text, ins):
+        steps = re.findall(r"add\.u32 %tkl(\d+), \$(\d+), (\d+);\nmov\.b64 %tkd\1, \{%tkl\1, (\d+)\};",
+                           text)
+        text = next(line for line in text.splitlines() if line.startswith("wgmma"))
         m = re.match(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.\2 ", text)
-        ins = list(ins)
-        for _, k, low, high in steps:  # operand $K is ins[K - N/2] (the N/2 results come first)
-            word = np.asarray(ins[int(k) - int(m[1]) // 2]) + int(low)
-            assert (word < 1 << 32).all(), "the low word carried"
-            ins[int(k) - int(m[1]) // 2] = word.astype(np.uint64) | np.uint64(int(high) << 32)
         assert m, text
-        n, regs = int(m[1]), text.count("{") == 2
+        n = int(m[1])
+        nd = n // 2
+        ops = list(ins)   # operand $K is ins[K - N/2] (the N/2 results come first)
+        desc = {}
+        for i, k, low, high in steps:
+            word = np.asarray(ops[int(k) - nd]) + int(low)
+            assert (word < 1 << 32).all(), "the low word carried"
+            desc[f"%tkd{i}"] = word.astype(np.uint64) | np.uint64(int(high) << 32)
+        regs = text.count("{") == 2
         imm = [int(x) for x in text.rstrip(";").split(",")[-(4 if regs else 5):]]
         assert imm[:3] == [1, 1, 1]  # scale-d (accumulate), scale-a, scale-b
         trans_a, trans_b = (0, imm[3]) if regs else (imm[3], imm[4])
-        nd = n // 2
-        acc, rest = ins[:nd], ins[nd:]
+        # A (its 4 registers, or a descriptor) and B, by their names in the instruction
+        body = text.split("}", 1)[1]
+        names = re.findall(r"\$\d+|%tkd\d+", body)
+        value = lambda x: desc[x] if x in desc else ops[int(x[1:]) - nd]  # noqa: E731
+        acc = ins[:nd]
         rows = slice(16 * (self.w % 4), 16 * (self.w % 4) + 16)
         if regs:
-            a16 = a_from_registers(rest[:4])
+            a16 = a_from_registers([value(x) for x in names[:4]])
         else:
-            a16 = self.read(rest[0], not trans_a, 64)[rows]
-        b = self.read(rest[-1], not trans_b, n)          # N x 16 (B transposed)
+            a16 = self.read(value(names[0]), not trans_a, 64)[rows]
+        b = self.read(value(names[-1]), not trans_b, n)          # N x 16 (B transposed)
         c = np.zeros((16, n))
         for i in range(nd):
             r, col = d_position(i)
@@ -370,7 +384,7 @@ def test_lowered_warpgroup_mma_matches_numpy(case, lane_major_io):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     steps = k // 16
     assert sim.events == (["fence_registers"] * (1 + steps * a_regs)
-                          + ["nvvm.wgmma.fence.aligned"] + ["mma"] * steps
+                          + ["nvvm.wgmma.fence.aligned", f"mma x{steps}"]   # one asm, every k step
                           + ["nvvm.wgmma.commit.group.sync.aligned",
                              "nvvm.wgmma.wait.group.sync.aligned", "fence_registers"])
 

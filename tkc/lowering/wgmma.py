@@ -133,17 +133,21 @@ def decode(desc: int) -> dict:
 
 
 def mma_instruction(n: int, dtype: str, a_registers: bool, trans_a: bool, trans_b: bool,
-                    negate: bool = False, b_dtype: str | None = None) -> str:
+                    negate: bool = False, b_dtype: str | None = None, a_at: int | None = None,
+                    b_at: int | None = None) -> str:
     """The PTX of one m64nNk16 wgmma (m64nNk32 for 8-bit a and b, which may
     differ: b_dtype), operands numbered as the inline asm has them:
     $0..$(N/2-1) the accumulators (tied inputs follow), then A (4 b32
-    registers or a descriptor), then B's descriptor. negate: d = -(a b) + d.
-    8-bit operands have no transpose immediates (both K-major; an 8-bit A in
-    registers is k_order="lanes"'s, hopper/fp8_lanes.py)."""
+    registers or a descriptor), then B's descriptor (a_at, b_at: A's first
+    and B's operand numbers where an asm holds several). negate: d = -(a b)
+    + d. 8-bit operands have no transpose immediates (both K-major; an 8-bit
+    A in registers is k_order="lanes"'s, hopper/fp8_lanes.py)."""
     nd = n // 2
+    a_at = 2 * nd if a_at is None else a_at
+    b_at = a_at + (4 if a_registers else 1) if b_at is None else b_at
     acc = ", ".join(f"${i}" for i in range(nd))
-    a = "{" + ", ".join(f"${2 * nd + i}" for i in range(4)) + "}" if a_registers else f"${2 * nd}"
-    b = f"${2 * nd + (4 if a_registers else 1)}"
+    a = "{" + ", ".join(f"${a_at + i}" for i in range(4)) + "}" if a_registers else f"${a_at}"
+    b = f"${b_at}"
     # scale-d = 1 (accumulate: d = a*b + c), imm-scale-a = -1 negates the
     # product, imm-scale-b = 1; tnspA only for a descriptor A.
     scales = "-1, 1" if negate else "1, 1"
@@ -235,7 +239,7 @@ def _descriptor(lw, sh):
     return arith.addi(field, arith.shrui(dynamic, arith.constant(i32, 4)))
 
 
-def _stepped(text: str, nd: int, a_registers: bool, constants: list) -> str:
+def _stepped(text: str, first: int, constants: list) -> str:
     """The wgmma with each descriptor operand (an i32 address field,
     _descriptor) completed by its constant (encode() of its static offset
     plus k step, strides and swizzle) inside the asm: the low word is the
@@ -244,8 +248,8 @@ def _stepped(text: str, nd: int, a_registers: bool, constants: list) -> str:
     joined by `mov.b64` (not one 64-bit add: ptxas 12.9/13.0 drop its high
     word, module docstring). LLVM cannot hoist the sum out of a loop, and
     ptxas adds it next to the wgmma, so a loop keeps one address field
-    alive, not a descriptor per operand and k step."""
-    first = 2 * nd + (4 if a_registers else 0)   # the descriptor operands' numbers
+    alive, not a descriptor per operand and k step. `first`: the number of
+    the operand the first constant completes (the next ones follow)."""
     lines = []
     for i, constant in enumerate(constants):
         op = f"${first + i}"
@@ -306,26 +310,35 @@ def _lower_mma(lw, op, args):
 
 
 def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> list:
-    """wgmma.fence and one wgmma per k16 step, chained through `acc`: the
-    accumulators after them."""
+    """wgmma.fence and the op's wgmmas, one a k16 step, in one inline asm:
+    the accumulators are its operands once, not once a k step. An asm a
+    step chained them through LLVM values: 4x the tied operands and their
+    copies, which LLVM's NVPTX codegen (its register coalescer, instruction
+    selection) spent a third of a GEMM's compile on; ptxas sees the same
+    wgmmas back to back either way. Returns the accumulators after them."""
     kb = rules.k_step(dtype)
-    a_steps = [fence_registers(_a_registers(a, kk), "r") for kk in range(k // kb)] if in_regs else []
+    steps = k // kb
+    a_regs = [r for kk in range(steps) for r in fence_registers(_a_registers(a, kk), "r")] \
+        if in_regs else []
     nvvm.wgmma_fence_aligned()
     f32 = ir.F32Type.get()
-    text = mma_instruction(n, a.view.dtype, in_regs, not var.a_k_major, not var.b_k_major, rules.negated(op),
-                           b_dtype=dtype)
     nd = n // 2
+    b_at = 2 * nd + (4 * steps if in_regs else 1)    # A's registers (each step's 4), or its field
+    texts = []
+    for kk in range(steps):
+        a_at = 2 * nd + (4 * kk if in_regs else 0)
+        text = mma_instruction(n, a.view.dtype, in_regs, not var.a_k_major, not var.b_k_major,
+                               rules.negated(op), b_dtype=dtype, a_at=a_at, b_at=b_at)
+        if in_regs:
+            texts.append(_stepped(text, b_at, [b_layout.descriptor(b.offset, kk)]))
+        else:   # A's field and B's: operands 2nd and 2nd + 1
+            texts.append(_stepped(text, 2 * nd, [a_layout.descriptor(a.offset, kk),
+                                                  b_layout.descriptor(b.offset, kk)]))
     tied = ",".join(str(i) for i in range(nd))
-    a_cons = "r,r,r,r" if in_regs else "r"   # A's registers, or its address field
+    a_cons = ",".join(["r"] * len(a_regs)) if in_regs else "r"   # A's registers, or its address field
     cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",r"
-    a_desc = None if in_regs else _descriptor(lw, a)
-    b_desc = _descriptor(lw, b)
-    for kk in range(k // kb):
-        a_ops = a_steps[kk] if in_regs else [a_desc]
-        constants = [] if in_regs else [a_layout.descriptor(a.offset, kk)]
-        constants.append(b_layout.descriptor(b.offset, kk))
-        acc = _asm([f32] * nd, acc + a_ops + [b_desc], _stepped(text, nd, in_regs, constants), cons)
-    return acc
+    a_ops = a_regs if in_regs else [_descriptor(lw, a)]
+    return _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b)], "\n".join(texts), cons)
 
 
 def _lower_wait(lw, op, args):
