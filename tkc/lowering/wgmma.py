@@ -286,9 +286,8 @@ def _lower_mma(lw, op, args):
         a_layout = None if in_regs else operand_layout(a.view, var.a_k_major, a.pitch)
     except ValueError as e:
         raise error(op, f"{op.name}: {e}") from None
-    acc = fence_registers(list(c.vals), "f")
     if when is None:
-        acc = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
+        acc = _issue(lw, op, var, a, b, list(c.vals), in_regs, n, k, dtype, a_layout, b_layout)
         nvvm.wgmma_commit_group_sync_aligned()
         return [Frag(result_view(op), acc)]
     # guarded: the wgmmas under a branch, a group committed in both arms
@@ -296,7 +295,11 @@ def _lower_mma(lw, op, args):
     # on it. For ptxas to keep the wgmmas asynchronous (no C7514), each
     # commit is inside its arm, before the accumulators' join, and the
     # empty one follows a wgmma.fence as a real group does (a commit after
-    # the join, or an empty arm's bare commit, serialise them).
+    # the join, or an empty arm's bare commit, serialise them). The
+    # accumulators go through a register fence before the branch: both arms
+    # then join distinct registers (a constant copied into the join's
+    # registers on the empty arm serialises the wgmmas: C7515).
+    acc = fence_registers(list(c.vals), "f")
     branch = scf.IfOp(when, [ir.F32Type.get()] * len(acc), has_else=True)
     with ir.InsertionPoint(branch.then_block):
         out = _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout)
@@ -310,35 +313,46 @@ def _lower_mma(lw, op, args):
 
 
 def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> list:
-    """wgmma.fence and the op's wgmmas, one a k16 step, in one inline asm:
-    the accumulators are its operands once, not once a k step. An asm a
-    step chained them through LLVM values: 4x the tied operands and their
-    copies, which LLVM's NVPTX codegen (its register coalescer, instruction
-    selection) spent a third of a GEMM's compile on; ptxas sees the same
-    wgmmas back to back either way. Returns the accumulators after them."""
+    """wgmma.fence and the op's wgmmas, one a k16 step, in one inline asm;
+    returns the accumulators after them.
+
+    Its operands (the accumulators, A's registers or address field, B's)
+    are computed before the asm, so the wgmma.fence inside it follows every
+    write to them: no register fence is needed to keep them above it. The
+    accumulators are the asm's operands once, not once a k step: an asm a
+    step chained them through LLVM values, 4x the tied operands and their
+    copies, on which LLVM's NVPTX codegen (register coalescer, instruction
+    selection) spent most of its time; ptxas sees the same wgmmas. Distinct
+    accumulators are tied operands ("+f", no instruction); a value repeated
+    among them (an initialiser: zero() is one constant for every register)
+    is copied by `mov`s inside the asm, before the fence (with tied operands
+    LLVM would copy it outside, making the constant's register one of the
+    accumulators, and ptxas then injects a wgmma wait, C7517, when another
+    group is in flight)."""
     kb = rules.k_step(dtype)
     steps = k // kb
-    a_regs = [r for kk in range(steps) for r in fence_registers(_a_registers(a, kk), "r")] \
-        if in_regs else []
-    nvvm.wgmma_fence_aligned()
     f32 = ir.F32Type.get()
     nd = n // 2
-    b_at = 2 * nd + (4 * steps if in_regs else 1)    # A's registers (each step's 4), or its field
-    texts = []
+    unique = list(dict.fromkeys(acc))
+    tied = len(unique) == nd
+    ins = acc if tied else unique
+    first = nd + len(ins)            # A's registers (each step's 4), or its address field
+    b_at = first + (4 * steps if in_regs else 1)
+    head = [] if tied else [f"mov.b32 ${i}, ${nd + unique.index(v)};" for i, v in enumerate(acc)]
+    texts = head + ["wgmma.fence.sync.aligned;"]
     for kk in range(steps):
-        a_at = 2 * nd + (4 * kk if in_regs else 0)
+        a_at = first + (4 * kk if in_regs else 0)
         text = mma_instruction(n, a.view.dtype, in_regs, not var.a_k_major, not var.b_k_major,
                                rules.negated(op), b_dtype=dtype, a_at=a_at, b_at=b_at)
         if in_regs:
             texts.append(_stepped(text, b_at, [b_layout.descriptor(b.offset, kk)]))
-        else:   # A's field and B's: operands 2nd and 2nd + 1
-            texts.append(_stepped(text, 2 * nd, [a_layout.descriptor(a.offset, kk),
-                                                  b_layout.descriptor(b.offset, kk)]))
-    tied = ",".join(str(i) for i in range(nd))
-    a_cons = ",".join(["r"] * len(a_regs)) if in_regs else "r"   # A's registers, or its address field
-    cons = ",".join(["=f"] * nd) + "," + tied + "," + a_cons + ",r"
-    a_ops = a_regs if in_regs else [_descriptor(lw, a)]
-    return _asm([f32] * nd, acc + a_ops + [_descriptor(lw, b)], "\n".join(texts), cons)
+        else:   # A's field and B's: operands `first` and `first` + 1
+            texts.append(_stepped(text, first, [a_layout.descriptor(a.offset, kk),
+                                                 b_layout.descriptor(b.offset, kk)]))
+    a_ops = [r for kk in range(steps) for r in _a_registers(a, kk)] if in_regs else [_descriptor(lw, a)]
+    acc_cons = ",".join(str(i) for i in range(nd)) if tied else ",".join(["f"] * len(ins))
+    cons = ",".join(["=f"] * nd) + "," + acc_cons + "," + ",".join(["r"] * len(a_ops)) + ",r"
+    return _asm([f32] * nd, ins + a_ops + [_descriptor(lw, b)], "\n".join(texts), cons)
 
 
 def _lower_wait(lw, op, args):

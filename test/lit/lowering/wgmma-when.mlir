@@ -12,7 +12,8 @@
 // PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX: @%p{{[0-9]+}} bra [[OFF:\$L__BB[0-9_]+]];
-// PTX-NEXT: wgmma.fence.sync.aligned;
+// PTX-NOT: wgmma.mma_async
+// PTX: wgmma.fence.sync.aligned;
 // PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
 // PTX: wgmma.commit_group.sync.aligned;
 // PTX-NEXT: bra.uni [[JOIN:\$L__BB[0-9_]+]];

@@ -8,9 +8,10 @@
 // RUN: tkc %s --emit=ptx > %t.ptx && ptxas -arch=sm_90a -v %t.ptx -o %t.cubin 2>&1 | FileCheck %s --check-prefix=PTXAS
 
 // NVVM-LABEL: llvm.func @abt(
-// The op's 4 k16 steps are one inline asm: its accumulators are operands once.
-// NVVM: nvvm.wgmma.fence.aligned
-// NVVM-NEXT: llvm.inline_asm has_side_effects "{{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}, 1, 1, 1, 0, 0;{{[^"]*}}"
+// The op's wgmma.fence and 4 k16 steps are one inline asm: its accumulators are
+// operands once, and the fence follows every write to them (they are computed before it).
+// NVVM-NOT: nvvm.wgmma.fence.aligned
+// NVVM: llvm.inline_asm has_side_effects "{{[^"]*}}wgmma.fence.sync.aligned;{{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{[^"]*}}, 1, 1, 1, 0, 0;{{[^"]*}}"
 // NVVM-NOT: wgmma.mma_async
 // NVVM: nvvm.wgmma.commit.group.sync.aligned
 // NVVM: nvvm.wgmma.wait.group.sync.aligned 0
