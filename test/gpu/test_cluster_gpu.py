@@ -1,6 +1,7 @@
 """Thread-block clusters on the GPU, against PyTorch: a 2-CTA cluster whose
 CTAs each multicast half of a tile to both (each CTA then holds the whole
-tile), and a hand-pipelined GEMM over (2, 1, 1) clusters sharing the A tile
+tile), two CTAs that swap f32 tiles through distributed shared memory
+(tma.store_cta) and sum them, and a hand-pipelined GEMM over (2, 1, 1) clusters sharing the A tile
 by multicast, its stages released by remote mbarrier arrivals. The kernels
 live in test/python/cluster_kernels.py (the interpreter tests run them too)."""
 import sys
@@ -15,8 +16,8 @@ except ImportError:
     torch = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from cluster_kernels import (cluster_gemm, multicast_copy, persistent_cluster_gemm,  # noqa: E402,F401
-                             staged_cluster_gemm)
+from cluster_kernels import (cluster_gemm, exchange_sum, multicast_copy,  # noqa: E402,F401
+                             persistent_cluster_gemm, staged_cluster_gemm)
 
 
 def test_multicast_copy_fills_both_ctas():
@@ -25,6 +26,19 @@ def test_multicast_copy_fills_both_ctas():
     multicast_copy(a, o)
     torch.cuda.synchronize()
     assert torch.equal(o[0, 0], a[0, 0]) and torch.equal(o[0, 1], a[0, 0])
+
+
+def test_store_cta_swaps_tiles_between_ctas():
+    """Each CTA's tile lands in the peer's shared memory by the copy engine,
+    completing the peer's barrier: both outputs are the sum, on repeated
+    launches."""
+    a = torch.randn(1, 2, 64, 64, device="cuda")
+    for _ in range(3):
+        o = torch.full_like(a, float("nan"))
+        exchange_sum(a, o)
+        torch.cuda.synchronize()
+        want = a[0, 0] + a[0, 1]
+        assert torch.equal(o[0, 0], want) and torch.equal(o[0, 1], want)
 
 
 @pytest.mark.parametrize("m, n, k", [(256, 256, 256), (384, 512, 1024)])

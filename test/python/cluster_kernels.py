@@ -6,6 +6,10 @@ interpreter tests (test_cluster.py) and the GPU tests
 - multicast_copy: a cluster of 2 CTAs; each TMA-loads one 64-row half of a
   128 x 64 bf16 tile and multicasts it to both, so each CTA holds the whole
   tile and stores it to its own output.
+- exchange_sum: a cluster of 2 CTAs; each writes its f32 tile to shared
+  memory and copies it into the peer's (tma.store_cta, distributed shared
+  memory), then adds the peer's to its own: both outputs are the sum (a
+  split-K reduction's step).
 - cluster_gemm(release_peer): C = A B by hand with a 2-stage TMA pipeline,
   one 128 x 64 C tile a CTA, the 2 CTAs of a (2, 1, 1) cluster along N
   sharing A: each loads half of the A tile with multicast to both, and its
@@ -42,6 +46,24 @@ def multicast_copy(a: gl(bf16, 1, 1, 128, 64), o: gl(bf16, 1, 2, 128, 64)):
     tkc.wait(full, 0)
     store(o, load(rt(bf16, 32, 64), s, (w, 0)), (0, r, w, 0))
     tkc.cluster_sync()                        # nobody leaves while its tile may still be written
+
+
+@tkc.kernel(warps=4, grid=lambda a, o: (2, 1, 1), cluster=(2, 1, 1))
+def exchange_sum(a: gl(f32, 1, 2, 64, 64), o: gl(f32, 1, 2, 64, 64)):
+    r, w = tkc.cluster_ctarank(), tkc.warpid()
+    mine, theirs = st(f32, 64, 64), st(f32, 64, 64)
+    got = tkc.barrier()
+    tkc.cluster_sync()                        # the peer's barrier is initialised
+    x = load(rt(f32, 16, 64), a, (0, r, w, 0))
+    store(mine, x, (w, 0))
+    tkc.fence_async()                         # the writes, before the copy engine reads them
+    tkc.sync()
+    with tkc.if_(w == 0):
+        tma.expect(got, theirs)               # the peer's tile lands here
+        tma.store_cta(theirs, mine, 1 - r, got)
+    tkc.wait(got, 0)
+    store(o, x + load(rt(f32, 16, 64), theirs, (w, 0)), (0, r, w, 0))
+    tkc.cluster_sync()                        # nobody leaves while the peer may still copy
 
 
 def make_cluster_gemm(release_peer: bool = True):

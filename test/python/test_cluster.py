@@ -13,8 +13,8 @@ from tkc.diagnostics import TkcError
 from tkc.interpreter.values import ROUND
 from tkc.ops import store
 
-from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, make_cluster_gemm, multicast_copy,
-                             persistent_cluster_gemm, staged_cluster_gemm)
+from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, exchange_sum, make_cluster_gemm,
+                             multicast_copy, persistent_cluster_gemm, staged_cluster_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -32,6 +32,62 @@ def test_multicast_halves_fill_both_ctas():
     multicast_copy.interpret(a, o)
     np.testing.assert_array_equal(o[0, 0], a[0, 0])
     np.testing.assert_array_equal(o[0, 1], a[0, 0])
+
+
+def test_store_cta_exchanges_tiles_between_ctas():
+    """tma.store_cta: each CTA's tile lands in the peer's shared memory and
+    completes the peer's barrier; both CTAs hold the sum."""
+    a = np.random.default_rng(4).standard_normal((1, 2, 64, 64)).astype(np.float32)
+    o = np.full_like(a, np.nan)
+    exchange_sum.interpret(a, o)
+    np.testing.assert_allclose(o[0, 0], a[0, 0] + a[0, 1], rtol=1e-6)
+    np.testing.assert_allclose(o[0, 1], a[0, 0] + a[0, 1], rtol=1e-6)
+
+
+def _store_cta_kernel(body):
+    @tkc.kernel(warps=1, grid=lambda o: (2, 1, 1), cluster=(2, 1, 1))
+    def k(o: gl(f32, 1, 1, 64, 64)):
+        s, t = st(f32, 64, 64), st(f32, 64, 32)
+        bar = tkc.barrier()
+        body(s, t, bar)
+    return k
+
+
+@pytest.mark.parametrize("body, message", [
+    (lambda s, t, bar: tma.store_cta(t, s, 1, bar), "store_cta: dst and src must be tiles of one type"),
+    (lambda s, t, bar: tma.store_cta(s, s, 2, bar), "store_cta: cta must be in 0..1 for a cluster of 2 CTAs"),
+    (lambda s, t, bar: tma.store_cta(s, s, 1, s), "store_cta: expected a barrier"),
+])
+def test_store_cta_refusals_name_the_line(body, message):
+    with pytest.raises(TkcError) as info:
+        _store_cta_kernel(body).trace()
+    assert message in info.value.message
+    assert info.value.where and "test_cluster.py" in info.value.where
+
+
+def test_store_cta_of_a_subtile_is_refused_by_the_verifier():
+    @tkc.kernel(warps=1, grid=lambda o: (2, 1, 1), cluster=(2, 1, 1))
+    def k(o: gl(f32, 1, 1, 64, 64)):
+        s, t = st(f32, 128, 64), st(f32, 64, 64)
+        bar = tkc.barrier()
+        tma.store_cta(t, tkc.ops.subtile(s, 64, 64, (1, 0)), 1, bar)
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.pass_pipeline import run_pipeline
+    m = k.trace()
+    with pytest.raises(TkcError) as info:
+        run_pipeline(m, TILE_PIPELINE)
+    assert "src must be a whole tile (a tk.alloc without stages), not a subtile" in info.value.message
+    assert "test_cluster.py" in (info.value.where or "")
+
+
+def test_store_cta_needs_a_cluster():
+    @tkc.kernel(warps=1, grid=lambda o: (2, 1, 1))
+    def k(o: gl(f32, 1, 1, 64, 64)):
+        s = st(f32, 64, 64)
+        tma.store_cta(s, s, 0, tkc.barrier())
+    with pytest.raises(TkcError) as info:
+        k.trace()
+    assert "store_cta: the kernel has no cluster" in info.value.message
 
 
 def _check_gemm(kernel, m, n, k, seed):

@@ -346,6 +346,11 @@ def tma_load_multicast(dst, src, idx, bar, mask, loc=None):
     return create("tma_load_multicast", [], [dst, src, *idx, bar, mask], loc=loc)
 
 
+def tma_store_cta(dst, src, cta, bar, loc=None):
+    """src's bytes into dst's place in CTA `cta` (an index Value), completing on bar's there."""
+    return create("tma_store_cta", [], [dst, src, cta, bar], loc=loc)
+
+
 def cluster_ctarank(loc=None):
     return _one("cluster_ctarank", _index(), loc=loc)
 

@@ -833,6 +833,19 @@ irdl.dialect @tk {
     irdl.operands(dst: %dst, src: %src, idx: variadic %i, bar: %bar, mask: %i)
   }
 
+  // A bulk copy of this CTA's shared tile `src` into `dst`'s place in the
+  // shared memory of CTA `cta` of the cluster, its bytes completing on the
+  // barrier at bar's place there (distributed shared memory: mapa +
+  // cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes).
+  // dst and src: whole tiles of one type.
+  irdl.operation @tma_store_cta {
+    %dst = irdl.any
+    %src = irdl.any
+    %i = irdl.is index
+    %bar = irdl.base @tk::@barrier
+    irdl.operands(dst: %dst, src: %src, cta: %i, bar: %bar)
+  }
+
   // ---- Hopper: TMA, issued by lane 0 of the calling warp.
   // gl -> st (or sv: one row; tk-verify checks the kind) at tile coords
   // (b, d, r, c) (unit: its shape); the bytes

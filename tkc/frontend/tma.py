@@ -34,7 +34,7 @@ from .values import Traced, as_index
 
 __all__ = ["barrier", "wait", "arrive", "fence_async",
            "expect", "expect_bytes", "load_async", "store_async", "store_add_async",
-           "store_async_wait", "load", "store", "store_add", "prefetch"]
+           "store_async_wait", "store_cta", "load", "store", "store_add", "prefetch"]
 
 TX_LIMIT = 2**20 - 1  # an mbarrier's transaction count is 20 bits
 
@@ -202,6 +202,25 @@ def store_async_wait(pending: int = 0, writes: bool = False) -> None:
         raise fail(f"store_async_wait: pending must be an int >= 0, got {pending!r}")
     with emitting():
         tk.tma_store_wait(pending, writes=bool(writes))
+
+
+def store_cta(dst: Shared, src: Shared, cta, bar: BarrierHandle) -> None:
+    """Copy this CTA's shared tile src into dst's place in the shared memory
+    of CTA `cta` of the cluster (an int or index value), by the copy engine
+    (distributed shared memory); its bytes complete on the barrier at bar's
+    place there, whose phase expects them (tma.expect(bar, dst) in that
+    CTA). dst and src are whole tiles (st, not subtiles) of one type. Write
+    src, tkc.fence_async(), sync the writers, then issue; src is read until
+    that barrier's phase completes, which only the receiver sees."""
+    for x, role in ((dst, "dst"), (src, "src")):
+        _st(x, "store_cta", role)
+    if dst.view != src.view:
+        raise fail(f"store_cta: dst and src must be tiles of one type, got {dst.view.text()} "
+                   f"and {src.view.text()}")
+    _bar(bar, "store_cta")
+    r = cta_index(cta, "store_cta", "cta")
+    with emitting():
+        tk.tma_store_cta(dst.value(), src.value(), r.ir(), bar.value())
 
 
 # ------------------------------------------------------------ compiler-synchronised

@@ -11,6 +11,10 @@ at. Each block knows its `ClusterState` (`block.cluster`) and its rank there
   CTA of the mask (the same alloc, ring slot and subtile offset) and
   delivers its bytes to the barrier at bar's place in each.
 - tk.arrive_cta arrives on the barrier at bar's place in CTA `cta`.
+- tk.tma_store_cta copies this CTA's tile into dst's place in CTA `cta` and
+  delivers its bytes to the barrier at bar's place there; it reads src at
+  issue (a later write to src before the receiver's barrier completes is
+  not checked: cross-CTA order is not modelled).
 - tk.cluster_sync waits until every warp of every CTA of the cluster arrived;
   it orders each block's warps as a tk.sync does.
 
@@ -187,6 +191,27 @@ def _multicast(c, op):
                 barrier = remote(op, w.block, other, env[bar])
                 deliver_box(other, w.warpid, remote(op, w.block, other, env[dst]), barrier,
                             tile, nbytes, op, remote=True)
+    return step
+
+
+@handler("tk.tma_store_cta")
+def _store_cta(c, op):
+    expect(len(op.operands) == 4, op, "takes dst, src, a CTA and a barrier")
+    expect(isinstance(view(op.operands[3].type), Barrier), op, "operand 3 must be a barrier")
+    st = view(op.operands[1].type)
+    dst, src, cta, bar = (c.slot(v) for v in op.operands)
+    nbytes = st.rows * st.cols * itemsize(st.dtype)
+
+    def step(env, w):
+        other = peer(op, w.block, int(env[cta]))
+        tile = env[src]
+        if w.block.races is not None:
+            w.block.races.read(w.warpid, tile, (slice(None), slice(None)), op)
+        if other is w.block:
+            deliver_box(other, w.warpid, env[dst], env[bar], tile.copy(), nbytes, op)
+        else:
+            deliver_box(other, w.warpid, remote(op, w.block, other, env[dst]),
+                        remote(op, w.block, other, env[bar]), tile.copy(), nbytes, op, remote=True)
     return step
 
 

@@ -1,6 +1,6 @@
 """Lowering of the cluster ops (docs/tile-ir.md, "Clusters"): tk.cluster_ctarank,
-tk.cluster_idx, tk.cluster_sync and tk.arrive_cta (tk.tma_load_multicast is
-tma.py's). The manifest's "cluster" (walker.py) makes the runtime launch the
+tk.cluster_idx, tk.cluster_sync, tk.arrive_cta and tk.tma_store_cta
+(tk.tma_load_multicast is tma.py's). The manifest's "cluster" (walker.py) makes the runtime launch the
 grid in clusters; these read where a CTA is in its cluster and reach the
 other CTAs' shared memory.
 
@@ -24,8 +24,10 @@ from mlir.dialects import arith, llvm, nvvm
 
 from ..diagnostics import error
 from ..dialect.attrs import required_int
+from ..dtypes import itemsize
+from . import shared
 from .barriers import _address_u32, barrier_ptr, lane0
-from .core import rule
+from .core import Shared, rule
 
 _IDS = {"x": nvvm.read_ptx_sreg_clusterid_x, "y": nvvm.read_ptx_sreg_clusterid_y,
         "z": nvvm.read_ptx_sreg_clusterid_z}
@@ -34,6 +36,12 @@ _IDS = {"x": nvvm.read_ptx_sreg_clusterid_x, "y": nvvm.read_ptx_sreg_clusterid_y
 _ARRIVE_REMOTE = ("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, $0, $1;\n"
                   "mbarrier.arrive.shared::cluster.b64 _, [remote], $2;\n}")
 _CLUSTER_SYNC = "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;"
+# dst and the barrier mapped into CTA $3's window; the copy engine moves $4
+# bytes from this CTA's $1 and completes them on the peer's barrier.
+_STORE_CTA = ("{\n.reg .b32 dst, bar;\nmapa.shared::cluster.u32 dst, $0, $3;\n"
+              "mapa.shared::cluster.u32 bar, $2, $3;\n"
+              "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
+              "[dst], [$1], $4, [bar];\n}")
 
 
 def _i32():
@@ -72,4 +80,23 @@ def _arrive_cta(lw, op, args):
         llvm.inline_asm(ir.Type.parse("!llvm.void"),
                         [addr, arith.index_cast(_i32(), cta), arith.constant(_i32(), count)],
                         _ARRIVE_REMOTE, "r,r,r,~{memory}", has_side_effects=True)
+    return []
+
+
+@rule("tk.tma_store_cta")
+def _store_cta(lw, op, args):
+    dst, src, cta, bar = args
+    for x, role in ((dst, "dst"), (src, "src")):
+        if not isinstance(x, Shared) or x.pitch != x.view.rows:
+            raise error(op, f"tk.tma_store_cta: {role} must be a whole shared tile")
+    if not isinstance(cta, ir.Value):
+        raise error(op, f"tk.tma_store_cta: the CTA must be an index value, found {op.operands[2].type}")
+    nbytes = src.view.rows * src.view.cols * itemsize(src.view.dtype)
+    u32 = lambda p: llvm.ptrtoint(_i32(), p)  # noqa: E731
+    addrs = [u32(shared.pointer(lw, dst)), u32(shared.pointer(lw, src)),
+             _address_u32(lw, bar, barrier_ptr(lw, op, bar))]
+    with lane0(lw):
+        llvm.inline_asm(ir.Type.parse("!llvm.void"),
+                        [*addrs, arith.index_cast(_i32(), cta), arith.constant(_i32(), nbytes)],
+                        _STORE_CTA, "r,r,r,r,r,~{memory}", has_side_effects=True)
     return []
