@@ -339,3 +339,39 @@ def test_a_tile_that_may_differ_in_a_cluster_is_not_multicast():
     names = [op.name for op in walk(m.operation)]
     assert names.count("tk.tma_load_multicast") == 0 and names.count("tk.tma_load") == 2
     assert names.count("tk.cluster_sync") == 0 and names.count("tk.arrive_cta") == 0
+
+
+def test_split_k_gemm_keeps_its_loads_and_its_cluster_syncs():
+    """gemm_hopper(split=2): a (2, 1, 1) cluster whose CTAs sum halves of K.
+    tk-pipeline-staging multicasts no load (the k loop's bounds follow the
+    CTA, so its variable differs between them even where the coordinates
+    name no block index), and keeps the author's opening and closing
+    tkc.cluster_sync() whole-block syncs outside the producer / consumer
+    split (inside the consumers' branch the producer would never arrive)."""
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.dialect import walk
+    from tkc.kernels.gemm_hopper import gemm_hopper
+    from tkc.pass_pipeline import run_pipeline
+    m = gemm_hopper("bf16", BN=64, persistent=False, split=2).trace()
+    run_pipeline(m, TILE_PIPELINE)
+    ops = list(walk(m.operation))
+    names = [op.name for op in ops]
+    assert "tk.tma_load_multicast" not in names and names.count("tk.tma_store_cta") == 1
+    syncs = [op for op in ops if op.name == "tk.cluster_sync"]
+    assert len(syncs) == 2
+    for op in syncs:   # directly in the kernel's body, around the split's scf.if
+        parent = op.parent
+        assert getattr(parent, "operation", parent).name == "func.func"
+
+
+@pytest.mark.parametrize("m, n, k, bn", [(128, 64, 256, 64), (200, 136, 72, 64), (130, 256, 640, 128)])
+def test_split_k_gemm_sums_both_halves(m, n, k, bn):
+    """Both CTAs' partial tiles meet through tma.store_cta: the product of
+    the whole K (k 72: the second CTA's half is one step; ragged M and N)."""
+    from tkc.kernels.gemm_hopper import gemm_hopper
+    rng = np.random.default_rng(m)
+    a, b = _bf16(rng, 1, 1, m, k), _bf16(rng, 1, 1, k, n)
+    c = np.full((1, 1, m, n), np.nan, np.float32)
+    gemm_hopper("f32", BN=bn, persistent=False, split=2).interpret(a, b, c)
+    ref = a[0, 0].astype(np.float64) @ b[0, 0].astype(np.float64)
+    np.testing.assert_allclose(c[0, 0], ref, rtol=1e-4, atol=1e-3)

@@ -31,7 +31,8 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     build = gemm._kernel
     monkeypatch.setattr(gemm, "_kernel", lambda *key, **kw: _interpreted(build(*key, **kw)))
-    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": 64, "cluster": 1, "persistent": True})  # the small tiles interpret faster
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": 64, "cluster": 1, "persistent": True,
+                                                          "split": 1})  # the small tiles interpret faster
     monkeypatch.setattr(norm_plans, "rms_kernels", lambda D, dropout, residual: tuple(
         _interpreted(k) for k in (rmsnorm_fwd(D, dropout, 4, residual),
                                   rmsnorm_bwd(D, dropout, 4, residual))))
@@ -195,17 +196,18 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
-    S = lambda bn, cluster=1, persistent=True: {"BN": bn, "cluster": cluster,  # noqa: E731
-                                                "persistent": persistent}
+    S = lambda bn, cluster=1, persistent=True, split=1: {  # noqa: E731
+        "BN": bn, "cluster": cluster, "persistent": persistent, "split": split}
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
         repr((1024, 1024, False)): {"config": S(64, 1, False)}, repr((896, 4096, False)): {"config": S(192)},
+        repr((128, 4096, False)): {"config": S(64, 1, False, 2)},
         repr((3072, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
         assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
-                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008)] == [
+                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008), t(100, 4000, 4096)] == [
             S(64, 1, False), S(192), S(128), S(256), S(192, 2),
-            S(256), S(256)]  # one aligned operand: the default
+            S(256), S(256), S(64, 1, False, 2)]  # one aligned operand: the default
     finally:
         gemm.TILE.forget()
 
@@ -215,23 +217,26 @@ def test_matmul_schedules_are_prebuilt():
     clusters) is one the library builds, for every product and linear
     epilogue: an offline call never meets a pick it cannot run."""
     from tkc.kernels import GEMM_SCHEDULES, library
-    kept = {(c["BN"], c["cluster"], c["persistent"]) for c in gemm.TILE.candidates()}
-    assert kept == set(GEMM_SCHEDULES) and (128, 2, True) not in kept and (256, 2, False) not in kept
+    kept = {(c["BN"], c["cluster"], c["persistent"], c["split"]) for c in gemm.TILE.candidates()}
+    assert kept == set(GEMM_SCHEDULES)
+    assert {(128, 2, True, 1), (256, 2, False, 1), (256, 1, False, 2), (64, 1, True, 2)}.isdisjoint(kept)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p in kept:
+    for bn, cl, p, k in kept:
         for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
-            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p).artifact_key() in built
+            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p,
+                                split=k).artifact_key() in built
         assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl,
-                            persistent=p).artifact_key() in built
+                            persistent=p, split=k).artifact_key() in built
 
 
-@pytest.mark.parametrize("bn, cluster, persistent", [(256, 1, True), (64, 1, False), (192, 2, True)])
-def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent):
-    """The 256-wide persistent and 64-wide one-block-a-tile schedules, and a
-    2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8), for
-    one ragged product."""
+@pytest.mark.parametrize("bn, cluster, persistent, split",
+                         [(256, 1, True, 1), (64, 1, False, 1), (192, 2, True, 1), (64, 1, False, 2)])
+def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent, split):
+    """The 256-wide persistent and 64-wide one-block-a-tile schedules, a
+    2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8), and
+    split-K (K's one step: the second CTA sums nothing), for one ragged product."""
     monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
-                                                          "persistent": persistent})
+                                                          "persistent": persistent, "split": split})
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

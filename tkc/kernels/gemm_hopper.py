@@ -33,7 +33,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 stages="auto", persistent: bool = True, order: str = "auto",
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
-                preact: bool = False, cluster: int = 1):
+                preact: bool = False, cluster: int = 1, split: int = 1):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -66,6 +66,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     multicast it to the cluster (persistent: tk-grid-ordering deals a
     cluster's CTAs one row of tiles). The grid's x rounds up to a multiple
     of n (a block past N computes a tile TMA does not store).
+    split=2 (split-K, blocks not persistent, BN up to 128): a tile's two
+    CTAs, a (2, 1, 1) cluster, each sum half of K's steps, then swap their
+    f32 partial tiles through distributed shared memory (tma.store_cta) and
+    add; CTA 0 stores the tile (CTA 1's stores aim past C's last row, where
+    TMA writes nothing). For C of fewer tiles than SMs: twice the blocks.
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -76,6 +81,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     if not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
                          f"up to 256 (wgmma's widest N), got {BN}")
+    if split not in (1, 2) or split == 2 and (persistent or cluster > 1 or BN > 128):
+        raise ValueError("gemm_hopper: split is 1 or 2, and split=2 takes blocks that are not "
+                         f"persistent, no cluster of its own and BN <= 128 (two f32 partial tiles "
+                         f"of 128 x BN in shared memory), got split={split}, persistent={persistent}, "
+                         f"cluster={cluster}, BN={BN}")
     mma_name = f"{'at' if transpose_a else 'a'}{'bt' if transpose_b else 'b'}"
     name = "_".join(x for x in (
         f"gemm_hopper_{out_dtype}_{mma_name}_{BM}x{BN}x{BK}",
@@ -83,7 +93,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         "" if order == "auto" else order.replace("(", "").replace(")", "").replace(", ", ""),
         "" if epilogue in (None, default) else f"e{epi}x{buffers}",
         "batched" if batched else "", "bias" if bias else "", activation or "",
-        "preact" if preact else "", f"c{cluster}" if cluster > 1 else "") if x)
+        "preact" if preact else "", f"c{cluster}" if cluster > 1 else "",
+        f"k{split}" if split > 1 else "") if x)
     mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
     act = {"gelu": gelu, "silu": silu}.get(activation)
     batch = "Bt" if batched else 1
@@ -93,42 +104,70 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     V = gl(bf16, 1, 1, 1, "N")
 
     def body(a, b, c, vec, z):
-        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+        x, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+        bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's half of K
         # (b, d) of this block's matrices: its batch; B's is 0 when B has batch 1
         ac = (0, tkc.block_idx.z) if batched else (0, 0)
         bc = (0, tkc.block_idx.z % b.d) if batched else (0, 0)
         a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
         c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
+        if split > 1:
+            mine, theirs = st(f32, BM, BN), st(f32, BM, BN)
+            got = tkc.barrier()
+            tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
         acc = zero(rt(f32, 16, BN))
-        if vec is not None:
+
+        def add_bias(acc):
+            # columns past N read 0
+            return add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
+        if vec is not None and split == 1:
             # the bias is the accumulator's start, not a finish step: loaded
             # before the loop, it leaves the finish as plain conversions, which
             # tk-pipeline-staging can overlap with the next item's loop (a load
-            # in the finish would keep it in place); columns past N read 0
-            acc = add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
-        for k in tkc.range(tkc.cdiv(a.r if transpose_a else a.c, BK), stages=stages):
+            # in the finish would keep it in place)
+            acc = add_bias(acc)
+        steps = tkc.cdiv(a.r if transpose_a else a.c, BK)
+        half = tkc.cdiv(steps, split)
+        ks = tkc.range(steps, stages=stages) if split == 1 else \
+            tkc.range(r * half, tkc.min(r * half + half, steps), stages=stages)
+        for k in ks:
             tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
             tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
             # each consumer warpgroup multiplies its 64 rows of C: rows of the
             # A tile, or with transpose_a its columns (a 64-column panel)
-            mine = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
-            mma(acc, mine, b_s)
+            mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
+            mma(acc, mine_a, b_s)
             warpgroup.mma_async_wait(acc)
+        row = bm
+        if split > 1:   # swap the partial tiles with the peer and add its own
+            warpgroup.store(mine, acc, (wg, 0))
+            tkc.fence_async()   # the writes, before the copy engine reads them
+            tkc.sync()
+            with tkc.if_(tkc.warpid() == 0):
+                tma.expect(got, theirs)
+                tma.store_cta(theirs, mine, 1 - r, got)
+            tkc.wait(got, 0)
+            acc = acc + warpgroup.load(rt(f32, 16, BN), theirs, (wg, 0))
+            if vec is not None:
+                acc = add_bias(acc)
+            row = bm + r * tkc.cdiv(c.r, BM)   # CTA 1's stores land past C: TMA writes nothing
 
         def finish(g, y, j, n):
             """Columns j of the tile to g, through finish tile n % buffers."""
             out = c_s[n % buffers]
             warpgroup.store(out, y.to(out_dtype), (wg, 0))
-            tma.store(g, out, (*ac, bm, bn * (BN // epi) + j))
+            tma.store(g, out, (*ac, row, bn * (BN // epi) + j))
 
         for j in range(BN // epi):
-            x = subtile(acc, 16, epi, (0, j))
+            y = subtile(acc, 16, epi, (0, j))
             if preact:  # z, then y = act(z): both from the f32 values, each rounded once
-                finish(z, x, j, 2 * j)
-                finish(c, act(x), j, 2 * j + 1)
+                finish(z, y, j, 2 * j)
+                finish(c, act(y), j, 2 * j + 1)
             else:
-                finish(c, act(x) if act else x, j, j)
+                finish(c, act(y) if act else y, j, j)
+        if split > 1:
+            tkc.cluster_sync()   # no CTA leaves while the peer may still copy from it
 
     if bias and preact:
         def gemm(a: A, b: B, bias: V, c: C, z: C):
@@ -143,10 +182,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         def gemm(a: A, b: B, c: C):
             body(a, b, c, None, None)
 
-    cols = lambda c: tkc.cdiv(c.c, BN * cluster) * cluster  # noqa: E731   (whole clusters)
+    n = max(cluster, split)   # CTAs a cluster along x
+    cols = lambda c: tkc.cdiv(c.c, BN * cluster) * n  # noqa: E731   (whole clusters)
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
-    if cluster > 1 and not persistent:
-        return tkc.kernel(name=name, warps=8, grid=grid, cluster=(cluster, 1, 1))(gemm)
+    if n > 1 and not persistent:
+        return tkc.kernel(name=name, warps=8, grid=grid, cluster=(n, 1, 1))(gemm)
     return tkc.kernel(name=name, warps=8, persistent=persistent, order=order, grid=grid,
                       cluster=(cluster, 1, 1))(gemm)

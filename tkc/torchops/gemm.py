@@ -38,10 +38,10 @@ BF16 = torch.bfloat16
 @functools.lru_cache(maxsize=None)
 def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: bool = False,
             activation: str | None = None, preact: bool = False, BN: int = 256, cluster: int = 1,
-            persistent: bool = True):
+            persistent: bool = True, split: int = 1):
     return gemm_hopper("bf16", transpose_b, BN=BN, persistent=persistent, transpose_a=transpose_a,
                        batched=batched, bias=bias, activation=activation, preact=preact,
-                       cluster=cluster)
+                       cluster=cluster, split=split)
 
 
 FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
@@ -89,22 +89,27 @@ def _tile_examples() -> list:
 # tiles do more work per byte loaded, narrower ones make more work items where
 # a wide tile's would leave SMs idle in a wave); the cluster along C's columns
 # whose CTAs share A's tile by TMA multicast (cluster 2: half of A's loads from
-# L2 a CTA); and whether blocks are persistent (one per SM, looping over work
+# L2 a CTA); whether blocks are persistent (one per SM, looping over work
 # items) or one per tile, which starts ~0.4 µs sooner where the items fit in one
-# wave (H200, 2048^3: 24.7 against 25.1 µs). Tuned with A B; the other products
-# and tkc.linear take the same schedule for their C. Pruned, so the library does
-# not build them: 2-CTA clusters of the narrow tiles, which never won (H200
-# probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), and clusters of blocks
-# that are not persistent (no faster than persistent ones there).
-TILE = autotune(space={"BN": [256, 192, 128, 64], "cluster": [1, 2], "persistent": [True, False]},
-                key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples,
-                prune=lambda c: c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"]))(
-    lambda BN, cluster, persistent: _kernel(False, False, False, BN=BN, cluster=cluster,
-                                            persistent=persistent))
+# wave (H200, 2048^3: 24.7 against 25.1 µs); and split-K (split 2: a tile's two
+# CTAs each sum half of K and add the partials through distributed shared
+# memory), for C of fewer tiles than SMs. Tuned with A B; the other products
+# and tkc.linear take the same schedule for their C. Pruned, so the library
+# does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
+# probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
+# are not persistent (no faster than persistent ones there), and split-K but
+# for blocks of BN <= 128 that are not persistent (gemm_hopper's rule).
+TILE = autotune(space={"BN": [256, 192, 128, 64], "cluster": [1, 2], "persistent": [True, False],
+                       "split": [1, 2]},
+                key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, prune=lambda c: (
+                    c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
+                    or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])))(
+    lambda BN, cluster, persistent, split: _kernel(False, False, False, BN=BN, cluster=cluster,
+                                                   persistent=persistent, split=split))
 
 
 def _schedule(rows: int, cols: int, a: Tensor, b: Tensor) -> dict:
-    """{BN, cluster, persistent} for C of rows x cols from operands a and b as stored."""
+    """{BN, cluster, persistent, split} for C of rows x cols from operands a and b as stored."""
     return TILE.choose(_key(rows, cols, _misaligned(a, b)))
 
 

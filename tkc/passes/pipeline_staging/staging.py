@@ -58,7 +58,14 @@ class Staging(Budget, Consumer, Stores, Producer):
         cx, cy, cz = cluster_shape(self.fn)
         if cx == 1 or cy != 1 or cz != 1:
             return 1, set()
-        loops = [for_view(x).induction_variable for x in (self.f.loop, self.f.items) if x is not None]
+        # a loop's variable is the same in each CTA only when its bounds are (a split-K
+        # loop's start follows the CTA: each loads other k tiles)
+        loops = []
+        for x in (self.f.loop, self.f.items):
+            if x is not None:
+                f = for_view(x)
+                if _same_in_cluster([f.lowerBound, f.upperBound, f.step], loops):
+                    loops.append(f.induction_variable)
         shared = set()
         for op in self.f.ring_loads:
             t = view(op.operands[0].type)
@@ -75,14 +82,18 @@ class Staging(Budget, Consumer, Stores, Producer):
         self._once_loads_slots()
         self.stages = self._choose_stages()
         self.registers = self._split_registers()
+        leading, closing, rest = _author_cluster_syncs(self.fn)
         with ir.InsertionPoint(first), self.loc:
-            self._barriers()
-            branch = self._split()
+            self._barriers()   # before the author's leading cluster syncs: peers may signal them
+        with ir.InsertionPoint(rest), self.loc:
+            branch = self._split(keep=set(leading) | set(closing))
         if self.multicast:   # no CTA signals a peer's barrier before the peer has made it, nor
-            with ir.InsertionPoint(branch.operation), self.loc:   # exits while a peer may still
-                tk.cluster_sync()                                  # write to it or arrive on
-            with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:   # its barriers
-                tk.cluster_sync()
+            if not leading:   # exits while a peer may still write to it or arrive on its barriers
+                with ir.InsertionPoint(branch.operation), self.loc:
+                    tk.cluster_sync()
+            if not closing:
+                with ir.InsertionPoint(terminator(entry(self.fn))), self.loc:
+                    tk.cluster_sync()
         self._producer(branch)  # first: it reads the loads the consumers' rewrite removes
         self._consumers(branch)
         self.fn.attributes["tk.warps"] = i64(self.total)
@@ -171,9 +182,10 @@ class Staging(Budget, Consumer, Stores, Producer):
         for r in range(self.cx):
             tk.arrive_cta(empty_slot, index(r))
 
-    def _split(self):
+    def _split(self, keep=frozenset()):
         """scf.if warpid >= cw {producer} else {consumers}, with every
-        non-prologue op of the entry block moved into the else branch."""
+        non-prologue op of the entry block moved into the else branch but
+        those in `keep` (the author's leading and closing cluster syncs)."""
         ops = [o.operation for o in entry(self.fn).operations]
         is_producer = arith.cmpi(arith.CmpIPredicate.uge, tk.worker_id("warpid"), index(self.cw))
         branch = scf.IfOp(is_producer, [], has_else=True)
@@ -182,11 +194,45 @@ class Staging(Budget, Consumer, Stores, Producer):
         with ir.InsertionPoint(branch.else_block):
             y = scf.YieldOp([])
         for o in ops[:-1]:
-            if not is_prologue(o):
+            if not is_prologue(o) and o not in keep:
                 o.move_before(y)
         if not self.persistent:
             self.f.body = branch.else_block  # the per-item code now lives there
         return branch
+
+
+def _author_cluster_syncs(fn) -> tuple[list, list, object]:
+    """The author's tk.cluster_syncs that open the kernel's body (after the
+    allocations and barrier inits, only index arithmetic before them: peers
+    may then signal the barriers) and that close it (no CTA leaves while a
+    peer may still reach its shared memory). They stay whole-block syncs
+    around the producer / consumer split: every warp of every CTA meets
+    there, the producer's too (inside the consumers' branch the producer
+    warps would never arrive). Also the op after the last opening one, where
+    the split goes."""
+    ops = [o.operation for o in entry(fn).operations]
+    body = [o for o in ops[:-1] if not is_prologue(o)]
+    leading, start = [], 0
+    for i, o in enumerate(body):
+        if o.name == "tk.cluster_sync":
+            leading.append(o)
+            start = i + 1
+        elif not _pure(o):
+            break
+    closing = []
+    for o in reversed(body[start:]):
+        if o.name != "tk.cluster_sync":
+            break
+        closing.append(o)
+    rest = body[start] if start < len(body) else ops[-1]
+    return leading, closing, rest
+
+
+def _pure(op) -> bool:
+    """Index arithmetic and reads of where a warp is: nothing to order."""
+    return not len(op.regions) and (op.name.startswith("arith.") or op.name in (
+        "tk.block_idx", "tk.warpid", "tk.warpgroupid", "tk.laneid", "tk.dim", "tk.grid_dim",
+        "tk.cluster_ctarank", "tk.cluster_idx"))
 
 
 # What a value may be computed from to be the same in every CTA of a cluster along x.
@@ -196,9 +242,9 @@ _CLUSTER_SAME = ("tk.grid_dim", "tk.dim")
 def _same_in_cluster(values, loops) -> bool:
     """Whether values are the same in every CTA of a cluster along x: computed
     by arith from constants, kernel arguments, tk.dim, grid_dim, block_idx.y
-    and .z and the pipeline's own loop variables (the k loop's, the work
-    items' loop's: the same trips in each CTA of a cluster, tk-grid-ordering
-    deals them so). Anything else (block_idx.x, a value loaded from memory,
+    and .z and the pipeline's own loop variables where their bounds are such
+    values (the k loop's, the work items' loop's: the same trips in each CTA
+    of a cluster, tk-grid-ordering deals them so). Anything else (block_idx.x, a value loaded from memory,
     another loop's variable) may differ: no multicast."""
     todo, seen = list(values), set()
     while todo:
