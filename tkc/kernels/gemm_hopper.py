@@ -128,9 +128,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             # in the finish would keep it in place)
             acc = add_bias(acc)
         steps = tkc.cdiv(a.r if transpose_a else a.c, BK)
-        half = tkc.cdiv(steps, split)
-        ks = tkc.range(steps, stages=stages) if split == 1 else \
-            tkc.range(r * half, tkc.min(r * half + half, steps), stages=stages)
+        if split == 1:
+            ks = tkc.range(steps, stages=stages)
+        else:   # this CTA's half of the steps
+            half = tkc.cdiv(steps, split)
+            ks = tkc.range(r * half, tkc.min(r * half + half, steps), stages=stages)
         for k in ks:
             tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
             tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
@@ -183,7 +185,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             body(a, b, c, None, None)
 
     n = max(cluster, split)   # CTAs a cluster along x
-    cols = lambda c: tkc.cdiv(c.c, BN * cluster) * n  # noqa: E731   (whole clusters)
+    cols = ((lambda c: tkc.cdiv(c.c, BN * cluster) * n) if n > 1   # noqa: E731   (whole clusters)
+            else (lambda c: tkc.cdiv(c.c, BN)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
     if n > 1 and not persistent:
