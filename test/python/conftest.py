@@ -47,3 +47,18 @@ def _fresh_op_plans():
     forget = getattr(sys.modules.get("tkc.torchops.plans"), "forget", None)
     if forget:
         forget()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prepared_kernels(request):
+    """Kernel.interpret keeps each kernel traced and passed once a process
+    (tkc/frontend/interpreted.py). A test that monkeypatches may change what
+    tracing or a pass makes (it patches a pass to drop a wait, say): it must
+    neither reuse another test's kernels nor leave its own to later tests."""
+    if "monkeypatch" not in request.fixturenames:
+        yield
+        return
+    from tkc.frontend import interpreted
+    interpreted.forget()
+    yield
+    interpreted.forget()
