@@ -8,11 +8,12 @@ may reach a tk.sync.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from ..diagnostics import error
-from .program import Step, execute, handler
+from .program import Step, execute, handler, run_plain
 from .values import int_bits, round_scalar, unsigned, wrap
 
 # ---- constants and conversions
@@ -106,10 +107,25 @@ _UINT = {
 }
 
 
+# the _INT ops that are one Python operator: their steps call it directly
+_OPERATOR = {"arith.addi": operator.add, "arith.subi": operator.sub, "arith.muli": operator.mul,
+             "arith.andi": operator.and_, "arith.ori": operator.or_, "arith.xori": operator.xor}
+
+
 @handler(*_INT)
 def _int_binary(c, op):
     f, bits = _INT[op.name], int_bits(_result_type(op))
-    return _map(c, op, lambda a, b: wrap(f(a, b), bits))
+    if op.name not in _OPERATOR or bits == 1 or len(op.operands) != 2:
+        return _map(c, op, lambda a, b: wrap(f(a, b), bits))
+    # index arithmetic runs for every op of every loop iteration: one
+    # operator call and a range check (wrap only when the value leaves it)
+    f, lo, hi = _OPERATOR[op.name], -(1 << (bits - 1)), 1 << (bits - 1)
+    (a, b), out = c.operand_slots(op), c.result_slot(op)
+
+    def step(env, w):
+        v = f(env[a], env[b])
+        env[out] = v if lo <= v < hi else wrap(v, bits)
+    return step
 
 
 @handler(*_UINT)
@@ -127,11 +143,22 @@ _CMPI = (
 )
 
 
+# the signed (and equality) predicates as operators, for cmpi's common steps
+_CMPI_OPERATOR = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+
+
 @handler("arith.cmpi")
 def _cmpi(c, op):
-    pred = _CMPI[op.attributes["predicate"].value]
+    p = op.attributes["predicate"].value
+    pred = _CMPI[p]
     bits = int_bits(str(op.operands[0].type))
-    return _map(c, op, lambda a, b: int(pred(a, b, bits)))
+    if p >= len(_CMPI_OPERATOR) or len(op.operands) != 2:
+        return _map(c, op, lambda a, b: int(pred(a, b, bits)))
+    f, (a, b), out = _CMPI_OPERATOR[p], c.operand_slots(op), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = 1 if f(env[a], env[b]) else 0
+    return step
 
 
 def _ordered(f):
@@ -256,7 +283,20 @@ def _for(c, op):
             values = yield from execute(body, env, w)
         for s, v in zip(results, values):
             env[s] = v
-    return Step(step, op, gen=True)
+
+    def plain(env, w):   # the same, for a body that reaches no barrier
+        lo, hi, by = env[lb], env[ub], env[st]
+        if by <= 0:
+            raise error(op, f"scf.for: step must be positive, got {by}")
+        values = [env[s] for s in inits]
+        for i in range(lo, hi, by):
+            env[iv] = i
+            for s, v in zip(carried, values):
+                env[s] = v
+            values = run_plain(body, env, w)
+        for s, v in zip(results, values):
+            env[s] = v
+    return Step(step, op, gen=True) if body.gen else Step(plain, op)
 
 
 @handler("scf.if")
@@ -272,4 +312,14 @@ def _if(c, op):
         values = yield from execute(block, env, w)
         for s, v in zip(results, values):
             env[s] = v
-    return Step(step, op, gen=True)
+
+    def plain(env, w):   # the same, for branches that reach no barrier
+        block = then if env[cond] else other
+        if block is None:
+            return
+        values = run_plain(block, env, w)
+        for s, v in zip(results, values):
+            env[s] = v
+    if any(b is not None and b.gen for b in (then, other)):
+        return Step(step, op, gen=True)
+    return Step(plain, op)
