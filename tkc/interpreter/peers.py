@@ -117,11 +117,10 @@ class _Cells:
         self.w_agent = np.full(shape, -1, np.int32)
         self.w_epoch = np.zeros(shape, np.int64)
         self.w_site = np.zeros(shape, np.int32)
-        # per agent: the epoch of its read (or reduce-add) since the last write, 0: none
-        self.r_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
-        self.r_site = [np.zeros(shape, np.int32) for _ in range(agents)]
-        self.a_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
-        self.a_site = [np.zeros(shape, np.int32) for _ in range(agents)]
+        # per agent: the epoch of its read (or reduce-add) since the last write,
+        # 0: none; None until the agent's first (most agents never read a buffer)
+        self.r_epoch, self.r_site = [None] * agents, [None] * agents
+        self.a_epoch, self.a_site = [None] * agents, [None] * agents
         # per agent, the largest read (add) epoch it ever recorded: an agent
         # whose largest is ordered before the access (<= the clock) cannot
         # race, whatever the cells (most agents, most accesses; 24 agents at 8 ranks)
@@ -165,12 +164,16 @@ class _Cells:
         if write is False or write == "add":
             epochs, sites, most = (self.r_epoch, self.r_site, self.r_max) if write is False else \
                 (self.a_epoch, self.a_site, self.a_max)
+            if epochs[agent] is None:
+                epochs[agent] = np.zeros(self.buf.shape, np.int64)
+                sites[agent] = np.zeros(self.buf.shape, np.int32)
             epochs[agent][key] = clock[agent]
             sites[agent][key] = s
             most[agent] = max(most[agent], int(clock[agent]))
             return
         for a in self.a_epoch + self.r_epoch:
-            a[key] = 0
+            if a is not None:
+                a[key] = 0
         self.w_agent[key], self.w_epoch[key], self.w_site[key] = agent, clock[agent], s
 
     def _race(self, world, agent, what, key, i, did, other, site):
