@@ -88,6 +88,7 @@ class PeerWorld:
         self.clock = np.eye(agents, dtype=np.int64)
         self.flags: dict = {}    # (id of the buffer, flat element) -> released clock
         self.memory: dict = {}   # id of a PeerBuffer -> its _Cells
+        self.sites: dict = {}    # id of an op (its Step keeps it alive) -> where(op)
 
     def release(self, agent: int, key) -> None:
         have = self.flags.get(key)
@@ -104,7 +105,10 @@ class PeerWorld:
         if cells is None:
             cells = self.memory[id(buf)] = _Cells(buf, len(self.names))
         op = block.current_op
-        cells.access(self, key, block.agent, write, where(op) if op is not None else "?")
+        site = self.sites.get(id(op))   # located once an op: an access per box and rank
+        if site is None:
+            site = self.sites[id(op)] = where(op) if op is not None else "?"
+        cells.access(self, key, block.agent, write, site)
 
 
 class _Cells:
