@@ -34,8 +34,22 @@ def _is_float(type_text: str) -> bool:
     return type_text in ("f64", "f32", "f16", "bf16")
 
 
+_TEXTS: dict = {}  # ir.Type -> its text, as dialect.types.view keeps views
+
+
+def _text(t) -> str:
+    """A type's text, printed once a type: printing is most of what compiling
+    an arith op costs (the fuzz tests compile ~2,000 kernels' closures)."""
+    s = _TEXTS.get(t)
+    if s is None:
+        if len(_TEXTS) >= 4096:   # types of many contexts
+            _TEXTS.clear()
+        s = _TEXTS[t] = str(t)
+    return s
+
+
 def _result_type(op) -> str:
-    return str(op.results[0].type)
+    return _text(op.results[0].type)
 
 
 @handler("arith.constant")
@@ -151,7 +165,7 @@ _CMPI_OPERATOR = (operator.eq, operator.ne, operator.lt, operator.le, operator.g
 def _cmpi(c, op):
     p = op.attributes["predicate"].value
     pred = _CMPI[p]
-    bits = int_bits(str(op.operands[0].type))
+    bits = int_bits(_text(op.operands[0].type))
     if p >= len(_CMPI_OPERATOR) or len(op.operands) != 2:
         return _map(c, op, lambda a, b: int(pred(a, b, bits)))
     f, (a, b), out = _CMPI_OPERATOR[p], c.operand_slots(op), c.result_slot(op)
@@ -226,7 +240,7 @@ def _select(c, op):
 
 
 def _int_cast(c, op, read_unsigned: bool):
-    src_bits, bits = int_bits(str(op.operands[0].type)), int_bits(_result_type(op))
+    src_bits, bits = int_bits(_text(op.operands[0].type)), int_bits(_result_type(op))
     if read_unsigned:
         return _map(c, op, lambda a: wrap(unsigned(a, src_bits), bits))
     return _map(c, op, lambda a: wrap(a, bits))
@@ -244,7 +258,7 @@ def _index_castui(c, op):
 
 @handler("arith.sitofp", "arith.uitofp")
 def _int_to_float(c, op):
-    make, bits = _float_maker(_result_type(op)), int_bits(str(op.operands[0].type))
+    make, bits = _float_maker(_result_type(op)), int_bits(_text(op.operands[0].type))
     if op.name == "arith.uitofp":
         return _map(c, op, lambda a: make(unsigned(a, bits)))
     return _map(c, op, lambda a: make(a))
