@@ -4,6 +4,7 @@ whatever pytest's import mode, and offer lanesim's fixture to every test."""
 import gc
 import os
 import sys
+import types
 
 # One BLAS/OpenMP thread a process: xdist runs a worker per core already, and
 # OpenBLAS's extra threads only spin against the other worker (and lit, run
@@ -62,16 +63,47 @@ def _fresh_op_plans():
         forget()
 
 
-@pytest.fixture(autouse=True)
-def _fresh_prepared_kernels(request):
+# Packages whose patching cannot change what a kernel traces or passes to
+# (the torch ops pick kernels and launch them; the runtime and the tuner run
+# them): a test may patch them and still share the prepared kernels.
+_NOT_COMPILER = ("tkc.torchops", "tkc.runtime", "tkc.tune")
+_patched = [False]   # this test patched tkc's compiler: forget its kernels at its end
+_real_setattr, _real_delattr = pytest.MonkeyPatch.setattr, pytest.MonkeyPatch.delattr
+
+
+def _patching(target) -> None:
     """Kernel.interpret keeps each kernel traced and passed once a process
-    (tkc/frontend/interpreted.py). A test that monkeypatches may change what
-    tracing or a pass makes (it patches a pass to drop a wait, say): it must
-    neither reuse another test's kernels nor leave its own to later tests."""
-    if "monkeypatch" not in request.fixturenames:
-        yield
-        return
-    from tkc.frontend import interpreted
-    interpreted.forget()
+    (tkc/frontend/interpreted.py). Patching tkc's compiler (a pass that drops
+    a wait, say) may change what they are: the kept kernels are dropped then,
+    and again when the test ends (its kernels were made with the patch)."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "") \
+        if isinstance(target, types.ModuleType) else getattr(target, "__module__", "") or ""
+    if name.startswith("tkc") and not name.startswith(_NOT_COMPILER):
+        from tkc.frontend import interpreted
+        interpreted.forget()
+        _patched[0] = True
+
+
+def _setattr(self, target, *args, **kwargs):
+    _patching(target)
+    return _real_setattr(self, target, *args, **kwargs)
+
+
+def _delattr(self, target, *args, **kwargs):
+    _patching(target)
+    return _real_delattr(self, target, *args, **kwargs)
+
+
+pytest.MonkeyPatch.setattr, pytest.MonkeyPatch.delattr = _setattr, _delattr
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prepared_kernels():
+    """A test that patched tkc's compiler leaves none of its kernels to the
+    next (_patching)."""
+    _patched[0] = False
     yield
-    interpreted.forget()
+    if _patched[0]:
+        from tkc.frontend import interpreted
+        interpreted.forget()
+        _patched[0] = False
