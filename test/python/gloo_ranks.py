@@ -15,6 +15,7 @@ import torch.multiprocessing as mp
 
 
 def run(worker, world: int, tmp_path, *args, timeout: float = 180) -> list:
+    _warm_compile()
     ctx = mp.get_context("fork")
     procs = [ctx.Process(target=_rank, args=(worker, rank, world, str(tmp_path), args))
              for rank in range(world)]
@@ -37,3 +38,11 @@ def _rank(worker, rank: int, world: int, path: str, args) -> None:
     finally:
         dist.destroy_process_group()
     torch.save(out, f"{path}/rank{rank}.pt")
+
+
+def _warm_compile() -> None:
+    """The workers call torch.compile: its first call imports dynamo and
+    AOTAutograd (~1.5 s of CPU). Made here, once, the forks share it instead
+    of each making it again (the test process has usually made it already)."""
+    torch.compile(lambda x: x + 1, backend="aot_eager")(torch.zeros(1))
+

@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import tkc
@@ -134,6 +135,26 @@ def test_kernels_in_file_errors(tmp_path):
     with pytest.raises(TkcError) as info:
         kernels_in_file(bad)
     assert "boom" in info.value.message
+
+
+def test_interpret_traces_and_passes_a_kernel_once(monkeypatch):
+    """Kernel.interpret keeps each kernel's IR after the tile pipeline by its
+    cache key (tkc/frontend/interpreted.py): a kernel of the same source and
+    specialisation is traced once; another specialisation is its own; after
+    forget() it is traced again. Every run still gets its own arguments."""
+    from tkc.frontend import interpreted
+    from tkc.frontend.kernel import Kernel
+    traced = []
+    real = Kernel.trace
+    monkeypatch.setattr(Kernel, "trace", lambda self: (traced.append(self.name), real(self))[1])
+    for k, n in ((_make(32), 32), (_make(32), 32), (_make(16), 16), (_make(16), 16)):
+        a = np.ones((64, 64), np.float32)
+        k.interpret(a)
+        assert (a[:16, :n] == 0).all() and (a[16:] == 1).all() and (a[:, n:] == 1).all()
+    assert len(traced) == 2
+    interpreted.forget()
+    _make(32).interpret(np.ones((32, 64), np.float32))
+    assert len(traced) == 3
 
 
 def test_arg_count_is_checked_before_running():

@@ -48,6 +48,29 @@ def test_every_block_runs_with_its_index_and_default_grid():
     np.testing.assert_array_equal(o, np.kron(blocks, np.ones((16, 16))))
 
 
+def test_a_prepared_program_runs_on_many_arguments():
+    """prepare() compiles the kernel once; each run binds its own arguments
+    and grid (a run keeps nothing in the Program: the second run is the
+    first's twin on other arrays)."""
+    from tkc.interpreter import prepare
+    m = kernel([("o", "!g")], [
+        '%x = "tk.block_idx"() {dim = "x"} : () -> index',
+        '%y = "tk.block_idx"() {dim = "y"} : () -> index',
+        '%nx = "tk.grid_dim"() {dim = "x"} : () -> index',
+        "%yn = arith.muli %y, %nx : index", "%id = arith.addi %yn, %x : index",
+        *fill_store("id", "y", "x"),
+    ], grid=["o.c // 16", "cdiv(o.r, 16)", "1"])
+    program = prepare(m)
+    for shape in ((48, 80), (16, 32), (48, 80)):
+        o, want = np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        run(program, [o])
+        run(m, [want])
+        np.testing.assert_array_equal(o, want)
+        assert o[-1, -1] == shape[0] // 16 * shape[1] // 16 - 1
+    with pytest.raises(TkcError, match="takes 1 arguments"):
+        run(program, [])
+
+
 def test_explicit_grid_overrides_and_z_dimension():
     m = kernel([("o", "!g")], ['%z = "tk.block_idx"() {dim = "z"} : () -> index',
                                *fill_store("z", "z", "c0")])

@@ -232,14 +232,13 @@ class Kernel:
         return self._launcher.prepare(args, bound)
 
     def interpret(self, *arrays):
-        """Run on numpy arrays with the CPU interpreter (arrays updated in place)."""
+        """Run on numpy arrays with the CPU interpreter (arrays updated in
+        place), as compiled: after the tile pipeline (traced and passed once
+        a process, interpreted.py)."""
         self._check_arg_count(arrays)
-        from ..compiler import TILE_PIPELINE
         from ..interpreter import run
-        from ..pass_pipeline import run_pipeline
-        module = self.trace()
-        run_pipeline(module, TILE_PIPELINE)  # legal layouts, verified, as compiled
-        run(module, list(arrays))
+        from .interpreted import prepared
+        run(prepared(self), list(arrays))
 
     def interpret_ranks(self, rank_args: list, **options) -> None:
         """Run as len(rank_args) ranks with the CPU interpreter: rank r's
@@ -247,12 +246,9 @@ class Kernel:
         its symmetric buffers (docs/multi-gpu.md). options: grid, races, sms."""
         for args in rank_args:
             self._check_arg_count(args)
-        from ..compiler import TILE_PIPELINE
         from ..interpreter import run_ranks
-        from ..pass_pipeline import run_pipeline
-        module = self.trace()
-        run_pipeline(module, TILE_PIPELINE)
-        run_ranks(module, [list(a) for a in rank_args], **options)
+        from .interpreted import prepared
+        run_ranks(prepared(self), [list(a) for a in rank_args], **options)
 
     def _check_arg_count(self, args) -> None:
         if len(args) != len(self.params):

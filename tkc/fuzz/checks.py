@@ -77,9 +77,10 @@ def check_passes(p: Program) -> tuple[Failure | None, list | None]:
         for entry in entries:
             stage = entry
             run_pipeline(module, entry)
-            if str(module) == text:  # the pass changed nothing (tk-verify, say): same outputs
+            now = str(module)   # printed once: printing is a tenth of a check
+            if now == text:  # the pass changed nothing (tk-verify, say): same outputs
                 continue
-            stage, text = f"interpret (after {entry})", str(module)
+            stage, text = f"interpret (after {entry})", now
             after = interpret(module, p)
             diff = differ(before, after)
             if diff:

@@ -16,10 +16,19 @@ so; shared memory starts as NaN so that reads of unwritten memory show.
 from __future__ import annotations
 
 
+def prepare(module, kernel: str | None = None):
+    """The tk kernel of `module` compiled once (machine.Program), to pass to
+    run or run_ranks in place of the module: runs on many arguments compile
+    it once."""
+    from .machine import prepare as _prepare
+    return _prepare(module, kernel)
+
+
 def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None,
         races: bool = True, sms: int = 4) -> None:
-    """Interpret the tk kernel of `module` on numpy `args` (see machine.run);
-    `sms` is the SM count a grid expression's `sms` reads."""
+    """Interpret the tk kernel of `module` (or of a prepare()d Program) on
+    numpy `args` (see machine.run); `sms` is the SM count a grid
+    expression's `sms` reads."""
     from .machine import run as _run  # imports MLIR-facing modules lazily
     _run(module, args, kernel=kernel, grid=grid, races=races, sms=sms)
 
@@ -32,4 +41,4 @@ def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple
     _run(module, rank_args, kernel=kernel, grid=grid, races=races, sms=sms)
 
 
-__all__ = ["run", "run_ranks"]
+__all__ = ["prepare", "run", "run_ranks"]

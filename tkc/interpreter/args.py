@@ -30,6 +30,10 @@ class Signature:
     arg_names: list[str]
     arg_types: list  # GL views, or "f32" / "i32"
     dim_names: list  # per argument, its dims' names (None = unnamed; [] for a scalar)
+    # the runtime's launch rules for these params (bind), made on the first
+    # bind: reading them off the IR walks the kernel (a prepared Program's
+    # runs, and run_ranks's ranks, share one)
+    launch: object = None
 
 
 def find_kernel(module, name: str | None):
@@ -89,10 +93,11 @@ def bind(sig: Signature, args: list) -> tuple[list, dict[str, int]]:
         else:
             values.append(None)
             on_gpu.append(a)
-    manifest = {"kernel": sig.name, "grid": sig.grid, "params": params(sig.func, sig.arg_names),
-                "tensor_maps": [{"param": i} for i in sorted(tma_params(sig.func))],
-                "inplace": inplace(sig.func), "multiples": multiples(sig.func)}
-    env = Launch(manifest).bind(on_gpu, host_ok=True).env
+    if sig.launch is None:
+        sig.launch = Launch({"kernel": sig.name, "grid": sig.grid, "params": params(sig.func, sig.arg_names),
+                             "tensor_maps": [{"param": i} for i in sorted(tma_params(sig.func))],
+                             "inplace": inplace(sig.func), "multiples": multiples(sig.func)})
+    env = sig.launch.bind(on_gpu, host_ok=True).env
     for i, (t, a) in enumerate(zip(sig.arg_types, args)):
         if not isinstance(t, GL):
             values[i] = np.float32(a) if t == "f32" else int(a)

@@ -81,7 +81,9 @@ class Warp:
 
 
 class Program:
-    """A kernel compiled to closures: body, slots, warps."""
+    """A kernel compiled to closures: body, slots, warps. It keeps no state
+    between runs (a run's is its blocks' and warps'), so one Program runs on
+    any arguments (prepare(), Kernel.interpret's cache)."""
 
     def __init__(self, sig):
         self.sig = sig
@@ -90,23 +92,31 @@ class Program:
         self.nslots = c.nslots
 
 
+def prepare(module, kernel: str | None = None) -> Program:
+    """The tk kernel of `module` (named `kernel`, default the only one)
+    compiled once, for run()s on any arguments."""
+    return Program(signature(find_kernel(module, kernel)))
+
+
 def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = None,
         races: bool = True, sms: int = 4) -> None:
     """Interpret the tk kernel of `module` on numpy `args` (updated in place).
 
     module: tile IR (tk + arith + scf + func), before or after
-    tk-layout-selection. args: one per kernel argument (see args.py).
+    tk-layout-selection, or a Program from prepare() (`kernel` unused).
+    args: one per kernel argument (see args.py).
     grid: blocks in (x, y, z) (1 to 3 ints); default: the kernel's tk.grid.
     races: check shared-memory accesses for races (races.py).
     sms: the SM count the grid language's `sms` stands for (a persistent
     kernel's grid is min(sms, work items)).
     """
-    sig = signature(find_kernel(module, kernel))
+    prepared = module if isinstance(module, Program) else None
+    sig = prepared.sig if prepared is not None else signature(find_kernel(module, kernel))
     values, env = bind(sig, list(args))
     if isinstance(sms, bool) or not isinstance(sms, (int, np.integer)) or sms < 1:
         raise error(sig.func, f"sms must be a positive int, got {sms!r}")
     grid = _grid(sig, {"sms": int(sms), **env}) if grid is None else _check_grid(sig, grid)
-    program = Program(sig)
+    program = prepared if prepared is not None else Program(sig)
     live = _live_rows(sig, args, grid)
     shape = cluster_shape(sig.func)
     if shape != (1, 1, 1):

@@ -253,6 +253,10 @@ def _load(c, op):
            f"an i32 tile moves to and from an i32 gl, got {t} and {mem_t}")
     src, out, idx = c.slot(op.operands[0]), c.result_slot(op), [c.slot(v) for v in op.operands[1:]]
     rnd_mem, rnd, shape = ROUND[mem_t.dtype], rounder(t.dtype), t.shape
+    # what a load makes of the memory's values: rounded to the memory's dtype
+    # (a gl array may hold values its dtype cannot), then the registers'
+    # (once when they are one dtype: rounding is idempotent)
+    read = rnd_mem if rnd is rnd_mem else (lambda x: rnd(rnd_mem(x)))
     held = NUMPY[mem_t.dtype]   # what the memory's values are read as (float32, int32)
     shared = not isinstance(mem_t, GL)
     expect("elements" not in op.attributes or "fill" in op.attributes, op,
@@ -267,7 +271,7 @@ def _load(c, op):
             ix, part = clipped(op, [env[i] for i in idx], shape, arr.shape, width, elements,
                                whole(arr)[1][3])
             piece = fill.copy()
-            piece[part] = rnd(rnd_mem(arr[ix].astype(held)))
+            piece[part] = read(arr[ix].astype(held))
             env[out] = piece
         return ragged
 
@@ -277,9 +281,8 @@ def _load(c, op):
         if shared and w.block.races is not None:
             w.block.races.read(w.warpid, arr, ix, op)
         piece = arr[ix]
-        # astype copies (registers never alias memory); a gl array may hold
-        # values its dtype cannot (a float32 array for bf16): round them.
-        env[out] = rnd(rnd_mem(piece.astype(held)))
+        # astype copies (registers never alias memory)
+        env[out] = read(piece.astype(held))
     return step
 
 

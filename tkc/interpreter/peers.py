@@ -88,6 +88,7 @@ class PeerWorld:
         self.clock = np.eye(agents, dtype=np.int64)
         self.flags: dict = {}    # (id of the buffer, flat element) -> released clock
         self.memory: dict = {}   # id of a PeerBuffer -> its _Cells
+        self.sites: dict = {}    # id of an op (its Step keeps it alive) -> where(op)
 
     def release(self, agent: int, key) -> None:
         have = self.flags.get(key)
@@ -104,7 +105,10 @@ class PeerWorld:
         if cells is None:
             cells = self.memory[id(buf)] = _Cells(buf, len(self.names))
         op = block.current_op
-        cells.access(self, key, block.agent, write, where(op) if op is not None else "?")
+        site = self.sites.get(id(op))   # located once an op: an access per box and rank
+        if site is None:
+            site = self.sites[id(op)] = where(op) if op is not None else "?"
+        cells.access(self, key, block.agent, write, site)
 
 
 class _Cells:
@@ -117,11 +121,14 @@ class _Cells:
         self.w_agent = np.full(shape, -1, np.int32)
         self.w_epoch = np.zeros(shape, np.int64)
         self.w_site = np.zeros(shape, np.int32)
-        # per agent: the epoch of its read (or reduce-add) since the last write, 0: none
-        self.r_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
-        self.r_site = [np.zeros(shape, np.int32) for _ in range(agents)]
-        self.a_epoch = [np.zeros(shape, np.int64) for _ in range(agents)]
-        self.a_site = [np.zeros(shape, np.int32) for _ in range(agents)]
+        # per agent: the epoch of its read (or reduce-add) since the last write,
+        # 0: none; None until the agent's first (most agents never read a buffer)
+        self.r_epoch, self.r_site = [None] * agents, [None] * agents
+        self.a_epoch, self.a_site = [None] * agents, [None] * agents
+        # per agent, the largest read (add) epoch it ever recorded: an agent
+        # whose largest is ordered before the access (<= the clock) cannot
+        # race, whatever the cells (most agents, most accesses; 24 agents at 8 ranks)
+        self.r_max, self.a_max = [0] * agents, [0] * agents
         self.sites: list[str] = []
 
     def _site(self, text: str) -> int:
@@ -146,12 +153,12 @@ class _Cells:
         what = {False: "reads", True: "overwrites", "add": "adds to"}[write]
         # a read or write after other agents' adds, a write or add after their reads; the
         # first other agent (by number) that raced, at its first element
-        for since, epochs, sites in (("added to", self.a_epoch, self.a_site),
-                                     ("read", self.r_epoch, self.r_site)):
+        for since, epochs, sites, most in (("added to", self.a_epoch, self.a_site, self.a_max),
+                                           ("read", self.r_epoch, self.r_site, self.r_max)):
             if (since == "read") == (write is False) or (since == "added to" and write == "add"):
                 continue
             for other in range(len(epochs)):
-                if other == agent:
+                if other == agent or most[other] <= clock[other]:
                     continue
                 late = np.asarray(epochs[other][key]) > clock[other]   # an epoch is >= 1: 0 never is
                 if late.any():
@@ -159,12 +166,18 @@ class _Cells:
                     self._race(world, agent, what, key, i, since, other,
                                self.sites[np.asarray(sites[other][key]).flat[i]])
         if write is False or write == "add":
-            epochs, sites = (self.r_epoch, self.r_site) if write is False else (self.a_epoch, self.a_site)
+            epochs, sites, most = (self.r_epoch, self.r_site, self.r_max) if write is False else \
+                (self.a_epoch, self.a_site, self.a_max)
+            if epochs[agent] is None:
+                epochs[agent] = np.zeros(self.buf.shape, np.int64)
+                sites[agent] = np.zeros(self.buf.shape, np.int32)
             epochs[agent][key] = clock[agent]
             sites[agent][key] = s
+            most[agent] = max(most[agent], int(clock[agent]))
             return
         for a in self.a_epoch + self.r_epoch:
-            a[key] = 0
+            if a is not None:
+                a[key] = 0
         self.w_agent[key], self.w_epoch[key], self.w_site[key] = agent, clock[agent], s
 
     def _race(self, world, agent, what, key, i, did, other, site):

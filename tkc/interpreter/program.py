@@ -6,9 +6,12 @@ yields. Every SSA value gets an integer slot; a warp's registers are a list
 indexed by slot, so running an op is a closure call and two list lookups.
 
 A step is either plain, `fn(env, warp)`, or a generator (`gen=True`) for the
-ops that can reach a `tk.sync` (the sync itself, scf.for, scf.if): the walker
-`yield from`s those, and the warp scheduler (machine.py) sees each barrier as
-a value yielded by the warp's generator.
+ops that can reach a `tk.sync` (the sync itself, and an scf.for or scf.if
+whose body has a generator step): the walker `yield from`s those, and the
+warp scheduler (machine.py) sees each barrier as a value yielded by the
+warp's generator. A block without generator steps runs with `run_plain`, a
+plain call: most loop bodies reach no barrier, and a generator per
+iteration cost more than their ops.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ class Block:
     steps: list[Step]
     arg_slots: list[int]
     yield_slots: list[int] = field(default_factory=list)
+    gen: bool = False  # a step is a generator: run with execute, else run_plain
 
 
 class Compiler:
@@ -83,6 +87,7 @@ class Compiler:
                 out.yield_slots = self.operand_slots(op)
                 break
             out.steps.append(self.step(op))
+        out.gen = any(step.gen for step in out.steps)
         return out
 
     def region(self, region) -> Block | None:
@@ -105,20 +110,44 @@ class Compiler:
 
 def execute(block: Block, env: list, warp):
     """Run `block` for one warp (a generator); returns the yielded values."""
-    step = None
+    step, state = None, warp.block
     try:
         for step in block.steps:
-            warp.block.current_op = step.op   # where a peer-memory access is (peers.py)
+            state.current_op = step.op   # where a peer-memory access is (peers.py)
             if step.gen:
                 yield from step.fn(env, warp)
             else:
                 step.fn(env, warp)
     except TkcError:
         raise
-    except Unlocated as e:  # found inside an array access (peer memory): this op's
-        raise error(step.op, f"{step.op.name}: {e}") from None
-    except Exception as e:  # numpy/Python failure inside one op: locate it
-        raise error(step.op, f"interpreting '{step.op.name}' failed: "
-                             f"{type(e).__name__}: {e}") from e
+    except Unlocated as e:
+        raise _located(e, step) from None
+    except Exception as e:
+        raise _located(e, step) from e
     return [env[s] for s in block.yield_slots]
+
+
+def run_plain(block: Block, env: list, warp) -> list:
+    """execute() for a block without generator steps (block.gen False): the
+    same, as a plain call."""
+    step, state = None, warp.block
+    try:
+        for step in block.steps:
+            state.current_op = step.op
+            step.fn(env, warp)
+    except TkcError:
+        raise
+    except Unlocated as e:
+        raise _located(e, step) from None
+    except Exception as e:
+        raise _located(e, step) from e
+    return [env[s] for s in block.yield_slots]
+
+
+def _located(e: Exception, step: Step) -> TkcError:
+    """The located error for `e`, raised while running `step`."""
+    if isinstance(e, Unlocated):  # found inside an array access (peer memory): this op's
+        return error(step.op, f"{step.op.name}: {e}")
+    # numpy/Python failure inside one op: locate it
+    return error(step.op, f"interpreting '{step.op.name}' failed: {type(e).__name__}: {e}")
 

@@ -166,7 +166,9 @@ class Prior:
     __slots__ = ("w_max", "w_site", "r_max", "r_site", "reads")
 
     def __init__(self, buf: Buffer, region: tuple):
-        self.w_max, self.w_site = _latest(buf.w_epoch, np.broadcast_to(buf.w_site, buf.w_epoch.shape), region)
+        e = buf.w_epoch[(_ALL, *region)].reshape(len(buf.w_epoch), -1)
+        i = e.argmax(axis=1)   # the write sites are one per cell, whichever agent wrote
+        self.w_max, self.w_site = e[np.arange(len(e)), i], buf.w_site[region].reshape(-1)[i]
         self.r_max, self.r_site = _latest(buf.r_epoch, buf.r_site, region)
         self.reads = buf.reads  # reads of the buffer so far (to see if any came since)
 

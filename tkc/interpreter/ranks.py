@@ -23,10 +23,12 @@ from .program import execute
 def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple | None = None,
               races: bool = True, sms: int = 4) -> None:
     """Interpret the tk kernel of `module` as len(rank_args) ranks: rank r's
-    arguments are rank_args[r] (numpy arrays, updated in place); a pgl
+    arguments are rank_args[r] (numpy arrays, updated in place); module may
+    be a Program (machine.prepare) as for machine.run; a pgl
     argument's arrays, one per rank, are that pgl's symmetric buffers (one
     shape). grid, races, sms: as machine.run, per rank."""
-    sig = signature(find_kernel(module, kernel))
+    prepared = module if isinstance(module, Program) else None   # machine.prepare's
+    sig = prepared.sig if prepared is not None else signature(find_kernel(module, kernel))
     world = len(rank_args)
     if not 1 <= world <= MAX_PEERS:
         raise error(sig.func, f"a launch spans 1 to {MAX_PEERS} ranks (the peer buffers a pgl "
@@ -42,7 +44,7 @@ def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple
                                   f"{[a.shape for a in arrays]}; a symmetric buffer has one shape")
         for values, b in zip((v for v, _ in bound), buffers(arrays, sig.arg_names[i], world_state)):
             values[i] = b
-    program, runs = Program(sig), []
+    program, runs = prepared if prepared is not None else Program(sig), []
     for r, (values, env) in enumerate(bound):
         blocks = _blocks(sig, env, grid, sms)
         for idx in blocks:

@@ -8,11 +8,12 @@ may reach a tk.sync.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from ..diagnostics import error
-from .program import Step, execute, handler
+from .program import Step, execute, handler, run_plain
 from .values import int_bits, round_scalar, unsigned, wrap
 
 # ---- constants and conversions
@@ -33,8 +34,22 @@ def _is_float(type_text: str) -> bool:
     return type_text in ("f64", "f32", "f16", "bf16")
 
 
+_TEXTS: dict = {}  # ir.Type -> its text, as dialect.types.view keeps views
+
+
+def _text(t) -> str:
+    """A type's text, printed once a type: printing is most of what compiling
+    an arith op costs (the fuzz tests compile ~2,000 kernels' closures)."""
+    s = _TEXTS.get(t)
+    if s is None:
+        if len(_TEXTS) >= 4096:   # types of many contexts
+            _TEXTS.clear()
+        s = _TEXTS[t] = str(t)
+    return s
+
+
 def _result_type(op) -> str:
-    return str(op.results[0].type)
+    return _text(op.results[0].type)
 
 
 @handler("arith.constant")
@@ -106,10 +121,25 @@ _UINT = {
 }
 
 
+# the _INT ops that are one Python operator: their steps call it directly
+_OPERATOR = {"arith.addi": operator.add, "arith.subi": operator.sub, "arith.muli": operator.mul,
+             "arith.andi": operator.and_, "arith.ori": operator.or_, "arith.xori": operator.xor}
+
+
 @handler(*_INT)
 def _int_binary(c, op):
     f, bits = _INT[op.name], int_bits(_result_type(op))
-    return _map(c, op, lambda a, b: wrap(f(a, b), bits))
+    if op.name not in _OPERATOR or bits == 1 or len(op.operands) != 2:
+        return _map(c, op, lambda a, b: wrap(f(a, b), bits))
+    # index arithmetic runs for every op of every loop iteration: one
+    # operator call and a range check (wrap only when the value leaves it)
+    f, lo, hi = _OPERATOR[op.name], -(1 << (bits - 1)), 1 << (bits - 1)
+    (a, b), out = c.operand_slots(op), c.result_slot(op)
+
+    def step(env, w):
+        v = f(env[a], env[b])
+        env[out] = v if lo <= v < hi else wrap(v, bits)
+    return step
 
 
 @handler(*_UINT)
@@ -127,11 +157,22 @@ _CMPI = (
 )
 
 
+# the signed (and equality) predicates as operators, for cmpi's common steps
+_CMPI_OPERATOR = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+
+
 @handler("arith.cmpi")
 def _cmpi(c, op):
-    pred = _CMPI[op.attributes["predicate"].value]
-    bits = int_bits(str(op.operands[0].type))
-    return _map(c, op, lambda a, b: int(pred(a, b, bits)))
+    p = op.attributes["predicate"].value
+    pred = _CMPI[p]
+    bits = int_bits(_text(op.operands[0].type))
+    if p >= len(_CMPI_OPERATOR) or len(op.operands) != 2:
+        return _map(c, op, lambda a, b: int(pred(a, b, bits)))
+    f, (a, b), out = _CMPI_OPERATOR[p], c.operand_slots(op), c.result_slot(op)
+
+    def step(env, w):
+        env[out] = 1 if f(env[a], env[b]) else 0
+    return step
 
 
 def _ordered(f):
@@ -199,7 +240,7 @@ def _select(c, op):
 
 
 def _int_cast(c, op, read_unsigned: bool):
-    src_bits, bits = int_bits(str(op.operands[0].type)), int_bits(_result_type(op))
+    src_bits, bits = int_bits(_text(op.operands[0].type)), int_bits(_result_type(op))
     if read_unsigned:
         return _map(c, op, lambda a: wrap(unsigned(a, src_bits), bits))
     return _map(c, op, lambda a: wrap(a, bits))
@@ -217,7 +258,7 @@ def _index_castui(c, op):
 
 @handler("arith.sitofp", "arith.uitofp")
 def _int_to_float(c, op):
-    make, bits = _float_maker(_result_type(op)), int_bits(str(op.operands[0].type))
+    make, bits = _float_maker(_result_type(op)), int_bits(_text(op.operands[0].type))
     if op.name == "arith.uitofp":
         return _map(c, op, lambda a: make(unsigned(a, bits)))
     return _map(c, op, lambda a: make(a))
@@ -256,7 +297,20 @@ def _for(c, op):
             values = yield from execute(body, env, w)
         for s, v in zip(results, values):
             env[s] = v
-    return Step(step, op, gen=True)
+
+    def plain(env, w):   # the same, for a body that reaches no barrier
+        lo, hi, by = env[lb], env[ub], env[st]
+        if by <= 0:
+            raise error(op, f"scf.for: step must be positive, got {by}")
+        values = [env[s] for s in inits]
+        for i in range(lo, hi, by):
+            env[iv] = i
+            for s, v in zip(carried, values):
+                env[s] = v
+            values = run_plain(body, env, w)
+        for s, v in zip(results, values):
+            env[s] = v
+    return Step(step, op, gen=True) if body.gen else Step(plain, op)
 
 
 @handler("scf.if")
@@ -272,4 +326,14 @@ def _if(c, op):
         values = yield from execute(block, env, w)
         for s, v in zip(results, values):
             env[s] = v
-    return Step(step, op, gen=True)
+
+    def plain(env, w):   # the same, for branches that reach no barrier
+        block = then if env[cond] else other
+        if block is None:
+            return
+        values = run_plain(block, env, w)
+        for s, v in zip(results, values):
+            env[s] = v
+    if any(b is not None and b.gen for b in (then, other)):
+        return Step(step, op, gen=True)
+    return Step(plain, op)

@@ -57,8 +57,8 @@ def _warpgroup_mma(c, op):
         if w.block.races is not None:  # each warp reads the operands, until its wait
             w.block.races.issue(w.warpid, "wgmma", [env[s] for s in shared], op)
         rows = slice(16 * (w.warpid % 4), 16 * (w.warpid % 4) + 16)
-        x = env[a].astype(np.float64)
-        x = x if a_in_regs else (x if var.a_k_major else x.T)[rows]
+        x = env[a]   # the warp's 16 rows of a shared A are taken before converting them
+        x = (x if a_in_regs else x[rows] if var.a_k_major else x.T[rows]).astype(np.float64)
         x = x if perm is None else x[:, perm]
         y = env[b].astype(np.float64)
         y = y.T if var.b_k_major else y
