@@ -13,7 +13,8 @@ from ...dialect.attrs import pipeline_options
 from ...dialect.kernel import cluster_shape
 from ...dialect.types import Barrier, view
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP
-from ..rewrite import backward_slice, defining_op, entry, hoist_prologue, i64, index, is_prologue, located
+from ..rewrite import (PURE_TK, WARP_IDS, backward_slice, defining_op, entry, hoist_prologue, i64, index,
+                       is_prologue, located)
 from .analysis import Found
 from .budget import Budget
 from .consumer import Consumer
@@ -229,10 +230,13 @@ def _author_cluster_syncs(fn) -> tuple[list, list, object]:
 
 
 def _pure(op) -> bool:
-    """Index arithmetic and reads of where a warp is: nothing to order."""
-    return not len(op.regions) and (op.name.startswith("arith.") or op.name in (
-        "tk.block_idx", "tk.warpid", "tk.warpgroupid", "tk.laneid", "tk.dim", "tk.grid_dim",
-        "tk.cluster_ctarank", "tk.cluster_idx"))
+    """Index arithmetic and reads of where a block or warp is: nothing to
+    order against a cluster sync."""
+    return not len(op.regions) and (op.name.startswith(("arith.", "index.")) or op.name in PURE_TK
+                                    or op.name in WARP_IDS or op.name in _CLUSTER_IDS)
+
+
+_CLUSTER_IDS = ("tk.cluster_ctarank", "tk.cluster_idx")
 
 
 # What a value may be computed from to be the same in every CTA of a cluster along x.
