@@ -19,6 +19,7 @@ import pytest
 from tkc.dialect import context, ops
 from tkc.dialect.types import GL, RT, view
 from tkc.hopper import fragments
+from tkc.interpreter.structured import type_str  # one cache of types' texts
 from tkc.lowering import lower_module
 
 mlir = pytest.importorskip("mlir")
@@ -43,21 +44,9 @@ def round_to(x, dtype):
     return {"f32": lambda v: v, "bf16": bf16, "f16": lambda v: v.astype(np.float16).astype(np.float32)}[dtype](x)
 
 
-_TEXTS: dict = {}  # ir.Type -> its text: ops ask for their types' at every run of a loop body
-
-
-def _text(t) -> str:
-    s = _TEXTS.get(t)
-    if s is None:
-        if len(_TEXTS) >= 4096:   # types of many contexts
-            _TEXTS.clear()
-        s = _TEXTS[t] = str(t)
-    return s
-
-
 def _dtype_of(t) -> str:
     """The element dtype of a scalar or vector type (vector<2xbf16>: packed pairs)."""
-    s = _text(t)
+    s = type_str(t)
     if s.startswith("vector<"):
         s = s.rstrip(">").split("x")[-1]
     return {"bf16": "bf16", "f16": "f16", "f32": "f32"}.get(s, "f32")
@@ -232,7 +221,7 @@ _FLOAT = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.mult
 
 
 def _is_float(t) -> bool:
-    return _text(t) in ("f32", "bf16", "f16")
+    return type_str(t) in ("f32", "bf16", "f16")
 
 
 def _attr_value(a, t):
@@ -246,19 +235,19 @@ def _pure(op, ins):
         return np.full(32, _attr_value(op.attributes["value"], rt),
                        np.float32 if _is_float(rt) else np.int64)
     if name == "arith.bitcast":  # f32 <-> i32 (an i32 held unsigned)
-        if _text(rt) == "i32":
+        if type_str(rt) == "i32":
             return np.asarray(ins[0], np.float32).view(np.uint32).astype(np.int64)
         return (np.asarray(ins[0]).astype(np.int64) & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     if name in _INT:
         a, b = np.asarray(ins[0]), np.asarray(ins[1])
-        if _text(rt) == "i32":  # the operands as the op reads them
+        if type_str(rt) == "i32":  # the operands as the op reads them
             a, b = (s32(a), s32(b)) if name in _SIGNED else (u32(a), u32(b))
         out = _INT[name](a, b)
-        return out & 0xFFFFFFFF if _text(rt) == "i32" else out  # i32 wraps (held unsigned)
+        return out & 0xFFFFFFFF if type_str(rt) == "i32" else out  # i32 wraps (held unsigned)
     if name == "arith.mului_extended":  # (low, high) of the unsigned 64-bit product
         p = (np.asarray(ins[0]).astype(np.uint64) & 0xFFFFFFFF) * (np.asarray(ins[1]).astype(np.uint64) & 0xFFFFFFFF)
         return [(p & 0xFFFFFFFF).astype(np.int64), (p >> np.uint64(32)).astype(np.int64)]
-    if name == "arith.trunci" or (name == "arith.index_cast" and _text(rt) == "i32"):
+    if name == "arith.trunci" or (name == "arith.index_cast" and type_str(rt) == "i32"):
         return np.asarray(ins[0]) & ((1 << ir.IntegerType(rt).width) - 1)
     if name in _FLOAT:
         with np.errstate(all="ignore"):
@@ -267,7 +256,7 @@ def _pure(op, ins):
         return -ins[0]
     if name in ("arith.extf", "arith.index_cast", "arith.index_castui"):
         return ins[0]
-    if name == "arith.sitofp" and _text(op.operands[0].type) == "i32":  # round to nearest
+    if name == "arith.sitofp" and type_str(op.operands[0].type) == "i32":  # round to nearest
         return s32(ins[0]).astype(np.float64).astype(np.float32)
     if name in ("arith.uitofp", "arith.sitofp"):
         return np.asarray(ins[0]).astype(np.float32)
@@ -278,7 +267,7 @@ def _pure(op, ins):
     if name == "arith.cmpi":
         pred = int(ir.IntegerAttr(op.attributes["predicate"]).value)
         a, b = ins
-        if _text(op.operands[0].type) == "i32":  # eq, ne and slt..sge signed; ult..uge unsigned
+        if type_str(op.operands[0].type) == "i32":  # eq, ne and slt..sge signed; ult..uge unsigned
             a, b = (s32(a), s32(b)) if pred <= 5 else (u32(a), u32(b))
         elif pred >= 6:  # ult, ule, ugt, uge: two's complement, as the GPU compares
             a, b = np.asarray(a).astype(np.int64).view(np.uint64), np.asarray(b).astype(np.int64).view(np.uint64)
@@ -372,7 +361,7 @@ def _pure(op, ins):
         return (sim_shared, np.zeros(32, np.int64))
     if name == "llvm.load":
         buf, off = _words(*ins[0], rt)
-        n = ir.VectorType(rt).shape[0] if _text(rt).startswith("vector<") else 1
+        n = ir.VectorType(rt).shape[0] if type_str(rt).startswith("vector<") else 1
         _in_bounds(sim_buffers[buf], off, n)
         if n > 1:  # n consecutive elements a lane
             out = sim_buffers[buf][np.asarray(off)[:, None] + np.arange(n)].copy()
@@ -388,8 +377,8 @@ def _guarded_load(asm: str, ins, rt):
     (inside it: the GPU would fault), the others the preset fill."""
     import re
     (buf, off), flag = ins[0], np.broadcast_to(np.asarray(ins[1]), (32,)).astype(bool)
-    words = _text(rt)[len("!llvm.struct<("):-2].split(", ") if _text(rt).startswith("!llvm.struct") \
-        else [_text(rt)]
+    words = type_str(rt)[len("!llvm.struct<("):-2].split(", ") if type_str(rt).startswith("!llvm.struct") \
+        else [type_str(rt)]
     per = [2 if t.startswith("vector<") else 1 for t in words]
     n, off = sum(per), np.broadcast_to(np.asarray(off), (32,))
     _in_bounds(sim_buffers[buf], off[flag], n)
@@ -422,7 +411,7 @@ def _words(buf, off, t):
     16 bytes of f32 words, moved and never computed on)."""
     if buf != sim_shared:
         return buf, off
-    assert ("f32" in _text(t) or "i32" in _text(t)) and (np.asarray(off) % 4 == 0).all(), \
+    assert ("f32" in type_str(t) or "i32" in type_str(t)) and (np.asarray(off) % 4 == 0).all(), \
         f"shared access of {t} at {off}"
     return buf, np.asarray(off) // 4
 

@@ -33,14 +33,19 @@ def kernel(args, lines, **kw):
     return kernel_module(args, "\n".join(lines), **kw)
 
 
-def test_every_block_runs_with_its_index_and_default_grid():
-    m = kernel([("o", "!g")], [
+def _block_ids():
+    """A kernel whose every 16 x 16 block of o holds its block's linear index."""
+    return kernel([("o", "!g")], [
         '%x = "tk.block_idx"() {dim = "x"} : () -> index',
         '%y = "tk.block_idx"() {dim = "y"} : () -> index',
         '%nx = "tk.grid_dim"() {dim = "x"} : () -> index',
         "%yn = arith.muli %y, %nx : index", "%id = arith.addi %yn, %x : index",
         *fill_store("id", "y", "x"),
     ], grid=["o.c // 16", "cdiv(o.r, 16)", "1"])
+
+
+def test_every_block_runs_with_its_index_and_default_grid():
+    m = _block_ids()
     o = np.zeros((48, 80), np.float32)
     run(m, [o])
     blocks = o[::16, ::16]
@@ -53,13 +58,7 @@ def test_a_prepared_program_runs_on_many_arguments():
     and grid (a run keeps nothing in the Program: the second run is the
     first's twin on other arrays)."""
     from tkc.interpreter import prepare
-    m = kernel([("o", "!g")], [
-        '%x = "tk.block_idx"() {dim = "x"} : () -> index',
-        '%y = "tk.block_idx"() {dim = "y"} : () -> index',
-        '%nx = "tk.grid_dim"() {dim = "x"} : () -> index',
-        "%yn = arith.muli %y, %nx : index", "%id = arith.addi %yn, %x : index",
-        *fill_store("id", "y", "x"),
-    ], grid=["o.c // 16", "cdiv(o.r, 16)", "1"])
+    m = _block_ids()
     program = prepare(m)
     for shape in ((48, 80), (16, 32), (48, 80)):
         o, want = np.zeros(shape, np.float32), np.zeros(shape, np.float32)

@@ -37,7 +37,7 @@ def _is_float(type_text: str) -> bool:
 _TEXTS: dict = {}  # ir.Type -> its text, as dialect.types.view keeps views
 
 
-def _text(t) -> str:
+def type_str(t) -> str:
     """A type's text, printed once a type: printing is most of what compiling
     an arith op costs (the fuzz tests compile ~2,000 kernels' closures)."""
     s = _TEXTS.get(t)
@@ -49,7 +49,7 @@ def _text(t) -> str:
 
 
 def _result_type(op) -> str:
-    return _text(op.results[0].type)
+    return type_str(op.results[0].type)
 
 
 @handler("arith.constant")
@@ -165,7 +165,7 @@ _CMPI_OPERATOR = (operator.eq, operator.ne, operator.lt, operator.le, operator.g
 def _cmpi(c, op):
     p = op.attributes["predicate"].value
     pred = _CMPI[p]
-    bits = int_bits(_text(op.operands[0].type))
+    bits = int_bits(type_str(op.operands[0].type))
     if p >= len(_CMPI_OPERATOR) or len(op.operands) != 2:
         return _map(c, op, lambda a, b: int(pred(a, b, bits)))
     f, (a, b), out = _CMPI_OPERATOR[p], c.operand_slots(op), c.result_slot(op)
@@ -240,7 +240,7 @@ def _select(c, op):
 
 
 def _int_cast(c, op, read_unsigned: bool):
-    src_bits, bits = int_bits(_text(op.operands[0].type)), int_bits(_result_type(op))
+    src_bits, bits = int_bits(type_str(op.operands[0].type)), int_bits(_result_type(op))
     if read_unsigned:
         return _map(c, op, lambda a: wrap(unsigned(a, src_bits), bits))
     return _map(c, op, lambda a: wrap(a, bits))
@@ -258,7 +258,7 @@ def _index_castui(c, op):
 
 @handler("arith.sitofp", "arith.uitofp")
 def _int_to_float(c, op):
-    make, bits = _float_maker(_result_type(op)), int_bits(_text(op.operands[0].type))
+    make, bits = _float_maker(_result_type(op)), int_bits(type_str(op.operands[0].type))
     if op.name == "arith.uitofp":
         return _map(c, op, lambda a: make(unsigned(a, bits)))
     return _map(c, op, lambda a: make(a))
