@@ -60,6 +60,8 @@ def fake_cuda():
         cuModuleGetFunction=lambda module, name: (ok, _Handle(2)),
         cuFuncSetAttribute=lambda *args: (ok,),
         cuLaunchKernel=launch,
+        cuLaunchKernelEx=launch,
+        CUlaunchAttribute=_Struct, CUlaunchConfig=_Struct, CUlaunchAttributeID=_Anything(),
         cuTensorMapEncodeTiled=lambda *args: (ok, _TensorMap()),
         cuuint64_t=int, cuuint32_t=int,
         CUtensorMapDataType=_Anything(), CUtensorMapInterleave=_Anything(),
@@ -74,6 +76,16 @@ class _Anything:
 
     def __getattr__(self, name):
         return 0
+
+
+class _Struct:
+    """A cuda-bindings struct stand-in (CUlaunchConfig, CUlaunchAttribute): any
+    field reads as a nested struct until set."""
+
+    def __getattr__(self, name):
+        value = _Struct()
+        setattr(self, name, value)
+        return value
 
 
 class _TensorMap:
@@ -93,7 +105,8 @@ def fake_driver(bf16_from_f16: bool = False):
     Yields the fake (its .state counts launches); restores everything after."""
     from tkc.runtime import args, driver
     from tkc.runtime.launch import reset_all
-    tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin)
+    tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin,
+              driver._configs)
     saved = (driver._cuda, args.view, [dict(t) for t in tables])
     real_view = args.view
 
