@@ -273,3 +273,31 @@ def test_compiles_without_spills(options, artifact_cache):
     assert art.cubin[:4] == b"\x7fELF"
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["stack"] == 0, res
     assert not res["wgmma_serialized"], res
+
+
+# ---------------------------------------------------------------- 64-row tiles
+
+@pytest.mark.parametrize("options,m,n,k", [
+    (dict(BN=32, persistent=False), 40, 200, 296),   # one consumer warpgroup, 7 column tiles
+    (dict(BN=64, persistent=False, split=2), 16, 136, 456),   # split-K, 64 x 64 partials
+    (dict(BN=128, persistent=False, split=2, transpose_b=True), 64, 264, 200),
+    (dict(BN=64, transpose_a=True), 200, 136, 72),   # persistent, A^T: 64-column panels of A
+    (dict(BN=32, persistent=False, bias=True, activation="silu", batched=True), 20, 72, 128),
+], ids=["bn32", "split-bn64", "split-bn128-bt", "at", "batched-linear"])
+def test_64_row_tiles(options, m, n, k, rng):
+    """BM = 64 (C of few rows): products of ragged shapes, in each mode the
+    schedules may pick it with."""
+    batch = (2,) if options.get("batched") else ()
+    c, _, _, ref = run_linear(rng, "f32", m, n, k, batch=batch, b_batch=batch, BM=64, **options)
+    assert rel_err(c, ref) < 1e-5
+
+
+def test_64_row_tiles_grid_and_finish():
+    """A 64-row tile: one consumer warpgroup (4 warps, the producer added), a
+    grid of cdiv(M, 64) rows, and finish tiles as wide as the 16 KiB allow
+    within BN (BN 32 builds: 64 x 32 ones, where 64 x 128 would not divide it)."""
+    k = gemm_hopper("bf16", BM=64, BN=32, persistent=False)
+    assert k.name == "gemm_hopper_bf16_ab_64x32x64_np" and k.warps == 4
+    assert k.grid_fn(type("C", (), {"r": 130, "c": 100})()) == (4, 3)
+    with pytest.raises(ValueError, match="BM is 128 or 64"):
+        gemm_hopper("bf16", BM=32)

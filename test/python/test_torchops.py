@@ -196,18 +196,21 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
-    S = lambda bn, cluster=1, persistent=True, split=1: {  # noqa: E731
-        "BN": bn, "cluster": cluster, "persistent": persistent, "split": split}
+    S = lambda bn, cluster=1, persistent=True, split=1, bm=128: {  # noqa: E731
+        "BN": bn, "cluster": cluster, "persistent": persistent, "split": split, "BM": bm}
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
         repr((1024, 1024, False)): {"config": S(64, 1, False)}, repr((896, 4096, False)): {"config": S(192)},
         repr((128, 4096, False)): {"config": S(64, 1, False, 2)},
+        repr((64, 4096, False)): {"config": S(32, 1, False, 1, 64)},
         repr((3072, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
         assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
-                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008), t(100, 4000, 4096)] == [
+                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008), t(100, 4000, 4096),
+                t(64, 4096, 4096), t(1, 3900, 512), t(65, 4096, 4096)] == [
             S(64, 1, False), S(192), S(128), S(256), S(192, 2),
-            S(256), S(256), S(64, 1, False, 2)]  # one aligned operand: the default
+            S(256), S(256), S(64, 1, False, 2),  # one aligned operand: the default
+            S(32, 1, False, 1, 64), S(32, 1, False, 1, 64), S(64, 1, False, 2)]  # <= 64 rows: one key
     finally:
         gemm.TILE.forget()
 
@@ -217,26 +220,31 @@ def test_matmul_schedules_are_prebuilt():
     clusters) is one the library builds, for every product and linear
     epilogue: an offline call never meets a pick it cannot run."""
     from tkc.kernels import GEMM_SCHEDULES, library
-    kept = {(c["BN"], c["cluster"], c["persistent"], c["split"]) for c in gemm.TILE.candidates()}
+    kept = {(c["BN"], c["cluster"], c["persistent"], c["split"], c["BM"]) for c in gemm.TILE.candidates()}
     assert kept == set(GEMM_SCHEDULES)
-    assert {(128, 2, True, 1), (256, 2, False, 1), (256, 1, False, 2), (64, 1, True, 2)}.isdisjoint(kept)
+    assert {(128, 2, True, 1, 128), (256, 2, False, 1, 128), (256, 1, False, 2, 128),
+            (64, 1, True, 2, 128), (32, 1, False, 1, 128), (64, 1, True, 1, 64),
+            (256, 1, False, 1, 64)}.isdisjoint(kept)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p, k in kept:
+    for bn, cl, p, k, bm in kept:
         for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
             assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p,
-                                split=k).artifact_key() in built
+                                split=k, BM=bm).artifact_key() in built
         assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl,
-                            persistent=p, split=k).artifact_key() in built
+                            persistent=p, split=k, BM=bm).artifact_key() in built
 
 
-@pytest.mark.parametrize("bn, cluster, persistent, split",
-                         [(256, 1, True, 1), (64, 1, False, 1), (192, 2, True, 1), (64, 1, False, 2)])
-def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent, split):
+@pytest.mark.parametrize("bn, cluster, persistent, split, bm",
+                         [(256, 1, True, 1, 128), (64, 1, False, 1, 128), (192, 2, True, 1, 128),
+                          (64, 1, False, 2, 128), (32, 1, False, 1, 64), (128, 1, False, 2, 64)])
+def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent, split, bm):
     """The 256-wide persistent and 64-wide one-block-a-tile schedules, a
-    2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8), and
-    split-K (K's one step: the second CTA sums nothing), for one ragged product."""
+    2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8),
+    split-K (K's one step: the second CTA sums nothing) and 64-row tiles
+    (two row tiles, the second ragged), for one ragged product."""
     monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
-                                                          "persistent": persistent, "split": split})
+                                                          "persistent": persistent, "split": split,
+                                                          "BM": bm})
     g = torch.Generator().manual_seed(7)
     a, b = torch.randn(72, 64, generator=g).to(BF), torch.randn(64, 200, generator=g).to(BF)
     assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2

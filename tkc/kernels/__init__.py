@@ -38,23 +38,24 @@ NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
-# tkc.matmul's tuned schedules (BN, cluster, persistent, split) per shape (tkc/torchops/gemm.py's
+# tkc.matmul's tuned schedules (BN, cluster, persistent, split, BM) per shape (tkc/torchops/gemm.py's
 # TILE: its space less what it prunes; a test checks the two agree)
-GEMM_SCHEDULES = tuple((bn, 1, p, 1) for p in (True, False) for bn in (64, 128, 192, 256)) + \
-    ((192, 2, True, 1), (256, 2, True, 1), (64, 1, False, 2), (128, 1, False, 2))
+GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128) for p in (True, False) for bn in (64, 128, 192, 256)) + \
+    ((192, 2, True, 1, 128), (256, 2, True, 1, 128), (64, 1, False, 2, 128), (128, 1, False, 2, 128)) + \
+    tuple((bn, 1, False, k, 64) for bn in (32, 64, 128) for k in (1, 2))
 
 
 def _gemm_ops():
     """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
-    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k)
-             for bn, cl, p, k in GEMM_SCHEDULES for ta, tb in pairs]
+    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k, BM=bm)
+             for bn, cl, p, k, bm in GEMM_SCHEDULES for ta, tb in pairs]
     batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl,
-                           split=k)
-               for bn, cl, p, k in GEMM_SCHEDULES for ta, tb in pairs]
+                           split=k, BM=bm)
+               for bn, cl, p, k, bm in GEMM_SCHEDULES for ta, tb in pairs]
     linear = [gemm_hopper("bf16", True, BN=bn, persistent=p, bias=bias, activation=act,
-                          preact=preact, cluster=cl, split=k)
-              for bn, cl, p, k in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
+                          preact=preact, cluster=cl, split=k, BM=bm)
+              for bn, cl, p, k, bm in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
               for preact in ((False, True) if act else (False,)) if bias or act]
     return plain + batched + linear
 

@@ -8,10 +8,12 @@ TMA ring and its mbarriers, and keeps each wgmma in flight into the next
 iteration; tk-grid-ordering makes it persistent (one block per SM) in
 L2-friendly super-rows. No barrier is written here.
 
-A block computes a 128 x BN tile of C with two consumer warpgroups (each its
-64 rows: a subtile of the A stage) over K steps of 64; the finish goes
-through two shared tiles of 128 x EPI by TMA stores, so a work item's stores
-overlap the next item's main loop. TMA zero-fills and clips, so M, N and K
+A block computes a BM x BN tile of C with BM / 64 consumer warpgroups (each
+its 64 rows: a subtile of the A stage) over K steps of 64; the finish goes
+through two shared tiles of BM x EPI by TMA stores, so a work item's stores
+overlap the next item's main loop. BM is 128, or 64 for C of few rows (M <=
+64: a decode step's activations), where a 128-row tile would load and
+multiply half a tile of zeros and the weights' bandwidth is what counts. TMA zero-fills and clips, so M, N and K
 need not be multiples of the tile: only rows of 16 bytes (the memory's
 inner dim a multiple of 8 for bf16: K and N, or with transpose_a M and N).
 
@@ -24,8 +26,8 @@ import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, rt, rv, st, tma, warpgroup
 from tkc.ops import add_col, gelu, load, silu, subtile, zero
 
-BM, BK = 128, 64
-EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
+BK = 64
+EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32 (64 x 128, 64 x 64)
 ACTIVATIONS = (None, "gelu", "silu")
 
 
@@ -33,7 +35,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 stages="auto", persistent: bool = True, order: str = "auto",
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
-                preact: bool = False, cluster: int = 1, split: int = 1):
+                preact: bool = False, cluster: int = 1, split: int = 1, BM: int = 128):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -76,7 +78,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
     if preact and activation is None:
         raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
+    if BM not in (64, 128):
+        raise ValueError(f"gemm_hopper: BM is 128 or 64 (one consumer warpgroup), got {BM}")
     default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
+    while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
+        default = (default[0] // 2, 2)
     epi, buffers = epilogue or default
     if not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
@@ -136,7 +142,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         for k in ks:
             tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
             tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
-            # each consumer warpgroup multiplies its 64 rows of C: rows of the
+            # each consumer warpgroup (wg < BM / 64) multiplies its 64 rows of C: rows of the
             # A tile, or with transpose_a its columns (a 64-column panel)
             mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
             mma(acc, mine_a, b_s)
@@ -189,7 +195,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             else (lambda c: tkc.cdiv(c.c, BN)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
+    warps = 4 * (BM // 64)   # the consumers (tk-pipeline-staging adds the producer)
     if n > 1 and not persistent:
-        return tkc.kernel(name=name, warps=8, grid=grid, cluster=(n, 1, 1))(gemm)
-    return tkc.kernel(name=name, warps=8, persistent=persistent, order=order, grid=grid,
+        return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, 1, 1))(gemm)
+    return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,
                       cluster=(cluster, 1, 1))(gemm)
