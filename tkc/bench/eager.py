@@ -3,9 +3,15 @@ time included), beside its peer in the same run, interleaved in rounds.
 
     python -m tkc.bench.eager [--only WORD ...] [--rounds R] [--json FILE]
 
-Per row: the median over `rounds` rounds of the mean ms per call of `calls`
-eager calls (CUDA events around them, no graph), tkc's and the peer's in
+Per row: the median over `rounds` rounds of the mean ms per call of a burst
+of eager calls (CUDA events around them, no graph), tkc's and the peer's in
 turn, and the median of the per-round ratios peer / tkc (> 1: tkc faster).
+A burst is the row's `calls` or, for short calls, as many as last BURST_MS
+on the faster side: a burst starts after a synchronise, and the first call
+after one costs a cold host path (H200 hosts, 2026-11-29: tkc.fftconv's
+44 µs of Python against 11 warm; 20-40 µs of intercept on a burst, torch's
+C++ ops 0-20), which a model's stream of ops between synchronisations does
+not pay once per op.
 The kernel time alone (CUDA-graph replay) is `python -m tkc.bench`'s.
 """
 from __future__ import annotations
@@ -112,7 +118,7 @@ def rows():
     table = [("gemm", f"matmul {m}x{n}x{k}", lambda m=m, n=n, k=k: gemm(m, n, k), "torch.matmul", 20)
              for m, n, k in ((1024, 1024, 1024), (2048, 2048, 2048), (777, 4096, 4096),
                              (8000, 8008, 4000), (3000, 3000, 3000), (4096, 4096, 4096),
-                             (8192, 14336, 4096))]
+                             (8192, 14336, 4096), (16, 4096, 4096), (64, 4096, 14336))]
     table += [("gemm", "matmul [8,2048,4096]x[4096,4096]", lambda: gemm(2048, 4096, 4096, 8),
                "torch.matmul", 10),
               ("gemm", "matmul 4096^3 fwd+bwd", lambda: gemm_bwd(4096, 4096, 4096),
@@ -150,6 +156,15 @@ def rows():
     return table
 
 
+BURST_MS = 2.0
+
+
+def _burst(mine, peer, calls: int) -> int:
+    """calls, or more: enough that the faster side's burst lasts BURST_MS."""
+    fastest = min(_ms(mine, calls), _ms(peer, calls))
+    return max(calls, int(BURST_MS / max(fastest, 1e-3)) + 1)
+
+
 def measure(only=(), rounds: int = 5) -> list[dict]:
     import torch
     out = []
@@ -161,11 +176,11 @@ def measure(only=(), rounds: int = 5) -> list[dict]:
             for fn in (mine, peer):
                 fn()
             torch.cuda.synchronize()
-            ms = interleaved({"tkc": mine, "peer": peer}, rounds,
-                             timer=lambda fn, n=calls: _ms(fn, n))
+            n = _burst(mine, peer, calls)
+            ms = interleaved({"tkc": mine, "peer": peer}, rounds, timer=lambda fn: _ms(fn, n))
             out.append({"row": name, "tkc_ms": round(statistics.median(ms["tkc"]), 4),
                         "peer": peer_name, "peer_ms": round(statistics.median(ms["peer"]), 4),
-                        "speedup": round(median_ratio(ms["peer"], ms["tkc"]), 3)})
+                        "speedup": round(median_ratio(ms["peer"], ms["tkc"]), 3), "calls": n})
         except Exception as e:  # noqa: BLE001  (a row that fails is reported, the rest run)
             out.append({"row": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
         print(json.dumps(out[-1]), flush=True)
