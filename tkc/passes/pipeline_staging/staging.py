@@ -65,12 +65,12 @@ class Staging(Budget, Consumer, Stores, Producer):
         for x in (self.f.loop, self.f.items):
             if x is not None:
                 f = for_view(x)
-                if _same_in_cluster([f.lowerBound, f.upperBound, f.step], loops):
+                if _same_in_cluster([f.lowerBound, f.upperBound, f.step], loops, cx):
                     loops.append(f.induction_variable)
         shared = set()
         for op in self.f.ring_loads:
             t = view(op.operands[0].type)
-            if t.rows % (16 * cx) == 0 and _same_in_cluster(list(op.operands)[2:], loops):
+            if t.rows % (16 * cx) == 0 and _same_in_cluster(list(op.operands)[2:], loops, cx):
                 shared.add(op)
         return cx, shared
 
@@ -243,13 +243,30 @@ _CLUSTER_IDS = ("tk.cluster_ctarank", "tk.cluster_idx")
 _CLUSTER_SAME = ("tk.grid_dim", "tk.dim")
 
 
-def _same_in_cluster(values, loops) -> bool:
-    """Whether values are the same in every CTA of a cluster along x: computed
-    by arith from constants, kernel arguments, tk.dim, grid_dim, block_idx.y
-    and .z and the pipeline's own loop variables where their bounds are such
-    values (the k loop's, the work items' loop's: the same trips in each CTA
-    of a cluster, tk-grid-ordering deals them so). Anything else (block_idx.x, a value loaded from memory,
-    another loop's variable) may differ: no multicast."""
+def _cluster_index(op, cx: int) -> bool:
+    """op is block_idx.x divided by a constant multiple of cx (clusters run
+    consecutive x: x = cx * cluster + rank)."""
+    if op.name not in ("arith.divui", "arith.floordivsi"):
+        return False
+    x, d = (defining_op(v) for v in op.operands)
+    if x is None or d is None or x.name != "tk.block_idx" or d.name != "arith.constant":
+        return False
+    if ir.StringAttr(x.attributes["dim"]).value != "x":
+        return False
+    n = ir.IntegerAttr(d.attributes["value"]).value
+    return n > 0 and n % cx == 0
+
+
+def _same_in_cluster(values, loops, cx: int) -> bool:
+    """Whether values are the same in every CTA of a cluster of cx along x:
+    computed by arith from constants, kernel arguments, tk.dim, grid_dim,
+    block_idx.y and .z, block_idx.x divided by a multiple of cx (the
+    cluster's index: a persistent kernel's first work item, as
+    tk-grid-ordering deals a cluster's CTAs the same items) and the
+    pipeline's own loop variables where their bounds are such values (the k
+    loop's, the work items' loop's). Anything else (block_idx.x itself or
+    its remainder, a value loaded from memory, another loop's variable) may
+    differ: no multicast."""
     todo, seen = list(values), set()
     while todo:
         v = todo.pop()
@@ -263,6 +280,8 @@ def _same_in_cluster(values, loops) -> bool:
         if op in seen:
             continue
         seen.add(op)
+        if _cluster_index(op, cx):
+            continue
         if op.name == "tk.block_idx":
             if ir.StringAttr(op.attributes["dim"]).value == "x":
                 return False
