@@ -212,6 +212,40 @@ def test_every_stage_count_runs(stages, rng):
     assert rel_err(c, ref) < 1e-5
 
 
+def _register_a_gemm(in_registers: bool):
+    """C (16 rows) = A B, A's 16-row tile loaded each step into every warp's
+    registers (in_registers) or read by wgmma from shared memory (a 64-row
+    tile of it)."""
+    @tkc.kernel(warps=4, grid=lambda a, b, c: (tkc.cdiv(c.c, 64), 1))
+    def reg_a(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(f32, 1, 1, "M", "N")):
+        from tkc.ops import load, store
+        a_s, b_s = st(bf16, 16 if in_registers else 64, 64), st(bf16, 64, 64)
+        acc = zero(rt(f32, 16, 64))
+        for k in tkc.range(tkc.cdiv(a.c, 64), stages=3):
+            tma.load(a_s, a, (0, 0, 0, k))
+            tma.load(b_s, b, (0, 0, k, tkc.block_idx.x))
+            warpgroup.mma_AB(acc, load(rt(bf16, 16, 64), a_s, (0, 0)) if in_registers else a_s, b_s)
+            warpgroup.mma_async_wait(acc)
+        store(c, acc, (0, 0, tkc.warpid(), tkc.block_idx.x), clip=True)
+    return reg_a
+
+
+@pytest.mark.parametrize("in_registers", [True, False])
+def test_a_wgmma_reading_a_from_registers_stays_waited_on(in_registers, rng):
+    """A loop's wgmma stays in flight into the next iteration only when it reads
+    A from shared memory: one reading A from registers must retire before the
+    next iteration writes its A (PTX leaves writing them earlier undefined; on
+    the H200 a split-K GEMM so relaxed gave wrong products, which the
+    interpreter, holding each value apart, could not show)."""
+    module = staged(_register_a_gemm(in_registers))
+    relaxed = re.search(r'"tk.warpgroup_mma_wait".*\{pending = 1 : i64\}', str(module))
+    assert bool(relaxed) == (not in_registers)
+    a, b = (ref_bf16(rng.standard_normal(s)) for s in ((1, 1, 16, 320), (1, 1, 320, 128)))
+    c = np.full((1, 1, 16, 128), np.nan, np.float32)
+    tkc.interpreter.run(module, [a, b, c], sms=2)
+    assert rel_err(c[0, 0], a[0, 0].astype(np.float64) @ b[0, 0]) < 1e-5
+
+
 @pytest.mark.parametrize("l2_rows", [1, 2, 16])
 def test_group_width_shrinks_when_l2_is_small(l2_rows, rng, monkeypatch):
     """grouped(y, 16, l2): the kernel narrows the group at run time to what

@@ -22,12 +22,19 @@ WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
 
 def relax_wgmma(body):
     """The body's final wait, relaxed to keep this iteration's wgmma groups in
-    flight, when every mma only feeds the next iteration's mmas (else None)."""
+    flight, when every mma only feeds the next iteration's mmas and reads A
+    from shared memory (else None). An A in registers must not: a wgmma reads
+    its A registers until a wait retires it (PTX: writing them before is
+    undefined), and the next iteration's A is made while this one's is in
+    flight, where ptxas may reuse the registers (a GEMM with A loaded into
+    registers each step gave wrong products on the H200 this way)."""
     tops = [o.operation for o in body.operations]
     mmas = [o for o in tops if o.name in WGMMA]
     waits = [o for o in tops if o.name == "tk.warpgroup_mma_wait"]
     nested = [o for t in tops for o in walk(t) if o.name in WGMMA + ("tk.warpgroup_mma_wait",)]
     if not mmas or len(waits) != 1 or nested:
+        return None
+    if any(not isinstance(view(m.operands[0].type), ST) for m in mmas):
         return None
     wait = waits[0]
     if _pending(wait) != 0 or tops.index(wait) < tops.index(mmas[-1]):
