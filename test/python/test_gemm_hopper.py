@@ -284,11 +284,18 @@ def test_compiles_without_spills(options, artifact_cache):
     (dict(BN=64, transpose_a=True), 200, 136, 72),   # persistent, A^T: 64-column panels of A
     (dict(BN=32, persistent=False, bias=True, activation="silu", batched=True), 20, 72, 128),
 ], ids=["bn32", "split-bn64", "split-bn128-bt", "at", "batched-linear"])
-def test_64_row_tiles(options, m, n, k, rng):
-    """BM = 64 (C of few rows): products of ragged shapes, in each mode the
-    schedules may pick it with."""
+@pytest.mark.parametrize("bm", [64, 16])
+def test_64_and_16_row_tiles(options, m, n, k, bm, rng):
+    """BM = 64 and 16 (C of few rows; 16: A's rows in registers, four copies
+    multiplied, warp 0's stored): products of ragged shapes (M past one
+    tile), in each mode the schedules may pick them with (BM 16 with A
+    transposed is refused: tile_rows gives such products BM 64)."""
+    if bm == 16 and options.get("transpose_a"):
+        with pytest.raises(ValueError, match="not with transpose_a"):
+            gemm_hopper("f32", BM=16, **options)
+        return
     batch = (2,) if options.get("batched") else ()
-    c, _, _, ref = run_linear(rng, "f32", m, n, k, batch=batch, b_batch=batch, BM=64, **options)
+    c, _, _, ref = run_linear(rng, "f32", m, n, k, batch=batch, b_batch=batch, BM=bm, **options)
     assert rel_err(c, ref) < 1e-5
 
 
@@ -299,5 +306,17 @@ def test_64_row_tiles_grid_and_finish():
     k = gemm_hopper("bf16", BM=64, BN=32, persistent=False)
     assert k.name == "gemm_hopper_bf16_ab_64x32x64_np" and k.warps == 4
     assert k.grid_fn(type("C", (), {"r": 130, "c": 100})()) == (4, 3)
-    with pytest.raises(ValueError, match="BM is 128 or 64"):
+    with pytest.raises(ValueError, match="BM is 128, 64"):
         gemm_hopper("bf16", BM=32)
+
+
+def test_16_row_tiles_keep_each_wgmma_waited_on():
+    """BM 16 multiplies A from registers: tk-pipeline-staging keeps the loop's
+    full wait (a wgmma in flight would read registers the next step writes)."""
+    def staged(kern):
+        module = kern.trace()
+        run_pipeline(module, TILE_PIPELINE)
+        return str(module)
+    text = staged(gemm_hopper("bf16", BM=16, BN=64, persistent=False, split=2))
+    assert '"tk.warpgroup_mma_wait"' in text and "pending = 1" not in text
+    assert "pending = 1" in staged(gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=2))

@@ -202,15 +202,18 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
         repr((1024, 1024, False)): {"config": S(64, 1, False)}, repr((896, 4096, False)): {"config": S(192)},
         repr((128, 4096, False)): {"config": S(64, 1, False, 2)},
         repr((64, 4096, False)): {"config": S(32, 1, False, 1, 64)},
+        repr((16, 4096, False)): {"config": S(64, 1, False, 2, 16)},
         repr((3072, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
         assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
                 t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008), t(100, 4000, 4096),
-                t(64, 4096, 4096), t(1, 3900, 512), t(65, 4096, 4096)] == [
+                t(64, 4096, 4096), t(17, 3900, 512), t(65, 4096, 4096), t(1, 4096, 64),
+                t(16, 3900, 4096)] == [
             S(64, 1, False), S(192), S(128), S(256), S(192, 2),
             S(256), S(256), S(64, 1, False, 2),  # one aligned operand: the default
-            S(32, 1, False, 1, 64), S(32, 1, False, 1, 64), S(64, 1, False, 2)]  # <= 64 rows: one key
+            S(32, 1, False, 1, 64), S(32, 1, False, 1, 64), S(64, 1, False, 2),  # 17-64 rows: one key
+            S(64, 1, False, 2, 16), S(64, 1, False, 2, 16)]  # and up to 16
     finally:
         gemm.TILE.forget()
 
@@ -236,12 +239,13 @@ def test_matmul_schedules_are_prebuilt():
 
 @pytest.mark.parametrize("bn, cluster, persistent, split, bm",
                          [(256, 1, True, 1, 128), (64, 1, False, 1, 128), (192, 2, True, 1, 128),
-                          (64, 1, False, 2, 128), (32, 1, False, 1, 64), (128, 1, False, 2, 64)])
+                          (64, 1, False, 2, 128), (32, 1, False, 1, 64), (128, 1, False, 2, 64),
+                          (64, 1, False, 2, 16)])
 def test_matmul_wide_and_narrow_tiles(cpu_ops, monkeypatch, bn, cluster, persistent, split, bm):
     """The 256-wide persistent and 64-wide one-block-a-tile schedules, a
     2-CTA cluster sharing A (of C's 200 columns the second CTA holds 8),
-    split-K (K's one step: the second CTA sums nothing) and 64-row tiles
-    (two row tiles, the second ragged), for one ragged product."""
+    split-K (K's one step: the second CTA sums nothing) and 64- and 16-row
+    tiles (two and five row tiles, the last ragged), for one ragged product."""
     monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
                                                           "persistent": persistent, "split": split,
                                                           "BM": bm})

@@ -13,7 +13,11 @@ its 64 rows: a subtile of the A stage) over K steps of 64; the finish goes
 through two shared tiles of BM x EPI by TMA stores, so a work item's stores
 overlap the next item's main loop. BM is 128, or 64 for C of few rows (M <=
 64: a decode step's activations), where a 128-row tile would load and
-multiply half a tile of zeros and the weights' bandwidth is what counts. TMA zero-fills and clips, so M, N and K
+multiply half a tile of zeros and the weights' bandwidth is what counts; or
+16 (M <= 16): then TMA loads A's 16 rows, not a 64-row box mostly past M
+(its zero fill cost the H200 ~6 µs at 16 x 4096 x 4096: 17.7 against
+12.0), each warp loads them into registers and wgmma multiplies four copies
+of them (its M is 64), of which warp 0's are stored. TMA zero-fills and clips, so M, N and K
 need not be multiples of the tile: only rows of 16 bytes (the memory's
 inner dim a multiple of 8 for bf16: K and N, or with transpose_a M and N).
 
@@ -24,11 +28,17 @@ so dW = X^T dY of a linear layer's backward is gemm_hopper(transpose_a=True).
 
 import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, rt, rv, st, tma, warpgroup
-from tkc.ops import add_col, gelu, load, silu, subtile, zero
+from tkc.ops import add_col, gelu, load, silu, store, subtile, zero
 
 BK = 64
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32 (64 x 128, 64 x 64)
 ACTIVATIONS = (None, "gelu", "silu")
+
+
+def tile_rows(BM: int, transpose_a: bool) -> int:
+    """The BM a schedule's BM takes for a product: 64 for BM 16 with A
+    transposed (BM 16 reads A's rows into registers as stored)."""
+    return 64 if BM == 16 and transpose_a else BM
 
 
 def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
@@ -78,8 +88,12 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
     if preact and activation is None:
         raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
-    if BM not in (64, 128):
-        raise ValueError(f"gemm_hopper: BM is 128 or 64 (one consumer warpgroup), got {BM}")
+    if BM not in (16, 64, 128):
+        raise ValueError(f"gemm_hopper: BM is 128, 64 (one consumer warpgroup) or 16 (A in "
+                         f"registers), got {BM}")
+    if BM == 16 and transpose_a:
+        raise ValueError("gemm_hopper: BM=16 loads A's rows into registers as stored: not with "
+                         "transpose_a (take BM=64)")
     default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
     while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
         default = (default[0] // 2, 2)
@@ -118,6 +132,15 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
         c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
+        def put(t, y):
+            """The consumers' rows of the tile into t (BM 16: warp 0's 16, the
+            other warps' being copies)."""
+            if BM == 16:
+                with tkc.if_(tkc.warpid() == 0):
+                    store(t, y, (0, 0))
+            else:
+                warpgroup.store(t, y, (wg, 0))
+
         if split > 1:
             mine, theirs = st(f32, BM, BN), st(f32, BM, BN)
             got = tkc.barrier()
@@ -143,20 +166,25 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
             tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
             # each consumer warpgroup (wg < BM / 64) multiplies its 64 rows of C: rows of the
-            # A tile, or with transpose_a its columns (a 64-column panel)
-            mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
+            # A tile, or with transpose_a its columns (a 64-column panel); BM 16: each warp
+            # the tile's 16 rows, from registers
+            if BM == 16:
+                mine_a = load(rt(bf16, 16, BK), a_s, (0, 0))
+            else:
+                mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
             mma(acc, mine_a, b_s)
             warpgroup.mma_async_wait(acc)
         row = bm
         if split > 1:   # swap the partial tiles with the peer and add its own
-            warpgroup.store(mine, acc, (wg, 0))
+            put(mine, acc)
             tkc.fence_async()   # the writes, before the copy engine reads them
             tkc.sync()
             with tkc.if_(tkc.warpid() == 0):
                 tma.expect(got, theirs)
                 tma.store_cta(theirs, mine, 1 - r, got)
             tkc.wait(got, 0)
-            acc = acc + warpgroup.load(rt(f32, 16, BN), theirs, (wg, 0))
+            acc = acc + (load(rt(f32, 16, BN), theirs, (0, 0)) if BM == 16
+                         else warpgroup.load(rt(f32, 16, BN), theirs, (wg, 0)))
             if vec is not None:
                 acc = add_bias(acc)
             row = bm + r * tkc.cdiv(c.r, BM)   # CTA 1's stores land past C: TMA writes nothing
@@ -164,7 +192,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         def finish(g, y, j, n):
             """Columns j of the tile to g, through finish tile n % buffers."""
             out = c_s[n % buffers]
-            warpgroup.store(out, y.to(out_dtype), (wg, 0))
+            put(out, y.to(out_dtype))
             tma.store(g, out, (*ac, row, bn * (BN // epi) + j))
 
         for j in range(BN // epi):
@@ -195,7 +223,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             else (lambda c: tkc.cdiv(c.c, BN)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
-    warps = 4 * (BM // 64)   # the consumers (tk-pipeline-staging adds the producer)
+    warps = 4 * max(1, BM // 64)   # the consumers (tk-pipeline-staging adds the producer)
     if n > 1 and not persistent:
         return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, 1, 1))(gemm)
     return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper
+from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper, tile_rows
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
@@ -41,17 +41,17 @@ def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: b
             persistent: bool = True, split: int = 1, BM: int = 128):
     return gemm_hopper("bf16", transpose_b, BN=BN, persistent=persistent, transpose_a=transpose_a,
                        batched=batched, bias=bias, activation=activation, preact=preact,
-                       cluster=cluster, split=split, BM=BM)
+                       cluster=cluster, split=split, BM=tile_rows(BM, transpose_a))
 
 
 FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
-FEW = 64     # C of up to FEW rows (a decode step's activations) is a key of its own
+FEW = (16, 64)   # C of up to 16, and of 17 to 64 rows (a decode step's activations): keys of their own
 
 
 def _tile_key(a, b, c) -> tuple:
     """What C's schedule depends on: its rows in all (batch x M) and its
-    columns, up to FINE in steps of 128 rows (FEW rows or fewer apart: one
-    64-row tile) and 256 columns (how the work items fill the SMs' waves
+    columns, up to FINE in steps of 128 rows (up to 16 and up to 64 rows
+    apart: one 16- or 64-row tile) and 256 columns (how the work items fill the SMs' waves
     changes within a power of two), beyond it
     bucketed to powers of two (many waves: the widest tile wins); and whether
     both operands' rows miss 128-byte alignment (see _misaligned)."""
@@ -60,7 +60,8 @@ def _tile_key(a, b, c) -> tuple:
 
 
 def _key(rows: int, cols: int, misaligned: bool) -> tuple:
-    return (FEW if rows <= FEW else -(-rows // 128) * 128 if rows <= FINE else bucket(rows),
+    few = next((f for f in FEW if rows <= f), None)
+    return (few or (-(-rows // 128) * 128 if rows <= FINE else bucket(rows)),
             -(-cols // 256) * 256 if cols <= FINE else bucket(cols), misaligned)
 
 
@@ -77,7 +78,7 @@ def _tile_examples() -> list:
     """The shapes `tkc tune --library` tunes the schedule at: every key's C up
     to FINE, and 8192 and 16384 rows and columns beyond; K 4096, and for the
     misaligned keys K 4000 with C 8 columns short of the key's."""
-    rows = [FEW, *range(128, FINE + 1, 128), 8192, 16384]
+    rows = [*FEW, *range(128, FINE + 1, 128), 8192, 16384]
     cols = [*range(256, FINE + 1, 256), 8192, 16384]
 
     def make(m, n, k):
@@ -95,22 +96,22 @@ def _tile_examples() -> list:
 # items) or one per tile, which starts ~0.4 µs sooner where the items fit in one
 # wave (H200, 2048^3: 24.7 against 25.1 µs); and split-K (split 2: a tile's two
 # CTAs each sum half of K and add the partials through distributed shared
-# memory), for C of fewer tiles than SMs; and the tile's height BM, 128 or 64
-# (C of few rows: a 128-row tile would stream B at half the rate, its second
-# half zeros), 64 with one block a tile of up to 128 columns, or 32, which
-# only a 64-row tile takes (BN 32: N / 32 blocks to stream B with, no split-K's
-# exchange). Tuned with A B; the other products
+# memory), for C of fewer tiles than SMs; and the tile's height BM, 128, 64
+# or 16 (C of few rows: a 128-row tile would stream B at half the rate, its
+# second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
+# 64 and 16 with one block a tile of up to 128 columns, or 32, which only
+# they take (BN 32: N / 32 blocks to stream B with, no split-K's exchange). Tuned with A B; the other products
 # and tkc.linear take the same schedule for their C. Pruned, so the library
 # does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 # probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
 # are not persistent (no faster than persistent ones there), and split-K but
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule).
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32], "cluster": [1, 2], "persistent": [True, False],
-                       "split": [1, 2], "BM": [128, 64]},
+                       "split": [1, 2], "BM": [128, 64, 16]},
                 key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, prune=lambda c: (
                     c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
                     or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
-                    or c["BM"] == 64 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
+                    or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
                     or c["BN"] == 32 and c["BM"] == 128))(
     lambda BN, cluster, persistent, split, BM: _kernel(False, False, False, BN=BN, cluster=cluster,
                                                        persistent=persistent, split=split, BM=BM))
