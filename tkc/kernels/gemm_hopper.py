@@ -9,17 +9,18 @@ iteration; tk-grid-ordering makes it persistent (one block per SM) in
 L2-friendly super-rows. No barrier is written here.
 
 A block computes a BM x BN tile of C with BM / 64 consumer warpgroups (each
-its 64 rows: a subtile of the A stage) over K steps of 64; the finish goes
-through two shared tiles of BM x EPI by TMA stores, so a work item's stores
-overlap the next item's main loop. BM is 128, or 64 for C of few rows (M <=
-64: a decode step's activations), where a 128-row tile would load and
-multiply half a tile of zeros and the weights' bandwidth is what counts; or
-16 (M <= 16): then TMA loads A's 16 rows, not a 64-row box mostly past M
-(its zero fill cost the H200 ~6 µs at 16 x 4096 x 4096: 17.7 against
-12.0), each warp loads them into registers and wgmma multiplies four copies
-of them (its M is 64), of which warp 0's are stored. TMA zero-fills and clips, so M, N and K
-need not be multiples of the tile: only rows of 16 bytes (the memory's
-inner dim a multiple of 8 for bf16: K and N, or with transpose_a M and N).
+its 64 rows: a subtile of the A stage; one for BM 16) over K steps of 64;
+the finish goes through two shared tiles of BM x EPI by TMA stores, so a
+work item's stores overlap the next item's main loop. BM is 128, or 64 for C
+of few rows (M <= 64: a decode step's activations), where a 128-row tile
+would load and multiply half a tile of zeros and the weights' bandwidth is
+what counts; or 16 (M <= 16): then TMA loads A's 16 rows, not a 64-row box
+mostly past M (whose zero fill cost the H200 ~6 µs at 16 x 4096 x 4096:
+17.7 against 12.0), each warp loads them into registers and wgmma
+multiplies four copies of them (its M is 64), of which warp 0's are stored.
+TMA zero-fills and clips, so M, N and K need not be multiples of the tile:
+only rows of 16 bytes (the memory's inner dim a multiple of 8 for bf16: K
+and N, or with transpose_a M and N).
 
 The transposes are wgmma's (its transpose bits, valid for bf16): a
 transposed operand is read from shared memory as TMA put it, with no copy;
@@ -132,6 +133,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
         c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
+
         def put(t, y):
             """The consumers' rows of the tile into t (BM 16: warp 0's 16, the
             other warps' being copies)."""
