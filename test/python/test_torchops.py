@@ -356,6 +356,28 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
     assert not rotary._plans.plans  # made with the fake driver: forgotten after it
 
 
+@pytest.mark.parametrize("schedule", [(192, 2, True, 1, 128), (64, 1, False, 2, 16)])
+def test_cluster_launches_through_the_fake_driver(tmp_path, monkeypatch, schedule):
+    """tkc.matmul's cluster schedules (2-CTA clusters sharing A, split-K) launch
+    through cuLaunchKernelEx, which the fake driver stubs with its config
+    structs (the host benchmark's --fake once crashed there), whole clusters
+    along x."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.torchops import gemm
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    bn, cluster, persistent, split, bm = schedule
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
+                                                          "persistent": persistent, "split": split,
+                                                          "BM": bm})
+    a, b = torch.randn(40, 64).to(BF), torch.randn(64, 200).to(BF)
+    with fake_driver() as cuda:
+        for _ in range(3):
+            tkc.matmul(a, b)
+        config = cuda.state.last[0]
+    assert cuda.state.launches == 3
+    assert config.gridDimX % 2 == 0 and config.attrs[0].value.clusterDim.x == 2
+
+
 # ---------------------------------------------------------------- building what a call needs
 
 def test_describe_writes_calls_in_the_build_language():
