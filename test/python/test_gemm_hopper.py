@@ -283,7 +283,8 @@ def test_compiles_without_spills(options, artifact_cache):
     (dict(BN=128, persistent=False, split=2, transpose_b=True), 64, 264, 200),
     (dict(BN=64, transpose_a=True), 200, 136, 72),   # persistent, A^T: 64-column panels of A
     (dict(BN=32, persistent=False, bias=True, activation="silu", batched=True), 20, 72, 128),
-], ids=["bn32", "split-bn64", "split-bn128-bt", "at", "batched-linear"])
+    (dict(BN=16, persistent=False, split=2, transpose_b=True), 9, 72, 200),   # BM 16's narrowest
+], ids=["bn32", "split-bn64", "split-bn128-bt", "at", "batched-linear", "split-bn16-bt"])
 @pytest.mark.parametrize("bm", [64, 16])
 def test_64_and_16_row_tiles(options, m, n, k, bm, rng):
     """BM = 64 and 16 (C of few rows; 16: A's rows in registers, four copies

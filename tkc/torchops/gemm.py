@@ -100,7 +100,8 @@ def _tile_examples() -> list:
 # or 16 (C of few rows: a 128-row tile would stream B at half the rate, its
 # second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
 # 64 and 16 with one block a tile of up to 128 columns, or 32, which only
-# they take (BN 32: N / 32 blocks to stream B with, no split-K's exchange). Tuned with A B; the other products
+# they take (BN 32: N / 32 blocks to stream B with), or 16 (BM 16 only: a
+# narrow C, 16 x 1024, has 64 tiles of 16 columns). Tuned with A B; the other products
 # and tkc.linear take the same schedule for their C. Pruned, so the library
 # does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 # probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
@@ -108,14 +109,14 @@ def _tile_examples() -> list:
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule). Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
-TILE = autotune(space={"BN": [256, 192, 128, 64, 32], "cluster": [1, 2], "persistent": [True, False],
+TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
                        "split": [1, 2], "BM": [128, 64, 16]},
                 key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
                 prune=lambda c: (
                     c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
                     or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
                     or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
-                    or c["BN"] == 32 and c["BM"] == 128))(
+                    or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16))(
     lambda BN, cluster, persistent, split, BM: _kernel(False, False, False, BN=BN, cluster=cluster,
                                                        persistent=persistent, split=split, BM=BM))
 
