@@ -50,12 +50,12 @@ def _gemm_ops():
     """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
     # (BM 16 with A transposed takes BM 64: tile_rows; a schedule's kernel once)
-    plain = {(bn, cl, p, k, tile_rows(bm, ta), ta, tb): None
-             for bn, cl, p, k, bm in GEMM_SCHEDULES for ta, tb in pairs}
-    batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl,
-                           split=k, BM=bm) for bn, cl, p, k, bm, ta, tb in plain]
+    products = {(bn, cl, p, k, tile_rows(bm, ta), ta, tb): None
+                for bn, cl, p, k, bm in GEMM_SCHEDULES for ta, tb in pairs}
     plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k, BM=bm)
-             for bn, cl, p, k, bm, ta, tb in plain]
+             for bn, cl, p, k, bm, ta, tb in products]
+    batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl,
+                           split=k, BM=bm) for bn, cl, p, k, bm, ta, tb in products]
     linear = [gemm_hopper("bf16", True, BN=bn, persistent=p, bias=bias, activation=act,
                           preact=preact, cluster=cl, split=k, BM=bm)
               for bn, cl, p, k, bm in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
