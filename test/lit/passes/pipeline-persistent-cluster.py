@@ -2,8 +2,9 @@
 # (gemm_hopper(BN=192, cluster=2)): tk-grid-ordering deals a cluster's CTAs
 # the same work items, from block_idx.x / 2 (the cluster's index) on, so the
 # items loop's variable, and the A rows it picks, are the same in both CTAs:
-# the producer (the warpgroup that gives up registers) multicasts half of A's tile a CTA (64 of its 128 rows), while
-# B (its columns follow the CTA) stays a plain load.
+# the producer (the warpgroup that gives up registers) multicasts half of A's
+# tile a CTA (64 of its 128 rows), while B (its columns follow the CTA) stays
+# a plain load.
 # RUN: tkc %s --emit=tile | FileCheck %s
 from tkc.kernels.gemm_hopper import gemm_hopper
 
