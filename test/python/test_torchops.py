@@ -356,6 +356,31 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
     assert not rotary._plans.plans  # made with the fake driver: forgotten after it
 
 
+@pytest.mark.parametrize("m", [1, 16, 17, 64, 65])
+def test_matmul_of_few_rows_with_the_shipped_picks(monkeypatch, m):
+    """C of few rows (a decode step's) through the H200 table's own picks
+    (16- and 64-row tiles, split-K) in the interpreter, A B and A Bt: each pick
+    the table holds for these keys runs and is right."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setenv("TKC_DEVICE_NAME", "NVIDIA H200")
+    gemm.TILE.forget()
+    build, picked = gemm._kernel, []
+
+    def interpreted(*key, **kw):
+        picked.append(kw["BM"])
+        return _interpreted(build(*key, **kw))
+    monkeypatch.setattr(gemm, "_kernel", interpreted)
+    try:
+        g = torch.Generator().manual_seed(m)
+        a, b = torch.randn(m, 128, generator=g).to(BF), torch.randn(128, 256, generator=g).to(BF)
+        assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
+        assert _rel(tkc.matmul(a, b.t().contiguous().t()), a.double() @ b.double()) < 1e-2
+    finally:
+        gemm.TILE.forget()
+    rows = gemm._key(m, 256, False)[0]
+    assert picked and set(picked) == {gemm.TILE.choose((rows, 256, False))["BM"]}
+
+
 @pytest.mark.parametrize("schedule", [(192, 2, True, 1, 128), (64, 1, False, 2, 16)])
 def test_cluster_launches_through_the_fake_driver(tmp_path, monkeypatch, schedule):
     """tkc.matmul's cluster schedules (2-CTA clusters sharing A, split-K) launch
