@@ -172,31 +172,37 @@ def fftconv():
 
 
 def ops():
-    """tkc.matmul and tkc.linear at each GEMM tile width (the tuned pick
-    replaced by each width in turn), transposed A in their backward, batched, the
-    bias + gelu epilogue with its pre-activation; both norms' split-row
-    kernels (D 4096, 8192) and one-warp ones (D 1024), forward and backward."""
+    """tkc.matmul and tkc.linear at each GEMM schedule the tuned table may pick
+    (the pick replaced by each in turn: tile heights 128, 64 and 16, widths,
+    clusters, split-K), transposed A in their backward, batched, the bias +
+    gelu epilogue with its pre-activation; both norms' split-row kernels (D
+    4096, 8192) and one-warp ones (D 1024), forward and backward."""
     import tkc
+    from tkc.kernels import GEMM_SCHEDULES
     from tkc.torchops import gemm, plans
-    real = gemm._tile
-    for bn in sorted({c["BN"] for c in gemm.TILE.configs}, reverse=True):
-        gemm._tile = lambda rows, cols, w=bn: w
+    real = gemm._schedule
+    for bn, cluster, persistent, split, bm in GEMM_SCHEDULES:
+        gemm._schedule = lambda *args, s=dict(BN=bn, cluster=cluster, persistent=persistent,
+                                                 split=split, BM=bm): s
         plans.forget()
+        name = f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
         a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         c = tkc.matmul(a, b)
         c.float().sum().backward()
-        report(f"matmul BN {bn}", rel(c, a.float() @ b.float()), 1e-2)
-        report(f"matmul BN {bn} dB (A^T dC)", rel(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
+        report(f"matmul {name}", rel(c, a.float() @ b.float()), 1e-2)
+        report(f"matmul {name} dB (A^T dC)", rel(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
         x = torch.randn(3, 70, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         w = (torch.randn(264, 136, device="cuda") * 0.1).bfloat16().requires_grad_()
         bias = torch.randn(264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         y = tkc.linear(x, w, bias, "gelu")
         y.float().sum().backward()
-        report(f"linear gelu BN {bn}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
+        report(f"linear gelu {name}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
         p, q = torch.randn(2, 72, 136, device="cuda").bfloat16(), torch.randn(2, 136, 40, device="cuda").bfloat16()
-        report(f"matmul batched BN {bn}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
-    gemm._tile = real
+        report(f"matmul batched {name}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
+        d = torch.randn(5, 136, device="cuda", dtype=torch.bfloat16)   # decode-shaped: 5 rows
+        report(f"matmul 5 rows {name}", rel(tkc.matmul(d, b.detach()), d.float() @ b.detach().float()), 1e-2)
+    gemm._schedule = real
     plans.forget()
     for D in (1024, 4096, 8192):
         x = torch.randn(37, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
