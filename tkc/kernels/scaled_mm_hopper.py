@@ -39,7 +39,7 @@ PROMOTED_BN = 128       # the promoted kernel's widest tile: 192 and 256 spill (
 
 
 def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PROMOTED_BN, stages="auto",
-                     persistent: bool = True, fast_accum: bool = False, BM: int = 128, cluster: int = 1):
+                     persistent: bool = True, fast_accum: bool = False, BM: int = 128):
     """The kernel for one specialisation; its arguments, in order:
 
         a        gl(f8e4m3, 1, 1, M, K)
@@ -47,13 +47,7 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PRO
         scale_a  gl(f32, 1, 1, 1, M) rowwise, else gl(f32, 1, 1, 1, 1)
         scale_b  gl(f32, 1, 1, 1, N) rowwise, else gl(f32, 1, 1, 1, 1)
         c        gl(out_dtype, 1, 1, M, N)
-
-    cluster=2: blocks run in clusters of two along x, which share their A
-    tiles by TMA multicast (as gemm_hopper's; tk-pipeline-staging has each CTA
-    load half of A's tile); the grid's x rounds up to whole clusters.
     """
-    if cluster not in (1, 2):
-        raise ValueError(f"scaled_mm_hopper: cluster is 1 or 2, got {cluster}")
     if BM not in (128, 192):
         raise ValueError(f"scaled_mm_hopper: BM is 128 or 192 (two or three consumer warpgroups of 64 rows), got {BM}")
     epi = 1 << ((EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4))).bit_length() - 1)
@@ -64,8 +58,7 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PRO
                          f"f32 a warp: BN up to {PROMOTED_BN} fits the registers, got {BN} (or fast_accum=True)")
     name = "_".join(x for x in (f"scaled_mm_hopper_{out_dtype}_{'rowwise' if rowwise else 'tensor'}",
                                 f"{BM}x{BN}x{BK}", "" if stages == "auto" else f"s{stages}",
-                                "" if persistent else "np", "fast" if fast_accum else "",
-                                f"c{cluster}" if cluster > 1 else "") if x)
+                                "" if persistent else "np", "fast" if fast_accum else "") if x)
     SA = gl(f32, 1, 1, 1, "M") if rowwise else gl(f32, 1, 1, 1, 1)
     SB = gl(f32, 1, 1, 1, "N") if rowwise else gl(f32, 1, 1, 1, 1)
 
@@ -102,5 +95,4 @@ def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PRO
             tma.store(c, out, (0, 0, bm, bn * (BN // epi) + j))
 
     return tkc.kernel(name=name, warps=BM // 16, persistent=persistent, order="auto",
-                      grid=lambda c: (tkc.cdiv(c.c, BN * cluster) * cluster, tkc.cdiv(c.r, BM)),
-                      cluster=(cluster, 1, 1))(scaled_mm)
+                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM)))(scaled_mm)
