@@ -165,7 +165,7 @@ def test_cited_bench_logs_exist():
 def test_the_check_sees_a_pick_drift(monkeypatch):
     """The check is not vacuous: a pick changed in the table alone is caught."""
     space = tuned.FORWARD[128, False, "bhld"]
-    long = next(c for c in space.configs if c["pingpong"])
+    long = next(c for c in space.configs if c["overlap"])
     monkeypatch.setattr(space, "choose", lambda key, args=None: long)
     bad = mismatches()
     assert any(b.startswith("forward D 128 causal False bhld Lk 1023") for b in bad)
