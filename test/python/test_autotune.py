@@ -104,6 +104,26 @@ def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
     assert not monkeypatch_device.exists()                      # per GPU name
 
 
+def test_no_candidate_always_follows_the_same_one(cache):
+    """Rounds time the candidates in shuffled orders (seeded: reproducible).
+    A timer charging whoever runs right after the default 50% (a wake, as
+    cuDNN's on the H200) would, in a fixed order, hand the pick to the
+    candidate listed after the one that is fastest."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.scale.order")(scale_builder)
+    us = {"tune_scale_16_2": 5.0, "tune_scale_32_2": 3.0, "tune_scale_64_2": 3.2}
+    order, last = [], [None]
+
+    def timer(kernel, args):
+        order.append(kernel.name)
+        wake = 1.5 if last[0] == "tune_scale_16_2" else 1.0
+        last[0] = kernel.name
+        return us[kernel.name] * wake
+    result = t.tune(*args_of(), timer=timer, run=cpu_run, compare=cpu_compare, rounds=5, record=False)
+    assert result.best == {"R": 32}
+    rounds = [tuple(order[i:i + 3]) for i in range(0, 15, 3)]
+    assert all(sorted(r) == sorted(us) for r in rounds) and len(set(rounds)) > 2
+
+
 def test_candidates_the_compiler_refuses_are_pruned(cache):
     """R = 24: tile rows are 8 or multiples of 16; the verifier's refusal prunes it."""
     t = tkc.autotune(space={"R": [16, 24]}, name="test.refused")(scale_builder)

@@ -13,10 +13,30 @@ def _stub(monkeypatch, times):
 
 
 def test_rounds_interleave(monkeypatch):
-    calls = _stub(monkeypatch, {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]})
-    ms = timing.interleaved({"a": lambda: "a", "b": lambda: "b"}, rounds=3)
-    assert calls == ["a", "b"] * 3
-    assert ms == {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}
+    """Every round times each contender once, the odd rounds in reverse
+    order, so neither is always timed right after the other."""
+    calls = _stub(monkeypatch, {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0], "c": [7.0, 8.0, 9.0]})
+    ms = timing.interleaved({"a": lambda: "a", "b": lambda: "b", "c": lambda: "c"}, rounds=3)
+    assert calls == ["a", "b", "c", "c", "b", "a", "a", "b", "c"]
+    assert ms == {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0], "c": [7.0, 8.0, 9.0]}
+
+
+def test_a_wake_is_shared(monkeypatch):
+    """A timer that charges whoever runs right after "peer" 5% (what the H200
+    showed after cuDNN): in a fixed order tkc would pay it in every round but
+    the first; reversing odd rounds has it pay in half of them, as few as two
+    contenders timed in turn allow, so the median ratio's bias is halved."""
+    last = [None]
+
+    def timer(fn):
+        name = fn()
+        t = 1.05 if last[0] == "peer" and name != "peer" else 1.0
+        last[0] = name
+        return t
+    ms = timing.interleaved({"tkc": lambda: "tkc", "peer": lambda: "peer"}, rounds=6, timer=timer)
+    assert [t > 1.0 for t in ms["tkc"]] == [False, True, False, True, False, True]
+    assert ms["peer"] == [1.0] * 6
+    assert abs(timing.median_ratio(ms["peer"], ms["tkc"]) - (1 + 1 / 1.05) / 2) < 1e-9
 
 
 def test_medians_and_peer_line(monkeypatch):

@@ -54,13 +54,19 @@ def replay_ms(graph, reps: int, inner: int) -> float:
 
 def interleaved(fns: dict, rounds: int = 5, timer=None, **kw) -> dict:
     """{name: [time per round]}: each round times every fn once, in turn, so a
-    clock change under sustained load hits tkc and its peer alike. timer(fn)
-    measures one fn (default: `bench`'s CUDA-graph ms, with kw)."""
+    clock change under sustained load hits tkc and its peer alike; the odd
+    rounds in reverse order (A B, B A, A B, ...), because what ran just before
+    weighs on a timing: on the H200 a kernel timed right after cuDNN's
+    attention read 2-4% slower than the same kernel timed after another
+    (L 512-1024, CUDA graphs; a 5 ms warm-up of its own did not remove it), so a
+    fixed order would charge one contender with the other's wake in every
+    round. timer(fn) measures one fn (default: `bench`'s CUDA-graph ms, with kw)."""
     timer = timer or (lambda fn: bench(fn, **kw))
     out = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            out[name].append(timer(fn))
+    names = list(fns)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            out[name].append(timer(fns[name]))
     return out
 
 

@@ -14,7 +14,10 @@
    that refuses the arguments (its tiles do not divide their shapes).
 3. Time. Each candidate's call on copies of the arguments, replayed from a
    CUDA graph (tkc.bench.timing), interleaved over `rounds` rounds so that a
-   clock change hits every candidate alike; a candidate's time is its median.
+   clock change hits every candidate alike, each round in its own order (a
+   shuffle seeded by the round: what runs just before weighs on a timing, so
+   no candidate may always follow the same one); a candidate's time is its
+   median.
    With flush_l2 each call follows a write of twice the L2, whose own time
    is subtracted.
 4. Record. The fastest goes into this machine's table (tables.py) with every
@@ -27,6 +30,7 @@ them: a fake timer, the interpreter).
 from __future__ import annotations
 
 import inspect
+import random
 import statistics
 import sys
 from typing import Callable, NamedTuple
@@ -84,9 +88,9 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
             del kernels[text]
     timer = timer or _gpu_timer(tuned.flush_l2)
     times: dict = {text: [] for text in kernels}
-    for _ in range(rounds):
-        for text, k in kernels.items():
-            times[text].append(timer(k, args))
+    for r in range(rounds):
+        for text in random.Random(r).sample(list(kernels), len(kernels)):
+            times[text].append(timer(kernels[text], args))
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
     best = min(kernels, key=lambda t: rows[t]["us"])
