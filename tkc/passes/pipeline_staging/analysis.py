@@ -43,10 +43,17 @@ def find(fn) -> Found | None:
         if f.loop.parent != f.body.owner and f.loop.parent.operation != f.body.owner:
             raise error(f.loop, "a pipelined loop must be at the kernel's top level (or directly "
                                 "in its work-item loop): the producer warp walks it on its own")
+    once_tiles = {}   # tile -> its once-load (one a work item: it waits and releases once)
     for op in loads:
         if f.loop is not None and _parent(op) == f.loop:
             f.ring_loads.append(op)
         elif _parent(op) == _block_owner(f):
+            first = once_tiles.setdefault(op.operands[0], op)   # (disjoint subtiles: a gather's rows)
+            if first is not op:
+                raise error(op, "tma.load: a shared tile is loaded at most once a work item outside "
+                                "the pipelined loop (its barrier waits and releases once), and this "
+                                f"one is loaded at {where(first)} too: load into a tile of its own, "
+                                "read the memory into registers (tkc.ops.load), or load in the loop")
             f.once_loads.append(op)
         else:
             raise error(op, "tma.load must be at the kernel's top level or directly in the "
