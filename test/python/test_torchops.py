@@ -356,6 +356,31 @@ def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):
     assert not rotary._plans.plans  # made with the fake driver: forgotten after it
 
 
+def test_a_models_call_sites_keep_their_packed_frames(tmp_path, monkeypatch):
+    """One kernel launched at 100 call sites a step (a model's layers: each its
+    own weights and outputs) packs each site's parameters once, not at every
+    call: the per-kernel cache of packed frames holds a step's sites (a limit
+    of 64 forgot them every step, and every launch packed and encoded anew)."""
+    import importlib
+
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.kernels import gemm_hopper
+    frame = importlib.import_module("tkc.runtime.frame")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    packs = []
+    real = frame.Frame.pack
+    monkeypatch.setattr(frame.Frame, "pack", lambda self, *a: (packs.append(1), real(self, *a))[1])
+    kernel = gemm_hopper("bf16", BN=128)
+    with fake_driver():
+        a = torch.randn(64, 256).to(BF)
+        sites = [(torch.randn(256, 128).to(BF), torch.empty(64, 128, dtype=BF)) for _ in range(100)]
+        for step in range(3):
+            packs.clear()
+            for w, c in sites:
+                kernel(a.view(1, 1, 64, 256), w.view(1, 1, 256, 128), c.view(1, 1, 64, 128))
+            assert len(packs) == (100 if step == 0 else 0)
+
+
 @pytest.mark.parametrize("m", [1, 16, 17, 64, 65])
 def test_matmul_of_few_rows_with_the_shipped_picks(monkeypatch, m):
     """C of few rows (a decode step's) through the H200 table's own picks

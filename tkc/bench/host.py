@@ -16,6 +16,7 @@ everything on it), which other processes on the machine do not inflate.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import time
@@ -55,10 +56,15 @@ def cases(device: str) -> dict:
     cos, sin = ang.cos().to(bf), ang.sin().to(bf)
     gemm = gemm_hopper("bf16")
     add = ("torch.add", lambda: torch.add(a, a))
+    # a model's layers: one kernel at 128 call sites, each its own weight, in turn
+    layers = [new(64, 256) for _ in range(128)]
+    mine_w, theirs_w = itertools.cycle(layers), itertools.cycle(layers)
     sdpa = ("SDPA", lambda: F.scaled_dot_product_attention(q, q, q))
     return {
         "gemm_hopper kernel": (lambda: gemm(a, b, c), "torch.matmul", lambda: torch.matmul(a, b)),
         "tkc.matmul": (lambda: tkc.matmul(a, b), "torch.matmul", lambda: torch.matmul(a, b)),
+        "tkc.matmul, 128 weights in turn": (lambda: tkc.matmul(a, next(mine_w)), "torch.matmul",
+                                            lambda: torch.matmul(a, next(theirs_w))),
         "tkc.linear": (lambda: tkc.linear(a, wl), "F.linear", lambda: F.linear(a, wl)),
         "tkc.attention": (lambda: tkc.attention(q, q, q), *sdpa),
         "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",

@@ -41,7 +41,12 @@ class Launcher:
     """The per-artifact launch state."""
 
     PLAN_LIMIT = 256  # keys remembered per kernel (all forgotten when full)
-    FRAME_LIMIT = 64  # packed parameter frames kept per kernel (likewise)
+    # packed parameter frames kept per kernel (likewise): one per distinct set of
+    # pointers, so a model's step needs one per call site of the kernel (a layer's
+    # weights and activations: 80 layers of a matmul are 80 frames, which a limit of 64
+    # forgot every step, packing and encoding anew at each call: 28 against 10-12 µs of
+    # host a call for 128 call sites, fake driver); ~1 KB a frame
+    FRAME_LIMIT = 2048
 
     def __init__(self, artifact: Artifact):
         m = artifact.manifest

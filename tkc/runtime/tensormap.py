@@ -130,7 +130,8 @@ def entry_problem(entry, params: list) -> str | None:
 class TensorMaps:
     """A kernel's tensor-map parameters, encoded per argument tensor and cached."""
 
-    CACHE_LIMIT = 1024  # distinct (pointer, shape) pairs kept per kernel
+    CACHE_LIMIT = 8192  # distinct (pointer, shape) pairs kept per kernel (128 bytes each: a model's
+                        # weights and activations over every call site, as launch.py's frames)
 
     def __init__(self, kernel: str, entries: list, params: list, encoder=None):
         self.kernel, self.entries, self.encoder = kernel, list(entries), encoder
