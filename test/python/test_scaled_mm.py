@@ -103,3 +103,31 @@ def _call(**kw):
 ])
 def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
     refused_here(make(), message, __file__)
+
+
+def test_repeated_eager_calls_skip_the_checks_and_the_custom_op(tmp_path, monkeypatch):
+    """tkc.scaled_mm and tkc.quantize_fp8 called again with arguments of one
+    layout (the eager key) launch once a call from the plan kept for it, never
+    through torch.library's wrapper; another layout, or a bad argument, takes
+    the checked path (and its located errors) again."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.torchops import quantize
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(op._scaled_mm, "custom_op", None)        # would fail if called
+    monkeypatch.setattr(quantize._quantize, "custom_op", None)
+    a, b = operands(64, 128, 256)
+    one = torch.ones((), dtype=torch.float32)
+    x = torch.randn(64, 256).to(torch.bfloat16)
+    with fake_driver() as cuda:
+        for _ in range(4):
+            assert tkc.scaled_mm(a, b, one, one).shape == (64, 128)
+            q, s = tkc.quantize_fp8(x)
+            assert q.shape == (64, 256) and s.stride() == (1, 64)
+        assert len(op._plain.plans) == 1 and len(quantize._plain.plans) == 1
+        tkc.scaled_mm(a, b, one, one, out_dtype=torch.float32)       # another key: its own plan
+        assert len(op._plain.plans) == 2
+        with pytest.raises(tkc.diagnostics.TkcError, match="out_dtype"):
+            tkc.scaled_mm(a, b, one, one, out_dtype=torch.float16)
+        launches = cuda.state.launches
+    assert launches == 4 * 2 + 1
+    assert not op._plain.plans and not quantize._plain.plans       # made with the fake driver: forgotten

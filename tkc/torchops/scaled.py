@@ -38,7 +38,7 @@ from ..kernels.scaled_mm_hopper import PROMOTED_BN, scaled_mm_hopper
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
-from .eager import Op, public
+from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
 __all__ = ["scaled_mm"]
@@ -126,9 +126,9 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
                                   sa.reshape(1, 1, 1, -1), sb.reshape(1, 1, 1, -1))
     launch = _kernel(OUT[out_dtype], rowwise, bn, fast, bm).prepare(*views(a, b, sa, sb), c.view(1, 1, M, N))
 
-    def run(a, b, sa, sb):
+    def run(a, b, sa, sb):   # (a prepared launch reads the data pointers alone: no views)
         c = torch.empty(M, N, device=a.device, dtype=out_dtype)
-        launch(*views(a, b, sa, sb), c.view(1, 1, M, N))
+        launch(a, b, sa, sb, c)
         return c
     return run
 
@@ -166,6 +166,7 @@ def tma_scales(t: Tensor) -> Tensor:
 
 
 _plans = PlanCache(_plan)
+_plain = PlanCache()   # an eager call's key (eager.plain_key) -> its plan's run
 
 
 def _impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: torch.dtype,
@@ -193,6 +194,10 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
     use_fast_accum=True (as torch's): the wgmmas accumulate into the result
     directly, in their reduced precision, faster; False (the default):
     promoted into f32 every 128 of K, the accuracy of torch's default."""
+    key = plain_key((out_dtype, bool(use_fast_accum)), a, b, scale_a, scale_b)
+    run = _plain.get(key)
+    if run is not None:   # a repeated eager call: the key fixes what the checks read
+        return run(a, b, scale_a, scale_b)
     fn = "scaled_mm"
     check_tensor(fn, "a", a, 2, "[M, K]", (E4M3,))
     check_tensor(fn, "b", b, 2, "[K, N]", (E4M3,))
@@ -223,6 +228,11 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
         raise TkcError(f"{fn}: block scales are applied where each K step's partial sum joins the f32 "
                        f"accumulator (promotion): use_fast_accum=True has no block-scaled kernel", caller())
     check_device(fn, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b))
+    if key is not None:   # eager: the plan at once next time
+        run = _plans((signature(a, b, scale_a, scale_b), out_dtype, bool(use_fast_accum)), a, b, scale_a,
+                     scale_b, out_dtype, bool(use_fast_accum))
+        _plain.keep(key, run)
+        return run(a, b, scale_a, scale_b)
     return _scaled_mm(a, b, scale_a, scale_b, out_dtype, bool(use_fast_accum))
 
 
