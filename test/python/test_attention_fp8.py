@@ -303,3 +303,28 @@ def test_the_op_passes_the_runtimes_argument_checks():
         before = cuda.state.launches
         o = tkc.attention_fp8(q, k, v, qs, ks, vs, causal=True)
         assert cuda.state.launches - before == 2 and o.shape == (1, 4, 70, 64)
+
+
+@pytest.mark.parametrize("Lk", [100, 128])
+def test_repeated_eager_calls_run_the_kept_plan(monkeypatch, Lk):
+    """A repeated eager call (its key seen) runs its plan: the V layout and
+    the forward, one launch each (attention_fp8_vt: the forward alone), never
+    through the custom ops; whole 32-key groups (128) lay V out by the kernel
+    alone, a ragged Lk (100) as fp8_v_layout does."""
+    import tkc
+    from tkc.bench.fake_driver import fake_driver
+    monkeypatch.setattr(op._v_layout, "custom_op", None)   # would fail if called
+    monkeypatch.setattr(op._fwd, "custom_op", None)
+    q, k, v, qs, ks, vs = _tensors(1, 4, 2, 70, Lk, 64)
+    with fake_driver() as cuda:
+        for _ in range(3):
+            before = cuda.state.launches
+            o, lse = tkc.attention_fp8(q, k, v, qs, ks, vs, causal=True, return_lse=True)
+            assert cuda.state.launches - before == 2 and o.shape == (1, 4, 70, 64) and lse.shape == (1, 4, 70)
+        assert len(op._plain.plans) == 1
+        vt = torch.empty(1, 2, 64, -(-Lk // 32) * 32, dtype=E4M3)
+        for _ in range(2):
+            before = cuda.state.launches
+            assert tkc.attention_fp8_vt(q, k, vt, qs, ks, vs).shape == (1, 4, 70, 64)
+            assert cuda.state.launches - before == 1
+        assert len(op._plain.plans) == 2

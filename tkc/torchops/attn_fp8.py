@@ -46,7 +46,8 @@ from ..kernels.attention_fp8_v import fp8_v_layout_kernel as v_layout_kernel
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
 from .checks import check_device, check_tensor
-from .eager import Op, public
+from .eager import Op, plain_key, public
+from .plans import PlanCache, signature
 
 __all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
 E4M3 = torch.float8_e4m3fn
@@ -126,6 +127,58 @@ def _fwd_fake(q, k, vt, q_scale, k_scale, v_scale, causal, scale):
 _fwd = Op("tkc::attention_fp8_fwd", _fwd_impl, _fwd_fake)
 
 
+# ---------------------------------------------------------------- repeated eager calls
+#
+# An eager call (eager.plain_key: nothing tracing, no gradient) whose tensors
+# are contiguous keeps its plan under its key, and the next call with the key
+# runs it at once: no checks, no custom ops, prepared launches (V laid out by
+# the kernel alone where the keys are whole 32-key groups; else _v_impl).
+
+def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_out: bool):
+    B, H, L, D = q.shape
+    Hkv, keys = k.shape[1], k.shape[2]
+
+    def outputs():
+        return (torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16),
+                torch.empty(B, H, L, device=q.device, dtype=torch.float32))
+    if q.numel() == 0 or keys == 0:     # as _fwd_impl: o = 0, lse = +inf
+        return lambda *args: tuple(t.zero_() if i == 0 else t.fill_(math.inf) for i, t in enumerate(outputs()))
+    vt = v if laid_out else v.new_empty(_v_fake(v).shape)   # (a layout to prepare with: not run)
+    o, lse = outputs()
+    fwd = fp8_forward_kernel(D, causal, keys).prepare(q, k, vt, o, lse.unsqueeze(2), q_scale, k_scale, v_scale,
+                                                      scale, bound=(8,))
+    if laid_out:
+        layout = None
+    elif keys % K_GROUP == 0:           # whole 32-key groups: the kernel alone, into a new vt
+        def layout(v, launch=v_layout_kernel(D).prepare(v, vt), shape=vt.shape):
+            out = torch.empty(shape, device=v.device, dtype=E4M3)
+            launch(v, out)
+            return out
+    else:
+        layout = _v_impl
+
+    def run(q, k, v, q_scale, k_scale, v_scale):
+        o, lse = outputs()   # (a prepared launch reads the data pointers alone: lse for its view)
+        fwd(q, k, v if layout is None else layout(v), o, lse, q_scale, k_scale, v_scale)
+        return o, lse
+    return run
+
+
+_plans = PlanCache(_plan)
+_plain = PlanCache()   # an eager call's key -> its plan's run
+
+
+def _eager(key, q, k, v, q_scale, k_scale, v_scale, causal, scale, laid_out: bool):
+    """The plan's run for a checked eager call (kept under key), or None when a
+    tensor is not contiguous (the custom ops copy it)."""
+    if key is None or not all(t.is_contiguous() for t in (q, k, v, q_scale, k_scale, v_scale)):
+        return None
+    run = _plans((signature(q, k, v, q_scale, k_scale, v_scale), causal, scale, laid_out),
+                 q, k, v, q_scale, k_scale, v_scale, causal, scale, laid_out)
+    _plain.keep(key, run)
+    return run
+
+
 @public
 def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Tensor, v_scale: Tensor,
                   causal: bool = False, scale: float | None = None, return_lse: bool = False):
@@ -135,7 +188,14 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
     V is brought into the kernel's layout on each call (fp8_v_layout: one
     kernel pass over V); forward only (module docstring)."""
-    _check(q, k, v, q_scale, k_scale, v_scale, "v")
+    key = plain_key(("v", bool(causal), scale), q, k, v, q_scale, k_scale, v_scale)
+    run = _plain.get(key)
+    if run is None:
+        _check(q, k, v, q_scale, k_scale, v_scale, "v")
+        run = _eager(key, q, k, v, q_scale, k_scale, v_scale, bool(causal), _scale(scale, q.shape[3]), False)
+    if run is not None:
+        o, lse = run(q, k, v, q_scale, k_scale, v_scale)
+        return (o, lse) if return_lse else o
     vt = _v_layout(v)
     o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
@@ -147,7 +207,14 @@ def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale:
                      return_lse: bool = False):
     """attention_fp8 with V already in the kernel's layout: vt = fp8_v_layout(v)
     [B, Hkv, D, Lk32] (a V used by several calls is laid out once)."""
-    _check(q, k, vt, q_scale, k_scale, v_scale, "vt")
+    key = plain_key(("vt", bool(causal), scale), q, k, vt, q_scale, k_scale, v_scale)
+    run = _plain.get(key)
+    if run is None:
+        _check(q, k, vt, q_scale, k_scale, v_scale, "vt")
+        run = _eager(key, q, k, vt, q_scale, k_scale, v_scale, bool(causal), _scale(scale, q.shape[3]), True)
+    if run is not None:
+        o, lse = run(q, k, vt, q_scale, k_scale, v_scale)
+        return (o, lse) if return_lse else o
     o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
