@@ -138,3 +138,19 @@ def _call(**kw):
 ])
 def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
     refused_here(make(), message, __file__)
+
+
+def test_repeated_eager_calls_run_the_kept_plan(tmp_path, monkeypatch):
+    """A repeated eager call with one layout (its key) launches once from the
+    plan kept for it, past the checks; a changed argument (out_dtype) is
+    checked again, and its refusal stays located."""
+    from tkc.bench.fake_driver import fake_driver
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    b, sb = experts(3, 136, 256)
+    a, sa, groups = masked_rows([100, 0, 130], 130, 256)
+    with fake_driver() as cuda:
+        for _ in range(3):
+            assert tkc.grouped_scaled_mm(a, b, sa, sb, groups).shape == (3, 130, 136)
+        assert len(op._plain.plans) == 1 and cuda.state.launches == 3
+        with pytest.raises(tkc.diagnostics.TkcError, match="out_dtype"):
+            tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float16)
