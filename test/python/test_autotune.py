@@ -104,6 +104,19 @@ def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
     assert not monkeypatch_device.exists()                      # per GPU name
 
 
+def test_each_candidates_spread_over_the_rounds_is_reported(cache):
+    """A row's spread is (max - min) / median of its rounds' times: the noise a
+    difference must exceed; the table shows it and the tables record the best's."""
+    t = tkc.autotune(space={"R": [16, 32]}, name="test.scale.spread")(scale_builder)
+    times = {"tune_scale_16_2": iter([5.0, 5.5, 4.5]), "tune_scale_32_2": iter([3.0, 3.0, 3.0])}
+    result = t.tune(*args_of(), timer=lambda kernel, args: next(times[kernel.name]), run=cpu_run,
+                    compare=cpu_compare, rounds=3)
+    spread = {r["config"]["R"]: r["spread"] for r in result.rows}
+    assert spread == {16: 0.2, 32: 0.0} and result.best == {"R": 32}
+    assert " 20.0%" in result.table() and json.loads(tables.user_path().read_text())[
+        "entries"]["test.scale.spread"][repr(result.key)]["spread"] == 0.0
+
+
 def test_no_candidate_always_follows_the_same_one(cache):
     """Rounds time the candidates in shuffled orders (seeded: reproducible).
     A timer charging whoever runs right after the default 50% (a wake, as
@@ -295,9 +308,11 @@ def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch
     def tune(self, *args, **kw):
         if self.name == "t.bad":
             raise TkcError("autotune t.bad: the default configuration {\"R\":16} does not build")
-        return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "why": ""}])
+        return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "spread": 0.02,
+                                            "why": ""}])
     monkeypatch.setattr(Autotuned, "tune", tune)
     assert cli.main([str(src)]) == 1
     out = capsys.readouterr()
     assert "t.good" in out.out and "1 key(s) not tuned" in out.out and "t.bad: " in out.out
+    assert "1.00    2.0%" in out.out   # the best's µs and its spread over the rounds
     assert "[1] t.good" in out.err and "[-] t.bad" in out.err

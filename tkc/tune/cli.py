@@ -71,14 +71,15 @@ def main(argv: list[str]) -> int:
 
 def summary(rows: list, seconds: float) -> str:
     from . import tables
-    lines = [f"{'builder':28} {'key':44} {'best':28} {'µs':>9} {'default µs':>11} "
+    lines = [f"{'builder':28} {'key':44} {'best':28} {'µs':>9} {'spread':>7} {'default µs':>11} "
              f"{'pruned':>6} {'rejected':>8}"]
     for tuned, r in rows:
         by = {config_text(x["config"]): x for x in r.rows}
         best, default = by[config_text(r.best)], by[config_text(tuned.default)]
         count = lambda s: sum(1 for x in r.rows if x["status"] == s)  # noqa: E731
         lines.append(f"{tuned.name[-28:]:28} {repr(r.key)[:44]:44} {config_text(r.best)[:28]:28} "
-                     f"{best['us']:9.2f} {default['us']:11.2f} {count('pruned'):6} {count('rejected'):8}")
+                     f"{best['us']:9.2f} {best['spread']:7.1%} {default['us']:11.2f} {count('pruned'):6} "
+                     f"{count('rejected'):8}")
     lines.append(f"{len(rows)} key(s) tuned in {seconds:.0f} s; picks in {tables.user_path()}")
     return "\n".join(lines) + "\n"
 

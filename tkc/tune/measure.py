@@ -45,7 +45,9 @@ TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9
 
 class Result(NamedTuple):
     """A key's tuning: the best configuration, and per candidate a row
-    {config, status: best | ok | pruned | rejected, us, why}."""
+    {config, status: best | ok | pruned | rejected, us, spread, why}: us the
+    median over the rounds, spread (max - min) / median of them, the noise a
+    difference between two candidates must exceed to mean anything."""
     best: dict
     key: object
     rows: list
@@ -53,9 +55,9 @@ class Result(NamedTuple):
     def table(self) -> str:
         """The rows as text, fastest first (for `tkc tune` and a notebook)."""
         rows = sorted(self.rows, key=lambda r: (r["us"] is None, r["us"] or 0))
-        lines = [f"{'configuration':48} {'µs':>9}  status"]
+        lines = [f"{'configuration':48} {'µs':>9} {'spread':>7}  status"]
         for r in rows:
-            us = f"{r['us']:9.2f}" if r["us"] is not None else " " * 9
+            us = f"{r['us']:9.2f} {r['spread']:6.1%}" if r["us"] is not None else " " * 16
             lines.append(f"{config_text(r['config']):48} {us}  {r['status']}"
                          + (f": {r['why']}" if r["why"] else ""))
         return "\n".join(lines)
@@ -66,7 +68,8 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
     """Tune the key of `args` for `tuned` (a space.Autotuned; see the module docstring): the Result."""
     key = tuned.key(args)
     configs = tuned.candidates()
-    rows = {config_text(c): {"config": c, "status": "ok", "us": None, "why": ""} for c in configs}
+    rows = {config_text(c): {"config": c, "status": "ok", "us": None, "spread": None, "why": ""}
+            for c in configs}
     kernels = _build(tuned, configs, rows, jobs, progress)
     default = config_text(tuned.default)
     if default not in kernels:
@@ -93,13 +96,14 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
             times[text].append(timer(kernels[text], args))
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
+        rows[text]["spread"] = (max(ts) - min(ts)) / rows[text]["us"] if rows[text]["us"] else 0.0
     best = min(kernels, key=lambda t: rows[t]["us"])
     rows[best]["status"] = "best"
     result = Result(rows[best]["config"], key, list(rows.values()))
     if record:
         from . import tables
         tables.record(tuned.name, key, {
-            "config": result.best, "us": rows[best]["us"],
+            "config": result.best, "us": rows[best]["us"], "spread": round(rows[best]["spread"], 4),
             "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
             "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
     return result

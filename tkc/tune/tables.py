@@ -14,8 +14,9 @@ tkc's measured GPU); a key in none runs the space's default. The GPU is the curr
 device's name; without one (building ahead of time on a CPU machine) it is
 $TKC_DEVICE_NAME, else the H200, the GPU tkc's tables are measured on.
 File format: {"device", "compiler", "commit", "entries": {name: {key: row}}}
-with row = {"config": {...}, "us": best µs, "candidates": {config: µs},
-"rejected": {config: why}}; keys are the repr of the autotuned key.
+with row = {"config": {...}, "us": best µs, "spread": the best's (max - min) / median over the
+rounds (rows tuned since 2026-11-29), "candidates": {config: µs}, "rejected": {config: why}};
+keys are the repr of the autotuned key.
 """
 from __future__ import annotations
 
