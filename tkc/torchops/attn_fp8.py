@@ -136,7 +136,7 @@ _fwd = Op("tkc::attention_fp8_fwd", _fwd_impl, _fwd_fake)
 
 def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_out: bool):
     B, H, L, D = q.shape
-    Hkv, keys = k.shape[1], k.shape[2]
+    keys = k.shape[2]
 
     def outputs():
         return (torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16),
