@@ -328,3 +328,18 @@ def test_repeated_eager_calls_run_the_kept_plan(monkeypatch, Lk):
             assert tkc.attention_fp8_vt(q, k, vt, qs, ks, vs).shape == (1, 4, 70, 64)
             assert cuda.state.launches - before == 1
         assert len(op._plain.plans) == 2
+
+
+def test_a_repeated_v_layout_call_skips_the_checks(monkeypatch):
+    """fp8_v_layout called again with one layout (its key) runs the layout
+    itself at once; a bad argument is still refused where called."""
+    import tkc
+    from tkc.bench.fake_driver import fake_driver
+    v = torch.from_numpy(_e4m3(np.random.default_rng(4).standard_normal((1, 2, 64, 64)))).to(E4M3)
+    with fake_driver() as cuda:
+        for _ in range(3):
+            before = cuda.state.launches
+            assert tkc.fp8_v_layout(v).shape == (1, 2, 64, 64) and cuda.state.launches - before == 1
+        assert len(op._plain.plans) == 1
+        with pytest.raises(tkc.diagnostics.TkcError, match="head dim 48"):
+            tkc.fp8_v_layout(v[..., :48].contiguous())
