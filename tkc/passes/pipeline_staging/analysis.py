@@ -50,10 +50,12 @@ def find(fn) -> Found | None:
         elif _parent(op) == _block_owner(f):
             first = once_tiles.setdefault(op.operands[0], op)   # (disjoint subtiles: a gather's rows)
             if first is not op:
+                again = ("the Python loop around this load unrolls it" if where(first) == where(op)
+                         else f"it is loaded at {where(first)} too")
                 raise error(op, "tma.load: a shared tile is loaded at most once a work item outside "
-                                "the pipelined loop (its barrier waits and releases once), and this "
-                                f"one is loaded at {where(first)} too: load into a tile of its own, "
-                                "read the memory into registers (tkc.ops.load), or load in the loop")
+                                f"the pipelined loop (its barrier waits and releases once), and {again}: "
+                                "load into a tile of its own, read the memory into registers "
+                                "(tkc.ops.load), or load in the loop")
             f.once_loads.append(op)
         else:
             raise error(op, "tma.load must be at the kernel's top level or directly in the "
