@@ -364,25 +364,12 @@ def test_refuses_a_conditional_load():
     refused(conditional_load, "cannot be conditional", "# <- if")
 
 
-@tkc.kernel(warps=4, grid=lambda a, c: (4, 1), persistent=True)
-def twice_loaded(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", 64)):
-    a_s, x_s = st(bf16, 64, 64), st(bf16, 64, 64)
-    acc = zero(rt(f32, 16, 64))
-    for k in tkc.range(a.c // 64, stages=2):
-        tma.load(a_s, a, (0, 0, 0, k))
-        acc = acc + warpgroup.load(rt(f32, 16, 64), a_s, (0, 0))
-    for j in range(2):   # the finish reads two chunks through one tile
-        tma.load(x_s, a, (0, 0, tkc.block_idx.x, j))  # <- twice
-        acc = acc + warpgroup.load(rt(f32, 16, 64), x_s, (0, 0))
-    warpgroup.store(c, acc, (0, 0, tkc.block_idx.x, 0))
-
-
 def test_refuses_a_tile_loaded_twice_an_item_outside_the_loop():
     """Each such load waits on and releases the tile once an item; a second
     load into it would overwrite what the first one's readers still read (in a
     kernel of one item too: the producer issues them back to back), and the
     pass had raised a KeyError on it."""
-    refused(twice_loaded, "loaded at most once a work item", "# <- twice")
+    refused(lit_kernels("pipeline-once-twice.py")["twice"], "loaded at most once a work item", "# <- twice")
 
 
 @tkc.kernel(warps=4)

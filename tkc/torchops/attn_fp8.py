@@ -175,11 +175,18 @@ _plans = PlanCache(_plan)
 _plain = PlanCache()   # an eager call's key -> its plan's run
 
 
-def _eager(key, q, k, v, q_scale, k_scale, v_scale, causal, scale, laid_out: bool):
-    """The plan's run for a checked eager call (kept under key), or None when a
-    tensor is not contiguous (the custom ops copy it)."""
+def _kept_run(v_name: str, q, k, v, q_scale, k_scale, v_scale, causal, scale):
+    """The run an eager call keeps under its key (eager.plain_key), the
+    arguments checked on its key's first call; None while tracing, with a
+    gradient wanted or a tensor not contiguous (the custom ops then, checked)."""
+    key = plain_key((v_name, bool(causal), scale), q, k, v, q_scale, k_scale, v_scale)
+    run = _plain.get(key)
+    if run is not None:
+        return run
+    _check(q, k, v, q_scale, k_scale, v_scale, v_name)
     if key is None or not all(t.is_contiguous() for t in (q, k, v, q_scale, k_scale, v_scale)):
         return None
+    causal, scale, laid_out = bool(causal), _scale(scale, q.shape[3]), v_name == "vt"
     run = _plans((signature(q, k, v, q_scale, k_scale, v_scale), causal, scale, laid_out),
                  q, k, v, q_scale, k_scale, v_scale, causal, scale, laid_out)
     _plain.keep(key, run)
@@ -195,16 +202,11 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
     V is brought into the kernel's layout on each call (fp8_v_layout: one
     kernel pass over V); forward only (module docstring)."""
-    key = plain_key(("v", bool(causal), scale), q, k, v, q_scale, k_scale, v_scale)
-    run = _plain.get(key)
-    if run is None:
-        _check(q, k, v, q_scale, k_scale, v_scale, "v")
-        run = _eager(key, q, k, v, q_scale, k_scale, v_scale, bool(causal), _scale(scale, q.shape[3]), False)
+    run = _kept_run("v", q, k, v, q_scale, k_scale, v_scale, causal, scale)
     if run is not None:
         o, lse = run(q, k, v, q_scale, k_scale, v_scale)
-        return (o, lse) if return_lse else o
-    vt = _v_layout(v)
-    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    else:
+        o, lse = _fwd(q, k, _v_layout(v), q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
 
@@ -214,15 +216,11 @@ def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale:
                      return_lse: bool = False):
     """attention_fp8 with V already in the kernel's layout: vt = fp8_v_layout(v)
     [B, Hkv, D, Lk32] (a V used by several calls is laid out once)."""
-    key = plain_key(("vt", bool(causal), scale), q, k, vt, q_scale, k_scale, v_scale)
-    run = _plain.get(key)
-    if run is None:
-        _check(q, k, vt, q_scale, k_scale, v_scale, "vt")
-        run = _eager(key, q, k, vt, q_scale, k_scale, v_scale, bool(causal), _scale(scale, q.shape[3]), True)
+    run = _kept_run("vt", q, k, vt, q_scale, k_scale, v_scale, causal, scale)
     if run is not None:
         o, lse = run(q, k, vt, q_scale, k_scale, v_scale)
-        return (o, lse) if return_lse else o
-    o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+    else:
+        o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
 

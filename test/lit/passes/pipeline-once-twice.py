@@ -18,6 +18,6 @@ def twice(a: gl(bf16, 1, 1, "M", "K"), c: gl(f32, 1, 1, "M", 64)):
         tma.load(a_s, a, (0, 0, 0, k))
         acc = acc + warpgroup.load(rt(f32, 16, 64), a_s, (0, 0))
     for j in range(2):
-        tma.load(x_s, a, (0, 0, tkc.block_idx.x, j))
+        tma.load(x_s, a, (0, 0, tkc.block_idx.x, j))  # <- twice
         acc = acc + warpgroup.load(rt(f32, 16, 64), x_s, (0, 0))
     warpgroup.store(c, acc, (0, 0, tkc.block_idx.x, 0))
