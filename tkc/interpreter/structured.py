@@ -285,31 +285,35 @@ def _for(c, op):
     iv, carried = body.arg_slots[0], body.arg_slots[1:]
     results = [c.slot(r) for r in op.results]
 
-    def step(env, w):
+    def iterations(env):
+        """(the induction variable's values, the carried values' start)."""
         lo, hi, by = env[lb], env[ub], env[st]
         if by <= 0:
             raise error(op, f"scf.for: step must be positive, got {by}")
-        values = [env[s] for s in inits]
-        for i in range(lo, hi, by):
-            env[iv] = i
-            for s, v in zip(carried, values):
-                env[s] = v
-            values = yield from execute(body, env, w)
+        return range(lo, hi, by), [env[s] for s in inits]
+
+    def enter(env, i, values):   # iteration i's block arguments
+        env[iv] = i
+        for s, v in zip(carried, values):
+            env[s] = v
+
+    def leave(env, values):      # the loop's results
         for s, v in zip(results, values):
             env[s] = v
 
-    def plain(env, w):   # the same, for a body that reaches no barrier
-        lo, hi, by = env[lb], env[ub], env[st]
-        if by <= 0:
-            raise error(op, f"scf.for: step must be positive, got {by}")
-        values = [env[s] for s in inits]
-        for i in range(lo, hi, by):
-            env[iv] = i
-            for s, v in zip(carried, values):
-                env[s] = v
+    def step(env, w):
+        ivs, values = iterations(env)
+        for i in ivs:
+            enter(env, i, values)
+            values = yield from execute(body, env, w)
+        leave(env, values)
+
+    def plain(env, w):   # the same, for a body that reaches no barrier: run as a plain call
+        ivs, values = iterations(env)
+        for i in ivs:
+            enter(env, i, values)
             values = run_plain(body, env, w)
-        for s, v in zip(results, values):
-            env[s] = v
+        leave(env, values)
     return Step(step, op, gen=True) if body.gen else Step(plain, op)
 
 
