@@ -118,12 +118,8 @@ def execute(block: Block, env: list, warp):
                 yield from step.fn(env, warp)
             else:
                 step.fn(env, warp)
-    except TkcError:
-        raise
-    except Unlocated as e:
-        raise _located(e, step) from None
     except Exception as e:
-        raise _located(e, step) from e
+        _reraise_located(e, step)
     return [env[s] for s in block.yield_slots]
 
 
@@ -135,13 +131,20 @@ def run_plain(block: Block, env: list, warp) -> list:
         for step in block.steps:
             state.current_op = step.op
             step.fn(env, warp)
-    except TkcError:
-        raise
-    except Unlocated as e:
-        raise _located(e, step) from None
     except Exception as e:
-        raise _located(e, step) from e
+        _reraise_located(e, step)
     return [env[s] for s in block.yield_slots]
+
+
+def _reraise_located(e: Exception, step: Step):
+    """Raise what a failure while running `step` becomes: a TkcError as it is,
+    an Unlocated one located at the step's op (its chain dropped: the message
+    says it all), anything else located with `e` as its cause."""
+    if isinstance(e, TkcError):
+        raise e
+    if isinstance(e, Unlocated):
+        raise _located(e, step) from None
+    raise _located(e, step) from e
 
 
 def _located(e: Exception, step: Step) -> TkcError:
