@@ -149,7 +149,10 @@ def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_o
         return (torch.empty(B, H, L, D, device=q.device, dtype=torch.bfloat16),
                 torch.empty(B, H, L, device=q.device, dtype=torch.float32))
     if q.numel() == 0 or keys == 0:     # as _fwd_impl: o = 0, lse = +inf
-        return lambda *args: tuple(t.zero_() if i == 0 else t.fill_(math.inf) for i, t in enumerate(outputs()))
+        def empty(*args):
+            o, lse = outputs()
+            return o.zero_(), lse.fill_(math.inf)
+        return empty
     vt = v if laid_out else v.new_empty(_v_fake(v).shape)   # (a layout to prepare with: not run)
     o, lse = outputs()
     fwd = fp8_forward_kernel(D, causal, keys).prepare(q, k, vt, o, lse.unsqueeze(2), q_scale, k_scale, v_scale,
