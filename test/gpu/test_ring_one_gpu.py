@@ -70,3 +70,31 @@ def test_ring_backward_on_one_gpu_matches_attention(monkeypatch, world, causal, 
         assert got.shape == ref.shape and not got.isnan().any(), name
         err = float((got - ref.float()).norm() / ref.float().norm())
         assert err < 2e-2, (name, err)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("acc,out", [("bf16", "bf16"), ("bf16", "f32"), ("f32", "f32"), ("f32", "bf16")])
+def test_merge_kernel_matches_torch(D, acc, out):
+    """The merge kernel (ring._merge) on the GPU: ragged rows written at an
+    offset, a row with no keys on one side, one with none on either."""
+    g = torch.Generator(device="cuda").manual_seed(D)
+    B, H, R, r0 = 2, 3, 1000, 24
+    dt = {"bf16": torch.bfloat16, "f32": torch.float32}
+    oa = torch.randn(B, H, R, D, device="cuda", generator=g).to(dt[acc])
+    ob = torch.randn(B, H, R, D, device="cuda", generator=g).to(torch.bfloat16)
+    la, lb = (torch.randn(B, H, R, device="cuda", generator=g) * 4 for _ in range(2))
+    la[:, :, 5] = lb[:, :, 6] = la[:, :, 7] = lb[:, :, 7] = float("inf")
+    o = torch.full((B, H, R + 40, D), float("nan"), device="cuda", dtype=dt[out])
+    lo = torch.full((B, H, R + 40), float("nan"), device="cuda")
+    ring._merge(oa, la, ob, lb, o, lo, r0)
+    a, b = (torch.where(x == float("inf"), -float("inf"), x) for x in (la, lb))
+    m = torch.maximum(a, b).nan_to_num(neginf=0.0)
+    ea, eb = torch.exp(a - m), torch.exp(b - m)
+    s = ea + eb
+    want = (oa.float() * ea[..., None] + ob.float() * eb[..., None]) / s.clamp(min=1e-30)[..., None]
+    want_l = torch.where(s > 0, m + torch.log(s), float("inf"))
+    rows = slice(r0, r0 + R)
+    torch.testing.assert_close(o[:, :, rows].float(), want, atol=2e-2 if out == "bf16" else 1e-5, rtol=1e-2)
+    torch.testing.assert_close(lo[:, :, rows], want_l, atol=1e-5, rtol=1e-5)
+    assert o[:, :, :r0].isnan().all() and o[:, :, r0 + R:].isnan().all()
+    assert (o[:, :, r0 + 7] == 0).all() and lo[:, :, r0 + 7].isposinf().all()

@@ -14,12 +14,14 @@ torchrun when two GPUs are lent (test/gpu/multi/run_peers.py, forward)."""
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
+from tkc.kernels.attention_merge import attention_merge  # noqa: E402
 from tkc.torchops import checks, ring  # noqa: E402
 from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
 import gloo_ranks  # noqa: E402
@@ -64,13 +66,33 @@ def _attend_backward(do, q, k, v, o, lse, causal, scale):
     return (ds @ k * scale).float(), fold(ds.transpose(-1, -2) @ q * scale), fold(p.transpose(-1, -2) @ do)
 
 
+_MLIR = threading.Lock()
+
+
+def _merge_interpreted(oa, la, ob, lb, o, lo, r0):
+    """ring._merge on the CPU: the merge kernel itself, in the interpreter."""
+    names = {torch.bfloat16: "bf16", torch.float32: "f32"}
+    arrays = [t.float().numpy().copy() for t in (oa, la.unsqueeze(2), ob, lb.unsqueeze(2), o, lo.unsqueeze(2))]
+    with _MLIR:   # the ranks' threads share one MLIR context, which is not thread-safe
+        attention_merge(oa.shape[-1], names[oa.dtype], names[o.dtype]).interpret(*arrays, r0)
+    o.copy_(torch.from_numpy(arrays[4]))
+    lo.copy_(torch.from_numpy(arrays[5])[:, :, 0])
+
+
+def _cpu(monkeypatch):
+    """The ring on CPU tensors: reference attention, the merge kernel interpreted."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(ring, "_attend", _attend)
+    monkeypatch.setattr(ring, "_merge", _merge_interpreted)
+
+
 def _parts(x, world, causal):
     return zigzag(x, world) if causal else list(x.chunk(world, 2))
 
 
 def _inputs(world, hkv):
     g = torch.Generator().manual_seed(world)
-    B, H, L, D = 2, 4, 24 * world, 16
+    B, H, L, D = 2, 4, 24 * world, 32   # (the merge kernel: D a multiple of 32)
     q = torch.randn(B, H, L, D, generator=g).to(torch.bfloat16)
     k, v = (torch.randn(B, hkv, L, D, generator=g).to(torch.bfloat16) for _ in range(2))
     return q, k, v
@@ -86,8 +108,7 @@ def _check(parts, q, k, v, causal):
 @pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (2, False, 4), (4, True, 1),
                                               (3, False, 1)])
 def test_ring_equals_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
-    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(ring, "_attend", _attend)
+    _cpu(monkeypatch)
     q, k, v = _inputs(world, hkv)
     ins = [_parts(x, world, causal) for x in (q, k, v)]
     out = run_ranks(monkeypatch, world, lambda r, group: ring.ring_attention(
@@ -120,8 +141,7 @@ def _check_grads(per_rank, q, k, v, do, causal):
 @pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (4, True, 1), (2, False, 2),
                                               (3, False, 4), (4, False, 1)])
 def test_ring_gradients_equal_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
-    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(ring, "_attend", _attend)
+    _cpu(monkeypatch)
     monkeypatch.setattr(ring, "_attend_backward", _attend_backward)
     q, k, v = _inputs(world, hkv)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
@@ -133,7 +153,7 @@ def test_ring_gradients_equal_attention_over_the_whole_sequence(monkeypatch, wor
 
 def _worker(rank, world, q, k, v, do):
     checks.DEVICE_TYPE = "cpu"
-    ring._attend, ring._attend_backward = _attend, _attend_backward
+    ring._attend, ring._attend_backward, ring._merge = _attend, _attend_backward, _merge_interpreted
     with torch.no_grad():
         plain = ring.ring_attention(*(zigzag(x, world)[rank] for x in (q, k, v)))
     o, *grads = _ring_grads(*(zigzag(x, world)[rank] for x in (q, k, v, do)), dist.group.WORLD, True)

@@ -18,6 +18,7 @@ from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
 from .attention_fp8_v import fp8_v_layout_kernel
 from .attention_hopper import attention_hopper
+from .attention_merge import attention_merge
 from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
@@ -148,4 +149,7 @@ def library():
         # spills 4 bytes at 6 to 8: not prebuilt until it does not)
         *(k(world) for world in range(2, 6) for k in (all_gather_gemm, gemm_reduce_scatter)),
         rs_barrier,
+        # tkc.ring_attention's merges of its steps' outputs (bf16 or an f32 accumulator, in and out)
+        *(attention_merge(D, acc, out) for D in (64, 128, 256) for acc in ("bf16", "f32")
+          for out in ("bf16", "f32")),
     ]

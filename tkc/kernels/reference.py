@@ -34,6 +34,21 @@ def attention_lse(q, k, v, scale: float, causal: bool = False):
     return o, lse
 
 
+def attention_merge(oa, la, ob, lb):
+    """(o, lse) over the union of two disjoint key sets from each set's output
+    and log-sum-exp (+inf: no keys), as tkc.kernels.attention_merge."""
+    a = np.where(np.isposinf(la), -np.inf, la)
+    b = np.where(np.isposinf(lb), -np.inf, lb)
+    m = np.maximum(a, b)
+    m = np.where(np.isneginf(m), 0.0, m)
+    ea, eb = np.exp(a - m), np.exp(b - m)
+    s = ea + eb
+    with np.errstate(divide="ignore"):
+        o = np.where(s[..., None] > 0, (oa * ea[..., None] + ob * eb[..., None]) / np.where(s > 0, s, 1)[..., None], 0.0)
+        lse = np.where(s > 0, m + np.log(np.where(s > 0, s, 1)), np.inf)
+    return o, lse
+
+
 def attention_bwd(q, k, v, do, scale: float, causal: bool = False):
     """(dq, dk, dv) of attention_lse's o for upstream gradient do; GQA's dk, dv
     are summed over the query heads of each KV head."""

@@ -8,8 +8,10 @@ and gets its part of the output. K and V travel around the ring: at step s
 rank r attends its queries to the keys of rank r - s while it sends the
 ones it holds to rank r + 1 (NCCL point-to-point on a stream of its own), so
 the transfer hides under the step's attention. Each step's partial output
-and log-sum-exp merge into an f32 accumulator (the softmax of the union of
-the key sets, as FlashAttention's blocks merge).
+and log-sum-exp merge with the earlier steps' (the softmax of the union of
+the key sets, as FlashAttention's blocks merge: tkc/kernels/attention_merge.py,
+one pass a merge), the last merge writing the op's output, earlier ones an
+f32 accumulator.
 
 Causal attention over a ring of contiguous chunks would leave rank 0 one
 step of work and rank W - 1 all W. So with causal=True the sequence is
@@ -48,10 +50,12 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..kernels.attention_merge import attention_merge
 from ..runtime.callsite import caller
 from .attn import _bwd_impl, attention
 from .checks import check_device, check_tensor
 from .eager import Op
+from .plans import PlanCache, signature
 from .symm import process_group as _named   # a CPU test maps its in-process groups here
 
 __all__ = ["ring_attention", "zigzag", "unzigzag"]
@@ -92,23 +96,49 @@ def unzigzag(parts: list[Tensor], dim: int = 2) -> Tensor:
                      [halves[r][1] for r in reversed(range(world))], dim)
 
 
-class _Acc:
-    """An output and its log-sum-exp in f32, merged with each step's."""
+class _Chunk:
+    """One query chunk's output over the keys of the `parts` steps that
+    reach it, merged as they come (tkc/kernels/attention_merge.py): the last
+    merge writes the chunk's rows, from r0, of the op's output and lse;
+    earlier ones an f32 accumulator (a chunk of one part is copied there)."""
 
-    def __init__(self):
-        self.o = self.lse = None
+    def __init__(self, out: Tensor, lse: Tensor, r0: int, parts: int):
+        self.out, self.lse, self.r0, self.parts = out, lse, r0, parts
+        self.o = self.l = None
+        self.seen = 0
 
     def add(self, o: Tensor, lse: Tensor) -> None:
-        o, lse = o.float(), lse.float()
-        lse = torch.where(lse == math.inf, -math.inf, lse)   # a row with no key: nothing to add
-        if self.o is None:
-            self.o, self.lse = o, lse
-            return
-        new = torch.logaddexp(self.lse, lse)
-        keep = torch.where(new == -math.inf, 0.0, torch.exp(self.lse - new)).unsqueeze(-1)
-        take = torch.where(new == -math.inf, 0.0, torch.exp(lse - new)).unsqueeze(-1)
-        self.o = self.o * keep + o * take
-        self.lse = new
+        self.seen += 1
+        if self.seen == 1:
+            if self.parts == 1:
+                rows = slice(self.r0, self.r0 + o.shape[2])
+                self.out[:, :, rows], self.lse[:, :, rows] = o, lse
+            else:
+                self.o, self.l = o, lse
+        elif self.seen == self.parts:
+            _merge(self.o, self.l, o, lse, self.out, self.lse, self.r0)
+            self.o = self.l = None
+        else:   # the accumulator, in place once it is f32 (the lse always: it is the first step's)
+            acc = self.o if self.o.dtype == torch.float32 else torch.empty(
+                self.o.shape, device=self.o.device, dtype=torch.float32)
+            _merge(self.o, self.l, o, lse, acc, self.l, 0)
+            self.o = acc
+
+
+def _merge_plan(oa: Tensor, la: Tensor, ob: Tensor, lb: Tensor, o: Tensor, lo: Tensor):
+    kernel = attention_merge(oa.shape[-1], _DTYPE_NAMES[oa.dtype], _DTYPE_NAMES[o.dtype])
+    rows = lambda t: t.unsqueeze(2)  # noqa: E731  (an lse [B, H, L] as the gl [B, H, 1, L])
+    return kernel.prepare(oa, rows(la), ob, rows(lb), o, rows(lo), 0)  # (later calls: lse as it is)
+
+
+_merges = PlanCache(_merge_plan)
+_DTYPE_NAMES = {BF16: "bf16", torch.float32: "f32"}
+
+
+def _merge(oa: Tensor, la: Tensor, ob: Tensor, lb: Tensor, o: Tensor, lo: Tensor, r0: int) -> None:
+    """(o, lo) rows r0.. = the merge of (oa, la) and (ob, lb) (module doc of
+    attention_merge; a CPU test runs the kernel in the interpreter here)."""
+    _merges(signature(oa, la, ob, lb, o, lo), oa, la, ob, lb, o, lo)(oa, la, ob, lb, o, lo, r0)
 
 
 def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = True,
@@ -163,9 +193,13 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, group, causal: bool, scale: float)
     kv = torch.stack([k, v]).contiguous()
     nxt = torch.empty_like(kv)
     link = _Link(_dist(), group, kv.device)
+    out = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    lse = torch.empty(q.shape[:3], device=q.device, dtype=torch.float32)
     c = q.shape[2] // 2
     qs = (q[:, :, :c].contiguous(), q[:, :, c:].contiguous()) if causal else (q,)
-    accs = [_Acc() for _ in qs]
+    # zigzag: the first chunk's keys come at step 0 and from each earlier rank, the second's every step
+    accs = [_Chunk(out, lse, 0, rank + 1), _Chunk(out, lse, c, world)] if causal else \
+        [_Chunk(out, lse, 0, world)]
     for step in range(world):
         # the next step's keys arrive while this step computes
         posted = link.post(kv, nxt) if step + 1 < world else None
@@ -185,9 +219,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, group, causal: bool, scale: float)
         if posted is not None:
             link.wait(posted)
             kv, nxt = nxt, kv
-    if not causal:
-        return accs[0].o.to(q.dtype), accs[0].lse
-    return torch.cat([a.o for a in accs], 2).to(q.dtype), torch.cat([a.lse for a in accs], 2)
+    return out, lse
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, group,
