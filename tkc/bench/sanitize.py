@@ -2,7 +2,7 @@
 (scripts/gpu.sh's step `sanitizer`):
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 -m tkc.bench.sanitize [gemm attention memory linear fftconv ops]
+        python3 -m tkc.bench.sanitize [gemm attention memory linear fftconv ops fp8 ring]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
@@ -10,7 +10,8 @@ forward and backward (causal and not, ragged, GQA, a varlen batch; the
 forward for long sequences, ping-pong, too); the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
-tkc.matmul, tkc.linear and the wide norms (ops); the FP8 ops (fp8). Results are checked too, so a tool that perturbs timing
+tkc.matmul, tkc.linear and the wide norms (ops); the FP8 ops (fp8); ring
+attention's merge kernels (ring). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
 import math
@@ -291,8 +292,28 @@ def fp8():
         r += blocks[e] * 128
 
 
+def ring():
+    """The attention merge kernels (tkc.ring_attention's steps) at each in/out dtype, ragged rows
+    written at an offset into a longer output."""
+    from tkc.torchops import ring as ring_op
+    dt = {"bf16": torch.bfloat16, "f32": torch.float32}
+    for D in (64, 128):
+        for acc, out in (("bf16", "bf16"), ("bf16", "f32"), ("f32", "f32"), ("f32", "bf16")):
+            B, H, R, r0 = 2, 3, 77, 5
+            oa = torch.randn(B, H, R, D, device="cuda").to(dt[acc])
+            ob = torch.randn(B, H, R, D, device="cuda").to(torch.bfloat16)
+            la, lb = torch.randn(B, H, R, device="cuda"), torch.randn(B, H, R, device="cuda")
+            o = torch.zeros(B, H, R + 9, D, device="cuda", dtype=dt[out])
+            lo = torch.zeros(B, H, R + 9, device="cuda")
+            ring_op._merge(oa, la, ob, lb, o, lo, r0)
+            wa = torch.sigmoid(la - lb)[..., None]   # exp(la) / (exp(la) + exp(lb))
+            want = oa.float() * wa + ob.float() * (1 - wa)
+            report(f"ring merge D {D} {acc} -> {out}", rel(o[:, :, r0:r0 + R], want), 1e-2)
+            report(f"ring merge lse D {D} {acc} -> {out}", rel(lo[:, :, r0:r0 + R], torch.logaddexp(la, lb)), 1e-5)
+
+
 STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv,
-         "ops": ops, "fp8": fp8}
+         "ops": ops, "fp8": fp8, "ring": ring}
 
 
 def main(steps) -> int:
