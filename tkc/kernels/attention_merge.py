@@ -19,10 +19,10 @@ so that the last merge writes the op's output in place (a gl is a
 contiguous tensor, not a slice of one). o may be oa and lo la (r0 = 0): each
 warp reads its rows before it writes them.
 
-One pass, each row's two outputs read once and the result written once;
-the same merge in torch ops (to f32, logaddexp, exp, two products, a sum,
-then a cat and a cast) reads and writes several times the bytes
-(bench/multi_gpu.py's ring row, BENCHMARKS.md).
+One pass, each row's two outputs read once and the result written once,
+where the same merge in torch ops (to f32, logaddexp, exp, two products, a
+sum, then a cat and a cast) reads and writes several times the bytes: on 2
+H200s at 32k tokens ring attention went from 8.93 to 7.98 ms (BENCHMARKS.md).
 """
 from __future__ import annotations
 

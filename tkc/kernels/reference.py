@@ -44,7 +44,8 @@ def attention_merge(oa, la, ob, lb):
     ea, eb = np.exp(a - m), np.exp(b - m)
     s = ea + eb
     with np.errstate(divide="ignore"):
-        o = np.where(s[..., None] > 0, (oa * ea[..., None] + ob * eb[..., None]) / np.where(s > 0, s, 1)[..., None], 0.0)
+        inv = np.where(s > 0, 1 / np.where(s > 0, s, 1), 0.0)   # neither side: o = 0, lse +inf
+        o = (oa * ea[..., None] + ob * eb[..., None]) * inv[..., None]
         lse = np.where(s > 0, m + np.log(np.where(s > 0, s, 1)), np.inf)
     return o, lse
 
