@@ -71,7 +71,7 @@ _MLIR = threading.Lock()
 
 def _merge_interpreted(oa, la, ob, lb, o, lo, r0):
     """ring._merge on the CPU: the merge kernel itself, in the interpreter."""
-    names = {torch.bfloat16: "bf16", torch.float32: "f32"}
+    names = ring._DTYPE_NAMES
     arrays = [t.float().numpy().copy() for t in (oa, la.unsqueeze(2), ob, lb.unsqueeze(2), o, lo.unsqueeze(2))]
     with _MLIR:   # the ranks' threads share one MLIR context, which is not thread-safe
         attention_merge(oa.shape[-1], names[oa.dtype], names[o.dtype]).interpret(*arrays, r0)
