@@ -437,10 +437,13 @@ sim_block = (0, 0, 0)  # blockIdx (x, y, z) of the running simulation
 sim_grid = (1, 1, 1)  # gridDim
 
 
-def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, grid=(1, 1, 1)) -> None:
+def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, grid=(1, 1, 1),
+             starts=None) -> None:
     """Run the module's (only) kernel on warp 0 of block `block` (an int: x,
     or (x, y), (x, y, z)): gl args take `buffers` in order, each followed by its runtime
-    dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32)."""
+    dims (`dims`: a list per buffer, default none), then the scalars (f32 or i32).
+    `starts`: per buffer, (its first element's offset, *a strided gl's b, d, r
+    strides) (default (0,))."""
     global sim_buffers, sim_block, sim_grid, sim_shared
     block = tuple(block) if isinstance(block, tuple) else (block,)
     sim_shared = len(buffers)  # the block's shared memory: f32 words, NaN until written
@@ -451,7 +454,9 @@ def simulate(module, buffers: list[np.ndarray], scalars=(), block=0, dims=None, 
     fn = [o for o in gm.regions[0].blocks[0].operations if o.operation.name == "llvm.func"][0]
     args = []
     for i in range(sim_shared):
-        args += [(i, 0)] + [np.full(32, n, np.int64) for n in (dims[i] if dims else ())]
+        start, *strides = starts[i] if starts else (0,)   # a strided gl's offset, then its strides
+        args += [(i, start)] + [np.full(32, n, np.int64) for n in (dims[i] if dims else ())]
+        args += [np.full(32, n, np.int64) for n in strides]
     types = [str(a.type) for a in fn.operation.regions[0].blocks[0].arguments][len(args):]
     args += [np.full(32, s, np.int64 if t == "i32" else np.float32) for s, t in zip(scalars, types)]
     Warp(buffers).run(fn.operation, args)
@@ -575,15 +580,27 @@ def run_traced(kernel, arrays: list[np.ndarray], blocks=1, scalars=()) -> None:
     gls = [view(a.type) for a in fn.regions[0].blocks[0].arguments if isinstance(view(a.type), GL)]
     dims = [[n for d, n in zip(g.dims, (1,) * (4 - a.ndim) + a.shape) if d == -1]
             for g, a in zip(gls, arrays)]
+    strided = set(ir.DenseI64ArrayAttr(fn.attributes["tk.strided"])) if "tk.strided" in fn.attributes else set()
     with module.context:
-        compile_to(module, "nvvm")
-    bufs = [a.reshape(-1) for a in arrays]
+        compile_to(module, "nvvm")   # (fn is gone after it)
+    bufs, starts = [], []
+    for i, a in enumerate(arrays):   # a strided gl's array: a view of its base's elements
+        if i in strided:
+            base = a.base if a.base is not None else a   # numpy's owner of the memory
+            base = base.view(a.dtype)                      # (which may hold it as another type)
+            assert base.flags.c_contiguous
+            starts.append(((a.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // a.itemsize,
+                           *[st // a.itemsize for st in ((0,) * (4 - a.ndim) + a.strides)[:3]]))
+            bufs.append(base.reshape(-1))
+        else:
+            starts.append((0,))
+            bufs.append(a.reshape(-1))
     grid = (tuple(blocks) if isinstance(blocks, tuple) else (blocks,))
     grid += (1,) * (3 - len(grid))
     for z in range(grid[2]):
         for y in range(grid[1]):
             for x in range(grid[0]):
-                simulate(module, bufs, scalars, block=(x, y, z), dims=dims, grid=grid)
+                simulate(module, bufs, scalars, block=(x, y, z), dims=dims, grid=grid, starts=starts)
 
 
 def to_ptx(module) -> str:

@@ -133,9 +133,10 @@ def test_launch_checks_aliasing_on_every_call():
                      "params": [{"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, 1, None, 64]},
                                 {"name": "o", "kind": "gl", "dtype": "f32", "dims": [1, 1, None, 64],
                                  "writes": True}]})
-    sig.check_aliasing([0x1000, 0x1000 + 32 * 64 * 4], [(32, 64), (32, 64)])  # adjacent: fine
+    span = 32 * 64 * 4   # bytes of a [32, 64] f32 tensor
+    sig.check_aliasing([0x1000, 0x1000 + span], [span, span])  # adjacent: fine
     with pytest.raises(TkcError, match="overlaps"):
-        sig.check_aliasing([0x1000, 0x1000 + 31 * 64 * 4], [(32, 64), (32, 64)])
+        sig.check_aliasing([0x1000, 0x1000 + 31 * 64 * 4], [span, span])
 
 
 def test_inplace_names_are_checked():

@@ -65,12 +65,13 @@ PARAMS = [{"name": "a", "kind": "gl", "dtype": "bf16"}, {"name": "s", "kind": "s
 def test_maps_are_encoded_once_per_pointer_and_shape():
     calls = []
     maps = TensorMaps("k", [A], PARAMS, encoder=lambda args: calls.append(args) or bytes([len(calls)]) * 128)
-    v = tensors.TensorView("bf16", (64, 64), (128, 2), 2, 0x2000, "cuda", 0)
-    first = maps.values([v, None])
-    again = maps.values([v, None])
-    other = maps.values([v._replace(ptr=0x4000), None])
-    assert len(calls) == 2 and again[0] is first[0]
-    assert bytes(first[0]) == b"\x01" * 128 and bytes(other[0]) == b"\x02" * 128
+    first = maps.map(0, 0x2000, (64, 64))
+    again = maps.map(0, 0x2000, (64, 64))
+    other = maps.map(0, 0x4000, (64, 64))
+    strided = maps.map(0, 0x2000, (64, 64), (0, 0, 256, 2))   # rows 256 bytes apart: another map
+    assert len(calls) == 3 and again is first
+    assert bytes(first) == b"\x01" * 128 and bytes(other) == b"\x02" * 128 and bytes(strided) == b"\x03" * 128
+    assert calls[2].global_strides[0] == 256
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -175,6 +175,36 @@ def parallel_args(kernel) -> list[int]:
     return sorted(ir.DenseI64ArrayAttr(attr))
 
 
+def check_strided(name, attr, args, parallel=()):
+    """tk.strided: the distinct numbers of gl arguments whose b, d, r strides
+    are run-time parameters (none of them a parallel gl)."""
+    from mlir import ir
+    nums = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else None
+    if nums is None:
+        yield f"{name}: tk.strided must be an array<i64> of gl argument numbers, got {attr}"
+        return
+    if len(set(nums)) != len(nums):
+        yield f"{name}: tk.strided lists an argument twice: {nums}"
+    for n in nums:
+        if not (0 <= n < len(args) and isinstance(safe_view(args[n]), GL)):
+            yield f"{name}: tk.strided names argument {n}, which is not a gl argument"
+        elif n in parallel:
+            yield f"{name}: tk.strided names argument {n}, a parallel gl (a pgl's buffers are contiguous)"
+
+
+def strided_args(kernel) -> list[int]:
+    """The argument numbers of the kernel's strided gls (tk.strided), in order;
+    a malformed attribute is a located TkcError."""
+    if kernel is None or "tk.strided" not in kernel.attributes:
+        return []
+    args = kernel.regions[0].blocks[0].arguments
+    for message in check_strided(f"kernel @{kernel.attributes['sym_name'].value}",
+                                 kernel.attributes["tk.strided"], args, parallel_args(kernel)):
+        raise error(kernel, message)
+    from mlir import ir
+    return sorted(ir.DenseI64ArrayAttr(kernel.attributes["tk.strided"]))
+
+
 # ---------------------------------------------------------------- launch shape
 
 def kernel_warps(kernel) -> int | None:

@@ -48,6 +48,9 @@ def _attributes(kernel) -> dict:
     peers = [i for i, p in enumerate(kernel.params.values()) if isinstance(p.spec, PGLSpec)]
     if peers:  # the parallel gls (docs/multi-gpu.md)
         attrs["tk.peers"] = ir.DenseI64ArrayAttr.get(peers)
+    strided = [i for i, p in enumerate(kernel.params.values()) if p.kind == "gl" and p.spec.strided]
+    if strided:  # gls whose b, d, r strides are run-time parameters
+        attrs["tk.strided"] = ir.DenseI64ArrayAttr.get(strided)
     names = [p.spec.names if p.kind == "gl" else () for p in kernel.params.values()]
     if any(n for dims in names for n in dims):  # only then: keeps unnamed kernels' IR short
         attrs["tk.dim_names"] = ir.ArrayAttr.get([strs(dims) for dims in names])

@@ -222,11 +222,20 @@ class GLSpec:
     with that name has the same size: gl(bf16, 1, 1, "M", "K")). An i32 gl
     holds integers: indices read one element at a time (load(tkc.i32, g,
     at=...)), or i32 tiles (counts, argmax indices); an i64 gl holds int64
-    indices, read one element at a time (load(tkc.i64, g, at=...))."""
+    indices, read one element at a time (load(tkc.i64, g, at=...)).
 
-    def __init__(self, dtype, b, d, r, c):
+    strided=True: the argument may be any view whose elements along c are
+    adjacent (a permuted or sliced tensor: q.transpose(1, 2) of a [B, L, H, D]
+    one); its b, d and r strides are run-time parameters, so one kernel
+    serves every such layout. Without it the tensor must be contiguous, and
+    its strides are products of its dims."""
+
+    def __init__(self, dtype, b, d, r, c, strided=False):
         self.dtype = tile_dtype(dtype, GL_DTYPES, "gl")
         self.dims = tuple(_gl_dim(x, a) for x, a in zip((b, d, r, c), AXES))
+        if not isinstance(strided, bool):
+            raise fail(f"gl: strided must be True or False, got {strided!r}")
+        self.strided = strided
 
     @property
     def static(self) -> tuple:
@@ -242,13 +251,13 @@ class GLSpec:
         return GL(self.dtype, *(-1 if x is None else x for x in self.static))
 
     def __eq__(self, o):
-        return isinstance(o, GLSpec) and (self.dtype, self.dims) == (o.dtype, o.dims)
+        return isinstance(o, GLSpec) and (self.dtype, self.dims, self.strided) == (o.dtype, o.dims, o.strided)
 
     def __hash__(self):
-        return hash((self.dtype, self.dims))
+        return hash((self.dtype, self.dims, self.strided))
 
     def __repr__(self):
-        return f"gl({self.dtype}, {', '.join(map(repr, self.dims))})"
+        return f"gl({self.dtype}, {', '.join(map(repr, self.dims))}{', strided=True' if self.strided else ''})"
 
 
 class PGLSpec(GLSpec):
@@ -276,9 +285,9 @@ def _gl_dim(x, axis):
     return x
 
 
-def gl(dtype, b=None, d=None, r=None, c=None) -> GLSpec:
-    """A global layout annotation for a kernel argument."""
-    return GLSpec(dtype, b, d, r, c)
+def gl(dtype, b=None, d=None, r=None, c=None, *, strided: bool = False) -> GLSpec:
+    """A global layout annotation for a kernel argument (strided: GLSpec's doc)."""
+    return GLSpec(dtype, b, d, r, c, strided)
 
 
 def pgl(dtype, b=None, d=None, r=None, c=None) -> PGLSpec:
@@ -331,7 +340,7 @@ class GLHandle(Traced):
         s, n = as_index(start, "slice start"), as_index(size, "slice size")
         dims = list(self.spec.dims)
         dims[AXES.index(axis)] = None
-        spec = GLSpec(self.dtype, *dims)
+        spec = GLSpec(self.dtype, *dims, self.spec.strided)
         with emitting():
             value = tk.gl_slice(spec.view().mlir(), self.value(), axis, s.ir(), n.ir())
         return GLHandle(spec, value, self.name, self.sliced | {axis}, current().scope)

@@ -83,10 +83,17 @@ class Global:
     origin: list = None
     bounds: list = None
     rank: ir.Value = None   # a tk.peer's: whose buffer (selects its tensor map)
+    strides: list = None    # a strided gl's (b, d, r) element strides (index Values)
 
     def __post_init__(self):
         self.origin = self.origin or [0, 0, 0, 0]
         self.bounds = self.bounds or list(self.dims)
+
+    @property
+    def pitch(self):
+        """Elements from one row to the next: the r stride (a strided gl's
+        parameter, else the c dim)."""
+        return self.strides[2] if self.strides is not None else self.dims[3]
 
 
 # ---------------------------------------------------------------- rules

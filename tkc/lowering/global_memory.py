@@ -31,11 +31,15 @@ from .reduce import shuffle_xor
 def _gl_tile_origin(gl: Global, idx, rows: int, cols: int, vector: bool = False):
     """Element offset of the tile at coordinate (b, d, r, c) in units of its
     shape: rows*cols tiles (r scaled by rows) or, for vectors, row r itself
-    (of a slice: from its origin)."""
+    (of a slice: from its origin); a strided gl's through its strides."""
     b, d, r, c = idx
     _, D, R, C = gl.dims
     row0 = _add(r if vector else _mul(r, rows), gl.origin[2])
-    return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), _add(_mul(c, cols), gl.origin[3]))
+    col0 = _add(_mul(c, cols), gl.origin[3])
+    if gl.strides is not None:
+        sb, sd, sr = gl.strides
+        return _add(_add(_mul(b, sb), _mul(d, sd)), _add(_mul(row0, sr), col0))
+    return _add(_mul(_add(_mul(_add(_mul(b, D), d), R), row0), C), col0)
 
 
 def fill_value(attr) -> float | int:
@@ -86,12 +90,12 @@ def _tile_accesses(lw, gl: Global, view: RT, idx, edge, elements: bool = False, 
     origin = _gl_tile_origin(gl, idx, rows, cols)
     lr, lc = _lane_rc(lw, view.layout)
     lc = _mul(lc, k)
-    base = _add(origin, _add(_mul(lr, gl.dims[3]), lc))
+    base = _add(origin, _add(_mul(lr, gl.pitch), lc))
     if edge is not None:
         row0, col0 = _add(_mul(idx[2], rows), lr), _add(_mul(idx[3], cols), lc)
     for i, r, c, n in runs(view):
         at = (_add(row0, r), _add(col0, c * k)) if edge is not None else None
-        yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c * k))), n * k, at
+        yield i, _gl_ptr(gl, _add(base, _add(_mul(r, gl.pitch), c * k))), n * k, at
 
 
 def _vec_accesses(lw, gl: Global, view: RV, idx, edge, elements: bool = False):
@@ -223,14 +227,14 @@ def _gl_add_packed(lw, op, gl: Global, x: Frag, idx) -> None:
     edge = edge_of(op, gl)
     g, t2 = _lane_rc(lw, "row")
     lc = _mul(t2, 2)
-    base = _add(_gl_tile_origin(gl, idx, view.rows, view.cols), _add(_mul(g, gl.dims[3]), lc))
+    base = _add(_gl_tile_origin(gl, idx, view.rows, view.cols), _add(_mul(g, gl.pitch), lc))
     row0, col0 = _add(_mul(idx[2], view.rows), g), _add(_mul(idx[3], view.cols), lc)
     halves = ((0, (0, 1, 4, 5)), (1, (2, 3, 6, 7)))[:2 if view.rows % 16 == 0 else 1]  # 8 rows: one
     for bi in range(-(-view.rows // 16)):
         for bj in range(view.cols // 16):
             for half, ks in halves:
                 r, c = 16 * bi + 8 * half, 16 * bj
-                p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.dims[3]), c)))
+                p = _gl_ptr(gl, _add(base, _add(_mul(r, gl.pitch), c)))
                 vals = [x.vals[fragments.tile_index(view.rows, view.cols, bi, bj, k)] for k in ks]
 
                 def red(p=p, vals=vals):

@@ -111,7 +111,7 @@ def _gl_slice(lw, op, args):
     room = arith.maxsi(arith.subi(_v(bounds[a]), start), _idx(0))
     origin[a] = _add(origin[a], start)
     bounds[a] = arith.maxsi(arith.minsi(size, room), _idx(0))
-    return [Global(view(op.result.type), g.ptr, g.dims, origin, bounds)]
+    return [Global(view(op.result.type), g.ptr, g.dims, origin, bounds, strides=g.strides)]
 
 
 # ---------------------------------------------------------------- split loads, joined stores
@@ -194,7 +194,7 @@ def _group_copy(lw, op, dst, src, idx, to_shared: bool) -> None:
 def _copy_chunk(lw, sh, gl, origin, chunk, per_row, e, to_shared) -> None:
     row = arith.divui(chunk, _idx(per_row))
     col = arith.muli(arith.remui(chunk, _idx(per_row)), _idx(16 // e))
-    g = _gl_ptr(gl, _add(origin, _add(_mul(row, gl.dims[3]), col)))
+    g = _gl_ptr(gl, _add(origin, _add(_mul(row, gl.pitch), col)))
     s = _sh_ptr(lw, sh, _shared_offset(sh, row, col))
     v4 = ir.VectorType.get([4], ir.IntegerType.get_signless(32))
     if to_shared:

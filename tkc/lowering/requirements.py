@@ -18,7 +18,7 @@ from math import lcm
 
 from ..dialect import gl_root, walk
 from ..dialect.kernel import (arg_index, arg_names, declared_divisible, declared_multiples, dim_names,
-                              gl_arg_names, parallel_args, written)
+                              gl_arg_names, parallel_args, strided_args, written)
 from ..dialect.types import GL, view
 from ..hopper.lanes import byte_pairs, extents
 
@@ -79,7 +79,7 @@ def params(func_op, names: list[str]) -> list[dict]:
     """The manifest's `params` (what the runtime checks each argument against)."""
     op = getattr(func_op, "operation", func_op)
     div, dims, writes = divisible(op), dim_names(op), written(op)
-    parallel = parallel_args(op)
+    parallel, strided = parallel_args(op), strided_args(op)
     out = []
     for i, a in enumerate(op.regions[0].blocks[0].arguments):
         v = view(a.type)
@@ -89,6 +89,8 @@ def params(func_op, names: list[str]) -> list[dict]:
                         "divisible": list(div.get(i, [1, 1, 1, 1])), "writes": i in writes})
             if i in parallel:   # a symmetric buffer: its peers' pointers, rank, world size too
                 out[-1]["peers"] = True
+            if i in strided:    # its b, d, r strides are parameters too
+                out[-1]["strided"] = True
         else:
             out.append({"name": names[i], "kind": "scalar", "dtype": str(a.type)})
     return out

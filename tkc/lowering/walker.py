@@ -24,7 +24,8 @@ from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
 from ..dialect.attrs import int_attr
-from ..dialect.kernel import arg_names, blocks_per_sm, cluster_shape, dim_names, kernel_warps, parallel_args
+from ..dialect.kernel import (arg_names, blocks_per_sm, cluster_shape, dim_names, kernel_warps, parallel_args,
+                             strided_args)
 from ..dialect.types import GL, RT, RV, view
 from ..hopper.registers import flat_types, packed, per_word, scalar_type, word_order
 from . import peers, shared, tma
@@ -86,13 +87,15 @@ def _kernel_facts(func_op):
 def _param_types(func_op) -> list[ir.Type]:
     """The llvm.func parameters of docs/tile-ir.md's lowered form (a parallel
     gl adds its peers' pointers, the rank and the world size: peers.py)."""
-    i32 = ir.IntegerType.get_signless(32)
-    out, parallel = [], parallel_args(func_op)
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    out, parallel, strided = [], parallel_args(func_op), strided_args(func_op)
     for a in func_op.regions[0].blocks[0].arguments:
         v = view(a.type)
         if isinstance(v, GL):
             out.append(ir.Type.parse("!llvm.ptr<1>"))
             out += [i32] * sum(d == DYNAMIC for d in v.dims)
+            if a.arg_number in strided:   # its b, d, r strides in elements
+                out += [i64] * 3
             if a.arg_number in parallel:
                 out += peers.param_types()
         elif v is None and str(a.type) in ("f32", "i32"):
@@ -149,7 +152,7 @@ def _bind_params(lw, func_op, entry) -> None:
     """Map source arguments to Global / scalar values (runtime dims index_cast).
     Dims named alike are one size (the runtime checks it), so they share the
     first one's value: one register however many arguments carry the dim."""
-    k, named, parallel = 0, {}, parallel_args(func_op)
+    k, named, parallel, strided = 0, {}, parallel_args(func_op), strided_args(func_op)
     for a, names in zip(func_op.regions[0].blocks[0].arguments, dim_names(func_op)):
         v = view(a.type)
         if isinstance(v, GL):
@@ -162,7 +165,11 @@ def _bind_params(lw, func_op, entry) -> None:
                     k += 1
                 else:
                     dims.append(d)
-            lw.values[a] = Global(v, ptr, dims)
+            strides = None
+            if a.arg_number in strided:
+                strides = [arith.index_cast(ir.IndexType.get(), entry.arguments[k + i]) for i in range(3)]
+                k += 3
+            lw.values[a] = Global(v, ptr, dims, strides=strides)
             if a.arg_number in parallel:
                 k = peers.bind(lw, a, entry.arguments, k)
         else:

@@ -1,11 +1,11 @@
 """tk-verify rules of the multi-GPU ops (docs/tile-ir.md, "Several GPUs"):
 tk.peer, tk.rank, tk.world_size, tk.signal, tk.wait_signal, and the kernel's
-tk.peers attribute. tk-verify (verify.py) calls `CHECKS[name](op, name, ins,
+tk.peers attribute (and tk.strided, which must not name a parallel gl). tk-verify (verify.py) calls `CHECKS[name](op, name, ins,
 outs, kernel)` per op and `check_kernel(kernel)` per kernel.
 """
 from __future__ import annotations
 
-from ..dialect.kernel import check_peers, lenient, parallel_args
+from ..dialect.kernel import check_peers, check_strided, lenient, parallel_args
 from ..dialect.types import GL
 from .verify_messages import describe as _desc
 
@@ -18,6 +18,9 @@ def check_kernel(fn):
     if "tk.peers" in fn.attributes:
         yield from (("", m) for m in check_peers(name, fn.attributes["tk.peers"],
                                                  fn.regions[0].blocks[0].arguments))
+    if "tk.strided" in fn.attributes:
+        yield from (("", m) for m in check_strided(name, fn.attributes["tk.strided"],
+                                                   fn.regions[0].blocks[0].arguments, _parallel(fn)))
 
 
 def _parallel(kernel) -> list:

@@ -56,6 +56,18 @@ def _shape4(shape: tuple) -> tuple:
     return (1,) * (4 - len(shape)) + tuple(shape)
 
 
+def strides4(v: TensorView) -> tuple:
+    """The byte strides of v viewed as 4-D, a size-1 dim's as if it were
+    contiguous (its stride never matters, and torch gives it any value)."""
+    shape = _shape4(v.shape)
+    given = (0,) * (4 - len(v.shape)) + tuple(v.strides)
+    out, step = [0] * 4, v.itemsize
+    for axis in (3, 2, 1, 0):
+        out[axis] = step if shape[axis] == 1 else given[axis]
+        step = out[axis] * shape[axis]
+    return tuple(out)
+
+
 def _gl_text(dtype: str, dims) -> str:
     return f"gl<{dtype}, {', '.join('-1' if d is None else str(d) for d in dims)}>"
 
@@ -69,6 +81,7 @@ class GlParam:
         self.itemsize = itemsize(self.dtype)
         self.dim_names = p.get("names", [None] * 4)
         self.peers = bool(p.get("peers"))   # a pgl: takes a runtime.peers.Peers
+        self.strided = bool(p.get("strided"))   # any view with adjacent c: b, d, r strides passed
         self.runtime_axes = [i for i, d in enumerate(self.dims) if d is None]
         self.env_names = [f"{self.name}.{d}" for d in DIMS]
         self.text = _gl_text(self.dtype, self.dims)
@@ -116,6 +129,8 @@ class GlParam:
         return self.error(f"{dim} = {n} does not fit int32")
 
     def _check_layout(self, v: TensorView) -> None:
+        if self.strided:
+            return self._check_strides(v)
         step = v.itemsize
         for n, stride in zip(reversed(v.shape), reversed(v.strides)):
             if n != 1 and stride != step:  # a size-1 dim's stride never matters
@@ -127,11 +142,27 @@ class GlParam:
             raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned "
                              f"(a slice starting mid-row?); copy it with .contiguous()/.clone()")
 
+    def _check_strides(self, v: TensorView) -> None:
+        """A strided gl: elements adjacent along c, the other strides whole
+        16-byte steps (what TMA and paired accesses need), none negative."""
+        shape, strides = _shape4(v.shape), strides4(v)
+        if shape[3] != 1 and strides[3] != v.itemsize:
+            raise self.error(f"the last dim's elements must be adjacent (stride 1), found shape {v.shape} "
+                             f"with strides {tuple(s // v.itemsize for s in v.strides)} (in elements)")
+        if any(n != 1 and (s < 0 or s % ALIGN) for n, s in zip(shape[:3], strides[:3])):
+            raise self.error(f"strides {tuple(s // v.itemsize for s in v.strides)} (in elements) of shape "
+                             f"{v.shape} must be non-negative multiples of {ALIGN} bytes "
+                             f"({ALIGN // v.itemsize} elements); call .contiguous()")
+        if v.ptr % ALIGN:
+            raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned; copy it with .contiguous()")
+
     def pack(self, v: TensorView, values: list, env: dict, peers=None) -> None:
         values.append(ctypes.c_uint64(v.ptr))
         shape = _shape4(v.shape)
         for axis in self.runtime_axes:
             values.append(ctypes.c_uint32(shape[axis]))
+        if self.strided:
+            values += [ctypes.c_uint64(s // v.itemsize) for s in strides4(v)[:3]]
         for name, n in zip(self.env_names, shape):
             env[name] = n
         if self.peers:   # the peers' pointers, rank, world size (lowering/peers.py)
@@ -209,7 +240,7 @@ class Signature:
         for param in self.params:
             self.slots.append(len(self.kinds))
             if isinstance(param, GlParam):
-                self.kinds += ["u64"] + ["u32"] * len(param.runtime_axes)
+                self.kinds += ["u64"] + ["u32"] * len(param.runtime_axes) + ["u64"] * 3 * param.strided
                 if param.peers:
                     self.kinds += ["u64"] * MAX_PEERS + ["u32", "u32"]
             else:
@@ -269,23 +300,32 @@ class Signature:
                 param.pack(arg, values, env)
                 views.append(None)
         self._check_multiples(named)
-        self.check_aliasing([v.ptr if v is not None else None for v in views],
-                            [v.shape if v is not None else None for v in views])
+        self.check_aliasing([v.ptr if v is not None else None for v in views], self.spans(views))
         return Bound(values, env, device, views)
 
-    def check_aliasing(self, ptrs: list, shapes: list) -> None:
+    def spans(self, views: list) -> list:
+        """Per argument, the bytes from its first element to past its last
+        (None for a scalar): a strided view's reach, holes included."""
+        out = []
+        for param, v in zip(self.params, views):
+            if v is None:
+                out.append(None)
+            elif param.strided and math.prod(v.shape):
+                out.append(sum((n - 1) * s for n, s in zip(_shape4(v.shape), strides4(v))) + v.itemsize)
+            else:
+                out.append(math.prod(v.shape) * v.itemsize)
+        return out
+
+    def check_aliasing(self, ptrs: list, spans: list) -> None:
         """No written argument may overlap another argument in memory (the
         kernel would read what it already wrote), except the very same tensor
         as a declared in-place partner. Per launch: a few comparisons."""
         for i, j in self.overlaps:
-            a, b = self._span(i, ptrs[i], shapes[i]), self._span(j, ptrs[j], shapes[j])
+            a, b = (ptrs[i], ptrs[i] + spans[i]), (ptrs[j], ptrs[j] + spans[j])
             if a[0] < b[1] and b[0] < a[1]:
                 if a == b and ((i, j) in self.inplace or (j, i) in self.inplace):
                     continue
                 self._alias_error(i, j, a == b)
-
-    def _span(self, i: int, ptr: int, shape) -> tuple[int, int]:
-        return ptr, ptr + math.prod(shape) * self.params[i].itemsize
 
     def _alias_error(self, i: int, j: int, same: bool):
         pi, pj = self.params[i], self.params[j]

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 
 from ..diagnostics import TkcError
 from . import driver
-from .args import Signature
+from .args import Signature, strides4
 from .artifact import Artifact
 from .callsite import caller
 from .frame import Frame, Layout
@@ -35,6 +35,8 @@ class Plan(NamedTuple):
     device: int | None  # None: no gl argument, the current device runs it
     values: list        # PTX parameter values (the runtime dims are what they keep)
     shapes: list        # per argument, a tensor's shape (None for a scalar)
+    spans: list         # per argument, a tensor's bytes in memory (Signature.spans)
+    strides: list       # per argument, a strided gl's 4-D byte strides (else None)
 
 
 class Launcher:
@@ -78,7 +80,7 @@ class Launcher:
             plan = self._plan(args, raw_stream, fast)
             values = plan.values
         else:  # the plan's values, with this call's pointers and scalars
-            self.signature.check_aliasing(fast[1], plan.shapes)
+            self.signature.check_aliasing(fast[1], plan.spans)
             values = plan.values.copy()
             for slot, x in zip(self.signature.slots, fast[1]):
                 values[slot] = x
@@ -104,9 +106,9 @@ class Launcher:
         if raw_stream is None:
             raw_stream = _default_stream(device)
         driver.launch(fn, plan.grid, self.block, self.shared, raw_stream,
-                      self._params(values, plan.shapes), self.cluster, current=True)
+                      self._params(values, plan), self.cluster, current=True)
 
-    def _params(self, values: list, shapes: list) -> driver.Params:
+    def _params(self, values: list, plan: Plan) -> driver.Params:
         """The packed parameters of these values: kept per distinct values (the
         pointers of an eager loop repeat, as torch's allocator hands the same
         blocks back), so a repeated launch neither encodes nor packs. Values fix
@@ -116,7 +118,7 @@ class Launcher:
         key = tuple(values)
         params = self.frames.get(key)
         if params is None:
-            maps = self._maps(values, shapes) if self.tensor_maps is not None else ()
+            maps = self._maps(values, plan) if self.tensor_maps is not None else ()
             params = Frame(self.layout).pack(values, maps)
             if len(self.frames) >= self.FRAME_LIMIT:
                 self.frames.clear()
@@ -134,17 +136,21 @@ class Launcher:
         except TkcError as e:  # grid errors come unlocated: they are the caller's too
             raise e if e.where else TkcError(e.message, caller()) from None
         plan = Plan(grid, bound.device, [v.value for v in bound.values],
-                    [None if v is None else tuple(v.shape) for v in bound.views])
+                    [None if v is None else tuple(v.shape) for v in bound.views],
+                    self.signature.spans(bound.views),
+                    [strides4(v) if v is not None and getattr(p, "strided", False) else None
+                     for p, v in zip(self.signature.params, bound.views)])
         if fast is not None:
             if len(self.plans) >= self.PLAN_LIMIT:
                 self.plans.clear()
             self.plans[fast[0]] = plan
         return plan
 
-    def _maps(self, values: list, shapes: list) -> list:
+    def _maps(self, values: list, plan: Plan) -> list:
         """The tensor maps' 128-byte buffers, after the regular parameters."""
         slots = self.signature.slots
-        return [self.tensor_maps.map(n, values[slots[i] + self.tensor_maps.offsets[n]], shapes[i])
+        return [self.tensor_maps.map(n, values[slots[i] + self.tensor_maps.offsets[n]], plan.shapes[i],
+                                     plan.strides[i])
                 for n, i in enumerate(self.tensor_maps.params)]
 
     def _grid(self, env: dict) -> tuple:
@@ -200,7 +206,7 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> 
               f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
     scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
     scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream,
-                 miss=lambda key: launcher._params(list(key), plan.shapes),
+                 miss=lambda key: launcher._params(list(key), plan),
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
     exec(source, scope)
     launch = scope["launch"]

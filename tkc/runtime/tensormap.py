@@ -52,9 +52,10 @@ def row_problem(dtype: str, c: int) -> str | None:
     return None
 
 
-def arguments(kernel: str, entry: dict, ptr: int, shape) -> EncodeArgs:
-    """The encode arguments for a contiguous tensor of `shape` at `ptr`; a
-    TkcError naming the kernel and argument when TMA cannot describe it."""
+def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> EncodeArgs:
+    """The encode arguments for a tensor of `shape` at `ptr`, contiguous or
+    (a strided gl's) of 4-D byte `strides`; a TkcError naming the kernel and
+    argument when TMA cannot describe it."""
     def bad(what: str) -> TkcError:
         return TkcError(f"kernel '{kernel}': argument {entry['param']} '{entry['name']}' "
                         f"(tensor map {entry['box'][0]}x{entry['box'][1]} {entry['swizzle']}): "
@@ -76,7 +77,9 @@ def arguments(kernel: str, entry: dict, ptr: int, shape) -> EncodeArgs:
                   f"found {cols * e}")
     if max(b, d, r, c) > 2**32:
         raise bad(f"dims {(b, d, r, c)} exceed TMA's 2^32 elements per dim")
-    strides = (c * e, r * c * e, d * r * c * e)
+    strides = (c * e, r * c * e, d * r * c * e) if strides is None else tuple(reversed(strides[:3]))
+    if any(s % 16 or s >= 2**40 for s in strides):
+        raise bad(f"TMA needs strides of a multiple of 16 bytes below 2^40, found {strides} (c, r, d order)")
     return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
                       (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])
 
@@ -148,18 +151,15 @@ class TensorMaps:
                         for e in self.entries]
         self._cache: dict = {}
 
-    def values(self, views: list) -> list:
-        """One ctypes parameter per entry; `views[i]` is argument i's TensorView."""
-        return [self.map(n, views[i].ptr, views[i].shape) for n, i in enumerate(self.params)]
-
-    def map(self, n: int, ptr: int, shape) -> ctypes.Array:
-        """Entry n's map for a tensor at ptr of shape (checked already): a 64-byte
-        aligned 128-byte buffer, encoded on the first launch with this tensor."""
-        key = (n, ptr, tuple(shape))
+    def map(self, n: int, ptr: int, shape, strides=None) -> ctypes.Array:
+        """Entry n's map for a tensor at ptr of shape (and a strided gl's byte
+        strides; checked already): a 64-byte aligned 128-byte buffer, encoded
+        on the first launch with this tensor."""
+        key = (n, ptr, tuple(shape), strides)
         buf = self._cache.get(key)
         if buf is None:
             if len(self._cache) >= self.CACHE_LIMIT:
                 self._cache.clear()
             encoder = self.encoder or encode  # looked up late: tests replace it
-            buf = self._cache[key] = param(encoder(arguments(self.kernel, self.entries[n], ptr, shape)))
+            buf = self._cache[key] = param(encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides)))
         return buf
