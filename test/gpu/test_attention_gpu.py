@@ -117,18 +117,41 @@ def test_lse_matches():
     assert (lse - torch.logsumexp(s, -1)).abs().max() < 1e-3
 
 
+def _packed(B, Hq, Hkv, L, D):
+    """q, k, v unbound from one [B, L, Hq + 2 Hkv, D] projection, as [B, H, L, D] views."""
+    x = torch.randn(B, L, Hq + 2 * Hkv, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    q, k, v = x.split([Hq, Hkv, Hkv], 2)
+    return x, [t.transpose(1, 2) for t in (q, k, v)]
+
+
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("memory", ["blhd", "packed"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_layout_without_copies(causal):
-    """q, k, v transposes of [B, L, H, D] tensors (FlashAttention's layout)
-    run the blhd kernels; the output keeps that layout."""
+def test_strided_layouts_without_copies(causal, memory, D):
+    """q, k, v as FlashAttention's [B, L, H, D] memory (transposes) or
+    unbound from one packed projection (every stride a whole 16 bytes): the
+    strided kernels take them as they are; values and gradients against
+    float32, the FlashAttention layout's outputs keep it."""
     import tkc
-    q, k, v = inputs(2, 8, 2, 500, 700, 64, blhd=True)
+    if memory == "blhd":
+        q, k, v = inputs(2, 8, 2, 500, 700, D, blhd=True)
+        leaves = (q, k, v)
+    else:
+        x, (q, k, v) = _packed(2, 8, 2, 600, D)
+        leaves = (x,)
     o = tkc.attention(q, k, v, causal=causal)
-    assert o.transpose(1, 2).is_contiguous()
-    ref = reference(q, k, v, causal)
+    assert o.transpose(1, 2).is_contiguous() == (memory == "blhd")
+    ref = reference(*(t.detach().requires_grad_() for t in (q, k, v)), causal)
     assert rel_err(o, ref) < 1e-2
-    o.float().square().sum().backward()
-    ref.square().sum().backward()
+    do = torch.randn_like(o)
+    o.backward(do)
+    got = [t.grad.clone() for t in leaves]
+    rq, rk, rv = (t.detach().float().requires_grad_() for t in (q, k, v))
+    reference(rq, rk, rv, causal).backward(do.float())
+    want = [rq.grad, rk.grad, rv.grad] if memory == "blhd" else \
+        [torch.cat([g.transpose(1, 2) for g in (rq.grad, rk.grad, rv.grad)], 2)]
+    for g, w in zip(got, want):
+        assert rel_err(g, w) < 2e-2
 
 
 @pytest.mark.parametrize("D", [64, 128, 256])
@@ -159,7 +182,7 @@ def test_varlen(long, causal, D):
 
 
 @pytest.mark.parametrize("direction,D,causal,layout", [("forward", 128, True, "bhld"),
-                                                      ("backward", 64, False, "blhd")])
+                                                      ("backward", 64, False, "bhld")])
 def test_a_space_tunes_end_to_end(direction, D, causal, layout):
     """A space of each direction tuned at one of its examples (1024 keys), not
     recorded: every candidate runs, matches the default's output and is

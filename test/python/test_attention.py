@@ -35,35 +35,37 @@ def _inputs(B, Hq, Hkv, Lq, Lk, D, seed):
 
 
 def _blhd(x):
-    """[B, H, L, D] -> FlashAttention's [B, L, H * D] (contiguous)."""
-    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(x.shape[0], x.shape[2], -1)
+    """[B, H, L, D] values in FlashAttention's [B, L, H, D] memory, seen as
+    [B, H, L, D]: the strided view the kernels take as they take SDPA's."""
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
 
 
-def _from_blhd(x, H):
-    B, L, _ = x.shape
-    return x.reshape(B, L, H, -1).transpose(0, 2, 1, 3)
+def _empty(shape, memory: str):
+    """NaNs of [B, H, L, D] `shape`, laid out in `memory` order ("bhld" or "blhd")."""
+    x = np.full(shape, np.nan, np.float32)
+    return _blhd(x) if memory == "blhd" else x
 
 
-def run_fixed(D, causal, layout, q, k, v, do, bwd: BackwardSchedule | None = None):
-    """(o, lse, dq, dk, dv) through the three kernels, in [B, H, L, D]; the
-    backward as `bwd` schedules it (default: the library's first, the
-    space's default)."""
+def run_fixed(D, causal, memory, q, k, v, do, bwd: BackwardSchedule | None = None):
+    """(o, lse, dq, dk, dv) through the three kernels (bhld: strided gls), every
+    [B, H, L, D] tensor laid out in `memory` order (SDPA's "bhld" or
+    FlashAttention's "blhd"); the backward as `bwd` schedules it (default:
+    the library's first, the space's default)."""
     B, Hq, Lq, _ = q.shape
-    view = (lambda x: x) if layout == "bhld" else _blhd
-    back = (lambda x, H: x) if layout == "bhld" else _from_blhd
-    o = np.full(view(q).shape, np.nan, np.float32)
+    view = (lambda x: x) if memory == "bhld" else _blhd
+    o = _empty(q.shape, memory)
     lse = np.full((B, Hq, 1, Lq), np.nan, np.float32)
-    attention_hopper(D, causal, layout).interpret(view(q), view(k), view(v), o, lse, SCALE)
+    attention_hopper(D, causal, "bhld").interpret(view(q), view(k), view(v), o, lse, SCALE)
     stats = np.full((B, Hq, 2, stats_columns(Lq)), np.nan, np.float32)
-    dq = np.full(view(q).shape, np.nan, np.float32)   # the accumulator: prep zeroes it
-    attention_prep(D, layout).interpret(o, view(do), lse, stats, dq)
-    dk, dv = (np.full(view(k).shape, np.nan, np.float32) for _ in range(2))
-    bwd = bwd or backward_space(D, causal, layout)[0]
-    attention_bwd(D, causal, layout, bwd).interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv,
+    dq = _empty(q.shape, memory)   # the accumulator: prep zeroes it
+    attention_prep(D, "bhld").interpret(o, view(do), lse, stats, dq)
+    dk, dv = _empty(k.shape, memory), _empty(k.shape, memory)
+    bwd = bwd or backward_space(D, causal, "bhld")[0]
+    attention_bwd(D, causal, "bhld", bwd).interpret(view(q), view(k), view(v), view(do), stats, dq, dk, dv,
                                                     SCALE)
     if bwd.dq_packed:   # the accumulator's columns in the kernel's order
         dq = dq_result(torch.from_numpy(dq), torch.float32, packed=True).numpy()
-    return back(o, Hq), lse[:, :, 0], back(dq, Hq), back(dk, k.shape[1]), back(dv, k.shape[1])
+    return o, lse[:, :, 0], dq, dk, dv
 
 
 def check(got, q, k, v, do, causal):
@@ -79,7 +81,7 @@ def check(got, q, k, v, do, causal):
         assert rel_err(x, r) < 1e-2
 
 
-CASES = {  # name: (D, causal, layout, B, Hq, Hkv, Lq, Lk)
+CASES = {  # name: (D, causal, memory order, B, Hq, Hkv, Lq, Lk)
     "d64": (64, False, "bhld", 1, 2, 2, 256, 256),
     "d128-causal": (128, True, "bhld", 1, 2, 2, 256, 256),
     "ragged-gqa": (64, False, "bhld", 2, 4, 2, 200, 130),
@@ -149,25 +151,25 @@ def test_forward_variants(kw, D, causal, Lq, Lk):
     assert np.abs(lse[:, :, 0][fin] - rlse[fin]).max() < 1e-4
 
 
-@pytest.mark.parametrize("layout", ["bhld", "blhd"])
+@pytest.mark.parametrize("memory", ["bhld", "blhd"])
 @pytest.mark.parametrize("causal,Lq,Lk", [(False, 130, 200), (True, 200, 77)])
-def test_head_dim_256(layout, causal, Lq, Lk):
-    """tkc.attention's D = 256 kernels on ragged GQA shapes: the short and the
-    long forward (64-key tiles, O by TMA through Q's tile), and the backward that
-    splits its work by halves of D (P^T handed between the warpgroups in
-    shared memory, dQ by atomic adds, packed as tkc.attention has them: the
-    interpreter checks the hand-over for races), and dQ by the pairs."""
+def test_head_dim_256(memory, causal, Lq, Lk):
+    """tkc.attention's D = 256 kernels on ragged GQA shapes, in SDPA's and
+    FlashAttention's memory: the short and the long forward (64-key tiles,
+    O by TMA through Q's tile), and the backward that splits its work by
+    halves of D (P^T handed between the warpgroups in shared memory, dQ by
+    atomic adds, packed as tkc.attention has them: the interpreter checks
+    the hand-over for races), and dQ by the pairs."""
     q, k, v, do = _inputs(1, 4, 2, Lq, Lk, 256, seed=Lq)
     for packed in (True, False):
-        check(run_fixed(256, causal, layout, q, k, v, do, BackwardSchedule(dq_packed=packed, dkv_tma=True)),
+        check(run_fixed(256, causal, memory, q, k, v, do, BackwardSchedule(dq_packed=packed, dkv_tma=True)),
               q, k, v, do, causal)
-    view = (lambda x: x) if layout == "bhld" else _blhd
+    view = (lambda x: x) if memory == "bhld" else _blhd
     ro, rlse = reference.attention_lse(q, k, v, SCALE, causal)
-    for schedule in forward_space(256, causal, layout):
-        o = np.full(view(q).shape, np.nan, np.float32)
+    for schedule in forward_space(256, causal, "bhld"):
+        o = _empty(q.shape, memory)
         lse = np.full((1, 4, 1, Lq), np.nan, np.float32)
-        attention_hopper(256, causal, layout, schedule).interpret(view(q), view(k), view(v), o, lse, SCALE)
-        o = o if layout == "bhld" else _from_blhd(o, 4)
+        attention_hopper(256, causal, "bhld", schedule).interpret(view(q), view(k), view(v), o, lse, SCALE)
         assert rel_err(o, ro) < 1e-2
         fin = np.isfinite(rlse)
         assert (np.isinf(lse[:, :, 0]) == ~fin).all()
@@ -175,7 +177,7 @@ def test_head_dim_256(layout, causal, Lq, Lk):
 
 
 S = BackwardSchedule
-BWD_VARIANTS = [  # (schedule, D, causal, layout, Lq, Lk)
+BWD_VARIANTS = [  # (schedule, D, causal, memory order, Lq, Lk)
     (S(overlap=True, dkv_tma=True), 128, True, "bhld", 200, 330),
     (S(BQ=128, overlap=True, dkv_tma=True), 64, False, "blhd", 300, 77),
     (S(BQ=128, stats_acc=True), 64, False, "bhld", 200, 330),

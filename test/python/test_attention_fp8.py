@@ -156,7 +156,7 @@ def test_a_kernel_that_forgets_the_lane_order_is_wrong():
 
 @pytest.mark.parametrize("kwargs, words", [
     (dict(D=256, o_via_q=True), ("head dims (64, 128, 256)", "no o_via_q")),
-    (dict(layout="blhd"), ("layout 'bhld'",)),
+    (dict(layout="varlen"), ("layout 'bhld'",)),
     (dict(dtype="f16"), ("dtype must be 'bf16' or 'f8e4m3'",)),
     (dict(dtype="bf16", KV=192), ("KV = 192 is the FP8 forward's",)),
 ])

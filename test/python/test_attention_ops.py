@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
-from helpers import interpreted as _interpreted  # noqa: E402
+from helpers import grads_match, interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
@@ -79,6 +79,33 @@ def test_forward_and_gradients(blhd, causal, D):
     ref.backward(do.double())
     for g, t in zip(grads, (q, k, v)):
         assert g.shape == t.shape and _rel(g, t.grad) < 2e-2
+
+
+def test_strided_inputs_reach_the_kernels_as_they_are(monkeypatch):
+    """q, k, v unbound from one packed [B, L, 3, H, D] projection (views 3
+    heads' rows apart) go to the strided kernels as they are, values and
+    gradients right; a view the kernels cannot take (D's elements apart) is
+    copied first."""
+    launched = []
+
+    def recording(*key):
+        inner = _interpreted(forward_kernel(*key))
+        run = inner.run
+        inner.run = lambda *args: launched.append(args[:3]) or run(*args)
+        return inner
+    monkeypatch.setattr(ops, "forward_kernel", recording)
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(1, 100, 3, 2, 64, generator=g).bfloat16().requires_grad_()
+    q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))     # [B, H, L, D], strides (., 64, 384, 1)
+    o, _ = ops._fwd(q, k, v, True, 0.125)
+    assert [t.untyped_storage().data_ptr() for t in launched[0]] == [qkv.untyped_storage().data_ptr()] * 3
+    assert [t.stride() for t in launched[0]] == [q.stride(), k.stride(), v.stride()]
+    assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
+    do = torch.randn_like(o)
+    assert grads_match(o, _reference(q, k, v, True, 0.125), do, [qkv], 2e-2)
+    apart = torch.randn(1, 2, 100, 64, 2, generator=g).bfloat16()[..., 0]   # D's elements 2 apart
+    ops._fwd(apart, apart, apart, False, 0.125)
+    assert all(t.is_contiguous() for t in launched[-1])
 
 
 def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):

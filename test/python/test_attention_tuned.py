@@ -22,8 +22,9 @@ H100 = "NVIDIA H100 80GB HBM3"   # the name the lent H100 reported (tables.py: i
 # What the old code (tkc/kernels/attention_picks.py at 7f6b471, hand tables
 # measured on the H100) picked at these key counts, per (D, causal, layout):
 # (keys from which, forward, backward), each row holding up to the next.
-# Computed once with that code; the prep kernel was attn_prep_d<D>_<layout>. One
-# change since: D 128 without the mask below 2048 keys (bhld, blhd) ping-pongs
+# Computed once with that code (its "blhd" kernels, picked as the bhld ones, are the
+# strided bhld kernels since); the prep kernel was attn_prep_d<D>_<layout>. One
+# change since: D 128 without the mask below 2048 keys (bhld) ping-pongs
 # (attention_schedule.forward_space; measured on the H200, the H100's row follows).
 KEYS = (1, 64, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
         16384, 65535, 65536, 65537, 100000)
@@ -35,14 +36,6 @@ OLD_PICKS = {
          "attn_bwd_d64_bhld_q128_overlap_ds2_dkvreg_sacc"),
         (8192, "attn_fwd_d64_bhld_kv128_s2_overlap_pingpong_c3",
          "attn_bwd_d64_bhld_q128_overlap_ds2_dkvreg_sacc"),
-    ],
-    (64, False, "blhd"): [
-        (1, "attn_fwd_d64_blhd_kv128_s2_c3_persistent",
-         "attn_bwd_d64_blhd_q128_overlap_ds2_sacc"),
-        (2048, "attn_fwd_d64_blhd_kv128_s2_c3_persistent",
-         "attn_bwd_d64_blhd_q128_overlap_ds2_dkvreg_sacc"),
-        (8192, "attn_fwd_d64_blhd_kv128_s2_overlap_pingpong_c3",
-         "attn_bwd_d64_blhd_q128_overlap_ds2_dkvreg_sacc"),
     ],
     (64, False, "varlen"): [
         (1, "attn_fwd_d64_varlen_kv128_s2_c3",
@@ -56,12 +49,6 @@ OLD_PICKS = {
         (8192, "attn_fwd_d64_causal_bhld_kv128_s2_overlap_pingpong_c3",
          "attn_bwd_d64_causal_bhld_q128_overlap_ds2_sacc"),
     ],
-    (64, True, "blhd"): [
-        (1, "attn_fwd_d64_causal_blhd_kv128_s2_zigzag_fma38_diag",
-         "attn_bwd_d64_causal_blhd_q128_overlap_ds2_sacc"),
-        (8192, "attn_fwd_d64_causal_blhd_kv128_s2_overlap_pingpong_c3",
-         "attn_bwd_d64_causal_blhd_q128_overlap_ds2_sacc"),
-    ],
     (64, True, "varlen"): [
         (1, "attn_fwd_d64_causal_varlen_kv128_s2_c1_b2",
          "attn_bwd_d64_causal_varlen_q128_overlap_sacc"),
@@ -73,12 +60,6 @@ OLD_PICKS = {
          "attn_bwd_d128_bhld_overlap_ds2_sacc"),
         (2048, "attn_fwd_d128_bhld_kv128_overlap_pingpong_persistent",
          "attn_bwd_d128_bhld_overlap_ds2_sacc"),
-    ],
-    (128, False, "blhd"): [
-        (1, "attn_fwd_d128_blhd_kv128_pingpong_persistent",
-         "attn_bwd_d128_blhd_overlap_ds2_sacc"),
-        (2048, "attn_fwd_d128_blhd_kv128_overlap_pingpong_persistent",
-         "attn_bwd_d128_blhd_overlap_ds2_sacc"),
     ],
     (128, False, "varlen"): [
         (1, "attn_fwd_d128_varlen_kv128",
@@ -94,14 +75,6 @@ OLD_PICKS = {
         (8192, "attn_fwd_d128_causal_bhld_kv128_overlap_pingpong",
          "attn_bwd_d128_causal_bhld_overlap_ds2_sacc"),
     ],
-    (128, True, "blhd"): [
-        (1, "attn_fwd_d128_causal_blhd_kv128_zigzag",
-         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
-        (2048, "attn_fwd_d128_causal_blhd_kv128_overlap_pingpong_zigzag_diag",
-         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
-        (8192, "attn_fwd_d128_causal_blhd_kv128_overlap_pingpong",
-         "attn_bwd_d128_causal_blhd_overlap_ds2_sacc"),
-    ],
     (128, True, "varlen"): [
         (1, "attn_fwd_d128_causal_varlen_kv64_s2_c1_b2",
          "attn_bwd_d128_causal_varlen_overlap_sacc"),
@@ -114,12 +87,6 @@ OLD_PICKS = {
         (1024, "attn_fwd_d256_bhld_kv64_s2_overlap_pingpong_oq",
          "attn_bwd_d256_bhld_dqatomic_dqpk"),
     ],
-    (256, False, "blhd"): [
-        (1, "attn_fwd_d256_blhd_kv64_s2_oq",
-         "attn_bwd_d256_blhd_dqatomic_dqpk"),
-        (1024, "attn_fwd_d256_blhd_kv64_s2_overlap_pingpong_oq",
-         "attn_bwd_d256_blhd_dqatomic_dqpk"),
-    ],
     (256, False, "varlen"): [
         (1, "attn_fwd_d256_varlen_kv64_s2",
          "attn_bwd_d256_varlen_dqatomic_dqpk"),
@@ -131,12 +98,6 @@ OLD_PICKS = {
          "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
         (2048, "attn_fwd_d256_causal_bhld_kv64_s2_overlap_pingpong_oq",
          "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
-    ],
-    (256, True, "blhd"): [
-        (1, "attn_fwd_d256_causal_blhd_kv64_s2_oq",
-         "attn_bwd_d256_causal_blhd_dqatomic_dqpk"),
-        (2048, "attn_fwd_d256_causal_blhd_kv64_s2_overlap_pingpong_oq",
-         "attn_bwd_d256_causal_blhd_dqatomic_dqpk"),
     ],
     (256, True, "varlen"): [
         (1, "attn_fwd_d256_causal_varlen_kv64_s2",
@@ -242,13 +203,15 @@ def test_key_buckets():
 
 
 def test_the_key_of_a_kernel_call():
-    """`tkc tune` keys a call by its arguments: k's rows (bhld, blhd), the
-    backward's max_k or the forward's longest sequence (varlen)."""
+    """`tkc tune` keys a call by its arguments: k's rows (bhld, whatever its
+    strides: a [B, L, H, D] tensor's transpose too), the backward's max_k or
+    the forward's longest sequence (varlen)."""
     z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
     bhld = [z(1, 4, 100, 64), z(1, 2, 3000, 64), z(1, 2, 3000, 64), z(1, 4, 100, 64), z(1, 4, 1, 100), 0.1]
     assert tuned.FORWARD[64, True, "bhld"].key(bhld) == (64, True, "bhld", 2048)
-    blhd = [z(1, 100, 256), z(1, 700, 128), z(1, 700, 128), z(1, 100, 256), z(1, 4, 1, 100), 0.1]
-    assert tuned.FORWARD[64, False, "blhd"].key(blhd) == (64, False, "blhd", 512)
+    blhd = [z(1, 100, 4, 64).transpose(0, 2, 1, 3), z(1, 700, 2, 64).transpose(0, 2, 1, 3),
+            z(1, 700, 2, 64).transpose(0, 2, 1, 3), z(1, 100, 4, 64).transpose(0, 2, 1, 3), z(1, 4, 1, 100), 0.1]
+    assert tuned.FORWARD[64, False, "bhld"].key(blhd) == (64, False, "bhld", 512)
     cu_q, cu_k = np.array([0, 5, 10], np.int32), np.array([0, 1500, 1600], np.int32)
     varlen = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 1, 10), cu_q, cu_k, 5, 0.1]
     assert tuned.FORWARD[128, True, "varlen"].key(varlen) == (128, True, "varlen", 1024)
@@ -262,16 +225,17 @@ def test_tkc_tune_finds_the_spaces():
     with examples at the eager benchmark's lengths."""
     from tkc.tune.cli import _builders
     found = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
-    assert len(found) == 36
+    assert len(found) == 24   # 3 head dims x causal or not x (bhld, varlen) x (forward, backward)
     assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
     assert tuned.EXAMPLE_KEYS == (512, 1024, 2048, 4096, 8192, 16384)
 
 
 def test_the_library_builds_the_common_shapes_picks():
-    """tkc build's library: every kernel the tables may pick for D 64 and 128
-    in bhld and blhd, causal and not (and their prep), and tkc.attention_fp8's
-    spaces at D 64 and 128 (7 kernels, what the H200's tuning picked; D 256
-    compiles at its first call, as bf16's): at most 40 attention kernels in
+    """tkc build's library: every kernel the tables may pick for D 64, 128 and
+    256 (the strided bhld kernels: SDPA's and FlashAttention's layouts alike),
+    causal and not (and their prep), and tkc.attention_fp8's spaces at D 64
+    and 128 (7 kernels, what the H200's tuning picked; its D 256 compiles at
+    its first call): at most 40 attention kernels in
     all, every one a kernel the ops may launch (the paper's Figure 1 kernel,
     tkc.kernels.attention_fwd, is an example no op launches: it compiles at
     its first call)."""

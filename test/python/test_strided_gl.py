@@ -117,7 +117,7 @@ def _view(shape, strides, ptr=0x10000, dtype="bf16"):
 
 @pytest.mark.parametrize("x, message", [
     (_view((2, 3, 16, 64), (3 * 16 * 128, 16 * 128, 128, 2)), "the last dim's elements must be adjacent"),
-    (_view((2, 3, 16, 64), (3 * 16 * 68, 16 * 68, 68, 1)), "must be non-negative multiples of 16 bytes"),
+    (_view((2, 3, 16, 64), (3 * 16 * 68, 16 * 68, 68, 1)), "must be positive multiples of 16 bytes"),
     (_view((2, 3, 16, 64), (3 * 16 * 64, 16 * 64, 64, 1), ptr=0x10008), "not 16-byte aligned"),
 ])
 def test_strides_the_kernel_cannot_take_are_refused(x, message):

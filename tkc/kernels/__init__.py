@@ -66,14 +66,14 @@ def _gemm_ops():
 
 GEMM_OPS = _gemm_ops()
 
-# tkc.attention's common shapes: head dims 64 and 128 in SDPA's layout and
-# FlashAttention's, causal and not. The library builds every schedule their
-# tables may pick (attention_schedule's spaces, which hold nothing else) and
-# the backward's prep; D 256 and varlen compile at their first call, or ahead
-# with `tkc build tkc/kernels/attention_tuned.py` (every space's candidates:
-# what tuning offline needs), which the GPU tests' build includes.
-ATTENTION_COMMON = [(D, causal, layout) for D in (64, 128) for causal in (False, True)
-                    for layout in ("bhld", "blhd")]
+# tkc.attention's common shapes: head dims 64, 128 and 256, causal and not,
+# in the strided bhld kernels (which take SDPA's layout and FlashAttention's
+# alike). The library builds every schedule their tables may pick
+# (attention_schedule's spaces, which hold nothing else) and the backward's
+# prep; varlen compiles at its first call, or ahead with `tkc build
+# tkc/kernels/attention_tuned.py` (every space's candidates: what tuning
+# offline needs), which the GPU tests' build includes.
+ATTENTION_COMMON = [(D, causal, "bhld") for D in (64, 128, 256) for causal in (False, True)]
 
 
 def _attention_ops():

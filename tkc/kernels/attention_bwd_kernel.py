@@ -35,7 +35,7 @@ At D = 256 dK and dV of 64 keys would fill a warpgroup's registers, so a
 block owns 64 keys and splits the work by operand and by halves of D, and
 dQ goes by atomic adds from registers (attention_bwd's docstring).
 
-Shapes and layouts as attention_hopper's ("bhld", "blhd", "varlen"). Rows past
+Shapes and layouts as attention_hopper's ("bhld": strided gls, "varlen"). Rows past
 Lq add nothing (P = 0; to dQ too: its TMA add through a varlen sequence's
 slice adds exact zeros past the sequence's end); keys past Lk (zero, or the
 next sequence's) are masked, and dK and dV are clipped when stored: by the
@@ -323,18 +323,13 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld",
                  lambda h, row, t: (0, h, row, t0 + t), lambda h, t: (0, 0, t, h))
         return bwd
 
-    relation = {"Hq": "Hkv"} if layout == "bhld" else {"HqD": "HkvD", "HkvD": D}
-
-    def grid(q, k, *_):
-        heads = k.d if layout == "bhld" else k.c // D
-        return (tkc.cdiv(k.r, keys), heads, k.b if layout == "bhld" else k.d)
-
-    @tkc.kernel(name=name, warps=8, divisible=relation, grid=grid, **options)
+    @tkc.kernel(name=name, warps=8, divisible={"Hq": "Hkv"}, grid=lambda q, k, *_: (tkc.cdiv(k.r, keys), k.d, k.b),
+                **options)
     def bwd(q: Q, k: K, v: K, do: Q, stats: gl(f32, "B", "Hq", 2, None), dq: QF, dk: K, dv: K,
             scale: tkc.f32):
         kb, hk, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        group = stats.d // (k.d if layout == "bhld" else k.c // D)
-        tile = (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h))
+        group = stats.d // k.d
+        tile = lambda h, t: (b, h, t, 0)   # noqa: E731
         body(q, k, v, do, stats, dq, dk, dv, scale, kb, hk * group, group, tile,
              lambda h, row, t: (b, h, row, t), tile)
 

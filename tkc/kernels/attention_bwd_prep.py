@@ -25,11 +25,10 @@ STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention
 
 
 def _layout_dims(layout: str, D: int, dtype=bf16):
-    """(q-like gl, k-like gl) annotations of a layout, in dtype."""
+    """(q-like gl, k-like gl) annotations of a layout, in dtype (bhld: strided,
+    as the forward's)."""
     if layout == "bhld":
-        return gl(dtype, "B", "Hq", "Lq", D), gl(dtype, "B", "Hkv", "Lk", D)
-    if layout == "blhd":
-        return gl(dtype, 1, "B", "Lq", "HqD"), gl(dtype, 1, "B", "Lk", "HkvD")
+        return gl(dtype, "B", "Hq", "Lq", D, strided=True), gl(dtype, "B", "Hkv", "Lk", D, strided=True)
     return gl(dtype, 1, 1, "Tq", "HqD"), gl(dtype, 1, 1, "Tk", "HkvD")
 
 
@@ -102,7 +101,6 @@ def attention_prep(D: int = 128, layout: str = "bhld"):
     @tkc.kernel(name=f"attn_prep_d{D}_{layout}", warps=W, grid=grid)
     def prep(o: Q, do: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), stats: gl(f32, "B", "Hq", 2, None), dq: QF):
         i, h, b = (tkc.block_idx.x * W + tkc.warpid()) * R, tkc.block_idx.y, tkc.block_idx.z
-        rows(o, do, lse, stats, dq, (lambda i: (b, h, i, 0)) if layout == "bhld" else (lambda i: (0, b, i, h)),
-             h, i, b)
+        rows(o, do, lse, stats, dq, lambda i: (b, h, i, 0), h, i, b)
 
     return prep

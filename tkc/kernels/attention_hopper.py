@@ -22,9 +22,10 @@ unmasked tile and the grid runs the longest blocks first. GQA/MQA: Hq a
 multiple of Hkv (checked at launch), query head h reads KV head h // (Hq / Hkv).
 
 Layouts (`layout=`; the gl each tensor is viewed as):
-  "bhld"   q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D] (SDPA's); lse [B, Hq, Lq]
-  "blhd"   q [B, Lq, Hq, D], k, v [B, Lk, Hkv, D] (FlashAttention's), viewed as
-           [B, L, H*D], so a tile is 128 rows of one head's D columns; lse as bhld
+  "bhld"   q [B, Hq, Lq, D], k, v [B, Hkv, Lk, D], any strides with D's
+           elements adjacent (strided gls): SDPA's contiguous layout and
+           FlashAttention's [B, L, H, D] memory (q.transpose(1, 2)) alike, or
+           q, k, v unbound from one packed projection; lse [B, Hq, Lq]
   "varlen" q [Tq, Hq, D], k, v [Tk, Hkv, D]: sequences packed along the tokens
            (FlashAttention's varlen), sequence b being rows cu_q[b] .. cu_q[b+1]
            of q and cu_k[b] .. cu_k[b+1] of k and v (cu_q, cu_k: i32 [B + 1]);
@@ -61,7 +62,7 @@ from .attention_schedule import ForwardSchedule
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 HEAD_DIMS = (64, 128, 256)
-LAYOUTS = ("bhld", "blhd", "varlen")
+LAYOUTS = ("bhld", "varlen")
 FP8_HEAD_DIMS = (64, 128, 256)   # D 256: O through its own bf16 tile (the FP8 Q's is too small)
 P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (module docstring)
 
@@ -224,7 +225,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             store(o, o_r.to(bf16), (b, d, t, col), clip=True)
 
     def grid(q, *_):
-        return (tkc.cdiv(q.r, BQ), q.d, q.b) if layout == "bhld" else (tkc.cdiv(q.r, BQ), q.c // D, q.d)
+        return (tkc.cdiv(q.r, BQ), q.d, q.b)
 
     def longest_first(qb, nq):
         """The longest causal blocks first (they have the most KV tiles); a
@@ -256,20 +257,15 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
 
     if fp8:
         return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
-    if layout == "bhld":
-        Q, K = gl(bf16, "B", "Hq", "Lq", D), gl(bf16, "B", "Hkv", "Lk", D)
-        relation = {"Hq": "Hkv"}
-    else:
-        Q, K = gl(bf16, 1, "B", "Lq", "HqD"), gl(bf16, 1, "B", "Lk", "HkvD")
-        relation = {"HqD": "HkvD", "HkvD": D}
+    Q = gl(bf16, "B", "Hq", "Lq", D, strided=True)
+    K = gl(bf16, "B", "Hkv", "Lk", D, strided=True)
 
-    @tkc.kernel(name=name, warps=4 * consumers, divisible=relation, grid=grid, **options)
+    @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, grid=grid, **options)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):
         qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        hk = h // (lse.d // (k.d if layout == "bhld" else k.c // D))
+        hk = h // (lse.d // k.d)
         qb = longest_first(qb, tkc.cdiv(q.r, BQ))
-        forward(q, k, v, o, lse, scale, qb, h, hk,
-                (lambda h, t: (b, h, t, 0)) if layout == "bhld" else (lambda h, t: (0, b, t, h)),
+        forward(q, k, v, o, lse, scale, qb, h, hk, lambda h, t: (b, h, t, 0),
                 lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)
 
     return attn

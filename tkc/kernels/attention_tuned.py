@@ -49,9 +49,8 @@ def space_name(direction: str, D: int, causal: bool, layout: str) -> str:
 
 
 def _keys(direction: str, layout: str, args) -> int:
-    """The key count of a kernel call's arguments (k [B, Hkv, Lk, D] or [B,
-    Lk, Hkv * D]; varlen: the backward's max_k, the forward's longest
-    sequence of cu_k)."""
+    """The key count of a kernel call's arguments (k [B, Hkv, Lk, D]; varlen:
+    the backward's max_k, the forward's longest sequence of cu_k)."""
     if layout != "varlen":
         return int(args[1].shape[-2])
     if direction == "backward":
@@ -137,7 +136,7 @@ def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
         ones = torch.ones(B, H, device="cuda")
         return [q, k, vt, torch.empty(B, H, L, D, device="cuda", dtype=torch.bfloat16),
                 torch.empty(B, H, 1, L, device="cuda"), ones, ones, ones, D ** -0.5]
-    shape = {"bhld": (B, H, L, D), "blhd": (B, L, H * D), "varlen": (B * L, H * D)}[layout]
+    shape = {"bhld": (B, H, L, D), "varlen": (B * L, H * D)}[layout]
     q, k, v, do = (torch.randn(shape, device="cuda").to(torch.bfloat16) for _ in range(4))
     o = torch.empty_like(q)
     lse = torch.empty((H, 1, B * L) if varlen else (B, H, 1, L), device="cuda")

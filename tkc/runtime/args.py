@@ -144,14 +144,15 @@ class GlParam:
 
     def _check_strides(self, v: TensorView) -> None:
         """A strided gl: elements adjacent along c, the other strides whole
-        16-byte steps (what TMA and paired accesses need), none negative."""
+        16-byte steps (what TMA and paired accesses need), none negative or
+        zero (a broadcast dim: TMA's strides cannot be)."""
         shape, strides = _shape4(v.shape), strides4(v)
         if shape[3] != 1 and strides[3] != v.itemsize:
             raise self.error(f"the last dim's elements must be adjacent (stride 1), found shape {v.shape} "
                              f"with strides {tuple(s // v.itemsize for s in v.strides)} (in elements)")
-        if any(n != 1 and (s < 0 or s % ALIGN) for n, s in zip(shape[:3], strides[:3])):
+        if any(n != 1 and (s <= 0 or s % ALIGN) for n, s in zip(shape[:3], strides[:3])):
             raise self.error(f"strides {tuple(s // v.itemsize for s in v.strides)} (in elements) of shape "
-                             f"{v.shape} must be non-negative multiples of {ALIGN} bytes "
+                             f"{v.shape} must be positive multiples of {ALIGN} bytes "
                              f"({ALIGN // v.itemsize} elements); call .contiguous()")
         if v.ptr % ALIGN:
             raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned; copy it with .contiguous()")

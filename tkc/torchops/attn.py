@@ -9,10 +9,13 @@
 Registered with torch.library (custom_op + register_fake + register_autograd,
 FlashAttention-3's pattern), so torch.compile traces a model that calls it
 without a graph break and autograd runs attention_bwd. The specialisation
-(head dim, causal, memory layout) is picked from the arguments: q, k, v laid
-out as [B, L, H, D] in memory (q.transpose(1, 2) of FlashAttention's layout,
-as most models make them) run the "blhd" kernels without a copy, contiguous
-[B, H, L, D] ones the "bhld" kernels; anything else is made contiguous. The
+(head dim, causal) is picked from the arguments. The kernels take strided
+[B, H, L, D] views, so q, k, v go in as they are when D's elements are
+adjacent and the other strides are whole 16-byte steps: contiguous ones
+(SDPA's layout), [B, L, H, D] memory (q.transpose(1, 2) of FlashAttention's
+layout, as most models make them), q, k, v unbound from one packed
+projection; anything else is made contiguous. The outputs (and gradients)
+are laid out as FlashAttention's when every input is, else contiguous. The
 launches go to torch's current stream and allocate through torch, so they
 can be captured in CUDA graphs (after a first call has loaded the kernels).
 
@@ -46,16 +49,9 @@ __all__ = ["attention", "attention_varlen"]
 
 # ---------------------------------------------------------------- fixed-length batches
 
-def _views(layout: str, *ts: Tensor) -> list[Tensor]:
-    """[B, H, L, D] tensors as the kernels' gl: as they are (bhld), or the
-    [B, L, H * D] view of their memory (blhd)."""
-    if layout == "bhld":
-        return list(ts)
-    return [t.transpose(1, 2).reshape(t.shape[0], t.shape[2], -1) for t in ts]
-
-
 def _layout_of(*ts: Tensor) -> str:
-    """"blhd" when every tensor is a transpose of a contiguous [B, L, H, D]."""
+    """The outputs' memory order: "blhd" (FlashAttention's) when every tensor
+    is a transpose of a contiguous [B, L, H, D], else "bhld" (contiguous)."""
     return "blhd" if all(t.transpose(1, 2).is_contiguous() for t in ts) else "bhld"
 
 
@@ -72,18 +68,23 @@ def _like(t: Tensor, layout: str, dtype=None) -> Tensor:
     return torch.empty_strided(*_spec(t, layout), device=t.device, dtype=dtype or t.dtype)
 
 
-def _in_layout(t: Tensor, layout: str) -> Tensor:
-    return t.contiguous() if layout == "bhld" else t.transpose(1, 2).contiguous().transpose(1, 2)
+def _taken(t: Tensor) -> bool:
+    """Whether the strided kernels take t as it is: D's elements adjacent,
+    every other stride (of a dim longer than 1) a positive multiple of 16
+    bytes, the data 16-byte aligned (tkc.gl(strided=True)'s launch rules)."""
+    step = 16 // t.element_size()
+    return t.stride(3) == 1 and t.data_ptr() % 16 == 0 and \
+        all(n == 1 or (s > 0 and s % step == 0) for n, s in zip(t.shape[:3], t.stride()[:3]))
 
 
-def _in_layout_all(layout: str, *ts: Tensor) -> Callable:
-    """A function bringing tensors of ts' layouts into `layout` (the identity
-    when they are in it: the common case, FlashAttention's or SDPA's layout).
-    It is made for ts' signature and applied to tensors of the same one."""
-    fits = [t.is_contiguous() if layout == "bhld" else t.transpose(1, 2).is_contiguous() for t in ts]
+def _arranged(*ts: Tensor) -> Callable:
+    """A function making contiguous those of ts' layouts the kernels cannot
+    take (the identity in the common case). It is made for ts' signature and
+    applied to tensors of the same one."""
+    fits = [_taken(t) for t in ts]
     if all(fits):
         return lambda *xs: xs
-    return lambda *xs: tuple(x if fit else _in_layout(x, layout) for x, fit in zip(xs, fits))
+    return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
 
 
 def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
@@ -102,10 +103,9 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
         return empty
-    arrange = _in_layout_all(layout, q, k, v)
+    arrange = _arranged(q, k, v)
     o, lse = outputs()
-    launch = forward_kernel(D, causal, layout, k.shape[2]).prepare(
-        *_views(layout, *arrange(q, k, v), o), lse.unsqueeze(2), scale)
+    launch = forward_kernel(D, causal, "bhld", k.shape[2]).prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)
 
     def run(q, k, v, scale, lse=True):
         q, k, v = arrange(q, k, v)
@@ -145,10 +145,10 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
 
     if q.numel() == 0 or k.numel() == 0:  # nothing flows: zero gradients
         return lambda *args: tuple(t.zero_() for t in outputs())
-    arrange = _in_layout_all(layout, q, k, v, o, do)
+    arrange = _arranged(q, k, v, o, do)
     q_, k_, v_, o_, do_ = arrange(q, k, v, o, do)
-    prep_k, bwd_k = backward_kernels(D, causal, layout, k.shape[2])
-    packed = backward_schedule(D, causal, layout, k.shape[2]).dq_packed
+    prep_k, bwd_k = backward_kernels(D, causal, "bhld", k.shape[2])
+    packed = backward_schedule(D, causal, "bhld", k.shape[2]).dq_packed
     stats_numel = B * H * 2 * stats_columns(L)  # a multiple of STATS_ALIGN: dq stays aligned
 
     def buffers():  # one f32 allocation: the statistics [B, H, 2, columns], then dq (the
@@ -158,8 +158,8 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     stats, dq = buffers()
     stats = stats[:stats_numel].view(B, H, 2, -1)  # the launches read buffers()' pointers
     dk, dv = outputs(1)
-    prep = prep_k.prepare(*_views(layout, o_, do_), lse.view(B, H, 1, L), stats, *_views(layout, dq))
-    bwd = bwd_k.prepare(*_views(layout, q_, k_, v_, do_), stats, *_views(layout, dq, dk, dv), scale)
+    prep = prep_k.prepare(o_, do_, lse.view(B, H, 1, L), stats, dq)
+    bwd = bwd_k.prepare(q_, k_, v_, do_, stats, dq, dk, dv, scale)
 
     def run(do, q, k, v, o, lse, scale):
         q, k, v, o, do = arrange(q, k, v, o, do)
