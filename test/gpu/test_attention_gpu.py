@@ -131,7 +131,7 @@ def test_strided_layouts_without_copies(causal, memory, D):
     """q, k, v as FlashAttention's [B, L, H, D] memory (transposes) or
     unbound from one packed projection (every stride a whole 16 bytes): the
     strided kernels take them as they are; values and gradients against
-    float32, the FlashAttention layout's outputs keep it."""
+    float32, the output (and each gradient) in its input's memory order."""
     import tkc
     if memory == "blhd":
         q, k, v = inputs(2, 8, 2, 500, 700, D, blhd=True)
@@ -140,7 +140,7 @@ def test_strided_layouts_without_copies(causal, memory, D):
         x, (q, k, v) = _packed(2, 8, 2, 600, D)
         leaves = (x,)
     o = tkc.attention(q, k, v, causal=causal)
-    assert o.transpose(1, 2).is_contiguous() == (memory == "blhd")
+    assert o.transpose(1, 2).is_contiguous()    # q's memory order
     ref = reference(*(t.detach().requires_grad_() for t in (q, k, v)), causal)
     assert rel_err(o, ref) < 1e-2
     do = torch.randn_like(o)
@@ -275,11 +275,16 @@ def test_refusals():
     # a non-contiguous input is copied, not refused (as SDPA does)
     o = tkc.attention(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2])
     assert rel_err(o, reference(q[:, :, ::2], k[:, :, ::2], v[:, :, ::2], False)) < 1e-2
-    # the raw kernel refuses it: it reads memory as the manifest says
+    # the raw kernel takes every other row as it is (a strided gl: rows 256 bytes apart), and
+    # refuses every other column (D's elements apart): it reads memory as the manifest says
     from tkc.kernels.attention_tuned import forward_kernel
     fwd = forward_kernel(64, False, "bhld", 64)
-    with pytest.raises(TkcError, match="contiguous"):
-        fwd(q[:, :, ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.1)
+    o = torch.empty(1, 4, 32, 64, device="cuda", dtype=torch.bfloat16)
+    fwd(q[:, :, ::2], k, v, o, torch.empty(1, 4, 1, 32, device="cuda"), 0.125)
+    assert rel_err(o, reference(q[:, :, ::2], k, v, False)) < 1e-2
+    wide = torch.zeros(1, 4, 64, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TkcError, match="the last dim's elements must be adjacent"):
+        fwd(wide[..., ::2], k, v, torch.empty_like(q), torch.empty(1, 4, 1, 64, device="cuda"), 0.125)
 
 
 @pytest.mark.parametrize("D", [64, 128])

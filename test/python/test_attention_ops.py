@@ -84,8 +84,8 @@ def test_forward_and_gradients(blhd, causal, D):
 def test_strided_inputs_reach_the_kernels_as_they_are(monkeypatch):
     """q, k, v unbound from one packed [B, L, 3, H, D] projection (views 3
     heads' rows apart) go to the strided kernels as they are, values and
-    gradients right; a view the kernels cannot take (D's elements apart) is
-    copied first."""
+    gradients right, the output in q's memory order; a view the kernels
+    cannot take (D's elements apart) is copied first."""
     launched = []
 
     def recording(*key):
@@ -98,6 +98,7 @@ def test_strided_inputs_reach_the_kernels_as_they_are(monkeypatch):
     qkv = torch.randn(1, 100, 3, 2, 64, generator=g).bfloat16().requires_grad_()
     q, k, v = (t.transpose(1, 2) for t in qkv.unbind(2))     # [B, H, L, D], strides (., 64, 384, 1)
     o, _ = ops._fwd(q, k, v, True, 0.125)
+    assert o.transpose(1, 2).is_contiguous()   # q's memory order: o.transpose(1, 2).reshape(B, L, -1) is a view
     assert [t.untyped_storage().data_ptr() for t in launched[0]] == [qkv.untyped_storage().data_ptr()] * 3
     assert [t.stride() for t in launched[0]] == [q.stride(), k.stride(), v.stride()]
     assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2

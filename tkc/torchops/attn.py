@@ -14,8 +14,8 @@ without a graph break and autograd runs attention_bwd. The specialisation
 adjacent and the other strides are whole 16-byte steps: contiguous ones
 (SDPA's layout), [B, L, H, D] memory (q.transpose(1, 2) of FlashAttention's
 layout, as most models make them), q, k, v unbound from one packed
-projection; anything else is made contiguous. The outputs (and gradients)
-are laid out as FlashAttention's when every input is, else contiguous. The
+projection; anything else is made contiguous. The output and each gradient
+take their input's memory order (_order: SDPA's or FlashAttention's). The
 launches go to torch's current stream and allocate through torch, so they
 can be captured in CUDA graphs (after a first call has loaded the kernels).
 
@@ -49,10 +49,14 @@ __all__ = ["attention", "attention_varlen"]
 
 # ---------------------------------------------------------------- fixed-length batches
 
-def _layout_of(*ts: Tensor) -> str:
-    """The outputs' memory order: "blhd" (FlashAttention's) when every tensor
-    is a transpose of a contiguous [B, L, H, D], else "bhld" (contiguous)."""
-    return "blhd" if all(t.transpose(1, 2).is_contiguous() for t in ts) else "bhld"
+def _order(t: Tensor) -> str:
+    """The memory order of a [B, H, L, D] tensor, which its output or
+    gradient takes: "blhd" when its heads lie closer together than its rows
+    (FlashAttention's [B, L, H, D] memory, a packed projection's), else
+    "bhld" (SDPA's). A model reshapes an output of its input's order to
+    [B, L, H * D] without a copy, and autograd sums a gradient of it into a
+    packed projection's without a transpose."""
+    return "blhd" if t.shape[1] > 1 and t.shape[2] > 1 and t.stride(1) < t.stride(2) else "bhld"
 
 
 def _spec(t: Tensor, layout: str) -> tuple:
@@ -89,9 +93,8 @@ def _arranged(*ts: Tensor) -> Callable:
 
 def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     """The forward for q, k, v's signature: layout, kernel, prepared launch."""
-    layout = _layout_of(q, k, v)
     B, H, L, D = q.shape
-    o_spec, dev = _spec(q, layout), q.device
+    o_spec, dev = _spec(q, _order(q)), q.device
 
     def outputs(lse: bool = True):  # lse=False: the lse into scratch memory (no backward)
         return (torch.empty_strided(*o_spec, device=dev, dtype=q.dtype),
@@ -129,18 +132,17 @@ def _fwd_infer(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> T
 
 def _fwd_fake(q, k, v, causal, scale):
     B, H, L, D = q.shape
-    return _like(q, _layout_of(q, k, v)), q.new_empty(B, H, L, dtype=torch.float32)
+    return _like(q, _order(q)), q.new_empty(B, H, L, dtype=torch.float32)
 
 
 def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
               scale: float):
     """The backward for the arguments' signature: prep and backward kernels,
     prepared; dQ's f32 accumulator and the statistics allocated per call."""
-    layout = _layout_of(q, k, v, o)
     B, H, L, D = q.shape
-    specs, dev = [_spec(t, layout) for t in (q, k, v)], q.device
+    specs, dev = [_spec(t, _order(t)) for t in (q, k, v)], q.device
 
-    def outputs(first: int = 0):  # dq, dk, dv in the layout (dq from dq_result: first=1)
+    def outputs(first: int = 0):  # dq, dk, dv in their inputs' orders (dq from dq_result: first=1)
         return [torch.empty_strided(*spec, device=dev, dtype=q.dtype) for spec in specs[first:]]
 
     if q.numel() == 0 or k.numel() == 0:  # nothing flows: zero gradients
@@ -182,8 +184,7 @@ def _bwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
 
 
 def _bwd_fake(do, q, k, v, o, lse, causal, scale):
-    layout = _layout_of(q, k, v, o)
-    return _like(q, layout), _like(k, layout), _like(v, layout)
+    return _like(q, _order(q)), _like(k, _order(k)), _like(v, _order(v))
 
 
 def _setup(ctx, inputs, output):
