@@ -55,6 +55,20 @@ def test_rotary_inverse_interpreted(interleaved):
     np.testing.assert_allclose(o, reference.rotary(x, cos, -sin, interleaved), rtol=2 ** -7, atol=1e-6)
 
 
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_rotary_on_a_packed_projections_view(interleaved):
+    """x and o are strided gls: q of a packed [B, T, 3H, D] projection (its
+    positions 3H*D apart) is rotated where it lies, k and v untouched."""
+    B, T, H, D = 2, 21, 2, 64
+    qkv, cos, sin = _rope_inputs(B, T, 3 * H, D)
+    want = reference.rotary(qkv[:, :, :H], cos, sin, interleaved)
+    rest = qkv[:, :, H:].copy()
+    q = qkv[:, :, :H].reshape(B, T, 1, H * D).transpose(0, 2, 1, 3)     # a view: [B, 1, T, H*D]
+    rotary(D, interleaved).interpret(q, cos, sin, q)
+    np.testing.assert_allclose(qkv[:, :, :H], want, rtol=2 ** -7, atol=1e-6)
+    np.testing.assert_array_equal(qkv[:, :, H:], rest)
+
+
 def test_rotary_in_place():
     B, T, H, D = 1, 16, 2, 128
     x, cos, sin = _rope_inputs(B, T, H, D)

@@ -304,6 +304,30 @@ def test_rotary_values_and_gradients(cpu_ops, interleaved):
     assert grads_match(y, ref, torch.randn(ref.shape, generator=g).to(BF), (x,), 2e-2)
 
 
+def test_rotary_takes_a_packed_projections_view(cpu_ops, monkeypatch):
+    """q split from a packed [B, T, 3H, D] projection goes to the kernel as it
+    is (a strided gl: no copy); the output is contiguous and right."""
+    from tkc.torchops import rotary
+    seen = []
+    kernel = rotary._kernel
+    monkeypatch.setattr(rotary, "_kernel", lambda *key: _recording(kernel(*key), seen))
+    g = torch.Generator().manual_seed(7)
+    qkv = torch.randn(2, 20, 9, 64, generator=g).to(BF)
+    q = qkv[:, :, :3]
+    ang = torch.rand(20, 32, generator=g) * 6
+    y = tkc.rotary_embedding(q, ang.cos(), ang.sin())
+    assert seen[0].untyped_storage().data_ptr() == qkv.untyped_storage().data_ptr()
+    assert y.is_contiguous()
+    assert _rel(y, tkc.rotary_embedding(q.contiguous(), ang.cos(), ang.sin())) == 0
+
+
+def _recording(launch, seen):
+    """launch, noting the first argument of every run."""
+    run = launch.run
+    launch.run = lambda *args: seen.append(args[0]) or run(*args)
+    return launch
+
+
 @pytest.mark.parametrize("residual", [False, True])
 def test_layer_norm_values_and_gradients(cpu_ops, residual):
     """Both kernel families (with a residual: h written and read back; without:

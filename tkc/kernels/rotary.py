@@ -2,7 +2,9 @@
 
 x is [B, T, H, D] (FLA's and flash-attn's layout), viewed as a gl (B, 1, T,
 H*D): a block's tile at (b, 0, t, g) is 16 positions of heads g*G .. g*G+G-1
-(G = warps * heads). cos and sin are [T, D/2]. For head h, position t and
+(G = warps * heads). The gl is strided, so a position's H*D elements need
+only be adjacent: q or k split from a packed projection [B, T, 3H, D] is
+taken as it is. cos and sin are [T, D/2]. For head h, position t and
 i < D/2:
 
     o[i]       = x[i] cos[t, i] - x[i + D/2] sin[t, i]
@@ -59,8 +61,8 @@ def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int =
 
     @tkc.kernel(name=name, warps=warps, inplace={"o": "x"}, order="yxz", blocks_per_sm=blocks_per_sm,
                 grid=lambda x, cos, sin, o: (tkc.cdiv(x.r, 16), tkc.cdiv(x.c, G * D), x.b))
-    def rope(x: gl(bf16, "B", 1, "T", "HD"), cos: gl(bf16, 1, 1, "T", half),
-             sin: gl(bf16, 1, 1, "T", half), o: gl(bf16, "B", 1, "T", "HD")):
+    def rope(x: gl(bf16, "B", 1, "T", "HD", strided=True), cos: gl(bf16, 1, 1, "T", half),
+             sin: gl(bf16, 1, 1, "T", half), o: gl(bf16, "B", 1, "T", "HD", strided=True)):
         t, g, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         x_s, cos_s, sin_s = st(bf16, 16, G * D), st(bf16, 16, half), st(bf16, 16, half)
         tma.load(x_s, x, (b, 0, t, g))

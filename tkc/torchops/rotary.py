@@ -34,12 +34,13 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool)
     """run(x, cos, sin, ...): the trailing arguments (the op's flags) unread."""
     B, T, H, D = x.shape
     if x.numel() == 0:
-        return lambda x, cos, sin, *flags: torch.empty_like(x)
-    rows = lambda t: t.view(B, 1, T, H * D)  # noqa: E731  (a gl of B rows of T x H*D)
-    launch = _kernel(D, interleaved, inverse).prepare(rows(x), cos, sin, rows(torch.empty_like(x)))
+        return lambda x, cos, sin, *flags: torch.empty_like(x, memory_format=torch.contiguous_format)
+    rows = lambda t: t.unflatten(2, (1, H)).flatten(3).transpose(1, 2)  # noqa: E731  ([B, 1, T, H*D], strided)
+    launch = _kernel(D, interleaved, inverse).prepare(
+        rows(x), cos, sin, rows(torch.empty_like(x, memory_format=torch.contiguous_format)))
 
     def run(x, cos, sin, *flags):
-        out = torch.empty_like(x)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)   # whatever x's strides
         launch(x, cos, sin, out)
         return out
     return run
@@ -50,8 +51,8 @@ _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(x, cos, sin)
 
 
 def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool = False) -> Tensor:
-    """x, cos, sin contiguous (rotary_embedding makes them so); inverse:
-    rotate by -theta (the backward's rotation)."""
+    """x as the kernel takes it, cos, sin bf16 (rotary_embedding makes them
+    so: _taken); inverse: rotate by -theta (the backward's rotation)."""
     plan = _plans((signature(x, cos, sin), interleaved, inverse), x, cos, sin, interleaved, inverse)
     return plan(x, cos, sin)
 
@@ -93,7 +94,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
         return run(x, cos, sin)
     if not _fits(x, cos, sin):
         _explain(x, cos, sin)
-    args = x.contiguous(), _bf16(cos), _bf16(sin)
+    args = _taken(x), _bf16(cos), _bf16(sin)
     if key is None:
         return _rotary(*args, interleaved, False)
     plan = _plans((signature(*args), interleaved, False), *args, interleaved, False)
@@ -110,8 +111,18 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
 
 
 def _converted(run, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """run on what rotary_embedding makes of its arguments (x contiguous, the tables bf16)."""
-    return run(x.contiguous(), _bf16(cos), _bf16(sin))
+    """run on what rotary_embedding makes of its arguments (x as the kernel takes it, the tables bf16)."""
+    return run(_taken(x), _bf16(cos), _bf16(sin))
+
+
+def _taken(x: Tensor) -> Tensor:
+    """x as it is when the kernel's strided gl takes it (each position's H*D
+    elements adjacent: contiguous, or split from a packed projection; the
+    other strides whole 16-byte steps), else a contiguous copy."""
+    B, T, H, D = x.shape
+    ok = x.stride(3) == 1 and (H == 1 or x.stride(2) == D) and x.data_ptr() % 16 == 0 and \
+        all(n == 1 or (s > 0 and s % 8 == 0) for n, s in ((B, x.stride(0)), (T, x.stride(1))))
+    return x if ok else x.contiguous()
 
 
 def _fits(x, cos, sin) -> bool:
