@@ -68,7 +68,8 @@ def test_rotary_forward_and_backward():
 def test_layer_norm_forward_and_backward():
     """Without weight gradients: y, mean and rstd forward, dx backward (the
     unwanted dw/db partial sums go to scratch memory, nothing reduces them);
-    with them, one partial-sum buffer and its reduction more."""
+    with them, one partial-sum buffer, its reduction (a launch of norm_grads,
+    no torch sum or cast) and its output more."""
     x = torch.randn(64, 256).to(BF).requires_grad_()
     w, b = torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
     g = torch.randn(64, 256).to(BF)
@@ -78,8 +79,8 @@ def test_layer_norm_forward_and_backward():
     assert frames <= 26, frames
     w.requires_grad_(), b.requires_grad_()
     launches, ops, frames = _work(lambda: tkc.layer_norm(x, w, b).backward(g))
-    assert launches == 2 and ops["sum"] == 1, ops
-    assert _within(ops, {"empty_like": 2, "empty": 3, "sum": 1, "to": 1, "unbind": 1}), ops
+    assert launches == 3, launches
+    assert _within(ops, {"empty_like": 2, "empty": 4, "unbind": 1}), ops
 
 
 def test_attention_forward_and_backward():

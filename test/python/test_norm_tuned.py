@@ -104,8 +104,10 @@ def test_a_tuned_pick_sets_the_split(norm_tables, monkeypatch):
 def cpu_norms(monkeypatch):
     """CPU tensors pass the ops' device checks; 2 SMs."""
     from tkc.torchops import checks, norm_plans
+    from tkc.kernels.norm_grads import norm_grads
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
+    monkeypatch.setattr(norm_plans, "norm_grads", lambda planes: _interpreted(norm_grads(planes)))
     return norm_plans
 
 

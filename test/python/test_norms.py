@@ -167,3 +167,24 @@ def test_split_sass_is_128_bit_and_spill_free(make, artifact_cache):
     assert len(wide) > 2 and len(narrow) <= 2, narrow
     assert "LDL" not in sass and "STL" not in sass
     assert art.manifest["resources"]["spill_stores"] == 0
+
+
+@pytest.mark.parametrize("planes, P, D", [(2, 264, 1024), (1, 37, 320), (2, 5, 64), (1, 16, 8192)])
+def test_norm_grads_interpreted(planes, P, D):
+    """norm_grads sums the backward's per-block partials per plane into bf16
+    (dw, and db): ragged row counts (loads past P read 0) and widths that are
+    not whole blocks (stores past D clipped), against float64."""
+    from tkc.kernels.norm_grads import norm_grads
+    rng = np.random.default_rng(P + D)
+    part = rng.standard_normal((planes, P, D)).astype(np.float32)
+    out = np.full((planes, D), np.nan, np.float32)
+    norm_grads(planes).interpret(part, out)
+    ref = part.astype(np.float64).sum(1)
+    np.testing.assert_allclose(out, ref, rtol=2 ** -8, atol=1e-4 * np.abs(ref).max())
+    assert (out == bf(out)).all()   # bf16 values
+
+
+def test_norm_grads_refuses_other_planes():
+    from tkc.kernels.norm_grads import norm_grads
+    with pytest.raises(TkcError, match="planes must be 1"):
+        norm_grads(3)

@@ -10,6 +10,7 @@ import json
 import pytest
 from helpers import grads_match
 from helpers import interpreted as _interpreted
+from tkc.kernels.norm_grads import norm_grads
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
@@ -40,6 +41,7 @@ def cpu_ops(monkeypatch):
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
+    monkeypatch.setattr(norm_plans, "norm_grads", lambda planes: _interpreted(norm_grads(planes)))
     monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
         rotary_kernel(D, interleaved, inverse=inverse)))
 

@@ -27,6 +27,7 @@ from .gemm_hopper import gemm_hopper, tile_rows
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
+from .norm_grads import norm_grads
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
 from .rotary import rotary
@@ -104,7 +105,7 @@ def _norm_ops():
                     for v in lane_choices(kind, D, dropout):
                         k = build(D, dropout, 4, residual, **split_args(v))
                         out.setdefault(k.name, k)
-    return list(out.values())
+    return list(out.values()) + [norm_grads(1), norm_grads(2)]   # (and the weights' gradients)
 
 
 def library():

@@ -7,8 +7,9 @@ rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
 residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
 partials, [db partials], then p, seed, offset. The partial sums are one
 [parts, blocks, D] f32 buffer (2 blocks an SM), reduced at once afterwards
-into the [parts, D] output (an op's outputs may not alias each other); a
-backward whose dw and db nobody wants writes them to scratch memory.
+into the [parts, D] output by one more launch (tkc/kernels/norm_grads.py;
+an op's outputs may not alias each other); a backward whose dw and db
+nobody wants writes them to scratch memory and reduces nothing.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
+from ..kernels.norm_grads import norm_grads
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .norm_tuned import WARPS, lane_split
 from .plans import At, PlanCache, scratch, signature, sms
@@ -108,6 +110,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     launch = kernels(rms, D, p > 0, residual)[1].prepare(
         *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
                 None if rms else part[1])), p, 0, 0)
+    grads = norm_grads(k).prepare(part, torch.empty(k, D, device=dev, dtype=w.dtype))
 
     def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
         dx, dres = outputs()
@@ -117,7 +120,9 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
         launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else At(part, db_at))),
                p, seed, offset)
-        return dx, dres, part.sum(1).to(w.dtype)
+        dwb = torch.empty(k, D, device=dev, dtype=w.dtype)
+        grads(part, dwb)
+        return dx, dres, dwb
     return run
 
 
