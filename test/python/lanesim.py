@@ -131,6 +131,10 @@ class Warp:
             raise _Return()
         elif name == "nvvm.barrier0":  # one warp: nothing to wait for
             return None
+        elif name == "llvm.inline_asm" and \
+                ir.StringAttr(op.attributes["asm_string"]).value.startswith("red.global.add."):
+            self._red(ins)   # f32 reduce-adds (one, a pair or four): a lane's consecutive elements
+            return None
         elif name == "llvm.store":
             buf, off = _words(*ins[1], op.operands[0].type)
             val, on = np.asarray(ins[0]), self.active
@@ -149,6 +153,16 @@ class Warp:
         for r, v in zip(op.results, res, strict=True):
             self.env[r] = v
         return None
+
+    def _red(self, ins) -> None:
+        """red.global.add.[v2.|v4.]f32 [ptr], values: each active lane adds its
+        values to consecutive elements (lanes meeting at an element all add)."""
+        (buf, off), vals = ins[0], [np.broadcast_to(np.asarray(v, np.float32), (32,)) for v in ins[1:]]
+        on = self.active
+        off = np.broadcast_to(np.asarray(off), (32,))
+        _in_bounds(self.buffers[buf], off[on], len(vals))
+        for k, v in enumerate(vals):
+            np.add.at(self.buffers[buf], off[on] + k, v[on])
 
     def region(self, block, args):
         for a, v in zip(block.arguments, args):

@@ -14,7 +14,7 @@ import tkc
 from tkc import bf16, f32, gl, rt, st, tma
 from tkc.diagnostics import TkcError
 from tkc.kernels.reference import round_bf16
-from tkc.ops import load, store
+from tkc.ops import group_load, group_store, load, store
 
 from lanesim import run_traced
 
@@ -69,6 +69,35 @@ def test_strided_addresses_lane_by_lane():
     run_traced(plus_one, [xv, o.transpose(0, 2, 1, 3)], blocks=(2, 3, 2))
     np.testing.assert_array_equal(o[:, 8:], round_bf16(x[:, 8:] + 1))
     assert np.isnan(o[:, :8]).all()          # before the slice: untouched
+
+
+F = gl(f32, "B", "H", "L", 64, strided=True)
+
+
+@tkc.kernel(warps=1, grid=lambda x, o, s, p: (x.r // 16, x.d, x.b))
+def accesses(x: X, o: F, s: F, p: F):
+    """Each access kind through strides: a col-layout tile (one element an
+    access), a group copy gl -> shared -> gl (16-byte chunks), a packed
+    reduce-add of an f32 tile, in pairs (red.global.add.v2) and packed (.v4)."""
+    t, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+    store(o, load(rt(f32, 16, 64, "col"), x, (b, h, t, 0)) * 3.0, (b, h, t, 0))
+    sh = st(f32, 16, 64)
+    group_load(sh, o, (b, h, t, 0))
+    group_store(s, sh, (b, h, t, 0))
+    store(s, load(rt(f32, 16, 64), x, (b, h, t, 0)), (b, h, t, 0), add=True)
+    store(p, load(rt(f32, 16, 64), x, (b, h, t, 0)), (b, h, t, 0), add=True, packed=True)
+
+
+def test_every_access_kind_lane_by_lane():
+    x, xv = _blhd((1, 32, 3, 64))
+    o, s, p = (np.full((1, 32, 3, 64), np.nan, np.float32).transpose(0, 2, 1, 3) for _ in range(3))
+    p[:] = 0
+    run_traced(accesses, [xv, o, s, p], blocks=(2, 3, 1))
+    np.testing.assert_array_equal(o, xv * 3)
+    np.testing.assert_array_equal(s, xv * 4)
+    # packed: of each 16 columns, 2t, 2t + 1, 2t + 8, 2t + 9 at 4t .. 4t + 3 (dq_result's order)
+    natural = p.reshape(1, 3, 32, -1, 4, 2, 2).swapaxes(-3, -2).reshape(p.shape)
+    np.testing.assert_array_equal(natural, xv)
 
 
 def test_manifest_and_parameters():
