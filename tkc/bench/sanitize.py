@@ -95,6 +95,7 @@ def attention():
                        for h in (16, 8, 8))
             tkc.attention(q, k, v, causal=True).float().sum().backward()
             report_grads(f"attention long causal backward d{D}", q, k, v, reference(q, k, v, True))
+        strided(D)
         cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
         q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         k, v = (torch.randn(278, 2, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
@@ -105,6 +106,29 @@ def attention():
         cat = [torch.cat([r[i][0].transpose(0, 1) for r in refs]) for i in range(4)]
         report(f"attention varlen d{D}", rel(o, cat[0]), 1e-2)
         report_grads(f"attention varlen backward d{D}", q, k, v, cat)
+
+
+def strided(D):
+    """The strided kernels on FlashAttention's [B, L, H, D] memory and on q, k, v split from
+    a packed projection (D 64 at 2600 keys: dK and dV stored from registers)."""
+    import tkc
+    L = 2600 if D == 64 else 300
+    for memory in ("blhd", "packed"):
+        x = torch.randn(1, L, 8 if memory == "packed" else 4, D, device="cuda", dtype=torch.bfloat16,
+                        requires_grad=True)
+        if memory == "packed":
+            q, k, v = (t.transpose(1, 2) for t in x.split([4, 2, 2], 2))
+        else:
+            q = x.transpose(1, 2)
+            k, v = (torch.randn(1, L, 2, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                    .requires_grad_() for _ in range(2))
+        for t in (q, k, v):
+            t.retain_grad()
+        o = tkc.attention(q, k, v)
+        o.float().sum().backward()
+        ref = reference(q, k, v, False)
+        report(f"attention {memory} d{D}", rel(o, ref[0]), 1e-2)
+        report_grads(f"attention {memory} backward d{D}", q, k, v, ref)
 
 
 def memory():
@@ -125,14 +149,22 @@ def memory():
         want.backward(dy.float())
         report(f"rotary interleaved={interleaved}", rel(y, want), 1e-2)
         report(f"rotary backward interleaved={interleaved}", rel(x.grad, xf.grad), 1e-2)
+        qkv = torch.randn(2, 77, 12, 128, device="cuda", dtype=torch.bfloat16)   # q of a packed projection
+        report(f"rotary packed interleaved={interleaved}",
+               rel(rotary_embedding(qkv[:, :, :4], cos, sin, interleaved),
+                   rotary_embedding(qkv[:, :, :4].contiguous(), cos, sin, interleaved).float()), 1e-6)
     for residual in (True, False):
         h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         r = torch.randn_like(h) if residual else None
-        w, b = torch.randn(1024, device="cuda", dtype=torch.bfloat16), torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+        w, b = (torch.randn(1024, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
         out = layer_norm(h, w, b, residual=r)
         out.float().sum().backward()
-        ref = torch.nn.functional.layer_norm(h.float() + (r.float() if residual else 0), (1024,), w.float(), b.float())
+        wf, bf = (t.detach().float().requires_grad_() for t in (w, b))
+        ref = torch.nn.functional.layer_norm(h.float() + (r.float() if residual else 0), (1024,), wf, bf)
+        ref.sum().backward()
         report(f"layer_norm residual={residual}", rel(out, ref), 1e-2)
+        report(f"layer_norm dw, db residual={residual} (norm_grads)", rel(torch.cat([w.grad, b.grad]),
+                                                                         torch.cat([wf.grad, bf.grad])), 1e-2)
 
 
 def linear():
