@@ -178,3 +178,19 @@ def nested_ops(op):
             for inner in block.operations:
                 yield inner.operation
                 yield from nested_ops(inner.operation)
+
+
+def recording_driver(monkeypatch) -> tuple[list, list]:
+    """A driver that launches nothing (every launch recorded as (grid, the
+    frame's decoded parameters)) and encodes tensor maps as their address
+    repeated (each recorded: its EncodeArgs). Returns (launches, encoded)."""
+    from tkc.runtime import driver
+    launches, encoded = [], []
+    monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
+    monkeypatch.setattr(driver, "load", lambda *a: driver.Function("m", "fn", 0))
+    monkeypatch.setattr(driver, "context", lambda device: None)
+    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster,
+                        current: launches.append((grid, values.decoded())))
+    monkeypatch.setattr("tkc.runtime.tensormap.encode",
+                        lambda args: encoded.append(args) or args.address.to_bytes(8, "little") * 16)
+    return launches, encoded

@@ -16,6 +16,7 @@ from tkc.diagnostics import TkcError
 from tkc.kernels.reference import round_bf16
 from tkc.ops import group_load, group_store, load, store
 
+from helpers import recording_driver
 from lanesim import run_traced
 
 pytest.importorskip("mlir")
@@ -117,15 +118,9 @@ def test_a_launch_passes_the_views_strides(monkeypatch):
     """At launch (a recording driver): each strided gl's element strides after
     its dims, and its tensor map over the view's byte strides."""
     from tkc.compiler import compile_kernel
-    from tkc.runtime import driver, launch
+    from tkc.runtime import launch
     from tkc.runtime.tensors import TensorView
-    launches, encoded = [], []
-    monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
-    monkeypatch.setattr(driver, "load", lambda *a: driver.Function("m", "fn", 0))
-    monkeypatch.setattr(driver, "context", lambda device: None)
-    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster,
-                        current: launches.append((grid, values.decoded())))
-    monkeypatch.setattr("tkc.runtime.tensormap.encode", lambda args: encoded.append(args) or bytes(128))
+    launches, encoded = recording_driver(monkeypatch)
     B, L, H, D = 2, 48, 3, 64          # [B, L, H, D] tensors viewed as [B, H, L, D]
     x, o = (TensorView("bf16", (B, H, L, D), (L * H * D * 2, D * 2, H * D * 2, 2), 2, p, "cuda", 0)
             for p in (0x10000, 0x80000))

@@ -6,9 +6,10 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import recording_driver
 
 from tkc.diagnostics import TkcError
-from tkc.runtime import Artifact, driver, launch, tensors
+from tkc.runtime import Artifact, launch, tensors
 from tkc.runtime.tensormap import MAP_BYTES, TensorMaps, arguments, param
 
 A = {"param": 0, "name": "a", "dtype": "bf16", "box": [64, 64], "swizzle": "128b"}
@@ -99,14 +100,7 @@ MANIFEST = {
 
 
 def test_launch_passes_tensor_maps_after_the_parameters(monkeypatch):
-    launches, encoded = [], []
-    monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
-    monkeypatch.setattr(driver, "load", lambda *a: driver.Function("m", "fn", 0))
-    monkeypatch.setattr(driver, "context", lambda device: None)
-    monkeypatch.setattr(driver, "launch", lambda fn, grid, block, shared, stream, values, cluster,
-                        current: launches.append((grid, values.decoded())))
-    monkeypatch.setattr("tkc.runtime.tensormap.encode",
-                        lambda args: encoded.append(args) or args.address.to_bytes(8, "little") * 16)
+    launches, encoded = recording_driver(monkeypatch)
     real_view = tensors.view
     monkeypatch.setattr("tkc.runtime.args.view",
                         lambda obj, stream=None: (v := real_view(obj, stream)) and v._replace(device="cuda"))

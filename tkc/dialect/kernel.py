@@ -148,18 +148,24 @@ def strings(attr, n: int) -> bool:
 MAX_PEERS = 8   # peer buffers a parallel gl passes (an NVLink clique of one host)
 
 
-def check_peers(name, attr, args):
-    """tk.peers: the distinct numbers of gl arguments that are parallel gls."""
+def _gl_numbers(name, key, attr, args):
+    """The problems of kernel attribute `key`, an array<i64> of distinct gl
+    argument numbers."""
     from mlir import ir
     nums = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else None
     if nums is None:
-        yield f"{name}: tk.peers must be an array<i64> of gl argument numbers, got {attr}"
+        yield f"{name}: {key} must be an array<i64> of gl argument numbers, got {attr}"
         return
     if len(set(nums)) != len(nums):
-        yield f"{name}: tk.peers lists an argument twice: {nums}"
+        yield f"{name}: {key} lists an argument twice: {nums}"
     for n in nums:
         if not (0 <= n < len(args) and isinstance(safe_view(args[n]), GL)):
-            yield f"{name}: tk.peers names argument {n}, which is not a gl argument"
+            yield f"{name}: {key} names argument {n}, which is not a gl argument"
+
+
+def check_peers(name, attr, args):
+    """tk.peers: the distinct numbers of gl arguments that are parallel gls."""
+    yield from _gl_numbers(name, "tk.peers", attr, args)
 
 
 def parallel_args(kernel) -> list[int]:
@@ -179,16 +185,9 @@ def check_strided(name, attr, args, parallel=()):
     """tk.strided: the distinct numbers of gl arguments whose b, d, r strides
     are run-time parameters (none of them a parallel gl)."""
     from mlir import ir
-    nums = list(ir.DenseI64ArrayAttr(attr)) if isinstance(attr, ir.DenseI64ArrayAttr) else None
-    if nums is None:
-        yield f"{name}: tk.strided must be an array<i64> of gl argument numbers, got {attr}"
-        return
-    if len(set(nums)) != len(nums):
-        yield f"{name}: tk.strided lists an argument twice: {nums}"
-    for n in nums:
-        if not (0 <= n < len(args) and isinstance(safe_view(args[n]), GL)):
-            yield f"{name}: tk.strided names argument {n}, which is not a gl argument"
-        elif n in parallel:
+    yield from _gl_numbers(name, "tk.strided", attr, args)
+    if isinstance(attr, ir.DenseI64ArrayAttr):
+        for n in sorted(set(ir.DenseI64ArrayAttr(attr)) & set(parallel)):
             yield f"{name}: tk.strided names argument {n}, a parallel gl (a pgl's buffers are contiguous)"
 
 
