@@ -270,7 +270,7 @@ def test_refusals():
 
 
 @pytest.mark.parametrize("schedule, match", [
-    (dict(KV=96), "KV must be 64, 128 or 192"), (dict(stages=0), "stages must be 'auto' or a count"),
+    (dict(KV=96), r"KV must be 64, 80 \(D 256\), 128 or 192"), (dict(stages=0), "stages must be 'auto' or a count"),
     (dict(stages="deep"), "stages must be 'auto'"), (dict(consumers=4), "consumers must be 1, 2 or 3"),
     (dict(persistent="spiral"), "persistent must be False, True or 'zigzag'"),
     (dict(blocks_per_sm=3), "blocks_per_sm must be 1 or 2"), (dict(ex2_fma=1.5), "ex2_fma is a share"),

@@ -23,9 +23,10 @@ H100 = "NVIDIA H100 80GB HBM3"   # the name the lent H100 reported (tables.py: i
 # measured on the H100) picked at these key counts, per (D, causal, layout):
 # (keys from which, forward, backward), each row holding up to the next.
 # Computed once with that code (its "blhd" kernels, picked as the bhld ones, are the
-# strided bhld kernels since); the prep kernel was attn_prep_d<D>_<layout>. One
-# change since: D 128 without the mask below 2048 keys (bhld) ping-pongs
-# (attention_schedule.forward_space; measured on the H200, the H100's row follows).
+# strided bhld kernels since); the prep kernel was attn_prep_d<D>_<layout>. Two
+# changes since, measured on the H200 with the H100's rows following
+# (attention_schedule.forward_space): D 128 without the mask below 2048 keys
+# (bhld) ping-pongs; D 256's long forward (bhld) takes 80-key tiles.
 KEYS = (1, 64, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
         16384, 65535, 65536, 65537, 100000)
 OLD_PICKS = {
@@ -84,7 +85,7 @@ OLD_PICKS = {
     (256, False, "bhld"): [
         (1, "attn_fwd_d256_bhld_kv64_s2_oq",
          "attn_bwd_d256_bhld_dqatomic_dqpk"),
-        (1024, "attn_fwd_d256_bhld_kv64_s2_overlap_pingpong_oq",
+        (1024, "attn_fwd_d256_bhld_kv80_s2_overlap_pingpong_oq",
          "attn_bwd_d256_bhld_dqatomic_dqpk"),
     ],
     (256, False, "varlen"): [
@@ -96,7 +97,7 @@ OLD_PICKS = {
     (256, True, "bhld"): [
         (1, "attn_fwd_d256_causal_bhld_kv64_s2_oq",
          "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
-        (2048, "attn_fwd_d256_causal_bhld_kv64_s2_overlap_pingpong_oq",
+        (2048, "attn_fwd_d256_causal_bhld_kv80_s2_overlap_pingpong_oq",
          "attn_bwd_d256_causal_bhld_dqatomic_dqpk"),
     ],
     (256, True, "varlen"): [

@@ -37,7 +37,8 @@ def key_bucket(keys: int) -> int:
 class ForwardSchedule:
     """attention_hopper's schedule (its docstring says what each field does).
 
-    KV: keys a tile (64 or 128; 192 for the FP8 forward). stages: the K/V ring's depth ("auto": the
+    KV: keys a tile (64 or 128; 80 for D 256: its two-stage ring then fills shared memory, 224
+    KB; 192 for the FP8 forward). stages: the K/V ring's depth ("auto": the
     deepest that fits). consumers: consumer warpgroups of 64 query rows (1 to
     3). overlap, pingpong: FlashAttention-3's intra-warpgroup overlap and
     ping-pong. persistent: False (a block a work item), True (a block an SM
@@ -58,8 +59,9 @@ class ForwardSchedule:
 
     def __post_init__(self):
         _flags(self, "overlap", "pingpong", "diagonal_mask", "o_via_q")
-        if self.KV not in (64, 128, 192):
-            raise ValueError(f"ForwardSchedule: KV must be 64, 128 or 192 (FP8) keys a tile, got {self.KV!r}")
+        if self.KV not in (64, 80, 128, 192):
+            raise ValueError(f"ForwardSchedule: KV must be 64, 80 (D 256), 128 or 192 (FP8) keys a tile, "
+                             f"got {self.KV!r}")
         if self.stages != "auto" and not (type(self.stages) is int and self.stages >= 1):
             raise ValueError(f"ForwardSchedule: stages must be 'auto' or a count >= 1, got {self.stages!r}")
         if self.consumers not in (1, 2, 3) or type(self.consumers) is not int:
@@ -142,7 +144,11 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     ("short") and FlashAttention-3's schedule ("long": overlap + ping-pong,
     whose extra iteration short sequences do not amortise). Per head dim:
     two stages and three consumers at D 64; at D 256 64-key tiles and O
-    through Q's tile (not varlen: a TMA store cannot clip to a sequence).
+    through Q's tile (not varlen: a TMA store cannot clip to a sequence),
+    the long one with 80-key tiles at fixed lengths, which fill shared
+    memory (H200, 2026-11-29: 0.93-0.98 of SDPA with 64-key tiles, 0.96-1.02
+    with 80, L 1k-4k; tkc tune picked 80 from 1k keys on, with and without
+    the mask; the H100's table follows, not measured there).
     Without the mask, fixed lengths: persistent (the long one at D 128
     only; at D 256 two Q slots do not fit). With it, fixed lengths: the
     zigzag order (D 64: two consumers, the diagonal's mask alone, 3/8 of
@@ -156,7 +162,7 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     fixed = layout != "varlen"
     short = {64: ForwardSchedule(stages=2, consumers=3), 128: ForwardSchedule(),
              256: ForwardSchedule(KV=64, stages=2, o_via_q=fixed)}[D]
-    long = dataclasses.replace(short, overlap=True, pingpong=True)
+    long = dataclasses.replace(short, overlap=True, pingpong=True, KV=80 if D == 256 and fixed else short.KV)
     if D == 256 or not fixed and not causal:
         return short, long
     if not causal:   # D 128: ping-pong alone (no overlap) where keys are few
