@@ -209,13 +209,17 @@ def _packed(lengths, H, D, rng):
     return cu, round_bf16(rng.standard_normal((cu[-1], H, D)))
 
 
-@pytest.mark.parametrize("D,causal,persistent", [(64, True, False), (128, False, True), (256, True, False)])
-def test_varlen_interpreted(D, causal, persistent):
+@pytest.mark.parametrize("D,causal,schedule", [(64, True, ForwardSchedule()),
+                                               (128, False, ForwardSchedule(persistent=True)),
+                                               (256, True, ForwardSchedule()),
+                                               (256, False, forward_space(256, False, "varlen")[-1])])
+def test_varlen_interpreted(D, causal, schedule):
     """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
     200, 30, 129): each sequence's rows as its own attention; offsets that
     are not multiples of anything (odd slices of lse and of the gl rows);
-    persistent: the forward's blocks loop over the work items. The backward
-    as tkc.attention's (dQ's adds packed at D = 256)."""
+    persistent: the forward's blocks loop over the work items; D 256's long
+    forward (80-key tiles, overlap and ping-pong). The backward as
+    tkc.attention's (dQ's adds packed at D = 256)."""
     rng = np.random.default_rng(D)
     cu_q, q = _packed([77, 200, 1, 130], 4, D, rng)
     cu_k, k = _packed([100, 200, 30, 129], 2, D, rng)
@@ -223,7 +227,7 @@ def test_varlen_interpreted(D, causal, persistent):
     flat = lambda x: x.reshape(len(x), -1)  # noqa: E731
     o = np.full_like(q, np.nan)
     lse = np.full((4, 1, len(q)), np.nan, np.float32)
-    fwd = attention_hopper(D, causal, "varlen", ForwardSchedule(persistent=persistent))
+    fwd = attention_hopper(D, causal, "varlen", schedule)
     fwd.interpret(flat(q), flat(k), flat(v), flat(o), lse, cu_q, cu_k, 200, SCALE)
     stats = np.full((4, 2, stats_columns(len(q), 4)), np.nan, np.float32)
     dq = np.full_like(q, np.nan)                     # the accumulator: prep zeroes it

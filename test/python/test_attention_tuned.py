@@ -26,7 +26,7 @@ H100 = "NVIDIA H100 80GB HBM3"   # the name the lent H100 reported (tables.py: i
 # strided bhld kernels since); the prep kernel was attn_prep_d<D>_<layout>. Two
 # changes since, measured on the H200 with the H100's rows following
 # (attention_schedule.forward_space): D 128 without the mask below 2048 keys
-# (bhld) ping-pongs; D 256's long forward (bhld) takes 80-key tiles.
+# (bhld) ping-pongs; D 256's long forward takes 80-key tiles.
 KEYS = (1, 64, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 8193,
         16384, 65535, 65536, 65537, 100000)
 OLD_PICKS = {
@@ -91,7 +91,7 @@ OLD_PICKS = {
     (256, False, "varlen"): [
         (1, "attn_fwd_d256_varlen_kv64_s2",
          "attn_bwd_d256_varlen_dqatomic_dqpk"),
-        (1024, "attn_fwd_d256_varlen_kv64_s2_overlap_pingpong",
+        (1024, "attn_fwd_d256_varlen_kv80_s2_overlap_pingpong",
          "attn_bwd_d256_varlen_dqatomic_dqpk"),
     ],
     (256, True, "bhld"): [
@@ -103,7 +103,7 @@ OLD_PICKS = {
     (256, True, "varlen"): [
         (1, "attn_fwd_d256_causal_varlen_kv64_s2",
          "attn_bwd_d256_causal_varlen_dqatomic_dqpk"),
-        (2048, "attn_fwd_d256_causal_varlen_kv64_s2_overlap_pingpong",
+        (2048, "attn_fwd_d256_causal_varlen_kv80_s2_overlap_pingpong",
          "attn_bwd_d256_causal_varlen_dqatomic_dqpk"),
     ],
 }

@@ -145,10 +145,11 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     whose extra iteration short sequences do not amortise). Per head dim:
     two stages and three consumers at D 64; at D 256 64-key tiles and O
     through Q's tile (not varlen: a TMA store cannot clip to a sequence),
-    the long one with 80-key tiles at fixed lengths, which fill shared
+    the long one with 80-key tiles, whose two-stage ring fills shared
     memory (H200, 2026-11-29: 0.93-0.98 of SDPA with 64-key tiles, 0.96-1.02
-    with 80, L 1k-4k; tkc tune picked 80 from 1k keys on, with and without
-    the mask; the H100's table follows, not measured there).
+    with 80, L 1k-4k; tkc tune picked 80 from 1k keys on, fixed lengths and
+    varlen, with and without the mask; the H100's table follows, not
+    measured there).
     Without the mask, fixed lengths: persistent (the long one at D 128
     only; at D 256 two Q slots do not fit). With it, fixed lengths: the
     zigzag order (D 64: two consumers, the diagonal's mask alone, 3/8 of
@@ -162,7 +163,7 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     fixed = layout != "varlen"
     short = {64: ForwardSchedule(stages=2, consumers=3), 128: ForwardSchedule(),
              256: ForwardSchedule(KV=64, stages=2, o_via_q=fixed)}[D]
-    long = dataclasses.replace(short, overlap=True, pingpong=True, KV=80 if D == 256 and fixed else short.KV)
+    long = dataclasses.replace(short, overlap=True, pingpong=True, KV=80 if D == 256 else short.KV)
     if D == 256 or not fixed and not causal:
         return short, long
     if not causal:   # D 128: ping-pong alone (no overlap) where keys are few
