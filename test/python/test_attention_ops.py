@@ -195,6 +195,40 @@ def test_varlen_forward_and_gradients():
             assert _rel(t.grad[s].transpose(0, 1), r.grad) < 2e-2
 
 
+def test_varlen_takes_a_packed_projection_as_it_is(monkeypatch):
+    """q, k, v split from one packed [T, 3H, D] projection (a token's H*D
+    elements adjacent, its rows 3H*D apart) reach the varlen kernels as
+    views of the projection's storage, forward and backward; values and
+    gradients as from contiguous copies."""
+    launched = []
+
+    def recording(kernels):
+        def wrap(k):
+            run = k.run
+            k.run = lambda *args: launched.append(args) or run(*args)
+            return k
+        return kernels if not isinstance(kernels, tuple) else tuple(wrap(k) for k in kernels)
+    monkeypatch.setattr(ops, "forward_kernel",
+                        lambda *key: recording((_interpreted(forward_kernel(*key)),))[0])
+    monkeypatch.setattr(ops, "backward_kernels",
+                        lambda *key: recording(tuple(_interpreted(k) for k in backward_kernels(*key))))
+    cu = torch.tensor([0, 30, 31, 131], dtype=torch.int32)
+    g = torch.Generator().manual_seed(8)
+    qkv = torch.randn(131, 6, 64, generator=g).bfloat16().requires_grad_()
+    q, k, v = qkv.split(2, 1)
+    o, _ = ops._vfwd(q, k, v, cu, cu, 100, 100, True, 0.125)
+    o.backward(do := torch.randn_like(o))
+    base = qkv.untyped_storage().data_ptr()
+    fwd_args, bwd_args = launched[0], launched[-1]
+    assert [t.untyped_storage().data_ptr() for t in fwd_args[:3]] == [base] * 3
+    assert [t.untyped_storage().data_ptr() for t in bwd_args[:3]] == [base] * 3
+    grad = qkv.grad.clone()
+    c = qkv.detach().clone().requires_grad_()
+    o2, _ = ops._vfwd(*(t.contiguous() for t in c.split(2, 1)), cu, cu, 100, 100, True, 0.125)
+    o2.backward(do)
+    assert _rel(o, o2) == 0 and _rel(grad, c.grad) == 0
+
+
 def _refused(fn, args, match):
     with pytest.raises(TkcError, match=match) as e:
         fn(*args)

@@ -25,11 +25,11 @@ STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention
 
 
 def _layout_dims(layout: str, D: int, dtype=bf16):
-    """(q-like gl, k-like gl) annotations of a layout, in dtype (bhld: strided,
-    as the forward's)."""
+    """(q-like gl, k-like gl) annotations of a layout, in dtype (strided, as
+    the forward's)."""
     if layout == "bhld":
         return gl(dtype, "B", "Hq", "Lq", D, strided=True), gl(dtype, "B", "Hkv", "Lk", D, strided=True)
-    return gl(dtype, 1, 1, "Tq", "HqD"), gl(dtype, 1, 1, "Tk", "HkvD")
+    return gl(dtype, 1, 1, "Tq", "HqD", strided=True), gl(dtype, 1, 1, "Tk", "HkvD", strided=True)
 
 
 def stats_columns(Lq: int, batches: int | None = None) -> int:

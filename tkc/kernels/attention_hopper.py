@@ -26,7 +26,8 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            elements adjacent (strided gls): SDPA's contiguous layout and
            FlashAttention's [B, L, H, D] memory (q.transpose(1, 2)) alike, or
            q, k, v unbound from one packed projection; lse [B, Hq, Lq]
-  "varlen" q [Tq, Hq, D], k, v [Tk, Hkv, D]: sequences packed along the tokens
+  "varlen" q [Tq, Hq, D], k, v [Tk, Hkv, D] (a token's H*D elements adjacent, its
+           rows strided: q, k, v split from a packed projection): sequences packed along the tokens
            (FlashAttention's varlen), sequence b being rows cu_q[b] .. cu_q[b+1]
            of q and cu_k[b] .. cu_k[b+1] of k and v (cu_q, cu_k: i32 [B + 1]);
            lse [Hq, Tq]. Each block slices its sequence (gl.slice): TMA reads
@@ -240,8 +241,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"HqD": "HkvD", "HkvD": D},
                     grid=lambda q, k, v, o, lse, cu_q, cu_k, max_q, scale:
                     (tkc.cdiv(max_q, BQ), q.c // D, cu_q.c - 1), **options)
-        def attn(q: gl(bf16, 1, 1, "Tq", "HqD"), k: gl(bf16, 1, 1, "Tk", "HkvD"),
-                 v: gl(bf16, 1, 1, "Tk", "HkvD"), o: gl(bf16, 1, 1, "Tq", "HqD"),
+        def attn(q: gl(bf16, 1, 1, "Tq", "HqD", strided=True), k: gl(bf16, 1, 1, "Tk", "HkvD", strided=True),
+                 v: gl(bf16, 1, 1, "Tk", "HkvD", strided=True), o: gl(bf16, 1, 1, "Tq", "HqD", strided=True),
                  lse: gl(f32, 1, "Hq", 1, "Tq"), cu_q: gl(i32, 1, 1, 1, "B1"),
                  cu_k: gl(i32, 1, 1, 1, "B1"), max_q: tkc.i32, scale: tkc.f32):
             qb, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z

@@ -256,10 +256,20 @@ def _vfwd_impl(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_
     lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
     if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
         return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    forward_kernel(D, causal, "varlen", max_k)(*(t.view(t.shape[0], -1) for t in (q, k, v, o)),
+    forward_kernel(D, causal, "varlen", max_k)(*(_tokens(t) for t in (q, k, v, o)),
                                                lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
     return o, lse
+
+
+def _tokens(t: Tensor) -> Tensor:
+    """A [T, H, D] tensor as the varlen kernels' [T, H*D] gl: a view when a
+    token's H*D elements are adjacent (contiguous, or split from a packed
+    projection) and its rows whole 16-byte steps apart, else a contiguous copy's."""
+    T, H, D = t.shape
+    if not (t.stride(2) == 1 and (H == 1 or t.stride(1) == D) and t.data_ptr() % 16 == 0
+            and (T == 1 or (t.stride(0) > 0 and t.stride(0) % (16 // t.element_size()) == 0))):
+        t = t.contiguous()
+    return t.view(T, H * D)
 
 
 def _vfwd_fake(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):
@@ -274,14 +284,12 @@ def _vbwd_impl(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tens
     T, H, D = q.shape
     if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
         return tuple(torch.zeros_like(t, memory_format=torch.contiguous_format) for t in (q, k, v))
-    q, k, v, o, do = (t.contiguous() for t in (q, k, v, o, do))
     prep_k, bwd_k = backward_kernels(D, causal, "varlen", max_k)
-    flat = lambda t: t.view(t.shape[0], -1)  # noqa: E731
     stats = torch.empty(H, 2, stats_columns(T, len(cu_q) - 1), device=q.device, dtype=torch.float32)
     dq = torch.empty(q.shape, device=q.device, dtype=torch.float32)  # zeroed by prep_k
-    prep_k(flat(o), flat(do), lse.view(H, 1, T), stats, flat(dq), cu_q, max_q)
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
-    bwd_k(*(flat(t) for t in (q, k, v, do)), stats, *(flat(t) for t in (dq, dk, dv)),
+    prep_k(_tokens(o), _tokens(do), lse.view(H, 1, T), stats, _tokens(dq), cu_q, max_q)
+    dk, dv = (torch.empty_like(t, memory_format=torch.contiguous_format) for t in (k, v))
+    bwd_k(*(_tokens(t) for t in (q, k, v, do)), stats, *(_tokens(t) for t in (dq, dk, dv)),
           cu_q, cu_k, max_k, scale)
     return dq_result(dq, q.dtype, backward_schedule(D, causal, "varlen", max_k).dq_packed), dk, dv
 
