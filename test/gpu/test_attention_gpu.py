@@ -181,6 +181,26 @@ def test_varlen(long, causal, D):
             assert rel_err(t.grad[s].transpose(0, 1)[None], r.grad) < 2e-2
 
 
+@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_on_a_packed_projection(causal, D):
+    """q, k, v split from one [T, 3H, D] projection go to the varlen kernels as
+    strided views: outputs and the projection's gradient equal those of
+    contiguous copies."""
+    import tkc
+    lens = [1000, 77, 1, 300, 2100]
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], device="cuda", dtype=torch.int32)
+    x = torch.randn(sum(lens), 12, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    y = x.detach().clone().requires_grad_()
+    o = tkc.attention_varlen(*x.split(4, 1), cu, cu, max(lens), max(lens), causal=causal)
+    o2 = tkc.attention_varlen(*(t.contiguous() for t in y.split(4, 1)), cu, cu, max(lens), max(lens),
+                              causal=causal)
+    do = torch.randn_like(o)
+    o.backward(do)
+    o2.backward(do)
+    assert torch.equal(o, o2) and torch.equal(x.grad, y.grad)
+
+
 @pytest.mark.parametrize("direction,D,causal,layout", [("forward", 128, True, "bhld"),
                                                       ("backward", 64, False, "bhld")])
 def test_a_space_tunes_end_to_end(direction, D, causal, layout):
