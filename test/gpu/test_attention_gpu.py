@@ -185,8 +185,8 @@ def test_varlen(long, causal, D):
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_on_a_packed_projection(causal, D):
     """q, k, v split from one [T, 3H, D] projection go to the varlen kernels as
-    strided views: outputs and the projection's gradient equal those of
-    contiguous copies."""
+    strided views: outputs equal those of contiguous copies, the projection's
+    gradient too up to the order of dQ's adds."""
     import tkc
     lens = [1000, 77, 1, 300, 2100]
     cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], device="cuda", dtype=torch.int32)
@@ -198,7 +198,8 @@ def test_varlen_on_a_packed_projection(causal, D):
     do = torch.randn_like(o)
     o.backward(do)
     o2.backward(do)
-    assert torch.equal(o, o2) and torch.equal(x.grad, y.grad)
+    assert torch.equal(o, o2)
+    assert rel_err(x.grad, y.grad) < 2e-3   # dQ's adds meet in any order: the last bits may differ
 
 
 @pytest.mark.parametrize("direction,D,causal,layout", [("forward", 128, True, "bhld"),
