@@ -44,7 +44,9 @@ def test_the_programs_cover_the_vocabulary():
             # persistent warpgroup programs over ragged groups (tkc/fuzz/ragged.py)
             "ragged",
             # pipelined warpgroup programs in (2, 1, 1) clusters (tkc/fuzz/warpgroup.py)
-            "cluster"}
+            "cluster",
+            # float gls as views of wider rows (strided=True; core._strided)
+            "strided"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 
@@ -54,6 +56,28 @@ def test_a_program_is_a_function_of_seed_and_index():
     assert a.source == b.source and a.source != generate(7, 4).source
     assert all(np.array_equal(x, y) for x, y in zip(arrays(a), arrays(b)))
     assert kernel_of(a).artifact_key() == kernel_of(b).artifact_key()
+
+
+def test_strided_gls_are_views_of_wider_rows():
+    """A strided gl's array is a view of rows 8-24 elements wider (16-byte
+    steps): an input's pad is other values, an output's stays 0.5 after the
+    interpreter ran the program (it writes through the view only). The
+    other arrays are those the program had before strided gls existed."""
+    from tkc.interpreter import run
+    p = next(q for q in (generate(SEED, i) for i in range(40)) if any(a.pad and a.output for a in q.args))
+    assert "strided=True" in p.source
+    xs = arrays(p)
+    whole = {}
+    for a, x in zip(p.args, xs):
+        if a.pad:
+            assert not x.flags.c_contiguous and x.strides[-2] == (x.shape[-1] + a.pad) * x.itemsize
+            whole[a.name] = np.lib.stride_tricks.as_strided(x, x.shape[:-1] + (x.shape[-1] + a.pad,), x.strides)
+        else:
+            assert x.flags.c_contiguous
+    run(kernel_of(p).trace(), xs)
+    for a in p.args:
+        if a.pad and a.output:
+            assert (whole[a.name][..., -a.pad:] == 0.5).all()
 
 
 def _dropping_the_last_store(monkeypatch, after: str):

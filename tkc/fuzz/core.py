@@ -50,6 +50,20 @@ class Program:
         return f"tkc-fuzz/{self.name}.py"
 
 
+STRIDED_SHARE = 0.25   # of the float gls: views of wider rows (strided=True)
+
+
+def _strided(args: list, seed: int, index: int) -> bool:
+    """Make some float gls strided: their arrays views of rows 8, 16 or 24
+    elements wider (16-byte steps). An rng of its own, so the program's other
+    draws (and every earlier program's text) stay as they were."""
+    rng = random.Random(f"{seed}-{index}-strided")
+    for a in args:
+        if a.dtype in ("f32", "bf16") and a.shape[3] % 8 == 0 and rng.random() < STRIDED_SHARE:
+            a.pad = 8 * rng.randrange(1, 4)
+    return any(a.pad for a in args)
+
+
 def rng_of(seed: int, index: int, what: str = "program") -> random.Random:
     """A generator seeded by (seed, index) alone (a string seed hashes with
     sha512: the same numbers on every machine and Python)."""
@@ -324,8 +338,11 @@ class Gen:
         if prologue is None:
             prologue = ["bx, by = tkc.block_idx.x, tkc.block_idx.y", f"tr = by * {self.warps} + tkc.warpid()"]
         kernel_opts = self.kernel_opts if kernel_opts is None else kernel_opts
+        if _strided(self.args, seed, index):
+            self.features.add("strided")
         params = ", ".join(f"{a.name}: gl({a.dtype}, 1, {a.shape[1]}, {self.dim(a.shape[2], a.static)}, "
-                           f"{self.dim(a.shape[3], a.static)})" for a in self.args)
+                           f"{self.dim(a.shape[3], a.static)}{', strided=True' if a.pad else ''})"
+                           for a in self.args)
         names = ", ".join(a.name for a in self.args)
         grid = tuple(self.grid) + ((self.groups,) if self.groups else ())
         head = (f"@tkc.kernel(warps={self.warps}, grid=lambda {names}: {grid}{kernel_opts})\n"

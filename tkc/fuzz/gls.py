@@ -18,3 +18,4 @@ class Arg:
     ints: tuple = (-100, 100)  # an integer input's values (program.arrays)
     block_rows: int = 0  # an output's rows each block row (by) writes: what a dead ragged item leaves
     values: tuple | None = None  # an input's very elements (a ragged kernel's counts), in order
+    pad: int = 0  # a strided gl's (strided=True): the array is a view of [..., cols + pad] (program.arrays)

@@ -87,13 +87,25 @@ def _run(p: Program, root: Path) -> Failure | None:
         return Failure(p, "gpu", "inputs", "this machine generated other inputs than the build's")
     want = [saved[f"arr_{j}"] for j in range(len(saved.files) - 1)]
     try:
-        ts = [torch.from_numpy(x).cuda() if a.dtype in ("i32", "i64") else
-              torch.from_numpy(x).cuda().to(torch.bfloat16 if a.dtype == "bf16" else torch.float32)
-              for a, x in zip(p.args, xs)]
+        ts = [_on_gpu(torch, a, x) for a, x in zip(p.args, xs)]
         kernel_of(p)(*ts)
         torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001
         return Failure(p, "gpu", "launch", f"{type(e).__name__}: {e}")
     got = [t.cpu().numpy() if a.dtype in ("i32", "i64") else t.float().cpu().numpy()
            for a, t in zip(p.args, ts) if a.output]
+    for a, t in zip(p.args, ts):   # a strided output's pad: never written
+        if a.output and a.pad and not bool((t._base[..., t.shape[-1]:] == 0.5).all()):
+            return Failure(p, "gpu", "compare", f"output {a.name} was written outside its view (its pad)")
     return compare_gpu(p, got, want)
+
+
+def _on_gpu(torch, a, x):
+    """Argument x on the GPU in its gl's dtype; a strided gl's as a view of its
+    wider rows there too (its strides, not a contiguous copy's: the view's
+    `_base` is the whole array, which the pad check reads)."""
+    dtype = {"i32": None, "i64": None, "bf16": torch.bfloat16}.get(a.dtype, torch.float32)
+    whole = np.lib.stride_tricks.as_strided(x, x.shape[:-1] + (x.shape[-1] + a.pad,), x.strides) if a.pad else x
+    t = torch.from_numpy(np.ascontiguousarray(whole)).cuda()
+    t = t if dtype is None else t.to(dtype)
+    return t[..., :x.shape[-1]] if a.pad else t

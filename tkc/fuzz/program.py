@@ -46,7 +46,22 @@ def arrays(p: Program) -> list[np.ndarray]:
         else:
             x = rng.uniform(-1.0, 1.0, a.shape).astype(np.float32)
             out.append(round_bf16(x) if a.dtype == "bf16" else x)
-    return out
+    return [_padded(p, a, x) if a.pad else x for a, x in zip(p.args, out)]
+
+
+def _padded(p: Program, a, x: np.ndarray) -> np.ndarray:
+    """x as a view of rows a.pad elements wider (a strided gl's argument);
+    the pad is random for an input (a read through the wrong pitch gets
+    other values), 0.5 for an output (gpu.py checks it stays so). Its own
+    rng: the other arrays' draws stay as they were."""
+    rng = np.random.default_rng([p.seed, p.index, 11, p.args.index(a)])
+    back = rng.uniform(-1.0, 1.0, x.shape[:-1] + (x.shape[-1] + a.pad,)).astype(np.float32)
+    if a.output:
+        back[:] = 0.5
+    elif a.dtype == "bf16":
+        back = round_bf16(back)
+    back[..., :x.shape[-1]] = x
+    return back[..., :x.shape[-1]]
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
