@@ -56,7 +56,7 @@ STRIDED_SHARE = 0.25   # of the float gls: views of wider rows (strided=True)
 def _strided(args: list, seed: int, index: int) -> bool:
     """Make some float gls strided: their arrays views of rows 8, 16 or 24
     elements wider (16-byte steps). An rng of its own, so the program's other
-    draws (and every earlier program's text) stay as they were."""
+    draws, and so its statements, stay as they were."""
     rng = random.Random(f"{seed}-{index}-strided")
     for a in args:
         if a.dtype in ("f32", "bf16") and a.shape[3] % 8 == 0 and rng.random() < STRIDED_SHARE:
