@@ -11,7 +11,7 @@ FlashAttention-3's pattern), so torch.compile traces a model that calls it
 without a graph break and autograd runs attention_bwd. The specialisation
 (head dim, causal) is picked from the arguments. The kernels take strided
 [B, H, L, D] views, so q, k, v go in as they are when D's elements are
-adjacent and the other strides are whole 16-byte steps: contiguous ones
+adjacent and the other strides are whole 16-byte steps (checks.strided_takes): contiguous ones
 (SDPA's layout), [B, L, H, D] memory (q.transpose(1, 2) of FlashAttention's
 layout, as most models make them), q, k, v unbound from one packed
 projection; anything else is made contiguous. The output and each gradient
@@ -40,7 +40,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
-from .checks import check_device
+from .checks import check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -72,20 +72,11 @@ def _like(t: Tensor, layout: str, dtype=None) -> Tensor:
     return torch.empty_strided(*_spec(t, layout), device=t.device, dtype=dtype or t.dtype)
 
 
-def _taken(t: Tensor) -> bool:
-    """Whether the strided kernels take t as it is: D's elements adjacent,
-    every other stride (of a dim longer than 1) a positive multiple of 16
-    bytes, the data 16-byte aligned (tkc.gl(strided=True)'s launch rules)."""
-    step = 16 // t.element_size()
-    return t.stride(3) == 1 and t.data_ptr() % 16 == 0 and \
-        all(n == 1 or (s > 0 and s % step == 0) for n, s in zip(t.shape[:3], t.stride()[:3]))
-
-
 def _arranged(*ts: Tensor) -> Callable:
     """A function making contiguous those of ts' layouts the kernels cannot
     take (the identity in the common case). It is made for ts' signature and
     applied to tensors of the same one."""
-    fits = [_taken(t) for t in ts]
+    fits = [strided_takes(t) for t in ts]
     if all(fits):
         return lambda *xs: xs
     return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
@@ -265,11 +256,7 @@ def _tokens(t: Tensor) -> Tensor:
     """A [T, H, D] tensor as the varlen kernels' [T, H*D] gl: a view when a
     token's H*D elements are adjacent (contiguous, or split from a packed
     projection) and its rows whole 16-byte steps apart, else a contiguous copy's."""
-    T, H, D = t.shape
-    if not (t.stride(2) == 1 and (H == 1 or t.stride(1) == D) and t.data_ptr() % 16 == 0
-            and (T == 1 or (t.stride(0) > 0 and t.stride(0) % (16 // t.element_size()) == 0))):
-        t = t.contiguous()
-    return t.view(T, H * D)
+    return (t if strided_takes(t, 2) else t.contiguous()).flatten(1)
 
 
 def _vfwd_fake(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):

@@ -13,6 +13,20 @@ from ..runtime.callsite import caller
 DEVICE_TYPE = "cuda"
 
 
+def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
+    """Whether a strided gl (tkc.gl(..., strided=True)) takes t as it is, its
+    last `row_dims` dims seen as one row: their elements adjacent, every
+    other stride (of a dim longer than 1) a positive multiple of 16 bytes,
+    the data 16-byte aligned (the runtime's launch rules, args.py)."""
+    step, inner = 16 // t.element_size(), 1
+    for n, s in zip(reversed(t.shape[-row_dims:]), reversed(t.stride()[-row_dims:])):
+        if n != 1 and s != inner:
+            return False
+        inner *= n
+    return t.data_ptr() % 16 == 0 and \
+        all(n == 1 or (s > 0 and s % step == 0) for n, s in zip(t.shape[:-row_dims], t.stride()[:-row_dims]))
+
+
 def _found(t) -> str:
     if not isinstance(t, Tensor):
         return type(t).__name__

@@ -18,7 +18,7 @@ from ..diagnostics import TkcError
 from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from . import checks
-from .checks import check_device, check_tensor
+from .checks import check_device, check_tensor, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, signature
 
@@ -119,10 +119,7 @@ def _taken(x: Tensor) -> Tensor:
     """x as it is when the kernel's strided gl takes it (each position's H*D
     elements adjacent: contiguous, or split from a packed projection; the
     other strides whole 16-byte steps), else a contiguous copy."""
-    B, T, H, D = x.shape
-    ok = x.stride(3) == 1 and (H == 1 or x.stride(2) == D) and x.data_ptr() % 16 == 0 and \
-        all(n == 1 or (s > 0 and s % 8 == 0) for n, s in ((B, x.stride(0)), (T, x.stride(1))))
-    return x if ok else x.contiguous()
+    return x if strided_takes(x, 2) else x.contiguous()
 
 
 def _fits(x, cos, sin) -> bool:
