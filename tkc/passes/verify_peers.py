@@ -1,7 +1,8 @@
 """tk-verify rules of the multi-GPU ops (docs/tile-ir.md, "Several GPUs"):
 tk.peer, tk.rank, tk.world_size, tk.signal, tk.wait_signal, and the kernel's
-tk.peers attribute (and tk.strided, which must not name a parallel gl). tk-verify (verify.py) calls `CHECKS[name](op, name, ins,
-outs, kernel)` per op and `check_kernel(kernel)` per kernel.
+tk.peers attribute (and tk.strided, which must not name a parallel gl).
+tk-verify (verify.py) calls `CHECKS[name](op, name, ins, outs, kernel)` per
+op and `check_kernel(kernel)` per kernel.
 """
 from __future__ import annotations
 
