@@ -532,7 +532,8 @@ def test_plain_calls_go_straight_to_their_plan(cpu_ops, monkeypatch):
 
 
 def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
-    """A call that wants a gradient keeps its run (eager.grad_key, Op.fast):
+    """A call that wants a gradient keeps its run (eager.grad_key, Op.fast and,
+    where only y is kept, Op.fast_main):
     the next call with its key skips the checks and gives the first's values
     and gradients (rotary's backward: the inverse kernel), also where the
     run converts (rows of a transposed x, f32 weights)."""
@@ -543,6 +544,8 @@ def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     cos, sin = ang.cos().to(BF), ang.sin().to(BF)
     calls = [lambda x, w: tkc.layer_norm(x[0], w, b),
              lambda x, w: tkc.layer_norm(x[0], w, b, residual=x[1], prenorm=True)[1] * 2,
+             lambda x, w: tkc.layer_norm(x[0], w, b, residual=x[1]),       # y alone: Op.fast_main
+             lambda x, w: tkc.layer_norm(x[0], w, b, prenorm=True)[0] + x[1],  # (y, x itself)
              lambda x, w: tkc.rms_norm(x[0], w),
              lambda x, w: tkc.layer_norm(x.transpose(0, 1), w.float(), b).transpose(0, 1),  # copies
              lambda x, w: tkc.rms_norm(x, w.float(), residual=x.flip(0), prenorm=True)[1],
@@ -565,7 +568,7 @@ def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     from tkc.kernels import reference
     ref = reference.rotary(dy.view(2, 16, 4, 64).float().numpy(), cos.float().numpy(),
                            -sin.float().numpy())  # the backward: the rotation by -theta
-    assert _rel(results[5][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
+    assert _rel(results[7][1], torch.from_numpy(ref).view(2, 16, 256)) < 1e-2
     xg = x.view(2, 16, 4, 64).clone().requires_grad_()   # a double backward sees the op:
     dx, = torch.autograd.grad(tkc.rotary_embedding(xg, cos, sin), xg,  # the kept run's
                               dy.view(2, 16, 4, 64).requires_grad_(), create_graph=True)

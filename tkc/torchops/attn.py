@@ -229,7 +229,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
             fwd = lambda q, k, v, causal, scale: plan(q, k, v, scale)  # noqa: E731
             fwd.later = Later()
             run = (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)) if return_lse else \
-                (lambda q, k, v: _fwd.fast(q, k, v, causal, scale, fwd)[0])
+                (lambda q, k, v: _fwd.fast_main(q, k, v, causal, scale, fwd))
         else:
             run = (lambda q, k, v: plan(q, k, v, scale)) if return_lse else \
                 (lambda q, k, v: plan(q, k, v, scale, False)[0])

@@ -210,25 +210,37 @@ def _converting(run, prenorm: bool):
 
 
 def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
-    """The run of a call wanting a gradient: the full path's op, Op.fast with the plan."""
+    """The run of a call wanting a gradient: the full path's op, Op.fast with
+    the plan (Op.fast_main unless the caller keeps h, an output of its own)."""
+    h_out = prenorm and residual
+    fast = (lambda op: op.fast) if h_out else (lambda op: op.fast_main)  # noqa: E731
     if rms:
         def fwd(x, r, w, eps, p, seed, offset):  # _rms_fwd_impl's outputs
             y, h, _, rstd = plan(x, r, w, None, eps, p, seed, offset)
             return y, x.new_empty(0) if h is None else h, rstd
         fwd.later = Later()  # the backward's plan (without a residual)
-        call = lambda x, w, b, r: _rms_fwd.fast(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
+        op = fast(_rms_fwd)
+        call = lambda x, w, b, r: op(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
     elif residual:
-        call = lambda x, w, b, r: _ln_fwd.fast(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
+        op = fast(_ln_fwd)
+        call = lambda x, w, b, r: op(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
     else:
         def fwd(x, w, b, eps, p, seed, offset):  # _ln_fwd_nores_impl's outputs
             y, _, mean, rstd = plan(x, None, w, b, eps, p, seed, offset)
             return y, mean, rstd
         fwd.later = Later()  # the backward's plan
-        call = lambda x, w, b, r: _ln_fwd_nores.fast(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
+        op = fast(_ln_fwd_nores)
+        call = lambda x, w, b, r: op(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
 
-    def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
-        out = call(x, w, b, r)
-        return (out[0], out[1] if residual else x) if prenorm else out[0]
+    if h_out:
+        def run(x, w, b, r):  # y and h
+            out = call(x, w, b, r)
+            return out[0], out[1]
+    elif prenorm:
+        def run(x, w, b, r):  # y, and h: x itself without a residual
+            return call(x, w, b, r), x
+    else:
+        run = call
     return run
 
 
