@@ -258,16 +258,24 @@ def test_params_array_points_at_values():
     assert ctypes.c_float.from_address(arr[2]).value == 1.5
 
 
-def test_cluster_launch_config():
+def test_launch_configs_allow_programmatic_serialization():
+    """Every launch allows the next kernel to be scheduled before it ends (its
+    kernel waits for this one first: griddepcontrol); a cluster launch also
+    gives its cluster's shape."""
     cuda = pytest.importorskip("cuda.bindings.driver")
+    ids = cuda.CUlaunchAttributeID
     old, driver._cuda = driver._cuda, cuda  # building the struct needs no GPU
     try:
-        c = driver._cluster_config((4, 2, 1), (128, 1, 1), 2048, 0, (2, 1, 1))
+        c = driver._launch_config((4, 2, 1), (128, 1, 1), 2048, 0, (2, 1, 1))
+        plain = driver._launch_config((4, 2, 1), (128, 1, 1), 2048, 0, (1, 1, 1))
     finally:
         driver._cuda = old
     assert (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.sharedMemBytes) == (4, 2, 1, 128, 2048)
-    assert c.numAttrs == 1 and c.attrs[0].value.clusterDim.x == 2
-    assert c.attrs[0].id == cuda.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert c.numAttrs == 2 and c.attrs[0].value.clusterDim.x == 2
+    assert [a.id for a in c.attrs] == [ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                       ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION]
+    assert plain.numAttrs == 1 and plain.attrs[0].id == ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert plain.attrs[0].value.programmaticStreamSerializationAllowed == 1
 
 
 def test_driver_errors_are_named():

@@ -49,7 +49,7 @@ def fake(monkeypatch):
     f = Fake()
     monkeypatch.setattr(driver, "_cuda", f.cuda)
     monkeypatch.setattr(driver, "_contexts", {})
-    monkeypatch.setattr(driver, "_streams", {})
+    monkeypatch.setattr(driver, "_configs", {})
     monkeypatch.setattr(driver, "compute_capability", lambda device: (9, 0))
     monkeypatch.setattr(driver, "load", lambda image, kernel, device, shared:
                         driver.Function("module", f"fn{device}", device))
@@ -62,6 +62,13 @@ def fake(monkeypatch):
     monkeypatch.setattr(driver, "launch", record)
     monkeypatch.setattr("tkc.runtime.args.view", f.view(tensors.view))
     return f
+
+
+def sent(state):
+    """(grid, stream, parameter address) of the last launch (cuLaunchKernelEx's
+    config, function, kernelParams, extra)."""
+    config, _, address, _ = state.last
+    return (config.gridDimX, config.gridDimY, config.gridDimZ), config.hStream, address
 
 
 def expected_values(x, y, s, n):
@@ -96,9 +103,9 @@ def test_repeated_launch_uses_the_plan_with_this_calls_pointers_and_scalars(fake
     assert [v for _, _, _, v in fake.launches] == [expected_values(*args), expected_values(*other)]
     assert fake.cuda.state.launches == 2
     frames = list(launcher(art).frames.values())  # one packed frame per distinct set of values
-    assert len(frames) == 2 and fake.cuda.state.last[9] == frames[-1].address
+    assert len(frames) == 2 and sent(fake.cuda.state)[2] == frames[-1].address
     launch(art, args)
-    assert fake.cuda.state.last[9] == frames[0].address and len(launcher(art).frames) == 2
+    assert sent(fake.cuda.state)[2] == frames[0].address and len(launcher(art).frames) == 2
 
 
 def test_keys_switch_between_shapes_and_grid_scalars(fake):
@@ -193,7 +200,7 @@ def test_streams_and_tensor_map_slots(fake, monkeypatch):
     args = good_args()
     launch(art, args, stream=7)
     launch(art, args, stream=7)
-    assert fake.cuda.state.last[8] == 7 and driver._streams[7] is fake.cuda.state.last[8]
+    assert int(sent(fake.cuda.state)[1]) == 7   # the config made for stream 7
     frame = list(launcher(art).frames.values())[-1]
     assert frame.decoded()[-1] == args[1].ctypes.data.to_bytes(8, "little") * 16
     y2 = aligned((16, 24), np.float16)
@@ -275,20 +282,21 @@ def test_driver_launch_sets_the_context_once_and_checks_results(monkeypatch):
     for _ in range(2):
         driver.launch(fn, (4, 1, 1), (64, 1, 1), 0, 0, values)
     assert cuda.state.set_current == 1 and int(cuda.state.current) == 1000
-    seen = cuda.state.last
-    assert seen[:9] == ("handle", 4, 1, 1, 64, 1, 1, 0, 0)
+    config, handle, _, _ = cuda.state.last
+    assert handle == "handle" and (config.gridDimX, config.blockDimX, config.sharedMemBytes) == (4, 64, 0)
     cuda.state.result = 700  # e.g. CUDA_ERROR_ILLEGAL_ADDRESS
-    with pytest.raises(TkcError, match="cuLaunchKernel failed: 700"):
+    with pytest.raises(TkcError, match="cuLaunchKernelEx failed: 700"):
         driver.launch(fn, (4, 1, 1), (64, 1, 1), 0, 0, values)
 
 
-def test_cluster_configs_are_reused():
+def test_launch_configs_are_reused():
     cuda = pytest.importorskip("cuda.bindings.driver")
     old, driver._cuda = driver._cuda, cuda
     try:
-        first = driver._cluster_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1))
-        assert driver._cluster_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)) is first
-        assert driver._cluster_config((8, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)).gridDimX == 8
+        first = driver._launch_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1))
+        assert driver._launch_config((4, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)) is first
+        assert driver._launch_config((8, 2, 1), (128, 1, 1), 0, 0, (2, 1, 1)).gridDimX == 8
+        assert driver._launch_config((4, 2, 1), (128, 1, 1), 0, 5, (2, 1, 1)) is not first   # stream
     finally:
         driver._cuda = old
 
@@ -384,8 +392,8 @@ def test_prepared_launch_packs_each_calls_pointers_and_scalars(fake):
     for s in (-1.5, 2.0, -1.5):
         x2, y2 = torch.zeros_like(x), torch.zeros_like(y)
         go(x2, y2, s, 3)
-        frame = {f.address: f for f in frames.values()}[fake.cuda.state.last[9]]
-        grid = fake.cuda.state.last[1:4]
+        frame = {f.address: f for f in frames.values()}[sent(fake.cuda.state)[2]]
+        grid = sent(fake.cuda.state)[0]
         launch(art, [x2, y2, s, 3])  # the full path, for comparison
         assert (grid, frame.decoded()) == fake.launches[-1][1:4:2]
         assert frame.decoded()[0] == x2.data_ptr() and frame.decoded()[-2:] == [s, 3]
@@ -401,7 +409,7 @@ def test_prepared_launch_with_bound_arguments(fake):
     go = launcher(art).prepare([x, y, 0.5, 3], bound=(1, 3))
     x2 = torch.zeros_like(x)
     go(x2, -1.5)
-    frame = {f.address: f for f in launcher(art).frames.values()}[fake.cuda.state.last[9]]
+    frame = {f.address: f for f in launcher(art).frames.values()}[sent(fake.cuda.state)[2]]
     assert frame.decoded() == [x2.data_ptr(), 2, 32, y.data_ptr(), 16, 24, -1.5, 3]
     with pytest.raises(TypeError):
         go(x2, y, -1.5, 3)   # bound arguments are not parameters any more

@@ -19,7 +19,7 @@ class _Handle(int):
 
 class _Stream(_Handle):
     """A CUstream stand-in, true even for stream 0 (as cuda-bindings' objects
-    are: the driver's stream cache tests `cached or make`)."""
+    are)."""
 
     def __bool__(self):
         return True
@@ -105,7 +105,7 @@ def fake_driver(bf16_from_f16: bool = False):
     Yields the fake (its .state counts launches); restores everything after."""
     from tkc.runtime import args, driver
     from tkc.runtime.launch import reset_all
-    tables = (driver._contexts, driver._streams, driver._functions, driver._shared_optin,
+    tables = (driver._contexts, driver._functions, driver._shared_optin,
               driver._configs)
     saved = (driver._cuda, args.view, [dict(t) for t in tables])
     real_view = args.view

@@ -128,6 +128,7 @@ def _lower_kernel(func_op, gpu_module) -> None:
     entry = lf.body.blocks.append(*params)
     body = lf.body.blocks.append()
     with ir.InsertionPoint(entry), loc:
+        _grid_dependency(entry)
         llvm.br([], body)
     lw = Lowering(func_op, lf, gpu_module, warps, plan)
     lw._entry = entry
@@ -135,6 +136,19 @@ def _lower_kernel(func_op, gpu_module) -> None:
     with lw.at_entry(), loc:
         _bind_params(lw, func_op, entry)
     _lower_block(lw, func_op.regions[0].blocks[0], body)
+
+
+def _grid_dependency(entry) -> None:
+    """A kernel's first instructions: wait for the grid before it in the
+    stream to complete (its memory visible), then let the grid after it
+    launch. Launched with programmatic stream serialization (the runtime
+    does, driver.launcher), the next kernel's blocks are then scheduled while
+    this one's last blocks run, and reach their own wait with the launch
+    latency behind them; launched without it, both are no-ops. Nothing
+    precedes the wait, so no access can read what the grid before writes."""
+    for action in ("wait", "launch_dependents"):
+        llvm.inline_asm(None, [], f"griddepcontrol.{action};", "~{memory}",
+                        has_side_effects=True)
 
 
 def _tensor_map_attrs(lf, first: int, count: int) -> None:

@@ -13,6 +13,7 @@
 // CHECK-NEXT: .param .u32 prefetch_param_2,
 // CHECK-NEXT: .param .align 64 .b8 prefetch_param_3[128]
 // CHECK-NOT: .param .
+// CHECK: griddepcontrol.launch_dependents;
 // CHECK: cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%rd[[MAP:[0-9]+]], {%r[[C0:[0-9]+]], %r[[R0:[0-9]+]], %r{{[0-9]+}}, %r{{[0-9]+}}}];
 // CHECK: cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%rd[[MAP]], {%r{{[0-9]+}}, %r[[R0]], %r{{[0-9]+}}, %r{{[0-9]+}}}];
 // CHECK-NOT: cp.async.bulk.prefetch
