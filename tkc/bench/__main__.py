@@ -303,7 +303,7 @@ def main(argv=None) -> int:
               f"{'' if ok else '  WRONG'}", flush=True)
     meta = dict(date=datetime.date.today().isoformat(), gpu=gpu, commit=_git_commit(),
                 torch=torch.__version__, launch_overhead_us=_overhead())
-    print(f"tkc eager launch overhead (argument checks + cuLaunchKernel): "
+    print(f"tkc eager launch overhead (argument checks + cuLaunchKernelEx): "
           f"{meta['launch_overhead_us']:.1f} us per call")
     with open(args.out, "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)

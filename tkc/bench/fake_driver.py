@@ -59,7 +59,6 @@ def fake_cuda():
         cuModuleLoadData=lambda image: (ok, _Handle(1)),
         cuModuleGetFunction=lambda module, name: (ok, _Handle(2)),
         cuFuncSetAttribute=lambda *args: (ok,),
-        cuLaunchKernel=launch,
         cuLaunchKernelEx=launch,
         CUlaunchAttribute=_Struct, CUlaunchConfig=_Struct, CUlaunchAttributeID=_Anything(),
         cuTensorMapEncodeTiled=lambda *args: (ok, _TensorMap()),

@@ -1,12 +1,12 @@
 """The kernel-parameter block of a launch.
 
-cuLaunchKernel takes kernelParams, a void*[] with one pointer per PTX
+cuLaunchKernelEx takes kernelParams, a void*[] with one pointer per PTX
 parameter. Making a ctypes object per value and the array per launch costs
 microseconds, so a `Layout` fixes every parameter's offset in one buffer
 once per artifact, and a `Frame` is the 64-byte aligned buffer and the
 void*[] pointing into it, packed with one struct call and a copy per tensor
 map. The launcher keeps a frame per distinct set of values (launch.py):
-cuLaunchKernel copies the parameters, so a packed frame is only read again,
+cuLaunchKernelEx copies the parameters, so a packed frame is only read again,
 by any thread.
 """
 from __future__ import annotations

@@ -113,7 +113,7 @@ class Launcher:
         pointers of an eager loop repeat, as torch's allocator hands the same
         blocks back), so a repeated launch neither encodes nor packs. Values fix
         the shapes (static dims are the kernel's, runtime ones are values), so
-        they fix the tensor maps too; cuLaunchKernel copies the parameters, so
+        they fix the tensor maps too; cuLaunchKernelEx copies the parameters, so
         a kept frame is never written again and threads may share it."""
         key = tuple(values)
         params = self.frames.get(key)
@@ -181,7 +181,7 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> 
     and no written tensor overlaps another argument. tkc's torch ops keep one
     per argument signature, which their cache key fixes, for outputs they have
     just allocated. What is left per launch: the data pointers, a lookup of
-    the packed frame (made once per distinct set of values), cuLaunchKernel.
+    the packed frame (made once per distinct set of values), cuLaunchKernelEx.
 
     The function is generated for the plan (as dataclasses and namedtuple
     generate theirs): its parameter values are one tuple display, the plan's
