@@ -135,8 +135,8 @@ class Op:
     formula, which finds `run` as ctx.run (ctx.run is unset on other paths).
     fast_main(*args, run): fast's first output alone, for a caller that
     wants no other (the rest, statistics the formula reads, are saved
-    intermediates: each output an autograd.Function returns costs the call
-    ~1.5 µs and each one saved ~1 µs more)."""
+    intermediates: on the H200's host a Function returning three outputs
+    costs ~15.5 µs a call, one returning the first and saving two 13.2)."""
 
     def __init__(self, name: str, impl: Callable, fake: Callable,
                  setup: Callable | None = None, backward: Callable | None = None,
