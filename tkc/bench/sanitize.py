@@ -2,12 +2,13 @@
 (scripts/gpu.sh's step `sanitizer`):
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 -m tkc.bench.sanitize [gemm attention memory linear fftconv ops fp8 ring]
+        python3 -m tkc.bench.sanitize [gemm attention attention_long memory linear fftconv ops fp8 ring]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
 forward and backward (causal and not, ragged, GQA, a varlen batch; the
-forward for long sequences, ping-pong, too); the
+forward for long sequences, ping-pong, too), attention_long a backward of
+several waves; the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
 tkc.matmul, tkc.linear and the wide norms (ops); the FP8 ops (fp8); ring
@@ -90,11 +91,6 @@ def attention():
             ping(q.detach(), k.detach(), v.detach(), o2, lse, 1 / math.sqrt(D))
             report(f"attention ping-pong d{D} causal={causal}", rel(o2, ref[0]), 1e-2)
             report_grads(f"attention backward d{D} causal={causal}", q, k, v, ref)
-        if D == 64:  # the causal backward over 288 blocks (2200 keys, GQA 2:1, two batches): several waves
-            q, k, v = (torch.randn(2, h, 2200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                       for h in (16, 8, 8))
-            tkc.attention(q, k, v, causal=True).float().sum().backward()
-            report_grads(f"attention long causal backward d{D}", q, k, v, reference(q, k, v, True))
         strided(D)
         cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
         q = torch.randn(278, 4, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -106,6 +102,18 @@ def attention():
         cat = [torch.cat([r[i][0].transpose(0, 1) for r in refs]) for i in range(4)]
         report(f"attention varlen d{D}", rel(o, cat[0]), 1e-2)
         report_grads(f"attention varlen backward d{D}", q, k, v, cat)
+
+
+def attention_long():
+    """The causal backward over 288 blocks (D 64, 2200 keys, GQA 2:1, two
+    batches): several waves. Its own step: under racecheck it alone takes
+    minutes, which `attention` (every head dim, layout and mask) should not."""
+    import tkc
+    D = 64
+    q, k, v = (torch.randn(2, h, 2200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for h in (16, 8, 8))
+    tkc.attention(q, k, v, causal=True).float().sum().backward()
+    report_grads(f"attention long causal backward d{D}", q, k, v, reference(q, k, v, True))
 
 
 def strided(D):
@@ -344,8 +352,8 @@ def ring():
             report(f"ring merge lse D {D} {acc} -> {out}", rel(lo[:, :, r0:r0 + R], torch.logaddexp(la, lb)), 1e-5)
 
 
-STEPS = {"gemm": gemms, "attention": attention, "memory": memory, "linear": linear, "fftconv": fftconv,
-         "ops": ops, "fp8": fp8, "ring": ring}
+STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
+         "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8, "ring": ring}
 
 
 def main(steps) -> int:
