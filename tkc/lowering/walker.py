@@ -128,7 +128,7 @@ def _lower_kernel(func_op, gpu_module) -> None:
     entry = lf.body.blocks.append(*params)
     body = lf.body.blocks.append()
     with ir.InsertionPoint(entry), loc:
-        _grid_dependency(entry)
+        _grid_dependency()
         llvm.br([], body)
     lw = Lowering(func_op, lf, gpu_module, warps, plan)
     lw._entry = entry
@@ -138,7 +138,7 @@ def _lower_kernel(func_op, gpu_module) -> None:
     _lower_block(lw, func_op.regions[0].blocks[0], body)
 
 
-def _grid_dependency(entry) -> None:
+def _grid_dependency() -> None:
     """A kernel's first instructions: wait for the grid before it in the
     stream to complete (its memory visible), then let the grid after it
     launch. Launched with programmatic stream serialization (the runtime
