@@ -207,22 +207,13 @@ def _autograd_function(name: str, impl, setup, backward, main: bool = False) -> 
             ctx.run = run  # for the backward formula (plans.Later)
             out = run(*args)
             setup(ctx, args, out)
+            if main:
+                ctx.others = (None,) * (len(out) - 1)   # the outputs not returned
+                return out[0]
             return out
 
         def back(ctx, *grads):
-            return *backward(ctx, *grads), None
-        if main:
-            def forward(ctx, *args):
-                ctx.set_materialize_grads(False)
-                args, run = args[:-1], args[-1]
-                ctx.run = run
-                out = run(*args)
-                setup(ctx, args, out)
-                ctx.others = (None,) * (len(out) - 1)
-                return out[0]
-
-            def back(ctx, grad):
-                return *backward(ctx, grad, *ctx.others), None
+            return *backward(ctx, *grads, *(ctx.others if main else ())), None
         name = f"{name}_{'main' if main else 'run'}"
     return type(f"Eager_{name.replace('::', '_')}", (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(back)})
