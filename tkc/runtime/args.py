@@ -59,13 +59,28 @@ def _shape4(shape: tuple) -> tuple:
 def strides4(v: TensorView) -> tuple:
     """The byte strides of v viewed as 4-D, a size-1 dim's as if it were
     contiguous (its stride never matters, and torch gives it any value)."""
-    shape = _shape4(v.shape)
-    given = (0,) * (4 - len(v.shape)) + tuple(v.strides)
-    out, step = [0] * 4, v.itemsize
+    return _strides4(v.shape, v.strides, v.itemsize)
+
+
+def _strides4(shape: tuple, strides: tuple, itemsize: int) -> tuple:
+    shape = _shape4(shape)
+    given = (0,) * (4 - len(strides)) + tuple(strides)
+    out, step = [0] * 4, itemsize
     for axis in (3, 2, 1, 0):
         out[axis] = step if shape[axis] == 1 else given[axis]
         step = out[axis] * shape[axis]
     return tuple(out)
+
+
+def strided_fits(shape: tuple, strides: tuple, itemsize: int, ptr: int) -> bool:
+    """Whether a strided gl takes a view of `shape` (up to 4-D) with byte
+    `strides` at ptr: elements adjacent along c, the other strides (of dims
+    longer than 1) whole ALIGN-byte steps, none negative or zero (TMA's
+    strides cannot be; a broadcast), the data ALIGN-byte aligned: what TMA
+    and paired accesses need (GlParam._check_strides says which fails)."""
+    shape, strides = _shape4(shape), _strides4(shape, strides, itemsize)
+    return (shape[3] == 1 or strides[3] == itemsize) and ptr % ALIGN == 0 and \
+        all(n == 1 or (s > 0 and s % ALIGN == 0) for n, s in zip(shape[:3], strides[:3]))
 
 
 def _gl_text(dtype: str, dims) -> str:
@@ -143,9 +158,9 @@ class GlParam:
                              f"(a slice starting mid-row?); copy it with .contiguous()/.clone()")
 
     def _check_strides(self, v: TensorView) -> None:
-        """A strided gl: elements adjacent along c, the other strides whole
-        16-byte steps (what TMA and paired accesses need), none negative or
-        zero (a broadcast dim: TMA's strides cannot be)."""
+        """strided_fits, or an error naming what fails."""
+        if strided_fits(v.shape, v.strides, v.itemsize, v.ptr):
+            return
         shape, strides = _shape4(v.shape), strides4(v)
         if shape[3] != 1 and strides[3] != v.itemsize:
             raise self.error(f"the last dim's elements must be adjacent (stride 1), found shape {v.shape} "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..diagnostics import TkcError
+from ..runtime.args import strided_fits
 from ..runtime.callsite import caller
 
 # The device type the kernels run on. tkc.bench.fake_driver sets "cpu" so
@@ -15,16 +16,16 @@ DEVICE_TYPE = "cuda"
 
 def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
     """Whether a strided gl (tkc.gl(..., strided=True)) takes t as it is, its
-    last `row_dims` dims seen as one row: their elements adjacent, every
-    other stride (of a dim longer than 1) a positive multiple of 16 bytes,
-    the data 16-byte aligned (the runtime's launch rules, args.py)."""
-    step, inner = 16 // t.element_size(), 1
+    last `row_dims` dims seen as one row: their elements adjacent, and the
+    runtime's launch rule for the rest (args.strided_fits)."""
+    inner = 1
     for n, s in zip(reversed(t.shape[-row_dims:]), reversed(t.stride()[-row_dims:])):
         if n != 1 and s != inner:
             return False
         inner *= n
-    return t.data_ptr() % 16 == 0 and \
-        all(n == 1 or (s > 0 and s % step == 0) for n, s in zip(t.shape[:-row_dims], t.stride()[:-row_dims]))
+    e = t.element_size()
+    return strided_fits((*t.shape[:-row_dims], inner), (*(s * e for s in t.stride()[:-row_dims]), e), e,
+                        t.data_ptr())
 
 
 def _found(t) -> str:
