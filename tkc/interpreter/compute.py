@@ -377,7 +377,8 @@ def _swap_layout(c, op):
 @handler("tk.transpose")
 def _transpose(c, op):
     x_t, t = tview(op.operands[0]), tview(op.results[0])
-    expect(isinstance(x_t, RT) and t == x_t.with_(rows=x_t.cols, cols=x_t.rows), op,
+    expect(isinstance(x_t, RT) and isinstance(t, RT)
+           and t.with_(layout=x_t.layout) == x_t.with_(rows=x_t.cols, cols=x_t.rows), op,
            f"result {t} must be the transpose of {x_t}")
     x, out = c.slot(op.operands[0]), c.result_slot(op)
 

@@ -234,20 +234,25 @@ def _swap_layout(lw, op, args):
 
 @rule("tk.transpose")
 def _transpose(lw, op, args):
-    """out = x.T in x's layout.
+    """out = x.T, in x's layout or the other one.
 
-    swap_layout(x) holds, as element k of base tile (i, j), x[16i + c, 16j + r]
-    where (r, c) is element k's place in x's layout; read as base tile (j, i)
-    of a R'=C x C'=R tile in the same layout, element k names out[16j + r,
-    16i + c] = x[16i + c, 16j + r]: exactly x.T. So only the base tiles move."""
+    The row layout of x holds, as element k of base tile (i, j), what the
+    col layout of x.T holds as element k of base tile (j, i) (fragments.py:
+    col is row's transpose), so out in the other layout is x's registers
+    with the base tiles renamed. In x's layout: swap_layout(x) holds, as
+    element k of base tile (i, j), x[16i + c, 16j + r] where (r, c) is
+    element k's place in x's layout; read as base tile (j, i) of a R'=C x
+    C'=R tile in the same layout, element k names out[16j + r, 16i + c] =
+    x[16i + c, 16j + r]: exactly x.T. So only the base tiles move."""
     x = frag_arg(op, args[0])
-    t = x.view
-    _check_rt(op, x, t.with_(rows=t.cols, cols=t.rows) if isinstance(t, RT) else None)
-    swapped = swap_base_tiles(lw, x)
-    out = [None] * len(swapped)
+    t, layout = x.view, getattr(result_view(op), "layout", None)
+    _check_rt(op, x, t.with_(rows=t.cols, cols=t.rows, layout=layout if layout in ("row", "col")
+                             else t.layout) if isinstance(t, RT) else None)
+    frags = swap_base_tiles(lw, x) if layout == t.layout else list(x.vals)
+    out = [None] * len(frags)
     for i in range(t.rows // B):
         for j in range(t.cols // B):
             src = fragments.tile_index(t.rows, t.cols, i, j, 0)
             dst = fragments.tile_index(t.cols, t.rows, j, i, 0)
-            out[dst:dst + 8] = swapped[src:src + 8]
+            out[dst:dst + 8] = frags[src:src + 8]
     return [Frag(result_view(op), out)]

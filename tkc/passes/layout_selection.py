@@ -23,8 +23,15 @@ Four decisions, in this order (each needs the one before):
      elementwise ops) and used only by such ops, by tk.store, or as mma a/b
      operands. Anything else pins it to its current layout ("hard"):
      block arguments (scf.for iter_args: the carried layout stays fixed),
-     results of scf ops, mma results, broadcasts, swap_layout, transpose,
-     reductions, scf.yield and every op not named here.
+     results of scf ops, mma results, broadcasts, swap_layout, reductions,
+     scf.yield and every op not named here.
+   - A transpose's result may take either layout: in the other layout than
+     its operand's it is the same registers renamed (x's row layout is
+     x.T's col layout), in the same one it costs a swap. So a class holding
+     one counts a swap against the operand's layout (a transposed tile
+     stored to shared memory then goes out by stmatrix.trans, free), unless
+     the class goes to global memory, where the row layout's pairs (or wide
+     rows) are the wider stores.
    - A free class takes the layout that needs the fewest swaps (ties keep
      the author's): its values are retyped in place, so a load from shared
      becomes ldmatrix.trans (free) and an initialiser or elementwise chain
@@ -185,15 +192,18 @@ class _Classes:
 
 def legalize_mma_layouts(module_op) -> None:
     """Retype free classes and insert swap_layouts so every mma a/b is legal."""
-    classes, hard, wants = _analyse(module_op)
+    classes, hard, wants, flips, to_global = _analyse(module_op)
     for members in classes.groups():
-        _fix_class(members, hard, wants)
+        # a transpose's free layout counts where the class stays off global memory (module docstring)
+        _fix_class(members, hard, wants, {} if to_global.intersection(members) else flips)
 
 
 def _analyse(module_op):
-    """Classes of rt values, the hard layout constraints on each value, and
-    each value's mma operand demands: wants[v] = [(op, operand index, layout)]."""
-    classes, hard, wants = _Classes(), {}, {}
+    """Classes of rt values, the hard layout constraints on each value,
+    each value's mma operand demands: wants[v] = [(op, operand index, layout)],
+    each transpose result's operand: flips[v] = x (free in x's other layout),
+    and the values stored to global memory."""
+    classes, hard, wants, flips, to_global = _Classes(), {}, {}, {}, set()
 
     def pin(v):
         hard.setdefault(v, set()).add(_view(v).layout)
@@ -208,7 +218,9 @@ def _analyse(module_op):
         for r in op.results:
             if _is_rt(r):
                 classes.find(r)
-                if op.name not in _FREE_DEFS:
+                if op.name == "tk.transpose" and _view(r).layout != "wide":
+                    flips[r] = op.operands[0]
+                elif op.name not in _FREE_DEFS:
                     pin(r)
         _tie_pairs(classes, op)
         for i, v in enumerate(op.operands):
@@ -221,7 +233,9 @@ def _analyse(module_op):
                 wants.setdefault(v, []).append((op, i, layout))
             elif not (op.name == "tk.store" and i == 1 and not _ordered(op)):
                 pin(v)   # (deinterleave and packed stores take the row fragment)
-    return classes, hard, wants
+            if op.name == "tk.store" and i == 1 and isinstance(_view(op.operands[0]), GL):
+                to_global.add(v)
+    return classes, hard, wants, flips, to_global
 
 
 def _ordered(op) -> bool:
@@ -229,7 +243,7 @@ def _ordered(op) -> bool:
     return "deinterleave" in op.attributes or "packed" in op.attributes
 
 
-def _fix_class(members, hard, wants) -> None:
+def _fix_class(members, hard, wants, flips) -> None:
     layouts = {_view(v).layout for v in members}
     pinned = set().union(*(hard.get(v, set()) for v in members))
     if len(layouts) != 1 or len(pinned) > 1:
@@ -238,7 +252,7 @@ def _fix_class(members, hard, wants) -> None:
     if current == "wide" or "wide" in pinned:
         return  # a wide value never feeds an mma (tk-verify reports one that does)
     half = any(_view(v).rows == HALF for v in members)   # 8-row tiles are row layout only
-    target = pinned.pop() if pinned else "row" if half else _cheapest(members, wants, current)
+    target = pinned.pop() if pinned else "row" if half else _cheapest(members, wants, flips, current)
     if target != current:
         for v in members:
             v.set_type(_view(v).with_(layout=target).mlir(v.type.context))
@@ -248,11 +262,15 @@ def _fix_class(members, hard, wants) -> None:
             _swap_for(v, uses)
 
 
-def _cheapest(members, wants, current: str) -> str:
-    """The layout that leaves the fewest values needing a swap; ties: current."""
+def _cheapest(members, wants, flips, current: str) -> str:
+    """The layout that leaves the fewest values needing a swap (an mma
+    operand's, or a transpose's kept in its operand's layout); ties: current.
+    (A transpose's operand is read as typed now: a class fixed later may
+    still retype it, which costs a swap here and changes no result.)"""
     cost = Counter()
     for layout in ("row", "col"):
         cost[layout] = sum(any(w != layout for _, _, w in wants.get(v, ())) for v in members)
+        cost[layout] += sum(v in flips and _view(flips[v]).layout == layout for v in members)
     return current if cost[current] <= cost[OTHER[current]] else OTHER[current]
 
 

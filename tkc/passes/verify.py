@@ -417,9 +417,11 @@ def _check_transpose(op, name, ins, outs, kernel):
     x, out = ins[0], outs[0]
     if isinstance(x, RT) and x.layout == "wide":
         yield f"transpose: needs a row or col layout rt, got {_desc(x)}"
-    elif isinstance(x, RT) and out != x.with_(rows=x.cols, cols=x.rows):
+    elif isinstance(x, RT) and out not in (x.with_(rows=x.cols, cols=x.rows, layout=layout)
+                                           for layout in ("row", "col")):
         want = x.with_(rows=x.cols, cols=x.rows)
-        yield f"transpose: result must be {_desc(want)} (shape swapped, same layout), got {_desc(out)}"
+        yield (f"transpose: result must be {_desc(want)} (shape swapped) in the row or col layout, "
+               f"got {_desc(out)}")
 
 
 _OTHERS = {

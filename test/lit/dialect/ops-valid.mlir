@@ -93,6 +93,8 @@ func.func @all_ops(%a: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>,
   %sw = "tk.swap_layout"(%cp) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 16 : i64, 32 : i64, "col">
   // CHECK: "tk.transpose"{{.*}} -> !tk.rt<bf16, 32 : i64, 16 : i64, "col">
   %tr = "tk.transpose"(%sw) : (!tk.rt<bf16, 16 : i64, 32 : i64, "col">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "col">
+  // CHECK: "tk.transpose"{{.*}} -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+  %tr2 = "tk.transpose"(%sw) : (!tk.rt<bf16, 16 : i64, 32 : i64, "col">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
   // CHECK: "tk.store"
   "tk.store"(%sf, %b8, %c0, %c0) : (!tk.st<f32, 16 : i64, 32 : i64, "none">, !tk.rt<f32, 16 : i64, 32 : i64, "row">, index, index) -> ()
   "tk.store"(%sv, %vg) : (!tk.sv<f32, 64 : i64>, !tk.rv<f32, 64 : i64, "row">) -> ()

@@ -194,3 +194,56 @@ func.func @loop(%g: !bgl, %o: !fgl) attributes {tk.kernel} {
   "tk.store"(%o, %r#1, %c0, %c0, %c0, %c0) : (!fgl, !frow, index, index, index, index) -> ()
   return
 }
+
+// A transpose's result may take the other layout than its operand: there it
+// is the operand's registers renamed (x's row layout is x.T's col layout),
+// so a transposed tile that is only stored takes it and goes out by
+// stmatrix.trans with no movmatrix. A use that needs the same layout (a row
+// reduction) keeps it, and the lowering swaps (movmatrix); so does a store to
+// global memory, where the row layout's pairs are the wider stores.
+// CHECK-LABEL: func.func @transpose_stored
+// CHECK: %[[X:.*]] = "tk.load"({{.*}}) -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
+// CHECK: %[[T:.*]] = "tk.transpose"(%[[X]]) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "col">
+// CHECK: "tk.store"(%{{.*}}, %[[T]], {{.*}}) : (!tk.st<bf16, 32 : i64, 16 : i64, "32b">, !tk.rt<bf16, 32 : i64, 16 : i64, "col">
+// CHECK-LABEL: func.func @transpose_reduced
+// CHECK: "tk.transpose"({{.*}}) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+// CHECK-LABEL: func.func @transpose_to_global
+// CHECK: "tk.transpose"({{.*}}) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+// PTX-LABEL: .entry transpose_stored(
+// PTX-NOT: movmatrix
+// PTX: stmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// PTX-NOT: movmatrix
+// PTX: ret;
+// PTX-LABEL: .entry transpose_reduced(
+// PTX: movmatrix.sync.aligned.m8n8.trans.b16
+// PTX: ret;
+func.func @transpose_stored(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>,
+                            %o: !tk.gl<bf16, 1 : i64, 1 : i64, 32 : i64, 16 : i64>) attributes {tk.kernel} {
+  %c0 = arith.constant 0 : index
+  %x = "tk.load"(%g, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
+  %t = "tk.transpose"(%x) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+  %s = "tk.alloc"() : () -> !tk.st<bf16, 32 : i64, 16 : i64, "32b">
+  "tk.store"(%s, %t, %c0, %c0) : (!tk.st<bf16, 32 : i64, 16 : i64, "32b">, !tk.rt<bf16, 32 : i64, 16 : i64, "row">, index, index) -> ()
+  %y = "tk.load"(%s, %c0, %c0) : (!tk.st<bf16, 32 : i64, 16 : i64, "32b">, index, index) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+  "tk.store"(%o, %y, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, 32 : i64, 16 : i64>, !tk.rt<bf16, 32 : i64, 16 : i64, "row">, index, index, index, index) -> ()
+  return
+}
+
+func.func @transpose_reduced(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>, %o: !tk.gl<f32, 1 : i64, 1 : i64, 1 : i64, 32 : i64>) attributes {tk.kernel} {
+  %c0 = arith.constant 0 : index
+  %x = "tk.load"(%g, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
+  %t = "tk.transpose"(%x) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+  %f = "tk.copy"(%t) : (!tk.rt<bf16, 32 : i64, 16 : i64, "row">) -> !tk.rt<f32, 32 : i64, 16 : i64, "row">
+  %v = "tk.row_sum"(%f) : (!tk.rt<f32, 32 : i64, 16 : i64, "row">) -> !tk.rv<f32, 32 : i64, "col">
+  "tk.store"(%o, %v, %c0, %c0, %c0, %c0) : (!tk.gl<f32, 1 : i64, 1 : i64, 1 : i64, 32 : i64>, !tk.rv<f32, 32 : i64, "col">, index, index, index, index) -> ()
+  return
+}
+
+func.func @transpose_to_global(%g: !tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>,
+                               %o: !tk.gl<bf16, 1 : i64, 1 : i64, 32 : i64, 16 : i64>) attributes {tk.kernel} {
+  %c0 = arith.constant 0 : index
+  %x = "tk.load"(%g, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, 16 : i64, 32 : i64>, index, index, index, index) -> !tk.rt<bf16, 16 : i64, 32 : i64, "row">
+  %t = "tk.transpose"(%x) : (!tk.rt<bf16, 16 : i64, 32 : i64, "row">) -> !tk.rt<bf16, 32 : i64, 16 : i64, "row">
+  "tk.store"(%o, %t, %c0, %c0, %c0, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, 32 : i64, 16 : i64>, !tk.rt<bf16, 32 : i64, 16 : i64, "row">, index, index, index, index) -> ()
+  return
+}
