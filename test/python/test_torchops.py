@@ -189,54 +189,107 @@ def test_matmul_values_and_gradients(cpu_ops, case):
 
 
 def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
-    """tkc.matmul's schedule is the tuned table's for C's shape (per 128 rows
-    and 256 columns up to 4096, then power-of-two buckets) and for whether both
-    operands' rows miss 128-byte alignment; the reference GPU's table where
-    this GPU has none, else the widest tile without a cluster (the default)."""
+    """tkc.matmul's schedule is the tuned table's for C's shape (per 128 rows,
+    with the height of a swapped tile that fits them, and 256 columns up to
+    4096, then power-of-two buckets) and for whether both operands' rows miss
+    128-byte alignment; the reference GPU's table where this GPU has none,
+    else the widest tile without a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
     gemm.TILE.forget()
-    S = lambda bn, cluster=1, persistent=True, split=1, bm=128: {  # noqa: E731
-        "BN": bn, "cluster": cluster, "persistent": persistent, "split": split, "BM": bm}
+    S = lambda bn, cluster=1, persistent=True, split=1, bm=128, swap=False: {  # noqa: E731
+        "BN": bn, "cluster": cluster, "persistent": persistent, "split": split, "BM": bm, "swap": swap}
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
-        repr((1024, 1024, False)): {"config": S(64, 1, False)}, repr((896, 4096, False)): {"config": S(192)},
-        repr((128, 4096, False)): {"config": S(64, 1, False, 2)},
+        repr((1024, 256, 1024, False)): {"config": S(64, 1, False)},
+        repr((896, 208, 4096, False)): {"config": S(128, 1, True, 1, 208, True)},
+        repr((896, 224, 4096, False)): {"config": S(192)},
+        repr((128, 112, 4096, False)): {"config": S(64, 1, False, 2)},
         repr((64, 4096, False)): {"config": S(32, 1, False, 1, 64)},
         repr((16, 4096, False)): {"config": S(64, 1, False, 2, 16)},
-        repr((3072, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
+        repr((3072, 256, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
-        assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(5000, 9000, 64), t(4096, 4096, 64),
-                t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008), t(100, 4000, 4096),
-                t(64, 4096, 4096), t(17, 3900, 512), t(65, 4096, 4096), t(1, 4096, 64),
-                t(16, 3900, 4096)] == [
-            S(64, 1, False), S(192), S(128), S(256), S(192, 2),
-            S(256), S(256), S(64, 1, False, 2),  # one aligned operand: the default
-            S(32, 1, False, 1, 64), S(32, 1, False, 1, 64), S(64, 1, False, 2),  # 17-64 rows: one key
+        assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(833, 4096, 4096), t(5000, 9000, 64),
+                t(4096, 4096, 64), t(3000, 3000, 3000), t(3000, 3008, 3000), t(3000, 3000, 3008),
+                t(100, 4000, 4096), t(65, 4000, 4096), t(64, 4096, 4096), t(17, 3900, 512),
+                t(1, 4096, 64), t(16, 3900, 4096)] == [
+            S(64, 1, False), S(128, 1, True, 1, 208, True), S(192),  # 777 rows: four of 208; 833: of 224
+            S(128), S(256), S(192, 2),
+            S(256), S(256),  # one aligned operand: the default
+            S(64, 1, False, 2), S(256),  # 100 rows: one tile of 112; 65: of 80, untuned
+            S(32, 1, False, 1, 64), S(32, 1, False, 1, 64),  # 17-64 rows: one key
             S(64, 1, False, 2, 16), S(64, 1, False, 2, 16)]  # and up to 16
+        # batched C: the rows of all batches, the swapped tile fitting one batch's M
+        assert gemm._key(8 * 100, 4096, False, 100) == (896, 112, 4096, False)
     finally:
         gemm.TILE.forget()
 
 
+def test_matmul_swapped_tiles_fit_their_key():
+    """A key's candidates hold the swapped tiles of its height alone (two
+    widths), every kernel schedule else; each key up to 4096 rows has its
+    tuning example, whose rows give that key."""
+    key = gemm._key(777, 4096, False)
+    swapped = [(c["BN"], c["BM"], c["persistent"]) for c in gemm.TILE.candidates(key) if c["swap"]]
+    assert swapped == [(128, 208, True), (64, 208, False)]
+    assert len(gemm.TILE.candidates(key)) == sum(not c["swap"] for c in gemm.TILE.candidates()) + 2
+    assert not any(c["swap"] for c in gemm.TILE.candidates(gemm._key(40, 4096, False)))
+    # 1000 rows: four tiles of 256, what 128-row tiles waste: no swapped tile (nor at 128)
+    assert not any(c["swap"] for c in gemm.TILE.candidates(gemm._key(1000, 4096, False)))
+    assert not any(c["swap"] for c in gemm.TILE.candidates(gemm._key(8192, 4096, False)))
+    rows = gemm._example_rows()
+    assert len({gemm._key(m, 256, False) for m in rows}) == len(rows)
+    assert {gemm._key(m, 256, False) for m in rows} == {gemm._key(m, 256, False) for m in range(1, 4097)}
+
+
+@pytest.mark.parametrize("bn", [128, 64])
+def test_matmul_and_linear_on_swapped_tiles(cpu_ops, monkeypatch, bn):
+    """The swapped tiles (C's rows on wgmma's N, swap_rows(M) high) in the
+    op, forced, in the interpreter: A B and A B^T (as stored) of ragged M,
+    batched (each batch's M in its own tiles), and a linear layer with bias
+    and gelu, forward and backward (dX = dZ W, dW = dZ^T X on the same
+    tiles)."""
+    monkeypatch.setattr(gemm, "_schedule", lambda rows, cols, a, b, m=None: {
+        "BN": bn, "cluster": 1, "persistent": bn == 128, "split": 1, "BM": gemm.swap_rows(m or rows),
+        "swap": True})
+    g = torch.Generator().manual_seed(bn)
+    rnd = lambda *s, scale=1.0: (torch.randn(*s, generator=g) * scale).to(BF)  # noqa: E731
+    a, b = rnd(90, 64), rnd(64, 136, scale=0.1)
+    assert _rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
+    assert _rel(tkc.matmul(a, b.t().contiguous().t()), a.double() @ b.double()) < 1e-2
+    a3 = rnd(2, 40, 64)
+    assert _rel(tkc.matmul(a3, b), a3.double() @ b.double()) < 1e-2
+    x, w, bias = rnd(70, 64).requires_grad_(), rnd(72, 64, scale=0.1).requires_grad_(), \
+        rnd(72).requires_grad_()
+    y = tkc.linear(x, w, bias, "gelu")
+    ref = torch.nn.functional.gelu(x.double() @ w.double().t() + bias.double())
+    assert _rel(y, ref) < 1e-2
+    assert grads_match(y, ref, rnd(*y.shape), (x, w, bias), 2e-2)
+
+
 def test_matmul_schedules_are_prebuilt():
     """Every schedule tkc.matmul's space keeps (pruned: the narrow tiles'
-    clusters) is one the library builds, for every product and linear
-    epilogue: an offline call never meets a pick it cannot run."""
+    clusters; swapped tiles but at their two widths) is one the library
+    builds, for every product and linear epilogue: an offline call never
+    meets a pick it cannot run."""
     from tkc.kernels import GEMM_SCHEDULES, library
-    kept = {(c["BN"], c["cluster"], c["persistent"], c["split"], c["BM"]) for c in gemm.TILE.candidates()}
+    kept = {tuple(c[p] for p in ("BN", "cluster", "persistent", "split", "BM", "swap"))
+            for c in gemm.TILE.candidates()}
     assert kept == set(GEMM_SCHEDULES)
-    assert {(128, 2, True, 1, 128), (256, 2, False, 1, 128), (256, 1, False, 2, 128),
-            (64, 1, True, 2, 128), (32, 1, False, 1, 128), (64, 1, True, 1, 64),
-            (256, 1, False, 1, 64), (16, 1, False, 1, 64), (16, 1, False, 1, 128)}.isdisjoint(kept)
+    assert {(128, 2, True, 1, 128, False), (256, 2, False, 1, 128, False), (256, 1, False, 2, 128, False),
+            (64, 1, True, 2, 128, False), (32, 1, False, 1, 128, False), (64, 1, True, 1, 64, False),
+            (256, 1, False, 1, 64, False), (16, 1, False, 1, 64, False), (16, 1, False, 1, 128, False),
+            (256, 1, True, 1, 208, True), (128, 2, True, 1, 208, True), (64, 1, False, 1, 208, False),
+            (64, 1, False, 1, 64, True), (128, 1, True, 1, 256, True), (64, 1, False, 1, 128, True)}.isdisjoint(kept)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p, k, bm in kept:
+    for bn, cl, p, k, bm, sw in kept:
         for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
             assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p,
-                                split=k, BM=bm).artifact_key() in built
+                                split=k, BM=bm, swap=sw).artifact_key() in built
         assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl,
-                            persistent=p, split=k, BM=bm).artifact_key() in built
+                            persistent=p, split=k, BM=bm, swap=sw).artifact_key() in built
 
 
 @pytest.mark.parametrize("bn, cluster, persistent, split, bm",
@@ -428,8 +481,7 @@ def test_matmul_of_few_rows_with_the_shipped_picks(monkeypatch, m):
         assert _rel(tkc.matmul(a, b.t().contiguous().t()), a.double() @ b.double()) < 1e-2
     finally:
         gemm.TILE.forget()
-    rows = gemm._key(m, 256, False)[0]
-    assert picked and set(picked) == {gemm.TILE.choose((rows, 256, False))["BM"]}
+    assert picked and set(picked) == {gemm.TILE.choose(gemm._key(m, 256, False))["BM"]}
 
 
 @pytest.mark.parametrize("schedule", [(192, 2, True, 1, 128), (64, 1, False, 2, 16)])

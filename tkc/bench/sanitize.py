@@ -222,11 +222,12 @@ def ops():
     from tkc.kernels import GEMM_SCHEDULES
     from tkc.torchops import gemm, plans
     real = gemm._schedule
-    for bn, cluster, persistent, split, bm in GEMM_SCHEDULES:
+    for bn, cluster, persistent, split, bm, swap in GEMM_SCHEDULES:
         gemm._schedule = lambda *args, s=dict(BN=bn, cluster=cluster, persistent=persistent,
-                                                 split=split, BM=bm): s
+                                                 split=split, BM=bm, swap=swap): s
         plans.forget()
-        name = f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
+        name = (f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
+                f"{' swapped' if swap else ''}")
         a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         c = tkc.matmul(a, b)

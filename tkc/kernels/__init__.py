@@ -23,7 +23,7 @@ from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
-from .gemm_hopper import gemm_hopper, tile_rows
+from .gemm_hopper import SWAP_HEIGHTS, SWAP_TILES, gemm_hopper, tile_rows
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
@@ -40,28 +40,32 @@ NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
-# tkc.matmul's tuned schedules (BN, cluster, persistent, split, BM) per shape (tkc/torchops/gemm.py's
+# tkc.matmul's tuned schedules (BN, cluster, persistent, split, BM, swap) per shape (tkc/torchops/gemm.py's
 # TILE: its space less what it prunes; a test checks the two agree)
-GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128) for p in (True, False) for bn in (64, 128, 192, 256)) + \
-    ((192, 2, True, 1, 128), (256, 2, True, 1, 128), (64, 1, False, 2, 128), (128, 1, False, 2, 128)) + \
-    tuple((bn, 1, False, k, bm) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)) + \
-    tuple((16, 1, False, k, 16) for k in (1, 2))
+GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128, False) for p in (True, False) for bn in (64, 128, 192, 256)) + \
+    ((192, 2, True, 1, 128, False), (256, 2, True, 1, 128, False), (64, 1, False, 2, 128, False),
+     (128, 1, False, 2, 128, False)) + \
+    tuple((bn, 1, False, k, bm, False) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)) + \
+    tuple((16, 1, False, k, 16, False) for k in (1, 2)) + \
+    tuple((bn, 1, p, 1, h, True) for h in SWAP_HEIGHTS for bn, p in SWAP_TILES)
 
 
 def _gemm_ops():
     """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
     # (BM 16 with A transposed takes BM 64: tile_rows; a schedule's kernel once)
-    products = {(bn, cl, p, k, tile_rows(bm, ta), ta, tb): None
-                for bn, cl, p, k, bm in GEMM_SCHEDULES for ta, tb in pairs}
-    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k, BM=bm)
-             for bn, cl, p, k, bm, ta, tb in products]
+    products = {(bn, cl, p, k, bm if sw else tile_rows(bm, ta), sw, ta, tb): None
+                for bn, cl, p, k, bm, sw in GEMM_SCHEDULES for ta, tb in pairs}
+    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k, BM=bm,
+                         swap=sw)
+             for bn, cl, p, k, bm, sw, ta, tb in products]
     batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl,
-                           split=k, BM=bm) for bn, cl, p, k, bm, ta, tb in products]
+                           split=k, BM=bm, swap=sw) for bn, cl, p, k, bm, sw, ta, tb in products]
     linear = [gemm_hopper("bf16", True, BN=bn, persistent=p, bias=bias, activation=act,
-                          preact=preact, cluster=cl, split=k, BM=bm)
-              for bn, cl, p, k, bm in GEMM_SCHEDULES for bias in (False, True) for act in (None, "gelu", "silu")
-              for preact in ((False, True) if act else (False,)) if bias or act]
+                          preact=preact, cluster=cl, split=k, BM=bm, swap=sw)
+              for bn, cl, p, k, bm, sw in GEMM_SCHEDULES for bias in (False, True)
+              for act in (None, "gelu", "silu") for preact in ((False, True) if act else (False,))
+              if bias or act]
     return plain + batched + linear
 
 

@@ -22,6 +22,15 @@ TMA zero-fills and clips, so M, N and K need not be multiples of the tile:
 only rows of 16 bytes (the memory's inner dim a multiple of 8 for bf16: K
 and N, or with transpose_a M and N).
 
+swap=True puts C's rows on wgmma's N (swap-AB: the block computes C^T's
+tile, B's columns on the consumers' M): BN is then 64 or 128 (one or two
+consumer warpgroups) and BM any multiple of 16 up to 256 (wgmma's N), so C
+of M rows takes cdiv(M, BM) tiles of BM rows where a 64-row M step would
+leave a last tile mostly empty (777 x 4096 x 4096: four tiles of 208 rows,
+128 work items, where 128-row tiles make 112 items of 7/8 useful rows). The
+finish writes each accumulator's transpose (registers renamed, stored by
+stmatrix.trans) into row tiles of C.
+
 The transposes are wgmma's (its transpose bits, valid for bf16): a
 transposed operand is read from shared memory as TMA put it, with no copy;
 so dW = X^T dY of a linear layer's backward is gemm_hopper(transpose_a=True).
@@ -29,11 +38,31 @@ so dW = X^T dY of a linear layer's backward is gemm_hopper(transpose_a=True).
 
 import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, rt, rv, st, tma, warpgroup
-from tkc.ops import add_col, gelu, load, silu, store, subtile, zero
+from tkc.ops import add_col, add_row, gelu, load, silu, store, subtile, transpose, zero
 
 BK = 64
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32 (64 x 128, 64 x 64)
 ACTIVATIONS = (None, "gelu", "silu")
+
+
+# swap=True's tiles: C's rows on wgmma's N, so a tile's height is any multiple
+# of 16 up to wgmma's widest N. The heights a schedule takes: those swap_rows
+# gives C of 65 to 4096 rows (fewer rows take the 16- and 64-row tiles) but
+# 128 and 256, whose tiles waste what 128-row ones do (never picked on the
+# H200 over 184 keys); and the widths (BN, with whether blocks are
+# persistent) a swapped tile is built at: two consumer warpgroups for C of
+# many columns, one (not persistent) for C of few rows, whose tiles are then
+# too few to fill the SMs at 128 columns.
+SWAP_MAX = 256
+SWAP_HEIGHTS = tuple(h for h in range(80, SWAP_MAX, 16) if h != 128)
+SWAP_TILES = ((128, True), (64, False))
+
+
+def swap_rows(m: int) -> int:
+    """A swapped tile's height for C of m rows (a batch's): the fewest tiles
+    of up to 256 rows, as even as 16-row steps make them (777: four of 208)."""
+    tiles = -(-m // SWAP_MAX)
+    return -(-(-(-m // tiles)) // 16) * 16
 
 
 def tile_rows(BM: int, transpose_a: bool) -> int:
@@ -46,7 +75,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 stages="auto", persistent: bool = True, order: str = "auto",
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
-                preact: bool = False, cluster: int = 1, split: int = 1, BM: int = 128):
+                preact: bool = False, cluster: int = 1, split: int = 1, BM: int = 128,
+                swap: bool = False):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -89,17 +119,30 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
     if preact and activation is None:
         raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
-    if BM not in (16, 64, 128):
+    if swap:
+        if BN not in (64, 128) or not (16 <= BM <= 256 and BM % 16 == 0):
+            raise ValueError(f"gemm_hopper: swap=True takes BN 64 or 128 (its consumer warpgroups' "
+                             f"64 columns each) and BM a multiple of 16 up to 256, got BM={BM}, BN={BN}")
+        if split > 1:
+            raise ValueError("gemm_hopper: swap=True takes no split")
+    elif BM not in (16, 64, 128):
         raise ValueError(f"gemm_hopper: BM is 128, 64 (one consumer warpgroup) or 16 (A in "
                          f"registers), got {BM}")
     if BM == 16 and transpose_a:
         raise ValueError("gemm_hopper: BM=16 loads A's rows into registers as stored: not with "
                          "transpose_a (take BM=64)")
-    default = (EPILOGUE_BYTES // (BM * (2 if out_dtype == bf16 else 4)), 2)
-    while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
-        default = (default[0] // 2, 2)
+    size = 2 if out_dtype == bf16 else 4
+    if swap:   # one finish tile of the whole tile: one TMA store an item (H200, 777 x 4096^2 at
+        # BM 208: 39.9 µs, against 43.4 through two 16-row ones)
+        default = (BM, 1)
+    else:      # finish tiles of epi columns
+        default = (EPILOGUE_BYTES // (BM * size), 2)
+        while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
+            default = (default[0] // 2, 2)
     epi, buffers = epilogue or default
-    if not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
+    if swap and BM % epi:
+        raise ValueError(f"gemm_hopper: swap=True's finish tiles are rows of C: {epi} must divide BM={BM}")
+    if not swap and not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
                          f"up to 256 (wgmma's widest N), got {BN}")
     if split not in (1, 2) or split == 2 and (persistent or cluster > 1 or BN > 128):
@@ -115,8 +158,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         "" if epilogue in (None, default) else f"e{epi}x{buffers}",
         "batched" if batched else "", "bias" if bias else "", activation or "",
         "preact" if preact else "", f"c{cluster}" if cluster > 1 else "",
-        f"k{split}" if split > 1 else "") if x)
-    mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
+        f"k{split}" if split > 1 else "", "swap" if swap else "") if x)
+    if swap:   # C^T = op(B)^T op(A)^T: B's tile is wgmma's a, A's its b, both read as TMA put them
+        mma = getattr(warpgroup, f"mma_{'A' if transpose_b else 'At'}{'B' if transpose_a else 'Bt'}")
+    else:
+        mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
     act = {"gelu": gelu, "silu": silu}.get(activation)
     batch = "Bt" if batched else 1
     A = gl(bf16, 1, batch, *(("K", "M") if transpose_a else ("M", "K")))
@@ -132,7 +178,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         bc = (0, tkc.block_idx.z % b.d) if batched else (0, 0)
         a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
-        c_s = [st(out_dtype, BM, epi) for _ in range(buffers)]
+        c_s = [st(out_dtype, epi, BN) if swap else st(out_dtype, BM, epi) for _ in range(buffers)]
 
         def put(t, y):
             """The consumers' rows of the tile into t (BM 16: warp 0's 16, the
@@ -147,12 +193,15 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             mine, theirs = st(f32, BM, BN), st(f32, BM, BN)
             got = tkc.barrier()
             tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
-        acc = zero(rt(f32, 16, BN))
+        acc = zero(rt(f32, 16, BM if swap else BN))
 
         def add_bias(acc):
             # columns past N read 0
             return add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
-        if vec is not None and split == 1:
+        if vec is not None and swap:   # bias[n] starts row n of C^T: this warp's 16 columns of C
+            acc = add_row(acc, load(rv(f32, 16, "col"), vec, (0, 0, 0, bn * (BN // 16) + tkc.warpid()),
+                                    fill=0.0))
+        elif vec is not None and split == 1:
             # the bias is the accumulator's start, not a finish step: loaded
             # before the loop, it leaves the finish as plain conversions, which
             # tk-pipeline-staging can overlap with the next item's loop (a load
@@ -169,12 +218,17 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
             # each consumer warpgroup (wg < BM / 64) multiplies its 64 rows of C: rows of the
             # A tile, or with transpose_a its columns (a 64-column panel); BM 16: each warp
-            # the tile's 16 rows, from registers
-            if BM == 16:
-                mine_a = load(rt(bf16, 16, BK), a_s, (0, 0))
+            # the tile's 16 rows, from registers; swapped, its 64 columns of C: rows of
+            # the B tile (B^T) or its columns, times the whole A tile
+            if swap:
+                mine_b = subtile(b_s, 64, BK, (wg, 0)) if transpose_b else subtile(b_s, BK, 64, (0, wg))
+                mma(acc, mine_b, a_s)
             else:
-                mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
-            mma(acc, mine_a, b_s)
+                if BM == 16:
+                    mine_a = load(rt(bf16, 16, BK), a_s, (0, 0))
+                else:
+                    mine_a = subtile(a_s, BK, 64, (0, wg)) if transpose_a else subtile(a_s, 64, BK, (wg, 0))
+                mma(acc, mine_a, b_s)
             warpgroup.mma_async_wait(acc)
         row = bm
         if split > 1:   # swap the partial tiles with the peer and add its own
@@ -192,12 +246,17 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             row = bm + r * tkc.cdiv(c.r, BM)   # CTA 1's stores land past C: TMA writes nothing
 
         def finish(g, y, j, n):
-            """Columns j of the tile to g, through finish tile n % buffers."""
+            """Columns j of the tile (swap: rows j of C, columns j of the
+            accumulator, transposed) to g, through finish tile n % buffers."""
             out = c_s[n % buffers]
+            if swap:   # each warp's 16 columns of C
+                store(out, transpose(y.to(out_dtype)), (0, tkc.warpid()))
+                tma.store(g, out, (*ac, row * (BM // epi) + j, bn))
+                return
             put(out, y.to(out_dtype))
             tma.store(g, out, (*ac, row, bn * (BN // epi) + j))
 
-        for j in range(BN // epi):
+        for j in range((BM if swap else BN) // epi):
             y = subtile(acc, 16, epi, (0, j))
             if preact:  # z, then y = act(z): both from the f32 values, each rounded once
                 finish(z, y, j, 2 * j)
@@ -225,7 +284,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             else (lambda c: tkc.cdiv(c.c, BN)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
-    warps = 4 * max(1, BM // 64)   # the consumers (tk-pipeline-staging adds the producer)
+    warps = 4 * (BN // 64 if swap else max(1, BM // 64))   # the consumers (tk-pipeline-staging adds the producer)
     if n > 1 and not persistent:
         return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, 1, 1))(gemm)
     return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper, tile_rows
+from ..kernels.gemm_hopper import ACTIVATIONS, SWAP_HEIGHTS, SWAP_TILES, gemm_hopper, swap_rows, tile_rows
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
@@ -38,10 +38,11 @@ BF16 = torch.bfloat16
 @functools.lru_cache(maxsize=None)
 def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: bool = False,
             activation: str | None = None, preact: bool = False, BN: int = 256, cluster: int = 1,
-            persistent: bool = True, split: int = 1, BM: int = 128):
+            persistent: bool = True, split: int = 1, BM: int = 128, swap: bool = False):
     return gemm_hopper("bf16", transpose_b, BN=BN, persistent=persistent, transpose_a=transpose_a,
                        batched=batched, bias=bias, activation=activation, preact=preact,
-                       cluster=cluster, split=split, BM=tile_rows(BM, transpose_a))
+                       cluster=cluster, split=split, BM=BM if swap else tile_rows(BM, transpose_a),
+                       swap=swap)
 
 
 FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
@@ -51,18 +52,25 @@ FEW = (16, 64)   # C of up to 16, and of 17 to 64 rows (a decode step's activati
 def _tile_key(a, b, c) -> tuple:
     """What C's schedule depends on: its rows in all (batch x M) and its
     columns, up to FINE in steps of 128 rows (up to 16 and up to 64 rows
-    apart: one 16- or 64-row tile) and 256 columns (how the work items fill the SMs' waves
-    changes within a power of two), beyond it
-    bucketed to powers of two (many waves: the widest tile wins); and whether
-    both operands' rows miss 128-byte alignment (see _misaligned)."""
+    apart: one 16- or 64-row tile), with the height of a swapped tile
+    (swap_rows of a batch's M: how many rows its last tile wastes), and 256
+    columns (how the work items fill the SMs' waves changes within a power
+    of two), beyond it bucketed to powers of two (many waves: the widest tile
+    wins); and whether both operands' rows miss 128-byte alignment (see
+    _misaligned)."""
     rows = c.shape[-2] * (c.shape[-3] if len(c.shape) > 2 else 1)
-    return _key(rows, c.shape[-1], _misaligned(a, b))
+    return _key(rows, c.shape[-1], _misaligned(a, b), c.shape[-2])
 
 
-def _key(rows: int, cols: int, misaligned: bool) -> tuple:
+def _key(rows: int, cols: int, misaligned: bool, m: int | None = None) -> tuple:
     few = next((f for f in FEW if rows <= f), None)
-    return (few or (-(-rows // 128) * 128 if rows <= FINE else bucket(rows)),
-            -(-cols // 256) * 256 if cols <= FINE else bucket(cols), misaligned)
+    r = (few,) if few else (-(-rows // 128) * 128, swap_rows(m or rows)) if rows <= FINE else (bucket(rows),)
+    return (*r, -(-cols // 256) * 256 if cols <= FINE else bucket(cols), misaligned)
+
+
+def _serves(config: dict, key: tuple) -> bool:
+    """A swapped tile serves the key whose C its height fits (a 4-part key's second)."""
+    return not config["swap"] or len(key) == 4 and key[1] == config["BM"]
 
 
 def _misaligned(a: Tensor, b: Tensor) -> bool:
@@ -76,9 +84,9 @@ def _misaligned(a: Tensor, b: Tensor) -> bool:
 
 def _tile_examples() -> list:
     """The shapes `tkc tune --library` tunes the schedule at: every key's C up
-    to FINE, and 8192 and 16384 rows and columns beyond; K 4096, and for the
-    misaligned keys K 4000 with C 8 columns short of the key's."""
-    rows = [*FEW, *range(128, FINE + 1, 128), 8192, 16384]
+    to FINE (its most rows), and 8192 and 16384 rows and columns beyond; K
+    4096, and for the misaligned keys K 4000 with C 8 columns short of the key's."""
+    rows = [*_example_rows(), 8192, 16384]
     cols = [*range(256, FINE + 1, 256), 8192, 16384]
 
     def make(m, n, k):
@@ -86,6 +94,14 @@ def _tile_examples() -> list:
                         _gl(torch.randn(k, n, device="cuda").to(BF16)),
                         _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
     return [make(m, n - 8 * skew, 4096 - 96 * skew) for skew in (0, 1) for m in rows for n in cols]
+
+
+def _example_rows() -> list[int]:
+    """C's rows in _tile_examples up to FINE: each key's most."""
+    most = {}
+    for m in range(1, FINE + 1):
+        most[_key(m, 0, False)[:-2]] = m
+    return list(most.values())
 
 
 # C's schedule, tuned per GPU (tkc/tune/tables): the tile width BN (wider
@@ -96,7 +112,10 @@ def _tile_examples() -> list:
 # items) or one per tile, which starts ~0.4 µs sooner where the items fit in one
 # wave (H200, 2048^3: 24.7 against 25.1 µs); and split-K (split 2: a tile's two
 # CTAs each sum half of K and add the partials through distributed shared
-# memory), for C of fewer tiles than SMs; and the tile's height BM, 128, 64
+# memory), for C of fewer tiles than SMs; swap (C's rows on wgmma's N:
+# gemm_hopper's docstring), whose tile is swap_rows(M) high, for C whose last
+# 128-row tile would be mostly empty (H200, graph-timed against cuBLAS: 777 x
+# 4096^2 0.83 -> 0.99, 300 x 4096^2 0.61 -> 1.00 at BN 64); the tile's height BM, 128, 64
 # or 16 (C of few rows: a 128-row tile would stream B at half the rate, its
 # second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
 # 64 and 16 with one block a tile of up to 128 columns, or 32, which only
@@ -109,21 +128,31 @@ def _tile_examples() -> list:
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule). Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
+def _pruned(c: dict) -> bool:
+    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height
+        return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
+            or c["cluster"] > 1 or c["split"] > 1
+    return (c["BM"] not in (128, 64, 16)
+            or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
+            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
+            or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
+            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16)
+
+
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
-                       "split": [1, 2], "BM": [128, 64, 16]},
+                       "split": [1, 2], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
+                       "swap": [False, True]},
                 key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
-                prune=lambda c: (
-                    c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
-                    or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
-                    or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
-                    or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16))(
-    lambda BN, cluster, persistent, split, BM: _kernel(False, False, False, BN=BN, cluster=cluster,
-                                                       persistent=persistent, split=split, BM=BM))
+                prune=_pruned, fits=_serves)(
+    lambda BN, cluster, persistent, split, BM, swap: _kernel(False, False, False, BN=BN, cluster=cluster,
+                                                             persistent=persistent, split=split, BM=BM,
+                                                             swap=swap))
 
 
-def _schedule(rows: int, cols: int, a: Tensor, b: Tensor) -> dict:
-    """{BN, cluster, persistent, split, BM} for C of rows x cols from operands a and b as stored."""
-    return TILE.choose(_key(rows, cols, _misaligned(a, b)))
+def _schedule(rows: int, cols: int, a: Tensor, b: Tensor, m: int | None = None) -> dict:
+    """{BN, cluster, persistent, split, BM, swap} for C of rows x cols (m rows
+    a batch, when batched) from operands a and b as stored."""
+    return TILE.choose(_key(rows, cols, _misaligned(a, b), m))
 
 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
@@ -158,7 +187,7 @@ def _mm_plan(a: Tensor, b: Tensor):
     (ma, ta), (mb, tb) = operands(a, b)
     copy = ma.data_ptr() != a.data_ptr() or mb.data_ptr() != b.data_ptr()
     M, N = shape[-2] if batched else math.prod(shape[:-1]), shape[-1]
-    sched = _schedule(M * (a.shape[0] if batched else 1), N, ma, mb)
+    sched = _schedule(M * (a.shape[0] if batched else 1), N, ma, mb, M)
     out = (a.shape[0], M, N) if batched else (M, N)  # the kernel's view of C
     launch = _kernel(ta, tb, batched, **sched).prepare(
         _gl(ma), _gl(mb), _gl(torch.empty(out, device=a.device, dtype=BF16)))

@@ -67,7 +67,7 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
          run=None, compare=None, record: bool = True, progress=None) -> Result:
     """Tune the key of `args` for `tuned` (a space.Autotuned; see the module docstring): the Result."""
     key = tuned.key(args)
-    configs = tuned.candidates()
+    configs = tuned.candidates(key)
     rows = {config_text(c): {"config": c, "status": "ok", "us": None, "spread": None, "why": ""}
             for c in configs}
     kernels = _build(tuned, configs, rows, jobs, progress)

@@ -15,7 +15,9 @@ default, which an untuned key runs and which every candidate's output is
 checked against. `fallback(key) -> config` replaces the default for keys the
 tables lack where the untuned choice depends on the key (a rule of the
 shape, e.g. tkc.fftconv's split of the batch that fills the SMs). `prune(config) -> bool` drops configurations the author
-knows cannot win; those the compiler refuses (shared memory, registers, the
+knows cannot win; `fits(config, key) -> bool` those that cannot serve a
+key (a tile sized to the key's shape: tkc.matmul's swapped tiles, each
+as high as its key's rows take), which that key's tuning leaves out; those the compiler refuses (shared memory, registers, the
 verifier) are dropped when tuning (measure.py). The key maps a call's
 arguments to a hashable value: by default each tensor's dtype and its dims
 rounded up to powers of two (shape buckets), each scalar as it is.
@@ -44,9 +46,9 @@ class Autotuned:
 
     def __init__(self, builder, space, key=None, prune=None, name: str | None = None,
                  tune: bool = False, flush_l2: bool = False, examples=None, where: str = "",
-                 fallback=None):
+                 fallback=None, fits=None):
         self.builder, self.prune, self.where, self.examples = builder, prune, where, examples
-        self.fallback = fallback
+        self.fallback, self.fits = fallback, fits
         self.name = name or f"{builder.__module__}.{builder.__qualname__}"
         self.key_fn = key or default_key
         self.tune_first = tune
@@ -63,9 +65,11 @@ class Autotuned:
     def default(self) -> dict:
         return self.configs[0]
 
-    def candidates(self) -> list[dict]:
-        """The configurations the author's prune keeps (the default always)."""
-        return [c for i, c in enumerate(self.configs) if i == 0 or self.prune is None or not self.prune(c)]
+    def candidates(self, key=None) -> list[dict]:
+        """The configurations the author's prune keeps (the default always),
+        with a key those of them that fit it."""
+        return [c for i, c in enumerate(self.configs) if i == 0 or (self.prune is None or not self.prune(c))
+                and (key is None or self.fits is None or self.fits(c, key))]
 
     def kernel(self, config: dict):
         """The Kernel (or Bound kernel) of one configuration (the builder called once per configuration)."""
@@ -151,7 +155,7 @@ def _env_tunes() -> bool:
 
 
 def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = False,
-             flush_l2: bool = False, examples=None, fallback=None):
+             flush_l2: bool = False, examples=None, fallback=None, fits=None):
     """Decorate a kernel builder (see the module docstring): the space of its
     parameters, the key of a call (default: dtypes and power-of-two shape
     buckets), prune(config) -> True to drop a configuration, the name its
@@ -160,12 +164,13 @@ def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = 
     examples() -> the argument lists `tkc tune` tunes at when given no call
     (each a list, or a function making one: tensors are made lazily),
     fallback(key) -> the configuration of a key no table holds (default:
-    the space's first)."""
+    the space's first), fits(config, key) -> False to leave a configuration
+    out of that key's candidates."""
     frame = sys._getframe(1)  # the decorator's line: where a bad space is reported
     where = f"{frame.f_code.co_filename}:{frame.f_lineno}:1"
 
     def wrap(builder):
         if not callable(builder):
             raise TkcError(f"autotune decorates a kernel builder (a function), got {builder!r}", where)
-        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where, fallback)
+        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where, fallback, fits)
     return wrap
