@@ -82,6 +82,23 @@ def test_space_keys_and_refusals():
         tkc.autotune(space={"R": [16]})(lambda R: None).kernel({"R": 16})
 
 
+def test_a_key_tunes_only_the_candidates_that_fit_it(cache):
+    """fits(config, key): a candidate that cannot serve a key (a tile sized
+    to another shape) is left out of that key's tuning, neither built nor
+    timed there, however fast it would be; candidates() without a key keeps
+    it (what `tkc build` of the file builds)."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.fits", key=lambda x, y: x.shape[0],
+                     fits=lambda c, key: c["R"] < key)(scale_builder)
+    us = {"tune_scale_16_2": 5.0, "tune_scale_32_2": 3.0, "tune_scale_64_2": 1.0}
+    assert [c["R"] for c in t.candidates()] == [16, 32, 64]
+    assert [c["R"] for c in t.candidates(64)] == [16, 32]
+    result = t.tune(*args_of(64), timer=fake_timer(us), run=cpu_run, compare=cpu_compare, rounds=1)
+    assert result.best == {"R": 32}
+    assert sorted(r["config"]["R"] for r in result.rows) == [16, 32]
+    assert t.tune(*args_of(128), timer=fake_timer(us), run=cpu_run, compare=cpu_compare,
+                  rounds=1).best == {"R": 64}
+
+
 def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
     t = tkc.autotune(space={"R": [16, 32, 64], "factor": [2.0, 3.0]}, name="test.scale",
                      prune=lambda c: c["R"] == 64 and c["factor"] == 3.0)(scale_builder)

@@ -104,6 +104,18 @@ def _example_rows() -> list[int]:
     return list(most.values())
 
 
+def _pruned(c: dict) -> bool:
+    """The schedules TILE's space drops (the comment above TILE says why)."""
+    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height
+        return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
+            or c["cluster"] > 1 or c["split"] > 1
+    return (c["BM"] not in (128, 64, 16)
+            or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
+            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
+            or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
+            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16)
+
+
 # C's schedule, tuned per GPU (tkc/tune/tables): the tile width BN (wider
 # tiles do more work per byte loaded, narrower ones make more work items where
 # a wide tile's would leave SMs idle in a wave); the cluster along C's columns
@@ -128,17 +140,6 @@ def _example_rows() -> list[int]:
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule). Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
-def _pruned(c: dict) -> bool:
-    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height
-        return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
-            or c["cluster"] > 1 or c["split"] > 1
-    return (c["BM"] not in (128, 64, 16)
-            or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
-            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
-            or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
-            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16)
-
-
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
                        "split": [1, 2], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
                        "swap": [False, True]},

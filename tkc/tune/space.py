@@ -15,10 +15,10 @@ default, which an untuned key runs and which every candidate's output is
 checked against. `fallback(key) -> config` replaces the default for keys the
 tables lack where the untuned choice depends on the key (a rule of the
 shape, e.g. tkc.fftconv's split of the batch that fills the SMs). `prune(config) -> bool` drops configurations the author
-knows cannot win; `fits(config, key) -> bool` those that cannot serve a
-key (a tile sized to the key's shape: tkc.matmul's swapped tiles, each
-as high as its key's rows take), which that key's tuning leaves out; those the compiler refuses (shared memory, registers, the
-verifier) are dropped when tuning (measure.py). The key maps a call's
+knows cannot win; `fits(config, key) -> bool` leaves out of a key's tuning
+those that cannot serve it (a tile sized to a shape: tkc.matmul's swapped
+tiles, each as high as its key's rows take); those the compiler refuses
+(shared memory, registers, the verifier) are dropped when tuning (measure.py). The key maps a call's
 arguments to a hashable value: by default each tensor's dtype and its dims
 rounded up to powers of two (shape buckets), each scalar as it is.
 
