@@ -328,11 +328,17 @@ def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> 
     is copied by `mov`s inside the asm, before the fence (with tied operands
     LLVM would copy it outside, making the constant's register one of the
     accumulators, and ptxas then injects a wgmma wait, C7517, when another
-    group is in flight)."""
+    group is in flight). Accumulators computed afresh in this block (an
+    initialiser's arithmetic: attention backward's dP^T starts at -delta,
+    a column's value in two rows) go through a register fence right after
+    their last definition (`_fenced`): LLVM may merge such values, and its
+    copies, like any write to a wgmma's accumulators while another group
+    runs, would make ptxas wait for that group (C7517)."""
     kb = rules.k_step(dtype)
     steps = k // kb
     f32 = ir.F32Type.get()
     nd = n // 2
+    acc = _fenced(acc)
     unique = list(dict.fromkeys(acc))
     tied = len(unique) == nd
     ins = acc if tied else unique
@@ -353,6 +359,38 @@ def _issue(lw, op, var, a, b, acc, in_regs, n, k, dtype, a_layout, b_layout) -> 
     acc_cons = ",".join(str(i) for i in range(nd)) if tied else ",".join(["f"] * len(ins))
     cons = ",".join(["=f"] * nd) + "," + acc_cons + "," + ",".join(["r"] * len(a_ops)) + ",r"
     return _asm([f32] * nd, ins + a_ops + [_descriptor(lw, b)], "\n".join(texts), cons)
+
+
+def _fenced(acc: list) -> list:
+    """acc with the values this block computes (not a loop's, a wgmma's or a
+    constant) passed through one register fence placed right after the last
+    of their definitions: before any wgmma issued since, so LLVM's copies of
+    values it merged land there, not between two wgmma groups. acc as it is
+    when there are none, or any is defined in another block."""
+    block = ir.InsertionPoint.current.block
+    fresh = [v for v in dict.fromkeys(acc) if not _owned(v)]
+    owners = {v.owner.operation for v in fresh}
+    if not fresh or any(op.block != block for op in owners):
+        return acc
+    last = None
+    for op in block.operations:   # the last of their definitions, in the block's order
+        if op.operation in owners:
+            last = op.operation
+    with ir.InsertionPoint.after(last):
+        out = dict(zip(fresh, fence_registers(fresh, "f")))
+    return [out.get(v, v) for v in acc]
+
+
+def _owned(v) -> bool:
+    """v needs no fence: a block argument (a loop's), an asm's result (a
+    wgmma's accumulator, a fence's) or a constant (copied inside the asm)."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return True
+    op = owner.opview if hasattr(owner, "opview") else owner
+    if op.operation.name == "llvm.extractvalue":
+        op = op.operands[0].owner
+    return op.name in ("llvm.inline_asm", "llvm.mlir.constant", "arith.constant")
 
 
 def _lower_wait(lw, op, args):
