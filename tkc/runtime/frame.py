@@ -15,8 +15,7 @@ import ctypes
 import struct
 
 from . import driver
-
-MAP_BYTES, MAP_ALIGN = 128, 64  # a CUtensorMap parameter (tensormap.py)
+from .tensormap import MAP_ALIGN, MAP_BYTES   # a CUtensorMap parameter
 # PTX parameter kinds: (ctypes type, struct code); each is aligned to its size.
 KINDS = {"u64": (ctypes.c_uint64, "Q"), "u32": (ctypes.c_uint32, "I"),
          "f32": (ctypes.c_float, "f"), "i32": (ctypes.c_int32, "i")}

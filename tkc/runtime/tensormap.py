@@ -21,7 +21,7 @@ from ..diagnostics import TkcError
 from ..dtypes import itemsize
 from .callsite import caller
 
-MAP_BYTES, MAP_ALIGN = 128, 64
+MAP_BYTES, MAP_ALIGN = 128, 64  # a CUtensorMap: its bytes, and the alignment a kernel parameter of it needs
 BOX_LIMIT = 256
 SWIZZLE_SPAN = {"32b": 32, "64b": 64, "128b": 128}
 # TMA moves 8-bit floats as bytes: it never converts, so UINT8 describes them
