@@ -296,12 +296,19 @@ def test_swap_layout(dtype, layout):
 @pytest.mark.parametrize("dtype", ["bf16", "f32"])
 @pytest.mark.parametrize("layout", ["row", "col"])
 @pytest.mark.parametrize("shape", [(16, 16), (16, 48), (48, 32)])
-def test_transpose(dtype, layout, shape):
+@pytest.mark.parametrize("flip", [False, True], ids=["same", "other"])
+def test_transpose(dtype, layout, shape, flip):
+    """x.T in x's layout (quadrants swapped, then base tiles renamed) or in
+    the other one (the base tiles renamed alone: no shuffle or movmatrix)."""
+    other = "col" if layout == "row" else "row"
     v = RT(dtype, *shape, layout)
-    w = v.with_(rows=shape[1], cols=shape[0])
+    w = v.with_(rows=shape[1], cols=shape[0], layout=other if flip else layout)
     x = rand(v.shape, dtype)
-    out, = run_kernel([v], [w], lambda t: [ops.transpose(t)], [x])
+    out, = run_kernel([v], [w], lambda t: [ops.transpose(t, w.layout)], [x])
     np.testing.assert_array_equal(out, x.T)
+    if flip:
+        ptx = _ptx([v], [w], lambda t: [ops.transpose(t, w.layout)])
+        assert "movmatrix" not in ptx and "shfl" not in ptx
 
 
 def test_softmax_like_chain():

@@ -155,9 +155,10 @@ def swap_layout(x, loc=None):
     return _one("swap_layout", rt.with_(layout="col" if rt.layout == "row" else "row"), [x], loc=loc)
 
 
-def transpose(x, loc=None):
+def transpose(x, layout: str | None = None, loc=None):
+    """x.T, in x's layout unless `layout` names the other (tk-layout-selection's choice)."""
     rt = view(x.type)
-    return _one("transpose", rt.with_(rows=rt.cols, cols=rt.rows), [x], loc=loc)
+    return _one("transpose", rt.with_(rows=rt.cols, cols=rt.rows, layout=layout or rt.layout), [x], loc=loc)
 
 
 def alloc(t, stages: int | None = None, loc=None):
