@@ -331,13 +331,19 @@ def test_16_row_tiles_keep_each_wgmma_waited_on():
     (dict(BM=48, BN=128, transpose_a=True, cluster=2), 104, 392, 72),   # A shared by the cluster
     (dict(BM=32, BN=64, transpose_a=True, transpose_b=True, activation="silu", preact=True), 40, 72, 200),
     (dict(BM=32, BN=64, batched=True, persistent=False), 40, 72, 200),
-], ids=["ab", "abt-bias", "atb-cluster", "atbt-silu-preact", "batched"])
+    (dict(BM=48, BN=64, persistent=False, split=2), 100, 136, 200),   # split-K: C^T's partials swapped
+    (dict(BM=32, BN=64, persistent=False, split=2, transpose_b=True, bias=True), 40, 72, 456),  # bias once
+    (dict(BM=32, BN=64, persistent=False, split=2, transpose_a=True, activation="silu", preact=True), 72, 72, 136),
+    (dict(BM=48, BN=128, persistent=False, split=2, batched=True), 40, 136, 200),
+], ids=["ab", "abt-bias", "atb-cluster", "atbt-silu-preact", "batched", "split", "split-abt-bias",
+        "split-atb-silu-preact", "split-bn128-batched"])
 @pytest.mark.parametrize("out", ["f32", "bf16"])
 def test_swapped_tiles(options, m, n, k, out, rng):
     """swap=True: the block computes C^T's tile (B's tile is wgmma's a, A's
     its b, both as TMA put them) and the finish stores each accumulator's
     transpose; every product, the bias (added per row of C^T), activations
-    and their pre-activation, a cluster, batches."""
+    and their pre-activation, a cluster, batches, split-K (the two CTAs'
+    partial tiles of C^T swapped; the bias added once, after)."""
     batch = (2,) if options.get("batched") else ()
     c, z, pre, ref = run_linear(rng, out, m, n, k, batch=batch, b_batch=batch, swap=True, **options)
     assert rel_err(c, ref) < tol(out)
@@ -349,8 +355,8 @@ def test_swapped_tiles_grid_finish_and_refusals():
     """A swapped tile: BN / 64 consumer warpgroups, a grid of cdiv(M, BM)
     rows, one finish tile of the whole tile (transposed in registers by
     renaming, stored by stmatrix.trans: no movmatrix), overlapped with the
-    next item's loop; widths and heights wgmma cannot take, and split-K,
-    refused."""
+    next item's loop; widths and heights wgmma cannot take refused (and
+    split-K's own rules: not persistent, no cluster of its own)."""
     k = gemm_hopper("bf16", BM=208, BN=128, swap=True)
     assert k.name == "gemm_hopper_bf16_ab_208x128x64_swap" and k.warps == 8
     assert k.grid_fn(type("C", (), {"r": 777, "c": 4096})()) == (32, 4)
@@ -358,16 +364,19 @@ def test_swapped_tiles_grid_finish_and_refusals():
     module = k.trace()
     run_pipeline(module, TILE_PIPELINE)
     assert '"tk.transpose"' in str(module) and "-> !tk.rt<bf16, 208 : i64, 16 : i64, \"col\">" in str(module)
-    for bad in (dict(BM=208, BN=192), dict(BM=200, BN=128), dict(BM=272, BN=64), dict(BM=64, BN=64, split=2,
-                                                                                     persistent=False)):
+    for bad in (dict(BM=208, BN=192), dict(BM=200, BN=128), dict(BM=272, BN=64)):
         with pytest.raises(ValueError, match="swap=True"):
             gemm_hopper("bf16", swap=True, **bad)
+    with pytest.raises(ValueError, match="split is 1 or 2"):
+        gemm_hopper("bf16", swap=True, BM=64, BN=64, split=2)   # persistent
+    assert gemm_hopper("bf16", swap=True, BM=160, BN=64, split=2, persistent=False).cluster == (2, 1, 1)
 
 
 @pytest.mark.parametrize("options", [dict(BM=256, BN=128), dict(BM=208, BN=64, persistent=False),
                                      dict(BM=80, BN=128, transpose_a=True, bias=True, activation="gelu",
-                                          preact=True, transpose_b=True)],
-                         ids=["256x128", "208x64", "80x128-linear"])
+                                          preact=True, transpose_b=True),
+                                     dict(BM=160, BN=64, persistent=False, split=2, bias=True, activation="gelu")],
+                         ids=["256x128", "208x64", "80x128-linear", "160x64-split-linear"])
 def test_swapped_tiles_compile_without_spills(options, artifact_cache):
     art = gemm_hopper("bf16", swap=True, **options).build()
     res = art.manifest["resources"]

@@ -23,7 +23,7 @@ from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
-from .gemm_hopper import SWAP_HEIGHTS, SWAP_TILES, gemm_hopper, tile_rows
+from .gemm_hopper import SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES, gemm_hopper, tile_rows
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
@@ -47,7 +47,8 @@ GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128, False) for p in (True, False) for bn i
      (128, 1, False, 2, 128, False)) + \
     tuple((bn, 1, False, k, bm, False) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)) + \
     tuple((16, 1, False, k, 16, False) for k in (1, 2)) + \
-    tuple((bn, 1, p, 1, h, True) for h in SWAP_HEIGHTS for bn, p in SWAP_TILES)
+    tuple((bn, 1, p, 1, h, True) for h in SWAP_HEIGHTS for bn, p in SWAP_TILES) + \
+    tuple((64, 1, False, 2, h, True) for h in SWAP_HEIGHTS if h <= SWAP_SPLIT_MAX)
 
 
 def _gemm_ops():

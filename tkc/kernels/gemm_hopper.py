@@ -56,6 +56,12 @@ ACTIVATIONS = (None, "gelu", "silu")
 SWAP_MAX = 256
 SWAP_HEIGHTS = tuple(h for h in range(80, SWAP_MAX, 16) if h != 128)
 SWAP_TILES = ((128, True), (64, False))
+# ... and split-K 2 (the one-warpgroup tile, not persistent) up to this height:
+# C of one such tile's rows and up to 4096 columns has too few tiles for the
+# SMs (H200, against each key's pick at 1656 keys of C of 65-2048 rows: 118
+# picked a split one, all 80-160 high, median 1.13x; 100 x 4096^2 eager 0.84 ->
+# 1.01 of cuBLAS)
+SWAP_SPLIT_MAX = 160
 
 
 def swap_rows(m: int) -> int:
@@ -113,7 +119,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     CTAs, a (2, 1, 1) cluster, each sum half of K's steps, then swap their
     f32 partial tiles through distributed shared memory (tma.store_cta) and
     add; CTA 0 stores the tile (CTA 1's stores aim past C's last row, where
-    TMA writes nothing). For C of fewer tiles than SMs: twice the blocks.
+    TMA writes nothing). For C of fewer tiles than SMs: twice the blocks
+    (swapped tiles too: C of a few hundred rows, one or two tiles high).
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -123,8 +130,6 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         if BN not in (64, 128) or not (16 <= BM <= 256 and BM % 16 == 0):
             raise ValueError(f"gemm_hopper: swap=True takes BN 64 or 128 (its consumer warpgroups' "
                              f"64 columns each) and BM a multiple of 16 up to 256, got BM={BM}, BN={BN}")
-        if split > 1:
-            raise ValueError("gemm_hopper: swap=True takes no split")
     elif BM not in (16, 64, 128):
         raise ValueError(f"gemm_hopper: BM is 128, 64 (one consumer warpgroup) or 16 (A in "
                          f"registers), got {BM}")
@@ -183,25 +188,25 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         def put(t, y):
             """The consumers' rows of the tile into t (BM 16: warp 0's 16, the
             other warps' being copies)."""
-            if BM == 16:
+            if BM == 16 and not swap:
                 with tkc.if_(tkc.warpid() == 0):
                     store(t, y, (0, 0))
             else:
                 warpgroup.store(t, y, (wg, 0))
 
-        if split > 1:
-            mine, theirs = st(f32, BM, BN), st(f32, BM, BN)
+        if split > 1:   # the partial tiles (swapped: of C^T)
+            mine, theirs = (st(f32, BN, BM), st(f32, BN, BM)) if swap else (st(f32, BM, BN), st(f32, BM, BN))
             got = tkc.barrier()
             tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
         acc = zero(rt(f32, 16, BM if swap else BN))
 
         def add_bias(acc):
-            # columns past N read 0
+            # columns past N read 0; swapped, bias[n] is row n of C^T: this warp's 16 columns of C
+            if swap:
+                return add_row(acc, load(rv(f32, 16, "col"), vec, (0, 0, 0, bn * (BN // 16) + tkc.warpid()),
+                                         fill=0.0))
             return add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
-        if vec is not None and swap:   # bias[n] starts row n of C^T: this warp's 16 columns of C
-            acc = add_row(acc, load(rv(f32, 16, "col"), vec, (0, 0, 0, bn * (BN // 16) + tkc.warpid()),
-                                    fill=0.0))
-        elif vec is not None and split == 1:
+        if vec is not None and split == 1:
             # the bias is the accumulator's start, not a finish step: loaded
             # before the loop, it leaves the finish as plain conversions, which
             # tk-pipeline-staging can overlap with the next item's loop (a load
@@ -239,8 +244,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 tma.expect(got, theirs)
                 tma.store_cta(theirs, mine, 1 - r, got)
             tkc.wait(got, 0)
-            acc = acc + (load(rt(f32, 16, BN), theirs, (0, 0)) if BM == 16
-                         else warpgroup.load(rt(f32, 16, BN), theirs, (wg, 0)))
+            acc = acc + (load(rt(f32, 16, BN), theirs, (0, 0)) if BM == 16 and not swap
+                         else warpgroup.load(rt(f32, 16, BM if swap else BN), theirs, (wg, 0)))
             if vec is not None:
                 acc = add_bias(acc)
             row = bm + r * tkc.cdiv(c.r, BM)   # CTA 1's stores land past C: TMA writes nothing

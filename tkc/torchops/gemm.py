@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.gemm_hopper import ACTIVATIONS, SWAP_HEIGHTS, SWAP_TILES, gemm_hopper, swap_rows, tile_rows
+from ..kernels.gemm_hopper import (ACTIVATIONS, SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES, gemm_hopper,
+                                   swap_rows, tile_rows)
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
@@ -106,9 +107,9 @@ def _example_rows() -> list[int]:
 
 def _pruned(c: dict) -> bool:
     """The schedules TILE's space drops (the comment above TILE says why)."""
-    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height
+    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; the narrow one
         return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
-            or c["cluster"] > 1 or c["split"] > 1
+            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["BM"] > SWAP_SPLIT_MAX)  # also split
     return (c["BM"] not in (128, 64, 16)
             or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
             or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
@@ -137,7 +138,8 @@ def _pruned(c: dict) -> bool:
 # does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 # probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
 # are not persistent (no faster than persistent ones there), and split-K but
-# for blocks of BN <= 128 that are not persistent (gemm_hopper's rule). Timed
+# for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
+# for swapped tiles but the one-warpgroup ones up to SWAP_SPLIT_MAX high. Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
