@@ -153,6 +153,24 @@ def test_tkc_fuzz_runs_by_hand(capsys):
     assert "tkc fuzz: seed 3, programs 0..3: 4 programs (passes), 4 refusals, 0 failures" in out
 
 
+def test_gpu_run_names_the_seed_its_build_wrote(tmp_path, capsys):
+    """--gpu DIR checks the programs --build wrote there: a run of another
+    seed (the default 0 when --seed is left out) stops before the GPU with
+    the seeds DIR holds, not one 'missing' failure per program."""
+    from tkc.cli import main
+    (tmp_path / "4242").mkdir()
+    for i in range(3):
+        (tmp_path / "4242" / f"{i}.npz").write_bytes(b"")
+    with pytest.raises(SystemExit) as e:
+        main(["fuzz", "--gpu", str(tmp_path), "--count", "3"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no programs of seed 0 there; it holds seed 4242 (3 programs)" in err
+    with pytest.raises(SystemExit):
+        main(["fuzz", "--gpu", str(tmp_path / "empty"), "--seed", "4242"])
+    assert "no programs built there" in capsys.readouterr().err
+
+
 def test_integer_outputs_compare_bit_for_bit():
     """An i32 output is exact: one element off by one fails whatever its bound."""
     p = next(p for p in map(lambda i: generate(SEED, i), range(300))

@@ -38,11 +38,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _gpu_dir_problem(root: Path, seed: int) -> str | None:
+    """Why --gpu DIR cannot check seed `seed` at all (None: it can): --build
+    writes DIR/<seed>/<index>.npz, so a run must name the seed it built."""
+    if (root / str(seed)).is_dir():
+        return None
+    seeds = sorted(d.name for d in root.iterdir() if d.is_dir() and d.name.lstrip("-").isdigit()) \
+        if root.is_dir() else []
+    if not seeds:
+        return f"--gpu {root}: no programs built there (run --build {root} first, where MLIR is)"
+    held = ", ".join(f"{s} ({len(list((root / s).glob('*.npz')))} programs)" for s in seeds)
+    return (f"--gpu {root}: no programs of seed {seed} there; it holds seed {held}: pass the --seed "
+            f"and --count its --build ran with")
+
+
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
     indices = range(args.start, args.start + args.count)
     t0 = time.time()
     if args.gpu:
+        problem = _gpu_dir_problem(Path(args.gpu), args.seed)
+        if problem:
+            p.error(problem)
         from .gpu import run_range
         stream = run_range(args.seed, indices, Path(args.gpu), args.quiet)
     else:
