@@ -175,6 +175,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     C = gl(out_dtype, 1, batch, "M", "N")
     V = gl(bf16, 1, 1, 1, "N")
 
+    # the block's accumulator tile, rows x columns: C's BM x BN, swapped C^T's BN x BM
+    acc_rows, acc_cols = (BN, BM) if swap else (BM, BN)
+
     def body(a, b, c, vec, z):
         x, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
         bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's half of K
@@ -195,10 +198,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 warpgroup.store(t, y, (wg, 0))
 
         if split > 1:   # the partial tiles (swapped: of C^T)
-            mine, theirs = (st(f32, BN, BM), st(f32, BN, BM)) if swap else (st(f32, BM, BN), st(f32, BM, BN))
+            mine, theirs = st(f32, acc_rows, acc_cols), st(f32, acc_rows, acc_cols)
             got = tkc.barrier()
             tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
-        acc = zero(rt(f32, 16, BM if swap else BN))
+        acc = zero(rt(f32, 16, acc_cols))
 
         def add_bias(acc):
             # columns past N read 0; swapped, bias[n] is row n of C^T: this warp's 16 columns of C
@@ -245,7 +248,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 tma.store_cta(theirs, mine, 1 - r, got)
             tkc.wait(got, 0)
             acc = acc + (load(rt(f32, 16, BN), theirs, (0, 0)) if BM == 16 and not swap
-                         else warpgroup.load(rt(f32, 16, BM if swap else BN), theirs, (wg, 0)))
+                         else warpgroup.load(rt(f32, 16, acc_cols), theirs, (wg, 0)))
             if vec is not None:
                 acc = add_bias(acc)
             row = bm + r * tkc.cdiv(c.r, BM)   # CTA 1's stores land past C: TMA writes nothing
@@ -261,7 +264,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             put(out, y.to(out_dtype))
             tma.store(g, out, (*ac, row, bn * (BN // epi) + j))
 
-        for j in range((BM if swap else BN) // epi):
+        for j in range(acc_cols // epi):
             y = subtile(acc, 16, epi, (0, j))
             if preact:  # z, then y = act(z): both from the f32 values, each rounded once
                 finish(z, y, j, 2 * j)
@@ -289,7 +292,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             else (lambda c: tkc.cdiv(c.c, BN)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
-    warps = 4 * (BN // 64 if swap else max(1, BM // 64))   # the consumers (tk-pipeline-staging adds the producer)
+    warps = 4 * max(1, acc_rows // 64)   # the consumers (tk-pipeline-staging adds the producer)
     if n > 1 and not persistent:
         return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, 1, 1))(gemm)
     return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,

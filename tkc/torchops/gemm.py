@@ -107,9 +107,9 @@ def _example_rows() -> list[int]:
 
 def _pruned(c: dict) -> bool:
     """The schedules TILE's space drops (the comment above TILE says why)."""
-    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; the narrow one
+    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; split: the narrow one
         return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
-            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["BM"] > SWAP_SPLIT_MAX)  # also split
+            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["BM"] > SWAP_SPLIT_MAX)
     return (c["BM"] not in (128, 64, 16)
             or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
             or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
