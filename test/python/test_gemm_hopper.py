@@ -367,7 +367,7 @@ def test_swapped_tiles_grid_finish_and_refusals():
     for bad in (dict(BM=208, BN=192), dict(BM=200, BN=128), dict(BM=272, BN=64)):
         with pytest.raises(ValueError, match="swap=True"):
             gemm_hopper("bf16", swap=True, **bad)
-    with pytest.raises(ValueError, match="split is 1 or 2"):
+    with pytest.raises(ValueError, match="split is 1, 2 or 4"):
         gemm_hopper("bf16", swap=True, BM=64, BN=64, split=2)   # persistent
     assert gemm_hopper("bf16", swap=True, BM=160, BN=64, split=2, persistent=False).cluster == (2, 1, 1)
 
@@ -383,3 +383,60 @@ def test_swapped_tiles_compile_without_spills(options, artifact_cache):
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["stack"] == 0, res
     assert not res["wgmma_serialized"], res
     assert "movmatrix" not in art.ptx
+
+
+# ---------------------------------------------------------------- split-K 4 (a reduce-scatter over 4 CTAs)
+
+@pytest.mark.parametrize("options,m,n,k", [
+    (dict(BM=64, BN=64), 100, 136, 456),   # 2 x 3 tiles; 8 K steps, two a CTA
+    (dict(BM=64, BN=128, transpose_b=True, bias=True, activation="gelu", preact=True), 70, 136, 200),
+    (dict(BM=64, BN=32, transpose_a=True, batched=True), 40, 72, 72),   # 2 K steps: CTAs 2 and 3 sum none
+    (dict(BM=48, BN=64, swap=True), 100, 136, 456),
+    (dict(BM=32, BN=64, swap=True, transpose_b=True, bias=True), 40, 72, 456),   # the bias added once
+    (dict(BM=80, BN=64, swap=True, transpose_a=True, activation="silu", preact=True), 72, 72, 136),
+    (dict(BM=48, BN=64, swap=True, transpose_a=True, transpose_b=True, batched=True), 40, 136, 200),
+], ids=["ab", "abt-gelu-preact", "atb-batched-short-k", "swap", "swap-abt-bias", "swap-atb-silu-preact",
+        "swap-atbt-batched"])
+@pytest.mark.parametrize("out", ["f32", "bf16"])
+def test_split_k_4(options, m, n, k, out, rng):
+    """split=4: each CTA of a (4, 1, 1) cluster sums a quarter of K's steps
+    (none, where K has fewer than four), sends each peer its partial of the
+    peer's warp's rows and finishes warp r's own 16 rows of C (swapped: 16
+    columns): every product, ragged edges, the bias once, activations and
+    their pre-activation, batches."""
+    batch = (2,) if options.get("batched") else ()
+    c, z, pre, ref = run_linear(rng, out, m, n, k, batch=batch, b_batch=batch, persistent=False, split=4,
+                                **options)
+    assert rel_err(c, ref) < tol(out)
+    if z is not None:
+        assert rel_err(z, pre) < tol(out)
+
+
+def test_split_k_4_grid_and_refusals():
+    """Four CTAs a cluster along x, four times the column tiles; one consumer
+    warpgroup only (its four warps' rows are the four CTAs' to finish), not
+    persistent, no cluster of its own."""
+    k = gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=4)
+    assert k.name == "gemm_hopper_bf16_ab_64x64x64_np_k4" and k.cluster == (4, 1, 1) and k.warps == 4
+    assert k.grid_fn(type("C", (), {"r": 130, "c": 100})()) == (8, 3)
+    for bad in (dict(BM=128, BN=64), dict(BM=16, BN=64), dict(BM=160, BN=128, swap=True)):
+        with pytest.raises(ValueError, match="split=4 gives each of the four CTAs"):
+            gemm_hopper("bf16", persistent=False, split=4, **bad)
+    with pytest.raises(ValueError, match="split is 1, 2 or 4"):
+        gemm_hopper("bf16", BM=64, BN=64, split=4)   # persistent
+    with pytest.raises(ValueError, match="split is 1, 2 or 4"):
+        gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=3)
+
+
+@pytest.mark.parametrize("options", [dict(BM=240, BN=64, swap=True, transpose_b=True, bias=True,
+                                          activation="gelu", preact=True),
+                                     dict(BM=64, BN=128, bias=True, activation="silu", preact=True)],
+                         ids=["swap240-linear", "64x128-linear"])
+def test_split_k_4_compiles_without_spills(options, artifact_cache):
+    """The tallest swapped tile's epilogue with its pre-activation (through
+    one finish tile, the activation's registers were held across the
+    pre-activation's store: 1 KB of spills; two finish tiles take none)."""
+    art = gemm_hopper("bf16", persistent=False, split=4, **options).build()
+    res = art.manifest["resources"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["stack"] == 0, res
+    assert not res["wgmma_serialized"], res

@@ -229,12 +229,13 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
 
 def test_matmul_swapped_tiles_fit_their_key():
     """A key's candidates hold the swapped tiles of its height alone (two
-    widths), every kernel schedule else; each key up to 4096 rows has its
+    widths, the narrow one also split 4: 208 rows are past split 2's
+    height), every kernel schedule else; each key up to 4096 rows has its
     tuning example, whose rows give that key."""
     key = gemm._key(777, 4096, False)
-    swapped = [(c["BN"], c["BM"], c["persistent"]) for c in gemm.TILE.candidates(key) if c["swap"]]
-    assert swapped == [(128, 208, True), (64, 208, False)]
-    assert len(gemm.TILE.candidates(key)) == sum(not c["swap"] for c in gemm.TILE.candidates()) + 2
+    swapped = [(c["BN"], c["BM"], c["persistent"], c["split"]) for c in gemm.TILE.candidates(key) if c["swap"]]
+    assert swapped == [(128, 208, True, 1), (64, 208, False, 1), (64, 208, False, 4)]
+    assert len(gemm.TILE.candidates(key)) == sum(not c["swap"] for c in gemm.TILE.candidates()) + 3
     assert not any(c["swap"] for c in gemm.TILE.candidates(gemm._key(40, 4096, False)))
     # 1000 rows: four tiles of 256, what 128-row tiles waste: no swapped tile (nor at 128)
     assert not any(c["swap"] for c in gemm.TILE.candidates(gemm._key(1000, 4096, False)))

@@ -121,6 +121,12 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     add; CTA 0 stores the tile (CTA 1's stores aim past C's last row, where
     TMA writes nothing). For C of fewer tiles than SMs: twice the blocks
     (swapped tiles too: C of a few hundred rows, one or two tiles high).
+    split=4 (one consumer warpgroup: BM 64, or swapped BN 64): a (4, 1, 1)
+    cluster, each CTA a quarter of K's steps, then a reduce-scatter: CTA r
+    sends each peer w the 16 accumulator rows of its warp w (f32 partials,
+    through distributed shared memory, where split 2 swaps whole tiles) and
+    finishes warp r's rows, its own partial plus three. Four times the
+    blocks, for C whose tiles fill few SMs even at split 2.
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -138,8 +144,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                          "transpose_a (take BM=64)")
     size = 2 if out_dtype == bf16 else 4
     if swap:   # one finish tile of the whole tile: one TMA store an item (H200, 777 x 4096^2 at
-        # BM 208: 39.9 µs, against 43.4 through two 16-row ones)
-        default = (BM, 1)
+        # BM 208: 39.9 µs, against 43.4 through two 16-row ones); split 4's are 16 columns wide,
+        # two of them (with one, a pre-activation's store holds the activation's registers: spills)
+        default = (BM, 2 if split == 4 else 1)
     else:      # finish tiles of epi columns
         default = (EPILOGUE_BYTES // (BM * size), 2)
         while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
@@ -150,11 +157,18 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     if not swap and not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
                          f"up to 256 (wgmma's widest N), got {BN}")
-    if split not in (1, 2) or split == 2 and (persistent or cluster > 1 or BN > 128):
-        raise ValueError("gemm_hopper: split is 1 or 2, and split=2 takes blocks that are not "
-                         f"persistent, no cluster of its own and BN <= 128 (two f32 partial tiles "
+    if split not in (1, 2, 4) or split > 1 and (persistent or cluster > 1 or BN > 128):
+        raise ValueError("gemm_hopper: split is 1, 2 or 4, and split-K takes blocks that are not "
+                         f"persistent, no cluster of its own and BN <= 128 (f32 partial tiles "
                          f"of 128 x BN in shared memory), got split={split}, persistent={persistent}, "
                          f"cluster={cluster}, BN={BN}")
+    # the block's accumulator tile, rows x columns: C's BM x BN, swapped C^T's BN x BM
+    acc_rows, acc_cols = (BN, BM) if swap else (BM, BN)
+    band = split == 4   # each CTA finishes one warp's 16 rows of the accumulator (docstring)
+    if band and acc_rows != 64:
+        raise ValueError("gemm_hopper: split=4 gives each of the four CTAs one consumer warp's 16 "
+                         f"accumulator rows to finish: it takes one consumer warpgroup (BM 64, or "
+                         f"swapped BN 64), got BM={BM}, BN={BN}, swap={swap}")
     mma_name = f"{'at' if transpose_a else 'a'}{'bt' if transpose_b else 'b'}"
     name = "_".join(x for x in (
         f"gemm_hopper_{out_dtype}_{mma_name}_{BM}x{BN}x{BK}",
@@ -175,30 +189,36 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     C = gl(out_dtype, 1, batch, "M", "N")
     V = gl(bf16, 1, 1, 1, "N")
 
-    # the block's accumulator tile, rows x columns: C's BM x BN, swapped C^T's BN x BM
-    acc_rows, acc_cols = (BN, BM) if swap else (BM, BN)
-
     def body(a, b, c, vec, z):
         x, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
-        bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's half of K
+        bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's part of K
         # (b, d) of this block's matrices: its batch; B's is 0 when B has batch 1
         ac = (0, tkc.block_idx.z) if batched else (0, 0)
         bc = (0, tkc.block_idx.z % b.d) if batched else (0, 0)
         a_s = st(bf16, BK, BM) if transpose_a else st(bf16, BM, BK)
         b_s = st(bf16, BN, BK) if transpose_b else st(bf16, BK, BN)
-        c_s = [st(out_dtype, epi, BN) if swap else st(out_dtype, BM, epi) for _ in range(buffers)]
+        # the finish tiles (band: of warp r's 16 accumulator rows, C's rows or swapped its columns)
+        fin = 16 if band else BN if swap else BM
+        c_s = [st(out_dtype, epi, fin) if swap else st(out_dtype, fin, epi) for _ in range(buffers)]
 
-        def put(t, y):
-            """The consumers' rows of the tile into t (BM 16: warp 0's 16, the
-            other warps' being copies)."""
-            if BM == 16 and not swap:
-                with tkc.if_(tkc.warpid() == 0):
+        def put(t, y, swapped=False):
+            """The finished rows of the tile (swapped: y's transpose, its
+            columns) into t: the consumers' (BM 16: warp 0's 16, the other
+            warps' being copies; band: warp r's)."""
+            if band or BM == 16 and not swap:
+                with tkc.if_(tkc.warpid() == (r if band else 0)):
                     store(t, y, (0, 0))
+            elif swapped:
+                store(t, y, (0, tkc.warpid()))
             else:
                 warpgroup.store(t, y, (wg, 0))
 
-        if split > 1:   # the partial tiles (swapped: of C^T)
+        if band:   # warp w's partial rows, for CTA w (mine[d - 1]: CTA r + d's), and the peers' of warp r's
+            mine = [st(f32, 16, acc_cols) for _ in range(split - 1)]
+            theirs = [st(f32, 16, acc_cols) for _ in range(split - 1)]   # [d - 1]: from CTA r - d
+        elif split > 1:   # the partial tiles (swapped: of C^T)
             mine, theirs = st(f32, acc_rows, acc_cols), st(f32, acc_rows, acc_cols)
+        if split > 1:
             got = tkc.barrier()
             tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
         acc = zero(rt(f32, 16, acc_cols))
@@ -218,7 +238,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         steps = tkc.cdiv(a.r if transpose_a else a.c, BK)
         if split == 1:
             ks = tkc.range(steps, stages=stages)
-        else:   # this CTA's half of the steps
+        else:   # this CTA's part of the steps
             half = tkc.cdiv(steps, split)
             ks = tkc.range(r * half, tkc.min(r * half + half, steps), stages=stages)
         for k in ks:
@@ -239,7 +259,22 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 mma(acc, mine_a, b_s)
             warpgroup.mma_async_wait(acc)
         row = bm
-        if split > 1:   # swap the partial tiles with the peer and add its own
+        if band:   # reduce-scatter: warp w's rows to CTA w, which adds the three partials of them
+            for d in range(1, split):
+                with tkc.if_(tkc.warpid() == (r + d) % split):
+                    store(mine[d - 1], acc, (0, 0))
+            tkc.fence_async()
+            tkc.sync()
+            with tkc.if_(tkc.warpid() == 0):
+                tma.expect(got, *theirs)
+                for d in range(1, split):
+                    tma.store_cta(theirs[d - 1], mine[d - 1], (r + d) % split, got)
+            tkc.wait(got, 0)
+            for t in theirs:   # every warp adds (a warp loads alone); warp r's sums are the ones stored
+                acc = acc + load(rt(f32, 16, acc_cols), t, (0, 0))
+            if vec is not None:
+                acc = add_bias(acc)
+        elif split > 1:   # swap the partial tiles with the peer and add its own
             put(mine, acc)
             tkc.fence_async()   # the writes, before the copy engine reads them
             tkc.sync()
@@ -257,12 +292,12 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             """Columns j of the tile (swap: rows j of C, columns j of the
             accumulator, transposed) to g, through finish tile n % buffers."""
             out = c_s[n % buffers]
-            if swap:   # each warp's 16 columns of C
-                store(out, transpose(y.to(out_dtype)), (0, tkc.warpid()))
-                tma.store(g, out, (*ac, row * (BM // epi) + j, bn))
+            if swap:   # each warp's 16 columns of C (band: warp r's)
+                put(out, transpose(y.to(out_dtype)), swapped=True)
+                tma.store(g, out, (*ac, row * (BM // epi) + j, bn * split + r if band else bn))
                 return
-            put(out, y.to(out_dtype))
-            tma.store(g, out, (*ac, row, bn * (BN // epi) + j))
+            put(out, y.to(out_dtype))   # (band: warp r's 16 rows, a 16-row finish tile of C)
+            tma.store(g, out, (*ac, row * split + r if band else row, bn * (BN // epi) + j))
 
         for j in range(acc_cols // epi):
             y = subtile(acc, 16, epi, (0, j))

@@ -109,10 +109,10 @@ def _pruned(c: dict) -> bool:
     """The schedules TILE's space drops (the comment above TILE says why)."""
     if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; split: the narrow one
         return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
-            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["BM"] > SWAP_SPLIT_MAX)
+            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["split"] == 2 and c["BM"] > SWAP_SPLIT_MAX)
     return (c["BM"] not in (128, 64, 16)
             or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
-            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"])
+            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"]) or c["split"] == 4 and c["BM"] != 64
             or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
             or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16)
 
@@ -125,7 +125,10 @@ def _pruned(c: dict) -> bool:
 # items) or one per tile, which starts ~0.4 µs sooner where the items fit in one
 # wave (H200, 2048^3: 24.7 against 25.1 µs); and split-K (split 2: a tile's two
 # CTAs each sum half of K and add the partials through distributed shared
-# memory), for C of fewer tiles than SMs; swap (C's rows on wgmma's N:
+# memory; split 4, of the one-warpgroup tiles: four CTAs, a quarter each), for C
+# of fewer tiles than SMs (H200, graph-timed against cuBLAS at K 4096: 384 x 256
+# 0.54 -> 1.22 and 150 x 1280 0.75 -> 1.06 at split 4; it loses where its four
+# times the blocks take more than one wave: 777 x 1536 23.6 against 43.6 µs); swap (C's rows on wgmma's N:
 # gemm_hopper's docstring), whose tile is swap_rows(M) high, for C whose last
 # 128-row tile would be mostly empty (H200, graph-timed against cuBLAS: 777 x
 # 4096^2 0.83 -> 0.99, 300 x 4096^2 0.61 -> 1.00 at BN 64); the tile's height BM, 128, 64
@@ -139,11 +142,13 @@ def _pruned(c: dict) -> bool:
 # probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
 # are not persistent (no faster than persistent ones there), and split-K but
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
-# for swapped tiles but the one-warpgroup ones up to SWAP_SPLIT_MAX high. Timed
+# for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
+# high); split 4 of the 128-row tiles (two warps' rows a CTA: tried) won 44 of 1656 keys
+# by a median 1.04x on the H200, not worth their 30 kernels. Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
-                       "split": [1, 2], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
+                       "split": [1, 2, 4], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
                        "swap": [False, True]},
                 key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
                 prune=_pruned, fits=_serves)(
