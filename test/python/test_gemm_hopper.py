@@ -13,6 +13,7 @@ from helpers import ref_bf16
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
 from tkc.compiler import TILE_PIPELINE
+from tkc.diagnostics import TkcError
 from tkc.kernels import gemm_hopper
 from tkc.ops import subtile, zero
 from tkc.pass_pipeline import run_pipeline
@@ -440,3 +441,67 @@ def test_split_k_4_compiles_without_spills(options, artifact_cache):
     res = art.manifest["resources"]
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["stack"] == 0, res
     assert not res["wgmma_serialized"], res
+
+
+@pytest.mark.parametrize("options,stages,marked", [
+    (dict(BM=128, BN=128, split=2), 5, 3),   # 2 finish tiles + the partial staged for the peer; 2 without
+    (dict(BM=208, BN=64, split=4, swap=True), 5, 5),   # 2 finish tiles + 3 staged partials; 3 without
+    (dict(BM=128, BN=128, split=1), 6, 0),   # plain tiles keep theirs (a deeper ring measured slower)
+])
+def test_split_k_tiles_after_the_loop_lie_over_the_ring(options, stages, marked):
+    """Split-K's finish tiles and the partials a CTA sends its peers are
+    st(after_loop=True) (not the tiles peers copy into): the ring takes the
+    shared memory they free."""
+    module = gemm_hopper("bf16", persistent=False, **options).trace()
+    run_pipeline(module, TILE_PIPELINE)
+    text = str(module)
+    assert text.count("{after_ring}") == marked
+    assert f'"tk.alloc"() {{stages = {stages} : i64}} : () -> !tk.st<bf16' in text
+
+
+def _staged(kernel):
+    module = kernel.trace()
+    run_pipeline(module, TILE_PIPELINE)
+    return module
+
+
+def test_after_loop_tiles_are_checked():
+    """st(after_loop=True) is a claim tk-pipeline-staging checks, at the
+    tile's line: a tile used in the loop, one a peer copies into, one in a
+    persistent kernel are refused."""
+    def kernel(where, persistent=False):
+        @tkc.kernel(warps=4, persistent=persistent, cluster=(1, 1, 1) if persistent else (2, 1, 1),
+                    grid=lambda a, o: (2, 1, 1))
+        def k(a: gl(bf16, 1, 1, 64, "K"), o: gl(f32, 1, 2, 64, 64)):
+            a_s = st(bf16, 64, 64)
+            t = st(f32, 64, 64, after_loop=True)   # the tile under test
+            got = tkc.barrier()
+            acc = zero(rt(f32, 16, 64))
+            for k in tkc.range(a.c // 64, stages="auto"):
+                tma.load(a_s, a, (0, 0, 0, k))
+                warpgroup.mma_ABt(acc, a_s, a_s)
+                if where == "loop":
+                    warpgroup.store(t, acc, (0, 0))
+                warpgroup.mma_async_wait(acc)
+            if where == "peer":
+                tma.expect(got, t)
+                tma.store_cta(t, t, 0, got)
+                tkc.wait(got, 0)
+            warpgroup.store(t, acc, (0, 0))
+            tma.store(o, t, (0, 0, 0, 0))
+        return k
+    assert "{after_ring}" in str(_staged(kernel("after")))
+
+    @tkc.kernel(warps=4, grid=lambda o: (1, 1, 1))
+    def plain(o: gl(f32, 1, 1, 64, 64)):
+        t = st(f32, 64, 64, after_loop=True)
+        warpgroup.store(t, zero(rt(f32, 16, 64)), (0, 0))
+        tma.store(o, t, (0, 0, 0, 0))
+    with pytest.raises(TkcError, match="no pipelined loop"):
+        _staged(plain)
+    for where, persistent, why in (("loop", False, "uses it before or in the loop"),
+                                   ("peer", False, "writes it from elsewhere"),
+                                   ("after", True, "the kernel is persistent")):
+        with pytest.raises(TkcError, match=why) as e:
+            _staged(kernel(where, persistent))
+        assert "test_gemm_hopper.py" in e.value.where

@@ -305,6 +305,51 @@ def test_plan_over_227_kib_is_located_and_lists_allocations():
     assert "need 393216 bytes" in str(e.value) and "k.py:6:1" in str(e.value)
 
 
+def _attr_alloc(t: str, line: int, attrs: str) -> str:
+    return f'  %a{line} = "tk.alloc"() {{{attrs}}} : () -> {t} loc("k.py":{line}:1)'
+
+
+RING_A, RING_B = '!tk.st<bf16, 128 : i64, 64 : i64, "128b">', '!tk.st<bf16, 64 : i64, 128 : i64, "128b">'
+PARTIAL = '!tk.st<f32, 128 : i64, 128 : i64, "128b">'
+
+
+@pytest.mark.parametrize("stages,overlaid", [(5, True), (2, False)])
+def test_plan_lays_tiles_after_the_loop_over_its_ring(stages, overlaid):
+    """Tiles marked after_ring (tk-pipeline-staging: used only after the
+    pipelined loop) start at the ring's first slot where they fit within the
+    ring (5 stages of 32 KiB hold a 16 KiB finish tile and a 64 KiB
+    partial); where they do not (2 stages), every tile bumps in program
+    order as without the mark. An unmarked tile after them keeps its place
+    past the ring."""
+    body = "\n".join([_attr_alloc(RING_A, 1, f"stages = {stages} : i64"),
+                      _attr_alloc(RING_B, 2, f"stages = {stages} : i64"),
+                      _attr_alloc(RING_A, 3, "after_ring"), _attr_alloc(PARTIAL, 4, "after_ring"),
+                      _alloc(PARTIAL, 5), _alloc("!tk.barrier", 6)])
+    ctx, m, f = _func(body)
+    with ctx:
+        p = shared.plan(f)
+        offsets = [p.offset(op.result) for op in list(f.regions[0].blocks[0].operations)[:6]]
+    ring = 2 * stages * 16384
+    if overlaid:
+        assert offsets == [0, stages * 16384, 0, 16384, ring, ring + 65536]
+        assert p.total == ring + 65536 + 8
+    else:
+        assert offsets == [0, 32768, 65536, 81920, 147456, 212992]
+        assert p.total == 212992 + 8
+
+
+def test_plan_overlays_nothing_when_a_tile_sits_between_rings():
+    """The tiles after the loop lie over one run of ring allocations: with an
+    unmarked tile between the rings, the plan bumps every tile."""
+    body = "\n".join([_attr_alloc(RING_A, 1, "stages = 4 : i64"), _alloc(RING_A, 2),
+                      _attr_alloc(RING_B, 3, "stages = 4 : i64"), _attr_alloc(RING_A, 4, "after_ring")])
+    ctx, m, f = _func(body)
+    with ctx:
+        p = shared.plan(f)
+        offsets = [p.offset(op.result) for op in list(f.regions[0].blocks[0].operations)[:4]]
+    assert offsets == [0, 65536, 81920, 147456]
+
+
 def test_plan_rejects_alloc_inside_a_loop():
     body = ('  %c0 = arith.constant 0 : index\n  %c1 = arith.constant 1 : index\n'
             '  scf.for %i = %c0 to %c1 step %c1 {\n'

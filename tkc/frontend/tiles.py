@@ -191,19 +191,32 @@ class Shared(Traced):
         return f"<{self.view.text()}>"
 
 
-def _alloc(view) -> Shared:
+def _alloc(view, after_loop: bool = False) -> Shared:
     current().require_top_level(
         f"shared memory ({view.text()}) allocation", "ThunderKittens allocates shared tiles "
         "up front; move the st(...)/sv(...) before the loop or if")
     from ..dialect import ops as tk
+    from ..hopper.shared import AFTER_RING
     with emitting():
-        return Shared(view, tk.alloc(view.mlir()))
+        value = tk.alloc(view.mlir())
+        if after_loop:
+            from mlir import ir
+            value.owner.attributes[AFTER_RING] = ir.UnitAttr.get()
+        return Shared(view, value)
 
 
-def st(dtype, rows: int, cols: int, swizzle: str = "auto") -> Shared:
-    """Allocate a shared tile st<dtype, rows, cols, swizzle> (rows 8 too)."""
+def st(dtype, rows: int, cols: int, swizzle: str = "auto", after_loop: bool = False) -> Shared:
+    """Allocate a shared tile st<dtype, rows, cols, swizzle> (rows 8 too).
+
+    after_loop=True: a tile the kernel uses only after its pipelined loop (a
+    finish tile, split-K's partials), which may then lie over the loop's
+    ring, dead by then: the ring gets its bytes (CUTLASS unions a mainloop's
+    and an epilogue's shared storage alike). Only in a kernel that is not
+    persistent; tk-pipeline-staging checks the claim."""
+    if not isinstance(after_loop, bool):
+        raise fail(f"st: after_loop must be True or False, got {after_loop!r}")
     return _alloc(ST(tile_dtype(dtype), _extent(rows, "st rows", half=True), _extent(cols, "st cols"),
-                     _choice(swizzle, SWIZZLES, "st swizzle")))
+                     _choice(swizzle, SWIZZLES, "st swizzle")), after_loop)
 
 
 def sv(dtype, length: int) -> Shared:

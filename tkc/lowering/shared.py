@@ -14,7 +14,7 @@ from ..diagnostics import error
 from ..dialect import walk
 from ..dialect.attrs import alloc_stages
 from ..dialect.types import ST, SV, Barrier, view
-from ..hopper.shared import SHARED_LIMIT, alignment, nbytes, round_up, shared_limit, stride
+from ..hopper.shared import AFTER_RING, SHARED_LIMIT, layout, nbytes, shared_limit, stride
 
 SHARED_SYMBOL = "__tkc_shared"
 
@@ -39,26 +39,32 @@ class SharedPlan:
 
 
 def plan(func_op) -> SharedPlan:
-    """Lay out every tk.alloc of the kernel's entry block, in program order.
+    """Lay out every tk.alloc of the kernel's entry block (hopper.shared.layout).
 
-    A bump allocator is the right tool: allocations live for the whole
-    kernel (no reuse to find), and program order keeps offsets stable for
-    the reader of the IR. A ring of N slots takes N strides (the last slot
-    padded too: one rule for every slot)."""
+    A bump allocator in program order is the right tool: allocations live
+    for the whole kernel, and program order keeps offsets stable for the
+    reader of the IR. The one reuse: tiles declared st(after_loop=True)
+    (tk.after_ring: used only after the pipelined loop, whose ring is dead
+    by then; tk-pipeline-staging checks it) lie over the ring's slots. A
+    ring of N slots takes N strides (the last slot padded too: one rule for
+    every slot)."""
     op = getattr(func_op, "operation", func_op)
     result = SharedPlan()
-    end, first, limit = 0, None, shared_limit(op)
-    for inner in _allocs(op):
+    items, found = [], _allocs(op)
+    for inner in found:
         t = view(inner.results[0].type)
         if not isinstance(t, (ST, SV, Barrier)):
             raise error(inner, f"tk.alloc must give an st, sv or barrier, found {inner.results[0].type}")
         n = stages(inner)
+        role = "after" if AFTER_RING in inner.attributes else "ring" if n > 1 and isinstance(t, ST) else None
+        items.append((t, n, role))
+    offsets, end = layout(items)
+    limit, first = shared_limit(op), None
+    for inner, (t, n, _), offset in zip(found, items, offsets):
         size = nbytes(t) if n == 1 else n * stride(t)
-        offset = round_up(end, alignment(t))
-        end = offset + size
         result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
-        first = first if end <= limit or first is not None else inner
+        first = first if offset + size <= limit or first is not None else inner
     if first is not None:  # located at the first allocation past the limit; counts them all
         raise error(first, _overflow_message(result.allocs, end, limit))
     result.total = end

@@ -123,7 +123,8 @@ from __future__ import annotations
 
 from ..registry import register
 from ..rewrite import kernels
-from .analysis import find
+from .analysis import Found, find
+from .reuse import check_after_ring
 from .staging import Staging
 
 
@@ -136,3 +137,5 @@ def run(module_op) -> None:
         found = find(fn)
         if found is not None:
             Staging(found).build()
+        else:   # no pipeline: a tile declared st(after_loop=True) has no ring to lie over
+            check_after_ring(Found(fn), set())

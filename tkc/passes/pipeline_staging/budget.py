@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...diagnostics import error
 from ...dialect.kernel import kernel_blocks
 from ...dialect.types import Barrier, view
-from ...hopper.shared import alignment, nbytes, round_up, shared_limit
+from ...hopper.shared import AFTER_RING, alignment, layout, nbytes, round_up, shared_limit
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP, register_budget
 from ..rewrite import entry, i64
 from .ir_helpers import alloc_of, ring_root, stages_of
@@ -53,24 +53,27 @@ class Budget:
 
     def _check_budget(self, stages: int, fixed: bool) -> bool:
         """Whether `stages` slots of the ring fit beside the other shared
-        buffers (the shared plan's bump layout); with `fixed`, a located error
-        with every buffer's bytes instead of False."""
+        buffers (the shared plan's layout, hopper.shared.layout: the tiles
+        marked after_ring over the ring where they fit); with `fixed`, a
+        located error with every buffer's bytes instead of False."""
         limit = shared_limit(self.fn)
-        end, lines = 0, []
         ring = {ring_root(op.operands[0]) for op in self.f.ring_loads}
         outputs = {op.operands[1] for op in self.f.loop_stores}
         allocs = [o.operation for o in entry(self.fn).operations if o.operation.name == "tk.alloc"]
-        extra = [(Barrier(), 2 * stages)] + [(Barrier(), 2 * self.once_slots)] * len(self.f.once_loads)
-        for t, n in [(view(a.results[0].type),
-                      stages if a.results[0] in ring else self.out_slots if a.results[0] in outputs
-                      else stages_of(a)) for a in allocs] + extra:
-            stride = round_up(nbytes(t), alignment(t))
-            end = round_up(end, alignment(t)) + stride * n
-            lines.append(f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
-                         + (f" x {n} stages" if n > 1 else "") + f": {stride * n} bytes")
+        items = [(view(a.results[0].type),
+                  stages if a.results[0] in ring else self.out_slots if a.results[0] in outputs
+                  else stages_of(a),
+                  "ring" if a.results[0] in ring else "after" if AFTER_RING in a.attributes else None)
+                 for a in allocs]
+        items += [(Barrier(), 2 * stages, None)] + [(Barrier(), 2 * self.once_slots, None)] * len(self.f.once_loads)
+        _, end = layout(items, padded=True)
         if end <= limit:
             return True
         if fixed:
+            lines = [f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
+                     + (f" x {n} stages" if n > 1 else "") + f": {round_up(nbytes(t), alignment(t)) * n} bytes"
+                     + (" (after the loop: over the ring where it fits)" if role == "after" else "")
+                     for t, n, role in items]
             raise error(self.f.loop or self.fn,
                         f"a {stages}-stage pipeline needs {end} bytes of shared memory, more than "
                         f"the {limit} a block may use: use fewer stages, smaller tiles or "

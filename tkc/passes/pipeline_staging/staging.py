@@ -20,6 +20,7 @@ from .budget import Budget
 from .consumer import Consumer
 from .ir_helpers import alloc_of, for_view, ring_root, terminator, tile_bytes
 from .producer import Producer
+from .reuse import check_after_ring
 from .stores import Stores
 
 OUTPUT_STAGES = 2      # a tile stored in the pipelined loop is double-buffered
@@ -76,6 +77,7 @@ class Staging(Budget, Consumer, Stores, Producer):
 
     def build(self) -> None:
         self.peer_stores = self._peer_stores()   # before the rewrite replaces the stores
+        check_after_ring(self.f, {ring_root(op.operands[0]) for op in self.f.ring_loads})
         first = hoist_prologue(self.fn)
         if not self.has_producer:
             self._stores_only()
