@@ -45,8 +45,9 @@ NORM_WIDTHS = (1024, 2048, 4096, 8192)
 GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128, False) for p in (True, False) for bn in (64, 128, 192, 256)) + \
     ((192, 2, True, 1, 128, False), (256, 2, True, 1, 128, False), (64, 1, False, 2, 128, False),
      (128, 1, False, 2, 128, False)) + \
-    tuple((bn, 1, False, k, bm, False) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)) + \
-    tuple((16, 1, False, k, 16, False) for k in (1, 2)) + \
+    tuple((bn, 1, False, k, bm, False) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)
+          if bn > 32 or k > 1) + \
+    ((16, 1, False, 2, 16, False),) + \
     tuple((bn, 1, p, 1, h, True) for h in SWAP_HEIGHTS for bn, p in SWAP_TILES) + \
     tuple((64, 1, False, 2, h, True) for h in SWAP_HEIGHTS if h <= SWAP_SPLIT_MAX) + \
     tuple((bn, 1, False, 4, 64, False) for bn in (32, 64, 128)) + \

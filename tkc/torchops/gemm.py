@@ -114,7 +114,8 @@ def _pruned(c: dict) -> bool:
             or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
             or c["split"] > 1 and (c["BN"] > 128 or c["persistent"]) or c["split"] == 4 and c["BM"] != 64
             or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
-            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16)
+            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16
+            or c["BN"] <= 32 and c["split"] == 1)   # BN 32 and 16 won only split (H200, every key)
 
 
 # C's schedule, tuned per GPU (tkc/tune/tables): the tile width BN (wider
@@ -144,7 +145,8 @@ def _pruned(c: dict) -> bool:
 # for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
 # for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
 # high); split 4 of the 128-row tiles (two warps' rows a CTA: tried) won 44 of 1656 keys
-# by a median 1.04x on the H200, not worth their 30 kernels. Timed
+# by a median 1.04x on the H200, not worth their 30 kernels; BN 32 and 16 unsplit, which
+# no key of the H200's table picks (their 45 kernels). Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
