@@ -88,6 +88,7 @@ class Gen:
         self.groups = 0                   # ragged groups (ragged.py): the grid's z, the outputs' d
         self.out_d = "0"                  # an output's d coordinate ("bz": its group)
         self.kernel_opts = ""             # tkc.kernel's options past warps and grid
+        self.after_loop = False           # warpgroup.py: output tiles may lie over the loop's ring
         self.bad_at_def = False           # refusals.py: the error names the kernel's decorator
         self.features: set[str] = set()
         self.count = 0

@@ -2,7 +2,7 @@
 clipped store (core.Gen.store_output), or through shared memory by a TMA
 store of the block's tile (every warp stores its part into an st; the
 compiler orders the st's writes before the copy, and TMA clips at the gl's
-edge); scalars one element a warp (an F32 into an f32 gl, an Index into an
+edge; after a pipelined loop the st may lie over its ring: after_loop); scalars one element a warp (an F32 into an f32 gl, an Index into an
 i32 or i64 gl); and, at the end, maybe an atomic_add on a counter of the
 block after the outputs' writes, its old value stored too.
 """
@@ -16,7 +16,10 @@ def tma_store(g, v, name: str) -> bool:
     if v.kind != "rt" or v.dtype == "i32" or g.rng.random() > 0.12 or g.warps * v.shape[0] > 256:
         return False  # a TMA box is at most 256 x 256
     rows, cols = v.shape
-    s = g.alloc(f"st({v.dtype}, {g.warps * rows}, {cols})")
+    after = g.after_loop and g.rng.random() < 0.5   # st(after_loop=True): over the ring's slots
+    s = g.alloc(f"st({v.dtype}, {g.warps * rows}, {cols}{', after_loop=True' if after else ''})")
+    if after:
+        g.features.add("after_loop")
     g.emit(f"store({s}, {v.name}, (tkc.warpid(), 0))", "store_shared")
     g.emit(f"tma.store({name}, {s}, (0, {g.out_d}, by, bx))", "tma_store")
     return True

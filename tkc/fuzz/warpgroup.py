@@ -70,6 +70,8 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     # loop (tk-pipeline-staging refuses them in a plain loop): no stages, one k step
     stages = rng.choice(("", ", stages=1", ", stages=2", ", stages=3", ', stages="auto"'))
     nk = rng.randrange(1, 4) if stages else 1
+    # the outputs' st (outputs.tma_store) come after a pipelined loop of loads: over its ring
+    g.after_loop = bool(stages) and not persistent
     # in (2, 1, 1) clusters: tk-pipeline-staging multicasts A's tiles where their rows are the same
     # in both CTAs (not a gathered row), tk-grid-ordering pairs a persistent grid's CTAs
     if stages and not g.groups and g.grid[0] == 2 and rng.random() < CLUSTER_SHARE:
