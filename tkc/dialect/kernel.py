@@ -214,6 +214,17 @@ def kernel_warps(kernel) -> int | None:
     return a.value if positive_int(a) else None
 
 
+def group_warps(kernel) -> int | None:
+    """The warps a group op's groups (group_load, group_store: warps w*n ..
+    w*n+n-1) must tile: tk.consumer_warps where tk-pipeline-staging added a
+    producer warpgroup (the author's code runs on the consumers alone), else
+    tk.warps; None when malformed."""
+    if kernel is not None and "tk.consumer_warps" in kernel.attributes:
+        a = kernel.attributes["tk.consumer_warps"]
+        return a.value if positive_int(a) else None
+    return kernel_warps(kernel)
+
+
 def kernel_blocks(kernel) -> int:
     """tk.blocks_per_sm of the kernel (default 1; 1 too when malformed, which
     the shared-memory plan reports)."""

@@ -84,7 +84,6 @@ class Gen:
         self.busy: set[str] = set()       # carried values a loop body may not read
         self.loop_vars: list[str] = []
         self.in_if = False
-        self.no_group_load = False
         self.groups = 0                   # ragged groups (ragged.py): the grid's z, the outputs' d
         self.out_d = "0"                  # an output's d coordinate ("bz": its group)
         self.kernel_opts = ""             # tkc.kernel's options past warps and grid

@@ -378,7 +378,7 @@ def exchange(g) -> Val | None:
 def group_copy(g) -> Val | None:
     """group_load of a gl tile into shared memory by the whole block, then each
     warp's tile of it."""
-    if g.in_if or g.no_group_load:
+    if g.in_if:
         return None
     r = g.rng
     layout = r.choice(("row", "col"))

@@ -110,10 +110,6 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     kk = nk * bk
     acc = Val("acc", "rt", "f32", (16, bn), "row", -float(kk), float(kk), EPS["f32"] * kk)
     g.define(acc)
-    # tk-pipeline-staging adds a producer warpgroup: a group_load of the 8
-    # consumer warps then "does not divide" the block's 12 (an open bug, kept
-    # as an xfail in test_fuzz_regressions.py): not generated until it is fixed
-    g.no_group_load = g.warps == 8
     g.body(rng.randrange(0, 6))
     ids = "bx, by, bz = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z" if g.groups else \
         "bx, by = tkc.block_idx.x, tkc.block_idx.y"

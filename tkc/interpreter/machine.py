@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from ..diagnostics import TkcError, error, where
-from ..dialect.kernel import cluster_shape, kernel_blocks
+from ..dialect.kernel import cluster_shape, group_warps, kernel_blocks
 from . import block, cluster, ops, peers, pipeline, shared, structured  # noqa: F401  (register the op handlers)
 from .args import bind, find_kernel, signature
 from .hopper import Waiting
@@ -87,7 +87,7 @@ class Program:
 
     def __init__(self, sig):
         self.sig = sig
-        c = Compiler(sig.warps, kernel_blocks(sig.func))
+        c = Compiler(sig.warps, kernel_blocks(sig.func), group_warps(sig.func) or sig.warps)
         self.body = c.block(sig.func.regions[0].blocks[0])
         self.nslots = c.nslots
 

@@ -350,8 +350,8 @@ def _group(c, op, mem, shared):
     expect(gl_t.dtype == sh_t.dtype, op, f"dtypes differ: {gl_t} and {sh_t}")
     expect(len(op.operands) == 6, op, f"takes 4 coordinates, got {len(op.operands) - 2}")
     warps = op.attributes["warps"].value
-    expect(0 < warps <= c.warps and c.warps % warps == 0, op,
-           f"a group of {warps} warps does not divide the block's {c.warps} warps")
+    expect(0 < warps <= c.group_warps and c.group_warps % warps == 0, op,
+           f"a group of {warps} warps does not divide the block's {c.group_warps} warps that run it")
     return warps, gl_t, sh_t
 
 

@@ -59,8 +59,10 @@ class Block:
 class Compiler:
     """Assigns slots to values and compiles blocks of one kernel function."""
 
-    def __init__(self, warps: int, blocks: int = 1):
+    def __init__(self, warps: int, blocks: int = 1, group_warps: int | None = None):
         self.warps, self.blocks = warps, blocks  # blocks an SM (tk.blocks_per_sm)
+        # the warps that run the author's group ops (dialect.kernel.group_warps)
+        self.group_warps = group_warps or warps
         self.slots: dict = {}
 
     @property

@@ -17,6 +17,7 @@ from mlir import ir
 from mlir.dialects import arith, llvm, scf
 
 from ..diagnostics import error
+from ..dialect.kernel import group_warps
 from ..dtypes import itemsize
 from ..dialect.types import RT, RV, ST, SV, view
 from ..hopper.fragments import extent_ok
@@ -170,9 +171,9 @@ def _group_copy(lw, op, dst, src, idx, to_shared: bool) -> None:
     if sh.view.dtype != gl.view.dtype:
         raise error(op, f"{name} copies without converting: {sh.view.text()} and "
                         f"{gl.view.text()} must have the same dtype")
-    warps = ir.IntegerAttr(op.attributes["warps"]).value
-    if warps < 1 or lw.warps % warps:
-        raise error(op, f"{name}: warps = {warps} must divide the kernel's {lw.warps} warps")
+    warps, total = ir.IntegerAttr(op.attributes["warps"]).value, group_warps(lw.func_op) or lw.warps
+    if warps < 1 or total % warps:   # the warps that run it: the consumers, beside a producer
+        raise error(op, f"{name}: warps = {warps} must divide the kernel's {total} warps that run it")
     e = itemsize(sh.view.dtype)
     rows, cols = (sh.view.rows, sh.view.cols) if isinstance(sh.view, ST) else (1, sh.view.length)
     per_row = cols * e // 16  # 16-byte chunks per row (cols is a multiple of 16: >= 2)

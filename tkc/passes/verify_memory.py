@@ -8,7 +8,7 @@ integer gls likewise: verify_ints.py).
 from __future__ import annotations
 
 from ..dialect import attrs, gl_root
-from ..dialect.kernel import kernel_warps
+from ..dialect.kernel import group_warps
 from ..dialect.types import DYN, GL, RT, RV, ST, SV, Barrier, view
 from ..dtypes import is_fp8
 from ..hopper import lanes
@@ -265,9 +265,10 @@ def _check_group_warps(op, name, kernel):
     if not (isinstance(w, ir.IntegerAttr) and w.value >= 1):
         yield f"{name}: warps must be >= 1, got {w}"
         return
-    total = kernel_warps(kernel)
+    total = group_warps(kernel)
     if total is not None and total % w.value:
-        yield f"{name}: warps = {w.value} must divide the kernel's tk.warps = {total}"
+        which = "tk.consumer_warps" if "tk.consumer_warps" in kernel.attributes else "tk.warps"
+        yield f"{name}: warps = {w.value} must divide the kernel's {which} = {total}"
 
 
 CHECKS = {

@@ -100,6 +100,7 @@ class Staging(Budget, Consumer, Stores, Producer):
         self._producer(branch)  # first: it reads the loads the consumers' rewrite removes
         self._consumers(branch)
         self.fn.attributes["tk.warps"] = i64(self.total)
+        self.fn.attributes["tk.consumer_warps"] = i64(self.cw)   # who runs group ops (group_warps)
 
     def _stores_only(self) -> None:
         """No loads: every warp stays a consumer; stores use the block barrier."""
