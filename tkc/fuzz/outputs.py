@@ -2,8 +2,9 @@
 clipped store (core.Gen.store_output), or through shared memory by a TMA
 store of the block's tile (every warp stores its part into an st; the
 compiler orders the st's writes before the copy, and TMA clips at the gl's
-edge; after a pipelined loop the st may lie over its ring: after_loop); scalars one element a warp (an F32 into an f32 gl, an Index into an
-i32 or i64 gl); and, at the end, maybe an atomic_add on a counter of the
+edge; after a pipelined loop the st may lie over its ring: after_loop);
+scalars one element a warp (an F32 into an f32 gl, an Index into an i32 or
+i64 gl); and, at the end, maybe an atomic_add on a counter of the
 block after the outputs' writes, its old value stored too.
 """
 from __future__ import annotations

@@ -137,6 +137,12 @@ def round_up(n: int, a: int) -> int:
 AFTER_RING = "after_ring"   # the tk.alloc attribute of a tile that may lie over the ring (layout)
 
 
+def footprint(t, slots: int = 1, padded: bool = False) -> int:
+    """Bytes an allocation of `slots` slots of t takes: its size, or a ring's
+    slots strides (padded: a lone tile's stride too)."""
+    return nbytes(t) if slots == 1 and not padded else slots * stride(t)
+
+
 def layout(items, padded: bool = False) -> tuple[list[int], int]:
     """(each allocation's byte offset, the bytes in all) of the shared tiles
     `items`, (type, slots, role) in program order: a bump allocator, each at
@@ -146,28 +152,26 @@ def layout(items, padded: bool = False) -> tuple[list[int], int]:
     loads) is dead by then: such tiles lie over the ring's slots, laid out
     from its start, when the ring allocations sit together and the tiles fit
     within them. Otherwise (or without any) every tile bumps in program
-    order, as it always did. padded: a lone tile takes its stride too
-    (tk-pipeline-staging's budget, which stays at or above the plan's bytes)."""
+    order, as it always did. padded: footprint's (tk-pipeline-staging's
+    budget, which stays at or above the plan's bytes)."""
     def bump(which, end=0):
         offsets = {}
         for i in which:
             t, n, _ = items[i]
             offsets[i] = round_up(end, alignment(t))
-            end = offsets[i] + (nbytes(t) if n == 1 and not padded else n * stride(t))
+            end = offsets[i] + footprint(t, n, padded)
         return offsets, end
     after = [i for i, x in enumerate(items) if x[2] == "after"]
-    offsets, end = bump([i for i, x in enumerate(items) if x[2] != "after"])
-    rings = sorted(offsets[i] for i, x in enumerate(items) if x[2] == "ring")
+    rings = [i for i, x in enumerate(items) if x[2] == "ring"]
     if after and rings:
-        ring_ends = [offsets[i] + items[i][1] * stride(items[i][0]) for i, x in enumerate(items) if x[2] == "ring"]
-        start, stop = rings[0], max(ring_ends)
-        between = [i for i in offsets if items[i][2] != "ring" and start <= offsets[i] < stop]
+        offsets, end = bump([i for i, x in enumerate(items) if x[2] != "after"])
+        start = min(offsets[i] for i in rings)
+        stop = max(offsets[i] + footprint(*items[i][:2], padded=True) for i in rings)   # whole slots
+        between = any(items[i][2] != "ring" and start <= offsets[i] < stop for i in offsets)
         over, over_end = bump(after, start)
         if not between and over_end <= stop:
             offsets.update(over)
             return [offsets[i] for i in range(len(items))], end
-    if not after:
-        return [offsets[i] for i in range(len(items))], end
     offsets, end = bump(range(len(items)))
     return [offsets[i] for i in range(len(items))], end
 

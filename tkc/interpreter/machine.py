@@ -87,7 +87,7 @@ class Program:
 
     def __init__(self, sig):
         self.sig = sig
-        c = Compiler(sig.warps, kernel_blocks(sig.func), group_warps(sig.func) or sig.warps)
+        c = Compiler(sig.warps, kernel_blocks(sig.func), group_warps(sig.func))
         self.body = c.block(sig.func.regions[0].blocks[0])
         self.nslots = c.nslots
 

@@ -202,9 +202,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         # split-K's finish tiles and the partials it sends lie over the K loop's ring after it
         # (after_loop: H200, 128 x 128 split 2 at 1536 x 256 x 4096: 2 -> 5 stages, 22.8 -> 16.6 µs);
         # not the others' (deeper rings, 5-7% slower)
-        late = split > 1
-        c_s = [st(out_dtype, epi, fin, after_loop=late) if swap else st(out_dtype, fin, epi, after_loop=late)
-               for _ in range(buffers)]
+        c_s = [st(out_dtype, *((epi, fin) if swap else (fin, epi)), after_loop=split > 1) for _ in range(buffers)]
 
         def put(t, y, swapped=False):
             """The finished rows of the tile (swapped: y's transpose, its

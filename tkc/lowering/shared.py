@@ -14,7 +14,7 @@ from ..diagnostics import error
 from ..dialect import walk
 from ..dialect.attrs import alloc_stages
 from ..dialect.types import ST, SV, Barrier, view
-from ..hopper.shared import AFTER_RING, SHARED_LIMIT, layout, nbytes, shared_limit, stride
+from ..hopper.shared import AFTER_RING, SHARED_LIMIT, footprint, layout, shared_limit, stride
 
 SHARED_SYMBOL = "__tkc_shared"
 
@@ -61,7 +61,7 @@ def plan(func_op) -> SharedPlan:
     offsets, end = layout(items)
     limit, first = shared_limit(op), None
     for inner, (t, n, _), offset in zip(found, items, offsets):
-        size = nbytes(t) if n == 1 else n * stride(t)
+        size = footprint(t, n)
         result.allocs.append((t, offset, size, inner.location, n))
         result.offsets[inner.results[0]] = offset
         first = first if offset + size <= limit or first is not None else inner

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ...diagnostics import error
 from ...dialect.kernel import kernel_blocks
 from ...dialect.types import Barrier, view
-from ...hopper.shared import AFTER_RING, alignment, layout, nbytes, round_up, shared_limit
+from ...hopper.shared import AFTER_RING, footprint, layout, shared_limit
 from ...hopper.warpgroup import WARPGROUP_WARPS as WARPGROUP, register_budget
 from ..rewrite import entry, i64
 from .ir_helpers import alloc_of, ring_root, stages_of
@@ -71,7 +71,7 @@ class Budget:
             return True
         if fixed:
             lines = [f"  {t.text().removeprefix('!tk.').replace(' : i64', '')}"
-                     + (f" x {n} stages" if n > 1 else "") + f": {round_up(nbytes(t), alignment(t)) * n} bytes"
+                     + (f" x {n} stages" if n > 1 else "") + f": {footprint(t, n, padded=True)} bytes"
                      + (" (after the loop: over the ring where it fits)" if role == "after" else "")
                      for t, n, role in items]
             raise error(self.f.loop or self.fn,

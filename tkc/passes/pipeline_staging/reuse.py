@@ -21,8 +21,7 @@ from __future__ import annotations
 from ...diagnostics import error
 from ...dialect.types import Barrier, view
 from ...hopper.shared import AFTER_RING
-from ..rewrite import entry
-from .ir_helpers import alloc_of
+from ..rewrite import entry, inside
 
 # ops whose operand (at this index) another agent than this CTA's consumers writes: a peer
 # CTA (store_cta, multicast), or the producer ahead of the loop (a TMA load)
@@ -44,44 +43,32 @@ def check_after_ring(f, ring: set) -> None:
            if f.loop_stores else None)
     start = ops.index(f.loop) if why is None else 0
     for a in marked:
-        reason = why or _problem(a, ring, f.fn, ops, start)
+        reason = why or _problem(a, ring, ops, start)
         if reason:
             raise error(a, f"st(after_loop=True): this tile cannot lie over the pipelined loop's ring: {reason}")
 
 
-def _problem(a, ring, fn, ops, start) -> str | None:
+def _problem(a, ring, ops, start) -> str | None:
     if "stages" in a.attributes or a.results[0] in ring or isinstance(view(a.results[0].type), Barrier):
         return "it is a ring or a barrier"
     if ops.index(a) > start:
         return "it is allocated after the loop"
-    return _use_problem(a.results[0], fn, ops, start)
+    return _use_problem(a.results[0], ops[start + 1:])
 
 
-def _use_problem(value, fn, ops, start: int) -> str | None:
-    """Why a use of value (through subtile views) keeps it off the ring, or None."""
+def _use_problem(value, later: list) -> str | None:
+    """Why a use of value (through subtile views) keeps it off the ring, or
+    None; `later`: the entry block's ops after the loop."""
     for u in value.uses:
-        user = u.owner if hasattr(u.owner, "name") else alloc_of(u.owner)
-        user = getattr(user, "operation", user)
+        user = getattr(u.owner, "operation", u.owner)
         if WRITTEN_ELSEWHERE.get(user.name) == u.operand_number:
             return (f"{user.name} writes it from elsewhere (a peer CTA, or the producer, which "
                     "issues loads ahead of the loop)")
         if user.name == "tk.subtile":
-            problem = _use_problem(user.results[0], fn, ops, start)
+            problem = _use_problem(user.results[0], later)
             if problem:
                 return problem
             continue
-        top = _top(user, fn)
-        if top is None or ops.index(top) <= start:
+        if not any(inside(user, op) for op in later):
             return f"{user.name} uses it before or in the loop"
-    return None
-
-
-def _top(op, fn):
-    """The entry-block op that is op or holds it."""
-    while op is not None:
-        parent = op.parent
-        parent = parent.operation if parent is not None else None
-        if parent == fn:
-            return op
-        op = parent
     return None
