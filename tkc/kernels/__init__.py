@@ -133,7 +133,7 @@ def library():
         # (128 wide, 128 or 192 rows) and use_fast_accum at each tile width it tunes over
         *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast, BM=bm) for out in ("bf16", "f32")
           for rowwise in (False, True) for bn, fast, bm in ((128, False, 128), (128, False, 192), (128, True, 128),
-                                                            (192, True, 128), (256, True, 128))),
+                                                            (256, True, 128))),
         # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
         *(scaled_mm_blockwise(out, BM=bm) for out in ("bf16", "f32") for bm in (128, 192)),
         # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts
