@@ -8,15 +8,13 @@ import math
 
 import numpy as np
 import pytest
-from helpers import ref_bf16
+from helpers import ref_bf16, staged
 
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
-from tkc.compiler import TILE_PIPELINE
 from tkc.diagnostics import TkcError
 from tkc.kernels import gemm_hopper
 from tkc.ops import subtile, zero
-from tkc.pass_pipeline import run_pipeline
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 ACT = {None: lambda x: x,
@@ -119,9 +117,7 @@ def test_batched_grouped_order(rng):
     a, b, ref = operands(rng, 392, 264, 64, batch=(2,), b_batch=(2,))
     c = empty(ref.shape)
     kern = gemm_hopper("f32", batched=True, order="grouped(y, 2)")
-    module = kern.trace()
-    run_pipeline(module, TILE_PIPELINE)
-    assert 'tk.order = "grouped(y, 2)"' in str(module)
+    assert 'tk.order = "grouped(y, 2)"' in str(staged(kern))
     kern.interpret(a, b, c)
     assert rel_err(c, ref) < 1e-5
 
@@ -246,9 +242,7 @@ def test_defaults_trace_as_before(out, transpose_b):
 
 
 def _tma_stores(kern) -> int:
-    module = kern.trace()
-    run_pipeline(module, TILE_PIPELINE)
-    return str(module).count('"tk.tma_store"(')
+    return str(staged(kern)).count('"tk.tma_store"(')
 
 
 def test_bias_keeps_the_finish_overlapped():
@@ -315,13 +309,9 @@ def test_64_row_tiles_grid_and_finish():
 def test_16_row_tiles_keep_each_wgmma_waited_on():
     """BM 16 multiplies A from registers: tk-pipeline-staging keeps the loop's
     full wait (a wgmma in flight would read registers the next step writes)."""
-    def staged(kern):
-        module = kern.trace()
-        run_pipeline(module, TILE_PIPELINE)
-        return str(module)
-    text = staged(gemm_hopper("bf16", BM=16, BN=64, persistent=False, split=2))
+    text = str(staged(gemm_hopper("bf16", BM=16, BN=64, persistent=False, split=2)))
     assert '"tk.warpgroup_mma_wait"' in text and "pending = 1" not in text
-    assert "pending = 1" in staged(gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=2))
+    assert "pending = 1" in str(staged(gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=2)))
 
 
 # ---------------------------------------------------------------- swapped tiles (C's rows on wgmma's N)
@@ -362,8 +352,7 @@ def test_swapped_tiles_grid_finish_and_refusals():
     assert k.name == "gemm_hopper_bf16_ab_208x128x64_swap" and k.warps == 8
     assert k.grid_fn(type("C", (), {"r": 777, "c": 4096})()) == (32, 4)
     assert _tma_stores(k) == 3
-    module = k.trace()
-    run_pipeline(module, TILE_PIPELINE)
+    module = staged(k)
     assert '"tk.transpose"' in str(module) and "-> !tk.rt<bf16, 208 : i64, 16 : i64, \"col\">" in str(module)
     for bad in (dict(BM=208, BN=192), dict(BM=200, BN=128), dict(BM=272, BN=64)):
         with pytest.raises(ValueError, match="swap=True"):
@@ -452,17 +441,9 @@ def test_split_k_tiles_after_the_loop_lie_over_the_ring(options, stages, marked)
     """Split-K's finish tiles and the partials a CTA sends its peers are
     st(after_loop=True) (not the tiles peers copy into): the ring takes the
     shared memory they free."""
-    module = gemm_hopper("bf16", persistent=False, **options).trace()
-    run_pipeline(module, TILE_PIPELINE)
-    text = str(module)
+    text = str(staged(gemm_hopper("bf16", persistent=False, **options)))
     assert text.count("{after_ring}") == marked
     assert f'"tk.alloc"() {{stages = {stages} : i64}} : () -> !tk.st<bf16' in text
-
-
-def _staged(kernel):
-    module = kernel.trace()
-    run_pipeline(module, TILE_PIPELINE)
-    return module
 
 
 def test_after_loop_tiles_are_checked():
@@ -490,7 +471,7 @@ def test_after_loop_tiles_are_checked():
             warpgroup.store(t, acc, (0, 0))
             tma.store(o, t, (0, 0, 0, 0))
         return k
-    assert "{after_ring}" in str(_staged(kernel("after")))
+    assert "{after_ring}" in str(staged(kernel("after")))
 
     @tkc.kernel(warps=4, grid=lambda o: (1, 1, 1))
     def plain(o: gl(f32, 1, 1, 64, 64)):
@@ -498,10 +479,10 @@ def test_after_loop_tiles_are_checked():
         warpgroup.store(t, zero(rt(f32, 16, 64)), (0, 0))
         tma.store(o, t, (0, 0, 0, 0))
     with pytest.raises(TkcError, match="no pipelined loop"):
-        _staged(plain)
+        staged(plain)
     for where, persistent, why in (("loop", False, "uses it before or in the loop"),
                                    ("peer", False, "writes it from elsewhere"),
                                    ("after", True, "the kernel is persistent")):
         with pytest.raises(TkcError, match=why) as e:
-            _staged(kernel(where, persistent))
+            staged(kernel(where, persistent))
         assert "test_gemm_hopper.py" in e.value.where
