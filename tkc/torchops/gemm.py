@@ -146,7 +146,10 @@ def _pruned(c: dict) -> bool:
 # for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
 # high); split 4 of the 128-row tiles (two warps' rows a CTA: tried) won 44 of 1656 keys
 # by a median 1.04x on the H200, not worth their 30 kernels; BN 32 and 16 unsplit, which
-# no key of the H200's table picks (their 45 kernels). Timed
+# no key of the H200's table picks (their 45 kernels); swapped tiles in 2-CTA clusters
+# (H200, 2026-11-30, heights 112-240: 777x4096^2 39.7 against the pick's 39.8 µs, 200x11000x4000
+# 39.3 against 38.8, 777x1536x4096 21.8 against 23.4, slower at 256-1536 rows: 7% at a few
+# keys was not worth a schedule's 15 library kernels untuned across the rest). Timed
 # with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 # BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
