@@ -23,7 +23,8 @@ from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
-from .gemm_hopper import SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES, gemm_hopper, tile_rows
+from .gemm_hopper import gemm_hopper, tile_rows
+from .gemm_space import SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (BN, cluster, persistent, split, BM, swap)
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
@@ -38,20 +39,6 @@ from .scaled_mm_hopper import scaled_mm_hopper
 
 NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
 NORM_WIDTHS = (1024, 2048, 4096, 8192)
-
-
-# tkc.matmul's tuned schedules (BN, cluster, persistent, split, BM, swap) per shape (tkc/torchops/gemm.py's
-# TILE: its space less what it prunes; a test checks the two agree)
-GEMM_SCHEDULES = tuple((bn, 1, p, 1, 128, False) for p in (True, False) for bn in (64, 128, 192, 256)) + \
-    ((192, 2, True, 1, 128, False), (256, 2, True, 1, 128, False), (64, 1, False, 2, 128, False),
-     (128, 1, False, 2, 128, False)) + \
-    tuple((bn, 1, False, k, bm, False) for bm in (64, 16) for bn in (32, 64, 128) for k in (1, 2)
-          if bn > 32 or k > 1) + \
-    ((16, 1, False, 2, 16, False),) + \
-    tuple((bn, 1, p, 1, h, True) for h in SWAP_HEIGHTS for bn, p in SWAP_TILES) + \
-    tuple((64, 1, False, 2, h, True) for h in SWAP_HEIGHTS if h <= SWAP_SPLIT_MAX) + \
-    tuple((bn, 1, False, 4, 64, False) for bn in (32, 64, 128)) + \
-    tuple((64, 1, False, 4, h, True) for h in SWAP_HEIGHTS)
 
 
 def _gemm_ops():

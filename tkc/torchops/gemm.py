@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.gemm_hopper import (ACTIVATIONS, SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES, gemm_hopper,
-                                   swap_rows, tile_rows)
+from ..kernels.gemm_hopper import ACTIVATIONS, gemm_hopper, swap_rows, tile_rows
+from ..kernels.gemm_space import SPACE, pruned
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
@@ -105,58 +105,10 @@ def _example_rows() -> list[int]:
     return list(most.values())
 
 
-def _pruned(c: dict) -> bool:
-    """The schedules TILE's space drops (the comment above TILE says why)."""
-    if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; split: the narrow one
-        return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
-            or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["split"] == 2 and c["BM"] > SWAP_SPLIT_MAX)
-    return (c["BM"] not in (128, 64, 16)
-            or c["cluster"] > 1 and (c["BN"] < 192 or not c["persistent"] or c["split"] > 1)
-            or c["split"] > 1 and (c["BN"] > 128 or c["persistent"]) or c["split"] == 4 and c["BM"] != 64
-            or c["BM"] < 128 and (c["BN"] > 128 or c["persistent"] or c["cluster"] > 1)
-            or c["BN"] == 32 and c["BM"] == 128 or c["BN"] == 16 and c["BM"] != 16
-            or c["BN"] <= 32 and c["split"] == 1)   # BN 32 and 16 won only split (H200, every key)
-
-
-# C's schedule, tuned per GPU (tkc/tune/tables): the tile width BN (wider
-# tiles do more work per byte loaded, narrower ones make more work items where
-# a wide tile's would leave SMs idle in a wave); the cluster along C's columns
-# whose CTAs share A's tile by TMA multicast (cluster 2: half of A's loads from
-# L2 a CTA); whether blocks are persistent (one per SM, looping over work
-# items) or one per tile, which starts ~0.4 µs sooner where the items fit in one
-# wave (H200, 2048^3: 24.7 against 25.1 µs); and split-K (split 2: a tile's two
-# CTAs each sum half of K and add the partials through distributed shared
-# memory; split 4, of the one-warpgroup tiles: four CTAs, a quarter each), for C
-# of fewer tiles than SMs (H200, graph-timed against cuBLAS at K 4096: 384 x 256
-# 0.54 -> 1.22 and 150 x 1280 0.75 -> 1.06 at split 4; it loses where its four
-# times the blocks take more than one wave: 777 x 1536 23.6 against 43.6 µs); swap (C's rows on wgmma's N:
-# gemm_hopper's docstring), whose tile is swap_rows(M) high, for C whose last
-# 128-row tile would be mostly empty (H200, graph-timed against cuBLAS: 777 x
-# 4096^2 0.83 -> 0.99, 300 x 4096^2 0.61 -> 1.00 at BN 64); the tile's height BM, 128, 64
-# or 16 (C of few rows: a 128-row tile would stream B at half the rate, its
-# second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
-# 64 and 16 with one block a tile of up to 128 columns, or 32, which only
-# they take (BN 32: N / 32 blocks to stream B with), or 16 (BM 16 only: a
-# narrow C, 16 x 1024, has 64 tiles of 16 columns). Tuned with A B; the other products
-# and tkc.linear take the same schedule for their C. Pruned, so the library
-# does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
-# probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
-# are not persistent (no faster than persistent ones there), and split-K but
-# for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
-# for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
-# high); split 4 of the 128-row tiles (two warps' rows a CTA: tried) won 44 of 1656 keys
-# by a median 1.04x on the H200, not worth their 30 kernels; BN 32 and 16 unsplit, which
-# no key of the H200's table picks (their 45 kernels); swapped tiles in 2-CTA clusters
-# (H200, 2026-11-30, heights 112-240: 777x4096^2 39.7 against the pick's 39.8 µs, 200x11000x4000
-# 39.3 against 38.8, 777x1536x4096 21.8 against 23.4, slower at 256-1536 rows: 7% at a few
-# keys was not worth a schedule's 15 library kernels untuned across the rest). Timed
-# with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
-# BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
-TILE = autotune(space={"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
-                       "split": [1, 2, 4], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
-                       "swap": [False, True]},
-                key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
-                prune=_pruned, fits=_serves)(
+# C's schedule, tuned per GPU (tkc/tune/tables) over tkc/kernels/gemm_space.py's
+# space (its docstring: what each choice is for, and what is pruned and why).
+TILE = autotune(space=SPACE, key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
+                prune=pruned, fits=_serves)(
     lambda BN, cluster, persistent, split, BM, swap: _kernel(False, False, False, BN=BN, cluster=cluster,
                                                              persistent=persistent, split=split, BM=BM,
                                                              swap=swap))
