@@ -239,8 +239,9 @@ def _linearise(fn, order: Order, persistent: bool, zigzag: bool = False) -> None
         if ragged is not None:   # t's group z, then (x, y) inside it
             z, r, height, _ = tk.ragged_item(ragged[0], t, *map(_value, dims[::-1]), ragged[1])
             xyz = [_value(v) for v in decode(order, r, (dims[0], height, 1), IRArith, width)[:2]] + [z]
-        else:   # (in 64 bits: a 32-bit decode, no division subroutines, ran the persistent D 128
-            # attention forward 8% slower at L 1k on the H200, 11-30, and GEMMs no faster: kept as is)
+        else:   # (in 64 bits: ptxas guards its 64-bit division subroutine with a 32-bit fast
+            # path, which these values take; a 32-bit decode saved nothing and ran the persistent
+            # D 128 attention forward 8% slower at L 1k, H200, 11-30)
             xyz = [_value(v) for v in decode(order, t, space, IRArith, width)]
             if cx > 1:
                 xyz[0] = arith.addi(arith.muli(xyz[0], index(cx)), rank)
