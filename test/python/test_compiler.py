@@ -132,6 +132,24 @@ def test_compile_kernel_manifest():
     assert "tk.kernel" in art.tile_ir
 
 
+@pytest.mark.parametrize("declared, warned", [(0, True), (64, False), (32, True)])
+def test_spill_warning_spares_a_declared_allowance(monkeypatch, capsys, declared, warned):
+    """compile_kernel warns of spills beyond what the kernel declares
+    (tkc.kernel(spills=N)): a library op's known spills say nothing its user
+    can act on; more than declared, or loads with nothing declared, do."""
+    real = compiler.ptxas
+
+    def spilling(ptx, arch="sm_90a"):
+        cubin, res = real(ptx, arch)
+        return cubin, {**res, "spill_stores": 48, "spill_loads": 40}
+    monkeypatch.setattr(compiler, "ptxas", spilling)
+    art = compiler.compile_kernel(_module(), key="spill", spills=declared)
+    err = capsys.readouterr().err
+    assert ("spills registers (48 bytes stored, 40 loaded" in err) == warned, err
+    assert ("it declares 32" in err) == (declared == 32)
+    assert art.manifest["resources"]["spill_stores"] == 48   # recorded either way
+
+
 def test_compile_kernel_runs_each_pipeline_once_and_prints_only_tile_ir(monkeypatch):
     """Compile time: every stage's pipeline once, in order (the tile passes
     once: they used to run twice), and no text of the lowered module (a MB

@@ -203,7 +203,7 @@ class Kernel:
             if cache.offline():
                 raise cache.missing(self.name, key, self.fn.__code__.co_filename)
             from ..compiler import compile_kernel
-            art = compile_kernel(self.trace(), key=key)
+            art = compile_kernel(self.trace(), key=key, spills=self.spills)
             cache.store(key, art)
         self._artifact, self._launcher = art, None
         return art
@@ -296,7 +296,9 @@ def kernel(fn=None, *, warps: int = 1, grid=None, name: str | None = None,
 
     spills=N: the kernel is known to spill up to N bytes of registers (ptxas's
     spill stores); `tkc build` reports more, or any spill of a kernel that
-    declares none, as an error. A declared allowance says why at its kernel.
+    declares none, as an error; compiling warns only beyond it (the user of
+    a library op cannot act on its known spills). A declared allowance says
+    why at its kernel.
 
     blocks_per_sm=n: n blocks share an SM (CUDA's __launch_bounds__ minimum
     blocks): ptxas keeps registers to 65536 / (n * threads) a thread and the
