@@ -131,3 +131,19 @@ def test_repeated_eager_calls_skip_the_checks_and_the_custom_op(tmp_path, monkey
         launches = cuda.state.launches
     assert launches == 4 * 2 + 1
     assert not op._plain.plans and not quantize._plain.plans       # made with the fake driver: forgotten
+
+
+def test_every_tuned_tile_is_prebuilt():
+    """Each tile tkc.scaled_mm's tables may pick (TILE's heights, promoted and
+    block-scaled; FAST_TILE's widths) is a library kernel for every output
+    and scaling, so an offline call never meets a pick it cannot run."""
+    from tkc.kernels import library
+    built = {k.artifact_key() for k in library()}
+    for out in ("bf16", "f32"):
+        for c in op.TILE.candidates():
+            assert op._block_kernel(out, c["BM"]).artifact_key() in built
+            for rowwise in (False, True):
+                assert op._kernel(out, rowwise, op.PROMOTED_BN, False, c["BM"]).artifact_key() in built
+        for c in op.FAST_TILE.candidates():
+            for rowwise in (False, True):
+                assert op._kernel(out, rowwise, c["BN"], True).artifact_key() in built

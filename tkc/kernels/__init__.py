@@ -34,7 +34,7 @@ from .quantize_fp8 import quantize_fp8
 from .rotary import rotary
 from .scaled_mm_blockwise import scaled_mm_blockwise
 from .scaled_mm_grouped import grouped_contiguous, grouped_masked
-from .scaled_mm_hopper import scaled_mm_hopper
+from .scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hopper
 
 
 NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
@@ -119,10 +119,10 @@ def library():
         # tkc.scaled_mm: per-tensor and row-wise scales, bf16 and f32 out; promoted
         # (128 wide, 128 or 192 rows) and use_fast_accum at each tile width it tunes over
         *(scaled_mm_hopper(out, rowwise, BN=bn, fast_accum=fast, BM=bm) for out in ("bf16", "f32")
-          for rowwise in (False, True) for bn, fast, bm in ((128, False, 128), (128, False, 192), (128, True, 128),
-                                                            (256, True, 128))),
+          for rowwise in (False, True)
+          for bn, fast, bm in [(PROMOTED_BN, False, h) for h in HEIGHTS] + [(w, True, 128) for w in FAST_WIDTHS]),
         # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
-        *(scaled_mm_blockwise(out, BM=bm) for out in ("bf16", "f32") for bm in (128, 192)),
+        *(scaled_mm_blockwise(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
         # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts
         *(build(out) for build in (grouped_contiguous, grouped_masked) for out in ("bf16", "f32")),
         quantize_fp8,

@@ -36,6 +36,9 @@ from tkc.ops import load, mul_col, mul_row, subtile, zero
 BM, BK = 128, 128      # the default tile height; a K step
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32
 PROMOTED_BN = 128       # the promoted kernel's widest tile: 192 and 256 spill (356 and 1328 bytes: ptxas -v)
+# what tkc.scaled_mm tunes over (tkc/torchops/scaled.py; the library builds each), the default first:
+HEIGHTS = (128, 192)    # the promoted tiles' BM (block scales' too)
+FAST_WIDTHS = (256, 128)   # use_fast_accum's BN (at BM 128)
 
 
 def scaled_mm_hopper(out_dtype: str = bf16, rowwise: bool = False, BN: int = PROMOTED_BN, stages="auto",

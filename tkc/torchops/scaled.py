@@ -34,7 +34,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..kernels.scaled_mm_blockwise import scaled_mm_blockwise
-from ..kernels.scaled_mm_hopper import PROMOTED_BN, scaled_mm_hopper
+from ..kernels.scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hopper
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
@@ -100,7 +100,7 @@ def _examples() -> list:
 # tkc.matmul's. The promoted kernel is 128 wide: its second accumulator
 # leaves no registers for wider tiles (scaled_mm_hopper). 192 wide: no key of
 # the H200's table picked it (12 keys: 256 at 10, 128 at 2), so it went.
-FAST_TILE = autotune(space={"BN": [256, 128]}, key=_key, name="tkc.scaled_mm.fast_tile",
+FAST_TILE = autotune(space={"BN": list(FAST_WIDTHS)}, key=_key, name="tkc.scaled_mm.fast_tile",
                      examples=_examples)(lambda BN: _kernel("bf16", False, BN, True))
 
 # The promoted kernels' tile height (per-tensor, row-wise and block scales
@@ -108,7 +108,7 @@ FAST_TILE = autotune(space={"BN": [256, 128]}, key=_key, name="tkc.scaled_mm.fas
 # consumer warpgroups) share each 128-wide B tile among more output, 128 make
 # more items where C is small (H200: 192 from 4096 x 8192 up; 128 below, by
 # up to 1.27x at 1024 x 1024), so an untuned key takes 128.
-TILE = autotune(space={"BM": [128, 192]}, key=_key, name="tkc.scaled_mm.tile",
+TILE = autotune(space={"BM": list(HEIGHTS)}, key=_key, name="tkc.scaled_mm.tile",
                 examples=_examples)(lambda BM: _kernel("bf16", False, PROMOTED_BN, False, BM))
 
 
