@@ -180,13 +180,15 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
 def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
     """The FP8 forwards (tkc.attention_fp8: bhld, D 64, 128, 256) a table may
     pick, the default (the longest sequences' pick) first: what the H200's
-    tuning picked (tkc/tune/tables/nvidia-h200.json, 2026-11-29) out of the
-    bf16 forward's candidates and FlashAttention-3's FP8 tile of 192 keys
-    (its pick for a V stored transposed; V^T's 192-byte rows take the
-    64-byte swizzle). Measured there and dropped, picked by no key: at D 128
-    the 128-key overlap / ping-pong schedules (persistent, zigzag, plain),
-    a quarter of the exponentials on the FMA pipe with 192 keys; at D 64
-    without the mask the overlap / ping-pong loop."""
+    tuning picked (tkc/tune/tables/nvidia-h200.json, 2026-11-29 and, D 128,
+    11-30) out of the bf16 forward's candidates and FlashAttention-3's FP8
+    tile of 192 keys (its pick for a V stored transposed; V^T's 192-byte
+    rows take the 64-byte swizzle). Measured there and dropped, picked by no
+    key: at D 128 the 128-key ping-pong schedules, the 192-key persistent
+    overlap / ping-pong loop without the mask (FlashAttention-3's; 1-9%
+    slower than three consumers), two or three consumers with no exponential
+    on the FMA pipe or a sixteenth, a quarter or 3/16 of them there, 192 keys
+    in a zigzag; at D 64 without the mask the overlap / ping-pong loop."""
     S = ForwardSchedule
     if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
         return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
@@ -195,12 +197,14 @@ def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
             return (S(stages=2, consumers=3, overlap=True, pingpong=True),
                     S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375))
         return (S(stages=2, consumers=3, persistent=True),)
-    # from 2k keys (16k with the mask) / below; without the mask the 192-key ring two
-    # stages deep (0.3-1.6% faster than the deepest that fits from 2k to 16k keys, 1.6%
-    # slower at 16k causal: tkc tune on the H200, 2026-11-29)
+    # causal: from 16k keys / below 2k / between; without the mask three consumer warpgroups
+    # with an eighth of the exponentials on the FMA pipe at every length (the MUFU's 16 a
+    # clock per SM take as long as the FP8 wgmmas at D 128: more warps and a share moved off
+    # it beat the overlap and ping-pong, 5-16% from 2k keys: tkc tune on the H200, 2026-11-30)
     if causal:
-        return S(KV=192, overlap=True, pingpong=True), S(persistent="zigzag")
-    return S(KV=192, stages=2, overlap=True, pingpong=True, persistent=True), S(persistent=True)
+        return (S(KV=192, overlap=True, pingpong=True), S(persistent="zigzag"),
+                S(persistent="zigzag", overlap=True, diagonal_mask=True))
+    return S(consumers=3, persistent=True, ex2_fma=0.125),
 
 
 def backward_space(D: int, causal: bool, layout: str) -> tuple[BackwardSchedule, ...]:
