@@ -118,8 +118,8 @@ def test_the_gpu_agrees_with_the_interpreter():
 @pytest.mark.parametrize("L", [4096, 1000, 77, 16, 5])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_v_layout_against_torch_indexing(D, L):
-    """tkc.fp8_v_layout (the kernel's whole 16-key tiles, torch's rest) bit
-    for bit against V padded, its keys indexed by lane_permutation, transposed."""
+    """tkc.fp8_v_layout (one kernel, the padding past L included) bit for
+    bit against V padded, its keys indexed by lane_permutation, transposed."""
     v = (torch.randn(2, 3, L, D, device="cuda") * 3).to(torch.float8_e4m3fn)
     vt = tkc.fp8_v_layout(v)
     L32 = -(-L // 32) * 32

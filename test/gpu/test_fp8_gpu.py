@@ -1,7 +1,8 @@
 """8-bit floats on the GPU: conversions of register tiles bit for bit against
 the interpreter (rounding to nearest even, saturation, NaN), TMA round trips
-of 8-bit tiles, FP8 wgmma against float64 (A from shared memory, and from
-registers in k_order="lanes" against the interpreter), tkc.scaled_mm (per-tensor and
+of 8-bit tiles, 8-bit register tiles loaded from shared memory, FP8 wgmma
+against float64 (A from shared memory, and from registers in
+k_order="lanes" against the interpreter), tkc.scaled_mm (per-tensor and
 row-wise scales, bf16 and f32 out) against torch._scaled_mm and a float32
 reference, tkc.quantize_fp8 against torch bit for bit, and tkc.scaled_mm with
 block scales against a float32 reference (and torch._scaled_mm where it takes
@@ -15,10 +16,12 @@ import pytest
 import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from fp8_kernels import convert, mma_f8, mma_f8_lanes, store_ragged, tma_roundtrip  # noqa: E402  (built by `tkc build`)
+from fp8_kernels import (SHARED_LOADS, convert, mma_f8, mma_f8_lanes, store_ragged,  # noqa: E402
+                         tma_roundtrip)  # (built by `tkc build`)
 from tkc.kernels.scaled_mm_grouped import grouped_masked  # noqa: E402
 
 grouped_masked_192 = grouped_masked("f32", BM=192)   # the masked GEMM at the other tuned height (`tkc build`)
+KERNELS = list(SHARED_LOADS.values())
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels above the tests must import without torch: `tkc build` reads this file
@@ -65,6 +68,17 @@ def test_tma_round_trip_of_8bit_tiles():
     a = (torch.randn(80, 272, device="cuda") * 1000).to(torch.float8_e5m2)
     o = torch.zeros_like(a)
     tma_roundtrip(a, o)
+    assert torch.equal(_bits(o), _bits(a))
+
+
+@pytest.mark.parametrize("W", sorted(SHARED_LOADS))
+def test_8bit_tiles_load_from_shared_memory_bit_for_bit(W):
+    """TMA into an st of W-byte rows (each width's swizzle), ld.shared of each
+    warp's byte pairs, a store to a gl: the tile comes back unchanged, ragged
+    rows clipped."""
+    a = (torch.randn(100, W, device="cuda") * 8).to(torch.float8_e4m3fn)
+    o = torch.zeros_like(a)
+    SHARED_LOADS[W](a, o)
     assert torch.equal(_bits(o), _bits(a))
 
 

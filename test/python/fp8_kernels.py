@@ -67,3 +67,19 @@ def mma_f8_lanes(a: gl(f32, 1, 1, "M", 64), b: gl(f8e4m3, 1, 1, "N", 64), c: gl(
     warpgroup.mma_ABt(acc, a8, b_s, k_order="lanes")
     warpgroup.mma_async_wait(acc)
     store(c, acc, (0, 0, y * 4 + w, x), clip=True)
+
+
+def shared_load(W: int):
+    """An 8-bit tile through shared memory: in by TMA (a W-byte row: W's
+    swizzle), each warp's 16 rows into registers (byte pairs by ld.shared),
+    out to a gl whole, clipped at M's ragged edge."""
+    @tkc.kernel(name=f"fp8_shared_load_{W}", warps=4, grid=lambda a, o: (tkc.cdiv(a.r, 64),))
+    def fp8_shared_load(a: gl(f8e4m3, 1, 1, "M", W), o: gl(f8e4m3, 1, 1, "M", W)):
+        s = st(f8e4m3, 64, W)
+        tma.load(s, a, (0, 0, tkc.block_idx.x, 0))
+        w = tkc.warpid()
+        store(o, load(rt(f8e4m3, 16, W), s, (w, 0)), (0, 0, tkc.block_idx.x * 4 + w, 0), clip=True)
+    return fp8_shared_load
+
+
+SHARED_LOADS = {W: shared_load(W) for W in (32, 64, 128, 256)}

@@ -184,21 +184,24 @@ def _tensors(B, Hq, Hkv, Lq, Lk, D, seed=1):
 
 @pytest.mark.parametrize("L", [77, 64, 16, 5, 0])
 def test_v_layout_is_the_lane_order_transposed_and_padded(cpu_op, L):
-    """The kernel's whole 16-key tiles (transpose, packed store) and torch's
-    ragged rest and padding give V^T with each 32 keys in lane order."""
+    """The op's one kernel gives V^T with each 32 keys in lane order, zero
+    past L (none at L 0)."""
     v = torch.from_numpy(_e4m3(np.random.default_rng(3).standard_normal((2, 3, L, 64)) * 3)).to(E4M3)
     vt = op.fp8_v_layout(v)
     assert vt.dtype == E4M3 and vt.shape == (2, 3, 64, -(-L // 32) * 32) and vt.is_contiguous()
     assert np.array_equal(vt.float().numpy(), _vt(v.float().numpy()))
 
 
-def test_the_v_layout_kernel_alone():
-    """fp8_v_layout_kernel in the interpreter: V's first L columns (L a
-    multiple of 16) transposed in lane order, the rest of vt untouched."""
-    v = _e4m3(np.random.default_rng(5).standard_normal((1, 2, 48, 128)) * 3)
-    vt = np.full((1, 2, 128, 64), 7.0, np.float32)
-    fp8_v_layout_kernel(128).interpret(v, vt)
-    assert np.array_equal(vt[..., :48], _vt(v)[..., :48]) and np.all(vt[..., 48:] == 7.0)
+@pytest.mark.parametrize("L, D", [(48, 128), (77, 64), (5, 256), (130, 128), (300, 64)])
+def test_the_v_layout_kernel_alone(L, D):
+    """fp8_v_layout_kernel in the interpreter: every column of vt, V's L keys
+    transposed in lane order and the padding to a multiple of 32 zero (TMA
+    reads the keys past L as zeros), at ragged L too."""
+    v = _e4m3(np.random.default_rng(5).standard_normal((1, 2, L, D)) * 3)
+    L32 = -(-L // 32) * 32
+    vt = np.full((1, 2, D, L32), 7.0, np.float32)
+    fp8_v_layout_kernel(D).interpret(v, vt)
+    assert np.array_equal(vt, _vt(v))
 
 
 @pytest.mark.parametrize("causal", [False, True])

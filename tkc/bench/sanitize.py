@@ -2,7 +2,8 @@
 (scripts/gpu.sh's step `sanitizer`):
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 -m tkc.bench.sanitize [gemm attention attention_long memory linear fftconv ops fp8 ring]
+        python3 -m tkc.bench.sanitize [gemm attention attention_long memory linear fftconv ops fp8
+                                   attention_fp8 ring]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
@@ -11,7 +12,8 @@ forward for long sequences, ping-pong, too), attention_long a backward of
 several waves; the
 memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
-tkc.matmul, tkc.linear and the wide norms (ops); the FP8 ops (fp8); ring
+tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and quantisation
+(fp8); the FP8 attention forward at every schedule and V's layout (attention_fp8); ring
 attention's merge kernels (ring). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
@@ -333,6 +335,31 @@ def fp8():
         r += blocks[e] * 128
 
 
+
+def attention_fp8():
+    """tkc.attention_fp8's forward at every schedule of its spaces (D 64, 128 and 256, causal
+    and not; the eager op's picks among them): GQA 2:1, keys past the last multiple of 32 (V^T's
+    zero padding) and of each tile, more work items than SMs (a persistent block's second item),
+    against float32 attention of the dequantised values (P's e4m3 rounding: ~2.5e-2)."""
+    import tkc
+    from tkc.kernels import attention_hopper
+    from tkc.kernels.attention_schedule import fp8_forward_space
+    e4, L = torch.float8_e4m3fn, 1700                  # 14 query tiles of 128 rows, 9 of 192
+    for D in (64, 128, 256):
+        q, k, v = (torch.randn(1, h, L, D, device="cuda") for h in (16, 8, 8))
+        scales = [t.abs().amax((2, 3)) / 448 for t in (q, k, v)]
+        q8, k8, v8 = ((t / s[..., None, None]).to(e4) for t, s in zip((q, k, v), scales))
+        deq = [t.float() * s[..., None, None] for t, s in zip((q8, k8, v8), scales)]
+        vt = tkc.fp8_v_layout(v8)
+        for causal in (False, True):
+            want = reference(*deq, causal)[0]
+            for schedule in fp8_forward_space(D, causal):
+                kernel = attention_hopper(D, causal, "bhld", schedule, dtype="f8e4m3")
+                o = torch.empty(1, 16, L, D, device="cuda", dtype=torch.bfloat16)
+                kernel(q8, k8, vt, o, torch.empty(1, 16, 1, L, device="cuda"), *scales, D ** -0.5)
+                report(f"attention_fp8 {kernel.name}", rel(o, want), 5e-2)
+
+
 def ring():
     """The attention merge kernels (tkc.ring_attention's steps) at each in/out dtype, ragged rows
     written at an offset into a longer output."""
@@ -354,7 +381,8 @@ def ring():
 
 
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
-         "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8, "ring": ring}
+         "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8, "attention_fp8": attention_fp8,
+         "ring": ring}
 
 
 def main(steps) -> int:

@@ -15,10 +15,9 @@ The kernel (tkc/kernels/attention_hopper.py, dtype="f8e4m3") reads V
 transposed, its keys in the order wgmma takes an 8-bit P from registers
 (warpgroup.fp8_lane_order() per 32 keys, zero padded to a multiple of 32):
 `fp8_v_layout` makes it on every call, one pass over V (a kernel,
-tkc/kernels/attention_fp8_v.py, reads and writes B * Hkv * Lk * D bytes:
-about what the forward's own reads of V cost; torch ops the last ragged
-keys); a caller that reuses V can make vt once and call
-`attention_fp8_vt`. q, k and v are made contiguous (a copy) when they are
+tkc/kernels/attention_fp8_v.py, reads and writes B * Hkv * Lk * D bytes at
+about a copy's speed: about what the forward's own reads of V cost); a
+caller that reuses V can make vt once and call `attention_fp8_vt`. q, k and v are made contiguous (a copy) when they are
 not.
 
 Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
@@ -40,7 +39,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..hopper.fp8_lanes import K_GROUP, fp8_lane_order
+from ..hopper.fp8_lanes import K_GROUP
 from ..kernels.attention_hopper import FP8_HEAD_DIMS
 from ..kernels.attention_fp8_v import fp8_v_layout_kernel as v_layout_kernel
 from ..kernels.attention_tuned import fp8_forward_kernel
@@ -53,33 +52,13 @@ __all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
 E4M3 = torch.float8_e4m3fn
 
 
-# fp8_lane_order() as a permutation of dims: key c = 8 j1 + 2 q + j0 of each
-# 16 keys enters at p = 4 q + 2 j1 + j0, so 16 keys viewed as (j1, q, j0) go to
-# vt in the order (q, j1, j0): one permute of a view (the ragged tail's).
-if fp8_lane_order() != tuple(16 * h + 8 * j1 + 2 * q + j0 for h in range(2) for q in range(4)
-                             for j1 in range(2) for j0 in range(2)):
-    raise ImportError("attn_fp8: fp8_v_layout's permutation is not hopper.fp8_lane_order()'s")
-BLOCK = 16   # keys the permutation keeps to (fp8_v_layout_kernel moves 16 a warp)
-
-
 def _v_impl(v: Tensor) -> Tensor:
-    """fp8_v_layout: a kernel moves the whole 16-key tiles
-    (fp8_v_layout_kernel: V read and written once, no shuffle; where L is
-    not a multiple of 16 it reads a contiguous copy of them, one more pass);
-    torch the last, ragged keys and the zero padding (fewer than 32
-    columns)."""
+    """fp8_v_layout: one kernel (fp8_v_layout_kernel: V read by TMA and
+    written once, the keys past L to a multiple of 32 zero)."""
     B, H, L, D = v.shape
-    L32, full = -(-L // K_GROUP) * K_GROUP, L // BLOCK * BLOCK
-    vt = torch.empty(B, H, D, L32, device=v.device, dtype=E4M3)
-    if full and B * H:   # whole 16-key tiles (an 8-bit load has no fill): at a ragged L a copy of them
-        v = v.contiguous()
-        v_layout_kernel(D)(v if full == L else v[:, :, :full].contiguous(), vt)
-    if L32 > full:    # the rest: keys full .. L, zeros past L, in 16-key blocks
-        n = (L32 - full) // BLOCK
-        tail = torch.zeros(B, H, n * BLOCK, D, device=v.device, dtype=torch.uint8)
-        tail[:, :, :L - full] = v[:, :, full:].view(torch.uint8)
-        x = tail.view(B, H, n, 2, 4, 2, D)                        # (block, j1, q, j0, d)
-        vt.view(torch.uint8)[..., full:].view(B, H, D, n, 4, 2, 2).copy_(x.permute(0, 1, 6, 2, 4, 3, 5))
+    vt = torch.empty(B, H, D, -(-L // K_GROUP) * K_GROUP, device=v.device, dtype=E4M3)
+    if vt.numel():
+        v_layout_kernel(D)(v.contiguous(), vt)
     return vt
 
 
@@ -139,7 +118,7 @@ _fwd = Op("tkc::attention_fp8_fwd", _fwd_impl, _fwd_fake)
 # An eager call (eager.plain_key: nothing tracing, no gradient) whose tensors
 # are contiguous keeps its plan under its key, and the next call with the key
 # runs it at once: no checks, no custom ops, prepared launches (V laid out by
-# the kernel alone where the keys are whole 32-key groups; else _v_impl).
+# its kernel).
 
 def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_out: bool):
     B, H, L, D = q.shape
@@ -159,13 +138,11 @@ def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_o
                                                       scale, bound=(8,))
     if laid_out:
         layout = None
-    elif keys % K_GROUP == 0:           # whole 32-key groups: the kernel alone, into a new vt
+    else:                               # the layout kernel, into a new vt
         def layout(v, launch=v_layout_kernel(D).prepare(v, vt), shape=vt.shape):
             out = torch.empty(shape, device=v.device, dtype=E4M3)
             launch(v, out)
             return out
-    else:
-        layout = _v_impl
 
     def run(q, k, v, q_scale, k_scale, v_scale):
         o, lse = outputs()   # (a prepared launch reads the data pointers alone: lse for its view)
