@@ -13,7 +13,7 @@ import tkc
 from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, warpgroup
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
-from tkc.ops import exp, load, store, zero
+from tkc.ops import col_pick, exp, load, row_sum, store, zero
 from fp8_kernels import SHARED_LOADS, convert, mma_f8, store_ragged, tma_roundtrip  # noqa: E402
 from helpers import refused_at, staged  # noqa: E402
 
@@ -190,6 +190,14 @@ def _to_shared(a, g):
     store(s, load(rt(f8e4m3, 16, 64), a, (0, 0, 0, 0)), (0, 0))  # @fp8_shared
 
 
+def _row_sum(a, g):
+    row_sum(load(rt(f8e4m3, 16, 64), a, (0, 0, 0, 0)))  # @fp8_reduce
+
+
+def _col_pick(a, g):
+    col_pick(load(rt(f8e4m3, 16, 64), a, (0, 0, 0, 0)), 3)  # @fp8_pick
+
+
 def _ragged(a, g):
     load(rt(f8e4m3, 16, 64), a, (0, 0, 0, 0), fill=0.0)  # @fp8_ragged
 
@@ -213,6 +221,8 @@ def test_8bit_tiles_load_from_shared_memory(W):
     (_converting_load, "fp8_converting_load", ("moves without converting",)),
     (_to_int, "fp8_int", ("converts to and from float tiles",)),
     (_to_shared, "fp8_shared", ("moves to and from a gl, or loads from an st in the row layout",)),
+    (_row_sum, "fp8_reduce", ("row_sum: an 8-bit float tile", "storage type", ".to(tkc.f32)")),
+    (_col_pick, "fp8_pick", ("col_pick: an 8-bit float tile", "storage type")),
     (_ragged, "fp8_ragged", ("no fill",)),
     (_element, "fp8_element", ("moved by TMA or by register tiles", "one element")),
 ])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..dialect import ops as tk
 from ..dialect.types import RV
+from ..dtypes import is_fp8
 from .operands import _float_only, _name, _reg, _result, _split
 from .tiles import Reg
 from .trace import fail
@@ -16,6 +17,14 @@ from .values import as_index
 
 
 # ------------------------------------------------------------ reductions
+
+def _no_8bit(name: str, x: Reg) -> None:
+    """An 8-bit float tile makes no vector (rv has no 8-bit type): refused
+    here, at the caller's line, as tk-verify refuses other math on one."""
+    if is_fp8(x.dtype):
+        raise fail(f"{name}: an 8-bit float tile ({_name(x)}) is a storage type: convert it with "
+                   f".to(tkc.f32) or .to(tkc.bf16) to reduce or pick from it")
+
 
 def _reduce(name):
     by_row = name.startswith("row")
@@ -31,6 +40,7 @@ def _reduce(name):
         else:
             raise fail(f"{name} takes (src, init=None) or (dst_vec, src[, accum])")
         _reg(src, name, "source", tile=True)
+        _no_8bit(name, src)
         layouts = ("row", "wide") if by_row else ("row",)
         if src.layout not in layouts:
             raise fail(f"{name}: the source tile must be in {' or '.join(layouts)} layout, got {_name(src)}")
@@ -59,6 +69,7 @@ def _pick(name):
 
     def op(x, index) -> Reg:
         _reg(x, name, "source", tile=True)
+        _no_8bit(name, x)
         if x.layout != "row":
             raise fail(f"{name}: the source tile must be in row layout, got {_name(x)}")
         i = as_index(index, f"{name}'s {'column' if by_row else 'row'}")

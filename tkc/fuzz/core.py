@@ -25,7 +25,7 @@ from .gls import Arg
 from .values import Val
 
 HEADER = """import tkc
-from tkc import bf16, f32, gl, i32, i64, rt, rv, st, sv, tma, warpgroup
+from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, i64, rt, rv, st, sv, tma, warpgroup
 from tkc.ops import *
 
 """

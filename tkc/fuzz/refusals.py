@@ -279,6 +279,13 @@ def tma_store_dtype(g):
     return "tma.store between dtypes"
 
 
+def f8_math(g):
+    a = _tile(g, dtype=g.rng.choice(("f32", "bf16")))
+    t8 = g.rng.choice(("f8e4m3", "f8e5m2"))
+    _bad(g, f"bad = {g.rng.choice(('exp', 'relu', 'neg', 'row_sum'))}({a.name}.to({t8}))")
+    return "math on an 8-bit tile (a storage type)"
+
+
 BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, add_dtypes,
           reduce_col_layout, broadcast_length, where_shapes, gl_coordinates, fill_on_shared,
           vector_from_st, copy_shape, tile_extent, shared_in_loop, used_after_loop, python_truth,
@@ -286,7 +293,7 @@ BREAKS = [mma_k_mismatch, mma_bf16_accumulator, mma_f32_operands, add_shapes, ad
           transpose_vector, store_vector_to_st, mma_i32, float_op_of_i32, i32_beside_float,
           i32_tile_from_float_gl, i32_float_fill, block_bf16, scalar_counted_in_region,
           scalar_used_after_loop, carried_scalar_type, atomic_add_in_loop, tma_store_dtype, eight_row_col,
-          R.ragged_misuse]
+          f8_math, R.ragged_misuse]
 
 
 def refusal(seed: int, index: int) -> Program:

@@ -194,6 +194,22 @@ def convert(g) -> Val | None:
     return v
 
 
+def round_f8(g) -> Val | None:
+    """x.to(f8e4m3 or f8e5m2).to(x's dtype) of a bit-exact f32 or bf16 tile:
+    both sides round the same values (to nearest even, saturating at the
+    format's finite max), so the result is exact too; its interval grows by
+    an ulp of the format (2^-3 or 2^-2 of its ends) and stops at the max."""
+    x = g.pick(kinds=("rt",))
+    if x is None or x.dtype not in ("f32", "bf16") or x.err != 0.0:
+        return None
+    t8, top, ulp = ("f8e4m3", 448.0, 2.0 ** -3) if g.rng.random() < 0.5 else ("f8e5m2", 57344.0, 2.0 ** -2)
+    lo = min(max(x.lo - abs(x.lo) * ulp, -top), top)
+    hi = max(min(x.hi + abs(x.hi) * ulp, top), -top)
+    v = x.derive(g.fresh(), lo, hi, 0.0, exact_op=True)
+    g.emit(f"{v.name} = {x.name}.to({t8}).to({x.dtype})", "round_f8")
+    return v
+
+
 def relayout(g) -> Val | None:
     x = g.pick(kinds=("rt",))
     if x is None or x.shape[0] == 8:   # an 8-row tile is row layout only (refusals.eight_row_col)
@@ -399,6 +415,7 @@ def group_copy(g) -> Val | None:
 STATEMENTS = {
     "load": (6, load), "load_vector": (1, load_vector), "init": (2, init), "unary": (6, unary),
     "binary": (8, binary), "fma": (2, fma), "where": (2, where), "convert": (2, convert),
+    "round_f8": (1, round_f8),
     "relayout": (2, relayout), "reduce": (3, reduce), "broadcast": (3, broadcast), "scalar": (1, scalar),
     "mma": (3, mma), "exchange": (2, exchange), "group_copy": (1, group_copy),
 }
