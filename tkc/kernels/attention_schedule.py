@@ -188,7 +188,10 @@ def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
     overlap / ping-pong loop without the mask (FlashAttention-3's; 1-9%
     slower than three consumers), two or three consumers with no exponential
     on the FMA pipe or a sixteenth, a quarter or 3/16 of them there, 192 keys
-    in a zigzag; at D 64 without the mask the overlap / ping-pong loop."""
+    in a zigzag, one consumer with two blocks an SM; with the mask three
+    consumers (128- or 64-key tiles: 5-30% slower); at D 64 without the mask
+    the overlap / ping-pong loop, and no FMA share there helped (MUFU-bound
+    twice over, yet 1/8-1/2 ran 0-10% slower)."""
     S = ForwardSchedule
     if D == 256:   # bf16's (64-key tiles, two stages) with O through its own tile
         return S(KV=64, stages=2, overlap=True, pingpong=True), S(KV=64, stages=2)
