@@ -335,7 +335,6 @@ def fp8():
         r += blocks[e] * 128
 
 
-
 def attention_fp8():
     """tkc.attention_fp8's forward at every schedule of its spaces (D 64, 128 and 256, causal
     and not; the eager op's picks among them): GQA 2:1, keys past the last multiple of 32 (V^T's

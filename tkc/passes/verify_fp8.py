@@ -4,8 +4,9 @@ emptied by TMA and read by warpgroup mma or by a row-layout register tile's
 load; a gl of them is moved by TMA and by register tiles of its own dtype; a
 register tile of them is converted (copy, to and from the float types),
 loaded from and stored to a gl without a fill or conversion, loaded from an
-st, subtiled, and is warpgroup mma_ABt's A with k_order="lanes". Everything else computes in f32 or bf16
-after a conversion. verify.py asks this of every op.
+st, subtiled, and is warpgroup mma_ABt's A with k_order="lanes". Everything
+else computes in f32 or bf16 after a conversion. verify.py asks this of
+every op.
 """
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def _moved(op, name, ins, outs) -> list[str]:
     if not isinstance(reg, RT):
         return [f"{name}: an 8-bit float {_desc(mem)} is moved by TMA or by register tiles of its dtype, "
                 f"got {_desc(reg) if reg is not None else 'one element'}"]
-    if isinstance(mem, ST) and name == "load" and reg.layout == "row":
-        pass   # byte pairs by ld.shared (what a TMA put there), as a gl's by ld.global
-    elif not isinstance(mem, GL):
+    # from an st: a row-layout load's byte pairs by ld.shared (what a TMA put there)
+    from_st = isinstance(mem, ST) and name == "load" and reg.layout == "row"
+    if not (isinstance(mem, GL) or from_st):
         return [f"{name}: an 8-bit float tile ({_desc(reg)}) moves to and from a gl, or loads from an st "
                 f"in the row layout (ldmatrix and stmatrix move 16-bit elements; shared 8-bit tiles "
                 f"are filled by TMA), got {_desc(mem)}"]

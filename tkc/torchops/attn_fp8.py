@@ -17,8 +17,8 @@ transposed, its keys in the order wgmma takes an 8-bit P from registers
 `fp8_v_layout` makes it on every call, one pass over V (a kernel,
 tkc/kernels/attention_fp8_v.py, reads and writes B * Hkv * Lk * D bytes at
 about a copy's speed: about what the forward's own reads of V cost); a
-caller that reuses V can make vt once and call `attention_fp8_vt`. q, k and v are made contiguous (a copy) when they are
-not.
+caller that reuses V can make vt once and call `attention_fp8_vt`. q, k and
+v are made contiguous (a copy) when they are not.
 
 Accuracy: P is rounded to e4m3 in registers (3 mantissa bits: each
 probability within 2^-4 of itself; the row maximum's exact), so o differs
