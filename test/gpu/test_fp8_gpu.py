@@ -16,8 +16,8 @@ import pytest
 import tkc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from fp8_kernels import (SHARED_LOADS, convert, mma_f8, mma_f8_lanes, store_ragged,  # noqa: E402
-                         tma_roundtrip)  # (built by `tkc build`)
+from fp8_kernels import (SHARED_LOADS, convert, mma_f8, mma_f8_lanes, shared_load_at,  # noqa: E402
+                         store_ragged, tma_roundtrip)  # (built by `tkc build`)
 from tkc.kernels.scaled_mm_grouped import grouped_masked  # noqa: E402
 
 grouped_masked_192 = grouped_masked("f32", BM=192)   # the masked GEMM at the other tuned height (`tkc build`)
@@ -80,6 +80,16 @@ def test_8bit_tiles_load_from_shared_memory_bit_for_bit(W):
     o = torch.zeros_like(a)
     SHARED_LOADS[W](a, o)
     assert torch.equal(_bits(o), _bits(a))
+
+
+def test_8bit_subtiles_load_from_shared_memory_bit_for_bit():
+    """A subtile at a column offset inside a 64-byte swizzle row, and an 8-row one."""
+    a = (torch.randn(32, 64, device="cuda") * 8).to(torch.float8_e4m3fn)
+    o16 = torch.zeros(16, 32, device="cuda", dtype=torch.float8_e4m3fn)
+    o8 = torch.zeros(8, 32, device="cuda", dtype=torch.float8_e4m3fn)
+    shared_load_at(a, o16, o8)
+    assert torch.equal(_bits(o16), _bits(a[16:, 32:].contiguous()))
+    assert torch.equal(_bits(o8), _bits(a[24:, 32:].contiguous()))
 
 
 def test_fp8_wgmma_against_float64():

@@ -83,3 +83,13 @@ def shared_load(W: int):
 
 
 SHARED_LOADS = {W: shared_load(W) for W in (32, 64, 128, 256)}
+
+
+@tkc.kernel(warps=1, grid=lambda a, o16, o8: (1,))
+def shared_load_at(a: gl(f8e4m3, 1, 1, 32, 64), o16: gl(f8e4m3, 1, 1, 16, 32), o8: gl(f8e4m3, 1, 1, 8, 32)):
+    """Subtiles of an 8-bit st at a column offset (inside a 64-byte swizzle
+    row) and an 8-row one, into registers and out: a[16:, 32:] and a[24:, 32:]."""
+    s = st(f8e4m3, 32, 64)
+    tma.load(s, a, (0, 0, 0, 0))
+    store(o16, load(rt(f8e4m3, 16, 32), s, (1, 1)), (0, 0, 0, 0))
+    store(o8, load(rt(f8e4m3, 8, 32), s, (3, 1)), (0, 0, 0, 0))

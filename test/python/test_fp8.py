@@ -14,7 +14,7 @@ from tkc import bf16, f8e4m3, f8e5m2, f32, gl, i32, rt, st, warpgroup
 from tkc.dialect.types import GL, RT, ST, view
 from tkc.interpreter.values import round_f8e4m3, round_f8e5m2
 from tkc.ops import col_pick, exp, load, row_sum, store, zero
-from fp8_kernels import SHARED_LOADS, convert, mma_f8, store_ragged, tma_roundtrip  # noqa: E402
+from fp8_kernels import SHARED_LOADS, convert, mma_f8, shared_load_at, store_ragged, tma_roundtrip  # noqa: E402
 from helpers import refused_at, staged  # noqa: E402
 
 pytest.importorskip("mlir")
@@ -214,6 +214,14 @@ def test_8bit_tiles_load_from_shared_memory(W):
     o = np.zeros_like(a)
     SHARED_LOADS[W].interpret(a, o)
     assert np.array_equal(o, a)
+
+
+def test_8bit_subtiles_load_from_shared_memory():
+    """A 16-row subtile at a column offset and an 8-row one, from a TMA-filled st."""
+    a = round_f8e4m3(np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32) * 8)
+    o16, o8 = np.zeros((16, 32), np.float32), np.zeros((8, 32), np.float32)
+    shared_load_at.interpret(a, o16, o8)
+    assert np.array_equal(o16, a[16:, 32:]) and np.array_equal(o8, a[24:, 32:])
 
 
 @pytest.mark.parametrize("body, marker, words", [
