@@ -12,7 +12,7 @@ import pytest
 
 import tkc
 from tkc.hopper.fp8_lanes import lane_permutation
-from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel
+from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel, loads_for
 from tkc.kernels.attention_hopper import attention_hopper
 from tkc.kernels.attention_schedule import fp8_forward_space
 from tkc.kernels.attention_tuned import FP8_FORWARD
@@ -28,7 +28,7 @@ SCHEDULES = {(D, causal): [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3"
                             for s in fp8_forward_space(D, causal)]
              for D in (64, 128, 256) for causal in (False, True)}
 KERNELS = list(FP8_FORWARD.values()) + [k for ks in SCHEDULES.values() for k in ks] + \
-    [fp8_v_layout_kernel(D) for D in (64, 128, 256)]
+    [fp8_v_layout_kernel(D, n) for D in (64, 128, 256) for n in loads_for(D)]
 
 # B, Hq, Hkv, Lq, Lk
 SHAPES = {"square": (2, 4, 4, 512, 512), "gqa4-ragged": (1, 8, 2, 1000, 1000),
@@ -118,8 +118,9 @@ def test_the_gpu_agrees_with_the_interpreter():
 @pytest.mark.parametrize("L", [4096, 1000, 77, 16, 5])
 @pytest.mark.parametrize("D", [64, 128, 256])
 def test_v_layout_against_torch_indexing(D, L):
-    """tkc.fp8_v_layout (one kernel, the padding past L included) bit for
-    bit against V padded, its keys indexed by lane_permutation, transposed."""
+    """tkc.fp8_v_layout (one kernel, the padding past L included), and its
+    kernel at each block size, bit for bit against V padded, its keys
+    indexed by lane_permutation, transposed."""
     v = (torch.randn(2, 3, L, D, device="cuda") * 3).to(torch.float8_e4m3fn)
     vt = tkc.fp8_v_layout(v)
     L32 = -(-L // 32) * 32
@@ -127,3 +128,7 @@ def test_v_layout_against_torch_indexing(D, L):
     padded[:, :, :L] = v.view(torch.uint8)
     want = padded[:, :, lane_permutation(L32)].transpose(2, 3)
     assert torch.equal(vt.view(torch.uint8), want)
+    for loads in loads_for(D):   # every block size a table may pick, not only the pick
+        other = torch.empty_like(vt)
+        fp8_v_layout_kernel(D, loads)(v, other)
+        assert torch.equal(other.view(torch.uint8), want), loads

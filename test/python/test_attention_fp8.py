@@ -22,7 +22,7 @@ from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.hopper.fp8_lanes import lane_permutation  # noqa: E402
 from tkc.kernels.attention_hopper import P_SHIFT, attention_hopper  # noqa: E402
 from tkc.kernels.attention_schedule import ForwardSchedule, fp8_forward_space  # noqa: E402
-from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel  # noqa: E402
+from tkc.kernels.attention_fp8_v import fp8_v_layout_kernel, loads_for  # noqa: E402
 from tkc.kernels.attention_tuned import fp8_forward_kernel  # noqa: E402
 from tkc.torchops import attn_fp8 as op  # noqa: E402
 from tkc.torchops import checks  # noqa: E402
@@ -174,7 +174,7 @@ def test_the_builder_refuses_what_the_fp8_forward_is_not(kwargs, words):
 def cpu_op(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     monkeypatch.setattr(op, "fp8_forward_kernel", lambda *key: interpreted(fp8_forward_kernel(*key)))
-    monkeypatch.setattr(op, "v_layout_kernel", lambda D: interpreted(fp8_v_layout_kernel(D)))
+    monkeypatch.setattr(op, "v_layout_kernel", lambda D, loads: interpreted(fp8_v_layout_kernel(D, loads)))
 
 
 def _tensors(B, Hq, Hkv, Lq, Lk, D, seed=1):
@@ -192,16 +192,33 @@ def test_v_layout_is_the_lane_order_transposed_and_padded(cpu_op, L):
     assert np.array_equal(vt.float().numpy(), _vt(v.float().numpy()))
 
 
-@pytest.mark.parametrize("L, D", [(48, 128), (77, 64), (5, 256), (130, 128), (300, 64)])
+@pytest.mark.parametrize("L, D", [(48, 128), (77, 64), (5, 256), (130, 128), (300, 64), (600, 128)])
 def test_the_v_layout_kernel_alone(L, D):
-    """fp8_v_layout_kernel in the interpreter: every column of vt, V's L keys
-    transposed in lane order and the padding to a multiple of 32 zero (TMA
-    reads the keys past L as zeros), at ragged L too."""
+    """fp8_v_layout_kernel in the interpreter, at each block size a table may
+    pick: every column of vt, V's L keys transposed in lane order and the
+    padding to a multiple of 32 zero (TMA reads the keys past L as zeros), at
+    ragged L and with a last block of fewer loads too."""
     v = _e4m3(np.random.default_rng(5).standard_normal((1, 2, L, D)) * 3)
     L32 = -(-L // 32) * 32
-    vt = np.full((1, 2, D, L32), 7.0, np.float32)
-    fp8_v_layout_kernel(D).interpret(v, vt)
-    assert np.array_equal(vt, _vt(v))
+    for loads in loads_for(D):
+        vt = np.full((1, 2, D, L32), 7.0, np.float32)
+        fp8_v_layout_kernel(D, loads).interpret(v, vt)
+        assert np.array_equal(vt, _vt(v)), loads
+
+
+def test_the_v_layout_space():
+    """tkc.fp8_v_layout's block size is tuned data: a space per head dim (two
+    loads only at D 64, where they do not spill), the default with no table
+    entry, every candidate at D 64 and 128 in the library; a bad size is
+    refused."""
+    from tkc.kernels import library
+    assert loads_for(64) == (4, 1, 2) and loads_for(128) == loads_for(256) == (4, 1)
+    assert op.V_LAYOUT[128].choose(12345)["loads"] == 4
+    names = {k.name for k in library()}
+    for D in (64, 128):
+        assert {k.name for k in op.V_LAYOUT[D].kernels()} <= names
+    with pytest.raises(ValueError, match="loads must be one of"):
+        fp8_v_layout_kernel(128, 2)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
-from .attention_fp8_v import fp8_v_layout_kernel
+from .attention_fp8_v import fp8_v_layout_kernel, loads_for
 from .attention_hopper import attention_hopper
 from .attention_merge import attention_merge
 from .attention_schedule import backward_space, forward_space, fp8_forward_space
@@ -82,7 +82,7 @@ def _attention_ops():
     # bf16's, compiles at its first call or with `tkc build tkc/kernels/attention_tuned.py`)
     out += [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for D in (64, 128)
             for causal in (False, True) for s in fp8_forward_space(D, causal)]
-    out += [fp8_v_layout_kernel(D) for D in (64, 128)]   # ... and its V^T (tkc.fp8_v_layout)
+    out += [fp8_v_layout_kernel(D, n) for D in (64, 128) for n in loads_for(D)]   # ... its V^T's
     return out
 
 

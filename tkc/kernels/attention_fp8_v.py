@@ -26,21 +26,34 @@ from tkc.ops import load, store, transpose
 WARPS = 4
 KEYS = 16             # keys a warp moves
 TILE = WARPS * KEYS   # keys a TMA load brings
-TILES = 4             # TMA loads a block: a ring of them, so a block has loads in flight
+LOADS = (4, 1, 2)     # TMA loads a block (tkc.fp8_v_layout tunes it; the first is the default)
+
+
+def loads_for(D: int) -> tuple[int, ...]:
+    """The block sizes a table may pick at head dim D: two loads spill at D
+    >= 128 (4 bytes at 128), so only D 64 has them (where a lab probe had
+    them fastest at B*H*L of 256k-1M keys; one load a block was at D 128
+    and at small D 64 calls, H200, 2026-11-30)."""
+    return tuple(n for n in LOADS if n != 2 or D == 64)
 
 
 @functools.lru_cache(maxsize=None)
-def fp8_v_layout_kernel(D: int = 128):
+def fp8_v_layout_kernel(D: int = 128, loads: int = LOADS[0]):
     """v [B, H, L, D] e4m3 -> vt [B, H, D, L32] e4m3 (L32 >= L, a multiple of
-    32): every column, those past L zero (the module docstring)."""
-    @tkc.kernel(name=f"fp8_v_layout_d{D}", warps=WARPS, divisible={"L32": 32},
-                grid=lambda v, vt: (tkc.cdiv(vt.c, TILE * TILES), v.d, v.b))
+    32): every column, those past L zero (the module docstring). A block
+    walks `loads` 64-key tiles through a TMA ring (two deep; one load: one
+    slot), so it has loads in flight while its warps transpose."""
+    if loads not in loads_for(D):
+        raise ValueError(f"fp8_v_layout_kernel: loads must be one of {loads_for(D)} at D {D}, got {loads!r}")
+
+    @tkc.kernel(name=f"fp8_v_layout_d{D}" + ("" if loads == LOADS[0] else f"_l{loads}"), warps=WARPS,
+                divisible={"L32": 32}, grid=lambda v, vt: (tkc.cdiv(vt.c, TILE * loads), v.d, v.b))
     def fp8_v_layout(v: gl(f8e4m3, "B", "H", "L", D), vt: gl(f8e4m3, "B", "H", D, "L32")):
         t, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         w = tkc.warpid()
         v_s = st(f8e4m3, TILE, D)
-        first = t * TILES                              # this block's first 64-key tile
-        for i in tkc.range(tkc.min(tkc.cdiv(vt.c, TILE) - first, TILES), stages=2):
+        first = t * loads                              # this block's first 64-key tile
+        for i in tkc.range(tkc.min(tkc.cdiv(vt.c, TILE) - first, loads), stages=min(loads, 2)):
             tma.load(v_s, v, (b, h, first + i, 0))     # rows past L read as zeros
             j = (first + i) * WARPS + w                # this warp's 16 keys
             with tkc.if_(j * KEYS < vt.c):

@@ -33,6 +33,7 @@ tkc.attention).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -42,8 +43,10 @@ from ..diagnostics import TkcError
 from ..hopper.fp8_lanes import K_GROUP
 from ..kernels.attention_hopper import FP8_HEAD_DIMS
 from ..kernels.attention_fp8_v import fp8_v_layout_kernel as v_layout_kernel
+from ..kernels.attention_fp8_v import loads_for
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
+from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
@@ -52,13 +55,39 @@ __all__ = ["attention_fp8", "attention_fp8_vt", "fp8_v_layout"]
 E4M3 = torch.float8_e4m3fn
 
 
+# V's layout kernel: TMA loads a block, tuned per head dim and size (a power-of-two bucket of
+# B * H * L * D bytes; `tkc tune --library --filter tkc.fp8_v_layout`).
+V_EXAMPLES = ((4, 16, 8192), (4, 16, 4096), (16, 16, 1024), (1, 8, 4096), (2, 8, 1000))   # B, H, L
+
+
+def _v_example(D: int, B: int, H: int, L: int) -> list:
+    v = (torch.randn(B, H, L, D, device="cuda") * 4).to(E4M3)
+    return [v, torch.empty(B, H, D, -(-L // K_GROUP) * K_GROUP, device="cuda", dtype=E4M3)]
+
+
+def _v_space(D: int):
+    return autotune(space={"loads": list(loads_for(D))}, key=lambda v, vt: bucket(v.numel()),
+                    name=f"tkc.fp8_v_layout.d{D}",
+                    examples=lambda: [functools.partial(_v_example, D, *e) for e in V_EXAMPLES],
+                    )(lambda loads: v_layout_kernel(D, loads))
+
+
+V_LAYOUT = {D: _v_space(D) for D in FP8_HEAD_DIMS}
+
+
+def _v_kernel(v: Tensor):
+    """The layout kernel for v's head dim and size: its bucket's tuned pick."""
+    D = v.shape[3]
+    return v_layout_kernel(D, V_LAYOUT[D].choose(bucket(v.numel()))["loads"])
+
+
 def _v_impl(v: Tensor) -> Tensor:
     """fp8_v_layout: one kernel (fp8_v_layout_kernel: V read by TMA and
     written once, the keys past L to a multiple of 32 zero)."""
     B, H, L, D = v.shape
     vt = torch.empty(B, H, D, -(-L // K_GROUP) * K_GROUP, device=v.device, dtype=E4M3)
     if vt.numel():
-        v_layout_kernel(D)(v.contiguous(), vt)
+        _v_kernel(v)(v.contiguous(), vt)
     return vt
 
 
@@ -139,7 +168,7 @@ def _plan(q, k, v, q_scale, k_scale, v_scale, causal: bool, scale: float, laid_o
     if laid_out:
         layout = None
     else:                               # the layout kernel, into a new vt
-        def layout(v, launch=v_layout_kernel(D).prepare(v, vt), shape=vt.shape):
+        def layout(v, launch=_v_kernel(v).prepare(v, vt), shape=vt.shape):
             out = torch.empty(shape, device=v.device, dtype=E4M3)
             launch(v, out)
             return out
