@@ -55,10 +55,11 @@ def gemms():
                 report(f"{k.name} {m}x{n}x{kk}", rel(c, ref), 1e-2 if out == "bf16" else 1e-5)
 
 
-def reference(q, k, v, causal):
+def reference(q, k, v, causal, grads: bool = True):
     """Attention in float32 ([B, H, L, D], GQA, causal aligned bottom-right)
-    and its gradients for the loss o.sum(): (o, dq, dk, dv)."""
-    q, k, v = (t.detach().float().requires_grad_() for t in (q, k, v))
+    and its gradients for the loss o.sum(): (o, dq, dk, dv); grads=False: o
+    alone (no backward: under a sanitizer torch's kernels are checked too)."""
+    q, k, v = (t.detach().float().requires_grad_(grads) for t in (q, k, v))
     g = q.shape[1] // k.shape[1]
     s = q @ k.repeat_interleave(g, 1).transpose(-1, -2) / math.sqrt(q.shape[-1])
     if causal:
@@ -66,6 +67,8 @@ def reference(q, k, v, causal):
         keep = torch.arange(Lk, device="cuda")[None] <= torch.arange(Lq, device="cuda")[:, None] + Lk - Lq
         s = s.masked_fill(~keep, -math.inf)
     o = torch.softmax(s, -1) @ v.repeat_interleave(g, 1)
+    if not grads:
+        return o
     o.sum().backward()
     return o, q.grad, k.grad, v.grad
 
@@ -351,7 +354,7 @@ def attention_fp8():
         deq = [t.float() * s[..., None, None] for t, s in zip((q8, k8, v8), scales)]
         vt = tkc.fp8_v_layout(v8)
         for causal in (False, True):
-            want = reference(*deq, causal)[0]
+            want = reference(*deq, causal, grads=False)
             for schedule in fp8_forward_space(D, causal):
                 kernel = attention_hopper(D, causal, "bhld", schedule, dtype="f8e4m3")
                 o = torch.empty(1, 16, L, D, device="cuda", dtype=torch.bfloat16)

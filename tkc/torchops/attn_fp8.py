@@ -62,11 +62,16 @@ V_EXAMPLES = ((4, 16, 8192), (4, 16, 4096), (16, 16, 1024), (1, 8, 4096), (2, 8,
 
 def _v_example(D: int, B: int, H: int, L: int) -> list:
     v = (torch.randn(B, H, L, D, device="cuda") * 4).to(E4M3)
-    return [v, torch.empty(B, H, D, -(-L // K_GROUP) * K_GROUP, device="cuda", dtype=E4M3)]
+    return [v, _v_fake(v)]
+
+
+def _v_key(v: Tensor, vt: Tensor | None = None) -> int:
+    """A layout call's key: the bucket of V's size (its launch's arguments: v, vt)."""
+    return bucket(v.numel())
 
 
 def _v_space(D: int):
-    return autotune(space={"loads": list(loads_for(D))}, key=lambda v, vt: bucket(v.numel()),
+    return autotune(space={"loads": list(loads_for(D))}, key=_v_key,
                     name=f"tkc.fp8_v_layout.d{D}",
                     examples=lambda: [functools.partial(_v_example, D, *e) for e in V_EXAMPLES],
                     )(lambda loads: v_layout_kernel(D, loads))
@@ -78,14 +83,13 @@ V_LAYOUT = {D: _v_space(D) for D in FP8_HEAD_DIMS}
 def _v_kernel(v: Tensor):
     """The layout kernel for v's head dim and size: its bucket's tuned pick."""
     D = v.shape[3]
-    return v_layout_kernel(D, V_LAYOUT[D].choose(bucket(v.numel()))["loads"])
+    return v_layout_kernel(D, V_LAYOUT[D].choose(_v_key(v))["loads"])
 
 
 def _v_impl(v: Tensor) -> Tensor:
     """fp8_v_layout: one kernel (fp8_v_layout_kernel: V read by TMA and
     written once, the keys past L to a multiple of 32 zero)."""
-    B, H, L, D = v.shape
-    vt = torch.empty(B, H, D, -(-L // K_GROUP) * K_GROUP, device=v.device, dtype=E4M3)
+    vt = _v_fake(v)   # V^T's shape, on v's device, contiguous
     if vt.numel():
         _v_kernel(v)(v.contiguous(), vt)
     return vt
