@@ -26,14 +26,16 @@ from tkc.ops import load, store, transpose
 WARPS = 4
 KEYS = 16             # keys a warp moves
 TILE = WARPS * KEYS   # keys a TMA load brings
-LOADS = (4, 1, 2)     # TMA loads a block (tkc.fp8_v_layout tunes it; the first is the default)
+LOADS = (1, 2)        # TMA loads a block (tkc.fp8_v_layout tunes it; the first is the default)
 
 
 def loads_for(D: int) -> tuple[int, ...]:
-    """The block sizes a table may pick at head dim D: two loads spill at D
-    >= 128 (4 bytes at 128), so only D 64 has them (where a lab probe had
-    them fastest at B*H*L of 256k-1M keys; one load a block was at D 128
-    and at small D 64 calls, H200, 2026-11-30)."""
+    """The block sizes a table may pick at head dim D. `tkc tune` (H200,
+    2026-11-30, 15 keys): one load a block won 9 (D 128, 256k keys: 22.7
+    against four loads' 24.8 µs), two through a two-deep ring 4, at D 64
+    from 32k keys (12.7 against 14.9 at 256k; at D >= 128 they spill 4
+    bytes); four (the ring, the default until then) 2, within their
+    spread (12-14%): dropped."""
     return tuple(n for n in LOADS if n != 2 or D == 64)
 
 
@@ -41,8 +43,8 @@ def loads_for(D: int) -> tuple[int, ...]:
 def fp8_v_layout_kernel(D: int = 128, loads: int = LOADS[0]):
     """v [B, H, L, D] e4m3 -> vt [B, H, D, L32] e4m3 (L32 >= L, a multiple of
     32): every column, those past L zero (the module docstring). A block
-    walks `loads` 64-key tiles through a TMA ring (two deep; one load: one
-    slot), so it has loads in flight while its warps transpose."""
+    walks `loads` 64-key tiles (two: through a two-deep TMA ring, so one is in
+    flight while its warps transpose the other)."""
     if loads not in loads_for(D):
         raise ValueError(f"fp8_v_layout_kernel: loads must be one of {loads_for(D)} at D {D}, got {loads!r}")
 
