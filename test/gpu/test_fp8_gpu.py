@@ -275,7 +275,7 @@ def test_grouped_masked_bf16_in_a_cuda_graph():
     """The masked layout as decode runs it: captured once in a CUDA graph, the counts
     changed on the device, replayed (its blocks find the live tiles from the new counts;
     the issue-45 shape's structure: 8 experts, 2 empty); bf16 output against each
-    expert's float32 product, row blocks past the counts unwritten."""
+    expert's float32 product, row blocks (of the tuned height) past the counts unwritten."""
     from fp8_blocks import dequantised_product, experts, masked_rows
     E, max_m, N, K = 8, 1024, 2048, 1024
     b, sb = experts(E, N, K, device="cuda")
@@ -290,6 +290,9 @@ def test_grouped_masked_bf16_in_a_cuda_graph():
     with torch.cuda.graph(g):
         c = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
     counts = [1000, 0, 513, 1024, 0, 1, 129, 700]
+    from tkc.torchops import grouped
+    from tkc.tune import bucket
+    bm = grouped.MASKED_TILE.choose((bucket(max_m), bucket(N)))["BM"]   # the height the op runs (tuned)
     groups.copy_(torch.tensor(counts, dtype=torch.int32, device="cuda"))
     c.fill_(7.0)
     g.replay()
@@ -298,7 +301,7 @@ def test_grouped_masked_bf16_in_a_cuda_graph():
         if m:
             want = dequantised_product(a[e, :m], b[e], sa[e, :m], sb[e], torch.float32)
             assert float((c[e, :m].float() - want).norm() / want.norm()) < 2 ** -8
-        assert (c[e, -(-m // 128) * 128:] == 7).all()
+        assert (c[e, -(-m // bm) * bm:] == 7).all()
 
 
 def test_grouped_masked_192_row_tiles():

@@ -22,8 +22,8 @@ from tkc.torchops import checks, grouped as op  # noqa: E402
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_kernel", lambda out, masked:
-                        interpreted((grouped_masked if masked else grouped_contiguous)(out)))
+    monkeypatch.setattr(op, "_kernel", lambda out, masked, BM=128:
+                        interpreted(grouped_masked(out, BM=BM) if masked else grouped_contiguous(out)))
 
 
 def expert_product(a, sa, b, sb, e):
@@ -90,11 +90,12 @@ def test_masked_live_tiles_only(cpu_ops, counts, out_dtype):
         assert (marked[e, live:] == 7).all() and (marked[e, :n] != 7).all()
 
 
-def test_masked_192_row_tiles(monkeypatch):
-    """The kernel at the other tuned tile height: 192 rows, three consumer warpgroups; an
-    expert has ceil(count / 192) row blocks (193 rows: two, the second of one row)."""
-    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_kernel", lambda out, masked: interpreted(grouped_masked(out, BM=192)))
+def test_masked_192_row_tiles(cpu_ops, monkeypatch):
+    """The kernel at the other tuned tile height, as the op runs a table's
+    pick of it: 192 rows, three consumer warpgroups; an expert has ceil(count
+    / 192) row blocks (193 rows: two, the second of one row)."""
+    picked = []
+    monkeypatch.setattr(op.MASKED_TILE, "choose", lambda key, args=None: picked.append(key) or {"BM": 192})
     counts, max_m, N, K = [193, 0, 100], 400, 136, 128
     b, sb = experts(3, N, K, seed=9)
     a, sa, groups = masked_rows(counts, max_m, K, seed=4)
@@ -104,7 +105,8 @@ def test_masked_192_row_tiles(monkeypatch):
             want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
             assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
     marked = torch.full((3, max_m, N), 7.0)
-    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    assert picked == [(512, 256)]                       # max_m 400, N 136: their buckets
+    op._kernel("f32", True, 192)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
     assert (marked[0, 384:] == 7).all() and (marked[1] == 7).all() and (marked[2, 192:] == 7).all()
     assert (marked[0, :193] != 7).all() and (marked[2, :100] != 7).all()
 
@@ -154,3 +156,17 @@ def test_repeated_eager_calls_run_the_kept_plan(tmp_path, monkeypatch):
         assert len(op._plain.plans) == 1 and cuda.state.launches == 3
         with pytest.raises(tkc.diagnostics.TkcError, match="out_dtype"):
             tkc.grouped_scaled_mm(a, b, sa, sb, groups, out_dtype=torch.float16)
+
+
+def test_the_masked_tile_height_is_tuned_and_prebuilt():
+    """tkc.grouped_scaled_mm.masked_tile: 128 (the default, a key no table
+    has) or 192 rows, each a library kernel at both outputs; the contiguous
+    layout's blocks are 128 rows by definition, its kernel one."""
+    from tkc.kernels import library
+    assert [c["BM"] for c in op.MASKED_TILE.candidates()] == [128, 192]
+    assert op.MASKED_TILE.choose((3, 5))["BM"] == 128
+    built = {k.artifact_key() for k in library()}
+    for out in ("bf16", "f32"):
+        assert op._kernel(out, False).artifact_key() in built
+        for c in op.MASKED_TILE.candidates():
+            assert op._kernel(out, True, c["BM"]).artifact_key() in built

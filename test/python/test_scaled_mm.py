@@ -21,6 +21,7 @@ E4M3 = torch.float8_e4m3fn
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "sms", lambda device: 132)   # the H200's: the tile height's key
     monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=256, fast=False, BM=128:
                         interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast, BM=BM)))
 
@@ -147,3 +148,22 @@ def test_every_tuned_tile_is_prebuilt():
         for c in op.FAST_TILE.candidates():
             for rowwise in (False, True):
                 assert op._kernel(out, rowwise, c["BN"], True).artifact_key() in built
+
+
+def test_the_tile_height_is_keyed_by_waves():
+    """tkc.scaled_mm.tile's key is the waves of work items each height makes
+    on the GPU's SMs: shapes whose 192-row items round up to fewer waves
+    than a bucket of M would say get keys of their own, and the tuning's
+    examples hold one C for every key a C up to 16k x 16k can make."""
+    assert op._height_key(2100, 4096, 132) == (5, 3)     # 544 items of 128 rows, 352 of 192
+    assert op._height_key(1000, 4096, 132) == (2, 2)
+    assert op._height_key(4000, 4096, 132) == (8, 6)
+    assert op._height_key(2100, 4096, 66) == (9, 6)      # another GPU, other waves
+    assert op._height_key(16384, 16384, 132) == (op.MANY + 1,)
+    shapes = op._height_shapes(132)
+    keys = [op._height_key(m, n, 132) for m, n in shapes]
+    assert len(set(keys)) == len(keys)
+    for m in range(1, 16385, 37):
+        for n in (512, 4096, 7000, 16384):
+            assert op._height_key(m, n, 132) in keys
+    assert op.TILE.choose((999, 999))["BM"] == 128      # a key no table has: the default

@@ -22,6 +22,7 @@ from tkc.torchops import checks, scaled as op  # noqa: E402
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(op, "sms", lambda device: 132)   # the H200's: the tile height's key
     monkeypatch.setattr(op, "_block_kernel", lambda out, BM=128: interpreted(scaled_mm_blockwise(out, BM=BM)))
     monkeypatch.setattr(op, "_kernel", lambda out, rowwise, BN=128, fast=False, BM=128:     # per tensor, to compare
                         interpreted(scaled_mm_hopper(out, rowwise, BN=128, fast_accum=fast, BM=BM)))

@@ -277,9 +277,9 @@ def _blocks(t, rows):
 def fp8():
     """tkc.quantize_fp8; tkc.scaled_mm with per-tensor, row-wise and block scales at both
     tile heights (the tuned pick replaced by each in turn) and with use_fast_accum; the grouped
-    GEMM in both layouts, an empty expert included. Ragged M and N, K over several blocks."""
+    GEMM in both layouts (masked at both heights), an empty expert included. Ragged M and N, K over several blocks."""
     import tkc
-    from tkc.torchops import plans, scaled
+    from tkc.torchops import grouped, plans, scaled
     e4, M, N, K = torch.float8_e4m3fn, 200, 264, 384
     x = torch.randn(M, K, device="cuda").bfloat16()
     q, s = tkc.quantize_fp8(x)
@@ -314,12 +314,18 @@ def fp8():
     for e, (qr, sr) in enumerate(rows):
         qa[e, :counts[e]], sa[e, :, :counts[e]] = qr, sr.t()
     i32 = lambda v: torch.tensor(v, device="cuda", dtype=torch.int32)  # noqa: E731
-    c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
-    for e, m in enumerate(counts):
-        if m:
-            qr, sr = rows[e]
-            want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-            report(f"grouped masked expert {e}", rel(c[e, :m], want), 1e-3)
+    real = grouped.MASKED_TILE.choose
+    for bm in (128, 192):   # the masked kernel at each height (the tuned pick replaced)
+        grouped.MASKED_TILE.choose = lambda key, bm=bm: {"BM": bm}
+        plans.forget()
+        c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
+        for e, m in enumerate(counts):
+            if m:
+                qr, sr = rows[e]
+                want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
+                report(f"grouped masked BM {bm} expert {e}", rel(c[e, :m], want), 1e-3)
+    grouped.MASKED_TILE.choose = real
+    plans.forget()
     blocks = [-(-m // 128) for m in counts]
     qa2 = torch.zeros(sum(blocks) * 128, K, device="cuda").to(e4)
     sa2 = torch.zeros(K // 128, sum(blocks) * 128, device="cuda")

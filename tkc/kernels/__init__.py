@@ -123,8 +123,10 @@ def library():
           for bn, fast, bm in [(PROMOTED_BN, False, h) for h in HEIGHTS] + [(w, True, 128) for w in FAST_WIDTHS]),
         # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
         *(scaled_mm_blockwise(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
-        # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts
-        *(build(out) for build in (grouped_contiguous, grouped_masked) for out in ("bf16", "f32")),
+        # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts (the masked at each
+        # height it tunes over)
+        *(grouped_contiguous(out) for out in ("bf16", "f32")),
+        *(grouped_masked(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
         quantize_fp8,
         # tkc.rotary_embedding at the common head dims, forward and backward (inverse)
         *(rotary(D, interleaved=i, inverse=inv) for D in (64, 128, 256) for i in (False, True)

@@ -39,7 +39,7 @@ from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
 from .eager import Op, plain_key, public
-from .plans import PlanCache, signature
+from .plans import PlanCache, signature, sms
 
 __all__ = ["scaled_mm"]
 E4M3, F32 = torch.float8_e4m3fn, torch.float32
@@ -83,17 +83,59 @@ def _key(a, b, sa, sb, c) -> tuple:
     return _mn_key(c.shape[-2], c.shape[-1])
 
 
+MANY = 32   # waves of 128-row items from which the key is one: the taller tile's share wins
+
+
+def _height_key(M: int, N: int, sms: int) -> tuple:
+    """What the tile height depends on: how many waves (one work item an SM:
+    the blocks are persistent) C's items make at each height, for each wave
+    takes one item's time, full or not. A 192-row item does 1.5x a 128-row
+    one's work in ~1.3x its time (H200, block scales, K 7168), so 192 wins
+    unless its waves round up worse: M 2100 x N 4096, 5 waves of 128 against
+    3 of 192, ran 139 against 111 µs, M 1000 (2 waves either way) 60 against
+    75. Power-of-two buckets of M could not tell those apart. From MANY
+    waves of 128 rows on, one key."""
+    cols = -(-N // PROMOTED_BN)
+    waves = tuple(-(-(-(-M // h) * cols) // sms) for h in HEIGHTS)
+    return waves if waves[0] <= MANY else (MANY + 1,)
+
+
+def _tile_key(a, b, sa, sb, c) -> tuple:
+    return _height_key(c.shape[-2], c.shape[-1], sms(c.device))
+
+
 def _mn_key(M: int, N: int) -> tuple:
     return bucket(M), bucket(N)
 
 
+def _example(m: int, n: int):
+    return lambda: [torch.randn(m, 4096, device="cuda").to(E4M3).view(1, 1, m, 4096),
+                    torch.randn(n, 4096, device="cuda").to(E4M3).view(1, 1, n, 4096),
+                    torch.ones(1, 1, 1, 1, device="cuda"), torch.ones(1, 1, 1, 1, device="cuda"),
+                    torch.empty(1, 1, m, n, device="cuda", dtype=torch.bfloat16)]
+
+
 def _examples() -> list:
-    def make(m, n, k):
-        return lambda: [torch.randn(m, k, device="cuda").to(E4M3).view(1, 1, m, k),
-                        torch.randn(n, k, device="cuda").to(E4M3).view(1, 1, n, k),
-                        torch.ones(1, 1, 1, 1, device="cuda"), torch.ones(1, 1, 1, 1, device="cuda"),
-                        torch.empty(1, 1, m, n, device="cuda", dtype=torch.bfloat16)]
-    return [make(m, n, 4096) for m in (1024, 2048, 4096, 8192) for n in (1024, 4096, 8192)]
+    return [_example(m, n) for m in (1024, 2048, 4096, 8192) for n in (1024, 4096, 8192)]
+
+
+WIDTHS = (4096, 7168, 8192, 2048, 1024, 3072, 6144, 5120, 12288, 16384)   # C's columns, common first
+
+
+def _height_shapes(sms: int) -> list:
+    """One C (rows, columns) per key of _height_key on a GPU of sms SMs: the
+    middle of the rows (64-row steps up to 16k: both heights' item counts
+    change only there) that make the key, at the first width that has it,
+    WIDTHS before the other multiples of 128 up to 16k."""
+    found: dict = {}
+    for n in (*WIDTHS, *range(128, 16385, 128)):
+        for m in range(64, 16385, 64):
+            found.setdefault(_height_key(m, n, sms), {}).setdefault(n, []).append(m)
+    return [(rows[len(rows) // 2], n) for by_n in found.values() for n, rows in list(by_n.items())[:1]]
+
+
+def _height_examples() -> list:
+    return [_example(m, n) for m, n in _height_shapes(sms(torch.device("cuda")))]   # K 4096
 
 
 # use_fast_accum's tile width, tuned per GPU (tkc/tune/tables), as
@@ -106,10 +148,10 @@ FAST_TILE = autotune(space={"BN": list(FAST_WIDTHS)}, key=_key, name="tkc.scaled
 # The promoted kernels' tile height (per-tensor, row-wise and block scales
 # alike: one structure, tuned on the per-tensor one): 192 rows (three
 # consumer warpgroups) share each 128-wide B tile among more output, 128 make
-# more items where C is small (H200: 192 from 4096 x 8192 up; 128 below, by
-# up to 1.27x at 1024 x 1024), so an untuned key takes 128.
-TILE = autotune(space={"BM": list(HEIGHTS)}, key=_key, name="tkc.scaled_mm.tile",
-                examples=_examples)(lambda BM: _kernel("bf16", False, PROMOTED_BN, False, BM))
+# more items where C is small; keyed by the waves each height makes
+# (_height_key), so an untuned key takes 128.
+TILE = autotune(space={"BM": list(HEIGHTS)}, key=_tile_key, name="tkc.scaled_mm.tile",
+                examples=_height_examples)(lambda BM: _kernel("bf16", False, PROMOTED_BN, False, BM))
 
 
 def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
@@ -118,7 +160,7 @@ def _plan(a: Tensor, b: Tensor, sa: Tensor, sb: Tensor, out_dtype, fast: bool):
     rowwise = kind != "tensor"
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb: torch.zeros(M, N, device=a.device, dtype=out_dtype)
-    bm = 128 if fast else TILE.choose(_mn_key(M, N))["BM"]
+    bm = 128 if fast else TILE.choose(_height_key(M, N, sms(a.device)))["BM"]
     if kind == "block":
         return _block_plan(a, b, sa, sb, out_dtype, bm)
     bn = FAST_TILE.choose(_mn_key(M, N))["BN"] if fast else PROMOTED_BN
