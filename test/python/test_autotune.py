@@ -296,8 +296,9 @@ def test_a_fallback_for_keys_no_table_holds(cache):
 
 def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch, capsys):
     """`tkc tune` over several keys: one whose tuning fails (its default does
-    not build, say) is reported and the others are still tuned; the command
-    then exits 1 and names it."""
+    not build, say) or whose example cannot be made (a kernel it needs is not
+    in the offline cache) is reported and the others are still tuned; the
+    command then exits 1 and names them."""
     src = tmp_path / "two_spaces.py"
     src.write_text(textwrap.dedent('''
         import tkc
@@ -317,6 +318,14 @@ def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch
         @tkc.autotune(space={"R": [16, 32]}, name="t.good", examples=lambda: [[2]])
         def good(R):
             return make(R, "cli_good")
+
+        def unmade():   # an example that needs a kernel the offline cache lacks
+            from tkc.diagnostics import TkcError
+            raise TkcError("no artifact for kernel 'cli_unmade_16' and TKC_OFFLINE=1 forbids compiling here")
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.unmade", examples=lambda: [unmade])
+        def unmade_space(R):
+            return make(R, "cli_unmade")
     '''))
     from tkc.tune import cli
     from tkc.tune.measure import Result
@@ -330,6 +339,7 @@ def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch
     monkeypatch.setattr(Autotuned, "tune", tune)
     assert cli.main([str(src)]) == 1
     out = capsys.readouterr()
-    assert "t.good" in out.out and "1 key(s) not tuned" in out.out and "t.bad: " in out.out
+    assert "t.good" in out.out and "2 key(s) not tuned" in out.out and "t.bad: " in out.out
+    assert "t.unmade: " in out.out and "[-] t.unmade" in out.err
     assert "1.00    2.0%" in out.out   # the best's µs and its spread over the rounds
     assert "[1] t.good" in out.err and "[-] t.bad" in out.err

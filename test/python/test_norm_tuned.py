@@ -107,6 +107,7 @@ def cpu_norms(monkeypatch):
     from tkc.kernels.norm_grads import norm_grads
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
     monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
+    monkeypatch.setattr(norm_plans, "resident", lambda kernel, device: 2)   # blocks an SM holds
     monkeypatch.setattr(norm_plans, "norm_grads", lambda planes: _interpreted(norm_grads(planes)))
     return norm_plans
 

@@ -41,6 +41,7 @@ def cpu_ops(monkeypatch):
         _interpreted(k) for k in (layernorm_fwd(D, dropout, 4, residual),
                                   layernorm_bwd(D, dropout, 4, residual))))
     monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
+    monkeypatch.setattr(norm_plans, "resident", lambda kernel, device: 2)   # blocks an SM holds
     monkeypatch.setattr(norm_plans, "norm_grads", lambda planes: _interpreted(norm_grads(planes)))
     monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
         rotary_kernel(D, interleaved, inverse=inverse)))
@@ -626,6 +627,43 @@ def test_repeated_grad_calls_go_straight_to_their_run(cpu_ops, monkeypatch):
     dx, = torch.autograd.grad(tkc.rotary_embedding(xg, cos, sin), xg,  # the kept run's
                               dy.view(2, 16, 4, 64).requires_grad_(), create_graph=True)
     assert dx.grad_fn is not None  # backward skips to its plan only outside grad mode
+
+
+def test_the_norm_backward_grid_is_what_the_sms_hold(cpu_ops, monkeypatch):
+    """The backward's blocks loop over the rows, one partial-sum row a block:
+    as many blocks as the SMs hold at once (plans.resident, the driver's
+    occupancy calculator: here 3 on each of 2 SMs), and the gradients are
+    right at that grid."""
+    monkeypatch.setattr(norm_plans, "resident", lambda kernel, device: 3)
+    made = norm_plans.norm_grads
+    rows = []
+
+    class Seen:   # norm_grads(planes) whose prepare records the partials' shape
+        def __init__(self, planes):
+            self.kernel = made(planes)
+
+        def prepare(self, part, out):
+            rows.append(tuple(part.shape))
+            return self.kernel.prepare(part, out)
+    monkeypatch.setattr(norm_plans, "norm_grads", Seen)
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(13, 256, generator=g).to(BF).requires_grad_()
+    w, b = (1 + 0.1 * torch.randn(256, generator=g)).to(BF).requires_grad_(), torch.randn(256, generator=g).to(BF)
+    b.requires_grad_()
+    y = tkc.layer_norm(x, w, b)
+    ref = torch.nn.functional.layer_norm(x.double(), (256,), w.double(), b.double())
+    assert grads_match(y, ref, torch.randn(13, 256, generator=g).to(BF), (x, w, b), 2e-2)
+    assert rows == [(2, 6, 256)]
+
+
+def test_resident_blocks_asks_the_driver():
+    """Kernel.resident_blocks: the occupancy calculator's answer for the loaded function
+    (the fake driver's: 2), kept per device."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.kernels.norm_grads import norm_grads as build
+    with fake_driver():
+        k = build(2)
+        assert k.resident_blocks(0) == 2 and k._launcher.residents == {0: 2}
 
 
 @pytest.mark.parametrize("wanted", ["x", "w", "b", "xwb"])

@@ -59,6 +59,8 @@ def fake_cuda():
         cuModuleLoadData=lambda image: (ok, _Handle(1)),
         cuModuleGetFunction=lambda module, name: (ok, _Handle(2)),
         cuFuncSetAttribute=lambda *args: (ok,),
+        # two blocks an SM (a real one's count comes from registers and shared memory)
+        cuOccupancyMaxActiveBlocksPerMultiprocessor=lambda fn, threads, shared: (ok, 2),
         cuLaunchKernelEx=launch,
         CUlaunchAttribute=_Struct, CUlaunchConfig=_Struct, CUlaunchAttributeID=_Anything(),
         cuTensorMapEncodeTiled=lambda *args: (ok, _TensorMap()),

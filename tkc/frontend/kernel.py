@@ -231,6 +231,16 @@ class Kernel:
             self._launcher = launcher_of(self.build())
         return self._launcher.prepare(args, bound)
 
+    def resident_blocks(self, device: int = 0) -> int:
+        """How many blocks of this kernel one SM of cuda:device holds at once
+        (the driver's occupancy calculator: its registers, shared memory and
+        threads): the grid a kernel that loops over its work takes to fill
+        the GPU is that many times the SMs."""
+        if self._launcher is None:
+            from ..runtime.launch import launcher as launcher_of
+            self._launcher = launcher_of(self.build())
+        return self._launcher.resident(device)
+
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in
         place), as compiled: after the tile pipeline (traced and passed once

@@ -121,6 +121,14 @@ def multiprocessors(ordinal: int) -> int:
     return call("cuDeviceGetAttribute", attr, call("cuDeviceGet", ordinal))
 
 
+def resident(fn: Function, threads: int, shared_bytes: int) -> int:
+    """Blocks of fn (threads each, shared_bytes of dynamic shared memory) one
+    SM holds at once: the driver's occupancy calculator (registers, shared
+    memory, threads and blocks an SM)."""
+    context(fn.device)
+    return call("cuOccupancyMaxActiveBlocksPerMultiprocessor", fn.handle, threads, shared_bytes)
+
+
 def _shared_optin_limit(ordinal: int) -> int:
     attr = api().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
     return call("cuDeviceGetAttribute", attr, call("cuDeviceGet", ordinal))

@@ -62,6 +62,7 @@ class Launcher:
         self.cluster = tuple(m["cluster"])
         self.layout = Layout(self.signature.kinds, len(m["tensor_maps"]))
         self.functions: dict[int, driver.Function] = {}
+        self.residents: dict[int, int] = {}   # device -> blocks an SM holds (resident)
         self.plans: dict = {}
         self.frames: dict = {}
         _launchers.add(self)
@@ -70,6 +71,7 @@ class Launcher:
         """Forget what the driver made: loaded functions and packed frames
         (their tensor maps). For a change of driver (tkc.bench.fake_driver)."""
         self.functions.clear()
+        self.residents.clear()
         self.frames.clear()
 
     def __call__(self, args, stream=None) -> None:
@@ -159,6 +161,15 @@ class Launcher:
             raise TkcError(f"kernel '{self.kernel}': grid {grid} is not a multiple of "
                            f"its cluster shape {self.cluster}")
         return grid
+
+    def resident(self, device: int) -> int:
+        """Blocks of the kernel one SM of the device holds at once (kept)."""
+        n = self.residents.get(device)
+        if n is None:
+            fn = self.functions.get(device) or self._load(device)
+            threads = self.block[0] * self.block[1] * self.block[2]
+            n = self.residents[device] = driver.resident(fn, threads, self.shared)
+        return n
 
     def _load(self, device: int) -> driver.Function:
         major, minor = driver.compute_capability(device)

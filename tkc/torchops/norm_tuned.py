@@ -82,10 +82,12 @@ def lane_split(rms: bool, kind: str, D: int, dropout: bool, residual: bool = Tru
 
 def _example(rms: bool, kind: str, D: int, dropout: bool, residual: bool, N: int = 16384) -> list:
     """One call's kernel arguments on the GPU, as norm_plans makes them
-    (tkc/kernels/layernorm.py's order): N rows of D, 2 partial-sum rows an SM."""
+    (tkc/kernels/layernorm.py's order): N rows of D; the backward's partial sums one
+    row a block of the default's grid (as many as the SMs hold of it), which every
+    candidate runs (one that fits fewer blocks an SM runs a second wave)."""
     import torch
 
-    from tkc.torchops.plans import sms
+    from tkc.torchops.plans import resident, sms
     bf = lambda: torch.randn(N, D, device="cuda").to(torch.bfloat16)  # noqa: E731
     row = lambda: torch.randn(1, D, device="cuda").to(torch.bfloat16)  # noqa: E731
     stat = lambda: torch.rand(1, N, device="cuda") + 0.5  # noqa: E731
@@ -95,7 +97,8 @@ def _example(rms: bool, kind: str, D: int, dropout: bool, residual: bool, N: int
     if kind == "fwd":
         return [bf(), *res, row(), *([] if rms else [row()]), bf(), *([bf()] if residual else []),
                 *mean, stat(), p, 1e-5, 1, 0]
-    blocks = 2 * sms(torch.device("cuda"))
+    dev = torch.device("cuda")   # the default's grid (norm_plans: the blocks the SMs hold)
+    blocks = sms(dev) * resident(BUILDERS[rms, kind](D, dropout, WARPS, residual), dev)
     parts = [torch.empty(blocks, D, device="cuda") for _ in range(1 if rms else 2)]
     dres = [bf()] if residual and dropout else []
     return [bf(), *res, bf(), row(), *mean, stat(), bf(), *dres, *parts, p, 1, 0]

@@ -124,3 +124,10 @@ def scratch(device: torch.device, numel: int, slot: str) -> Tensor:
 def sms(device: torch.device) -> int:
     """The device's SM count, which plans size grids and tiles by."""
     return multiprocessors(device.index or 0)
+
+
+def resident(kernel, device: torch.device) -> int:
+    """Blocks of kernel one SM of device holds at once (Kernel.resident_blocks:
+    the driver's occupancy calculator), which a kernel that loops over its
+    work takes sms(device) times to fill the GPU."""
+    return kernel.resident_blocks(device.index or 0)

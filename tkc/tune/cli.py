@@ -53,10 +53,10 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
             continue
         for i, example in enumerate(examples):
-            made = example() if callable(example) else example
-            try:
+            try:   # a key whose example or default cannot be made (offline: not built) is skipped
+                made = example() if callable(example) else example
                 result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
-            except TkcError as e:   # this key cannot be tuned (its default does not build): the rest can
+            except TkcError as e:   # this key cannot be tuned: the rest can
                 failed.append(f"{tuned.name}: {e}")
                 sys.stderr.write(f"[-] {failed[-1]}\n")
                 continue
