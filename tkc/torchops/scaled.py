@@ -86,7 +86,7 @@ def _key(a, b, sa, sb, c) -> tuple:
 MANY = 32   # waves of 128-row items from which the key is one: the taller tile's share wins
 
 
-def _height_key(M: int, N: int, sms: int) -> tuple:
+def _height_key(M: int, N: int, sm_count: int) -> tuple:
     """What the tile height depends on: how many waves (one work item an SM:
     the blocks are persistent) C's items make at each height, for each wave
     takes one item's time, full or not. A 192-row item does 1.5x a 128-row
@@ -96,7 +96,7 @@ def _height_key(M: int, N: int, sms: int) -> tuple:
     75. Power-of-two buckets of M could not tell those apart. From MANY
     waves of 128 rows on, one key."""
     cols = -(-N // PROMOTED_BN)
-    waves = tuple(-(-(-(-M // h) * cols) // sms) for h in HEIGHTS)
+    waves = tuple(-(-(-(-M // h) * cols) // sm_count) for h in HEIGHTS)
     return waves if waves[0] <= MANY else (MANY + 1,)
 
 
@@ -122,15 +122,15 @@ def _examples() -> list:
 WIDTHS = (4096, 7168, 8192, 2048, 1024, 3072, 6144, 5120, 12288, 16384)   # C's columns, common first
 
 
-def _height_shapes(sms: int) -> list:
-    """One C (rows, columns) per key of _height_key on a GPU of sms SMs: the
+def _height_shapes(sm_count: int) -> list:
+    """One C (rows, columns) per key of _height_key on a GPU of sm_count SMs: the
     middle of the rows (64-row steps up to 16k: both heights' item counts
     change only there) that make the key, at the first width that has it,
     WIDTHS before the other multiples of 128 up to 16k."""
     found: dict = {}
     for n in (*WIDTHS, *range(128, 16385, 128)):
         for m in range(64, 16385, 64):
-            found.setdefault(_height_key(m, n, sms), {}).setdefault(n, []).append(m)
+            found.setdefault(_height_key(m, n, sm_count), {}).setdefault(n, []).append(m)
     return [(rows[len(rows) // 2], n) for by_n in found.values() for n, rows in list(by_n.items())[:1]]
 
 
