@@ -17,6 +17,7 @@ tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and quantisation
 attention's merge kernels (ring). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
+import contextlib
 import math
 import sys
 
@@ -274,35 +275,45 @@ def _blocks(t, rows):
     return (pad / s.repeat_interleave(rows, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)[:R], s
 
 
+@contextlib.contextmanager
+def _picked(space, config):
+    """Inside: every op runs `config` where the autotuned `space` would
+    choose (the plans made anew); after it, the tables' picks again."""
+    from tkc.torchops import plans
+    space.choose = lambda key, args=None: config
+    plans.forget()
+    try:
+        yield
+    finally:
+        del space.choose   # the method again
+        plans.forget()
+
+
 def fp8():
     """tkc.quantize_fp8; tkc.scaled_mm with per-tensor, row-wise and block scales at both
     tile heights (the tuned pick replaced by each in turn) and with use_fast_accum; the grouped
     GEMM in both layouts (masked at both heights), an empty expert included. Ragged M and N, K over several blocks."""
     import tkc
-    from tkc.torchops import grouped, plans, scaled
+    from tkc.torchops import grouped, scaled
     e4, M, N, K = torch.float8_e4m3fn, 200, 264, 384
     x = torch.randn(M, K, device="cuda").bfloat16()
     q, s = tkc.quantize_fp8(x)
     report("quantize_fp8", rel(q.float() * s.repeat_interleave(128, 1), x.float()), 0.07)
     a, bt = torch.randn(M, K, device="cuda").to(e4), torch.randn(N, K, device="cuda").to(e4)
     full = a.float() @ bt.float().t()
-    real = scaled.TILE.choose
-    for bm in (128, 192):
-        scaled.TILE.choose = lambda key, bm=bm: {"BM": bm}
-        plans.forget()
-        for kind, sa, sb in (("tensor", torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")),
-                             ("rowwise", torch.rand(M, 1, device="cuda"), torch.rand(1, N, device="cuda"))):
-            for fast in ((False, True) if bm == 128 else (False,)):
-                c = tkc.scaled_mm(a, bt.t(), sa, sb, use_fast_accum=fast)
-                report(f"scaled_mm {kind} BM {bm} fast={fast}", rel(c, full * sa * sb), 1e-2)
-        xf, wf = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
-        (qa, sa), (qb, sb) = _blocks(xf, 1), _blocks(wf, 128)
-        c = tkc.scaled_mm(qa, qb.t(), sa.t().contiguous().t(), sb.t(), out_dtype=torch.float32)
-        deq = (qa.float() * sa.repeat_interleave(128, 1)) @ (qb.float() * sb.repeat_interleave(128, 0)
-                                                            .repeat_interleave(128, 1)[:N]).t()
-        report(f"scaled_mm block scales BM {bm}", rel(c, deq), 1e-3)
-    scaled.TILE.choose = real
-    plans.forget()
+    for bm in (128, 192):   # each tile height, the tuned pick replaced
+        with _picked(scaled.TILE, {"BM": bm}):
+            for kind, sa, sb in (("tensor", torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")),
+                                 ("rowwise", torch.rand(M, 1, device="cuda"), torch.rand(1, N, device="cuda"))):
+                for fast in ((False, True) if bm == 128 else (False,)):
+                    c = tkc.scaled_mm(a, bt.t(), sa, sb, use_fast_accum=fast)
+                    report(f"scaled_mm {kind} BM {bm} fast={fast}", rel(c, full * sa * sb), 1e-2)
+            xf, wf = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
+            (qa, sa), (qb, sb) = _blocks(xf, 1), _blocks(wf, 128)
+            c = tkc.scaled_mm(qa, qb.t(), sa.t().contiguous().t(), sb.t(), out_dtype=torch.float32)
+            deq = (qa.float() * sa.repeat_interleave(128, 1)) @ (qb.float() * sb.repeat_interleave(128, 0)
+                                                                .repeat_interleave(128, 1)[:N]).t()
+            report(f"scaled_mm block scales BM {bm}", rel(c, deq), 1e-3)
     E, counts = 3, (37, 0, 130)
     w = [_blocks(torch.randn(N, K, device="cuda"), 128) for _ in range(E)]
     b = torch.stack([qb for qb, _ in w]).transpose(1, 2)                       # [E, K, N] column-major
@@ -314,18 +325,14 @@ def fp8():
     for e, (qr, sr) in enumerate(rows):
         qa[e, :counts[e]], sa[e, :, :counts[e]] = qr, sr.t()
     i32 = lambda v: torch.tensor(v, device="cuda", dtype=torch.int32)  # noqa: E731
-    real = grouped.MASKED_TILE.choose
-    for bm in (128, 192):   # the masked kernel at each height (the tuned pick replaced)
-        grouped.MASKED_TILE.choose = lambda key, bm=bm: {"BM": bm}
-        plans.forget()
-        c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
+    for bm in (128, 192):   # the masked kernel at each height
+        with _picked(grouped.MASKED_TILE, {"BM": bm}):
+            c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
         for e, m in enumerate(counts):
             if m:
                 qr, sr = rows[e]
                 want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
                 report(f"grouped masked BM {bm} expert {e}", rel(c[e, :m], want), 1e-3)
-    grouped.MASKED_TILE.choose = real
-    plans.forget()
     blocks = [-(-m // 128) for m in counts]
     qa2 = torch.zeros(sum(blocks) * 128, K, device="cuda").to(e4)
     sa2 = torch.zeros(K // 128, sum(blocks) * 128, device="cuda")

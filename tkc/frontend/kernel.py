@@ -226,20 +226,21 @@ class Kernel:
         prepared). bound: indices of arguments fixed to these values (the
         launch then takes the others only; the caller keeps bound tensors alive)."""
         self._check_arg_count(args)
-        if self._launcher is None:
-            from ..runtime.launch import launcher as launcher_of
-            self._launcher = launcher_of(self.build())
-        return self._launcher.prepare(args, bound)
+        return self._loaded().prepare(args, bound)
 
     def resident_blocks(self, device: int = 0) -> int:
         """How many blocks of this kernel one SM of cuda:device holds at once
         (the driver's occupancy calculator: its registers, shared memory and
         threads): the grid a kernel that loops over its work takes to fill
         the GPU is that many times the SMs."""
+        return self._loaded().resident(device)
+
+    def _loaded(self):
+        """The artifact's runtime launcher (built or fetched first), kept."""
         if self._launcher is None:
             from ..runtime.launch import launcher as launcher_of
             self._launcher = launcher_of(self.build())
-        return self._launcher.resident(device)
+        return self._launcher
 
     def interpret(self, *arrays):
         """Run on numpy arrays with the CPU interpreter (arrays updated in
