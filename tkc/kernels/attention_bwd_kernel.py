@@ -68,7 +68,11 @@ STAGES = 2                  # the Q/dO ring
 # BQ = 128: S^T and dP^T 64 registers each, the statistics 32 each).
 # Removing them was measured (H200, 2026-11-30, on f3dadde): swizzled offsets
 # XOR-ed at each access inside the loop and a 32-bit step division left no
-# spills but made the backward 3-8% slower at D = 64 and D = 128 alike.
+# spills but made the backward 3-8% slower at D = 64 and D = 128 alike. At D = 64,
+# BQ = 64 spills nothing (its producer given 32 registers, the consumers 232)
+# but ran 6-30% slower than BQ = 128 at every tuned key (H200, 2026-11-30): the
+# spills left are three loop-invariant shared addresses reloaded a step (L1)
+# and four epilogue values kept across the loop.
 SPILLS = 192
 
 

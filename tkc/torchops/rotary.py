@@ -51,8 +51,10 @@ _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(x, cos, sin)
 
 
 def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool = False) -> Tensor:
-    """x as the kernel takes it, cos, sin bf16 (rotary_embedding makes them
-    so: _taken); inverse: rotate by -theta (the backward's rotation)."""
+    """x in any layout (copied unless the kernel takes it: _taken, which an
+    eager call has applied already; a compiled graph hands its tensors as they
+    are), cos, sin bf16; inverse: rotate by -theta (the backward's rotation)."""
+    x = _taken(x)
     plan = _plans((signature(x, cos, sin), interleaved, inverse), x, cos, sin, interleaved, inverse)
     return plan(x, cos, sin)
 
@@ -94,9 +96,9 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
         return run(x, cos, sin)
     if not _fits(x, cos, sin):
         _explain(x, cos, sin)
+    if key is None:   # tracing: no pointer to read (_impl takes x as it is given)
+        return _rotary(x, _bf16(cos), _bf16(sin), interleaved, False)
     args = _taken(x), _bf16(cos), _bf16(sin)
-    if key is None:
-        return _rotary(*args, interleaved, False)
     plan = _plans((signature(*args), interleaved, False), *args, interleaved, False)
     if wants_grad(x, cos, sin):  # the autograd call, with this plan for the forward
         fwd = functools.partial(plan)  # (its own object: the backward's plan kept on it)

@@ -1,0 +1,183 @@
+"""What a model sees: a GPT-style transformer block built from tkc's ops
+beside the same block in PyTorch, called as a training loop calls it.
+
+    python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile] [--json FILE]
+
+The block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
+
+    h = LN1(x);  q, k, v = split(h W_qkv^T + b_qkv);  q, k = rope(q), rope(k)
+    x = x + attention(q, k, v) W_o^T + b_o;  x = x + GELU(LN2(x) W_1^T + b_1) W_2^T + b_2
+
+tkc's: tkc.layer_norm (the second one fused with the residual add, prenorm=True),
+tkc.linear (bias, and the GELU epilogue), tkc.rotary_embedding on the packed
+projection's q and k (strided views, no copy), tkc.attention on their
+[B, L, H, D] memory (its output in the same order: the reshape back is a view).
+PyTorch's: F.layer_norm, F.linear, F.gelu, SDPA and the rotation in torch ops.
+
+Per config and mode (forward without gradients; forward + backward), the
+median over `rounds` interleaved rounds of each side's ms per block call
+(CUDA events around a burst of eager calls, host time included) and the
+median ratio torch / tkc (> 1: tkc faster). --compile adds both blocks
+under torch.compile (tkc's ops are custom ops there). Before timing, the
+blocks' outputs and gradients are compared (relative error against the
+PyTorch block, both bf16).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from .timing import interleaved, median_ratio
+
+# name: (batch, tokens, model width, heads); head dim 128, MLP 4x wide
+CONFIGS = {"gpt-1.3b": (4, 2048, 2048, 16), "7b-width": (1, 4096, 4096, 32)}
+
+
+def parameters(D: int, device: str = "cuda") -> dict:
+    import torch
+    bf = torch.bfloat16
+
+    def w(*shape, scale):
+        return (torch.randn(*shape, device=device) * scale).to(bf).requires_grad_()
+
+    p = {"w_qkv": w(3 * D, D, scale=D ** -0.5), "w_o": w(D, D, scale=D ** -0.5),
+         "w1": w(4 * D, D, scale=D ** -0.5), "w2": w(D, 4 * D, scale=(4 * D) ** -0.5)}
+    for name, n in (("b_qkv", 3 * D), ("b_o", D), ("b1", 4 * D), ("b2", D)):
+        p[name] = w(n, scale=0.02)
+    for i in (1, 2):
+        p[f"ln{i}_w"] = (1 + 0.1 * torch.randn(D, device=device)).to(bf).requires_grad_()
+        p[f"ln{i}_b"] = w(D, scale=0.02)
+    return p
+
+
+def rope_tables(L: int, head_dim: int, device: str = "cuda"):
+    """cos, sin [L, head_dim / 2] (bf16), RoPE's frequencies (base 10000)."""
+    import torch
+    inv = 10000.0 ** (-torch.arange(0, head_dim, 2, device=device).float() / head_dim)
+    ang = torch.arange(L, device=device).float()[:, None] * inv[None, :]
+    return ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+
+
+def tkc_block(x, p, cos, sin, heads: int):
+    import tkc
+    B, L, D = x.shape
+    h = tkc.layer_norm(x, p["ln1_w"], p["ln1_b"])
+    qkv = tkc.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
+    q, k = (tkc.rotary_embedding(qkv[:, :, i], cos, sin) for i in (0, 1))
+    o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2), causal=True)
+    a = tkc.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
+    h, x = tkc.layer_norm(a, p["ln2_w"], p["ln2_b"], residual=x, prenorm=True)   # LN2(x + a), x + a
+    return x + tkc.linear(tkc.linear(h, p["w1"], p["b1"], activation="gelu"), p["w2"], p["b2"])
+
+
+def torch_block(x, p, cos, sin, heads: int):
+    import torch
+    import torch.nn.functional as F
+    B, L, D = x.shape
+    hd = D // heads
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+
+    def rope(t):   # pairs (i, i + hd / 2), as tkc.rotary_embedding's default
+        t1, t2 = t[..., :hd // 2], t[..., hd // 2:]
+        return torch.cat([t1 * c - t2 * s, t2 * c + t1 * s], -1)
+
+    h = F.layer_norm(x, (D,), p["ln1_w"], p["ln1_b"])
+    qkv = F.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, hd)
+    q, k = rope(qkv[:, :, 0]), rope(qkv[:, :, 1])
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2),
+                                       is_causal=True)
+    x = x + F.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
+    h = F.layer_norm(x, (D,), p["ln2_w"], p["ln2_b"])
+    return x + F.linear(F.gelu(F.linear(h, p["w1"], p["b1"])), p["w2"], p["b2"])
+
+
+def _rel(a, b) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm())
+
+
+def check(config: str) -> dict:
+    """Relative errors of tkc's block against PyTorch's: output, dx, and the weights' gradients."""
+    import torch
+    B, L, D, H = CONFIGS[config]
+    torch.manual_seed(0)
+    p, (cos, sin) = parameters(D), rope_tables(L, D // H)
+    x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16)
+    grads = {}
+    for side, block in (("tkc", tkc_block), ("torch", torch_block)):
+        x.grad = None
+        for t in p.values():
+            t.grad = None
+        y = block(x, p, cos, sin, H)
+        y.backward(dy)
+        grads[side] = {"y": y.detach(), "dx": x.grad.clone(), **{n: t.grad.clone() for n, t in p.items()}}
+    return {n: round(_rel(grads["tkc"][n], grads["torch"][n]), 5) for n in grads["tkc"]}
+
+
+def _ms(fn, calls: int) -> float:
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
+def measure(configs=tuple(CONFIGS), rounds: int = 5, compiled: bool = False, calls: int = 10) -> list[dict]:
+    import torch
+    out = []
+    for config in configs:
+        B, L, D, H = CONFIGS[config]
+        errors = check(config)
+        print(json.dumps({"config": config, "rel_err": errors}), flush=True)
+        p, (cos, sin) = parameters(D), rope_tables(L, D // H)
+        x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        dy = torch.randn_like(x)
+        for wrap in ((None, "torch.compile") if compiled else (None,)):
+            mine, theirs = ((torch.compile(f) if wrap else f) for f in (tkc_block, torch_block))
+            for mode in ("forward", "fwd+bwd"):
+                if mode == "forward":
+                    def run(block):
+                        def call():
+                            with torch.no_grad():
+                                block(x, p, cos, sin, H)
+                        return call
+                else:
+                    def run(block):
+                        return lambda: block(x, p, cos, sin, H).backward(dy)
+                fns = {"tkc": run(mine), "torch": run(theirs)}
+                for fn in fns.values():
+                    for _ in range(3):   # compiles, builds plans, loads kernels
+                        fn()
+                torch.cuda.synchronize()
+                ms = interleaved(fns, rounds, timer=lambda fn: _ms(fn, calls))
+                row = {"config": config, "shape": f"B{B} L{L} D{D} H{H}", "mode": mode,
+                       "compiled": bool(wrap), "tkc_ms": round(statistics.median(ms["tkc"]), 3),
+                       "torch_ms": round(statistics.median(ms["torch"]), 3),
+                       "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}
+                out.append(row)
+                print(json.dumps(row), flush=True)
+        del p, x, dy
+        torch.cuda.empty_cache()
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--compile", action="store_true", help="also both blocks under torch.compile")
+    ap.add_argument("--json")
+    opts = ap.parse_args(argv)
+    result = measure(opts.config, opts.rounds, opts.compile)
+    if opts.json:
+        with open(opts.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
