@@ -1,7 +1,7 @@
 """What a model sees: a GPT-style transformer block built from tkc's ops
 beside the same block in PyTorch, called as a training loop calls it.
 
-    python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile] [--json FILE]
+    python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile [MODE ...]] [--json FILE]
 
 The block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
 
@@ -18,7 +18,8 @@ Per config and mode (forward without gradients; forward + backward), the
 median over `rounds` interleaved rounds of each side's ms per block call
 (CUDA events around a burst of eager calls, host time included) and the
 median ratio torch / tkc (> 1: tkc faster). --compile adds both blocks
-under torch.compile (tkc's ops are custom ops there). Before timing, the
+under torch.compile in each MODE ("default", "reduce-overhead": inductor's
+CUDA graphs, ...; tkc's ops are custom ops there). Before timing, the
 blocks' outputs and gradients are compared (relative error against the
 PyTorch block, both bf16).
 """
@@ -127,7 +128,7 @@ def _ms(fn, calls: int) -> float:
     return start.elapsed_time(end) / calls
 
 
-def measure(configs=tuple(CONFIGS), rounds: int = 5, compiled: bool = False, calls: int = 10) -> list[dict]:
+def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10) -> list[dict]:
     import torch
     out = []
     for config in configs:
@@ -137,8 +138,9 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, compiled: bool = False, cal
         p, (cos, sin) = parameters(D), rope_tables(L, D // H)
         x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         dy = torch.randn_like(x)
-        for wrap in ((None, "torch.compile") if compiled else (None,)):
-            mine, theirs = ((torch.compile(f) if wrap else f) for f in (tkc_block, torch_block))
+        for wrap in (None, *modes):
+            torch._dynamo.reset()
+            mine, theirs = ((torch.compile(f, mode=wrap) if wrap else f) for f in (tkc_block, torch_block))
             for mode in ("forward", "fwd+bwd"):
                 if mode == "forward":
                     def run(block):
@@ -151,12 +153,12 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, compiled: bool = False, cal
                         return lambda: block(x, p, cos, sin, H).backward(dy)
                 fns = {"tkc": run(mine), "torch": run(theirs)}
                 for fn in fns.values():
-                    for _ in range(3):   # compiles, builds plans, loads kernels
+                    for _ in range(3):   # compiles (records CUDA graphs), builds plans, loads kernels
                         fn()
                 torch.cuda.synchronize()
                 ms = interleaved(fns, rounds, timer=lambda fn: _ms(fn, calls))
                 row = {"config": config, "shape": f"B{B} L{L} D{D} H{H}", "mode": mode,
-                       "compiled": bool(wrap), "tkc_ms": round(statistics.median(ms["tkc"]), 3),
+                       "compiled": wrap or "eager", "tkc_ms": round(statistics.median(ms["tkc"]), 3),
                        "torch_ms": round(statistics.median(ms["torch"]), 3),
                        "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}
                 out.append(row)
@@ -170,10 +172,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", nargs="*", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--compile", action="store_true", help="also both blocks under torch.compile")
+    ap.add_argument("--compile", nargs="*", metavar="MODE",
+                    help="also both blocks under torch.compile, in each mode (none given: default)")
     ap.add_argument("--json")
     opts = ap.parse_args(argv)
-    result = measure(opts.config, opts.rounds, opts.compile)
+    modes = () if opts.compile is None else tuple(opts.compile) or ("default",)
+    result = measure(opts.config, opts.rounds, modes)
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump(result, f, indent=1)
