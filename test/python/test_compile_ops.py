@@ -105,3 +105,16 @@ CALLS = {
 def test_each_op_compiles_without_graph_breaks(name):
     fn, backward = CALLS[name]
     assert _same_launches(fn, backward) >= 1
+
+
+def test_the_block_compiles_with_dynamic_shapes():
+    """dynamic=True: the sequence length a symbol, the ops' checks and fake
+    implementations on symbolic sizes; one graph serves two lengths."""
+    p = model.parameters(256, "cpu")
+    torch._dynamo.reset()
+    compiled = torch.compile(model.tkc_block, backend="aot_eager", fullgraph=True, dynamic=True)
+    for L in (64, 192):
+        cos, sin = model.rope_tables(L, 128, "cpu")
+        x = _rnd(2, L, 256, grad=True)
+        assert _launches(lambda: compiled(x, p, cos, sin, 2), True) == \
+            _launches(lambda: model.tkc_block(x, p, cos, sin, 2), True)
