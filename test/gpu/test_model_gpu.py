@@ -1,5 +1,5 @@
-"""A transformer block built from tkc's ops (tkc.bench.model) on the GPU:
-against the same block in PyTorch, forward and backward; under torch.compile
+"""Transformer blocks built from tkc's ops (tkc.bench.model) on the GPU:
+against the same blocks in PyTorch, forward and backward; under torch.compile
 (inductor, and its CUDA graphs: mode="reduce-overhead"); captured whole in a
 CUDA graph. The block's shapes are the prebuilt ones (D 1024, head dim 128)."""
 import pytest
@@ -37,6 +37,18 @@ def run(fn, p, cos, sin, x, dy):
 def test_block_matches_pytorch(block):
     mine, ref = run(model.tkc_block, *block), run(model.torch_block, *block)
     errors = [rel(a, b) for a, b in zip(mine, ref) if b.norm() > 0]
+    assert max(errors) < 2e-2, errors
+
+
+def test_llama_block_matches_pytorch():
+    """RMSNorm, GQA (8 heads on 2), SwiGLU through linear's SiLU epilogue."""
+    torch.manual_seed(2)
+    p, (cos, sin) = model.llama_parameters(D, H, kv_heads=2, ffn=2816), model.rope_tables(L, D // H)
+    x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn_like(x)
+    mine = run(model.tkc_llama_block, p, cos, sin, x, dy)
+    ref = run(model.torch_llama_block, p, cos, sin, x, dy)
+    errors = [rel(a, b) for a, b in zip(mine, ref)]
     assert max(errors) < 2e-2, errors
 
 

@@ -59,6 +59,14 @@ def test_a_transformer_block_compiles_to_one_graph():
     assert launches >= 20   # the forward's 9 calls and their backwards ran kernels, not stubs of none
 
 
+def test_a_llama_block_compiles_to_one_graph():
+    """RMSNorm (with the residual, prenorm), GQA attention, linear's SiLU epilogue."""
+    p = model.llama_parameters(512, 4, "cpu", kv_heads=2, ffn=768)
+    cos, sin = model.rope_tables(64, 128, "cpu")
+    x = _rnd(1, 64, 512, grad=True)
+    assert _same_launches(lambda: model.tkc_llama_block(x, p, cos, sin, 4), backward=True) >= 20
+
+
 def _fp8(*shape):
     return _rnd(*shape, dtype=torch.float32).to(E4M3)
 

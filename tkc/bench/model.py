@@ -1,12 +1,16 @@
-"""What a model sees: a GPT-style transformer block built from tkc's ops
-beside the same block in PyTorch, called as a training loop calls it.
+"""What a model sees: transformer blocks built from tkc's ops beside the same
+blocks in PyTorch, called as a training loop calls them.
 
     python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile [MODE ...]] [--json FILE]
 
-The block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
+GPT's block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
 
     h = LN1(x);  q, k, v = split(h W_qkv^T + b_qkv);  q, k = rope(q), rope(k)
     x = x + attention(q, k, v) W_o^T + b_o;  x = x + GELU(LN2(x) W_1^T + b_1) W_2^T + b_2
+
+Llama's: RMSNorm for LN, no biases, 8 KV heads (GQA), SwiGLU: (SiLU(h W_g^T) * h W_u^T) W_d^T;
+tkc.rms_norm, tkc.linear's SiLU epilogue (the product a torch mul) beside F.rms_norm, SDPA's
+enable_gqa and F.silu.
 
 tkc's: tkc.layer_norm (the second one fused with the residual add, prenorm=True),
 tkc.linear (bias, and the GELU epilogue), tkc.rotary_embedding on the packed
@@ -31,8 +35,11 @@ import statistics
 
 from .timing import interleaved, median_ratio
 
-# name: (batch, tokens, model width, heads); head dim 128, MLP 4x wide
-CONFIGS = {"gpt-1.3b": (4, 2048, 2048, 16), "7b-width": (1, 4096, 4096, 32)}
+# name: (block, batch, tokens, model width, heads); head dim 128; gpt: MLP 4x wide;
+# llama: 8 KV heads (GQA), SwiGLU 14336 wide
+CONFIGS = {"gpt-1.3b": ("gpt", 4, 2048, 2048, 16), "7b-width": ("gpt", 1, 4096, 4096, 32),
+           "llama-8b": ("llama", 1, 4096, 4096, 32)}
+KV_HEADS, SWIGLU = 8, 14336
 
 
 def parameters(D: int, device: str = "cuda") -> dict:
@@ -50,6 +57,60 @@ def parameters(D: int, device: str = "cuda") -> dict:
         p[f"ln{i}_w"] = (1 + 0.1 * torch.randn(D, device=device)).to(bf).requires_grad_()
         p[f"ln{i}_b"] = w(D, scale=0.02)
     return p
+
+
+def llama_parameters(D: int, heads: int, device: str = "cuda", kv_heads: int = KV_HEADS,
+                     ffn: int = SWIGLU) -> dict:
+    """The Llama block's weights: no biases, kv_heads key/value heads, an ffn-wide SwiGLU MLP."""
+    import torch
+    bf, hd = torch.bfloat16, D // heads
+
+    def w(*shape):
+        return (torch.randn(*shape, device=device) * shape[-1] ** -0.5).to(bf).requires_grad_()
+
+    p = {"w_q": w(D, D), "w_kv": w(2 * kv_heads * hd, D), "w_o": w(D, D), "w_gate": w(ffn, D),
+         "w_up": w(ffn, D), "w_down": w(D, ffn)}
+    for i in (1, 2):
+        p[f"norm{i}"] = (1 + 0.1 * torch.randn(D, device=device)).to(bf).requires_grad_()
+    return p
+
+
+def tkc_llama_block(x, p, cos, sin, heads: int):
+    """RMSNorm, GQA attention with RoPE, RMSNorm fused with the residual add, SwiGLU."""
+    import tkc
+    B, L, D = x.shape
+    hd = D // heads
+    h = tkc.rms_norm(x, p["norm1"])
+    q = tkc.rotary_embedding(tkc.linear(h, p["w_q"]).view(B, L, heads, hd), cos, sin)
+    kv = tkc.linear(h, p["w_kv"]).view(B, L, 2, -1, hd)
+    k = tkc.rotary_embedding(kv[:, :, 0], cos, sin)
+    o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), kv[:, :, 1].transpose(1, 2), causal=True)
+    a = tkc.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"])
+    h, x = tkc.rms_norm(a, p["norm2"], residual=x, prenorm=True)
+    up = tkc.linear(h, p["w_gate"], activation="silu") * tkc.linear(h, p["w_up"])
+    return x + tkc.linear(up, p["w_down"])
+
+
+def torch_llama_block(x, p, cos, sin, heads: int):
+    import torch.nn.functional as F
+    B, L, D = x.shape
+    hd = D // heads
+    h = F.rms_norm(x, (D,), p["norm1"], 1e-6)
+    q = _rope(F.linear(h, p["w_q"]).view(B, L, heads, hd), cos, sin)
+    kv = F.linear(h, p["w_kv"]).view(B, L, 2, -1, hd)
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), _rope(kv[:, :, 0], cos, sin).transpose(1, 2),
+                                       kv[:, :, 1].transpose(1, 2), is_causal=True, enable_gqa=True)
+    x = x + F.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"])
+    h = F.rms_norm(x, (D,), p["norm2"], 1e-6)
+    return x + F.linear(F.silu(F.linear(h, p["w_gate"])) * F.linear(h, p["w_up"]), p["w_down"])
+
+
+def _rope(t, cos, sin):
+    """RoPE in torch ops on [B, L, H, hd], pairs (i, i + hd / 2) as tkc.rotary_embedding's default."""
+    import torch
+    c, s, half = cos[None, :, None, :], sin[None, :, None, :], t.shape[-1] // 2
+    t1, t2 = t[..., :half], t[..., half:]
+    return torch.cat([t1 * c - t2 * s, t2 * c + t1 * s], -1)
 
 
 def rope_tables(L: int, head_dim: int, device: str = "cuda"):
@@ -73,24 +134,32 @@ def tkc_block(x, p, cos, sin, heads: int):
 
 
 def torch_block(x, p, cos, sin, heads: int):
-    import torch
     import torch.nn.functional as F
     B, L, D = x.shape
-    hd = D // heads
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
-
-    def rope(t):   # pairs (i, i + hd / 2), as tkc.rotary_embedding's default
-        t1, t2 = t[..., :hd // 2], t[..., hd // 2:]
-        return torch.cat([t1 * c - t2 * s, t2 * c + t1 * s], -1)
-
     h = F.layer_norm(x, (D,), p["ln1_w"], p["ln1_b"])
-    qkv = F.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, hd)
-    q, k = rope(qkv[:, :, 0]), rope(qkv[:, :, 1])
+    qkv = F.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
+    q, k = _rope(qkv[:, :, 0], cos, sin), _rope(qkv[:, :, 1], cos, sin)
     o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2),
                                        is_causal=True)
     x = x + F.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
     h = F.layer_norm(x, (D,), p["ln2_w"], p["ln2_b"])
     return x + F.linear(F.gelu(F.linear(h, p["w1"], p["b1"])), p["w2"], p["b2"])
+
+
+# block: (parameters(D, heads, device), tkc's block, PyTorch's block)
+BLOCKS = {"gpt": (lambda D, heads, device="cuda": parameters(D, device), tkc_block, torch_block),
+          "llama": (llama_parameters, tkc_llama_block, torch_llama_block)}
+
+
+def setup(config: str, seed: int = 0):
+    """(tkc's block, PyTorch's, the blocks' arguments after x: p, cos, sin, heads; x; dy)."""
+    import torch
+    kind, B, L, D, H = CONFIGS[config]
+    make, mine, theirs = BLOCKS[kind]
+    torch.manual_seed(seed)
+    args = (make(D, H), *rope_tables(L, D // H), H)
+    x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    return mine, theirs, args, x, torch.randn_like(x)
 
 
 def _rel(a, b) -> float:
@@ -100,18 +169,14 @@ def _rel(a, b) -> float:
 
 def check(config: str) -> dict:
     """Relative errors of tkc's block against PyTorch's: output, dx, and the weights' gradients."""
-    import torch
-    B, L, D, H = CONFIGS[config]
-    torch.manual_seed(0)
-    p, (cos, sin) = parameters(D), rope_tables(L, D // H)
-    x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16)
+    mine, theirs, args, x, dy = setup(config)
+    p = args[0]
     grads = {}
-    for side, block in (("tkc", tkc_block), ("torch", torch_block)):
+    for side, block in (("tkc", mine), ("torch", theirs)):
         x.grad = None
         for t in p.values():
             t.grad = None
-        y = block(x, p, cos, sin, H)
+        y = block(x, *args)
         y.backward(dy)
         grads[side] = {"y": y.detach(), "dx": x.grad.clone(), **{n: t.grad.clone() for n, t in p.items()}}
     return {n: round(_rel(grads["tkc"][n], grads["torch"][n]), 5) for n in grads["tkc"]}
@@ -132,38 +197,35 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10) 
     import torch
     out = []
     for config in configs:
-        B, L, D, H = CONFIGS[config]
         errors = check(config)
         print(json.dumps({"config": config, "rel_err": errors}), flush=True)
-        p, (cos, sin) = parameters(D), rope_tables(L, D // H)
-        x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-        dy = torch.randn_like(x)
+        tkc_fn, torch_fn, args, x, dy = setup(config, seed=1)
         for wrap in (None, *modes):
             torch._dynamo.reset()
-            mine, theirs = ((torch.compile(f, mode=wrap) if wrap else f) for f in (tkc_block, torch_block))
+            mine, theirs = ((torch.compile(f, mode=wrap) if wrap else f) for f in (tkc_fn, torch_fn))
             for mode in ("forward", "fwd+bwd"):
                 if mode == "forward":
                     def run(block):
                         def call():
                             with torch.no_grad():
-                                block(x, p, cos, sin, H)
+                                block(x, *args)
                         return call
                 else:
                     def run(block):
-                        return lambda: block(x, p, cos, sin, H).backward(dy)
+                        return lambda: block(x, *args).backward(dy)
                 fns = {"tkc": run(mine), "torch": run(theirs)}
                 for fn in fns.values():
                     for _ in range(3):   # compiles (records CUDA graphs), builds plans, loads kernels
                         fn()
                 torch.cuda.synchronize()
                 ms = interleaved(fns, rounds, timer=lambda fn: _ms(fn, calls))
-                row = {"config": config, "shape": f"B{B} L{L} D{D} H{H}", "mode": mode,
+                row = {"config": config, "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
                        "compiled": wrap or "eager", "tkc_ms": round(statistics.median(ms["tkc"]), 3),
                        "torch_ms": round(statistics.median(ms["torch"]), 3),
                        "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}
                 out.append(row)
                 print(json.dumps(row), flush=True)
-        del p, x, dy
+        del args, x, dy
         torch.cuda.empty_cache()
     return out
 
