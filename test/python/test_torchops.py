@@ -378,6 +378,21 @@ def test_rotary_takes_a_packed_projections_view(cpu_ops, monkeypatch):
     assert _rel(y, tkc.rotary_embedding(q.contiguous(), ang.cos(), ang.sin())) == 0
 
 
+def test_rotary_custom_op_takes_any_layout(cpu_ops):
+    """The custom op (what a compiled graph calls) takes x as the graph hands
+    it: a packed projection's view as it is, a view the kernel cannot take
+    (D not adjacent) copied by its plan; both as the eager op gives them."""
+    from tkc.torchops import rotary
+    g = torch.Generator().manual_seed(9)
+    ang = torch.rand(20, 32, generator=g) * 6
+    cos, sin = ang.cos().to(BF), ang.sin().to(BF)
+    qkv = torch.randn(2, 20, 9, 64, generator=g).to(BF)
+    odd = torch.randn(2, 20, 64, 3, generator=g).to(BF).transpose(2, 3)   # [2, 20, 3, 64], D strided
+    for x in (qkv[:, :, :3], odd):
+        want = tkc.rotary_embedding(x.contiguous(), cos, sin)
+        assert torch.equal(rotary._rotary.custom_op(x, cos, sin, False), want)
+
+
 def _recording(launch, seen):
     """launch, noting the first argument of every run."""
     run = launch.run

@@ -35,6 +35,9 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool)
     B, T, H, D = x.shape
     if x.numel() == 0:
         return lambda x, cos, sin, *flags: torch.empty_like(x, memory_format=torch.contiguous_format)
+    if not strided_takes(x, 2):   # a view the kernel cannot take (the key fixes that): copied
+        run = _plan(x.contiguous(), cos, sin, interleaved, inverse)
+        return lambda x, cos, sin, *flags: run(x.contiguous(), cos, sin)
     rows = lambda t: t.unflatten(2, (1, H)).flatten(3).transpose(1, 2)  # noqa: E731  ([B, 1, T, H*D], strided)
     launch = _kernel(D, interleaved, inverse).prepare(
         rows(x), cos, sin, rows(torch.empty_like(x, memory_format=torch.contiguous_format)))
@@ -51,10 +54,9 @@ _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(x, cos, sin)
 
 
 def _impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool = False) -> Tensor:
-    """x in any layout (copied unless the kernel takes it: _taken, which an
-    eager call has applied already; a compiled graph hands its tensors as they
-    are), cos, sin bf16; inverse: rotate by -theta (the backward's rotation)."""
-    x = _taken(x)
+    """x in any layout (its plan copies one the kernel cannot take: a compiled
+    graph hands its tensors as they are), cos, sin bf16; inverse: rotate by
+    -theta (the backward's rotation)."""
     plan = _plans((signature(x, cos, sin), interleaved, inverse), x, cos, sin, interleaved, inverse)
     return plan(x, cos, sin)
 
