@@ -67,6 +67,21 @@ def test_a_llama_block_compiles_to_one_graph():
     assert _same_launches(lambda: model.tkc_llama_block(x, p, cos, sin, 4), backward=True) >= 20
 
 
+def test_a_mixed_precision_block_compiles_to_one_graph():
+    """float32 weights and input in a bf16 autocast region (the ops' device is the
+    CPU under the fake driver): the casts trace into the graph, the gradients
+    reach the float32 weights."""
+    p = {k: v.detach().float().requires_grad_() for k, v in model.parameters(256, "cpu").items()}
+    cos, sin = model.rope_tables(64, 128, "cpu")
+    x = torch.randn(2, 64, 256, requires_grad=True)
+
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model.tkc_block(x, p, cos, sin, 2)
+    assert _same_launches(step, backward=True) >= 20
+    assert p["w1"].grad.dtype == torch.float32 and p["w1"].grad.shape == p["w1"].shape
+
+
 def _fp8(*shape):
     return _rnd(*shape, dtype=torch.float32).to(E4M3)
 

@@ -158,6 +158,52 @@ def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
              tkc.attention, q0, k0, k0)
 
 
+def test_autocast_casts_float32_inputs_to_bf16(cpu_ops):
+    """In a bf16 autocast region (AMP: float32 weights and residual stream) the
+    ops take float32 tensors as bf16 casts of them, as torch casts F.linear's,
+    and the gradients reach the float32 leaves; outside one, float32 is refused
+    with the hint; a float16 region is refused. (cpu_ops: the ops' device is the CPU.)"""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(2, 24, 64, generator=g).requires_grad_()
+    w = (torch.randn(32, 64, generator=g) * 0.2).requires_grad_()
+    b = torch.randn(32, generator=g).requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = tkc.linear(x, w, b, "gelu")
+        m = tkc.matmul(x, w.t())
+    assert y.dtype == m.dtype == BF
+    assert torch.equal(y, tkc.linear(x.to(BF), w.to(BF), b.to(BF), "gelu"))
+    assert torch.equal(m, tkc.matmul(x.to(BF), w.to(BF).t()))
+    (y.float().sum() + m.float().sum()).backward()
+    assert x.grad.dtype == w.grad.dtype == b.grad.dtype == torch.float32
+    assert _rel(b.grad, torch.autograd.grad(tkc.linear(x.to(BF), w.to(BF), b.to(BF), "gelu").float().sum(),
+                                            b)[0]) == 0
+    h, wn = torch.randn(8, 256, generator=g), torch.randn(256, generator=g)
+    xr, ang = torch.randn(1, 16, 2, 64, generator=g), torch.rand(16, 32, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(tkc.layer_norm(h, wn, wn, residual=h), tkc.layer_norm(h.to(BF), wn, wn, h.to(BF)))
+        assert torch.equal(tkc.rms_norm(h, wn), tkc.rms_norm(h.to(BF), wn))
+        assert torch.equal(tkc.rotary_embedding(xr, ang.cos(), ang.sin()),
+                           tkc.rotary_embedding(xr.to(BF), ang.cos(), ang.sin()))
+    _refused(r"x must be bfloat16, got float32 \(8, 256\) \(or call the op in torch.autocast",
+             tkc.rms_norm, h, wn)
+    with torch.autocast("cpu", dtype=torch.float16):
+        _refused(r"compute in bf16: under torch.autocast use dtype=torch.bfloat16", tkc.matmul, x, w.t())
+
+
+def test_autocast_attention_under_the_fake_driver():
+    """attention and attention_varlen in a bf16 region take float32 q, k, v as
+    bf16 (the launches of a bf16 call; the fake driver stubs them)."""
+    from tkc.bench.fake_driver import fake_driver
+    q = torch.randn(1, 2, 64, 64)
+    qv, cu = torch.randn(64, 2, 64), torch.tensor([0, 30, 64], dtype=torch.int32)
+    with fake_driver() as cuda:
+        n = cuda.state.launches
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert tkc.attention(q, q, q, causal=True).dtype == BF
+            assert tkc.attention_varlen(qv, qv, qv, cu, cu, 34, 34).dtype == BF
+        assert cuda.state.launches - n == 2
+
+
 def test_errors_inside_a_compiled_graph_name_the_callers_line():
     """An op reached through torch.compile (its custom op) still reports the
     caller's file, not torch's machinery."""

@@ -15,7 +15,9 @@
 
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
-kernels themselves (eager.py). This package imports torch, never MLIR.
+kernels themselves (eager.py). The kernels are bf16; in a torch.autocast region to
+bf16 the transformer ops take float32 inputs as bf16 (checks.autocast). This package
+imports torch, never MLIR.
 """
 from .attn import attention, attention_varlen
 from .attn_fp8 import attention_fp8, attention_fp8_vt, fp8_v_layout

@@ -40,7 +40,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
-from .checks import check_device, strided_takes
+from .checks import autocast, check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -217,6 +217,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     if run is not None:
         return run(q, k, v)
     if not _fits(q, k, v):
+        if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region
+            return attention(*cast, causal, scale, return_lse)
         _check_qkv(q, k, v, 4)
         if k.shape[0] != q.shape[0]:
             raise TkcError(f"attention: q and k must have one batch size, got {q.shape[0]} and "
@@ -313,6 +315,9 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
     cu_seqlens_k[b] .. cu_seqlens_k[b + 1] of k and v (int32 [B + 1] on q's
     device, starting at 0, ending at Tq / Tk); max_seqlen_* bound the
     lengths. return_lse=True also returns the log-sum-exp [Hq, Tq]."""
+    if (cast := autocast(q, k, v)) is not None:
+        return attention_varlen(*cast, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                                scale, return_lse)
     _check_qkv(q, k, v, 3)
     for name, cu, t, most in (("cu_seqlens_q", cu_seqlens_q, q, max_seqlen_q),
                               ("cu_seqlens_k", cu_seqlens_k, k, max_seqlen_k)):

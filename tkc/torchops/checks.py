@@ -3,6 +3,7 @@ what was expected and what was found, at the caller's line (the first frame
 outside tkc and torch: runtime/callsite.py)."""
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
@@ -44,7 +45,9 @@ def check_tensor(fn: str, name: str, t, rank: int | None = None, shape: str = ""
                        f"{tuple(t.shape)}", caller())
     if dtypes and t.dtype not in dtypes:
         names = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
-        raise TkcError(f"{fn}: {name} must be {names}, got {_found(t)}", caller())
+        amp = " (or call the op in torch.autocast(..., dtype=torch.bfloat16))" \
+            if torch.bfloat16 in dtypes and t.dtype == torch.float32 else ""
+        raise TkcError(f"{fn}: {name} must be {names}, got {_found(t)}{amp}", caller())
 
 
 def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
@@ -57,4 +60,21 @@ def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
             raise TkcError(f"{fn}: {name} must be on {where}, got {t.device}", caller())
 
 
+def autocast(*tensors) -> tuple | None:
+    """The tensors as an op takes them in a torch.autocast region of the ops'
+    device to bf16 (AMP: float32 weights and activations): each floating
+    tensor but bf16 and float64 cast to bf16 (differentiably), as autocast
+    casts F.linear's inputs. None when there is nothing to cast or no such
+    region (the op's checks then name what is wrong): the ops ask in their
+    checks' path only, so a bf16 call pays nothing. A region to float16 is
+    refused: the kernels are bf16."""
+    if not any(_castable(t) for t in tensors) or not torch.is_autocast_enabled(DEVICE_TYPE):
+        return None
+    if torch.get_autocast_dtype(DEVICE_TYPE) != torch.bfloat16:
+        raise TkcError(f"tkc's ops compute in bf16: under torch.autocast use dtype=torch.bfloat16, "
+                       f"not {torch.get_autocast_dtype(DEVICE_TYPE)}", caller())
+    return tuple(t.to(torch.bfloat16) if _castable(t) else t for t in tensors)
 
+
+def _castable(t) -> bool:
+    return isinstance(t, Tensor) and t.is_floating_point() and t.dtype not in (torch.bfloat16, torch.float64)

@@ -28,7 +28,7 @@ from ..kernels.gemm_space import SPACE, pruned
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
-from .checks import check_device, check_tensor
+from .checks import autocast, check_device, check_tensor
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -216,6 +216,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         run = _mm_plans(signature(a, b), a, b)
         _plain.keep(key, run)
         return run(a, b)
+    if (cast := autocast(a, b)) is not None:   # AMP: float32 operands in a bf16 region
+        return matmul(*cast)
     fn = "matmul"
     check_tensor(fn, "a", a, None, "", (BF16,))
     check_tensor(fn, "b", b, None, "", (BF16,))
@@ -327,6 +329,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, bias)
+    if (cast := autocast(x, weight, bias)) is not None:   # AMP: float32 weights, activations
+        return linear(*cast, activation)
     fn = "linear"
     check_tensor(fn, "x", x, None, "", (BF16,))
     check_tensor(fn, "weight", weight, 2, "[N, K]", (BF16,))

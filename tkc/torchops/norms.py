@@ -16,7 +16,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from . import checks
-from .checks import check_device, check_tensor
+from .checks import autocast, check_device, check_tensor
 from .eager import Op, grad_key, public, tracing, wants_grad
 from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
@@ -254,6 +254,8 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, bias, residual)
+    if (cast := autocast(x, residual)) is not None:   # AMP: a float32 residual stream in a bf16 region
+        return layer_norm(cast[0], weight, bias, cast[1], eps, dropout_p, prenorm)
     _check("layer_norm", x, weight, bias, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
@@ -402,6 +404,8 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     run = _plain.get(key)
     if run is not None:
         return run(x, weight, None, residual)
+    if (cast := autocast(x, residual)) is not None:
+        return rms_norm(cast[0], weight, cast[1], eps, dropout_p, prenorm)
     _check("rms_norm", x, weight, None, residual)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())

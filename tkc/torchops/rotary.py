@@ -18,7 +18,7 @@ from ..diagnostics import TkcError
 from ..kernels.rotary import rotary
 from ..runtime.callsite import caller
 from . import checks
-from .checks import check_device, check_tensor, strided_takes
+from .checks import autocast, check_device, check_tensor, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, signature
 
@@ -97,6 +97,8 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     if run is not None:
         return run(x, cos, sin)
     if not _fits(x, cos, sin):
+        if (cast := autocast(x)) is not None:   # AMP: a float32 x in a bf16 region
+            return rotary_embedding(cast[0], cos, sin, interleaved)
         _explain(x, cos, sin)
     if key is None:   # tracing: no pointer to read (_impl takes x as it is given)
         return _rotary(x, _bf16(cos), _bf16(sin), interleaved, False)
