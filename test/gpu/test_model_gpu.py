@@ -52,6 +52,19 @@ def test_llama_block_matches_pytorch():
     assert max(errors) < 2e-2, errors
 
 
+def test_block_in_mixed_precision(block):
+    """float32 weights and x in torch.autocast(bf16): tkc's block against PyTorch's,
+    gradients float32 on both sides."""
+    p, cos, sin, x, dy = block
+    p = {n: t.detach().float().requires_grad_() for n, t in p.items()}
+    x = x.detach().float().requires_grad_()
+    got = run(model._autocast(model.tkc_block), p, cos, sin, x, dy)
+    ref = run(model._autocast(model.torch_block), p, cos, sin, x, dy)
+    assert all(g.dtype == torch.float32 for g in got[1:])
+    errors = [rel(a, b) for a, b in zip(got, ref) if b.norm() > 0]
+    assert max(errors) < 2e-2, errors
+
+
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 def test_block_compiled(block, mode):
     torch._dynamo.reset()

@@ -1,7 +1,7 @@
 """What a model sees: transformer blocks built from tkc's ops beside the same
 blocks in PyTorch, called as a training loop calls them.
 
-    python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile [MODE ...]] [--json FILE]
+    python -m tkc.bench.model [--config NAME ...] [--rounds R] [--compile [MODE ...]] [--amp] [--json FILE]
 
 GPT's block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
 
@@ -23,7 +23,8 @@ median over `rounds` interleaved rounds of each side's ms per block call
 (CUDA events around a burst of eager calls, host time included) and the
 median ratio torch / tkc (> 1: tkc faster). --compile adds both blocks
 under torch.compile in each MODE ("default", "reduce-overhead": inductor's
-CUDA graphs, ...; tkc's ops are custom ops there). Before timing, the
+CUDA graphs, ...; tkc's ops are custom ops there); --amp runs both in mixed
+precision (float32 weights, torch.autocast to bf16). Before timing, the
 blocks' outputs and gradients are compared (relative error against the
 PyTorch block, both bf16).
 """
@@ -151,15 +152,27 @@ BLOCKS = {"gpt": (lambda D, heads, device="cuda": parameters(D, device), tkc_blo
           "llama": (llama_parameters, tkc_llama_block, torch_llama_block)}
 
 
-def setup(config: str, seed: int = 0):
-    """(tkc's block, PyTorch's, the blocks' arguments after x: p, cos, sin, heads; x; dy)."""
+def setup(config: str, seed: int = 0, amp: bool = False):
+    """(tkc's block, PyTorch's, the blocks' arguments after x: p, cos, sin, heads; x; dy).
+    amp: mixed precision, float32 weights and x, both blocks in a bf16 autocast region."""
     import torch
     kind, B, L, D, H = CONFIGS[config]
     make, mine, theirs = BLOCKS[kind]
     torch.manual_seed(seed)
-    args = (make(D, H), *rope_tables(L, D // H), H)
-    x = torch.randn(B, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    return mine, theirs, args, x, torch.randn_like(x)
+    p = make(D, H)
+    if amp:
+        p = {n: t.detach().float().requires_grad_() for n, t in p.items()}
+        mine, theirs = _autocast(mine), _autocast(theirs)
+    x = torch.randn(B, L, D, device="cuda", dtype=torch.float32 if amp else torch.bfloat16, requires_grad=True)
+    return mine, theirs, (p, *rope_tables(L, D // H), H), x, torch.randn_like(x)
+
+
+def _autocast(block):
+    def amp(x, *args):
+        import torch
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return block(x, *args)
+    return amp
 
 
 def _rel(a, b) -> float:
@@ -167,9 +180,9 @@ def _rel(a, b) -> float:
     return float((a - b).norm() / b.norm())
 
 
-def check(config: str) -> dict:
+def check(config: str, amp: bool = False) -> dict:
     """Relative errors of tkc's block against PyTorch's: output, dx, and the weights' gradients."""
-    mine, theirs, args, x, dy = setup(config)
+    mine, theirs, args, x, dy = setup(config, amp=amp)
     p = args[0]
     grads = {}
     for side, block in (("tkc", mine), ("torch", theirs)):
@@ -193,13 +206,13 @@ def _ms(fn, calls: int) -> float:
     return start.elapsed_time(end) / calls
 
 
-def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10) -> list[dict]:
+def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, amp: bool = False) -> list[dict]:
     import torch
     out = []
     for config in configs:
-        errors = check(config)
+        errors = check(config, amp)
         print(json.dumps({"config": config, "rel_err": errors}), flush=True)
-        tkc_fn, torch_fn, args, x, dy = setup(config, seed=1)
+        tkc_fn, torch_fn, args, x, dy = setup(config, seed=1, amp=amp)
         for wrap in (None, *modes):
             torch._dynamo.reset()
             mine, theirs = ((torch.compile(f, mode=wrap) if wrap else f) for f in (tkc_fn, torch_fn))
@@ -219,7 +232,7 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10) 
                         fn()
                 torch.cuda.synchronize()
                 ms = interleaved(fns, rounds, timer=lambda fn: _ms(fn, calls))
-                row = {"config": config, "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
+                row = {"config": config, "precision": "amp" if amp else "bf16", "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
                        "compiled": wrap or "eager", "tkc_ms": round(statistics.median(ms["tkc"]), 3),
                        "torch_ms": round(statistics.median(ms["torch"]), 3),
                        "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}
@@ -236,10 +249,12 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compile", nargs="*", metavar="MODE",
                     help="also both blocks under torch.compile, in each mode (none given: default)")
+    ap.add_argument("--amp", action="store_true",
+                    help="mixed precision: float32 weights and x, both blocks in torch.autocast(bf16)")
     ap.add_argument("--json")
     opts = ap.parse_args(argv)
     modes = () if opts.compile is None else tuple(opts.compile) or ("default",)
-    result = measure(opts.config, opts.rounds, modes)
+    result = measure(opts.config, opts.rounds, modes, amp=opts.amp)
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump(result, f, indent=1)
