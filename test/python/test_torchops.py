@@ -602,6 +602,9 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     with fake_driver():
         x.requires_grad_()
         tkc.rms_norm(x, w).sum().backward()   # forward and backward kernels are there
+        with torch.autocast("cpu", dtype=BF), pytest.raises(MissingArtifact) as e:
+            tkc.rms_norm(torch.zeros(5, 512), torch.ones(512))   # float32 in autocast: its bf16 call is named
+    assert "rms_norm(bf16[5, 512], f32[512]" in e.value.command, e.value.command
 
 
 def test_inference_calls_leave_the_statistics_in_scratch(cpu_ops):

@@ -228,7 +228,11 @@ def public(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except MissingArtifact as e:
+            if getattr(e, "op_call", False):   # an inner call's (autocast's cast arguments) is the one
+                raise
             call = describe(fn.__name__, args, kwargs)
-            raise MissingArtifact(e.reason, e.where, f"TKC_CACHE_DIR={cache_dir()} tkc build "
-                                  f"--call {shlex.quote(call)}") from None
+            err = MissingArtifact(e.reason, e.where, f"TKC_CACHE_DIR={cache_dir()} tkc build "
+                                  f"--call {shlex.quote(call)}")
+            err.op_call = True
+            raise err from None
     return op
