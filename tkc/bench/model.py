@@ -60,6 +60,39 @@ def parameters(D: int, device: str = "cuda") -> dict:
     return p
 
 
+def rope_tables(L: int, head_dim: int, device: str = "cuda"):
+    """cos, sin [L, head_dim / 2] (bf16), RoPE's frequencies (base 10000)."""
+    import torch
+    inv = 10000.0 ** (-torch.arange(0, head_dim, 2, device=device).float() / head_dim)
+    ang = torch.arange(L, device=device).float()[:, None] * inv[None, :]
+    return ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
+
+
+def tkc_block(x, p, cos, sin, heads: int):
+    import tkc
+    B, L, D = x.shape
+    h = tkc.layer_norm(x, p["ln1_w"], p["ln1_b"])
+    qkv = tkc.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
+    q, k = (tkc.rotary_embedding(qkv[:, :, i], cos, sin) for i in (0, 1))
+    o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2), causal=True)
+    a = tkc.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
+    h, x = tkc.layer_norm(a, p["ln2_w"], p["ln2_b"], residual=x, prenorm=True)   # LN2(x + a), x + a
+    return x + tkc.linear(tkc.linear(h, p["w1"], p["b1"], activation="gelu"), p["w2"], p["b2"])
+
+
+def torch_block(x, p, cos, sin, heads: int):
+    import torch.nn.functional as F
+    B, L, D = x.shape
+    h = F.layer_norm(x, (D,), p["ln1_w"], p["ln1_b"])
+    qkv = F.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
+    q, k = _rope(qkv[:, :, 0], cos, sin), _rope(qkv[:, :, 1], cos, sin)
+    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2),
+                                       is_causal=True)
+    x = x + F.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
+    h = F.layer_norm(x, (D,), p["ln2_w"], p["ln2_b"])
+    return x + F.linear(F.gelu(F.linear(h, p["w1"], p["b1"])), p["w2"], p["b2"])
+
+
 def llama_parameters(D: int, heads: int, device: str = "cuda", kv_heads: int = KV_HEADS,
                      ffn: int = SWIGLU) -> dict:
     """The Llama block's weights: no biases, kv_heads key/value heads, an ffn-wide SwiGLU MLP."""
@@ -112,39 +145,6 @@ def _rope(t, cos, sin):
     c, s, half = cos[None, :, None, :], sin[None, :, None, :], t.shape[-1] // 2
     t1, t2 = t[..., :half], t[..., half:]
     return torch.cat([t1 * c - t2 * s, t2 * c + t1 * s], -1)
-
-
-def rope_tables(L: int, head_dim: int, device: str = "cuda"):
-    """cos, sin [L, head_dim / 2] (bf16), RoPE's frequencies (base 10000)."""
-    import torch
-    inv = 10000.0 ** (-torch.arange(0, head_dim, 2, device=device).float() / head_dim)
-    ang = torch.arange(L, device=device).float()[:, None] * inv[None, :]
-    return ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16)
-
-
-def tkc_block(x, p, cos, sin, heads: int):
-    import tkc
-    B, L, D = x.shape
-    h = tkc.layer_norm(x, p["ln1_w"], p["ln1_b"])
-    qkv = tkc.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
-    q, k = (tkc.rotary_embedding(qkv[:, :, i], cos, sin) for i in (0, 1))
-    o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2), causal=True)
-    a = tkc.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
-    h, x = tkc.layer_norm(a, p["ln2_w"], p["ln2_b"], residual=x, prenorm=True)   # LN2(x + a), x + a
-    return x + tkc.linear(tkc.linear(h, p["w1"], p["b1"], activation="gelu"), p["w2"], p["b2"])
-
-
-def torch_block(x, p, cos, sin, heads: int):
-    import torch.nn.functional as F
-    B, L, D = x.shape
-    h = F.layer_norm(x, (D,), p["ln1_w"], p["ln1_b"])
-    qkv = F.linear(h, p["w_qkv"], p["b_qkv"]).view(B, L, 3, heads, D // heads)
-    q, k = _rope(qkv[:, :, 0], cos, sin), _rope(qkv[:, :, 1], cos, sin)
-    o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), qkv[:, :, 2].transpose(1, 2),
-                                       is_causal=True)
-    x = x + F.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"], p["b_o"])
-    h = F.layer_norm(x, (D,), p["ln2_w"], p["ln2_b"])
-    return x + F.linear(F.gelu(F.linear(h, p["w1"], p["b1"])), p["w2"], p["b2"])
 
 
 # block: (parameters(D, heads, device), tkc's block, PyTorch's block)
