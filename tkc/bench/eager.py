@@ -20,18 +20,7 @@ import argparse
 import json
 import statistics
 
-from .timing import interleaved, median_ratio
-
-
-def _ms(fn, calls: int) -> float:
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
+from .timing import burst_ms, interleaved, median_ratio
 
 
 def rows():
@@ -161,7 +150,7 @@ BURST_MS = 2.0
 
 def _burst(mine, peer, calls: int) -> int:
     """calls, or more: enough that the faster side's burst lasts BURST_MS."""
-    fastest = min(_ms(mine, calls), _ms(peer, calls))
+    fastest = min(burst_ms(mine, calls), burst_ms(peer, calls))
     return max(calls, int(BURST_MS / max(fastest, 1e-3)) + 1)
 
 
@@ -177,7 +166,7 @@ def measure(only=(), rounds: int = 5) -> list[dict]:
                 fn()
             torch.cuda.synchronize()
             n = _burst(mine, peer, calls)
-            ms = interleaved({"tkc": mine, "peer": peer}, rounds, timer=lambda fn: _ms(fn, n))
+            ms = interleaved({"tkc": mine, "peer": peer}, rounds, timer=lambda fn: burst_ms(fn, n))
             out.append({"row": name, "tkc_ms": round(statistics.median(ms["tkc"]), 4),
                         "peer": peer_name, "peer_ms": round(statistics.median(ms["peer"]), 4),
                         "speedup": round(median_ratio(ms["peer"], ms["tkc"]), 3), "calls": n})

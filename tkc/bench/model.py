@@ -34,7 +34,7 @@ import argparse
 import json
 import statistics
 
-from .timing import interleaved, median_ratio
+from .timing import burst_ms, interleaved, median_ratio
 
 # name: (block, batch, tokens, model width, heads); head dim 128; gpt: MLP 4x wide;
 # llama: 8 KV heads (GQA), SwiGLU 14336 wide
@@ -195,17 +195,6 @@ def check(config: str, amp: bool = False) -> dict:
     return {n: round(_rel(grads["tkc"][n], grads["torch"][n]), 5) for n in grads["tkc"]}
 
 
-def _ms(fn, calls: int) -> float:
-    import torch
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
-
-
 def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, amp: bool = False) -> list[dict]:
     import torch
     out = []
@@ -231,7 +220,7 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, 
                     for _ in range(3):   # compiles (records CUDA graphs), builds plans, loads kernels
                         fn()
                 torch.cuda.synchronize()
-                ms = interleaved(fns, rounds, timer=lambda fn: _ms(fn, calls))
+                ms = interleaved(fns, rounds, timer=lambda fn: burst_ms(fn, calls))
                 row = {"config": config, "precision": "amp" if amp else "bf16", "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
                        "compiled": wrap or "eager", "tkc_ms": round(statistics.median(ms["tkc"]), 3),
                        "torch_ms": round(statistics.median(ms["torch"]), 3),

@@ -52,6 +52,19 @@ def replay_ms(graph, reps: int, inner: int) -> float:
     return statistics.median(times)
 
 
+def burst_ms(fn, calls: int) -> float:
+    """ms a call of `calls` eager calls in a row (CUDA events around the burst:
+    host time included, as a model's stream of ops pays it)."""
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
 def interleaved(fns: dict, rounds: int = 5, timer=None, **kw) -> dict:
     """{name: [time per round]}: each round times every fn once, in turn, so a
     clock change under sustained load hits tkc and its peer alike; the odd
