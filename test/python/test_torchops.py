@@ -190,18 +190,26 @@ def test_autocast_casts_float32_inputs_to_bf16(cpu_ops):
         _refused(r"compute in bf16: under torch.autocast use dtype=torch.bfloat16", tkc.matmul, x, w.t())
 
 
-def test_autocast_attention_under_the_fake_driver():
-    """attention and attention_varlen in a bf16 region take float32 q, k, v as
-    bf16 (the launches of a bf16 call; the fake driver stubs them)."""
+def test_autocast_other_ops_under_the_fake_driver():
+    """attention, attention_varlen and the forward-only ops in a bf16 region
+    take float32 inputs as bf16 (the launches of a bf16 call; the fake driver
+    stubs them), the f32 ones they need (linear_attention's g, hedgehog's
+    alpha and beta) as they are."""
     from tkc.bench.fake_driver import fake_driver
-    q = torch.randn(1, 2, 64, 64)
+    q, g = torch.randn(1, 2, 64, 64), -torch.rand(1, 2, 64)
     qv, cu = torch.randn(64, 2, 64), torch.tensor([0, 30, 64], dtype=torch.int32)
+    qb, vb = torch.randn(1, 2, 64, 16), torch.randn(1, 2, 64, 64)
+    qh, maps, ab = torch.randn(1, 2, 64, 128), torch.randn(2, 128, 64), torch.ones(2)
+    u, kf = torch.randn(2, 8, 1024), tkc.fftconv_filter(torch.randn(8, 1024), 1024)
+    calls = [lambda: tkc.attention(q, q, q, causal=True), lambda: tkc.attention_varlen(qv, qv, qv, cu, cu, 34, 34),
+             lambda: tkc.linear_attention(q, q, q, g), lambda: tkc.based(qb, qb, vb),
+             lambda: tkc.hedgehog(qh, qh, qh, maps, maps, ab, ab), lambda: tkc.fftconv(u, kf)]
     with fake_driver() as cuda:
-        n = cuda.state.launches
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert tkc.attention(q, q, q, causal=True).dtype == BF
-            assert tkc.attention_varlen(qv, qv, qv, cu, cu, 34, 34).dtype == BF
-        assert cuda.state.launches - n == 2
+        for call in calls:
+            n = cuda.state.launches
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                assert call().dtype == BF
+            assert cuda.state.launches > n
 
 
 def test_errors_inside_a_compiled_graph_name_the_callers_line():

@@ -16,7 +16,7 @@
 Each is a torch.library custom op (torch.compile, export, fake tensors and
 autograd see it) that an eager call with nothing tracing skips for the
 kernels themselves (eager.py). The kernels are bf16; in a torch.autocast region to
-bf16 the transformer ops take float32 inputs as bf16 (checks.autocast). This package
+bf16 the ops take float32 inputs as bf16 (checks.autocast; FP8 ops excepted). This package
 imports torch, never MLIR.
 """
 from .attn import attention, attention_varlen

@@ -25,7 +25,7 @@ from ..kernels.hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as he
 from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import linear_attention as la_kernel
 from ..runtime.callsite import caller
-from .checks import check_device
+from .checks import autocast, check_device
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -139,6 +139,8 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
     run = _plain.get(key)
     if run is not None:
         return run(q, k, v) if g is None else run(q, k, v, g)
+    if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region (g stays f32)
+        return linear_attention(*cast, g, scale)
     _check("linear_attention", q, k, v, None, DIMS)
     if g is not None:
         if not isinstance(g, Tensor) or g.dtype != torch.float32 or tuple(g.shape) != tuple(q.shape[:3]):
@@ -160,6 +162,8 @@ def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor
     x = scale * q_t . k_s (the 2nd-order Taylor map of softmax; no
     normaliser, as FLA's parallel_based(use_norm=False)), for q, k [B, H, L,
     16] and v [B, H, L, 64] (bf16, on the GPU); scale defaults to 1/4."""
+    if (cast := autocast(q, k, v)) is not None:
+        return based(*cast, scale)
     _check("based", q, k, v, (BASED_F,), (BASED_DV,))
     return _based(q, k, v, _scale(scale, q.shape[-1]))
 
@@ -176,6 +180,8 @@ def hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha:
     1e-6). q, k, v [B, H, L, 128] (bf16, on the GPU), qmap, kmap [H, 128,
     64] (bf16), alpha, beta [H] (f32); scale defaults to 1/sqrt(128); any L.
     Semantics: tkc/kernels/hedgehog.py (reference.hedgehog)."""
+    if (cast := autocast(q, k, v, qmap, kmap)) is not None:   # (alpha, beta stay f32)
+        return hedgehog(*cast, alpha, beta, scale)
     if isinstance(q, Tensor) and q.dim() == 4:
         H = q.shape[1]
         for name, t, dtype, shape in (("qmap", qmap, torch.bfloat16, (H, HH_D, HH_P)),

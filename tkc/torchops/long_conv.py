@@ -21,7 +21,7 @@ from ..kernels.fftconv import CONSUMERS, SPLITS, block_channels, filter_layout, 
 from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
 from ..tune import Bound, autotune
-from .checks import check_device
+from .checks import autocast, check_device
 from .eager import Op, plain_key, public
 from .plans import At, PlanCache, signature, sms
 
@@ -183,6 +183,8 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
     run = _plain.get(key)
     if run is not None:
         return run(u, kf)
+    if (cast := autocast(u)) is not None:   # AMP: a float32 u in a bf16 region
+        return fftconv(cast[0], kf)
     if not isinstance(u, Tensor) or u.dim() != 3 or u.dtype != torch.bfloat16:
         raise TkcError(f"fftconv: u must be a bf16 tensor [B, D, L], got "
                        f"{getattr(u, 'dtype', type(u).__name__)} {tuple(getattr(u, 'shape', ()))}",
