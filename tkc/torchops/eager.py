@@ -36,6 +36,13 @@ _functorch_stack = torch._C._functorch.peek_interpreter_stack
 _grad_enabled = torch.is_grad_enabled
 _is_compiling = torch.compiler.is_compiling
 _C_APPLY = torch._C._FunctionBase.__dict__["apply"]
+# Each op's implementation, registered again for the devices it runs on (CUDA; the CPU
+# for the fake driver and the interpreter's tests): there the dispatcher calls it directly
+# instead of torch.library's CompositeExplicitAutograd wrapper (CustomOpDef's backend_impl,
+# which re-checks the outputs' aliasing on every call: ~25% of a custom op's dispatch, the
+# path every call in a compiled graph takes).
+_BACKENDS = ("CUDA", "CPU")
+_libs: dict = {}
 
 
 def tracing(args) -> bool:
@@ -144,6 +151,10 @@ class Op:
         self.impl, self.infer = impl, infer
         self.custom_op = torch.library.custom_op(name, impl, mutates_args=())
         self.custom_op.register_fake(fake)
+        ns, opname = name.split("::")
+        lib = _libs.get(ns) or _libs.setdefault(ns, torch.library.Library(ns, "IMPL"))
+        for key in _BACKENDS:
+            lib.impl(opname, impl, key)
         self.function = self.apply = self.fast = self.fast_main = None
         if backward is not None:
             self.custom_op.register_autograd(backward, setup_context=setup)
