@@ -1,4 +1,4 @@
-"""torch.compile sees every tkc op whole: a function of op calls traces as one
+"""torch.compile (and torch.export) see every tkc op whole: a function of op calls traces as one
 graph (fullgraph=True: a graph break is an error), and the compiled function
 launches what the eager one does, forward and backward. On the CPU through
 the fake driver (tkc.bench.fake_driver): the ops' Python and torch.compile's
@@ -57,6 +57,27 @@ def test_a_transformer_block_compiles_to_one_graph():
     x = _rnd(2, 64, 256, grad=True)
     launches = _same_launches(lambda: model.tkc_block(x, p, cos, sin, 2), backward=True)
     assert launches >= 20   # the forward's 9 calls and their backwards ran kernels, not stubs of none
+
+
+def test_a_block_exports_with_its_tkc_ops():
+    """torch.export sees the block's nine op calls as tkc's custom ops, and the
+    exported program launches what eager does."""
+    p, (cos, sin) = model.parameters(256, "cpu"), model.rope_tables(64, 128, "cpu")
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.ParameterDict({k: torch.nn.Parameter(v.detach()) for k, v in p.items()})
+
+        def forward(self, x):
+            return model.tkc_block(x, dict(self.p), cos, sin, 2)
+
+    x = _rnd(2, 64, 256)
+    with fake_driver():
+        program = torch.export.export(Block(), (x,))
+    ops = [str(n.target) for n in program.graph.nodes if str(n.target).startswith("tkc.")]
+    assert len(ops) == 9 and "tkc.attention_fwd.default" in ops, ops
+    assert _launches(lambda: program.module()(x), False) == 9
 
 
 def test_a_llama_block_compiles_to_one_graph():
