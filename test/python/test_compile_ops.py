@@ -80,6 +80,18 @@ def test_a_block_exports_with_its_tkc_ops():
     assert _launches(lambda: program.module()(x), False) == 9
 
 
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_a_block_under_activation_checkpointing(reentrant):
+    """torch.utils.checkpoint: the backward re-runs the block's forward (its
+    nine launches) and then what an unchecked backward launches."""
+    from torch.utils.checkpoint import checkpoint
+    p, (cos, sin) = model.parameters(256, "cpu"), model.rope_tables(64, 128, "cpu")
+    x = _rnd(2, 64, 256, grad=True)
+    plain = _launches(lambda: model.tkc_block(x, p, cos, sin, 2), True)
+    checked = _launches(lambda: checkpoint(model.tkc_block, x, p, cos, sin, 2, use_reentrant=reentrant), True)
+    assert checked == plain + 9
+
+
 def test_a_llama_block_compiles_to_one_graph():
     """RMSNorm (with the residual, prenorm), GQA attention, linear's SiLU epilogue."""
     p = model.llama_parameters(512, 4, "cpu", kv_heads=2, ffn=768)
