@@ -5,6 +5,7 @@ caller's line, tkc.matmul / tkc.linear and tkc.rms_norm with the interpreter
 standing in for the GPU, and the host path through the fake driver."""
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -210,6 +211,44 @@ def test_autocast_other_ops_under_the_fake_driver():
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 assert call().dtype == BF
             assert cuda.state.launches > n
+
+
+def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
+    """tkc.nn.convert: nn.Linear / LayerNorm / RMSNorm that tkc serves become
+    tkc.nn's (the same objects and parameters: the state dict and an optimizer
+    see nothing change), the rest stay; the converted model computes what the
+    original did, forward and backward."""
+    g = torch.Generator().manual_seed(12)
+    torch.manual_seed(12)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.LayerNorm(256), torch.nn.GELU(),
+                                torch.nn.Linear(256, 512, bias=False), torch.nn.RMSNorm(512, eps=1e-5),
+                                torch.nn.Linear(512, 12), torch.nn.LayerNorm(12)).to(BF)
+    ref = copy.deepcopy(model)
+    params, keys = list(model.parameters()), list(model.state_dict())
+    x = torch.randn(2, 9, 64, generator=g).to(BF)
+    assert tkc.nn.convert(model) is model and model.tkc_converted == ["0", "1", "3", "4"]
+    assert [type(m) for m in model] == [tkc.nn.Linear, tkc.nn.LayerNorm, torch.nn.GELU, tkc.nn.Linear,
+                                        tkc.nn.RMSNorm, torch.nn.Linear, torch.nn.LayerNorm]
+    assert list(model.parameters()) == params and list(model.state_dict()) == keys
+    y, want = model(x), ref(x)
+    assert _rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+
+
+def test_nn_modules_are_the_ops(cpu_ops):
+    """tkc.nn.Linear's fused activation; RMSNorm's eps=None is the input dtype's epsilon (nn.RMSNorm's)."""
+    torch.manual_seed(13)
+    lin = tkc.nn.Linear(64, 128, activation="silu").to(BF)
+    x = torch.randn(5, 64).to(BF)
+    assert torch.equal(lin(x), tkc.linear(x, lin.weight, lin.bias, "silu"))
+    assert "activation='silu'" in repr(lin)
+    norm = tkc.nn.RMSNorm(256).to(BF)
+    h = torch.randn(3, 256).to(BF)
+    assert torch.equal(norm(h), tkc.rms_norm(h, norm.weight, eps=torch.finfo(BF).eps))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        tkc.nn.Linear(8, 8, activation="relu")
 
 
 def test_errors_inside_a_compiled_graph_name_the_callers_line():
