@@ -92,6 +92,16 @@ def test_a_block_under_activation_checkpointing(reentrant):
     assert checked == plain + 9
 
 
+def test_a_converted_model_compiles_to_one_graph():
+    """tkc.nn.convert's modules (Linear with bias, LayerNorm, RMSNorm) in a compiled graph."""
+    torch.manual_seed(14)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.LayerNorm(256), torch.nn.Linear(256, 256),
+                              torch.nn.RMSNorm(256, eps=1e-6)).to(BF)
+    tkc.nn.convert(net)
+    x = _rnd(4, 64, grad=True)
+    assert _same_launches(lambda: net(x), backward=True) >= 8
+
+
 def test_a_llama_block_compiles_to_one_graph():
     """RMSNorm (with the residual, prenorm), GQA attention, linear's SiLU epilogue."""
     p = model.llama_parameters(512, 4, "cpu", kv_heads=2, ffn=768)
