@@ -16,10 +16,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .kernels.attention_hopper import HEAD_DIMS
+from .torchops import checks
+from .torchops.attn import attention
 from .torchops.gemm import ACTIVATIONS, linear
 from .torchops.norms import MAX_D, layer_norm, rms_norm
 
-__all__ = ["LayerNorm", "Linear", "RMSNorm", "convert"]
+__all__ = ["LayerNorm", "Linear", "RMSNorm", "convert", "scaled_dot_product_attention"]
 
 
 class Linear(nn.Linear):
@@ -86,3 +89,34 @@ def convert(model: nn.Module) -> nn.Module:
     done = [name for name, m in model.named_modules() if _swapped(m) is not None]
     model.tkc_converted = done
     return model
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False):
+    """F.scaled_dot_product_attention's signature and meaning, computed by
+    tkc.attention where that serves the call: no mask, no dropout, [B, H, L,
+    D] with D 64, 128 or 256 on the GPU, bf16 (or float in a bf16 autocast
+    region), GQA with enable_gqa, and causal only with as many queries as keys
+    (SDPA aligns its mask to the top left, tkc.attention to the bottom right:
+    the same with equal lengths). Any other call is PyTorch's. A model that
+    calls F.scaled_dot_product_attention can be pointed here."""
+    if attn_mask is None and not dropout_p and _served(query, key, value, is_causal, enable_gqa):
+        return attention(query, key, value, causal=is_causal, scale=scale)
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def _served(q, k, v, causal: bool, gqa: bool) -> bool:
+    if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.device.type == checks.DEVICE_TYPE
+               for t in (q, k, v)):
+        return False
+    amp = torch.is_autocast_enabled(checks.DEVICE_TYPE) and \
+        torch.get_autocast_dtype(checks.DEVICE_TYPE) == torch.bfloat16
+    if not all(t.dtype == torch.bfloat16 or amp and t.dtype in (torch.float32, torch.float16)
+               for t in (q, k, v)):
+        return False
+    (B, H, L, D), (Bk, Hk, Lk, Dk) = q.shape, k.shape
+    return D in HEAD_DIMS and Dk == D and v.shape == k.shape and Bk == B \
+        and (Hk == H or gqa and Hk and H % Hk == 0) and (not causal or L == Lk)
+

@@ -105,3 +105,27 @@ def test_block_captured_in_a_cuda_graph():
     errors = [rel(a, b) for a, b in zip(got, want) if b.norm() > 0]
     assert max(errors) < 1e-3, errors
     assert rel(want[0], first[0]) > 1e-2   # x changed: the replay computed on the new values
+
+
+@pytest.mark.parametrize("causal, kv_heads", [(False, 8), (True, 8), (True, 2)])
+def test_nn_sdpa_matches_torchs(causal, kv_heads):
+    """tkc.nn.scaled_dot_product_attention where tkc serves the call: SDPA's values and gradients."""
+    import tkc
+    torch.manual_seed(3)
+    q = torch.randn(B, H, L, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(B, kv_heads, L, 128, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+            for _ in range(2))
+    do = torch.randn_like(q)
+    got = run_grads(lambda: tkc.nn.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True),
+                    (q, k, v), do)
+    want = run_grads(lambda: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=causal, enable_gqa=True), (q, k, v), do)
+    assert max(rel(a, b) for a, b in zip(got, want)) < 2e-2
+
+
+def run_grads(fn, leaves, do):
+    for t in leaves:
+        t.grad = None
+    out = fn()
+    out.backward(do)
+    return [out.detach(), *(t.grad.clone() for t in leaves)]

@@ -251,6 +251,36 @@ def test_nn_modules_are_the_ops(cpu_ops):
         tkc.nn.Linear(8, 8, activation="relu")
 
 
+def test_nn_sdpa_routes_what_tkc_serves():
+    """tkc.nn.scaled_dot_product_attention: tkc.attention (one launch, through the
+    fake driver) where it serves the call, F.scaled_dot_product_attention (the
+    same values, no launch) for a mask, dropout, a head dim it lacks, GQA without
+    enable_gqa, causal with fewer queries than keys (SDPA's mask is top-left) or
+    float32 outside autocast."""
+    from tkc.bench.fake_driver import fake_driver
+    F = torch.nn.functional
+    sdpa = tkc.nn.scaled_dot_product_attention
+    q, k = torch.randn(1, 4, 64, 64).to(BF), torch.randn(1, 2, 64, 64).to(BF)
+    q32, qs, q96 = q.float(), q[:, :, :16], torch.randn(1, 4, 64, 96).to(BF)
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    with fake_driver() as cuda:
+        def launches(call):
+            n = cuda.state.launches
+            out = call()
+            return cuda.state.launches - n, out
+        assert launches(lambda: sdpa(q, q, q, is_causal=True))[0] == 1
+        assert launches(lambda: sdpa(q, k, k, enable_gqa=True, scale=0.3))[0] == 1
+        with torch.autocast("cpu", dtype=BF):
+            n, out = launches(lambda: sdpa(q32, q32, q32))
+            assert n == 1 and out.dtype == BF
+        for args, kw in [((q, q, q, mask), {}), ((q, q, q), {"dropout_p": 0.5}), ((q96, q96, q96), {}),
+                         ((qs, q, q), {"is_causal": True}), ((q32, q32, q32), {})]:
+            n, out = launches(lambda: sdpa(*args, **kw))
+            assert n == 0
+            if not kw.get("dropout_p"):
+                assert torch.equal(out, F.scaled_dot_product_attention(*args, **kw))
+
+
 def test_errors_inside_a_compiled_graph_name_the_callers_line():
     """An op reached through torch.compile (its custom op) still reports the
     caller's file, not torch's machinery."""
