@@ -25,7 +25,7 @@ def __getattr__(name):
         from . import torchops  # here, not at the top: torch is needed only for these
         op = globals()[name] = getattr(torchops, name)  # later lookups skip this hook
         return op
-    if name == "nn":  # tkc.nn: nn.Linear / LayerNorm / RMSNorm computed by the ops (torch too)
+    if name == "nn":  # tkc.nn: nn.Linear / LayerNorm / RMSNorm and SDPA by the ops (torch too)
         import importlib
         return importlib.import_module(".nn", __name__)   # (`from . import nn` would ask this hook)
     raise AttributeError(f"module 'tkc' has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """torch.nn modules computed by tkc's ops: drop-in subclasses of nn.Linear,
-nn.LayerNorm and nn.RMSNorm (same parameters, state dicts and init), and
-`convert`, which swaps them into an existing model.
+nn.LayerNorm and nn.RMSNorm (same parameters, state dicts and init);
+`convert`, which swaps them into an existing model; and
+`scaled_dot_product_attention`, F.scaled_dot_product_attention's drop-in.
 
     model = tkc.nn.convert(model)          # its Linear / LayerNorm / RMSNorm layers, where tkc serves them
     with torch.autocast("cuda", dtype=torch.bfloat16):
