@@ -1,6 +1,7 @@
-"""torch.compile (and torch.export) see every tkc op whole: a function of op calls traces as one
-graph (fullgraph=True: a graph break is an error), and the compiled function
-launches what the eager one does, forward and backward. On the CPU through
+"""torch.compile (and torch.export) see every tkc op whole: a function of op
+calls traces as one graph (fullgraph=True: a graph break is an error), and
+the compiled function launches what the eager one does, forward and
+backward. On the CPU through
 the fake driver (tkc.bench.fake_driver): the ops' Python and torch.compile's
 tracing are real, the launches stubs that are counted. A graph break inside
 an op (a pointer read, a Python cache) splits a user's model into pieces that
@@ -10,12 +11,12 @@ eager before rotary_embedding stopped reading x's pointer while tracing."""
 from __future__ import annotations
 
 import pytest
-from fp8_blocks import contiguous_rows, experts, masked_rows, quantised
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
 import tkc  # noqa: E402
+from fp8_blocks import contiguous_rows, experts, masked_rows, quantised  # noqa: E402
 from tkc.bench import model  # noqa: E402
 from tkc.bench.fake_driver import fake_driver  # noqa: E402
 
