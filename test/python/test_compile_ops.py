@@ -1,13 +1,13 @@
 """torch.compile (and torch.export) see every tkc op whole: a function of op
 calls traces as one graph (fullgraph=True: a graph break is an error), and
 the compiled function launches what the eager one does, forward and
-backward. On the CPU through
-the fake driver (tkc.bench.fake_driver): the ops' Python and torch.compile's
-tracing are real, the launches stubs that are counted. A graph break inside
-an op (a pointer read, a Python cache) splits a user's model into pieces that
-dynamo compiles one by one, recompiling tkc's public wrapper for each op: on
-an H200 the transformer block below, fwd+bwd, ran 6.3 ms compiled against 5.1
-eager before rotary_embedding stopped reading x's pointer while tracing."""
+backward. On the CPU through the fake driver (tkc.bench.fake_driver): the
+ops' Python and torch.compile's tracing are real, the launches stubs that
+are counted. A graph break inside an op (a pointer read, a Python cache)
+splits a user's model into pieces that dynamo compiles one by one,
+recompiling tkc's public wrapper for each op: on an H200 the transformer
+block below, fwd+bwd, ran 6.3 ms compiled against 5.1 eager before
+rotary_embedding stopped reading x's pointer while tracing."""
 from __future__ import annotations
 
 import pytest
