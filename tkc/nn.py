@@ -65,20 +65,25 @@ def _served_width(shape) -> bool:
     return len(shape) == 1 and shape[0] % 256 == 0 and 256 <= shape[0] <= MAX_D
 
 
-def _swapped(m: nn.Module) -> nn.Module | None:
-    """m's tkc twin sharing its parameters (its class changed in place: state dict,
-    hooks and references stay), or None where tkc cannot serve it."""
+def _swap(m: nn.Module) -> str | None:
+    """Make m its tkc twin sharing its parameters (its class changed in place: state
+    dict, hooks and references stay): None when done, else why tkc cannot serve it
+    ("" for a module that is none of the three)."""
     kind = type(m)
-    if kind is nn.Linear and not m.in_features % 8 and not m.out_features % 8:
+    if kind is nn.Linear:
+        if m.in_features % 8 or m.out_features % 8:
+            return f"features {m.in_features} -> {m.out_features}: tkc.linear needs multiples of 8"
         m.__class__, m.activation = Linear, None
-    elif kind is nn.LayerNorm and _served_width(m.normalized_shape) and m.weight is not None \
-            and m.bias is not None:
-        m.__class__ = LayerNorm
-    elif kind is nn.RMSNorm and _served_width(m.normalized_shape) and m.weight is not None:
-        m.__class__ = RMSNorm
+    elif kind in (nn.LayerNorm, nn.RMSNorm):
+        if not _served_width(m.normalized_shape):
+            return (f"normalized_shape {tuple(m.normalized_shape)}: tkc's norms take one dim, a "
+                    f"multiple of 256 up to {MAX_D}")
+        if m.weight is None or kind is nn.LayerNorm and m.bias is None:
+            return "not affine (tkc's norms take a weight, LayerNorm's a bias too)"
+        m.__class__ = LayerNorm if kind is nn.LayerNorm else RMSNorm
     else:
-        return None
-    return m
+        return ""
+    return None
 
 
 def convert(model: nn.Module) -> nn.Module:
@@ -86,9 +91,16 @@ def convert(model: nn.Module) -> nn.Module:
     features multiples of 8; the norms: one affine dim, a multiple of 256 up to 16384,
     LayerNorm with a bias) computed by tkc's ops, in place: the same module objects and
     parameters, so optimizers, state dicts and hooks keep working. The others stay as
-    they are; `model.tkc_converted` lists the converted modules' names."""
-    done = [name for name, m in model.named_modules() if _swapped(m) is not None]
-    model.tkc_converted = done
+    they are: `model.tkc_converted` lists the converted modules' names and
+    `model.tkc_skipped` maps the others of the three kinds to why."""
+    converted, skipped = [], {}
+    for name, m in model.named_modules():
+        why = _swap(m)
+        if why is None:
+            converted.append(name)
+        elif why:
+            skipped[name] = why
+    model.tkc_converted, model.tkc_skipped = converted, skipped
     return model
 
 

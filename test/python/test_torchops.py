@@ -227,6 +227,8 @@ def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
     params, keys = list(model.parameters()), list(model.state_dict())
     x = torch.randn(2, 9, 64, generator=g).to(BF)
     assert tkc.nn.convert(model) is model and model.tkc_converted == ["0", "1", "3", "4"]
+    assert set(model.tkc_skipped) == {"5", "6"} and "multiples of 8" in model.tkc_skipped["5"] \
+        and "multiple of 256" in model.tkc_skipped["6"]
     assert [type(m) for m in model] == [tkc.nn.Linear, tkc.nn.LayerNorm, torch.nn.GELU, tkc.nn.Linear,
                                         tkc.nn.RMSNorm, torch.nn.Linear, torch.nn.LayerNorm]
     assert list(model.parameters()) == params and list(model.state_dict()) == keys
