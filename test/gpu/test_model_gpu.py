@@ -25,13 +25,17 @@ def block():
 
 
 def run(fn, p, cos, sin, x, dy):
-    """(y, dx, each weight's gradient) of one forward and backward."""
-    x.grad = None
-    for t in p.values():
+    """(y, dx, each weight's gradient) of one block's forward and backward."""
+    return run_grads(lambda: fn(x, p, cos, sin, H), (x, *p.values()), dy)
+
+
+def run_grads(fn, leaves, do):
+    """(fn's output, each leaf's gradient) of fn() and its backward from do."""
+    for t in leaves:
         t.grad = None
-    y = fn(x, p, cos, sin, H)
-    y.backward(dy)
-    return [y.detach().clone(), x.grad.clone(), *(t.grad.clone() for t in p.values())]
+    out = fn()
+    out.backward(do)
+    return [out.detach().clone(), *(t.grad.clone() for t in leaves)]
 
 
 def test_block_matches_pytorch(block):
@@ -121,11 +125,3 @@ def test_nn_sdpa_matches_torchs(causal, kv_heads):
     want = run_grads(lambda: torch.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=causal, enable_gqa=True), (q, k, v), do)
     assert max(rel(a, b) for a, b in zip(got, want)) < 2e-2
-
-
-def run_grads(fn, leaves, do):
-    for t in leaves:
-        t.grad = None
-    out = fn()
-    out.backward(do)
-    return [out.detach(), *(t.grad.clone() for t in leaves)]

@@ -15,12 +15,8 @@ import subprocess
 import sys
 
 from .fp8_operands import block_operands, tensor_operands
+from .peer import rel_err
 from .timing import bench, launch_overhead_us, tflops
-
-
-def _rel_err(x, ref) -> float:
-    x, ref = x.double(), ref.double()
-    return float((x - ref).norm() / ref.norm())
 
 
 GEMM_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
@@ -65,7 +61,7 @@ def compare_gemm(kernel, m, n, k, rounds, transpose_b=False, out_dtype="bf16"):
     a, b, c = sets[0]
     kernel(a, b, c)
     ref = a.float() @ (b.float().T if transpose_b else b.float())
-    err = _rel_err(c, ref)
+    err = rel_err(c, ref)
     if out_dtype != "bf16":  # torch's matmul writes its inputs' dtype: the peer writes bf16
         peer = lambda a, b, c: torch.matmul(a, b.T if transpose_b else b)  # noqa: E731
     else:
@@ -96,7 +92,7 @@ def compare_scaled_mm(m, n, k, rowwise, rounds, fast=False):
     sets = max(1, min(4, -(-3 * L2_BYTES // (m * k + k * n + 2 * m * n))))
     sets = [tensor_operands(m, n, k, rowwise) for _ in range(sets)]
     a, b, sa, sb = sets[0]
-    err = _rel_err(tkc.scaled_mm(a, b, sa, sb, use_fast_accum=fast), (a.float() @ b.float()) * sa * sb)
+    err = rel_err(tkc.scaled_mm(a, b, sa, sb, use_fast_accum=fast), (a.float() @ b.float()) * sa * sb)
     flops = 2.0 * m * n * k
     ms = interleaved({"tkc": rotating(lambda *x: tkc.scaled_mm(*x, use_fast_accum=fast), sets),
                       "peer": rotating(lambda *x: torch._scaled_mm(*x, out_dtype=torch.bfloat16,
@@ -126,7 +122,7 @@ def compare_scaled_mm_blockwise(m, n, k, rounds):
     a, b, sa, sb = sets[0]
     deq_a = a.float() * sa.repeat_interleave(128, 1)
     deq_b = b.float() * sb.repeat_interleave(128, 0).repeat_interleave(128, 1)
-    err = _rel_err(tkc.scaled_mm(a, b, sa, sb), deq_a @ deq_b)
+    err = rel_err(tkc.scaled_mm(a, b, sa, sb), deq_a @ deq_b)
     del deq_a, deq_b
     one = torch.tensor(1.0, device="cuda")
     try:
@@ -184,7 +180,7 @@ def compare_grouped(layout, n, k, rounds):
     got = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
     mine = torch.cat([got[sum(pads[:e]):sum(pads[:e]) + m] for e, m in enumerate(MOE_COUNTS)]) \
         if layout == "contiguous" else torch.cat([got[e, :m] for e, m in enumerate(MOE_COUNTS)])
-    err = _rel_err(mine, torch.cat([tkc.scaled_mm(*x) for x in loop_args]))
+    err = rel_err(mine, torch.cat([tkc.scaled_mm(*x) for x in loop_args]))
     flops = 2.0 * sum(MOE_COUNTS) * n * k
     ms = interleaved({"tkc": lambda: tkc.grouped_scaled_mm(a, b, sa, sb, groups),
                       "peer": lambda: [tkc.scaled_mm(*x) for x in loop_args]}, rounds, **timing_for(flops / 2))
@@ -235,7 +231,7 @@ def attention_rows(quick: bool):
             scale = 1.0 / math.sqrt(D)
             k(q, kk, v, o, scale)
             ref = sdpa(q.float(), kk.float(), v.float(), scale=scale)
-            err = _rel_err(o, ref)
+            err = rel_err(o, ref)
             flops = 4.0 * B * H * N * N * D
             t_tkc = bench(lambda: k(q, kk, v, o, scale))
             row = dict(kernel=k.name, shape=f"B{B} H{H} N{N} D{D}", rel_err=err,

@@ -34,6 +34,7 @@ import argparse
 import json
 import statistics
 
+from .peer import rel_err
 from .timing import burst_ms, interleaved, median_ratio
 
 # name: (block, batch, tokens, model width, heads); head dim 128; gpt: MLP 4x wide;
@@ -175,11 +176,6 @@ def _autocast(block):
     return amp
 
 
-def _rel(a, b) -> float:
-    a, b = a.detach().double(), b.detach().double()
-    return float((a - b).norm() / b.norm())
-
-
 def check(config: str, amp: bool = False) -> dict:
     """Relative errors of tkc's block against PyTorch's: output, dx, and the weights' gradients."""
     mine, theirs, args, x, dy = setup(config, amp=amp)
@@ -192,7 +188,7 @@ def check(config: str, amp: bool = False) -> dict:
         y = block(x, *args)
         y.backward(dy)
         grads[side] = {"y": y.detach(), "dx": x.grad.clone(), **{n: t.grad.clone() for n, t in p.items()}}
-    return {n: round(_rel(grads["tkc"][n], grads["torch"][n]), 5) for n in grads["tkc"]}
+    return {n: round(rel_err(grads["tkc"][n], grads["torch"][n]), 5) for n in grads["tkc"]}
 
 
 def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, amp: bool = False) -> list[dict]:
@@ -221,7 +217,8 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, 
                         fn()
                 torch.cuda.synchronize()
                 ms = interleaved(fns, rounds, timer=lambda fn: burst_ms(fn, calls))
-                row = {"config": config, "precision": "amp" if amp else "bf16", "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
+                row = {"config": config, "precision": "amp" if amp else "bf16",
+                       "shape": "B{} L{} D{} H{}".format(*CONFIGS[config][1:]), "mode": mode,
                        "compiled": wrap or "eager", "tkc_ms": round(statistics.median(ms["tkc"]), 3),
                        "torch_ms": round(statistics.median(ms["torch"]), 3),
                        "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}

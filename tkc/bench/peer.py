@@ -27,6 +27,12 @@ def arguments(what: str, argv=None):
     return args
 
 
+def rel_err(x, ref) -> float:
+    """||x - ref|| / ||ref|| in float64 (tensors, gradients or not)."""
+    x, ref = x.detach().double(), ref.detach().double()
+    return float((x - ref).norm() / ref.norm())
+
+
 def heading(columns: str) -> str:
     import torch
     return f"{columns}  (median of {ROUNDS} rounds, interleaved; {torch.cuda.get_device_name()})"

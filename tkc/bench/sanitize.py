@@ -21,6 +21,8 @@ import contextlib
 import math
 import sys
 
+from .peer import rel_err
+
 try:
     import torch
 except ImportError:  # the module imports without it; its steps need it
@@ -36,10 +38,6 @@ def report(name: str, err: float, tol: float) -> None:
     print(f"{name}: rel err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
 
 
-def rel(x, ref):
-    return float((x.detach().double() - ref.detach().double()).norm() / ref.detach().double().norm())
-
-
 def gemms():
     from tkc.kernels import gemm_hopper
     for out in ("bf16", "f32"):
@@ -53,7 +51,7 @@ def gemms():
                 k(a, b, c)
                 torch.cuda.synchronize()
                 ref = a.float() @ (b.float().T if transpose_b else b.float())
-                report(f"{k.name} {m}x{n}x{kk}", rel(c, ref), 1e-2 if out == "bf16" else 1e-5)
+                report(f"{k.name} {m}x{n}x{kk}", rel_err(c, ref), 1e-2 if out == "bf16" else 1e-5)
 
 
 def reference(q, k, v, causal, grads: bool = True):
@@ -77,7 +75,7 @@ def reference(q, k, v, causal, grads: bool = True):
 def report_grads(name, q, k, v, ref):
     """q's, k's and v's gradients against reference()'s (ref[1:])."""
     for t, r, what in zip((q, k, v), ref[1:], ("dq", "dk", "dv")):
-        report(f"{name} {what}", rel(t.grad, r), 2e-2)
+        report(f"{name} {what}", rel_err(t.grad, r), 2e-2)
 
 
 def attention():
@@ -91,11 +89,11 @@ def attention():
             o = tkc.attention(q, k, v, causal=causal)
             o.float().sum().backward()
             ref = reference(q, k, v, causal)
-            report(f"attention d{D} causal={causal}", rel(o, ref[0]), 1e-2)
+            report(f"attention d{D} causal={causal}", rel_err(o, ref[0]), 1e-2)
             ping = forward_kernel(D, causal, "bhld", 1 << 16)  # the long sequences' forward
             o2, lse = torch.empty_like(o), torch.empty(1, 4, 1, 200, device="cuda")
             ping(q.detach(), k.detach(), v.detach(), o2, lse, 1 / math.sqrt(D))
-            report(f"attention ping-pong d{D} causal={causal}", rel(o2, ref[0]), 1e-2)
+            report(f"attention ping-pong d{D} causal={causal}", rel_err(o2, ref[0]), 1e-2)
             report_grads(f"attention backward d{D} causal={causal}", q, k, v, ref)
         strided(D)
         cu = torch.tensor([0, 77, 277, 278], device="cuda", dtype=torch.int32)
@@ -106,7 +104,7 @@ def attention():
         refs = [reference(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)), True)
                 for a, b in zip(cu.tolist(), cu.tolist()[1:])]       # each sequence alone
         cat = [torch.cat([r[i][0].transpose(0, 1) for r in refs]) for i in range(4)]
-        report(f"attention varlen d{D}", rel(o, cat[0]), 1e-2)
+        report(f"attention varlen d{D}", rel_err(o, cat[0]), 1e-2)
         report_grads(f"attention varlen backward d{D}", q, k, v, cat)
 
 
@@ -141,7 +139,7 @@ def strided(D):
         o = tkc.attention(q, k, v)
         o.float().sum().backward()
         ref = reference(q, k, v, False)
-        report(f"attention {memory} d{D}", rel(o, ref[0]), 1e-2)
+        report(f"attention {memory} d{D}", rel_err(o, ref[0]), 1e-2)
         report_grads(f"attention {memory} backward d{D}", q, k, v, ref)
 
 
@@ -161,11 +159,11 @@ def memory():
         dy = torch.randn_like(y)
         y.backward(dy)                                      # the inverse rotation kernel
         want.backward(dy.float())
-        report(f"rotary interleaved={interleaved}", rel(y, want), 1e-2)
-        report(f"rotary backward interleaved={interleaved}", rel(x.grad, xf.grad), 1e-2)
+        report(f"rotary interleaved={interleaved}", rel_err(y, want), 1e-2)
+        report(f"rotary backward interleaved={interleaved}", rel_err(x.grad, xf.grad), 1e-2)
         qkv = torch.randn(2, 77, 12, 128, device="cuda", dtype=torch.bfloat16)   # q of a packed projection
         report(f"rotary packed interleaved={interleaved}",
-               rel(rotary_embedding(qkv[:, :, :4], cos, sin, interleaved),
+               rel_err(rotary_embedding(qkv[:, :, :4], cos, sin, interleaved),
                    rotary_embedding(qkv[:, :, :4].contiguous(), cos, sin, interleaved).float()), 1e-6)
     for residual in (True, False):
         h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -176,8 +174,8 @@ def memory():
         wf, bf = (t.detach().float().requires_grad_() for t in (w, b))
         ref = torch.nn.functional.layer_norm(h.float() + (r.float() if residual else 0), (1024,), wf, bf)
         ref.sum().backward()
-        report(f"layer_norm residual={residual}", rel(out, ref), 1e-2)
-        report(f"layer_norm dw, db residual={residual} (norm_grads)", rel(torch.cat([w.grad, b.grad]),
+        report(f"layer_norm residual={residual}", rel_err(out, ref), 1e-2)
+        report(f"layer_norm dw, db residual={residual} (norm_grads)", rel_err(torch.cat([w.grad, b.grad]),
                                                                          torch.cat([wf.grad, bf.grad])), 1e-2)
 
 
@@ -193,18 +191,18 @@ def linear():
             if decay:
                 G = g.double().cumsum(-1)
                 a = a * torch.exp((G[..., :, None] - G[..., None, :]).clamp(max=0))
-            report(f"linear_attention F{F} DV{DV} decay={decay}", rel(o, a.tril() @ v.double()), 2e-2)
+            report(f"linear_attention F{F} DV{DV} decay={decay}", rel_err(o, a.tril() @ v.double()), 2e-2)
     q, k = (torch.randn(1, 2, 200, 16, device="cuda").bfloat16() for _ in range(2))
     v = torch.randn(1, 2, 200, 64, device="cuda").bfloat16()
     x = q.double() @ k.double().transpose(-1, -2) / 4
-    report("based", rel(tkc.based(q, k, v), (1 + x + x * x / 2).tril() @ v.double()), 2e-2)
+    report("based", rel_err(tkc.based(q, k, v), (1 + x + x * x / 2).tril() @ v.double()), 2e-2)
     from tkc.kernels import reference
     q, k, v = (torch.randn(1, 2, 200, 128, device="cuda").bfloat16() for _ in range(3))
     maps = [torch.randn(2, 128, 64, device="cuda").bfloat16() for _ in range(2)]
     alpha, beta = torch.rand(2, device="cuda") * 3, torch.rand(2, device="cuda")
     args = (q, k, v, *maps, alpha, beta)
     ref = reference.hedgehog(*(t.float().cpu().numpy() for t in args), 128 ** -0.5)
-    report("hedgehog", rel(tkc.hedgehog(*args), torch.from_numpy(ref).to(q.device)), 2e-2)
+    report("hedgehog", rel_err(tkc.hedgehog(*args), torch.from_numpy(ref).to(q.device)), 2e-2)
 
 
 def fftconv():
@@ -215,7 +213,7 @@ def fftconv():
             u = torch.randn(3, 8, L, device="cuda").bfloat16()
             k = torch.randn(8, N - L + 1 if L < N else N, device="cuda")
             y = torch.fft.irfft(torch.fft.rfft(u.double(), n=N) * torch.fft.rfft(k.double(), n=N), n=N)
-            report(f"fftconv N{N} L{L}", rel(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
+            report(f"fftconv N{N} L{L}", rel_err(tkc.fftconv(u, tkc.fftconv_filter(k, N)), y[..., :L]), 2e-2)
 
 
 def ops():
@@ -238,18 +236,18 @@ def ops():
         b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         c = tkc.matmul(a, b)
         c.float().sum().backward()
-        report(f"matmul {name}", rel(c, a.float() @ b.float()), 1e-2)
-        report(f"matmul {name} dB (A^T dC)", rel(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
+        report(f"matmul {name}", rel_err(c, a.float() @ b.float()), 1e-2)
+        report(f"matmul {name} dB (A^T dC)", rel_err(b.grad, a.float().sum(0)[:, None].expand(136, 264)), 2e-2)
         x = torch.randn(3, 70, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         w = (torch.randn(264, 136, device="cuda") * 0.1).bfloat16().requires_grad_()
         bias = torch.randn(264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         y = tkc.linear(x, w, bias, "gelu")
         y.float().sum().backward()
-        report(f"linear gelu {name}", rel(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
+        report(f"linear gelu {name}", rel_err(y, torch.nn.functional.gelu(x.float() @ w.float().t() + bias.float())), 1e-2)
         p, q = torch.randn(2, 72, 136, device="cuda").bfloat16(), torch.randn(2, 136, 40, device="cuda").bfloat16()
-        report(f"matmul batched {name}", rel(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
+        report(f"matmul batched {name}", rel_err(tkc.matmul(p, q), p.float() @ q.float()), 1e-2)
         d = torch.randn(5, 136, device="cuda", dtype=torch.bfloat16)   # decode-shaped: 5 rows
-        report(f"matmul 5 rows {name}", rel(tkc.matmul(d, b.detach()), d.float() @ b.detach().float()), 1e-2)
+        report(f"matmul 5 rows {name}", rel_err(tkc.matmul(d, b.detach()), d.float() @ b.detach().float()), 1e-2)
     gemm._schedule = real
     plans.forget()
     for D in (1024, 4096, 8192):
@@ -259,11 +257,11 @@ def ops():
         b = torch.zeros(D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         y = tkc.layer_norm(x, w, b, residual=r)
         y.float().sum().backward()
-        report(f"layer_norm D {D}", rel(y, torch.nn.functional.layer_norm(x.float() + r.float(), (D,))), 1e-2)
+        report(f"layer_norm D {D}", rel_err(y, torch.nn.functional.layer_norm(x.float() + r.float(), (D,))), 1e-2)
         y = tkc.rms_norm(x, w)
         y.float().sum().backward()
         want = x.float() * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + 1e-6)
-        report(f"rms_norm D {D}", rel(y, want), 1e-2)
+        report(f"rms_norm D {D}", rel_err(y, want), 1e-2)
 
 
 def _blocks(t, rows):
@@ -298,7 +296,7 @@ def fp8():
     e4, M, N, K = torch.float8_e4m3fn, 200, 264, 384
     x = torch.randn(M, K, device="cuda").bfloat16()
     q, s = tkc.quantize_fp8(x)
-    report("quantize_fp8", rel(q.float() * s.repeat_interleave(128, 1), x.float()), 0.07)
+    report("quantize_fp8", rel_err(q.float() * s.repeat_interleave(128, 1), x.float()), 0.07)
     a, bt = torch.randn(M, K, device="cuda").to(e4), torch.randn(N, K, device="cuda").to(e4)
     full = a.float() @ bt.float().t()
     for bm in (128, 192):   # each tile height, the tuned pick replaced
@@ -307,13 +305,13 @@ def fp8():
                                  ("rowwise", torch.rand(M, 1, device="cuda"), torch.rand(1, N, device="cuda"))):
                 for fast in ((False, True) if bm == 128 else (False,)):
                     c = tkc.scaled_mm(a, bt.t(), sa, sb, use_fast_accum=fast)
-                    report(f"scaled_mm {kind} BM {bm} fast={fast}", rel(c, full * sa * sb), 1e-2)
+                    report(f"scaled_mm {kind} BM {bm} fast={fast}", rel_err(c, full * sa * sb), 1e-2)
             xf, wf = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
             (qa, sa), (qb, sb) = _blocks(xf, 1), _blocks(wf, 128)
             c = tkc.scaled_mm(qa, qb.t(), sa.t().contiguous().t(), sb.t(), out_dtype=torch.float32)
             deq = (qa.float() * sa.repeat_interleave(128, 1)) @ (qb.float() * sb.repeat_interleave(128, 0)
                                                                 .repeat_interleave(128, 1)[:N]).t()
-            report(f"scaled_mm block scales BM {bm}", rel(c, deq), 1e-3)
+            report(f"scaled_mm block scales BM {bm}", rel_err(c, deq), 1e-3)
     E, counts = 3, (37, 0, 130)
     w = [_blocks(torch.randn(N, K, device="cuda"), 128) for _ in range(E)]
     b = torch.stack([qb for qb, _ in w]).transpose(1, 2)                       # [E, K, N] column-major
@@ -332,7 +330,7 @@ def fp8():
             if m:
                 qr, sr = rows[e]
                 want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-                report(f"grouped masked BM {bm} expert {e}", rel(c[e, :m], want), 1e-3)
+                report(f"grouped masked BM {bm} expert {e}", rel_err(c[e, :m], want), 1e-3)
     blocks = [-(-m // 128) for m in counts]
     qa2 = torch.zeros(sum(blocks) * 128, K, device="cuda").to(e4)
     sa2 = torch.zeros(K // 128, sum(blocks) * 128, device="cuda")
@@ -347,7 +345,7 @@ def fp8():
         if m:
             qr, sr = rows[e]
             want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-            report(f"grouped contiguous expert {e}", rel(c[r:r + m], want), 1e-3)
+            report(f"grouped contiguous expert {e}", rel_err(c[r:r + m], want), 1e-3)
         r += blocks[e] * 128
 
 
@@ -372,7 +370,7 @@ def attention_fp8():
                 kernel = attention_hopper(D, causal, "bhld", schedule, dtype="f8e4m3")
                 o = torch.empty(1, 16, L, D, device="cuda", dtype=torch.bfloat16)
                 kernel(q8, k8, vt, o, torch.empty(1, 16, 1, L, device="cuda"), *scales, D ** -0.5)
-                report(f"attention_fp8 {kernel.name}", rel(o, want), 5e-2)
+                report(f"attention_fp8 {kernel.name}", rel_err(o, want), 5e-2)
 
 
 def ring():
@@ -391,8 +389,8 @@ def ring():
             ring_op._merge(oa, la, ob, lb, o, lo, r0)
             wa = torch.sigmoid(la - lb)[..., None]   # exp(la) / (exp(la) + exp(lb))
             want = oa.float() * wa + ob.float() * (1 - wa)
-            report(f"ring merge D {D} {acc} -> {out}", rel(o[:, :, r0:r0 + R], want), 1e-2)
-            report(f"ring merge lse D {D} {acc} -> {out}", rel(lo[:, :, r0:r0 + R], torch.logaddexp(la, lb)), 1e-5)
+            report(f"ring merge D {D} {acc} -> {out}", rel_err(o[:, :, r0:r0 + R], want), 1e-2)
+            report(f"ring merge lse D {D} {acc} -> {out}", rel_err(lo[:, :, r0:r0 + R], torch.logaddexp(la, lb)), 1e-5)
 
 
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,

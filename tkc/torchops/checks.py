@@ -64,11 +64,12 @@ def autocast(*tensors) -> tuple | None:
     """The tensors as an op takes them in a torch.autocast region of the ops'
     device to bf16 (AMP: float32 weights and activations): each floating
     tensor but bf16 and float64 cast to bf16 (differentiably), as autocast
-    casts F.linear's inputs. None when there is nothing to cast or no such
-    region (the op's checks then name what is wrong): the ops ask in their
-    checks' path only, so a bf16 call pays nothing. A region to float16 is
-    refused: the kernels are bf16."""
-    if not any(_castable(t) for t in tensors) or not torch.is_autocast_enabled(DEVICE_TYPE):
+    casts F.linear's inputs. None when there is no such region or nothing to
+    cast (the op's checks then name what is wrong). The ops ask before their
+    checks, which a call wanting gradients runs each time: the region's flag
+    is read first, so outside a region that costs one read. A region to
+    float16 is refused: the kernels are bf16."""
+    if not torch.is_autocast_enabled(DEVICE_TYPE) or not any(_castable(t) for t in tensors):
         return None
     if torch.get_autocast_dtype(DEVICE_TYPE) != torch.bfloat16:
         raise TkcError(f"tkc's ops compute in bf16: under torch.autocast use dtype=torch.bfloat16, "
