@@ -14,7 +14,7 @@ from .tune import autotune  # noqa: F401  (tkc/tune: a builder's space, tuned pe
 _TORCH_OPS = ("attention", "attention_varlen", "attention_fp8", "attention_fp8_vt", "fp8_v_layout",
               "linear_attention", "based", "hedgehog", "fftconv", "fftconv_filter", "layer_norm",
               "rms_norm", "rotary_embedding", "matmul",
-              "linear", "scaled_mm", "quantize_fp8", "grouped_scaled_mm", "all_gather_matmul",
+              "linear", "swiglu", "scaled_mm", "quantize_fp8", "grouped_scaled_mm", "all_gather_matmul",
               "matmul_reduce_scatter", "ring_attention")
 
 

@@ -249,12 +249,19 @@ def test_bias_keeps_the_finish_overlapped():
     """The bias starts the accumulator, so the finish stays register work plus
     stores, which tk-pipeline-staging moves into the next item's loop (the
     stores then appear three times: in the loop, after a short loop, after the
-    last item); an activation keeps it in place for now (overlap.py does not
-    count tk.gelu / tk.silu as register work)."""
+    last item); so does silu's and swiglu's (register work too: two chunks of
+    128 columns); gelu's erf is left in place (overlap.py: it spilled), as are
+    finishes whose carried tiles do not fit (the 256-wide preact ones: 128
+    and 96 words)."""
     plain = _tma_stores(gemm_hopper("bf16", transpose_b=True))
     assert plain == 3 * 4
     assert _tma_stores(gemm_hopper("bf16", transpose_b=True, bias=True)) == plain
+    assert _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="silu")) == plain
+    assert _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="swiglu")) == 3 * 2
+    assert _tma_stores(gemm_hopper("bf16", transpose_b=True, BN=192, activation="swiglu", preact=True)) == 3 * 9
     assert _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="gelu")) == 4
+    assert _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="silu", preact=True)) == 8
+    assert _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="swiglu", preact=True)) == 6
 
 
 @pytest.mark.parametrize("options", [
@@ -486,3 +493,65 @@ def test_after_loop_tiles_are_checked():
         with pytest.raises(TkcError, match=why) as e:
             staged(kernel(where, persistent))
         assert "test_gemm_hopper.py" in e.value.where
+
+
+# ---------------------------------------------------------------- gated (swiglu)
+
+def run_gated(rng, out, m, n, k, preact=False, **options):
+    """gemm_hopper(activation="swiglu") on random x and two [N, K] weights:
+    (c, z, z_up, the expected c, gate, up) in float64."""
+    a = ref_bf16(rng.standard_normal((m, k)))
+    wg, wu = (ref_bf16(rng.standard_normal((n, k)) / math.sqrt(k)) for _ in "gu")
+    gate, up = (a.astype(np.float64) @ w.T.astype(np.float64) for w in (wg, wu))
+    c, z, z_up = empty((m, n)), empty((m, n)), empty((m, n))
+    gemm_hopper(out, transpose_b=True, activation="swiglu", preact=preact, **options).interpret(
+        a, wg, wu, c, *((z, z_up) if preact else ()))
+    assert not np.isnan(c).any(), "elements of C were not written"
+    return c, z, z_up, ACT["silu"](gate) * up, gate, up
+
+
+@pytest.mark.parametrize("out,m,n,k,options", [
+    ("f32", 200, 392, 136, {}),   # 2 x 4 items of 128 gated columns on 4 SMs; ragged M, N, K
+    ("bf16", 77, 136, 200, dict(BN=192, cluster=2)),   # 96-column tiles, a CTA pair sharing A
+    ("f32", 40, 200, 296, dict(BN=64, persistent=False, BM=64)),
+    ("f32", 9, 72, 200, dict(BN=32, persistent=False, BM=16, split=2)),   # 16-column tiles, split-K
+    ("f32", 30, 100, 456, dict(BN=64, persistent=False, BM=64, split=4)),
+], ids=["bn256", "bn192-cluster", "bm64", "bm16-split2", "split4"])
+def test_gated(out, m, n, k, options, rng):
+    """C = silu(A W_gate^T) * (A W_up^T): the halves of one accumulator, gated
+    in registers, at each kind of tile a schedule picks."""
+    c, _, _, ref, gate, up = run_gated(rng, out, m, n, k, **options)
+    assert rel_err(c, ref) < tol(out)
+    assert rel_err(c, ACT["silu"](gate)) > 0.5 and rel_err(c, gate * up) > 1e-2   # both halves, gated
+
+
+def test_gated_preact(rng):
+    """preact=True also stores the gate and up values (the backward's)."""
+    c, z, z_up, ref, gate, up = run_gated(rng, "bf16", 77, 136, 200, preact=True)
+    assert rel_err(z, gate) < 1e-2 and rel_err(z_up, up) < 1e-2 and rel_err(c, ref) < 1e-2
+
+
+def test_gated_kernels_arguments_grid_and_refusals():
+    """Arguments a, b, b_up, c (z, z_up); a tile of BN accumulator columns
+    covers BN / 2 of C's; gating takes nn.Linear's weights, unswapped, unbiased."""
+    k = gemm_hopper("bf16", transpose_b=True, activation="swiglu", preact=True)
+    assert list(k.params) == ["a", "b", "b_up", "c", "z", "z_up"] and k.name.endswith("_swiglu_preact")
+    assert k.grid()[:2] == ["cdiv(c.c, 128)", "cdiv(c.r, 128)"]
+    assert gemm_hopper("bf16", True, BN=192, cluster=2, activation="swiglu").grid()[0] == "cdiv(c.c, 192) * 2"
+    for bad in (dict(transpose_b=False), dict(bias=True), dict(swap=True, BN=128, BM=208), dict(BN=48)):
+        with pytest.raises(ValueError, match="reads two"):
+            gemm_hopper("bf16", **{"transpose_b": True, **bad}, activation="swiglu")
+    # three stores an output column chunk with preact (gate, up, C), one without (three places
+    # each: overlapped, test_bias_keeps_the_finish_overlapped)
+    assert _tma_stores(k) == 3 * 2 and _tma_stores(gemm_hopper("bf16", transpose_b=True, activation="swiglu")) == 3 * 2
+
+
+@pytest.mark.parametrize("options", [dict(preact=True), dict(BN=192, preact=True, cluster=2), dict(),
+                                     dict(BM=64, BN=256, persistent=False),
+                                     dict(BM=16, BN=128, persistent=False, split=2)],
+                         ids=["preact", "bn192-preact-overlapped", "overlapped", "bm64", "bm16-split2"])
+def test_gated_compiles_without_spills(options, artifact_cache):
+    art = gemm_hopper("bf16", transpose_b=True, activation="swiglu", **options).build()
+    res = art.manifest["resources"]
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0 and res["stack"] == 0, res
+    assert not res["wgmma_serialized"], res

@@ -122,6 +122,8 @@ def test_zero_size_inputs_give_empty_outputs(monkeypatch, cpu_ops):
     assert tkc.matmul(a, torch.zeros(64, 8, dtype=BF)).shape == (0, 8)
     c = tkc.matmul(torch.ones(3, 0, dtype=BF), torch.ones(0, 8, dtype=BF))
     assert c.shape == (3, 8) and not c.any()          # K = 0: a sum of nothing
+    y = tkc.linear(torch.ones(2, 3, 0, dtype=BF), torch.ones(8, 0, dtype=BF), torch.ones(8, dtype=BF))
+    assert y.shape == (2, 3, 8) and (y == 1).all()    # ... and the bias
 
 
 def _refused(match, fn, *args, **kw):

@@ -45,6 +45,15 @@ def rows():
         dc = rnd(*((batch,) if batch else ()), m, n)
         return (lambda: tkc.matmul(a, b).backward(dc)), (lambda: torch.matmul(a, b).backward(dc))
 
+    def swiglu(m, k, f, bwd):
+        x, wg, wu = rnd(m, k, grad=bwd), rnd(f, k, grad=bwd, scale=0.02), rnd(f, k, grad=bwd, scale=0.02)
+        dh = rnd(m, f)
+        mine = lambda: tkc.swiglu(x, wg, wu)  # noqa: E731
+        peer = lambda: F.silu(F.linear(x, wg)) * F.linear(x, wu)  # noqa: E731
+        if bwd:
+            return (lambda: mine().backward(dh)), (lambda: peer().backward(dh))
+        return mine, peer
+
     def attn(L, causal, bwd, D=128, B=16, H=16):
         B = max(1, 16384 // L)
         q, k, v = (rnd(B, H, L, D, grad=bwd) for _ in range(3))
@@ -116,6 +125,10 @@ def rows():
                "torch.matmul fwd+bwd", 5),
               ("gemm", "matmul [8,2048,4096]x[4096,4096] fwd+bwd",
                lambda: gemm_bwd(2048, 4096, 4096, 8), "torch.matmul fwd+bwd", 5)]
+    for m, bwd in ((16, False), (4096, False), (4096, True)):   # a Llama-8B MLP's: decode, training
+        table.append(("gemm", f"swiglu {m}x4096 -> 14336{' fwd+bwd' if bwd else ''}",
+                      lambda m=m, b=bwd: swiglu(m, 4096, 14336, b),
+                      "F.silu(F.linear) * F.linear" + (" fwd+bwd" if bwd else ""), 10))
     for L in (1024, 1000):
         for causal in (False, True):
             for bwd in (False, True):

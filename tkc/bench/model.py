@@ -122,8 +122,7 @@ def tkc_llama_block(x, p, cos, sin, heads: int):
     o = tkc.attention(q.transpose(1, 2), k.transpose(1, 2), kv[:, :, 1].transpose(1, 2), causal=True)
     a = tkc.linear(o.transpose(1, 2).reshape(B, L, D), p["w_o"])
     h, x = tkc.rms_norm(a, p["norm2"], residual=x, prenorm=True)
-    up = tkc.linear(h, p["w_gate"], activation="silu") * tkc.linear(h, p["w_up"])
-    return x + tkc.linear(up, p["w_down"])
+    return x + tkc.linear(tkc.swiglu(h, p["w_gate"], p["w_up"]), p["w_down"])
 
 
 def torch_llama_block(x, p, cos, sin, heads: int):

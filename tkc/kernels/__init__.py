@@ -24,7 +24,7 @@ from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper, tile_rows
-from .gemm_space import SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (BN, cluster, persistent, split, BM, swap)
+from .gemm_space import GATED_SCHEDULES, SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (BN, cluster, persistent, split, BM, swap)
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention
@@ -42,7 +42,7 @@ NORM_WIDTHS = (1024, 2048, 4096, 8192)
 
 
 def _gemm_ops():
-    """The GEMMs tkc.matmul and tkc.linear launch (forward and backward), at each schedule."""
+    """The GEMMs tkc.matmul, tkc.linear and tkc.swiglu launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
     # (BM 16 with A transposed takes BM 64: tile_rows; a schedule's kernel once)
     products = {(bn, cl, p, k, bm if sw else tile_rows(bm, ta), sw, ta, tb): None
@@ -57,7 +57,9 @@ def _gemm_ops():
               for bn, cl, p, k, bm, sw in GEMM_SCHEDULES for bias in (False, True)
               for act in (None, "gelu", "silu") for preact in ((False, True) if act else (False,))
               if bias or act]
-    return plain + batched + linear
+    gated = [gemm_hopper("bf16", True, BN=bn, persistent=p, activation="swiglu", preact=preact, cluster=cl,
+                         split=k, BM=bm) for bn, cl, p, k, bm, _ in GATED_SCHEDULES for preact in (False, True)]
+    return plain + batched + linear + gated
 
 
 GEMM_OPS = _gemm_ops()

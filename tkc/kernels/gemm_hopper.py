@@ -43,6 +43,7 @@ from tkc.ops import add_col, add_row, gelu, load, silu, store, subtile, transpos
 BK = 64
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32 (64 x 128, 64 x 64)
 ACTIVATIONS = (None, "gelu", "silu")
+GATED = ("swiglu",)   # act(A B_gate) * (A B_up): two weights, one accumulator
 
 
 # swap=True's tiles: C's rows on wgmma's N, so a tile's height is any multiple
@@ -87,9 +88,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
         b     gl(bf16, 1, 1, K, N), or (1, 1, N, K) with transpose_b
+        b_up  gl(bf16, 1, 1, N, K)                  with activation="swiglu"
         bias  gl(bf16, 1, 1, 1, N)                  with bias=True
         c     gl(out_dtype, 1, 1, M, N)             the result
         z     gl(out_dtype, 1, 1, M, N)             with preact=True
+        z_up  gl(out_dtype, 1, 1, M, N)             with preact=True and "swiglu"
 
     transpose_a / transpose_b: C = A^T B, A B^T or A^T B^T from A, B as
     stored (mma_AtB, mma_ABt, mma_AtBt).
@@ -109,6 +112,15 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     knows there, and gelu and silu are not among them yet).
     preact=True (with an activation): also z = A B + bias, the
     pre-activation a backward needs for gelu'(z) or silu'(z).
+    activation="swiglu" (a Llama MLP's gate and up projections in one
+    product, transpose_b, not swapped): C = silu(A B_gate^T) * (A B_up^T)
+    from two [N, K] weights. The block's accumulator holds BN columns, the
+    first half gate columns and the second the up columns of the same BN / 2
+    columns of C (TMA loads each weight's rows into one half of the B tile,
+    so one wgmma of N = BN serves both): wgmma's fragments put column c and
+    c + BN / 2 in the same thread, so the gating is register-local and C's
+    tile is BN / 2 wide. Saves what a separate gate, up and product write and
+    read ([M, N] each). With preact, z and z_up get the gate and up values.
     epilogue=(cols, buffers): the finish tiles (default: 16 KiB ones, two of them).
     cluster=n: blocks run in clusters of n along x, which share their A
     tiles: tk-pipeline-staging has each CTA load 1/n of A's tile and
@@ -128,8 +140,13 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     finishes warp r's rows, its own partial plus three. Four times the
     blocks, for C whose tiles fill few SMs even at split 2.
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS}, got {activation!r}")
+    gated = activation in GATED
+    if activation not in ACTIVATIONS + GATED:
+        raise ValueError(f"gemm_hopper: activation must be one of {ACTIVATIONS + GATED}, got {activation!r}")
+    if gated and (swap or not transpose_b or bias or BN % 32):
+        raise ValueError(f"gemm_hopper: {activation} reads two [N, K] weights into the halves of a "
+                         f"BN-row B tile: it takes transpose_b, BN a multiple of 32, no swap and no "
+                         f"bias, got transpose_b={transpose_b}, BN={BN}, swap={swap}, bias={bias}")
     if preact and activation is None:
         raise ValueError("gemm_hopper: preact=True stores the pre-activation: it needs an activation")
     if swap:
@@ -143,18 +160,19 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError("gemm_hopper: BM=16 loads A's rows into registers as stored: not with "
                          "transpose_a (take BM=64)")
     size = 2 if out_dtype == bf16 else 4
+    out_cols = BN // 2 if gated else BN   # C's columns a tile
     if swap:   # one finish tile of the whole tile: one TMA store an item (H200, 777 x 4096^2 at
         # BM 208: 39.9 µs, against 43.4 through two 16-row ones); split 4's are 16 columns wide,
         # two of them (with one, a pre-activation's store holds the activation's registers: spills)
         default = (BM, 2 if split == 4 else 1)
     else:      # finish tiles of epi columns
         default = (EPILOGUE_BYTES // (BM * size), 2)
-        while BN % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
+        while out_cols % default[0] and default[0] > 16:   # a narrow tile: narrower finish tiles
             default = (default[0] // 2, 2)
     epi, buffers = epilogue or default
     if swap and BM % epi:
         raise ValueError(f"gemm_hopper: swap=True's finish tiles are rows of C: {epi} must divide BM={BM}")
-    if not swap and not (0 < BN <= 256 and BN % epi == 0):  # the finish stores BN / epi whole chunks
+    if not swap and not (0 < BN <= 256 and out_cols % epi == 0):  # the finish stores whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
                          f"up to 256 (wgmma's widest N), got {BN}")
     if split not in (1, 2, 4) or split > 1 and (persistent or cluster > 1 or BN > 128):
@@ -182,14 +200,14 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         mma = getattr(warpgroup, f"mma_{'A' if transpose_b else 'At'}{'B' if transpose_a else 'Bt'}")
     else:
         mma = getattr(warpgroup, f"mma_{'At' if transpose_a else 'A'}{'Bt' if transpose_b else 'B'}")
-    act = {"gelu": gelu, "silu": silu}.get(activation)
+    act = {"gelu": gelu, "silu": silu, "swiglu": silu}.get(activation)
     batch = "Bt" if batched else 1
     A = gl(bf16, 1, batch, *(("K", "M") if transpose_a else ("M", "K")))
     B = gl(bf16, 1, "Bb" if batched else 1, *(("N", "K") if transpose_b else ("K", "N")))
     C = gl(out_dtype, 1, batch, "M", "N")
     V = gl(bf16, 1, 1, 1, "N")
 
-    def body(a, b, c, vec, z):
+    def body(a, b, c, vec, z, b_up=None, z_up=None):
         x, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
         bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's part of K
         # (b, d) of this block's matrices: its batch; B's is 0 when B has batch 1
@@ -246,7 +264,11 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             ks = tkc.range(r * half, tkc.min(r * half + half, steps), stages=stages)
         for k in ks:
             tma.load(a_s, a, (*ac, k, bm) if transpose_a else (*ac, bm, k))
-            tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
+            if gated:   # gate rows into the B tile's first half, up rows into its second
+                tma.load(subtile(b_s, BN // 2, BK, (0, 0)), b, (*bc, bn, k))
+                tma.load(subtile(b_s, BN // 2, BK, (1, 0)), b_up, (*bc, bn, k))
+            else:
+                tma.load(b_s, b, (*bc, bn, k) if transpose_b else (*bc, k, bn))
             # each consumer warpgroup (wg < BM / 64) multiplies its 64 rows of C: rows of the
             # A tile, or with transpose_a its columns (a 64-column panel); BM 16: each warp
             # the tile's 16 rows, from registers; swapped, its 64 columns of C: rows of
@@ -300,9 +322,16 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 tma.store(g, out, (*ac, row * (BM // epi) + j, bn * split + r if band else bn))
                 return
             put(out, y.to(out_dtype))   # (band: warp r's 16 rows, a 16-row finish tile of C)
-            tma.store(g, out, (*ac, row * split + r if band else row, bn * (BN // epi) + j))
+            tma.store(g, out, (*ac, row * split + r if band else row, bn * (out_cols // epi) + j))
 
-        for j in range(acc_cols // epi):
+        if gated:   # C's columns j: gate columns j, times the up ones BN / 2 further
+            for j in range(out_cols // epi):
+                gate, up = subtile(acc, 16, epi, (0, j)), subtile(acc, 16, epi, (0, j + out_cols // epi))
+                if preact:
+                    finish(z, gate, j, 3 * j)
+                    finish(z_up, up, j, 3 * j + 1)
+                finish(c, act(gate) * up, j, 3 * j + 2 if preact else j)
+        for j in range(0 if gated else acc_cols // epi):
             y = subtile(acc, 16, epi, (0, j))
             if preact:  # z, then y = act(z): both from the f32 values, each rounded once
                 finish(z, y, j, 2 * j)
@@ -312,7 +341,13 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         if split > 1:
             tkc.cluster_sync()   # no CTA leaves while the peer may still copy from it
 
-    if bias and preact:
+    if gated and preact:
+        def gemm(a: A, b: B, b_up: B, c: C, z: C, z_up: C):
+            body(a, b, c, None, z, b_up, z_up)
+    elif gated:
+        def gemm(a: A, b: B, b_up: B, c: C):
+            body(a, b, c, None, None, b_up)
+    elif bias and preact:
         def gemm(a: A, b: B, bias: V, c: C, z: C):
             body(a, b, c, bias, z)
     elif bias:
@@ -326,8 +361,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             body(a, b, c, None, None)
 
     n = max(cluster, split)   # CTAs a cluster along x
-    cols = ((lambda c: tkc.cdiv(c.c, BN * cluster) * n) if n > 1   # noqa: E731   (whole clusters)
-            else (lambda c: tkc.cdiv(c.c, BN)))
+    cols = ((lambda c: tkc.cdiv(c.c, out_cols * cluster) * n) if n > 1   # noqa: E731   (whole clusters)
+            else (lambda c: tkc.cdiv(c.c, out_cols)))
     grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
             else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
     warps = 4 * max(1, acc_rows // 64)   # the consumers (tk-pipeline-staging adds the producer)

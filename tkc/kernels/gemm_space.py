@@ -63,3 +63,13 @@ def pruned(c: dict) -> bool:
 
 # (BN, cluster, persistent, split, BM, swap) of every schedule the space keeps
 SCHEDULES = tuple(v for v in itertools.product(*SPACE.values()) if not pruned(dict(zip(SPACE, v))))
+
+
+def pruned_gated(c: dict) -> bool:
+    """pruned's, and the schedules a gated tile (tkc.swiglu's) cannot take:
+    gemm_hopper's rule, not swapped and BN a multiple of 32."""
+    return pruned(c) or c["swap"] or c["BN"] % 32 != 0
+
+
+# ... and of those a gated tile takes
+GATED_SCHEDULES = tuple(v for v in SCHEDULES if not pruned_gated(dict(zip(SPACE, v))))

@@ -18,7 +18,10 @@ after the work-item loop. The chunks keep their order, so the store waits
 tk-pipeline-staging computed stay right.
 
 It applies when the carried registers fit beside the accumulators (a bf16
-finish: 64 words; an f32 one would need 128 more and is left in place).
+finish: 64 words; an f32 one would need 128 more and is left in place). An
+activation (tkc.linear's silu, tkc.swiglu's gating) is register work like a
+conversion: it runs at the item's end, its bf16 results are carried (gelu's
+erf is left in place: REGISTER_OPS).
 """
 from __future__ import annotations
 
@@ -31,11 +34,13 @@ from ..dialect.types import RT, RV, view
 from ..hopper.registers import flat_types
 from .rewrite import add_iter_args, extend_yield, index, inside
 
-REGISTER_OPS = ("tk.subtile", "tk.copy", "tk.swap_layout", "tk.transpose", "tk.exp", "tk.exp2",
-                "tk.log", "tk.log2", "tk.abs", "tk.relu", "tk.neg", "tk.add", "tk.sub", "tk.mul",
-                "tk.div", "tk.max", "tk.min", "tk.add_row", "tk.sub_row", "tk.mul_row",
-                "tk.div_row", "tk.add_col", "tk.sub_col", "tk.mul_col", "tk.div_col",
-                "tk.row_max", "tk.row_sum", "tk.col_max", "tk.col_sum", "tk.row_pick", "tk.col_pick")
+# the register ops a finish may hold (its register part): views, conversions, element-wise
+# math (silu, ...), broadcasts and reductions of register tiles; not erf and gelu (erf form),
+# whose polynomial's temporaries beside the carried tiles spill (H200 build, 2026-11-30:
+# the 128x192 and swapped 192x128 linear gelu+preact tiles, 52-60 B each)
+HEAVY = ("erf", "gelu")
+REGISTER_OPS = tuple(f"tk.{n}" for n in ("subtile", "swap_layout", "transpose", *tk.UNARY, *tk.BINARY,
+                                         *tk.BROADCAST, *tk.REDUCE, *tk.PICK) if n not in HEAVY)
 WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
          "tk.warpgroup_mma_atbt")
 

@@ -7,6 +7,7 @@
     tkc.layer_norm, tkc.rms_norm             dropout + residual + LayerNorm / RMSNorm
     tkc.rotary_embedding                     RoPE
     tkc.matmul, tkc.linear                   GEMM (forward and backward), nn.Linear's epilogue
+    tkc.swiglu                               a gated MLP's gate and up projections in one GEMM
     tkc.scaled_mm                            FP8 GEMM with per-tensor, row-wise or block scales
     tkc.quantize_fp8                         bf16 -> e4m3 with 1x128 scales (for tkc.scaled_mm)
     tkc.grouped_scaled_mm                    block-scaled FP8 GEMM of MoE experts (contiguous, masked)
@@ -31,8 +32,9 @@ from .ring import ring_attention
 from .rotary import rotary_embedding
 from .quantize import quantize_fp8
 from .scaled import scaled_mm
+from .gated import swiglu
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "attention", "attention_varlen", "attention_fp8",
            "attention_fp8_vt", "fp8_v_layout", "based", "fftconv",
            "fftconv_filter", "grouped_scaled_mm", "hedgehog", "layer_norm", "linear", "linear_attention", "matmul",
-           "quantize_fp8", "ring_attention", "rms_norm", "rotary_embedding", "scaled_mm"]
+           "quantize_fp8", "ring_attention", "rms_norm", "rotary_embedding", "scaled_mm", "swiglu"]

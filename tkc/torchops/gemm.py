@@ -349,7 +349,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
         named.append(("bias", bias))
     _check_rows(fn, K=weight.shape[1], N=weight.shape[0])
     check_device(fn, *named)
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])   # (-1 is ambiguous when K = 0)
     if x2.stride(-1) != 1 or x2.stride(0) != x2.shape[1]:
         x2 = x2.contiguous()
     w = weight if weight.is_contiguous() else weight.contiguous()

@@ -1,0 +1,87 @@
+"""tkc.swiglu on the GPU: against float64 PyTorch at the tuned picks' shapes
+(a decode step's rows to a training step's, ragged M, F and K), forward and
+every gradient; each schedule its table may pick, forced; AMP; inductor
+(fullgraph) and opcheck; a CUDA-graph capture of the eager path."""
+import pytest
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import tkc  # noqa: E402
+from tkc.kernels import GATED_SCHEDULES  # noqa: E402
+
+BF = torch.bfloat16
+
+
+def rel(x, ref):
+    return float((x.double() - ref.double()).norm() / ref.double().norm())
+
+
+def operands(m, k, f, grad=False):
+    x = torch.randn(m, k, device="cuda").to(BF).requires_grad_(grad)
+    wg, wu = ((torch.randn(f, k, device="cuda") / k ** 0.5).to(BF).requires_grad_(grad) for _ in "gu")
+    return x, wg, wu
+
+
+def ref(x, wg, wu):
+    x = x.double()
+    return F.silu(x @ wg.double().t()) * (x @ wu.double().t())
+
+
+def check_grads(h, r, tensors, tol=2e-2):
+    dh = torch.randn_like(h)
+    got = torch.autograd.grad(h, tensors, dh)
+    want = torch.autograd.grad(r, tensors, dh.double())
+    errs = [rel(g, w) for g, w in zip(got, want)]
+    assert max(errs) < tol, errs
+
+
+@pytest.mark.parametrize("m,k,f", [(1, 4096, 14336), (16, 4096, 1000), (40, 1024, 4096), (300, 4000, 2056),
+                                   (777, 4096, 4096), (4096, 4096, 14336), (2, 64, 8)])
+def test_values_and_gradients(m, k, f):
+    x, wg, wu = operands(m, k, f, grad=True)
+    h = tkc.swiglu(x, wg, wu)
+    r = ref(x, wg, wu)
+    assert rel(h, r) < 1e-2
+    check_grads(h, r, (x, wg, wu))
+    with torch.no_grad():   # the plain path: h alone written
+        assert tkc.swiglu(x, wg, wu).equal(h.detach())
+
+
+@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap", GATED_SCHEDULES)
+def test_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap):
+    """Each schedule the table may pick, forced, on ragged rows and F (a
+    cluster's second CTA past F), forward and backward."""
+    from tkc.torchops import gated
+    monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: dict(
+        BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm, swap=swap))
+    x, wg, wu = operands(333, 520, 8 + bn, grad=True)
+    h = tkc.swiglu(x, wg, wu)
+    r = ref(x, wg, wu)
+    assert rel(h, r) < 1e-2
+    check_grads(h, r, (x, wg, wu))
+
+
+def test_amp_compile_opcheck_and_graph_capture():
+    from tkc.torchops import gated
+    x, wg, wu = operands(200, 512, 1024)
+    with torch.autocast("cuda", torch.bfloat16):
+        assert tkc.swiglu(x.float(), wg.float(), wu.float()).equal(tkc.swiglu(x, wg, wu))
+    f = torch.compile(lambda x: tkc.swiglu(x, wg, wu) * 2, fullgraph=True)
+    assert rel(f(x), 2 * ref(x, wg, wu)) < 1e-2
+    torch.library.opcheck(gated._swiglu.custom_op, (x, wg, wu, False))
+    torch.library.opcheck(gated._swiglu.custom_op, (x, wg, wu.requires_grad_(), True))
+    wu.requires_grad_(False)
+    h = tkc.swiglu(x, wg, wu)
+    graph, out = torch.cuda.CUDAGraph(), None
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        tkc.swiglu(x, wg, wu)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(graph):
+        out = tkc.swiglu(x, wg, wu)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    assert rel(out, ref(x, wg, wu)) < 1e-2 and not out.equal(h)

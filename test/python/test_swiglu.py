@@ -1,0 +1,174 @@
+"""tkc.swiglu, a gated MLP's gate and up projections in one GEMM, on the CPU:
+values and gradients against float64 with the interpreter standing in for
+the GPU (each schedule kind forced), the plain and autograd paths, AMP,
+torch.compile, argument errors at the caller's line, and the schedules: its
+space, its key, every one prebuilt."""
+from __future__ import annotations
+
+import pytest
+from helpers import grads_match, interpreted, refused_here
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+import tkc  # noqa: E402
+from tkc.kernels import GATED_SCHEDULES  # noqa: E402
+from tkc.torchops import checks, gated, gemm  # noqa: E402
+
+BF = torch.bfloat16
+SMALL = {"BN": 64, "cluster": 1, "persistent": True, "split": 1, "BM": 128, "swap": False}
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    """CPU tensors pass the device checks; kernels run in the interpreter,
+    at small tiles (they interpret faster) unless a test forces others."""
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+    for mod in (gemm, gated):
+        build = mod._kernel
+        monkeypatch.setattr(mod, "_kernel", lambda *key, _b=build, **kw: interpreted(_b(*key, **kw)))
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: dict(SMALL, swap=False))
+    monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: SMALL)
+
+
+def _rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / max(float(b.norm()), 1e-30))
+
+
+def _operands(seed, *shape, F=72, grad=True):
+    g = torch.Generator().manual_seed(seed)
+    K = shape[-1]
+    x = torch.randn(*shape, generator=g).to(BF)
+    wg, wu = ((torch.randn(F, K, generator=g) / K ** 0.5).to(BF) for _ in "gu")
+    if grad:
+        for t in (x, wg, wu):
+            t.requires_grad_()
+    return x, wg, wu, g
+
+
+def _ref(x, wg, wu):
+    xd = x.double()
+    return torch.nn.functional.silu(xd @ wg.double().t()) * (xd @ wu.double().t())
+
+
+@pytest.mark.parametrize("shape", [(70, 64), (2, 9, 136)], ids=["2d", "3d-ragged-k"])
+def test_values_and_gradients(cpu_ops, shape):
+    """Forward and every gradient (x, both weights) within bf16's tolerance of
+    float64; F = 72 is past one 32-column tile of C (a ragged second)."""
+    x, wg, wu, g = _operands(1, *shape)
+    h = tkc.swiglu(x, wg, wu)
+    ref = _ref(x, wg, wu)
+    assert h.shape == (*shape[:-1], 72) and _rel(h, ref) < 1e-2
+    assert grads_match(h, ref, torch.randn(ref.shape, generator=g).to(BF), (x, wg, wu), 2e-2)
+
+
+@pytest.mark.parametrize("schedule", [
+    dict(BN=128, persistent=False, BM=64), dict(BN=64, persistent=False, BM=16, split=2),
+    dict(BN=64, persistent=False, BM=64, split=4), dict(BN=192, cluster=2),
+], ids=["bm64", "bm16-split2", "split4", "bn192-cluster2"])
+def test_each_schedule_kind(cpu_ops, monkeypatch, schedule):
+    """The tiles a tuned table may pick: 64- and 16-row tiles, split-K 2 and 4,
+    a 192-wide tile (96 gated columns) in a 2-CTA cluster sharing x."""
+    monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: dict(SMALL, **schedule))
+    x, wg, wu, _ = _operands(2, 40, 136, F=200, grad=False)
+    assert _rel(tkc.swiglu(x, wg, wu), _ref(x, wg, wu)) < 1e-2
+
+
+def test_plain_and_autograd_paths_agree(cpu_ops):
+    """No gradient wanted: the kernel writes h alone, and later calls take the
+    kept plan; with one, it also stores gate and up. Both give the same h."""
+    x, wg, wu, _ = _operands(3, 33, 64, grad=False)
+    plain = tkc.swiglu(x, wg, wu)
+    assert tkc.swiglu(x, wg, wu).equal(plain)   # the kept plan's run
+    graded = tkc.swiglu(x, wg, wu.requires_grad_())
+    assert graded.requires_grad and graded.detach().equal(plain)
+    with torch.no_grad():
+        assert tkc.swiglu(x, wg, wu).equal(plain)
+
+
+def test_autocast_takes_float32(cpu_ops):
+    """In a bf16 autocast region float32 x and weights are cast, as F.linear's."""
+    x, wg, wu, _ = _operands(4, 20, 64, grad=False)
+    with torch.autocast("cpu", torch.bfloat16):
+        h = tkc.swiglu(x.float(), wg.float(), wu.float())
+    assert h.dtype == BF and h.equal(tkc.swiglu(x, wg, wu))
+
+
+def test_empty_inputs(cpu_ops):
+    x, wg, wu, _ = _operands(5, 0, 64, grad=False)
+    assert tkc.swiglu(x, wg, wu).shape == (0, 72)
+    x = torch.randn(3, 4, 0).to(BF)
+    assert tkc.swiglu(x, *(torch.empty(8, 0, dtype=BF) for _ in "gu")).equal(torch.zeros(3, 4, 8, dtype=BF))
+
+
+def test_compiles_without_graph_breaks(cpu_ops):
+    """torch.compile (fullgraph) traces the custom op; its backward runs the formula."""
+    x, wg, wu, g = _operands(6, 24, 64)
+
+    def mlp(x, wg, wu):
+        return tkc.matmul(tkc.swiglu(x, wg, wu), wg)
+
+    y = torch.compile(mlp, backend="aot_eager", fullgraph=True)(x, wg, wu)
+    ref = _ref(x, wg, wu) @ wg.double()
+    assert _rel(y, ref) < 2e-2
+    assert grads_match(y, ref, torch.randn(ref.shape, generator=g).to(BF), (x, wg, wu), 3e-2)
+
+
+def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
+    x, wg, wu, _ = _operands(7, 8, 64, grad=False)
+    here = __file__
+    refused_here(lambda: tkc.swiglu(x, wg, wu[:64]), "must have one shape", here)
+    refused_here(lambda: tkc.swiglu(x[:, :32], wg, wu), "x's last dim must be the weights' K", here)
+    refused_here(lambda: tkc.swiglu(x, wg.float(), wu), "w_gate", here)
+    refused_here(lambda: tkc.swiglu(x, wg[:, None], wu), "w_gate", here)
+    w = torch.randn(12, 64).to(BF)
+    refused_here(lambda: tkc.swiglu(x, w, w), "F = 12 must be a multiple of 8", here)
+    with torch.autocast("cpu", torch.float16):
+        refused_here(lambda: tkc.swiglu(x.float(), wg, wu), "dtype=torch.bfloat16", here)
+
+
+def test_schedules_space_and_key():
+    """The tuned space is matmul's unswapped tiles whose halves are 16-row
+    multiples (BN % 32), each one the library builds with and without the
+    stored gate and up; a key's candidates narrow with C's rows; keys
+    bucket C's rows (16, 64, then powers of four) and F (powers of two to
+    4096, multiples of 2048 to 16384), and every tuning example is a key."""
+    from tkc.kernels import library
+    kept = {tuple(c.values()) for c in gated.TILE.candidates()}
+    assert kept == set(GATED_SCHEDULES) and len(kept) == 25
+    assert all(not s[5] and s[0] % 32 == 0 for s in kept)
+    built = {k.artifact_key() for k in library()}
+    for bn, cl, p, k, bm, _ in kept:
+        for preact in (False, True):
+            assert gated._kernel(preact, BN=bn, cluster=cl, persistent=p, split=k, BM=bm).artifact_key() in built
+    assert [gated._key(m, f) for m, f in ((1, 14336), (17, 11008), (65, 4096), (300, 4000), (4096, 14336),
+                                          (5000, 1000), (16384, 28672))] \
+        == [(16, 14336), (64, 12288), (256, 4096), (1024, 4096), (4096, 14336), (16384, 1024), (16384, 32768)]
+    assert len({gated._key(m, f) for m in gated.ROWS for f in gated.WIDTHS}) == 36
+    sizes = [len(gated.TILE.candidates((rows, 4096))) for rows in (16, 64, 256, 1024, 4096)]
+    assert sizes == [25, 25, 12, 12, 10]
+    assert all(c["BM"] == 128 and c["split"] == 1 for c in gated.TILE.candidates((4096, 4096)))
+
+
+def test_untuned_keys_take_the_nearest_tuned_width(monkeypatch, tmp_path):
+    """A key no table holds takes its rows' pick at the nearest F tuned
+    (tkc/tune/tables), else the default tile."""
+    import json
+
+    from tkc.tune import tables
+    monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TKC_DEVICE_NAME", "Some GPU")
+    S = lambda bn, persistent=True: dict(SMALL, BN=bn, persistent=persistent)  # noqa: E731
+    tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.swiglu.tile": {
+        repr((4096, 14336)): {"config": S(256)}, repr((4096, 8192)): {"config": S(192, False)},
+        repr((256, 4096)): {"config": S(128, False)}}}}))
+    gated.TILE.forget()
+    try:
+        assert [gated.TILE.choose(k)["BN"] for k in ((4096, 14336), (4096, 16384), (4096, 10240),
+                                                     (4096, 1024), (256, 32768), (16, 4096))] == \
+            [256, 256, 192, 192, 128, 256]
+        assert gated.TILE.choose((16, 4096)) == gated.TILE.default
+    finally:
+        gated.TILE.forget()
