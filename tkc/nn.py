@@ -1,9 +1,10 @@
 """torch.nn modules computed by tkc's ops: drop-in subclasses of nn.Linear,
-nn.LayerNorm and nn.RMSNorm (same parameters, state dicts and init);
+nn.LayerNorm and nn.RMSNorm (same parameters, state dicts and init); a
+gated MLP (GatedMLP: Llama's gate_proj, up_proj, down_proj, SiLU);
 `convert`, which swaps them into an existing model; and
 `scaled_dot_product_attention`, F.scaled_dot_product_attention's drop-in.
 
-    model = tkc.nn.convert(model)          # its Linear / LayerNorm / RMSNorm layers, where tkc serves them
+    model = tkc.nn.convert(model)          # its Linear / LayerNorm / RMSNorm layers and gated MLPs
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = model(x).float().pow(2).mean()
 
@@ -20,10 +21,11 @@ from torch import nn
 from .kernels.attention_hopper import HEAD_DIMS
 from .torchops import checks
 from .torchops.attn import attention
+from .torchops.gated import swiglu
 from .torchops.gemm import ACTIVATIONS, linear
 from .torchops.norms import MAX_D, layer_norm, rms_norm
 
-__all__ = ["LayerNorm", "Linear", "RMSNorm", "convert", "scaled_dot_product_attention"]
+__all__ = ["GatedMLP", "LayerNorm", "Linear", "RMSNorm", "convert", "scaled_dot_product_attention"]
 
 
 class Linear(nn.Linear):
@@ -61,6 +63,46 @@ class RMSNorm(nn.RMSNorm):
         return rms_norm(x, self.weight, eps=eps)
 
 
+class GatedMLP(nn.Module):
+    """A Llama / Mistral / Qwen MLP, down_proj(silu(gate_proj(x)) * up_proj(x)),
+    with the gate and up projections in one GEMM (tkc.swiglu) and down_proj a
+    tkc.nn.Linear; the submodules' names are Hugging Face's (LlamaMLP's), so
+    its state dict loads theirs. Widths multiples of 8."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, device=None, dtype=None):
+        super().__init__()
+        kw = dict(bias=False, device=device, dtype=dtype)
+        self.gate_proj = Linear(hidden_size, intermediate_size, **kw)
+        self.up_proj = Linear(hidden_size, intermediate_size, **kw)
+        self.down_proj = Linear(intermediate_size, hidden_size, **kw)
+        self.act_fn = nn.SiLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _gated_forward(self, x)
+
+
+def _gated_forward(self, x: torch.Tensor) -> torch.Tensor:
+    return self.down_proj(swiglu(x, self.gate_proj.weight, self.up_proj.weight))
+
+
+_GATED = {GatedMLP: GatedMLP}   # a converted gated MLP's class -> its tkc twin (made once per class)
+
+
+def _gated_why(m: nn.Module) -> str | None:
+    """Whether m is a gated MLP tkc serves: None when it is, else why not ("" for a
+    module that is not one: gate_proj, up_proj, down_proj nn.Linear and an nn.SiLU act_fn)."""
+    parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
+    if not all(isinstance(p, nn.Linear) for p in parts) or type(getattr(m, "act_fn", None)) is not nn.SiLU:
+        return ""
+    gate, up, down = parts
+    if gate.bias is not None or up.bias is not None:
+        return "gate_proj / up_proj with a bias: tkc.swiglu takes none"
+    if gate.weight.shape != up.weight.shape or gate.in_features % 8 or gate.out_features % 8:
+        return (f"gate_proj {tuple(gate.weight.shape)}, up_proj {tuple(up.weight.shape)}: tkc.swiglu "
+                f"takes one [F, K] shape, F and K multiples of 8")
+    return None
+
+
 def _served_width(shape) -> bool:
     return len(shape) == 1 and shape[0] % 256 == 0 and 256 <= shape[0] <= MAX_D
 
@@ -70,7 +112,15 @@ def _swap(m: nn.Module) -> str | None:
     dict, hooks and references stay): None when done, else why tkc cannot serve it
     ("" for a module that is none of the three)."""
     kind = type(m)
-    if kind is nn.Linear:
+    gated = "" if kind in _GATED.values() else _gated_why(m)
+    if gated:
+        return gated
+    if gated is None:
+        if kind not in _GATED:   # the model's own class, its forward replaced by the fused one
+            _GATED[kind] = type(f"Tkc{kind.__name__}", (kind,), {"forward": _gated_forward,
+                                                                 "__module__": __name__})
+        m.__class__ = _GATED[kind]
+    elif kind is nn.Linear:
         if m.in_features % 8 or m.out_features % 8:
             return f"features {m.in_features} -> {m.out_features}: tkc.linear needs multiples of 8"
         m.__class__, m.activation = Linear, None
@@ -89,10 +139,12 @@ def _swap(m: nn.Module) -> str | None:
 def convert(model: nn.Module) -> nn.Module:
     """model with each nn.Linear, nn.LayerNorm and nn.RMSNorm that tkc serves (Linear:
     features multiples of 8; the norms: one affine dim, a multiple of 256 up to 16384,
-    LayerNorm with a bias) computed by tkc's ops, in place: the same module objects and
-    parameters, so optimizers, state dicts and hooks keep working. The others stay as
-    they are: `model.tkc_converted` lists the converted modules' names and
-    `model.tkc_skipped` maps the others of the three kinds to why."""
+    LayerNorm with a bias) computed by tkc's ops, and each gated MLP (a module with
+    nn.Linear gate_proj, up_proj, down_proj and an nn.SiLU act_fn, Hugging Face's
+    LlamaMLP, MistralMLP, Qwen2MLP: its forward taken to be theirs) by tkc.swiglu, in
+    place: the same module objects and parameters, so optimizers, state dicts and hooks
+    keep working. The others stay as they are: `model.tkc_converted` lists the
+    converted modules' names and `model.tkc_skipped` maps the others of these kinds to why."""
     converted, skipped = [], {}
     for name, m in model.named_modules():
         why = _swap(m)

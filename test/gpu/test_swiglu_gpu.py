@@ -85,3 +85,28 @@ def test_amp_compile_opcheck_and_graph_capture():
     x.copy_(torch.randn_like(x))
     graph.replay()
     assert rel(out, ref(x, wg, wu)) < 1e-2 and not out.equal(h)
+
+
+def test_converted_llama_mlp():
+    """tkc.nn.convert on a LlamaMLP-shaped module: tkc.swiglu in its forward, its
+    values and gradients PyTorch's."""
+    import copy
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj, self.up_proj = (torch.nn.Linear(1024, 2816, bias=False) for _ in "gu")
+            self.down_proj, self.act_fn = torch.nn.Linear(2816, 1024, bias=False), torch.nn.SiLU()
+
+        def forward(self, x):
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+    ref = MLP().cuda().to(BF)
+    mine = tkc.nn.convert(copy.deepcopy(ref))
+    assert mine.tkc_converted[0] == ""
+    x = torch.randn(3, 300, 1024, device="cuda").to(BF)
+    y, want = mine(x), ref(x)
+    assert rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(rel(p.grad, q.grad) < 3e-2 for p, q in zip(mine.parameters(), ref.parameters()))

@@ -172,3 +172,56 @@ def test_untuned_keys_take_the_nearest_tuned_width(monkeypatch, tmp_path):
         assert gated.TILE.choose((16, 4096)) == gated.TILE.default
     finally:
         gated.TILE.forget()
+
+
+class _LlamaMLP(torch.nn.Module):
+    """Hugging Face's LlamaMLP, as its source has it."""
+
+    def __init__(self, hidden, inter, bias=False, act=torch.nn.SiLU):
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(hidden, inter, bias=bias)
+        self.up_proj = torch.nn.Linear(hidden, inter, bias=bias)
+        self.down_proj = torch.nn.Linear(inter, hidden, bias=bias)
+        self.act_fn = act()
+
+    def forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+def test_nn_convert_fuses_gated_mlps(cpu_ops):
+    """tkc.nn.convert: a gated MLP (LlamaMLP's shape) runs tkc.swiglu, still an
+    instance of its own class with its parameters and state dict; one with
+    biased projections is skipped with the reason (its Linears converted), one
+    with another activation is no gated MLP (its Linears converted); values
+    and gradients are the original model's."""
+    import copy
+    torch.manual_seed(14)
+    model = torch.nn.Sequential(_LlamaMLP(64, 72), _LlamaMLP(64, 72, bias=True),
+                                _LlamaMLP(64, 72, act=torch.nn.GELU)).to(BF)
+    ref = copy.deepcopy(model)
+    params, keys = list(model.parameters()), list(model.state_dict())
+    tkc.nn.convert(model)
+    assert isinstance(model[0], _LlamaMLP) and type(model[0]).__name__ == "Tkc_LlamaMLP"
+    assert type(model[1]) is type(model[2]) is _LlamaMLP
+    assert "0" in model.tkc_converted and "1" not in model.tkc_converted and "bias" in model.tkc_skipped["1"]
+    assert {"1.gate_proj", "2.gate_proj", "2.down_proj"} <= set(model.tkc_converted)
+    assert list(model.parameters()) == params and list(model.state_dict()) == keys
+    x = torch.randn(3, 5, 64).to(BF)
+    y, want = model(x), ref(x)
+    assert _rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+    tkc.nn.convert(model)   # converting again changes nothing
+    assert type(model[0]).__name__ == "Tkc_LlamaMLP"
+
+
+def test_nn_gated_mlp_loads_a_llama_mlps_state(cpu_ops):
+    torch.manual_seed(15)
+    theirs = _LlamaMLP(64, 72).to(BF)
+    mine = tkc.nn.GatedMLP(64, 72, dtype=BF)
+    mine.load_state_dict(theirs.state_dict())
+    x = torch.randn(7, 64).to(BF)
+    assert _rel(mine(x), theirs(x)) < 2e-2
+    assert torch.equal(mine(x), tkc.linear(tkc.swiglu(x, mine.gate_proj.weight, mine.up_proj.weight),
+                                           mine.down_proj.weight))
