@@ -3,7 +3,7 @@
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
         python3 -m tkc.bench.sanitize [gemm attention attention_long memory linear fftconv ops fp8
-                                   attention_fp8 ring]
+                                   attention_fp8 ring swiglu]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); attention runs
@@ -14,7 +14,7 @@ memory-bound kernels rotary and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
 tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and quantisation
 (fp8); the FP8 attention forward at every schedule and V's layout (attention_fp8); ring
-attention's merge kernels (ring). Results are checked too, so a tool that perturbs timing
+attention's merge kernels (ring); tkc.swiglu at every schedule (swiglu). Results are checked too, so a tool that perturbs timing
 cannot hide a wrong answer.
 """
 import contextlib
@@ -393,9 +393,39 @@ def ring():
             report(f"ring merge lse D {D} {acc} -> {out}", rel_err(lo[:, :, r0:r0 + R], torch.logaddexp(la, lb)), 1e-5)
 
 
+def swiglu():
+    """tkc.swiglu at each schedule its table may pick (the gate and up halves'
+    loads, the gating in the finish, overlapped with the next item's loop
+    where the carried tiles fit), with and without the stored gate and up;
+    tkc.linear's silu finish (overlapped too) at the default tile."""
+    import tkc
+    from tkc.kernels import GATED_SCHEDULES
+    from tkc.torchops import gated, plans
+    real = gated.TILE.choose
+    silu = torch.nn.functional.silu
+    for bn, cluster, persistent, split, bm, swap in GATED_SCHEDULES:
+        gated.TILE.choose = lambda key, args=None, s=dict(BN=bn, cluster=cluster, persistent=persistent,
+                                                            split=split, BM=bm, swap=swap): s
+        plans.forget()
+        name = f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
+        x = torch.randn(300, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        wg, wu = ((torch.randn(8 + 4 * bn, 264, device="cuda") * 0.1).bfloat16().requires_grad_() for _ in "gu")
+        want = silu(x.float() @ wg.float().t()) * (x.float() @ wu.float().t())
+        h = tkc.swiglu(x, wg, wu)
+        h.float().sum().backward()
+        report(f"swiglu {name}", rel_err(h, want), 1e-2)
+        with torch.no_grad():
+            report(f"swiglu {name} (h alone)", rel_err(tkc.swiglu(x, wg, wu), want), 1e-2)
+    gated.TILE.choose = real
+    plans.forget()
+    x = torch.randn(1000, 264, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(1032, 264, device="cuda") * 0.1).bfloat16()
+    report("linear silu", rel_err(tkc.linear(x, w, None, "silu"), silu(x.float() @ w.float().t())), 1e-2)
+
+
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
          "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8, "attention_fp8": attention_fp8,
-         "ring": ring}
+         "ring": ring, "swiglu": swiglu}
 
 
 def main(steps) -> int:
