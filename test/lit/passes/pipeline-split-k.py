@@ -5,7 +5,10 @@
 # x. The author's tkc.cluster_sync() that opens the kernel (after the barrier
 # inits) and the one that closes it stay in the kernel's body, around the
 # producer / consumer split: every warp of both CTAs meets there. The partial
-# tiles cross by tk.tma_store_cta in the consumers' code.
+# tiles cross by tk.tma_store_cta in the consumers' code. The partial tiles lie
+# over the ring (after_loop): the consumers meet after the drain (the last wait
+# and release) before any warp writes them, since another may still read the
+# last slot.
 # RUN: tkc %s --emit=tile | FileCheck %s
 from tkc.kernels.gemm_hopper import gemm_hopper
 
@@ -17,6 +20,13 @@ from tkc.kernels.gemm_hopper import gemm_hopper
 # CHECK-NEXT: %{{.*}} = "tk.warpid"()
 # CHECK: scf.if
 # CHECK: {tk.staged = {role = "producer"
+# CHECK: } {tk.staged = {role = "consumer"
+# CHECK-NEXT: "tk.warpgroup_mma_wait"({{.*}}) {pending = 0 : i64}
+# CHECK: "tk.arrive"
+# CHECK: "tk.sync"() {id = 1 : i64, warps = 8 : i64}
+# CHECK-NOT: "tk.sync"
+# CHECK: "tk.store"(
+# CHECK: "tk.sync"() {id = 1 : i64, warps = 8 : i64}
 # CHECK: "tk.tma_store_cta"
 # CHECK-NOT: tk.tma_load_multicast
 # CHECK: "tk.cluster_sync"() : () -> ()

@@ -12,8 +12,9 @@ from mlir.dialects import arith
 from ...dialect import ops as tk
 from ...dialect import walk
 from ...hopper.registers import flat_types
+from ...hopper.shared import AFTER_RING
 from ..overlap import overlap_finish
-from ..rewrite import add_iter_args, extend_yield, i64, index, inside, uses_in
+from ..rewrite import add_iter_args, entry, extend_yield, i64, index, inside, uses_in
 from .in_flight import after_last_read, carried_positions, held_until, relax_wgmma, trailing_positions
 from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_div, ring_mod, ring_root, root_alloc,
                          staged_attr, terminator, walk_block, written_allocs)
@@ -48,6 +49,7 @@ class Consumer:
         else:
             ring_in = zero
         ring_out = self._consumer_loop(ring_in) if self.f.loop is not None else ring_in
+        self._after_ring_meeting()
         self._consumer_once_loads()
         for op in self.f.prefetches:   # the producer issued them (a hint: no one waits)
             op.erase()
@@ -62,6 +64,20 @@ class Consumer:
                     self._store_wait(0, writes=True)
                 else:
                     self._store_wait(0)
+
+    def _after_ring_meeting(self) -> None:
+        """Tiles that lie over the ring (st(after_loop=True), reuse.py) are
+        written after the loop by whichever warp gets there first, while
+        another may still read the last slot by ld.shared (a 16-row tile's A
+        rows into registers: the racecheck of split-K 16 x 128 tiles showed
+        it) or by its part of the last wgmma: the consumers meet once after
+        the drain, before any such write."""
+        if self.f.loop is None or self.cw <= 1 or not any(
+                o.name == "tk.alloc" and AFTER_RING in o.attributes
+                for o in [o.operation for o in entry(self.f.fn).operations]):
+            return
+        with ir.InsertionPoint(self._drain_end or next_op(self.f.loop)), self.loc:
+            tk.sync(**self.sync)
 
     def _overlap(self) -> None:
         """The finish's stores into the next item's loop (overlap.py), if
@@ -120,7 +136,7 @@ class Consumer:
                 self._ring_store_wait(0)
                 self._release(tk.stage(self.empty, s))
             nxt = arith.addi(it, index(1))
-        self.drain = []
+        self.drain, self._drain_end = [], None
         if relaxed is not None or held is not None:
             wait = relaxed if relaxed is not None else held
             carried = carried_positions(loop, wait) if relaxed is not None else trailing_positions(body)
