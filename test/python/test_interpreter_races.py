@@ -352,3 +352,25 @@ def test_races_false_runs_the_racy_kernel_as_before():
     a, b, c = gemm_args()
     run(module, [a, b, c], races=False)  # warp 0 reads the whole copy at once here
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+
+def test_a_tile_over_the_ring_written_while_a_warp_still_reads_the_ring(monkeypatch):
+    """Split-K's partial tiles lie over the ring (st(after_loop=True)); the
+    detector counts a write to one as a write to every ring slot. Without the
+    consumers' meeting that tk-pipeline-staging puts after the drain, the
+    first warp to write its partial overwrites the last slot another warp
+    (a 16-row tile's: each warp reads A's rows into registers, then its wgmma)
+    still reads; with it the product runs and is right."""
+    from tkc.kernels import gemm_hopper
+    from tkc.passes.pipeline_staging.consumer import Consumer
+    rng = np.random.default_rng(3)
+    a, b = ref_bf16(rng.standard_normal((9, 200))), ref_bf16(rng.standard_normal((200, 72)))
+    c = np.full((9, 72), np.nan, np.float32)
+    gemm_hopper("f32", BN=64, persistent=False, split=2, BM=16).interpret(a, b, c)
+    assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+    monkeypatch.setattr(Consumer, "_after_ring_meeting", lambda self: None)
+    racy = gemm_hopper("f32", BN=32, persistent=False, split=2, BM=16)   # a kernel not yet prepared
+    with pytest.raises(TkcError, match=r"shared-memory race: warp \d reads slot \d of a \d-slot ring .* "
+                                       r"written by warp 0 .* \(into a tile over the ring"):
+        racy.interpret(a, b, np.full((9, 72), np.nan, np.float32))

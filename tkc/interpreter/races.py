@@ -1,72 +1,60 @@
 """Shared-memory race detection: a missing tk.sync is an error on the CPU too.
 
-The interpreter runs warps one after another, so without this a kernel that
-forgets a barrier still computes the right numbers (and races on the GPU).
-docs/tile-ir.md: a warp's shared-memory write is visible to another warp only
-after a synchronisation that orders them. We model that with happens-before
+The interpreter runs warps one after another, so without this a kernel that forgets a barrier still
+computes the right numbers (and races on the GPU). docs/tile-ir.md: a warp's shared-memory write is
+visible to another warp only after a synchronisation that orders them. Modelled with happens-before
 and vector clocks (one per warp, FastTrack-style epochs per 8x16 cell):
 
-- Agents: the block's W warps, and one TMA agent per warp (agent W + w: the
-  asynchronous copies warp w issued). Warp w's clock `clock[w]` says, per
-  agent, up to which epoch w has synchronised with it; `clock[w, w]` is w's
-  own epoch, bumped at each release (tk.sync, tk.arrive, tk.expect_bytes).
-- tk.sync (and tk.init_barrier, a block sync): the clocks of the warps that
-  complete the barrier (all of them, or the W of a named `tk.sync {id, warps}`)
-  become the join of theirs, then each starts a new epoch. A warp that only
-  arrives (`tk.sync {arrive}`, bar.arrive) releases its clock of that moment
-  to the warps that wait, and learns nothing. pipeline_load /
-  pipeline_store synchronise the block before and after their copy, which is
-  recorded as warp 0's access in between, so every warp is ordered after it.
-- mbarriers: an arrival (tk.arrive, tk.expect_bytes) releases the warp's
-  clock into the barrier's current phase; a TMA load's delivery releases its
-  agent's epoch into it; when the phase completes its clock joins the
-  barrier's completed clock (cumulative over phases); a tk.wait that passes
+- Agents: the block's W warps, and one TMA agent per warp (agent W + w: the asynchronous copies warp
+  w issued). Warp w's clock `clock[w]` says, per agent, up to which epoch w has synchronised with
+  it; `clock[w, w]` is w's own epoch, bumped at each release (tk.sync, tk.arrive, tk.expect_bytes).
+- tk.sync (and tk.init_barrier, a block sync): the clocks of the warps that complete the barrier
+  (all of them, or the W of a named `tk.sync {id, warps}`) become the join of theirs, then each
+  starts a new epoch. A warp that only arrives (`tk.sync {arrive}`, bar.arrive) releases its clock
+  of that moment to the warps that wait, and learns nothing. pipeline_load / pipeline_store
+  synchronise the block before and after their copy, which is recorded as warp 0's access in
+  between, so every warp is ordered after it.
+- mbarriers: an arrival (tk.arrive, tk.expect_bytes) releases the warp's clock into the barrier's
+  current phase; a TMA load's delivery releases its agent's epoch into it; when the phase completes
+  its clock joins the barrier's completed clock (cumulative over phases); a tk.wait that passes
   acquires that clock.
-- Per shared cell (8x16 block of an st, 8 elements of an sv): the epoch of
-  each agent in the last write, its site, and per warp the epoch and site of
-  its last read since that write. A read by warp r is ordered after the write
-  when every other writer's epoch is <= clock[r]; a write by w is ordered
-  after earlier writes and reads the same way with clock[w]. Each slot of a
-  ring (`tk.alloc {stages}`) is a buffer of its own; an st subtile is a numpy
-  view, and its accesses are mapped onto its parent's cells (`_place`).
-- A group op is cooperative: group_load writes as every warp of the group
-  (each at its own arrival; the copy happens at the first one), group_store
-  reads as each warp that calls it. A read of the group's tile before a
-  member arrived is a race too (that member's part was not written yet).
-- Asynchronous reads: a warpgroup mma reads its shared operands (as each
-  calling warp), a tma_store / tma_store_add its tile (as the issuing warp),
-  from issue until a wait by the issuing warp retires them
-  (tk.warpgroup_mma_wait / tk.tma_store_wait {pending = N} retire all but
-  that warp's N most recent mma groups / stores; the warp's end retires the
-  rest). At issue the read is checked against earlier writes. While it is in
-  flight, any write to its cells is a race, whoever writes (the issuing warp
-  too): nothing can order a write after a read that may still be going on.
-  At retirement it is recorded as a read by the issuing warp at its epoch
-  then, so a release before the wait does not order it: a consumer that
-  arrives on an "empty" barrier before tk.warpgroup_mma_wait (the
-  delayed-release bug) races with the producer's next load into the stage.
-  (The values are still computed at issue: only the race check sees the window.)
+- Per shared cell (8x16 block of an st, 8 elements of an sv): the epoch of each agent in the last
+  write, its site, and per warp the epoch and site of its last read since that write. A read by warp
+  r is ordered after the write when every other writer's epoch is <= clock[r]; a write by w is
+  ordered after earlier writes and reads the same way with clock[w]. Each slot of a ring (`tk.alloc
+  {stages}`) is a buffer of its own; an st subtile is a numpy view, and its accesses are mapped onto
+  its parent's cells (`_place`). A tile over the rings (`{after_ring}`: the staging lays it over the
+  slots) is a buffer too, but a write to it is checked and recorded in every slot.
+- A group op is cooperative: group_load writes as every warp of the group (each at its own arrival;
+  the copy happens at the first one), group_store reads as each warp that calls it. A read of the
+  group's tile before a member arrived is a race too (that member's part was not written yet).
+- Asynchronous reads: a warpgroup mma reads its shared operands (as each calling warp), a tma_store
+  / tma_store_add its tile (as the issuing warp), from issue until a wait by the issuing warp
+  retires them (tk.warpgroup_mma_wait / tk.tma_store_wait {pending = N} retire all but that warp's N
+  most recent mma groups / stores; the warp's end retires the rest). At issue the read is checked
+  against earlier writes. While it is in flight, any write to its cells is a race, whoever writes
+  (the issuing warp too): nothing can order a write after a read that may still be going on. At
+  retirement it is recorded as a read by the issuing warp at its epoch then, so a release before the
+  wait does not order it: a consumer that arrives on an "empty" barrier before tk.warpgroup_mma_wait
+  (the delayed-release bug) races with the producer's next load into the stage. (The values are
+  still computed at issue: only the race check sees the window.)
 
-A race is reported at the second access of an unordered pair in the
-interpreter's (warp-by-warp) order, naming the first's line: "warp 1 reads
-... written by warp 0 at f:l", "warp 1 overwrites ... read by warp 0 at
-f:l" (for an asynchronous read: "at f:l (asynchronously, until the
-tk.warpgroup_mma_wait at f:l)"), or "warp 0 overwrites ... while the TMA
-store issued by warp 0 at f:l may still read it" (a read of a group copy
-before a member arrived is located at the read). A correctly synchronised
-kernel never gets one: every ordering modelled is one the hardware
-guarantees, and accesses are 8-row and 16-column aligned, so cells never make two disjoint
-accesses overlap.
+A race is reported at the second access of an unordered pair in the interpreter's (warp-by-warp)
+order, naming the first's line: "warp 1 reads ... written by warp 0 at f:l", "warp 1 overwrites ...
+read by warp 0 at f:l" (for an asynchronous read: "at f:l (asynchronously, until the
+tk.warpgroup_mma_wait at f:l)"), or "warp 0 overwrites ... while the TMA store issued by warp 0 at
+f:l may still read it" (a read of a group copy before a member arrived is located at the read). A
+correctly synchronised kernel never gets one: every ordering modelled is one the hardware
+guarantees, and accesses are 8-row and 16-column aligned, so cells never make two disjoint accesses
+overlap.
 
-Not modelled (so such races are missed, never invented): proxy fences
-(tk.fence_async) are not checked; a group copy's write is not compared with
-earlier unsynchronised writes by its own group's warps (two copies into one
-tile give each thread the same elements); a tk.wait acquires everything the
-barrier's completed phases released, not only its parity's phase (a warp a
-whole phase behind learns too much). Global memory is not tracked. In a
-cluster, a multicast TMA load into a peer CTA's tile is not checked against
-that CTA's earlier accesses (remote_tma_write): cross-CTA order is not modelled.
-"""
+Not modelled (so such races are missed, never invented): proxy fences (tk.fence_async) are not
+checked; a group copy's write is not compared with earlier unsynchronised writes by its own group's
+warps (two copies into one tile give each thread the same elements); a tk.wait acquires everything
+the barrier's completed phases released, not only its parity's phase (a warp a whole phase behind
+learns too much). Global memory is not tracked. In a cluster, a multicast TMA load into a peer CTA's
+tile is not checked against that CTA's earlier accesses (remote_tma_write): cross-CTA order is not
+modelled."""
 from __future__ import annotations
 
 import numpy as np
@@ -80,6 +68,7 @@ CELL_ROWS = 8  # rows per cell, and elements per cell of an sv: 8-row tiles and 
 _ALL = slice(None)
 _NONE = slice(0, 0)  # no co-writers
 
+OVER_RING = "over_ring"   # a Site's kind: a write to a tile over the rings, recorded in a slot
 # kind of asynchronous read -> (what reads, the op that retires it)
 ASYNC = {"wgmma": ("the warpgroup mma", "tk.warpgroup_mma_wait"),
          "tma_store": ("the TMA store", "tk.tma_store_wait")}
@@ -110,6 +99,8 @@ class Site:
     def text(self) -> str:
         if self.kind is None:
             return where(self.op)
+        if self.kind == OVER_RING:
+            return f"{where(self.op)} (into a tile over the ring: st(after_loop=True))"
         end = f"the {ASYNC[self.kind][1]} at {where(self.until)}" if self.until is not None \
             else "the warp returned"
         return f"{where(self.op)} (asynchronously, until {end})"
@@ -191,6 +182,9 @@ class RaceTracker:
         self.tma = np.zeros(warps, np.int64)  # each warp's TMA agent's epoch
         self.named: dict[int, np.ndarray] = {}  # named barrier -> clocks released by bar.arrive
         self.buffers: dict[int, Buffer] = {}  # id(shared array) -> bookkeeping
+        # the rings' slots, and the tiles over them (st(after_loop=True), which hopper.shared's
+        # layout overlays): a write to one is checked and recorded as a write to every slot
+        self.ring_slots, self.over_ring = [], set()
         self.sites: list[Site] = []  # site id -> Site
         self._site_ids: dict[tuple, int] = {}
         # per warp, per kind: its groups of asynchronous reads, oldest first
@@ -239,9 +233,14 @@ class RaceTracker:
 
     # ---- buffers and sites
 
-    def add_buffer(self, arr: np.ndarray, t, op, slot: str = "") -> None:
+    def add_buffer(self, arr: np.ndarray, t, op, slot: str = "", place: str | None = None) -> None:
         """Track `arr`, a shared buffer of type t allocated at op; `slot`
-        names a ring's slot in messages ("slot 2 of 4 of ")."""
+        names a ring's slot in messages ("slot 2 of 4 of "); place: "ring"
+        or "over_ring" (a ring's slot, a tile over the rings)."""
+        if place == "ring":
+            self.ring_slots.append(arr)
+        elif place == "over_ring":
+            self.over_ring.add(id(arr))
         if id(arr) not in self.buffers:
             shape = arr.shape if arr.ndim == 2 else (1, arr.shape[0])
             cells = (1, -(-shape[1] // CELL_ROWS)) if arr.ndim == 1 else \
@@ -316,7 +315,24 @@ class RaceTracker:
         if p is None:
             return
         self._check_prior(Prior(p.buf, p.region), w, w, _NONE, p, op)
+        if id(p.arr) in self.over_ring:
+            self._check_rings(w, op)
         self._record(p, w, self.clock[w, w], op)
+
+    def _check_rings(self, w: int, op) -> None:
+        """A write to a tile over the rings: every slot's reads (another warp's
+        ld.shared or wgmma of the last slot) ordered before it (writes: the
+        slots' TMA loads, waited for; other such tiles, disjoint there), and it
+        recorded in each slot, so that a later unordered read is a race too."""
+        for arr in self.ring_slots:
+            q = Place(self.buffers[id(arr)], arr, (_ALL,))
+            prior = Prior(q.buf, q.region)
+            prior.w_max[:] = 0
+            try:
+                self._check_prior(prior, w, w, _NONE, q, op)
+            except TkcError as e:
+                raise error(op, f"{e.message} (the tile lies over the loop's ring)") from None
+            self._record(q, w, self.clock[w, w], op, OVER_RING)
 
     def tma_write(self, w: int, arr: np.ndarray, op) -> None:
         """Warp w issues a TMA load into arr: a write by its TMA agent,
@@ -415,11 +431,11 @@ class RaceTracker:
             site = self.sites[buf.r_site[(r, *region)].reshape(-1)[cell]]
             raise self._race_read(site.op, r, w, Site(op), p)
 
-    def _record(self, p: Place, agent: int, epoch, op) -> None:
+    def _record(self, p: Place, agent: int, epoch, op, kind: str | None = None) -> None:
         buf, region = p.buf, p.region
         buf.w_epoch[(_ALL, *region)] = 0
         buf.w_epoch[(agent, *region)] = epoch
-        buf.w_site[region] = self._site(op)
+        buf.w_site[region] = self._site(op, kind)
         buf.r_epoch[(_ALL, *region)] = 0
         buf.w_max[agent] = max(buf.w_max[agent], epoch)
 

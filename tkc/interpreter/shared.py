@@ -20,7 +20,7 @@ import numpy as np
 from ..diagnostics import error
 from ..dialect.types import RT, ST, SV, Barrier
 from ..dialect.attrs import MAX_STAGES, constant, ring_stages
-from ..hopper.shared import subtile_problems
+from ..hopper.shared import AFTER_RING, subtile_problems
 from .operands import expect, tview
 from .program import handler
 
@@ -56,12 +56,15 @@ def _stages(op) -> int:
 
 def _buffer_maker(t, op, stages: int):
     ring = stages > 1 or "stages" in op.attributes
+    # a tile the staging lays over the rings (st(after_loop=True)): a buffer of its own
+    # here, whose writes the race detector also counts as writes to every ring slot
+    place = "ring" if ring else "over_ring" if AFTER_RING in op.attributes else None
 
     def make(block, i: int) -> np.ndarray:
         buf = np.full(t.shape, np.nan, F32)  # NaN = never written
         if block.races is not None:
             slot = f"slot {i} of a {stages}-slot ring of " if ring else ""
-            block.races.add_buffer(buf, t, op, slot)
+            block.races.add_buffer(buf, t, op, slot, place)
         return buf
     return make
 
