@@ -90,9 +90,9 @@ _GATED = {GatedMLP: GatedMLP}   # a converted gated MLP's class -> its tkc twin 
 
 def _gated_why(m: nn.Module) -> str | None:
     """Whether m is a gated MLP tkc serves: None when it is, else why not ("" for a
-    module that is not one: gate_proj, up_proj, down_proj nn.Linear and an nn.SiLU act_fn)."""
+    module that is not one: gate_proj, up_proj, down_proj nn.Linear and a SiLU act_fn)."""
     parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
-    if not all(isinstance(p, nn.Linear) for p in parts) or type(getattr(m, "act_fn", None)) is not nn.SiLU:
+    if not all(isinstance(p, nn.Linear) for p in parts) or not _is_silu(getattr(m, "act_fn", None)):
         return ""
     gate, up, down = parts
     if gate.bias is not None or up.bias is not None:
@@ -101,6 +101,23 @@ def _gated_why(m: nn.Module) -> str | None:
         return (f"gate_proj {tuple(gate.weight.shape)}, up_proj {tuple(up.weight.shape)}: tkc.swiglu "
                 f"takes one [F, K] shape, F and K multiples of 8")
     return None
+
+
+def _is_silu(act) -> bool:
+    """act is a module computing SiLU: nn.SiLU, or another class of it (Hugging Face's
+    SiLUActivation, ACT2FN["silu"]), told by its values on a few points."""
+    if type(act) is nn.SiLU:
+        return True
+    if not isinstance(act, nn.Module) or list(act.parameters()):
+        return False
+    x = torch.linspace(-4, 4, 17)
+    try:
+        with torch.no_grad():
+            y = act(x.clone())
+    except Exception:  # noqa: BLE001  (an activation that cannot run on a CPU probe: not served)
+        return False
+    return isinstance(y, torch.Tensor) and y.shape == x.shape and torch.allclose(
+        y, torch.nn.functional.silu(x), atol=1e-6)
 
 
 def _served_width(shape) -> bool:
@@ -140,7 +157,7 @@ def convert(model: nn.Module) -> nn.Module:
     """model with each nn.Linear, nn.LayerNorm and nn.RMSNorm that tkc serves (Linear:
     features multiples of 8; the norms: one affine dim, a multiple of 256 up to 16384,
     LayerNorm with a bias) computed by tkc's ops, and each gated MLP (a module with
-    nn.Linear gate_proj, up_proj, down_proj and an nn.SiLU act_fn, Hugging Face's
+    nn.Linear gate_proj, up_proj, down_proj and a SiLU act_fn, Hugging Face's
     LlamaMLP, MistralMLP, Qwen2MLP: its forward taken to be theirs) by tkc.swiglu, in
     place: the same module objects and parameters, so optimizers, state dicts and hooks
     keep working. The others stay as they are: `model.tkc_converted` lists the

@@ -174,6 +174,13 @@ def test_untuned_keys_take_the_nearest_tuned_width(monkeypatch, tmp_path):
         gated.TILE.forget()
 
 
+class _SiLUActivation(torch.nn.Module):
+    """Hugging Face's ACT2FN["silu"] (transformers 5): F.silu in a module of its own class."""
+
+    def forward(self, x):
+        return torch.nn.functional.silu(x)
+
+
 class _LlamaMLP(torch.nn.Module):
     """Hugging Face's LlamaMLP, as its source has it."""
 
@@ -189,20 +196,21 @@ class _LlamaMLP(torch.nn.Module):
 
 
 def test_nn_convert_fuses_gated_mlps(cpu_ops):
-    """tkc.nn.convert: a gated MLP (LlamaMLP's shape) runs tkc.swiglu, still an
-    instance of its own class with its parameters and state dict; one with
+    """tkc.nn.convert: a gated MLP (LlamaMLP's shape, its act_fn nn.SiLU or
+    another module computing SiLU, as Hugging Face's) runs tkc.swiglu, still
+    an instance of its own class with its parameters and state dict; one with
     biased projections is skipped with the reason (its Linears converted), one
     with another activation is no gated MLP (its Linears converted); values
     and gradients are the original model's."""
     import copy
     torch.manual_seed(14)
     model = torch.nn.Sequential(_LlamaMLP(64, 72), _LlamaMLP(64, 72, bias=True),
-                                _LlamaMLP(64, 72, act=torch.nn.GELU)).to(BF)
+                                _LlamaMLP(64, 72, act=torch.nn.GELU), _LlamaMLP(64, 72, act=_SiLUActivation)).to(BF)
     ref = copy.deepcopy(model)
     params, keys = list(model.parameters()), list(model.state_dict())
     tkc.nn.convert(model)
     assert isinstance(model[0], _LlamaMLP) and type(model[0]).__name__ == "Tkc_LlamaMLP"
-    assert type(model[1]) is type(model[2]) is _LlamaMLP
+    assert type(model[1]) is type(model[2]) is _LlamaMLP and type(model[3]) is type(model[0])
     assert "0" in model.tkc_converted and "1" not in model.tkc_converted and "bias" in model.tkc_skipped["1"]
     assert {"1.gate_proj", "2.gate_proj", "2.down_proj"} <= set(model.tkc_converted)
     assert list(model.parameters()) == params and list(model.state_dict()) == keys
