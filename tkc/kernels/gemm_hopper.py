@@ -107,9 +107,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     accumulator starts from it), as nn.Linear.
     activation "gelu" (erf form, PyTorch's F.gelu default; tk.gelu, its erf
     within 1.5e-7) or "silu": C = act(A B + bias), applied in f32 before the
-    conversion. With one, the finish runs at the item's end instead of under
-    the next item's loop (tk-pipeline-staging moves only the register ops it
-    knows there, and gelu and silu are not among them yet).
+    conversion. silu's finish moves under the next item's loop like a
+    conversion where its carried tiles fit (overlap.py; gelu's erf stays at
+    the item's end: beside the carried tiles it spilled).
     preact=True (with an activation): also z = A B + bias, the
     pre-activation a backward needs for gelu'(z) or silu'(z).
     activation="swiglu" (a Llama MLP's gate and up projections in one

@@ -2,7 +2,8 @@
 declares used only after that loop (`st(..., after_loop=True)`: a finish
 tile, split-K's partials, alloc attribute tk.after_ring) may lie over the
 ring's slots, whose last loads the consumers have waited for and whose last
-wgmmas have retired by then. The layout is hopper.shared.layout's; this
+wgmmas have retired by then, once the consumers have met after the drain
+(consumer.py: a warp may still read the last slot by ld.shared). The layout is hopper.shared.layout's; this
 checks the claim before the budget picks the ring's depth, so the ring gets
 the bytes the tiles no longer take (H200: a 128 x 128 split-K tile, 2 stages
 beside its f32 partials and 5 with them over the ring, 22.8 -> 16.6 µs at
