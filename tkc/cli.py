@@ -3,7 +3,7 @@
     tkc FILE [--pass-pipeline=P] [--emit=tile|nvvm|llvm|ptx|cubin|sass] [-o OUT]
              [--print-ir-after-all] [--kernel NAME]
     tkc --list-passes
-    tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [-v] [--call EXPR ...] [FILE.py ...]
+    tkc build [--force] [--filter SUBSTR] [--prune] [-j N] [-v] [--call EXPR ... [--library]] [FILE.py ...]
     tkc tune [FILE.py ...] [--library] [--call EXPR ...] [--filter S] [--rounds R]  (tkc/tune/cli.py)
     tkc fuzz --seed S --count N [--start I] [-j N] [--build DIR | --gpu DIR]
 
@@ -199,7 +199,8 @@ def _list_passes() -> int:
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tkc build", description="Compile every kernel of the library "
-        "(tkc.kernels.library()) into the artifact cache (TKC_CACHE_DIR).")
+        "(tkc.kernels.library()), or with --call what given calls launch, into the artifact "
+        "cache (TKC_CACHE_DIR).")
     p.add_argument("--force", action="store_true", help="recompile even if cached")
     p.add_argument("--filter", metavar="SUBSTR", help="only kernels whose name contains SUBSTR")
     p.add_argument("--prune", action="store_true",
@@ -211,9 +212,12 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="a line per kernel (registers, spills, shared memory, cache path) and "
                         "its warnings as they come, instead of a progress line and a summary")
     p.add_argument("--call", action="append", default=[], metavar="EXPR",
-                   help="also build what a call of a torch op launches, forward and backward, "
+                   help="build what a call of a torch op launches, forward and backward, "
                         "e.g. --call 'layer_norm(bf16[4096, 12288], bf16[12288], bf16[12288])' "
-                        "(tensors as DTYPE[dims]; needs torch; tkc/prebuild.py)")
+                        "(tensors as DTYPE[dims]; needs torch; tkc/prebuild.py): those kernels "
+                        "alone, not the library's (with --library, both)")
+    p.add_argument("--library", action="store_true",
+                   help="with --call: the library's kernels too (without --call they are built)")
     p.add_argument("files", nargs="*", metavar="FILE.py",
                    help="also build the kernels defined in these Python files (e.g. the GPU "
                         "tests' kernels, so a machine without MLIR can run them)")
@@ -224,16 +228,22 @@ def _build(args) -> int:
     from .frontend import kernels_in_file
     from .kernels import library
     t0 = time.perf_counter()  # the summary's time: the kernels listed, --call's built, all
-    found = library() + [k for f in args.files for k in kernels_in_file(f)]
+    # the library, unless the build is for calls (what an offline miss asks for: a few kernels,
+    # not the library's ~1,300, which take a 2-core machine most of an hour)
+    found = (library() if args.library or not args.call else []) + \
+        [k for f in args.files for k in kernels_in_file(f)]
     _EARLY.clear()
-    found += [k for expr in args.call for k in _kernels_of_call(expr, args.verbose)
-              if all(k is not f for f in found)]
+    names = {k.name for k in found}   # (a kernel the library or another call lists: built once)
+    for k in (k for expr in args.call for k in _kernels_of_call(expr, args.verbose)):
+        if k.name not in names:
+            names.add(k.name)
+            found.append(k)
     kernels = [k for k in found if not args.filter or args.filter in k.name]
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
-    if args.prune and args.filter:
-        raise TkcError("--prune keeps only the kernels built now: with --filter it would remove "
-                       "the others'")
+    if args.prune and (args.filter or args.call and not args.library):
+        raise TkcError("--prune keeps only the kernels built now: with --filter, or --call without "
+                       "--library, it would remove the others'")
     from .progress import Progress, summary
     progress = Progress(len(kernels), args.verbose)
     try:

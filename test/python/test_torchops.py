@@ -664,8 +664,10 @@ def test_describe_writes_calls_in_the_build_language():
 def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatch):
     """A missing artifact, offline: the op's error names `tkc build --call`
     for the call made, at the caller's line; that command builds what the call
-    launches (forward and backward), after which the call finds everything."""
+    launches (forward and backward) and nothing else (with --library, the
+    library too), after which the call finds everything."""
     from tkc.bench.fake_driver import fake_driver
+    from tkc.cli import build_all as cli_build_all
     from tkc.cli import main
     from tkc.runtime.cache import MissingArtifact
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
@@ -678,7 +680,16 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     call = "rms_norm(bf16[3, 256], bf16[256])"
     assert e.value.command == f"TKC_CACHE_DIR={tmp_path} tkc build --call '{call}'"
     monkeypatch.delenv("TKC_OFFLINE")
-    assert main(["build", "--filter", "rmsnorm_fwd_256", "--call", call]) == 0
+    from tkc import cli
+    built = []
+    monkeypatch.setattr(cli, "build_all", lambda kernels, *a: built.extend(kernels) or cli_build_all(kernels, *a))
+    assert main(["build", "--call", call]) == 0
+    # the call's kernels alone (forward and backward, with their norm_grads), not the library's
+    assert sorted(k.name for k in built) == ["norm_grads_1", "rmsnorm_bwd_256_nores", "rmsnorm_fwd_256_nores"], \
+        [k.name for k in built]
+    built.clear()   # --library: the library's too (its norm_grads_2 here)
+    assert main(["build", "--call", call, "--library", "--filter", "norm_grads"]) == 0
+    assert sorted(k.name for k in built) == ["norm_grads_1", "norm_grads_2"]
     monkeypatch.setenv("TKC_OFFLINE", "1")
     with fake_driver():
         x.requires_grad_()
