@@ -66,6 +66,7 @@ def cases(device: str) -> dict:
         "tkc.matmul, 128 weights in turn": (lambda: tkc.matmul(a, next(mine_w)), "torch.matmul",
                                             lambda: torch.matmul(a, next(theirs_w))),
         "tkc.linear": (lambda: tkc.linear(a, wl), "F.linear", lambda: F.linear(a, wl)),
+        "tkc.swiglu": (lambda: tkc.swiglu(a, wl, wl), "F.linear", lambda: F.linear(a, wl)),
         "tkc.attention": (lambda: tkc.attention(q, q, q), *sdpa),
         "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",
                                  lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),
