@@ -233,3 +233,20 @@ def test_nn_gated_mlp_loads_a_llama_mlps_state(cpu_ops):
     assert _rel(mine(x), theirs(x)) < 2e-2
     assert torch.equal(mine(x), tkc.linear(tkc.swiglu(x, mine.gate_proj.weight, mine.up_proj.weight),
                                            mine.down_proj.weight))
+
+
+def test_any_layout_and_rank(cpu_ops):
+    """x of one row ([K]), x a strided view, weights stored transposed (a
+    copy the op makes): values as contiguous operands give."""
+    x, wg, wu, _ = _operands(16, 6, 128, grad=False)
+    want = _ref(x, wg, wu)
+    assert tkc.swiglu(x[0], wg, wu).shape == (72,) and _rel(tkc.swiglu(x[0], wg, wu), want[0]) < 1e-2
+    strided = torch.zeros(6, 256, dtype=BF)[:, ::2]
+    strided.copy_(x)
+    assert _rel(tkc.swiglu(strided, wg, wu), want) < 1e-2
+    wg_t, wu_t = wg.t().contiguous().t(), wu.t().contiguous().t()
+    assert not wg_t.is_contiguous() and _rel(tkc.swiglu(x, wg_t, wu_t), want) < 1e-2
+    wg.requires_grad_()   # a gradient wanted for a weight alone
+    h = tkc.swiglu(x, wg, wu)
+    h.float().sum().backward()
+    assert wg.grad is not None and wg.grad.shape == wg.shape and x.grad is None
