@@ -400,24 +400,20 @@ def swiglu():
     tkc.linear's silu finish (overlapped too) at the default tile."""
     import tkc
     from tkc.kernels import GATED_SCHEDULES
-    from tkc.torchops import gated, plans
-    real = gated.TILE.choose
+    from tkc.torchops import gated
     silu = torch.nn.functional.silu
     for bn, cluster, persistent, split, bm, swap in GATED_SCHEDULES:
-        gated.TILE.choose = lambda key, args=None, s=dict(BN=bn, cluster=cluster, persistent=persistent,
-                                                            split=split, BM=bm, swap=swap): s
-        plans.forget()
         name = f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
         x = torch.randn(300, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         wg, wu = ((torch.randn(8 + 4 * bn, 264, device="cuda") * 0.1).bfloat16().requires_grad_() for _ in "gu")
         want = silu(x.float() @ wg.float().t()) * (x.float() @ wu.float().t())
-        h = tkc.swiglu(x, wg, wu)
-        h.float().sum().backward()
-        report(f"swiglu {name}", rel_err(h, want), 1e-2)
-        with torch.no_grad():
-            report(f"swiglu {name} (h alone)", rel_err(tkc.swiglu(x, wg, wu), want), 1e-2)
-    gated.TILE.choose = real
-    plans.forget()
+        with _picked(gated.TILE, dict(BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm,
+                                      swap=swap)):
+            h = tkc.swiglu(x, wg, wu)
+            h.float().sum().backward()
+            report(f"swiglu {name}", rel_err(h, want), 1e-2)
+            with torch.no_grad():
+                report(f"swiglu {name} (h alone)", rel_err(tkc.swiglu(x, wg, wu), want), 1e-2)
     x = torch.randn(1000, 264, device="cuda", dtype=torch.bfloat16)
     w = (torch.randn(1032, 264, device="cuda") * 0.1).bfloat16()
     report("linear silu", rel_err(tkc.linear(x, w, None, "silu"), silu(x.float() @ w.float().t())), 1e-2)
