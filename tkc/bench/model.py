@@ -9,8 +9,8 @@ GPT's block (pre-norm, causal attention with rotary embeddings, a GELU MLP):
     x = x + attention(q, k, v) W_o^T + b_o;  x = x + GELU(LN2(x) W_1^T + b_1) W_2^T + b_2
 
 Llama's: RMSNorm for LN, no biases, 8 KV heads (GQA), SwiGLU: (SiLU(h W_g^T) * h W_u^T) W_d^T;
-tkc.rms_norm, tkc.linear's SiLU epilogue (the product a torch mul) beside F.rms_norm, SDPA's
-enable_gqa and F.silu.
+tkc.rms_norm and tkc.swiglu (gate, up and their product in one GEMM) beside F.rms_norm, SDPA's
+enable_gqa and F.silu(F.linear) * F.linear.
 
 tkc's: tkc.layer_norm (the second one fused with the residual add, prenorm=True),
 tkc.linear (bias, and the GELU epilogue), tkc.rotary_embedding on the packed
