@@ -17,9 +17,8 @@ next item's loop is too short for run after it; the last item's finish runs
 after the work-item loop. The chunks keep their order, so the store waits
 tk-pipeline-staging computed stay right.
 
-It applies to the finish's trailing chunks whose carried registers fit beside
-the accumulators (a 128 x 256 tile's bf16 finish: 64 words, all of it; its
-pre-activation z and act(z), or an f32 finish: 128 words, the second half). An
+It applies when the carried registers fit beside the accumulators (a bf16
+finish: 64 words; an f32 one would need 128 more and is left in place). An
 activation (tkc.linear's silu, tkc.swiglu's gating) is register work like a
 conversion: it runs at the item's end, its bf16 results are carried (gelu's
 erf is left in place: REGISTER_OPS).
@@ -48,11 +47,9 @@ WGMMA = ("tk.warpgroup_mma_ab", "tk.warpgroup_mma_abt", "tk.warpgroup_mma_atb",
 
 def overlap_finish(items, loop, drain: list, budget_words: int):
     """Rotate the finish of the consumer work-item loop `items` into its
-    pipelined `loop` (module doc): its trailing chunks, as many as the
-    registers they carry allow (budget_words), the others staying in place.
-    `drain`: the ops after the loop that end it (the last wait and release).
-    Returns the new work-item loop, or None when it does not apply (nothing
-    to rotate, or not one chunk's registers to spare)."""
+    pipelined `loop` (module doc). `drain`: the ops after the loop that end
+    it (the last wait and release). Returns the new work-item loop, or None
+    when it does not apply (nothing to rotate, or too many registers)."""
     body = items.regions[0].blocks[0]
     tops = [o.operation for o in body.operations]
     after = [o for o in tops[tops.index(loop) + 1:-1] if o not in drain]
@@ -72,16 +69,9 @@ def overlap_finish(items, loop, drain: list, budget_words: int):
         return None  # the register part reads the memory part: no reordering
     if _crosses(chunks):
         return None  # a chunk reads another's values: they run in different places
-    # the trailing chunks whose carried values fit rotate; the leading ones stay at the item's
-    # end (a pre-activation's finish: z, then act(z), twice the tiles a plain one carries)
-    for keep in range(len(chunks)):
-        memory = [o for chunk in chunks[keep:] for o in chunk]
-        carried = _carried(memory, body, made_in_memory)
-        if sum(_words(v) for v in carried) <= budget_words:
-            break
-    else:
+    carried = _carried(memory, body, made_in_memory)
+    if sum(_words(v) for v in carried) > budget_words:
         return None
-    chunks = chunks[keep:]
     with ir.InsertionPoint(items), items.location:
         inits = [_placeholder(v) for v in carried] + [arith.constant(ir.IntegerType.get_signless(1), 0)]
     new = add_iter_args(items, inits)
