@@ -19,6 +19,8 @@ from helpers import grads_match, interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
+from tkc.torchops import attn_decode as decode  # noqa: E402
+from tkc.torchops.attn_decode import decode_kernels  # noqa: E402
 from tkc.kernels.attention_tuned import backward_kernels, forward_kernel  # noqa: E402
 
 
@@ -28,6 +30,9 @@ def interpreter(monkeypatch):
     monkeypatch.setattr(ops, "forward_kernel", lambda *key: _interpreted(forward_kernel(*key)))
     monkeypatch.setattr(ops, "backward_kernels",
                         lambda *key: tuple(_interpreted(k) for k in backward_kernels(*key)))
+    monkeypatch.setattr(decode, "decode_kernels", lambda D: tuple(_interpreted(k) for k in decode_kernels(D)))
+    monkeypatch.setattr(decode, "sms", lambda device: 4)
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
 
 
 def _reference(q, k, v, causal, scale):

@@ -64,6 +64,11 @@ def rows():
             return (lambda: mine().backward(do)), (lambda: peer().backward(do))
         return mine, peer
 
+    def decode(B, Hq, Hkv, Lk, D=128):   # one query a head against a KV cache (no_grad)
+        q, k, v = rnd(B, Hq, 1, D), rnd(B, Hkv, Lk, D), rnd(B, Hkv, Lk, D)
+        return (lambda: tkc.attention(q, k, v)), \
+            (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=Hq != Hkv))
+
     def layernorm(n, d, bwd):
         x = rnd(n, d, grad=bwd)
         w, b = rnd(d, grad=bwd), rnd(d, grad=bwd)
@@ -135,6 +140,10 @@ def rows():
                 name = f"attention L {L}{' causal' if causal else ''}{' fwd+bwd' if bwd else ''}"
                 table.append(("attention", name, lambda L=L, c=causal, b=bwd: attn(L, c, b),
                               "SDPA" + (" fwd+bwd" if bwd else ""), 10))
+    for B, Hq, Hkv, Lk, D in ((1, 32, 8, 4096, 128), (1, 32, 8, 32768, 128), (8, 32, 8, 8192, 128),
+                              (64, 32, 8, 2048, 128), (1, 64, 8, 8192, 64), (4, 16, 16, 8192, 256)):
+        table.append(("attention", f"attention decode B{B} Hq{Hq} Hkv{Hkv} Lk {Lk} D{D}",
+                      lambda B=B, Hq=Hq, Hkv=Hkv, Lk=Lk, D=D: decode(B, Hq, Hkv, Lk, D), "SDPA", 20))
     for n, d in ((16384, 1024), (8192, 8192)):
         for bwd in (False, True):
             table.append(("memory", f"layer_norm {n}x{d}{' fwd+bwd' if bwd else ''}",

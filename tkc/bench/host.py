@@ -45,6 +45,7 @@ def cases(device: str) -> dict:
     new = lambda *shape, grad=False: torch.randn(*shape, device=device, dtype=bf,  # noqa: E731
                                                  requires_grad=grad)
     q, qg = new(1, 1, 128, 64), new(1, 1, 128, 64, grad=True)
+    qd, kd = new(1, 8, 1, 64), new(1, 2, 1024, 64)   # a decode step: 4 query heads a KV head
     a, b, c, wl = new(128, 64), new(64, 256), new(128, 256), new(256, 64)
     u = new(1, 8, 1024)
     kf = tkc.fftconv_filter(torch.randn(8, 1024, device=device), 1024)
@@ -68,6 +69,9 @@ def cases(device: str) -> dict:
         "tkc.linear": (lambda: tkc.linear(a, wl), "F.linear", lambda: F.linear(a, wl)),
         "tkc.swiglu": (lambda: tkc.swiglu(a, wl, wl), "F.linear", lambda: F.linear(a, wl)),
         "tkc.attention": (lambda: tkc.attention(q, q, q), *sdpa),
+        "tkc.attention decode (GQA 4:1, split keys)": (lambda: tkc.attention(qd, kd, kd), "SDPA",
+                                                       lambda: F.scaled_dot_product_attention(qd, kd, kd,
+                                                                                              enable_gqa=True)),
         "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",
                                  lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),
         "tkc.attention fwd+bwd": (lambda: tkc.attention(qg, qg, qg).sum().backward(),

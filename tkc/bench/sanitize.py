@@ -419,9 +419,23 @@ def swiglu():
     report("linear silu", rel_err(tkc.linear(x, w, None, "silu"), silu(x.float() @ w.float().t())), 1e-2)
 
 
+def decode():
+    """tkc.attention's decode path: split-KV forwards with ragged last splits and splits past
+    the keys' end, their merge, and the unsplit packed forward (more KV heads than the SMs
+    hold), at D 64, 128 and 256."""
+    import tkc
+    for B, Hq, Hkv, Lq, Lk, D in ((1, 32, 8, 1, 4099, 128), (2, 16, 2, 3, 333, 64), (1, 8, 8, 1, 2000, 256),
+                                  (40, 16, 8, 1, 300, 128)):
+        q = torch.randn(B, Hq, Lq, D, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(B, Hkv, Lk, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+        o = tkc.attention(q, k, v)
+        report(f"decode B{B} Hq{Hq} Hkv{Hkv} Lq{Lq} Lk{Lk} D{D}", rel_err(o, reference(q, k, v, False, grads=False)),
+               1e-2)
+
+
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
          "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8, "attention_fp8": attention_fp8,
-         "ring": ring, "swiglu": swiglu}
+         "ring": ring, "swiglu": swiglu, "decode": decode}
 
 
 def main(steps) -> int:

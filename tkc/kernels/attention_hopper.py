@@ -34,6 +34,14 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            past a sequence's end are masked keys, O is stored from registers,
            clipped to the sequence. The grid covers max_q query rows.
 
+  "split"  split-KV (FlashDecoding: few query rows, many keys): q, k, v as
+           bhld; the grid's x runs over splits x query tiles, split s reading
+           keys s * chunk .. of whole KV tiles (chunk: Lk / splits rounded up to
+           KV); its normalised O (f32) and lse go to rows s * Lq .. of o [B, Hq,
+           splits * Lq, D] and lse [B, Hq, 1, splits * Lq], which
+           attention_merge.attention_merge_splits merges. Not causal (the
+           decode path packs a KV head's query rows into one tile: torchops/attn_decode.py).
+
 FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64, 128, 256):
 attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale) with q [B, Hq, Lq,
 D] and k [B, Hkv, Lk, D] e4m3, V given transposed and key-permuted as vt
@@ -116,8 +124,11 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     wgmma has read it (at D = 256 O's own tile does not fit); not varlen."""
     if D not in HEAD_DIMS:
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
-    if layout not in LAYOUTS:
-        raise TkcError(f"attention: layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout not in (*LAYOUTS, "split"):
+        raise TkcError(f"attention: layout must be one of {(*LAYOUTS, 'split')}, got {layout!r}")
+    if layout == "split" and (causal or dtype != "bf16" or schedule.o_via_q):
+        raise TkcError("attention: the split-KV forward is bf16, not causal, and stores O from registers "
+                       "(no o_via_q)")
     if not isinstance(schedule, ForwardSchedule):
         raise TkcError(f"attention: schedule must be a ForwardSchedule, got {type(schedule).__name__}")
     if schedule.o_via_q and layout == "varlen":
@@ -223,7 +234,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             tma.store(o, o_s, tile(h, qb))
         else:
             b, d, t, col = tile(h, qb * (BQ // 16) + w)
-            store(o, o_r.to(bf16), (b, d, t, col), clip=True)
+            store(o, o_r if o.dtype == f32 else o_r.to(bf16), (b, d, t, col), clip=True)  # split: f32
 
     def grid(q, *_):
         return (tkc.cdiv(q.r, BQ), q.d, q.b)
@@ -256,10 +267,24 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                     by_tma=False)
         return attn
 
-    if fp8:
-        return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
     Q = gl(bf16, "B", "Hq", "Lq", D, strided=True)
     K = gl(bf16, "B", "Hkv", "Lk", D, strided=True)
+    if layout == "split":
+        @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
+                    grid=lambda q, k, v, o, lse, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
+        def attn(q: Q, k: K, v: K, o: gl(f32, "B", "Hq", "SLq", D), lse: gl(f32, "B", "Hq", 1, "SLq"),
+                 splits: tkc.i32, scale: tkc.f32):
+            x, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+            s, qb = x % splits, x // splits
+            chunk = tkc.cdiv(tkc.cdiv(k.r, splits), KV) * KV   # whole tiles: TMA boxes stay aligned
+            k0 = tkc.min(s * chunk, k.r)
+            n = tkc.min(chunk, k.r - k0)
+            forward(q, k.slice("r", k0, n), v.slice("r", k0, n), o.slice("r", s * q.r, q.r),
+                    lse.slice("c", s * q.r, q.r), scale, qb, h, h // (lse.d // k.d),
+                    lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False)
+        return attn
+    if fp8:
+        return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
 
     @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, grid=grid, **options)
     def attn(q: Q, k: K, v: K, o: Q, lse: gl(f32, "B", "Hq", 1, "Lq"), scale: tkc.f32):

@@ -31,7 +31,7 @@ import math
 import tkc.dsl as tkc
 from tkc.diagnostics import TkcError
 from tkc.dsl import bf16, f32, gl, i32, rv
-from tkc.ops import exp, load, log, max, store, where
+from tkc.ops import exp, load, log, max, store, where, zero
 
 WARPS = 4
 ROWS = 4   # rows a warp: all their loads issued before the first store
@@ -69,5 +69,52 @@ def attention_merge(D: int = 128, acc: str = "bf16", out: str = "bf16"):
             with tkc.if_(i < oa.r):
                 store(o, x * (ea * inv) + y * (eb * inv), (b, h, r0 + i, 0))
                 store(lo, where(s > 0.0, m + log(s), math.inf), at=(b, h, 0, r0 + i), clip=True)
+
+    return merge
+
+
+
+GROUP = 8   # splits whose loads a warp issues together (a runtime loop over groups of them)
+
+
+def attention_merge_splits(D: int = 128):
+    """Split-KV attention's last step (attention_hopper's "split" layout): the
+    splits' normalised outputs op [B, H, S * R, D] (f32; split s's rows from
+    s * R) and their lse lp [B, H, 1, S * R] merged into o [B, H, R, D]
+    (bf16, strided: a packed view of the op's output) and lo [B, H, 1, R].
+    A warp a row; it reads the splits GROUP at a time (their loads in flight
+    together), keeping the running maximum m of their lse, sum_s op_s
+    exp(lp_s - m) and sum_s exp(lp_s - m), both rescaled when m grows; a
+    split with no key (lse +inf) weighs 0, a row with none anywhere gets
+    o = 0 and lse +inf."""
+    if D % 32 or not 32 <= D <= 256:
+        raise TkcError(f"attention_merge_splits: the head dim D = {D} must be a multiple of 32 in 32..256")
+
+    @tkc.kernel(name=f"attn_split_merge_d{D}", warps=WARPS,
+                grid=lambda op, lp, o, lo: (tkc.cdiv(o.r, WARPS), o.d, o.b))
+    def merge(op: gl(f32, "B", "H", "SR", D), lp: gl(f32, "B", "H", 1, "SR"),
+              o: gl(bf16, "B", "H", "R", D, strided=True), lo: gl(f32, "B", "H", 1, "R")):
+        h, b = tkc.block_idx.y, tkc.block_idx.z
+        i, R = tkc.block_idx.x * WARPS + tkc.warpid(), o.r
+        m, tot, acc = tkc.f32(-math.inf), tkc.f32(0.0), zero(rv(f32, D, "flat"))
+        for g in tkc.range(tkc.cdiv(op.r // R, GROUP)):
+            at = [(g * GROUP + s) * R + i for s in range(GROUP)]   # past the last split: filled
+            ls = [load(f32, lp, at=(b, h, 0, a), fill=math.inf) for a in at]
+            xs = [load(rv(f32, D, "flat"), op, (b, h, a, 0), fill=0.0) for a in at]
+            ls = [where(x < math.inf, x, -math.inf) for x in ls]   # no key: weight exp(-inf) = 0
+            new = m
+            for x in ls:
+                new = max(new, x)
+            ms = where(new > -math.inf, new, 0.0)                  # (no key yet: every weight 0)
+            alpha = exp(m - ms)
+            es = [exp(x - ms) for x in ls]
+            acc, tot = acc * alpha, tot * alpha
+            for x, e in zip(xs, es):
+                acc, tot = acc + x * e, tot + e
+            m = new
+        inv = where(tot > 0.0, 1.0 / tot, 0.0)
+        with tkc.if_(i < R):
+            store(o, (acc * inv).to(bf16), (b, h, i, 0))
+            store(lo, where(tot > 0.0, m + log(tot), math.inf), at=(b, h, 0, i), clip=True)
 
     return merge

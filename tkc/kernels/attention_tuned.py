@@ -6,6 +6,7 @@ the H100's picks (measured by hand there), and the same for the H200 until
 it is tuned (docs/attention.md).
 
     forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
+    decode_kernels(D)                            the decode path's (split, merge, unsplit)
     fp8_forward_kernel(D, causal, keys)          tkc.attention_fp8's (bhld)
     backward_kernels(D, causal, layout, keys)    (prep, backward)
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
@@ -28,12 +29,13 @@ import itertools
 from tkc.kernels.attention_bwd_kernel import attention_bwd
 from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
 from tkc.kernels.attention_hopper import FP8_HEAD_DIMS, HEAD_DIMS, LAYOUTS, attention_hopper
+from tkc.kernels.attention_merge import attention_merge_splits
 from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, backward_space,
-                                            forward_space, fp8_forward_space, key_bucket)
+                                            decode_schedule, forward_space, fp8_forward_space, key_bucket)
 from tkc.tune import autotune
 
 __all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "backward_kernels",
-           "backward_schedule", "forward_kernel", "fp8_forward_kernel", "space_name"]
+           "backward_schedule", "decode_kernels", "forward_kernel", "fp8_forward_kernel", "space_name"]
 
 EXAMPLE_KEYS = (512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
 DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
@@ -110,6 +112,15 @@ def backward_kernels(D: int, causal: bool, layout: str, keys: int):
     return prep_kernel(D, layout), tuned.kernel(config)
 
 
+@functools.lru_cache(maxsize=None)
+def decode_kernels(D: int) -> tuple:
+    """tkc.attention's decode path (torchops/attn_decode.py) for head dim D:
+    (the split-KV forward, its merge, the unsplit forward: persistent, for
+    more packed items than the SMs hold blocks)."""
+    return (attention_hopper(D, False, "split", decode_schedule(D)), attention_merge_splits(D),
+            attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)))
+
+
 def _preps() -> list:
     return [prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS]
 
@@ -117,10 +128,11 @@ def _preps() -> list:
 def all_kernels() -> list:
     """Every candidate of every space, and the preps: what tuning offline needs built."""
     return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values())
-                         for k in t.kernels())]
+                         for k in t.kernels()), *(k for D in HEAD_DIMS for k in decode_kernels(D))]
 
 
-KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values()]  # `tkc build`: all
+KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values(),  # `tkc build`: all
+           *(k for D in HEAD_DIMS for k in decode_kernels(D))]
 
 
 def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:

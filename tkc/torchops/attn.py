@@ -40,6 +40,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
+from .attn_decode import decode_plan
 from .checks import autocast, check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
@@ -97,6 +98,9 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
         return empty
+    decode = decode_plan(q, k, v, causal, outputs)
+    if decode is not None:   # few query rows a KV head: packed, the keys split over the SMs
+        return decode
     arrange = _arranged(q, k, v)
     o, lse = outputs()
     launch = forward_kernel(D, causal, "bhld", k.shape[2]).prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)

@@ -1,0 +1,178 @@
+"""tkc.attention's decode path (tkc/torchops/attn_decode.py) on the CPU, the
+interpreter standing in for the GPU: a KV head's query rows packed into one
+tile, the keys split, the splits merged. Values, lse and gradients against
+float64; when it applies and when the usual forward runs; the kernels alone
+against numpy (splits past the keys' end, one split, ragged tails)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("mlir")
+
+from helpers import interpreted, rng_of  # noqa: E402
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.kernels import reference  # noqa: E402
+from tkc.kernels.attention_hopper import attention_hopper  # noqa: E402
+from tkc.kernels.attention_merge import attention_merge_splits  # noqa: E402
+from tkc.kernels.attention_schedule import ForwardSchedule  # noqa: E402
+from tkc.kernels.attention_tuned import backward_kernels, forward_kernel  # noqa: E402
+from tkc.kernels.reference import round_bf16 as bf  # noqa: E402
+from tkc.torchops import attn as ops  # noqa: E402
+from tkc.torchops import attn_decode as decode  # noqa: E402
+from tkc.torchops import plans  # noqa: E402
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels each forward launched, by path ("decode" or "forward")."""
+    plans.forget()
+    seen, kernels = [], decode.decode_kernels
+
+    def decode_kernels(D):
+        seen.append("decode")
+        return tuple(interpreted(k) for k in kernels(D))
+
+    def usual(*key):
+        seen.append("forward")
+        return interpreted(forward_kernel(*key))
+    monkeypatch.setattr(decode, "decode_kernels", decode_kernels)
+    monkeypatch.setattr(decode, "sms", lambda device: 6)
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
+    monkeypatch.setattr(ops, "forward_kernel", usual)
+    monkeypatch.setattr(ops, "backward_kernels", lambda *key: tuple(interpreted(k) for k in backward_kernels(*key)))
+    yield seen
+    plans.forget()
+
+
+def _reference(q, k, v, causal, scale):
+    q, k, v = (t.double() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        lq, lk = s.shape[-2:]
+        s = s.masked_fill(torch.arange(lk)[None, :] > torch.arange(lq)[:, None] + (lk - lq), -math.inf)
+    return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
+
+
+def _qkv(B, Hq, Hkv, Lq, Lk, D, blhd=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def make(H, L):
+        t = (torch.randn(B, L, H, D, generator=g).transpose(1, 2) if blhd
+             else torch.randn(B, H, L, D, generator=g))
+        return t.bfloat16().requires_grad_()
+    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
+def _rel(a, b):
+    a, b = a.detach().double(), b.detach().double()
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,Lq,Lk,D,causal,blhd", [
+    (2, 8, 2, 1, 300, 64, True, False),      # a decode step, GQA 4:1, causal (one query: every key)
+    (1, 4, 4, 1, 200, 128, False, True),     # MHA, FlashAttention's memory layout
+    (1, 6, 2, 5, 333, 64, False, False),     # a few queries a head (15 rows a KV head), ragged Lk
+    (3, 2, 1, 1, 37, 64, False, False),      # MQA, fewer keys than one split's minimum
+])
+def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, causal, blhd):
+    q, k, v = _qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
+    o, lse = ops._fwd(q, k, v, causal, 0.125)
+    assert launched == ["decode"]
+    want, want_lse = _reference(q, k, v, causal, 0.125)
+    assert o.shape == q.shape and o.is_contiguous()   # (at Lq = 1 SDPA's and FlashAttention's memory alike)
+    assert _rel(o, want) < 1e-2
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=1e-5)
+    do = torch.randn_like(o)
+    o.backward(do)
+    got = [t.grad.clone() for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    want.backward(do.double())
+    for g, t in zip(got, (q, k, v)):
+        assert _rel(g, t.grad) < 2e-2
+
+
+@pytest.mark.parametrize("Hq,Hkv,Lq,causal,blhd", [
+    (4, 1, 17, False, False),    # 68 rows a KV head: more than one tile
+    (2, 2, 3, True, False),      # a causal mask over several queries (packed rows would lose it)
+    (4, 2, 3, False, True),      # several queries in FlashAttention's layout: no packed view
+])
+def test_the_usual_forward_where_packing_does_not_apply(launched, Hq, Hkv, Lq, causal, blhd):
+    q, k, v = _qkv(1, Hq, Hkv, Lq, 70, 64, blhd)
+    with torch.no_grad():
+        o = ops._fwd(q, k, v, causal, 0.125)[0]
+    assert launched == ["forward"]
+    assert _rel(o, _reference(q, k, v, causal, 0.125)[0]) < 1e-2
+
+
+def test_splits_make_the_fewest_rounds_times_tiles(monkeypatch):
+    monkeypatch.setattr(decode, "sms", lambda device: 132)
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
+    assert decode.splits(8, 32768, 128, None, None) == 16      # 8 KV heads: 128 blocks, one round
+    assert decode.splits(64, 8192, 128, None, None) == 2       # 128 blocks (3 would take two rounds)
+    assert decode.splits(32, 16384, 128, None, None) == 4      # not 5: 160 blocks are two rounds
+    assert decode.splits(8, 512, 128, None, None) == 2         # no split under two KV tiles
+    assert decode.splits(8, 100, 128, None, None) == 1
+    assert decode.splits(256, 32768, 128, None, None) == 1     # two rounds either way: no split
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 2)
+    assert decode.splits(64, 8192, 128, None, None) == 4       # two blocks an SM: 264 a round
+
+
+@pytest.mark.parametrize("S,Lk,R,D,persistent", [(3, 300, 3, 64, False), (8, 300, 4, 64, True),
+                                                 (1, 130, 16, 128, False), (5, 64, 1, 64, True)])
+def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent):
+    """Split s reads keys s * chunk .. (chunk = Lk / S in whole 64-key tiles);
+    splits past the end see no key (lse +inf) and weigh nothing."""
+    rng = rng_of(request)
+    B, H = 2, 2
+    q = bf(rng.standard_normal((B, H, R, D))).astype(np.float32)
+    k, v = (bf(rng.standard_normal((B, H, Lk, D))).astype(np.float32) for _ in "kv")
+    op = np.full((B, H, S * R, D), np.nan, np.float32)
+    lp = np.full((B, H, 1, S * R), np.nan, np.float32)
+    schedule = ForwardSchedule(KV=64, consumers=1, persistent=persistent)
+    attention_hopper(D, False, "split", schedule).interpret(q, k, v, op, lp, S, 0.2)
+    chunk = -(-(-(-Lk // S)) // 64) * 64
+    for s in range(S):
+        rows = slice(s * R, s * R + R)
+        keys = slice(min(s * chunk, Lk), min(s * chunk + chunk, Lk))
+        if keys.start == keys.stop:
+            assert (op[:, :, rows] == 0).all() and np.isposinf(lp[:, :, 0, rows]).all()
+            continue
+        want_o, want_l = reference.attention_lse(q, k[:, :, keys], v[:, :, keys], 0.2)
+        np.testing.assert_allclose(op[:, :, rows], want_o, atol=2e-2)
+        np.testing.assert_allclose(lp[:, :, 0, rows], want_l, rtol=1e-5, atol=1e-5)
+    o = np.full((B, H, R, D), np.nan, np.float32)
+    lo = np.full((B, H, 1, R), np.nan, np.float32)
+    attention_merge_splits(D).interpret(op, lp, o, lo)
+    want_o, want_l = reference.attention_lse(q, k, v, 0.2)
+    np.testing.assert_allclose(o, want_o, atol=2e-2)
+    np.testing.assert_allclose(lo[:, :, 0], want_l, rtol=1e-5, atol=1e-5)
+
+
+def test_merge_of_rows_with_no_key_anywhere(request):
+    """Every split +inf: o = 0 and lse +inf (the op's convention), no NaN."""
+    op = np.zeros((1, 1, 3 * 2, 64), np.float32)
+    lp = np.full((1, 1, 1, 3 * 2), np.inf, np.float32)
+    lp[0, 0, 0, 1::2] = [0.5, -1.0, 2.0]          # row 1 has keys in every split
+    op[0, 0, 1::2] = rng_of(request).standard_normal((3, 64))
+    o, lo = np.full((1, 1, 2, 64), np.nan, np.float32), np.full((1, 1, 1, 2), np.nan, np.float32)
+    attention_merge_splits(64).interpret(op, lp, o, lo)
+    assert (o[0, 0, 0] == 0).all() and np.isposinf(lo[0, 0, 0, 0])
+    w = np.exp(np.array([0.5, -1.0, 2.0]) - 2.0)
+    np.testing.assert_allclose(o[0, 0, 1], bf(w @ op[0, 0, 1::2] / w.sum()), atol=1e-2)
+    np.testing.assert_allclose(lo[0, 0, 0, 1], 2.0 + np.log(w.sum()), rtol=1e-6)
+
+
+def test_the_split_layout_refuses_what_it_cannot_build():
+    with pytest.raises(TkcError, match="split-KV forward is bf16, not causal"):
+        attention_hopper(64, True, "split", ForwardSchedule(consumers=1))
+    with pytest.raises(TkcError, match="split-KV forward"):
+        attention_hopper(64, False, "split", ForwardSchedule(consumers=1, o_via_q=True))
+    with pytest.raises(TkcError, match="multiple of 32"):
+        attention_merge_splits(48)

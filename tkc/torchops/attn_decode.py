@@ -1,0 +1,116 @@
+"""tkc.attention's forward for few query rows a KV head: a decode step.
+
+A decode step asks attention of one new token (or a few) a head over a long
+KV cache: q [B, Hq, 1, D] against k, v [B, Hkv, Lk, D]. The forward kernel
+gives each block 64 query rows of one query head and all of its head's keys,
+so a decode step runs B x Hq blocks, each 1/64 full, each reading its KV
+head's whole cache (G = Hq / Hkv times over), on a few SMs: 3-10x slower than
+SDPA's FlashDecoding on the H200 (2026-11-30), where the step is a read of
+the cache at HBM speed.
+
+So, as FlashDecoding and FlashAttention's GQA packing do, when a KV head's
+G x Lq query rows fit one 64-row tile this plan
+
+- packs them into that tile: q viewed as [B, Hkv, G x Lq, D], one KV head's
+  query heads one after another (a view, no copy: it exists for SDPA's
+  layout and for any layout when Lq = 1; otherwise the plan does not apply);
+- splits the keys over the SMs: attention_hopper's "split" layout, the grid
+  B x Hkv x splits, split s reading keys s x chunk .. (chunk whole KV tiles)
+  and writing its normalised output (f32) and lse;
+- merges the splits (attention_merge_splits) into the op's output and lse,
+  viewed packed the same way; with one split (more KV heads than the SMs
+  hold blocks) the usual forward, persistent, writes them itself.
+
+The mask is not causal once packed, so it applies to causal calls only
+with Lq = 1 (bottom-right alignment: the one query sees every key). The
+backward is the usual one: it reads q, k, v, o and the lse, which are the
+same whichever forward made them.
+
+splits: as many as make the fewest rounds of blocks times tiles a block
+(`splits`); a split past Lk's end (chunk rounding) sees no key and weighs
+nothing.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..kernels.attention_schedule import decode_schedule
+from ..kernels.attention_tuned import decode_kernels
+from .checks import strided_takes
+from .plans import At, resident, sms
+
+__all__ = ["decode_plan", "packed_rows", "splits"]
+
+ROWS = 64        # one consumer warpgroup's query tile
+MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay for them)
+BLOCK_COST = 1   # a block's start and merge row, in KV tiles' time (splits)
+
+
+
+def packed_rows(q: Tensor, k: Tensor, causal: bool) -> Tensor | None:
+    """q as [B, Hkv, G * Lq, D] (a view), or None where the plan does not
+    apply: more rows than one tile, a causal mask over several queries, or a
+    layout in which the packed view does not exist."""
+    B, Hq, Lq, D = q.shape
+    Hkv = k.shape[1]
+    if Hq // Hkv * Lq > ROWS or causal and Lq > 1 or q.numel() == 0 or k.shape[2] == 0:
+        return None
+    try:
+        packed = q.view(B, Hkv, Hq // Hkv * Lq, D)
+    except RuntimeError:
+        return None
+    return packed if strided_takes(packed) and strided_takes(k) else None
+
+
+def splits(items: int, keys: int, KV: int, kernel, device: torch.device) -> int:
+    """Splits of each KV head's keys. The SMs run the items x splits blocks in
+    rounds of `fill` (sms x the blocks an SM holds); a block reads its split's
+    share of the KV tiles after a fixed start (its Q load and the ring's
+    fill, and a merge row: BLOCK_COST tiles' time), so the step takes rounds
+    x (tiles a split + BLOCK_COST): the count that makes that least, the
+    fewest of equals; no split shorter than MIN_TILES tiles."""
+    fill = sms(device) * resident(kernel, device)
+    tiles = -(-keys // KV)
+    return min(range(1, max(1, tiles // MIN_TILES) + 1),
+               key=lambda s: (-(-items * s // fill) * (-(-tiles // s) + BLOCK_COST), s))
+
+
+def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
+    """run(q, k, v, scale, lse=True) -> (o, lse) through the packed split-KV
+    forward for q, k, v's signature, or None where it does not apply
+    (packed_rows). outputs(lse) makes the op's o (q's memory order) and lse
+    [B, Hq, Lq] (lse=False: scratch memory)."""
+    qp = packed_rows(q, k, causal)
+    if qp is None or not strided_takes(v):
+        return None
+    B, Hkv, R, D = qp.shape
+    forward, merge, whole = decode_kernels(D)
+    S = splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, forward, q.device)
+    o, lse = outputs()
+    if S == 1:
+        launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0)
+
+        def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
+            o, lse = outputs(lse)
+            launch(q, k, v, o, lse, scale)
+            return o, lse
+        return run
+    n, numel = B * Hkv * S * R * D, B * Hkv * R
+
+    def buffers():   # the splits' outputs, then their lse: one f32 allocation
+        buf = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+        return buf[:n].view(B, Hkv, S * R, D), buf[n:].view(B, Hkv, 1, S * R)
+
+    part, lpart = buffers()
+    split = forward.prepare(qp, k, v, part, lpart, S, 1.0)
+    merged = merge.prepare(part, lpart, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+
+    def run(q, k, v, scale, lse=True):   # the buffer's two parts by pointer: no views made per call
+        o, lse = outputs(lse)
+        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+        lpart = At(part, n * 4)
+        split(q, k, v, part, lpart, S, scale)
+        merged(part, lpart, o, lse)
+        return o, lse
+    return run
