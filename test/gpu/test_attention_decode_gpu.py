@@ -4,12 +4,14 @@ splits merged; one split: the usual forward on the packed rows) against a
 float32 reference: decode steps of GQA, MQA and MHA at D 64, 128 and 256,
 a few queries a head, causal at one query, FlashAttention's layout, a KV
 cache read as a slice of a longer buffer, more KV heads than SMs (one
-split), gradients through it, and CUDA-graph capture."""
+split), gradients through it, and CUDA-graph capture; k_lengths (a KV
+cache's filled part per batch) against masked references, in a captured
+decode loop whose lengths grow between replays, and under torch.compile."""
 import math
 
 import pytest
 
-from tkc.kernels.attention_tuned import decode_kernels
+from tkc.kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 
 pytestmark = pytest.mark.gpu
 try:  # the kernels below must import without torch: `tkc build` reads this file
@@ -17,7 +19,7 @@ try:  # the kernels below must import without torch: `tkc build` reads this file
 except ImportError:
     torch = None
 
-KERNELS = [k for D in (64, 128, 256) for k in decode_kernels(D)]
+KERNELS = [k for D in (64, 128, 256) for k in (*decode_kernels(D), decode_lengths_kernel(D))]
 
 
 def reference(q, k, v, causal):
@@ -101,3 +103,54 @@ def test_cuda_graph_capture_of_decode_steps():
     graph.replay()
     torch.cuda.synchronize()
     assert rel_err(out, reference(q, k, v, False)[0]) < 1e-2
+
+
+def masked(q, k, v, lens):
+    """float32 reference: batch b over its first lens[b] keys (none: 0)."""
+    out = torch.zeros(q.shape, device=q.device)
+    for b, n in enumerate(lens.tolist()):
+        if n > 0:
+            out[b:b + 1] = reference(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], False)[0]
+    return out
+
+
+@pytest.mark.parametrize("Hq,Hkv,Lq,D", [(32, 8, 1, 128), (64, 8, 1, 64), (16, 16, 1, 256), (32, 8, 2, 128)])
+def test_k_lengths_match_masked_float32(Hq, Hkv, Lq, D):
+    import tkc
+    q, k, v = qkv(5, Hq, Hkv, Lq, 9000, D, cache=12000)   # a cache of 12000 rows, 9000 given
+    lens = torch.tensor([9000, 0, 1, 4097, 20000], dtype=torch.int32, device="cuda")   # 20000: clamped
+    o, lse = tkc.attention(q, k, v, k_lengths=lens, return_lse=True)
+    assert rel_err(o, masked(q, k, v, lens.clamp(max=9000))) < 1e-2
+    assert (o[1] == 0).all() and torch.isposinf(lse[1]).all()
+
+
+def test_k_lengths_in_a_captured_decode_loop():
+    """One graph replayed as the cache fills: the step writes the new token's
+    key and value at its position and attends to the filled part."""
+    import tkc
+    B, Hq, Hkv, D, cap = 2, 32, 8, 128, 4096
+    kc, vc = (torch.zeros(B, Hkv, cap, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+    kc[:, :, :100], vc[:, :, :100] = (torch.randn(B, Hkv, 100, D, device="cuda").bfloat16() for _ in "kv")
+    lens = torch.tensor([100, 37], dtype=torch.int32, device="cuda")
+    q = torch.randn(B, Hq, 1, D, device="cuda", dtype=torch.bfloat16)
+    tkc.attention(q, kc, vc, k_lengths=lens)   # loads the kernels and keeps the plan
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = tkc.attention(q, kc, vc, k_lengths=lens)
+    for step in range(3):
+        q.copy_(torch.randn_like(q))
+        for b in range(B):
+            n = int(lens[b])
+            kc[b, :, n], vc[b, :, n] = (torch.randn(Hkv, D, device="cuda").bfloat16() for _ in "kv")
+        lens += 1
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(out, masked(q, kc, vc, lens)) < 1e-2, step
+
+
+def test_k_lengths_under_torch_compile():
+    import tkc
+    q, k, v = qkv(2, 32, 8, 1, 2048, 128)
+    lens = torch.tensor([2048, 1000], dtype=torch.int32, device="cuda")
+    f = torch.compile(lambda q, k, v, n: tkc.attention(q, k, v, k_lengths=n) * 2, fullgraph=True)
+    assert rel_err(f(q, k, v, lens), 2 * masked(q, k, v, lens)) < 1e-2

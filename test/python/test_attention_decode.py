@@ -39,7 +39,13 @@ def launched(monkeypatch):
     def usual(*key):
         seen.append("forward")
         return interpreted(forward_kernel(*key))
+    lengths_kernel = decode.decode_lengths_kernel
+
+    def decode_lengths_kernel(D):
+        seen.append("lengths")
+        return interpreted(lengths_kernel(D))
     monkeypatch.setattr(decode, "decode_kernels", decode_kernels)
+    monkeypatch.setattr(decode, "decode_lengths_kernel", decode_lengths_kernel)
     monkeypatch.setattr(decode, "sms", lambda device: 6)
     monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
     monkeypatch.setattr(ops, "forward_kernel", usual)
@@ -176,3 +182,65 @@ def test_the_split_layout_refuses_what_it_cannot_build():
         attention_hopper(64, False, "split", ForwardSchedule(consumers=1, o_via_q=True))
     with pytest.raises(TkcError, match="multiple of 32"):
         attention_merge_splits(48)
+
+
+def _masked_reference(q, k, v, lens, causal, scale):
+    """Per batch: attention over its first lens[b] keys (clamped to 0 .. Lk;
+    none: o = 0, lse = +inf)."""
+    outs, lses = [], []
+    for b in range(q.shape[0]):
+        n = min(max(int(lens[b]), 0), k.shape[2])
+        if n == 0:
+            outs.append(torch.zeros_like(q[b:b + 1], dtype=torch.float64))
+            lses.append(torch.full(q.shape[1:3], math.inf, dtype=torch.float64)[None])
+            continue
+        o, lse = _reference(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], causal, scale)
+        outs.append(o)
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses)
+
+
+@pytest.mark.parametrize("Hq,Hkv,Lq,D,causal,blhd", [
+    (8, 2, 1, 64, True, False),     # a decode step, GQA 4:1 (causal at one query: every filled key)
+    (6, 2, 3, 64, False, False),    # three queries a head
+    (4, 4, 1, 128, False, True),    # MHA in FlashAttention's layout
+])
+def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv, Lq, D, causal, blhd):
+    q, k, v = (t.detach() for t in _qkv(4, Hq, Hkv, Lq, 300, D, blhd))
+    lens = torch.tensor([300, 0, 77, 1000], dtype=torch.int32)   # full, empty, part, past the end
+    o, lse = ops._with_lengths(q, k, v, lens, causal, 0.125, True)
+    assert launched == ["decode", "lengths"]
+    want, want_lse = _masked_reference(q, k, v, lens, causal, 0.125)
+    assert o.shape == q.shape and _rel(o, want) < 1e-2
+    assert (o[1] == 0).all() and torch.isposinf(lse[1]).all()
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_k_lengths_opcheck(launched):
+    """Schema, fake tensors and AOT dispatch of the inference op agree with its implementation."""
+    q, k, v = (t.detach() for t in _qkv(2, 4, 2, 1, 70, 64))
+    torch.library.opcheck(ops._len.custom_op, (q, k, v, torch.tensor([70, 5], dtype=torch.int32), 0.125))
+
+
+def _refused(match, q, k, v, **kw):
+    with pytest.raises(TkcError, match=match) as e:
+        ops._with_lengths(q, k, v, kw.pop("lens"), kw.pop("causal", False), None, False)
+    return e
+
+
+@pytest.fixture
+def on_cuda(monkeypatch):
+    """The device check passes for CPU tensors (the refusals below are about the rest)."""
+    monkeypatch.setattr(ops, "check_device", lambda *a: None)
+
+
+def test_k_lengths_refusals(on_cuda):
+    q, k, v = (t.detach() for t in _qkv(2, 8, 2, 1, 64, 64))
+    ok = torch.tensor([3, 4], dtype=torch.int32)
+    _refused("int32 tensor \\[B\\] = \\[2\\]", q, k, v, lens=ok.long())
+    _refused("int32 tensor", q, k, v, lens=torch.tensor([3], dtype=torch.int32))
+    _refused("int32 tensor", q, k, v, lens=[3, 4])
+    _refused("no gradient", q.requires_grad_(), k, v, lens=ok)
+    q = q.detach()
+    _refused("up to 64 query rows a KV head", *(t.detach() for t in _qkv(2, 8, 1, 9, 64, 64)), lens=ok)
+    _refused("causal only with one query", *(t.detach() for t in _qkv(2, 2, 2, 3, 64, 64)), lens=ok, causal=True)

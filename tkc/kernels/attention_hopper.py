@@ -41,6 +41,9 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            splits * Lq, D] and lse [B, Hq, 1, splits * Lq], which
            attention_merge.attention_merge_splits merges. Not causal (the
            decode path packs a KV head's query rows into one tile: torchops/attn_decode.py).
+           lengths=True: attn(q, k, v, o, lse, lens, splits, scale), batch b's
+           keys its first lens[b] (i32 [B], clamped to 0 .. Lk: a KV cache's
+           filled part, read on the device).
 
 FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64, 128, 256):
 attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale) with q [B, Hq, Lq,
@@ -77,7 +80,7 @@ P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (mod
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     schedule: ForwardSchedule = ForwardSchedule(), dtype: str = "bf16"):
+                     schedule: ForwardSchedule = ForwardSchedule(), dtype: str = "bf16", lengths: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale), or for
     dtype="f8e4m3" attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale)
@@ -126,6 +129,8 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in (*LAYOUTS, "split"):
         raise TkcError(f"attention: layout must be one of {(*LAYOUTS, 'split')}, got {layout!r}")
+    if lengths and layout != "split":
+        raise TkcError("attention: per-batch key lengths are the split-KV forward's (layout='split')")
     if layout == "split" and (causal or dtype != "bf16" or schedule.o_via_q):
         raise TkcError("attention: the split-KV forward is bf16, not causal, and stores O from registers "
                        "(no o_via_q)")
@@ -148,7 +153,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     KV, stages, consumers = schedule.KV, schedule.stages, schedule.consumers
     overlap, pingpong, persistent = schedule.overlap, schedule.pingpong, schedule.persistent
     ex2_fma, diagonal_mask, o_via_q = schedule.ex2_fma, schedule.diagonal_mask, schedule.o_via_q
-    name = schedule.name(D, causal, layout)
+    name = schedule.name(D, causal, layout) + ("_lengths" if lengths else "")
     name = name.replace("attn_fwd_", "attn_fwd_fp8_", 1) if fp8 else name
     E = f8e4m3 if fp8 else bf16  # Q's, K's and V's element type
     BQ = 64 * consumers          # query rows per block
@@ -270,19 +275,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     Q = gl(bf16, "B", "Hq", "Lq", D, strided=True)
     K = gl(bf16, "B", "Hkv", "Lk", D, strided=True)
     if layout == "split":
-        @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
-                    grid=lambda q, k, v, o, lse, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
-        def attn(q: Q, k: K, v: K, o: gl(f32, "B", "Hq", "SLq", D), lse: gl(f32, "B", "Hq", 1, "SLq"),
-                 splits: tkc.i32, scale: tkc.f32):
-            x, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-            s, qb = x % splits, x // splits
-            chunk = tkc.cdiv(tkc.cdiv(k.r, splits), KV) * KV   # whole tiles: TMA boxes stay aligned
-            k0 = tkc.min(s * chunk, k.r)
-            n = tkc.min(chunk, k.r - k0)
-            forward(q, k.slice("r", k0, n), v.slice("r", k0, n), o.slice("r", s * q.r, q.r),
-                    lse.slice("c", s * q.r, q.r), scale, qb, h, h // (lse.d // k.d),
-                    lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False)
-        return attn
+        return _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths)
     if fp8:
         return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
 
@@ -294,6 +287,36 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         forward(q, k, v, o, lse, scale, qb, h, hk, lambda h, t: (b, h, t, 0),
                 lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)
 
+    return attn
+
+
+def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: bool):
+    """The split-KV forward (the module docstring's "split" layout): block x =
+    split s of query tile qb. With lengths (i32 [B], read on the device, so a
+    CUDA graph's replays see new values): batch b's keys are its first
+    lengths[b] (clamped to 0 .. Lk), split by that count."""
+    def body(q, k, v, o, lse, Lk, splits, scale):
+        x, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        s, qb = x % splits, x // splits
+        chunk = tkc.cdiv(tkc.cdiv(Lk, splits), KV) * KV   # whole tiles: TMA boxes stay aligned
+        k0 = tkc.min(s * chunk, Lk)
+        n = tkc.min(chunk, Lk - k0)
+        forward(q, k.slice("r", k0, n), v.slice("r", k0, n), o.slice("r", s * q.r, q.r),
+                lse.slice("c", s * q.r, q.r), scale, qb, h, h // (lse.d // k.d),
+                lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False)
+    O, L = gl(f32, "B", "Hq", "SLq", D), gl(f32, "B", "Hq", 1, "SLq")
+    if lengths:
+        @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
+                    grid=lambda q, k, v, o, lse, lens, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
+        def attn(q: Q, k: K, v: K, o: O, lse: L, lens: gl(i32, 1, 1, 1, "B"), splits: tkc.i32, scale: tkc.f32):
+            n = load(i32, lens, at=(0, 0, 0, tkc.block_idx.z), fill=0)
+            body(q, k, v, o, lse, tkc.max(tkc.min(n, k.r), 0), splits, scale)
+        return attn
+
+    @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
+                grid=lambda q, k, v, o, lse, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
+    def attn(q: Q, k: K, v: K, o: O, lse: L, splits: tkc.i32, scale: tkc.f32):
+        body(q, k, v, o, lse, k.r, splits, scale)
     return attn
 
 

@@ -7,6 +7,7 @@ it is tuned (docs/attention.md).
 
     forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
     decode_kernels(D)                            the decode path's (split, merge, unsplit)
+    decode_lengths_kernel(D)                     ... its split with per-batch key lengths
     fp8_forward_kernel(D, causal, keys)          tkc.attention_fp8's (bhld)
     backward_kernels(D, causal, layout, keys)    (prep, backward)
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
@@ -35,7 +36,8 @@ from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, b
 from tkc.tune import autotune
 
 __all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "backward_kernels",
-           "backward_schedule", "decode_kernels", "forward_kernel", "fp8_forward_kernel", "space_name"]
+           "backward_schedule", "decode_kernels", "decode_lengths_kernel", "forward_kernel", "fp8_forward_kernel",
+           "space_name"]
 
 EXAMPLE_KEYS = (512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
 DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
@@ -121,6 +123,15 @@ def decode_kernels(D: int) -> tuple:
             attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)))
 
 
+@functools.lru_cache(maxsize=None)
+def decode_lengths_kernel(D: int):
+    """The decode path's split-KV forward with per-batch key lengths
+    (tkc.attention's k_lengths; merged by decode_kernels(D)[1]). Not in the
+    library: it compiles at its first call, or with `tkc build
+    tkc/kernels/attention_tuned.py`."""
+    return attention_hopper(D, False, "split", decode_schedule(D), lengths=True)
+
+
 def _preps() -> list:
     return [prep_kernel(D, layout) for D in HEAD_DIMS for layout in LAYOUTS]
 
@@ -128,11 +139,12 @@ def _preps() -> list:
 def all_kernels() -> list:
     """Every candidate of every space, and the preps: what tuning offline needs built."""
     return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values())
-                         for k in t.kernels()), *(k for D in HEAD_DIMS for k in decode_kernels(D))]
+                         for k in t.kernels()), *(k for D in HEAD_DIMS for k in decode_kernels(D)),
+            *(decode_lengths_kernel(D) for D in HEAD_DIMS)]
 
 
 KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values(),  # `tkc build`: all
-           *(k for D in HEAD_DIMS for k in decode_kernels(D))]
+           *(k for D in HEAD_DIMS for k in decode_kernels(D)), *(decode_lengths_kernel(D) for D in HEAD_DIMS)]
 
 
 def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:

@@ -40,7 +40,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
-from .attn_decode import decode_plan
+from .attn_decode import decode_plan, lengths_plan, packable
 from .checks import autocast, check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
@@ -83,16 +83,23 @@ def _arranged(*ts: Tensor) -> Callable:
     return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
 
 
-def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
-    """The forward for q, k, v's signature: layout, kernel, prepared launch."""
+def _outputs(q: Tensor) -> Callable:
+    """outputs(lse=True) -> (o, lse) for q's signature: o in q's memory order,
+    lse [B, H, L] (lse=False: into scratch memory, for a call without a backward)."""
     B, H, L, D = q.shape
     o_spec, dev = _spec(q, _order(q)), q.device
 
-    def outputs(lse: bool = True):  # lse=False: the lse into scratch memory (no backward)
+    def outputs(lse: bool = True):
         return (torch.empty_strided(*o_spec, device=dev, dtype=q.dtype),
                 torch.empty(B, H, L, device=dev, dtype=torch.float32) if lse
                 else scratch(dev, B * H * L, "attention lse"))
+    return outputs
 
+
+def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
+    """The forward for q, k, v's signature: layout, kernel, prepared launch."""
+    D = q.shape[3]
+    outputs = _outputs(q)
     if q.numel() == 0 or k.shape[2] == 0:  # no rows, or no key: o = 0 (as for a query with no key)
         def empty(q, k, v, scale, lse=True):
             o, lse = outputs()
@@ -204,6 +211,45 @@ def _backward(ctx, do, dlse):
     return dq, dk, dv, None, None
 
 
+_len_plans = PlanCache(lambda q, k, v, lens: lengths_plan(q, k, v, lens, _outputs(q)))
+
+
+def _len_impl(q: Tensor, k: Tensor, v: Tensor, k_lengths: Tensor, scale: float) -> tuple[Tensor, Tensor]:
+    return _len_plans(signature(q, k, v, k_lengths), q, k, v, k_lengths)(q, k, v, k_lengths, scale)
+
+
+def _len_fake(q, k, v, k_lengths, scale):
+    return _fwd_fake(q, k, v, False, scale)
+
+
+_len = Op("tkc::attention_kv_lengths", _len_impl, _len_fake)   # inference only: no autograd formula
+
+
+def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
+    """tkc.attention with k_lengths: checked, then the decode path's split forward."""
+    if not _fits(q, k, v):
+        _check_qkv(q, k, v, 4)
+    check_device("attention", ("q", q), ("k", k), ("v", v))
+    B = q.shape[0]
+    if not isinstance(k_lengths, Tensor) or k_lengths.dtype != torch.int32 or tuple(k_lengths.shape) != (B,) \
+            or k_lengths.device != q.device:
+        got = (f"{k_lengths.dtype} {tuple(k_lengths.shape)} on {k_lengths.device}"
+               if isinstance(k_lengths, Tensor) else type(k_lengths).__name__)
+        raise TkcError(f"attention: k_lengths must be an int32 tensor [B] = [{B}] on q's device, got {got}",
+                       caller())
+    if k.shape[0] != B:
+        raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}", caller())
+    if wants_grad(q, k, v):
+        raise TkcError("attention: k_lengths is for inference (a KV cache's filled part): no gradient "
+                       "flows through it; call it under torch.no_grad() or with tensors that need none",
+                       caller())
+    if not packable(q, k, causal):
+        raise TkcError(f"attention: k_lengths serves up to 64 query rows a KV head (Hq / Hkv x Lq = "
+                       f"{q.shape[1] // k.shape[1]} x {q.shape[2]}), and causal only with one query", caller())
+    o, lse = _len(q, k, v, k_lengths, _scale(scale, q.shape[3]))
+    return (o, lse) if return_lse else o
+
+
 _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
 _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_infer)
 _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
@@ -211,11 +257,19 @@ _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
 
 @public
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
-              return_lse: bool = False):
+              return_lse: bool = False, k_lengths: Tensor | None = None):
     """softmax(q k^T * scale [causal mask]) v for q [B, Hq, Lq, D] and k, v
     [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
     Hkv), differentiable in q, k and v. return_lse=True also returns the
-    log-sum-exp of each query row [B, Hq, Lq] (f32)."""
+    log-sum-exp of each query row [B, Hq, Lq] (f32).
+
+    k_lengths (int32 [B], on q's device): batch b attends to its first
+    k_lengths[b] keys (a KV cache's filled part; values clamped to 0 .. Lk,
+    read on the GPU, so a captured CUDA graph's replays see new ones; a row
+    with none gets 0 and lse +inf). For decode steps: up to 64 query rows a
+    KV head, causal only with one query, no gradient."""
+    if k_lengths is not None:
+        return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
     if run is not None:

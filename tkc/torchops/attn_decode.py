@@ -32,15 +32,17 @@ nothing.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
 from ..kernels.attention_schedule import decode_schedule
-from ..kernels.attention_tuned import decode_kernels
+from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 from .checks import strided_takes
 from .plans import At, resident, sms
 
-__all__ = ["decode_plan", "packed_rows", "splits"]
+__all__ = ["decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
 
 ROWS = 64        # one consumer warpgroup's query tile
 MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay for them)
@@ -48,18 +50,24 @@ BLOCK_COST = 1   # a block's start and merge row, in KV tiles' time (splits)
 
 
 
+def packable(q: Tensor, k: Tensor, causal: bool) -> bool:
+    """Whether a KV head's query rows fit one tile and keep their mask packed
+    (not causal over several queries), and the packed view of q exists."""
+    B, Hq, Lq, D = q.shape
+    G = Hq // k.shape[1]
+    if G * Lq > ROWS or causal and Lq > 1:
+        return False
+    # a KV head's G query heads, each Lq rows, are one run of rows: heads Lq rows apart
+    return G == 1 or Lq == 1 or q.stride(1) == Lq * q.stride(2)
+
+
 def packed_rows(q: Tensor, k: Tensor, causal: bool) -> Tensor | None:
     """q as [B, Hkv, G * Lq, D] (a view), or None where the plan does not
-    apply: more rows than one tile, a causal mask over several queries, or a
-    layout in which the packed view does not exist."""
+    apply: not packable, no rows or keys, or a view the kernels cannot take."""
+    if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k, causal):
+        return None
     B, Hq, Lq, D = q.shape
-    Hkv = k.shape[1]
-    if Hq // Hkv * Lq > ROWS or causal and Lq > 1 or q.numel() == 0 or k.shape[2] == 0:
-        return None
-    try:
-        packed = q.view(B, Hkv, Hq // Hkv * Lq, D)
-    except RuntimeError:
-        return None
+    packed = q.view(B, k.shape[1], Hq // k.shape[1] * Lq, D)
     return packed if strided_takes(packed) and strided_takes(k) else None
 
 
@@ -112,5 +120,44 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
         lpart = At(part, n * 4)
         split(q, k, v, part, lpart, S, scale)
         merged(part, lpart, o, lse)
+        return o, lse
+    return run
+
+
+def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
+    """run(q, k, v, lens, scale) -> (o, lse): the decode path with batch b's
+    keys its first lens[b] (tkc.attention's k_lengths, i32 [B], read on the
+    device), for q, k, v's signature (packable: the caller checked). Always
+    split and merged: the splits are sized by Lk (the cache's capacity) and
+    each batch's keys split by its own count; a view the kernels cannot take
+    is copied, and an empty q or cache gives o = 0 and lse = +inf."""
+    B, Hq, Lq, D = q.shape
+    Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
+    if q.numel() == 0 or k.shape[2] == 0:
+        def empty(q, k, v, lens, scale):
+            o, lse = outputs()
+            return o.zero_(), lse.fill_(math.inf)
+        return empty
+    take = [strided_takes(t) for t in (q.view(B, Hkv, R, D), k, v)]
+    arrange = (lambda q, k, v: (q, k, v)) if all(take) else \
+        (lambda q, k, v: tuple(t if ok else t.contiguous() for t, ok in zip((q, k, v), take)))
+    forward, merge, _ = decode_kernels(D)
+    split = decode_lengths_kernel(D)
+    S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, forward, q.device)
+    n, numel = B * Hkv * S * R * D, B * Hkv * R
+    part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+    o, lse = outputs()
+    qa, ka, va = arrange(q, k, v)
+    launch = split.prepare(qa.view(B, Hkv, R, D), ka, va, part[:n].view(B, Hkv, S * R, D),
+                           part[n:].view(B, Hkv, 1, S * R), lens, S, 1.0)
+    merged = merge.prepare(part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R),
+                           o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+
+    def run(q, k, v, lens, scale):
+        q, k, v = arrange(q, k, v)
+        o, lse = outputs()
+        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+        launch(q, k, v, part, At(part, n * 4), lens, S, scale)
+        merged(part, At(part, n * 4), o, lse)
         return o, lse
     return run
