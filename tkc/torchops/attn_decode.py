@@ -49,7 +49,6 @@ MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay
 BLOCK_COST = 1   # a block's start and merge row, in KV tiles' time (splits)
 
 
-
 def packable(q: Tensor, k: Tensor, causal: bool) -> bool:
     """Whether a KV head's query rows fit one tile and keep their mask packed
     (not causal over several queries), and the packed view of q exists."""
@@ -104,22 +103,17 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
             launch(q, k, v, o, lse, scale)
             return o, lse
         return run
-    n, numel = B * Hkv * S * R * D, B * Hkv * R
-
-    def buffers():   # the splits' outputs, then their lse: one f32 allocation
-        buf = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        return buf[:n].view(B, Hkv, S * R, D), buf[n:].view(B, Hkv, 1, S * R)
-
-    part, lpart = buffers()
-    split = forward.prepare(qp, k, v, part, lpart, S, 1.0)
-    merged = merge.prepare(part, lpart, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+    n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one f32 buffer
+    part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+    parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
+    split = forward.prepare(qp, k, v, *parts, S, 1.0)
+    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
 
     def run(q, k, v, scale, lse=True):   # the buffer's two parts by pointer: no views made per call
         o, lse = outputs(lse)
         part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        lpart = At(part, n * 4)
-        split(q, k, v, part, lpart, S, scale)
-        merged(part, lpart, o, lse)
+        split(q, k, v, part, At(part, n * 4), S, scale)
+        merged(part, At(part, n * 4), o, lse)
         return o, lse
     return run
 
@@ -141,17 +135,15 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
     take = [strided_takes(t) for t in (q.view(B, Hkv, R, D), k, v)]
     arrange = (lambda q, k, v: (q, k, v)) if all(take) else \
         (lambda q, k, v: tuple(t if ok else t.contiguous() for t, ok in zip((q, k, v), take)))
-    forward, merge, _ = decode_kernels(D)
-    split = decode_lengths_kernel(D)
-    S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, forward, q.device)
+    merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
+    S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, split, q.device)
     n, numel = B * Hkv * S * R * D, B * Hkv * R
     part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+    parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
     o, lse = outputs()
     qa, ka, va = arrange(q, k, v)
-    launch = split.prepare(qa.view(B, Hkv, R, D), ka, va, part[:n].view(B, Hkv, S * R, D),
-                           part[n:].view(B, Hkv, 1, S * R), lens, S, 1.0)
-    merged = merge.prepare(part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R),
-                           o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+    launch = split.prepare(qa.view(B, Hkv, R, D), ka, va, *parts, lens, S, 1.0)
+    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
 
     def run(q, k, v, lens, scale):
         q, k, v = arrange(q, k, v)
