@@ -73,7 +73,6 @@ def attention_merge(D: int = 128, acc: str = "bf16", out: str = "bf16"):
     return merge
 
 
-
 GROUP = 16  # splits whose loads a warp issues together (a runtime loop over groups of them): the
             # split counts of a decode step on 132 SMs (16-17) in one round trip (H200, torch.profiler:
             # D 128 3.9 -> 2.4 µs, D 64 2.8 -> 2.1 against GROUP 8's two; no spills at D 256)
