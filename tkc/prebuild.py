@@ -22,7 +22,9 @@ from .bench.fake_driver import fake_driver
 from .torchops import norms
 from .torchops.calls import DTYPES
 
-__all__ = ["prebuild"]
+__all__ = ["INFERENCE_ONLY", "prebuild"]
+
+INFERENCE_ONLY = {("attention", "k_lengths")}   # (op, keyword): calls without a backward
 
 
 def prebuild(expr: str) -> None:
@@ -30,11 +32,13 @@ def prebuild(expr: str) -> None:
     (forward without gradients, then with them and backward)."""
     call = _parse(expr)
     fn = getattr(tkc, call.func.id)
+    # a call with one of these keywords has no backward (and refuses gradients): the forward alone
+    inference = any((call.func.id, k.arg) in INFERENCE_ONLY for k in call.keywords)
     saved = norms._philox
     norms._philox = lambda x, p: (0, 0)  # dropout's seed is drawn from a CUDA generator
     try:
         with fake_driver():
-            for grad in (False, True):
+            for grad in (False,) if inference else (False, True):
                 args = [_value(a, grad) for a in call.args]
                 kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
                 with torch.set_grad_enabled(grad):

@@ -244,3 +244,17 @@ def test_k_lengths_refusals(on_cuda):
     q = q.detach()
     _refused("up to 64 query rows a KV head", *(t.detach() for t in _qkv(2, 8, 1, 9, 64, 64)), lens=ok)
     _refused("causal only with one query", *(t.detach() for t in _qkv(2, 2, 2, 3, 64, 64)), lens=ok, causal=True)
+
+
+def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatch):
+    """`tkc build --call` (the command an offline miss names) makes a
+    k_lengths call without gradients only (it has no backward): the split
+    kernel with lengths and the merge."""
+    from tkc import cli
+    from tkc.cli import build_all, main
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    built = []
+    monkeypatch.setattr(cli, "build_all", lambda kernels, *a: built.extend(kernels) or build_all(kernels, *a))
+    call = "attention(bf16[1, 8, 1, 64], bf16[1, 2, 256, 64], bf16[1, 2, 256, 64], k_lengths=i32([100]))"
+    assert main(["build", "--call", call]) == 0
+    assert sorted(k.name for k in built) == ["attn_fwd_d64_split_kv128_c1_lengths", "attn_split_merge_d64"]
