@@ -237,7 +237,8 @@ def on_cuda(monkeypatch):
 def test_k_lengths_refusals(on_cuda):
     q, k, v = (t.detach() for t in _qkv(2, 8, 2, 1, 64, 64))
     ok = torch.tensor([3, 4], dtype=torch.int32)
-    _refused("int32 tensor \\[B\\] = \\[2\\]", q, k, v, lens=ok.long())
+    e = _refused("int32 tensor \\[B\\] = \\[2\\]", q, k, v, lens=ok.long())
+    assert "test_attention_decode.py" in e.value.where   # at the caller's line
     _refused("int32 tensor", q, k, v, lens=torch.tensor([3], dtype=torch.int32))
     _refused("int32 tensor", q, k, v, lens=[3, 4])
     _refused("no gradient", q.requires_grad_(), k, v, lens=ok)
