@@ -259,3 +259,15 @@ def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatc
     call = "attention(bf16[1, 8, 1, 64], bf16[1, 2, 256, 64], bf16[1, 2, 256, 64], k_lengths=i32([100]))"
     assert main(["build", "--call", call]) == 0
     assert sorted(k.name for k in built) == ["attn_fwd_d64_split_kv128_c1_lengths", "attn_split_merge_d64"]
+
+
+def test_k_lengths_in_an_autocast_region(launched, on_cuda, monkeypatch):
+    """float32 q, k, v in a bf16 autocast region are cast, as tkc.attention's other calls."""
+    from tkc.torchops import checks
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")   # the region's device: the CPU here
+    q, k, v = (t.detach() for t in _qkv(2, 8, 2, 1, 100, 64))
+    lens = torch.tensor([100, 40], dtype=torch.int32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        o = ops._with_lengths(q.float(), k.float(), v.float(), lens, False, 0.125, False)
+    assert o.dtype == torch.bfloat16
+    assert _rel(o, _masked_reference(q, k, v, lens, False, 0.125)[0]) < 1e-2

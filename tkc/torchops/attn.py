@@ -228,6 +228,8 @@ _len = Op("tkc::attention_kv_lengths", _len_impl, _len_fake)   # inference only:
 def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
     """tkc.attention with k_lengths: checked, then the decode path's split forward."""
     if not _fits(q, k, v):
+        if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region
+            return _with_lengths(*cast, k_lengths, causal, scale, return_lse)
         _check_qkv(q, k, v, 4)
     check_device("attention", ("q", q), ("k", k), ("v", v))
     B = q.shape[0]
