@@ -41,7 +41,7 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .attn_decode import decode_plan, lengths_plan, packable
-from .checks import autocast, check_device, strided_takes
+from .checks import arranged, autocast, check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -73,16 +73,6 @@ def _like(t: Tensor, layout: str, dtype=None) -> Tensor:
     return torch.empty_strided(*_spec(t, layout), device=t.device, dtype=dtype or t.dtype)
 
 
-def _arranged(*ts: Tensor) -> Callable:
-    """A function making contiguous those of ts' layouts the kernels cannot
-    take (the identity in the common case). It is made for ts' signature and
-    applied to tensors of the same one."""
-    fits = [strided_takes(t) for t in ts]
-    if all(fits):
-        return lambda *xs: xs
-    return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
-
-
 def _outputs(q: Tensor) -> Callable:
     """outputs(lse=True) -> (o, lse) for q's signature: o in q's memory order,
     lse [B, H, L] (lse=False: into scratch memory, for a call without a backward)."""
@@ -108,7 +98,7 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
     decode = decode_plan(q, k, v, causal, outputs)
     if decode is not None:   # few query rows a KV head: packed, the keys split over the SMs
         return decode
-    arrange = _arranged(q, k, v)
+    arrange = arranged(q, k, v)
     o, lse = outputs()
     launch = forward_kernel(D, causal, "bhld", k.shape[2]).prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)
 
@@ -149,7 +139,7 @@ def _bwd_plan(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
 
     if q.numel() == 0 or k.numel() == 0:  # nothing flows: zero gradients
         return lambda *args: tuple(t.zero_() for t in outputs())
-    arrange = _arranged(q, k, v, o, do)
+    arrange = arranged(q, k, v, o, do)
     q_, k_, v_, o_, do_ = arrange(q, k, v, o, do)
     prep_k, bwd_k = backward_kernels(D, causal, "bhld", k.shape[2])
     packed = backward_schedule(D, causal, "bhld", k.shape[2]).dq_packed

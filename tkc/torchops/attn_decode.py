@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
-from .checks import strided_takes
+from .checks import arranged, strided_takes
 from .plans import At, resident, sms
 
 __all__ = ["decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
@@ -95,27 +95,34 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     forward, merge, whole = decode_kernels(D)
     S = splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, forward, q.device)
     o, lse = outputs()
-    if S == 1:
-        launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0)
+    launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 else \
+        _split_merged(forward, merge, qp, k, v, (), S, o, lse)
 
-        def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
-            o, lse = outputs(lse)
-            launch(q, k, v, o, lse, scale)
-            return o, lse
-        return run
-    n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one f32 buffer
-    part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-    parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
-    split = forward.prepare(qp, k, v, *parts, S, 1.0)
-    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
-
-    def run(q, k, v, scale, lse=True):   # the buffer's two parts by pointer: no views made per call
+    def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
         o, lse = outputs(lse)
-        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        split(q, k, v, part, At(part, n * 4), S, scale)
-        merged(part, At(part, n * 4), o, lse)
+        launch(q, k, v, o, lse, scale)
         return o, lse
     return run
+
+
+def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, o: Tensor,
+                  lse: Tensor):
+    """launch(q, k, v, o, lse, scale, *extra): `split` (its arguments after
+    the splits' outputs: extra, then S and the scale) into an f32 buffer of the
+    splits' outputs and lse, allocated per call, then `merge` into o and lse;
+    prepared for qp (the packed q), k, v, o, lse's signature."""
+    B, Hkv, R, D = qp.shape
+    n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
+    part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
+    parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
+    split = split.prepare(qp, k, v, *parts, *extra, S, 1.0)
+    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+
+    def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
+        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
+        split(q, k, v, part, At(part, n * 4), *extra, S, scale)
+        merged(part, At(part, n * 4), o, lse)
+    return launch
 
 
 def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
@@ -123,8 +130,8 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
     keys its first lens[b] (tkc.attention's k_lengths, i32 [B], read on the
     device), for q, k, v's signature (packable: the caller checked). Always
     split and merged: the splits are sized by Lk (the cache's capacity) and
-    each batch's keys split by its own count; a view the kernels cannot take
-    is copied, and an empty q or cache gives o = 0 and lse = +inf."""
+    each batch's keys split by its own count; a layout the kernels cannot
+    take is copied (arranged), and an empty q or cache gives o = 0 and lse = +inf."""
     B, Hq, Lq, D = q.shape
     Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
     if q.numel() == 0 or k.shape[2] == 0:
@@ -132,24 +139,16 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)
         return empty
-    take = [strided_takes(t) for t in (q.view(B, Hkv, R, D), k, v)]
-    arrange = (lambda q, k, v: (q, k, v)) if all(take) else \
-        (lambda q, k, v: tuple(t if ok else t.contiguous() for t, ok in zip((q, k, v), take)))
+    arrange = arranged(q, k, v)   # (q taken, its packed view is: its strides are q's)
     merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
     S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, split, q.device)
-    n, numel = B * Hkv * S * R * D, B * Hkv * R
-    part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-    parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
     o, lse = outputs()
     qa, ka, va = arrange(q, k, v)
-    launch = split.prepare(qa.view(B, Hkv, R, D), ka, va, *parts, lens, S, 1.0)
-    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+    launch = _split_merged(split, merge, qa.view(B, Hkv, R, D), ka, va, (lens,), S, o, lse)
 
     def run(q, k, v, lens, scale):
         q, k, v = arrange(q, k, v)
         o, lse = outputs()
-        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        launch(q, k, v, part, At(part, n * 4), lens, S, scale)
-        merged(part, At(part, n * 4), o, lse)
+        launch(q, k, v, o, lse, scale, lens)
         return o, lse
     return run

@@ -3,6 +3,8 @@ what was expected and what was found, at the caller's line (the first frame
 outside tkc and torch: runtime/callsite.py)."""
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
@@ -27,6 +29,16 @@ def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
     e = t.element_size()
     return strided_fits((*t.shape[:-row_dims], inner), (*(s * e for s in t.stride()[:-row_dims]), e), e,
                         t.data_ptr())
+
+
+def arranged(*ts: Tensor) -> Callable:
+    """A function making contiguous those of ts' layouts the kernels cannot
+    take (strided_takes; the identity in the common case). It is made for ts'
+    signature and applied to tensors of the same one."""
+    fits = [strided_takes(t) for t in ts]
+    if all(fits):
+        return lambda *xs: xs
+    return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
 
 
 def _found(t) -> str:
