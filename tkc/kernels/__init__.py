@@ -14,14 +14,12 @@ function, not that module.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
 from .attention_fp8_v import fp8_v_layout_kernel, loads_for
-from .attention_hopper import attention_hopper
-from .attention_merge import attention_merge, attention_merge_splits
-from .attention_schedule import backward_space, decode_schedule, forward_space, fp8_forward_space
+from .attention_hopper import attention_hopper, decode_kernels
+from .attention_merge import attention_merge
+from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
@@ -88,8 +86,7 @@ def _attention_ops():
             for causal in (False, True) for s in fp8_forward_space(D, causal)]
     out += [fp8_v_layout_kernel(D, n) for D in (64, 128) for n in loads_for(D)]   # ... its V^T's
     for D in (64, 128, 256):   # the decode path: split-KV, its merge, unsplit (torchops/attn_decode.py)
-        out += [attention_hopper(D, False, "split", decode_schedule(D)), attention_merge_splits(D),
-                attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True))]
+        out += decode_kernels(D)
     return out
 
 

@@ -62,6 +62,7 @@ matches; v_scale goes into the final 1 / l.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 
 import tkc.dsl as tkc
@@ -70,7 +71,8 @@ from tkc.diagnostics import TkcError
 from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
                      store, subtile, where, zero)
 
-from .attention_schedule import ForwardSchedule
+from .attention_merge import attention_merge_splits
+from .attention_schedule import ForwardSchedule, decode_schedule
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
 HEAD_DIMS = (64, 128, 256)
@@ -288,6 +290,14 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
                 lambda h, t: (b, h, 0, t), by_tma=D < 256 or o_via_q)
 
     return attn
+
+
+def decode_kernels(D: int) -> tuple:
+    """tkc.attention's decode path (torchops/attn_decode.py) for head dim D:
+    (the split-KV forward, its merge, the unsplit forward: persistent, for
+    more packed items than the SMs hold blocks)."""
+    return (attention_hopper(D, False, "split", decode_schedule(D)), attention_merge_splits(D),
+            attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)))
 
 
 def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: bool):

@@ -30,7 +30,7 @@ import itertools
 from tkc.kernels.attention_bwd_kernel import attention_bwd
 from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
 from tkc.kernels.attention_hopper import FP8_HEAD_DIMS, HEAD_DIMS, LAYOUTS, attention_hopper
-from tkc.kernels.attention_merge import attention_merge_splits
+from tkc.kernels.attention_hopper import decode_kernels as hopper_decode_kernels
 from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, backward_space,
                                             decode_schedule, forward_space, fp8_forward_space, key_bucket)
 from tkc.tune import autotune
@@ -114,13 +114,7 @@ def backward_kernels(D: int, causal: bool, layout: str, keys: int):
     return prep_kernel(D, layout), tuned.kernel(config)
 
 
-@functools.lru_cache(maxsize=None)
-def decode_kernels(D: int) -> tuple:
-    """tkc.attention's decode path (torchops/attn_decode.py) for head dim D:
-    (the split-KV forward, its merge, the unsplit forward: persistent, for
-    more packed items than the SMs hold blocks)."""
-    return (attention_hopper(D, False, "split", decode_schedule(D)), attention_merge_splits(D),
-            attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)))
+decode_kernels = functools.lru_cache(maxsize=None)(hopper_decode_kernels)   # (a plan's kernels load once)
 
 
 @functools.lru_cache(maxsize=None)
