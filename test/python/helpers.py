@@ -114,6 +114,20 @@ def interpreted(kernel) -> Launch:
     return Launch(run)
 
 
+def attention_qkv(B, Hq, Hkv, Lq, Lk, D, blhd=False, seed=0):
+    """Random bf16 q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D] that require
+    grad, from a seeded CPU generator; blhd: views of [B, L, H, D] memory
+    (FlashAttention's layout)."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+
+    def make(H, L):
+        t = torch.randn(B, L, H, D, generator=g) if blhd else torch.randn(B, H, L, D, generator=g)
+        t = t.bfloat16()
+        return (t.transpose(1, 2) if blhd else t).requires_grad_()
+    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
+
+
 def grads_match(y, ref, dy, tensors, tol: float) -> bool:
     """y.backward(dy) and ref.backward(dy in float64) give each of tensors
     the same gradient within tol (relative, in the 2-norm)."""

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
-from helpers import interpreted, rng_of  # noqa: E402
+from helpers import attention_qkv, interpreted, rng_of  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels import reference  # noqa: E402
 from tkc.kernels.attention_hopper import attention_hopper  # noqa: E402
@@ -65,16 +65,6 @@ def _reference(q, k, v, causal, scale):
     return torch.softmax(s, -1) @ v, torch.logsumexp(s, -1)
 
 
-def _qkv(B, Hq, Hkv, Lq, Lk, D, blhd=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def make(H, L):
-        t = (torch.randn(B, L, H, D, generator=g).transpose(1, 2) if blhd
-             else torch.randn(B, H, L, D, generator=g))
-        return t.bfloat16().requires_grad_()
-    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
-
-
 def _rel(a, b):
     a, b = a.detach().double(), b.detach().double()
     return float((a - b).norm() / b.norm())
@@ -87,7 +77,7 @@ def _rel(a, b):
     (3, 2, 1, 1, 37, 64, False, False),      # MQA, fewer keys than one split's minimum
 ])
 def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, causal, blhd):
-    q, k, v = _qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
+    q, k, v = attention_qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
     o, lse = ops._fwd(q, k, v, causal, 0.125)
     assert launched == ["decode"]
     want, want_lse = _reference(q, k, v, causal, 0.125)
@@ -110,7 +100,7 @@ def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, c
     (4, 2, 3, False, True),      # several queries in FlashAttention's layout: no packed view
 ])
 def test_the_usual_forward_where_packing_does_not_apply(launched, Hq, Hkv, Lq, causal, blhd):
-    q, k, v = _qkv(1, Hq, Hkv, Lq, 70, 64, blhd)
+    q, k, v = attention_qkv(1, Hq, Hkv, Lq, 70, 64, blhd)
     with torch.no_grad():
         o = ops._fwd(q, k, v, causal, 0.125)[0]
     assert launched == ["forward"]
@@ -206,7 +196,7 @@ def _masked_reference(q, k, v, lens, causal, scale):
     (4, 4, 1, 128, False, True),    # MHA in FlashAttention's layout
 ])
 def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv, Lq, D, causal, blhd):
-    q, k, v = (t.detach() for t in _qkv(4, Hq, Hkv, Lq, 300, D, blhd))
+    q, k, v = (t.detach() for t in attention_qkv(4, Hq, Hkv, Lq, 300, D, blhd))
     lens = torch.tensor([300, 0, 77, 1000], dtype=torch.int32)   # full, empty, part, past the end
     o, lse = ops._with_lengths(q, k, v, lens, causal, 0.125, True)
     assert launched == ["decode", "lengths"]
@@ -218,7 +208,7 @@ def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv,
 
 def test_k_lengths_opcheck(launched):
     """Schema, fake tensors and AOT dispatch of the inference op agree with its implementation."""
-    q, k, v = (t.detach() for t in _qkv(2, 4, 2, 1, 70, 64))
+    q, k, v = (t.detach() for t in attention_qkv(2, 4, 2, 1, 70, 64))
     torch.library.opcheck(ops._len.custom_op, (q, k, v, torch.tensor([70, 5], dtype=torch.int32), 0.125))
 
 
@@ -235,7 +225,7 @@ def on_cuda(monkeypatch):
 
 
 def test_k_lengths_refusals(on_cuda):
-    q, k, v = (t.detach() for t in _qkv(2, 8, 2, 1, 64, 64))
+    q, k, v = (t.detach() for t in attention_qkv(2, 8, 2, 1, 64, 64))
     ok = torch.tensor([3, 4], dtype=torch.int32)
     e = _refused("int32 tensor \\[B\\] = \\[2\\]", q, k, v, lens=ok.long())
     assert "test_attention_decode.py" in e.value.where   # at the caller's line
@@ -243,8 +233,8 @@ def test_k_lengths_refusals(on_cuda):
     _refused("int32 tensor", q, k, v, lens=[3, 4])
     _refused("no gradient", q.requires_grad_(), k, v, lens=ok)
     q = q.detach()
-    _refused("up to 64 query rows a KV head", *(t.detach() for t in _qkv(2, 8, 1, 9, 64, 64)), lens=ok)
-    _refused("causal only with one query", *(t.detach() for t in _qkv(2, 2, 2, 3, 64, 64)), lens=ok, causal=True)
+    _refused("up to 64 query rows a KV head", *(t.detach() for t in attention_qkv(2, 8, 1, 9, 64, 64)), lens=ok)
+    _refused("causal only with one query", *(t.detach() for t in attention_qkv(2, 2, 2, 3, 64, 64)), lens=ok, causal=True)
 
 
 def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatch):
@@ -265,7 +255,7 @@ def test_k_lengths_in_an_autocast_region(launched, on_cuda, monkeypatch):
     """float32 q, k, v in a bf16 autocast region are cast, as tkc.attention's other calls."""
     from tkc.torchops import checks
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")   # the region's device: the CPU here
-    q, k, v = (t.detach() for t in _qkv(2, 8, 2, 1, 100, 64))
+    q, k, v = (t.detach() for t in attention_qkv(2, 8, 2, 1, 100, 64))
     lens = torch.tensor([100, 40], dtype=torch.int32)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         o = ops._with_lengths(q.float(), k.float(), v.float(), lens, False, 0.125, False)

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
-from helpers import grads_match, interpreted as _interpreted  # noqa: E402
+from helpers import attention_qkv, grads_match, interpreted as _interpreted  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.torchops import plans  # noqa: E402
 from tkc.torchops import attn as ops  # noqa: E402
@@ -49,15 +49,6 @@ def _reference(q, k, v, causal, scale):
     return p @ v
 
 
-def _qkv(B, Hq, Hkv, Lq, Lk, D, blhd=False, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    def make(H, L):
-        t = torch.randn(B, L, H, D, generator=g) if blhd else torch.randn(B, H, L, D, generator=g)
-        t = t.bfloat16()
-        return (t.transpose(1, 2) if blhd else t).requires_grad_()
-    return make(Hq, Lq), make(Hkv, Lk), make(Hkv, Lk)
-
-
 def _rel(a, b):
     a, b = a.detach().double(), b.detach().double()
     return float((a - b).norm() / b.norm())
@@ -69,7 +60,7 @@ def test_forward_and_gradients(blhd, causal, D):
     """Values and gradients against float64 autograd, GQA 2:1, ragged
     lengths, Lq != Lk; FlashAttention's memory layout needs no copy (the
     output keeps it)."""
-    q, k, v = _qkv(1, 4, 2, 77, 130, D, blhd=blhd)
+    q, k, v = attention_qkv(1, 4, 2, 77, 130, D, blhd=blhd)
     scale = 0.125
     o, lse = ops._fwd(q, k, v, causal, scale)
     assert o.shape == q.shape and lse.shape == (1, 4, 77)
@@ -129,7 +120,7 @@ def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
     picked = []
     monkeypatch.setattr(ops, "forward_kernel",
                         lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
-    q, k, v = _qkv(1, 4, 2, 77, 130, 64)
+    q, k, v = attention_qkv(1, 4, 2, 77, 130, 64)
     for record in (False, True):
         if record:
             tables.record(space.name, (64, True, "bhld", 512), {"config": long})
@@ -160,14 +151,14 @@ def test_backwards_have_warp_uniform_ids_and_a_store_warp():
 def test_opcheck():
     """torch.library.opcheck: schema, fake tensors, autograd registration and
     AOT dispatch of the forward op agree with its real implementation."""
-    q, k, v = _qkv(1, 2, 1, 64, 96, 64)
+    q, k, v = attention_qkv(1, 2, 1, 64, 96, 64)
     torch.library.opcheck(ops._fwd.custom_op, (q, k, v, True, 0.125))
 
 
 def test_compiles_without_graph_breaks():
     """A model that calls the op traces as one graph (fullgraph=True), and its
     backward runs through the compiled graph."""
-    q, k, v = _qkv(1, 2, 2, 64, 64, 64, seed=3)
+    q, k, v = attention_qkv(1, 2, 2, 64, 64, 64, seed=3)
     w = torch.randn(64, 64, requires_grad=True)
 
     def model(q, k, v):
@@ -241,7 +232,7 @@ def _refused(fn, args, match):
 
 
 def test_bad_inputs_are_refused_at_the_callers_line():
-    q, k, v = (t.detach() for t in _qkv(1, 4, 2, 64, 64, 64))
+    q, k, v = (t.detach() for t in attention_qkv(1, 4, 2, 64, 64, 64))
     z = lambda *shape: torch.zeros(shape, dtype=torch.bfloat16)  # noqa: E731
     _refused(ops.attention, (q.float(), k, v), "q must be bf16")
     _refused(ops.attention, (q[0], k, v), r"q must be \[B, H, L, D\]")
