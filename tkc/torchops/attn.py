@@ -215,13 +215,26 @@ def _len_fake(q, k, v, k_lengths, scale):
 _len = Op("tkc::attention_kv_lengths", _len_impl, _len_fake)   # inference only: no autograd formula
 
 
+def _checked(q, k, v) -> tuple | None:
+    """tkc.attention's checks of q, k and v (errors at the caller's line):
+    None when the call can go on, or, in a bf16 autocast region, q, k and v
+    cast to bf16 for the call to be made again with."""
+    if _fits(q, k, v):
+        return None
+    if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region
+        return cast
+    _check_qkv(q, k, v, 4)
+    if k.shape[0] != q.shape[0]:
+        raise TkcError(f"attention: q and k must have one batch size, got {q.shape[0]} and "
+                       f"{k.shape[0]}", caller())
+    check_device("attention", ("q", q), ("k", k), ("v", v))
+    return None
+
+
 def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
     """tkc.attention with k_lengths: checked, then the decode path's split forward."""
-    if not _fits(q, k, v):
-        if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region
-            return _with_lengths(*cast, k_lengths, causal, scale, return_lse)
-        _check_qkv(q, k, v, 4)
-    check_device("attention", ("q", q), ("k", k), ("v", v))
+    if (cast := _checked(q, k, v)) is not None:
+        return _with_lengths(*cast, k_lengths, causal, scale, return_lse)
     B = q.shape[0]
     if not isinstance(k_lengths, Tensor) or k_lengths.dtype != torch.int32 or tuple(k_lengths.shape) != (B,) \
             or k_lengths.device != q.device:
@@ -229,8 +242,6 @@ def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
                if isinstance(k_lengths, Tensor) else type(k_lengths).__name__)
         raise TkcError(f"attention: k_lengths must be an int32 tensor [B] = [{B}] on q's device, got {got}",
                        caller())
-    if k.shape[0] != B:
-        raise TkcError(f"attention: q and k must have one batch size, got {B} and {k.shape[0]}", caller())
     if wants_grad(q, k, v):
         raise TkcError("attention: k_lengths is for inference (a KV cache's filled part): no gradient "
                        "flows through it; call it under torch.no_grad() or with tensors that need none",
@@ -266,14 +277,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     run = _plain.get(key)
     if run is not None:
         return run(q, k, v)
-    if not _fits(q, k, v):
-        if (cast := autocast(q, k, v)) is not None:   # AMP: float32 q, k, v in a bf16 region
-            return attention(*cast, causal, scale, return_lse)
-        _check_qkv(q, k, v, 4)
-        if k.shape[0] != q.shape[0]:
-            raise TkcError(f"attention: q and k must have one batch size, got {q.shape[0]} and "
-                           f"{k.shape[0]}", caller())
-        check_device("attention", ("q", q), ("k", k), ("v", v))
+    if (cast := _checked(q, k, v)) is not None:
+        return attention(*cast, causal, scale, return_lse)
     scale = _scale(scale, q.shape[3])
     if key is not None:  # the forward plan, next time straight away (eager.grad_key)
         plan = _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)
