@@ -2,7 +2,7 @@
 head's query rows packed into one tile, the keys split over the SMs, the
 splits merged; one split: the usual forward on the packed rows) against a
 float32 reference: decode steps of GQA, MQA and MHA at D 64, 128 and 256,
-a few queries a head, causal at one query, FlashAttention's layout, a KV
+a few queries a head, causal at one query and at several, FlashAttention's layout, a KV
 cache read as a slice of a longer buffer, more KV heads than SMs (one
 split), gradients through it, and CUDA-graph capture; k_lengths (a KV
 cache's filled part per batch) against masked references, in a captured
@@ -78,11 +78,29 @@ def test_layouts_a_cache_slice_and_causal_one_query(blhd, cache, causal):
     assert rel_err(got, reference(q, k, v, causal)[0]) < 1e-2
 
 
-def test_gradients_through_the_decode_forward():
+@pytest.mark.parametrize("B,Hq,Hkv,Lq,Lk,D", [
+    (1, 32, 8, 4, 8192, 128),       # four draft tokens a head (speculative decoding), GQA 4:1
+    (2, 64, 8, 8, 4099, 64),        # eight a head at GQA 8:1: 64 rows, a whole tile
+    (64, 32, 8, 4, 1030, 128),      # 512 KV heads: one split, still split and merged (the mask)
+    (2, 16, 16, 3, 5000, 256),      # MHA at D 256
+])
+def test_causal_queries_packed_match_float32(B, Hq, Hkv, Lq, Lk, D):
+    """Causal with several queries a head: bottom-right, query i sees keys
+    j <= i + Lk - Lq, kept when a KV head's rows are packed into one tile."""
+    import tkc
+    q, k, v = qkv(B, Hq, Hkv, Lq, Lk, D)
+    o, lse = tkc.attention(q, k, v, causal=True, return_lse=True)
+    want, want_lse = reference(q, k, v, True)
+    assert rel_err(o, want) < 1e-2
+    torch.testing.assert_close(lse, want_lse, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_through_the_decode_forward(causal):
     import tkc
     q, k, v = qkv(2, 16, 4, 3, 1500, 128, grad=True)
-    o = tkc.attention(q, k, v)
-    want = reference(q, k, v, False)[0]
+    o = tkc.attention(q, k, v, causal=causal)
+    want = reference(q, k, v, causal)[0]
     do = torch.randn_like(o)
     grads = torch.autograd.grad(o, (q, k, v), do)
     wants = torch.autograd.grad(want, (q, k, v), do.float())
@@ -105,47 +123,52 @@ def test_cuda_graph_capture_of_decode_steps():
     assert rel_err(out, reference(q, k, v, False)[0]) < 1e-2
 
 
-def masked(q, k, v, lens):
+def masked(q, k, v, lens, causal=False):
     """float32 reference: batch b over its first lens[b] keys (none: 0)."""
     out = torch.zeros(q.shape, device=q.device)
     for b, n in enumerate(lens.tolist()):
         if n > 0:
-            out[b:b + 1] = reference(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], False)[0]
+            out[b:b + 1] = reference(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n], causal)[0]
     return out
 
 
-@pytest.mark.parametrize("Hq,Hkv,Lq,D", [(32, 8, 1, 128), (64, 8, 1, 64), (16, 16, 1, 256), (32, 8, 2, 128)])
-def test_k_lengths_match_masked_float32(Hq, Hkv, Lq, D):
+@pytest.mark.parametrize("Hq,Hkv,Lq,D,causal", [(32, 8, 1, 128, False), (64, 8, 1, 64, False),
+                                                (16, 16, 1, 256, False), (32, 8, 2, 128, False),
+                                                (32, 8, 4, 128, True), (64, 8, 8, 64, True)])
+def test_k_lengths_match_masked_float32(Hq, Hkv, Lq, D, causal):
     import tkc
     q, k, v = qkv(5, Hq, Hkv, Lq, 9000, D, cache=12000)   # a cache of 12000 rows, 9000 given
-    lens = torch.tensor([9000, 0, 1, 4097, 20000], dtype=torch.int32, device="cuda")   # 20000: clamped
-    o, lse = tkc.attention(q, k, v, k_lengths=lens, return_lse=True)
-    assert rel_err(o, masked(q, k, v, lens.clamp(max=9000))) < 1e-2
+    lens = torch.tensor([9000, 0, 8, 4097, 20000], dtype=torch.int32, device="cuda")   # 20000: clamped
+    o, lse = tkc.attention(q, k, v, causal=causal, k_lengths=lens, return_lse=True)
+    assert rel_err(o, masked(q, k, v, lens.clamp(max=9000), causal)) < 1e-2
     assert (o[1] == 0).all() and torch.isposinf(lse[1]).all()
 
 
-def test_k_lengths_in_a_captured_decode_loop():
-    """One graph replayed as the cache fills: the step writes the new token's
-    key and value at its position and attends to the filled part."""
+@pytest.mark.parametrize("Lq,causal", [(1, False), (4, True)])
+def test_k_lengths_in_a_captured_decode_loop(Lq, causal):
+    """One graph replayed as the cache fills: the step writes its Lq new
+    tokens' keys and values at their positions and attends to the filled
+    part (causal: draft token i sees the cache and tokens 0..i)."""
     import tkc
     B, Hq, Hkv, D, cap = 2, 32, 8, 128, 4096
     kc, vc = (torch.zeros(B, Hkv, cap, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
     kc[:, :, :100], vc[:, :, :100] = (torch.randn(B, Hkv, 100, D, device="cuda").bfloat16() for _ in "kv")
     lens = torch.tensor([100, 37], dtype=torch.int32, device="cuda")
-    q = torch.randn(B, Hq, 1, D, device="cuda", dtype=torch.bfloat16)
-    tkc.attention(q, kc, vc, k_lengths=lens)   # loads the kernels and keeps the plan
+    q = torch.randn(B, Hq, Lq, D, device="cuda", dtype=torch.bfloat16)
+    tkc.attention(q, kc, vc, causal=causal, k_lengths=lens)   # loads the kernels and keeps the plan
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = tkc.attention(q, kc, vc, k_lengths=lens)
+        out = tkc.attention(q, kc, vc, causal=causal, k_lengths=lens)
     for step in range(3):
         q.copy_(torch.randn_like(q))
         for b in range(B):
             n = int(lens[b])
-            kc[b, :, n], vc[b, :, n] = (torch.randn(Hkv, D, device="cuda").bfloat16() for _ in "kv")
-        lens += 1
+            kc[b, :, n:n + Lq], vc[b, :, n:n + Lq] = (torch.randn(Hkv, Lq, D, device="cuda").bfloat16()
+                                                      for _ in "kv")
+        lens += Lq
         graph.replay()
         torch.cuda.synchronize()
-        assert rel_err(out, masked(q, kc, vc, lens)) < 1e-2, step
+        assert rel_err(out, masked(q, kc, vc, lens, causal)) < 1e-2, step
 
 
 def test_k_lengths_under_torch_compile():

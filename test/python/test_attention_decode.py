@@ -75,6 +75,8 @@ def _rel(a, b):
     (1, 4, 4, 1, 200, 128, False, True),     # MHA, FlashAttention's memory layout
     (1, 6, 2, 5, 333, 64, False, False),     # a few queries a head (15 rows a KV head), ragged Lk
     (3, 2, 1, 1, 37, 64, False, False),      # MQA, fewer keys than one split's minimum
+    (1, 8, 2, 4, 1000, 64, True, False),     # causal, 4 queries a head (speculative decoding): split
+    (2, 2, 2, 3, 130, 128, True, False),     # causal, MHA, three queries, ragged Lk
 ])
 def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, causal, blhd):
     q, k, v = attention_qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
@@ -94,9 +96,21 @@ def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, c
         assert _rel(g, t.grad) < 2e-2
 
 
+def test_causal_queries_before_the_first_key(launched):
+    """Causal with more queries than keys: queries i < Lq - Lk see no key,
+    o = 0 and lse = +inf (the usual forward's convention)."""
+    q, k, v = (t.detach() for t in attention_qkv(1, 4, 2, 5, 3, 64))
+    o, lse = ops._fwd(q, k, v, True, 0.125)
+    assert launched == ["decode"]
+    assert (o[:, :, :2] == 0).all() and torch.isposinf(lse[:, :, :2]).all()
+    want, want_lse = _reference(q, k, v, True, 0.125)
+    assert _rel(o[:, :, 2:], want[:, :, 2:]) < 1e-2
+    torch.testing.assert_close(lse[:, :, 2:].double(), want_lse[:, :, 2:], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("Hq,Hkv,Lq,causal,blhd", [
     (4, 1, 17, False, False),    # 68 rows a KV head: more than one tile
-    (2, 2, 3, True, False),      # a causal mask over several queries (packed rows would lose it)
+    (4, 1, 17, True, False),     # causal likewise
     (4, 2, 3, False, True),      # several queries in FlashAttention's layout: no packed view
 ])
 def test_the_usual_forward_where_packing_does_not_apply(launched, Hq, Hkv, Lq, causal, blhd):
@@ -120,11 +134,24 @@ def test_splits_make_the_fewest_rounds_times_tiles(monkeypatch):
     assert decode.splits(64, 8192, 128, None, None) == 4       # two blocks an SM: 264 a round
 
 
-@pytest.mark.parametrize("S,Lk,R,D,persistent", [(3, 300, 3, 64, False), (8, 300, 4, 64, True),
-                                                 (1, 130, 16, 128, False), (5, 64, 1, 64, True)])
-def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent):
+def _masked_lse(q, k, v, scale, seen):
+    """numpy (o, lse) with seen[i, j]: whether row i sees key j (none: o = 0, lse = +inf)."""
+    s = np.where(seen, q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) * scale, -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(-1, keepdims=True)
+    return p @ v / np.where(l == 0, 1.0, l), np.where(l[..., 0] == 0, np.inf, np.log(np.where(l == 0, 1.0, l))[..., 0] + m[..., 0])
+
+
+@pytest.mark.parametrize("S,Lk,R,D,persistent,P", [
+    (3, 300, 3, 64, False, 0), (8, 300, 4, 64, True, 0), (1, 130, 16, 128, False, 0), (5, 64, 1, 64, True, 0),
+    (4, 200, 40, 64, False, 40),   # causal over 40 queries: the last split (8 keys) unseen by rows < 32
+    (2, 150, 12, 128, True, 3),    # 4 heads of 3 queries packed (row r is query r mod 3), causal
+])
+def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, P):
     """Split s reads keys s * chunk .. (chunk = Lk / S in whole 64-key tiles);
-    splits past the end see no key (lse +inf) and weigh nothing."""
+    splits past the end see no key (lse +inf) and weigh nothing. causal_q =
+    P > 0: row r is query r mod P, seeing key j iff j <= r mod P + Lk - P."""
     rng = rng_of(request)
     B, H = 2, 2
     q = bf(rng.standard_normal((B, H, R, D))).astype(np.float32)
@@ -132,7 +159,8 @@ def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent):
     op = np.full((B, H, S * R, D), np.nan, np.float32)
     lp = np.full((B, H, 1, S * R), np.nan, np.float32)
     schedule = ForwardSchedule(KV=64, consumers=1, persistent=persistent)
-    attention_hopper(D, False, "split", schedule).interpret(q, k, v, op, lp, S, 0.2)
+    attention_hopper(D, False, "split", schedule).interpret(q, k, v, op, lp, S, P, 0.2)
+    seen = np.arange(Lk)[None, :] <= (np.arange(R) % P + Lk - P if P else np.full(R, Lk))[:, None]
     chunk = -(-(-(-Lk // S)) // 64) * 64
     for s in range(S):
         rows = slice(s * R, s * R + R)
@@ -140,13 +168,15 @@ def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent):
         if keys.start == keys.stop:
             assert (op[:, :, rows] == 0).all() and np.isposinf(lp[:, :, 0, rows]).all()
             continue
-        want_o, want_l = reference.attention_lse(q, k[:, :, keys], v[:, :, keys], 0.2)
+        want_o, want_l = _masked_lse(q, k[:, :, keys], v[:, :, keys], 0.2, seen[:, keys])
         np.testing.assert_allclose(op[:, :, rows], want_o, atol=2e-2)
         np.testing.assert_allclose(lp[:, :, 0, rows], want_l, rtol=1e-5, atol=1e-5)
+    if P == 40:
+        assert np.isposinf(lp[:, :, 0, 3 * R:3 * R + 32]).all()   # (the case the comment above names)
     o = np.full((B, H, R, D), np.nan, np.float32)
     lo = np.full((B, H, 1, R), np.nan, np.float32)
     attention_merge_splits(D).interpret(op, lp, o, lo)
-    want_o, want_l = reference.attention_lse(q, k, v, 0.2)
+    want_o, want_l = _masked_lse(q, k, v, 0.2, seen)
     np.testing.assert_allclose(o, want_o, atol=2e-2)
     np.testing.assert_allclose(lo[:, :, 0], want_l, rtol=1e-5, atol=1e-5)
 
@@ -193,6 +223,7 @@ def _masked_reference(q, k, v, lens, causal, scale):
 @pytest.mark.parametrize("Hq,Hkv,Lq,D,causal,blhd", [
     (8, 2, 1, 64, True, False),     # a decode step, GQA 4:1 (causal at one query: every filled key)
     (6, 2, 3, 64, False, False),    # three queries a head
+    (8, 2, 3, 64, True, False),     # three draft tokens a head, causal: query i at lens - 3 + i
     (4, 4, 1, 128, False, True),    # MHA in FlashAttention's layout
 ])
 def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv, Lq, D, causal, blhd):
@@ -209,7 +240,9 @@ def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv,
 def test_k_lengths_opcheck(launched):
     """Schema, fake tensors and AOT dispatch of the inference op agree with its implementation."""
     q, k, v = (t.detach() for t in attention_qkv(2, 4, 2, 1, 70, 64))
-    torch.library.opcheck(ops._len.custom_op, (q, k, v, torch.tensor([70, 5], dtype=torch.int32), 0.125))
+    torch.library.opcheck(ops._len.custom_op, (q, k, v, torch.tensor([70, 5], dtype=torch.int32), False, 0.125))
+    q, k, v = (t.detach() for t in attention_qkv(2, 4, 2, 3, 70, 64))
+    torch.library.opcheck(ops._len.custom_op, (q, k, v, torch.tensor([70, 5], dtype=torch.int32), True, 0.125))
 
 
 def _refused(match, q, k, v, **kw):
@@ -234,7 +267,6 @@ def test_k_lengths_refusals(on_cuda):
     _refused("no gradient", q.requires_grad_(), k, v, lens=ok)
     q = q.detach()
     _refused("up to 64 query rows a KV head", *(t.detach() for t in attention_qkv(2, 8, 1, 9, 64, 64)), lens=ok)
-    _refused("causal only with one query", *(t.detach() for t in attention_qkv(2, 2, 2, 3, 64, 64)), lens=ok, causal=True)
 
 
 def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatch):

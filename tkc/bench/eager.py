@@ -69,6 +69,15 @@ def rows():
         return (lambda: tkc.attention(q, k, v)), \
             (lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=Hq != Hkv))
 
+    def draft(B, Hq, Hkv, Lq, Lk, D=128):   # Lq draft tokens a head (causal) against a KV cache
+        from torch.nn.attention.bias import causal_lower_right
+        q, k, v = rnd(B, Hq, Lq, D), rnd(B, Hkv, Lk, D), rnd(B, Hkv, Lk, D)
+        # SDPA's bottom-right causal mask, K/V repeated per query head once, outside the timing (H200,
+        # 11-30: a bool mask with enable_gqa took 0.87-4.7x its time over 7 shapes, 3.2-4.7 at B1)
+        kr, vr = k.repeat_interleave(Hq // Hkv, 1), v.repeat_interleave(Hq // Hkv, 1)
+        return (lambda: tkc.attention(q, k, v, causal=True)), \
+            (lambda: F.scaled_dot_product_attention(q, kr, vr, attn_mask=causal_lower_right(Lq, Lk)))
+
     def layernorm(n, d, bwd):
         x = rnd(n, d, grad=bwd)
         w, b = rnd(d, grad=bwd), rnd(d, grad=bwd)
@@ -144,6 +153,10 @@ def rows():
                               (64, 32, 8, 2048, 128), (1, 64, 8, 8192, 64), (4, 16, 16, 8192, 256)):
         table.append(("attention", f"attention decode B{B} Hq{Hq} Hkv{Hkv} Lk {Lk} D{D}",
                       lambda B=B, Hq=Hq, Hkv=Hkv, Lk=Lk, D=D: decode(B, Hq, Hkv, Lk, D), "SDPA", 20))
+    for B, Hq, Hkv, Lq, Lk, D in ((1, 32, 8, 4, 8192, 128), (8, 32, 8, 4, 8192, 128), (4, 16, 16, 4, 8192, 256)):
+        table.append(("attention", f"attention draft B{B} Hq{Hq} Hkv{Hkv} Lq {Lq} causal Lk {Lk} D{D}",
+                      lambda B=B, Hq=Hq, Hkv=Hkv, Lq=Lq, Lk=Lk, D=D: draft(B, Hq, Hkv, Lq, Lk, D),
+                      "SDPA causal_lower_right", 20))
     for n, d in ((16384, 1024), (8192, 8192)):
         for bwd in (False, True):
             table.append(("memory", f"layer_norm {n}x{d}{' fwd+bwd' if bwd else ''}",

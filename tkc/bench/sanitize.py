@@ -422,22 +422,29 @@ def swiglu():
 def decode():
     """tkc.attention's decode path: split-KV forwards with ragged last splits and splits past
     the keys' end, their merge, and the unsplit packed forward (more KV heads than the SMs
-    hold), at D 64, 128 and 256; per-batch key lengths (k_lengths) with a full, an empty and a
-    short batch."""
+    hold), at D 64, 128 and 256; causal packed rows (several queries a head); per-batch key
+    lengths (k_lengths) with a full, an empty and a short batch."""
     import tkc
-    for B, Hq, Hkv, Lq, Lk, D in ((1, 32, 8, 1, 4099, 128), (2, 16, 2, 3, 333, 64), (1, 8, 8, 1, 2000, 256),
-                                  (40, 16, 8, 1, 300, 128)):
+    for B, Hq, Hkv, Lq, Lk, D, causal in ((1, 32, 8, 1, 4099, 128, False), (2, 16, 2, 3, 333, 64, False),
+                                          (1, 8, 8, 1, 2000, 256, False), (40, 16, 8, 1, 300, 128, False),
+                                          (2, 32, 8, 4, 4099, 128, True), (40, 16, 8, 5, 300, 64, True)):
         q = torch.randn(B, Hq, Lq, D, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(B, Hkv, Lk, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
-        o = tkc.attention(q, k, v)
-        report(f"decode B{B} Hq{Hq} Hkv{Hkv} Lq{Lq} Lk{Lk} D{D}", rel_err(o, reference(q, k, v, False, grads=False)),
-               1e-2)
+        o = tkc.attention(q, k, v, causal=causal)
+        report(f"decode B{B} Hq{Hq} Hkv{Hkv} Lq{Lq} Lk{Lk} D{D}{' causal' if causal else ''}",
+               rel_err(o, reference(q, k, v, causal, grads=False)), 1e-2)
     q = torch.randn(3, 32, 1, 128, device="cuda", dtype=torch.bfloat16)   # k_lengths: full, none, part
     k, v = (torch.randn(3, 8, 4099, 128, device="cuda", dtype=torch.bfloat16) for _ in "kv")
     o = tkc.attention(q, k, v, k_lengths=torch.tensor([4099, 0, 100], dtype=torch.int32, device="cuda"))
     want = torch.cat([reference(q[:1], k[:1], v[:1], False, grads=False), torch.zeros_like(q[:1]).float(),
                       reference(q[2:], k[2:, :, :100], v[2:, :, :100], False, grads=False)])
     report("decode with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
+    q = torch.randn(3, 32, 4, 128, device="cuda", dtype=torch.bfloat16)   # causal: 4 draft tokens
+    o = tkc.attention(q, k, v, causal=True, k_lengths=torch.tensor([4099, 0, 100], dtype=torch.int32,
+                                                                   device="cuda"))
+    want = torch.cat([reference(q[:1], k[:1], v[:1], True, grads=False), torch.zeros_like(q[:1]).float(),
+                      reference(q[2:], k[2:, :, :100], v[2:, :, :100], True, grads=False)])
+    report("decode causal with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
 
 
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,

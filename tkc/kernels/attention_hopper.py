@@ -39,11 +39,16 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            keys s * chunk .. of whole KV tiles (chunk: Lk / splits rounded up to
            KV); its normalised O (f32) and lse go to rows s * Lq .. of o [B, Hq,
            splits * Lq, D] and lse [B, Hq, 1, splits * Lq], which
-           attention_merge.attention_merge_splits merges. Not causal (the
-           decode path packs a KV head's query rows into one tile: torchops/attn_decode.py).
-           lengths=True: attn(q, k, v, o, lse, lens, splits, scale), batch b's
-           keys its first lens[b] (i32 [B], clamped to 0 .. Lk: a KV cache's
-           filled part, read on the device).
+           attention_merge.attention_merge_splits merges:
+           attn(q, k, v, o, lse, splits, causal_q, scale). The decode path
+           packs a KV head's G query heads of Lq rows each into one tile's
+           rows (torchops/attn_decode.py), so its causal mask is a runtime
+           one: causal_q = Lq (0: no mask), row r is query r mod Lq and sees
+           key j iff j <= r mod Lq + Lk - Lq (causal=False: the flag is the
+           unpacked mask's).
+           lengths=True: attn(q, k, v, o, lse, lens, splits, causal_q, scale),
+           batch b's keys its first lens[b] (i32 [B], clamped to 0 .. Lk: a
+           KV cache's filled part, read on the device; the mask's Lk).
 
 FP8 (dtype="f8e4m3", FlashAttention-3's FP8 forward; bhld, D 64, 128, 256):
 attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale) with q [B, Hq, Lq,
@@ -69,7 +74,7 @@ import tkc.dsl as tkc
 from tkc.dsl import bf16, f8e4m3, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
 from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
-                     store, subtile, where, zero)
+                     store, sub_row, subtile, where, zero)
 
 from .attention_merge import attention_merge_splits
 from .attention_schedule import ForwardSchedule, decode_schedule
@@ -160,13 +165,15 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     E = f8e4m3 if fp8 else bf16  # Q's, K's and V's element type
     BQ = 64 * consumers          # query rows per block
 
-    def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool, scales=None):
+    def forward(q, k, v, o, lse, scale, qb, h, hk, tile, lse_tile, by_tma: bool, scales=None,
+                packed=None):
         """One block: query rows qb * BQ.. of head h against KV head hk.
         tile(h, t): the gl coordinates of row tile t of head h; lse_tile(h, t)
         those of a warp's 16 statistics; by_tma: O leaves by a TMA store
         (else from registers, clipped). FP8: v is vt (D x keys, tile(h, t)'s
         head and batch, t a KV tile along its columns) and scales is (q_scale
-        * k_scale, v_scale) of this block's head."""
+        * k_scale, v_scale) of this block's head. packed (the split layout's
+        runtime mask): (P, shift), row r seeing key j iff j <= r mod P + shift."""
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
         q_s, k_s, v_s = st(E, BQ, D), st(E, KV, D), st(E, D, KV) if fp8 else st(bf16, KV, D)
@@ -177,6 +184,10 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         if causal:
             n = tkc.max(tkc.min(n, tkc.cdiv(qb * BQ + BQ + shift, KV)), 0)
         n = where(qb * BQ < Lq, n, 0)    # no query row here (a short varlen sequence): no work
+        if packed is not None:           # each row's last key: its query's (r mod P) + shift
+            P, pshift = packed
+            r = iota(rv(f32, 16), 0, start=row0)
+            last = r - ((r + 0.5) * (1.0 / P.to(f32))).to(i32).to(f32) * P + pshift  # (exact: r < 2^22)
         o_r, m, l = zero(rt(f32, 16, D)), neg_infty(rv(f32, 16)), zero(rv(f32, 16))
         p = zero(rt(f32, 16, KV)).to(E) if fp8 else zero(rt(bf16, 16, KV))  # (overlap) the last P
         c = scale * LOG2E * scales[0] if fp8 else scale * LOG2E
@@ -201,16 +212,20 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
             if causal:
                 diagonal = j * KV + KV - 1 > row0 + shift
                 edge = diagonal if diagonal_mask else edge | diagonal
+            elif packed is not None:     # (every row's last key is at least pshift)
+                edge = edge | (j * KV + KV - 1 > pshift)
             with tkc.if_(edge):
                 col = iota(rt(f32, 16, KV), 1, start=j * KV)
                 keep = None if causal and diagonal_mask else col < Lk
                 if causal:
                     seen = col <= iota(rt(f32, 16, KV), 0, start=row0 + shift)
                     keep = seen if keep is None else keep & seen
+                elif packed is not None:
+                    keep = keep & (sub_row(col, last) <= 0.0)
                 s = where(keep, s, -math.inf)
             m_prev = m
             m = row_max(s, init=m)       # of the raw scores: the scale goes into one FFMA
-            ms = where(eq(m, -math.inf), 0.0, m) if causal else m  # a row with no key yet
+            ms = where(eq(m, -math.inf), 0.0, m) if causal or packed else m  # a row with no key yet
             s = exp2(fma(s, c, ms * -c + P_SHIFT if fp8 else ms * -c), fma=ex2_fma)
             alpha = exp2((m_prev - ms) * c)
             l = row_sum(s, init=l * alpha)
@@ -305,7 +320,7 @@ def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: b
     split s of query tile qb. With lengths (i32 [B], read on the device, so a
     CUDA graph's replays see new values): batch b's keys are its first
     lengths[b] (clamped to 0 .. Lk), split by that count."""
-    def body(q, k, v, o, lse, Lk, splits, scale):
+    def body(q, k, v, o, lse, Lk, splits, causal_q, scale):
         x, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         s, qb = x % splits, x // splits
         chunk = tkc.cdiv(tkc.cdiv(Lk, splits), KV) * KV   # whole tiles: TMA boxes stay aligned
@@ -313,20 +328,23 @@ def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: b
         n = tkc.min(chunk, Lk - k0)
         forward(q, k.slice("r", k0, n), v.slice("r", k0, n), o.slice("r", s * q.r, q.r),
                 lse.slice("c", s * q.r, q.r), scale, qb, h, h // (lse.d // k.d),
-                lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False)
+                lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False,
+                packed=(tkc.max(causal_q, 1), Lk - causal_q - k0))   # (the slice's key indices)
     O, L = gl(f32, "B", "Hq", "SLq", D), gl(f32, "B", "Hq", 1, "SLq")
     if lengths:
         @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
-                    grid=lambda q, k, v, o, lse, lens, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
-        def attn(q: Q, k: K, v: K, o: O, lse: L, lens: gl(i32, 1, 1, 1, "B"), splits: tkc.i32, scale: tkc.f32):
+                    grid=lambda q, k, v, o, lse, lens, splits, causal_q, scale:
+                    (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
+        def attn(q: Q, k: K, v: K, o: O, lse: L, lens: gl(i32, 1, 1, 1, "B"), splits: tkc.i32,
+                 causal_q: tkc.i32, scale: tkc.f32):
             n = load(i32, lens, at=(0, 0, 0, tkc.block_idx.z), fill=0)
-            body(q, k, v, o, lse, tkc.max(tkc.min(n, k.r), 0), splits, scale)
+            body(q, k, v, o, lse, tkc.max(tkc.min(n, k.r), 0), splits, causal_q, scale)
         return attn
 
     @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
-                grid=lambda q, k, v, o, lse, splits, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
-    def attn(q: Q, k: K, v: K, o: O, lse: L, splits: tkc.i32, scale: tkc.f32):
-        body(q, k, v, o, lse, k.r, splits, scale)
+                grid=lambda q, k, v, o, lse, splits, causal_q, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
+    def attn(q: Q, k: K, v: K, o: O, lse: L, splits: tkc.i32, causal_q: tkc.i32, scale: tkc.f32):
+        body(q, k, v, o, lse, k.r, splits, causal_q, scale)
     return attn
 
 

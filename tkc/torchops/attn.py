@@ -201,15 +201,17 @@ def _backward(ctx, do, dlse):
     return dq, dk, dv, None, None
 
 
-_len_plans = PlanCache(lambda q, k, v, lens: lengths_plan(q, k, v, lens, _outputs(q)))
+_len_plans = PlanCache(lambda q, k, v, lens, causal: lengths_plan(q, k, v, lens, causal, _outputs(q)))
 
 
-def _len_impl(q: Tensor, k: Tensor, v: Tensor, k_lengths: Tensor, scale: float) -> tuple[Tensor, Tensor]:
-    return _len_plans(signature(q, k, v, k_lengths), q, k, v, k_lengths)(q, k, v, k_lengths, scale)
+def _len_impl(q: Tensor, k: Tensor, v: Tensor, k_lengths: Tensor, causal: bool,
+              scale: float) -> tuple[Tensor, Tensor]:
+    return _len_plans((signature(q, k, v, k_lengths), causal), q, k, v, k_lengths, causal)(q, k, v, k_lengths,
+                                                                                           scale)
 
 
-def _len_fake(q, k, v, k_lengths, scale):
-    return _fwd_fake(q, k, v, False, scale)
+def _len_fake(q, k, v, k_lengths, causal, scale):
+    return _fwd_fake(q, k, v, causal, scale)
 
 
 _len = Op("tkc::attention_kv_lengths", _len_impl, _len_fake)   # inference only: no autograd formula
@@ -246,10 +248,10 @@ def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
         raise TkcError("attention: k_lengths is for inference (a KV cache's filled part): no gradient "
                        "flows through it; call it under torch.no_grad() or with tensors that need none",
                        caller())
-    if not packable(q, k, causal):
+    if not packable(q, k):
         raise TkcError(f"attention: k_lengths serves up to 64 query rows a KV head (Hq / Hkv x Lq = "
-                       f"{q.shape[1] // k.shape[1]} x {q.shape[2]}), and causal only with one query", caller())
-    o, lse = _len(q, k, v, k_lengths, _scale(scale, q.shape[3]))
+                       f"{q.shape[1] // k.shape[1]} x {q.shape[2]})", caller())
+    o, lse = _len(q, k, v, k_lengths, causal, _scale(scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
 
@@ -269,8 +271,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     k_lengths (int32 [B], on q's device): batch b attends to its first
     k_lengths[b] keys (a KV cache's filled part; values clamped to 0 .. Lk,
     read on the GPU, so a captured CUDA graph's replays see new ones; a row
-    with none gets 0 and lse +inf). For decode steps: up to 64 query rows a
-    KV head, causal only with one query, no gradient."""
+    with none gets 0 and lse +inf; causal: query i of Lq is at position
+    k_lengths[b] - Lq + i). For decode steps: up to 64 query rows a KV head
+    (Hq / Hkv x Lq), no gradient."""
     if k_lengths is not None:
         return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)

@@ -21,10 +21,14 @@ G x Lq query rows fit one 64-row tile this plan
   viewed packed the same way; with one split (more KV heads than the SMs
   hold blocks) the usual forward, persistent, writes them itself.
 
-The mask is not causal once packed, so it applies to causal calls only
-with Lq = 1 (bottom-right alignment: the one query sees every key). The
-backward is the usual one: it reads q, k, v, o and the lse, which are the
-same whichever forward made them.
+Causal calls with several queries (a speculative decoding step's draft
+tokens, a small chunk of a prompt against its cache) keep their mask once
+packed: the split kernel's runtime mask reads row r as query r mod Lq, which
+sees key j iff j <= r mod Lq + Lk - Lq (bottom-right, as unpacked); they
+always run split and merged (the unsplit kernel's mask is the unpacked one).
+One query needs no mask: it sees every key. The backward is the usual one:
+it reads q, k, v, o and the lse, which are the same whichever forward made
+them.
 
 splits: as many as make the fewest rounds of blocks times tiles a block
 (`splits`); a split past Lk's end (chunk rounding) sees no key and weighs
@@ -49,21 +53,21 @@ MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay
 BLOCK_COST = 1   # a block's start and merge row, in KV tiles' time (splits)
 
 
-def packable(q: Tensor, k: Tensor, causal: bool) -> bool:
-    """Whether a KV head's query rows fit one tile and keep their mask packed
-    (not causal over several queries), and the packed view of q exists."""
+def packable(q: Tensor, k: Tensor) -> bool:
+    """Whether a KV head's query rows fit one tile and the packed view of q
+    exists."""
     B, Hq, Lq, D = q.shape
     G = Hq // k.shape[1]
-    if G * Lq > ROWS or causal and Lq > 1:
+    if G * Lq > ROWS:
         return False
     # a KV head's G query heads, each Lq rows, are one run of rows: heads Lq rows apart
     return G == 1 or Lq == 1 or q.stride(1) == Lq * q.stride(2)
 
 
-def packed_rows(q: Tensor, k: Tensor, causal: bool) -> Tensor | None:
+def packed_rows(q: Tensor, k: Tensor) -> Tensor | None:
     """q as [B, Hkv, G * Lq, D] (a view), or None where the plan does not
     apply: not packable, no rows or keys, or a view the kernels cannot take."""
-    if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k, causal):
+    if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k):
         return None
     B, Hq, Lq, D = q.shape
     packed = q.view(B, k.shape[1], Hq // k.shape[1] * Lq, D)
@@ -88,15 +92,16 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     forward for q, k, v's signature, or None where it does not apply
     (packed_rows). outputs(lse) makes the op's o (q's memory order) and lse
     [B, Hq, Lq] (lse=False: scratch memory)."""
-    qp = packed_rows(q, k, causal)
+    qp = packed_rows(q, k)
     if qp is None or not strided_takes(v):
         return None
     B, Hkv, R, D = qp.shape
     forward, merge, whole = decode_kernels(D)
     S = splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, forward, q.device)
     o, lse = outputs()
-    launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 else \
-        _split_merged(forward, merge, qp, k, v, (), S, o, lse)
+    cq = _causal_q(q, causal)
+    launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 and not cq \
+        else _split_merged(forward, merge, qp, k, v, (), S, cq, o, lse)
 
     def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
         o, lse = outputs(lse)
@@ -105,30 +110,38 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     return run
 
 
-def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, o: Tensor,
+def _causal_q(q: Tensor, causal: bool) -> int:
+    """The split kernel's causal_q: Lq for a causal call with several queries
+    (their packed rows' mask), else 0 (no mask: one query sees every key)."""
+    return q.shape[2] if causal and q.shape[2] > 1 else 0
+
+
+def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
                   lse: Tensor):
     """launch(q, k, v, o, lse, scale, *extra): `split` (its arguments after
-    the splits' outputs: extra, then S and the scale) into an f32 buffer of the
-    splits' outputs and lse, allocated per call, then `merge` into o and lse;
-    prepared for qp (the packed q), k, v, o, lse's signature."""
+    the splits' outputs: extra, then S, causal_q = cq and the scale) into an
+    f32 buffer of the splits' outputs and lse, allocated per call, then
+    `merge` into o and lse; prepared for qp (the packed q), k, v, o, lse's
+    signature."""
     B, Hkv, R, D = qp.shape
     n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
     part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
     parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
-    split = split.prepare(qp, k, v, *parts, *extra, S, 1.0)
+    split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0)
     merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
         part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        split(q, k, v, part, At(part, n * 4), *extra, S, scale)
+        split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
         merged(part, At(part, n * 4), o, lse)
     return launch
 
 
-def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
+def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, outputs):
     """run(q, k, v, lens, scale) -> (o, lse): the decode path with batch b's
     keys its first lens[b] (tkc.attention's k_lengths, i32 [B], read on the
-    device), for q, k, v's signature (packable: the caller checked). Always
+    device; causal: query i of Lq sees keys j <= i + lens[b] - Lq), for q, k,
+    v's signature (packable: the caller checked). Always
     split and merged: the splits are sized by Lk (the cache's capacity) and
     each batch's keys split by its own count; a layout the kernels cannot
     take is copied (arranged), and an empty q or cache gives o = 0 and lse = +inf."""
@@ -144,7 +157,8 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, outputs):
     S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, split, q.device)
     o, lse = outputs()
     qa, ka, va = arrange(q, k, v)
-    launch = _split_merged(split, merge, qa.view(B, Hkv, R, D), ka, va, (lens,), S, o, lse)
+    launch = _split_merged(split, merge, qa.view(B, Hkv, R, D), ka, va, (lens,), S, _causal_q(q, causal), o,
+                           lse)
 
     def run(q, k, v, lens, scale):
         q, k, v = arrange(q, k, v)
