@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.attention import bias as _bias
 
 from .kernels.attention_hopper import HEAD_DIMS
 from .torchops import checks
@@ -181,15 +182,30 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     D] with D 64, 128 or 256 on the GPU, bf16 (or float in a bf16 autocast
     region), GQA with enable_gqa, and causal only with as many queries as keys
     (SDPA aligns its mask to the top left, tkc.attention to the bottom right:
-    the same with equal lengths). Any other call is PyTorch's. A model that
-    calls F.scaled_dot_product_attention can be pointed here."""
-    if attn_mask is None and not dropout_p and _served(query, key, value, is_causal, enable_gqa):
-        return attention(query, key, value, causal=is_causal, scale=scale)
+    the same with equal lengths), or at any lengths with attn_mask =
+    torch.nn.attention.bias.causal_lower_right(Lq, Lk) (a speculative
+    decoding step's draft tokens against a KV cache). Any other call is
+    PyTorch's. A model that calls F.scaled_dot_product_attention can be
+    pointed here."""
+    lower_right = attn_mask is not None and not is_causal and _lower_right(attn_mask, query, key)
+    if (attn_mask is None or lower_right) and not dropout_p \
+            and _served(query, key, value, is_causal, enable_gqa):
+        return attention(query, key, value, causal=is_causal or lower_right, scale=scale)
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
 
 
-def _served(q, k, v, causal: bool, gqa: bool) -> bool:
+def _lower_right(mask, q, k) -> bool:
+    """Whether mask is torch's bottom-right causal bias for q's and k's lengths
+    (tkc.attention's causal mask at any lengths)."""
+    return isinstance(mask, _bias.CausalBias) and mask.variant == _bias.CausalVariant.LOWER_RIGHT \
+        and isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() == 4 and k.dim() == 4 \
+        and (mask.seq_len_q, mask.seq_len_kv) == (q.shape[2], k.shape[2])
+
+
+def _served(q, k, v, top_left: bool, gqa: bool) -> bool:
+    """tkc.attention serves q, k, v (top_left: SDPA's is_causal, which it
+    serves with as many queries as keys)."""
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.device.type == checks.DEVICE_TYPE
                for t in (q, k, v)):
         return False
@@ -200,5 +216,5 @@ def _served(q, k, v, causal: bool, gqa: bool) -> bool:
         return False
     (B, H, L, D), (Bk, Hk, Lk, Dk) = q.shape, k.shape
     return D in HEAD_DIMS and Dk == D and v.shape == k.shape and Bk == B \
-        and (Hk == H or gqa and Hk and H % Hk == 0) and (not causal or L == Lk)
+        and (Hk == H or gqa and Hk and H % Hk == 0) and (not top_left or L == Lk)
 

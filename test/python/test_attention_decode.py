@@ -76,7 +76,7 @@ def _rel(a, b):
     (1, 6, 2, 5, 333, 64, False, False),     # a few queries a head (15 rows a KV head), ragged Lk
     (3, 2, 1, 1, 37, 64, False, False),      # MQA, fewer keys than one split's minimum
     (1, 8, 2, 4, 1000, 64, True, False),     # causal, 4 queries a head (speculative decoding): split
-    (2, 2, 2, 3, 130, 128, True, False),     # causal, MHA, three queries, ragged Lk
+    (2, 4, 2, 3, 130, 128, True, False),     # causal, three queries, one split: two heads packed
 ])
 def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, causal, blhd):
     q, k, v = attention_qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
@@ -111,13 +111,14 @@ def test_causal_queries_before_the_first_key(launched):
 @pytest.mark.parametrize("Hq,Hkv,Lq,causal,blhd", [
     (4, 1, 17, False, False),    # 68 rows a KV head: more than one tile
     (4, 1, 17, True, False),     # causal likewise
+    (2, 2, 3, True, False),      # causal, one head a tile, one split: nothing to pack or split
     (4, 2, 3, False, True),      # several queries in FlashAttention's layout: no packed view
 ])
 def test_the_usual_forward_where_packing_does_not_apply(launched, Hq, Hkv, Lq, causal, blhd):
     q, k, v = attention_qkv(1, Hq, Hkv, Lq, 70, 64, blhd)
     with torch.no_grad():
         o = ops._fwd(q, k, v, causal, 0.125)[0]
-    assert launched == ["forward"]
+    assert launched[-1:] == ["forward"]   # (the decode path may look its kernels up to count splits first)
     assert _rel(o, _reference(q, k, v, causal, 0.125)[0]) < 1e-2
 
 

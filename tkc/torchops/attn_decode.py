@@ -25,7 +25,9 @@ Causal calls with several queries (a speculative decoding step's draft
 tokens, a small chunk of a prompt against its cache) keep their mask once
 packed: the split kernel's runtime mask reads row r as query r mod Lq, which
 sees key j iff j <= r mod Lq + Lk - Lq (bottom-right, as unpacked); they
-always run split and merged (the unsplit kernel's mask is the unpacked one).
+always run split and merged (the unsplit kernel's mask is the unpacked one),
+so with neither keys to split nor heads to pack (a short causal prompt) the
+usual forward runs.
 One query needs no mask: it sees every key. The backward is the usual one:
 it reads q, k, v, o and the lse, which are the same whichever forward made
 them.
@@ -98,8 +100,10 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     B, Hkv, R, D = qp.shape
     forward, merge, whole = decode_kernels(D)
     S = splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, forward, q.device)
-    o, lse = outputs()
     cq = _causal_q(q, causal)
+    if cq and S == 1 and R == q.shape[2]:   # one query head a tile, one split: nothing gained on the
+        return None                          # usual forward's one launch (a short prompt's, say)
+    o, lse = outputs()
     launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 and not cq \
         else _split_merged(forward, merge, qp, k, v, (), S, cq, o, lse)
 
