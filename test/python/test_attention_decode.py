@@ -238,6 +238,18 @@ def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv,
     torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=1e-5)
 
 
+def test_k_lengths_causal_with_fewer_filled_keys_than_queries(launched, on_cuda):
+    """lens[b] = 2 against 3 queries: query i sits at 2 - 3 + i, so query 0
+    sees no key (o = 0, lse = +inf), query 1 key 0, query 2 keys 0 and 1."""
+    q, k, v = (t.detach() for t in attention_qkv(1, 4, 2, 3, 300, 64))
+    o, lse = ops._with_lengths(q, k, v, torch.tensor([2], dtype=torch.int32), True, 0.125, True)
+    assert (o[:, :, 0] == 0).all() and torch.isposinf(lse[:, :, 0]).all()
+    for i in (1, 2):
+        want, want_lse = _reference(q[:, :, i:i + 1], k[:, :, :i], v[:, :, :i], False, 0.125)
+        assert _rel(o[:, :, i:i + 1], want) < 1e-2
+        torch.testing.assert_close(lse[:, :, i:i + 1].double(), want_lse, rtol=1e-5, atol=1e-5)
+
+
 def test_k_lengths_opcheck(launched):
     """Schema, fake tensors and AOT dispatch of the inference op agree with its implementation."""
     q, k, v = (t.detach() for t in attention_qkv(2, 4, 2, 1, 70, 64))
