@@ -144,6 +144,67 @@ def _masked_lse(q, k, v, scale, seen):
     return p @ v / np.where(l == 0, 1.0, l), np.where(l[..., 0] == 0, np.inf, np.log(np.where(l == 0, 1.0, l))[..., 0] + m[..., 0])
 
 
+@pytest.fixture
+def six_sms(monkeypatch, tmp_path):
+    """Six SMs holding a block each, an empty artifact cache and no table but this test's."""
+    from tkc.tune import tables
+    monkeypatch.setattr(decode, "sms", lambda device: 6)
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TKC_DEVICE_NAME", "Test GPU")
+    monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path / "package-tables")
+    for t in decode.SPLITS.values():
+        t.forget()
+    yield
+    for t in decode.SPLITS.values():
+        t.forget()
+
+
+def test_split_count_spaces_keys_and_the_models_fallback(six_sms):
+    """One space per head dim over the split count (0: the model's), keyed by
+    D, the packed row tiles and the KV tiles (powers of two) and the SMs; a
+    key's candidates split no finer than its KV tiles, into at most four
+    rounds of blocks; a key no table holds takes the model's count."""
+    t = decode.SPLITS[64]
+    assert t.name == "tkc.attention.decode.splits.d64" and t.default == {"splits": 0}
+    qp, k = np.zeros((3, 2, 5, 64), np.float32), np.zeros((3, 2, 1000, 64), np.float32)
+    key = t.key([qp, k])
+    assert key == (64, 8, 8, 6)                    # 6 row tiles, 8 KV tiles of 128, 6 SMs
+    assert [c["splits"] for c in t.candidates(key)] == [0, 1, 2, 3]   # 8 x 3 blocks: four rounds
+    assert decode._count(64, 6, 1000, None, None) == decode.splits(6, 1000, 128, None, None) == 1
+    assert decode._count(64, 2, 1000, None, None) == decode.splits(2, 1000, 128, None, None) == 3
+
+
+def test_split_count_tuned_end_to_end(six_sms):
+    """Tuning runs each count's split and merge (the interpreter here), checks
+    its output against the model's count, keeps the fastest and records it;
+    calls of that key then split as tuned (no finer than their KV tiles)."""
+    rng = np.random.default_rng(5)
+    qp = bf(rng.standard_normal((1, 2, 4, 64))).astype(np.float32)
+    k, v = (bf(rng.standard_normal((1, 2, 300, 64))).astype(np.float32) for _ in "kv")
+    args = [qp, k, v, np.zeros_like(qp), np.zeros((1, 2, 1, 4), np.float32), 0, 0.125]
+    us = {0: 5.0, 1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}
+
+    def run(kernel, args):
+        copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        kernel.interpret(*copies)
+        return copies[3:5]
+
+    def close(ref, out):
+        return None if all(np.allclose(r, o, atol=2e-2) for r, o in zip(ref, out)) else "differs"
+    result = decode.SPLITS[64].tune(*args, timer=lambda kernel, a: us[kernel.count], run=run, compare=close,
+                                    rounds=1)
+    assert result.best == {"splits": 4}
+    assert all(r["status"] in ("ok", "best") for r in result.rows)   # every count agreed with the model's
+    want_o, want_l = reference.attention_lse(qp, k, v, 0.125)
+    got = run(decode.SPLITS[64].kernel(result.best), args)
+    np.testing.assert_allclose(got[0], want_o, atol=2e-2)
+    np.testing.assert_allclose(got[1][:, :, 0], want_l, rtol=1e-5, atol=1e-5)
+    decode.SPLITS[64].forget()   # read back from the table it was recorded in
+    assert decode._count(64, 2, 500, None, None) == 4
+    assert decode._count(64, 2, 300, None, None) == 3   # the same key, three KV tiles: no finer
+
+
 @pytest.mark.parametrize("S,Lk,R,D,persistent,P", [
     (3, 300, 3, 64, False, 0), (8, 300, 4, 64, True, 0), (1, 130, 16, 128, False, 0), (5, 64, 1, 64, True, 0),
     (4, 200, 40, 64, False, 40),   # causal over 40 queries: the last split (8 keys) unseen by rows < 32

@@ -32,23 +32,28 @@ One query needs no mask: it sees every key. The backward is the usual one:
 it reads q, k, v, o and the lse, which are the same whichever forward made
 them.
 
-splits: as many as make the fewest rounds of blocks times tiles a block
-(`splits`); a split past Lk's end (chunk rounding) sees no key and weighs
-nothing.
+splits: tuned data per GPU (SPLITS: tkc/tune/tables), keyed by the head
+dim, the packed row tiles (B x Hkv x tiles of 64 rows) and the KV tiles, both
+rounded up to powers of two, and the SMs; a key no table holds takes the
+model's count (`splits`: the fewest rounds of blocks times tiles a block). A
+split past Lk's end (chunk rounding) sees no key and weighs nothing.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
+from ..tune import Bound, autotune, bucket
 from .checks import arranged, strided_takes
 from .plans import At, resident, sms
 
-__all__ = ["decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
+__all__ = ["SPLITS", "decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
 
 ROWS = 64        # one consumer warpgroup's query tile
 MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay for them)
@@ -89,6 +94,85 @@ def splits(items: int, keys: int, KV: int, kernel, device: torch.device) -> int:
                key=lambda s: (-(-items * s // fill) * (-(-tiles // s) + BLOCK_COST), s))
 
 
+def _split_key(D: int, items: int, keys: int, device: torch.device) -> tuple:
+    """The tuned split count's key: D, the packed row tiles and the KV tiles
+    (powers of two), the SMs (another GPU's count misses the H200's picks)."""
+    return D, bucket(items), bucket(-(-keys // decode_schedule(D).KV)), sms(device)
+
+
+def _count(D: int, items: int, keys: int, kernel, device: torch.device) -> int:
+    """A call's split count: its key's tuned pick (no more than its KV tiles),
+    else the model's (splits)."""
+    tuned = SPLITS[D].choose(_split_key(D, items, keys, device))["splits"]
+    return min(tuned, -(-keys // decode_schedule(D).KV)) if tuned else \
+        splits(items, keys, decode_schedule(D).KV, kernel, device)
+
+
+class _SplitMerged(Bound):
+    """One split count's forward as tuning times it (attention_hopper's split
+    kernel with `splits` bound, 0: the model's count, then the merge) on the
+    arguments (q packed [B, Hkv, R, D], k, v, o [B, Hkv, R, D], lse [B, Hkv,
+    1, R], causal_q, scale); building it builds the split kernel."""
+
+    def __init__(self, D: int, count: int):
+        split, self.merge, _ = decode_kernels(D)
+        super().__init__(split, splits=count)
+        self.D, self.count = D, count
+
+    def _splits(self, qp, k) -> int:
+        B, Hkv, R, D = qp.shape
+        return self.count or splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, self.kernel,
+                                    getattr(qp, "device", None))
+
+    def __call__(self, qp, k, v, o, lse, causal_q, scale, stream=None):
+        B, Hkv, R, D = qp.shape
+        S = self._splits(qp, k)
+        op = torch.empty(B, Hkv, S * R, D, device=qp.device, dtype=torch.float32)
+        lp = torch.empty(B, Hkv, 1, S * R, device=qp.device, dtype=torch.float32)
+        self.kernel(qp, k, v, op, lp, S, causal_q, scale, stream=stream)
+        self.merge(op, lp, o, lse, stream=stream)
+
+    def interpret(self, qp, k, v, o, lse, causal_q, scale):
+        """The same on numpy arrays, by the interpreter (tuning's CPU tests)."""
+        B, Hkv, R, D = qp.shape
+        S = self._splits(qp, k)
+        op, lp = np.zeros((B, Hkv, S * R, D), np.float32), np.zeros((B, Hkv, 1, S * R), np.float32)
+        self.kernel.interpret(qp, k, v, op, lp, S, causal_q, scale)
+        self.merge.interpret(op, lp, o, lse)
+
+
+# tkc tune --library's shapes: decode steps of B sequences, Lk keys each (K and V under 8 GiB)
+EXAMPLES = {64: (64, 8), 128: (32, 8), 256: (16, 16)}   # D: (Hq, Hkv) of a common model
+
+
+def _examples(D: int) -> list:
+    Hq, Hkv = EXAMPLES[D]
+
+    def make(B, Lk):
+        def args():
+            qp = torch.randn(B, Hkv, Hq // Hkv, D, device="cuda").to(torch.bfloat16)
+            k, v = (torch.randn(B, Hkv, Lk, D, device="cuda").to(torch.bfloat16) for _ in "kv")
+            return [qp, k, v, torch.empty_like(qp),
+                    torch.empty(B, Hkv, 1, Hq // Hkv, device="cuda", dtype=torch.float32), 0, D ** -0.5]
+        return args
+    return [make(B, Lk) for B in (1, 2, 4, 8, 16, 32, 64) for Lk in (1024, 4096, 16384, 65536)
+            if B * Hkv * Lk * D * 4 <= 8 << 30]
+
+
+def _fits(config: dict, key: tuple) -> bool:
+    """A key's candidates: no more splits than KV tiles, blocks for at most four rounds of the SMs."""
+    D, items, tiles, sm = key
+    return config["splits"] <= tiles and items * config["splits"] <= 4 * sm
+
+
+SPLITS = {D: autotune(space={"splits": [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]}, name=f"tkc.attention.decode"
+                      f".splits.d{D}", fits=_fits, examples=lambda D=D: _examples(D),
+                      key=lambda qp, k, *rest: _split_key(qp.shape[3], qp.shape[0] * qp.shape[1]
+                                                          * -(-qp.shape[2] // ROWS), k.shape[2],
+                                                          getattr(qp, "device", None)))(
+    lambda splits, D=D: _SplitMerged(D, splits)) for D in HEAD_DIMS}
+
+
 def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     """run(q, k, v, scale, lse=True) -> (o, lse) through the packed split-KV
     forward for q, k, v's signature, or None where it does not apply
@@ -99,7 +183,7 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
         return None
     B, Hkv, R, D = qp.shape
     forward, merge, whole = decode_kernels(D)
-    S = splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, forward, q.device)
+    S = _count(D, B * Hkv * -(-R // ROWS), k.shape[2], forward, q.device)
     cq = _causal_q(q, causal)
     if cq and S == 1 and R == q.shape[2]:   # one query head a tile, one split: nothing gained on the
         return None                          # usual forward's one launch (a short prompt's, say)
@@ -158,7 +242,7 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, ou
         return empty
     arrange = arranged(q, k, v)   # (q taken, its packed view is: its strides are q's)
     merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
-    S = splits(B * Hkv, k.shape[2], decode_schedule(D).KV, split, q.device)
+    S = _count(D, B * Hkv, k.shape[2], split, q.device)
     o, lse = outputs()
     qa, ka, va = arrange(q, k, v)
     launch = _split_merged(split, merge, qa.view(B, Hkv, R, D), ka, va, (lens,), S, _causal_q(q, causal), o,
