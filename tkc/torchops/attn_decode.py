@@ -141,7 +141,7 @@ class _SplitMerged(Bound):
         self.merge.interpret(op, lp, o, lse)
 
 
-# tkc tune --library's shapes: decode steps of B sequences, Lk keys each (K and V under 8 GiB)
+# tkc tune --library's shapes: decode steps of B sequences, Lk keys each (K and V up to 8 GiB)
 EXAMPLES = {64: (64, 8), 128: (32, 8), 256: (16, 16)}   # D: (Hq, Hkv) of a common model
 
 
@@ -155,8 +155,8 @@ def _examples(D: int) -> list:
             return [qp, k, v, torch.empty_like(qp),
                     torch.empty(B, Hkv, 1, Hq // Hkv, device="cuda", dtype=torch.float32), 0, D ** -0.5]
         return args
-    return [make(B, Lk) for B in (1, 2, 4, 8, 16, 32, 64) for Lk in (1024, 4096, 16384, 65536)
-            if B * Hkv * Lk * D * 4 <= 8 << 30]
+    return [make(B, Lk) for B in (1, 2, 4, 8, 16, 32, 64) for Lk in (256 << i for i in range(10))
+            if B * Hkv * Lk * D * 4 <= 8 << 30]   # (each power of two of KV tiles from 2 to 1024)
 
 
 def _fits(config: dict, key: tuple) -> bool:
