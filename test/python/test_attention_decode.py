@@ -205,6 +205,30 @@ def test_split_count_tuned_end_to_end(six_sms):
     assert decode._count(64, 2, 300, None, None) == 3   # the same key, three KV tiles: no finer
 
 
+def test_split_counts_are_the_h200s_tuned_data(monkeypatch, tmp_path):
+    """The package's H200 table: a decode step of 8 KV heads over 1024 keys
+    (8 KV tiles) splits 8 ways (tuned: 6.4 µs, the model's 4 splits 7.4), over
+    8192 keys 16 (the model's count, tuned too); a GPU of other SMs misses
+    the table and takes the model's count."""
+    from tkc.tune import tables
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TKC_DEVICE_NAME", raising=False)
+    monkeypatch.setattr(tables, "device_name", lambda: tables.REFERENCE_GPU)
+    monkeypatch.setattr(decode, "resident", lambda kernel, device: 1)
+    for t in decode.SPLITS.values():
+        t.forget()
+    monkeypatch.setattr(decode, "sms", lambda device: 132)
+    assert decode.splits(8, 1024, 128, None, None) == 4
+    assert decode._count(128, 8, 1024, None, None) == 8
+    assert decode._count(128, 8, 8192, None, None) == 16
+    for t in decode.SPLITS.values():
+        t.forget()
+    monkeypatch.setattr(decode, "sms", lambda device: 114)
+    assert decode._count(128, 8, 1024, None, None) == decode.splits(8, 1024, 128, None, None) == 4
+    for t in decode.SPLITS.values():
+        t.forget()
+
+
 @pytest.mark.parametrize("S,Lk,R,D,persistent,P", [
     (3, 300, 3, 64, False, 0), (8, 300, 4, 64, True, 0), (1, 130, 16, 128, False, 0), (5, 64, 1, 64, True, 0),
     (4, 200, 40, 64, False, 40),   # causal over 40 queries: the last split (8 keys) unseen by rows < 32
