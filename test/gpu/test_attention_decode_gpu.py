@@ -78,20 +78,21 @@ def test_layouts_a_cache_slice_and_causal_one_query(blhd, cache, causal):
     assert rel_err(got, reference(q, k, v, causal)[0]) < 1e-2
 
 
-@pytest.mark.parametrize("B,Hq,Hkv,Lq,Lk,D", [
-    (1, 32, 8, 4, 8192, 128),       # four draft tokens a head (speculative decoding), GQA 4:1
-    (2, 64, 8, 8, 4099, 64),        # eight a head at GQA 8:1: 64 rows, a whole tile
-    (64, 32, 8, 4, 1030, 128),      # 512 KV heads: one split, still split and merged (the mask)
-    (2, 16, 16, 3, 5000, 256),      # MHA at D 256
+@pytest.mark.parametrize("B,Hq,Hkv,Lq,Lk,D,blhd", [
+    (1, 32, 8, 4, 8192, 128, False),    # four draft tokens a head (speculative decoding), GQA 4:1
+    (1, 32, 8, 4, 8192, 128, True),     # ... in FlashAttention's layout (q packed from a copy)
+    (2, 64, 8, 8, 4099, 64, False),     # eight a head at GQA 8:1: 64 rows, a whole tile
+    (64, 32, 8, 4, 1030, 128, False),   # 512 KV heads: one split, still split and merged (the mask)
+    (2, 16, 16, 3, 5000, 256, False),   # MHA at D 256
 ])
-def test_causal_queries_packed_match_float32(B, Hq, Hkv, Lq, Lk, D):
+def test_causal_queries_packed_match_float32(B, Hq, Hkv, Lq, Lk, D, blhd):
     """Causal with several queries a head: bottom-right, query i sees keys
     j <= i + Lk - Lq, kept when a KV head's rows are packed into one tile."""
     import tkc
-    q, k, v = qkv(B, Hq, Hkv, Lq, Lk, D)
+    q, k, v = qkv(B, Hq, Hkv, Lq, Lk, D, blhd=blhd)
     o, lse = tkc.attention(q, k, v, causal=True, return_lse=True)
     want, want_lse = reference(q, k, v, True)
-    assert rel_err(o, want) < 1e-2
+    assert rel_err(o, want) < 1e-2 and o.stride() == q.stride()   # (in q's memory order)
     torch.testing.assert_close(lse, want_lse, rtol=1e-4, atol=1e-4)
 
 

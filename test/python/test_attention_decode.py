@@ -77,13 +77,16 @@ def _rel(a, b):
     (3, 2, 1, 1, 37, 64, False, False),      # MQA, fewer keys than one split's minimum
     (1, 8, 2, 4, 1000, 64, True, False),     # causal, 4 queries a head (speculative decoding): split
     (2, 4, 2, 3, 130, 128, True, False),     # causal, three queries, one split: two heads packed
+    (1, 4, 2, 3, 700, 64, False, True),      # FlashAttention's layout, several queries: q packed from a copy
+    (2, 8, 2, 4, 300, 64, True, True),       # ... causal draft tokens
 ])
 def test_decode_path_values_lse_and_gradients(launched, B, Hq, Hkv, Lq, Lk, D, causal, blhd):
     q, k, v = attention_qkv(B, Hq, Hkv, Lq, Lk, D, blhd)
     o, lse = ops._fwd(q, k, v, causal, 0.125)
     assert launched == ["decode"]
     want, want_lse = _reference(q, k, v, causal, 0.125)
-    assert o.shape == q.shape and o.is_contiguous()   # (at Lq = 1 SDPA's and FlashAttention's memory alike)
+    assert o.shape == q.shape   # in q's memory order (at Lq = 1 SDPA's and FlashAttention's alike)
+    assert o.transpose(1, 2).is_contiguous() if blhd and Lq > 1 else o.is_contiguous()
     assert _rel(o, want) < 1e-2
     torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=1e-5)
     do = torch.randn_like(o)
@@ -112,7 +115,6 @@ def test_causal_queries_before_the_first_key(launched):
     (4, 1, 17, False, False),    # 68 rows a KV head: more than one tile
     (4, 1, 17, True, False),     # causal likewise
     (2, 2, 3, True, False),      # causal, one head a tile, one split: nothing to pack or split
-    (4, 2, 3, False, True),      # several queries in FlashAttention's layout: no packed view
 ])
 def test_the_usual_forward_where_packing_does_not_apply(launched, Hq, Hkv, Lq, causal, blhd):
     q, k, v = attention_qkv(1, Hq, Hkv, Lq, 70, 64, blhd)
@@ -311,6 +313,7 @@ def _masked_reference(q, k, v, lens, causal, scale):
     (6, 2, 3, 64, False, False),    # three queries a head
     (8, 2, 3, 64, True, False),     # three draft tokens a head, causal: query i at lens - 3 + i
     (4, 4, 1, 128, False, True),    # MHA in FlashAttention's layout
+    (8, 2, 4, 64, True, True),      # draft tokens in FlashAttention's layout: q packed from a copy
 ])
 def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv, Lq, D, causal, blhd):
     q, k, v = (t.detach() for t in attention_qkv(4, Hq, Hkv, Lq, 300, D, blhd))

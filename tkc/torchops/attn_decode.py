@@ -13,7 +13,9 @@ G x Lq query rows fit one 64-row tile this plan
 
 - packs them into that tile: q viewed as [B, Hkv, G x Lq, D], one KV head's
   query heads one after another (a view, no copy: it exists for SDPA's
-  layout and for any layout when Lq = 1; otherwise the plan does not apply);
+  layout and for any layout when Lq = 1 or G = 1; otherwise, as for
+  FlashAttention's [B, L, H, D] memory with several queries, of a contiguous
+  copy of q, the output written contiguous and copied into the op's);
 - splits the keys over the SMs: attention_hopper's "split" layout, the grid
   B x Hkv x splits, split s reading keys s x chunk .. (chunk whole KV tiles)
   and writing its normalised output (f32) and lse;
@@ -61,24 +63,21 @@ BLOCK_COST = 1   # a block's start and merge row, in KV tiles' time (splits)
 
 
 def packable(q: Tensor, k: Tensor) -> bool:
-    """Whether a KV head's query rows fit one tile and the packed view of q
-    exists."""
-    B, Hq, Lq, D = q.shape
-    G = Hq // k.shape[1]
-    if G * Lq > ROWS:
-        return False
-    # a KV head's G query heads, each Lq rows, are one run of rows: heads Lq rows apart
-    return G == 1 or Lq == 1 or q.stride(1) == Lq * q.stride(2)
+    """Whether a KV head's G x Lq query rows fit one tile."""
+    return q.shape[1] // k.shape[1] * q.shape[2] <= ROWS
 
 
 def packed_rows(q: Tensor, k: Tensor) -> Tensor | None:
-    """q as [B, Hkv, G * Lq, D] (a view), or None where the plan does not
-    apply: not packable, no rows or keys, or a view the kernels cannot take."""
-    if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k):
-        return None
+    """q as [B, Hkv, G * Lq, D], a view the kernels take, or None where q's
+    memory has none (FlashAttention's [B, L, H, D] with several queries and
+    heads a KV head: a KV head's rows are not one run; the plans then pack a
+    contiguous copy of q)."""
     B, Hq, Lq, D = q.shape
+    # a KV head's G query heads, each Lq rows, are one run of rows: heads Lq rows apart
+    if not (Hq == k.shape[1] or Lq == 1 or q.stride(1) == Lq * q.stride(2)):
+        return None
     packed = q.view(B, k.shape[1], Hq // k.shape[1] * Lq, D)
-    return packed if strided_takes(packed) and strided_takes(k) else None
+    return packed if strided_takes(packed) else None
 
 
 def splits(items: int, keys: int, KV: int, kernel, device: torch.device) -> int:
@@ -175,27 +174,43 @@ SPLITS = {D: autotune(space={"splits": [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48,
 
 def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     """run(q, k, v, scale, lse=True) -> (o, lse) through the packed split-KV
-    forward for q, k, v's signature, or None where it does not apply
-    (packed_rows). outputs(lse) makes the op's o (q's memory order) and lse
-    [B, Hq, Lq] (lse=False: scratch memory)."""
-    qp = packed_rows(q, k)
-    if qp is None or not strided_takes(v):
+    forward for q, k, v's signature, or None where it does not apply (more
+    rows a KV head than a tile, no rows or keys, a k or v the kernels cannot
+    take). outputs(lse) makes the op's o (q's memory order) and lse [B, Hq,
+    Lq] (lse=False: scratch memory)."""
+    if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k) or not (strided_takes(k) and strided_takes(v)):
         return None
-    B, Hkv, R, D = qp.shape
+    B, Hq, Lq, D = q.shape
+    Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
     forward, merge, whole = decode_kernels(D)
     S = _count(D, B * Hkv * -(-R // ROWS), k.shape[2], forward, q.device)
     cq = _causal_q(q, causal)
-    if cq and S == 1 and R == q.shape[2]:   # one query head a tile, one split: nothing gained on the
-        return None                          # usual forward's one launch (a short prompt's, say)
+    if cq and S == 1 and R == Lq:   # one query head a tile, one split: nothing gained on the
+        return None                 # usual forward's one launch (a short prompt's, say)
+    packed, copied = _packing(q, k)
     o, lse = outputs()
+    o = o if packed is q else torch.empty_like(packed)
+    qp = packed.view(B, Hkv, R, D)
     launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 and not cq \
         else _split_merged(forward, merge, qp, k, v, (), S, cq, o, lse)
 
     def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
         o, lse = outputs(lse)
+        if copied:
+            out = torch.empty_like(packed)
+            launch(q.contiguous(), k, v, out, lse, scale)
+            return o.copy_(out), lse
         launch(q, k, v, o, lse, scale)
         return o, lse
     return run
+
+
+def _packing(q: Tensor, k: Tensor) -> tuple[Tensor, bool]:
+    """(q or a contiguous copy of it, whether copied): q where its memory has
+    the packed view the kernels take (packed_rows), else a copy, through which
+    the output goes too (a step's few rows: a copy is two small launches, the
+    usual forward reading the cache a query head at a time)."""
+    return (q, False) if packed_rows(q, k) is not None else (q.contiguous(), True)
 
 
 def _causal_q(q: Tensor, causal: bool) -> int:
@@ -229,10 +244,10 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, ou
     """run(q, k, v, lens, scale) -> (o, lse): the decode path with batch b's
     keys its first lens[b] (tkc.attention's k_lengths, i32 [B], read on the
     device; causal: query i of Lq sees keys j <= i + lens[b] - Lq), for q, k,
-    v's signature (packable: the caller checked). Always
-    split and merged: the splits are sized by Lk (the cache's capacity) and
-    each batch's keys split by its own count; a layout the kernels cannot
-    take is copied (arranged), and an empty q or cache gives o = 0 and lse = +inf."""
+    v's signature (packable: the caller checked). Always split and merged:
+    the splits are sized by Lk (the cache's capacity) and each batch's keys
+    split by its own count; a layout the kernels cannot take is copied (k, v:
+    arranged; q: _packing), and an empty q or cache gives o = 0 and lse = +inf."""
     B, Hq, Lq, D = q.shape
     Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
     if q.numel() == 0 or k.shape[2] == 0:
@@ -240,17 +255,21 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, ou
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)
         return empty
-    arrange = arranged(q, k, v)   # (q taken, its packed view is: its strides are q's)
+    arrange = arranged(k, v)
+    packed, copied = _packing(q, k)
     merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
     S = _count(D, B * Hkv, k.shape[2], split, q.device)
     o, lse = outputs()
-    qa, ka, va = arrange(q, k, v)
-    launch = _split_merged(split, merge, qa.view(B, Hkv, R, D), ka, va, (lens,), S, _causal_q(q, causal), o,
-                           lse)
+    launch = _split_merged(split, merge, packed.view(B, Hkv, R, D), *arrange(k, v), (lens,), S, _causal_q(q, causal),
+                           o if packed is q else torch.empty_like(packed), lse)
 
     def run(q, k, v, lens, scale):
-        q, k, v = arrange(q, k, v)
+        k, v = arrange(k, v)
         o, lse = outputs()
+        if copied:
+            out = torch.empty_like(packed)
+            launch(q.contiguous(), k, v, out, lse, scale, lens)
+            return o.copy_(out), lse
         launch(q, k, v, o, lse, scale, lens)
         return o, lse
     return run
