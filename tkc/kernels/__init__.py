@@ -27,7 +27,7 @@ from .gemm_hopper import gemm_hopper, tile_rows
 from .gemm_space import GATED_SCHEDULES, SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (BN, cluster, persistent, split, BM, swap)
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
-from .linear_attention import based, linear_attention
+from .linear_attention import based, linear_attention, library_kernels as linear_library
 from .norm_grads import norm_grads
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
@@ -138,8 +138,7 @@ def library():
         # tkc.layer_norm / tkc.rms_norm at common model widths
         *_norm_ops(),
         # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
-        *(linear_attention(F, DV, decay) for F, DV in ((64, 64), (128, 128), (128, 64))
-          for decay in (False, True)),
+        *linear_library(),
         based(),
         hedgehog(),                             # tkc.hedgehog
         # tkc.fftconv: circular at N 1024, 2048, 4096 and causal (L = N / 2)

@@ -118,21 +118,52 @@ def _finish(state, state_s, rows: int, o_r, o_s, o, at, mine) -> None:
     tma.store(o, o_s, at)
 
 
-def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="auto",
+# The schedules tuning chooses from besides default_schedule (torchops/linear_attn.py), and
+# the library's (F, DV), with decay and without: Mamba-2's and Hedgehog's sizes
+OPTIONS = [{"consumers": c, "blocks_per_sm": b, "stages": st} for c in (1, 2) for b in (1, 2)
+           for st in ("auto", 2)]
+LIBRARY_DIMS = ((64, 64), (128, 128), (128, 64))
+
+
+def library_kernels() -> list:
+    """The library's kernels of the (F, DV, decay) shapes: each schedule its space holds."""
+    out = {}
+    for F, DV in LIBRARY_DIMS:
+        for decay in (False, True):
+            for o in (default_schedule(F, DV, decay), *OPTIONS):
+                try:
+                    k = linear_attention(F, DV, decay, o["stages"], o["consumers"], o["blocks_per_sm"])
+                except TkcError:   # (a shape the option cannot split)
+                    continue
+                out.setdefault(k.name, k)
+    return list(out.values())
+
+
+def default_schedule(F: int, DV: int, decay: bool) -> dict:
+    """The schedule a shape runs where no tuned table holds its key
+    (torchops/linear_attn.py's spaces; the H100's hand picks, docs/linear-attention.md):
+    one consumer warpgroup for the decaying form at DV 64, else CONSUMERS;
+    two blocks an SM for it at F = DV = 64; a two-stage ring for the
+    decaying form with two warpgroups at F x DV above 64 x 64."""
+    consumers = 1 if decay and DV <= 64 else CONSUMERS
+    return {"consumers": consumers,
+            "blocks_per_sm": 2 if decay and consumers == 1 and F * DV <= 64 * 64 else 1,
+            "stages": 2 if decay and consumers > 1 and F * DV > 64 * 64 else "auto"}
+
+
+def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages=None,
                      consumers: int | None = None, blocks_per_sm: int | None = None):
     """The kernel la(q, k, v, o, scale) (decay: la(q, k, v, g, o, scale)) for
     feature dim F and value dim DV (multiples of 64 and of 32 * consumers),
-    `consumers` warpgroups splitting the value columns (default: one for
-    the decaying form at DV 64, whose elementwise decay work each warpgroup
-    repeats: 12-17% faster on the H100 than two; else CONSUMERS),
-    `blocks_per_sm` sequences sharing an SM (tkc.kernel's; default: two for
-    the decaying form at F = DV = 64, whose one consumer warpgroup then
-    still has 216 registers, enough for no spills: 7-24% faster on the H100
-    than one; F 128 at two, 12 bytes of spills, measured as fast as one)."""
-    default = 1 if decay and DV <= 64 else CONSUMERS
-    consumers = consumers or default
-    default_blocks = 2 if decay and consumers == 1 and F * DV <= 64 * 64 else 1
+    `consumers` warpgroups splitting the value columns, `blocks_per_sm`
+    sequences sharing an SM (tkc.kernel's) and a ring of `stages` ("auto":
+    the deepest that fits); each left out is default_schedule's."""
+    default = default_schedule(F, DV, decay)
+    consumers = consumers or default["consumers"]
+    default_blocks = default["blocks_per_sm"] if consumers == default["consumers"] else 1
     blocks_per_sm = blocks_per_sm or default_blocks
+    stages = stages or (default["stages"] if consumers == default["consumers"] else "auto")
+    default = default["consumers"]
     if F % 64 or F > 256:
         raise TkcError(f"linear attention: the feature dim F = {F} must be 64, 128, 192 or 256")
     if DV % (32 * consumers) or DV > 256:
@@ -144,10 +175,6 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages="a
     name = f"linear_attn_f{F}_v{DV}" + ("_decay" if decay else "") + (
         "" if stages == "auto" else f"_s{stages}") + (
         "" if (consumers, blocks_per_sm) == (default, default_blocks) else f"_c{consumers}b{blocks_per_sm}")
-    if stages == "auto" and decay and F * DV > 64 * 64 and consumers > 1:
-        # two stages, not the deepest ring that fits (3): 3-4% faster on the
-        # H100 (F = DV = 128; 11% when this kernel still spilled into L1)
-        stages = 2
 
     def body(q, k, v, g, o, scale):
         h, b = tkc.block_idx.x, tkc.block_idx.y

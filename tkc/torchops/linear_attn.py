@@ -23,19 +23,53 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
 from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
-from ..kernels.linear_attention import linear_attention as la_kernel
+from ..kernels.linear_attention import LIBRARY_DIMS, OPTIONS, default_schedule, linear_attention as la_kernel
 from ..runtime.callsite import caller
+from ..tune import autotune, bucket
 from .checks import autocast, check_device
 from .eager import Op, plain_key, public
-from .plans import PlanCache, signature
+from .plans import PlanCache, signature, sms
 
-__all__ = ["linear_attention", "based", "hedgehog"]
+__all__ = ["SCHEDULES", "linear_attention", "based", "hedgehog", "schedule"]
 DIMS = (64, 128, 192, 256)
+# The schedule (consumer warpgroups, blocks an SM, ring stages) is tuned data per GPU
+# (tkc/tune/tables), one space per (F, DV, decay), keyed by the sequences (B x H, a power
+# of two) and the SMs: a block runs one sequence, so how many there are against the SMs
+# decides whether two blocks an SM or another warpgroup pays. A key no table holds runs
+# default_schedule (the H100's hand picks).
 
 
 @functools.lru_cache(maxsize=None)
-def _la_kernel(F: int, DV: int, decay: bool):
-    return la_kernel(F, DV, decay)
+def schedule(F: int, DV: int, decay: bool):
+    """The autotuned space of the (F, DV, decay) kernel: default_schedule first, then OPTIONS."""
+    first = default_schedule(F, DV, decay)
+    return autotune(space=[first, *(o for o in OPTIONS if o != first)], key=_key,
+                    name=f"tkc.linear_attention.f{F}.v{DV}{'.decay' if decay else ''}",
+                    examples=lambda: [functools.partial(_example, F, DV, decay, BH) for BH in (32, 128, 256, 1024)])(
+        lambda consumers, blocks_per_sm, stages: la_kernel(F, DV, decay, stages, consumers, blocks_per_sm))
+
+
+def _key(q, *rest) -> tuple:
+    """A launch's key: the sequences (B x H) as a power of two, the SMs."""
+    return bucket(q.shape[0] * q.shape[1]), sms(q.device)
+
+
+def _example(F: int, DV: int, decay: bool, BH: int) -> list:
+    """`tkc tune --library`'s arguments: BH sequences of 4096 steps (the kernel's views)."""
+    L, dev = 4096, "cuda"
+    q, k = ((torch.randn(BH, 1, L, F, device=dev) / F ** 0.25).to(torch.bfloat16) for _ in "qk")
+    v = torch.randn(BH, 1, L, DV, device=dev).to(torch.bfloat16)
+    g = [-torch.rand(BH, 1, 1, L, device=dev) * 0.1] if decay else []
+    return [q, k, v, *g, torch.empty_like(v), F ** -0.5]
+
+
+SCHEDULES = [schedule(F, DV, decay) for F, DV in LIBRARY_DIMS for decay in (False, True)]
+
+
+def _la_kernel(F: int, DV: int, decay: bool, q: Tensor):
+    """The kernel of q's key (its table's pick, else default_schedule)."""
+    tuned = schedule(F, DV, decay)
+    return tuned.kernel(tuned.choose(_key(q)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -97,8 +131,8 @@ def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:
 def _la_run(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float):
     F, DV = q.shape[-1], v.shape[-1]
     if g is None:
-        return _run("la", lambda: _la_kernel(F, DV, False), lambda *ts: ts, scale, q, k, v)
-    return _run("la_decay", lambda: _la_kernel(F, DV, True),
+        return _run("la", lambda: _la_kernel(F, DV, False, q), lambda *ts: ts, scale, q, k, v)
+    return _run("la_decay", lambda: _la_kernel(F, DV, True, q),
                 lambda q, k, v, g: (q, k, v, g.unsqueeze(2)), scale, q, k, v, g)
 
 
