@@ -225,9 +225,11 @@ def test_tkc_tune_finds_the_spaces():
     """`tkc tune --library` tunes them: registered under tkc.attention., each
     with examples at the eager benchmark's lengths."""
     from tkc.tune.cli import _builders
-    found = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
+    every = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
+    found = {n: t for n, t in every.items() if ".decode." not in n}
     assert len(found) == 24   # 3 head dims x causal or not x (bhld, varlen) x (forward, backward)
     assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
+    assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64)]
     assert tuned.EXAMPLE_KEYS == (512, 1024, 2048, 4096, 8192, 16384)
 
 

@@ -66,6 +66,48 @@ def test_based(L):
     assert rel_err(o, ref) < 1e-2
 
 
+def test_each_tuned_schedule_matches_the_reference():
+    """Every schedule of the library's shapes (default_schedule and the H200's
+    picks: one or two consumer warpgroups, one or two blocks an SM, the ring
+    two stages or as deep as fits), a ragged L, by the interpreter."""
+    from tkc.kernels.linear_attention import PICKED, schedules
+    for F, DV, decay in PICKED:
+        q, k, v, g = _inputs(1, 2, 130, F, DV, seed=F + DV)
+        ref = reference.linear_attention(q, k, v, F ** -0.5, g[:, :, 0] if decay else None)
+        for c in schedules(F, DV, decay):
+            o = np.full(v.shape, np.nan, np.float32)
+            linear_attention(F, DV, decay, c["stages"], c["consumers"], c["blocks_per_sm"]).interpret(
+                q, k, v, *((g,) if decay else ()), o, F ** -0.5)
+            assert rel_err(o, ref) < 1e-2, (F, DV, decay, c)
+
+
+def test_schedules_are_tuned_data(monkeypatch, tmp_path):
+    """A shape's space is default_schedule then its H200 picks; the shipped
+    table's pick runs for a tuned key (F = DV = 128 at 256 sequences: one
+    consumer warpgroup, not the H100's two), the nearest tuned key's for
+    another B x H, default_schedule on a GPU of other SMs."""
+    from tkc.kernels.linear_attention import default_schedule
+    from tkc.torchops import linear_attn
+    from tkc.tune import tables
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TKC_DEVICE_NAME", raising=False)
+    monkeypatch.setattr(tables, "device_name", lambda: tables.REFERENCE_GPU)
+    t = linear_attn.schedule(128, 128, False)
+    t.forget()
+    assert t.name == "tkc.linear_attention.f128.v128" and t.default == default_schedule(128, 128, False)
+    assert t.default["consumers"] == 2 and len(t.configs) == 3
+    one = {"consumers": 1, "blocks_per_sm": 1}
+    assert t.choose((256, 132)) == {**one, "stages": "auto"}
+    assert t.choose((128, 132)) == {**one, "stages": 2}
+    assert t.choose((512, 132)) == t.choose((256, 132))       # nearest: 256 (a tie with 1024: the fewer)
+    assert t.choose((4096, 132)) == tables.lookup(t.name, (1024, 132))
+    assert t.choose((256, 114)) == t.default
+    q = torch.zeros(16, 16, 8, 128)
+    monkeypatch.setattr(linear_attn, "sms", lambda device: 132)
+    assert linear_attn._la_kernel(128, 128, False, q).name == "linear_attn_f128_v128_c1b1"
+    t.forget()
+
+
 def test_refusals():
     with pytest.raises(TkcError, match="feature dim F = 96"):
         linear_attention(96, 64)

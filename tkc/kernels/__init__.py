@@ -137,7 +137,7 @@ def library():
           for inv in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths
         *_norm_ops(),
-        # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without) and tkc.based
+        # tkc.linear_attention (Hedgehog-sized, Mamba-2-sized, with decay and without: each tuned schedule) and tkc.based
         *linear_library(),
         based(),
         hedgehog(),                             # tkc.hedgehog

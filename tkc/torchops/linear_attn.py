@@ -23,7 +23,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
 from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
-from ..kernels.linear_attention import LIBRARY_DIMS, OPTIONS, default_schedule, linear_attention as la_kernel
+from ..kernels.linear_attention import PICKED, default_schedule, linear_attention as la_kernel, schedules
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import autocast, check_device
@@ -33,20 +33,34 @@ from .plans import PlanCache, signature, sms
 __all__ = ["SCHEDULES", "linear_attention", "based", "hedgehog", "schedule"]
 DIMS = (64, 128, 192, 256)
 # The schedule (consumer warpgroups, blocks an SM, ring stages) is tuned data per GPU
-# (tkc/tune/tables), one space per (F, DV, decay), keyed by the sequences (B x H, a power
-# of two) and the SMs: a block runs one sequence, so how many there are against the SMs
-# decides whether two blocks an SM or another warpgroup pays. A key no table holds runs
-# default_schedule (the H100's hand picks).
+# (tkc/tune/tables), one space per (F, DV, decay) (kernels/linear_attention.py's schedules),
+# keyed by the sequences (B x H, a power of two) and the SMs: a block runs one sequence, so
+# how many there are against the SMs decides whether two blocks an SM or another warpgroup
+# pays. A key no table holds takes its shape's nearest tuned key's pick (in B x H, at the
+# same SMs), else default_schedule (the H100's hand picks).
 
 
 @functools.lru_cache(maxsize=None)
 def schedule(F: int, DV: int, decay: bool):
-    """The autotuned space of the (F, DV, decay) kernel: default_schedule first, then OPTIONS."""
-    first = default_schedule(F, DV, decay)
-    return autotune(space=[first, *(o for o in OPTIONS if o != first)], key=_key,
-                    name=f"tkc.linear_attention.f{F}.v{DV}{'.decay' if decay else ''}",
-                    examples=lambda: [functools.partial(_example, F, DV, decay, BH) for BH in (32, 128, 256, 1024)])(
+    """The autotuned space of the (F, DV, decay) kernel."""
+    name = f"tkc.linear_attention.f{F}.v{DV}{'.decay' if decay else ''}"
+    return autotune(space=schedules(F, DV, decay), key=_key, name=name,
+                    fallback=lambda key: _nearest(name, key, default_schedule(F, DV, decay)),
+                    examples=lambda: [functools.partial(_example, F, DV, decay, BH) for BH in EXAMPLE_BH])(
         lambda consumers, blocks_per_sm, stages: la_kernel(F, DV, decay, stages, consumers, blocks_per_sm))
+
+
+EXAMPLE_BH = (32, 128, 256, 1024)   # the sequences `tkc tune --library` tunes at (L 4096)
+
+
+def _nearest(name: str, key: tuple, default: dict) -> dict:
+    """The pick of the tuned key nearest in B x H (powers of two apart) at the key's SMs."""
+    from ..tune import tables
+    for bh in sorted(EXAMPLE_BH, key=lambda bh: (abs(bh.bit_length() - key[0].bit_length()), bh)):
+        config = tables.lookup(name, (bh, key[1]))
+        if config is not None:
+            return config
+    return default
 
 
 def _key(q, *rest) -> tuple:
@@ -63,7 +77,7 @@ def _example(F: int, DV: int, decay: bool, BH: int) -> list:
     return [q, k, v, *g, torch.empty_like(v), F ** -0.5]
 
 
-SCHEDULES = [schedule(F, DV, decay) for F, DV in LIBRARY_DIMS for decay in (False, True)]
+SCHEDULES = [schedule(*shape) for shape in PICKED]   # (registered: tkc tune --library finds them)
 
 
 def _la_kernel(F: int, DV: int, decay: bool, q: Tensor):
