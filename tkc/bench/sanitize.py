@@ -180,18 +180,25 @@ def memory():
 
 
 def linear():
+    """tkc.linear_attention (each schedule of the library's shapes), tkc.based, tkc.hedgehog."""
     import tkc
-    for F, DV in ((64, 64), (128, 128)):
-        for decay in (False, True):
-            q, k = (torch.randn(1, 2, 200, F, device="cuda") * 0.3 for _ in range(2))
-            q, k, v = q.bfloat16(), k.bfloat16(), torch.randn(1, 2, 200, DV, device="cuda").bfloat16()
-            g = -torch.rand(1, 2, 200, device="cuda") * 0.05 if decay else None
-            o = tkc.linear_attention(q, k, v, g=g)
-            a = q.double() @ k.double().transpose(-1, -2) / math.sqrt(F)
-            if decay:
-                G = g.double().cumsum(-1)
-                a = a * torch.exp((G[..., :, None] - G[..., None, :]).clamp(max=0))
-            report(f"linear_attention F{F} DV{DV} decay={decay}", rel_err(o, a.tril() @ v.double()), 2e-2)
+    from tkc.kernels.linear_attention import PICKED, linear_attention, schedules
+    for F, DV, decay in PICKED:
+        q, k = (torch.randn(1, 2, 200, F, device="cuda") * 0.3 for _ in range(2))
+        q, k, v = q.bfloat16(), k.bfloat16(), torch.randn(1, 2, 200, DV, device="cuda").bfloat16()
+        g = -torch.rand(1, 2, 200, device="cuda") * 0.05 if decay else None
+        a = q.double() @ k.double().transpose(-1, -2) / math.sqrt(F)
+        if decay:
+            G = g.double().cumsum(-1)
+            a = a * torch.exp((G[..., :, None] - G[..., None, :]).clamp(max=0))
+        want = a.tril() @ v.double()
+        report(f"linear_attention F{F} DV{DV} decay={decay}", rel_err(tkc.linear_attention(q, k, v, g=g), want),
+               2e-2)
+        for c in schedules(F, DV, decay):
+            o = torch.empty_like(v)
+            kernel = linear_attention(F, DV, decay, c["stages"], c["consumers"], c["blocks_per_sm"])
+            kernel(q, k, v, *((g.unsqueeze(2),) if decay else ()), o, F ** -0.5)
+            report(f"  {kernel.name}", rel_err(o, want), 2e-2)
     q, k = (torch.randn(1, 2, 200, 16, device="cuda").bfloat16() for _ in range(2))
     v = torch.randn(1, 2, 200, 64, device="cuda").bfloat16()
     x = q.double() @ k.double().transpose(-1, -2) / 4
