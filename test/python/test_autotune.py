@@ -172,6 +172,24 @@ def test_candidates_the_compiler_refuses_are_pruned(cache):
         bad.tune(*args_of(), timer=fake_timer({}), run=cpu_run, compare=cpu_compare, record=False)
 
 
+def test_candidates_whose_wgmma_ptxas_serialises_are_pruned(cache, monkeypatch):
+    """A candidate whose build reports serialised wgmma (ptxas C7514: an error
+    to tkc build, so the library could not hold it) is pruned, as a spilling one."""
+    from tkc import building
+    real = building.build_all
+
+    def build_all(kernels, *rest):
+        rows = real(kernels, *rest)
+        return [dict(r, wgmma="serialised") if k.name == "tune_scale_32_2" else r for k, r in zip(kernels, rows)]
+    monkeypatch.setattr(building, "build_all", build_all)
+    t = tkc.autotune(space={"R": [16, 32]}, name="test.serialised")(scale_builder)
+    result = t.tune(*args_of(), timer=fake_timer({"tune_scale_16_2": 2.0, "tune_scale_32_2": 1.0}), run=cpu_run,
+                    compare=cpu_compare, rounds=1, record=False)
+    rows = {r["config"]["R"]: r for r in result.rows}
+    assert rows[16]["status"] == "best" and rows[32]["status"] == "pruned"
+    assert rows[32]["why"] == "ptxas serialises its wgmma"
+
+
 def test_offline_package_table_and_fallback(cache, monkeypatch):
     t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.offline")(scale_builder)
     args = args_of()
@@ -343,3 +361,19 @@ def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch
     assert "t.unmade: " in out.out and "[-] t.unmade" in out.err
     assert "1.00    2.0%" in out.out   # the best's µs and its spread over the rounds
     assert "[1] t.good" in out.err and "[-] t.bad" in out.err
+
+
+def test_every_shipped_pick_is_a_configuration_of_its_space():
+    """Each package table's rows name a registered space (the torch ops' and
+    the attention spaces) and pick one of its configurations: a pick the space
+    no longer holds (pruned since, as a schedule whose wgmma ptxas serialises)
+    would be dropped at lookup and silently run the fallback."""
+    import tkc.torchops  # noqa: F401  (registers the library's spaces)
+    from tkc.tune.configs import config_text
+    from tkc.tune.space import registry
+    for path in sorted(tables.PACKAGE_DIR.glob("*.json")):
+        for name, rows in json.loads(path.read_text())["entries"].items():
+            assert name in registry, (path.name, name)
+            texts = {config_text(c) for c in registry[name].configs}
+            for key, row in rows.items():
+                assert config_text(row["config"]) in texts, (path.name, name, key, row["config"])

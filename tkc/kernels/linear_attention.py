@@ -126,7 +126,7 @@ def _s(c: int, b: int, st="auto") -> dict:
     return {"consumers": c, "blocks_per_sm": b, "stages": st}
 
 
-PICKED = {(64, 64, False): [_s(1, 1), _s(1, 1, 2), _s(1, 2), _s(2, 2, 2)],
+PICKED = {(64, 64, False): [_s(1, 1), _s(1, 1, 2), _s(1, 2)],
           (64, 64, True): [_s(1, 2, 2)],
           (128, 128, False): [_s(1, 1), _s(1, 1, 2)],
           (128, 128, True): [_s(2, 1)],

@@ -45,7 +45,7 @@ def schedule(F: int, DV: int, decay: bool):
     """The autotuned space of the (F, DV, decay) kernel."""
     name = f"tkc.linear_attention.f{F}.v{DV}{'.decay' if decay else ''}"
     return autotune(space=schedules(F, DV, decay), key=_key, name=name,
-                    fallback=lambda key: _nearest(name, key, default_schedule(F, DV, decay)),
+                    fallback=lambda key: _nearest(name, key, schedules(F, DV, decay)),
                     examples=lambda: [functools.partial(_example, F, DV, decay, BH) for BH in EXAMPLE_BH])(
         lambda consumers, blocks_per_sm, stages: la_kernel(F, DV, decay, stages, consumers, blocks_per_sm))
 
@@ -53,14 +53,15 @@ def schedule(F: int, DV: int, decay: bool):
 EXAMPLE_BH = (32, 128, 256, 1024)   # the sequences `tkc tune --library` tunes at (L 4096)
 
 
-def _nearest(name: str, key: tuple, default: dict) -> dict:
-    """The pick of the tuned key nearest in B x H (powers of two apart) at the key's SMs."""
+def _nearest(name: str, key: tuple, space: list) -> dict:
+    """The pick of the tuned key nearest in B x H (powers of two apart) at the
+    key's SMs, one of the space's; else the space's first (default_schedule)."""
     from ..tune import tables
     for bh in sorted(EXAMPLE_BH, key=lambda bh: (abs(bh.bit_length() - key[0].bit_length()), bh)):
         config = tables.lookup(name, (bh, key[1]))
-        if config is not None:
+        if config in space:
             return config
-    return default
+    return space[0]
 
 
 def _key(q, *rest) -> tuple:

@@ -3,8 +3,9 @@
 1. Build. Every candidate (the author's prune applied) is built as `tkc
    build` builds (tkc.building: the cache's artifacts read, the rest
    compiled in parallel processes). A candidate the compiler refuses (the
-   verifier, a shared-memory or register budget, ptxas) or that spills
-   beyond its allowance is pruned, with the reason; offline (TKC_OFFLINE=1,
+   verifier, a shared-memory or register budget, ptxas), that spills
+   beyond its allowance or whose wgmma ptxas serialises (an error to `tkc
+   build`: the library could not hold it) is pruned, with the reason; offline (TKC_OFFLINE=1,
    no MLIR) a candidate missing from the cache is pruned as not built. The
    default must build.
 2. Check. The default runs on copies of the arguments; every other candidate
@@ -136,6 +137,8 @@ def _build(tuned, configs: list, rows: dict, jobs, progress) -> dict:
             rows[text].update(status="pruned", why=row["error"].splitlines()[0])
         elif row["over"]:
             rows[text].update(status="pruned", why=f"spills registers ({row['spills']})")
+        elif row.get("wgmma") == "serialised":   # (tkc build's error too: the library could not hold it)
+            rows[text].update(status="pruned", why="ptxas serialises its wgmma")
         else:
             built[text] = k
     return built
