@@ -26,7 +26,8 @@ from .torchops.gated import swiglu
 from .torchops.gemm import ACTIVATIONS, linear
 from .torchops.norms import MAX_D, layer_norm, rms_norm
 
-__all__ = ["GatedMLP", "LayerNorm", "Linear", "RMSNorm", "convert", "scaled_dot_product_attention"]
+__all__ = ["GatedMLP", "LayerNorm", "Linear", "RMSNorm", "convert", "register_transformers", "scaled_dot_product_attention",
+           "transformers_attention"]
 
 
 class Linear(nn.Linear):
@@ -180,19 +181,53 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     """F.scaled_dot_product_attention's signature and meaning, computed by
     tkc.attention where that serves the call: no mask, no dropout, [B, H, L,
     D] with D 64, 128 or 256 on the GPU, bf16 (or float in a bf16 autocast
-    region), GQA with enable_gqa, and causal only with as many queries as keys
-    (SDPA aligns its mask to the top left, tkc.attention to the bottom right:
-    the same with equal lengths), or at any lengths with attn_mask =
-    torch.nn.attention.bias.causal_lower_right(Lq, Lk) (a speculative
-    decoding step's draft tokens against a KV cache). Any other call is
-    PyTorch's. A model that calls F.scaled_dot_product_attention can be
-    pointed here."""
+    region), GQA with enable_gqa, and is_causal with as many keys as queries
+    or more (SDPA aligns its mask to the top left: query i sees keys 0..i,
+    which is tkc.attention's bottom-right mask over the first Lq keys), or at
+    any lengths with attn_mask = torch.nn.attention.bias.causal_lower_right(Lq,
+    Lk) (a speculative decoding step's draft tokens against a KV cache). Any
+    other call is PyTorch's. A model that calls F.scaled_dot_product_attention
+    can be pointed here, a transformers model by attn_implementation="tkc"
+    (register_transformers)."""
     lower_right = attn_mask is not None and not is_causal and _lower_right(attn_mask, query, key)
     if (attn_mask is None or lower_right) and not dropout_p \
             and _served(query, key, value, is_causal, enable_gqa):
+        if is_causal and key.shape[2] > query.shape[2]:   # SDPA's top-left mask: query i sees keys 0..i
+            key, value = key[:, :, :query.shape[2]], value[:, :, :query.shape[2]]
         return attention(query, key, value, causal=is_causal or lower_right, scale=scale)
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def register_transformers(name: str = "tkc") -> str:
+    """Register tkc as a Hugging Face transformers attention implementation:
+    then `AutoModelForCausalLM.from_pretrained(..., attn_implementation="tkc")`
+    (or `model.set_attn_implementation("tkc")`) runs tkc.attention wherever
+    transformers' SDPA path would call SDPA without a mask (no padding:
+    training, prefill, decode steps on the decode path) and SDPA otherwise,
+    with SDPA's masks (transformers' sdpa_mask). Returns the name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    AttentionInterface.register(name, transformers_attention)
+    AttentionMaskInterface.register(name, sdpa_mask)
+    return name
+
+
+def transformers_attention(module, query, key, value, attention_mask, dropout: float = 0.0,
+                           scaling: float | None = None, is_causal: bool | None = None, **kwargs):
+    """transformers' attention interface (sdpa_attention_forward's arguments
+    and result: the output [B, L, H, D] and no weights): without a mask,
+    dropout, softcap, sinks, a sliding window or a position bias,
+    scaled_dot_product_attention above with transformers' causal choice (a
+    mask it could drop: causal over several queries, none for one); else
+    transformers' SDPA path itself."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    extras = any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sliding_window", "position_bias"))
+    causal = query.shape[2] > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    if attention_mask is None and not dropout and not extras and _served(query, key, value, causal, True):
+        return scaled_dot_product_attention(query, key, value, None, 0.0, causal, scaling, True).transpose(1, 2), None
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  is_causal=is_causal, **kwargs)
 
 
 def _lower_right(mask, q, k) -> bool:
@@ -205,7 +240,7 @@ def _lower_right(mask, q, k) -> bool:
 
 def _served(q, k, v, top_left: bool, gqa: bool) -> bool:
     """tkc.attention serves q, k, v (top_left: SDPA's is_causal, which it
-    serves with as many queries as keys)."""
+    serves with as many keys as queries or more: their first Lq, bottom-right)."""
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 and t.device.type == checks.DEVICE_TYPE
                for t in (q, k, v)):
         return False
@@ -216,5 +251,5 @@ def _served(q, k, v, top_left: bool, gqa: bool) -> bool:
         return False
     (B, H, L, D), (Bk, Hk, Lk, Dk) = q.shape, k.shape
     return D in HEAD_DIMS and Dk == D and v.shape == k.shape and Bk == B \
-        and (Hk == H or gqa and Hk and H % Hk == 0) and (not top_left or L == Lk)
+        and (Hk == H or gqa and Hk and H % Hk == 0) and (not top_left or L <= Lk)
 

@@ -394,3 +394,54 @@ def test_k_lengths_in_an_autocast_region(launched, on_cuda, monkeypatch):
         o = ops._with_lengths(q.float(), k.float(), v.float(), lens, False, 0.125, False)
     assert o.dtype == torch.bfloat16
     assert _rel(o, _masked_reference(q, k, v, lens, False, 0.125)[0]) < 1e-2
+
+
+@pytest.fixture
+def cpu_ops(monkeypatch):
+    """tkc.nn's drop-ins take CPU tensors as the GPU's (the interpreter runs the kernels)."""
+    from tkc.torchops import checks
+    monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
+
+
+def test_sdpa_drop_in_top_left_causal_over_more_keys(launched, cpu_ops):
+    """SDPA's is_causal with fewer queries than keys is aligned top-left:
+    query i sees keys 0..i. tkc.nn serves it as tkc.attention's bottom-right
+    mask over the first Lq keys (it fell back to PyTorch before)."""
+    import tkc.nn
+    q, k, v = (t.detach() for t in attention_qkv(1, 4, 2, 20, 70, 64))
+    o = tkc.nn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    assert launched   # tkc's kernels, not PyTorch's
+    want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True,
+                                                            enable_gqa=True)
+    assert _rel(o, want) < 1e-2
+
+
+def test_transformers_attn_implementation(launched, cpu_ops):
+    """attn_implementation="tkc" (tkc.nn.register_transformers) in a tiny
+    Llama (GQA 2:1, D 64): the prompt's forward (no mask: causal) and a decode
+    step against its cache run tkc.attention and match the same model on
+    SDPA; a padded batch (transformers passes a mask) runs SDPA."""
+    transformers = pytest.importorskip("transformers")
+    import copy
+
+    import tkc.nn
+    assert tkc.nn.register_transformers() == "tkc"
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=256, intermediate_size=256, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                                   max_position_embeddings=64, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    ref = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+    mine = copy.deepcopy(ref)
+    mine.set_attn_implementation("tkc")
+    ids, step = torch.randint(0, 64, (1, 40)), torch.randint(0, 64, (1, 1))   # 80 rows a KV head: the usual forward
+    with torch.no_grad():
+        a, b = ref(ids, use_cache=True), mine(ids, use_cache=True)
+        assert launched == ["forward"] and _rel(b.logits, a.logits) < 2e-2
+        a2, b2 = ref(step, cache=a.past_key_values), mine(step, cache=b.past_key_values)
+        assert launched[-1] == "decode" and _rel(b2.logits, a2.logits) < 2e-2
+        launched.clear()
+        pad = torch.ones(2, 40, dtype=torch.long)
+        pad[0, :3] = 0   # left padding: a mask transformers must pass
+        a3, b3 = ref(ids.repeat(2, 1), attention_mask=pad), mine(ids.repeat(2, 1), attention_mask=pad)
+        assert launched == [] and torch.equal(a3.logits, b3.logits)
+

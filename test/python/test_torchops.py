@@ -259,9 +259,10 @@ def test_nn_sdpa_routes_what_tkc_serves():
     """tkc.nn.scaled_dot_product_attention: tkc.attention (one launch, through the
     fake driver) where it serves the call, F.scaled_dot_product_attention (the
     same values, no launch) for a mask, dropout, a head dim it lacks, GQA without
-    enable_gqa, causal with fewer queries than keys (SDPA's mask is top-left) or
-    float32 outside autocast. torch's bottom-right causal bias
-    (causal_lower_right) is tkc.attention's causal mask at any lengths."""
+    enable_gqa, causal with more queries than keys (SDPA's mask is top-left:
+    with fewer, tkc.attention's over the first Lq keys) or float32 outside
+    autocast. torch's bottom-right causal bias (causal_lower_right) is
+    tkc.attention's causal mask at any lengths."""
     from torch.nn.attention.bias import causal_lower_right, causal_upper_left
     from tkc.bench.fake_driver import fake_driver
     F = torch.nn.functional
@@ -277,11 +278,12 @@ def test_nn_sdpa_routes_what_tkc_serves():
         assert launches(lambda: sdpa(q, q, q, is_causal=True))[0] == 1
         assert launches(lambda: sdpa(q, k, k, enable_gqa=True, scale=0.3))[0] == 1
         assert launches(lambda: sdpa(qs, q, q, causal_lower_right(16, 64)))[0] == 1   # 16 queries, 64 keys
+        assert launches(lambda: sdpa(qs, q, q, is_causal=True))[0] == 1   # top-left: the first 16 keys
         with torch.autocast("cpu", dtype=BF):
             n, out = launches(lambda: sdpa(q32, q32, q32))
             assert n == 1 and out.dtype == BF
         for args, kw in [((q, q, q, mask), {}), ((q, q, q), {"dropout_p": 0.5}), ((q96, q96, q96), {}),
-                         ((qs, q, q), {"is_causal": True}), ((q32, q32, q32), {}),
+                         ((q, qs, qs), {"is_causal": True}), ((q32, q32, q32), {}),
                          ((qs, q, q, causal_upper_left(16, 64)), {}),
                          ((qs, q, q, causal_lower_right(16, 64)), {"dropout_p": 0.5})]:
             n, out = launches(lambda: sdpa(*args, **kw))
