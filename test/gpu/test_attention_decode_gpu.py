@@ -223,3 +223,16 @@ def _masked_lse(q, k, v, causal, lens):
     p = (s - m).exp()
     l = p.sum(-1, keepdim=True)
     return p @ v / torch.where(l == 0, 1.0, l), torch.where(l[..., 0] == 0, math.inf, l[..., 0].log() + m[..., 0])
+
+
+@pytest.mark.parametrize("Lq,Lk", [(300, 1000), (40, 4096)])
+def test_sdpa_drop_in_top_left_causal_matches_sdpa(Lq, Lk):
+    """tkc.nn.scaled_dot_product_attention with is_causal and more keys than
+    queries (transformers' static-cache prompt): SDPA's top-left mask, query i
+    seeing keys 0..i, computed by tkc.attention over the first Lq keys."""
+    import torch.nn.functional as F
+    import tkc.nn
+    q, k, v = qkv(2, 16, 4, Lq, Lk, 128)
+    got = tkc.nn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=True)
+    assert rel_err(got, want) < 1e-2
