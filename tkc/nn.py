@@ -162,8 +162,10 @@ def convert(model: nn.Module) -> nn.Module:
     nn.Linear gate_proj, up_proj, down_proj and a SiLU act_fn, Hugging Face's
     LlamaMLP, MistralMLP, Qwen2MLP: its forward taken to be theirs) by tkc.swiglu, in
     place: the same module objects and parameters, so optimizers, state dicts and hooks
-    keep working. The others stay as they are: `model.tkc_converted` lists the
-    converted modules' names and `model.tkc_skipped` maps the others of these kinds to why."""
+    keep working. A Hugging Face transformers model on SDPA attention takes
+    attn_implementation="tkc" (register_transformers; listed as "attention").
+    The others stay as they are: `model.tkc_converted` lists the converted
+    modules' names and `model.tkc_skipped` maps the others of these kinds to why."""
     converted, skipped = [], {}
     for name, m in model.named_modules():
         why = _swap(m)
@@ -171,6 +173,13 @@ def convert(model: nn.Module) -> nn.Module:
             converted.append(name)
         elif why:
             skipped[name] = why
+    attn = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if attn is not None and hasattr(model, "set_attn_implementation"):
+        if attn in ("sdpa", "tkc"):
+            model.set_attn_implementation(register_transformers())
+            converted.append("attention")
+        else:   # (a choice of the user's: eager for attention weights, a FlashAttention build ...)
+            skipped["attention"] = f"attn_implementation {attn!r} kept (tkc replaces 'sdpa')"
     model.tkc_converted, model.tkc_skipped = converted, skipped
     return model
 

@@ -445,3 +445,20 @@ def test_transformers_attn_implementation(launched, cpu_ops):
         a3, b3 = ref(ids.repeat(2, 1), attention_mask=pad), mine(ids.repeat(2, 1), attention_mask=pad)
         assert launched == [] and torch.equal(a3.logits, b3.logits)
 
+
+def test_convert_sets_a_transformers_models_attention():
+    """tkc.nn.convert takes a transformers model on SDPA to attn_implementation
+    "tkc" (converting again keeps it), and keeps another implementation with
+    the reason."""
+    transformers = pytest.importorskip("transformers")
+    import tkc.nn
+    cfg = dict(vocab_size=64, hidden_size=256, intermediate_size=256, num_hidden_layers=1, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=64)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="sdpa"))
+    tkc.nn.convert(model)
+    assert model.config._attn_implementation == "tkc" and "attention" in model.tkc_converted
+    tkc.nn.convert(model)
+    assert model.config._attn_implementation == "tkc" and "attention" in model.tkc_converted
+    eager = tkc.nn.convert(transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="eager")))
+    assert eager.config._attn_implementation == "eager" and "'eager' kept" in eager.tkc_skipped["attention"]
+
