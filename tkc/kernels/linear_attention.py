@@ -148,7 +148,7 @@ def library_kernels() -> list:
 
 def default_schedule(F: int, DV: int, decay: bool) -> dict:
     """The schedule a shape runs where no tuned table holds its key
-    (torchops/linear_attn.py's spaces; the H100's hand picks, docs/linear-attention.md):
+    (torchops/linear_attn.py's spaces; the H100's hand picks, docs/kernels.md):
     one consumer warpgroup for the decaying form at DV 64, else CONSUMERS;
     two blocks an SM for it at F = DV = 64; a two-stage ring for the
     decaying form with two warpgroups at F x DV above 64 x 64."""
@@ -165,12 +165,12 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages=No
     `consumers` warpgroups splitting the value columns, `blocks_per_sm`
     sequences sharing an SM (tkc.kernel's) and a ring of `stages` ("auto":
     the deepest that fits); each left out is default_schedule's."""
-    default = default_schedule(F, DV, decay)
-    consumers = consumers or default["consumers"]
-    default_blocks = default["blocks_per_sm"] if consumers == default["consumers"] else 1
+    rule = default_schedule(F, DV, decay)
+    default = rule["consumers"]
+    consumers = consumers or default
+    default_blocks = rule["blocks_per_sm"] if consumers == default else 1
     blocks_per_sm = blocks_per_sm or default_blocks
-    stages = stages or (default["stages"] if consumers == default["consumers"] else "auto")
-    default = default["consumers"]
+    stages = stages or (rule["stages"] if consumers == default else "auto")
     if F % 64 or F > 256:
         raise TkcError(f"linear attention: the feature dim F = {F} must be 64, 128, 192 or 256")
     if DV % (32 * consumers) or DV > 256:
