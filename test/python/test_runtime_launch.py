@@ -413,3 +413,20 @@ def test_prepared_launch_with_bound_arguments(fake):
     assert frame.decoded() == [x2.data_ptr(), 2, 32, y.data_ptr(), 16, 24, -1.5, 3]
     with pytest.raises(TypeError):
         go(x2, y, -1.5, 3)   # bound arguments are not parameters any more
+
+
+def test_prepared_launches_of_one_kind_share_their_compiled_code(fake):
+    """The generated function's source depends on which arguments are
+    tensors, scalars or bound, not on their values: plans of other shapes
+    (a decode step's growing cache plans at each length) reuse its compiled
+    code, each with its own constants."""
+    torch = pytest.importorskip("torch")
+    art = Artifact(b"cubin", MANIFEST)
+    x, y = torch.zeros(2, 32, 64), torch.zeros(16, 24, dtype=torch.float16)
+    go = launcher(art).prepare([x, y, 0.5, 3])
+    x3, y3 = torch.zeros(3, 32, 64), torch.zeros(48, 24, dtype=torch.float16)
+    go3 = launcher(art).prepare([x3, y3, 0.5, 3])
+    assert go.__code__ is go3.__code__ and go.__globals__ is not go3.__globals__
+    go3(x3, y3, 1.0, 3)
+    assert {f.address: f for f in launcher(art).frames.values()}[sent(fake.cuda.state)[2]].decoded()[1:3] == [3, 32]
+    assert launcher(art).prepare([x, y, 0.5, 3], bound=(1,)).__code__ is not go.__code__

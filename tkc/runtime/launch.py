@@ -180,6 +180,10 @@ class Launcher:
         return fn
 
 
+_CODE: dict = {}   # a prepared launch's source -> its compiled code (a decode step's growing cache
+                   # plans anew at each length: parsing the same source again cost ~0.2 ms a plan)
+
+
 def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> Callable:
     """One kernel's launch for one argument signature, checked once: a
     function of the kernel's arguments.
@@ -219,7 +223,12 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> 
     scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream,
                  miss=lambda key: launcher._params(list(key), plan),
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
-    exec(source, scope)
+    code = _CODE.get(source)
+    if code is None:   # a source depends on the argument kinds, not the values: compiled once
+        if len(_CODE) >= Launcher.PLAN_LIMIT:
+            _CODE.clear()
+        code = _CODE[source] = compile(source, "<prepared launch>", "exec")
+    exec(code, scope)
     launch = scope["launch"]
     launch.__qualname__ = f"prepared[{launcher.kernel}]"
     return launch
