@@ -462,3 +462,24 @@ def test_convert_sets_a_transformers_models_attention():
     eager = tkc.nn.convert(transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="eager")))
     assert eager.config._attn_implementation == "eager" and "'eager' kept" in eager.tkc_skipped["attention"]
 
+
+
+def test_a_growing_cache_prepares_the_merge_once(monkeypatch):
+    """A decode step over a cache one key longer each call (transformers'
+    DynamicCache) plans the split kernel anew at each length, but the merge's
+    arguments do not depend on it: one prepared merge serves them all (fake
+    driver: the host work, stub launches)."""
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.kernels.attention_tuned import decode_kernels
+    merge = decode_kernels(128)[1]
+    prepared, real = [], type(merge).prepare
+    monkeypatch.setattr(type(merge), "prepare",
+                        lambda self, *a, **k: (prepared.append(self.name), real(self, *a, **k))[1])
+    plans.forget()
+    q = torch.randn(1, 32, 1, 128).bfloat16()
+    kc = torch.randn(1, 8, 1024, 128).bfloat16()
+    with fake_driver(), torch.no_grad():
+        for n in range(600, 640):
+            ops.attention(q, kc[:, :, :n], kc[:, :, :n])
+    assert prepared.count(merge.name) == 1 and prepared.count(decode_kernels(128)[0].name) == 40
+    plans.forget()

@@ -53,7 +53,7 @@ from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 from ..tune import Bound, autotune, bucket
 from .checks import arranged, strided_takes
-from .plans import At, resident, sms
+from .plans import At, PlanCache, resident, signature, sms
 
 __all__ = ["SPLITS", "decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
 
@@ -219,6 +219,11 @@ def _causal_q(q: Tensor, causal: bool) -> int:
     return q.shape[2] if causal and q.shape[2] > 1 else 0
 
 
+# the merge's prepared launches by signature: a decode step over a growing cache (transformers'
+# DynamicCache) plans at each length, and the merge's arguments do not depend on it
+_merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
+
+
 def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
                   lse: Tensor):
     """launch(q, k, v, o, lse, scale, *extra): `split` (its arguments after
@@ -231,7 +236,8 @@ def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, 
     part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
     parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
     split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0)
-    merged = merge.prepare(*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+    ts = (*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
+    merged = _merges((merge, signature(*ts)), merge, ts)   # (the same at every cache length)
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
         part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
