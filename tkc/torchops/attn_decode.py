@@ -99,12 +99,17 @@ def _split_key(D: int, items: int, keys: int, device: torch.device) -> tuple:
     return D, bucket(items), bucket(-(-keys // decode_schedule(D).KV)), sms(device)
 
 
+def _items(B: int, Hkv: int, R: int) -> int:
+    """The packed row tiles of a step: a tile of ROWS rows a KV head's R."""
+    return B * Hkv * -(-R // ROWS)
+
+
 def _count(D: int, items: int, keys: int, kernel, device: torch.device) -> int:
     """A call's split count: its key's tuned pick (no more than its KV tiles),
     else the model's (splits)."""
+    KV = decode_schedule(D).KV
     tuned = SPLITS[D].choose(_split_key(D, items, keys, device))["splits"]
-    return min(tuned, -(-keys // decode_schedule(D).KV)) if tuned else \
-        splits(items, keys, decode_schedule(D).KV, kernel, device)
+    return min(tuned, -(-keys // KV)) if tuned else splits(items, keys, KV, kernel, device)
 
 
 class _SplitMerged(Bound):
@@ -120,7 +125,7 @@ class _SplitMerged(Bound):
 
     def _splits(self, qp, k) -> int:
         B, Hkv, R, D = qp.shape
-        return self.count or splits(B * Hkv * -(-R // ROWS), k.shape[2], decode_schedule(D).KV, self.kernel,
+        return self.count or splits(_items(B, Hkv, R), k.shape[2], decode_schedule(D).KV, self.kernel,
                                     getattr(qp, "device", None))
 
     def __call__(self, qp, k, v, o, lse, causal_q, scale, stream=None):
@@ -166,8 +171,7 @@ def _fits(config: dict, key: tuple) -> bool:
 
 SPLITS = {D: autotune(space={"splits": [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64]}, name=f"tkc.attention.decode"
                       f".splits.d{D}", fits=_fits, examples=lambda D=D: _examples(D),
-                      key=lambda qp, k, *rest: _split_key(qp.shape[3], qp.shape[0] * qp.shape[1]
-                                                          * -(-qp.shape[2] // ROWS), k.shape[2],
+                      key=lambda qp, k, *rest: _split_key(qp.shape[3], _items(*qp.shape[:3]), k.shape[2],
                                                           getattr(qp, "device", None)))(
     lambda splits, D=D: _SplitMerged(D, splits)) for D in HEAD_DIMS}
 
@@ -183,34 +187,43 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
     B, Hq, Lq, D = q.shape
     Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
     forward, merge, whole = decode_kernels(D)
-    S = _count(D, B * Hkv * -(-R // ROWS), k.shape[2], forward, q.device)
+    S = _count(D, _items(B, Hkv, R), k.shape[2], forward, q.device)
     cq = _causal_q(q, causal)
     if cq and S == 1 and R == Lq:   # one query head a tile, one split: nothing gained on the
         return None                 # usual forward's one launch (a short prompt's, say)
-    packed, copied = _packing(q, k)
+    packed = _packing(q, k)
     o, lse = outputs()
     o = o if packed is q else torch.empty_like(packed)
     qp = packed.view(B, Hkv, R, D)
     launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 and not cq \
         else _split_merged(forward, merge, qp, k, v, (), S, cq, o, lse)
+    launch = launch if packed is q else _through_copy(launch, packed)
 
     def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
         o, lse = outputs(lse)
-        if copied:
-            out = torch.empty_like(packed)
-            launch(q.contiguous(), k, v, out, lse, scale)
-            return o.copy_(out), lse
         launch(q, k, v, o, lse, scale)
         return o, lse
     return run
 
 
-def _packing(q: Tensor, k: Tensor) -> tuple[Tensor, bool]:
-    """(q or a contiguous copy of it, whether copied): q where its memory has
-    the packed view the kernels take (packed_rows), else a copy, through which
-    the output goes too (a step's few rows: a copy is two small launches, the
-    usual forward reading the cache a query head at a time)."""
-    return (q, False) if packed_rows(q, k) is not None else (q.contiguous(), True)
+def _packing(q: Tensor, k: Tensor) -> Tensor:
+    """q where its memory has the packed view the kernels take (packed_rows),
+    else a contiguous copy of it, through which the output goes too
+    (_through_copy: a step's few rows, two small launches, where the usual
+    forward reads the cache a query head at a time)."""
+    return q if packed_rows(q, k) is not None else q.contiguous()
+
+
+def _through_copy(launch, packed: Tensor):
+    """launch(q, k, v, o, lse, scale, *extra) for a q whose memory has no
+    packed view: `launch`, prepared for `packed` (a contiguous copy's
+    signature), on q copied so, its output into a contiguous buffer copied
+    into o."""
+    def through(q, k, v, o, lse, scale, *extra):
+        out = torch.empty_like(packed)
+        launch(q.contiguous(), k, v, out, lse, scale, *extra)
+        o.copy_(out)
+    return through
 
 
 def _causal_q(q: Tensor, causal: bool) -> int:
@@ -262,20 +275,17 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, ou
             return o.zero_(), lse.fill_(math.inf)
         return empty
     arrange = arranged(k, v)
-    packed, copied = _packing(q, k)
+    packed = _packing(q, k)
     merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
-    S = _count(D, B * Hkv, k.shape[2], split, q.device)
+    S = _count(D, _items(B, Hkv, R), k.shape[2], split, q.device)
     o, lse = outputs()
     launch = _split_merged(split, merge, packed.view(B, Hkv, R, D), *arrange(k, v), (lens,), S, _causal_q(q, causal),
                            o if packed is q else torch.empty_like(packed), lse)
+    launch = launch if packed is q else _through_copy(launch, packed)
 
     def run(q, k, v, lens, scale):
         k, v = arrange(k, v)
         o, lse = outputs()
-        if copied:
-            out = torch.empty_like(packed)
-            launch(q.contiguous(), k, v, out, lse, scale, lens)
-            return o.copy_(out), lse
         launch(q, k, v, o, lse, scale, lens)
         return o, lse
     return run
