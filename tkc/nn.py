@@ -201,11 +201,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     lower_right = attn_mask is not None and not is_causal and _lower_right(attn_mask, query, key)
     if (attn_mask is None or lower_right) and not dropout_p \
             and _served(query, key, value, is_causal, enable_gqa):
-        if is_causal and key.shape[2] > query.shape[2]:   # SDPA's top-left mask: query i sees keys 0..i
-            key, value = key[:, :, :query.shape[2]], value[:, :, :query.shape[2]]
-        return attention(query, key, value, causal=is_causal or lower_right, scale=scale)
+        return _attend(query, key, value, is_causal, lower_right, scale)
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def _attend(q, k, v, top_left: bool, lower_right: bool, scale):
+    """tkc.attention of a call _served takes: SDPA's top-left causal mask
+    (query i sees keys 0..i) as its bottom-right one over the first Lq keys."""
+    if top_left and k.shape[2] > q.shape[2]:
+        k, v = k[:, :, :q.shape[2]], v[:, :, :q.shape[2]]
+    return attention(q, k, v, causal=top_left or lower_right, scale=scale)
 
 
 def register_transformers(name: str = "tkc") -> str:
@@ -227,14 +233,14 @@ def transformers_attention(module, query, key, value, attention_mask, dropout: f
     """transformers' attention interface (sdpa_attention_forward's arguments
     and result: the output [B, L, H, D] and no weights): without a mask,
     dropout, softcap, sinks, a sliding window or a position bias,
-    scaled_dot_product_attention above with transformers' causal choice (a
-    mask it could drop: causal over several queries, none for one); else
-    transformers' SDPA path itself."""
+    tkc.attention as scaled_dot_product_attention above computes it, with
+    transformers' causal choice (a mask it could drop: causal over several
+    queries, none for one); else transformers' SDPA path itself."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     extras = any(kwargs.get(k) is not None for k in ("softcap", "s_aux", "sliding_window", "position_bias"))
     causal = query.shape[2] > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True))
     if attention_mask is None and not dropout and not extras and _served(query, key, value, causal, True):
-        return scaled_dot_product_attention(query, key, value, None, 0.0, causal, scaling, True).transpose(1, 2), None
+        return _attend(query, key, value, causal, False, scaling).transpose(1, 2), None
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                   is_causal=is_causal, **kwargs)
 

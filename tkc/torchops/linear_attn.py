@@ -23,7 +23,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.hedgehog import D as HH_D, DV as HH_DV, P as HH_P, hedgehog as hedgehog_kernel
 from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
-from ..kernels.linear_attention import PICKED, default_schedule, linear_attention as la_kernel, schedules
+from ..kernels.linear_attention import PICKED, linear_attention as la_kernel, schedules
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import autocast, check_device
