@@ -440,18 +440,14 @@ def decode():
         o = tkc.attention(q, k, v, causal=causal)
         report(f"decode B{B} Hq{Hq} Hkv{Hkv} Lq{Lq} Lk{Lk} D{D}{' causal' if causal else ''}",
                rel_err(o, reference(q, k, v, causal, grads=False)), 1e-2)
-    q = torch.randn(3, 32, 1, 128, device="cuda", dtype=torch.bfloat16)   # k_lengths: full, none, part
     k, v = (torch.randn(3, 8, 4099, 128, device="cuda", dtype=torch.bfloat16) for _ in "kv")
-    o = tkc.attention(q, k, v, k_lengths=torch.tensor([4099, 0, 100], dtype=torch.int32, device="cuda"))
-    want = torch.cat([reference(q[:1], k[:1], v[:1], False, grads=False), torch.zeros_like(q[:1]).float(),
-                      reference(q[2:], k[2:, :, :100], v[2:, :, :100], False, grads=False)])
-    report("decode with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
-    q = torch.randn(3, 32, 4, 128, device="cuda", dtype=torch.bfloat16)   # causal: 4 draft tokens
-    o = tkc.attention(q, k, v, causal=True, k_lengths=torch.tensor([4099, 0, 100], dtype=torch.int32,
-                                                                   device="cuda"))
-    want = torch.cat([reference(q[:1], k[:1], v[:1], True, grads=False), torch.zeros_like(q[:1]).float(),
-                      reference(q[2:], k[2:, :, :100], v[2:, :, :100], True, grads=False)])
-    report("decode causal with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
+    lens = torch.tensor([4099, 0, 100], dtype=torch.int32, device="cuda")   # k_lengths: full, none, part
+    for Lq, causal in ((1, False), (4, True)):   # one query; 4 draft tokens
+        q = torch.randn(3, 32, Lq, 128, device="cuda", dtype=torch.bfloat16)
+        o = tkc.attention(q, k, v, causal=causal, k_lengths=lens)
+        want = torch.cat([reference(q[:1], k[:1], v[:1], causal, grads=False), torch.zeros_like(q[:1]).float(),
+                          reference(q[2:], k[2:, :, :100], v[2:, :, :100], causal, grads=False)])
+        report(f"decode{' causal' if causal else ''} with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
 
 
 STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
