@@ -180,6 +180,32 @@ def test_k_lengths_under_torch_compile():
     assert rel_err(f(q, k, v, lens), 2 * masked(q, k, v, lens)) < 1e-2
 
 
+@pytest.mark.parametrize("B,Hq,Hkv,Lq,D,causal,blhd", [
+    (1, 32, 8, 1, 128, False, False),   # transformers' DynamicCache: concatenated at each step
+    (4, 16, 2, 4, 64, True, False),     # four causal draft tokens a step
+    (2, 8, 8, 1, 256, False, True),     # a cache in FlashAttention's memory ([B, L, H, D])
+])
+def test_a_growing_cache_step_by_step(B, Hq, Hkv, Lq, D, causal, blhd):
+    """Steps over a cache concatenated one step longer at each (new memory,
+    new strides; the family's launches read them per call) from 100 to ~6000
+    keys, across split counts: values and lse against float32."""
+    import tkc
+    q, k, v = qkv(B, Hq, Hkv, Lq, 6000, D, blhd=blhd)
+    axis = 1 if blhd else 2   # the memory's L axis, along which the cache grows
+
+    def grown(c, t, n):   # c's keys, then t's up to n: a new tensor in the memory order of t
+        c, t = (x.transpose(1, 2) if blhd else x for x in (c, t))
+        c = torch.cat([c, t.narrow(axis, c.shape[axis], n - c.shape[axis])], axis)
+        return c.transpose(1, 2) if blhd else c
+    kc, vc = k[:, :, :0], v[:, :, :0]
+    for n in range(100, 6000, 59 * Lq):
+        kc, vc = grown(kc, k, n), grown(vc, v, n)
+        o, lse = tkc.attention(q, kc, vc, causal=causal, return_lse=True)
+        want, want_lse = reference(q, kc, vc, causal)
+        assert rel_err(o, want) < 1e-2, n
+        torch.testing.assert_close(lse, want_lse, rtol=1e-4, atol=1e-4, msg=str(n))
+
+
 def test_random_decode_calls_match_float32():
     """100 seeded random calls over the decode path's space (D, GQA ratio, a
     few queries, causal, k_lengths with empty, short and clamped lengths,

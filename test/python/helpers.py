@@ -65,7 +65,8 @@ class Launch:
     the ops keep per argument signature (the runtime's Prepared), which is
     later called with tensors whose data pointers are those of the prepared
     arguments' views: it re-makes each view (its shape and strides over the
-    passed tensor's storage) before running."""
+    passed tensor's storage) before running; the `free` ones are passed as
+    they come (their dims and strides may change between calls)."""
 
     def __init__(self, run):
         self.run = run
@@ -73,9 +74,10 @@ class Launch:
     def __call__(self, *args):
         self.run(*args)
 
-    def prepare(self, *args, bound=()):
+    def prepare(self, *args, bound=(), free=()):
         import torch
-        specs = [(tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) else None for a in args]
+        specs = [(tuple(a.shape), a.stride()) if isinstance(a, torch.Tensor) and i not in free else None
+                 for i, a in enumerate(args)]
 
         def launch(*xs):
             given = iter(xs)  # the bound arguments keep their prepare-time values

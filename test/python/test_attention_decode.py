@@ -457,14 +457,14 @@ def test_convert_sets_a_transformers_models_attention():
 
 
 
-def test_a_growing_cache_prepares_the_merge_once(monkeypatch):
+def test_a_growing_cache_prepares_its_launches_once(monkeypatch):
     """A decode step over a cache one key longer each call (transformers'
-    DynamicCache) plans the split kernel anew at each length, but the merge's
-    arguments do not depend on it: one prepared merge serves them all (fake
-    driver: the host work, stub launches)."""
+    DynamicCache) finds its launches prepared: the split kernel's once per
+    split count (k and v free: their key count and strides read per launch),
+    the merge's once (fake driver: the host work, stub launches)."""
     from tkc.bench.fake_driver import fake_driver
     from tkc.kernels.attention_tuned import decode_kernels
-    merge = decode_kernels(128)[1]
+    split, merge = decode_kernels(128)[:2]
     prepared, real = [], type(merge).prepare
     monkeypatch.setattr(type(merge), "prepare",
                         lambda self, *a, **k: (prepared.append(self.name), real(self, *a, **k))[1])
@@ -474,5 +474,29 @@ def test_a_growing_cache_prepares_the_merge_once(monkeypatch):
     with fake_driver(), torch.no_grad():
         for n in range(600, 640):
             ops.attention(q, kc[:, :, :n], kc[:, :, :n])
-    assert prepared.count(merge.name) == 1 and prepared.count(decode_kernels(128)[0].name) == 40
+        k = kc[:, :, :600].contiguous()
+        for n in range(601, 620):   # new memory each step, its strides too
+            k = torch.cat([k, kc[:, :, n - 1:n]], 2)
+            ops.attention(q, k, k)
+    assert prepared.count(merge.name) == 1 and prepared.count(split.name) == 1
     plans.forget()
+
+
+@pytest.mark.parametrize("Hq,Hkv,Lq,causal,blhd", [
+    (8, 2, 1, False, False),    # a decode step, GQA 4:1
+    (4, 2, 3, True, False),     # three causal draft tokens a step
+    (4, 2, 3, False, True),     # FlashAttention's memory: q packed from a copy
+])
+def test_a_growing_cache_step_by_step(launched, monkeypatch, Hq, Hkv, Lq, causal, blhd):
+    """Steps over a cache grown by concatenation (new memory and strides at
+    every step), across split counts (the six SMs' model: 1 to 4): each
+    step's values against float64, through one family of launches."""
+    monkeypatch.setattr(ops.checks, "DEVICE_TYPE", "cpu")   # tkc.attention itself, on the interpreter
+    q, k, v = (t.detach() for t in attention_qkv(1, Hq, Hkv, Lq, 420, 64, blhd))
+    kc, vc = k[:, :, :100].contiguous(), v[:, :, :100].contiguous()
+    with torch.no_grad():
+        for n in range(100 + Lq, 421, 40 * Lq):
+            kc, vc = torch.cat([kc, k[:, :, kc.shape[2]:n]], 2), torch.cat([vc, v[:, :, vc.shape[2]:n]], 2)
+            o = ops.attention(q, kc, vc, causal=causal, scale=0.125)
+            assert _rel(o, _reference(q, kc, vc, causal, 0.125)[0]) < 1e-2
+    assert launched == ["decode"]   # one family: its kernels looked up once

@@ -430,3 +430,66 @@ def test_prepared_launches_of_one_kind_share_their_compiled_code(fake):
     go3(x3, y3, 1.0, 3)
     assert {f.address: f for f in launcher(art).frames.values()}[sent(fake.cuda.state)[2]].decoded()[1:3] == [3, 32]
     assert launcher(art).prepare([x, y, 0.5, 3], bound=(1,)).__code__ is not go.__code__
+
+
+FREE_MANIFEST = {
+    "kernel": "free", "version": 1, "target": "sm_90a", "warps": 4, "block": [128, 1, 1], "shared_bytes": 0,
+    "grid": ["cdiv(x.r, 32)", "x.d", "1"],
+    "params": [
+        {"name": "x", "kind": "gl", "dtype": "f32", "dims": [1, None, None, 64], "divisible": [1, 1, 16, 64]},
+        {"name": "k", "kind": "gl", "dtype": "f16", "dims": [None, None, None, 64], "strided": True},
+        {"name": "s", "kind": "scalar", "dtype": "f32"},
+    ],
+    "tensor_maps": [{"param": 1, "name": "k", "dtype": "f16", "box": [16, 64], "swizzle": "none"}],
+}
+
+
+def test_prepared_launch_reads_free_arguments_per_call(fake, monkeypatch):
+    """A free argument (a decode step's KV cache, one key longer each step, in
+    new memory) may change its runtime dims and strides between the calls of
+    one prepared launch: each call packs what the full path packs for it, its
+    tensor map included (encoded for this call's dims and strides)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr("tkc.runtime.tensormap.encode",
+                        lambda a: repr((a.address, a.global_dim, a.global_strides)).encode().ljust(128, b"\0"))
+    art = Artifact(b"cubin", FREE_MANIFEST)
+    x = torch.zeros(2, 32, 64)
+    cache = torch.zeros(2, 3, 40, 64, dtype=torch.float16)
+    go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
+    frames = launcher(art).frames
+    for k in (cache[:, :, :11], cache[:, :, :11], torch.zeros(2, 3, 17, 64, dtype=torch.float16),
+              torch.zeros(1, 3, 1, 64, dtype=torch.float16), cache[:, 1:2, 5:30]):
+        go(x, k, 2.0)
+        frame = {f.address: f for f in frames.values()}[sent(fake.cuda.state)[2]]
+        launch(art, [x, k, 2.0])   # the full path, for comparison
+        assert frame.decoded() == fake.launches[-1][3]
+        assert frame.decoded()[4:7] == list(k.shape[:3]) and str(k.shape[2]).encode() in frame.decoded()[-1]
+    assert fake.cuda.state.launches == 10
+    assert len(frames) == 4   # one frame per distinct pointer, dims and strides
+
+
+@pytest.mark.parametrize("free, message", [
+    ((0,), "the grid reads its dims"),
+    ((2,), "only a gl tensor's dims"),
+    ((3,), "only a gl tensor's dims"),
+    ((1, 2), "cannot be both bound and free"),
+])
+def test_free_arguments_the_launch_cannot_read_per_call_are_refused(fake, free, message):
+    torch = pytest.importorskip("torch")
+    art = Artifact(b"cubin", FREE_MANIFEST)
+    with pytest.raises(TkcError, match=message) as info:
+        line = sys._getframe().f_lineno + 1
+        launcher(art).prepare([torch.zeros(2, 32, 64), torch.zeros(1, 1, 8, 64, dtype=torch.float16), 0.5],
+                              free=free, bound=(2,) if len(free) > 1 else ())
+    assert info.value.where == f"{__file__}:{line}"
+
+
+def test_free_arguments_with_divisible_dims_are_refused(fake):
+    torch = pytest.importorskip("torch")
+    m = dict(FREE_MANIFEST, params=[FREE_MANIFEST["params"][0], dict(FREE_MANIFEST["params"][1],
+                                                                     divisible=[1, 1, 16, 1]),
+                                    FREE_MANIFEST["params"][2]])
+    with pytest.raises(TkcError, match="multiples of"):
+        launcher(Artifact(b"cubin", m)).prepare([torch.zeros(2, 32, 64), torch.zeros(1, 1, 16, 64,
+                                                                                     dtype=torch.float16), 0.5],
+                                                free=(1,))

@@ -220,13 +220,16 @@ class Kernel:
             launcher = self._launcher = launcher_of(self.build())
         launcher(args, stream)
 
-    def prepare(self, *args, bound=()):
+    def prepare(self, *args, bound=(), free=()):
         """Check args and return a prepared launch: a function launching on
         tensors of these layouts that skips the checks (tkc/runtime/launch.py,
         prepared). bound: indices of arguments fixed to these values (the
-        launch then takes the others only; the caller keeps bound tensors alive)."""
+        launch then takes the others only; the caller keeps bound tensors alive).
+        free: indices of tensor arguments whose runtime dims and strides may
+        change between launches (a growing KV cache; the caller vouches that
+        the kernel takes them)."""
         self._check_arg_count(args)
-        return self._loaded().prepare(args, bound)
+        return self._loaded().prepare(args, bound, free)
 
     def resident_blocks(self, device: int = 0) -> int:
         """How many blocks of this kernel one SM of cuda:device holds at once

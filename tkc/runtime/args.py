@@ -59,10 +59,11 @@ def _shape4(shape: tuple) -> tuple:
 def strides4(v: TensorView) -> tuple:
     """The byte strides of v viewed as 4-D, a size-1 dim's as if it were
     contiguous (its stride never matters, and torch gives it any value)."""
-    return _strides4(v.shape, v.strides, v.itemsize)
+    return strides_4d(v.shape, v.strides, v.itemsize)
 
 
-def _strides4(shape: tuple, strides: tuple, itemsize: int) -> tuple:
+def strides_4d(shape: tuple, strides: tuple, itemsize: int) -> tuple:
+    """strides4 of a shape (up to 4-D) and its byte strides."""
     shape = _shape4(shape)
     given = (0,) * (4 - len(strides)) + tuple(strides)
     out, step = [0] * 4, itemsize
@@ -78,7 +79,7 @@ def strided_fits(shape: tuple, strides: tuple, itemsize: int, ptr: int) -> bool:
     longer than 1) whole ALIGN-byte steps, none negative or zero (TMA's
     strides cannot be; a broadcast), the data ALIGN-byte aligned: what TMA
     and paired accesses need (GlParam._check_strides says which fails)."""
-    shape, strides = _shape4(shape), _strides4(shape, strides, itemsize)
+    shape, strides = _shape4(shape), strides_4d(shape, strides, itemsize)
     return (shape[3] == 1 or strides[3] == itemsize) and ptr % ALIGN == 0 and \
         all(n == 1 or (s > 0 and s % ALIGN == 0) for n, s in zip(shape[:3], strides[:3]))
 

@@ -21,7 +21,7 @@ from typing import Callable, NamedTuple
 
 from ..diagnostics import TkcError
 from . import driver
-from .args import Signature, strides4
+from .args import Signature, strides4, strides_4d
 from .artifact import Artifact
 from .callsite import caller
 from .frame import Frame, Layout
@@ -88,16 +88,18 @@ class Launcher:
                 values[slot] = x
         self._launch(plan, values, raw_stream)
 
-    def prepare(self, args, bound=()) -> Callable:
+    def prepare(self, args, bound=(), free=()) -> Callable:
         """Every check on args now; the prepared launch takes later calls whose
         tensors have these shapes, strides, dtypes and device (see `prepared`),
-        without the arguments at the indices `bound`, fixed to these values."""
+        without the arguments at the indices `bound`, fixed to these values;
+        the tensors at the indices `free` may change their runtime dims and
+        strides from call to call (see `prepared`)."""
         fast = self.signature.key(args, None)
         plan = self._plan(args, None, None)
         if fast is None:
             raise TkcError(f"kernel '{self.kernel}': only torch tensors and plain numbers can be "
                            f"prepared", caller())
-        return prepared(self, plan, frozenset(bound))
+        return prepared(self, plan, frozenset(bound), frozenset(free))
 
     def _launch(self, plan: Plan, values: list, raw_stream) -> None:
         device = plan.device if plan.device is not None else _current_device()
@@ -148,6 +150,19 @@ class Launcher:
             self.plans[fast[0]] = plan
         return plan
 
+    def _reshaped(self, values: list, plan: Plan, free: frozenset) -> Plan:
+        """plan with the shapes and strides of the free arguments that values
+        hold (their runtime dims and a strided gl's strides), for their maps."""
+        shapes, strides = list(plan.shapes), list(plan.strides)
+        for i in free:
+            param, slot = self.signature.params[i], self.signature.slots[i]
+            dims = iter(values[slot + 1:slot + 1 + len(param.runtime_axes)])
+            shapes[i] = tuple(next(dims) if n is None else n for n in param.dims)
+            if param.strided:
+                at = slot + 1 + len(param.runtime_axes)
+                strides[i] = (*(s * param.itemsize for s in values[at:at + 3]), param.itemsize)
+        return plan._replace(shapes=shapes, strides=strides)
+
     def _maps(self, values: list, plan: Plan) -> list:
         """The tensor maps' 128-byte buffers, after the regular parameters."""
         slots = self.signature.slots
@@ -184,7 +199,8 @@ _CODE: dict = {}   # a prepared launch's source -> its compiled code (a decode s
                    # plans anew at each length: parsing the same source again cost ~0.2 ms a plan)
 
 
-def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> Callable:
+def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
+             free: frozenset = frozenset()) -> Callable:
     """One kernel's launch for one argument signature, checked once: a
     function of the kernel's arguments.
 
@@ -203,25 +219,45 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> 
     constants and the arguments in place, so a launch builds no list and
     runs no loop. This is the hot path of every torch op. Arguments in
     `bound` keep the prepare-time values (the plan's): constants in the code,
-    left out of the function's parameters."""
+    left out of the function's parameters.
+
+    Arguments in `free` (gl tensors) may differ from the prepared ones in
+    their runtime dims and strides (a decode step's KV cache, one key longer
+    each step): the launch reads them per call, and a new set of them packs
+    a new frame, its tensor maps encoded for them. The caller owns the
+    promise that the kernel takes them (the divisibility and the stride and
+    alignment rules the checks apply; the same dims where two arguments share
+    a name); the grid must not read them, and the dims must not be divisible
+    by anything but 1, which `prepared` checks."""
     device = plan.device if plan.device is not None else _current_device()
     fn = launcher.functions.get(device) or launcher._load(device)
     slots = dict(zip(launcher.signature.slots, enumerate(plan.shapes)))
-    values = []
-    for i in range(len(plan.values)):
+    if free & bound:
+        raise TkcError(f"kernel '{launcher.kernel}': arguments {sorted(free & bound)} cannot be both bound "
+                       f"and free", caller())
+    readers = {arg: _free_reader(launcher, arg, plan.shapes) for arg in free}
+    values, i = [], 0
+    while i < len(plan.values):
         arg, shape = slots.get(i, (None, None))
+        if arg in free:   # the pointer, runtime dims and strides, read per call
+            values.append(f"*f{arg}(a{arg})")
+            i += readers[arg][1]
+            continue
         if arg is None or arg in bound:
             values.append(f"c{i}")
         else:
             values.append(f"a{arg}.data_ptr()" if shape is not None else f"a{arg}")
+        i += 1
     names = ", ".join(f"a{i}" for i in range(len(plan.shapes)) if i not in bound)
     source = (f"def launch({names}):\n"
               f"    context(device)  # first: a new frame's tensor maps need it\n"
               f"    key = ({', '.join(values)},)\n"
               f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
     scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
-    scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream,
-                 miss=lambda key: launcher._params(list(key), plan),
+    miss = (lambda key: launcher._params(list(key), launcher._reshaped(key, plan, free))) if free else \
+        (lambda key: launcher._params(list(key), plan))
+    scope.update({f"f{arg}": reader for arg, (reader, _) in readers.items()})
+    scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream, miss=miss,
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
     code = _CODE.get(source)
     if code is None:   # a source depends on the argument kinds, not the values: compiled once
@@ -232,6 +268,40 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset()) -> 
     launch = scope["launch"]
     launch.__qualname__ = f"prepared[{launcher.kernel}]"
     return launch
+
+
+def _free_reader(launcher: Launcher, index: int, shapes: list) -> tuple:
+    """(values(t), count): free argument `index`'s PTX values read from a
+    tensor of the prepared one's rank (its data pointer, runtime dims, a
+    strided gl's element strides, as GlParam.pack writes them), and how many
+    they are."""
+    params = launcher.signature.params
+    param = params[index] if 0 <= index < len(params) else None
+    where = f"kernel '{launcher.kernel}': argument {index} '{getattr(param, 'name', '?')}' cannot be free"
+    if not hasattr(param, "runtime_axes") or param.peers or shapes[index] is None:
+        raise TkcError(f"{where}: only a gl tensor's dims can change between prepared launches", caller())
+    if launcher.grid.names & set(param.env_names):
+        raise TkcError(f"{where}: the grid reads its dims", caller())
+    if any(param.divisible[a] != 1 for a in param.runtime_axes):
+        raise TkcError(f"{where}: its dims must be multiples of {param.divisible}", caller())
+    rank = len(shapes[index])
+    axes, e, strided = [a - (4 - rank) for a in param.runtime_axes], param.itemsize, param.strided
+
+    seen: dict = {}   # (shape, strides) -> the dims and strides packed (a fixed cache's: every call)
+
+    def dims(shape, stride) -> tuple:
+        out = tuple(shape[a] if a >= 0 else 1 for a in axes)
+        if strided:
+            out += tuple(s // e for s in strides_4d(shape, [s * e for s in stride], e)[:3])
+        if len(seen) >= Launcher.PLAN_LIMIT:
+            seen.clear()
+        seen[shape, stride] = out
+        return out
+
+    def values(t) -> tuple:
+        shape, stride = t.shape, t.stride()
+        return (t.data_ptr(), *(seen.get((shape, stride)) or dims(shape, stride)))
+    return values, 1 + len(axes) + 3 * strided
 
 
 def _stream_handle(stream) -> int:

@@ -95,7 +95,7 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
         return empty
-    decode = decode_plan(q, k, v, causal, outputs)
+    decode = decode_plan(q, k, v, causal, _outputs)
     if decode is not None:   # few query rows a KV head: packed, the keys split over the SMs
         return decode
     arrange = arranged(q, k, v)
@@ -260,6 +260,21 @@ _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_in
 _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
 
 
+def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
+    """A plain call's run through the decode path's family of steps (its
+    launches kept across key counts: a growing KV cache's step misses the
+    eager key at every length), or None: not a decode step, a gradient
+    wanted, arguments the checks must see (_fits). Like eager.grad_key's
+    runs, it skips the checks and the custom op."""
+    if not _fits(q, k, v) or wants_grad(q, k, v):
+        return None
+    plan = decode_plan(q, k, v, causal, _outputs)
+    if plan is None:
+        return None
+    scale = _scale(scale, q.shape[3])
+    return (lambda q, k, v: plan(q, k, v, scale)) if return_lse else (lambda q, k, v: plan(q, k, v, scale, False)[0])
+
+
 @public
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
               return_lse: bool = False, k_lengths: Tensor | None = None):
@@ -278,6 +293,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
+    if run is None and key is not None and (run := _decode_step(q, k, v, causal, scale, return_lse)) is not None:
+        _plain.keep(key, run)   # (a growing cache's key is new at each step: its family kept the launches)
     if run is not None:
         return run(q, k, v)
     if (cast := _checked(q, k, v)) is not None:

@@ -176,34 +176,80 @@ SPLITS = {D: autotune(space={"splits": [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48,
     lambda splits, D=D: _SplitMerged(D, splits)) for D in HEAD_DIMS}
 
 
-def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs):
+def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs_of):
     """run(q, k, v, scale, lse=True) -> (o, lse) through the packed split-KV
-    forward for q, k, v's signature, or None where it does not apply (more
-    rows a KV head than a tile, no rows or keys, a k or v the kernels cannot
-    take). outputs(lse) makes the op's o (q's memory order) and lse [B, Hq,
-    Lq] (lse=False: scratch memory)."""
+    forward for q's signature and k, v's key count, or None where it does
+    not apply (more rows a KV head than a tile, no rows or keys, a k or v the
+    kernels cannot take, a causal call the usual forward serves).
+    outputs_of(q) makes outputs(lse): the op's o (q's memory order) and lse
+    [B, Hq, Lq] (lse=False: scratch memory).
+
+    The run comes from q's family of steps (_Steps, kept by q's signature and
+    k's batch and heads), whose launches take any key count and any k, v
+    strides the kernels take: a cache one key longer at every step (in new
+    memory, as transformers' DynamicCache concatenates) finds its launches
+    planned, where a plan per length cost ~0.7 ms of host time a step."""
     if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k) or not (strided_takes(k) and strided_takes(v)):
         return None
-    B, Hq, Lq, D = q.shape
-    Hkv, R = k.shape[1], Hq // k.shape[1] * Lq
-    forward, merge, whole = decode_kernels(D)
-    S = _count(D, _items(B, Hkv, R), k.shape[2], forward, q.device)
-    cq = _causal_q(q, causal)
-    if cq and S == 1 and R == Lq:   # one query head a tile, one split: nothing gained on the
-        return None                 # usual forward's one launch (a short prompt's, say)
-    packed = _packing(q, k)
-    o, lse = outputs()
-    o = o if packed is q else torch.empty_like(packed)
-    qp = packed.view(B, Hkv, R, D)
-    launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0) if S == 1 and not cq \
-        else _split_merged(forward, merge, qp, k, v, (), S, cq, o, lse)
-    launch = launch if packed is q else _through_copy(launch, packed)
+    steps = _families((signature(q), tuple(k.shape[:2]), causal), q, k, causal, outputs_of)
+    return steps.at(q, k, v)
 
-    def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
-        o, lse = outputs(lse)
-        launch(q, k, v, o, lse, scale)
-        return o, lse
-    return run
+
+class _Steps:
+    """The decode steps of one family: q's signature, k and v's batch and
+    heads (q's device and head dim; what the plans read of k and v but their
+    key count). A key count's split count (the tuned one for its KV tiles)
+    picks a launch, prepared at its first use with k and v free
+    (Kernel.prepare: their key count and strides read per launch)."""
+
+    def __init__(self, q: Tensor, k: Tensor, causal: bool, outputs_of):
+        B, Hq, Lq, D = q.shape
+        self.D, self.Hkv, self.R, self.Lq, self.device = D, k.shape[1], Hq // k.shape[1] * Lq, Lq, q.device
+        self.KV = decode_schedule(D).KV
+        self.kernels = decode_kernels(D)
+        self.items = _items(B, self.Hkv, self.R)
+        self.cq = _causal_q(q, causal)
+        packed = _packing(q, k)
+        self.copy = None if packed is q else packed   # q's memory has no packed view: a copy's signature
+        self.outputs = outputs_of(q)
+        self.counts: dict = {}     # KV tiles -> split count
+        self.runs: dict = {}       # split count -> run
+
+    def at(self, q: Tensor, k: Tensor, v: Tensor):
+        """The run for k and v's key count, or None (a causal call with
+        nothing to split or pack: the usual forward's one launch)."""
+        tiles = -(-k.shape[2] // self.KV)
+        S = self.counts.get(tiles)
+        if S is None:
+            if len(self.counts) >= 4096:
+                self.counts.clear()
+            S = self.counts[tiles] = _count(self.D, self.items, k.shape[2], self.kernels[0], self.device)
+        if self.cq and S == 1 and self.R == self.Lq:   # one query head a tile, one split: nothing gained
+            return None                                # on the usual forward's one launch (a short prompt)
+        run = self.runs.get(S)
+        if run is None:
+            run = self.runs[S] = self._run(q, k, v, S)
+        return run
+
+    def _run(self, q: Tensor, k: Tensor, v: Tensor, S: int):
+        B, Hkv, R, D = q.shape[0], self.Hkv, self.R, self.D
+        forward, merge, whole = self.kernels
+        packed, outputs = q if self.copy is None else self.copy, self.outputs
+        o, lse = outputs()
+        o = o if packed is q else torch.empty_like(packed)
+        qp = packed.view(B, Hkv, R, D)
+        launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0, free=(1, 2)) \
+            if S == 1 and not self.cq else _split_merged(forward, merge, qp, k, v, (), S, self.cq, o, lse, (1, 2))
+        launch = launch if packed is q else _through_copy(launch, packed)
+
+        def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
+            o, lse = outputs(lse)
+            launch(q, k, v, o, lse, scale)
+            return o, lse
+        return run
+
+
+_families = PlanCache(_Steps)
 
 
 def _packing(q: Tensor, k: Tensor) -> Tensor:
@@ -232,23 +278,23 @@ def _causal_q(q: Tensor, causal: bool) -> int:
     return q.shape[2] if causal and q.shape[2] > 1 else 0
 
 
-# the merge's prepared launches by signature: a decode step over a growing cache (transformers'
-# DynamicCache) plans at each length, and the merge's arguments do not depend on it
+# the merge's prepared launches by signature: its arguments do not depend on the key count, so
+# the families of steps and the k_lengths plans of one q share them
 _merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
 
 
 def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
-                  lse: Tensor):
+                  lse: Tensor, free: tuple = ()):
     """launch(q, k, v, o, lse, scale, *extra): `split` (its arguments after
     the splits' outputs: extra, then S, causal_q = cq and the scale) into an
     f32 buffer of the splits' outputs and lse, allocated per call, then
     `merge` into o and lse; prepared for qp (the packed q), k, v, o, lse's
-    signature."""
+    signature, the split's arguments at `free` free (Kernel.prepare)."""
     B, Hkv, R, D = qp.shape
     n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
     part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
     parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
-    split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0)
+    split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0, free=free)
     ts = (*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
     merged = _merges((merge, signature(*ts)), merge, ts)   # (the same at every cache length)
 

@@ -58,10 +58,10 @@ class Bound:
     def __call__(self, *args, stream=None):
         self.kernel(*self.full(args), stream=stream)
 
-    def prepare(self, *args, bound=()):
+    def prepare(self, *args, bound=(), free=()):
         """The prepared launch: the fixed values bound, `bound` indices (of
-        the kernel's full argument list) too."""
-        return self.kernel.prepare(*self.full(args), bound=(*bound, *self.values))
+        the kernel's full argument list) too; `free` as Kernel.prepare's."""
+        return self.kernel.prepare(*self.full(args), bound=(*bound, *self.values), free=free)
 
     def interpret(self, *arrays):
         self.kernel.interpret(*self.full(arrays))

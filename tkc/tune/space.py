@@ -124,9 +124,9 @@ class Autotuned:
     def __call__(self, *args, stream=None):
         self.kernel(self.pick(args))(*args, stream=stream)
 
-    def prepare(self, *args, bound=()):
+    def prepare(self, *args, bound=(), free=()):
         """The picked kernel's prepared launch (Kernel.prepare)."""
-        return self.kernel(self.pick(args)).prepare(*args, bound=bound)
+        return self.kernel(self.pick(args)).prepare(*args, bound=bound, free=free)
 
     def tune(self, *args, **options):
         """Tune the key of these arguments now (measure.tune): the Result."""
