@@ -134,6 +134,41 @@ def test_each_candidates_spread_over_the_rounds_is_reported(cache):
         "entries"]["test.scale.spread"][repr(result.key)]["spread"] == 0.0
 
 
+@pytest.mark.parametrize("gains, win", [
+    ([0.5, 0.5, 0.5, 0.5, 0.5], False),   # 0.5% faster every round: within the noise
+    ([5, 5, -2, 5, -2], False),           # 5% faster by its median, slower in 2 rounds of 5
+    ([3, 3, 3, 3, -4], True),             # 3% faster in 4 rounds of 5
+    ([2.5, 2.5, 2.5, 2.5, 2.5], True),    # 2.5% faster every round
+])
+def test_a_candidate_replaces_the_default_only_beyond_the_noise(cache, gains, win):
+    """The default is kept unless a candidate beats it by more than 1% in
+    the median of their per-round ratios and in three rounds of four; the
+    clock moves between rounds (up to 8% here, more than every gain) but
+    not within one, where the pair is timed together."""
+    t = tkc.autotune(space={"R": [16, 32]}, name="test.scale.margin")(scale_builder)
+    clock, seen = [1.0, 1.08, 0.95, 1.0, 1.04], []
+
+    def timer(kernel, args):
+        r = len(seen) // 2   # two candidates a round
+        seen.append(kernel.name)
+        base = 5.0 * clock[r]
+        return base if kernel.name == "tune_scale_16_2" else base / (1 + gains[r] / 100)
+    result = t.tune(*args_of(), timer=timer, run=cpu_run, compare=cpu_compare, rounds=5, record=False)
+    assert result.best == ({"R": 32} if win else {"R": 16})
+    row = next(r for r in result.rows if r["config"] == {"R": 32})
+    assert ("within the noise" in row["why"]) == (not win) and (row["status"] == "best") == win
+
+
+def test_the_noise_margin_is_against_what_the_key_runs_untuned(cache):
+    """With a fallback (an untuned key's rule), a candidate must beat the
+    fallback's pick beyond the noise, not the space's first configuration."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.scale.margin.fallback",
+                     fallback=lambda key: {"R": 32})(scale_builder)
+    us = {"tune_scale_16_2": 9.0, "tune_scale_32_2": 5.0, "tune_scale_64_2": 4.98}
+    result = t.tune(*args_of(), timer=fake_timer(us), run=cpu_run, compare=cpu_compare, rounds=3, record=False)
+    assert result.best == {"R": 32}
+
+
 def test_no_candidate_always_follows_the_same_one(cache):
     """Rounds time the candidates in shuffled orders (seeded: reproducible).
     A timer charging whoever runs right after the default 50% (a wake, as

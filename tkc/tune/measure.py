@@ -21,7 +21,16 @@
    median.
    With flush_l2 each call follows a write of twice the L2, whose own time
    is subtracted.
-4. Record. The fastest goes into this machine's table (tables.py) with every
+4. Pick. A candidate replaces the default only where it is faster beyond
+   the noise: by more than MARGIN in the median of its rounds' ratios to the
+   default's (each round's pair timed close together, so a clock change
+   between rounds cancels) and in at least three quarters of the rounds.
+   (The default here is what the key runs untuned: the space's fallback
+   for it where the space has one.) The fastest such candidate is the
+   pick, else the default: a difference
+   within the noise (the 700 W cap spreads an H200's rounds 10-20%) keeps
+   the hand pick, and tables stay put when tuning runs again.
+5. Record. The pick goes into this machine's table (tables.py) with every
    candidate's time and why the others were pruned or rejected.
 
 timer(kernel, args) -> µs, run(kernel, args) -> tensors and compare(ref,
@@ -31,6 +40,7 @@ them: a fake timer, the interpreter).
 from __future__ import annotations
 
 import inspect
+import math
 import random
 import statistics
 import sys
@@ -42,6 +52,7 @@ from .configs import config_text
 __all__ = ["Result", "tune"]
 
 TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
+MARGIN = 0.01   # the least gain over the default (median of the paired rounds) that counts
 
 
 class Result(NamedTuple):
@@ -98,7 +109,8 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
         rows[text]["spread"] = (max(ts) - min(ts)) / rows[text]["us"] if rows[text]["us"] else 0.0
-    best = min(kernels, key=lambda t: rows[t]["us"])
+    untuned = config_text(tuned.fallback(key)) if tuned.fallback is not None else default
+    best = _pick(times, untuned if untuned in times else default, rows)
     rows[best]["status"] = "best"
     result = Result(rows[best]["config"], key, list(rows.values()))
     if record:
@@ -108,6 +120,24 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
             "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
             "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
     return result
+
+
+def _pick(times: dict, default: str, rows: dict) -> str:
+    """The fastest candidate that beats the default beyond the noise (see
+    the module docstring), else the default; a candidate faster only within
+    it says so in its row."""
+    base, winners = times[default], []
+    for text, ts in times.items():
+        if text == default:
+            continue
+        ratios = [b / t if t > 0 else float("inf") for b, t in zip(base, ts)]
+        gain, faster = statistics.median(ratios) - 1, sum(r > 1 for r in ratios)
+        if gain > MARGIN and faster >= math.ceil(0.75 * len(ratios)):
+            winners.append(text)
+        elif rows[text]["us"] < rows[default]["us"]:
+            rows[text]["why"] = (f"within the noise: {gain:+.1%} on the default, faster in {faster} of "
+                                 f"{len(ratios)} rounds")
+    return min(winners, key=lambda t: rows[t]["us"]) if winners else default
 
 
 def _build(tuned, configs: list, rows: dict, jobs, progress) -> dict:
