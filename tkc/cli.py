@@ -283,24 +283,35 @@ def _kernels_of_call(expr: str, verbose: bool = False) -> list:
         from .prebuild import prebuild
     except ImportError as e:
         raise TkcError(f"--call needs torch ({e})") from None
-    built, real = [], Kernel.build
+    built, real, real_loaded, real_call = [], Kernel.build, Kernel._loaded, Kernel.__call__
 
-    def build(kernel, force: bool = False):
+    def note(kernel):
         if all(kernel is not k for k in built):
             built.append(kernel)
+
+    def loaded(kernel):   # a kernel this process loaded before (its launcher kept) builds nothing now
+        note(kernel)
+        return real_loaded(kernel)
+
+    def call(kernel, *args, **kwargs):
+        note(kernel)
+        return real_call(kernel, *args, **kwargs)
+
+    def build(kernel, force: bool = False):
+        note(kernel)
         if not force and cache.entry_dir(kernel.artifact_key()).is_dir():
             return real(kernel, force)
         warned = _EARLY.setdefault(kernel.name, [])  # compiled now, before the build's own pass
         if verbose:  # its warnings as they come
             return real(kernel, force)
         return quietly(lambda: real(kernel, force), warned)
-    Kernel.build = build
+    Kernel.build, Kernel._loaded, Kernel.__call__ = build, loaded, call
     try:
         prebuild(expr)
     except ValueError as e:
         raise TkcError(str(e)) from None
     finally:
-        Kernel.build = real
+        Kernel.build, Kernel._loaded, Kernel.__call__ = real, real_loaded, real_call
     return built
 
 

@@ -14,7 +14,7 @@ from tkc.diagnostics import TkcError
 from tkc.runtime import Artifact, driver, launch, tensors
 from tkc.runtime.args import Signature
 from tkc.runtime.frame import Frame, Layout
-from tkc.runtime.launch import Launcher, launcher
+from tkc.runtime.launch import FEW, Launcher, launcher
 
 from helpers import SCALE_MANIFEST as MANIFEST, aligned, good_args
 
@@ -456,7 +456,7 @@ def test_prepared_launch_reads_free_arguments_per_call(fake, monkeypatch):
     x = torch.zeros(2, 32, 64)
     cache = torch.zeros(2, 3, 40, 64, dtype=torch.float16)
     go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
-    frames = launcher(art).frames
+    frames = go.__globals__["frames"]   # its own few, not the launcher's (_few_frames)
     for k in (cache[:, :, :11], cache[:, :, :11], torch.zeros(2, 3, 17, 64, dtype=torch.float16),
               torch.zeros(1, 3, 1, 64, dtype=torch.float16), cache[:, 1:2, 5:30]):
         go(x, k, 2.0)
@@ -466,6 +466,12 @@ def test_prepared_launch_reads_free_arguments_per_call(fake, monkeypatch):
         assert frame.decoded()[4:7] == list(k.shape[:3]) and str(k.shape[2]).encode() in frame.decoded()[-1]
     assert fake.cuda.state.launches == 10
     assert len(frames) == 4   # one frame per distinct pointer, dims and strides
+    assert frames is not launcher(art).frames
+    maps = launcher(art).tensor_maps._cache
+    maps.clear()
+    for n in range(12, 12 + 2 * FEW):   # a growing cache: its frames stay few, its maps are not kept
+        go(x, cache[:, :, :n], 2.0)
+    assert 0 < len(frames) <= FEW and not maps
 
 
 @pytest.mark.parametrize("free, message", [

@@ -122,12 +122,17 @@ class Launcher:
         key = tuple(values)
         params = self.frames.get(key)
         if params is None:
-            maps = self._maps(values, plan) if self.tensor_maps is not None else ()
-            params = Frame(self.layout).pack(values, maps)
+            params = self._pack(values, plan)
             if len(self.frames) >= self.FRAME_LIMIT:
                 self.frames.clear()
             self.frames[key] = params
         return params
+
+    def _pack(self, values: list, plan: Plan, fresh=()) -> driver.Params:
+        """A new frame of these values, its tensor maps encoded (those of the
+        arguments in `fresh` encoded anew and not kept)."""
+        maps = self._maps(values, plan, fresh) if self.tensor_maps is not None else ()
+        return Frame(self.layout).pack(values, maps)
 
     def _plan(self, args, stream, fast) -> Plan:
         """Every check, the grid; the Plan is kept under the call's key (if any)."""
@@ -163,11 +168,11 @@ class Launcher:
                 strides[i] = (*(s * param.itemsize for s in values[at:at + 3]), param.itemsize)
         return plan._replace(shapes=shapes, strides=strides)
 
-    def _maps(self, values: list, plan: Plan) -> list:
-        """The tensor maps' 128-byte buffers, after the regular parameters."""
+    def _maps(self, values: list, plan: Plan, fresh=()) -> list:
+        """The tensor maps' 128 bytes, after the regular parameters."""
         slots = self.signature.slots
         return [self.tensor_maps.map(n, values[slots[i] + self.tensor_maps.offsets[n]], plan.shapes[i],
-                                     plan.strides[i])
+                                     plan.strides[i], i not in fresh)
                 for n, i in enumerate(self.tensor_maps.params)]
 
     def _grid(self, env: dict) -> tuple:
@@ -254,10 +259,10 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
               f"    key = ({', '.join(values)},)\n"
               f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
     scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
-    miss = (lambda key: launcher._params(list(key), launcher._reshaped(key, plan, free))) if free else \
-        (lambda key: launcher._params(list(key), plan))
+    frames, miss = (launcher.frames, lambda key: launcher._params(list(key), plan)) if not free else \
+        _few_frames(launcher, plan, free)
     scope.update({f"f{arg}": reader for arg, (reader, _) in readers.items()})
-    scope.update(context=driver.context, device=device, frames=launcher.frames, stream=_default_stream, miss=miss,
+    scope.update(context=driver.context, device=device, frames=frames, stream=_default_stream, miss=miss,
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
     code = _CODE.get(source)
     if code is None:   # a source depends on the argument kinds, not the values: compiled once
@@ -268,6 +273,28 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
     launch = scope["launch"]
     launch.__qualname__ = f"prepared[{launcher.kernel}]"
     return launch
+
+
+FEW = 8   # frames a prepared launch with free arguments keeps
+
+
+def _few_frames(launcher: Launcher, plan: Plan, free: frozenset) -> tuple:
+    """(frames, miss) of a prepared launch with free arguments: its own few
+    frames, not the launcher's, their free arguments' tensor maps encoded
+    per frame and not kept. A growing cache's every step is new values (a
+    new key count, often new memory), never seen again: kept for long, its
+    frames and maps would be objects that outlive Python's young garbage
+    collections, and their number paces the full ones (~0.5 s over a
+    model's objects; ~100 µs a step, amortised, when each step kept its
+    own). A loop over a fixed cache repeats its few sets of values."""
+    frames: dict = {}
+
+    def miss(key):
+        if len(frames) >= FEW:
+            frames.clear()
+        params = frames[key] = launcher._pack(list(key), launcher._reshaped(key, plan, free), free)
+        return params
+    return frames, miss
 
 
 def _free_reader(launcher: Launcher, index: int, shapes: list) -> tuple:
@@ -287,13 +314,13 @@ def _free_reader(launcher: Launcher, index: int, shapes: list) -> tuple:
     rank = len(shapes[index])
     axes, e, strided = [a - (4 - rank) for a in param.runtime_axes], param.itemsize, param.strided
 
-    seen: dict = {}   # (shape, strides) -> the dims and strides packed (a fixed cache's: every call)
+    seen: dict = {}   # (shape, strides) -> the dims and strides packed: a few (see _few_frames)
 
     def dims(shape, stride) -> tuple:
         out = tuple(shape[a] if a >= 0 else 1 for a in axes)
         if strided:
             out += tuple(s // e for s in strides_4d(shape, [s * e for s in stride], e)[:3])
-        if len(seen) >= Launcher.PLAN_LIMIT:
+        if len(seen) >= FEW:
             seen.clear()
         seen[shape, stride] = out
         return out

@@ -151,15 +151,19 @@ class TensorMaps:
                         for e in self.entries]
         self._cache: dict = {}
 
-    def map(self, n: int, ptr: int, shape, strides=None) -> ctypes.Array:
+    def map(self, n: int, ptr: int, shape, strides=None, keep: bool = True):
         """Entry n's map for a tensor at ptr of shape (and a strided gl's byte
         strides; checked already): a 64-byte aligned 128-byte buffer, encoded
-        on the first launch with this tensor."""
+        on the first launch with this tensor; keep=False: its bytes, encoded
+        now and not kept (a tensor not seen again: a growing KV cache's)."""
         key = (n, ptr, tuple(shape), strides)
         buf = self._cache.get(key)
         if buf is None:
+            encoder = self.encoder or encode  # looked up late: tests replace it
+            data = encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides))
+            if not keep:
+                return data
             if len(self._cache) >= self.CACHE_LIMIT:
                 self._cache.clear()
-            encoder = self.encoder or encode  # looked up late: tests replace it
-            buf = self._cache[key] = param(encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides)))
+            buf = self._cache[key] = param(data)
         return buf

@@ -258,6 +258,11 @@ def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
 _bwd = Op("tkc::attention_bwd", _bwd_impl, _bwd_fake)
 _fwd = Op("tkc::attention_fwd", _fwd_impl, _fwd_fake, _setup, _backward, _fwd_infer)
 _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
+# Decode steps' eager runs: a few, since a growing cache's key is new at every step (its family
+# keeps the launches); kept long, each would outlive Python's young collections (see
+# runtime/launch.py, _few_frames)
+_decode_runs = PlanCache()
+_decode_runs.LIMIT = 8
 
 
 def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
@@ -293,8 +298,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
-    if run is None and key is not None and (run := _decode_step(q, k, v, causal, scale, return_lse)) is not None:
-        _plain.keep(key, run)   # (a growing cache's key is new at each step: its family kept the launches)
+    if run is None and key is not None:
+        run = _decode_runs.get(key)
+        if run is None and (run := _decode_step(q, k, v, causal, scale, return_lse)) is not None:
+            _decode_runs.keep(key, run)
     if run is not None:
         return run(q, k, v)
     if (cast := _checked(q, k, v)) is not None:
