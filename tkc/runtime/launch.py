@@ -155,18 +155,19 @@ class Launcher:
             self.plans[fast[0]] = plan
         return plan
 
-    def _reshaped(self, values: list, plan: Plan, free: frozenset) -> Plan:
+    def _reshaped(self, values, plan: Plan, free: frozenset) -> Plan:
         """plan with the shapes and strides of the free arguments that values
         hold (their runtime dims and a strided gl's strides), for their maps."""
         shapes, strides = list(plan.shapes), list(plan.strides)
         for i in free:
             param, slot = self.signature.params[i], self.signature.slots[i]
-            dims = iter(values[slot + 1:slot + 1 + len(param.runtime_axes)])
-            shapes[i] = tuple(next(dims) if n is None else n for n in param.dims)
+            at = slot + 1 + len(param.runtime_axes)
+            dims = iter(values[slot + 1:at])
+            shapes[i] = [next(dims) if n is None else n for n in param.dims]
             if param.strided:
-                at = slot + 1 + len(param.runtime_axes)
-                strides[i] = (*(s * param.itemsize for s in values[at:at + 3]), param.itemsize)
-        return plan._replace(shapes=shapes, strides=strides)
+                e = param.itemsize
+                strides[i] = (values[at] * e, values[at + 1] * e, values[at + 2] * e, e)
+        return Plan(plan.grid, plan.device, plan.values, shapes, plan.spans, strides)
 
     def _maps(self, values: list, plan: Plan, fresh=()) -> list:
         """The tensor maps' 128 bytes, after the regular parameters."""
@@ -314,20 +315,20 @@ def _free_reader(launcher: Launcher, index: int, shapes: list) -> tuple:
     rank = len(shapes[index])
     axes, e, strided = [a - (4 - rank) for a in param.runtime_axes], param.itemsize, param.strided
 
-    seen: dict = {}   # (shape, strides) -> the dims and strides packed: a few (see _few_frames)
-
-    def dims(shape, stride) -> tuple:
-        out = tuple(shape[a] if a >= 0 else 1 for a in axes)
-        if strided:
-            out += tuple(s // e for s in strides_4d(shape, [s * e for s in stride], e)[:3])
-        if len(seen) >= FEW:
-            seen.clear()
-        seen[shape, stride] = out
-        return out
-
-    def values(t) -> tuple:
-        shape, stride = t.shape, t.stride()
-        return (t.data_ptr(), *(seen.get((shape, stride)) or dims(shape, stride)))
+    if rank == 4 and strided and axes == [0, 1, 2]:   # a [B, H, L, D] cache: its reads spelt out
+        def values(t) -> tuple:
+            (n0, n1, n2, n3), (s0, s1, s2, s3) = t.shape, t.stride()
+            s3 = 1 if n3 == 1 else s3   # a size-1 dim's stride as if contiguous (strides4)
+            s2 = s3 * n3 if n2 == 1 else s2
+            s1 = s2 * n2 if n1 == 1 else s1
+            return t.data_ptr(), n0, n1, n2, s1 * n1 if n0 == 1 else s0, s1, s2
+    else:
+        def values(t) -> tuple:
+            shape = t.shape
+            out = (t.data_ptr(), *(shape[a] if a >= 0 else 1 for a in axes))
+            if strided:
+                out += tuple(s // e for s in strides_4d(shape, [s * e for s in t.stride()], e)[:3])
+            return out
     return values, 1 + len(axes) + 3 * strided
 
 

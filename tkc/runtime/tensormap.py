@@ -84,20 +84,30 @@ def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> Encode
                       (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])
 
 
+_FIXED: dict = {}   # (id of the bindings, dtype, swizzle, box, element strides) -> (bindings, fixed arguments)
+
+
 def encode(args: EncodeArgs) -> bytes:
-    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled)."""
+    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled). What an
+    entry fixes (the enums, the box) is made once: a decode step over a
+    growing cache encodes its k and v maps at every step."""
     from . import driver
     cu = driver.api()
-    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
-    tmap = driver.call(
-        "cuTensorMapEncodeTiled",
-        getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{args.dtype}"), 4, args.address,
-        [u64(n) for n in args.global_dim], [u64(n) for n in args.global_strides],
-        [u32(n) for n in args.box], [u32(n) for n in args.element_strides],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{args.swizzle}"),
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    key = (id(cu), args.dtype, args.swizzle, args.box, args.element_strides)   # (a fake module: a namespace)
+    kept = _FIXED.get(key)
+    if kept is None or kept[0] is not cu:
+        u32 = cu.cuuint32_t
+        kept = _FIXED[key] = (cu, (
+            getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{args.dtype}"),
+            [u32(n) for n in args.box], [u32(n) for n in args.element_strides],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{args.swizzle}"),
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+    dtype, box, element_strides, interleave, swizzle, l2, oob = kept[1]
+    u64 = cu.cuuint64_t
+    tmap = driver.call("cuTensorMapEncodeTiled", dtype, 4, args.address, [u64(n) for n in args.global_dim],
+                       [u64(n) for n in args.global_strides], box, element_strides, interleave, swizzle, l2, oob)
     return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
 
 
