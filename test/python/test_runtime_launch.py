@@ -499,3 +499,23 @@ def test_free_arguments_with_divisible_dims_are_refused(fake):
         launcher(Artifact(b"cubin", m)).prepare([torch.zeros(2, 32, 64), torch.zeros(1, 1, 16, 64,
                                                                                      dtype=torch.float16), 0.5],
                                                 free=(1,))
+
+
+def test_a_prepared_launch_holds_its_frame_through_the_launch(fake, monkeypatch):
+    """go() receives the frame itself, not its address: a frame cache another
+    thread clears (a launch with free arguments keeps only a few) may drop the
+    frame between its lookup and cuLaunchKernelEx, which reads its buffer."""
+    torch = pytest.importorskip("torch")
+    seen, real = [], driver.launcher
+
+    def launcher_of(*a, **kw):
+        go = real(*a, **kw)
+        return lambda stream, params: (seen.append(params), go(stream, params))[1]
+    monkeypatch.setattr(driver, "launcher", launcher_of)
+    art = Artifact(b"cubin", FREE_MANIFEST)
+    x, cache = torch.zeros(2, 32, 64), torch.zeros(2, 3, 40, 64, dtype=torch.float16)
+    go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
+    for n in range(11, 11 + 2 * FEW):
+        go(x, cache[:, :, :n], 1.0)
+    assert len(seen) == 2 * FEW and all(isinstance(p, driver.Params) for p in seen)
+    assert sent(fake.cuda.state)[2] == seen[-1].address

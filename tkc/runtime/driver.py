@@ -205,7 +205,7 @@ def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: li
 
 
 def launcher(fn: Function, grid, block, shared_bytes: int, cluster=(1, 1, 1)):
-    """go(stream, params address): `launch` with this grid, block and shared
+    """go(stream, params): `launch` with this grid, block and shared
     memory bound once (a prepared launch calls it per op call; `launch`
     itself, whose grid changes between calls, binds nothing, so that a call
     builds no closure). The caller makes the context current first."""
@@ -214,13 +214,14 @@ def launcher(fn: Function, grid, block, shared_bytes: int, cluster=(1, 1, 1)):
     grid, block, cluster = tuple(grid), tuple(block), tuple(cluster)
     configs: dict = {}  # stream -> this launch's CUlaunchConfig on it
 
-    def go(stream: int, address: int) -> None:
+    def go(stream: int, params: Params) -> None:   # (params held here: a cache another thread
+        # clears may have dropped it, and its buffer must live until cuLaunchKernelEx copies it)
         config = configs.get(stream)
         if config is None:
             if len(configs) >= CACHE_LIMIT:
                 configs.clear()
             config = configs[stream] = _new_config(grid, block, shared_bytes, stream, cluster)
-        err, = cu.cuLaunchKernelEx(config, handle, address, 0)
+        err, = cu.cuLaunchKernelEx(config, handle, params.address, 0)
         if err:
             _check(cu, err, "cuLaunchKernelEx")
     return go

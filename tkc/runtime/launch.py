@@ -258,7 +258,7 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
     source = (f"def launch({names}):\n"
               f"    context(device)  # first: a new frame's tensor maps need it\n"
               f"    key = ({', '.join(values)},)\n"
-              f"    go(stream(device), (frames.get(key) or miss(key)).address)\n")
+              f"    go(stream(device), frames.get(key) or miss(key))\n")
     scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
     frames, miss = (launcher.frames, lambda key: launcher._params(list(key), plan)) if not free else \
         _few_frames(launcher, plan, free)
