@@ -95,9 +95,6 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
             o, lse = outputs()
             return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
         return empty
-    decode = decode_plan(q, k, v, causal, _outputs)
-    if decode is not None:   # few query rows a KV head: packed, the keys split over the SMs
-        return decode
     arrange = arranged(q, k, v)
     o, lse = outputs()
     launch = forward_kernel(D, causal, "bhld", k.shape[2]).prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)
@@ -113,13 +110,25 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
 _fwd_plans = PlanCache(_fwd_plan)
 
 
+def _plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
+    """The forward's run(q, k, v, scale, lse=True) for this call: a decode
+    step's from its family (few query rows a KV head: packed, the keys split
+    over the SMs; kept there, across key counts: attn_decode.decode_plan),
+    else the plan of the call's signature."""
+    key = (signature(q, k, v), causal)
+    plan = _fwd_plans.get(key)
+    if plan is None:
+        plan = decode_plan(q, k, v, causal, _outputs) or _fwd_plans(key, q, k, v, causal, scale)
+    return plan
+
+
 def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> tuple[Tensor, Tensor]:
-    return _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)(q, k, v, scale)
+    return _plan(q, k, v, causal, scale)(q, k, v, scale)
 
 
 def _fwd_infer(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float) -> Tensor:
     """o alone: the lse (for the backward only) goes to scratch memory."""
-    return _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)(q, k, v, scale, False)[0]
+    return _plan(q, k, v, causal, scale)(q, k, v, scale, False)[0]
 
 
 def _fwd_fake(q, k, v, causal, scale):
@@ -308,7 +317,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return attention(*cast, causal, scale, return_lse)
     scale = _scale(scale, q.shape[3])
     if key is not None:  # the forward plan, next time straight away (eager.grad_key)
-        plan = _fwd_plans((signature(q, k, v), causal), q, k, v, causal, scale)
+        plan = _plan(q, k, v, causal, scale)
         if wants_grad(q, k, v):  # the autograd call, with the plan for its forward
             fwd = lambda q, k, v, causal, scale: plan(q, k, v, scale)  # noqa: E731
             fwd.later = Later()
