@@ -201,8 +201,8 @@ class Launcher:
         return fn
 
 
-_CODE: dict = {}   # a prepared launch's source -> its compiled code (a decode step's growing cache
-                   # plans anew at each length: parsing the same source again cost ~0.2 ms a plan)
+_CODE: dict = {}   # a prepared launch's source -> its compiled code (the plans of one op's every
+                   # shape share it: parsing the same source again cost ~0.2 ms a plan)
 
 
 def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),

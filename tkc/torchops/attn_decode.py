@@ -34,6 +34,13 @@ One query needs no mask: it sees every key. The backward is the usual one:
 it reads q, k, v, o and the lse, which are the same whichever forward made
 them.
 
+A decode loop's cache is one key longer at every step (transformers'
+DynamicCache concatenates, in new memory): a new signature each call. Its
+steps share one family of launches (_Steps: q's signature, k's batch and
+heads), one per split count, prepared with k and v free (their key count
+and strides read per launch; runtime/launch.py), so no step plans anew and
+none keeps anything past a few steps.
+
 splits: tuned data per GPU (SPLITS: tkc/tune/tables), keyed by the head
 dim, the packed row tiles (B x Hkv x tiles of 64 rows) and the KV tiles, both
 rounded up to powers of two, and the SMs; a key no table holds takes the
