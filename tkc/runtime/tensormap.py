@@ -166,13 +166,13 @@ class TensorMaps:
         strides; checked already): a 64-byte aligned 128-byte buffer, encoded
         on the first launch with this tensor; keep=False: its bytes, encoded
         now and not kept (a tensor not seen again: a growing KV cache's)."""
+        encoder = self.encoder or encode  # looked up late: tests replace it
+        if not keep:
+            return encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides))
         key = (n, ptr, tuple(shape), strides)
         buf = self._cache.get(key)
         if buf is None:
-            encoder = self.encoder or encode  # looked up late: tests replace it
             data = encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides))
-            if not keep:
-                return data
             if len(self._cache) >= self.CACHE_LIMIT:
                 self._cache.clear()
             buf = self._cache[key] = param(data)
