@@ -70,6 +70,10 @@ def cases(device: str) -> dict:
     grown_mine, grown_theirs = (itertools.cycle([kbuf[:, :, :n] for n in range(1024, 2048)]) for _ in "ab")
     flash = (lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION)) if device == "cuda" else contextlib.nullcontext
 
+    def tkc_grown():
+        k = next(grown_mine)
+        return tkc.attention(qd, k, k)
+
     def sdpa_grown():
         k = next(grown_theirs)
         with flash():
@@ -85,8 +89,7 @@ def cases(device: str) -> dict:
         "tkc.attention decode (GQA 4:1, split keys)": (lambda: tkc.attention(qd, kd, kd), "SDPA",
                                                        lambda: F.scaled_dot_product_attention(qd, kd, kd,
                                                                                               enable_gqa=True)),
-        "tkc.attention decode, growing cache": (lambda: (lambda k: tkc.attention(qd, k, k))(next(grown_mine)),
-                                                "SDPA (flash)", sdpa_grown),
+        "tkc.attention decode, growing cache": (tkc_grown, "SDPA (flash)", sdpa_grown),
         "tkc.attention causal": (lambda: tkc.attention(q, q, q, causal=True), "SDPA causal",
                                  lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)),
         "tkc.attention fwd+bwd": (lambda: tkc.attention(qg, qg, qg).sum().backward(),
