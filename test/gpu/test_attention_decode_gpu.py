@@ -57,6 +57,7 @@ def rel_err(x, ref):
     (4, 32, 8, 4, 8192, 128),       # four queries a head (speculative decoding): 16 rows a KV head
     (64, 32, 8, 1, 1030, 128),      # 512 KV heads: more than the SMs hold, one split
     (2, 8, 2, 1, 7, 64),            # fewer keys than a tile
+    (2, 32, 32, 1, 3000, 96),       # Phi-3's: MHA at D 96
 ])
 def test_decode_step_matches_float32(B, Hq, Hkv, Lq, Lk, D):
     import tkc
@@ -84,6 +85,7 @@ def test_layouts_a_cache_slice_and_causal_one_query(blhd, cache, causal):
     (2, 64, 8, 8, 4099, 64, False),     # eight a head at GQA 8:1: 64 rows, a whole tile
     (64, 32, 8, 4, 1030, 128, False),   # 512 KV heads: one split, still split and merged (the mask)
     (2, 16, 16, 3, 5000, 256, False),   # MHA at D 256
+    (1, 32, 32, 4, 2049, 96, True),     # D 96, FlashAttention's layout
 ])
 def test_causal_queries_packed_match_float32(B, Hq, Hkv, Lq, Lk, D, blhd):
     """Causal with several queries a head: bottom-right, query i sees keys

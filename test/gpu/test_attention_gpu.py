@@ -62,7 +62,7 @@ SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
           "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past 8192: the long (ping-pong) forward everywhere
 
 
-@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("D", [64, 96, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_attention(shape, causal, D):
@@ -124,7 +124,7 @@ def _packed(B, Hq, Hkv, L, D):
     return x, [t.transpose(1, 2) for t in (q, k, v)]
 
 
-@pytest.mark.parametrize("D,L", [(64, 600), (128, 600), (256, 600), (64, 2600)])   # D 64 from 2048 keys:
+@pytest.mark.parametrize("D,L", [(64, 600), (96, 600), (128, 600), (256, 600), (64, 2600)])   # D 64 from 2048 keys:
 @pytest.mark.parametrize("memory", ["blhd", "packed"])                         # dK, dV from registers
 @pytest.mark.parametrize("causal", [False, True])
 def test_strided_layouts_without_copies(causal, memory, D, L):
@@ -154,7 +154,7 @@ def test_strided_layouts_without_copies(causal, memory, D, L):
         assert rel_err(g, w) < 2e-2
 
 
-@pytest.mark.parametrize("D", [64, 128, 256])
+@pytest.mark.parametrize("D", [64, 96, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("long", [False, True])
 def test_varlen(long, causal, D):
@@ -284,8 +284,8 @@ def test_refusals():
         tkc.attention(q.half(), k, v)
     with pytest.raises(TkcError, match=r"query heads \(3\) must be a multiple"):
         tkc.attention(q[:, :3], k, v)
-    with pytest.raises(TkcError, match="head dim 96"):
-        z = torch.zeros(1, 2, 8, 96, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(TkcError, match="head dim 80"):
+        z = torch.zeros(1, 2, 8, 80, device="cuda", dtype=torch.bfloat16)
         tkc.attention(z, z, z)
     with pytest.raises(TkcError, match="CUDA device"):
         tkc.attention(q, k.cpu(), v)

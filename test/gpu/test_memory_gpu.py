@@ -36,7 +36,7 @@ def rope_inputs(B, T, H, D, grad=False):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-@pytest.mark.parametrize("shape", [(2, 1000, 3, 128), (16, 1024, 16, 128), (1, 17, 1, 128)])
+@pytest.mark.parametrize("shape", [(2, 1000, 3, 128), (16, 1024, 16, 128), (1, 17, 1, 128), (2, 333, 32, 96)])
 def test_rotary(shape, interleaved):
     x, cos, sin = rope_inputs(*shape)
     out = ops().rotary_embedding(x, cos, sin, interleaved)

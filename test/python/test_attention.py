@@ -89,6 +89,9 @@ CASES = {  # name: (D, causal, memory order, B, Hq, Hkv, Lq, Lk)
     "causal-lq>lk": (128, True, "bhld", 1, 2, 1, 300, 77),   # queries with no key: o 0, lse inf
     "blhd-causal-gqa": (64, True, "blhd", 1, 4, 2, 150, 200),
     "blhd-d128": (128, False, "blhd", 2, 2, 1, 64, 1000),
+    # D 96 (Phi-3's): 192-byte rows, the backward's dQ split in 48-column halves
+    "d96-ragged-gqa": (96, False, "bhld", 1, 4, 2, 200, 130),
+    "d96-blhd-causal": (96, True, "blhd", 1, 2, 1, 150, 200),
 }
 
 
@@ -114,6 +117,7 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(persistent=True), 128, True, 200, 333),
     (dict(persistent=True, consumers=3), 64, False, 300, 77),
     (dict(persistent=True, pingpong=True, overlap=True), 128, False, 130, 200),
+    (dict(persistent=True, pingpong=True), 96, False, 200, 333),   # D 96's default
     # zigzag: the rounds of items dealt forwards and backwards (3 rounds here)
     (dict(persistent="zigzag", consumers=3), 64, True, 450, 450),
     (dict(persistent="zigzag", pingpong=True, overlap=True), 128, True, 200, 333),
@@ -122,6 +126,7 @@ VARIANTS = [  # (kwargs, D, causal, Lq, Lk)
     (dict(diagonal_mask=True), 64, True, 300, 77),
     (dict(diagonal_mask=True, consumers=1, overlap=True), 128, True, 77, 450),
     (dict(persistent="zigzag", pingpong=True, overlap=True, diagonal_mask=True), 128, True, 333, 200),
+    (dict(persistent="zigzag"), 96, True, 450, 333),
     # O through Q's tile: rows past Lq (130, 200, 77) clipped by the TMA store
     (dict(o_via_q=True, KV=64, stages=2), 256, False, 130, 200),
     (dict(o_via_q=True, KV=64, stages=2, pingpong=True, overlap=True), 256, True, 200, 77),
@@ -212,6 +217,7 @@ def _packed(lengths, H, D, rng):
 @pytest.mark.parametrize("D,causal,schedule", [(64, True, ForwardSchedule()),
                                                (128, False, ForwardSchedule(persistent=True)),
                                                (256, True, ForwardSchedule()),
+                                               (96, True, forward_space(96, True, "varlen")[0]),
                                                (256, False, forward_space(256, False, "varlen")[-1])])
 def test_varlen_interpreted(D, causal, schedule):
     """One launch over sequences of 77, 200, 1 and 130 queries (keys 100,
@@ -276,8 +282,8 @@ def test_varlen_on_strided_views_interpreted(D):
 
 
 def test_refusals():
-    with pytest.raises(TkcError, match="head dim 96 is not supported"):
-        attention_hopper(96)
+    with pytest.raises(TkcError, match="head dim 80 is not supported"):
+        attention_hopper(80)
     with pytest.raises(TkcError, match="layout must be one of"):
         attention_bwd(64, layout="bshd")
     with pytest.raises(TkcError, match="BQ must be 64, or 128 at D = 64"):

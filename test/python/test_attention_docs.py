@@ -6,7 +6,8 @@ kernel's name pattern. Checked here, with no MLIR and no GPU (kernel names
 come from the schedules, which spell every field out):
 - for every head dim, mask and layout, at key counts around every key
   bucket's edge, exactly one doc row applies, and its kernel is the one the
-  H100's shipped table picks (forward_kernel / backward_kernels);
+  H100's shipped table picks (forward_kernel / backward_kernels; at D 96,
+  which it lacks, the H200's);
 - each row's schedule is one of its space's and gives the row's name; every
   schedule of every space has a row;
 - the docs/bench logs the doc cites exist.

@@ -239,7 +239,7 @@ def test_bad_inputs_are_refused_at_the_callers_line():
     _refused(ops.attention, (z(1, 3, 64, 64), k, v), r"query heads \(3\) must be a multiple of the "
                                                      r"key/value heads \(2\)")
     _refused(ops.attention, (q, z(1, 2, 64, 128), z(1, 2, 64, 128)), "one head dim, got 64, 128")
-    _refused(ops.attention, (z(1, 2, 8, 96),) * 3, r"head dim 96 is not supported")
+    _refused(ops.attention, (z(1, 2, 8, 80),) * 3, r"head dim 80 is not supported")
     _refused(ops.attention, (q, k, v[:, :, :32]), "k and v must have one shape")
     _refused(ops.attention, (q, k, v), "q must be on a CUDA device, got cpu")  # CPU tensors
 

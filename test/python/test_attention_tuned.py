@@ -159,15 +159,19 @@ def test_the_picks_come_from_the_tables(shipped):
 
 
 def test_the_h200_table_holds_its_tuning_and_serves_gpus_without_one(shipped):
-    """The H200's rows tuned there pick the fastest schedule they timed; a
-    GPU without a table of its own (an A100 here) launches the H200's picks."""
+    """The H200's rows tuned there pick the fastest schedule they timed, or
+    keep the space's default where the fastest beat it only within the noise
+    (tune/measure.py's margin: the D 96 rows, tuned after it came); a GPU
+    without a table of its own (an A100 here) launches the H200's picks."""
+    from tkc.torchops.attn_decode import SPLITS
+    default = {t.name: t.default for t in (*tuned.FORWARD.values(), *tuned.BACKWARD.values(), *SPLITS.values())}
     entries = json.loads((tables.PACKAGE_DIR / "nvidia-h200.json").read_text())["entries"]
-    tuned_rows = [r for name, rows in entries.items() if name.startswith("tkc.attention.")
+    tuned_rows = [(name, r) for name, rows in entries.items() if name.startswith("tkc.attention.")
                   for r in rows.values() if "candidates" in r]
     assert tuned_rows
-    for r in tuned_rows:
+    for name, r in tuned_rows:
         best = min(r["candidates"], key=r["candidates"].get)
-        assert json.loads(best) == r["config"]
+        assert json.loads(best) == r["config"] or ".d96" in name and r["config"] == default[name]
     picks = {}
     for gpu in ("NVIDIA H200", "NVIDIA A100-SXM4-80GB"):
         shipped(gpu)
@@ -178,9 +182,10 @@ def test_the_h200_table_holds_its_tuning_and_serves_gpus_without_one(shipped):
 
 def test_each_space_holds_what_its_tables_pick():
     """In each shipped table every key bucket of every space has a row and its
-    pick is one of the space's schedules; every schedule is picked in some
-    table (a space holds nothing speculative: an option no table picks, on
-    any GPU measured, goes with its code)."""
+    pick is one of the space's schedules (the H100's table: D 64, 128, 256,
+    measured before D 96 was served); every schedule is picked in some table
+    (a space holds nothing speculative: an option no table picks, on any GPU
+    measured, goes with its code)."""
     assert tables.package_path(H100).name == "nvidia-h100-80gb-hbm3.json"
     tables_ = [json.loads((tables.PACKAGE_DIR / path).read_text())["entries"]
                for path in ("nvidia-h200.json", "nvidia-h100-80gb-hbm3.json")]
@@ -188,7 +193,7 @@ def test_each_space_holds_what_its_tables_pick():
                                         ("backward", tuned.BACKWARD, backward_space)):
         for (D, causal, layout), space in spaces.items():
             picked = []
-            for entries in tables_:
+            for entries in tables_[:1] if D == 96 else tables_:
                 rows = entries[tuned.space_name(direction, D, causal, layout)]
                 assert sorted(rows) == sorted(repr((D, causal, layout, b)) for b in BUCKETS)
                 picked += [r["config"] for r in rows.values()]
@@ -227,18 +232,18 @@ def test_tkc_tune_finds_the_spaces():
     from tkc.tune.cli import _builders
     every = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
     found = {n: t for n, t in every.items() if ".decode." not in n}
-    assert len(found) == 24   # 3 head dims x causal or not x (bhld, varlen) x (forward, backward)
+    assert len(found) == 32   # 4 head dims x causal or not x (bhld, varlen) x (forward, backward)
     assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
-    assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64)]
+    assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64, 96)]
     assert tuned.EXAMPLE_KEYS == (512, 1024, 2048, 4096, 8192, 16384)
 
 
 def test_the_library_builds_the_common_shapes_picks():
-    """tkc build's library: every kernel the tables may pick for D 64, 128 and
-    256 (the strided bhld kernels: SDPA's and FlashAttention's layouts alike),
-    causal and not (and their prep), and tkc.attention_fp8's spaces at D 64
-    and 128 (7 kernels, what the H200's tuning picked; its D 256 compiles at
-    its first call): at most 40 attention kernels in
+    """tkc build's library: every kernel the tables may pick for D 64, 96, 128
+    and 256 (the strided bhld kernels: SDPA's and FlashAttention's layouts
+    alike), causal and not (and their prep), and tkc.attention_fp8's spaces at
+    D 64 and 128 (7 kernels, what the H200's tuning picked; its D 256 compiles
+    at its first call): at most 50 attention kernels in
     all, every one a kernel the ops may launch (the paper's Figure 1 kernel,
     tkc.kernels.attention_fwd, is an example no op launches: it compiles at
     its first call)."""
@@ -247,10 +252,13 @@ def test_the_library_builds_the_common_shapes_picks():
     fp8 = {n for n in names if n.startswith("attn_fwd_fp8_")}
     assert fp8 == {k.name for (D, _, _), t in tuned.FP8_FORWARD.items() if D < 256 for k in t.kernels()}
     assert len(fp8) == 7
-    assert len(names) <= 40
+    assert len(names) <= 50
     names -= fp8
     for D, causal, layout in ATTENTION_COMMON:
-        for n in BUCKETS:
+        if (D, causal, layout) not in OLD_PICKS:   # D 96: no hand table, its spaces whole
+            assert {k.name for k in tuned.FORWARD[D, causal, layout].kernels()} <= names
+            assert {k.name for k in tuned.BACKWARD[D, causal, layout].kernels()} <= names
+        for n in BUCKETS if (D, causal, layout) in OLD_PICKS else ():
             assert set(old_pick(D, causal, layout, n)) <= names
         assert f"attn_prep_d{D}_{layout}" in names
     assert {k.name for k in tuned.all_kernels()} >= names

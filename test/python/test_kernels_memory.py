@@ -34,7 +34,8 @@ def _rope_inputs(B, T, H, D):
 
 @pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("shape, config", [((2, 37, 3, 128), {}), ((1, 16, 1, 64), {}),
-                                           ((1, 40, 5, 128), {"warps": 2, "heads": 2})])
+                                           ((1, 40, 5, 128), {"warps": 2, "heads": 2}),
+                                           ((1, 19, 5, 96), {}), ((2, 16, 3, 32), {})])
 def test_rotary_interpreted(shape, config, interleaved):
     B, T, H, D = shape
     x, cos, sin = _rope_inputs(*shape)
@@ -191,7 +192,7 @@ def test_sass_has_only_128_bit_global_accesses(kernel, artifact_cache):
 
 
 def test_bad_sizes_are_refused():
-    with pytest.raises(TkcError, match="multiple of 64"):
-        rotary(96)
+    with pytest.raises(TkcError, match="multiple of 32"):
+        rotary(80)
     with pytest.raises(TkcError, match="multiple of 256"):
         layernorm_fwd(384)

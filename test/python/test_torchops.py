@@ -153,8 +153,8 @@ def test_bad_arguments_are_refused_at_the_callers_line(cpu_ops):
              torch.zeros(8, 8, dtype=BF), torch.zeros(16, dtype=BF))
     xr, cs = torch.zeros(1, 4, 2, 64, dtype=BF), torch.zeros(4, 32)
     _refused(r"sin must be a float tensor \[4, 32\]", tkc.rotary_embedding, xr, cs, cs[:3])
-    _refused(r"D = 96 must be a multiple of 64", tkc.rotary_embedding,
-             torch.zeros(1, 4, 2, 96, dtype=BF), cs, cs)
+    _refused(r"D = 80 must be a multiple of 32", tkc.rotary_embedding,
+             torch.zeros(1, 4, 2, 80, dtype=BF), cs, cs)
     _refused(r"x must be bfloat16", tkc.rotary_embedding, xr.float(), cs, cs)
     q0, k0 = torch.zeros(1, 2, 4, 64, dtype=BF), torch.zeros(1, 0, 4, 64, dtype=BF)
     _refused(r"must be a multiple of the key/value heads \(0\), which must be at least 1",
@@ -268,7 +268,7 @@ def test_nn_sdpa_routes_what_tkc_serves():
     F = torch.nn.functional
     sdpa = tkc.nn.scaled_dot_product_attention
     q, k = torch.randn(1, 4, 64, 64).to(BF), torch.randn(1, 2, 64, 64).to(BF)
-    q32, qs, q96 = q.float(), q[:, :, :16], torch.randn(1, 4, 64, 96).to(BF)
+    q32, qs, q80 = q.float(), q[:, :, :16], torch.randn(1, 4, 64, 80).to(BF)
     mask = torch.ones(64, 64, dtype=torch.bool).tril()
     with fake_driver() as cuda:
         def launches(call):
@@ -282,7 +282,7 @@ def test_nn_sdpa_routes_what_tkc_serves():
         with torch.autocast("cpu", dtype=BF):
             n, out = launches(lambda: sdpa(q32, q32, q32))
             assert n == 1 and out.dtype == BF
-        for args, kw in [((q, q, q, mask), {}), ((q, q, q), {"dropout_p": 0.5}), ((q96, q96, q96), {}),
+        for args, kw in [((q, q, q, mask), {}), ((q, q, q), {"dropout_p": 0.5}), ((q80, q80, q80), {}),
                          ((q, qs, qs), {"is_causal": True}), ((q32, q32, q32), {}),
                          ((qs, q, q, causal_upper_left(16, 64)), {}),
                          ((qs, q, q, causal_lower_right(16, 64)), {"dropout_p": 0.5})]:

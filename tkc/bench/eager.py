@@ -149,8 +149,13 @@ def rows():
                 name = f"attention L {L}{' causal' if causal else ''}{' fwd+bwd' if bwd else ''}"
                 table.append(("attention", name, lambda L=L, c=causal, b=bwd: attn(L, c, b),
                               "SDPA" + (" fwd+bwd" if bwd else ""), 10))
+    for L in (1024, 4096):   # Phi-3-mini's attention: 32 heads of 96
+        for bwd in (False, True):
+            table.append(("attention", f"attention D96 H32 L {L} causal{' fwd+bwd' if bwd else ''}",
+                          lambda L=L, b=bwd: attn(L, True, b, D=96, H=32), "SDPA" + (" fwd+bwd" if bwd else ""), 10))
     for B, Hq, Hkv, Lk, D in ((1, 32, 8, 4096, 128), (1, 32, 8, 32768, 128), (8, 32, 8, 8192, 128),
-                              (64, 32, 8, 2048, 128), (1, 64, 8, 8192, 64), (4, 16, 16, 8192, 256)):
+                              (64, 32, 8, 2048, 128), (1, 64, 8, 8192, 64), (4, 16, 16, 8192, 256),
+                              (1, 32, 32, 4096, 96)):
         table.append(("attention", f"attention decode B{B} Hq{Hq} Hkv{Hkv} Lk {Lk} D{D}",
                       lambda B=B, Hq=Hq, Hkv=Hkv, Lk=Lk, D=D: decode(B, Hq, Hkv, Lk, D), "SDPA", 20))
     for B, Hq, Hkv, Lq, Lk, D in ((1, 32, 8, 4, 8192, 128), (8, 32, 8, 4, 8192, 128), (4, 16, 16, 4, 8192, 256)):

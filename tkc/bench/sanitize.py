@@ -10,7 +10,7 @@ the ring, and ragged edges (TMA zero-fill and clipping); attention runs
 forward and backward (causal and not, ragged, GQA, a varlen batch; the
 forward for long sequences, ping-pong, too), attention_long a backward of
 several waves; the
-memory-bound kernels rotary and LayerNorm (forward and backward, with and
+memory-bound kernels rotary (D 128 and 96) and LayerNorm (forward and backward, with and
 without a residual); the linear-attention family; the FFT convolution;
 tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and quantisation
 (fp8); the FP8 attention forward at every schedule and V's layout (attention_fp8); ring
@@ -78,10 +78,10 @@ def report_grads(name, q, k, v, ref):
         report(f"{name} {what}", rel_err(t.grad, r), 2e-2)
 
 
-def attention():
+def attention(dims=(64, 96, 128, 256)):
     import tkc
     from tkc.kernels.attention_tuned import forward_kernel
-    for D in (64, 128, 256):
+    for D in dims:
         for causal in (False, True):
             q = torch.randn(1, 4, 200, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
             k, v = (torch.randn(1, 2, 330, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -144,27 +144,9 @@ def strided(D):
 
 
 def memory():
-    from tkc.torchops import layer_norm, rotary_embedding
-    x = torch.randn(2, 77, 4, 128, device="cuda", dtype=torch.bfloat16)
-    theta = torch.randn(77, 64, device="cuda")
-    cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
-    c, s = cos[None, :, None].float(), sin[None, :, None].float()
-    for interleaved in (False, True):
-        x.grad = None
-        y = rotary_embedding(x.requires_grad_(), cos, sin, interleaved)
-        xf = x.detach().float().requires_grad_()
-        x1, x2 = (xf[..., 0::2], xf[..., 1::2]) if interleaved else (xf[..., :64], xf[..., 64:])
-        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
-        want = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
-        dy = torch.randn_like(y)
-        y.backward(dy)                                      # the inverse rotation kernel
-        want.backward(dy.float())
-        report(f"rotary interleaved={interleaved}", rel_err(y, want), 1e-2)
-        report(f"rotary backward interleaved={interleaved}", rel_err(x.grad, xf.grad), 1e-2)
-        qkv = torch.randn(2, 77, 12, 128, device="cuda", dtype=torch.bfloat16)   # q of a packed projection
-        report(f"rotary packed interleaved={interleaved}",
-               rel_err(rotary_embedding(qkv[:, :, :4], cos, sin, interleaved),
-                   rotary_embedding(qkv[:, :, :4].contiguous(), cos, sin, interleaved).float()), 1e-6)
+    from tkc.torchops import layer_norm
+    for D in (128, 96):
+        rotary(D)
     for residual in (True, False):
         h = torch.randn(300, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         r = torch.randn_like(h) if residual else None
@@ -177,6 +159,30 @@ def memory():
         report(f"layer_norm residual={residual}", rel_err(out, ref), 1e-2)
         report(f"layer_norm dw, db residual={residual} (norm_grads)", rel_err(torch.cat([w.grad, b.grad]),
                                                                          torch.cat([wf.grad, bf.grad])), 1e-2)
+
+
+def rotary(D: int):
+    from tkc.torchops import rotary_embedding
+    x = torch.randn(2, 77, 4, D, device="cuda", dtype=torch.bfloat16)
+    theta = torch.randn(77, D // 2, device="cuda")
+    cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
+    c, s = cos[None, :, None].float(), sin[None, :, None].float()
+    for interleaved in (False, True):
+        x.grad = None
+        y = rotary_embedding(x.requires_grad_(), cos, sin, interleaved)
+        xf = x.detach().float().requires_grad_()
+        x1, x2 = (xf[..., 0::2], xf[..., 1::2]) if interleaved else (xf[..., :D // 2], xf[..., D // 2:])
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+        want = torch.stack([o1, o2], -1).flatten(-2) if interleaved else torch.cat([o1, o2], -1)
+        dy = torch.randn_like(y)
+        y.backward(dy)                                      # the inverse rotation kernel
+        want.backward(dy.float())
+        report(f"rotary D{D} interleaved={interleaved}", rel_err(y, want), 1e-2)
+        report(f"rotary D{D} backward interleaved={interleaved}", rel_err(x.grad, xf.grad), 1e-2)
+        qkv = torch.randn(2, 77, 12, D, device="cuda", dtype=torch.bfloat16)   # q of a packed projection
+        report(f"rotary D{D} packed interleaved={interleaved}",
+               rel_err(rotary_embedding(qkv[:, :, :4], cos, sin, interleaved),
+                   rotary_embedding(qkv[:, :, :4].contiguous(), cos, sin, interleaved).float()), 1e-6)
 
 
 def linear():
@@ -429,12 +435,13 @@ def swiglu():
 def decode():
     """tkc.attention's decode path: split-KV forwards with ragged last splits and splits past
     the keys' end, their merge, and the unsplit packed forward (more KV heads than the SMs
-    hold), at D 64, 128 and 256; causal packed rows (several queries a head); per-batch key
+    hold), at D 64, 96, 128 and 256; causal packed rows (several queries a head); per-batch key
     lengths (k_lengths) with a full, an empty and a short batch."""
     import tkc
     for B, Hq, Hkv, Lq, Lk, D, causal in ((1, 32, 8, 1, 4099, 128, False), (2, 16, 2, 3, 333, 64, False),
                                           (1, 8, 8, 1, 2000, 256, False), (40, 16, 8, 1, 300, 128, False),
-                                          (2, 32, 8, 4, 4099, 128, True), (40, 16, 8, 5, 300, 64, True)):
+                                          (2, 32, 8, 4, 4099, 128, True), (40, 16, 8, 5, 300, 64, True),
+                                          (2, 32, 32, 1, 3001, 96, False), (1, 16, 16, 3, 777, 96, True)):
         q = torch.randn(B, Hq, Lq, D, device="cuda", dtype=torch.bfloat16)
         k, v = (torch.randn(B, Hkv, Lk, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
         o = tkc.attention(q, k, v, causal=causal)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from .attention import attention_fwd
 from .attention_bwd import attention_bwd, attention_prep  # (*)
 from .attention_fp8_v import fp8_v_layout_kernel, loads_for
-from .attention_hopper import attention_hopper, decode_kernels
+from .attention_hopper import HEAD_DIMS, attention_hopper, decode_kernels
 from .attention_merge import attention_merge
 from .attention_schedule import backward_space, forward_space, fp8_forward_space
 from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
@@ -64,14 +64,14 @@ def _gemm_ops():
 
 GEMM_OPS = _gemm_ops()
 
-# tkc.attention's common shapes: head dims 64, 128 and 256, causal and not,
+# tkc.attention's common shapes: head dims 64, 96, 128 and 256, causal and not,
 # in the strided bhld kernels (which take SDPA's layout and FlashAttention's
 # alike). The library builds every schedule their tables may pick
 # (attention_schedule's spaces, which hold nothing else) and the backward's
 # prep; varlen compiles at its first call, or ahead with `tkc build
 # tkc/kernels/attention_tuned.py` (every space's candidates: what tuning
 # offline needs), which the GPU tests' build includes.
-ATTENTION_COMMON = [(D, causal, "bhld") for D in (64, 128, 256) for causal in (False, True)]
+ATTENTION_COMMON = [(D, causal, "bhld") for D in HEAD_DIMS for causal in (False, True)]
 
 
 def _attention_ops():
@@ -85,7 +85,7 @@ def _attention_ops():
     out += [attention_hopper(D, causal, "bhld", s, dtype="f8e4m3") for D in (64, 128)
             for causal in (False, True) for s in fp8_forward_space(D, causal)]
     out += [fp8_v_layout_kernel(D, n) for D in (64, 128) for n in loads_for(D)]   # ... its V^T's
-    for D in (64, 128, 256):   # the decode path: split-KV, its merge, unsplit (torchops/attn_decode.py)
+    for D in HEAD_DIMS:   # the decode path: split-KV, its merge, unsplit (torchops/attn_decode.py)
         out += decode_kernels(D)
     return out
 
@@ -133,7 +133,7 @@ def library():
         *(grouped_masked(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
         quantize_fp8,
         # tkc.rotary_embedding at the common head dims, forward and backward (inverse)
-        *(rotary(D, interleaved=i, inverse=inv) for D in (64, 128, 256) for i in (False, True)
+        *(rotary(D, interleaved=i, inverse=inv) for D in HEAD_DIMS for i in (False, True)
           for inv in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths
         *_norm_ops(),
@@ -151,6 +151,6 @@ def library():
         *(k(world) for world in range(2, 6) for k in (all_gather_gemm, gemm_reduce_scatter)),
         rs_barrier,
         # tkc.ring_attention's merges of its steps' outputs (bf16 or an f32 accumulator, in and out)
-        *(attention_merge(D, acc, out) for D in (64, 128, 256) for acc in ("bf16", "f32")
+        *(attention_merge(D, acc, out) for D in HEAD_DIMS for acc in ("bf16", "f32")
           for out in ("bf16", "f32")),
     ]

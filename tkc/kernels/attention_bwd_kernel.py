@@ -76,6 +76,11 @@ STAGES = 2                  # the Q/dO ring
 SPILLS = 192
 
 
+def _panels(nbytes: int) -> str:
+    """The widest swizzle whose panels tile a row part of nbytes."""
+    return next(s for s in ("128b", "64b", "32b") if nbytes % int(s[:-1]) == 0)
+
+
 def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld",
                   schedule: BackwardSchedule = BackwardSchedule()):
     """The backward kernel for head dim D: bwd(q, k, v, do, stats, dq, dk, dv,
@@ -174,18 +179,23 @@ def attention_bwd(D: int = 128, causal: bool = False, layout: str = "bhld",
         wg, w = tkc.warpgroupid(), tkc.warpid()
         Lq, Lk = q.r, k.r
         hk = h0 // group
-        k_s, v_s = st(bf16, BKV, D, "auto" if D == 128 or by_rows else "64b"), st(bf16, BKV, D)
+        # a dQ split by columns: each warpgroup reads half of K's columns and writes half of dQ's, whole
+        # swizzle panels (D 96's 48 columns: 32-byte panels of K, 64-byte ones of dQ)
+        k_panels = "auto" if D == 128 or by_rows else _panels(D // 2 * 2)
+        k_s, v_s = st(bf16, BKV, D, k_panels), st(bf16, BKV, D)
+        # the producer issues a TMA load a panel: K's six 32-byte ones (D 96) spill 8 bytes in 24 registers
+        regs = (32, 232) if k_panels == "32b" else (24, 240)
         q_s, do_s = st(bf16, BQ, D), st(bf16, BQ, D)
         ring_s = st(bf16, ds_slots * BKV, BQ)   # dS^T, both warpgroups' keys, ds_slots tiles
         lse_s, delta_s = sv(f32, BQ), sv(f32, BQ)
-        dq_s = st(f32, BQ, D)
+        dq_s = st(f32, BQ, D, "auto" if by_rows or D // 2 % 32 == 0 else _panels(D // 2 * 4))
         tma.load(k_s, k, tile(hk, kb))
         tma.load(v_s, v, tile(hk, kb))
         key0 = kb * BKV + w * 16         # this warp's first key
         shift, first, per_head = query_tiles(kb, BKV, Lq, Lk)
         dk_r, dv_r = zero(rt(f32, 16, D)), zero(rt(f32, 16, D))
         c = scale * LOG2E
-        for it in tkc.range(per_head * group, stages=STAGES, registers=(24, 240), store_warp=True,
+        for it in tkc.range(per_head * group, stages=STAGES, registers=regs, store_warp=True,
                             store_slots=2):
             h, i = h0 + it // per_head, first + it % per_head
             tma.load(q_s, q, tile(h, i))

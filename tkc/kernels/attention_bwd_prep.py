@@ -20,7 +20,7 @@ WARPS_PREP = 4
 # Query rows a warp of attention_prep: enough that a warp has 1 KB of O and
 # dO in flight (one 128-byte row of each at D = 64 left the kernel at 47% of
 # the HBM bandwidth on the H100: too few bytes in flight for its latency).
-ROWS_PREP = {64: 4, 128: 2, 256: 1}
+ROWS_PREP = {64: 4, 96: 2, 128: 2, 256: 1}
 STATS_ALIGN = 128           # the statistics' rows: whole query tiles (attention_prep)
 
 

@@ -80,7 +80,7 @@ from .attention_merge import attention_merge_splits
 from .attention_schedule import ForwardSchedule, decode_schedule
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
-HEAD_DIMS = (64, 128, 256)
+HEAD_DIMS = (64, 96, 128, 256)   # 96: Phi-3's, GPT-NeoX's
 LAYOUTS = ("bhld", "varlen")
 FP8_HEAD_DIMS = (64, 128, 256)   # D 256: O through its own bf16 tile (the FP8 Q's is too small)
 P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (module docstring)

@@ -159,16 +159,16 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     the short one ping-pongs (the warpgroups take turns at S = Q K^T, no
     overlap): H200, 2048 items of 4-16 KV tiles, 0.98-1.00 of cuDNN where the
     plain loop read 0.87-0.94 (2026-11-29; not measured on the H100, whose
-    hand pick it replaced)."""
+    hand pick it replaced). D 96 has D 128's spaces (tuned on the H200 only)."""
     fixed = layout != "varlen"
-    short = {64: ForwardSchedule(stages=2, consumers=3), 128: ForwardSchedule(),
+    short = {64: ForwardSchedule(stages=2, consumers=3), 96: ForwardSchedule(), 128: ForwardSchedule(),
              256: ForwardSchedule(KV=64, stages=2, o_via_q=fixed)}[D]
     long = dataclasses.replace(short, overlap=True, pingpong=True, KV=80 if D == 256 else short.KV)
     if D == 256 or not fixed and not causal:
         return short, long
     if not causal:   # D 128: ping-pong alone (no overlap) where keys are few
-        return (dataclasses.replace(short, persistent=True, pingpong=D == 128),
-                dataclasses.replace(long, persistent=D == 128))
+        return (dataclasses.replace(short, persistent=True, pingpong=D > 64),
+                dataclasses.replace(long, persistent=D > 64))
     if not fixed:
         return ForwardSchedule(KV=128 if D == 64 else 64, stages=2, consumers=1, blocks_per_sm=2), long
     if D == 64:

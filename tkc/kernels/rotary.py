@@ -44,15 +44,17 @@ def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int =
     """x, o: [B, T, H, D] bf16 (o may be x); cos, sin: [T, D/2] bf16.
     A block: 16 positions x (warps * heads) heads, `heads` of them per warp;
     blocks_per_sm blocks share an SM. inverse: rotate by -theta (the backward)."""
-    if D % (2 * C):
-        raise TkcError(f"rotary: the head dim D = {D} must be a multiple of {2 * C}")
-    half, steps, G = D // 2, D // 2 // C, warps * heads
+    if D % 32:
+        raise TkcError(f"rotary: the head dim D = {D} must be a multiple of 32")
+    half, G = D // 2, warps * heads
+    cols = C if half % C == 0 else 16   # (D 96: three tiles of 16 columns a half)
+    steps = half // cols
     name = f"rotary_{D}{'_interleaved' if interleaved else ''}{'_inverse' if inverse else ''}"
     if (warps, heads, blocks_per_sm) != (4, 1, 4):
         name += f"_w{warps}h{heads}b{blocks_per_sm}"
 
     def T():
-        return rt(f32, 16, C)
+        return rt(f32, 16, cols)
 
     def turn(x1, x2, c, s):  # (x1, x2) rotated by theta, or by -theta
         if inverse:
@@ -72,10 +74,10 @@ def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int =
             h = tkc.warpid() * heads + i
             for j in range(steps):
                 c, s = load(T(), cos_s, (0, j)), load(T(), sin_s, (0, j))
-                if interleaved:  # pair tiles of 2C columns: head h's are h * steps + j
+                if interleaved:  # pair tiles of 2 * cols columns: head h's are h * steps + j
                     x1, x2 = load_split(T(), x_s, (0, h * steps + j))
                     store_join(x_s, *turn(x1, x2, c, s), (0, h * steps + j))
-                else:  # C-column tiles: the first half's j-th, the second half's
+                else:  # cols-column tiles: the first half's j-th, the second half's
                     lo = h * 2 * steps + j
                     x1, x2 = load(T(), x_s, (0, lo)), load(T(), x_s, (0, lo + steps))
                     y1, y2 = turn(x1, x2, c, s)

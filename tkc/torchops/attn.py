@@ -293,7 +293,7 @@ def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
 def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None,
               return_lse: bool = False, k_lengths: Tensor | None = None):
     """softmax(q k^T * scale [causal mask]) v for q [B, Hq, Lq, D] and k, v
-    [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 128 or 256; Hq a multiple of
+    [B, Hkv, Lk, D] (bf16, on the GPU; D 64, 96, 128 or 256; Hq a multiple of
     Hkv), differentiable in q, k and v. return_lse=True also returns the
     log-sum-exp of each query row [B, Hq, Lq] (f32).
 

@@ -153,7 +153,7 @@ class _SplitMerged(Bound):
 
 
 # tkc tune --library's shapes: decode steps of B sequences, Lk keys each (K and V up to 8 GiB)
-EXAMPLES = {64: (64, 8), 128: (32, 8), 256: (16, 16)}   # D: (Hq, Hkv) of a common model
+EXAMPLES = {64: (64, 8), 96: (32, 32), 128: (32, 8), 256: (16, 16)}   # D: (Hq, Hkv) of a common model
 
 
 def _examples(D: int) -> list:

@@ -89,7 +89,7 @@ _rotary = Op("tkc::rotary", _impl,
 
 @public
 def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
-    """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 64) by cos,
+    """RoPE of x [B, T, H, D] (bf16, on the GPU; D a multiple of 32) by cos,
     sin [T, D/2] (any float dtype: used as bf16), pairing (i, i + D/2), or
     (2i, 2i + 1) if interleaved; differentiable in x."""
     key = grad_key(interleaved, x, cos, sin)
@@ -131,7 +131,7 @@ def _taken(x: Tensor) -> Tensor:
 def _fits(x, cos, sin) -> bool:
     """The common case in a few reads (_explain names what is wrong otherwise)."""
     if not (isinstance(x, Tensor) and x.dtype == torch.bfloat16 and x.dim() == 4
-            and not x.shape[3] % 64 and x.device.type == checks.DEVICE_TYPE):
+            and not x.shape[3] % 32 and x.device.type == checks.DEVICE_TYPE):
         return False
     half = (x.shape[1], x.shape[3] // 2)
     return all(isinstance(t, Tensor) and t.shape == half and t.is_floating_point()
@@ -141,8 +141,8 @@ def _fits(x, cos, sin) -> bool:
 def _explain(x, cos, sin) -> None:
     check_tensor("rotary_embedding", "x", x, 4, "[B, T, H, D]", (torch.bfloat16,))
     T, D = x.shape[1], x.shape[3]
-    if D % 64:
-        raise TkcError(f"rotary_embedding: the head dim D = {D} must be a multiple of 64", caller())
+    if D % 32:
+        raise TkcError(f"rotary_embedding: the head dim D = {D} must be a multiple of 32", caller())
     for name, t in (("cos", cos), ("sin", sin)):
         check_tensor("rotary_embedding", name, t, 2, f"[{T}, {D // 2}]")
         if tuple(t.shape) != (T, D // 2) or not t.is_floating_point():
