@@ -87,12 +87,24 @@ def _gated_forward(self, x: torch.Tensor) -> torch.Tensor:
     return self.down_proj(swiglu(x, self.gate_proj.weight, self.up_proj.weight))
 
 
+def _fused_gated_forward(self, x: torch.Tensor) -> torch.Tensor:
+    """Phi-3's MLP: gate_up_proj's weight is [gate; up], each [F, K]: two views of it
+    (unbind's backward stacks their gradients into one [2, F, K] for the weight)."""
+    w = self.gate_up_proj.weight
+    gate, up = w.view(2, w.shape[0] // 2, w.shape[1]).unbind(0)
+    return self.down_proj(swiglu(x, gate, up))
+
+
 _GATED = {GatedMLP: GatedMLP}   # a converted gated MLP's class -> its tkc twin (made once per class)
 
 
 def _gated_why(m: nn.Module) -> str | None:
     """Whether m is a gated MLP tkc serves: None when it is, else why not ("" for a
-    module that is not one: gate_proj, up_proj, down_proj nn.Linear and a SiLU act_fn)."""
+    module that is not one: gate_proj, up_proj, down_proj nn.Linear and a SiLU act_fn,
+    Llama's; or gate_up_proj ([gate; up] in one weight) and down_proj nn.Linear and a SiLU
+    activation_fn, Phi-3's)."""
+    if isinstance(getattr(m, "gate_up_proj", None), nn.Linear):
+        return _fused_gated_why(m)
     parts = [getattr(m, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
     if not all(isinstance(p, nn.Linear) for p in parts) or not _is_silu(getattr(m, "act_fn", None)):
         return ""
@@ -102,6 +114,18 @@ def _gated_why(m: nn.Module) -> str | None:
     if gate.weight.shape != up.weight.shape or gate.in_features % 8 or gate.out_features % 8:
         return (f"gate_proj {tuple(gate.weight.shape)}, up_proj {tuple(up.weight.shape)}: tkc.swiglu "
                 f"takes one [F, K] shape, F and K multiples of 8")
+    return None
+
+
+def _fused_gated_why(m: nn.Module) -> str | None:
+    fused = m.gate_up_proj
+    if not isinstance(getattr(m, "down_proj", None), nn.Linear) or not _is_silu(getattr(m, "activation_fn", None)):
+        return ""
+    if fused.bias is not None:
+        return "gate_up_proj with a bias: tkc.swiglu takes none"
+    if fused.out_features % 16 or fused.in_features % 8:
+        return (f"gate_up_proj {tuple(fused.weight.shape)}: tkc.swiglu takes [gate; up] of [F, K] each, F and K "
+                f"multiples of 8")
     return None
 
 
@@ -136,7 +160,9 @@ def _swap(m: nn.Module) -> str | None:
         return gated
     if gated is None:
         if kind not in _GATED:   # the model's own class, its forward replaced by the fused one
-            _GATED[kind] = type(f"Tkc{kind.__name__}", (kind,), {"forward": _gated_forward,
+            fused = isinstance(getattr(m, "gate_up_proj", None), nn.Linear)
+            _GATED[kind] = type(f"Tkc{kind.__name__}", (kind,), {"forward": _fused_gated_forward if fused
+                                                                 else _gated_forward,
                                                                  "__module__": __name__})
         m.__class__ = _GATED[kind]
     elif kind is nn.Linear:
@@ -160,7 +186,8 @@ def convert(model: nn.Module) -> nn.Module:
     features multiples of 8; the norms: one affine dim, a multiple of 256 up to 16384,
     LayerNorm with a bias) computed by tkc's ops, and each gated MLP (a module with
     nn.Linear gate_proj, up_proj, down_proj and a SiLU act_fn, Hugging Face's
-    LlamaMLP, MistralMLP, Qwen2MLP: its forward taken to be theirs) by tkc.swiglu, in
+    LlamaMLP, MistralMLP, Qwen2MLP; or with gate_up_proj, down_proj and a SiLU
+    activation_fn, Phi3MLP: its forward taken to be theirs) by tkc.swiglu, in
     place: the same module objects and parameters, so optimizers, state dicts and hooks
     keep working. A Hugging Face transformers model on SDPA attention takes
     attn_implementation="tkc" (register_transformers; listed as "attention").
@@ -189,7 +216,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                                  enable_gqa: bool = False):
     """F.scaled_dot_product_attention's signature and meaning, computed by
     tkc.attention where that serves the call: no mask, no dropout, [B, H, L,
-    D] with D 64, 128 or 256 on the GPU, bf16 (or float in a bf16 autocast
+    D] with D 64, 96, 128 or 256 on the GPU, bf16 (or float in a bf16 autocast
     region), GQA with enable_gqa, and is_causal with as many keys as queries
     or more (SDPA aligns its mask to the top left: query i sees keys 0..i,
     which is tkc.attention's bottom-right mask over the first Lq keys), or at

@@ -441,6 +441,32 @@ def test_transformers_attn_implementation(launched, cpu_ops):
         assert launched == [] and torch.equal(a3.logits, b3.logits)
 
 
+def test_a_phi3_model(launched, cpu_ops):
+    """A tiny Phi-3 (head dim 96; gate and up in one weight): tkc.nn.convert
+    takes its attention and its MLP (tkc.swiglu: test_swiglu.py); on tkc's
+    attention a prompt, then a decode step, give the logits the model on SDPA
+    gives."""
+    transformers = pytest.importorskip("transformers")
+    import copy
+
+    import tkc.nn
+    cfg = transformers.Phi3Config(vocab_size=64, hidden_size=192, intermediate_size=256, num_hidden_layers=1,
+                                  num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
+                                  pad_token_id=0, eos_token_id=1, bos_token_id=2, attn_implementation="sdpa")
+    torch.manual_seed(1)
+    ref = transformers.Phi3ForCausalLM(cfg).to(torch.bfloat16).eval()
+    converted = tkc.nn.convert(copy.deepcopy(ref))
+    assert {"attention", "model.layers.0.mlp"} <= set(converted.tkc_converted)
+    mine = copy.deepcopy(ref)
+    mine.set_attn_implementation(tkc.nn.register_transformers())
+    ids, step = torch.randint(0, 64, (1, 70)), torch.randint(0, 64, (1, 1))   # 70 rows a KV head: the usual forward
+    with torch.no_grad():
+        a, b = ref(ids, use_cache=True), mine(ids, use_cache=True)
+        assert launched == ["forward"] and _rel(b.logits, a.logits) < 2e-2
+        a2, b2 = ref(step, past_key_values=a.past_key_values), mine(step, past_key_values=b.past_key_values)
+        assert launched[-1] == "decode" and _rel(b2.logits, a2.logits) < 2e-2
+
+
 def test_convert_sets_a_transformers_models_attention():
     """tkc.nn.convert takes a transformers model on SDPA to attn_implementation
     "tkc" (converting again keeps it), and keeps another implementation with

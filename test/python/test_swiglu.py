@@ -224,6 +224,51 @@ def test_nn_convert_fuses_gated_mlps(cpu_ops):
     assert type(model[0]).__name__ == "Tkc_LlamaMLP"
 
 
+class _Phi3MLP(torch.nn.Module):
+    """Hugging Face's Phi3MLP, as its source has it: gate and up in one weight."""
+
+    def __init__(self, hidden, inter, bias=False, act=torch.nn.SiLU):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Linear(hidden, 2 * inter, bias=bias)
+        self.down_proj = torch.nn.Linear(inter, hidden, bias=False)
+        self.activation_fn = act()
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(up * self.activation_fn(gate))
+
+
+def test_nn_convert_fuses_phi3_mlps(cpu_ops):
+    """A Phi-3 MLP (gate_up_proj's weight [gate; up]) runs tkc.swiglu on the
+    weight's two halves: values and gradients (the fused weight's, one
+    tensor) are the original's; a biased one is skipped with the reason, one
+    with GELU is no gated MLP (its Linears converted); transformers' own
+    Phi3MLP is converted too."""
+    import copy
+    torch.manual_seed(16)
+    model = torch.nn.Sequential(_Phi3MLP(64, 72), _Phi3MLP(64, 72, bias=True),
+                                _Phi3MLP(64, 72, act=torch.nn.GELU)).to(BF)
+    ref = copy.deepcopy(model)
+    params = list(model.parameters())
+    tkc.nn.convert(model)
+    assert type(model[0]).__name__ == "Tkc_Phi3MLP" and type(model[1]) is type(model[2]) is _Phi3MLP
+    assert "0" in model.tkc_converted and "bias" in model.tkc_skipped["1"]
+    assert {"1.down_proj", "2.gate_up_proj", "2.down_proj"} <= set(model.tkc_converted)
+    assert list(model.parameters()) == params
+    x = torch.randn(3, 5, 64).to(BF)
+    y, want = model(x), ref(x)
+    assert _rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.Phi3Config(hidden_size=64, intermediate_size=72, hidden_act="silu")
+    phi3 = transformers.models.phi3.modeling_phi3.Phi3MLP(cfg).to(BF)
+    theirs = copy.deepcopy(phi3)
+    tkc.nn.convert(phi3)
+    assert phi3.tkc_converted[0] == "" and _rel(phi3(x), theirs(x)) < 2e-2
+
+
 def test_nn_gated_mlp_loads_a_llama_mlps_state(cpu_ops):
     torch.manual_seed(15)
     theirs = _LlamaMLP(64, 72).to(BF)
