@@ -110,3 +110,29 @@ def test_converted_llama_mlp():
     y.float().square().sum().backward()
     want.float().square().sum().backward()
     assert all(rel(p.grad, q.grad) < 3e-2 for p, q in zip(mine.parameters(), ref.parameters()))
+
+
+def test_converted_phi3_mlp():
+    """tkc.nn.convert on a Phi3MLP-shaped module (gate and up in one weight): tkc.swiglu on
+    the weight's halves, values and the fused weight's gradient PyTorch's."""
+    import copy
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_up_proj = torch.nn.Linear(1024, 2 * 2816, bias=False)
+            self.down_proj, self.activation_fn = torch.nn.Linear(2816, 1024, bias=False), torch.nn.SiLU()
+
+        def forward(self, x):
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+            return self.down_proj(up * self.activation_fn(gate))
+
+    ref = MLP().cuda().to(BF)
+    mine = tkc.nn.convert(copy.deepcopy(ref))
+    assert mine.tkc_converted[0] == ""
+    x = torch.randn(3, 300, 1024, device="cuda").to(BF)
+    y, want = mine(x), ref(x)
+    assert rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(rel(p.grad, q.grad) < 3e-2 for p, q in zip(mine.parameters(), ref.parameters()))
