@@ -5,7 +5,7 @@ attention (causal, 32k tokens in all, 32 heads of 128, GQA 8 KV heads)
 against all-gathering K and V and tkc.attention over them.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20]
+        torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20] [--ring-tokens 65536]
 
 The GPU count is torchrun's world size. Shapes: 8192 rows a rank x 8192 x
 8192, and Llama-70B tensor-parallel (hidden 8192, intermediate 28672): the
@@ -86,13 +86,13 @@ def runners(kind, Ms, K, N, world, group, dev):
             "matmul alone": lambda: a @ b}, 2 * world * Ms * K * N
 
 
-def ring_row(world, rank, group, dev, rounds):
+def ring_row(world, rank, group, dev, rounds, L=32768):
     """(ms of tkc.ring_attention, ms of all_gather K/V + tkc.attention):
-    B 1, 32k tokens, this rank's 32k / world of them (zigzag parts for the
+    B 1, L tokens, this rank's L / world of them (zigzag parts for the
     ring, contiguous ones for the all-gather, which tkc.attention serves
     with the causal mask aligned at the end)."""
     import tkc
-    L, bf = 32768, torch.bfloat16
+    bf = torch.bfloat16
     Ls = L // world
     q = torch.randn(1, 32, Ls, 128, device=dev).to(bf)
     k, v = (torch.randn(1, 8, Ls, 128, device=dev).to(bf) for _ in range(2))
@@ -117,6 +117,7 @@ def ring_row(world, rank, group, dev, rounds):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--ring-tokens", type=int, default=32768, help="ring attention's sequence, all ranks' tokens")
     args = p.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(rank)
@@ -144,9 +145,10 @@ def main():
             print(f"{title:40} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
                   f"{m['torch fused']:11.3f} {m['matmul alone']:7.3f} {m['nccl+cublas'] / m['tkc']:6.2f}x "
                   f"{m['torch fused'] / m['tkc']:7.2f}x {m['matmul alone'] / m['tkc']:10.2f}")
-    ring = ring_row(world, rank, group, dev, args.rounds)
+    ring = ring_row(world, rank, group, dev, args.rounds, args.ring_tokens)
     if rank == 0:
-        print(f"ring attention, causal, 32k tokens, 32 heads (8 KV) of 128: tkc {ring['tkc ring']:.3f} ms, "
+        print(f"ring attention, causal, {args.ring_tokens // 1024}k tokens, 32 heads (8 KV) of 128: tkc "
+              f"{ring['tkc ring']:.3f} ms, "
               f"all-gather + tkc.attention {ring['all-gather + attention']:.3f} ms "
               f"({ring['all-gather + attention'] / ring['tkc ring']:.2f}x)")
     dist.barrier()
