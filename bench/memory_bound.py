@@ -27,8 +27,8 @@ except ImportError:  # a CPU machine: main() says so and exits
     torch = None
 
 ROUNDS = 5
-# Rotary's other block shapes (the library's: 4 warps of one head, 4 blocks an
-# SM): 2 blocks an SM; 8 heads a block (a 32 KB tile), 2 blocks an SM.
+# Rotary's other block shapes (the op's: its tuned split of a block's heads, 4 blocks
+# an SM): 4 warps of one head, 2 blocks an SM; 8 heads a block (a 32 KB tile), 2 blocks an SM.
 VARIANTS = {"b2": dict(blocks_per_sm=2), "w8b2": dict(warps=8, blocks_per_sm=2)}
 KERNELS = [rotary(128, il, **cfg) for cfg in VARIANTS.values() for il in (False, True)]
 

@@ -20,7 +20,6 @@ import tkc  # noqa: E402
 from tkc.diagnostics import TkcError  # noqa: E402
 from tkc.kernels.layernorm import layernorm_bwd, layernorm_fwd  # noqa: E402
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd  # noqa: E402
-from tkc.kernels.rotary import rotary as rotary_kernel  # noqa: E402
 from tkc.torchops import checks, gemm, norm_plans, norms, rotary  # noqa: E402
 from tkc.torchops.eager import Op, tracing  # noqa: E402
 
@@ -44,8 +43,8 @@ def cpu_ops(monkeypatch):
     monkeypatch.setattr(norm_plans, "sms", lambda device: 2)
     monkeypatch.setattr(norm_plans, "resident", lambda kernel, device: 2)   # blocks an SM holds
     monkeypatch.setattr(norm_plans, "norm_grads", lambda planes: _interpreted(norm_grads(planes)))
-    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse: _interpreted(
-        rotary_kernel(D, interleaved, inverse=inverse)))
+    monkeypatch.setattr(rotary, "_kernel", lambda D, interleaved, inverse, key: _interpreted(
+        rotary.picked(D, interleaved, inverse, key)))
 
 
 def _rel(a, b):

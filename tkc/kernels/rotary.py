@@ -37,6 +37,16 @@ from tkc.diagnostics import TkcError
 from tkc.ops import load, load_split, store, store_join
 
 C = 32  # columns per register tile (16 f32 a lane): four of them live at a time
+# A block's heads, (warps, heads a warp): tkc.rotary_embedding's tuned choice (torchops/rotary.py),
+# the splits the H200's table picks (4 x 1, the builder's default, was picked at no key)
+SPLITS = ((2, 1), (8, 1), (2, 2))
+SHARED_LIMIT = 228 * 1024   # an SM's shared memory, which blocks_per_sm blocks share
+
+
+def fits(D: int, warps: int, heads: int, blocks_per_sm: int = 4) -> bool:
+    """Whether blocks_per_sm blocks of warps x heads heads fit an SM's shared
+    memory: x's tile (16 positions of the block's heads) and cos's and sin's."""
+    return 32 * warps * heads * D + 32 * D + 1024 <= SHARED_LIMIT // blocks_per_sm
 
 
 def rotary(D: int = 128, interleaved: bool = False, warps: int = 4, heads: int = 1, blocks_per_sm: int = 4,

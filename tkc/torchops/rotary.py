@@ -15,19 +15,63 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.rotary import rotary
+from ..kernels.attention_hopper import HEAD_DIMS
+from ..kernels.rotary import SPLITS, fits, rotary
 from ..runtime.callsite import caller
+from ..tune import autotune
 from . import checks
 from .checks import autocast, check_device, check_tensor, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, signature
 
-__all__ = ["rotary_embedding"]
+__all__ = ["SPACES", "rotary_embedding", "space"]
+
+# The heads a block turns (warps x heads a warp) are tuned data per head dim (tkc/tune/tables),
+# keyed by the positions: a decode step's few (B T <= FEW, a block a position tile) or many.
+# H200, [1, 8192, 32, D], kernel time: the builder's 4 x 1 ran 0.72 / 0.83 / 0.89 of a copy at
+# D 64 / 96 / 128, the picks (8 x 1; at 128 2 x 2) 0.90 / 0.89 / 0.92; a few positions take 2 x 1
+# (7-18% faster); at D 256 eight heads' tiles do not fit four blocks an SM.
+FEW = 128
+EXAMPLE_POSITIONS = (16, 8192)
+
+
+def _key(x, cos, sin, o) -> str:
+    """A kernel call's key (its x a [B, 1, T, H D] gl): few positions or many."""
+    return "few" if x.shape[0] * x.shape[2] <= FEW else "many"
+
+
+def _example(D: int, T: int) -> list:
+    """One call's kernel arguments: T positions of a model's heads (32 of D; 16 of 256)."""
+    H = 16 if D == 256 else 32
+    x = torch.randn(1, 1, T, H * D, device="cuda").to(torch.bfloat16)
+    ang = torch.rand(T, D // 2, device="cuda")
+    return [x, ang.cos().to(torch.bfloat16), ang.sin().to(torch.bfloat16), torch.empty_like(x)]
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(D: int, interleaved: bool, inverse: bool):
-    return rotary(D, interleaved, inverse=inverse)
+def space(D: int):
+    """Head dim D's space (made at import for the common ones, at a call for others):
+    warps a block and heads a warp, four blocks an SM; the default (2 x 1, which fits
+    wherever the builder's 4 x 1 does) first."""
+    return autotune(space=[{"warps": w, "heads": h} for w, h in SPLITS], key=_key,
+                    name=f"tkc.rotary_embedding.d{D}", prune=lambda c: not fits(D, c["warps"], c["heads"]),
+                    examples=lambda: [functools.partial(_example, D, T) for T in EXAMPLE_POSITIONS],
+                    )(lambda warps, heads: rotary(D, False, warps, heads))
+
+
+SPACES = {D: space(D) for D in HEAD_DIMS}
+KERNELS = list(SPACES.values())   # `tkc build` of this file: every candidate (what tuning offline needs)
+
+
+def picked(D: int, interleaved: bool, inverse: bool, key: str):
+    """The kernel a call of key `key` runs: its head dim's tuned pick."""
+    config = space(D).choose(key)
+    return rotary(D, interleaved, config["warps"], config["heads"], inverse=inverse)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(D: int, interleaved: bool, inverse: bool, key: str):
+    return picked(D, interleaved, inverse, key)
 
 
 def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool):
@@ -39,7 +83,7 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool)
         run = _plan(x.contiguous(), cos, sin, interleaved, inverse)
         return lambda x, cos, sin, *flags: run(x.contiguous(), cos, sin)
     rows = lambda t: t.unflatten(2, (1, H)).flatten(3).transpose(1, 2)  # noqa: E731  ([B, 1, T, H*D], strided)
-    launch = _kernel(D, interleaved, inverse).prepare(
+    launch = _kernel(D, interleaved, inverse, "few" if B * T <= FEW else "many").prepare(
         rows(x), cos, sin, rows(torch.empty_like(x, memory_format=torch.contiguous_format)))
 
     def run(x, cos, sin, *flags):
