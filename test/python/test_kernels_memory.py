@@ -229,3 +229,18 @@ def test_rotary_splits_are_the_h200_tables_picks(monkeypatch):
                     k = op.picked(D, interleaved, inverse, key.strip("'"))
                     assert k.name in names and k.name == rotary(D, interleaved, *split, inverse=inverse).name
     assert picked == set(SPLITS)
+
+
+def test_a_block_too_small_for_a_register_split_gets_none():
+    """Eight 2-warpgroup blocks an SM launch with 32 registers a thread, less
+    than the producer's 40: tk-pipeline-staging splits no registers there
+    (setmaxnreg.dec to 40 failed in ptxas before), so the kernel compiles,
+    and runs right in the interpreter."""
+    k = rotary(128, False, 4, 1, blocks_per_sm=8)
+    art = k.build()
+    assert art.manifest["resources"]["registers"] <= 32
+    B, T, H, D = 1, 20, 4, 128
+    x, cos, sin = _rope_inputs(B, T, H, D)
+    o = np.full_like(x, np.nan)
+    k.interpret(x.reshape(B, 1, T, H * D), cos, sin, o.reshape(B, 1, T, H * D))
+    np.testing.assert_allclose(o, reference.rotary(x, cos, sin, False), rtol=2 ** -7, atol=1e-6)

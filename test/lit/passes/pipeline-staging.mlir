@@ -206,6 +206,11 @@ func.func @two_stores(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64,
 // CHECK-LABEL: func.func @one_consumer_two_blocks
 // CHECK: "tk.decrease_registers"() {count = 40 : i64}
 // CHECK: "tk.increase_registers"() {count = 216 : i64}
+// At eight blocks an SM a thread launches with 32, fewer than the producer's 40: no
+// split (setmaxnreg.dec to 40 would raise the producer's count; ptxas refused it).
+// CHECK-LABEL: func.func @one_consumer_eight_blocks
+// CHECK-NOT: _registers
+// CHECK: return
 func.func @one_consumer(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64, tk.arg_names = ["a", "c"],
     tk.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : index
@@ -222,6 +227,20 @@ func.func @one_consumer(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i6
 
 func.func @one_consumer_two_blocks(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64,
     tk.blocks_per_sm = 2 : i64, tk.arg_names = ["a", "c"], tk.grid = ["1", "1", "1"]} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %q = "tk.alloc"() : () -> !W
+  scf.for %k = %c0 to %c4 step %c1 {
+    "tk.pipeline_load"(%q, %a, %c0, %c0, %c0, %k) : (!W, !G, index, index, index, index) -> ()
+    %x = "tk.load"(%q, %c0, %c0) : (!W, index, index) -> !tk.rt<bf16, 16 : i64, 64 : i64, "row">
+    "tk.store"(%c, %x, %c0, %c0, %c0, %k) : (!G, !tk.rt<bf16, 16 : i64, 64 : i64, "row">, index, index, index, index) -> ()
+  } {tk.pipeline = {stages = 2 : i64}}
+  return
+}
+
+func.func @one_consumer_eight_blocks(%a: !G, %c: !G) attributes {tk.kernel, tk.warps = 4 : i64,
+    tk.blocks_per_sm = 8 : i64, tk.arg_names = ["a", "c"], tk.grid = ["1", "1", "1"]} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index

@@ -92,7 +92,10 @@ class Budget:
             return None
         budget = register_budget(consumers + 1, blocks)
         per_sm = f" ({blocks} an SM)" if blocks > 1 else ""
+        given = self.opts.get("producer_registers") or self.opts.get("consumer_registers")
         p = self.opts.get("producer_registers") or (40 if consumers < 3 else 24)
+        if not given and p >= budget // (consumers + 1):   # a thread's launch count at most the
+            return None   # producer's (rotary at 8 blocks an SM: 32): setmaxnreg.dec may not raise it
         c = self.opts.get("consumer_registers") or min(256, (budget - p) // consumers // 8 * 8)
         if p + consumers * c > budget:
             raise error(self.f.loop or self.fn,
