@@ -145,11 +145,11 @@ def test_layer_norm_repeated_with_conversions():
 
 def test_rotary_kernel_in_place():
     from tkc.kernels import rotary
-    from tkc.kernels.rotary import SPLITS
+    from tkc.kernels.rotary import splits
     x, cos, sin = rope_inputs(2, 64, 4, 128)
     want = rope_ref(x, cos, sin, False)
     v = x.view(2, 1, 64, 4 * 128)
-    rotary(128, False, *SPLITS[0])(v, cos, sin, v)  # (a prebuilt split) declared inplace={"o": "x"}
+    rotary(128, False, *splits(128)[0])(v, cos, sin, v)  # (a prebuilt split) declared inplace={"o": "x"}
     torch.cuda.synchronize()
     assert rel_err(x, want) < 1e-2
 

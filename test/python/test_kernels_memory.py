@@ -201,34 +201,34 @@ def test_bad_sizes_are_refused():
 def test_rotary_splits_are_the_h200_tables_picks(monkeypatch):
     """tkc.rotary_embedding's heads a block (warps x heads a warp) are tuned
     data: at every common head dim the H200's table has a pick for a few
-    positions and for many, each one of kernels/rotary.py's SPLITS that fits
+    positions and for many, each one of kernels/rotary.py's splits(D) that fits
     the SMs' shared memory, every split picked somewhere (none kept on
-    speculation), and the library prebuilds the picks, forward and inverse,
-    both layouts; a GPU without a table reads the H200's."""
+    speculation, at each dim), and the library prebuilds the picks, forward
+    and inverse, both layouts; a GPU without a table reads the H200's."""
     import json
 
     from tkc.kernels import library
     from tkc.kernels.attention_hopper import HEAD_DIMS
-    from tkc.kernels.rotary import SPLITS, fits
+    from tkc.kernels.rotary import fits, splits
     from tkc.torchops import rotary as op
     from tkc.tune import tables
     rows = json.loads((tables.PACKAGE_DIR / "nvidia-h200.json").read_text())["entries"]
     names = {k.name for k in library()}
-    picked = set()
     monkeypatch.setenv("TKC_DEVICE_NAME", "NVIDIA A100-SXM4-80GB")
     for D in HEAD_DIMS:
         entries = rows[f"tkc.rotary_embedding.d{D}"]
         assert sorted(entries) == ["'few'", "'many'"]
+        picked = set()
         for key, row in entries.items():
             split = (row["config"]["warps"], row["config"]["heads"])
-            assert split in SPLITS and fits(D, *split)
+            assert split in splits(D) and fits(D, *split)
             picked.add(split)
             op.space(D).forget()
             for interleaved in (False, True):
                 for inverse in (False, True):
                     k = op.picked(D, interleaved, inverse, key.strip("'"))
                     assert k.name in names and k.name == rotary(D, interleaved, *split, inverse=inverse).name
-    assert picked == set(SPLITS)
+        assert picked == set(splits(D))
 
 
 def test_a_block_too_small_for_a_register_split_gets_none():

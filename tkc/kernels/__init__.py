@@ -31,7 +31,7 @@ from .linear_attention import based, linear_attention, library_kernels as linear
 from .norm_grads import norm_grads
 from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
-from .rotary import SPLITS as ROTARY_SPLITS, fits as rotary_fits, rotary
+from .rotary import rotary, splits as rotary_splits
 from .scaled_mm_blockwise import scaled_mm_blockwise
 from .scaled_mm_grouped import grouped_contiguous, grouped_masked
 from .scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hopper
@@ -133,8 +133,8 @@ def library():
         *(grouped_masked(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
         quantize_fp8,
         # tkc.rotary_embedding at the common head dims, forward and backward (inverse), each
-        # split of a block's heads its tuned table may pick (the ones that fit)
-        *(rotary(D, i, w, h, inverse=inv) for D in HEAD_DIMS for w, h in ROTARY_SPLITS if rotary_fits(D, w, h)
+        # split of a block's heads its space holds (what its tuned table picks)
+        *(rotary(D, i, w, h, inverse=inv) for D in HEAD_DIMS for w, h in rotary_splits(D)
           for i in (False, True) for inv in (False, True)),
         # tkc.layer_norm / tkc.rms_norm at common model widths
         *_norm_ops(),

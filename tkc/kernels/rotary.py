@@ -37,10 +37,19 @@ from tkc.diagnostics import TkcError
 from tkc.ops import load, load_split, store, store_join
 
 C = 32  # columns per register tile (16 f32 a lane): four of them live at a time
-# A block's heads, (warps, heads a warp): tkc.rotary_embedding's tuned choice (torchops/rotary.py),
-# the splits the H200's table picks (4 x 1, the builder's default, was picked at no key)
-SPLITS = ((2, 1), (8, 1), (2, 2))
 SHARED_LIMIT = 228 * 1024   # an SM's shared memory, which blocks_per_sm blocks share
+
+
+def splits(D: int) -> tuple:
+    """A block's heads, (warps, heads a warp), that head dim D's space holds
+    (tkc.rotary_embedding tunes among them: torchops/rotary.py): what the H200's
+    table picks, 2 x 1 first (every dim's for a few positions); for many, 8 x 1
+    below D 128 (at 128 a thread's 40 registers spill 20 bytes), 2 x 2 below 256
+    (at 256 it ran slower than 2 x 1). The builder's default, 4 x 1, was picked
+    at no key."""
+    if D < 128:
+        return (2, 1), (8, 1)
+    return ((2, 1), (2, 2)) if D < 256 else ((2, 1),)
 
 
 def fits(D: int, warps: int, heads: int, blocks_per_sm: int = 4) -> bool:

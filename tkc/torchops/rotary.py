@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..kernels.attention_hopper import HEAD_DIMS
-from ..kernels.rotary import SPLITS, fits, rotary
+from ..kernels.rotary import fits, rotary, splits
 from ..runtime.callsite import caller
 from ..tune import autotune
 from . import checks
@@ -51,9 +51,10 @@ def _example(D: int, T: int) -> list:
 @functools.lru_cache(maxsize=None)
 def space(D: int):
     """Head dim D's space (made at import for the common ones, at a call for others):
-    warps a block and heads a warp, four blocks an SM; the default (2 x 1, which fits
-    wherever the builder's 4 x 1 does) first."""
-    return autotune(space=[{"warps": w, "heads": h} for w, h in SPLITS], key=_key,
+    warps a block and heads a warp (kernels/rotary.py splits), four blocks an SM; the
+    default (2 x 1, which fits wherever the builder's 4 x 1 does) first; a split whose
+    tiles overflow shared memory (an uncommon D's) pruned."""
+    return autotune(space=[{"warps": w, "heads": h} for w, h in splits(D)], key=_key,
                     name=f"tkc.rotary_embedding.d{D}", prune=lambda c: not fits(D, c["warps"], c["heads"]),
                     examples=lambda: [functools.partial(_example, D, T) for T in EXAMPLE_POSITIONS],
                     )(lambda warps, heads: rotary(D, False, warps, heads))
