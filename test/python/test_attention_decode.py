@@ -411,6 +411,18 @@ def test_sdpa_drop_in_top_left_causal_over_more_keys(launched, cpu_ops):
     assert _rel(o, want) < 1e-2
 
 
+def _prompt_then_step(ref, mine, n: int, launched):
+    """A prompt of n tokens (the usual forward), then one token against its
+    cache (the decode path): mine's logits are ref's; the prompt's ids."""
+    ids, step = torch.randint(0, 64, (1, n)), torch.randint(0, 64, (1, 1))
+    with torch.no_grad():
+        a, b = ref(ids, use_cache=True), mine(ids, use_cache=True)
+        assert launched == ["forward"] and _rel(b.logits, a.logits) < 2e-2
+        a2, b2 = ref(step, past_key_values=a.past_key_values), mine(step, past_key_values=b.past_key_values)
+        assert launched[-1] == "decode" and _rel(b2.logits, a2.logits) < 2e-2
+    return ids
+
+
 def test_transformers_attn_implementation(launched, cpu_ops):
     """attn_implementation="tkc" (tkc.nn.register_transformers) in a tiny
     Llama (GQA 2:1, D 64): the prompt's forward (no mask: causal) and a decode
@@ -428,12 +440,8 @@ def test_transformers_attn_implementation(launched, cpu_ops):
     ref = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
     mine = copy.deepcopy(ref)
     mine.set_attn_implementation("tkc")
-    ids, step = torch.randint(0, 64, (1, 40)), torch.randint(0, 64, (1, 1))   # 80 rows a KV head: the usual forward
+    ids = _prompt_then_step(ref, mine, 40, launched)   # 80 rows a KV head: the usual forward
     with torch.no_grad():
-        a, b = ref(ids, use_cache=True), mine(ids, use_cache=True)
-        assert launched == ["forward"] and _rel(b.logits, a.logits) < 2e-2
-        a2, b2 = ref(step, cache=a.past_key_values), mine(step, cache=b.past_key_values)
-        assert launched[-1] == "decode" and _rel(b2.logits, a2.logits) < 2e-2
         launched.clear()
         pad = torch.ones(2, 40, dtype=torch.long)
         pad[0, :3] = 0   # left padding: a mask transformers must pass
@@ -459,12 +467,7 @@ def test_a_phi3_model(launched, cpu_ops):
     assert {"attention", "model.layers.0.mlp"} <= set(converted.tkc_converted)
     mine = copy.deepcopy(ref)
     mine.set_attn_implementation(tkc.nn.register_transformers())
-    ids, step = torch.randint(0, 64, (1, 70)), torch.randint(0, 64, (1, 1))   # 70 rows a KV head: the usual forward
-    with torch.no_grad():
-        a, b = ref(ids, use_cache=True), mine(ids, use_cache=True)
-        assert launched == ["forward"] and _rel(b.logits, a.logits) < 2e-2
-        a2, b2 = ref(step, past_key_values=a.past_key_values), mine(step, past_key_values=b.past_key_values)
-        assert launched[-1] == "decode" and _rel(b2.logits, a2.logits) < 2e-2
+    _prompt_then_step(ref, mine, 70, launched)   # 70 rows a KV head: the usual forward
 
 
 def test_convert_sets_a_transformers_models_attention():

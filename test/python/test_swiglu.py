@@ -195,6 +195,15 @@ class _LlamaMLP(torch.nn.Module):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
 
+def _values_and_gradients_match(model, ref, x):
+    """model(x) and its parameters' gradients (of the output's square sum) are ref's."""
+    y, want = model(x), ref(x)
+    assert _rel(y, want) < 2e-2
+    y.float().square().sum().backward()
+    want.float().square().sum().backward()
+    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+
+
 def test_nn_convert_fuses_gated_mlps(cpu_ops):
     """tkc.nn.convert: a gated MLP (LlamaMLP's shape, its act_fn nn.SiLU or
     another module computing SiLU, as Hugging Face's) runs tkc.swiglu, still
@@ -215,11 +224,7 @@ def test_nn_convert_fuses_gated_mlps(cpu_ops):
     assert {"1.gate_proj", "2.gate_proj", "2.down_proj"} <= set(model.tkc_converted)
     assert list(model.parameters()) == params and list(model.state_dict()) == keys
     x = torch.randn(3, 5, 64).to(BF)
-    y, want = model(x), ref(x)
-    assert _rel(y, want) < 2e-2
-    y.float().square().sum().backward()
-    want.float().square().sum().backward()
-    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+    _values_and_gradients_match(model, ref, x)
     tkc.nn.convert(model)   # converting again changes nothing
     assert type(model[0]).__name__ == "Tkc_LlamaMLP"
 
@@ -256,11 +261,7 @@ def test_nn_convert_fuses_phi3_mlps(cpu_ops):
     assert {"1.down_proj", "2.gate_up_proj", "2.down_proj"} <= set(model.tkc_converted)
     assert list(model.parameters()) == params
     x = torch.randn(3, 5, 64).to(BF)
-    y, want = model(x), ref(x)
-    assert _rel(y, want) < 2e-2
-    y.float().square().sum().backward()
-    want.float().square().sum().backward()
-    assert all(_rel(p.grad, q.grad) < 3e-2 for p, q in zip(model.parameters(), ref.parameters()))
+    _values_and_gradients_match(model, ref, x)
     transformers = pytest.importorskip("transformers")
     cfg = transformers.Phi3Config(hidden_size=64, intermediate_size=72, hidden_act="silu")
     phi3 = transformers.models.phi3.modeling_phi3.Phi3MLP(cfg).to(BF)
