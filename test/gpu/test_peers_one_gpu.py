@@ -6,6 +6,7 @@ This runs the peer pointers, the peer tensor maps, signal / wait_signal and
 barrier_all on the hardware where no 2-GPU machine is at hand; the same
 kernels under torchrun on several GPUs: test_multi_gpu.py."""
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,20 +20,21 @@ from peers_kernels import T, ring  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
-KERNELS = [ring, rs_barrier, *(k(w) for w in (2, 4) for k in (all_gather_gemm, gemm_reduce_scatter))]
+KERNELS = [ring, rs_barrier, all_gather_gemm, *(gemm_reduce_scatter(w) for w in (2, 4))]
 
 
 def peers(ts, r):
     return Peers(ts[r], [t.data_ptr() for t in ts], r)
 
 
-def concurrently(world, launch):
+def concurrently(world, launch, join=True):
     streams = [torch.cuda.Stream() for _ in range(world)]
     torch.cuda.synchronize()
     for r in range(world):
         with torch.cuda.stream(streams[r]):
             launch(r, streams[r])
-    torch.cuda.synchronize()
+    if join:
+        torch.cuda.synchronize()
 
 
 def rel(x, ref):
@@ -43,8 +45,8 @@ def rel(x, ref):
 def sms_per_rank(monkeypatch):
     real = driver.multiprocessors
 
-    def cut(world):
-        monkeypatch.setattr(driver, "multiprocessors", lambda device: real(device) // world)
+    def cut(world, spare=0):
+        monkeypatch.setattr(driver, "multiprocessors", lambda device: (real(device) - spare) // world)
     return cut
 
 
@@ -62,7 +64,13 @@ def test_ring_exchanges_tiles(world):
 
 @pytest.mark.parametrize("world, Ms, K, N", [(2, 256, 512, 512), (2, 1024, 3080, 3000), (4, 1024, 3080, 3000)])
 def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
-    sms_per_rank(world)
+    """The op's schedule with every rank a stream: its own shard copied in,
+    the kernel launched, then the copy engines' pushes (collective.push) on a
+    stream of their own, issued 2 ms later: every kernel reaches its peers'
+    rows first, and must wait for them. (Not held back by a sleep kernel on
+    their stream: it would find no SM free of the spinning kernels.)"""
+    from tkc.torchops.collective import push
+    sms_per_rank(world, spare=8)   # (a copy within one GPU may take SMs: ranks on two GPUs copy by NVLink)
     M = Ms * world
     a = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5
@@ -70,14 +78,21 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
     ag = [torch.zeros(2, M, K, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
     flags = [torch.zeros(1, FLAGS, device="cuda", dtype=torch.int32) for _ in range(world)]
     cs = [torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
-    kernel = all_gather_gemm(world)
-    for epoch in (1, 2):   # the flags count calls; the gather buffers alternate by parity
+    pushes = [torch.cuda.Stream() for _ in range(world)]
+    shards = [a[r * Ms:(r + 1) * Ms] for r in range(world)]
+    for epoch, chunk in ((1, 1), (2, Ms // 128 // 2)):   # a flag a row tile, then two chunks a shard
+        def launch(r, s):
+            ag[r][epoch % 2, r * Ms:(r + 1) * Ms].copy_(shards[r])
+            all_gather_gemm(peers(ag, r), b, cs[r], peers(flags, r), epoch, chunk, stream=s)
+        concurrently(world, launch, join=False)
+        time.sleep(0.002)
         for r in range(world):
-            ag[r][epoch % 2, r * Ms:(r + 1) * Ms].copy_(a[r * Ms:(r + 1) * Ms])
-        concurrently(world, lambda r, s: kernel(peers(ag, r), b, cs[r], peers(flags, r), epoch, stream=s))
+            push(shards[r], peers(ag, r), peers(flags, r), epoch, chunk, pushes[r].cuda_stream)
+        torch.cuda.synchronize()
         for r in range(world):
             assert rel(cs[r], want) < 5e-3
             assert torch.equal(ag[r][epoch % 2], a)   # every rank gathered every shard
+            assert int(flags[r].max()) == epoch
 
 
 @pytest.mark.parametrize("world, Ms, K, N", [(2, 256, 256, 512), (2, 1024, 1536, 3000), (4, 1024, 768, 3000)])

@@ -34,6 +34,27 @@ def test_fused_or_fallback():
     assert not collective.fused(16384, 8192, 8192, 16, 1024)       # past the 8 peer slots
 
 
+def test_graph_capture_of_the_fused_kernels_is_refused_where_called(monkeypatch):
+    """(Their fused path, which only a GPU reaches: its check alone here.)"""
+    collective._not_captured("all_gather_matmul")   # not capturing: nothing to say
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    with pytest.raises(tkc.diagnostics.TkcError, match="cannot be captured in a CUDA graph") as e:
+        collective._not_captured("all_gather_matmul")
+    assert e.value.where.startswith(__file__)
+
+
+def test_pushed_chunks():
+    """A quarter of the shard a chunk; a half, or the whole, where a quarter
+    is not whole 128-row tiles or under CHUNK_BYTES."""
+    mib = 1 << 20
+    assert collective.chunk_tiles(32, 64 * mib) == 8
+    assert collective.chunk_tiles(6, 64 * mib) == 3
+    assert collective.chunk_tiles(5, 64 * mib) == 5
+    assert collective.chunk_tiles(32, 12 * mib) == 16        # quarters of 3 MiB: halves
+    assert collective.chunk_tiles(32, 6 * mib) == 32
+
+
 def test_symmetric_memory_needs_multicast_off(monkeypatch):
     for k in symm.NO_MULTICAST:
         monkeypatch.delenv(k, raising=False)

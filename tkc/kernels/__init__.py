@@ -147,9 +147,9 @@ def library():
         # ... and with one consumer warpgroup fewer, where a block still has two
         # (tkc.fftconv's tuned pick where that fills the SMs better: D 768 at N 1024)
         *(fftconv(N, L, consumers=3) for N in (1024, 2048) for L in (N, N // 2)),
-        # tkc.all_gather_matmul / tkc.matmul_reduce_scatter at 2 to 5 ranks (all_gather_gemm
-        # spills 4 bytes at 6 to 8: not prebuilt until it does not)
-        *(k(world) for world in range(2, 6) for k in (all_gather_gemm, gemm_reduce_scatter)),
+        # tkc.all_gather_matmul (any rank count) / tkc.matmul_reduce_scatter at 2 to 5 ranks
+        all_gather_gemm,
+        *(gemm_reduce_scatter(world) for world in range(2, 6)),
         rs_barrier,
         # tkc.ring_attention's merges of its steps' outputs (bf16 or an f32 accumulator, in and out)
         *(attention_merge(D, acc, out) for D in HEAD_DIMS for acc in ("bf16", "f32")

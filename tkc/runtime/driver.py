@@ -100,6 +100,23 @@ def context(ordinal: int):
     return ctx
 
 
+def copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """nbytes from device address src to dst on stream, by a copy engine:
+    dst may be a peer GPU's memory mapped into this process (symmetric
+    memory), which the copy then writes over NVLink with no SM's help."""
+    cu = api()
+    call("cuMemcpyDtoDAsync", cu.CUdeviceptr(dst), cu.CUdeviceptr(src), nbytes, cu.CUstream(stream))
+
+
+def write_value(address: int, value: int, stream: int) -> None:
+    """The 32-bit `value` into device memory at address, on stream, once the
+    stream's work before it is done and its writes are visible (the default
+    cuStreamWriteValue32 fences first, as __threadfence_system() does): a
+    flag after the data it announces, even in a peer GPU's memory."""
+    cu = api()
+    call("cuStreamWriteValue32", cu.CUstream(stream), cu.CUdeviceptr(address), value, 0)
+
+
 def compute_capability(ordinal: int) -> tuple[int, int]:
     driver = api()
     attr = driver.CUdevice_attribute

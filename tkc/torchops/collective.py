@@ -38,7 +38,9 @@ from torch import Tensor
 
 from ..diagnostics import TkcError
 from ..kernels.collective_gemm import BM, FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
+from ..runtime import driver
 from ..runtime.callsite import caller
+from ..runtime.peers import Peers
 from .checks import check_device, check_tensor
 from .eager import Op
 from .gemm import matmul
@@ -47,11 +49,6 @@ from .symm import buffer, process_group
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 BF16 = torch.bfloat16
 FUSED_FLOPS = 2 * 2048 ** 3   # below it the launch and flag latency outweigh the overlap (untuned)
-
-
-@functools.lru_cache(maxsize=None)
-def _ag(world: int):
-    return all_gather_gemm(world)
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,6 +73,16 @@ def _check(fn: str, a: Tensor, b: Tensor, a_name: str) -> None:
     if not (a.is_contiguous() and b.is_contiguous()):
         raise TkcError(f"{fn}: {a_name} and b must be contiguous", caller())
     check_device(fn, (a_name, a), ("b", b))
+
+
+def _not_captured(fn: str) -> None:
+    """The fused kernels' flags count calls (the epoch, a launch argument): a
+    replayed CUDA graph would repeat one, its flags already raised, and read
+    rows before they arrive. (NCCL and tkc.matmul, the other path, can be
+    captured.)"""
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise TkcError(f"{fn}: cannot be captured in a CUDA graph (its flags count calls, which a "
+                       "replay would repeat)", caller())
 
 
 def fused(M: int, N: int, K: int, world: int, rows: int) -> bool:
@@ -104,21 +111,72 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
 def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:
     """(A, A @ b), A = all_gather(a_shard); A empty when not return_A."""
     group = process_group(group_name)
-    world, rank = group.size(), group.rank()
+    world = group.size()
     (Ms, K), N = a_shard.shape, b.shape[1]
     M = world * Ms
     if not fused(M, N, K, world, Ms):
         a = _gather(a_shard, group)
         return (a if return_A else a.new_empty(0)), matmul(a, b)
+    _not_captured("all_gather_matmul")
     dev = a_shard.device
     ag = buffer(group, (2, M, K), BF16, dev, "tkc.all_gather_matmul.a")
     flags = buffer(group, (1, FLAGS), torch.int32, dev, f"tkc.all_gather_matmul.flags.{M}x{K}")
     epoch = flags.next_epoch()   # the same on every rank: each calls in the same order
+    main, side = torch.cuda.current_stream(dev), _side_stream(dev)
+    # The copies start after what this stream has queued: what made a_shard, and this rank's
+    # previous call, whose kernel had every peer's previous pushes, which came after that
+    # peer's call before (its kernel then done with the buffer this call's parity writes).
+    side.wait_stream(main)
     a = ag.tensor[epoch % 2]
-    a[rank * Ms:(rank + 1) * Ms].copy_(a_shard)   # my chunk; the kernel pushes it to the peers
+    a[group.rank() * Ms:(group.rank() + 1) * Ms].copy_(a_shard)   # my shard, for my own kernel
     c = torch.empty(M, N, device=dev, dtype=BF16)
-    _ag(world)(ag.peers, b, c, flags.peers, epoch)
+    chunk = chunk_tiles(Ms // BM, Ms * K * a_shard.element_size())
+    all_gather_gemm(ag.peers, b, c, flags.peers, epoch, chunk)
+    push(a_shard, ag.peers, flags.peers, epoch, chunk, side.cuda_stream)   # (after the launch: its host
+    main.wait_stream(side)   # calls do not hold the kernel up) a_shard's readers done before its next use
     return (a.clone() if return_A else a.new_empty(0)), c
+
+
+CHUNK_BYTES = 4 << 20   # the smallest pushed chunk (a copy and a flag write of host time each)
+
+
+def chunk_tiles(per: int, shard_bytes: int) -> int:
+    """Row tiles a pushed chunk holds: a quarter of the shard (2 H200s, 4096 and 8192-row
+    shards of 8192 columns: 4 chunks 0.854 / 3.175 ms, 1: 0.865 / 3.200, a chunk a tile:
+    0.979 / 3.452), a half or all of it where a quarter is not whole tiles or under
+    CHUNK_BYTES."""
+    for parts in (4, 2):
+        if per % parts == 0 and shard_bytes // parts >= CHUNK_BYTES:
+            return per // parts
+    return per
+
+
+def push(shard: Tensor, ag: Peers, flags: Peers, epoch: int, chunk: int, stream: int) -> None:
+    """This rank's shard [Ms, K] into every peer's gather buffer (ag [2, M, K],
+    the half of epoch's parity) by the copy engines on `stream`, `chunk` row
+    tiles at a time, each chunk followed by its flag := epoch in the peer's
+    flags (flag i: the chunk of global row tiles i * chunk ...). The peers in
+    the order they need the shard: rank - 1 computes rank's rows right after
+    its own, rank - 2 after those of rank - 1, ..."""
+    world, rank = ag.world, ag.rank
+    Ms, K = shard.shape
+    row = K * shard.element_size()
+    rows, M = chunk * BM, Ms * world
+    base = ((epoch % 2) * M + rank * Ms) * row
+    first = rank * (Ms // BM) // chunk
+    driver.context(shard.device.index)
+    for d in range(1, world):
+        p = (rank - d) % world
+        for i, r0 in enumerate(range(0, Ms, rows)):
+            driver.copy_async(ag.ptrs[p] + base + r0 * row, shard.data_ptr() + r0 * row,
+                              min(rows, Ms - r0) * row, stream)
+            driver.write_value(flags.ptrs[p] + 4 * (first + i), epoch, stream)
+
+
+@functools.lru_cache(maxsize=None)
+def _side_stream(device: torch.device):
+    """The stream of a device's pushes (one: a call's pushes wait for the call before)."""
+    return torch.cuda.Stream(device)
 
 
 def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
@@ -129,6 +187,7 @@ def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
     Ms = M // world
     if not fused(M, N, K, world, Ms):
         return _scatter(matmul(a, b), group)
+    _not_captured("matmul_reduce_scatter")
     dev = a.device
     rs = buffer(group, (2, Ms, N), BF16, dev, "tkc.matmul_reduce_scatter.out")
     flags = buffer(group, (1, 16), torch.int32, dev, "tkc.matmul_reduce_scatter.barrier")
