@@ -5,7 +5,7 @@ attention (causal, 32k tokens in all, 32 heads of 128, GQA 8 KV heads)
 against all-gathering K and V and tkc.attention over them.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
-        torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20] [--ring-tokens 65536]
+        torchrun --nproc-per-node=2 bench/multi_gpu.py [--rounds 20] [--ring-tokens 65536] [--only ag rs ring]
 
 The GPU count is torchrun's world size. Shapes: 8192 rows a rank x 8192 x
 8192, and Llama-70B tensor-parallel (hidden 8192, intermediate 28672): the
@@ -118,6 +118,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--ring-tokens", type=int, default=32768, help="ring attention's sequence, all ranks' tokens")
+    p.add_argument("--only", nargs="+", choices=("ag", "rs", "ring"), default=("ag", "rs", "ring"),
+                   help="the rows to run: all_gather_matmul's, matmul_reduce_scatter's, ring attention's")
     args = p.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(rank)
@@ -128,6 +130,8 @@ def main():
     symm_mem.enable_symm_mem_for_group(group.group_name)
     rows = []
     for title, kind, Ms, K, N in cases(world, rank):
+        if kind not in args.only:
+            continue
         run, flops = runners(kind, Ms, K, N, world, group, dev)
         times = {k: [] for k in run}
         for fn in run.values():   # warm-up: builds, rendezvous, workspaces
@@ -145,8 +149,8 @@ def main():
             print(f"{title:40} {f'{Ms} x {K} x {N}':>22} {m['tkc']:7.3f} {m['nccl+cublas']:11.3f} "
                   f"{m['torch fused']:11.3f} {m['matmul alone']:7.3f} {m['nccl+cublas'] / m['tkc']:6.2f}x "
                   f"{m['torch fused'] / m['tkc']:7.2f}x {m['matmul alone'] / m['tkc']:10.2f}")
-    ring = ring_row(world, rank, group, dev, args.rounds, args.ring_tokens)
-    if rank == 0:
+    ring = ring_row(world, rank, group, dev, args.rounds, args.ring_tokens) if "ring" in args.only else None
+    if rank == 0 and ring:
         print(f"ring attention, causal, {args.ring_tokens // 1024}k tokens, 32 heads (8 KV) of 128: tkc "
               f"{ring['tkc ring']:.3f} ms, "
               f"all-gather + tkc.attention {ring['all-gather + attention']:.3f} ms "
