@@ -67,8 +67,7 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
     """The op's schedule with every rank a stream: its own shard copied in,
     the kernel launched, then the copy engines' pushes (collective.push) on a
     stream of their own, issued 2 ms later: every kernel reaches its peers'
-    rows first, and must wait for them. (Not held back by a sleep kernel on
-    their stream: it would find no SM free of the spinning kernels.)"""
+    rows first, and must wait for them."""
     from tkc.torchops.collective import push
     sms_per_rank(world, spare=8)   # (a copy within one GPU may take SMs: ranks on two GPUs copy by NVLink)
     M = Ms * world
