@@ -111,7 +111,7 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
 def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:
     """(A, A @ b), A = all_gather(a_shard); A empty when not return_A."""
     group = process_group(group_name)
-    world = group.size()
+    world, rank = group.size(), group.rank()
     (Ms, K), N = a_shard.shape, b.shape[1]
     M = world * Ms
     if not fused(M, N, K, world, Ms):
@@ -128,7 +128,7 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
     # peer's call before (its kernel then done with the buffer this call's parity writes).
     side.wait_stream(main)
     a = ag.tensor[epoch % 2]
-    a[group.rank() * Ms:(group.rank() + 1) * Ms].copy_(a_shard)   # my shard, for my own kernel
+    a[rank * Ms:(rank + 1) * Ms].copy_(a_shard)   # my shard, for my own kernel
     c = torch.empty(M, N, device=dev, dtype=BF16)
     chunk = chunk_tiles(Ms // BM, Ms * K * a_shard.element_size())
     all_gather_gemm(ag.peers, b, c, flags.peers, epoch, chunk)

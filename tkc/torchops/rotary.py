@@ -35,9 +35,14 @@ FEW = 128
 EXAMPLE_POSITIONS = (16, 8192)
 
 
+def _positions(n: int) -> str:
+    """The table's key of a call over n positions (B T): few or many."""
+    return "few" if n <= FEW else "many"
+
+
 def _key(x, cos, sin, o) -> str:
-    """A kernel call's key (its x a [B, 1, T, H D] gl): few positions or many."""
-    return "few" if x.shape[0] * x.shape[2] <= FEW else "many"
+    """A kernel call's key (its x a [B, 1, T, H D] gl)."""
+    return _positions(x.shape[0] * x.shape[2])
 
 
 def _example(D: int, T: int) -> list:
@@ -84,7 +89,7 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool)
         run = _plan(x.contiguous(), cos, sin, interleaved, inverse)
         return lambda x, cos, sin, *flags: run(x.contiguous(), cos, sin)
     rows = lambda t: t.unflatten(2, (1, H)).flatten(3).transpose(1, 2)  # noqa: E731  ([B, 1, T, H*D], strided)
-    launch = _kernel(D, interleaved, inverse, "few" if B * T <= FEW else "many").prepare(
+    launch = _kernel(D, interleaved, inverse, _positions(B * T)).prepare(
         rows(x), cos, sin, rows(torch.empty_like(x, memory_format=torch.contiguous_format)))
 
     def run(x, cos, sin, *flags):
