@@ -34,11 +34,12 @@ def run(module, args: list, *, kernel: str | None = None, grid: tuple | None = N
 
 
 def run_ranks(module, rank_args: list, *, kernel: str | None = None, grid: tuple | None = None,
-              races: bool = True, sms: int = 4) -> None:
+              races: bool = True, sms: int = 4, engines=None) -> None:
     """Interpret the kernel as len(rank_args) ranks sharing their pgl
-    arguments' buffers (ranks.run_ranks; docs/multi-gpu.md)."""
+    arguments' buffers, copy engines beside them (ranks.run_ranks;
+    docs/multi-gpu.md)."""
     from .ranks import run_ranks as _run
-    _run(module, rank_args, kernel=kernel, grid=grid, races=races, sms=sms)
+    _run(module, rank_args, kernel=kernel, grid=grid, races=races, sms=sms, engines=engines)
 
 
 __all__ = ["prepare", "run", "run_ranks"]

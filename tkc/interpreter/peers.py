@@ -105,9 +105,9 @@ class PeerWorld:
         if cells is None:
             cells = self.memory[id(buf)] = _Cells(buf, len(self.names))
         op = block.current_op
-        site = self.sites.get(id(op))   # located once an op: an access per box and rank
-        if site is None:
-            site = self.sites[id(op)] = where(op) if op is not None else "?"
+        site = self.sites.get(id(op)) if op is not None else getattr(block, "site", "?")
+        if site is None:   # located once an op: an access per box and rank
+            site = self.sites[id(op)] = where(op)
         cells.access(self, key, block.agent, write, site)
 
 

@@ -1,10 +1,14 @@
 """Flag waits in a pipelined kernel (docs/multi-gpu.md): the producer issues
-the TMA loads, so a `tk.wait_signal` that a load may follow (one before the
-pipelined loop, or in its body before the loads, or anywhere earlier in a
-work item a later item's loads follow) must be run by the producer before
-it issues them; otherwise the loads would read a peer's data before it
-arrived. That is what lets a fused all-gather GEMM's mainloop wait for the
-peers' chunks.
+the TMA loads, so a `tk.wait_signal` that a load of a pgl may follow (one
+before the pipelined loop, or in its body before the loads, or anywhere
+earlier in a work item a later item's loads follow) must be run by the
+producer before it issues them; otherwise the loads would read a peer's data
+before it arrived. That is what lets a fused all-gather GEMM's mainloop wait
+for the peers' chunks. A flag orders what the peers (or the copy engines
+pushing for them) write, which is pgl memory: loads of plain gls are not
+the wait's to order, so a wait that only those may follow (a reduce-scatter
+item's finish, waiting for the partials it then reads itself) stays the
+consumers' alone.
 
 The producer runs each such wait where it stands in its walk (the work
 item's top level, or the loop body before the stage's loads). The consumers
@@ -56,7 +60,7 @@ def producer_waits(f) -> dict:
     top = f.items if f.items is not None else fn
     for w in [o for o in walk(fn) if o.name == "tk.wait_signal"]:
         after = later_ops(w, fn)
-        feeds = [o for o in after if o in loads]
+        feeds = [o for o in after if o in loads and _touches_pgl(o, pgls)]
         if not feeds:
             continue
         parent = w.parent.operation if hasattr(w.parent, "operation") else w.parent
@@ -65,7 +69,11 @@ def producer_waits(f) -> dict:
                            "producer warp that issues it must wait first: put the wait at the "
                            "kernel's top level (or the work item's) or directly in the pipelined "
                            "loop's body, not under an if or in another loop")
-        out[w] = any(o.name not in _NO_ACCESS and any(
-            str(v.type).startswith("!tk.gl<") and any(gl_root(v)[0] == a for a in pgls) for v in o.operands)
-            for o in after)
+        out[w] = any(o.name not in _NO_ACCESS and _touches_pgl(o, pgls) for o in after)
     return out
+
+
+def _touches_pgl(op, pgls) -> bool:
+    """Whether op takes a gl that is (a view of) one of the pgl arguments."""
+    return any(str(v.type).startswith("!tk.gl<") and any(gl_root(v)[0] == a for a in pgls)
+               for v in op.operands)

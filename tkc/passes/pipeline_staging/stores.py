@@ -57,10 +57,21 @@ class Stores:
         """Before each tk.signal of the consumers: the signalling warp's TMA
         stores have completed their writes, so the release covers them (a
         peer that waits on the flag reads what they wrote). The issuer is
-        consumer warp 0 (or each warp, banded): signal from it."""
+        consumer warp 0: signal from it. Banded, every warp issued its own
+        band: then every warp waits for its writes and the consumers meet
+        before the if (or ifs) around the signal, so one warp's release
+        covers every band."""
         if not (self.f.stores or self.f.loop_stores) or self.store_warp:
             return
+        banded = bool(self.f.stores) and store_bands(self.f.stores, self.cw)
         for op in [o for o in walk_block(block) if o.name == "tk.signal"]:
+            if banded:
+                top = op
+                while top.parent.name == "scf.if":
+                    top = top.parent
+                with ir.InsertionPoint(top), op.location:
+                    tk.tma_store_wait(0, writes=True)
+                    tk.sync(**self.sync)
             with ir.InsertionPoint(op), op.location:
                 tk.tma_store_wait(0, writes=True)
 
