@@ -3,15 +3,15 @@ process, the peers' buffers plain device pointers of that process, and the
 persistent kernels' grids cut to SMs / world so that every rank's blocks are
 resident at once (a rank's blocks spin on flags only other ranks raise).
 This runs the peer pointers, the peer tensor maps, signal / wait_signal and
-the copy engines' pushes on the hardware where no 2-GPU machine is at hand;
-the same kernels under torchrun on several GPUs: test_multi_gpu.py."""
+barrier_all on the hardware where no 2-GPU machine is at hand; the same
+kernels under torchrun on several GPUs: test_multi_gpu.py."""
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tkc.kernels.collective_gemm import FLAGS, SOURCES, all_gather_gemm, gemm_reduce_scatter
+from tkc.kernels.collective_gemm import FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from tkc.runtime import driver
 from tkc.runtime.peers import Peers
 
@@ -20,7 +20,7 @@ from peers_kernels import T, ring  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
-KERNELS = [ring, all_gather_gemm, gemm_reduce_scatter]
+KERNELS = [ring, rs_barrier, all_gather_gemm, *(gemm_reduce_scatter(w) for w in (2, 4))]
 
 
 def peers(ts, r):
@@ -96,29 +96,20 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
 
 @pytest.mark.parametrize("world, Ms, K, N", [(2, 256, 256, 512), (2, 1024, 1536, 3000), (4, 1024, 768, 3000)])
 def test_gemm_reduce_scatter_on_one_gpu(sms_per_rank, world, Ms, K, N):
-    """The op's schedule with every rank a stream: the kernel launched, then
-    the copy engines' pushes of its partials (collective.push_partials) on a
-    stream of their own, each waiting on the device for its chunk's count."""
-    from tkc.torchops.collective import push_partials
-    sms_per_rank(world, spare=8)   # (a copy within one GPU may take SMs: ranks on two GPUs copy by NVLink)
+    sms_per_rank(world)
     M = Ms * world
     As = [torch.randn(M, K, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
     Bs = [torch.randn(K, N, device="cuda", dtype=torch.bfloat16) / K ** 0.5 for _ in range(world)]
     full = sum(x.float() @ y.float() for x, y in zip(As, Bs))
-    part = [torch.zeros(world - 1, Ms, N, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
-    slots = [torch.zeros(2 * (world - 1), Ms, N, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
-    counts, flags = ([torch.zeros(SOURCES, FLAGS, device="cuda", dtype=torch.int32) for _ in range(world)]
-                     for _ in "cf")
-    pushes = [torch.cuda.Stream() for _ in range(world)]
-    bufs = lambda r: (peers(part, r), peers(slots, r), peers(counts, r), peers(flags, r))  # noqa: E731
-    for epoch, chunk in ((1, 1), (2, Ms // 128 // 2)):   # a count a row tile, then two chunks a rank
-        outs = [torch.full((Ms, N), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
-        concurrently(world, lambda r, s: gemm_reduce_scatter(As[r], Bs[r], *bufs(r), outs[r], epoch, chunk,
-                                                              stream=s), join=False)
-        for r in range(world):
-            push_partials(*bufs(r), epoch, chunk, pushes[r].cuda_stream)
-        torch.cuda.synchronize()
-        for r in range(world):   # bf16 partials, summed in f32
-            assert rel(outs[r], full[r * Ms:(r + 1) * Ms]) < 1e-2
-            assert not counts[r].any()   # every count taken back
-            assert int(flags[r].max()) == epoch
+    rs = [torch.zeros(2, Ms, N, device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    flags = [torch.zeros(1, 16, device="cuda", dtype=torch.int32) for _ in range(world)]
+    kernel = gemm_reduce_scatter(world)
+
+    def launch(r, s):
+        kernel(As[r], Bs[r], peers(rs, r), epoch, stream=s)
+        rs_barrier(peers(flags, r), stream=s)
+    for epoch in (1, 2):
+        concurrently(world, launch)
+        for r in range(world):   # bf16 adds of world partial tiles: a rounding each
+            assert rel(rs[r][epoch % 2], full[r * Ms:(r + 1) * Ms]) < 1e-2
+            rs[r][epoch % 2].zero_()

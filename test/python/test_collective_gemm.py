@@ -1,10 +1,9 @@
 """The fused collective GEMMs (tkc/kernels/collective_gemm.py) in the
 interpreter at 2, 4 and 8 simulated ranks against numpy, with the race
 check on peer memory: all_gather_gemm (two calls, so the epoch flags and
-the parity buffers are exercised; the copy engines' pushes of the op done
-in numpy) and gemm_reduce_scatter (two calls; the copy engines that push
-the partials as the kernel counts them run beside the ranks' blocks, as
-the interpreter's engines)."""
+the parity buffers are exercised; the op's copy-engine pushes run beside
+the ranks' blocks as the interpreter's engines) and gemm_reduce_scatter +
+rs_barrier."""
 from __future__ import annotations
 
 import ml_dtypes
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from tkc.diagnostics import TkcError
-from tkc.kernels.collective_gemm import BN, FLAGS, SOURCES, all_gather_gemm, gemm_reduce_scatter
+from tkc.kernels.collective_gemm import FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
 
 Ms, K, N = 256, 128, 512    # shards of two 128-row tiles, two 256-column tiles
 
@@ -21,18 +20,42 @@ def bf(x):
     return x.astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
-def pushed(ags, flags, shards, epoch, chunk, skip=()):
-    """The op's copies (its own shard, and collective.push's): every rank's
-    shard into every rank's gather buffer, half epoch % 2, and each chunk's
-    flag := epoch at the peers; (rank, to, chunk) in skip is a push that
-    never happens."""
-    world = len(ags)
+def own_shards(ags, shards, epoch):
+    """The op's copy of each rank's own shard into its gather buffer (half
+    epoch % 2), on its stream before the kernel."""
     for r, shard in enumerate(shards):
-        for p in range(world):
-            ags[p][epoch % 2, r * Ms:(r + 1) * Ms] = shard
-            for i in range(Ms // 128 // chunk):
-                if p != r and (r, p, i) not in skip:
-                    flags[p][0, r * (Ms // 128) // chunk + i] = epoch
+        ags[r][epoch % 2, r * Ms:(r + 1) * Ms] = shard
+
+
+def pushes(shards, epoch, chunk, skip=(), flag_first=False):
+    """engines(pgls) for interpret_ranks: collective.push as each rank's copy
+    engine does it beside the kernels, every peer (rank - 1 first) and
+    chunk: the chunk into the peer's gather buffer, then its flag := epoch;
+    (rank, to, chunk) in skip never comes; flag_first: each flag raised
+    before its chunk is copied (a wrong order, which the race check sees)."""
+    world, rows = len(shards), chunk * 128
+
+    def engines(pgls):
+        ag, flags = pgls["ag"], pgls["flags"]
+        out = []
+        for r, shard in enumerate(shards):
+            actions = []
+            for d in range(1, world):
+                p = (r - d) % world
+                for i, r0 in enumerate(range(0, Ms, rows)):
+                    if (r, p, i) in skip:
+                        continue
+                    at = slice(r * Ms + r0, r * Ms + r0 + rows)
+                    copy = ("copy", ag[p], (0, epoch % 2, at), (shard, slice(r0, r0 + rows)))
+                    flag = ("write", flags[p], (0, 0, 0, r * (Ms // 128) // chunk + i), epoch)
+                    actions += [flag, copy] if flag_first else [copy, flag]
+            out.append(actions)
+        return out
+    return engines
+
+
+def ag_args(world, ags, flags, bs, epoch, chunk):
+    return [[ags[r], bs[r], np.zeros((world * Ms, N), np.float32), flags[r], epoch, chunk] for r in range(world)]
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
@@ -43,13 +66,12 @@ def test_all_gather_gemm(world):
     for epoch, chunk in ((1, 1), (2, 2)):   # a flag a row tile, then a flag for two
         shards = [bf(rng.standard_normal((Ms, K))) for _ in range(world)]
         bs = [bf(rng.standard_normal((K, N))) for _ in range(world)]
-        cs = [np.zeros((world * Ms, N), np.float32) for _ in range(world)]
-        pushed(ags, flags, shards, epoch, chunk)
-        all_gather_gemm.interpret_ranks([[ags[r], bs[r], cs[r], flags[r], epoch, chunk] for r in range(world)],
-                                        sms=3)
+        own_shards(ags, shards, epoch)
+        args = ag_args(world, ags, flags, bs, epoch, chunk)
+        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, chunk))
         a = np.concatenate(shards)
         for r in range(world):
-            np.testing.assert_allclose(cs[r], bf(a @ bs[r]), rtol=1e-2, atol=1e-2)
+            np.testing.assert_allclose(args[r][2], bf(a @ bs[r]), rtol=1e-2, atol=1e-2)
 
 
 def test_all_gather_gemm_waits_for_every_chunk():
@@ -59,46 +81,23 @@ def test_all_gather_gemm_waits_for_every_chunk():
     ags = [np.zeros((2, world * Ms, K), np.float32) for _ in range(world)]
     flags = [np.zeros((1, FLAGS), np.int32) for _ in range(world)]
     shards = [np.ones((Ms, K), np.float32)] * world
-    pushed(ags, flags, shards, epoch, 1, skip={(1, 0, 1)})   # rank 1's second row tile, to rank 0
-    args = [[ags[r], np.ones((K, N), np.float32), np.zeros((world * Ms, N), np.float32), flags[r], epoch, 1]
-            for r in range(world)]
-    with pytest.raises(TkcError, match="deadlock across ranks"):
-        all_gather_gemm.interpret_ranks(args, sms=3)
+    own_shards(ags, shards, epoch)
+    args = ag_args(world, ags, flags, [np.ones((K, N), np.float32)] * world, epoch, 1)
+    with pytest.raises(TkcError, match="deadlock across ranks"):   # rank 1's second row tile, to rank 0
+        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, 1, skip={(1, 0, 1)}))
 
 
-def rs_engines(world, epoch, chunk, N, skip=()):
-    """engines(pgls) for run_ranks: the op's pushes (collective.push_partials)
-    as each rank's copy engine does them: per owner in item order and chunk,
-    wait for the chunk's count (its tiles), take the count back, copy the
-    chunk into the owner's slot for this rank, raise the owner's flag;
-    (rank, owner, chunk) in skip never comes."""
-    rows, tiles = chunk * 128, chunk * -(-N // BN)
-
-    def engines(pgls):
-        part, slots, counts, flags = (pgls[n] for n in ("part", "slots", "counts", "flags"))
-        out = []
-        for r in range(world):
-            actions = []
-            for q in range(world - 1):
-                o = (r + q + 1) % world
-                s = (epoch % 2) * (world - 1) + (r - o - 1) % world
-                for c in range(Ms // rows):
-                    if (r, o, c) in skip:
-                        continue
-                    got = slice(c * rows, (c + 1) * rows)
-                    actions += [("wait", counts[r], (0, 0, q, c), tiles), ("write", counts[r], (0, 0, q, c), 0),
-                                ("copy", slots[o], (0, s, got), (part[r], (0, q, got))),
-                                ("write", flags[o], (0, 0, (r - o - 1) % world, c), epoch)]
-            out.append(actions)
-        return out
-    return engines
-
-
-def rs_buffers(world):
-    """Each rank's part, slots, counts and flags (kept across calls, as the op's)."""
-    return [[np.zeros((1, world - 1, Ms, N), np.float32), np.zeros((1, 2 * (world - 1), Ms, N), np.float32),
-             np.zeros((1, 1, SOURCES, FLAGS), np.int32), np.zeros((1, 1, SOURCES, FLAGS), np.int32)]
-            for _ in range(world)]
+def test_a_flag_before_its_chunk_is_a_race():
+    """Pushes that raise a chunk's flag before copying it: a kernel may read
+    the rows while the copy engine writes them, which the race check reports."""
+    world, epoch = 2, 1
+    ags = [np.zeros((2, world * Ms, K), np.float32) for _ in range(world)]
+    flags = [np.zeros((1, FLAGS), np.int32) for _ in range(world)]
+    shards = [np.ones((Ms, K), np.float32)] * world
+    own_shards(ags, shards, epoch)
+    args = ag_args(world, ags, flags, [np.ones((K, N), np.float32)] * world, epoch, 1)
+    with pytest.raises(TkcError, match="race on peer memory"):
+        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, 1, flag_first=True))
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
@@ -106,39 +105,20 @@ def test_gemm_reduce_scatter(world):
     rng = np.random.default_rng(20 + world)
     a = [bf(rng.standard_normal((world * Ms, K))) for _ in range(world)]
     b = [bf(rng.standard_normal((K, N))) for _ in range(world)]
-    bufs = rs_buffers(world)
-    for epoch, chunk in ((1, 1), (2, 2)):   # a count and flag a row tile, then one for two
-        outs = [np.full((Ms, N), np.nan, np.float32) for _ in range(world)]
-        gemm_reduce_scatter.interpret_ranks([[a[r], b[r], *bufs[r], outs[r], epoch, chunk] for r in range(world)],
-                                            sms=3, engines=rs_engines(world, epoch, chunk, N))
-        full = sum(bf(a[r] @ b[r]) for r in range(world))
-        for r in range(world):   # bf16 partials: the sum's scale sets the tolerance
-            np.testing.assert_allclose(outs[r], full[r * Ms:(r + 1) * Ms], rtol=1e-2,
-                                       atol=world * 2 ** -8 * np.abs(full).max())
-        a = [x[::-1].copy() for x in a]   # the next call: other values
+    rs = [np.zeros((2, Ms, N), np.float32) for _ in range(world)]
+    gemm_reduce_scatter(world).interpret_ranks([[a[r], b[r], rs[r], 1] for r in range(world)], sms=3)
+    flags = [[np.zeros((1, 16), np.int32)] for _ in range(world)]
+    rs_barrier.interpret_ranks(flags)
+    full = sum(bf(a[r] @ b[r]) for r in range(world))
+    for r in range(world):   # bf16 adds: the sum's scale sets the tolerance
+        np.testing.assert_allclose(rs[r][1], full[r * Ms:(r + 1) * Ms], rtol=1e-2,
+                                   atol=world * 2 ** -8 * np.abs(full).max())
+        assert not rs[r][0].any()
+        assert not flags[r][0].any()     # the barrier took its arrivals back
 
 
-def test_gemm_reduce_scatter_waits_for_every_partial():
-    """A partial whose push never comes: the owner's tiles of that chunk wait
-    (a deadlock the interpreter reports), never adding a partial early."""
-    world = 2
-    a = [np.ones((world * Ms, K), np.float32)] * world
-    b = [np.ones((K, N), np.float32)] * world
-    args = [[a[r], b[r], *bufs, np.zeros((Ms, N), np.float32), 1, 1] for r, bufs in enumerate(rs_buffers(world))]
-    with pytest.raises(TkcError, match="deadlock across ranks.*flags"):
-        gemm_reduce_scatter.interpret_ranks(args, sms=3, engines=rs_engines(world, 1, 1, N, skip={(1, 0, 1)}))
-
-
-def test_a_push_before_its_count_is_a_race():
-    """A copy engine that pushes a chunk without waiting for its count reads
-    the partial while the kernel may still write it: the race check says so."""
-    world = 2
-    a = [np.ones((world * Ms, K), np.float32)] * world
-    b = [np.ones((K, N), np.float32)] * world
-    waiting = rs_engines(world, 1, 1, N)
-
-    def hasty(pgls):
-        return [[x for x in actions if x[0] != "wait"] for actions in waiting(pgls)]
-    args = [[a[r], b[r], *bufs, np.zeros((Ms, N), np.float32), 1, 1] for r, bufs in enumerate(rs_buffers(world))]
-    with pytest.raises(TkcError, match="race"):
-        gemm_reduce_scatter.interpret_ranks(args, sms=3, engines=hasty)
+def test_worlds_outside_two_to_eight_are_refused():
+    with pytest.raises(ValueError, match="2 to 8 ranks"):
+        gemm_reduce_scatter(9)
+    with pytest.raises(ValueError, match="2 to 8 ranks"):
+        gemm_reduce_scatter(1)

@@ -6,8 +6,8 @@ reported at a flag wait; a block stuck on its own barriers is a deadlock
 of that block, as on one GPU (machine.py).
 
 `engines` model what the host queues beside the kernel on a stream of its
-own, one engine a rank (the fused reduce-scatter's pushes by the copy
-engines, tkc/torchops/collective.py): each runs its actions in order,
+own, one engine a rank (the fused all-gather's pushes by the copy engines,
+tkc/torchops/collective.py): each runs its actions in order,
 interleaved with the blocks, as one more agent of the race check:
 ("wait", buf, at, value) until the flag buf[at] is at least value (and
 acquires what was released into it: cuStreamWaitValue32), ("copy", dst,

@@ -20,7 +20,7 @@ from .attention_fp8_v import fp8_v_layout_kernel, loads_for
 from .attention_hopper import HEAD_DIMS, attention_hopper, decode_kernels
 from .attention_merge import attention_merge
 from .attention_schedule import backward_space, forward_space, fp8_forward_space
-from .collective_gemm import all_gather_gemm, gemm_reduce_scatter
+from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper, tile_rows
@@ -147,9 +147,10 @@ def library():
         # ... and with one consumer warpgroup fewer, where a block still has two
         # (tkc.fftconv's tuned pick where that fills the SMs better: D 768 at N 1024)
         *(fftconv(N, L, consumers=3) for N in (1024, 2048) for L in (N, N // 2)),
-        # tkc.all_gather_matmul / tkc.matmul_reduce_scatter (any rank count)
+        # tkc.all_gather_matmul (any rank count) / tkc.matmul_reduce_scatter at 2 to 5 ranks
         all_gather_gemm,
-        gemm_reduce_scatter,
+        *(gemm_reduce_scatter(world) for world in range(2, 6)),
+        rs_barrier,
         # tkc.ring_attention's merges of its steps' outputs (bf16 or an f32 accumulator, in and out)
         *(attention_merge(D, acc, out) for D in HEAD_DIMS for acc in ("bf16", "f32")
           for out in ("bf16", "f32")),

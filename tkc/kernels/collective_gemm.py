@@ -26,29 +26,19 @@ all_gather_gemm: C [M, N] = all_gather(A) @ B, A's shards [M / world, K].
   GPU takes SMs, which the spinning kernel holds; with its rows waiting on
   it, the op hung.)
 
-gemm_reduce_scatter: out [M / world, N] = this rank's rows of the sum over
-  ranks of A @ B (A [M, K_local], B [K_local, N]). The items start with the
-  next rank's rows and end with the rank's own (a rank's rows: `per` row
-  tiles, an owner's chunk: `chunk` of them). A tile of a peer's rows is a
-  partial: stored into this rank's `part` (slot q = the owner's distance -
-  1), then warp 0 adds 1 to the chunk's count in `counts`. The op's copy
-  engines wait for a chunk's count to reach its tiles (cuStreamWaitValue32)
-  and take it back to 0 (the next call may chunk otherwise), push the
-  chunk into the owner's `slots` (half
-  epoch % 2, the slot of this rank's distance to it - 1) and raise the
-  owner's flag for it := epoch. A tile of the rank's own rows adds each
-  peer's partial, read from its slots after that peer's flag, to its f32
-  accumulator in the finish, and is stored into `out`: no reduce-add over
-  NVLink, no barrier, no copy out or zeroing. Where a tile goes is chosen
-  without a branch: the other store's row lies past its gl's end, which
-  TMA clips to nothing. Only an own tile waits, and only for peers' tiles
-  that never wait (the own rows come last everywhere), so no order of
-  blocks deadlocks.
+gemm_reduce_scatter(world): out [M / world, N] = reduce_scatter(A @ B), A
+  [M, K_local], B [K_local, N]. Each finished tile is TMA-reduce-added
+  (bf16) into the owning rank's rs buffer (two, by parity, as ag); the
+  items start with the next rank's rows and end with their own. Every
+  block waits for its adds' writes before it exits, and `rs_barrier` (a
+  one-block launch right after, tkc.barrier_all) tells each rank that all
+  adds into its buffer have landed; the op then copies the result out and
+  zeroes the buffer for the call after next.
 """
 
 import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, i32, pgl, rt, st, tma, warpgroup
-from tkc.ops import add, copy, load, subtile, zero
+from tkc.ops import subtile, zero
 
 BM, BN, BK, EPI = 128, 256, 64, 64
 FLAGS = 1024          # ag's flags: one per pushed chunk, at most one per 128-row tile of M
@@ -89,51 +79,35 @@ all_gather_gemm = tkc.kernel(name="all_gather_gemm", warps=8, persistent=True,
                              grid=lambda ag, b, c, flags, epoch, chunk: (tkc.cdiv(c.c, BN), c.r // BM))(_ag_gemm)
 
 
-SOURCES = 8           # the reduce-scatter's counts and flags: a row per slot (at most 7 peers)
+def gemm_reduce_scatter(world: int):
+    """The kernel for `world` ranks; arguments a, b, rs, epoch (module doc)."""
+    if not 2 <= world <= 8:
+        raise ValueError(f"gemm_reduce_scatter: 2 to 8 ranks, got {world}")
+
+    def rs_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), rs: pgl(bf16, 1, 2, "Ms", "N"),
+                epoch: i32):
+        bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
+        me = tkc.rank()
+        tiles, per = a.r // BM, rs.r // BM
+        row = (bm + (me + 1) * per) % tiles                       # the next rank's rows first
+        owner = row // per
+        a_s, b_s = st(bf16, BM, BK), st(bf16, BK, BN)
+        c_s = [st(bf16, BM, EPI) for _ in range(2)]
+        acc = zero(rt(f32, 16, BN))
+        for k in tkc.range(tkc.cdiv(a.c, BK), stages="auto"):
+            tma.load(a_s, a, (0, 0, row, k))
+            tma.load(b_s, b, (0, 0, k, bn))
+            warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
+            warpgroup.mma_async_wait(acc)
+        _finish(acc, wg, c_s, lambda out, j: tma.store_add(
+            rs.peer(owner), out, (0, epoch % 2, row - owner * per, bn * (BN // EPI) + j)))
+
+    return tkc.kernel(name=f"gemm_reduce_scatter_w{world}", warps=8, persistent=True,
+                      grid=lambda a, b, rs, epoch: (tkc.cdiv(b.c, BN), a.r // BM))(rs_gemm)
 
 
-def _rs_gemm(a: gl(bf16, 1, 1, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), part: pgl(bf16, 1, "W1", "Ms", "N"),
-             slots: pgl(bf16, 1, "D2", "Ms", "N"), counts: pgl(i32, 1, 1, SOURCES, FLAGS),
-             flags: pgl(i32, 1, 1, SOURCES, FLAGS), out: gl(bf16, 1, 1, "Ms", "N"), epoch: i32, chunk: i32):
-    bn, bm, wg, w = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid(), tkc.warpid()
-    me, n = tkc.rank(), tkc.world_size()
-    tiles, per = a.r // BM, out.r // BM
-    row = (bm + (me + 1) * per) % tiles       # the next rank's rows first, the own last
-    owner = row // per
-    q = (owner + n - me - 1) % n              # the owner's distance - 1 (n - 1: the own rows)
-    own = (q + 1) // n                        # 1: the own rows, 0: a peer's
-    lrow = row - owner * per                  # the row tile among the owner's
-    a_s, b_s = st(bf16, BM, BK), st(bf16, BK, BN)
-    c_s = [st(bf16, BM, EPI) for _ in range(2)]
-    acc = zero(rt(f32, 16, BN))
-    for k in tkc.range(tkc.cdiv(a.c, BK), stages="auto"):
-        tma.load(a_s, a, (0, 0, row, k))
-        tma.load(b_s, b, (0, 0, k, bn))
-        warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
-        warpgroup.mma_async_wait(acc)
-    r0 = lrow * BM + w * 16                   # this warp's rows
-    sources = (n - 1) * own                   # the own rows: every peer's partial, once it is here
-    for s in tkc.range(sources):
-        tkc.wait_signal(flags, at=(0, 0, s, lrow // chunk), value=epoch)
-    for j in range(BN // EPI):
-        y = copy(rt(f32, 16, EPI), subtile(acc, 16, EPI, (0, j)))
-        for s in tkc.range(sources):
-            x = load(rt(bf16, 16, EPI), slots, at=(0, (epoch % 2) * (n - 1) + s, r0, bn * BN + j * EPI),
-                     fill=0.0)
-            y = add(y, copy(rt(f32, 16, EPI), x))
-        o = c_s[j % 2]
-        warpgroup.store(o, y.to(bf16), (wg, 0))
-        col = bn * (BN // EPI) + j
-        tma.store(out, o, (0, 0, lrow + (1 - own) * per, col))        # clipped unless own
-        tma.store(part, o, (0, q * (1 - own), lrow + own * per, col))  # clipped if own
-    with tkc.if_((own == 0) & (w == 0)):      # (after its stores' writes: the pass waits for them)
-        tkc.signal(counts, at=(0, 0, q, lrow // chunk), value=1)
-
-
-# arguments a, b, part, slots, counts, flags, out, epoch, chunk (module doc); 2 to 8 ranks. The
-# items in grid order, row tile by row tile ("xyz"): every block's own-row items, which wait, come
-# after all of its peer-row items, which the peers wait for (a grouped order could leave a peer
-# item behind a waiting one: a deadlock across ranks)
-gemm_reduce_scatter = tkc.kernel(
-    name="gemm_reduce_scatter", warps=8, persistent=True, order="xyz",
-    grid=lambda a, b, part, slots, counts, flags, out, epoch, chunk: (tkc.cdiv(b.c, BN), a.r // BM))(_rs_gemm)
+@tkc.kernel(warps=1, grid=lambda flags: (1,))
+def rs_barrier(flags: pgl(i32, 1, 1, 1, 16)):
+    """Every rank's gemm_reduce_scatter has finished (its adds written) once
+    this returns on any rank: a barrier across ranks after it on the stream."""
+    tkc.barrier_all(flags, at=(0, 0, 0, 0))

@@ -117,16 +117,6 @@ def write_value(address: int, value: int, stream: int) -> None:
     call("cuStreamWriteValue32", cu.CUstream(stream), cu.CUdeviceptr(address), value, 0)
 
 
-def wait_value(address: int, value: int, stream: int) -> None:
-    """Hold `stream` until the 32-bit word at the device address is at least
-    `value` (cuStreamWaitValue32, GEQ): what a kernel released before that
-    value (red.release.sys) is visible to the stream's work after it, a copy
-    engine's reads included."""
-    cu = api()
-    call("cuStreamWaitValue32", cu.CUstream(stream), cu.CUdeviceptr(address), value,
-         cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
-
-
 def compute_capability(ordinal: int) -> tuple[int, int]:
     driver = api()
     attr = driver.CUdevice_attribute

@@ -13,11 +13,11 @@ reduce_op "sum" and scatter_dim 0. bf16, 2-D, K and N multiples of 8; run
 under torchrun with NVLink multicast off (symm.py); every rank calls with
 the same shapes in the same order.
 
-Each is one persistent launch (tkc/kernels/collective_gemm.py) beside the
-copy engines that move the data over NVLink on a stream of their own
-(`push`, `push_partials`), so the traffic overlaps the GEMM and takes no
-SM. Shapes too small to win, or whose shards are not whole 128-row tiles,
-run NCCL (all_gather_into_tensor / reduce_scatter_tensor) and tkc.matmul in
+Each is one persistent launch (tkc/kernels/collective_gemm.py) in which the
+NVLink traffic overlaps the GEMM; the reduce-scatter adds a one-block
+barrier launch after it and copies its result out of the symmetric buffer.
+Shapes too small to win, or whose shards are not whole 128-row tiles, run
+NCCL (all_gather_into_tensor / reduce_scatter_tensor) and tkc.matmul in
 sequence.
 
 Both are torch.library ops (tkc::all_gather_matmul, tkc::matmul_reduce_scatter),
@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.collective_gemm import BM, BN, FLAGS, SOURCES, all_gather_gemm, gemm_reduce_scatter
+from ..kernels.collective_gemm import BM, FLAGS, all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from ..runtime import driver
 from ..runtime.callsite import caller
 from ..runtime.peers import Peers
@@ -49,6 +49,11 @@ from .symm import buffer, process_group
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 BF16 = torch.bfloat16
 FUSED_FLOPS = 2 * 2048 ** 3   # below it the launch and flag latency outweigh the overlap (untuned)
+
+
+@functools.lru_cache(maxsize=None)
+def _rs(world: int):
+    return gemm_reduce_scatter(world)
 
 
 def _group(group):
@@ -183,51 +188,16 @@ def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
     if not fused(M, N, K, world, Ms):
         return _scatter(matmul(a, b), group)
     _not_captured("matmul_reduce_scatter")
-    dev, shape = a.device, f"{Ms}x{N}"
-    part = buffer(group, (world - 1, Ms, N), BF16, dev, f"tkc.matmul_reduce_scatter.part.{shape}")
-    slots = buffer(group, (2 * (world - 1), Ms, N), BF16, dev, f"tkc.matmul_reduce_scatter.slots.{shape}")
-    counts = buffer(group, (SOURCES, FLAGS), torch.int32, dev, f"tkc.matmul_reduce_scatter.counts.{shape}")
-    flags = buffer(group, (SOURCES, FLAGS), torch.int32, dev, f"tkc.matmul_reduce_scatter.flags.{shape}")
-    epoch = flags.next_epoch()   # the same on every rank: each calls in the same order
-    out = torch.empty(Ms, N, device=dev, dtype=BF16)
-    chunk = chunk_tiles(Ms // BM, Ms * N * a.element_size())
-    main, side = torch.cuda.current_stream(dev), _side_stream(dev)
-    side.wait_stream(main)
-    gemm_reduce_scatter(a, b, part.peers, slots.peers, counts.peers, flags.peers, out, epoch, chunk)
-    push_partials(part.peers, slots.peers, counts.peers, flags.peers, epoch, chunk, side.cuda_stream)
-    # the next call's kernel writes part again: after these copies read it. (A peer's next
-    # push into my slots of this parity comes after its next kernel, whose own rows waited
-    # for my next pushes, which follow my next kernel, which follows this one.)
-    main.wait_stream(side)
+    dev = a.device
+    rs = buffer(group, (2, Ms, N), BF16, dev, "tkc.matmul_reduce_scatter.out")
+    flags = buffer(group, (1, 16), torch.int32, dev, "tkc.matmul_reduce_scatter.barrier")
+    epoch = rs.next_epoch()
+    _rs(world)(a, b, rs.peers, epoch)
+    rs_barrier(flags.peers)   # every rank's adds into my buffer have landed
+    mine = rs.tensor[epoch % 2]
+    out = mine.clone()
+    mine.zero_()   # for the call after next (a peer's next call adds into the other buffer)
     return out
-
-
-def push_partials(part: Peers, slots: Peers, counts: Peers, flags: Peers, epoch: int, chunk: int,
-                  stream: int) -> None:
-    """This rank's partials of the peers' rows (part [world - 1, Ms, N], slot
-    q: rank + q + 1's rows) into their owners' slots ([2 (world - 1), Ms, N],
-    half epoch % 2, slot (rank - owner - 1) mod world) by the copy engines on
-    `stream`, `chunk` row tiles at a time in the kernel's order: each chunk
-    once the kernel counted its tiles in counts (row q, the count then taken
-    back to 0), followed by its flag := epoch in the owner's flags (row: the
-    slot, column: the chunk)."""
-    world, rank = slots.world, slots.rank
-    _, Ms, N = part.tensor.shape
-    row, rows = N * part.tensor.element_size(), chunk * BM
-    tiles = chunk * -(-N // BN)
-    half = (epoch % 2) * (world - 1)
-    mine, count0 = part.ptrs[rank], counts.ptrs[rank]
-    driver.context(part.tensor.device.index)
-    for q in range(world - 1):
-        o = (rank + q + 1) % world
-        s = (rank - o - 1) % world
-        for c, r0 in enumerate(range(0, Ms, rows)):
-            count = count0 + 4 * (q * FLAGS + c)
-            driver.wait_value(count, tiles, stream)
-            driver.write_value(count, 0, stream)
-            driver.copy_async(slots.ptrs[o] + ((half + s) * Ms + r0) * row, mine + (q * Ms + r0) * row,
-                              min(rows, Ms - r0) * row, stream)
-            driver.write_value(flags.ptrs[o] + 4 * (s * FLAGS + c), epoch, stream)
 
 
 def _gather(x: Tensor, group) -> Tensor:

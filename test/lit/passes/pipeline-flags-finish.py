@@ -1,5 +1,5 @@
-# tk-pipeline-staging: a wait_signal that only loads of plain gls may follow (a
-# reduce-scatter item's finish, waiting for partials it then reads from its pgl) is
+# tk-pipeline-staging: a wait_signal that only loads of plain gls may follow (an
+# item's finish, waiting for a peer's partial it then reads from its pgl itself) is
 # not the producer's: it stays in the consumers, where it stands. And a signal
 # after banded TMA stores (each warp stores its own rows): every warp waits for
 # its stores' writes and the consumers meet before the if around the signal, so
