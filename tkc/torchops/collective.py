@@ -127,17 +127,14 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
     # previous call, whose kernel had every peer's previous pushes, which came after that
     # peer's call before (its kernel then done with the buffer this call's parity writes).
     side.wait_stream(main)
-    gathered = ag.tensor[epoch % 2]
-    gathered[rank * Ms:(rank + 1) * Ms].copy_(a_shard)   # my shard, for my own kernel
+    a = ag.tensor[epoch % 2]
+    a[rank * Ms:(rank + 1) * Ms].copy_(a_shard)   # my shard, for my own kernel
     c = torch.empty(M, N, device=dev, dtype=BF16)
-    # the gathered A the caller keeps: the kernel stores it as it loads it (keep = 1); without
-    # return_A its stores are clipped to nothing (keep = 0), a_out any [M, K] tensor
-    a = torch.empty(M, K, device=dev, dtype=BF16) if return_A else gathered
     chunk = chunk_tiles(Ms // BM, Ms * K * a_shard.element_size())
-    all_gather_gemm(ag.peers, b, c, a, flags.peers, epoch, chunk, int(return_A))
+    all_gather_gemm(ag.peers, b, c, flags.peers, epoch, chunk)
     push(a_shard, ag.peers, flags.peers, epoch, chunk, side.cuda_stream)   # (after the launch: its host
     main.wait_stream(side)   # calls do not hold the kernel up) a_shard's readers done before its next use
-    return (a if return_A else a.new_empty(0)), c
+    return (a.clone() if return_A else a.new_empty(0)), c
 
 
 CHUNK_BYTES = 4 << 20   # the smallest pushed chunk (a copy and a flag write of host time each)
