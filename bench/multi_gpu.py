@@ -54,14 +54,17 @@ def cases(world, rank):
             ("llama70b down (row-parallel)", "rs", 8192, 28672 // world, 8192),
             # the multi-GPU issue's own measurement: 8192 rows in all, N or K split
             ("all_gather_matmul, 8192 rows in all", "ag", 8192 // world, 8192, 8192 // world),
-            ("matmul_reduce_scatter, 8192 rows in all", "rs", 8192 // world, 8192 // world, 8192)]
+            ("matmul_reduce_scatter, 8192 rows in all", "rs", 8192 // world, 8192 // world, 8192),
+            # the gathered A returned too (return_A=True, the op's default: a training step's)
+            ("all_gather_matmul, 8192 rows in all, A", "ag_a", 8192 // world, 8192, 8192 // world)]
 
 
 def runners(kind, Ms, K, N, world, group, dev):
     import tkc
     name = group.group_name
     bf = torch.bfloat16
-    if kind == "ag":
+    if kind in ("ag", "ag_a"):
+        keep = kind == "ag_a"
         a_shard = torch.randn(Ms, K, device=dev).to(bf)
         b = torch.randn(K, N, device=dev).to(bf)
         a_full = torch.empty(world * Ms, K, device=dev, dtype=bf)
@@ -69,10 +72,10 @@ def runners(kind, Ms, K, N, world, group, dev):
         def seq():
             dist.all_gather_into_tensor(a_full, a_shard, group=group)
             return a_full @ b
-        return {"tkc": lambda: tkc.all_gather_matmul(a_shard, b, group, return_A=False),
+        return {"tkc": lambda: tkc.all_gather_matmul(a_shard, b, group, return_A=keep),
                 "nccl+cublas": seq,
                 "torch fused": lambda: torch.ops.symm_mem.fused_all_gather_matmul(
-                    a_shard, [b], 0, name, return_A=False),
+                    a_shard, [b], 0, name, return_A=keep),
                 "matmul alone": lambda: a_full @ b}, 2 * world * Ms * K * N
     a = torch.randn(world * Ms, K, device=dev).to(bf)
     b = torch.randn(K, N, device=dev).to(bf)
@@ -130,7 +133,7 @@ def main():
     symm_mem.enable_symm_mem_for_group(group.group_name)
     rows = []
     for title, kind, Ms, K, N in cases(world, rank):
-        if kind not in args.only:
+        if kind.split("_")[0] not in args.only:
             continue
         run, flops = runners(kind, Ms, K, N, world, group, dev)
         times = {k: [] for k in run}

@@ -79,10 +79,12 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
     cs = [torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
     pushes = [torch.cuda.Stream() for _ in range(world)]
     shards = [a[r * Ms:(r + 1) * Ms] for r in range(world)]
+    outs = [torch.full((M, K), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
     for epoch, chunk in ((1, 1), (2, Ms // 128 // 2)):   # a flag a row tile, then two chunks a shard
-        def launch(r, s):
+        def launch(r, s):   # the gathered A kept (stored by the kernel) on the first call only
             ag[r][epoch % 2, r * Ms:(r + 1) * Ms].copy_(shards[r])
-            all_gather_gemm(peers(ag, r), b, cs[r], peers(flags, r), epoch, chunk, stream=s)
+            all_gather_gemm(peers(ag, r), b, cs[r], outs[r], peers(flags, r), epoch, chunk, int(epoch == 1),
+                            stream=s)
         concurrently(world, launch, join=False)
         time.sleep(0.002)
         for r in range(world):
@@ -91,6 +93,7 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
         for r in range(world):
             assert rel(cs[r], want) < 5e-3
             assert torch.equal(ag[r][epoch % 2], a)   # every rank gathered every shard
+            assert torch.equal(outs[r], a)            # the kept A (the second call's stores clipped)
             assert int(flags[r].max()) == epoch
 
 

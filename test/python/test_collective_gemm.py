@@ -54,8 +54,10 @@ def pushes(shards, epoch, chunk, skip=(), flag_first=False):
     return engines
 
 
-def ag_args(world, ags, flags, bs, epoch, chunk):
-    return [[ags[r], bs[r], np.zeros((world * Ms, N), np.float32), flags[r], epoch, chunk] for r in range(world)]
+def ag_args(world, ags, flags, bs, epoch, chunk, keep=0):
+    """Each rank's arguments: c and a_out (NaN: what no store reaches shows) fresh."""
+    return [[ags[r], bs[r], np.zeros((world * Ms, N), np.float32), np.full((world * Ms, K), np.nan, np.float32),
+             flags[r], epoch, chunk, keep] for r in range(world)]
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
@@ -63,15 +65,19 @@ def test_all_gather_gemm(world):
     rng = np.random.default_rng(world)
     ags = [np.zeros((2, world * Ms, K), np.float32) for _ in range(world)]
     flags = [np.zeros((1, FLAGS), np.int32) for _ in range(world)]
-    for epoch, chunk in ((1, 1), (2, 2)):   # a flag a row tile, then a flag for two
+    for epoch, chunk, keep in ((1, 1, 1), (2, 2, 0)):   # a flag a row tile, then a flag for two
         shards = [bf(rng.standard_normal((Ms, K))) for _ in range(world)]
         bs = [bf(rng.standard_normal((K, N))) for _ in range(world)]
         own_shards(ags, shards, epoch)
-        args = ag_args(world, ags, flags, bs, epoch, chunk)
+        args = ag_args(world, ags, flags, bs, epoch, chunk, keep)
         all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, chunk))
         a = np.concatenate(shards)
         for r in range(world):
             np.testing.assert_allclose(args[r][2], bf(a @ bs[r]), rtol=1e-2, atol=1e-2)
+            if keep:   # the gathered A, stored as the items of column 0 loaded it
+                np.testing.assert_array_equal(args[r][3], a)
+            else:      # every store of it clipped
+                assert np.isnan(args[r][3]).all()
 
 
 def test_all_gather_gemm_waits_for_every_chunk():

@@ -24,7 +24,11 @@ all_gather_gemm: C [M, N] = all_gather(A) @ B, A's shards [M / world, K].
   done. No kernel waits for another's progress, so no order of blocks
   deadlocks. (The own shard is not the copy engines' too: a copy within one
   GPU takes SMs, which the spinning kernel holds; with its rows waiting on
-  it, the op hung.)
+  it, the op hung.) keep = 1: the items of column 0 also store each A tile
+  they load into a_out [M, K] (TMA stores from the ring slot: the gathered
+  A the op returns, written under the GEMM instead of copied after it);
+  keep = 0: those stores land past a_out's end, which TMA clips to nothing
+  (a_out then any tensor apart from the others: the op passes one tile).
 
 gemm_reduce_scatter(world): out [M / world, N] = reduce_scatter(A @ B), A
   [M, K_local], B [K_local, N]. Each finished tile is TMA-reduce-added
@@ -42,6 +46,8 @@ from tkc.ops import subtile, zero
 
 BM, BN, BK, EPI = 128, 256, 64, 64
 FLAGS = 1024          # ag's flags: one per pushed chunk, at most one per 128-row tile of M
+ONE = 1 << 24         # (bn + ONE - 1) // ONE: 0 for column 0, else 1 (bn < ONE; tkc.min(bn, 1)
+                      # spilled 8 bytes at 4 ranks in the all-gather that pushed by the SMs)
 
 
 def _finish(acc, wg, c_s, put):
@@ -54,7 +60,8 @@ def _finish(acc, wg, c_s, put):
 
 
 def _ag_gemm(ag: pgl(bf16, 1, 2, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(bf16, 1, 1, "M", "N"),
-             flags: pgl(i32, 1, 1, 1, FLAGS), epoch: i32, chunk: i32):
+             a_out: gl(bf16, 1, 1, "MA", "KA"), flags: pgl(i32, 1, 1, 1, FLAGS), epoch: i32, chunk: i32,
+             keep: i32):
     bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
     me, n = tkc.rank(), tkc.world_size()
     tiles = c.r // BM
@@ -62,6 +69,7 @@ def _ag_gemm(ag: pgl(bf16, 1, 2, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(b
     row = (bm + me * per) % tiles
     remote = ((row // per + n - me) % n + n - 1) // n       # 0: my shard, 1: a peer's
     par = epoch % 2
+    to = row + (1 - keep * (1 - (bn + ONE - 1) // ONE)) * tiles   # A kept, column 0: its row; else past M
     tkc.wait_signal(flags, at=(0, 0, 0, row // chunk), value=epoch * remote)
     a_s, b_s = st(bf16, BM, BK), st(bf16, BK, BN)
     c_s = [st(bf16, BM, EPI) for _ in range(2)]
@@ -69,14 +77,16 @@ def _ag_gemm(ag: pgl(bf16, 1, 2, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(b
     for k in tkc.range(tkc.cdiv(ag.c, BK), stages="auto"):
         tma.load(a_s, ag, (0, par, row, k))
         tma.load(b_s, b, (0, 0, k, bn))
+        tma.store(a_out, a_s, (0, 0, to, k))
         warpgroup.mma_AB(acc, subtile(a_s, 64, BK, (wg, 0)), b_s)
         warpgroup.mma_async_wait(acc)
     _finish(acc, wg, c_s, lambda out, j: tma.store(c, out, (0, 0, row, bn * (BN // EPI) + j)))
 
 
-# arguments ag, b, c, flags, epoch, chunk (module doc); one kernel for 2 to 8 ranks
-all_gather_gemm = tkc.kernel(name="all_gather_gemm", warps=8, persistent=True,
-                             grid=lambda ag, b, c, flags, epoch, chunk: (tkc.cdiv(c.c, BN), c.r // BM))(_ag_gemm)
+# arguments ag, b, c, a_out, flags, epoch, chunk, keep (module doc); one kernel for 2 to 8 ranks
+all_gather_gemm = tkc.kernel(
+    name="all_gather_gemm", warps=8, persistent=True,
+    grid=lambda ag, b, c, a_out, flags, epoch, chunk, keep: (tkc.cdiv(c.c, BN), c.r // BM))(_ag_gemm)
 
 
 def gemm_reduce_scatter(world: int):
