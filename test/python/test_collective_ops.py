@@ -34,14 +34,38 @@ def test_fused_or_fallback():
     assert not collective.fused(16384, 8192, 8192, 16, 1024)       # past the 8 peer slots
 
 
-def test_graph_capture_of_the_fused_kernels_is_refused_where_called(monkeypatch):
-    """(Their fused path, which only a GPU reaches: its check alone here.)"""
-    collective._not_captured("all_gather_matmul")   # not capturing: nothing to say
+def test_a_call_in_a_cuda_graph_takes_the_nccl_path(monkeypatch):
+    """Under capture, a shape the fused kernels would serve runs NCCL and
+    tkc.matmul (which graphs replay) and never reaches the fused kernels,
+    whose flags count calls. The group and collectives faked: one process
+    without a GPU."""
+    class Group:
+        def size(self):
+            return 2
+
+        def rank(self):
+            return 0
+    Ms, K, N = 8192, 8192, 8192
+    assert collective.fused(2 * Ms, N, K, 2, Ms)
+
+    def fused_path(*args):
+        raise AssertionError("the fused kernels were reached under capture")
+    monkeypatch.setattr(collective, "process_group", lambda name: Group())
+    monkeypatch.setattr(collective, "buffer", fused_path)
+    monkeypatch.setattr(collective, "matmul", lambda a, b: ("matmul", a.shape, b.shape))
+    monkeypatch.setattr(collective, "_gather", lambda x, g: x.new_empty(2 * x.shape[0], x.shape[1]))
+    monkeypatch.setattr(collective, "_scatter", lambda x, g: ("scatter", x))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    with pytest.raises(tkc.diagnostics.TkcError, match="cannot be captured in a CUDA graph") as e:
-        collective._not_captured("all_gather_matmul")
-    assert e.value.where.startswith(__file__)
+    a = torch.empty(Ms, K, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(K, N, dtype=torch.bfloat16, device="meta")
+    gathered, c = collective._ag_impl(a, b, "g", True)
+    assert gathered.shape == (2 * Ms, K) and c == ("matmul", (2 * Ms, K), (K, N))
+    assert collective._rs_impl(torch.empty(2 * Ms, K, device="meta"), b, "g") == ("scatter", ("matmul", (2 * Ms, K),
+                                                                                                (K, N)))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    with pytest.raises(AssertionError, match="fused kernels were reached"):   # not capturing: fused
+        collective._ag_impl(a, b, "g", True)
 
 
 def test_pushed_chunks():

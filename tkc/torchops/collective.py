@@ -16,9 +16,9 @@ the same shapes in the same order.
 Each is one persistent launch (tkc/kernels/collective_gemm.py) in which the
 NVLink traffic overlaps the GEMM; the reduce-scatter adds a one-block
 barrier launch after it and copies its result out of the symmetric buffer.
-Shapes too small to win, or whose shards are not whole 128-row tiles, run
-NCCL (all_gather_into_tensor / reduce_scatter_tensor) and tkc.matmul in
-sequence.
+Shapes too small to win, or whose shards are not whole 128-row tiles, and
+calls captured in a CUDA graph run NCCL (all_gather_into_tensor /
+reduce_scatter_tensor) and tkc.matmul in sequence.
 
 Both are torch.library ops (tkc::all_gather_matmul, tkc::matmul_reduce_scatter),
 the group passed by its name as torch's symm_mem ops take it, so torch.compile
@@ -75,14 +75,14 @@ def _check(fn: str, a: Tensor, b: Tensor, a_name: str) -> None:
     check_device(fn, (a_name, a), ("b", b))
 
 
-def _not_captured(fn: str) -> None:
-    """The fused kernels' flags count calls (the epoch, a launch argument): a
-    replayed CUDA graph would repeat one, its flags already raised, and read
-    rows before they arrive. (NCCL and tkc.matmul, the other path, can be
-    captured.)"""
-    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-        raise TkcError(f"{fn}: cannot be captured in a CUDA graph (its flags count calls, which a "
-                       "replay would repeat)", caller())
+def _capturing() -> bool:
+    """Whether the current stream is capturing a CUDA graph. The fused
+    kernels' flags count calls (the epoch, a launch argument, and the
+    buffers' parity in the copies' addresses), which a replay would repeat:
+    its flags already raised, it would read rows before they arrive. So a
+    captured call takes the NCCL + tkc.matmul path, which a graph captures
+    and replays."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def fused(M: int, N: int, K: int, world: int, rows: int) -> bool:
@@ -114,10 +114,9 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
     world, rank = group.size(), group.rank()
     (Ms, K), N = a_shard.shape, b.shape[1]
     M = world * Ms
-    if not fused(M, N, K, world, Ms):
+    if not fused(M, N, K, world, Ms) or _capturing():
         a = _gather(a_shard, group)
         return (a if return_A else a.new_empty(0)), matmul(a, b)
-    _not_captured("all_gather_matmul")
     dev = a_shard.device
     ag = buffer(group, (2, M, K), BF16, dev, "tkc.all_gather_matmul.a")
     flags = buffer(group, (1, FLAGS), torch.int32, dev, f"tkc.all_gather_matmul.flags.{M}x{K}")
@@ -196,9 +195,8 @@ def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
     world = group.size()
     (M, K), N = a.shape, b.shape[1]
     Ms = M // world
-    if not fused(M, N, K, world, Ms):
+    if not fused(M, N, K, world, Ms) or _capturing():
         return _scatter(matmul(a, b), group)
-    _not_captured("matmul_reduce_scatter")
     dev = a.device
     rs = buffer(group, (2, Ms, N), BF16, dev, "tkc.matmul_reduce_scatter.out")
     flags = buffer(group, (1, 16), torch.int32, dev, "tkc.matmul_reduce_scatter.barrier")

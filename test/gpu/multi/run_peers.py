@@ -9,6 +9,8 @@ to 8). Each rank exits non-zero with the reason on the first mismatch.
   the tile, shards of 128-row tiles, and one that falls back to NCCL) and
   at 8192 rows a rank x 8192 x 8192, twice each (the flags' epochs and the
   parity buffers), within bf16 tolerance;
+- both ops captured in a CUDA graph (the NCCL + tkc.matmul path there),
+  replayed twice on new inputs;
 - tkc.ring_attention, causal (zigzag order) and not, GQA, against
   tkc.attention over the all-gathered sequence.
 
@@ -88,6 +90,42 @@ def check_ops(group, rank, world, Ms, K, N):
         close(out, ref, f"matmul_reduce_scatter {Ms}x{K}x{N} call {call}", rank)
 
 
+def check_capture(group, rank, world):
+    """Both ops captured in a CUDA graph (which takes the NCCL + tkc.matmul
+    path: the fused kernels' flags count calls) replay right on new inputs."""
+    import torch
+    import torch.distributed as dist
+    dev = f"cuda:{rank}"
+    Ms, K, N = 2048, 2048, 2056   # a shape the fused kernels serve outside a graph
+    g = torch.Generator(device=dev).manual_seed(77 + rank)
+    a_shard = torch.zeros(Ms, K, device=dev, dtype=torch.bfloat16)
+    a = torch.zeros(world * Ms, K, device=dev, dtype=torch.bfloat16)
+    b = (torch.randn(K, N, device=dev, generator=g) / K ** 0.5).to(torch.bfloat16)
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):   # warm-up off the default stream, as torch.cuda.graphs asks
+        for _ in range(2):
+            tkc.all_gather_matmul(a_shard, b, group)
+            tkc.matmul_reduce_scatter(a, b, group)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        a_all, c = tkc.all_gather_matmul(a_shard, b, group)
+        out = tkc.matmul_reduce_scatter(a, b, group)
+    for call in range(2):
+        a_shard.copy_(torch.randn(Ms, K, device=dev, generator=g))
+        a.copy_(torch.randn(world * Ms, K, device=dev, generator=g))
+        graph.replay()
+        ref_a = a_shard.new_empty(world * Ms, K)
+        dist.all_gather_into_tensor(ref_a, a_shard, group=group)
+        if not torch.equal(a_all, ref_a):
+            fail(rank, f"captured all_gather_matmul replay {call}: the gathered A differs")
+        close(c, ref_a @ b, f"captured all_gather_matmul replay {call}", rank)
+        ref = a.new_empty(Ms, N)
+        dist.reduce_scatter_tensor(ref, a @ b, group=group)
+        close(out, ref, f"captured matmul_reduce_scatter replay {call}", rank)
+
+
 def check_ring_attention(group, rank, world):
     import torch
     import torch.distributed as dist
@@ -118,6 +156,7 @@ def main():
     for Ms, K, N in ((128, 200, 264), (1536, 3000, 3080), (2048, 2048, 2056), (1000, 512, 512),
                      (8192, 8192, 8192)):
         check_ops(group, rank, world, Ms, K, N)
+    check_capture(group, rank, world)
     check_ring_attention(group, rank, world)
     torch.cuda.synchronize()
     dist.barrier()
