@@ -6,9 +6,9 @@ producer before it issues them; otherwise the loads would read a peer's data
 before it arrived. That is what lets a fused all-gather GEMM's mainloop wait
 for the peers' chunks. A flag orders what the peers (or the copy engines
 pushing for them) write, which is pgl memory: loads of plain gls are not
-the wait's to order, so a wait that only those may follow (a reduce-scatter
-item's finish, waiting for the partials it then reads itself) stays the
-consumers' alone.
+the wait's to order, so a wait that only those may follow (an item's finish
+waiting for a peer's data that it then reads itself) stays the consumers'
+alone.
 
 The producer runs each such wait where it stands in its walk (the work
 item's top level, or the loop body before the stage's loads). The consumers
