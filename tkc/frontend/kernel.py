@@ -257,8 +257,7 @@ class Kernel:
     def interpret_ranks(self, rank_args: list, **options) -> None:
         """Run as len(rank_args) ranks with the CPU interpreter: rank r's
         arguments are rank_args[r]; a pgl argument's arrays, one per rank, are
-        its symmetric buffers (docs/multi-gpu.md). options: grid, races, sms,
-        engines (the copy engines' pushes beside the kernel: interpreter/ranks.py)."""
+        its symmetric buffers (docs/multi-gpu.md). options: grid, races, sms, engines."""
         for args in rank_args:
             self._check_arg_count(args)
         from ..interpreter import run_ranks
