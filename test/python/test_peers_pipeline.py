@@ -64,3 +64,45 @@ def test_a_wait_the_producer_cannot_run_is_refused():
             for _ in range(2)]
     refused_at(lambda: wait_in_if.interpret_ranks(args), HERE, "wait_in_if",
                "the producer warp that issues it must wait first")
+
+
+@tkc.kernel(warps=4, grid=lambda a, part, counts: (a.r // T,), persistent=True)
+def banded_then_count(a: gl(bf16, 1, 1, None, T), part: pgl(bf16, 1, 1, None, T),
+                      counts: pgl(i32, 1, 1, 1, 64)):
+    """Item k: a pipelined sum (twice a's row tile k), stored into part by
+    bands (each warp its 16 rows), then warp 0 counts the tile: its release
+    must cover every band (the pass: every warp waits for its stores' writes
+    and the consumers meet before the if)."""
+    k, w = tkc.block_idx.x, tkc.warpid()
+    s = st(bf16, T, T)
+    acc = tkc.ops.zero(tkc.rt(tkc.f32, 16, T))
+    for j in tkc.range(2, stages=2):
+        tma.load(s, a, (0, 0, k, 0))
+        acc = acc + tkc.ops.load(tkc.rt(tkc.f32, 16, T), s, (w, 0))
+    o = st(bf16, T, T)
+    tkc.ops.store(o, acc, (w, 0))
+    tma.store(part, o, (0, 0, k, 0))
+    with tkc.if_(w == 0):
+        tkc.signal(counts, at=(0, 0, 0, k), value=1)
+
+
+def test_a_count_after_banded_stores_covers_every_band():
+    """Each rank's copy engine copies a tile out once its count is up (the
+    interpreter's engines): no race with any warp's band, and the copies hold
+    the sums. (Before the pass made every warp wait and meet, warp 0's
+    release covered its own band only: the race check reported the engine's
+    read of another warp's rows.)"""
+    world, tiles = 2, 3
+    rng = np.random.default_rng(5)
+    a = [rng.integers(-8, 8, (tiles * T, T)).astype(np.float32) for _ in range(world)]
+    got = [np.zeros((tiles * T, T), np.float32) for _ in range(world)]
+
+    def engines(pgls):
+        return [[x for k in range(tiles) for x in (
+            ("wait", pgls["counts"][r], (0, 0, 0, k), 1),
+            ("copy", got[r], (slice(k * T, (k + 1) * T),), (pgls["part"][r], (0, 0, slice(k * T, (k + 1) * T)))))]
+            for r in range(world)]
+    args = [[a[r], np.zeros((tiles * T, T), np.float32), np.zeros((1, 64), np.int32)] for r in range(world)]
+    banded_then_count.interpret_ranks(args, sms=2, engines=engines)
+    for r in range(world):
+        np.testing.assert_array_equal(got[r], 2 * a[r])
