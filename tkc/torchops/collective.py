@@ -48,7 +48,11 @@ from .symm import buffer, process_group
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 BF16 = torch.bfloat16
-FUSED_FLOPS = 2 * 2048 ** 3   # below it the launch and flag latency outweigh the overlap (untuned)
+# The fused kernels from 2 * 2048 * 4096^2 flops (69 GFLOP) on: there, on 2 H200s with the host
+# ahead of the GPU, fused / NCCL + tkc.matmul all-gather 136 / 148 us, reduce-scatter 129 / 159;
+# at 9 GFLOP they lose (69 / 55, 45 / 43); at 137 GFLOP 1.38x / 1.12x (12-01; BENCHMARKS.md,
+# "Multi-GPU"). Called on an idle GPU, their host path (~200-300 us cold) moves that to ~550.
+FUSED_FLOPS = 2 * 2048 * 4096 * 4096
 
 
 @functools.lru_cache(maxsize=None)

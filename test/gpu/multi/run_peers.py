@@ -96,7 +96,7 @@ def check_capture(group, rank, world):
     import torch
     import torch.distributed as dist
     dev = f"cuda:{rank}"
-    Ms, K, N = 2048, 2048, 2056   # a shape the fused kernels serve outside a graph
+    Ms, K, N = 2048, 4104, 4104   # a shape the fused kernels serve outside a graph
     g = torch.Generator(device=dev).manual_seed(77 + rank)
     a_shard = torch.zeros(Ms, K, device=dev, dtype=torch.bfloat16)
     a = torch.zeros(world * Ms, K, device=dev, dtype=torch.bfloat16)
@@ -151,10 +151,13 @@ def main():
     dist.init_process_group("nccl", device_id=torch.device(f"cuda:{rank}"))
     group = dist.group.WORLD
     check_ring(group, rank, world)
-    # fused: K and N past whole tiles (3000 = 46.9 K steps, 3080 and 2056 columns); fallback:
+    # fused: K and N past whole tiles (6000 = 93.75 K steps, 3080 and 4104 columns); fallback:
     # too small (128 x 200 x 264), shards of partial tiles (1000 rows)
-    for Ms, K, N in ((128, 200, 264), (1536, 3000, 3080), (2048, 2048, 2056), (1000, 512, 512),
-                     (8192, 8192, 8192)):
+    from tkc.torchops.collective import fused
+    for Ms, K, N, path in ((128, 200, 264, False), (1536, 6000, 3080, True), (2048, 4104, 4104, True),
+                           (1000, 512, 512, False), (8192, 8192, 8192, True)):
+        if fused(world * Ms, N, K, world, Ms) != path:
+            fail(rank, f"{Ms}x{K}x{N} is meant to take the {'fused' if path else 'NCCL'} path")
         check_ops(group, rank, world, Ms, K, N)
     check_capture(group, rank, world)
     check_ring_attention(group, rank, world)
