@@ -80,11 +80,12 @@ def test_all_gather_gemm_on_one_gpu(sms_per_rank, world, Ms, K, N):
     pushes = [torch.cuda.Stream() for _ in range(world)]
     shards = [a[r * Ms:(r + 1) * Ms] for r in range(world)]
     outs = [torch.full((M, K), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in range(world)]
+    epochs = {e: torch.full((1, 1, 1, 1), e, device="cuda", dtype=torch.int32) for e in (1, 2)}
     for epoch, chunk in ((1, 1), (2, Ms // 128 // 2)):   # a flag a row tile, then two chunks a shard
         def launch(r, s):   # the gathered A kept (stored by the kernel) on the first call only
             ag[r][epoch % 2, r * Ms:(r + 1) * Ms].copy_(shards[r])
-            all_gather_gemm(peers(ag, r), b, cs[r], outs[r], peers(flags, r), epoch, chunk, int(epoch == 1),
-                            stream=s)
+            all_gather_gemm(peers(ag, r), b, cs[r], outs[r], peers(flags, r), epochs[epoch], chunk,
+                            int(epoch == 1), stream=s)
         concurrently(world, launch, join=False)
         time.sleep(0.002)
         for r in range(world):

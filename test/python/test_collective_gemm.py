@@ -57,7 +57,7 @@ def pushes(shards, epoch, chunk, skip=(), flag_first=False):
 def ag_args(world, ags, flags, bs, epoch, chunk, keep=0):
     """Each rank's arguments: c and a_out (NaN: what no store reaches shows) fresh."""
     return [[ags[r], bs[r], np.zeros((world * Ms, N), np.float32), np.full((world * Ms, K), np.nan, np.float32),
-             flags[r], epoch, chunk, keep] for r in range(world)]
+             flags[r], np.full((1, 1, 1, 1), epoch, np.int32), chunk, keep] for r in range(world)]
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])

@@ -12,7 +12,10 @@ all_gather_gemm: C [M, N] = all_gather(A) @ B, A's shards [M / world, K].
   copies this rank's shard into its own ag before the launch, and the copy
   engines push it into every peer's ag over NVLink, chunk by chunk, each
   chunk followed by its flag in that peer's flags (the call's epoch: 1, 2,
-  ...; "at least epoch" needs no reset). The kernel only computes and
+  ...; "at least epoch" needs no reset; the kernel reads it from `epoch`,
+  one i32 the op writes on the stream before the launch, so that every
+  call of a shape launches with the same values: one kept frame, where an
+  epoch argument packed a new one each call). The kernel only computes and
   waits: work items rotate the rows so each rank starts with its own shard
   (item (bn, bm) computes row tile (bm + rank * per) % tiles, per: the row
   tiles of a rank), and an item of a peer's rows waits on its chunk's flag
@@ -42,7 +45,7 @@ gemm_reduce_scatter(world): out [M / world, N] = reduce_scatter(A @ B), A
 
 import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, i32, pgl, rt, st, tma, warpgroup
-from tkc.ops import subtile, zero
+from tkc.ops import load, subtile, zero
 
 BM, BN, BK, EPI = 128, 256, 64, 64
 FLAGS = 1024          # ag's flags: one per pushed chunk, at most one per 128-row tile of M
@@ -60,17 +63,18 @@ def _finish(acc, wg, c_s, put):
 
 
 def _ag_gemm(ag: pgl(bf16, 1, 2, "M", "K"), b: gl(bf16, 1, 1, "K", "N"), c: gl(bf16, 1, 1, "M", "N"),
-             a_out: gl(bf16, 1, 1, "MA", "KA"), flags: pgl(i32, 1, 1, 1, FLAGS), epoch: i32, chunk: i32,
-             keep: i32):
+             a_out: gl(bf16, 1, 1, "MA", "KA"), flags: pgl(i32, 1, 1, 1, FLAGS), epoch: gl(i32, 1, 1, 1, 1),
+             chunk: i32, keep: i32):
     bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
     me, n = tkc.rank(), tkc.world_size()
     tiles = c.r // BM
     per = tiles // n
     row = (bm + me * per) % tiles
     remote = ((row // per + n - me) % n + n - 1) // n       # 0: my shard, 1: a peer's
-    par = epoch % 2
+    e = load(i32, epoch, at=(0, 0, 0, 0), fill=0)   # the call's epoch, in memory: the launch's
+    par = e % 2                                      # values, and so its frame, repeat
     to = row + (1 - keep * (1 - (bn + ONE - 1) // ONE)) * tiles   # A kept, column 0: its row; else past M
-    tkc.wait_signal(flags, at=(0, 0, 0, row // chunk), value=epoch * remote)
+    tkc.wait_signal(flags, at=(0, 0, 0, row // chunk), value=e * remote)
     a_s, b_s = st(bf16, BM, BK), st(bf16, BK, BN)
     c_s = [st(bf16, BM, EPI) for _ in range(2)]
     acc = zero(rt(f32, 16, BN))

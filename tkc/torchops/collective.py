@@ -138,7 +138,9 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
     # 3.188 / 3.275); without return_A its stores are clipped (keep = 0), a_out one tile
     a = torch.empty(M, K, device=dev, dtype=BF16) if return_A else _unkept(dev)
     chunk = chunk_tiles(Ms // BM, Ms * K * a_shard.element_size())
-    all_gather_gemm(ag.peers, b, c, a, flags.peers, epoch, chunk, int(return_A))
+    epoch_at = _epoch_word(dev)   # the kernel reads the epoch there: its launch values repeat
+    driver.write_value(epoch_at.data_ptr(), epoch, main.cuda_stream)
+    all_gather_gemm(ag.peers, b, c, a, flags.peers, epoch_at, chunk, int(return_A))
     push(a_shard, ag.peers, flags.peers, epoch, chunk, side.cuda_stream)   # (after the launch: its host
     main.wait_stream(side)   # calls do not hold the kernel up) a_shard's readers done before its next use
     return (a if return_A else c.new_empty(0)), c
@@ -181,6 +183,13 @@ def push(shard: Tensor, ag: Peers, flags: Peers, epoch: int, chunk: int, stream:
 
 
 @functools.lru_cache(maxsize=None)
+def _epoch_word(device: torch.device) -> Tensor:
+    """The i32 all_gather_gemm reads its call's epoch from (written on the
+    stream before each launch; one a device: the calls are stream-ordered)."""
+    return torch.zeros(1, 1, 1, 1, device=device, dtype=torch.int32)
+
+
+@functools.lru_cache(maxsize=None)
 def _unkept(device: torch.device) -> Tensor:
     """all_gather_gemm's a_out when the gathered A is not kept: one A tile,
     which its clipped stores never write."""
@@ -205,7 +214,7 @@ def _rs_impl(a: Tensor, b: Tensor, group_name: str) -> Tensor:
     rs = buffer(group, (2, Ms, N), BF16, dev, "tkc.matmul_reduce_scatter.out")
     flags = buffer(group, (1, 16), torch.int32, dev, "tkc.matmul_reduce_scatter.barrier")
     epoch = rs.next_epoch()
-    _rs(world)(a, b, rs.peers, epoch)
+    _rs(world)(a, b, rs.peers, epoch % 2)   # (the kernel reads the parity alone: two frames in turn)
     rs_barrier(flags.peers)   # every rank's adds into my buffer have landed
     mine = rs.tensor[epoch % 2]
     out = mine.clone()
