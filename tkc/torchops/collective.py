@@ -81,8 +81,9 @@ def _check(fn: str, a: Tensor, b: Tensor, a_name: str) -> None:
 
 def _capturing() -> bool:
     """Whether the current stream is capturing a CUDA graph. The fused
-    kernels' flags count calls (the epoch, a launch argument, and the
-    buffers' parity in the copies' addresses), which a replay would repeat:
+    kernels' flags count calls (the epoch the stream writes before the
+    launch, and the buffers' parity in the copies' addresses: in a graph,
+    constants), which a replay would repeat:
     its flags already raised, it would read rows before they arrive. So a
     captured call takes the NCCL + tkc.matmul path, which a graph captures
     and replays."""
