@@ -80,30 +80,29 @@ def test_all_gather_gemm(world):
                 assert np.isnan(args[r][3]).all()
 
 
-def test_all_gather_gemm_waits_for_every_chunk():
-    """A peer's chunk whose flag never comes: its rows' items wait (a deadlock
-    the interpreter reports), so no item reads a chunk before its push."""
-    world, epoch = 2, 1
+def ones_call(world=2, epoch=1):
+    """(shards, arguments) of an all-ones call, a flag a row tile, the own shards copied in."""
     ags = [np.zeros((2, world * Ms, K), np.float32) for _ in range(world)]
     flags = [np.zeros((1, FLAGS), np.int32) for _ in range(world)]
     shards = [np.ones((Ms, K), np.float32)] * world
     own_shards(ags, shards, epoch)
-    args = ag_args(world, ags, flags, [np.ones((K, N), np.float32)] * world, epoch, 1)
+    return shards, ag_args(world, ags, flags, [np.ones((K, N), np.float32)] * world, epoch, 1)
+
+
+def test_all_gather_gemm_waits_for_every_chunk():
+    """A peer's chunk whose flag never comes: its rows' items wait (a deadlock
+    the interpreter reports), so no item reads a chunk before its push."""
+    shards, args = ones_call()
     with pytest.raises(TkcError, match="deadlock across ranks"):   # rank 1's second row tile, to rank 0
-        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, 1, skip={(1, 0, 1)}))
+        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, 1, 1, skip={(1, 0, 1)}))
 
 
 def test_a_flag_before_its_chunk_is_a_race():
     """Pushes that raise a chunk's flag before copying it: a kernel may read
     the rows while the copy engine writes them, which the race check reports."""
-    world, epoch = 2, 1
-    ags = [np.zeros((2, world * Ms, K), np.float32) for _ in range(world)]
-    flags = [np.zeros((1, FLAGS), np.int32) for _ in range(world)]
-    shards = [np.ones((Ms, K), np.float32)] * world
-    own_shards(ags, shards, epoch)
-    args = ag_args(world, ags, flags, [np.ones((K, N), np.float32)] * world, epoch, 1)
+    shards, args = ones_call()
     with pytest.raises(TkcError, match="race on peer memory"):
-        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, epoch, 1, flag_first=True))
+        all_gather_gemm.interpret_ranks(args, sms=3, engines=pushes(shards, 1, 1, flag_first=True))
 
 
 @pytest.mark.parametrize("world", [2, 4, 8])
