@@ -83,10 +83,9 @@ def _capturing() -> bool:
     """Whether the current stream is capturing a CUDA graph. The fused
     kernels' flags count calls (the epoch the stream writes before the
     launch, and the buffers' parity in the copies' addresses: in a graph,
-    constants), which a replay would repeat:
-    its flags already raised, it would read rows before they arrive. So a
-    captured call takes the NCCL + tkc.matmul path, which a graph captures
-    and replays."""
+    constants), which a replay would repeat: its flags already raised, it
+    would read rows before they arrive. So a captured call takes the NCCL +
+    tkc.matmul path, which a graph captures and replays."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
@@ -140,6 +139,7 @@ def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tup
     a = torch.empty(M, K, device=dev, dtype=BF16) if return_A else _unkept(dev)
     chunk = chunk_tiles(Ms // BM, Ms * K * a_shard.element_size())
     epoch_at = _epoch_word(dev)   # the kernel reads the epoch there: its launch values repeat
+    driver.context(dev.index)     # (a thread torch never touched, autograd's, may have none current)
     driver.write_value(epoch_at.data_ptr(), epoch, main.cuda_stream)
     all_gather_gemm(ag.peers, b, c, a, flags.peers, epoch_at, chunk, int(return_A))
     push(a_shard, ag.peers, flags.peers, epoch, chunk, side.cuda_stream)   # (after the launch: its host
