@@ -189,13 +189,14 @@ def params_array(values: list):
 
 
 class Params(list):
-    """Parameter storage (ctypes objects) whose void*[] is built already
-    (`array`, at `address`): a launch passes it as is (see frame.py, whose
-    frames also say what they hold: `decoded()`)."""
+    """Parameter storage (ctypes objects) whose void*[] is built already, at
+    `address` (`array`: a ctypes array, or that address itself where the
+    storage holds the array: frame.py's frames, which also say what they
+    hold: `decoded()`): a launch passes it as is."""
 
     def __init__(self, values, array, decode=None):
         super().__init__(values)
-        self.array, self.address = array, ctypes.addressof(array)
+        self.array, self.address = array, array if isinstance(array, int) else ctypes.addressof(array)
         self._decode = decode
 
     def decoded(self) -> list:

@@ -3,9 +3,10 @@
 cuLaunchKernelEx takes kernelParams, a void*[] with one pointer per PTX
 parameter. Making a ctypes object per value and the array per launch costs
 microseconds, so a `Layout` fixes every parameter's offset in one buffer
-once per artifact, and a `Frame` is the 64-byte aligned buffer and the
-void*[] pointing into it, packed with one struct call and a copy per tensor
-map. The launcher keeps a frame per distinct set of values (launch.py):
+once per artifact, and a `Frame` is one 64-byte aligned buffer holding the
+parameters, the tensor maps and the void*[] pointing at them (written by one
+struct call when the frame is made), packed with one struct call and a copy
+(or an encode in place) per tensor map. The launcher keeps a frame per distinct set of values (launch.py):
 cuLaunchKernelEx copies the parameters, so a packed frame is only read again,
 by any thread.
 """
@@ -43,22 +44,30 @@ class Layout:
             self.map_offsets.append(_align(pos, MAP_ALIGN))
             pos = self.map_offsets[-1] + MAP_BYTES
         self.size = pos
+        # the void*[] after them: one pointer a parameter, each the base plus its offset
+        self.slots = (*self.offsets, *self.map_offsets)
+        self.array_offset = _align(pos, 8)
+        self.pointers = struct.Struct(f"<{len(self.slots)}Q")
+        self.buffer_size = self.array_offset + self.pointers.size + MAP_ALIGN   # (+ the alignment pad)
 
 
 class Frame:
-    """One parameter buffer; `params` is what driver.launch takes. Its void*[]
-    points into the buffer at the layout's offsets (no ctypes object per
-    parameter: a frame is cheap enough to make one per cached launch)."""
+    """One parameter buffer; `params` is what driver.launch takes. The buffer
+    also holds the void*[] into itself (no ctypes object per parameter, no
+    second allocation: a frame is cheap enough to make one per cached launch,
+    and per step of a growing KV cache, whose new memory is a new frame)."""
+
+    __slots__ = ("layout", "raw", "pad", "map_addresses", "params")
 
     def __init__(self, layout: Layout):
         self.layout = layout
-        self.raw = ctypes.create_string_buffer(layout.size + MAP_ALIGN)
-        self.pad = -ctypes.addressof(self.raw) % MAP_ALIGN  # tensor maps want 64-byte alignment
-        base = ctypes.addressof(self.raw) + self.pad
+        self.raw = raw = ctypes.create_string_buffer(layout.buffer_size)
+        address = ctypes.addressof(raw)
+        self.pad = pad = -address % MAP_ALIGN  # tensor maps want 64-byte alignment
+        base = address + pad
         self.map_addresses = [base + offset for offset in layout.map_offsets]
-        slots = [base + offset for offset in layout.offsets] + self.map_addresses
-        array = (ctypes.c_void_p * len(slots))(*slots)
-        self.params = driver.Params([self.raw], array, self.decoded)
+        layout.pointers.pack_into(raw, pad + layout.array_offset, *[base + offset for offset in layout.slots])
+        self.params = driver.Params([raw], base + layout.array_offset, self.decoded)
 
     def pack(self, values: list, maps=()) -> driver.Params:
         """Write values (Python numbers in PTX order) and the maps' 128-byte buffers."""

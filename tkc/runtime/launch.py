@@ -15,6 +15,7 @@ arguments' layouts.
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 import weakref
 from typing import Callable, NamedTuple
@@ -26,7 +27,7 @@ from .artifact import Artifact
 from .callsite import caller
 from .frame import Frame, Layout
 from .grid import SMS, compile_grid
-from .tensormap import TensorMaps
+from .tensormap import MAP_BYTES, TensorMaps
 
 
 class Plan(NamedTuple):
@@ -130,9 +131,11 @@ class Launcher:
 
     def _pack(self, values: list, plan: Plan, fresh=()) -> driver.Params:
         """A new frame of these values, its tensor maps encoded (those of the
-        arguments in `fresh` encoded anew and not kept)."""
-        maps = self._maps(values, plan, fresh) if self.tensor_maps is not None else ()
-        return Frame(self.layout).pack(values, maps)
+        arguments in `fresh` encoded into it and not kept)."""
+        frame = Frame(self.layout)
+        if self.tensor_maps is not None:
+            self._maps(frame, values, plan, fresh)
+        return frame.pack(values)
 
     def _plan(self, args, stream, fast) -> Plan:
         """Every check, the grid; the Plan is kept under the call's key (if any)."""
@@ -169,12 +172,16 @@ class Launcher:
                 strides[i] = (values[at] * e, values[at + 1] * e, values[at + 2] * e, e)
         return Plan(plan.grid, plan.device, plan.values, shapes, plan.spans, strides)
 
-    def _maps(self, values: list, plan: Plan, fresh=()) -> list:
-        """The tensor maps' 128 bytes, after the regular parameters."""
-        slots = self.signature.slots
-        return [self.tensor_maps.map(n, values[slots[i] + self.tensor_maps.offsets[n]], plan.shapes[i],
-                                     plan.strides[i], i not in fresh)
-                for n, i in enumerate(self.tensor_maps.params)]
+    def _maps(self, frame: Frame, values: list, plan: Plan, fresh=()) -> None:
+        """The tensor maps into the frame's slots after the regular parameters:
+        kept ones copied, those of the arguments in `fresh` encoded there."""
+        slots, maps = self.signature.slots, self.tensor_maps
+        for n, (i, address) in enumerate(zip(maps.params, frame.map_addresses)):
+            ptr = values[slots[i] + maps.offsets[n]]
+            if i in fresh:
+                maps.write(n, address, ptr, plan.shapes[i], plan.strides[i])
+            else:
+                ctypes.memmove(address, maps.map(n, ptr, plan.shapes[i], plan.strides[i]), MAP_BYTES)
 
     def _grid(self, env: dict) -> tuple:
         grid = self.grid(env)

@@ -18,7 +18,7 @@ import ctypes
 from typing import NamedTuple
 
 from ..diagnostics import TkcError
-from ..dtypes import itemsize
+from ..dtypes import SIZES, itemsize
 from .callsite import caller
 
 MAP_BYTES, MAP_ALIGN = 128, 64  # a CUtensorMap: its bytes, and the alignment a kernel parameter of it needs
@@ -55,14 +55,29 @@ def row_problem(dtype: str, c: int) -> str | None:
 def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> EncodeArgs:
     """The encode arguments for a tensor of `shape` at `ptr`, contiguous or
     (a strided gl's) of 4-D byte `strides`; a TkcError naming the kernel and
-    argument when TMA cannot describe it."""
+    argument when TMA cannot describe it. (Every rule in one test first, the
+    messages after: a growing KV cache's step runs this twice.)"""
+    e = SIZES[entry["dtype"]]
+    b, d, r, c = shape if len(shape) == 4 else _shape4(shape)
+    rows, cols = entry["box"]
+    strides = (c * e, r * c * e, d * r * c * e) if strides is None else (strides[2], strides[1], strides[0])
+    span = SWIZZLE_SPAN.get(entry["swizzle"])
+    if ptr % 16 or c * e % 16 or not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or cols * e % 16 \
+            or span is not None and cols * e > span or max(b, d, r, c) > 2**32 \
+            or any(s % 16 or s >= 2**40 for s in strides):
+        _refuse(kernel, entry, ptr, (b, d, r, c), strides, e, span)
+    return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
+                      (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])
+
+
+def _refuse(kernel: str, entry: dict, ptr: int, shape: tuple, strides: tuple, e: int, span) -> None:
+    """arguments' error: the first rule the tensor breaks."""
     def bad(what: str) -> TkcError:
         return TkcError(f"kernel '{kernel}': argument {entry['param']} '{entry['name']}' "
                         f"(tensor map {entry['box'][0]}x{entry['box'][1]} {entry['swizzle']}): "
                         f"{what}", caller())
 
-    e = itemsize(entry["dtype"])
-    b, d, r, c = _shape4(shape)
+    b, d, r, c = shape
     rows, cols = entry["box"]
     if ptr % 16:
         raise bad(f"TMA needs a 16-byte aligned data pointer, found {ptr:#x}")
@@ -71,44 +86,86 @@ def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> Encode
     if not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or (cols * e) % 16:
         raise bad(f"box {rows}x{cols} must be at most {BOX_LIMIT} per dim with rows "
                   f"of a multiple of 16 bytes")
-    span = SWIZZLE_SPAN.get(entry["swizzle"])
     if span is not None and cols * e > span:
         raise bad(f"a {entry['swizzle']} swizzle allows box rows of at most {span} bytes, "
                   f"found {cols * e}")
     if max(b, d, r, c) > 2**32:
         raise bad(f"dims {(b, d, r, c)} exceed TMA's 2^32 elements per dim")
-    strides = (c * e, r * c * e, d * r * c * e) if strides is None else tuple(reversed(strides[:3]))
-    if any(s % 16 or s >= 2**40 for s in strides):
-        raise bad(f"TMA needs strides of a multiple of 16 bytes below 2^40, found {strides} (c, r, d order)")
-    return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
-                      (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])
+    raise bad(f"TMA needs strides of a multiple of 16 bytes below 2^40, found {strides} (c, r, d order)")
 
 
 _FIXED: dict = {}   # (id of the bindings, dtype, swizzle, box, element strides) -> (bindings, fixed arguments)
 
 
-def encode(args: EncodeArgs) -> bytes:
-    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled). What an
-    entry fixes (the enums, the box) is made once: a decode step over a
-    growing cache encodes its k and v maps at every step."""
-    from . import driver
-    cu = driver.api()
+def _fixed(cu, args: EncodeArgs) -> tuple:
+    """The arguments an entry fixes (the enums, the box), made once: a decode
+    step over a growing cache encodes its k and v maps at every step."""
     key = (id(cu), args.dtype, args.swizzle, args.box, args.element_strides)   # (a fake module: a namespace)
     kept = _FIXED.get(key)
     if kept is None or kept[0] is not cu:
         u32 = cu.cuuint32_t
-        kept = _FIXED[key] = (cu, (
-            getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{args.dtype}"),
-            [u32(n) for n in args.box], [u32(n) for n in args.element_strides],
-            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{args.swizzle}"),
-            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
-    dtype, box, element_strides, interleave, swizzle, l2, oob = kept[1]
+        enums = (getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{args.dtype}"),
+                 cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{args.swizzle}"),
+                 cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                 cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+        dtype, interleave, swizzle, l2, oob = enums
+        kept = _FIXED[key] = (cu, (dtype, [u32(n) for n in args.box], [u32(n) for n in args.element_strides],
+                                   interleave, swizzle, l2, oob),
+                              (int(dtype), (ctypes.c_uint32 * 4)(*args.box),
+                               (ctypes.c_uint32 * 4)(*args.element_strides), *map(int, enums[1:])))
+    return kept
+
+
+def encode(args: EncodeArgs) -> bytes:
+    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled, through cuda-bindings)."""
+    from . import driver
+    cu = driver.api()
+    dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[1]
     u64 = cu.cuuint64_t
     tmap = driver.call("cuTensorMapEncodeTiled", dtype, 4, args.address, [u64(n) for n in args.global_dim],
                        [u64(n) for n in args.global_strides], box, element_strides, interleave, swizzle, l2, oob)
     return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
+
+
+_C_ENCODE: list = [None, None]   # [the bindings module it was looked up for, libcuda's function or None]
+
+
+def _c_encoder(cu):
+    """libcuda's cuTensorMapEncodeTiled as a ctypes function, where cu is
+    cuda-bindings' driver module (None under another: the fake driver's).
+    cuda-bindings' wrapper makes a Python object per dim and a CUtensorMap
+    per call and the bytes are copied out once more: 5.8 µs a map on the
+    H200's host where this call, writing into the frame, takes 2.7 (a
+    growing KV cache's step encodes two)."""
+    if _C_ENCODE[0] is not cu:
+        fn = None
+        if getattr(cu, "__name__", "") == "cuda.bindings.driver":
+            try:
+                fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled   # (the process's: loaded already)
+                fn.restype = ctypes.c_int
+            except (OSError, AttributeError):
+                fn = None
+        _C_ENCODE[:] = [cu, fn]
+    return _C_ENCODE[1]
+
+
+def encode_into(args: EncodeArgs, address: int) -> None:
+    """Encode the map straight into the 64-byte aligned 128 bytes at address
+    (a frame's slot): libcuda's function through ctypes, else (no real
+    driver loaded: the fake's) encode's bytes copied there."""
+    from . import driver
+    cu = driver.api()
+    fn = _c_encoder(cu)
+    if fn is None:
+        ctypes.memmove(address, encode(args), MAP_BYTES)
+        return
+    dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[2]
+    err = fn(ctypes.c_void_p(address), dtype, 4, ctypes.c_void_p(args.address),
+             (ctypes.c_uint64 * 4)(*args.global_dim), (ctypes.c_uint64 * 3)(*args.global_strides), box,
+             element_strides, interleave, swizzle, l2, oob)
+    if err:
+        driver._check(cu, cu.CUresult(err), "cuTensorMapEncodeTiled")
 
 
 def param(data: bytes):
@@ -161,14 +218,11 @@ class TensorMaps:
                         for e in self.entries]
         self._cache: dict = {}
 
-    def map(self, n: int, ptr: int, shape, strides=None, keep: bool = True):
+    def map(self, n: int, ptr: int, shape, strides=None):
         """Entry n's map for a tensor at ptr of shape (and a strided gl's byte
         strides; checked already): a 64-byte aligned 128-byte buffer, encoded
-        on the first launch with this tensor; keep=False: its bytes, encoded
-        now and not kept (a tensor not seen again: a growing KV cache's)."""
+        on the first launch with this tensor."""
         encoder = self.encoder or encode  # looked up late: tests replace it
-        if not keep:
-            return encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides))
         key = (n, ptr, tuple(shape), strides)
         buf = self._cache.get(key)
         if buf is None:
@@ -177,3 +231,13 @@ class TensorMaps:
                 self._cache.clear()
             buf = self._cache[key] = param(data)
         return buf
+
+    def write(self, n: int, address: int, ptr: int, shape, strides=None) -> None:
+        """Entry n's map for this tensor encoded into the 128 bytes at address
+        (a frame's slot) and not kept: a tensor not seen again (a growing KV
+        cache's, in new memory at each step)."""
+        args = arguments(self.kernel, self.entries[n], ptr, shape, strides)
+        if self.encoder is not None:   # (tests)
+            ctypes.memmove(address, self.encoder(args), MAP_BYTES)
+        else:
+            encode_into(args, address)
