@@ -6,6 +6,7 @@ against numpy (splits past the keys' end, one split, ragged tails)."""
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -531,3 +532,29 @@ def test_a_growing_cache_step_by_step(launched, monkeypatch, Hq, Hkv, Lq, causal
             o = ops.attention(q, kc, vc, causal=causal, scale=0.125)
             assert _rel(o, _reference(q, kc, vc, causal, 0.125)[0]) < 1e-2
     assert launched == ["decode"]   # one family: its kernels looked up once
+
+
+def test_a_family_step_leaves_what_it_cannot_take_to_the_checks(launched, monkeypatch):
+    """A growing cache's step skips the checks its family's key fixes; what
+    it does not fix goes the full way: k and v of different lengths get the
+    checks' error at the caller's line, a cache whose rows are not 16-byte
+    steps apart (strided_takes) is copied and still right, and an empty one
+    gives the full path's answer."""
+    monkeypatch.setattr(ops.checks, "DEVICE_TYPE", "cpu")
+    q, k, v = (t.detach() for t in attention_qkv(1, 8, 2, 1, 300, 64, False))
+    with torch.no_grad():
+        for n in (150, 151):   # the family's first step, then one at a new key count
+            o = ops.attention(q, k[:, :, :n], v[:, :, :n], scale=0.125)
+            assert _rel(o, _reference(q, k[:, :, :n], v[:, :, :n], False, 0.125)[0]) < 1e-2
+        with pytest.raises(TkcError, match="k and v must have one shape") as info:
+            line = sys._getframe().f_lineno + 1
+            ops.attention(q, k[:, :, :152], v[:, :, :153], scale=0.125)
+        assert info.value.where.endswith(f"{__file__}:{line}")
+        wide = torch.zeros(1, 2, 300, 68, dtype=k.dtype)   # rows of 68 elements: 136 bytes apart
+        wide[..., :64] = k
+        ks = wide[:, :, :160, :64]
+        assert not ops.checks.strided_takes(ks)
+        o = ops.attention(q, ks, v[:, :, :160], scale=0.125)
+        assert _rel(o, _reference(q, k[:, :, :160], v[:, :, :160], False, 0.125)[0]) < 1e-2
+        o = ops.attention(q, k[:, :, :0], v[:, :, :0], scale=0.125)
+        assert o.shape == q.shape and not o.abs().max()

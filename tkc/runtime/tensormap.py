@@ -62,9 +62,10 @@ def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> Encode
     rows, cols = entry["box"]
     strides = (c * e, r * c * e, d * r * c * e) if strides is None else (strides[2], strides[1], strides[0])
     span = SWIZZLE_SPAN.get(entry["swizzle"])
+    s0, s1, s2 = strides
     if ptr % 16 or c * e % 16 or not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or cols * e % 16 \
             or span is not None and cols * e > span or max(b, d, r, c) > 2**32 \
-            or any(s % 16 or s >= 2**40 for s in strides):
+            or (s0 | s1 | s2) % 16 or max(s0, s1, s2) >= 2**40:
         _refuse(kernel, entry, ptr, (b, d, r, c), strides, e, span)
     return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
                       (cols, rows, 1, 1), (1, 1, 1, 1), _SWIZZLES[entry["swizzle"]])

@@ -40,7 +40,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_tuned import backward_kernels, backward_schedule, forward_kernel
 from ..runtime.callsite import caller
 from . import checks
-from .attn_decode import decode_plan, lengths_plan, packable
+from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
 from .checks import arranged, autocast, check_device, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
@@ -272,21 +272,20 @@ _plain = PlanCache()  # eager calls (eager.grad_key): key -> run(q, k, v)
 # runtime/launch.py, _few_frames)
 _decode_runs = PlanCache()
 _decode_runs.LIMIT = 8
+# ... and the steps of their families (decode_family), by the eager key less what a growing
+# cache changes at every step (attn_decode.family_key): such a step checks only that
+_decode_families = PlanCache()
+_decode_families.LIMIT = 64
 
 
 def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
-    """A plain call's run through the decode path's family of steps (its
-    launches kept across key counts: a growing KV cache's step misses the
-    eager key at every length), or None: not a decode step, a gradient
-    wanted, arguments the checks must see (_fits). Like eager.grad_key's
-    runs, it skips the checks and the custom op."""
+    """A plain call's step through the decode path's family (attn_decode.family_step:
+    its launches kept across key counts), or None: not a decode step, a gradient
+    wanted, arguments the checks must see (_fits)."""
     if not _fits(q, k, v) or wants_grad(q, k, v):
         return None
-    plan = decode_plan(q, k, v, causal, _outputs)
-    if plan is None:
-        return None
-    scale = _scale(scale, q.shape[3])
-    return (lambda q, k, v: plan(q, k, v, scale)) if return_lse else (lambda q, k, v: plan(q, k, v, scale, False)[0])
+    steps = decode_family(q, k, v, causal, _outputs)
+    return None if steps is None else family_step(steps, _scale(scale, q.shape[3]), return_lse)
 
 
 @public
@@ -309,8 +308,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
     run = _plain.get(key)
     if run is None and key is not None:
         run = _decode_runs.get(key)
-        if run is None and (run := _decode_step(q, k, v, causal, scale, return_lse)) is not None:
-            _decode_runs.keep(key, run)
+        if run is None:   # a decode step at a new key count (a growing cache's, each step)?
+            family = family_key(key)
+            step = _decode_families.get(family)
+            if step is None and (step := _decode_step(q, k, v, causal, scale, return_lse)) is not None:
+                _decode_families.keep(family, step)
+            if step is not None and (run := step(q, k, v)) is not None:
+                _decode_runs.keep(key, run)
     if run is not None:
         return run(q, k, v)
     if (cast := _checked(q, k, v)) is not None:

@@ -62,7 +62,8 @@ from ..tune import Bound, autotune, bucket
 from .checks import arranged, strided_takes
 from .plans import At, PlanCache, resident, signature, sms
 
-__all__ = ["SPLITS", "decode_plan", "lengths_plan", "packable", "packed_rows", "splits"]
+__all__ = ["SPLITS", "decode_family", "decode_plan", "family_key", "family_step", "lengths_plan", "packable",
+           "packed_rows", "splits"]
 
 ROWS = 64        # one consumer warpgroup's query tile
 MIN_TILES = 2    # KV tiles a split reads at least (its Q load and merge row pay for them)
@@ -196,10 +197,51 @@ def decode_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs_of):
     strides the kernels take: a cache one key longer at every step (in new
     memory, as transformers' DynamicCache concatenates) finds its launches
     planned, where a plan per length cost ~0.7 ms of host time a step."""
+    steps = decode_family(q, k, v, causal, outputs_of)
+    return None if steps is None else steps.at(q, k, v)
+
+
+def decode_family(q: Tensor, k: Tensor, v: Tensor, causal: bool, outputs_of):
+    """q's family of steps (_Steps, whose at(q, k, v) is decode_plan's run),
+    or None where decode_plan gives None. What a step checks of k and v for
+    it besides: their key count (> 0) and strides (strided_takes)."""
     if q.numel() == 0 or k.shape[2] == 0 or not packable(q, k) or not (strided_takes(k) and strided_takes(v)):
         return None
-    steps = _families((signature(q), tuple(k.shape[:2]), causal), q, k, causal, outputs_of)
-    return steps.at(q, k, v)
+    return _families((signature(q), tuple(k.shape[:2]), causal), q, k, causal, outputs_of)
+
+
+def family_key(key: tuple):
+    """eager.grad_key's key of (q, k, v) without k's and v's key count,
+    strides and alignment: the key of a decode family's step (family_step,
+    which checks those), or None for another key (a None argument)."""
+    if len(key) != 7 or len(key[0]) != 7:
+        return None
+    kk, vs, _, vd, vdev, _, vg = key
+    qk, ks, _, kd, kdev, _, kg = kk
+    return qk, ks[:2], ks[3:], kd, kdev, kg, vs[:2], vs[3:], vd, vdev, vg
+
+
+def family_step(steps: "_Steps", scale: float, return_lse: bool):
+    """step(q, k, v) for a call whose family_key is that of steps' first:
+    the run of k and v's key count (run(q, k, v) -> o, or (o, lse) with
+    return_lse), or None where the family's launches cannot take them (no
+    key, strides the kernels refuse: the full path's checks and errors).
+    A growing KV cache's step, a new eager key at every length, comes here
+    past the checks the key fixes."""
+    runs: dict = {}   # the family's run (one a split count) -> this flavour of it
+
+    def step(q, k, v):
+        if k.shape != v.shape or not k.shape[2] or not (strided_takes(k) and strided_takes(v)):
+            return None
+        plan = steps.at(q, k, v)
+        if plan is None:
+            return None
+        run = runs.get(plan)
+        if run is None:
+            run = runs[plan] = (lambda q, k, v: plan(q, k, v, scale)) if return_lse else \
+                (lambda q, k, v: plan(q, k, v, scale, False)[0])
+        return run
+    return step
 
 
 class _Steps:
