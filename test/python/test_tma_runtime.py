@@ -9,8 +9,8 @@ import pytest
 from helpers import recording_driver
 
 from tkc.diagnostics import TkcError
-from tkc.runtime import Artifact, driver, launch, tensormap, tensors
-from tkc.runtime.tensormap import MAP_BYTES, TensorMaps, arguments, encode, encode_into, param
+from tkc.runtime import Artifact, launch, tensors
+from tkc.runtime.tensormap import MAP_BYTES, TensorMaps, arguments, param
 
 A = {"param": 0, "name": "a", "dtype": "bf16", "box": [64, 64], "swizzle": "128b"}
 
@@ -87,19 +87,6 @@ def test_a_fresh_map_is_encoded_into_its_slot_and_not_kept():
     assert len(calls) == 2 and not maps._cache
     with pytest.raises(TkcError, match="16-byte aligned data pointer"):
         maps.write(0, ctypes.addressof(slot), 0x2008, (64, 64))
-
-
-def test_encode_into_without_a_real_driver_copies_encodes_bytes(monkeypatch):
-    """Under another bindings module than cuda-bindings' (the fake driver's), encode_into
-    falls back to encode's bytes; the ctypes path is for the real driver only."""
-    from tkc.bench.fake_driver import fake_driver
-    args = arguments("k", A, 0x2000, (64, 64))
-    slot = param(bytes(128))
-    with fake_driver():
-        expected = encode(args)
-        encode_into(args, ctypes.addressof(slot))
-        assert tensormap._c_encoder(driver.api()) is None
-    assert bytes(slot) == expected
 
 
 @pytest.mark.parametrize("entry, message", [
