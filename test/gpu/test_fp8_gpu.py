@@ -266,9 +266,39 @@ def test_grouped_masked_against_float32(counts, max_m):
             assert float((c[e, :m] - want).norm() / want.norm()) < F32_BOUND
     from tkc.torchops import grouped
     marked = torch.full_like(c, 7.0)
-    grouped._kernel("f32", True)(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
+    grouped._kernel("f32", "masked")(*grouped._views(a, b, sa, sb, groups), marked.view(1, *marked.shape))
     for e, m in enumerate(counts):
         assert (marked[e, -(-m // 128) * 128:] == 7).all()
+
+
+@pytest.mark.parametrize("BM", [128, 192])
+@pytest.mark.parametrize("counts, N, K", [([1024, 0, 2976, 128, 512], 4096, 7168), ([32, 0, 0, 288], 264, 256)])
+def test_grouped_by_counts_against_float32(counts, N, K, BM):
+    """tkc.grouped_scaled_mm, contiguous layout by counts (experts back to back, counts
+    multiples of 32, an empty one, rows after the last) at each tile height, against each
+    expert's float32 product; the rows after the experts are not written."""
+    from fp8_blocks import counts_rows, dequantised_product, experts
+    from tkc.torchops import grouped, plans
+    b, sb = experts(len(counts), N, K, device="cuda")
+    a, sa, cnt = counts_rows(counts, K, device="cuda", extra=48)
+    choose = grouped.COUNTS_TILE.choose
+    grouped.COUNTS_TILE.choose = lambda key, args=None: {"BM": BM}
+    try:
+        plans.forget()
+        c = tkc.grouped_scaled_mm(a, b, sa, sb, counts=cnt, out_dtype=torch.float32)
+        marked = torch.full_like(c, 7.0)
+        grouped._kernel("f32", "counts", BM)(*grouped._views(a, b, sa, sb, cnt), cnt.cumsum(0, dtype=torch.int32)
+                                             .view(1, 1, 1, -1), marked.view(1, 1, *marked.shape))
+    finally:
+        grouped.COUNTS_TILE.choose = choose
+        plans.forget()
+    r = 0
+    for e, m in enumerate(counts):
+        if m:
+            want = dequantised_product(a[r:r + m], b[e], sa[r:r + m], sb[e], torch.float32)
+            assert float((c[r:r + m] - want).norm() / want.norm()) < F32_BOUND
+        r += m
+    assert (marked[r:] == 7).all() and (marked[:r] != 7).all()
 
 
 def test_grouped_masked_bf16_in_a_cuda_graph():

@@ -73,6 +73,14 @@ def contiguous_rows(counts, K, seed=1, device="cpu", padding_blocks=0):
     return a, sa.t().contiguous().t(), torch.tensor(groups, dtype=torch.int32, device=device)
 
 
+def counts_rows(counts, K, seed=1, device="cpu", extra=0):
+    """a [sum(counts) + extra, K] and scale_a [M, K/128] (strides (1, M)) of the contiguous
+    layout by counts (experts' rows back to back, `extra` rows after them), and counts [E]."""
+    x = data(sum(counts) + extra, 1, K, seed=seed, device=device)[0]
+    a, sa = blocks(x, 1)
+    return a, sa.t().contiguous().t(), torch.tensor(counts, dtype=torch.int32, device=device)
+
+
 def masked_rows(counts, max_m, K, seed=1, device="cpu"):
     """a [E, max_m, K], scale_a [E, max_m, K/128] (each expert's transposed) and groups = counts
     [E] of the masked layout (rows past a count hold data too: they must not matter)."""

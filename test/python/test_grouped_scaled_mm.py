@@ -14,16 +14,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
 import tkc  # noqa: E402
-from fp8_blocks import E4M3, contiguous_rows, dequantised_product, experts, masked_rows  # noqa: E402
-from tkc.kernels.scaled_mm_grouped import grouped_contiguous, grouped_masked  # noqa: E402
+from fp8_blocks import E4M3, contiguous_rows, counts_rows, dequantised_product, experts, masked_rows  # noqa: E402
+from tkc.kernels.scaled_mm_grouped import grouped_contiguous, grouped_counts, grouped_masked  # noqa: E402
 from tkc.torchops import checks, grouped as op  # noqa: E402
 
 
 @pytest.fixture
 def cpu_ops(monkeypatch):
     monkeypatch.setattr(checks, "DEVICE_TYPE", "cpu")
-    monkeypatch.setattr(op, "_kernel", lambda out, masked, BM=128:
-                        interpreted(grouped_masked(out, BM=BM) if masked else grouped_contiguous(out)))
+    monkeypatch.setattr(op, "_kernel", lambda out, layout, BM=128: interpreted(
+        grouped_contiguous(out) if layout == "blocks" else (grouped_masked if layout == "masked" else
+                                                             grouped_counts)(out, BM=BM)))
 
 
 def expert_product(a, sa, b, sb, e):
@@ -46,7 +47,7 @@ def test_contiguous_layout(cpu_ops, out_dtype):
         want = expert_product(a[rows], sa[rows], b, sb, e)
         assert torch.allclose(c[rows].double(), want, rtol=tol, atol=tol * want.abs().max().item())
     marked = torch.full_like(c, 7.0, dtype=torch.float32)
-    op._kernel("f32", False)(*op._views(a, b, sa, sb, groups), marked.view(1, 1, *c.shape))
+    op._kernel("f32", "blocks")(*op._views(a, b, sa, sb, groups), marked.view(1, 1, *c.shape))
     assert (marked[-128:] == 7).all() and (marked[:100] != 7).all()
 
 
@@ -63,7 +64,7 @@ def test_masked_layout(cpu_ops, max_m):
             assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
     # blocks wholly past a count are not written: run again into a marked output
     marked = torch.full_like(c, 7.0)
-    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    op._kernel("f32", "masked")(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
     assert (marked[1] == 7).all() and (marked[0, 128:] == 7).all() and (marked[0, :100] != 7).all()
 
 
@@ -84,7 +85,7 @@ def test_masked_live_tiles_only(cpu_ops, counts, out_dtype):
             want = expert_product(a[e, :n], sa[e, :n], b, sb, e)
             assert torch.allclose(c[e, :n].double(), want, rtol=tol, atol=tol * want.abs().max().item())
     marked = torch.full((len(counts), max_m, N), 7.0)
-    op._kernel("f32", True)(*op._views(a, b, sa, sb, groups), marked.view(1, len(counts), max_m, N))
+    op._kernel("f32", "masked")(*op._views(a, b, sa, sb, groups), marked.view(1, len(counts), max_m, N))
     for e, n in enumerate(counts):
         live = -(-n // 128) * 128
         assert (marked[e, live:] == 7).all() and (marked[e, :n] != 7).all()
@@ -106,9 +107,52 @@ def test_masked_192_row_tiles(cpu_ops, monkeypatch):
             assert torch.allclose(c[e, :n].double(), want, rtol=1e-5, atol=1e-5 * want.abs().max().item())
     marked = torch.full((3, max_m, N), 7.0)
     assert picked == [(512, 256)]                       # max_m 400, N 136: their buckets
-    op._kernel("f32", True, 192)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
+    op._kernel("f32", "masked", 192)(*op._views(a, b, sa, sb, groups), marked.view(1, 3, max_m, N))
     assert (marked[0, 384:] == 7).all() and (marked[1] == 7).all() and (marked[2, 192:] == 7).all()
     assert (marked[0, :193] != 7).all() and (marked[2, :100] != 7).all()
+
+
+@pytest.mark.parametrize("BM", [128, 192])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("counts", [[96, 0, 32, 320], [128, 0], [0, 224, 32]], ids=str)
+def test_contiguous_by_counts(cpu_ops, monkeypatch, counts, out_dtype, BM):
+    """Experts back to back (counts multiples of 32, not of the tile: an expert's last tile
+    runs into the next one's rows and leaves them to it), an empty expert, 40 rows past the
+    last: each expert's rows against float64; a run into a marked output leaves the rows
+    past the experts unwritten; the tile height as a table picks it."""
+    from tkc.torchops import plans
+    monkeypatch.setattr(op.COUNTS_TILE, "choose", lambda key, args=None: {"BM": BM})
+    plans.forget()   # (a plan keeps the height of its first call)
+    N, K = 136, 256
+    b, sb = experts(len(counts), N, K, seed=3)
+    a, sa, cnt = counts_rows(counts, K, extra=40)
+    c = tkc.grouped_scaled_mm(a, b, sa, sb, counts=cnt, out_dtype=out_dtype)
+    assert c.shape == (a.shape[0], N) and c.dtype == out_dtype
+    tol = 1e-5 if out_dtype == torch.float32 else 2 ** -8
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            rows = slice(start, start + n)
+            want = expert_product(a[rows], sa[rows], b, sb, e)
+            assert torch.allclose(c[rows].double(), want, rtol=tol, atol=tol * want.abs().max().item())
+        start += n
+    marked = torch.full((a.shape[0], N), 7.0)
+    ends = cnt.cumsum(0, dtype=torch.int32)
+    op._kernel("f32", "counts", BM)(*op._views(a, b, sa, sb, cnt), ends.view(1, 1, 1, -1),
+                                    marked.view(1, 1, *marked.shape))
+    assert (marked[sum(counts):] == 7).all() and (marked[:sum(counts)] != 7).all()
+
+
+@pytest.mark.parametrize("counts, message", [
+    ([96, 16], "counts must be multiples of 32"),
+    ([96, -32], "at least 0"),
+    ([96, 64], "summing to at most M = 128"),
+])
+def test_counts_values_are_checked(cpu_ops, counts, message):
+    b, sb = experts(2, 136, 128)
+    a, sa, _ = counts_rows([96, 32], 128)
+    refused_here(lambda: tkc.grouped_scaled_mm(a, b, sa, sb, counts=torch.tensor(counts, dtype=torch.int32)),
+                 message, __file__)
 
 
 def test_fake_tensors_give_the_shape_and_dtype():
@@ -116,7 +160,7 @@ def test_fake_tensors_give_the_shape_and_dtype():
     with FakeTensorMode():
         a, b = torch.empty(2, 64, 256, dtype=E4M3), torch.empty(2, 136, 256, dtype=E4M3).transpose(1, 2)
         c = op._grouped(a, b, torch.empty(2, 2, 64).transpose(1, 2), torch.empty(2, 2, 2).transpose(1, 2),
-                        torch.empty(2, dtype=torch.int32), torch.float32)
+                        torch.empty(2, dtype=torch.int32), torch.float32, False)
     assert c.shape == (2, 64, 136) and c.dtype == torch.float32
 
 
@@ -137,6 +181,11 @@ def _call(**kw):
     (lambda: _call(groups=torch.zeros(2)), "groups must be int32"),
     (lambda: _call(a=torch.zeros(2, 3, 64, 256, dtype=E4M3)), "a must be [M, K] (contiguous layout)"),
     (lambda: _call(out_dtype=torch.float16), "out_dtype must be"),
+    (lambda: _call(counts=torch.zeros(2, dtype=torch.int32)), "not both"),
+    (lambda: _call(groups=None), "groups is needed"),
+    (lambda: _call(groups=None, counts=torch.zeros(3, dtype=torch.int32)), "counts must be a contiguous int32 [2]"),
+    (lambda: _call(groups=None, a=torch.zeros(2, 64, 256, dtype=E4M3), counts=torch.zeros(2, dtype=torch.int32)),
+     "a must be [M, K] (contiguous layout) or [E, max_m, K] (masked, with groups)"),
 ])
 def test_refusals_name_the_argument_at_the_callers_line(cpu_ops, make, message):
     refused_here(make(), message, __file__)
@@ -166,7 +215,10 @@ def test_the_masked_tile_height_is_tuned_and_prebuilt():
     assert [c["BM"] for c in op.MASKED_TILE.candidates()] == [128, 192]
     assert op.MASKED_TILE.choose((3, 5))["BM"] == 128
     built = {k.artifact_key() for k in library()}
+    assert [c["BM"] for c in op.COUNTS_TILE.candidates()] == [128, 192]
+    assert op.COUNTS_TILE.choose((3, 5))["BM"] == 128
     for out in ("bf16", "f32"):
-        assert op._kernel(out, False).artifact_key() in built
+        assert op._kernel(out, "blocks").artifact_key() in built
         for c in op.MASKED_TILE.candidates():
-            assert op._kernel(out, True, c["BM"]).artifact_key() in built
+            assert op._kernel(out, "masked", c["BM"]).artifact_key() in built
+            assert op._kernel(out, "counts", c["BM"]).artifact_key() in built

@@ -146,9 +146,10 @@ MOE_COUNTS = [4000, 0, 2100, 1000, 3072, 0, 500, 5712]   # 8 experts, two empty:
 
 
 def compare_grouped(layout, n, k, rounds):
-    """One row: tkc.grouped_scaled_mm (contiguous or masked layout) interleaved with a loop of
-    per-expert tkc.scaled_mm calls with block scales over the same rows (empty experts
-    skipped), the issue's peer; the error against the loop's result."""
+    """One row: tkc.grouped_scaled_mm (contiguous, contiguous by counts, or masked layout)
+    interleaved with a loop of per-expert tkc.scaled_mm calls with block scales over the
+    same rows (empty experts skipped), the issue's peer; the error against the loop's result.
+    The counts layout pads each expert to 32 rows (zeros), the contiguous one to 128."""
     import statistics
 
     import torch
@@ -166,23 +167,27 @@ def compare_grouped(layout, n, k, rounds):
     b = torch.stack([o[1].t().view(u8) for o in ops]).view(f8).transpose(1, 2)   # [E, K, N], column-major each
     sb = torch.stack([o[3].t() for o in ops]).transpose(1, 2)             # [E, K/128, N/128]
     loop_args = [(o[0][:m], o[1], o[2][:m].t().contiguous().t(), o[3]) for o, m in zip(ops, MOE_COUNTS) if m]
-    pads = [-(-m // 128) * 128 for m in MOE_COUNTS]
-    if layout == "contiguous":
+    unit = 32 if layout == "counts" else 128   # (the counts layout's rows: grouped.PIECE's multiples)
+    pads = [-(-m // unit) * unit for m in MOE_COUNTS]
+    extra = {}
+    if layout in ("contiguous", "counts"):
         a = torch.cat([rows(o[0].view(u8), m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).view(f8)
         sa = torch.cat([rows(o[2], m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).t().contiguous().t()
         groups = torch.tensor([e for e, p in enumerate(pads) for _ in range(p // 128)], dtype=torch.int32,
                               device="cuda")
+        if layout == "counts":
+            groups, extra = None, {"counts": torch.tensor(pads, dtype=torch.int32, device="cuda")}
     else:
         a = torch.stack([rows(o[0].view(u8), m, top) for o, m in zip(ops, MOE_COUNTS)]).view(f8)
         sa = torch.stack([rows(o[2], m, top).t() for o, m in zip(ops, MOE_COUNTS)]).transpose(1, 2)
         groups = torch.tensor(MOE_COUNTS, dtype=torch.int32, device="cuda")
     assert sa.shape[-1] == kb
-    got = tkc.grouped_scaled_mm(a, b, sa, sb, groups)
+    got = tkc.grouped_scaled_mm(a, b, sa, sb, groups, **extra)
     mine = torch.cat([got[sum(pads[:e]):sum(pads[:e]) + m] for e, m in enumerate(MOE_COUNTS)]) \
-        if layout == "contiguous" else torch.cat([got[e, :m] for e, m in enumerate(MOE_COUNTS)])
+        if layout != "masked" else torch.cat([got[e, :m] for e, m in enumerate(MOE_COUNTS)])
     err = rel_err(mine, torch.cat([tkc.scaled_mm(*x) for x in loop_args]))
     flops = 2.0 * sum(MOE_COUNTS) * n * k
-    ms = interleaved({"tkc": lambda: tkc.grouped_scaled_mm(a, b, sa, sb, groups),
+    ms = interleaved({"tkc": lambda: tkc.grouped_scaled_mm(a, b, sa, sb, groups, **extra),
                       "peer": lambda: [tkc.scaled_mm(*x) for x in loop_args]}, rounds, **timing_for(flops / 2))
     ratios = [p / t for p, t in zip(ms["peer"], ms["tkc"])]
     return dict(kernel=f"grouped_scaled_mm {layout}", shape=f"{E}x({'+'.join(map(str, MOE_COUNTS))})x{n}x{k}",
@@ -207,7 +212,7 @@ def gemm_rows(quick: bool):
                 yield compare_scaled_mm(m, n, k, rowwise, rounds, fast)
         for m, n, k in ((4096, 7168, 16384), (8192, 8192, 8192)):   # block scales (DeepSeek-V3's)
             yield compare_scaled_mm_blockwise(m, n, k, rounds)
-        for layout in ("contiguous", "masked"):                       # MoE experts, two empty
+        for layout in ("contiguous", "counts", "masked"):             # MoE experts, two empty
             yield compare_grouped(layout, 4096, 7168, rounds)
         yield compare_gemm(gemm_hopper("bf16", transpose_b=True), 4096, 4096, 4096, rounds,
                            transpose_b=True)

@@ -303,7 +303,7 @@ def _picked(space, config):
 def fp8():
     """tkc.quantize_fp8; tkc.scaled_mm with per-tensor, row-wise and block scales at both
     tile heights (the tuned pick replaced by each in turn) and with use_fast_accum; the grouped
-    GEMM in both layouts (masked at both heights), an empty expert included. Ragged M and N, K over several blocks."""
+    GEMM in its layouts (masked and by counts at both heights), an empty expert included. Ragged M and N, K over several blocks."""
     import tkc
     from tkc.torchops import grouped, scaled
     e4, M, N, K = torch.float8_e4m3fn, 200, 264, 384
@@ -360,6 +360,23 @@ def fp8():
             want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
             report(f"grouped contiguous expert {e}", rel_err(c[r:r + m], want), 1e-3)
         r += blocks[e] * 128
+    padded = [-(-m // 32) * 32 for m in counts]   # the layout by counts: experts back to back
+    qa3 = torch.zeros(sum(padded), K, device="cuda").to(e4)
+    sa3 = torch.zeros(K // 128, sum(padded), device="cuda")
+    r = 0
+    for e, (qr, sr) in enumerate(rows):
+        qa3[r:r + counts[e]], sa3[:, r:r + counts[e]] = qr, sr.t()
+        r += padded[e]
+    for bm in (128, 192):   # at each height
+        with _picked(grouped.COUNTS_TILE, {"BM": bm}):
+            c = tkc.grouped_scaled_mm(qa3, b, sa3.t(), sb, counts=i32(padded), out_dtype=torch.float32)
+        r = 0
+        for e, m in enumerate(counts):
+            if m:
+                qr, sr = rows[e]
+                want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
+                report(f"grouped by counts BM {bm} expert {e}", rel_err(c[r:r + m], want), 1e-3)
+            r += padded[e]
 
 
 def attention_fp8():

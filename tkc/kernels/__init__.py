@@ -33,7 +33,7 @@ from .rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .quantize_fp8 import quantize_fp8
 from .rotary import rotary, splits as rotary_splits
 from .scaled_mm_blockwise import scaled_mm_blockwise
-from .scaled_mm_grouped import grouped_contiguous, grouped_masked
+from .scaled_mm_grouped import grouped_contiguous, grouped_counts, grouped_masked
 from .scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hopper
 
 
@@ -127,10 +127,10 @@ def library():
           for bn, fast, bm in [(PROMOTED_BN, False, h) for h in HEIGHTS] + [(w, True, 128) for w in FAST_WIDTHS]),
         # ... with block scales (1x128 and 128x128), and tkc.quantize_fp8 that makes the 1x128 ones
         *(scaled_mm_blockwise(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
-        # tkc.grouped_scaled_mm: MoE experts, contiguous and masked layouts (the masked at each
-        # height it tunes over)
+        # tkc.grouped_scaled_mm: MoE experts, contiguous (by row blocks or by counts) and masked
+        # layouts (the counts and masked ones at each height they tune over)
         *(grouped_contiguous(out) for out in ("bf16", "f32")),
-        *(grouped_masked(out, BM=bm) for out in ("bf16", "f32") for bm in HEIGHTS),
+        *(k(out, BM=bm) for k in (grouped_counts, grouped_masked) for out in ("bf16", "f32") for bm in HEIGHTS),
         quantize_fp8,
         # tkc.rotary_embedding at the common head dims, forward and backward (inverse), each
         # split of a block's heads its space holds (what its tuned table picks)

@@ -89,11 +89,15 @@ def shared(out_dtype: str, rows: int = BM):
             [st(out_dtype, rows, epi) for _ in range(2)])
 
 
-def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
+def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, pieces=None):
     """C's 128 x 128 tile (bm, bn) in the shared memory `smem` (shared()): a, scale_a and c
     at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
-    in an if: the producer warp walks it on its own; its trip count can be 0)."""
+    in an if: the producer warp walks it on its own; its trip count can be 0). pieces=(first,
+    n, size): a tile whose rows start at a multiple of size, not of its height (a and scale_a
+    come sliced at its first row, bm 0): C leaves by size-row pieces from piece `first` of c
+    on, the first n of them (the others' rows are the next group's: their stores go past c's
+    end)."""
     a_s, b_s, sa_s, sb_s, c_s = smem
     rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
@@ -113,13 +117,24 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None):
         acc = fma(part, sa * s, acc)
     # a dead tile's stores go to the row block past c's end, which TMA clips whole (a
     # tma.store cannot sit in an if either: warp 0 counts every store)
-    _finish(c_s, acc, c, ga, bm if live is None else where(live, bm, (c.r + rows - 1) // rows), bn)
+    _finish(c_s, acc, c, ga, pieces or (bm if live is None else where(live, bm, (c.r + rows - 1) // rows)), bn)
 
 
 def _finish(c_s, acc, c, ga, bm, bn):
-    """The tile's result through two shared finish tiles to c, by TMA."""
+    """The tile's result through two shared finish tiles to c, by TMA: row block bm, or
+    (bm = (first, n, size): tile's pieces) size-row pieces first .., the first n of them
+    (the others' stores go past c's end, which TMA clips whole)."""
     epi, wg = c_s[0].cols, tkc.warpgroupid()
     for j in range(BN // epi):
         out = c_s[j % 2]
         warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(c.dtype), (wg, 0))
-        tma.store(c, out, (0, ga, bm, bn * (BN // epi) + j))
+        col = bn * (BN // epi) + j
+        if not isinstance(bm, tuple):
+            tma.store(c, out, (0, ga, bm, col))
+            continue
+        # every piece's view and row first: stores back to back share one meeting (stores.py)
+        first, n, size = bm
+        pieces = [(subtile(out, size, epi, (i, 0)), where(n > i, first + i, (c.r + size - 1) // size))
+                  for i in range(out.rows // size)]
+        for piece, row in pieces:
+            tma.store(c, piece, (0, ga, row, col))

@@ -31,6 +31,13 @@ from tkc.ops import load
 
 from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
 
+# The counts layout's granularity: C's rows leave by TMA stores of PIECE rows (at a tile's rows
+# from an expert's first on; the pieces past its last go past C's end). 32 (H200, 12-01,
+# 16384 rows x 4096 x 7168, BM 192): 1036 TFLOP/s against 64-row pieces' 1045, within the
+# rounds' spread; 16-row ones' coordinates, carried into the next item's loop with the
+# stores, spill 264 bytes at BM 192.
+PIECE = 32
+
 
 def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, M),
@@ -67,6 +74,31 @@ def grouped_masked(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     return tkc.kernel(name=_name("scaled_mm_grouped_masked", out_dtype, stages, True, BM), warps=BM // 16,
                       persistent=True, order="auto", divisible={"K": BK}, ragged=("count", BM),
                       grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d))(grouped)
+
+
+def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
+    """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, MS),
+    scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), ends gl(i32, 1, 1, 1, E),
+    c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (a multiple
+    of PIECE) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
+    tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles from its first row on (a
+    multiple of PIECE, not of BM: a and scale_a are sliced there and C leaves by PIECE-row
+    pieces, a last tile's past the expert's rows not written)."""
+    def grouped(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
+                scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
+                count: gl(i32, 1, 1, 1, "E"), ends: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, 1, "M", "N")):
+        bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
+        n = load_index(count, e) - bm * BM            # the expert's rows from this tile's first on
+        row0 = load_index(ends, e) - n                # the tile's first row
+        smem = shared(out_dtype, BM)
+        tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c, 0, e, 0, bn, stages,
+             pieces=(row0 // PIECE, (n + PIECE - 1) // PIECE, PIECE))   # live: ragged= gives no other
+
+    if BM not in (128, 192):
+        raise ValueError(f"grouped_counts: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
+    return tkc.kernel(name=_name("scaled_mm_grouped_counts", out_dtype, stages, True, BM), warps=BM // 16,
+                      persistent=True, order="auto", divisible={"K": BK}, ragged=("count", BM),
+                      grid=lambda b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), b.d))(grouped)
 
 
 def load_index(g, i):

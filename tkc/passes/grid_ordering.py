@@ -109,10 +109,21 @@ def axis_bytes(fn) -> dict:
         st = view(op.operands[0].type)
         if not isinstance(st, ST):
             continue
-        axes = _tile_axes(fn, op.operands[2:6])
+        axes = _tile_axes(fn, _coordinates(op))
         if len(axes) == 1:
             out[axes.pop()] += st.rows * st.cols * itemsize(st.dtype)
     return out
+
+
+def _coordinates(load) -> list:
+    """A load's coordinates and the starts of the slices its gl is taken
+    from (a tile at a row offset: the MoE counts layout's A, sliced at each
+    tile's first row)."""
+    values, g = list(load.operands[2:6]), load.operands[1]
+    while (op := defining_op(g)) is not None and op.name == "tk.gl_slice":
+        values.append(op.operands[1])
+        g = op.operands[0]
+    return values
 
 
 def _tile_axes(fn, values) -> set:
@@ -154,7 +165,7 @@ def _row_loop(fn):
     """The loop around the loads that follow block_idx.y alone (the A tiles),
     whose trip count says how many bytes a group row reads; None if none."""
     for op in walk(fn):
-        if op.name in LOADS and _tile_axes(fn, op.operands[2:6]) == {"y"}:
+        if op.name in LOADS and _tile_axes(fn, _coordinates(op)) == {"y"}:
             parent = op.parent
             parent = parent.operation if parent is not None else None
             if parent is not None and parent.name == "scf.for":

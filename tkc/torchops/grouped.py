@@ -15,6 +15,14 @@ contiguous), K a multiple of 128, N of 8. a's layout is told by its rank:
   the expert of each block of 128 rows (-1: padding only; such a block's
   rows of c, and those of a block naming no expert, are not written).
   c [M, N], row r = a[r] @ b[groups[r // 128]] with the block scales.
+- contiguous by counts (2-D a and `counts=`): a [M, K] holds expert e's
+  counts[e] rows right after expert e - 1's (from row 0; each count a
+  multiple of 32: an expert padded to 32 rows, not 128; rows past their sum
+  not written); counts int32 [E] on the device (a router's token counts),
+  checked where they can be read (not under CUDA-graph capture or
+  torch.compile: a sync, as attention_varlen's offsets). c [M, N]. Its
+  tiles are 128 or 192 rows (tuned), each expert's from its first row on:
+  the 192-row tiles the row blocks' layout cannot take.
 - masked (3-D a, decode under CUDA graphs): a [E, max_m, K], scale_a
   [E, max_m, K/128] with strides (K/128 * max_m, 1, max_m) (each expert's
   transposed); groups [E] int32, the rows in use of each expert (read on
@@ -33,7 +41,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.scaled_mm_grouped import grouped_contiguous, grouped_masked
+from ..kernels.scaled_mm_grouped import PIECE, grouped_contiguous, grouped_counts, grouped_masked
 from ..kernels.scaled_mm_hopper import HEIGHTS
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
@@ -49,8 +57,11 @@ BLOCK = 128
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(out: str, masked: bool, BM: int = BLOCK):
-    return grouped_masked(out, BM=BM) if masked else grouped_contiguous(out)
+def _kernel(out: str, layout: str, BM: int = BLOCK):
+    """The kernel of a layout: "blocks" (contiguous by row blocks), "counts" or "masked"."""
+    if layout == "blocks":
+        return grouped_contiguous(out)
+    return (grouped_masked if layout == "masked" else grouped_counts)(out, BM=BM)
 
 
 def _masked_key(a, b, sa, sb, groups, c) -> tuple:
@@ -86,7 +97,32 @@ def _masked_examples() -> list:
 # block further (an untuned key takes 128). The contiguous layout's blocks
 # are 128 rows by its definition, so its kernel has that height alone.
 MASKED_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_masked_key, name="tkc.grouped_scaled_mm.masked_tile",
-                       examples=_masked_examples)(lambda BM: _kernel("bf16", True, BM))
+                       examples=_masked_examples)(lambda BM: _kernel("bf16", "masked", BM))
+
+
+def _counts_key(a, b, sa, sb, count, ends, c) -> tuple:
+    """The counts layout's kernel gls: power-of-two buckets of M (all experts' rows) and N."""
+    return bucket(a.shape[-2]), bucket(b.shape[-2])
+
+
+def _counts_examples() -> list:
+    """8 experts, two empty, the others' counts MASKED_SHARES of M / 8 (multiples of PIECE)
+    back to back; K 4096."""
+    def make(m, n, k=4096):
+        def args():
+            E, dev = len(MASKED_SHARES), "cuda"
+            count = torch.tensor([int(f * m / E) // PIECE * PIECE for f in MASKED_SHARES], device=dev, dtype=I32)
+            return [torch.randn(1, 1, m, k, device=dev).to(E4M3), torch.randn(1, E, n, k, device=dev).to(E4M3),
+                    torch.ones(1, 1, k // BLOCK, m, device=dev), torch.ones(1, E, -(-n // BLOCK), k // BLOCK, device=dev),
+                    count.view(1, 1, 1, E), count.cumsum(0, dtype=I32).view(1, 1, 1, E),
+                    torch.zeros(1, 1, m, n, device=dev, dtype=torch.bfloat16)]
+        return args
+    return [make(m, n) for m in (1024, 2048, 4096, 8192, 16384, 32768) for n in (2048, 4096, 7168)]
+
+
+# The counts layout's tile height, tuned per GPU as the masked one's (an untuned key takes 128).
+COUNTS_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_counts_key, name="tkc.grouped_scaled_mm.counts_tile",
+                       examples=_counts_examples)(lambda BM: _kernel("bf16", "counts", BM))
 
 
 def _views(a, b, sa, sb, groups):
@@ -103,14 +139,18 @@ def _out(a, b, out_dtype):
     return a.new_empty((*a.shape[:-1], b.shape[2]), dtype=out_dtype)
 
 
-def _plan(a, b, sa, sb, groups, out_dtype):
-    masked = a.dim() == 3
+def _plan(a, b, sa, sb, groups, out_dtype, by_counts=False):
+    layout = "masked" if a.dim() == 3 else "counts" if by_counts else "blocks"
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb, groups: _out(a, b, out_dtype).zero_()
     c = _out(a, b, out_dtype)
     views = _views(a, b, sa, sb, groups)
-    bm = MASKED_TILE.choose(_masked_key(*views, c))["BM"] if masked else BLOCK
-    launch = _kernel(OUT[out_dtype], masked, bm).prepare(*views, c.view(1, -1, *c.shape[-2:]))
+    if layout == "counts":   # the experts' row ends too (count's running sum: where each one's rows start)
+        views = (*views, _ends(groups).view(1, 1, 1, -1))
+    c4 = c.view(1, -1, *c.shape[-2:])
+    bm = MASKED_TILE.choose(_masked_key(*views, c4))["BM"] if layout == "masked" else \
+        COUNTS_TILE.choose(_counts_key(*views, c4))["BM"] if layout == "counts" else BLOCK
+    launch = _kernel(OUT[out_dtype], layout, bm).prepare(*views, c4)
     # the scales read in place (tma_scales padded neither; the key fixes that for later
     # calls): the launch takes the tensors themselves, as it reads their pointers alone
     in_place = views[2].data_ptr() == sa.data_ptr() and views[3].data_ptr() == sb.data_ptr()
@@ -118,11 +158,18 @@ def _plan(a, b, sa, sb, groups, out_dtype):
     def run(a, b, sa, sb, groups):
         c = _out(a, b, out_dtype)
         if in_place:
-            launch(a, b, sa, sb, groups, c)
+            launch(a, b, sa, sb, groups, *((_ends(groups),) if layout == "counts" else ()), c)
         else:
-            launch(*_views(a, b, sa, sb, groups), c.view(1, -1, *c.shape[-2:]))
+            views = _views(a, b, sa, sb, groups)
+            launch(*views, *((_ends(groups).view(1, 1, 1, -1),) if layout == "counts" else ()),
+                   c.view(1, -1, *c.shape[-2:]))
         return c
     return run
+
+
+def _ends(counts: Tensor) -> Tensor:
+    """Each expert's last row + 1 (the counts' running sum, on the device: one small launch)."""
+    return counts.cumsum(0, dtype=I32)
 
 
 _plans = PlanCache(_plan)
@@ -130,12 +177,12 @@ _plain = PlanCache()   # an eager call's key (eager.plain_key) -> its plan's run
 
 
 def _impl(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, groups: Tensor,
-          out_dtype: torch.dtype) -> Tensor:
-    return _plans((signature(a, b, scale_a, scale_b, groups), out_dtype), a, b, scale_a, scale_b, groups,
-                  out_dtype)(a, b, scale_a, scale_b, groups)
+          out_dtype: torch.dtype, by_counts: bool) -> Tensor:
+    return _plans((signature(a, b, scale_a, scale_b, groups), out_dtype, by_counts), a, b, scale_a, scale_b,
+                  groups, out_dtype, by_counts)(a, b, scale_a, scale_b, groups)
 
 
-def _fake(a, b, scale_a, scale_b, groups, out_dtype):
+def _fake(a, b, scale_a, scale_b, groups, out_dtype, by_counts):
     return _out(a, b, out_dtype)
 
 
@@ -143,24 +190,34 @@ _grouped = Op("tkc::grouped_scaled_mm", _impl, _fake)
 
 
 @public
-def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, groups: Tensor,
-                      out_dtype: torch.dtype = torch.bfloat16) -> Tensor:
+def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, groups: Tensor | None = None,
+                      out_dtype: torch.dtype = torch.bfloat16, *, counts: Tensor | None = None) -> Tensor:
     """Each expert's rows of a times its b[e], block-scaled FP8 (1x128 scales for a, 128x128
-    for b): contiguous if a is [M, K] (groups: the expert of each 128-row block), masked if a
-    is [E, max_m, K] (groups: each expert's row count). Layouts in the module's docstring."""
-    key = plain_key(out_dtype, a, b, scale_a, scale_b, groups)
+    for b): contiguous if a is [M, K] (groups: the expert of each 128-row block; or counts=:
+    each expert's rows, back to back), masked if a is [E, max_m, K] (groups: each expert's row
+    count). Layouts in the module's docstring."""
+    by_counts = counts is not None
+    rows_of = counts if by_counts else groups
+    key = plain_key((out_dtype, by_counts), a, b, scale_a, scale_b, rows_of)
     run = _plain.get(key)
-    if run is not None:   # a repeated eager call: the key fixes what the checks read
-        return run(a, b, scale_a, scale_b, groups)
+    if run is not None:   # a repeated eager call: the key fixes what the checks read (not counts' values)
+        if by_counts:
+            _check_counts(counts, a.shape[0])
+        return run(a, b, scale_a, scale_b, rows_of)
     fn = "grouped_scaled_mm"
+    if by_counts and groups is not None:
+        raise TkcError(f"{fn}: give groups (row blocks' experts, or the masked layout's counts) or counts= (the "
+                       f"contiguous layout by counts), not both", caller())
+    if rows_of is None:
+        raise TkcError(f"{fn}: groups is needed (or counts= for the contiguous layout by counts)", caller())
     check_tensor(fn, "a", a, None, "", (E4M3,))
     check_tensor(fn, "b", b, 3, "[E, K, N]", (E4M3,))
     for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
         check_tensor(fn, name, t, None, "", (F32,))
-    check_tensor(fn, "groups", groups, 1, "1-D", (I32,))
-    if a.dim() not in (2, 3):
-        raise TkcError(f"{fn}: a must be [M, K] (contiguous layout) or [E, max_m, K] (masked), got shape "
-                       f"{tuple(a.shape)}", caller())
+    check_tensor(fn, "counts" if by_counts else "groups", rows_of, 1, "1-D", (I32,))
+    if a.dim() not in (2, 3) or by_counts and a.dim() != 2:
+        raise TkcError(f"{fn}: a must be [M, K] (contiguous layout) or [E, max_m, K] (masked"
+                       f"{', with groups' if by_counts else ''}), got shape {tuple(a.shape)}", caller())
     if out_dtype not in OUT:
         raise TkcError(f"{fn}: out_dtype must be torch.bfloat16 or torch.float32, got {out_dtype}", caller())
     E, K, N = b.shape
@@ -171,9 +228,9 @@ def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, gr
                        f"{'E = ' + str(E) + ', ' if masked else ''}K = {K}, got {tuple(a.shape)}", caller())
     if K % BLOCK or N % 8:
         raise TkcError(f"{fn}: K = {K} must be a multiple of 128 (the scales' blocks) and N = {N} of 8", caller())
-    if not masked and rows % BLOCK:
+    if not masked and not by_counts and rows % BLOCK:
         raise TkcError(f"{fn}: in the contiguous layout each expert's rows are padded to a multiple of 128, "
-                       f"so M = {rows} must be one", caller())
+                       f"so M = {rows} must be one (or give counts=: experts back to back)", caller())
     if not a.is_contiguous():
         raise TkcError(f"{fn}: a must be contiguous (row-major), got strides {a.stride()}", caller())
     if b.stride() != (K * N, 1, K):
@@ -188,18 +245,34 @@ def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, gr
         raise TkcError(f"{fn}: scale_b must be [E, K/128, ceil(N/128)] = [{E}, {KB}, {NB}] with strides "
                        f"({KB * NB}, 1, {KB}) (128x128 blocks, each expert's stored transposed), got "
                        f"{tuple(scale_b.shape)} with strides {scale_b.stride()}", caller())
-    n = E if masked else rows // BLOCK
-    if groups.shape[0] != n or not groups.is_contiguous():
-        what = "each expert's row count" if masked else "the expert of each 128-row block of a"
-        raise TkcError(f"{fn}: groups must be a contiguous int32 [{n}]: {what}, got shape "
-                       f"{tuple(groups.shape)}", caller())
-    check_device(fn, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b), ("groups", groups))
+    n = E if masked or by_counts else rows // BLOCK
+    if rows_of.shape[0] != n or not rows_of.is_contiguous():
+        what = "each expert's row count" if masked or by_counts else "the expert of each 128-row block of a"
+        raise TkcError(f"{fn}: {'counts' if by_counts else 'groups'} must be a contiguous int32 [{n}]: {what}, "
+                       f"got shape {tuple(rows_of.shape)}", caller())
+    check_device(fn, ("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b),
+                 ("counts" if by_counts else "groups", rows_of))
+    if by_counts:
+        _check_counts(counts, rows)
     if key is not None:   # eager: the plan at once next time
-        run = _plans((signature(a, b, scale_a, scale_b, groups), out_dtype), a, b, scale_a, scale_b, groups,
-                     out_dtype)
+        run = _plans((signature(a, b, scale_a, scale_b, rows_of), out_dtype, by_counts), a, b, scale_a, scale_b,
+                     rows_of, out_dtype, by_counts)
         _plain.keep(key, run)
-        return run(a, b, scale_a, scale_b, groups)
-    return _grouped(a, b, scale_a, scale_b, groups, out_dtype)
+        return run(a, b, scale_a, scale_b, rows_of)
+    return _grouped(a, b, scale_a, scale_b, rows_of, out_dtype, by_counts)
+
+
+def _check_counts(counts: Tensor, M: int) -> None:
+    """The counts layout's values, when they can be read (not while a CUDA graph is
+    captured or torch.compile traces; as attention_varlen's offsets): each a multiple
+    of PIECE (C leaves by PIECE-row pieces) and at least 0, their sum at most M."""
+    if torch.compiler.is_compiling() or (counts.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return
+    c = counts.tolist()
+    if any(n < 0 or n % PIECE for n in c) or sum(c) > M:
+        raise TkcError(f"grouped_scaled_mm: counts must be multiples of {PIECE} (each expert's rows, padded so), "
+                       f"at least 0, summing to at most M = {M} (a's rows), got "
+                       f"{c if len(c) <= 16 else c[:16] + ['...']}", caller())
 
 
 def _strides_ok(t: Tensor, want: tuple) -> bool:

@@ -17,9 +17,10 @@ from ...dtypes import itemsize
 from ..rewrite import backward_slice, clone_ops, i64, located
 
 SHARED_WRITES = ("tk.store", "tk.group_load", "tk.tma_load", "tk.pipeline_load")
-# The ops that only read a gl operand; any other op with one may write it.
+# The ops that only read a gl operand; any other op with one may write it (tk.ragged_item
+# reads the groups' counts, which a kernel may also load: a tile's rows from an expert's count).
 GL_READS = ("tk.load", "tk.load_split", "tk.group_load", "tk.pipeline_load", "tk.tma_load",
-            "tk.tma_prefetch", "tk.dim", "tk.gl_slice")
+            "tk.tma_prefetch", "tk.dim", "tk.gl_slice", "tk.ragged_item")
 
 
 def recompute(mapping, values, op, varying=None) -> list:

@@ -103,12 +103,20 @@ class Stores:
 
     def _issue_store(self, op) -> None:
         """Every consumer fences its shared writes, they meet, warp 0 stores.
-        A store right after another one's issue (nothing between them)
-        joins its branch: that meeting already follows both tiles' writes."""
+        A store right after another one's issue (nothing between them but
+        pure index arithmetic and views: its coordinates and its tile's
+        part, which move up before that issue) joins its branch: that
+        meeting already follows both tiles' writes (a tile stored in
+        16-row pieces meets once, not once a piece)."""
         def store():
             tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:], add="add" in op.attributes)
-        prev = prev_op(op)
+        prev, pure = prev_op(op), []
+        while prev is not None and _pure(prev) and not any(prev == b for b in self.issues):
+            pure.append(prev)
+            prev = prev_op(prev)
         if prev is not None and any(prev == b for b in self.issues):
+            for o in reversed(pure):   # (in order: each one's operands stay defined above it)
+                o.move_before(prev)
             with ir.InsertionPoint(terminator(prev.regions[0].blocks[0])), op.location:
                 store()
         else:
@@ -246,3 +254,8 @@ class Stores:
                                   warps=1)
             with self.f.loop.location:
                 tk.arrive(self.drained)
+
+
+def _pure(op) -> bool:
+    """Index arithmetic and shared views: ops a store's issue may move above (no effect)."""
+    return op.name.startswith("arith.") or op.name in ("tk.subtile", "tk.dim")
