@@ -107,7 +107,7 @@ class Stores:
         pure index arithmetic and views: its coordinates and its tile's
         part, which move up before that issue) joins its branch: that
         meeting already follows both tiles' writes (a tile stored in
-        16-row pieces meets once, not once a piece)."""
+        pieces meets once, not once a piece)."""
         def store():
             tk.tma_store(op.operands[0], op.operands[1], list(op.operands)[2:], add="add" in op.attributes)
         prev, pure = prev_op(op), []
