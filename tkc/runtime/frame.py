@@ -6,9 +6,9 @@ microseconds, so a `Layout` fixes every parameter's offset in one buffer
 once per artifact, and a `Frame` is one 64-byte aligned buffer holding the
 parameters, the tensor maps and the void*[] pointing at them (written by one
 struct call when the frame is made), packed with one struct call and a copy
-(or an encode in place) per tensor map. The launcher keeps a frame per distinct set of values (launch.py):
-cuLaunchKernelEx copies the parameters, so a packed frame is only read again,
-by any thread.
+per tensor map. The launcher keeps a frame per distinct set of values
+(launch.py): cuLaunchKernelEx copies the parameters, so a packed frame is
+only read again, by any thread.
 """
 from __future__ import annotations
 
