@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("mlir")
 
 import tkc  # noqa: E402
-from fp8_blocks import contiguous_rows, experts, masked_rows, quantised  # noqa: E402
+from fp8_blocks import contiguous_rows, counts_rows, experts, masked_rows, quantised  # noqa: E402
 from tkc.bench import model  # noqa: E402
 from tkc.bench.fake_driver import fake_driver  # noqa: E402
 
@@ -159,6 +159,8 @@ CALLS = {
                                tkc.scaled_mm(*ops), False),
     "grouped_scaled_mm contiguous": (lambda w=experts(2, 128, 256), x=contiguous_rows([100, 30], 256):
                                      tkc.grouped_scaled_mm(x[0], w[0], x[1], w[1], x[2]), False),
+    "grouped_scaled_mm by counts": (lambda w=experts(2, 128, 256), x=counts_rows([96, 32], 256):
+                                    tkc.grouped_scaled_mm(x[0], w[0], x[1], w[1], counts=x[2]), False),
     "grouped_scaled_mm masked": (lambda w=experts(2, 128, 256), x=masked_rows([100, 0], 128, 256):
                                  tkc.grouped_scaled_mm(x[0], w[0], x[1], w[1], x[2]), False),
     "hedgehog": (lambda q=_rnd(1, 2, 64, 128), m=_rnd(2, 128, 64), a=torch.ones(2):
