@@ -331,6 +331,7 @@ def fp8():
     sb = torch.stack([s for _, s in w]).transpose(1, 2)                       # [E, K/128, N/128]
     wd = [qb.float() * s.repeat_interleave(128, 0).repeat_interleave(128, 1)[:N] for qb, s in w]
     rows = [_blocks(torch.randn(m, K, device="cuda"), 1) for m in counts]
+    wants = [(qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t() for e, (qr, sr) in enumerate(rows)]
     qa = torch.zeros(E, 256, K, device="cuda").to(e4)
     sa = torch.zeros(E, K // 128, 256, device="cuda")
     for e, (qr, sr) in enumerate(rows):
@@ -341,42 +342,32 @@ def fp8():
             c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
         for e, m in enumerate(counts):
             if m:
-                qr, sr = rows[e]
-                want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-                report(f"grouped masked BM {bm} expert {e}", rel_err(c[e, :m], want), 1e-3)
-    blocks = [-(-m // 128) for m in counts]
-    qa2 = torch.zeros(sum(blocks) * 128, K, device="cuda").to(e4)
-    sa2 = torch.zeros(K // 128, sum(blocks) * 128, device="cuda")
-    groups, r = [], 0
-    for e, (qr, sr) in enumerate(rows):
-        qa2[r:r + counts[e]], sa2[:, r:r + counts[e]] = qr, sr.t()
-        groups += [e] * blocks[e]
-        r += blocks[e] * 128
-    c = tkc.grouped_scaled_mm(qa2, b, sa2.t(), sb, i32(groups), out_dtype=torch.float32)
-    r = 0
-    for e, m in enumerate(counts):
-        if m:
-            qr, sr = rows[e]
-            want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-            report(f"grouped contiguous expert {e}", rel_err(c[r:r + m], want), 1e-3)
-        r += blocks[e] * 128
-    padded = [-(-m // 32) * 32 for m in counts]   # the layout by counts: experts back to back
-    qa3 = torch.zeros(sum(padded), K, device="cuda").to(e4)
-    sa3 = torch.zeros(K // 128, sum(padded), device="cuda")
-    r = 0
-    for e, (qr, sr) in enumerate(rows):
-        qa3[r:r + counts[e]], sa3[:, r:r + counts[e]] = qr, sr.t()
-        r += padded[e]
+                report(f"grouped masked BM {bm} expert {e}", rel_err(c[e, :m], wants[e]), 1e-3)
+
+    def contiguous(unit: int):
+        """a, scale_a (stored transposed) and the row offsets of the experts' rows, each
+        expert's padded to a multiple of `unit` rows."""
+        pads = [-(-m // unit) * unit for m in counts]
+        starts = [sum(pads[:e]) for e in range(E)]
+        a2 = torch.zeros(sum(pads), K, device="cuda").to(e4)
+        sa2 = torch.zeros(K // 128, sum(pads), device="cuda")
+        for (qr, sr), m, r in zip(rows, counts, starts):
+            a2[r:r + m], sa2[:, r:r + m] = qr, sr.t()
+        return a2, sa2.t(), pads, starts
+
+    def check(c, starts, what: str):
+        for e, (m, r) in enumerate(zip(counts, starts)):
+            if m:
+                report(f"grouped {what} expert {e}", rel_err(c[r:r + m], wants[e]), 1e-3)
+
+    a2, sa2, pads, starts = contiguous(128)
+    groups = [e for e, p in enumerate(pads) for _ in range(p // 128)]
+    check(tkc.grouped_scaled_mm(a2, b, sa2, sb, i32(groups), out_dtype=torch.float32), starts, "contiguous")
+    a3, sa3, pads, starts = contiguous(32)   # the layout by counts: experts back to back
     for bm in (128, 192):   # at each height
         with _picked(grouped.COUNTS_TILE, {"BM": bm}):
-            c = tkc.grouped_scaled_mm(qa3, b, sa3.t(), sb, counts=i32(padded), out_dtype=torch.float32)
-        r = 0
-        for e, m in enumerate(counts):
-            if m:
-                qr, sr = rows[e]
-                want = (qr.float() * sr.repeat_interleave(128, 1)) @ wd[e].t()
-                report(f"grouped by counts BM {bm} expert {e}", rel_err(c[r:r + m], want), 1e-3)
-            r += padded[e]
+            c = tkc.grouped_scaled_mm(a3, b, sa3, sb, counts=i32(pads), out_dtype=torch.float32)
+        check(c, starts, f"by counts BM {bm}")
 
 
 def attention_fp8():

@@ -69,11 +69,8 @@ def grouped_masked(out_dtype: str = "bf16", stages="auto", BM: int = BM):
         smem = shared(out_dtype, BM)
         tile(smem, a, b, scale_a, scale_b, c, e, e, bm, bn, stages)   # live: ragged= gives no other
 
-    if BM not in (128, 192):
-        raise ValueError(f"grouped_masked: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
-    return tkc.kernel(name=_name("scaled_mm_grouped_masked", out_dtype, stages, True, BM), warps=BM // 16,
-                      persistent=True, order="auto", divisible={"K": BK}, ragged=("count", BM),
-                      grid=lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d))(grouped)
+    return _over_experts("grouped_masked", grouped, out_dtype, stages, BM,
+                         lambda c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), c.d))
 
 
 def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
@@ -94,11 +91,18 @@ def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
         tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c, 0, e, 0, bn, stages,
              pieces=(row0 // PIECE, (n + PIECE - 1) // PIECE, PIECE))   # live: ragged= gives no other
 
+    return _over_experts("grouped_counts", grouped, out_dtype, stages, BM,
+                         lambda b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), b.d))
+
+
+def _over_experts(what: str, grouped, out_dtype: str, stages, BM: int, grid):
+    """The persistent kernel of `grouped` over the experts' live tiles (ragged= on its
+    count argument: ceil(count / BM) row tiles an expert), BM 128 or 192 rows a tile."""
     if BM not in (128, 192):
-        raise ValueError(f"grouped_counts: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
-    return tkc.kernel(name=_name("scaled_mm_grouped_counts", out_dtype, stages, True, BM), warps=BM // 16,
+        raise ValueError(f"{what}: BM is 128 or 192 (two or three consumer warpgroups), got {BM}")
+    return tkc.kernel(name=_name(f"scaled_mm_{what}", out_dtype, stages, True, BM), warps=BM // 16,
                       persistent=True, order="auto", divisible={"K": BK}, ragged=("count", BM),
-                      grid=lambda b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), b.d))(grouped)
+                      grid=grid)(grouped)
 
 
 def load_index(g, i):
