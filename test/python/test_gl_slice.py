@@ -119,14 +119,35 @@ def test_accesses_through_a_slice_must_stop_at_its_edges():
 
     @tkc.kernel(warps=1)
     def tma_out(cu: gl(i32, 1, 1, 1, None), x: gl(bf16, 1, 1, None, 64)):
-        t_s = st(bf16, 16, 64)
-        tma.store(x.slice("r", 3, 20), t_s, (0, 0, 0, 0))
-    _refused(tma_out, [CU, x], r"cannot stop at its edges")
+        t_s = tma.load(st(bf16, 16, 64), x, (0, 0, 0, 0))
+        tma.store(x.slice("r", 3, 20), t_s, (0, 0, 1, 0))   # rows 19-34: past the slice's 3-22
+    _refused(tma_out, [CU, x], r"writes its whole box: the box at \(0, 0, 1, 0\) \(16x64\) must lie inside "
+             r"the slice \(20x64\)")
 
     @tkc.kernel(warps=1)
     def group(cu: gl(i32, 1, 1, 1, None), x: gl(bf16, 1, 1, None, 64)):
         group_load(st(bf16, 16, 64), x.slice("r", 3, 20), (0, 0, 0, 0))
     _refused(group, [CU, x], r"cannot stop at its edges")
+
+
+@tkc.kernel(warps=1, grid=lambda r, x, o: (3,))
+def tma_rows(r: gl(i32, 1, 1, 1, None), x: gl(bf16, 1, 1, None, 64), o: gl(bf16, 1, 1, None, 64)):
+    """o's 16 rows from r[b] on = x's 16 rows from 16 b on, by TMA through a slice at r[b] (a
+    multiple of 8: not of the box's 16 rows); a box at tile 2 of the slice lies past o's end."""
+    b = tkc.block_idx.x
+    t_s = tma.load(st(bf16, 16, 64), x, (0, 0, b, 0))
+    os = o.slice("r", load(i32, r, at=(0, 0, 0, b), fill=0), 16)
+    tma.store(os, t_s, (0, 0, 0, 0))
+    tma.store(os, t_s, (0, 0, (o.r + 15) // 16 + 1, 0))
+
+
+def test_tma_stores_write_whole_boxes_through_a_slice():
+    x = round_bf16(np.random.default_rng(1).standard_normal((48, 64)))
+    o = np.full((56, 64), 7.0, np.float32)
+    tma_rows.interpret(np.array([8, 40, 24], np.int32), x, o)
+    want = np.full((56, 64), 7.0, np.float32)
+    want[8:24], want[40:56], want[24:40] = x[0:16], x[16:32], x[32:48]
+    np.testing.assert_array_equal(o, want)
 
 
 def test_index_gls_are_read_by_i32_tiles_or_one_element_at_a_time():

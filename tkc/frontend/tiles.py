@@ -343,9 +343,10 @@ class GLHandle(Traced):
         packed in one tensor: q.slice("r", cu[b], cu[b + 1] - cu[b])).
         Ragged loads and stores (fill=, clip=) stop at its edges, so register
         accesses through it need them; a TMA load reads the parent's elements
-        past its end (zeros only past the parent's). A TMA store cannot clip
-        to it and is refused; a TMA reduce-add (store_add) adds its whole box,
-        so it must add zeros past the slice's end (the interpreter checks)."""
+        past its end (zeros only past the parent's). A TMA store writes its
+        whole box, so the box must lie inside the slice or wholly past the
+        parent's end; a TMA reduce-add (store_add) adds its whole box, so it
+        must add zeros past the slice's end (the interpreter checks both)."""
         if axis not in ("r", "c"):
             raise fail(f"slice: axis must be \"r\" or \"c\", got {axis!r}")
         from ..dialect import ops as tk

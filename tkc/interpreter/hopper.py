@@ -312,20 +312,24 @@ def _tma_store(c, op):
 
 def store_box(op, arr, tile, coords, rnd, add: bool) -> None:
     """A TMA store (add: reduce-add) of `tile` at tile coordinates `coords`
-    of gl `arr`, clipped at the argument's edges. Through a slice only an add
-    is allowed, and it adds its whole box: past the slice's end it must add
-    exact zeros (whoever shares those rows sees them), which is checked."""
+    of gl `arr`, clipped at the argument's edges only: through a slice it
+    writes its whole box, so (whoever owns the argument's rows past the
+    slice sees them) a store's part inside the argument must lie inside the
+    slice, and an add must add exact zeros past it, both checked."""
     rows, cols = tile.shape
     root, origin = whole(arr)
     parts = clipped(root.shape, coords, rows, cols, origin)
     if parts is None:
         return
     if root is not arr:
-        _expect(add, op, "a TMA store through a gl slice cannot stop at its edges")
         mine = clipped(arr.shape, coords, rows, cols)
         outside = np.ones(tile.shape, bool)
         if mine is not None:
             outside[mine[1]] = False
+        if not add:
+            _expect(not outside[parts[1]].any(), op, "a TMA store through a gl slice writes its whole box: "
+                    f"the box at {tuple(coords)} ({rows}x{cols}) must lie inside the slice ({arr.shape[2]}x"
+                    f"{arr.shape[3]}) or wholly past the argument's end")
         spill = tile[parts[1]][outside[parts[1]]]
         _expect(not spill.any(), op, "a TMA add through a gl slice adds its whole box: past the "
                 f"slice's end it must add zeros, but adds {spill[spill != 0][:4].tolist()}...")

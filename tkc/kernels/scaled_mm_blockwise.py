@@ -46,7 +46,7 @@ two products sa * sb); at BM 128 (five stages) 138 against 118.
 
 import tkc.dsl as tkc
 from tkc.dsl import f8e4m3, f32, gl, rt, rv, st, sv, tma, warpgroup
-from tkc.ops import fma, load, subtile, where, zero
+from tkc.ops import fma, load, store, subtile, where, zero
 
 from .scaled_mm_hopper import BK, BM, EPILOGUE_BYTES
 
@@ -89,15 +89,15 @@ def shared(out_dtype: str, rows: int = BM):
             [st(out_dtype, rows, epi) for _ in range(2)])
 
 
-def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, pieces=None):
+def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, row=None, clipped=None):
     """C's 128 x 128 tile (bm, bn) in the shared memory `smem` (shared()): a, scale_a and c
     at d = ga, b and scale_b at d = gb (the group: 0 for one GEMM; kernels/scaled_mm_grouped.py).
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
-    in an if: the producer warp walks it on its own; its trip count can be 0). pieces=(first,
-    n, size): a tile whose rows start at a multiple of size, not of its height (a and scale_a
-    come sliced at its first row, bm 0): C leaves by size-row pieces from piece `first` of c
-    on, the first n of them (the others' rows are the next group's: their stores go past c's
-    end)."""
+    in an if: the producer warp walks it on its own; its trip count can be 0). row: C's row
+    block the tile leaves by (bm unless given: a tile of a and scale_a sliced at its first row
+    has bm 0 and may leave through c sliced there too). clipped: a gl slice at the tile's
+    first row the tile also leaves through, from registers, clipped to its rows (a tile
+    whose rows end inside it; of 0 rows it writes nothing)."""
     a_s, b_s, sa_s, sb_s, c_s = smem
     rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
@@ -117,24 +117,18 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, pie
         acc = fma(part, sa * s, acc)
     # a dead tile's stores go to the row block past c's end, which TMA clips whole (a
     # tma.store cannot sit in an if either: warp 0 counts every store)
-    _finish(c_s, acc, c, ga, pieces or (bm if live is None else where(live, bm, (c.r + rows - 1) // rows)), bn)
+    row = bm if row is None else row
+    _finish(c_s, acc, c, ga, row if live is None else where(live, row, (c.r + rows - 1) // rows), bn, clipped)
 
 
-def _finish(c_s, acc, c, ga, bm, bn):
-    """The tile's result through two shared finish tiles to c, by TMA: row block bm, or
-    (bm = (first, n, size): tile's pieces) size-row pieces first .., the first n of them
-    (the others' stores go past c's end, which TMA clips whole)."""
-    epi, wg = c_s[0].cols, tkc.warpgroupid()
+def _finish(c_s, acc, c, ga, bm, bn, clipped):
+    """The tile's result through two shared finish tiles to c, by TMA (row block bm), and
+    from registers to the slice `clipped`, clipped to its rows."""
+    epi, wg, w = c_s[0].cols, tkc.warpgroupid(), tkc.warpid() % 4
     for j in range(BN // epi):
-        out = c_s[j % 2]
-        warpgroup.store(out, subtile(acc, 16, epi, (0, j)).to(c.dtype), (wg, 0))
+        out, chunk = c_s[j % 2], subtile(acc, 16, epi, (0, j)).to(c.dtype)
+        warpgroup.store(out, chunk, (wg, 0))
         col = bn * (BN // epi) + j
-        if not isinstance(bm, tuple):
-            tma.store(c, out, (0, ga, bm, col))
-            continue
-        # every piece's view and row first: stores back to back share one meeting (stores.py)
-        first, n, size = bm
-        pieces = [(subtile(out, size, epi, (i, 0)), where(n > i, first + i, (c.r + size - 1) // size))
-                  for i in range(out.rows // size)]
-        for piece, row in pieces:
-            tma.store(c, piece, (0, ga, row, col))
+        tma.store(c, out, (0, ga, bm, col))
+        if clipped is not None:
+            store(clipped, chunk, (0, ga, wg * 4 + w, col), clip=True)

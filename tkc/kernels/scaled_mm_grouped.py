@@ -27,16 +27,10 @@ whatever A's rows there give (DeepGEMM's are unspecified too).
 
 import tkc.dsl as tkc
 from tkc.dsl import f8e4m3, f32, gl, i32
-from tkc.ops import load
+from tkc.ops import load, where
 
 from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
 
-# The counts layout's granularity: C's rows leave by TMA stores of PIECE rows (at a tile's rows
-# from an expert's first on; the pieces past its last go past C's end). 32 (H200, 12-01,
-# 16384 rows x 4096 x 7168, BM 192): 1036 TFLOP/s against 64-row pieces' 1045, within the
-# rounds' spread; 16-row ones' coordinates, carried into the next item's loop with the
-# stores, spill 264 bytes at BM 192.
-PIECE = 32
 
 
 def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
@@ -76,20 +70,29 @@ def grouped_masked(out_dtype: str = "bf16", stages="auto", BM: int = BM):
 def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, MS),
     scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), ends gl(i32, 1, 1, 1, E),
-    c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (a multiple
-    of PIECE) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
-    tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles from its first row on (a
-    multiple of PIECE, not of BM: a and scale_a are sliced there and C leaves by PIECE-row
-    pieces, a last tile's past the expert's rows not written)."""
+    c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (any
+    number) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
+    tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles, each starting at a row
+    of its own (TMA coordinates are elements: a, scale_a and c are sliced there).
+
+    An expert of BM rows or more has whole tiles only, which TMA stores whole: its last one
+    ends at its last row, over rows its previous tile also writes (the same values: a row's
+    sums do not depend on its place in a tile). An expert of fewer rows has one tile, which
+    leaves from registers, clipped to the expert's rows (its TMA store aimed past C's end).
+    Against 32-row TMA pieces for every tile (H200, 12-01, 16384 rows x 4096 x 7168): the
+    same at BM 192, 3% faster at 128, and counts need not be multiples of 32."""
     def grouped(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
                 scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 count: gl(i32, 1, 1, 1, "E"), ends: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, 1, "M", "N")):
         bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        n = load_index(count, e) - bm * BM            # the expert's rows from this tile's first on
-        row0 = load_index(ends, e) - n                # the tile's first row
+        n = load_index(count, e)
+        whole = n >= BM
+        row0 = load_index(ends, e) - n + where(whole, where(bm * BM + BM > n, n - BM, bm * BM), 0)
         smem = shared(out_dtype, BM)
-        tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c, 0, e, 0, bn, stages,
-             pieces=(row0 // PIECE, (n + PIECE - 1) // PIECE, PIECE))   # live: ragged= gives no other
+        tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c.slice("r", row0, BM),
+             0, e, 0, bn, stages, row=where(whole, 0, (c.r + BM - 1) // BM),
+             clipped=c.slice("r", row0, where(whole, 0, n)))
+        # live: ragged= gives no other
 
     return _over_experts("grouped_counts", grouped, out_dtype, stages, BM,
                          lambda b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), b.d))

@@ -144,15 +144,16 @@ _SLICE_RAGGED = {"tk.load": "fill", "tk.load_split": "fill", "tk.store": "clip",
 
 def slice_use_problem(op) -> str | None:
     """Accesses through a gl slice stop at its edges: register loads and stores
-    must be ragged (fill/clip); a TMA or group store cannot clip to it."""
+    must be ragged (fill/clip); a group copy cannot stop there. A TMA store
+    cannot either: it writes its whole box, which the interpreter checks."""
     if op.name in _SLICE_OK or not any(gl_root(v)[1] for v in op.operands):
         return None
-    if op.name == "tk.tma_store_add" or (op.name == "tk.pipeline_store" and "add" in op.attributes):
-        return None  # adds its whole box: zeros past the slice's end (the interpreter checks)
+    if op.name in ("tk.tma_store", "tk.tma_store_add", "tk.pipeline_store"):
+        return None  # its whole box: inside the slice (an add: zeros past it; the interpreter checks)
     bound = _SLICE_RAGGED.get(op.name)
     if bound is None:
         return ("a gl slice is read by TMA loads and by ragged register loads, and written by "
-                "ragged register stores (clip=True) and TMA adds: this op cannot stop at its edges")
+                "ragged register stores (clip=True) and TMA stores: this op cannot stop at its edges")
     if bound not in op.attributes:
         return (f"an access through a gl slice must stop at its edges: give {bound}= "
                 f"({'fill=value' if bound == 'fill' else 'clip=True'})")

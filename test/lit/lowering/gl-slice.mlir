@@ -2,8 +2,8 @@
 // ld.global.b32 (clamped to the base outside, the fill selected); a slice
 // of rows [start, start + size) moves the addressing origin by start rows
 // and bounds ragged accesses by its size, clamped to the rows the argument
-// has from start; a TMA load through the slice adds start to the box's row
-// coordinate of the argument's tensor map.
+// has from start; a TMA load or store through the slice adds start to the
+// box's row coordinate of the argument's tensor map (the same row both).
 // RUN: tkc %s --pass-pipeline=tk-verify,tk-layout-selection --emit=ptx -o %t.ptx
 // RUN: FileCheck %s < %t.ptx
 // RUN: ptxas -arch=sm_90a %t.ptx -o %t.cubin
@@ -19,7 +19,9 @@
 // CHECK: min.s64
 // CHECK: ld.global.v4.b32
 // CHECK: st.global.v4.b32
-// CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+// CHECK: add.s32 [[ROW:%r[0-9]+]], %r{{[0-9]+}}, 16;
+// CHECK: cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{{%rd[0-9]+}}], [{{%rd[0-9]+}}, {{[{]}}{{%r[0-9]+}}, [[ROW]],
+// CHECK: cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [{{%rd[0-9]+}}, {{[{]}}{{%r[0-9]+}}, [[ROW]],
 func.func @varlen(%cu: !tk.gl<i32, 1 : i64, 1 : i64, 1 : i64, -1 : i64>,
                   %x: !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>)
     attributes {tk.kernel, tk.arg_names = ["cu", "x"]} {
@@ -41,5 +43,7 @@ func.func @varlen(%cu: !tk.gl<i32, 1 : i64, 1 : i64, 1 : i64, -1 : i64>,
   "tk.expect_bytes"(%bar) {bytes = 2048 : i64} : (!tk.barrier) -> ()
   "tk.tma_load"(%st, %xs, %c0, %c0, %c1, %c0, %bar) : (!tk.st<bf16, 16 : i64, 64 : i64, "auto">, !tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>, index, index, index, index, !tk.barrier) -> ()
   "tk.wait"(%bar, %c0) : (!tk.barrier, index) -> ()
+  "tk.tma_store"(%xs, %st, %c0, %c0, %c1, %c0) : (!tk.gl<bf16, 1 : i64, 1 : i64, -1 : i64, 64 : i64>, !tk.st<bf16, 16 : i64, 64 : i64, "auto">, index, index, index, index) -> ()
+  "tk.tma_store_wait"() {pending = 0 : i64} : () -> ()
   return
 }

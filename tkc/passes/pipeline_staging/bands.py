@@ -15,8 +15,8 @@ from .ir_helpers import alloc_of
 def store_bands(stores, warps: int) -> dict:
     """{tile: band rows R} when each stored tile is written only by tk.store
     of a full-width rt<R, C> at a row index that gives every consumer warp
-    its own band (a permutation of 0 .. warps-1 over the warp ids) and read
-    by nothing but its stores; {} unless that holds for every stored tile
+    its own band (a permutation of 0 .. warps-1 over the warp ids), at least
+    once, and read by nothing but its stores; {} unless that holds for every stored tile
     (the warps' store counts must agree for tma_store_wait)."""
     out = {}
     for p in stores:
@@ -24,7 +24,7 @@ def store_bands(stores, warps: int) -> dict:
         t = view(tile.type)
         if getattr(alloc_of(tile), "name", "") != "tk.alloc" or t.rows % warps:
             return {}
-        rows = t.rows // warps
+        rows, written = t.rows // warps, False
         for u in tile.uses:
             user = u.owner.operation if hasattr(u.owner, "operation") else u.owner
             if user.name == "tk.pipeline_store" and u.operand_number == 1:
@@ -34,6 +34,9 @@ def store_bands(stores, warps: int) -> dict:
                     and x.cols == t.cols and _band_of(user.operands[2], warps)
                     and _constant_index(user.operands[3]) == 0):
                 return {}
+            written = True
+        if not written:   # stored, never written by a warp's rows: not banded (nothing to split)
+            return {}
         out[tile] = rows
     return out
 

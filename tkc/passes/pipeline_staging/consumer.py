@@ -13,7 +13,7 @@ from ...dialect import ops as tk
 from ...dialect import walk
 from ...hopper.registers import flat_types
 from ...hopper.shared import AFTER_RING
-from ..overlap import overlap_finish
+from ..overlap import loop_accumulators, overlap_finish
 from ..rewrite import add_iter_args, entry, extend_yield, i64, index, inside, uses_in
 from .in_flight import after_last_read, carried_positions, held_until, relax_wgmma, trailing_positions
 from .ir_helpers import (alloc_of, block_of, for_view, if_then, next_op, ring_div, ring_mod, ring_root, root_alloc,
@@ -88,7 +88,8 @@ class Consumer:
                for r in self.once_releases):
             return  # the finish reads a once-loaded tile: it must not move past the next item's load
         have = self.registers[1] if self.registers else 255
-        acc = sum(len(flat_types(a.type)) for a in list(self.f.loop.regions[0].blocks[0].arguments)[1:])
+        acc = sum(len(flat_types(a.type)) for a in list(self.f.loop.regions[0].blocks[0].arguments)[1:]) \
+            + loop_accumulators(self.f.loop)
         drain = sorted(self.drain + self.once_releases, key=tops.index)  # both stay at the item's end
         new = overlap_finish(self.f.items, self.f.loop, drain, have - acc - OVERHEAD_REGISTERS)
         if new is not None:
