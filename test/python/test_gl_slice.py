@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tkc
-from tkc import bf16, f32, gl, i32, rt, st, tma
+from tkc import bf16, f32, gl, i32, rt, rv, st, sv, tma
 from tkc.diagnostics import TkcError
 from tkc.kernels.reference import round_bf16
 from tkc.ops import group_load, load, store
@@ -148,6 +148,22 @@ def test_tma_stores_write_whole_boxes_through_a_slice():
     want = np.full((56, 64), 7.0, np.float32)
     want[8:24], want[40:56], want[24:40] = x[0:16], x[16:32], x[32:48]
     np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("start", [1, 4])
+def test_a_tma_box_through_a_column_slice_starts_on_16_bytes(start):
+    """An f32 box at column 1 of the row is an illegal instruction on the H200 (4 runs)."""
+    @tkc.kernel(warps=1)
+    def k(x: gl(f32, 1, 1, 1, 256), o: gl(f32, 1, 1, 1, 64)):
+        t = tma.load(sv(f32, 64), x.slice("c", start, 64), (0, 0, 0, 0))
+        store(o, load(rv(f32, 64, "flat"), t), (0, 0, 0, 0))
+    x, o = np.arange(256, dtype=np.float32).reshape(1, 1, 1, 256), np.zeros((1, 1, 1, 64), np.float32)
+    if start % 4:
+        _refused(k, [x, o], r"a TMA box starts at column 1 of a column slice \(4 bytes into the row\): TMA needs its "
+                 r"first column on a 16-byte boundary \(the slice's start a multiple of 4 f32 elements\)")
+    else:
+        k.interpret(x, o)
+        np.testing.assert_array_equal(o.ravel(), x.ravel()[start:start + 64])
 
 
 def test_index_gls_are_read_by_i32_tiles_or_one_element_at_a_time():

@@ -114,9 +114,9 @@ def test_masked_192_row_tiles(cpu_ops, monkeypatch):
 
 @pytest.mark.parametrize("BM", [128, 192])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("counts", [[96, 0, 32, 320], [128, 0], [0, 224, 32], [161, 383, 7], [1, 0, 200]], ids=str)
+@pytest.mark.parametrize("counts", [[96, 0, 32, 320], [128, 0], [0, 224, 32], [164, 388, 8], [4, 0, 196]], ids=str)
 def test_contiguous_by_counts(cpu_ops, monkeypatch, counts, out_dtype, BM):
-    """Experts back to back (any counts: an expert of fewer rows than a tile runs into the
+    """Experts back to back (counts multiples of 4: an expert of fewer rows than a tile runs into the
     next one's rows and leaves them to it, clipped; a larger one's last tile ends at its
     last row, over its previous tile's), an empty expert, 40 rows past the
     last: each expert's rows against float64; a run into a marked output leaves the rows
@@ -145,6 +145,7 @@ def test_contiguous_by_counts(cpu_ops, monkeypatch, counts, out_dtype, BM):
 
 
 @pytest.mark.parametrize("counts, message", [
+    ([96, 18], "counts must be multiples of 4"),
     ([96, -32], "at least 0"),
     ([96, 64], "summing to at most M = 128"),
 ])

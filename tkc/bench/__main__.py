@@ -149,7 +149,7 @@ def compare_grouped(layout, n, k, rounds):
     """One row: tkc.grouped_scaled_mm (contiguous, contiguous by counts, or masked layout)
     interleaved with a loop of per-expert tkc.scaled_mm calls with block scales over the
     same rows (empty experts skipped), the issue's peer; the error against the loop's result.
-    The contiguous layout pads each expert to 128 rows (zeros), the counts one not at all."""
+    The contiguous layout pads each expert to 128 rows (zeros), the counts one to 4."""
     import statistics
 
     import torch
@@ -167,7 +167,7 @@ def compare_grouped(layout, n, k, rounds):
     b = torch.stack([o[1].t().view(u8) for o in ops]).view(f8).transpose(1, 2)   # [E, K, N], column-major each
     sb = torch.stack([o[3].t() for o in ops]).transpose(1, 2)             # [E, K/128, N/128]
     loop_args = [(o[0][:m], o[1], o[2][:m].t().contiguous().t(), o[3]) for o, m in zip(ops, MOE_COUNTS) if m]
-    unit = 1 if layout == "counts" else 128    # (the counts layout takes any counts: no padding)
+    unit = 4 if layout == "counts" else 128    # (the counts layout's counts: multiples of 4)
     pads = [-(-m // unit) * unit for m in MOE_COUNTS]
     extra = {}
     if layout in ("contiguous", "counts"):

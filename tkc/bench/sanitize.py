@@ -363,7 +363,7 @@ def fp8():
     a2, sa2, pads, starts = contiguous(128)
     groups = [e for e, p in enumerate(pads) for _ in range(p // 128)]
     check(tkc.grouped_scaled_mm(a2, b, sa2, sb, i32(groups), out_dtype=torch.float32), starts, "contiguous")
-    a3, sa3, pads, starts = contiguous(1)   # the layout by counts: experts back to back, any counts
+    a3, sa3, pads, starts = contiguous(4)   # the layout by counts: experts back to back, multiples of 4
     for bm in (128, 192):   # at each height
         with _picked(grouped.COUNTS_TILE, {"BM": bm}):
             c = tkc.grouped_scaled_mm(a3, b, sa3, sb, counts=i32(pads), out_dtype=torch.float32)

@@ -677,16 +677,19 @@ irdl.dialect @tk {
   // A view of part of a global layout: along `axis` (r or c) it starts at
   // element `start` of src and has `size` elements (a runtime dim); the
   // other dims are src's. Bounds-checked accesses (fill, clip) stop at its
-  // edges; TMA loads read src's elements past them.
+  // edges; TMA loads read src's elements past them. Its type is src's with
+  // a runtime dim along `axis` (tk-verify: one constraint variable here
+  // would make it src's type, refusing a slice of a static dim).
   irdl.operation @gl_slice {
     %g = irdl.base @tk::@gl
+    %o = irdl.base @tk::@gl
     %i = irdl.is index
     %r = irdl.is "r"
     %c = irdl.is "c"
     %axis = irdl.any_of(%r, %c)
     irdl.attributes { "axis" = %axis }
     irdl.operands(src: %g, start: %i, size: %i)
-    irdl.results(out: %g)
+    irdl.results(out: %o)
   }
   // Several GPUs (docs/multi-gpu.md). A parallel gl kernel argument (listed
   // in the kernel's tk.peers) is the local rank's buffer of a symmetric

@@ -182,7 +182,7 @@ def _multicast(c, op):
         n = len(cl.blocks)
         if not 1 <= m < (1 << n):
             raise error(op, f"{op.name}: mask {m:#x} names CTAs outside the cluster's 0..{n - 1}")
-        tile = rnd(load_box(env[src], [env[i] for i in idx], st))
+        tile = rnd(load_box(op, env[src], [env[i] for i in idx], st))
         for r in (r for r in range(n) if m >> r & 1):
             other = cl.blocks[r]
             if other is w.block:

@@ -222,16 +222,28 @@ def tma_types(op, st_value, gl_value):
     return st, gl
 
 
-def load_box(arr, coords, st):
+def load_box(op, arr, coords, st):
     """What a TMA load of st (an sv: its one row) at tile coordinates
     `coords` of gl `arr` reads: the in-bounds part, zeros elsewhere (past a
     slice's end: the argument's elements), as float32 in st's shape."""
     root, origin = whole(arr)
+    box_origin(op, origin, st.dtype)
     tile = np.zeros((st.rows, st.cols), F32)
     parts = clipped(root.shape, coords, st.rows, st.cols, origin)
     if parts is not None:
         tile[parts[1]] = root[parts[0]].astype(F32)
     return tile.reshape(st.shape)
+
+
+def box_origin(op, origin, dtype: str) -> None:
+    """A TMA box's first column must lie on a 16-byte boundary of its row:
+    the GPU stops at an illegal instruction otherwise (H200, 12-01: an f32
+    box at column 1, 2 or 3 of the argument; 4 and 8 ran). A box's columns
+    are a multiple of 16 bytes, so only a column slice's start can break it."""
+    n = origin[3] * itemsize(dtype)
+    _expect(n % 16 == 0, op, f"a TMA box starts at column {origin[3]} of a column slice ({n} bytes into the "
+            "row): TMA needs its first column on a 16-byte boundary (the slice's start a multiple of "
+            f"{16 // itemsize(dtype)} {dtype} elements)")
 
 
 def clipped(shape4, coords, rows: int, cols: int, origin=(0, 0, 0, 0)):
@@ -261,7 +273,7 @@ def _tma_load(c, op):
     rnd, nbytes = ROUND[st.dtype], st.rows * st.cols * itemsize(st.dtype)
 
     def step(env, w):
-        tile = rnd(load_box(env[src], [env[i] for i in idx], st))
+        tile = rnd(load_box(op, env[src], [env[i] for i in idx], st))
         deliver_box(w.block, w.warpid, env[dst], env[bar], tile, nbytes, op)
     return step
 
@@ -306,11 +318,11 @@ def _tma_store(c, op):
         if w.block.races is not None:  # reads st until a tk.tma_store_wait retires it
             w.block.races.issue(w.warpid, "tma_store", [env[src]], op)
         w.block.tma_writes.setdefault(w.warpid, []).append((op, whole(env[dst])[0]))
-        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add)
+        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add, gl.dtype)
     return step
 
 
-def store_box(op, arr, tile, coords, rnd, add: bool) -> None:
+def store_box(op, arr, tile, coords, rnd, add: bool, dtype: str) -> None:
     """A TMA store (add: reduce-add) of `tile` at tile coordinates `coords`
     of gl `arr`, clipped at the argument's edges only: through a slice it
     writes its whole box, so (whoever owns the argument's rows past the
@@ -318,6 +330,7 @@ def store_box(op, arr, tile, coords, rnd, add: bool) -> None:
     slice, and an add must add exact zeros past it, both checked."""
     rows, cols = tile.shape
     root, origin = whole(arr)
+    box_origin(op, origin, dtype)
     parts = clipped(root.shape, coords, rows, cols, origin)
     if parts is None:
         return

@@ -46,7 +46,7 @@ def _pipeline_load(c, op):
     rnd = ROUND[st.dtype]
 
     def copy(env, w):
-        tile = load_box(env[src], [env[i] for i in idx], st)
+        tile = load_box(op, env[src], [env[i] for i in idx], st)
         if w.block.races is not None:
             w.block.races.write(w.warpid, env[dst], _ALL, op)
         env[dst][...] = rnd(tile)
@@ -62,5 +62,5 @@ def _pipeline_store(c, op):
     def copy(env, w):
         if w.block.races is not None:
             w.block.races.read(w.warpid, env[src], _ALL, op)
-        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add)
+        store_box(op, env[dst], env[src], [env[i] for i in idx], rnd, add, st.dtype)
     return _synchronised(c, op, copy)

@@ -31,6 +31,11 @@ from tkc.ops import load, where
 
 from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
 
+# The counts layout's counts are multiples of ALIGN: a tile's row scales are a run of the
+# transposed scale_a's row from the tile's first row on, a TMA box whose first column must
+# lie on 16 bytes (4 floats; H200: an illegal instruction otherwise, interpreter checked).
+ALIGN = 4
+
 
 
 def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
@@ -70,8 +75,8 @@ def grouped_masked(out_dtype: str = "bf16", stages="auto", BM: int = BM):
 def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, MS),
     scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), ends gl(i32, 1, 1, 1, E),
-    c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (any
-    number) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
+    c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (a
+    multiple of ALIGN) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
     tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles, each starting at a row
     of its own (TMA coordinates are elements: a, scale_a and c are sliced there).
 
@@ -80,7 +85,7 @@ def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     sums do not depend on its place in a tile). An expert of fewer rows has one tile, which
     leaves from registers, clipped to the expert's rows (its TMA store aimed past C's end).
     Against 32-row TMA pieces for every tile (H200, 12-01, 16384 rows x 4096 x 7168): the
-    same at BM 192, 3% faster at 128, and counts need not be multiples of 32."""
+    same at BM 192, 3% faster at 128, and counts need be multiples of 4, not 32."""
     def grouped(a: gl(f8e4m3, 1, 1, "M", "K"), b: gl(f8e4m3, 1, "E", "N", "K"),
                 scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 count: gl(i32, 1, 1, 1, "E"), ends: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, 1, "M", "N")):

@@ -16,9 +16,9 @@ contiguous), K a multiple of 128, N of 8. a's layout is told by its rank:
   rows of c, and those of a block naming no expert, are not written).
   c [M, N], row r = a[r] @ b[groups[r // 128]] with the block scales.
 - contiguous by counts (2-D a and `counts=`): a [M, K] holds expert e's
-  counts[e] rows right after expert e - 1's (from row 0; any counts, no
-  padding; rows past their sum not written); counts int32 [E] on the
-  device (a router's token counts),
+  counts[e] rows right after expert e - 1's (from row 0; each count a
+  multiple of 4: an expert padded to 4 rows, not 128; rows past their sum
+  not written); counts int32 [E] on the device (a router's token counts),
   checked where they can be read (not under CUDA-graph capture or
   torch.compile: a sync, as attention_varlen's offsets). c [M, N]. Its
   tiles are 128 or 192 rows (tuned), each expert's from its first row on:
@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from ..diagnostics import TkcError
-from ..kernels.scaled_mm_grouped import grouped_contiguous, grouped_counts, grouped_masked
+from ..kernels.scaled_mm_grouped import ALIGN, grouped_contiguous, grouped_counts, grouped_masked
 from ..kernels.scaled_mm_hopper import HEIGHTS
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
@@ -106,11 +106,12 @@ def _counts_key(a, b, sa, sb, count, ends, c) -> tuple:
 
 
 def _counts_examples() -> list:
-    """8 experts, two empty, the others' counts MASKED_SHARES of M / 8 back to back; K 4096."""
+    """8 experts, two empty, the others' counts MASKED_SHARES of M / 8 (multiples of ALIGN) back
+    to back; K 4096."""
     def make(m, n, k=4096):
         def args():
             E, dev = len(MASKED_SHARES), "cuda"
-            count = torch.tensor([int(f * m / E) for f in MASKED_SHARES], device=dev, dtype=I32)
+            count = torch.tensor([int(f * m / E) // ALIGN * ALIGN for f in MASKED_SHARES], device=dev, dtype=I32)
             return [torch.randn(1, 1, m, k, device=dev).to(E4M3), torch.randn(1, E, n, k, device=dev).to(E4M3),
                     torch.ones(1, 1, k // BLOCK, m, device=dev), torch.ones(1, E, -(-n // BLOCK), k // BLOCK, device=dev),
                     count.view(1, 1, 1, E), count.cumsum(0, dtype=I32).view(1, 1, 1, E),
@@ -263,14 +264,14 @@ def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, gr
 
 def _check_counts(counts: Tensor, M: int) -> None:
     """The counts layout's values, when they can be read (not while a CUDA graph is
-    captured or torch.compile traces; as attention_varlen's offsets): each at least 0,
-    their sum at most M."""
+    captured or torch.compile traces; as attention_varlen's offsets): each a multiple
+    of ALIGN (the tiles' row scales start on 16 bytes) and at least 0, their sum at most M."""
     if torch.compiler.is_compiling() or (counts.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     c = counts.tolist()
-    if any(n < 0 for n in c) or sum(c) > M:
-        raise TkcError(f"grouped_scaled_mm: counts (each expert's rows) must be at least 0, summing to at most "
-                       f"M = {M} (a's rows), got "
+    if any(n < 0 or n % ALIGN for n in c) or sum(c) > M:
+        raise TkcError(f"grouped_scaled_mm: counts must be multiples of {ALIGN} (each expert's rows, padded so), "
+                       f"at least 0, summing to at most M = {M} (a's rows), got "
                        f"{c if len(c) <= 16 else c[:16] + ['...']}", caller())
 
 
