@@ -95,9 +95,9 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, row
     Unless `live` (a condition) holds, no K steps and no stores (a pipelined loop cannot sit
     in an if: the producer warp walks it on its own; its trip count can be 0). row: C's row
     block the tile leaves by (bm unless given: a tile of a and scale_a sliced at its first row
-    has bm 0 and may leave through c sliced there too). clipped: a gl slice at the tile's
-    first row the tile also leaves through, from registers, clipped to its rows (a tile
-    whose rows end inside it; of 0 rows it writes nothing)."""
+    has bm 0 and may leave through c sliced there too). clipped=(cond, g): where cond holds,
+    the tile also leaves through the gl slice g at its first row, from registers, clipped to
+    g's rows (a tile whose rows end inside it)."""
     a_s, b_s, sa_s, sb_s, c_s = smem
     rows = a_s.rows   # the tile's: 128 or 192
     wg, w = tkc.warpgroupid(), tkc.warpid() % 4
@@ -123,7 +123,9 @@ def tile(smem, a, b, scale_a, scale_b, c, ga, gb, bm, bn, stages, live=None, row
 
 def _finish(c_s, acc, c, ga, bm, bn, clipped):
     """The tile's result through two shared finish tiles to c, by TMA (row block bm), and
-    from registers to the slice `clipped`, clipped to its rows."""
+    (clipped = (cond, g), where cond holds) from registers to the slice g, clipped to its
+    rows: in a branch, whose address arithmetic ptxas then keeps to it (unconditional, its
+    four chunks' addresses were live at once: 28 bytes of spills at 192 rows)."""
     epi, wg, w = c_s[0].cols, tkc.warpgroupid(), tkc.warpid() % 4
     for j in range(BN // epi):
         out, chunk = c_s[j % 2], subtile(acc, 16, epi, (0, j)).to(c.dtype)
@@ -131,4 +133,5 @@ def _finish(c_s, acc, c, ga, bm, bn, clipped):
         col = bn * (BN // epi) + j
         tma.store(c, out, (0, ga, bm, col))
         if clipped is not None:
-            store(clipped, chunk, (0, ga, wg * 4 + w, col), clip=True)
+            with tkc.if_(clipped[0]):
+                store(clipped[1], chunk, (0, ga, wg * 4 + w, col), clip=True)

@@ -96,7 +96,7 @@ def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
         smem = shared(out_dtype, BM)
         tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c.slice("r", row0, BM),
              0, e, 0, bn, stages, row=where(whole, 0, (c.r + BM - 1) // BM),
-             clipped=c.slice("r", row0, where(whole, 0, n)))
+             clipped=(n < BM, c.slice("r", row0, n)))
         # live: ragged= gives no other
 
     return _over_experts("grouped_counts", grouped, out_dtype, stages, BM,
