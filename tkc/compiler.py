@@ -68,7 +68,12 @@ def compile_to(module, emit: str, *, tile_pipeline: str | None = None,
     if emit in ("tile", "nvvm", "llvm"):
         return str(module)
     ptx = ptx_of(module)
-    return ptx if emit == "ptx" else ptxas(ptx)[0]
+    if emit == "ptx":
+        return ptx
+    cubin, resources = ptxas(ptx)
+    entry = re.search(r"\.entry\s+(\w+)", ptx)
+    warn_resources(entry[1] if entry else "?", resources)
+    return cubin
 
 
 def advance(module, to: str, *, tile_pipeline: str | None = None,
@@ -222,19 +227,25 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int
     advance(module, "ptx", start="llvm")
     ptx = ptx_of(module)
     cubin, resources = ptxas(ptx, target)
-    if resources["wgmma_serialized"]:
-        print(f"tkc: warning: kernel '{manifest.get('kernel')}': ptxas serialises its wgmma "
-              f"instructions (C7514: something reads an accumulator while its wgmma runs)",
-              file=sys.stderr)
-    if resources["spill_stores"] > spills or resources["spill_loads"] and not spills:
-        # Not an error (the kernel runs), but a performance bug worth seeing.
-        print(f"tkc: warning: kernel '{manifest.get('kernel')}' spills registers "
-              f"({resources['spill_stores']} bytes stored, {resources['spill_loads']} loaded"
-              f"{f'; it declares {spills}' if spills else ''})", file=sys.stderr)
+    warn_resources(manifest.get("kernel"), resources, spills)
     manifest.update(resources=resources, source={"key": key, "compiler": compiler_hash()})
     manifest.setdefault("version", 1)
     manifest.setdefault("target", target)
     return Artifact(cubin, manifest, ptx, tile_ir)
+
+
+def warn_resources(kernel: str, resources: dict, spills: int = 0, out=None) -> None:
+    """Warn of serialised wgmma and of spills past the `spills` bytes a kernel declares:
+    not errors (the kernel runs), but performance bugs worth seeing, wherever a cubin
+    is made (the build, a first call, `tkc --emit=cubin|sass`)."""
+    out = out or sys.stderr
+    if resources["wgmma_serialized"]:
+        print(f"tkc: warning: kernel '{kernel}': ptxas serialises its wgmma instructions (C7514: "
+              f"something reads an accumulator while its wgmma runs)", file=out)
+    if resources["spill_stores"] > spills or resources["spill_loads"] and not spills:
+        print(f"tkc: warning: kernel '{kernel}' spills registers ({resources['spill_stores']} bytes "
+              f"stored, {resources['spill_loads']} loaded{f'; it declares {spills}' if spills else ''})",
+              file=out)
 
 
 def read_manifest(module) -> dict:

@@ -150,6 +150,21 @@ def test_spill_warning_spares_a_declared_allowance(monkeypatch, capsys, declared
     assert art.manifest["resources"]["spill_stores"] == 48   # recorded either way
 
 
+def test_emitting_a_cubin_warns_of_spills_as_the_build_does(monkeypatch, capsys):
+    """`tkc k.py --emit=cubin` (or sass): a kernel author reading what a change did sees
+    the spills the build would report (the CLI's cubin was made silently)."""
+    real = compiler.ptxas
+
+    def spilling(ptx, arch="sm_90a"):
+        cubin, res = real(ptx, arch)
+        return cubin, {**res, "spill_stores": 28, "spill_loads": 40}
+    monkeypatch.setattr(compiler, "ptxas", spilling)
+    cubin = compiler.compile_to(_module(), "cubin")
+    err = capsys.readouterr().err
+    assert cubin[:4] == b"\x7fELF"
+    assert "kernel 'roundtrip' spills registers (28 bytes stored, 40 loaded)" in err, err
+
+
 def test_compile_kernel_runs_each_pipeline_once_and_prints_only_tile_ir(monkeypatch):
     """Compile time: every stage's pipeline once, in order (the tile passes
     once: they used to run twice), and no text of the lowered module (a MB
