@@ -2,7 +2,9 @@
 clipped store (core.Gen.store_output), or through shared memory by a TMA
 store of the block's tile (every warp stores its part into an st; the
 compiler orders the st's writes before the copy, and TMA clips at the gl's
-edge; after a pipelined loop the st may lie over its ring: after_loop);
+edge; after a pipelined loop the st may lie over its ring: after_loop;
+maybe through a slice of the output at the block's first row or column,
+which the same outputs check);
 scalars one element a warp (an F32 into an f32 gl, an Index into an i32 or
 i64 gl); and, at the end, maybe an atomic_add on a counter of the
 block after the outputs' writes, its old value stored too.
@@ -22,7 +24,15 @@ def tma_store(g, v, name: str) -> bool:
     if after:
         g.features.add("after_loop")
     g.emit(f"store({s}, {v.name}, (tkc.warpid(), 0))", "store_shared")
-    g.emit(f"tma.store({name}, {s}, (0, {g.out_d}, by, bx))", "tma_store")
+    how = g.rng.random()
+    if how < 0.2:   # through a slice at the block's first row: the box inside it, or past the gl's end
+        g.emit(f'tma.store({name}.slice("r", by * {g.warps * rows}, {g.warps * rows}), {s}, (0, {g.out_d}, 0, bx))',
+               "tma_store_row_slice")
+    elif how < 0.3:   # at its first column (on 16 bytes: a box's columns are a multiple of them)
+        g.emit(f'tma.store({name}.slice("c", bx * {cols}, {cols}), {s}, (0, {g.out_d}, by, 0))',
+               "tma_store_col_slice")
+    else:
+        g.emit(f"tma.store({name}, {s}, (0, {g.out_d}, by, bx))", "tma_store")
     return True
 
 

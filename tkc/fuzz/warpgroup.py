@@ -24,10 +24,11 @@ CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster alon
 
 
 def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> None:
-    """A's tma.load (A stored M x K): the whole tile at its block row, or 2-4
-    row pieces into subtiles of it; the row (in pieces) maybe read from an
-    index table (a gather: a page index per piece, hoisted or read each k
-    step; out of range: zeros), as paged attention does."""
+    """A's tma.load (A stored M x K): the whole tile at its block row (maybe
+    through a slice of A from that row), or 2-4 row pieces into subtiles of
+    it; the row (in pieces) maybe read from an index table (a gather: a page
+    index per piece, hoisted or read each k step; out of range: zeros), as
+    paged attention does."""
     r = g.rng
     parts = r.choice((1, 1, 2, 4)) if bm == 128 else r.choice((1, 2))
     unit = bm // parts
@@ -35,7 +36,12 @@ def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> No
     if parts > 1:
         g.features.add("tma_load_subtile")
     rows = [f"by * {parts} + {h}" if parts > 1 else "by" for h in range(parts)]
-    if r.random() < 0.4:
+    src = "a"
+    if parts == 1 and r.random() < 0.25:   # through a slice at the block's first row (made before the loop)
+        g.top.append(f'    a_rows = a.slice("r", by * {bm}, {bm})')
+        src, rows = "a_rows", ["0"]
+        g.features.add("tma_load_row_slice")
+    elif r.random() < 0.4:
         pages = -(-m // unit)
         per_k = looped and r.random() < 0.5
         t = f"t{sum(a.name.startswith('t') for a in g.args)}"
@@ -52,7 +58,7 @@ def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> No
                 g.top.append("    " + line)
             rows[h] = f"p{h}"
     for h in range(parts):
-        g.emit(f"tma.load({views[h]}, a, (0, 0, {rows[h]}, k))", "tma_load")
+        g.emit(f"tma.load({views[h]}, {src}, (0, 0, {rows[h]}, k))", "tma_load")
 
 
 def generate(rng, name: str, seed: int, index: int) -> Program:
