@@ -1,6 +1,9 @@
 """The three checks of a generated program.
 
-- passes: the interpreter runs the traced tile IR, then the IR after each
+- passes: the interpreter runs the traced tile IR, whose float outputs must lie
+  in the intervals the generator's analysis gave them (values.py: the GPU
+  check's tolerances rest on them; a value carried through a loop unseen grew
+  past its bound), then the IR after each
   entry of tkc.compiler.TILE_PIPELINE in turn (that changed it: an IR the
   pass left as it was gives the same outputs); every run must give the same
   outputs, bit for bit. No pass may change a value (layout selection and the
@@ -49,6 +52,24 @@ def interpret(module, p: Program) -> list[np.ndarray]:
     return outputs(p, xs)
 
 
+def out_of_bounds(p: Program, outs: list) -> str:
+    """'' if every float output lies in its interval (widened by its error bound and
+    float rounding: 2^-6 relative, a bf16 value's two roundings), or the 0.5 no store
+    reached; else where one does not."""
+    for j, (a, x) in enumerate(zip([a for a in p.args if a.output], outs)):
+        if a.bounds is None:
+            continue
+        lo, hi = a.bounds
+        slack = a.tol + 2.0 ** -6 * max(abs(lo), abs(hi)) + 1e-6
+        x = np.asarray(x, np.float64)
+        bad = ~(((x >= lo - slack) & (x <= hi + slack)) | (x == 0.5))
+        if bad.any():
+            i = tuple(int(t) for t in np.argwhere(bad)[0])
+            return (f"output o{j}: {int(bad.sum())} elements outside the interval [{lo:.4g}, {hi:.4g}] the "
+                    f"generator allows; first {i}: {x[i]!r}")
+    return ""
+
+
 def differ(a: list, b: list) -> str:
     """'' if the outputs are bit-identical, else where they first differ."""
     for j, (x, y) in enumerate(zip(a, b)):
@@ -73,6 +94,9 @@ def check_passes(p: Program) -> tuple[Failure | None, list | None]:
             run_pipeline(module, entries.pop(0))
         stage = "interpret (traced IR)"
         before = interpret(module, p)
+        problem = out_of_bounds(p, before)
+        if problem:
+            return Failure(p, "passes", "intervals", problem), None
         after, text = before, str(module)
         for entry in entries:
             stage = entry

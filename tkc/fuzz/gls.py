@@ -19,3 +19,4 @@ class Arg:
     block_rows: int = 0  # an output's rows each block row (by) writes: what a dead ragged item leaves
     values: tuple | None = None  # an input's very elements (a ragged kernel's counts), in order
     pad: int = 0  # a strided gl's (strided=True): the array is a view of [..., cols + pad] (program.arrays)
+    bounds: tuple | None = None  # a float output's interval (lo, hi): what the generator's analysis allows

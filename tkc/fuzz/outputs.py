@@ -46,6 +46,7 @@ def scalar_outputs(g) -> None:
         else:  # an i64 gl keeps the whole index, an i32 one its low 32 bits
             dtype = g.rng.choice(("i32", "i64"))
         g.args.append(Arg(f"o{j}", dtype, g.out_shape(g.warps * g.grid[1], g.grid[0]), output=True, tol=v.err,
+                          bounds=(v.lo, v.hi) if v.kind == "f32" else None,
                           block_rows=g.warps))
         g.emit(f"store(o{j}, {v.name}, at=(0, {g.out_d}, tr, bx), clip=True)", f"store_{v.kind}_element")
 
