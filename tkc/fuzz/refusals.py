@@ -207,7 +207,7 @@ def mma_i32(g):
 
 def float_op_of_i32(g):
     a = _int_tile(g)
-    _bad(g, f"bad = " + g.rng.choice((f"exp({a})", f"{a} / {a}", f"fma({a}, {a}, {a})", f"sqrt({a})")))
+    _bad(g, "bad = " + g.rng.choice((f"exp({a})", f"{a} / {a}", f"fma({a}, {a}, {a})", f"sqrt({a})")))
     return "a float op (exp, /, fma, sqrt) of an i32 tile"
 
 
