@@ -126,12 +126,12 @@ def _finish(c_s, acc, c, ga, bm, bn, clipped):
     (clipped = (cond, g), where cond holds) from registers to the slice g, clipped to its
     rows: in a branch, whose address arithmetic ptxas then keeps to it (unconditional, its
     four chunks' addresses were live at once: 28 bytes of spills at 192 rows)."""
-    epi, wg, w = c_s[0].cols, tkc.warpgroupid(), tkc.warpid() % 4
+    epi, wg = c_s[0].cols, tkc.warpgroupid()
     for j in range(BN // epi):
         out, chunk = c_s[j % 2], subtile(acc, 16, epi, (0, j)).to(c.dtype)
         warpgroup.store(out, chunk, (wg, 0))
         col = bn * (BN // epi) + j
         tma.store(c, out, (0, ga, bm, col))
         if clipped is not None:
-            with tkc.if_(clipped[0]):
-                store(clipped[1], chunk, (0, ga, wg * 4 + w, col), clip=True)
+            with tkc.if_(clipped[0]):   # this warp's 16 rows of the chunk
+                store(clipped[1], chunk, (0, ga, wg * 4 + tkc.warpid() % 4, col), clip=True)

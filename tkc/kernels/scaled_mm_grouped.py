@@ -37,7 +37,6 @@ from .scaled_mm_blockwise import BK, BM, BN, _name, shared, tile
 ALIGN = 4
 
 
-
 def grouped_contiguous(out_dtype: str = "bf16", stages="auto"):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, M),
     scale_b gl(f32, 1, E, ceil(N/128), KBS), expert gl(i32, 1, 1, 1, M/128), c gl(out, 1, 1, M, N);
@@ -76,9 +75,10 @@ def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
     """a gl(f8e4m3, 1, 1, M, K), b gl(f8e4m3, 1, E, N, K), scale_a gl(f32, 1, 1, K/128, MS),
     scale_b gl(f32, 1, E, ceil(N/128), KBS), count gl(i32, 1, 1, 1, E), ends gl(i32, 1, 1, 1, E),
     c gl(out, 1, 1, M, N): the contiguous layout by counts, expert e's count[e] rows (a
-    multiple of ALIGN) right after expert e - 1's, ending at row ends[e] (count's running sum). BM: the
-    tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles, each starting at a row
-    of its own (TMA coordinates are elements: a, scale_a and c are sliced there).
+    multiple of ALIGN) right after expert e - 1's, ending at row ends[e] (count's running
+    sum). BM: the tile's rows, 128 or 192; an expert has ceil(count / BM) row tiles, each
+    starting at a row of its own (TMA coordinates are elements: a, scale_a and c are sliced
+    there; the tiles are the live ones of ragged=, so no other).
 
     An expert of BM rows or more has whole tiles only, which TMA stores whole: its last one
     ends at its last row, over rows its previous tile also writes (the same values: a row's
@@ -90,14 +90,13 @@ def grouped_counts(out_dtype: str = "bf16", stages="auto", BM: int = BM):
                 scale_a: gl(f32, 1, 1, "KB", "MS"), scale_b: gl(f32, 1, "E", "NB", "KBS"),
                 count: gl(i32, 1, 1, 1, "E"), ends: gl(i32, 1, 1, 1, "E"), c: gl(out_dtype, 1, 1, "M", "N")):
         bn, bm, e = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
-        n = load_index(count, e)
-        whole = n >= BM
+        n = load_index(count, e)   # the expert's rows
+        whole = n >= BM            # its tiles whole, the last one ending at its last row
         row0 = load_index(ends, e) - n + where(whole, where(bm * BM + BM > n, n - BM, bm * BM), 0)
         smem = shared(out_dtype, BM)
         tile(smem, a.slice("r", row0, BM), b, scale_a.slice("c", row0, BM), scale_b, c.slice("r", row0, BM),
              0, e, 0, bn, stages, row=where(whole, 0, (c.r + BM - 1) // BM),
              clipped=(n < BM, c.slice("r", row0, n)))
-        # live: ragged= gives no other
 
     return _over_experts("grouped_counts", grouped, out_dtype, stages, BM,
                          lambda b, c: (tkc.cdiv(c.c, BN), tkc.cdiv(c.r, BM), b.d))
