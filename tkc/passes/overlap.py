@@ -70,6 +70,8 @@ def overlap_finish(items, loop, drain: list, budget_words: int):
     if _crosses(chunks):
         return None  # a chunk reads another's values: they run in different places
     carried = _carried(memory, body, made_in_memory)
+    if not all(isinstance(view(v.type), (RT, RV)) or _scalar(v.type) for v in carried):
+        return None  # a value only tiles and scalars ride in iter_args (a gl slice of the item, say)
     if sum(_words(v) for v in carried) > budget_words:
         return None
     with ir.InsertionPoint(items), items.location:
@@ -177,6 +179,10 @@ def _defined_in(value, op) -> bool:
     owner = value.owner
     owner = owner.operation if hasattr(owner, "operation") else None
     return owner is not None and inside(owner, op)
+
+
+def _scalar(t) -> bool:
+    return isinstance(t, (ir.IndexType, ir.IntegerType, ir.F32Type))
 
 
 def _words(value) -> int:
