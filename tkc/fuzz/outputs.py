@@ -26,8 +26,11 @@ def tma_store(g, v, name: str) -> bool:
     g.emit(f"store({s}, {v.name}, (tkc.warpid(), 0))", "store_shared")
     how = g.rng.random()
     if how < 0.2:   # through a slice at the block's first row: the box inside it, or past the gl's end
-        g.emit(f'tma.store({name}.slice("r", by * {g.warps * rows}, {g.warps * rows}), {s}, (0, {g.out_d}, 0, bx))',
-               "tma_store_row_slice")
+        view = f'{name}.slice("r", by * {g.warps * rows}, {g.warps * rows})'
+        if how < 0.1:   # made at the top (a persistent item's start: what its finish reads, not carries)
+            g.top.append(f"    {name}_rows = {view}")
+            view = f"{name}_rows"
+        g.emit(f"tma.store({view}, {s}, (0, {g.out_d}, 0, bx))", "tma_store_row_slice")
     elif how < 0.3:   # at its first column (on 16 bytes: a box's columns are a multiple of them)
         g.emit(f'tma.store({name}.slice("c", bx * {cols}, {cols}), {s}, (0, {g.out_d}, by, 0))',
                "tma_store_col_slice")
