@@ -71,7 +71,7 @@ def overlap_finish(items, loop, drain: list, budget_words: int):
         return None  # a chunk reads another's values: they run in different places
     carried = _carried(memory, body, made_in_memory)
     if not all(isinstance(view(v.type), (RT, RV)) or _scalar(v.type) for v in carried):
-        return None  # a value only tiles and scalars ride in iter_args (a gl slice of the item, say)
+        return None  # only tiles and scalars ride in iter_args (not a gl slice the item made, say)
     if sum(_words(v) for v in carried) > budget_words:
         return None
     with ir.InsertionPoint(items), items.location:
