@@ -173,10 +173,11 @@ def compare_grouped(layout, n, k, rounds):
     if layout in ("contiguous", "counts"):
         a = torch.cat([rows(o[0].view(u8), m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).view(f8)
         sa = torch.cat([rows(o[2], m, p) for o, m, p in zip(ops, MOE_COUNTS, pads)]).t().contiguous().t()
-        groups = torch.tensor([e for e, p in enumerate(pads) for _ in range(p // 128)], dtype=torch.int32,
-                              device="cuda")
         if layout == "counts":
             groups, extra = None, {"counts": torch.tensor(pads, dtype=torch.int32, device="cuda")}
+        else:
+            groups = torch.tensor([e for e, p in enumerate(pads) for _ in range(p // 128)], dtype=torch.int32,
+                                  device="cuda")
     else:
         a = torch.stack([rows(o[0].view(u8), m, top) for o, m in zip(ops, MOE_COUNTS)]).view(f8)
         sa = torch.stack([rows(o[2], m, top).t() for o, m in zip(ops, MOE_COUNTS)]).transpose(1, 2)

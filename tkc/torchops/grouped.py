@@ -64,9 +64,10 @@ def _kernel(out: str, layout: str, BM: int = BLOCK):
     return (grouped_masked if layout == "masked" else grouped_counts)(out, BM=BM)
 
 
-def _masked_key(a, b, sa, sb, groups, c) -> tuple:
-    """The kernel's gls: a power-of-two bucket of max_m (how many rows an
-    expert may have: the counts are on the device) and of N."""
+def _height_key(a, b, *_) -> tuple:
+    """A masked or counts kernel's gls: power-of-two buckets of a's rows (masked: max_m, how
+    many rows an expert may have, the counts being on the device; by counts: all experts'
+    rows) and of N."""
     return bucket(a.shape[-2]), bucket(b.shape[-2])
 
 
@@ -96,13 +97,8 @@ def _masked_examples() -> list:
 # do 1.5x 128 rows' work in ~1.3x the time (H200) but pad each expert's last
 # block further (an untuned key takes 128). The contiguous layout's blocks
 # are 128 rows by its definition, so its kernel has that height alone.
-MASKED_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_masked_key, name="tkc.grouped_scaled_mm.masked_tile",
+MASKED_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_height_key, name="tkc.grouped_scaled_mm.masked_tile",
                        examples=_masked_examples)(lambda BM: _kernel("bf16", "masked", BM))
-
-
-def _counts_key(a, b, sa, sb, count, ends, c) -> tuple:
-    """The counts layout's kernel gls: power-of-two buckets of M (all experts' rows) and N."""
-    return bucket(a.shape[-2]), bucket(b.shape[-2])
 
 
 def _counts_examples() -> list:
@@ -121,7 +117,7 @@ def _counts_examples() -> list:
 
 
 # The counts layout's tile height, tuned per GPU as the masked one's (an untuned key takes 128).
-COUNTS_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_counts_key, name="tkc.grouped_scaled_mm.counts_tile",
+COUNTS_TILE = autotune(space={"BM": list(HEIGHTS)}, key=_height_key, name="tkc.grouped_scaled_mm.counts_tile",
                        examples=_counts_examples)(lambda BM: _kernel("bf16", "counts", BM))
 
 
@@ -144,13 +140,13 @@ def _plan(a, b, sa, sb, groups, out_dtype, by_counts=False):
     if a.numel() == 0 or b.numel() == 0:
         return lambda a, b, sa, sb, groups: _out(a, b, out_dtype).zero_()
     c = _out(a, b, out_dtype)
-    views = _views(a, b, sa, sb, groups)
-    if layout == "counts":   # the experts' row ends too (count's running sum: where each one's rows start)
-        views = (*views, _ends(groups).view(1, 1, 1, -1))
-    c4 = c.view(1, -1, *c.shape[-2:])
-    bm = MASKED_TILE.choose(_masked_key(*views, c4))["BM"] if layout == "masked" else \
-        COUNTS_TILE.choose(_counts_key(*views, c4))["BM"] if layout == "counts" else BLOCK
-    launch = _kernel(OUT[out_dtype], layout, bm).prepare(*views, c4)
+    # by counts, the experts' row ends too (count's running sum: where each one's rows start);
+    # a launch reads a tensor's pointer alone, so its runs pass them 1-D
+    ends = (lambda groups: (_ends(groups),)) if layout == "counts" else (lambda groups: ())
+    views = (*_views(a, b, sa, sb, groups), *(e.view(1, 1, 1, -1) for e in ends(groups)))
+    bm = BLOCK if layout == "blocks" else \
+        (MASKED_TILE if layout == "masked" else COUNTS_TILE).choose(_height_key(*views))["BM"]
+    launch = _kernel(OUT[out_dtype], layout, bm).prepare(*views, c.view(1, -1, *c.shape[-2:]))
     # the scales read in place (tma_scales padded neither; the key fixes that for later
     # calls): the launch takes the tensors themselves, as it reads their pointers alone
     in_place = views[2].data_ptr() == sa.data_ptr() and views[3].data_ptr() == sb.data_ptr()
@@ -158,11 +154,9 @@ def _plan(a, b, sa, sb, groups, out_dtype, by_counts=False):
     def run(a, b, sa, sb, groups):
         c = _out(a, b, out_dtype)
         if in_place:
-            launch(a, b, sa, sb, groups, *((_ends(groups),) if layout == "counts" else ()), c)
+            launch(a, b, sa, sb, groups, *ends(groups), c)
         else:
-            views = _views(a, b, sa, sb, groups)
-            launch(*views, *((_ends(groups).view(1, 1, 1, -1),) if layout == "counts" else ()),
-                   c.view(1, -1, *c.shape[-2:]))
+            launch(*_views(a, b, sa, sb, groups), *ends(groups), c.view(1, -1, *c.shape[-2:]))
         return c
     return run
 
