@@ -14,7 +14,8 @@ from tkc.diagnostics import TkcError
 from tkc.runtime import Artifact, driver, launch, tensors
 from tkc.runtime.args import Signature
 from tkc.runtime.frame import Frame, Layout
-from tkc.runtime.launch import FEW, Launcher, launcher
+from tkc.runtime.free import FEW
+from tkc.runtime.launch import Launcher, launcher
 
 from helpers import SCALE_MANIFEST as MANIFEST, aligned, good_args
 
@@ -456,22 +457,51 @@ def test_prepared_launch_reads_free_arguments_per_call(fake, monkeypatch):
     x = torch.zeros(2, 32, 64)
     cache = torch.zeros(2, 3, 40, 64, dtype=torch.float16)
     go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
-    frames = go.__globals__["frames"]   # its own few, not the launcher's (_few_frames)
+    frames = go.__globals__["frames"]   # its own few per thread, not the launcher's (free.py)
     for k in (cache[:, :, :11], cache[:, :, :11], torch.zeros(2, 3, 17, 64, dtype=torch.float16),
               torch.zeros(1, 3, 1, 64, dtype=torch.float16), cache[:, 1:2, 5:30]):
         go(x, k, 2.0)
-        frame = {f.address: f for f in frames.values()}[sent(fake.cuda.state)[2]]
+        frame = {f.address: f for f in frames.frames().values()}[sent(fake.cuda.state)[2]]
         launch(art, [x, k, 2.0])   # the full path, for comparison
         assert frame.decoded() == fake.launches[-1][3]
         assert frame.decoded()[4:7] == list(k.shape[:3]) and str(k.shape[2]).encode() in frame.decoded()[-1]
     assert fake.cuda.state.launches == 10
-    assert len(frames) == 4   # one frame per distinct pointer, dims and strides
+    assert len(frames.frames()) == 4   # one frame per distinct pointer, dims and strides
     assert frames is not launcher(art).frames
     maps = launcher(art).tensor_maps._cache
     maps.clear()
-    for n in range(12, 12 + 2 * FEW):   # a growing cache: its frames stay few, its maps are not kept
+    addresses = set()
+    for n in range(12, 12 + 2 * FEW):   # a growing cache: its frames stay few and are reused, its maps not kept
         go(x, cache[:, :, :n], 2.0)
-    assert 0 < len(frames) <= FEW and not maps
+        addresses.add(sent(fake.cuda.state)[2])
+        frame = {f.address: f for f in frames.frames().values()}[sent(fake.cuda.state)[2]]
+        held = frame.decoded()   # a reused frame holds this call's values, its map encoded for them
+        assert held[4:7] == [2, 3, n] and held[-1].startswith(repr((cache.data_ptr(), (64, n, 3, 2))).encode()[:-1])
+    assert len(frames.frames()) == FEW and len(addresses) == FEW and not maps
+
+
+def test_threads_pack_free_arguments_into_frames_of_their_own(fake, monkeypatch):
+    """A launch with free arguments repacks its frames in turn: each thread
+    has its own, so no thread rewrites a frame another is about to launch."""
+    torch = pytest.importorskip("torch")
+    import threading
+    monkeypatch.setattr("tkc.runtime.tensormap.encode",
+                        lambda a: repr((a.address, a.global_dim)).encode().ljust(128, b"\0"))
+    art = Artifact(b"cubin", FREE_MANIFEST)
+    x, cache = torch.zeros(2, 32, 64), torch.zeros(2, 3, 40, 64, dtype=torch.float16)
+    go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
+    seen = {}
+
+    def steps(name):
+        for n in range(11, 11 + FEW):
+            go(x, cache[:, :, :n], 1.0)
+        seen[name] = {f.address for f in go.__globals__["frames"].frames().values()}
+    workers = [threading.Thread(target=steps, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(seen[0]) == len(seen[1]) == FEW and not seen[0] & seen[1]
 
 
 @pytest.mark.parametrize("free, message", [

@@ -22,10 +22,11 @@ from typing import Callable, NamedTuple
 
 from ..diagnostics import TkcError
 from . import driver
-from .args import Signature, strides4, strides_4d
+from .args import Signature, strides4
 from .artifact import Artifact
 from .callsite import caller
 from .frame import Frame, Layout
+from .free import FreeFrames, reader
 from .grid import SMS, compile_grid
 from .tensormap import MAP_BYTES, TensorMaps
 
@@ -129,12 +130,11 @@ class Launcher:
             self.frames[key] = params
         return params
 
-    def _pack(self, values: list, plan: Plan, fresh=()) -> driver.Params:
-        """A new frame of these values, its tensor maps encoded (those of the
-        arguments in `fresh` encoded into it and not kept)."""
+    def _pack(self, values: list, plan: Plan) -> driver.Params:
+        """A new frame of these values, its tensor maps encoded."""
         frame = Frame(self.layout)
         if self.tensor_maps is not None:
-            self._maps(frame, values, plan, fresh)
+            self._maps(frame, values, plan)
         return frame.pack(values)
 
     def _plan(self, args, stream, fast) -> Plan:
@@ -158,30 +158,12 @@ class Launcher:
             self.plans[fast[0]] = plan
         return plan
 
-    def _reshaped(self, values, plan: Plan, free: frozenset) -> Plan:
-        """plan with the shapes and strides of the free arguments that values
-        hold (their runtime dims and a strided gl's strides), for their maps."""
-        shapes, strides = list(plan.shapes), list(plan.strides)
-        for i in free:
-            param, slot = self.signature.params[i], self.signature.slots[i]
-            at = slot + 1 + len(param.runtime_axes)
-            dims = iter(values[slot + 1:at])
-            shapes[i] = [next(dims) if n is None else n for n in param.dims]
-            if param.strided:
-                e = param.itemsize
-                strides[i] = (values[at] * e, values[at + 1] * e, values[at + 2] * e, e)
-        return Plan(plan.grid, plan.device, plan.values, shapes, plan.spans, strides)
-
-    def _maps(self, frame: Frame, values: list, plan: Plan, fresh=()) -> None:
-        """The tensor maps into the frame's slots after the regular parameters:
-        kept ones copied, those of the arguments in `fresh` encoded there."""
+    def _maps(self, frame: Frame, values: list, plan: Plan) -> None:
+        """The tensor maps, copied into the frame's slots after the regular parameters."""
         slots, maps = self.signature.slots, self.tensor_maps
         for n, (i, address) in enumerate(zip(maps.params, frame.map_addresses)):
             ptr = values[slots[i] + maps.offsets[n]]
-            if i in fresh:
-                maps.write(n, address, ptr, plan.shapes[i], plan.strides[i])
-            else:
-                ctypes.memmove(address, maps.map(n, ptr, plan.shapes[i], plan.strides[i]), MAP_BYTES)
+            ctypes.memmove(address, maps.map(n, ptr, plan.shapes[i], plan.strides[i]), MAP_BYTES)
 
     def _grid(self, env: dict) -> tuple:
         grid = self.grid(env)
@@ -236,8 +218,9 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
 
     Arguments in `free` (gl tensors) may differ from the prepared ones in
     their runtime dims and strides (a decode step's KV cache, one key longer
-    each step): the launch reads them per call, and a new set of them packs
-    a new frame, its tensor maps encoded for them. The caller owns the
+    each step): the launch reads them per call, and a new set of them is
+    packed into one of the thread's few frames, its tensor maps encoded for
+    them (free.py, FreeFrames). The caller owns the
     promise that the kernel takes them (the divisibility and the stride and
     alignment rules the checks apply; the same dims where two arguments share
     a name); the grid must not read them, and the dims must not be divisible
@@ -248,7 +231,7 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
     if free & bound:
         raise TkcError(f"kernel '{launcher.kernel}': arguments {sorted(free & bound)} cannot be both bound "
                        f"and free", caller())
-    readers = {arg: _free_reader(launcher, arg, plan.shapes) for arg in free}
+    readers = {arg: reader(launcher, arg, plan.shapes) for arg in free}
     values, i = [], 0
     while i < len(plan.values):
         arg, shape = slots.get(i, (None, None))
@@ -268,8 +251,8 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
               f"    go(stream(device), frames.get(key) or miss(key))\n")
     scope = {f"c{i}": v for i, v in enumerate(plan.values) if i not in slots or slots[i][0] in bound}
     frames, miss = (launcher.frames, lambda key: launcher._params(list(key), plan)) if not free else \
-        _few_frames(launcher, plan, free)
-    scope.update({f"f{arg}": reader for arg, (reader, _) in readers.items()})
+        (FreeFrames(launcher, plan, free), None)   # (whose get packs what it lacks)
+    scope.update({f"f{arg}": read for arg, (read, _) in readers.items()})
     scope.update(context=driver.context, device=device, frames=frames, stream=_default_stream, miss=miss,
                  go=driver.launcher(fn, plan.grid, launcher.block, launcher.shared, launcher.cluster))
     code = _CODE.get(source)
@@ -281,62 +264,6 @@ def prepared(launcher: Launcher, plan: Plan, bound: frozenset = frozenset(),
     launch = scope["launch"]
     launch.__qualname__ = f"prepared[{launcher.kernel}]"
     return launch
-
-
-FEW = 8   # frames a prepared launch with free arguments keeps
-
-
-def _few_frames(launcher: Launcher, plan: Plan, free: frozenset) -> tuple:
-    """(frames, miss) of a prepared launch with free arguments: its own few
-    frames, not the launcher's, their free arguments' tensor maps encoded
-    per frame and not kept. A growing cache's every step is new values (a
-    new key count, often new memory), never seen again: kept for long, its
-    frames and maps would be objects that outlive Python's young garbage
-    collections, and their number paces the full ones (~0.5 s over a
-    model's objects; ~100 µs a step, amortised, when each step kept its
-    own). A loop over a fixed cache repeats its few sets of values."""
-    frames: dict = {}
-
-    def miss(key):
-        if len(frames) >= FEW:
-            frames.clear()
-        params = frames[key] = launcher._pack(list(key), launcher._reshaped(key, plan, free), free)
-        return params
-    return frames, miss
-
-
-def _free_reader(launcher: Launcher, index: int, shapes: list) -> tuple:
-    """(values(t), count): free argument `index`'s PTX values read from a
-    tensor of the prepared one's rank (its data pointer, runtime dims, a
-    strided gl's element strides, as GlParam.pack writes them), and how many
-    they are."""
-    params = launcher.signature.params
-    param = params[index] if 0 <= index < len(params) else None
-    where = f"kernel '{launcher.kernel}': argument {index} '{getattr(param, 'name', '?')}' cannot be free"
-    if not hasattr(param, "runtime_axes") or param.peers or shapes[index] is None:
-        raise TkcError(f"{where}: only a gl tensor's dims can change between prepared launches", caller())
-    if launcher.grid.names & set(param.env_names):
-        raise TkcError(f"{where}: the grid reads its dims", caller())
-    if any(param.divisible[a] != 1 for a in param.runtime_axes):
-        raise TkcError(f"{where}: its dims must be multiples of {param.divisible}", caller())
-    rank = len(shapes[index])
-    axes, e, strided = [a - (4 - rank) for a in param.runtime_axes], param.itemsize, param.strided
-
-    if rank == 4 and strided and axes == [0, 1, 2]:   # a [B, H, L, D] cache: its reads spelt out
-        def values(t) -> tuple:
-            (n0, n1, n2, n3), (s0, s1, s2, s3) = t.shape, t.stride()
-            s3 = 1 if n3 == 1 else s3   # a size-1 dim's stride as if contiguous (strides4)
-            s2 = s3 * n3 if n2 == 1 else s2
-            s1 = s2 * n2 if n1 == 1 else s1
-            return t.data_ptr(), n0, n1, n2, s1 * n1 if n0 == 1 else s0, s1, s2
-    else:
-        def values(t) -> tuple:
-            shape = t.shape
-            out = (t.data_ptr(), *(shape[a] if a >= 0 else 1 for a in axes))
-            if strided:
-                out += tuple(s // e for s in strides_4d(shape, [s * e for s in t.stride()], e)[:3])
-            return out
-    return values, 1 + len(axes) + 3 * strided
 
 
 def _stream_handle(stream) -> int:
