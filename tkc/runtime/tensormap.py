@@ -118,6 +118,24 @@ def _fixed(cu, args: EncodeArgs) -> tuple:
     return kept
 
 
+class _Uint64s(dict):
+    """n -> the bindings' cuuint64_t of n, made once: a growing cache's maps
+    differ from step to step in one dim, their other dims and strides repeat."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+
+    def __missing__(self, n: int):
+        if len(self) >= 4096:
+            self.clear()
+        value = self[n] = self.module.cuuint64_t(n)
+        return value
+
+
+_U64: dict = {}   # id of the bindings module (a fake one: a namespace) -> its _Uint64s
+
+
 def encode(args: EncodeArgs) -> bytes:
     """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled, through cuda-bindings)."""
     return ctypes.string_at(_encoded(args).getPtr(), MAP_BYTES)
@@ -127,9 +145,12 @@ def _encoded(args: EncodeArgs):
     """The CUtensorMap object of args."""
     cu = driver._cuda or driver.api()
     dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[1]
-    u64 = cu.cuuint64_t
-    err, tmap = cu.cuTensorMapEncodeTiled(dtype, 4, args.address, [u64(n) for n in args.global_dim],
-                                          [u64(n) for n in args.global_strides], box, element_strides,
+    u64 = _U64.get(id(cu))
+    if u64 is None or u64.module is not cu:
+        _U64.clear()
+        u64 = _U64[id(cu)] = _Uint64s(cu)
+    err, tmap = cu.cuTensorMapEncodeTiled(dtype, 4, args.address, [u64[n] for n in args.global_dim],
+                                          [u64[n] for n in args.global_strides], box, element_strides,
                                           interleave, swizzle, l2, oob)
     if err:
         driver._check(cu, err, "cuTensorMapEncodeTiled")
