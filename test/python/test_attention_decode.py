@@ -42,9 +42,9 @@ def launched(monkeypatch):
         return interpreted(forward_kernel(*key))
     lengths_kernel = decode.decode_lengths_kernel
 
-    def decode_lengths_kernel(D):
+    def decode_lengths_kernel(D, merged=False):
         seen.append("lengths")
-        return interpreted(lengths_kernel(D))
+        return interpreted(lengths_kernel(D, merged))
     monkeypatch.setattr(decode, "decode_kernels", decode_kernels)
     monkeypatch.setattr(decode, "decode_lengths_kernel", decode_lengths_kernel)
     monkeypatch.setattr(decode, "sms", lambda device: 6)
@@ -230,18 +230,29 @@ def test_split_counts_are_the_h200s_tuned_data(monkeypatch, tmp_path):
     (4, 200, 40, 64, False, 40),   # causal over 40 queries: the last split (8 keys) unseen by rows < 32
     (2, 150, 12, 128, True, 3),    # 4 heads of 3 queries packed (row r is query r mod 3), causal
 ])
-def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, P):
+@pytest.mark.parametrize("merged", [False, True])
+def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, P, merged):
     """Split s reads keys s * chunk .. (chunk = Lk / S in whole 64-key tiles);
     splits past the end see no key (lse +inf) and weigh nothing. causal_q =
-    P > 0: row r is query r mod P, seeing key j iff j <= r mod P + Lk - P."""
+    P > 0: row r is query r mod P, seeing key j iff j <= r mod P + Lk - P.
+    The merge kernel merges the splits; merged, the tile's last split merges
+    them into out and lout itself and zeroes its counter again."""
     rng = rng_of(request)
     B, H = 2, 2
     q = bf(rng.standard_normal((B, H, R, D))).astype(np.float32)
     k, v = (bf(rng.standard_normal((B, H, Lk, D))).astype(np.float32) for _ in "kv")
     op = np.full((B, H, S * R, D), np.nan, np.float32)
     lp = np.full((B, H, 1, S * R), np.nan, np.float32)
+    o = np.full((B, H, R, D), np.nan, np.float32)
+    lo = np.full((B, H, 1, R), np.nan, np.float32)
+    count = np.zeros((1, B, H, 1), np.int32)
     schedule = ForwardSchedule(KV=64, consumers=1, persistent=persistent)
-    attention_hopper(D, False, "split", schedule).interpret(q, k, v, op, lp, S, P, 0.2)
+    kernel = attention_hopper(D, False, "split", schedule, merged=merged)
+    if merged:
+        kernel.interpret(q, k, v, op, lp, o, lo, count, S, P, 0.2)
+    else:
+        kernel.interpret(q, k, v, op, lp, S, P, 0.2)
+        attention_merge_splits(D).interpret(op, lp, o, lo)
     seen = np.arange(Lk)[None, :] <= (np.arange(R) % P + Lk - P if P else np.full(R, Lk))[:, None]
     chunk = -(-(-(-Lk // S)) // 64) * 64
     for s in range(S):
@@ -255,22 +266,42 @@ def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, 
         np.testing.assert_allclose(lp[:, :, 0, rows], want_l, rtol=1e-5, atol=1e-5)
     if P == 40:
         assert np.isposinf(lp[:, :, 0, 3 * R:3 * R + 32]).all()   # (the case the comment above names)
-    o = np.full((B, H, R, D), np.nan, np.float32)
-    lo = np.full((B, H, 1, R), np.nan, np.float32)
-    attention_merge_splits(D).interpret(op, lp, o, lo)
     want_o, want_l = _masked_lse(q, k, v, 0.2, seen)
     np.testing.assert_allclose(o, want_o, atol=2e-2)
     np.testing.assert_allclose(lo[:, :, 0], want_l, rtol=1e-5, atol=1e-5)
+    assert (count == 0).all()
 
 
-def test_merge_of_rows_with_no_key_anywhere(request):
-    """Every split +inf: o = 0 and lse +inf (the op's convention), no NaN."""
-    op = np.zeros((1, 1, 3 * 2, 64), np.float32)
+def test_split_kernel_counts_on_its_tiles_counters():
+    """A counter that is not zero before the launch (another launch using it
+    at once: the reason each stream has its own) makes no block the last, so
+    nothing is merged and the count is left raised; the torch op's counters
+    are zeros kept per device (and stream)."""
+    rng = np.random.default_rng(3)
+    q = bf(rng.standard_normal((1, 1, 4, 64))).astype(np.float32)
+    k = bf(rng.standard_normal((1, 1, 300, 64))).astype(np.float32)
+    op, lp = np.zeros((1, 1, 3 * 4, 64), np.float32), np.zeros((1, 1, 1, 3 * 4), np.float32)
+    o, lo = np.full((1, 1, 4, 64), np.nan, np.float32), np.full((1, 1, 1, 4), np.nan, np.float32)
+    count = np.full((1, 1, 1, 1), 5, np.int32)
+    attention_hopper(64, False, "split", ForwardSchedule(KV=64, consumers=1), merged=True).interpret(
+        q, k, k, op, lp, o, lo, count, 3, 0, 0.2)
+    assert np.isnan(o).all() and count[0, 0, 0, 0] == 8
+    cpu = torch.device("cpu")
+    small, big = plans.counters(cpu, 10), plans.counters(cpu, 5000)
+    assert small.numel() >= 10 and big.dtype == torch.int32 and big.numel() >= 5000 and not big.any()
+    assert plans.counters(cpu, 5) is big
+
+
+@pytest.mark.parametrize("D", [64, 128])
+def test_merge_of_rows_with_no_key_anywhere(request, D):
+    """Every split +inf: o = 0 and lse +inf (the op's convention), no NaN; a
+    row with keys gets the splits' lse-weighted mean."""
+    op = np.zeros((1, 1, 3 * 2, D), np.float32)
     lp = np.full((1, 1, 1, 3 * 2), np.inf, np.float32)
     lp[0, 0, 0, 1::2] = [0.5, -1.0, 2.0]          # row 1 has keys in every split
-    op[0, 0, 1::2] = rng_of(request).standard_normal((3, 64))
-    o, lo = np.full((1, 1, 2, 64), np.nan, np.float32), np.full((1, 1, 1, 2), np.nan, np.float32)
-    attention_merge_splits(64).interpret(op, lp, o, lo)
+    op[0, 0, 1::2] = rng_of(request).standard_normal((3, D))
+    o, lo = np.full((1, 1, 2, D), np.nan, np.float32), np.full((1, 1, 1, 2), np.nan, np.float32)
+    attention_merge_splits(D).interpret(op, lp, o, lo)
     assert (o[0, 0, 0] == 0).all() and np.isposinf(lo[0, 0, 0, 0])
     w = np.exp(np.array([0.5, -1.0, 2.0]) - 2.0)
     np.testing.assert_allclose(o[0, 0, 1], bf(w @ op[0, 0, 1::2] / w.sum()), atol=1e-2)
@@ -282,6 +313,8 @@ def test_the_split_layout_refuses_what_it_cannot_build():
         attention_hopper(64, True, "split", ForwardSchedule(consumers=1))
     with pytest.raises(TkcError, match="split-KV forward"):
         attention_hopper(64, False, "split", ForwardSchedule(consumers=1, o_via_q=True))
+    with pytest.raises(TkcError, match="merged splits are the split-KV forward's"):
+        attention_hopper(64, False, "bhld", ForwardSchedule(consumers=1), merged=True)
     with pytest.raises(TkcError, match="multiple of 32"):
         attention_merge_splits(48)
 
@@ -313,7 +346,7 @@ def test_k_lengths_attend_to_each_batchs_filled_keys(launched, on_cuda, Hq, Hkv,
     q, k, v = (t.detach() for t in attention_qkv(4, Hq, Hkv, Lq, 300, D, blhd))
     lens = torch.tensor([300, 0, 77, 1000], dtype=torch.int32)   # full, empty, part, past the end
     o, lse = ops._with_lengths(q, k, v, lens, causal, 0.125, True)
-    assert launched == ["decode", "lengths"]
+    assert launched == ["lengths", "decode", "lengths"]   # the split, the merge, the merging split
     want, want_lse = _masked_reference(q, k, v, lens, causal, 0.125)
     assert o.shape == q.shape and _rel(o, want) < 1e-2
     assert (o[1] == 0).all() and torch.isposinf(lse[1]).all()
@@ -367,7 +400,8 @@ def test_k_lengths_refusals(on_cuda):
 def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatch):
     """`tkc build --call` (the command an offline miss names) makes a
     k_lengths call without gradients only (it has no backward): the split
-    kernel with lengths and the merge."""
+    kernel with lengths, the merge, and the split kernel with lengths that
+    merges its splits (the captured and the eager call's)."""
     from tkc import cli
     from tkc.cli import build_all, main
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
@@ -377,7 +411,8 @@ def test_build_call_with_k_lengths_builds_its_forward_alone(tmp_path, monkeypatc
     for _ in range(2):   # the second time, kernels this process loaded already: listed all the same
         built.clear()
         assert main(["build", "--call", call]) == 0
-        assert sorted(k.name for k in built) == ["attn_fwd_d64_split_kv128_c1_lengths", "attn_split_merge_d64"]
+        assert sorted(k.name for k in built) == ["attn_fwd_d64_split_kv128_c1_lengths",
+                                                 "attn_fwd_d64_split_kv128_c1_lengths_merged", "attn_split_merge_d64"]
 
 
 def test_k_lengths_in_an_autocast_region(launched, on_cuda, monkeypatch):
@@ -491,26 +526,29 @@ def test_convert_sets_a_transformers_models_attention():
 
 def test_a_growing_cache_prepares_its_launches_once(monkeypatch):
     """A decode step over a cache one key longer each call (transformers'
-    DynamicCache) finds its launches prepared: the split kernel's once per
+    DynamicCache) finds its launches prepared: the split kernels' once per
     split count (k and v free: their key count and strides read per launch),
-    the merge's once (fake driver: the host work, stub launches)."""
+    the merge's once; an eager step is one launch (the split kernel that
+    merges its splits; fake driver: the host work, stub launches)."""
     from tkc.bench.fake_driver import fake_driver
     from tkc.kernels.attention_tuned import decode_kernels
-    split, merge = decode_kernels(128)[:2]
-    prepared, real = [], type(merge).prepare
-    monkeypatch.setattr(type(merge), "prepare",
+    split, merge, _, fused = decode_kernels(128)
+    prepared, real = [], type(split).prepare
+    monkeypatch.setattr(type(split), "prepare",
                         lambda self, *a, **k: (prepared.append(self.name), real(self, *a, **k))[1])
     plans.forget()
     q = torch.randn(1, 32, 1, 128).bfloat16()
     kc = torch.randn(1, 8, 1024, 128).bfloat16()
-    with fake_driver(), torch.no_grad():
+    with fake_driver() as fake, torch.no_grad():
         for n in range(600, 640):
             ops.attention(q, kc[:, :, :n], kc[:, :, :n])
         k = kc[:, :, :600].contiguous()
+        launches = fake.state.launches
         for n in range(601, 620):   # new memory each step, its strides too
             k = torch.cat([k, kc[:, :, n - 1:n]], 2)
             ops.attention(q, k, k)
-    assert prepared.count(merge.name) == 1 and prepared.count(split.name) == 1
+        assert fake.state.launches - launches == 19   # one a step
+    assert sorted(prepared) == sorted([split.name, merge.name, fused.name])
     plans.forget()
 
 

@@ -97,18 +97,18 @@ def test_attention_forward_and_backward():
 
 
 def test_decode_steps_fixed_and_over_a_growing_cache():
-    """A decode step: the split kernel and the merge, no torch op but the
-    splits' buffer (an empty under no autograd node: not counted). Over a
-    cache one key longer each step (a new signature every call), the step
-    goes to its family's launches: the checks a new key needs (_fits,
-    strided_takes), no plan, no prepared launch made."""
+    """A decode step: one launch (the split kernel, which merges its splits),
+    no torch op but the splits' buffer (an empty under no autograd node: not
+    counted). Over a cache one key longer each step (a new signature every
+    call), the step goes to its family's launches: the checks a new key
+    needs (_fits, strided_takes), no plan, no prepared launch made."""
     from tkc.runtime.launch import Launcher
     q = torch.randn(1, 8, 1, 64).to(BF)
     cache = torch.randn(1, 2, 2048, 64).to(BF)
     k = cache[:, :, :900]
     with torch.no_grad():
         launches, ops, frames = _work(lambda: tkc.attention(q, k, k))
-        assert (launches, ops) == (2, {}) and frames <= 14, frames
+        assert (launches, ops) == (1, {}) and frames <= 14, frames
         lengths = iter(range(1000, 2048))
         steps = []
 
@@ -122,8 +122,8 @@ def test_decode_steps_fixed_and_over_a_growing_cache():
             launches, ops, frames = _work(step)
         finally:
             Launcher.prepare = prepare
-    assert (launches, ops) == (2, {}) and frames <= 36, frames
-    assert made == [steps[0]] * 2, made   # the family's first step prepared the split and the merge
+    assert (launches, ops) == (1, {}) and frames <= 36, frames
+    assert made == [steps[0]] * 3, made   # its first step prepared the split, the merge, the merging split
 
 
 def test_a_growing_cache_keeps_nothing_per_step():

@@ -40,13 +40,17 @@ Layouts (`layout=`; the gl each tensor is viewed as):
            KV); its normalised O (f32) and lse go to rows s * Lq .. of o [B, Hq,
            splits * Lq, D] and lse [B, Hq, 1, splits * Lq], which
            attention_merge.attention_merge_splits merges:
-           attn(q, k, v, o, lse, splits, causal_q, scale). The decode path
-           packs a KV head's G query heads of Lq rows each into one tile's
-           rows (torchops/attn_decode.py), so its causal mask is a runtime
-           one: causal_q = Lq (0: no mask), row r is query r mod Lq and sees
+           attn(q, k, v, o, lse, splits, causal_q, scale); or with merged=True
+           the query tile's last split to finish merges them itself into out
+           [B, Hq, Lq, D] (bf16, strided) and lout [B, Hq, 1, Lq], counting
+           on count [1, B, Hq, query tiles] (i32, zero before; _split_kernel):
+           attn(q, k, v, o, lse, out, lout, count, splits, causal_q, scale).
+           The decode path packs a KV head's G query heads of Lq rows each
+           into one tile's rows (torchops/attn_decode.py), so its causal mask
+           is a runtime one: causal_q = Lq (0: no mask), row r is query r mod Lq and sees
            key j iff j <= r mod Lq + Lk - Lq (causal=False: the flag is the
            unpacked mask's).
-           lengths=True: attn(q, k, v, o, lse, lens, splits, causal_q, scale),
+           lengths=True: lens after o, lse (and out, lout, count), before splits,
            batch b's keys its first lens[b] (i32 [B], clamped to 0 .. Lk: a
            KV cache's filled part, read on the device; the mask's Lk).
 
@@ -68,15 +72,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 
 import tkc.dsl as tkc
 from tkc.dsl import bf16, f8e4m3, f32, gl, i32, rt, rv, st, tma, warpgroup
 from tkc.diagnostics import TkcError
-from tkc.ops import (eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max, row_sum,
-                     store, sub_row, subtile, where, zero)
+from tkc.ops import (atomic_add, eq, exp2, fma, iota, load, log2, mul_row, neg_infty, rcp, row_max,
+                     row_sum, store, sub_row, subtile, where, zero)
 
-from .attention_merge import attention_merge_splits
+from .attention_merge import attention_merge_splits, merge_splits
 from .attention_schedule import ForwardSchedule, decode_schedule
 
 LOG2E, LN2 = math.log2(math.e), math.log(2)
@@ -87,7 +92,8 @@ P_SHIFT = 8                   # FP8: P is computed as exp2(.. + 8), P * 2^8 (mod
 
 
 def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
-                     schedule: ForwardSchedule = ForwardSchedule(), dtype: str = "bf16", lengths: bool = False):
+                     schedule: ForwardSchedule = ForwardSchedule(), dtype: str = "bf16", lengths: bool = False,
+                     merged: bool = False):
     """The forward kernel for head dim D: attn(q, k, v, o, lse, scale), or for
     layout="varlen" attn(q, k, v, o, lse, cu_q, cu_k, max_q, scale), or for
     dtype="f8e4m3" attn(q, k, vt, o, lse, q_scale, k_scale, v_scale, scale)
@@ -136,8 +142,9 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
         raise TkcError(f"attention: head dim {D} is not supported (one of {HEAD_DIMS})")
     if layout not in (*LAYOUTS, "split"):
         raise TkcError(f"attention: layout must be one of {(*LAYOUTS, 'split')}, got {layout!r}")
-    if lengths and layout != "split":
-        raise TkcError("attention: per-batch key lengths are the split-KV forward's (layout='split')")
+    if (lengths or merged) and layout != "split":
+        raise TkcError("attention: per-batch key lengths and merged splits are the split-KV forward's "
+                       "(layout='split')")
     if layout == "split" and (causal or dtype != "bf16" or schedule.o_via_q):
         raise TkcError("attention: the split-KV forward is bf16, not causal, and stores O from registers "
                        "(no o_via_q)")
@@ -160,7 +167,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     KV, stages, consumers = schedule.KV, schedule.stages, schedule.consumers
     overlap, pingpong, persistent = schedule.overlap, schedule.pingpong, schedule.persistent
     ex2_fma, diagonal_mask, o_via_q = schedule.ex2_fma, schedule.diagonal_mask, schedule.o_via_q
-    name = schedule.name(D, causal, layout) + ("_lengths" if lengths else "")
+    name = schedule.name(D, causal, layout) + ("_lengths" if lengths else "") + ("_merged" if merged else "")
     name = name.replace("attn_fwd_", "attn_fwd_fp8_", 1) if fp8 else name
     E = f8e4m3 if fp8 else bf16  # Q's, K's and V's element type
     BQ = 64 * consumers          # query rows per block
@@ -292,7 +299,7 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
     Q = gl(bf16, "B", "Hq", "Lq", D, strided=True)
     K = gl(bf16, "B", "Hkv", "Lk", D, strided=True)
     if layout == "split":
-        return _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths)
+        return _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths, merged)
     if fp8:
         return _fp8_kernel(name, D, BQ, consumers, grid, longest_first, forward, options)
 
@@ -310,17 +317,29 @@ def attention_hopper(D: int = 128, causal: bool = False, layout: str = "bhld",
 def decode_kernels(D: int) -> tuple:
     """tkc.attention's decode path (torchops/attn_decode.py) for head dim D:
     (the split-KV forward, its merge, the unsplit forward: persistent, for
-    more packed items than the SMs hold blocks)."""
+    more packed items than the SMs hold blocks, the split-KV forward that
+    merges its splits itself: one launch, for eager calls)."""
     return (attention_hopper(D, False, "split", decode_schedule(D)), attention_merge_splits(D),
-            attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)))
+            attention_hopper(D, False, "bhld", dataclasses.replace(decode_schedule(D), persistent=True)),
+            attention_hopper(D, False, "split", decode_schedule(D), merged=True))
 
 
-def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: bool):
+def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: bool, merged: bool):
     """The split-KV forward (the module docstring's "split" layout): block x =
     split s of query tile qb. With lengths (i32 [B], read on the device, so a
     CUDA graph's replays see new values): batch b's keys are its first
-    lengths[b] (clamped to 0 .. Lk), split by that count."""
-    def body(q, k, v, o, lse, Lk, splits, causal_q, scale):
+    lengths[b] (clamped to 0 .. Lk), split by that count.
+
+    merged: the splits merge in the same launch. Each block writes its
+    split's output and lse, then counts itself done on its query tile's
+    counter (count [1, B, Hq, query tiles], i32, zero before the launch),
+    and the last of the tile's splits reads them all back and merges them
+    into out and lout (attention_merge.merge_splits, a consumer warp a row),
+    then zeroes the counter for the next launch: one launch a decode step,
+    where attention_merge_splits is a second (H200, 12-01: 3-6 µs less host
+    time an eager step; ~2 µs more kernel time at one sequence's step, the
+    count's round trip and the last block's tail, the same from B 8)."""
+    def body(q, k, v, o, lse, merge, Lk, splits, causal_q, scale):
         x, h, b = tkc.block_idx.x, tkc.block_idx.y, tkc.block_idx.z
         s, qb = x % splits, x // splits
         chunk = tkc.cdiv(tkc.cdiv(Lk, splits), KV) * KV   # whole tiles: TMA boxes stay aligned
@@ -330,21 +349,42 @@ def _split_kernel(name, D, KV, BQ, consumers, Q, K, forward, options, lengths: b
                 lse.slice("c", s * q.r, q.r), scale, qb, h, h // (lse.d // k.d),
                 lambda h, t: (b, h, t, 0), lambda h, t: (b, h, 0, t), by_tma=False,
                 packed=(tkc.max(causal_q, 1), Lk - causal_q - k0))   # (the slice's key indices)
+        if merge is None:
+            return
+        out, lout, count = merge
+        done = atomic_add(count, 1, at=(0, b, h, qb), after=[o, lse])   # splits of this tile done before
+        with tkc.if_(done == splits - 1):   # the last: every split's output written and visible
+            store(count, 0, at=(0, b, h, qb), clip=True)
+            w, first = tkc.warpid(), qb * BQ
+            for t in tkc.range(tkc.cdiv(tkc.min(q.r - first, BQ), 4 * consumers)):
+                merge_splits(o, lse, out, lout, b, h, first + t * (4 * consumers) + w, splits, D)
     O, L = gl(f32, "B", "Hq", "SLq", D), gl(f32, "B", "Hq", 1, "SLq")
-    if lengths:
-        @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
-                    grid=lambda q, k, v, o, lse, lens, splits, causal_q, scale:
-                    (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
-        def attn(q: Q, k: K, v: K, o: O, lse: L, lens: gl(i32, 1, 1, 1, "B"), splits: tkc.i32,
-                 causal_q: tkc.i32, scale: tkc.f32):
-            n = load(i32, lens, at=(0, 0, 0, tkc.block_idx.z), fill=0)
-            body(q, k, v, o, lse, tkc.max(tkc.min(n, k.r), 0), splits, causal_q, scale)
-        return attn
+    OUT, LOUT, COUNT = Q, gl(f32, "B", "Hq", 1, "Lq"), gl(i32, 1, "B", "Hq", "QT")
+    LENS = gl(i32, 1, 1, 1, "B")
+    kernel = functools.partial(tkc.kernel, name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options)
+    grid = lambda q, splits: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b)   # noqa: E731 (by the arguments' names)
 
-    @tkc.kernel(name=name, warps=4 * consumers, divisible={"Hq": "Hkv"}, **options,
-                grid=lambda q, k, v, o, lse, splits, causal_q, scale: (tkc.cdiv(q.r, BQ) * splits, q.d, q.b))
-    def attn(q: Q, k: K, v: K, o: O, lse: L, splits: tkc.i32, causal_q: tkc.i32, scale: tkc.f32):
-        body(q, k, v, o, lse, k.r, splits, causal_q, scale)
+    def keys(k, lens):   # batch b's: its first lens[b], clamped to 0 .. Lk
+        return k.r if lens is None else tkc.max(tkc.min(load(i32, lens, at=(0, 0, 0, tkc.block_idx.z), fill=0),
+                                                         k.r), 0)
+    if merged and lengths:
+        @kernel(grid=grid)
+        def attn(q: Q, k: K, v: K, o: O, lse: L, out: OUT, lout: LOUT, count: COUNT, lens: LENS,
+                 splits: tkc.i32, causal_q: tkc.i32, scale: tkc.f32):
+            body(q, k, v, o, lse, (out, lout, count), keys(k, lens), splits, causal_q, scale)
+    elif merged:
+        @kernel(grid=grid)
+        def attn(q: Q, k: K, v: K, o: O, lse: L, out: OUT, lout: LOUT, count: COUNT, splits: tkc.i32,
+                 causal_q: tkc.i32, scale: tkc.f32):
+            body(q, k, v, o, lse, (out, lout, count), keys(k, None), splits, causal_q, scale)
+    elif lengths:
+        @kernel(grid=grid)
+        def attn(q: Q, k: K, v: K, o: O, lse: L, lens: LENS, splits: tkc.i32, causal_q: tkc.i32, scale: tkc.f32):
+            body(q, k, v, o, lse, None, keys(k, lens), splits, causal_q, scale)
+    else:
+        @kernel(grid=grid)
+        def attn(q: Q, k: K, v: K, o: O, lse: L, splits: tkc.i32, causal_q: tkc.i32, scale: tkc.f32):
+            body(q, k, v, o, lse, None, keys(k, None), splits, causal_q, scale)
     return attn
 
 

@@ -1,5 +1,7 @@
 """Two attention outputs over disjoint key sets merged into the output over
-their union: ring attention's step (tkc/torchops/ring.py).
+their union: ring attention's step (tkc/torchops/ring.py); and the splits of
+split-KV attention merged (merge_splits, inside attention_hopper's split
+kernel: the last split of a query tile to finish merges them).
 
 (oa, la) and (ob, lb) are the outputs and log-sum-exps of the same query
 rows over two key sets; over the union the output is their softmax-weighted
@@ -78,16 +80,46 @@ GROUP = 16  # splits whose loads a warp issues together (a runtime loop over gro
             # D 128 3.9 -> 2.4 µs, D 64 2.8 -> 2.1 against GROUP 8's two; no spills at D 256)
 
 
+def merge_splits(op, lp, o, lo, b, h, i, splits, D: int) -> None:
+    """Split-KV attention's last step (attention_hopper's "split" layout), for
+    row i of one (batch b, head h), by the warp that calls it: the splits'
+    normalised outputs op [B, H, splits * R, D] (f32; split s's rows from
+    s * R, R = o.r) and their lse lp [B, H, 1, splits * R] merged into o [B,
+    H, R, D] (bf16) and lo [B, H, 1, R]; nothing for a row past R. It reads
+    the splits GROUP at a time (their loads in flight together), keeping the
+    running maximum m of their lse, sum_s op_s exp(lp_s - m) and sum_s
+    exp(lp_s - m), both rescaled when m grows; a split with no key (lse
+    +inf) weighs 0, a row with none anywhere gets o = 0 and lse +inf."""
+    R = o.r
+    m, tot, acc = tkc.f32(-math.inf), tkc.f32(0.0), zero(rv(f32, D, "flat"))
+    for g in tkc.range(tkc.cdiv(splits, GROUP)):
+        at = [(g * GROUP + s) * R + i for s in range(GROUP)]   # past the last split: filled
+        ls = [load(f32, lp, at=(b, h, 0, a), fill=math.inf) for a in at]
+        xs = [load(rv(f32, D, "flat"), op, (b, h, a, 0), fill=0.0) for a in at]
+        ls = [where(x < math.inf, x, -math.inf) for x in ls]   # no key: weight exp(-inf) = 0
+        new = m
+        for x in ls:
+            new = max(new, x)
+        ms = where(new > -math.inf, new, 0.0)                  # (no key yet: every weight 0)
+        alpha = exp(m - ms)
+        es = [exp(x - ms) for x in ls]
+        acc, tot = acc * alpha, tot * alpha
+        for x, e in zip(xs, es):
+            acc, tot = acc + x * e, tot + e
+        m = new
+    inv = where(tot > 0.0, 1.0 / tot, 0.0)
+    with tkc.if_(i < R):
+        store(o, (acc * inv).to(bf16), (b, h, i, 0))
+        store(lo, where(tot > 0.0, m + log(tot), math.inf), at=(b, h, 0, i), clip=True)
+
+
 def attention_merge_splits(D: int = 128):
-    """Split-KV attention's last step (attention_hopper's "split" layout): the
-    splits' normalised outputs op [B, H, S * R, D] (f32; split s's rows from
-    s * R) and their lse lp [B, H, 1, S * R] merged into o [B, H, R, D]
-    (bf16, strided: a packed view of the op's output) and lo [B, H, 1, R].
-    A warp a row; it reads the splits GROUP at a time (their loads in flight
-    together), keeping the running maximum m of their lse, sum_s op_s
-    exp(lp_s - m) and sum_s exp(lp_s - m), both rescaled when m grows; a
-    split with no key (lse +inf) weighs 0, a row with none anywhere gets
-    o = 0 and lse +inf."""
+    """merge_splits as a kernel of its own (a warp a row): merge(op, lp, o,
+    lo) with op [B, H, S * R, D], lp [B, H, 1, S * R] (f32), o [B, H, R, D]
+    (bf16, strided: a packed view of the op's output), lo [B, H, 1, R]. The
+    decode path's second launch where its steps are captured into a CUDA
+    graph (the split kernel merging its own splits costs kernel time there:
+    torchops/attn_decode.py)."""
     if D % 32 or not 32 <= D <= 256:
         raise TkcError(f"attention_merge_splits: the head dim D = {D} must be a multiple of 32 in 32..256")
 
@@ -95,27 +127,7 @@ def attention_merge_splits(D: int = 128):
                 grid=lambda op, lp, o, lo: (tkc.cdiv(o.r, WARPS), o.d, o.b))
     def merge(op: gl(f32, "B", "H", "SR", D), lp: gl(f32, "B", "H", 1, "SR"),
               o: gl(bf16, "B", "H", "R", D, strided=True), lo: gl(f32, "B", "H", 1, "R")):
-        h, b = tkc.block_idx.y, tkc.block_idx.z
-        i, R = tkc.block_idx.x * WARPS + tkc.warpid(), o.r
-        m, tot, acc = tkc.f32(-math.inf), tkc.f32(0.0), zero(rv(f32, D, "flat"))
-        for g in tkc.range(tkc.cdiv(op.r // R, GROUP)):
-            at = [(g * GROUP + s) * R + i for s in range(GROUP)]   # past the last split: filled
-            ls = [load(f32, lp, at=(b, h, 0, a), fill=math.inf) for a in at]
-            xs = [load(rv(f32, D, "flat"), op, (b, h, a, 0), fill=0.0) for a in at]
-            ls = [where(x < math.inf, x, -math.inf) for x in ls]   # no key: weight exp(-inf) = 0
-            new = m
-            for x in ls:
-                new = max(new, x)
-            ms = where(new > -math.inf, new, 0.0)                  # (no key yet: every weight 0)
-            alpha = exp(m - ms)
-            es = [exp(x - ms) for x in ls]
-            acc, tot = acc * alpha, tot * alpha
-            for x, e in zip(xs, es):
-                acc, tot = acc + x * e, tot + e
-            m = new
-        inv = where(tot > 0.0, 1.0 / tot, 0.0)
-        with tkc.if_(i < R):
-            store(o, (acc * inv).to(bf16), (b, h, i, 0))
-            store(lo, where(tot > 0.0, m + log(tot), math.inf), at=(b, h, 0, i), clip=True)
+        merge_splits(op, lp, o, lo, tkc.block_idx.z, tkc.block_idx.y, tkc.block_idx.x * WARPS + tkc.warpid(),
+                     op.r // o.r, D)
 
     return merge

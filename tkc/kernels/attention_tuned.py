@@ -6,8 +6,8 @@ the H100's picks (measured by hand there), and the same for the H200 until
 it is tuned (docs/attention.md).
 
     forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
-    decode_kernels(D)                            the decode path's (split, merge, unsplit)
-    decode_lengths_kernel(D)                     ... its split with per-batch key lengths
+    decode_kernels(D)                            the decode path's (split, merge, unsplit, merging split)
+    decode_lengths_kernel(D, merged)             ... its split with per-batch key lengths
     fp8_forward_kernel(D, causal, keys)          tkc.attention_fp8's (bhld)
     backward_kernels(D, causal, layout, keys)    (prep, backward)
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
@@ -118,12 +118,12 @@ decode_kernels = functools.lru_cache(maxsize=None)(hopper_decode_kernels)   # (a
 
 
 @functools.lru_cache(maxsize=None)
-def decode_lengths_kernel(D: int):
+def decode_lengths_kernel(D: int, merged: bool = False):
     """The decode path's split-KV forward with per-batch key lengths
-    (tkc.attention's k_lengths; merged by decode_kernels(D)[1]). Not in the
-    library: it compiles at its first call, or with `tkc build
-    tkc/kernels/attention_tuned.py`."""
-    return attention_hopper(D, False, "split", decode_schedule(D), lengths=True)
+    (tkc.attention's k_lengths; merged by decode_kernels(D)[1], or, merged,
+    by itself). Not in the library: it compiles at its first call, or with
+    `tkc build tkc/kernels/attention_tuned.py`."""
+    return attention_hopper(D, False, "split", decode_schedule(D), lengths=True, merged=merged)
 
 
 def _preps() -> list:
@@ -134,11 +134,12 @@ def all_kernels() -> list:
     """Every candidate of every space, and the preps: what tuning offline needs built."""
     return [*_preps(), *(k for t in (*FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values())
                          for k in t.kernels()), *(k for D in HEAD_DIMS for k in decode_kernels(D)),
-            *(decode_lengths_kernel(D) for D in HEAD_DIMS)]
+            *(decode_lengths_kernel(D, m) for D in HEAD_DIMS for m in (False, True))]
 
 
 KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values(),  # `tkc build`: all
-           *(k for D in HEAD_DIMS for k in decode_kernels(D)), *(decode_lengths_kernel(D) for D in HEAD_DIMS)]
+           *(k for D in HEAD_DIMS for k in decode_kernels(D)),
+           *(decode_lengths_kernel(D, m) for D in HEAD_DIMS for m in (False, True))]
 
 
 def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:

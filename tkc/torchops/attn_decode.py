@@ -19,9 +19,14 @@ G x Lq query rows fit one 64-row tile this plan
 - splits the keys over the SMs: attention_hopper's "split" layout, the grid
   B x Hkv x splits, split s reading keys s x chunk .. (chunk whole KV tiles)
   and writing its normalised output (f32) and lse;
-- merges the splits (attention_merge_splits) into the op's output and lse,
-  viewed packed the same way; with one split (more KV heads than the SMs
-  hold blocks) the usual forward, persistent, writes them itself.
+- merges the splits into the op's output and lse, viewed packed the same
+  way: in an eager call in the same launch (a query tile's last split to
+  finish merges them, counting on a zeroed i32 a tile, plans.counters,
+  which it zeroes again: one launch less of host time), in a call captured
+  into a CUDA graph by attention_merge_splits (the fused tail costs ~2 µs
+  of kernel time at a small step, which a replay pays); with one split
+  (more KV heads than the SMs hold blocks) the usual forward, persistent,
+  writes them itself.
 
 Causal calls with several queries (a speculative decoding step's draft
 tokens, a small chunk of a prompt against its cache) keep their mask once
@@ -60,7 +65,7 @@ from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 from ..tune import Bound, autotune, bucket
 from .checks import arranged, strided_takes
-from .plans import At, PlanCache, resident, signature, sms
+from .plans import At, PlanCache, counters, resident, signature, sms
 
 __all__ = ["SPLITS", "decode_family", "decode_plan", "family_key", "family_step", "lengths_plan", "packable",
            "packed_rows", "splits"]
@@ -122,12 +127,13 @@ def _count(D: int, items: int, keys: int, kernel, device: torch.device) -> int:
 
 class _SplitMerged(Bound):
     """One split count's forward as tuning times it (attention_hopper's split
-    kernel with `splits` bound, 0: the model's count, then the merge) on the
-    arguments (q packed [B, Hkv, R, D], k, v, o [B, Hkv, R, D], lse [B, Hkv,
-    1, R], causal_q, scale); building it builds the split kernel."""
+    kernel with `splits` bound, 0: the model's count, then the merge: the
+    launches a captured step replays) on the arguments (q packed [B, Hkv, R,
+    D], k, v, o [B, Hkv, R, D], lse [B, Hkv, 1, R], causal_q, scale);
+    building it builds the split kernel."""
 
     def __init__(self, D: int, count: int):
-        split, self.merge, _ = decode_kernels(D)
+        split, self.merge = decode_kernels(D)[:2]
         super().__init__(split, splits=count)
         self.D, self.count = D, count
 
@@ -282,13 +288,14 @@ class _Steps:
 
     def _run(self, q: Tensor, k: Tensor, v: Tensor, S: int):
         B, Hkv, R, D = q.shape[0], self.Hkv, self.R, self.D
-        forward, merge, whole = self.kernels
+        forward, merge, whole, fused = self.kernels
         packed, outputs = q if self.copy is None else self.copy, self.outputs
         o, lse = outputs()
         o = o if packed is q else torch.empty_like(packed)
         qp = packed.view(B, Hkv, R, D)
         launch = whole.prepare(qp, k, v, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R), 1.0, free=(1, 2)) \
-            if S == 1 and not self.cq else _split_merged(forward, merge, qp, k, v, (), S, self.cq, o, lse, (1, 2))
+            if S == 1 and not self.cq else _split_merged((forward, merge, fused), qp, k, v, (), S, self.cq, o, lse,
+                                                         (1, 2))
         launch = launch if packed is q else _through_copy(launch, packed)
 
         def run(q, k, v, scale, lse=True):   # (a prepared launch reads its tensors' pointers only)
@@ -327,31 +334,43 @@ def _causal_q(q: Tensor, causal: bool) -> int:
     return q.shape[2] if causal and q.shape[2] > 1 else 0
 
 
-# the merge's prepared launches by signature: its arguments do not depend on the key count, so
-# the families of steps and the k_lengths plans of one q share them
-_merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
-
-
-def _split_merged(split, merge, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
+def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
                   lse: Tensor, free: tuple = ()):
-    """launch(q, k, v, o, lse, scale, *extra): `split` (its arguments after
-    the splits' outputs: extra, then S, causal_q = cq and the scale) into an
-    f32 buffer of the splits' outputs and lse, allocated per call, then
-    `merge` into o and lse; prepared for qp (the packed q), k, v, o, lse's
-    signature, the split's arguments at `free` free (Kernel.prepare)."""
+    """launch(q, k, v, o, lse, scale, *extra) of the split kernels (split,
+    merge, fused): `split` (its arguments after the splits' outputs: extra,
+    then S, causal_q = cq and the scale) into an f32 buffer of the splits'
+    outputs and lse, allocated per call, then `merge` into o and lse, where
+    the call is captured into a CUDA graph (kernel time is what a replay
+    pays); else one launch of `fused`, which merges its own splits (each
+    query tile's last split to finish: attention_hopper._split_kernel; host
+    time is what an eager step pays), counting on plans.counters. Prepared
+    for qp (the packed q), k, v, o, lse's signature, the split's arguments
+    at `free` free (Kernel.prepare)."""
+    split, merge, fused = kernels
     B, Hkv, R, D = qp.shape
     n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
+    tiles = B * Hkv * -(-R // ROWS)
     part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
     parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
+    outs = o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R)
     split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0, free=free)
-    ts = (*parts, o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R))
-    merged = _merges((merge, signature(*ts)), merge, ts)   # (the same at every cache length)
+    merged = _merges((merge, signature(*parts, *outs)), merge, (*parts, *outs))   # (the same at every length)
+    count = counters(qp.device, tiles)[:tiles].view(1, B, Hkv, -1)
+    fused = fused.prepare(qp, k, v, *parts, *outs, count, *extra, S, cq, 1.0, free=free)
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
         part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
-        split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
-        merged(part, At(part, n * 4), o, lse)
+        if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
+            merged(part, At(part, n * 4), o, lse)
+        else:
+            fused(q, k, v, part, At(part, n * 4), o, lse, counters(q.device, tiles), *extra, S, cq, scale)
     return launch
+
+
+# the merge's prepared launches by signature: its arguments do not depend on the key count, so
+# the families of steps and the k_lengths plans of one q share them
+_merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
 
 
 def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, outputs):
@@ -371,10 +390,10 @@ def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, ou
         return empty
     arrange = arranged(k, v)
     packed = _packing(q, k)
-    merge, split = decode_kernels(D)[1], decode_lengths_kernel(D)
-    S = _count(D, _items(B, Hkv, R), k.shape[2], split, q.device)
+    kernels = decode_lengths_kernel(D), decode_kernels(D)[1], decode_lengths_kernel(D, True)
+    S = _count(D, _items(B, Hkv, R), k.shape[2], kernels[0], q.device)
     o, lse = outputs()
-    launch = _split_merged(split, merge, packed.view(B, Hkv, R, D), *arrange(k, v), (lens,), S, _causal_q(q, causal),
+    launch = _split_merged(kernels, packed.view(B, Hkv, R, D), *arrange(k, v), (lens,), S, _causal_q(q, causal),
                            o if packed is q else torch.empty_like(packed), lse)
     launch = launch if packed is q else _through_copy(launch, packed)
 

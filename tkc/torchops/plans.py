@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..runtime.driver import multiprocessors
 
-__all__ = ["At", "Later", "PlanCache", "forget", "scratch", "signature", "sms"]
+__all__ = ["At", "Later", "PlanCache", "counters", "forget", "scratch", "signature", "sms"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -117,6 +117,29 @@ def scratch(device: torch.device, numel: int, slot: str) -> Tensor:
     if buf is None or buf.numel() < numel:
         buf = _scratch[device, slot] = torch.empty(max(numel, 1 << 16), device=device,
                                                    dtype=torch.float32)
+    return buf
+
+
+_counters: dict = {}   # (device, raw stream) -> i32 tensor of zeros
+
+
+def counters(device: torch.device, numel: int) -> Tensor:
+    """An i32 buffer of at least numel zeros for counters a kernel zeroes
+    again once done (the split-KV forward's tiles: the last block of a tile
+    to count itself merges, then resets the count). One per device and
+    stream: the launches on a stream run in turn (a kernel starts its work
+    after the one before it ends, runtime/launch.py), those on two streams
+    may not. Under CUDA-graph capture a new one, the graph's own (the
+    replays may run beside the stream's later calls)."""
+    if device.type != "cuda":
+        key = (device, 0)
+    elif torch.cuda.is_current_stream_capturing():
+        return torch.zeros(max(numel, 1), device=device, dtype=torch.int32)
+    else:
+        key = (device, torch._C._cuda_getCurrentRawStream(device.index or 0))
+    buf = _counters.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = _counters[key] = torch.zeros(max(numel, 1024), device=device, dtype=torch.int32)
     return buf
 
 
