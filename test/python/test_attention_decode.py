@@ -275,8 +275,8 @@ def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, 
 def test_split_kernel_counts_on_its_tiles_counters():
     """A counter that is not zero before the launch (another launch using it
     at once: the reason each stream has its own) makes no block the last, so
-    nothing is merged and the count is left raised; the torch op's counters
-    are zeros kept per device (and stream)."""
+    nothing is merged and the count is left raised; the torch op's buffers
+    and counters (zeros) are kept per device (and stream)."""
     rng = np.random.default_rng(3)
     q = bf(rng.standard_normal((1, 1, 4, 64))).astype(np.float32)
     k = bf(rng.standard_normal((1, 1, 300, 64))).astype(np.float32)
@@ -287,9 +287,11 @@ def test_split_kernel_counts_on_its_tiles_counters():
         q, k, k, op, lp, o, lo, count, 3, 0, 0.2)
     assert np.isnan(o).all() and count[0, 0, 0, 0] == 8
     cpu = torch.device("cpu")
-    small, big = plans.counters(cpu, 10), plans.counters(cpu, 5000)
-    assert small.numel() >= 10 and big.dtype == torch.int32 and big.numel() >= 5000 and not big.any()
-    assert plans.counters(cpu, 5) is big
+    part, small = plans.stream_buffers(cpu, 100, 10)
+    assert part.dtype == torch.float32 and part.numel() >= 100 and small.numel() >= 10
+    part2, big = plans.stream_buffers(cpu, 10, 5000)
+    assert part2 is part and big.dtype == torch.int32 and big.numel() >= 5000 and not big.any()
+    assert plans.stream_buffers(cpu, 5, 5)[1] is big
 
 
 @pytest.mark.parametrize("D", [64, 128])

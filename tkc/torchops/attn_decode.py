@@ -21,8 +21,9 @@ G x Lq query rows fit one 64-row tile this plan
   and writing its normalised output (f32) and lse;
 - merges the splits into the op's output and lse, viewed packed the same
   way: in an eager call in the same launch (a query tile's last split to
-  finish merges them, counting on a zeroed i32 a tile, plans.counters,
-  which it zeroes again: one launch less of host time), in a call captured
+  finish merges them, counting on a zeroed i32 a tile, which it zeroes
+  again; buffers of the stream's own, plans.stream_buffers: one launch and
+  one allocation less of host time), in a call captured
   into a CUDA graph by attention_merge_splits (the fused tail costs ~2 µs
   of kernel time at a small step, which a replay pays); with one split
   (more KV heads than the SMs hold blocks) the usual forward, persistent,
@@ -65,7 +66,7 @@ from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 from ..tune import Bound, autotune, bucket
 from .checks import arranged, strided_takes
-from .plans import At, PlanCache, counters, resident, signature, sms
+from .plans import At, PlanCache, resident, signature, sms, stream_buffers
 
 __all__ = ["SPLITS", "decode_family", "decode_plan", "family_key", "family_step", "lengths_plan", "packable",
            "packed_rows", "splits"]
@@ -343,7 +344,8 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
     the call is captured into a CUDA graph (kernel time is what a replay
     pays); else one launch of `fused`, which merges its own splits (each
     query tile's last split to finish: attention_hopper._split_kernel; host
-    time is what an eager step pays), counting on plans.counters. Prepared
+    time is what an eager step pays), its buffers the stream's own
+    (plans.stream_buffers). Prepared
     for qp (the packed q), k, v, o, lse's signature, the split's arguments
     at `free` free (Kernel.prepare)."""
     split, merge, fused = kernels
@@ -355,16 +357,17 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
     outs = o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R)
     split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0, free=free)
     merged = _merges((merge, signature(*parts, *outs)), merge, (*parts, *outs))   # (the same at every length)
-    count = counters(qp.device, tiles)[:tiles].view(1, B, Hkv, -1)
+    count = stream_buffers(qp.device, 0, tiles)[1][:tiles].view(1, B, Hkv, -1)
     fused = fused.prepare(qp, k, v, *parts, *outs, count, *extra, S, cq, 1.0, free=free)
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
-        part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
         if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
             split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
             merged(part, At(part, n * 4), o, lse)
-        else:
-            fused(q, k, v, part, At(part, n * 4), o, lse, counters(q.device, tiles), *extra, S, cq, scale)
+        else:   # the splits' buffer and counters the stream's own: read within the launch
+            part, count = stream_buffers(q.device, n + numel * S, tiles)
+            fused(q, k, v, part, At(part, n * 4), o, lse, count, *extra, S, cq, scale)
     return launch
 
 

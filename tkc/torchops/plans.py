@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..runtime.driver import multiprocessors
 
-__all__ = ["At", "Later", "PlanCache", "counters", "forget", "scratch", "signature", "sms"]
+__all__ = ["At", "Later", "PlanCache", "forget", "scratch", "signature", "sms", "stream_buffers"]
 
 _caches: list = []  # every op's, for forget()
 
@@ -120,27 +120,34 @@ def scratch(device: torch.device, numel: int, slot: str) -> Tensor:
     return buf
 
 
-_counters: dict = {}   # (device, raw stream) -> i32 tensor of zeros
+_streams: dict = {}   # (device, raw stream) -> [f32 buffer, i32 zeros]
 
 
-def counters(device: torch.device, numel: int) -> Tensor:
-    """An i32 buffer of at least numel zeros for counters a kernel zeroes
-    again once done (the split-KV forward's tiles: the last block of a tile
-    to count itself merges, then resets the count). One per device and
-    stream: the launches on a stream run in turn (a kernel starts its work
-    after the one before it ends, runtime/launch.py), those on two streams
-    may not. Under CUDA-graph capture a new one, the graph's own (the
-    replays may run beside the stream's later calls)."""
+def stream_buffers(device: torch.device, numel: int, counters: int) -> tuple[Tensor, Tensor]:
+    """(an f32 buffer of at least numel elements, an i32 one of at least
+    `counters` zeros) for a kernel that writes the first and reads it back,
+    and zeroes again the counters it raises (the split-KV forward merging
+    its splits: the last block of a tile to count itself merges). One pair
+    per device and stream, so an eager call allocates nothing for them: the
+    launches on a stream run in turn (a kernel starts its work after the one
+    before it ends: runtime/launch.py), those on two streams may not. Under
+    CUDA-graph capture a new pair, the graph's own (its replays may run
+    beside the stream's later calls)."""
     if device.type != "cuda":
         key = (device, 0)
     elif torch.cuda.is_current_stream_capturing():
-        return torch.zeros(max(numel, 1), device=device, dtype=torch.int32)
+        return (torch.empty(max(numel, 1), device=device, dtype=torch.float32),
+                torch.zeros(max(counters, 1), device=device, dtype=torch.int32))
     else:
         key = (device, torch._C._cuda_getCurrentRawStream(device.index or 0))
-    buf = _counters.get(key)
-    if buf is None or buf.numel() < numel:
-        buf = _counters[key] = torch.zeros(max(numel, 1024), device=device, dtype=torch.int32)
-    return buf
+    bufs = _streams.get(key)
+    if bufs is None:
+        bufs = _streams[key] = [torch.empty(0, device=device), torch.empty(0, device=device, dtype=torch.int32)]
+    if bufs[0].numel() < numel:
+        bufs[0] = torch.empty(max(numel, 1 << 16), device=device, dtype=torch.float32)
+    if bufs[1].numel() < counters:
+        bufs[1] = torch.zeros(max(counters, 1024), device=device, dtype=torch.int32)
+    return bufs[0], bufs[1]
 
 
 @functools.lru_cache(maxsize=None)
