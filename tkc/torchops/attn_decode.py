@@ -23,11 +23,10 @@ G x Lq query rows fit one 64-row tile this plan
   way: in an eager call in the same launch (a query tile's last split to
   finish merges them, counting on a zeroed i32 a tile, which it zeroes
   again; buffers of the stream's own, plans.stream_buffers: one launch and
-  one allocation less of host time), in a call captured
-  into a CUDA graph by attention_merge_splits (the fused tail costs ~2 µs
-  of kernel time at a small step, which a replay pays); with one split
-  (more KV heads than the SMs hold blocks) the usual forward, persistent,
-  writes them itself.
+  one allocation less of host time), in a call captured into a CUDA graph
+  by attention_merge_splits (the fused tail costs ~2 µs of kernel time at
+  a small step, which a replay pays); with one split (more KV heads than
+  the SMs hold blocks) the usual forward, persistent, writes them itself.
 
 Causal calls with several queries (a speculative decoding step's draft
 tokens, a small chunk of a prompt against its cache) keep their mask once
@@ -335,6 +334,11 @@ def _causal_q(q: Tensor, causal: bool) -> int:
     return q.shape[2] if causal and q.shape[2] > 1 else 0
 
 
+# the merge's prepared launches by signature: its arguments do not depend on the key count, so
+# the families of steps and the k_lengths plans of one q share them
+_merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
+
+
 def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple, S: int, cq: int, o: Tensor,
                   lse: Tensor, free: tuple = ()):
     """launch(q, k, v, o, lse, scale, *extra) of the split kernels (split,
@@ -345,9 +349,8 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
     pays); else one launch of `fused`, which merges its own splits (each
     query tile's last split to finish: attention_hopper._split_kernel; host
     time is what an eager step pays), its buffers the stream's own
-    (plans.stream_buffers). Prepared
-    for qp (the packed q), k, v, o, lse's signature, the split's arguments
-    at `free` free (Kernel.prepare)."""
+    (plans.stream_buffers). Prepared for qp (the packed q), k, v, o, lse's
+    signature, the split's arguments at `free` free (Kernel.prepare)."""
     split, merge, fused = kernels
     B, Hkv, R, D = qp.shape
     n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
@@ -369,11 +372,6 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
             part, count = stream_buffers(q.device, n + numel * S, tiles)
             fused(q, k, v, part, At(part, n * 4), o, lse, count, *extra, S, cq, scale)
     return launch
-
-
-# the merge's prepared launches by signature: its arguments do not depend on the key count, so
-# the families of steps and the k_lengths plans of one q share them
-_merges = PlanCache(lambda merge, ts: merge.prepare(*ts))
 
 
 def lengths_plan(q: Tensor, k: Tensor, v: Tensor, lens: Tensor, causal: bool, outputs):
