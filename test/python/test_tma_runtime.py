@@ -89,6 +89,39 @@ def test_a_fresh_map_is_encoded_into_its_slot_and_not_kept():
         maps.write(0, ctypes.addressof(slot), 0x2008, (64, 64))
 
 
+def test_the_bindings_map_is_read_while_it_lives(monkeypatch):
+    """encode() and write() read a CUtensorMap's 128 bytes at its getPtr()
+    while a name holds the object: its storage goes with it. Here the
+    stand-in's storage is poisoned when it goes (as freed memory may be
+    reused): bytes read from a dropped temporary would be the poison (the
+    H200 ran such maps into illegal instructions, now and then)."""
+    from types import SimpleNamespace
+
+    from tkc.runtime import driver, tensormap
+
+    class Map:
+        def __init__(self, address):
+            self.raw = ctypes.create_string_buffer(address.to_bytes(8, "little") * 16, MAP_BYTES)
+
+        def getPtr(self):  # noqa: N802 (cuda-bindings' name)
+            return ctypes.addressof(self.raw)
+
+        def __del__(self):
+            ctypes.memset(self.raw, 0xEE, MAP_BYTES)
+
+    any_enum = type("E", (), {"__getattr__": lambda self, name: 0})()
+    fake = SimpleNamespace(cuuint64_t=int, cuuint32_t=int, CUtensorMapDataType=any_enum,
+                           CUtensorMapInterleave=any_enum, CUtensorMapSwizzle=any_enum,
+                           CUtensorMapL2promotion=any_enum, CUtensorMapFloatOOBfill=any_enum,
+                           cuTensorMapEncodeTiled=lambda dtype, rank, address, *rest: (0, Map(address)))
+    monkeypatch.setattr(driver, "_cuda", fake)
+    want = (0x2000).to_bytes(8, "little") * 16
+    assert tensormap.encode(arguments("k", A, 0x2000, (64, 64))) == want
+    slot = param(bytes(128))
+    TensorMaps("k", [A], PARAMS).write(0, ctypes.addressof(slot), 0x2000, (64, 64))
+    assert bytes(slot) == want
+
+
 @pytest.mark.parametrize("entry, message", [
     ({"param": 1, "name": "s", "dtype": "f32", "box": [16, 16], "swizzle": "none"}, "must name a gl parameter"),
     (dict(A, dtype="f16"), "must have the name and dtype of parameter 0"),

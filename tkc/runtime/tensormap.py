@@ -138,11 +138,15 @@ _U64: dict = {}   # id of the bindings module (a fake one: a namespace) -> its _
 
 def encode(args: EncodeArgs) -> bytes:
     """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled, through cuda-bindings)."""
-    return ctypes.string_at(_encoded(args).getPtr(), MAP_BYTES)
+    tmap = _encoded(args)   # held while its bytes are read (getPtr is its storage's address)
+    return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
 
 
 def _encoded(args: EncodeArgs):
-    """The CUtensorMap object of args."""
+    """The CUtensorMap object of args. Read its bytes (at getPtr()) while a
+    name holds it: the object owns that storage, which goes with it (a
+    temporary's address, read after the expression dropped it, gave maps of
+    freed memory: illegal instructions on the H200, now and then)."""
     cu = driver._cuda or driver.api()
     dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[1]
     u64 = _U64.get(id(cu))
@@ -227,7 +231,8 @@ class TensorMaps:
         cache's, in new memory at each step)."""
         args = arguments(self.kernel, self.entries[n], ptr, shape, strides)
         if self.encoder is None and encode is _ENCODE:   # (tests replace either)
-            ctypes.memmove(address, _encoded(args).getPtr(), MAP_BYTES)
+            tmap = _encoded(args)   # held while its bytes are copied
+            ctypes.memmove(address, tmap.getPtr(), MAP_BYTES)
         else:
             ctypes.memmove(address, (self.encoder or encode)(args), MAP_BYTES)
 
