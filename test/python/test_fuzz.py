@@ -48,9 +48,39 @@ def test_the_programs_cover_the_vocabulary():
             # pipelined warpgroup programs in (2, 1, 1) clusters (tkc/fuzz/warpgroup.py)
             "cluster",
             # float gls as views of wider rows (strided=True; core._strided)
-            "strided"}
+            "strided",
+            # one counter for every block, the last block reading the others' writes (outputs.last_block)
+            "atomic_add_last_block"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
+
+
+def test_the_last_block_sums_every_blocks_writes():
+    """outputs.last_block: the interpreter's last block (whichever block's
+    add completes the count) read every block's first element of its source
+    output after their writes; its sum, in block order, is the numpy sum of
+    those elements of the source output, and the counter ends at 7 (its
+    start) plus the blocks. Over programs of one to four blocks."""
+    seen = set()
+    for i in range(1500):
+        p = generate(4002, i)
+        if "atomic_add_last_block" not in p.features:
+            continue
+        failure, outs = checks.check_passes(p)
+        assert failure is None, failure
+        line = next(x for x in p.source.splitlines() if x.strip().startswith("total = load"))
+        outputs = [a for a in p.args if a.output]
+        k = [a.name for a in outputs].index(line.split("load(f32, ")[1].split(",")[0])
+        src, (gx, gy) = outputs[k], p.grid
+        want = np.float32(0)
+        for y in range(gy):
+            for x in range(gx):
+                want = np.float32(want + outs[k][0, 0, y * src.block_rows, x * src.block_cols])
+        assert outs[-1][0, 0, 0, 0] == want and outs[-2][0, 0, 0, 0] == 7 + gx * gy, i
+        seen.add(gx * gy)
+        if len(seen) >= 3:
+            break
+    assert {1, 2} <= seen, seen
 
 
 def test_outputs_lie_in_the_intervals_the_generator_gave_them(monkeypatch):

@@ -334,7 +334,8 @@ class Gen:
         r = self.warps * self.grid[1] * rows - self.rng.randrange(0, rows)
         c = self.grid[0] * cols - 8 * self.rng.randrange(0, cols // 8)
         self.args.append(Arg(f"o{j}", v.dtype, self.out_shape(r, c), output=True, tol=v.err,
-                             block_rows=self.warps * rows, bounds=None if v.dtype == "i32" else (v.lo, v.hi)))
+                             block_rows=self.warps * rows, block_cols=cols,
+                             bounds=None if v.dtype == "i32" else (v.lo, v.hi)))
         if not O.tma_store(self, v, f"o{j}"):
             self.emit(f"store(o{j}, {v.name}, (0, {self.out_d}, tr, bx), clip=True)", "store_clip")
 

@@ -57,8 +57,13 @@ def scalar_outputs(g) -> None:
 def counter(g) -> None:
     """atomic_add(count, 1) once a block after the outputs' writes: every warp
     gets the old value (7, the counter's start: one add an element), and
-    stores it plus its tile row."""
+    stores it plus its tile row; or (a third of them, every block counting
+    on one counter) the last block reads every block's writes (last_block)."""
     if g.rng.random() > 0.2:
+        return
+    sums = [a for a in g.args if a.output and a.dtype == "f32" and a.block_cols]
+    if sums and not g.groups and g.rng.random() < 0.35:
+        last_block(g, g.rng.choice(sums))
         return
     outs = [a.name for a in g.args if a.output]
     j = len(outs)
@@ -69,3 +74,30 @@ def counter(g) -> None:
     g.args.append(Arg(f"o{j + 1}", "i32", g.out_shape(g.warps * g.grid[1], g.grid[0]), output=True,
                       block_rows=g.warps))
     g.emit(f"store(o{j + 1}, old + tr, at=(0, {g.out_d}, tr, bx), clip=True)", "store_index_element")
+
+
+def last_block(g, src) -> None:
+    """Every block counts itself done on one counter (atomic_add after all the
+    outputs' writes, which it publishes); the block whose add makes the
+    count the grid's (old = 7 + blocks - 1: the counter starts at 7) reads
+    the first element of every block's tile of output `src` (f32, written by
+    core.Gen.store_output) and stores their sum, in block order, into a new
+    one-element output (the split-KV forward's merge by its last split, in
+    small: whichever block comes last, on the GPU, sees the others' writes)."""
+    outs = [a.name for a in g.args if a.output]
+    j, (gx, gy) = len(outs), g.grid
+    blocks = gx * gy
+    g.args.append(Arg(f"o{j}", "i32", (1, 1, 1, 1), output=True))
+    lo, hi = src.bounds
+    g.args.append(Arg(f"o{j + 1}", "f32", (1, 1, 1, 1), output=True, tol=blocks * src.tol,
+                      bounds=(blocks * min(lo, 0.0), blocks * max(hi, 0.0))))
+    g.emit(f"last = atomic_add(o{j}, 1, at=(0, 0, 0, 0), after=[{', '.join(outs)}])", "atomic_add_last_block")
+    g.emit(f"with tkc.if_((last == {7 + blocks - 1}) & (tkc.warpid() == 0)):")
+    g.depth += 1
+    firsts = [f"load(f32, {src.name}, at=(0, 0, {y * src.block_rows}, {x * src.block_cols}), fill=0.0)"
+              for y in range(gy) for x in range(gx)]
+    g.emit(f"total = {firsts[0]}")
+    for f in firsts[1:]:
+        g.emit(f"total = total + {f}")
+    g.emit(f"store(o{j + 1}, total, at=(0, 0, 0, 0), clip=True)")
+    g.depth -= 1
