@@ -229,6 +229,7 @@ def test_split_counts_are_the_h200s_tuned_data(monkeypatch, tmp_path):
     (3, 300, 3, 64, False, 0), (8, 300, 4, 64, True, 0), (1, 130, 16, 128, False, 0), (5, 64, 1, 64, True, 0),
     (4, 200, 40, 64, False, 40),   # causal over 40 queries: the last split (8 keys) unseen by rows < 32
     (2, 150, 12, 128, True, 3),    # 4 heads of 3 queries packed (row r is query r mod 3), causal
+    (3, 200, 80, 64, False, 0),    # two query tiles (80 rows): a counter and a merge each
 ])
 @pytest.mark.parametrize("merged", [False, True])
 def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, P, merged):
@@ -245,7 +246,7 @@ def test_split_kernel_and_merge_against_numpy(request, S, Lk, R, D, persistent, 
     lp = np.full((B, H, 1, S * R), np.nan, np.float32)
     o = np.full((B, H, R, D), np.nan, np.float32)
     lo = np.full((B, H, 1, R), np.nan, np.float32)
-    count = np.zeros((1, B, H, 1), np.int32)
+    count = np.zeros((1, B, H, -(-R // 64)), np.int32)
     schedule = ForwardSchedule(KV=64, consumers=1, persistent=persistent)
     kernel = attention_hopper(D, False, "split", schedule, merged=merged)
     if merged:
