@@ -110,7 +110,8 @@ def test_the_bindings_map_is_read_while_it_lives(monkeypatch):
             ctypes.memset(self.raw, 0xEE, MAP_BYTES)
 
     any_enum = type("E", (), {"__getattr__": lambda self, name: 0})()
-    fake = SimpleNamespace(cuuint64_t=int, cuuint32_t=int, CUtensorMapDataType=any_enum,
+    fake = SimpleNamespace(CUresult=SimpleNamespace(CUDA_SUCCESS=0), cuuint64_t=int, cuuint32_t=int,
+                           CUtensorMapDataType=any_enum,
                            CUtensorMapInterleave=any_enum, CUtensorMapSwizzle=any_enum,
                            CUtensorMapL2promotion=any_enum, CUtensorMapFloatOOBfill=any_enum,
                            cuTensorMapEncodeTiled=lambda dtype, rank, address, *rest: (0, Map(address)))

@@ -118,47 +118,17 @@ def _fixed(cu, args: EncodeArgs) -> tuple:
     return kept
 
 
-class _Uint64s(dict):
-    """n -> the bindings' cuuint64_t of n, made once: a growing cache's maps
-    differ from step to step in one dim, their other dims and strides repeat."""
-
-    def __init__(self, module):
-        super().__init__()
-        self.module = module
-
-    def __missing__(self, n: int):
-        if len(self) >= 4096:
-            self.clear()
-        value = self[n] = self.module.cuuint64_t(n)
-        return value
-
-
-_U64: dict = {}   # id of the bindings module (a fake one: a namespace) -> its _Uint64s
-
-
 def encode(args: EncodeArgs) -> bytes:
-    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled, through cuda-bindings)."""
-    tmap = _encoded(args)   # held while its bytes are read (getPtr is its storage's address)
-    return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
-
-
-def _encoded(args: EncodeArgs):
-    """The CUtensorMap object of args. Read its bytes (at getPtr()) while a
-    name holds it: the object owns that storage, which goes with it (a
-    temporary's address, read after the expression dropped it, gave maps of
-    freed memory: illegal instructions on the H200, now and then)."""
-    cu = driver._cuda or driver.api()
+    """The 128 bytes of the CUtensorMap (cuTensorMapEncodeTiled, through cuda-bindings),
+    read while `tmap` holds the object: it owns the storage at getPtr() (its bytes
+    read at a dropped temporary's address were freed memory: illegal instructions on
+    the H200, now and then)."""
+    cu = driver.api()
     dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[1]
-    u64 = _U64.get(id(cu))
-    if u64 is None or u64.module is not cu:
-        _U64.clear()
-        u64 = _U64[id(cu)] = _Uint64s(cu)
-    err, tmap = cu.cuTensorMapEncodeTiled(dtype, 4, args.address, [u64[n] for n in args.global_dim],
-                                          [u64[n] for n in args.global_strides], box, element_strides,
-                                          interleave, swizzle, l2, oob)
-    if err:
-        driver._check(cu, err, "cuTensorMapEncodeTiled")
-    return tmap
+    u64 = cu.cuuint64_t
+    tmap = driver.call("cuTensorMapEncodeTiled", dtype, 4, args.address, [u64(n) for n in args.global_dim],
+                       [u64(n) for n in args.global_strides], box, element_strides, interleave, swizzle, l2, oob)
+    return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
 
 
 def param(data: bytes):
@@ -229,12 +199,5 @@ class TensorMaps:
         """Entry n's map for this tensor encoded into the 128 bytes at address
         (a frame's slot) and not kept: a tensor not seen again (a growing KV
         cache's, in new memory at each step)."""
-        args = arguments(self.kernel, self.entries[n], ptr, shape, strides)
-        if self.encoder is None and encode is _ENCODE:   # (tests replace either)
-            tmap = _encoded(args)   # held while its bytes are copied
-            ctypes.memmove(address, tmap.getPtr(), MAP_BYTES)
-        else:
-            ctypes.memmove(address, (self.encoder or encode)(args), MAP_BYTES)
-
-
-_ENCODE = encode
+        encoder = self.encoder or encode
+        ctypes.memmove(address, encoder(arguments(self.kernel, self.entries[n], ptr, shape, strides)), MAP_BYTES)
