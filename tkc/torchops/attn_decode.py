@@ -360,7 +360,7 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
     outs = o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R)
     split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0, free=free)
     merged = _merges((merge, signature(*parts, *outs)), merge, (*parts, *outs))   # (the same at every length)
-    count = stream_buffers(qp.device, 0, tiles)[1][:tiles].view(1, B, Hkv, -1)
+    count = torch.zeros(1, B, Hkv, -(-R // ROWS), device=qp.device, dtype=torch.int32)   # (its layout alone)
     fused = fused.prepare(qp, k, v, *parts, *outs, count, *extra, S, cq, 1.0, free=free)
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
@@ -368,7 +368,7 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
             part = torch.empty(n + numel * S, device=q.device, dtype=torch.float32)
             split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
             merged(part, At(part, n * 4), o, lse)
-        else:   # the splits' buffer and counters the stream's own: read within the launch
+        else:   # the splits' buffer and counters the stream's own (not capturing): read within the launch
             part, count = stream_buffers(q.device, n + numel * S, tiles)
             fused(q, k, v, part, At(part, n * 4), o, lse, count, *extra, S, cq, scale)
     return launch

@@ -130,16 +130,11 @@ def stream_buffers(device: torch.device, numel: int, counters: int) -> tuple[Ten
     its splits: the last block of a tile to count itself merges). One pair
     per device and stream, so an eager call allocates nothing for them: the
     launches on a stream run in turn (a kernel starts its work after the one
-    before it ends: runtime/launch.py), those on two streams may not. Under
-    CUDA-graph capture a new pair, the graph's own (its replays may run
-    beside the stream's later calls)."""
-    if device.type != "cuda":
-        key = (device, 0)
-    elif torch.cuda.is_current_stream_capturing():
-        return (torch.empty(max(numel, 1), device=device, dtype=torch.float32),
-                torch.zeros(max(counters, 1), device=device, dtype=torch.int32))
-    else:
-        key = (device, torch._C._cuda_getCurrentRawStream(device.index or 0))
+    before it ends: runtime/launch.py), those on two streams may not. Not
+    for a call under CUDA-graph capture (the caller checks: kept buffers
+    made there would be the graph's memory, and its replays may run beside
+    the stream's later calls)."""
+    key = (device, torch._C._cuda_getCurrentRawStream(device.index or 0) if device.type == "cuda" else 0)
     bufs = _streams.get(key)
     if bufs is None:
         bufs = _streams[key] = [torch.empty(0, device=device), torch.empty(0, device=device, dtype=torch.int32)]
