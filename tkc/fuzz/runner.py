@@ -7,6 +7,8 @@
     tkc fuzz --seed S --count N --gpu DIR               on a GPU machine (TKC_OFFLINE=1, no
                                                         MLIR): run each cached kernel, compare
                                                         with DIR's outputs
+    tkc fuzz --ops --seed S --count N [--fake]          tkc's torch ops at random shapes against
+                                                        PyTorch (ops.py, ops_run.py)
 
 Program i of seed S is generate(S, i) (and refusal(S, i)): the same text, so
 the same artifact key, on both machines. Failures print as the program's
@@ -35,6 +37,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", metavar="DIR", help="run the cached kernels on the GPU against DIR's outputs")
     p.add_argument("--no-refusals", action="store_true", help="only the well-typed programs")
     p.add_argument("-q", "--quiet", action="store_true", help="print failures' first lines only")
+    p.add_argument("--ops", action="store_true", help="call tkc's torch ops at random shapes instead and "
+                   "check them against PyTorch (on the GPU; docs/fuzz.md, \"Ops\")")
+    p.add_argument("--fake", action="store_true", help="with --ops: on a CPU through the fake driver "
+                   "(served or refused where they should be; no values)")
     return p
 
 
@@ -55,6 +61,9 @@ def _gpu_dir_problem(root: Path, seed: int) -> str | None:
 def main(argv: list[str]) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.ops:
+        from .ops_run import run_ops
+        return run_ops(args)
     indices = range(args.start, args.start + args.count)
     t0 = time.time()
     if args.gpu:

@@ -123,13 +123,18 @@ def _schedule(rows: int, cols: int, a: Tensor, b: Tensor, m: int | None = None) 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
     """(m, transposed): a 2-D operand as the kernel reads it, the matrix itself
     (row-major) or, when t is the transpose of a row-major matrix, that matrix
-    and True; anything else is copied to row-major."""
+    and True, where the rows as stored are whole 16-byte units, as TMA moves
+    them; anything else is copied, row-major or, where only t's columns are
+    whole units (the backward's A^T of an odd M), as its transpose."""
     batch_ok = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) == t.shape[1] * t.shape[2]
-    if batch_ok and t.stride(-1) == 1 and t.stride(-2) == t.shape[-1]:
+    rows, cols = t.shape[-1] % 8 == 0, t.shape[-2] % 8 == 0
+    if batch_ok and t.stride(-1) == 1 and t.stride(-2) == t.shape[-1] and rows:
         return t, False
-    if batch_ok and t.stride(-2) == 1 and t.stride(-1) == t.shape[-2]:
+    if batch_ok and t.stride(-2) == 1 and t.stride(-1) == t.shape[-2] and cols:
         return t.transpose(-1, -2), True
-    return t.contiguous(), False
+    if rows or not cols:
+        return t.contiguous(), False
+    return t.transpose(-1, -2).contiguous(), True   # (a backward's A^T of odd M: rows of K)
 
 
 def _gl(t: Tensor) -> Tensor:

@@ -1,0 +1,211 @@
+"""`tkc fuzz --ops`: run ops.py's cases and check each against PyTorch.
+
+    tkc fuzz --ops --seed S --count N [--start I]          on a GPU
+    tkc fuzz --ops --fake --seed S --count N               on a CPU, through the fake driver
+                                                           (tkc.bench.fake_driver: checks,
+                                                           refusals and plumbing; no values)
+
+A case runs as its own source (compiled under its name, so a TkcError's
+location names the case's line). Its outcome:
+
+- served: the output (and prenorm's h, return_lse's lse) within the dtype's
+  tolerance of the float64 reference, and each gradient `grads` names
+  (torch.autograd.grad at the op's arguments, views included) within its own;
+- refused: a TkcError located at the case's line, and only outside the
+  documented domain;
+- anything else fails: the report is the case's source, ready to paste.
+
+A CUDA fault leaves the context unusable, so the run stops at the first one.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from collections import Counter
+
+TOL = {"out": 1e-2, "grad": 3e-2}   # relative L2 errors of bf16 results (grads: two roundings more)
+
+
+def _namespace(device: str, seed: int) -> dict:
+    import torch
+
+    import tkc
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+
+    def rnd(*shape, grad=False, scale=1.0):
+        x = (torch.randn(*shape, device=device, generator=gen) * scale).to(torch.bfloat16)
+        return x.requires_grad_(grad)
+    return {"torch": torch, "tkc": tkc, "rnd": rnd, "DEVICE": device}
+
+
+def _rel(x, ref) -> float:
+    import torch
+    if x.shape != ref.shape:
+        return math_inf()
+    if ref.numel() == 0:
+        return 0.0
+    x, ref = x.double(), ref.double()
+    finite = torch.isfinite(ref)
+    if not torch.equal(finite, torch.isfinite(x)) or not torch.equal(x[~finite], ref[~finite]):
+        return math_inf()
+    x, ref = x[finite], ref[finite]
+    return float((x - ref).norm() / ref.norm().clamp_min(1e-12)) if ref.numel() else 0.0
+
+
+def math_inf() -> float:
+    return float("inf")
+
+
+def reference(case, args: dict):
+    """The op's outputs in float64 from its arguments (float64 leaves)."""
+    import torch
+    import torch.nn.functional as F
+    p = case.params
+    if case.op == "matmul":
+        return (args["a"] @ args["b"],)
+    if case.op == "linear":
+        y = F.linear(args["x"], args["w"], args["bias"])
+        return ({"gelu": F.gelu, "silu": F.silu}.get(p["activation"], lambda t: t)(y),)
+    if case.op in ("attention", "decode"):
+        o, lse = _attention(args["q"], args["k"], args["v"], p["causal"], p["scale"], args.get("n"))
+        return (o, lse) if p["lse"] else (o,)
+    if case.op in ("layer_norm", "rms_norm"):
+        x, w, r = args["x"], args["w"], args["r"]
+        h = x if r is None else x + r
+        if case.op == "layer_norm":
+            y = F.layer_norm(h, (h.shape[-1],), w, args["b"], 1e-5)
+        else:
+            y = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6) * w
+        return (y, h) if p["prenorm"] else (y,)
+    if case.op == "rotary":
+        x, cos, sin = args["x"], args["cos"], args["sin"]
+        c, s = cos.bfloat16().double()[None, :, None], sin.bfloat16().double()[None, :, None]
+        half = x.shape[-1] // 2
+        x1, x2 = (x[..., 0::2], x[..., 1::2]) if p["interleaved"] else (x[..., :half], x[..., half:])
+        o1, o2 = x1 * c - x2 * s, x2 * c + x1 * s
+        return (torch.stack((o1, o2), -1).flatten(-2) if p["interleaved"] else torch.cat((o1, o2), -1),)
+    raise ValueError(case.op)
+
+
+def _attention(q, k, v, causal: bool, scale, lengths):
+    """o and lse (+inf where a row sees no key) with bottom-right causal masks;
+    lengths: batch b's first lengths[b] keys, its queries at the end of them."""
+    import torch
+    G = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    i, j = torch.arange(Lq, device=q.device)[:, None], torch.arange(Lk, device=q.device)[None]
+    n = torch.full((q.shape[0],), Lk, device=q.device) if lengths is None else lengths.clamp(0, Lk).long()
+    seen = j[None] < n[:, None, None]
+    if causal:
+        seen = seen & (j[None] <= i[None] + (n - Lq)[:, None, None])
+    s = s.masked_fill(~seen[:, None], float("-inf"))
+    lse = torch.logsumexp(s, -1)
+    empty = torch.isinf(lse)
+    p = torch.exp(s - lse.masked_fill(empty, 0)[..., None])
+    o = p @ v
+    return o, lse.masked_fill(empty, float("inf"))
+
+
+def _call(case, device: str):
+    """Run the case's source: ('refused' | 'failed', report, None), or (None, '', its namespace)."""
+    from ..diagnostics import TkcError
+    ns = _namespace(device, case.seed * 1_000_003 + case.index)
+    try:
+        exec(compile(case.source(), case.name, "exec"), ns)
+    except TkcError as e:
+        if case.valid:
+            return "failed", f"refused a call inside the op's documented domain: {e}", None
+        if not e.where.startswith(case.name):
+            return "failed", f"the refusal is not located at the case's line: {e}", None
+        return "refused", "", None
+    except Exception:   # noqa: BLE001 (anything but a located refusal is the fuzzer's finding)
+        return "failed", "raised:\n" + traceback.format_exc(limit=6), None
+    return None, "", ns
+
+
+def run_case(case, device: str) -> tuple[str, str]:
+    """(outcome, report): outcome 'served', 'refused' or 'failed' (report: why)."""
+    import torch
+    outcome, report, ns = _call(case, device)
+    if ns is None:
+        return outcome, report
+    outs = ns["out"] if isinstance(ns["out"], tuple) else (ns["out"],)
+    args = {a: ns[a] for a in case.args}
+    leaves = {a: None if t is None else t.detach().double().requires_grad_(a in case.grads)
+              if t.is_floating_point() else t for a, t in args.items()}
+    refs = reference(case, leaves)
+    if len(outs) != len(refs):
+        return "failed", f"returned {len(outs)} outputs, the reference {len(refs)}"
+    for n, (o, ref) in enumerate(zip(outs, refs)):
+        err = _rel(o.detach(), ref.detach())
+        if not err < TOL["out"]:
+            return "failed", f"output {n} ({tuple(o.shape)}) off the reference: relative error {err:.3g}"
+    if case.grads and outs[0].numel():
+        dy = torch.randn(outs[0].shape, device=outs[0].device).to(outs[0].dtype)
+        got = torch.autograd.grad(outs[0], [args[a] for a in case.grads], dy, allow_unused=True)
+        want = torch.autograd.grad(refs[0], [leaves[a] for a in case.grads], dy.double(), allow_unused=True)
+        for a, g, w in zip(case.grads, got, want):
+            err = _rel(g, w) if g is not None and w is not None else (0.0 if g is w else math_inf())
+            if not err < TOL["grad"]:
+                return "failed", f"the gradient of {a} off the reference: relative error {err:.3g}"
+    return "served", ""
+
+
+def _fake_case(case, device: str) -> tuple[str, str]:
+    """On the fake driver: only that the call (and its backward) is served, or
+    refused where it should be; the values are the stub launches' garbage."""
+    import torch
+    outcome, report, ns = _call(case, device)
+    if ns is None:
+        return outcome, report
+    out = ns["out"][0] if isinstance(ns["out"], tuple) else ns["out"]
+    if case.grads and out.numel():
+        try:   # the backward's plumbing and its own checks
+            torch.autograd.grad(out, [ns[a] for a in case.grads], torch.ones_like(out), allow_unused=True)
+        except Exception:   # noqa: BLE001
+            return "failed", "the backward raised:\n" + traceback.format_exc(limit=6)
+    return "served", ""
+
+
+def run_ops(args) -> int:
+    """`tkc fuzz --ops`: cases start .. start + count of seed, a report per failure, a summary."""
+    import contextlib
+
+    import torch
+
+    from .ops import generate
+    fake = args.fake or not torch.cuda.is_available()
+    if fake:
+        from ..bench.fake_driver import fake_driver
+        scope, device, check = fake_driver(), "cpu", _fake_case
+    else:
+        scope, device, check = contextlib.nullcontext(), "cuda", run_case
+    t0, tally, failed = time.time(), Counter(), 0
+    end = args.start + args.count
+    with scope:
+        for i in range(args.start, end):
+            case = generate(args.seed, i)
+            try:
+                outcome, report = check(case, device)
+            except KeyboardInterrupt:   # (timeout -s INT): the summary of the cases run
+                print(f"interrupted at case {i}", flush=True)
+                end = i
+                break
+            tally[case.op, outcome] += 1
+            if outcome == "failed":
+                failed += 1
+                print(f"{case.name}: {case.op}: {report}\n{case.source()}", flush=True)
+                if not fake and "CUDA" in report:
+                    print("a CUDA error: the context is gone, the run stops here", flush=True)
+                    end = i + 1
+                    break
+    ops = sorted({op for op, _ in tally})
+    print(f"tkc fuzz --ops: seed {args.seed}, cases {args.start}..{end - 1} "
+          f"({'fake driver' if fake else torch.cuda.get_device_name()}): {failed} failures, "
+          f"{time.time() - t0:.1f} s\n" + ", ".join(
+              f"{op} {tally[op, 'served']} served / {tally[op, 'refused']} refused" for op in ops))
+    return 1 if failed else 0
+
