@@ -33,6 +33,31 @@ def inputs(B, H, L, F, DV, decay=False, qk=0.3):
     return q.bfloat16(), k.bfloat16(), v.bfloat16(), g
 
 
+def _slice_kernels():
+    """The kernels tkc.linear_attention runs for every F x DV, decay or not:
+    each width v is sliced into (their default schedules; `tkc build` of this
+    file prebuilds them for an offline run)."""
+    from tkc.kernels.linear_attention import linear_attention
+    from tkc.torchops.linear_attn import DIMS, widths
+    shapes = {(F, w, d) for F in DIMS for DV in DIMS for d in (False, True) for w in widths(F, DV, d)}
+    return [linear_attention(*shape) for shape in sorted(shapes)]
+
+
+KERNELS = _slice_kernels()
+
+
+@pytest.mark.parametrize("F", [64, 128, 192, 256])
+@pytest.mark.parametrize("DV", [64, 128, 192, 256])
+@pytest.mark.parametrize("decay", [False, True])
+def test_every_dim_and_an_odd_length(F, DV, decay):
+    """Every F and DV the op accepts, with decay and without, at an odd L:
+    wide values in column slices, g padded to even (linear_attn.WIDEST)."""
+    import tkc
+    q, k, v, g = inputs(2, 3, 333, F, DV, decay, qk=0.2)
+    o = tkc.linear_attention(q, k, v, g=g)
+    assert o.shape == v.shape and rel_err(o, reference(q, k, v, F ** -0.5, g)) < 2e-2
+
+
 @pytest.mark.parametrize("F,DV", [(64, 64), (128, 128), (128, 64)])
 @pytest.mark.parametrize("decay", [False, True])
 @pytest.mark.parametrize("L", [64, 1000, 2048])

@@ -175,6 +175,41 @@ def test_ops(ops):
     assert rel_err(ob.float().numpy(), ref) < 1e-2
 
 
+@pytest.mark.parametrize("F,DV,decay,L", [(256, 256, True, 67), (192, 256, False, 33), (128, 256, True, 64),
+                                          (192, 64, True, 65)])
+def test_wide_values_run_in_slices_and_odd_lengths_with_decay(ops, F, DV, decay, L):
+    """A v wider than a kernel's shared memory holds runs in column slices
+    (linear_attn.WIDEST), and a decaying call of odd L pads g with one zero
+    log decay (the kernel reads g in pairs): both matched the reference
+    (tkc fuzz --ops found them refused by the compiler, 2026-12-01)."""
+    assert len(ops.widths(F, DV, decay)) > 1 or L % 2
+    q, k, v, g = (torch.from_numpy(x) for x in _inputs(1, 1, L, F, DV, seed=L))
+    q, k, v = q.bfloat16(), k.bfloat16(), v.bfloat16()
+    g = g[:, :, 0].contiguous() if decay else None
+    o = ops._la(q, k, v, g, F ** -0.5)
+    ref = reference.linear_attention(q.float().numpy(), k.float().numpy(), v.float().numpy(), F ** -0.5,
+                                     None if g is None else g.numpy())
+    assert o.shape == v.shape and rel_err(o.float().numpy(), ref) < 1e-2
+
+
+def test_the_widest_values_each_kernel_serves():
+    """linear_attn.WIDEST: the (F, WIDEST, decay) kernel (its default
+    schedule) compiles without spills or serialised wgmmas; one 64 wider
+    spills, serialises or does not fit an SM's shared memory."""
+    from tkc.torchops.linear_attn import WIDEST
+
+    def clean(kernel):
+        try:
+            r = kernel.build().manifest["resources"]
+        except TkcError as e:
+            assert "shared memory" in str(e)
+            return False
+        return r["spill_stores"] == 0 and not r["wgmma_serialized"]
+    for (F, decay), DV in WIDEST.items():
+        assert clean(linear_attention(F, DV, decay)), (F, DV, decay)
+        assert DV == 256 or not clean(linear_attention(F, DV + 64, decay)), (F, DV + 64, decay)
+
+
 def test_op_errors(ops):
     import tkc
     q = torch.zeros(1, 2, 64, 64, dtype=torch.bfloat16)

@@ -26,7 +26,8 @@ import dataclasses
 import math
 import random
 
-OPS = ("matmul", "linear", "attention", "decode", "layer_norm", "rms_norm", "rotary")
+OPS = ("matmul", "linear", "swiglu", "attention", "decode", "varlen", "layer_norm", "rms_norm", "rotary",
+       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention")
 HEAD_DIMS = (64, 96, 128, 256)   # tkc.attention's (torchops/attn.py refuses the rest)
 NORM_MAX = 16384                 # tkc.layer_norm's and tkc.rms_norm's widest row
 GRAD = 0.3                       # the share of cases whose gradients are checked too
@@ -48,6 +49,7 @@ class Case:
     lines: list
     valid: bool = True
     grads: tuple = ()
+    tol: float = 1e-2   # the outputs' relative L2 error (gradients: 3x)
 
     @property
     def name(self) -> str:
@@ -62,8 +64,9 @@ def generate(seed: int, index: int) -> Case:
     r = random.Random(f"tkc-fuzz-ops:{seed}:{index}")
     op = r.choice(OPS)
     case = Case(seed, index, op, {}, (), [])
-    {"matmul": _matmul, "linear": _linear, "attention": _attention, "decode": _decode,
-     "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary}[op](r, case)
+    {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
+     "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
+     "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention}[op](r, case)
     return case
 
 
@@ -131,6 +134,18 @@ def _linear(r: random.Random, c: Case) -> None:
     c.params = {"activation": act}
     c.args, c.valid = ("x", "w", "bias"), not outside
     c.grads = tuple(a for a in ("x", "w", "bias") if g and (a != "bias" or bias))
+
+
+def _swiglu(r: random.Random, c: Case) -> None:
+    outside = r.random() < OUTSIDE
+    bad = r.choice(("K", "F")) if outside else ""
+    K, F = _rows8(r, 2048, bad == "K"), _rows8(r, 4096, bad == "F")
+    rows = _size(r, 2000, 0)
+    g = _grad(r)
+    G = ", grad=True" if g else ""
+    c.lines += [f"x = rnd({rows}, {K}{G})", f"wg = rnd({F}, {K}{G}, scale=0.05)",
+                f"wu = rnd({F}, {K}{G}, scale=0.05)", "out = tkc.swiglu(x, wg, wu)"]
+    c.args, c.valid, c.grads = ("x", "wg", "wu"), not outside, ("x", "wg", "wu") if g else ()
 
 
 def _heads(r: random.Random, outside: str) -> tuple[int, int]:
@@ -233,3 +248,85 @@ def _rotary(r: random.Random, c: Case) -> None:
                 f"out = tkc.rotary_embedding(x, cos, sin, interleaved={inter})"]
     c.params = {"interleaved": inter}
     c.args, c.valid, c.grads = ("x", "cos", "sin"), not outside, ("x",) if g else ()
+
+
+def _varlen(r: random.Random, c: Case) -> None:
+    """Packed sequences of different lengths (empty ones too), FlashAttention's varlen call."""
+    outside = r.random() < OUTSIDE
+    D, (Hq, Hkv) = r.choice(HEAD_DIMS), _heads(r, "")
+    B = r.randint(1, 5)
+    lq = [0 if r.random() < 0.1 else _size(r, 700) for _ in range(B)]
+    lk = lq if r.random() < 0.5 else [0 if r.random() < 0.1 else _size(r, 900) for _ in range(B)]
+    causal, g = r.random() < 0.4, _grad(r)
+    G = ", grad=True" if g else ""
+    cu = lambda ls: "[" + ", ".join(str(sum(ls[:i])) for i in range(B + 1)) + "]"  # noqa: E731
+    short = max(max(lq) - 1, 0) if outside else max(lq)   # outside: a max_seqlen_q below the longest
+    c.lines += [f"q = rnd({sum(lq)}, {Hq}, {D}{G})", f"k = rnd({sum(lk)}, {Hkv}, {D}{G})",
+                f"v = rnd({sum(lk)}, {Hkv}, {D}{G})",
+                f"cq = torch.tensor({cu(lq)}, device=DEVICE, dtype=torch.int32)",
+                f"ck = torch.tensor({cu(lk)}, device=DEVICE, dtype=torch.int32)",
+                f"out = tkc.attention_varlen(q, k, v, cq, ck, {short}, {max(lk)}, causal={causal})"]
+    c.params = {"causal": causal, "lq": lq, "lk": lk}
+    c.args, c.valid, c.grads = ("q", "k", "v"), not outside or max(lq) == 0, ("q", "k", "v") if g else ()
+
+
+def _scaled_mm(r: random.Random, c: Case) -> None:
+    """tkc.scaled_mm of e4m3 operands: per-tensor, row-wise or block scales, bf16 or f32 out."""
+    mode = r.choice(("tensor", "row", "block"))
+    outside = r.random() < OUTSIDE
+    unit = 128 if mode == "block" else 16
+    M, K, N = _size(r, 3000), unit * _size(r, 4096 // unit), _rows8(r, 2048, False)
+    K, N = (K + 8, N) if outside and r.random() < 0.5 else (K, N + 4) if outside else (K, N)
+    out = r.choice(("torch.bfloat16", "torch.float32"))
+    c.lines += [f"a = (torch.randn({M}, {K}, device=DEVICE) * 2).to(torch.float8_e4m3fn)",
+                f"b = (torch.randn({N}, {K}, device=DEVICE) * 2).to(torch.float8_e4m3fn).t()"]
+    if mode == "tensor":
+        c.lines += ["sa = torch.rand((), device=DEVICE) + 0.1", "sb = torch.rand((), device=DEVICE) + 0.1"]
+    elif mode == "row":
+        c.lines += [f"sa = torch.rand({M}, 1, device=DEVICE) + 0.1", f"sb = torch.rand(1, {N}, device=DEVICE) + 0.1"]
+    else:   # 1x128 blocks of a, 128x128 of b, both stored transposed (torch._scaled_mm's BlockWise)
+        c.lines += [f"sa = (torch.rand({K // 128}, {M}, device=DEVICE) + 0.1).t()",
+                    f"sb = (torch.rand({-(-N // 128)}, {K // 128}, device=DEVICE) + 0.1).t()"]
+    c.lines.append(f"out = tkc.scaled_mm(a, b, sa, sb, out_dtype={out})")
+    c.params = {"mode": mode}
+    c.args, c.valid = ("a", "b", "sa", "sb"), not outside
+
+
+def _quantize(r: random.Random, c: Case) -> None:
+    outside = r.random() < OUTSIDE
+    M, K = _size(r, 4000, 0), 128 * _size(r, 64) + (r.choice((8, 64)) if outside else 0)
+    c.lines += [f"x = rnd({M}, {K}, scale={r.choice((1e-3, 1.0, 100.0))})", "out = tkc.quantize_fp8(x)"]
+    c.args, c.valid = ("x",), not outside
+
+
+CHANNELS = {1024: 8, 2048: 4, 4096: 2}   # tkc.fftconv's D must be a multiple of these (its docstring)
+
+
+def _fftconv(r: random.Random, c: Case) -> None:
+    """u [B, D, L] with a filter of at most N taps (causal: N - L + 1) transformed for FFT size N."""
+    outside = r.choice(("D", "L")) if r.random() < OUTSIDE else ""
+    N = r.choice(tuple(CHANNELS))
+    L = N * r.choice((1, 1, 2, 3)) // 4 if outside != "L" else N - 100
+    D = CHANNELS[N] * r.randint(1, 96 // CHANNELS[N] * 2) + (1 if outside == "D" else 0)
+    B = r.randint(1, 5)
+    taps = r.randint(1, N if L == N else N - L + 1)
+    c.lines += [f"u = rnd({B}, {D}, {L})", f"k = torch.randn({D}, {taps}, device=DEVICE) / {taps} ** 0.5",
+                f"kf = tkc.fftconv_filter(k, {N})", "out = tkc.fftconv(u, kf)"]
+    c.params = {"N": N}
+    c.args, c.valid = ("u", "k"), not outside
+
+
+def _linear_attention(r: random.Random, c: Case) -> None:
+    """Causal linear attention, with log decays g <= 0 (Mamba-2's SSD) or without."""
+    outside = r.random() < OUTSIDE
+    F = r.choice((32, 96)) if outside else r.choice((64, 128, 192, 256))
+    DV = r.choice((64, 128, 192, 256))
+    B, H, L = r.randint(1, 2), r.choice((1, 2, 4)), _size(r, 1500)
+    decay = r.random() < 0.5
+    c.lines += [f"q = rnd({B}, {H}, {L}, {F})", f"k = rnd({B}, {H}, {L}, {F})", f"v = rnd({B}, {H}, {L}, {DV})"]
+    if decay:
+        c.lines += [f"g = -torch.nn.functional.softplus(torch.randn({B}, {H}, {L}, device=DEVICE)) * 0.1",
+                    "out = tkc.linear_attention(q, k, v, g)"]
+    else:
+        c.lines += ["g = None", "out = tkc.linear_attention(q, k, v)"]
+    c.args, c.valid, c.tol = ("q", "k", "v", "g"), not outside, 2e-2

@@ -149,10 +149,11 @@ def library_kernels() -> list:
 def default_schedule(F: int, DV: int, decay: bool) -> dict:
     """The schedule a shape runs where no tuned table holds its key
     (torchops/linear_attn.py's spaces; the H100's hand picks, docs/kernels.md):
-    one consumer warpgroup for the decaying form at DV 64, else CONSUMERS;
+    one consumer warpgroup for the decaying form at DV 64 up to F 128 (from
+    F 192 its F x 64 state spills there), else CONSUMERS;
     two blocks an SM for it at F = DV = 64; a two-stage ring for the
     decaying form with two warpgroups at F x DV above 64 x 64."""
-    consumers = 1 if decay and DV <= 64 else CONSUMERS
+    consumers = 1 if decay and DV <= 64 and F <= 128 else CONSUMERS
     return {"consumers": consumers,
             "blocks_per_sm": 2 if decay and consumers == 1 and F * DV <= 64 * 64 else 1,
             "stages": 2 if decay and consumers > 1 and F * DV > 64 * 64 else "auto"}
@@ -227,7 +228,7 @@ def linear_attention(F: int = 128, DV: int = 128, decay: bool = False, stages=No
 
     if decay:
         @tkc.kernel(name=name, warps=4 * consumers, grid=grid, blocks_per_sm=blocks_per_sm)
-        def la(q: Q, k: Q, v: V, g: gl(f32, "B", "H", 1, "L"), o: V, scale: tkc.f32):
+        def la(q: Q, k: Q, v: V, g: gl(f32, "B", "H", 1, "Lg"), o: V, scale: tkc.f32):
             body(q, k, v, g, o, scale)
         return la
 

@@ -237,9 +237,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     if b.dim() == 2:
         return _matmul(a, b)
     batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
-    b3 = b.reshape(-1, *b.shape[-2:]) if b.shape[:-2].numel() == 1 else \
-        b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    n = math.prod(batch)   # (not -1: a reshape of no elements cannot infer it)
+    a3 = a.expand(*batch, *a.shape[-2:]).reshape(n, *a.shape[-2:])
+    b3 = b.reshape(1, *b.shape[-2:]) if b.shape[:-2].numel() == 1 else \
+        b.expand(*batch, *b.shape[-2:]).reshape(n, *b.shape[-2:])
     if a3.shape[0] == 0:
         return a.new_zeros((*batch, a.shape[-2], b.shape[-1]))
     return _matmul(a3, b3).view(*batch, a.shape[-2], b.shape[-1])

@@ -143,12 +143,42 @@ def _launch(key, kernel_of, views, *ts: Tensor, scale: float) -> Tensor:
     return _run(key, kernel_of, views, scale, *ts)(*ts)
 
 
+# The widest DV a (F, decay) kernel serves without spilling, in the registers and shared
+# memory an SM lends it (the F x DV f32 state, its bf16 copy, the Q, K and V ring, O's tile;
+# 2026-12-01: one 64 wider spills, serialises its wgmmas or does not fit,
+# test_the_widest_values_each_kernel_serves). A wider v is served in column slices, each its
+# own launch over the same q and k (the outputs' columns are independent; Q K^T is recomputed).
+WIDEST = {(64, False): 256, (128, False): 192, (192, False): 128, (256, False): 128,
+          (64, True): 192, (128, True): 128, (192, True): 64, (256, True): 64}
+
+
+def widths(F: int, DV: int, decay: bool) -> list[int]:
+    """The column slices of v (multiples of 64) the (F, DV, decay) call runs."""
+    most, out = WIDEST[F, decay], []
+    while DV > 0:
+        out.append(min(most, DV))
+        DV -= out[-1]
+    return out
+
+
 def _la_run(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float):
     F, DV = q.shape[-1], v.shape[-1]
+    if g is not None and g.shape[-1] % 2:   # the kernel reads g in pairs: a zero log decay past the end
+        inner = _la_run(q, k, v, _even(g), scale)
+        return lambda q, k, v, g: inner(q, k, v, _even(g))
+    slices = widths(F, DV, g is not None)
+    if len(slices) > 1:   # v's columns in slices that fit (WIDEST), their outputs side by side
+        bounds = [(sum(slices[:i]), sum(slices[:i + 1])) for i in range(len(slices))]
+        runs = [(a, b, _la_run(q, k, v[..., a:b], g, scale)) for a, b in bounds]
+        return lambda q, k, v, *g: torch.cat([run(q, k, v[..., a:b], *g) for a, b, run in runs], -1)
     if g is None:
         return _run("la", lambda: _la_kernel(F, DV, False, q), lambda *ts: ts, scale, q, k, v)
     return _run("la_decay", lambda: _la_kernel(F, DV, True, q),
                 lambda q, k, v, g: (q, k, v, g.unsqueeze(2)), scale, q, k, v, g)
+
+
+def _even(g: Tensor) -> Tensor:
+    return torch.nn.functional.pad(g, (0, 1))
 
 
 def _la_impl(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None, scale: float) -> Tensor:
