@@ -108,6 +108,37 @@ def test_wide_norms(D, norm):
     assert grads_match(y, ref, dy, ts, 3e-2)
 
 
+def _off(*shape, grad=False):
+    """A [..., n] view starting one element past a 16-byte boundary."""
+    buf = rnd(*shape[:-1], shape[-1] + 8, grad=grad)
+    return buf[..., 1:1 + shape[-1]]
+
+
+def test_operands_tma_cannot_read_as_stored():
+    """What tkc fuzz --ops found refused (2026-12-01), served and matching:
+    a.t() of an odd M (rows of M elements) forward and backward, operands
+    starting off a 16-byte boundary (a slice of a row, a one-row view), a
+    batch of empty products."""
+    a, b = rnd(1016, 2, grad=True), rnd(248, 1016, grad=True, scale=0.1)
+    c = tkc.matmul(a.t(), b.t())
+    ref = a.double().t() @ b.double().t()
+    assert rel(c, ref) < 1e-2 and grads_match(c, ref, rnd(*c.shape), (a, b), 2e-2)
+    x, w, bias = _off(333, 520, grad=True), rnd(264, 520, scale=0.05), _off(264)
+    y = tkc.linear(x, w, bias, "silu")
+    ref = F.silu(F.linear(x.double(), w.double(), bias.double()))
+    assert rel(y, ref) < 1e-2
+    dy = rnd(*y.shape)
+    (gx,), (gref,) = torch.autograd.grad(y, [x], dy), torch.autograd.grad(ref, [x], dy.double())
+    assert rel(gx, gref) < 2e-2
+    x1 = _off(1, 1024)
+    w1, b1 = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+    assert rel(tkc.layer_norm(x1, w1, b1), F.layer_norm(x1.double(), (1024,), w1.double(), b1.double())) < 1e-2
+    q, k, v = rnd(1, 2, 1, 64), rnd(1, 2, 1, 64), _off(1, 2, 1, 64)
+    assert rel(tkc.attention(q, k, v, causal=True), v.double()) < 1e-2   # one key: o = v
+    e = tkc.matmul(rnd(2, 3, 0, 1280, grad=True), rnd(2, 3, 1280, 32))
+    assert e.shape == (2, 3, 0, 32) and e.requires_grad
+
+
 def test_zero_size_inputs():
     q = torch.zeros(0, 2, 64, 64, device="cuda", dtype=BF)
     assert tkc.attention(q, q, q).shape == q.shape

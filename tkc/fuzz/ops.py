@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import re
 
 OPS = ("matmul", "linear", "swiglu", "attention", "decode", "varlen", "layer_norm", "rms_norm", "rotary",
        "scaled_mm", "quantize_fp8", "fftconv", "linear_attention")
@@ -67,7 +68,31 @@ def generate(seed: int, index: int) -> Case:
     {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
      "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
      "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention}[op](r, case)
+    if op not in ("scaled_mm", "quantize_fp8"):
+        _dress(r, case)
     return case
+
+
+RND = re.compile(r"rnd\(([^()]*)\)")
+
+
+def _dress(r: random.Random, c: Case) -> None:
+    """Inputs as models also pass them: now and then one a view of rows padded
+    by 8 elements whose start is off 16 bytes (TMA cannot read it: the op must
+    copy it), and the whole call in float32 under torch.autocast to bf16 (AMP:
+    served) or in float16 (refused: the kernels are bf16)."""
+    u = r.random()
+    mode = "amp" if u < 0.08 else "f16" if u < 0.11 else ""
+
+    def dressed(m):
+        extra = [f"off={r.choice((1, 3, 8))}"] if r.random() < 0.15 else []
+        extra += [f"dtype=torch.{'float32' if mode == 'amp' else 'float16'}"] if mode else []
+        return f"rnd({', '.join([m[1], *extra])})"
+    c.lines = [RND.sub(dressed, line) for line in c.lines]
+    if mode == "amp":
+        c.lines = [f"with torch.autocast(DEVICE, dtype=torch.bfloat16):\n    {line}" if line.startswith("out = ")
+                   else line for line in c.lines]
+    c.valid = c.valid and mode != "f16"
 
 
 def _size(r: random.Random, hi: int, lo: int = 1) -> int:
@@ -244,7 +269,7 @@ def _rotary(r: random.Random, c: Case) -> None:
     inter, g = r.random() < 0.5, _grad(r)
     c.lines += [f"x = rnd({B}, {T}, {H}, {D}{', grad=True' if g else ''})",
                 f"ang = torch.rand({T}, {D // 2}, device=DEVICE) * 6.3",
-                f"cos, sin = ang.cos(), ang.sin()",
+                "cos, sin = ang.cos(), ang.sin()",
                 f"out = tkc.rotary_embedding(x, cos, sin, interleaved={inter})"]
     c.params = {"interleaved": inter}
     c.args, c.valid, c.grads = ("x", "cos", "sin"), not outside, ("x",) if g else ()

@@ -35,9 +35,12 @@ def _namespace(device: str, seed: int) -> dict:
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
 
-    def rnd(*shape, grad=False, scale=1.0):
-        x = (torch.randn(*shape, device=device, generator=gen) * scale).to(torch.bfloat16)
-        return x.requires_grad_(grad)
+    def rnd(*shape, grad=False, scale=1.0, off=0, dtype=torch.bfloat16):
+        """randn * scale as dtype; off: a view at element `off` of rows 8 longer."""
+        pad = 8 if off else 0
+        x = (torch.randn(*shape[:-1], shape[-1] + pad, device=device, generator=gen) * scale).to(dtype)
+        x = x.requires_grad_(grad)
+        return x[..., off:off + shape[-1]] if off else x
     return {"torch": torch, "tkc": tkc, "rnd": rnd, "DEVICE": device}
 
 

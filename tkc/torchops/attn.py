@@ -41,7 +41,7 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
-from .checks import arranged, autocast, check_device, strided_takes
+from .checks import arranged, autocast, check_device, dense, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -353,7 +353,7 @@ def _tokens(t: Tensor) -> Tensor:
     """A [T, H, D] tensor as the varlen kernels' [T, H*D] gl: a view when a
     token's H*D elements are adjacent (contiguous, or split from a packed
     projection) and its rows whole 16-byte steps apart, else a contiguous copy's."""
-    return (t if strided_takes(t, 2) else t.contiguous()).flatten(1)
+    return (t if strided_takes(t, 2) else dense(t)).flatten(1)
 
 
 def _vfwd_fake(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale):

@@ -64,7 +64,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.attention_schedule import decode_schedule
 from ..kernels.attention_tuned import decode_kernels, decode_lengths_kernel
 from ..tune import Bound, autotune, bucket
-from .checks import arranged, strided_takes
+from .checks import arranged, dense, strided_takes
 from .plans import At, PlanCache, resident, signature, sms, stream_buffers
 
 __all__ = ["SPLITS", "decode_family", "decode_plan", "family_key", "family_step", "lengths_plan", "packable",
@@ -313,7 +313,7 @@ def _packing(q: Tensor, k: Tensor) -> Tensor:
     else a contiguous copy of it, through which the output goes too
     (_through_copy: a step's few rows, two small launches, where the usual
     forward reads the cache a query head at a time)."""
-    return q if packed_rows(q, k) is not None else q.contiguous()
+    return q if packed_rows(q, k) is not None else dense(q)
 
 
 def _through_copy(launch, packed: Tensor):
@@ -323,7 +323,7 @@ def _through_copy(launch, packed: Tensor):
     into o."""
     def through(q, k, v, o, lse, scale, *extra):
         out = torch.empty_like(packed)
-        launch(q.contiguous(), k, v, out, lse, scale, *extra)
+        launch(dense(q), k, v, out, lse, scale, *extra)
         o.copy_(out)
     return through
 

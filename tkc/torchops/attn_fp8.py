@@ -47,7 +47,7 @@ from ..kernels.attention_fp8_v import loads_for
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import check_device, check_tensor
+from .checks import check_device, check_tensor, dense
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -91,7 +91,7 @@ def _v_impl(v: Tensor) -> Tensor:
     written once, the keys past L to a multiple of 32 zero)."""
     vt = _v_fake(v)   # V^T's shape, on v's device, contiguous
     if vt.numel():
-        _v_kernel(v)(v.contiguous(), vt)
+        _v_kernel(v)(dense(v), vt)
     return vt
 
 
@@ -132,9 +132,9 @@ def _fwd_impl(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale: Tensor
     lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32)
     if q.numel() == 0 or keys == 0:     # no rows, or no key: o = 0 (as for a query with no key)
         return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
-    q, k = q.contiguous(), k.contiguous()
-    fp8_forward_kernel(D, causal, keys)(q, k, vt, o, lse.unsqueeze(2), q_scale.contiguous(),
-                                        k_scale.contiguous(), v_scale.contiguous(), scale)
+    q, k = dense(q), dense(k)
+    fp8_forward_kernel(D, causal, keys)(q, k, vt, o, lse.unsqueeze(2), dense(q_scale),
+                                        dense(k_scale), dense(v_scale), scale)
     return o, lse
 
 

@@ -36,6 +36,15 @@ def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
                         t.data_ptr())
 
 
+def dense(t: Tensor) -> Tensor:
+    """t contiguous from a 16-byte boundary, as TMA reads a dense operand: t
+    itself, or a copy (a slice of a row, bias[1:] say, is contiguous yet
+    starts mid-unit, so .contiguous() alone would keep it)."""
+    if t.is_contiguous() and not t.data_ptr() % ALIGN:
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 def arranged(*ts: Tensor) -> Callable:
     """A function making contiguous those of ts' layouts the kernels cannot
     take (strided_takes; the identity in the common case). It is made for ts'
@@ -43,7 +52,7 @@ def arranged(*ts: Tensor) -> Callable:
     fits = [strided_takes(t) for t in ts]
     if all(fits):
         return lambda *xs: xs
-    return lambda *xs: tuple(x if fit else x.contiguous() for x, fit in zip(xs, fits))
+    return lambda *xs: tuple(x if fit else dense(x) for x, fit in zip(xs, fits))
 
 
 def _found(t) -> str:

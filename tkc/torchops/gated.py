@@ -32,7 +32,7 @@ from ..kernels.gemm_hopper import gemm_hopper
 from ..kernels.gemm_space import SPACE, pruned_gated
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import autocast, check_device, check_tensor
+from .checks import autocast, check_device, check_tensor, dense
 from .eager import Op, plain_key, public
 from .gemm import FEW, _check_rows, _gl, _matmul
 from .plans import PlanCache, signature
@@ -139,7 +139,7 @@ def _backward(ctx, dh, dg_unused, du_unused):
     if dh is None:
         return None, None, None, None
     x, wg, wu, g, u = ctx.saved_tensors
-    dh = dh.contiguous()
+    dh = dense(dh)
     dg = torch.ops.aten.silu_backward(dh * u, g)      # d/dg silu(g) u
     du = dh * torch.nn.functional.silu(g)
     need_x, need_g, need_u = ctx.needs_input_grad[:3]
@@ -178,9 +178,7 @@ def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor:
     _check_rows(fn, K=w_gate.shape[1], F=w_gate.shape[0])
     check_device(fn, ("x", x), ("w_gate", w_gate), ("w_up", w_up))
     x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])   # (-1 is ambiguous when K = 0)
-    if x2.stride(-1) != 1 or x2.stride(0) != x2.shape[1]:
-        x2 = x2.contiguous()
-    wg, wu = (w if w.is_contiguous() else w.contiguous() for w in (w_gate, w_up))
+    x2, wg, wu = dense(x2), dense(w_gate), dense(w_up)
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (x, wg, wu))
     h = _swiglu(x2, wg, wu, grad)[0]
     shape = (*x.shape[:-1], w_gate.shape[0])

@@ -28,7 +28,7 @@ from ..kernels.gemm_space import SPACE, pruned
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from . import checks
-from .checks import autocast, check_device, check_tensor
+from .checks import autocast, check_device, check_tensor, dense
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -123,18 +123,19 @@ def _schedule(rows: int, cols: int, a: Tensor, b: Tensor, m: int | None = None) 
 def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
     """(m, transposed): a 2-D operand as the kernel reads it, the matrix itself
     (row-major) or, when t is the transpose of a row-major matrix, that matrix
-    and True, where the rows as stored are whole 16-byte units, as TMA moves
-    them; anything else is copied, row-major or, where only t's columns are
+    and True, where the rows as stored are whole 16-byte units from a 16-byte
+    boundary, as TMA moves them; anything else is copied, row-major or, where only t's columns are
     whole units (the backward's A^T of an odd M), as its transpose."""
     batch_ok = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) == t.shape[1] * t.shape[2]
     rows, cols = t.shape[-1] % 8 == 0, t.shape[-2] % 8 == 0
+    batch_ok = batch_ok and not t.data_ptr() % 16   # (TMA reads from 16-byte boundaries)
     if batch_ok and t.stride(-1) == 1 and t.stride(-2) == t.shape[-1] and rows:
         return t, False
     if batch_ok and t.stride(-2) == 1 and t.stride(-1) == t.shape[-2] and cols:
         return t.transpose(-1, -2), True
     if rows or not cols:
-        return t.contiguous(), False
-    return t.transpose(-1, -2).contiguous(), True   # (a backward's A^T of odd M: rows of K)
+        return dense(t), False
+    return dense(t.transpose(-1, -2)), True   # (a backward's A^T of odd M: rows of K)
 
 
 def _gl(t: Tensor) -> Tensor:
@@ -311,7 +312,7 @@ def _lin_backward(ctx, dy, dz_unused):
     if dy is None:
         return None, None, None, None, None
     x, w, z = ctx.saved_tensors
-    dz = dy.contiguous()
+    dz = dense(dy)
     if ctx.activation == "gelu":
         dz = torch.ops.aten.gelu_backward(dz, z)
     elif ctx.activation == "silu":
@@ -356,10 +357,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     _check_rows(fn, K=weight.shape[1], N=weight.shape[0])
     check_device(fn, *named)
     x2 = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])   # (-1 is ambiguous when K = 0)
-    if x2.stride(-1) != 1 or x2.stride(0) != x2.shape[1]:
-        x2 = x2.contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
-    b = bias if bias is None or bias.is_contiguous() else bias.contiguous()
+    x2, w, b = dense(x2), dense(weight), bias if bias is None else dense(bias)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b))
     act = activation or ""
     y, _ = _linear(x2, w, b, act, bool(activation) and grad)

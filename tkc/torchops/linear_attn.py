@@ -26,7 +26,7 @@ from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import PICKED, linear_attention as la_kernel, schedules
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import autocast, check_device
+from .checks import autocast, check_device, dense
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature, sms
 
@@ -104,12 +104,13 @@ def _empty_out(v: Tensor) -> Tensor:
 def _plan(kernel, views, scale: float, *ts: Tensor):
     """One launch of `kernel` on (*ts, o, scale): `views(*ts)` are the kernel's
     gl views of the inputs (the same memory: later launches read the tensors'
-    pointers); inputs that are not contiguous are copied on each call."""
-    fix = [not t.is_contiguous() for t in ts]
+    pointers); inputs that are not contiguous from a 16-byte boundary are
+    copied on each call (checks.packed)."""
+    fix = [not t.is_contiguous() or t.data_ptr() % 16 != 0 for t in ts]
     like = ts[2]  # o is shaped like v
 
     def arrange(ts):
-        return [t.contiguous() if f else t for t, f in zip(ts, fix)]
+        return [dense(t) if f else t for t, f in zip(ts, fix)]
     launch = kernel.prepare(*views(*arrange(ts)), _empty_out(like), scale)
 
     if not any(fix):  # the common case: nothing to arrange

@@ -21,7 +21,7 @@ from ..kernels.fftconv import CONSUMERS, SPLITS, block_channels, filter_layout, 
 from ..kernels.fftconv import fftconv as fftconv_kernel
 from ..runtime.callsite import caller
 from ..tune import Bound, autotune
-from .checks import autocast, check_device
+from .checks import autocast, check_device, dense
 from .eager import Op, plain_key, public
 from .plans import At, PlanCache, signature, sms
 
@@ -211,5 +211,5 @@ def fftconv(u: Tensor, kf: Tensor) -> Tensor:
         run = _plans(signature(u, kf), u, kf)
         _plain.keep(key, run)
         return run(u, kf)
-    return _fftconv(u.contiguous(), kf.contiguous())
+    return _fftconv(dense(u), dense(kf))
 

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from . import checks
-from .checks import autocast, check_device, check_tensor
+from .checks import autocast, check_device, check_tensor, dense
 from .eager import Op, grad_key, public, tracing, wants_grad
 from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
@@ -26,7 +26,7 @@ MAX_D = 16384  # the longest row the kernels serve
 
 
 def _bf16(t: Tensor) -> Tensor:
-    return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
+    return dense(t.to(torch.bfloat16))
 
 
 # ---------------------------------------------------------------- layer norm
@@ -98,8 +98,8 @@ def _ln_setup(ctx, inputs, output):
 
 def _ln_backward(ctx, dy, dh, dmean, drstd):
     h, weight, mean, rstd = ctx.saved_tensors
-    dy = torch.zeros_like(h) if dy is None else dy.contiguous()
-    dh = torch.zeros_like(h) if dh is None else dh.contiguous()
+    dy = torch.zeros_like(h) if dy is None else dense(dy)
+    dh = torch.zeros_like(h) if dh is None else dense(dh)
     args = (dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
             ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
     dx, dres, dwb = _present(*_ln_bwd(*args)) if tracing(args) else norm_bwd(False, *args)
@@ -141,7 +141,7 @@ def _ln_nores_setup(ctx, inputs, output):
 
 def _ln_nores_backward(ctx, dy, dmean, drstd):
     x, weight, mean, rstd = ctx.saved_tensors
-    dy = torch.zeros_like(x) if dy is None else dy.contiguous()
+    dy = torch.zeros_like(x) if dy is None else dense(dy)
     args = (dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
             ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
     if tracing(args):
@@ -190,7 +190,8 @@ def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor
         def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
             out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
             return (out[0], x if r is None else out[1]) if prenorm else out[0]
-        same = x.is_contiguous() and (residual is None or r2.data_ptr() == residual.data_ptr())
+        same = x.is_contiguous() and not x.data_ptr() % 16 and \
+            (residual is None or r2.data_ptr() == residual.data_ptr())
     if not (same and w is weight and b is bias):
         run = _converting(run, prenorm)
     _plain.keep(key, run)
@@ -277,10 +278,9 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
 
 
 def _rows(x: Tensor) -> Tensor:
-    """x as contiguous rows [N, D] (x itself when it is one: no view made)."""
-    if x.dim() == 2 and x.is_contiguous():
-        return x
-    return x.reshape(-1, x.shape[-1]).contiguous()
+    """x as contiguous rows [N, D] from a 16-byte boundary (x itself when it
+    is them: no view made)."""
+    return dense(x if x.dim() == 2 else x.reshape(-1, x.shape[-1]))
 
 
 def _shaped(y: Tensor, x: Tensor) -> Tensor:
@@ -372,10 +372,10 @@ def _rms_setup(ctx, inputs, output):
 
 def _rms_backward(ctx, dy, dh, drstd):
     h, weight, rstd = ctx.saved_tensors
-    dy = torch.zeros_like(h) if dy is None else dy.contiguous()
+    dy = torch.zeros_like(h) if dy is None else dense(dy)
     dhn = None
     if ctx.residual:
-        dhn = torch.zeros_like(h) if dh is None else dh.contiguous()
+        dhn = torch.zeros_like(h) if dh is None else dense(dh)
     args = (dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset, ctx.needs_input_grad[2])
     if tracing(args):
         dx, dres, dw = _present(*_rms_bwd(*args))

@@ -20,7 +20,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..kernels.quantize_fp8 import quantize_fp8 as QUANTIZE
 from ..runtime.callsite import caller
-from .checks import check_device, check_tensor
+from .checks import check_device, check_tensor, dense
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -90,7 +90,7 @@ def quantize_fp8(x: Tensor) -> tuple[Tensor, Tensor]:
         run = _plans((signature(x),), x)
         _plain.keep(key, run)
         return run(x)
-    return _quantize(x.contiguous())
+    return _quantize(dense(x))
 
 
 def reference(x: Tensor) -> tuple[Tensor, Tensor]:

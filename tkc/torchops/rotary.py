@@ -20,7 +20,7 @@ from ..kernels.rotary import fits, rotary, splits
 from ..runtime.callsite import caller
 from ..tune import autotune
 from . import checks
-from .checks import autocast, check_device, check_tensor, strided_takes
+from .checks import autocast, check_device, check_tensor, dense, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, signature
 
@@ -86,8 +86,8 @@ def _plan(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool, inverse: bool)
     if x.numel() == 0:
         return lambda x, cos, sin, *flags: torch.empty_like(x, memory_format=torch.contiguous_format)
     if not strided_takes(x, 2):   # a view the kernel cannot take (the key fixes that): copied
-        run = _plan(x.contiguous(), cos, sin, interleaved, inverse)
-        return lambda x, cos, sin, *flags: run(x.contiguous(), cos, sin)
+        run = _plan(dense(x), cos, sin, interleaved, inverse)
+        return lambda x, cos, sin, *flags: run(dense(x), cos, sin)
     rows = lambda t: t.unflatten(2, (1, H)).flatten(3).transpose(1, 2)  # noqa: E731  ([B, 1, T, H*D], strided)
     launch = _kernel(D, interleaved, inverse, _positions(B * T)).prepare(
         rows(x), cos, sin, rows(torch.empty_like(x, memory_format=torch.contiguous_format)))
@@ -120,7 +120,7 @@ def _backward(ctx, grad):
     if grad is None:
         return None, None, None, None, None
     cos, sin = ctx.saved_tensors  # the inverse rotation (of the inverse: the forward's)
-    grad = grad.contiguous()
+    grad = dense(grad)
     run = kept_run(ctx, (grad,))
     if run is not None:  # a kept eager forward's: straight to its backward plan
         plan = run.later.get(grad)
@@ -175,7 +175,7 @@ def _taken(x: Tensor) -> Tensor:
     """x as it is when the kernel's strided gl takes it (each position's H*D
     elements adjacent: contiguous, or split from a packed projection; the
     other strides whole 16-byte steps), else a contiguous copy."""
-    return x if strided_takes(x, 2) else x.contiguous()
+    return x if strided_takes(x, 2) else dense(x)
 
 
 def _fits(x, cos, sin) -> bool:
@@ -202,4 +202,4 @@ def _explain(x, cos, sin) -> None:
 
 
 def _bf16(t: Tensor) -> Tensor:
-    return t if t.dtype == torch.bfloat16 and t.is_contiguous() else t.to(torch.bfloat16).contiguous()
+    return dense(t.to(torch.bfloat16))

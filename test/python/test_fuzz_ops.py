@@ -1,0 +1,129 @@
+"""`tkc fuzz --ops` (tkc/fuzz/ops.py, docs/fuzz.md "Ops"): the cases are a pure
+function of (seed, index) and cover every op, inside and outside its domain;
+300 of them run on the CPU through the fake driver, each served or refused at
+its own line; the checker itself fails a wrong answer, an unlocated refusal and
+a refusal of a valid call; and the op bugs the fuzzer found stay fixed (their
+values: test/gpu/test_torchops_gpu.py)."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tkc  # noqa: E402
+from tkc.bench.fake_driver import fake_driver  # noqa: E402
+from tkc.diagnostics import TkcError  # noqa: E402
+from tkc.fuzz import ops_run  # noqa: E402
+from tkc.fuzz.ops import OPS, Case, generate  # noqa: E402
+
+BF = torch.bfloat16
+
+
+def test_cases_are_reproducible_and_cover_every_op():
+    cases = [generate(7, i) for i in range(600)]
+    assert [c.source() for c in cases[:50]] == [generate(7, i).source() for i in range(50)]
+    assert {c.op for c in cases} == set(OPS)
+    assert {c.op for c in cases if not c.valid} >= set(OPS) - {"decode"}
+    text = "".join(c.source() for c in cases)
+    for view in ("off=", ".transpose(", "torch.autocast", "dtype=torch.float16", "grad=True"):
+        assert view in text
+    for c in cases:
+        compile(c.source(), c.name, "exec")   # each one Python
+
+
+def test_300_cases_on_the_fake_driver(capsys):
+    args = argparse.Namespace(seed=20261, start=0, count=300, fake=True)
+    assert ops_run.run_ops(args) == 0, capsys.readouterr().out[-3000:]
+    summary = capsys.readouterr().out
+    assert "0 failures" in summary and "served" in summary and "refused" in summary
+
+
+def _case(lines, op="matmul", valid=True, grads=()):
+    return Case(1, 2, op, {}, ("a", "b"), lines, valid, grads)
+
+
+def test_the_checker_fails_wrong_answers_and_stray_refusals(monkeypatch):
+    """run_case on the CPU with tkc.matmul swapped for torch's: right, off
+    by a little, raising an unlocated TkcError or any other exception."""
+    lines = ["a = rnd(40, 24, grad=True)", "b = rnd(24, 16, grad=True)", "out = tkc.matmul(a, b)"]
+    monkeypatch.setattr(tkc, "matmul", lambda a, b: a @ b)
+    assert ops_run.run_case(_case(lines, grads=("a", "b")), "cpu") == ("served", "")
+    monkeypatch.setattr(tkc, "matmul", lambda a, b: (a @ b) * 1.05)
+    outcome, report = ops_run.run_case(_case(lines), "cpu")
+    assert outcome == "failed" and "off the reference" in report
+    monkeypatch.setattr(tkc, "matmul", lambda a, b: a.detach() @ b)   # no gradient reaches a
+    outcome, report = ops_run.run_case(_case(lines, grads=("a", "b")), "cpu")
+    assert outcome == "failed" and "gradient of a" in report
+
+    def refuse(where):
+        def op(a, b):
+            raise TkcError("no", where)
+        return op
+    monkeypatch.setattr(tkc, "matmul", refuse("elsewhere.py:3"))
+    assert ops_run.run_case(_case(lines, valid=False), "cpu")[0] == "failed"
+    monkeypatch.setattr(tkc, "matmul", refuse("<tkc-fuzz-ops 1:2>:3"))
+    assert ops_run.run_case(_case(lines, valid=False), "cpu") == ("refused", "")
+    assert "documented domain" in ops_run.run_case(_case(lines), "cpu")[1]
+    monkeypatch.setattr(tkc, "matmul", lambda a, b: a[:, 99])
+    assert "IndexError" in ops_run.run_case(_case(lines), "cpu")[1]
+
+
+def test_a_reference_of_zero_is_compared_absolutely():
+    """A gradient that cancels exactly (one key: softmax is 1) against the
+    kernel's rounding: below the floor, not an error of 1e6."""
+    ref = torch.zeros(4, 96, dtype=torch.float64)
+    assert ops_run._rel(ref + 1e-7, ref) < 1e-3
+    assert ops_run._rel(ref + 1e-1, ref) > 1
+    assert ops_run._rel(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0])) == 0.0
+    assert ops_run._rel(torch.tensor([float("nan"), 1.0]), torch.tensor([float("inf"), 1.0])) == float("inf")
+
+
+# ---------------------------------------------------------------- what the fuzzer found
+
+
+def _served(fn):
+    """fn's op calls run to their (stub) launches without a TkcError."""
+    with fake_driver():
+        return fn()
+
+
+def test_a_transposed_operand_of_odd_rows_is_copied():
+    """tkc.matmul(a.t(), ...) of an odd M: a's stored rows are M long, not
+    whole 16-byte units; it was refused (seed 1 case 53), now copied; so is
+    the backward's A^T of such an a."""
+    def call():
+        a = torch.randn(1016, 2, dtype=BF, requires_grad=True).t()
+        b = torch.randn(248, 1016, dtype=BF, requires_grad=True).t()
+        out = tkc.matmul(a, b)
+        torch.autograd.grad(out, (a, b), torch.ones_like(out))
+        return out.shape
+    assert _served(call) == (2, 248)
+
+
+@pytest.mark.parametrize("a,b", [((2, 3, 0, 1280), (2, 3, 1280, 32)), ((2, 3, 5, 0), (2, 3, 0, 32)),
+                                 ((3, 0, 16), (16, 8))])
+def test_a_batched_product_with_nothing_in_it(a, b):
+    """A batch of empty products (seed 1 case 1227: reshape(-1) of no elements)."""
+    A, B = torch.randn(*a, dtype=BF, requires_grad=True), torch.randn(*b, dtype=BF)
+    out = _served(lambda: tkc.matmul(A, B))
+    assert out.shape == (A.float() @ B.float()).shape and out.requires_grad
+
+
+def test_operands_off_a_16_byte_boundary_are_copied():
+    """A contiguous tensor that starts mid-unit (a slice of a row; a one-row
+    view): each op copies it where it refused it (seeds 1, 3, 4, 5)."""
+    def off(*shape):
+        return torch.randn(*shape[:-1], shape[-1] + 8, dtype=BF)[..., 1:1 + shape[-1]]
+    calls = [lambda: tkc.matmul(off(1, 64)[0:1], torch.randn(64, 32, dtype=BF)),
+             lambda: tkc.linear(torch.randn(4, 64, dtype=BF), torch.randn(32, 64, dtype=BF), off(32)),
+             lambda: tkc.swiglu(off(1, 64), torch.randn(32, 64, dtype=BF), torch.randn(32, 64, dtype=BF)),
+             lambda: tkc.layer_norm(off(1, 1024), torch.ones(1024), torch.zeros(1024)),
+             lambda: tkc.attention(torch.randn(1, 1, 1, 64, dtype=BF), torch.randn(1, 1, 1, 64, dtype=BF),
+                                   off(1, 1, 1, 64), causal=True),
+             lambda: tkc.rotary_embedding(off(1, 1, 1, 64), torch.ones(1, 32), torch.zeros(1, 32)),
+             lambda: tkc.linear_attention(off(1, 1, 1, 64), torch.randn(1, 1, 1, 64, dtype=BF),
+                                          torch.randn(1, 1, 1, 64, dtype=BF))]
+    for call in calls:
+        assert off(1, 64).data_ptr() % 16 and _served(call) is not None
