@@ -127,3 +127,16 @@ def test_operands_off_a_16_byte_boundary_are_copied():
                                           torch.randn(1, 1, 1, 64, dtype=BF))]
     for call in calls:
         assert off(1, 64).data_ptr() % 16 and _served(call) is not None
+
+
+def test_a_compiled_graph_hands_such_operands_as_they_are():
+    """Under torch.compile the custom op's impl gets the graph's tensors as
+    they are (a view of an input off a 16-byte boundary included) and makes
+    them dense itself."""
+    x, w, buf = torch.randn(4, 64, dtype=BF), torch.randn(32, 64, dtype=BF), torch.randn(40, dtype=BF)
+    rows = torch.randn(1, 1032, dtype=BF)
+    with fake_driver():
+        lin = torch.compile(lambda x, w, b: tkc.linear(x, w, b), fullgraph=True)
+        assert lin(x, w, buf[1:33]).shape == (4, 32)
+        ln = torch.compile(lambda a: tkc.layer_norm(a, torch.ones(1024), torch.zeros(1024)), fullgraph=True)
+        assert ln(rows[:, 1:1025]).shape == (1, 1024)

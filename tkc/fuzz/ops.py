@@ -77,10 +77,11 @@ RND = re.compile(r"rnd\(([^()]*)\)")
 
 
 def _dress(r: random.Random, c: Case) -> None:
-    """Inputs as models also pass them: now and then one a view of rows padded
-    by 8 elements whose start is off 16 bytes (TMA cannot read it: the op must
-    copy it), and the whole call in float32 under torch.autocast to bf16 (AMP:
-    served) or in float16 (refused: the kernels are bf16)."""
+    """Inputs and calls as models also make them: now and then an input a view
+    of rows padded by 8 elements whose start is off 16 bytes (TMA cannot read
+    it: the op must copy it); the whole call in float32 under torch.autocast
+    to bf16 (AMP: served) or in float16 (refused: the kernels are bf16); the
+    case run twice (ops_run.py); the call captured into a CUDA graph."""
     u = r.random()
     mode = "amp" if u < 0.08 else "f16" if u < 0.11 else ""
 
@@ -93,6 +94,12 @@ def _dress(r: random.Random, c: Case) -> None:
         c.lines = [f"with torch.autocast(DEVICE, dtype=torch.bfloat16):\n    {line}" if line.startswith("out = ")
                    else line for line in c.lines]
     c.valid = c.valid and mode != "f16"
+    # the same call twice, on new tensors of the same shapes (the second through the op's
+    # kept plan: its pointers read anew), or captured into a CUDA graph and replayed
+    c.params["twice"] = r.random() < 0.25
+    if not c.grads and not mode and r.random() < 0.1:
+        c.lines = [f"out = captured(lambda: {line[6:]})" if line.startswith("out = ") else line
+                   for line in c.lines]
 
 
 def _size(r: random.Random, hi: int, lo: int = 1) -> int:

@@ -6,7 +6,8 @@
                                                            refusals and plumbing; no values)
 
 A case runs as its own source (compiled under its name, so a TkcError's
-location names the case's line). Its outcome:
+location names the case's line; `twice`: run again on new tensors of the
+same shapes, the checks reading the second run's). Its outcome:
 
 - served: the output (and prenorm's h, return_lse's lse) within the dtype's
   tolerance of the float64 reference, and each gradient `grads` names
@@ -41,7 +42,25 @@ def _namespace(device: str, seed: int) -> dict:
         x = (torch.randn(*shape[:-1], shape[-1] + pad, device=device, generator=gen) * scale).to(dtype)
         x = x.requires_grad_(grad)
         return x[..., off:off + shape[-1]] if off else x
-    return {"torch": torch, "tkc": tkc, "rnd": rnd, "DEVICE": device}
+    ns = {"torch": torch, "tkc": tkc, "rnd": rnd, "DEVICE": device}
+
+    def captured(call):
+        """call() captured into a CUDA graph (after two calls off the capture,
+        as a model warms up), replayed: its output (the fake driver: call())."""
+        if device != "cuda":
+            return call()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            call(), call()
+        torch.cuda.current_stream().wait_stream(side)
+        ns["graph"] = graph = torch.cuda.CUDAGraph()   # (kept: its pool holds the output)
+        with torch.cuda.graph(graph):
+            out = call()
+        graph.replay()
+        return out
+    ns["captured"] = captured
+    return ns
 
 
 def _rel(x, ref) -> float:
@@ -67,7 +86,9 @@ def _call(case, device: str):
     from ..diagnostics import TkcError
     ns = _namespace(device, case.seed * 1_000_003 + case.index)
     try:
-        exec(compile(case.source(), case.name, "exec"), ns)
+        code = compile(case.source(), case.name, "exec")
+        for _ in range(2 if case.params.get("twice") else 1):
+            exec(code, ns)   # (twice: new tensors, the same shapes)
     except TkcError as e:
         if case.valid:
             return "failed", f"refused a call inside the op's documented domain: {e}", None

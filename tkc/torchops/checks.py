@@ -39,8 +39,17 @@ def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
 def dense(t: Tensor) -> Tensor:
     """t contiguous from a 16-byte boundary, as TMA reads a dense operand: t
     itself, or a copy (a slice of a row, bias[1:] say, is contiguous yet
-    starts mid-unit, so .contiguous() alone would keep it)."""
-    if t.is_contiguous() and not t.data_ptr() % ALIGN:
+    starts mid-unit, so .contiguous() alone would keep it). While dynamo
+    traces, or of a tensor with no pointer to read (fake, functional: export),
+    t.contiguous(): the custom op's impl, which a compiled graph calls with
+    real tensors, makes them dense itself."""
+    if torch.compiler.is_compiling():
+        return t.contiguous()
+    try:
+        start = t.data_ptr()
+    except RuntimeError:
+        return t.contiguous()
+    if t.is_contiguous() and not start % ALIGN:
         return t
     return t.clone(memory_format=torch.contiguous_format)
 

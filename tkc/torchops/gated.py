@@ -120,7 +120,9 @@ _plans = PlanCache(_plan)
 
 def _impl(x: Tensor, w_gate: Tensor, w_up: Tensor, preact: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(h, gate, up): h = silu(x w_gate^T) * (x w_up^T) for x [M, K] and
-    w_* [F, K] (row-major); gate and up when preact (else empty)."""
+    w_* [F, K] (row-major, copied where TMA cannot read them: checks.dense);
+    gate and up when preact (else empty)."""
+    x, w_gate, w_up = dense(x), dense(w_gate), dense(w_up)
     out = _plans((signature(x, w_gate, w_up), preact), x, w_gate, w_up, preact)(x, w_gate, w_up)
     return out if preact else (out[0], x.new_empty(0), x.new_empty(0))
 

@@ -291,7 +291,9 @@ _lin_plans = PlanCache(_lin_plan)
 def _lin_impl(x: Tensor, w: Tensor, bias: Tensor | None, activation: str,
               preact: bool) -> tuple[Tensor, Tensor]:
     """(y, z): y = act(x w^T + bias) for x [M, K] and w [N, K] (row-major);
-    z the pre-activation when preact (else empty)."""
+    z the pre-activation when preact (else empty). x, w and bias as a compiled
+    graph hands them: copied where TMA cannot read them (checks.dense)."""
+    x, w, bias = dense(x), dense(w), bias if bias is None else dense(bias)
     key = (signature(x, w, bias), activation, preact)
     y, z = _lin_plans(key, x, w, bias, activation, preact)(x, w, bias)
     return y, x.new_empty(0) if z is None else z

@@ -41,7 +41,15 @@ def _bf16(t: Tensor) -> Tensor:
 
 def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
                  seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    x, residual, weight, bias = _dense(x, residual, weight, bias)
     return norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
+
+
+def _dense(*ts):
+    """The custom ops' tensors as the kernels read them (checks.dense; None
+    stays): a compiled graph hands them as they are, views off a 16-byte
+    boundary included."""
+    return tuple(None if t is None else dense(t) for t in ts)
 
 
 def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
@@ -53,6 +61,7 @@ def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: T
                  p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx), [dw; db]
     empty unless params (the weight's or the bias's gradient is wanted)."""
+    dy, dh_next, h, weight = _dense(dy, dh_next, h, weight)
     dx, dres, dwb = norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dwb, weight)
 
@@ -112,6 +121,7 @@ _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_b
 
 def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
                        offset: int) -> tuple[Tensor, Tensor, Tensor]:
+    x, weight, bias = _dense(x, weight, bias)
     y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
     return y, mean, rstd
 
@@ -124,6 +134,7 @@ def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
                        seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor]:
     """(dx, [dw; db]) ([dw; db] empty unless params)."""
+    dy, x, weight = _dense(dy, x, weight)
     dx, _, dwb = norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
     return dx, _given(dwb, weight)
 
@@ -339,6 +350,7 @@ def _explain(fn: str, x, weight, bias, residual) -> None:
 def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
                   seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
+    x, residual, weight = _dense(x, residual, weight)
     y, h, _, rstd = norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
     return y, x.new_empty(0) if h is None else h, rstd
 
@@ -353,6 +365,7 @@ def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor,
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent); dw
     empty unless params."""
+    dy, dh_next, h, weight = _dense(dy, dh_next, h, weight)
     dx, dres, dw = norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dw, weight)
 
