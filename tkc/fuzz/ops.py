@@ -28,7 +28,7 @@ import random
 import re
 
 OPS = ("matmul", "linear", "swiglu", "attention", "decode", "varlen", "layer_norm", "rms_norm", "rotary",
-       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention")
+       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention", "attention_fp8", "based")
 HEAD_DIMS = (64, 96, 128, 256)   # tkc.attention's (torchops/attn.py refuses the rest)
 NORM_MAX = 16384                 # tkc.layer_norm's and tkc.rms_norm's widest row
 GRAD = 0.3                       # the share of cases whose gradients are checked too
@@ -67,8 +67,9 @@ def generate(seed: int, index: int) -> Case:
     case = Case(seed, index, op, {}, (), [])
     {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
      "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
-     "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention}[op](r, case)
-    if op not in ("scaled_mm", "quantize_fp8"):
+     "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention,
+     "attention_fp8": _attention_fp8, "based": _based}[op](r, case)
+    if op not in ("scaled_mm", "quantize_fp8", "attention_fp8"):
         _dress(r, case)
     return case
 
@@ -362,3 +363,35 @@ def _linear_attention(r: random.Random, c: Case) -> None:
     else:
         c.lines += ["g = None", "out = tkc.linear_attention(q, k, v)"]
     c.args, c.valid, c.tol = ("q", "k", "v", "g"), not outside, 2e-2
+
+
+def _attention_fp8(r: random.Random, c: Case) -> None:
+    """e4m3 q, k, v with per-head f32 scales (P rounded to e4m3 in the kernel: 5e-2)."""
+    outside = r.random() < OUTSIDE
+    D = 96 if outside else r.choice((64, 128, 256))
+    Hq, Hkv = _heads(r, "")
+    B, Lq = r.randint(1, 3), _size(r, 2048)
+    Lk = Lq if r.random() < 0.5 else _size(r, 4096)
+    while B * Hq * Lq * Lk * D > 2 ** 31:
+        Lk, Lq = max(1, Lk // 2), max(1, Lq // 2)
+    causal = r.random() < 0.4
+    e4m3 = "to(torch.float8_e4m3fn)"
+    c.lines += [f"q = (torch.randn({B}, {Hq}, {Lq}, {D}, device=DEVICE) * 2).{e4m3}",
+                f"k = (torch.randn({B}, {Hkv}, {Lk}, {D}, device=DEVICE) * 2).{e4m3}",
+                f"v = (torch.randn({B}, {Hkv}, {Lk}, {D}, device=DEVICE) * 2).{e4m3}",
+                f"qs = torch.rand({B}, {Hq}, device=DEVICE) * 0.2 + 0.05",
+                f"ks = torch.rand({B}, {Hkv}, device=DEVICE) * 0.2 + 0.05",
+                f"vs = torch.rand({B}, {Hkv}, device=DEVICE) + 0.5",
+                f"out = tkc.attention_fp8(q, k, v, qs, ks, vs, causal={causal})"]
+    c.params = {"causal": causal}
+    c.args, c.valid, c.tol = ("q", "k", "v", "qs", "ks", "vs"), not outside, 5e-2
+
+
+def _based(r: random.Random, c: Case) -> None:
+    """Based: q, k [B, H, L, 16], v [B, H, L, 64]."""
+    outside = r.random() < OUTSIDE
+    B, H, L = r.randint(1, 2), r.choice((1, 2, 4)), _size(r, 2000)
+    F = 32 if outside else 16
+    c.lines += [f"q = rnd({B}, {H}, {L}, {F}, scale=0.5)", f"k = rnd({B}, {H}, {L}, {F}, scale=0.5)",
+                f"v = rnd({B}, {H}, {L}, 64)", "out = tkc.based(q, k, v)"]
+    c.args, c.valid, c.tol = ("q", "k", "v"), not outside, 2e-2

@@ -43,6 +43,15 @@ def reference(case, args: dict) -> tuple:
         return (y[..., :u.shape[-1]],)
     if op == "linear_attention":
         return (_linear_attention(args["q"], args["k"], args["v"], args["g"]),)
+    if op == "attention_fp8":   # the dequantised inputs' attention
+        q = args["q"] * args["qs"][:, :, None, None]
+        k, v = (args[n] * args[s][:, :, None, None] for n, s in (("k", "ks"), ("v", "vs")))
+        return (attention(q, k, v, p["causal"], None)[0],)
+    if op == "based":
+        q, k, v = args["q"], args["k"], args["v"]
+        x = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+        w = (1 + x + x * x / 2) * torch.ones_like(x).tril()
+        return (w @ v,)
     raise ValueError(f"no reference for {op!r}")
 
 
