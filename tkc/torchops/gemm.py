@@ -124,8 +124,9 @@ def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
     """(m, transposed): a 2-D operand as the kernel reads it, the matrix itself
     (row-major) or, when t is the transpose of a row-major matrix, that matrix
     and True, where the rows as stored are whole 16-byte units from a 16-byte
-    boundary, as TMA moves them; anything else is copied, row-major or, where only t's columns are
-    whole units (the backward's A^T of an odd M), as its transpose."""
+    boundary, as TMA moves them; anything else is copied, row-major or, where
+    only t's columns are whole units (the backward's A^T of an odd M), as its
+    transpose."""
     batch_ok = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) == t.shape[1] * t.shape[2]
     rows, cols = t.shape[-1] % 8 == 0, t.shape[-2] % 8 == 0
     batch_ok = batch_ok and not t.data_ptr() % 16   # (TMA reads from 16-byte boundaries)

@@ -105,7 +105,7 @@ def _plan(kernel, views, scale: float, *ts: Tensor):
     """One launch of `kernel` on (*ts, o, scale): `views(*ts)` are the kernel's
     gl views of the inputs (the same memory: later launches read the tensors'
     pointers); inputs that are not contiguous from a 16-byte boundary are
-    copied on each call (checks.packed)."""
+    copied on each call (checks.dense)."""
     fix = [not t.is_contiguous() or t.data_ptr() % 16 != 0 for t in ts]
     like = ts[2]  # o is shaped like v
 
