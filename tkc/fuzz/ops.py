@@ -81,15 +81,21 @@ def _dress(r: random.Random, c: Case) -> None:
     """Inputs and calls as models also make them: now and then an input a view
     of rows padded by 8 elements whose start is off 16 bytes (TMA cannot read
     it: the op must copy it); the whole call in float32 under torch.autocast
-    to bf16 (AMP: served) or in float16 (refused: the kernels are bf16); the
-    case run twice (ops_run.py); the call captured into a CUDA graph."""
+    to bf16 (AMP: served) or in float16 (refused: the kernels are bf16); an
+    input in host memory (refused on the GPU); the case run twice (ops_run.py);
+    the call captured into a CUDA graph."""
     u = r.random()
     mode = "amp" if u < 0.08 else "f16" if u < 0.11 else ""
+    host = r.random() < 0.03   # one input left in host memory: refused (on the GPU)
 
     def dressed(m):
+        nonlocal host
         extra = [f"off={r.choice((1, 3, 8))}"] if r.random() < 0.15 else []
         extra += [f"dtype=torch.{'float32' if mode == 'amp' else 'float16'}"] if mode else []
-        return f"rnd({', '.join([m[1], *extra])})"
+        call = f"rnd({', '.join([m[1], *extra])})"
+        if host:
+            call, host, c.valid = call + ".cpu()", False, False
+        return call
     c.lines = [RND.sub(dressed, line) for line in c.lines]
     if mode == "amp":
         c.lines = [f"with torch.autocast(DEVICE, dtype=torch.bfloat16):\n    {line}" if line.startswith("out = ")
