@@ -131,11 +131,37 @@ def _check(case, ns: dict) -> tuple[str, str]:
         dy = torch.randn(outs[0].shape, device=outs[0].device).to(outs[0].dtype)
         got = torch.autograd.grad(outs[0], [args[a] for a in case.grads], dy, allow_unused=True)
         want = torch.autograd.grad(refs[0], [leaves[a] for a in case.grads], dy.double(), allow_unused=True)
-        for a, g, w in zip(case.grads, got, want):
+        theirs = peer_grads(case, args, dy)
+        for n, (a, g, w) in enumerate(zip(case.grads, got, want)):
             err = _rel(g, w) if g is not None and w is not None else (0.0 if g is w else math_inf())
-            if not err < 3 * case.tol:
-                return "failed", f"the gradient of {a} off the reference: relative error {err:.3g}"
+            peer = _rel(theirs[n], w) if theirs is not None and w is not None else 0.0
+            if not err < max(3 * case.tol, 2 * peer):
+                return "failed", (f"the gradient of {a} off the reference: relative error {err:.3g}"
+                                  + (f" (PyTorch's in bf16: {peer:.3g})" if theirs is not None else ""))
     return "served", ""
+
+
+def peer_grads(case, args: dict, dy):
+    """The gradients PyTorch's bf16 attention (SDPA) gives for an attention
+    case, or None: a near one-hot softmax's dS = P (dP - D) cancels, and D is
+    a sum over O in bf16 in every FlashAttention backward, so such a
+    gradient is as far from float64 in PyTorch's as in tkc's; the bound is
+    then twice PyTorch's error."""
+    import torch
+    import torch.nn.functional as F
+    if case.op != "attention":
+        return None
+    q, k, v = (args[n].detach().to(torch.bfloat16).requires_grad_(n in case.grads) for n in "qkv")
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    if q.numel() == 0 or (case.params["causal"] and Lq > Lk):   # (rows with no key: SDPA gives NaN)
+        return None
+    mask = None
+    if case.params["causal"] and Lq != Lk:
+        from torch.nn.attention.bias import causal_lower_right
+        mask = causal_lower_right(Lq, Lk)
+    o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=case.params["causal"] and Lq == Lk,
+                                       scale=case.params["scale"], enable_gqa=True)
+    return torch.autograd.grad(o, [t for n, t in zip("qkv", (q, k, v)) if n in case.grads], dy)
 
 
 def _fake_case(case, device: str) -> tuple[str, str]:
