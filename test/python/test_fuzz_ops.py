@@ -140,3 +140,31 @@ def test_a_compiled_graph_hands_such_operands_as_they_are():
         assert lin(x, w, buf[1:33]).shape == (4, 32)
         ln = torch.compile(lambda a: tkc.layer_norm(a, torch.ones(1024), torch.zeros(1024)), fullgraph=True)
         assert ln(rows[:, 1:1025]).shape == (1, 1024)
+
+
+def test_attention_gradients_are_held_to_pytorchs_own(monkeypatch):
+    """An attention case's gradients pass within twice PyTorch's bf16 SDPA's
+    error (ops_run.peer_grads): SDPA itself passes; SDPA's with its dq's
+    error grown past that fails."""
+    import torch.nn.functional as F
+
+    def sdpa(q, k, v, causal=False, scale=None, return_lse=False):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
+
+    class Off(torch.autograd.Function):   # the forward as is, dq's error grown
+        @staticmethod
+        def forward(ctx, q):
+            return q.view_as(q)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * (1 + 0.3 * torch.randn_like(g))
+    lines = ["q = rnd(2, 4, 33, 64, grad=True)", "k = rnd(2, 2, 33, 64, grad=True)", "v = rnd(2, 2, 33, 64, grad=True)",
+             "out = tkc.attention(q, k, v, causal=True, scale=None, return_lse=False)"]
+    case = Case(1, 2, "attention", {"causal": True, "scale": None, "lse": False}, ("q", "k", "v"), lines, True,
+                ("q", "k", "v"))
+    monkeypatch.setattr(tkc, "attention", sdpa)
+    assert ops_run.run_case(case, "cpu") == ("served", "")
+    monkeypatch.setattr(tkc, "attention", lambda q, k, v, **kw: sdpa(Off.apply(q), k, v, **kw))
+    outcome, report = ops_run.run_case(case, "cpu")
+    assert outcome == "failed" and "gradient of q" in report and "PyTorch's in bf16" in report
