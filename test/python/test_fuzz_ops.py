@@ -78,6 +78,7 @@ def test_a_reference_of_zero_is_compared_absolutely():
     assert ops_run._rel(ref + 1e-1, ref) > 1
     assert ops_run._rel(torch.tensor([float("inf"), 1.0]), torch.tensor([float("inf"), 1.0])) == 0.0
     assert ops_run._rel(torch.tensor([float("nan"), 1.0]), torch.tensor([float("inf"), 1.0])) == float("inf")
+    assert ops_run._rel(torch.zeros(3), torch.zeros(2)) == float("inf")
 
 
 # ---------------------------------------------------------------- what the fuzzer found
