@@ -169,3 +169,25 @@ def test_attention_gradients_are_held_to_pytorchs_own(monkeypatch):
     monkeypatch.setattr(tkc, "attention", lambda q, k, v, **kw: sdpa(Off.apply(q), k, v, **kw))
     outcome, report = ops_run.run_case(case, "cpu")
     assert outcome == "failed" and "gradient of q" in report and "PyTorch's in bf16" in report
+
+
+def test_batch_dims_that_do_not_broadcast_are_refused_at_the_call():
+    """(seed 18 case 1197: torch's RuntimeError from broadcast_shapes)."""
+    a, b = torch.randn(2, 3, 101, 16, dtype=BF), torch.randn(2, 4, 16, 1016, dtype=BF)
+    with pytest.raises(TkcError, match=r"test_fuzz_ops.py:\d+.*batch dims must broadcast"):
+        _served(lambda: tkc.matmul(a, b))
+
+
+def test_the_fake_run_checks_shapes_against_the_reference(monkeypatch):
+    """--fake has no values, but the reference's shapes (from meta tensors):
+    an op returning another shape, or serving a call the reference cannot
+    compute, fails."""
+    lines = ["a = rnd(40, 24)", "b = rnd(24, 16)", "out = tkc.matmul(a, b)"]
+    with fake_driver():
+        monkeypatch.setattr(tkc, "matmul", lambda a, b: a @ b)
+        assert ops_run._fake_case(_case(lines), "cpu") == ("served", "")
+        monkeypatch.setattr(tkc, "matmul", lambda a, b: (a @ b)[:, :8])
+        assert "returned shapes" in ops_run._fake_case(_case(lines), "cpu")[1]
+        monkeypatch.setattr(tkc, "matmul", lambda a, b: a)
+        bad = ["a = rnd(40, 24)", "b = rnd(25, 16)", "out = tkc.matmul(a, b)"]
+        assert "cannot compute" in ops_run._fake_case(_case(bad, valid=False), "cpu")[1]

@@ -71,7 +71,33 @@ def generate(seed: int, index: int) -> Case:
      "attention_fp8": _attention_fp8, "based": _based}[op](r, case)
     if op not in ("scaled_mm", "quantize_fp8", "attention_fp8"):
         _dress(r, case)
+    if r.random() < MISMATCH:
+        _mismatch(r, case)
     return case
+
+
+MISMATCH = 0.06                        # the share of cases with one input's dim off by one
+MADE = re.compile(r"^\w+ = \(?(rnd|torch\.randn|torch\.rand|torch\.tensor)\(")
+DIM = re.compile(r"(?<![\w.=])(\d+)(?![\w.])")
+
+
+def _mismatch(r: random.Random, c: Case) -> None:
+    """One input made with a dim one larger (or a cu_seqlens entry one off)
+    than the others agree on, past the first: outside the domain (an op may
+    serve it only where the shapes still make sense, e.g. a free M)."""
+    made = [i for i, line in enumerate(c.lines) if MADE.match(line)][1:]
+    if not made:
+        return
+    i = r.choice(made)
+    head, _, tail = c.lines[i].partition("(")
+    kw = re.search(r"\b(?:grad|scale|off|dtype|device)=", tail)
+    args, keywords = (tail[:kw.start()], tail[kw.start():]) if kw else (tail, "")
+    dims = list(DIM.finditer(args))
+    if not dims:
+        return
+    d = r.choice(dims)
+    c.lines[i] = f"{head}({args[:d.start()]}{int(d[1]) + 1}{args[d.end():]}{keywords}"
+    c.valid = False
 
 
 RND = re.compile(r"rnd\(([^()]*)\)")

@@ -117,7 +117,10 @@ def _check(case, ns: dict) -> tuple[str, str]:
     args = {a: ns[a] for a in case.args}
     leaves = {a: None if t is None else t.detach().double().requires_grad_(a in case.grads)
               if t.is_floating_point() else t for a, t in args.items()}
-    refs = reference(case, leaves)
+    try:
+        refs = reference(case, leaves)
+    except Exception:   # noqa: BLE001 (served, yet PyTorch's float64 cannot compute it)
+        return "failed", "served a call its reference cannot compute:\n" + traceback.format_exc(limit=3)
     if len(outs) != len(refs):
         return "failed", f"returned {len(outs)} outputs, the reference {len(refs)}"
     for n, (o, ref) in enumerate(zip(outs, refs)):
@@ -171,15 +174,37 @@ def _fake_case(case, device: str) -> tuple[str, str]:
     outcome, report, ns = _call(case, device)
     if ns is None:
         return outcome, report
-    out = ns["out"][0] if isinstance(ns["out"], tuple) else ns["out"]
+    outs = ns["out"] if isinstance(ns["out"], tuple) else (ns["out"],)
     try:
-        if case.grads and out.numel():   # the backward's plumbing and its own checks
-            torch.autograd.grad(out, [ns[a] for a in case.grads], torch.ones_like(out), allow_unused=True)
+        shapes = _reference_shapes(case, ns)
+        if shapes is None:
+            return "failed", "served a call its reference cannot compute:\n" + traceback.format_exc(limit=3)
+        if shapes and [tuple(o.shape) for o in outs] != shapes:
+            return "failed", f"returned shapes {[tuple(o.shape) for o in outs]}, the reference {shapes}"
+        if case.grads and outs[0].numel():   # the backward's plumbing and its own checks
+            torch.autograd.grad(outs[0], [ns[a] for a in case.grads], torch.ones_like(outs[0]),
+                                allow_unused=True)
     except Exception:   # noqa: BLE001
         return "failed", "the backward raised:\n" + traceback.format_exc(limit=6)
     finally:
         ns.clear()
     return "served", ""
+
+
+def _reference_shapes(case, ns: dict):
+    """The reference's output shapes from meta copies of the case's arguments
+    (no values, no time); None if the reference cannot take them (inside an
+    except clause: the traceback is the caller's report), [] where meta
+    tensors cannot run it."""
+    import torch
+    meta = {a: None if (t := ns[a]) is None else t.detach().to("meta", torch.float64)
+            if t.is_floating_point() else t.to("meta") for a in case.args}
+    try:
+        return [tuple(r.shape) for r in reference(case, meta)]
+    except NotImplementedError:
+        return []
+    except Exception:   # noqa: BLE001
+        return None
 
 
 def run_ops(args) -> int:

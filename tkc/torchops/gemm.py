@@ -238,7 +238,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     check_device(fn, ("a", a), ("b", b))
     if b.dim() == 2:
         return _matmul(a, b)
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    try:
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise TkcError(f"{fn}: a's and b's batch dims must broadcast, got shapes {tuple(a.shape)} and "
+                       f"{tuple(b.shape)}", caller()) from None
     n = math.prod(batch)   # (not -1: a reshape of no elements cannot infer it)
     a3 = a.expand(*batch, *a.shape[-2:]).reshape(n, *a.shape[-2:])
     b3 = b.reshape(1, *b.shape[-2:]) if b.shape[:-2].numel() == 1 else \
