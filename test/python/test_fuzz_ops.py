@@ -191,3 +191,13 @@ def test_the_fake_run_checks_shapes_against_the_reference(monkeypatch):
         monkeypatch.setattr(tkc, "matmul", lambda a, b: a)
         bad = ["a = rnd(40, 24)", "b = rnd(25, 16)", "out = tkc.matmul(a, b)"]
         assert "cannot compute" in ops_run._fake_case(_case(bad, valid=False), "cpu")[1]
+
+
+def test_an_empty_grouped_call_takes_its_scales_however_made():
+    """grouped_scaled_mm with no rows: scale_a [0, K/128] as torch.rand(K/128, 0).t()
+    makes it (strides (1, K/128)) was refused for not having strides (1, 0) (seed 22)."""
+    e4m3 = torch.float8_e4m3fn
+    b = torch.randn(3, 280, 768).to(e4m3).transpose(1, 2)
+    sb = (torch.rand(3, 3, 6) + 0.1).transpose(1, 2)
+    a, sa = torch.randn(0, 768).to(e4m3), torch.rand(6, 0).t()
+    assert _served(lambda: tkc.grouped_scaled_mm(a, b, sa, sb, torch.zeros(0, dtype=torch.int32))).shape == (0, 280)

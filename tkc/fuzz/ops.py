@@ -28,7 +28,7 @@ import random
 import re
 
 OPS = ("matmul", "linear", "swiglu", "attention", "decode", "varlen", "layer_norm", "rms_norm", "rotary",
-       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention", "attention_fp8", "based")
+       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention", "attention_fp8", "based", "grouped_scaled_mm")
 HEAD_DIMS = (64, 96, 128, 256)   # tkc.attention's (torchops/attn.py refuses the rest)
 NORM_MAX = 16384                 # tkc.layer_norm's and tkc.rms_norm's widest row
 GRAD = 0.3                       # the share of cases whose gradients are checked too
@@ -68,8 +68,8 @@ def generate(seed: int, index: int) -> Case:
     {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
      "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
      "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention,
-     "attention_fp8": _attention_fp8, "based": _based}[op](r, case)
-    if op not in ("scaled_mm", "quantize_fp8", "attention_fp8"):
+     "attention_fp8": _attention_fp8, "based": _based, "grouped_scaled_mm": _grouped}[op](r, case)
+    if op not in ("scaled_mm", "quantize_fp8", "attention_fp8", "grouped_scaled_mm"):
         _dress(r, case)
     if r.random() < MISMATCH:
         _mismatch(r, case)
@@ -427,3 +427,45 @@ def _based(r: random.Random, c: Case) -> None:
     c.lines += [f"q = rnd({B}, {H}, {L}, {F}, scale=0.5)", f"k = rnd({B}, {H}, {L}, {F}, scale=0.5)",
                 f"v = rnd({B}, {H}, {L}, 64)", "out = tkc.based(q, k, v)"]
     c.args, c.valid, c.tol = ("q", "k", "v"), not outside, 2e-2
+
+
+def _grouped(r: random.Random, c: Case) -> None:
+    """tkc.grouped_scaled_mm's three layouts (e4m3, 1x128 and 128x128 block
+    scales): row blocks tagged with their expert (-1: padding), experts' rows
+    back to back by counts, or masked [E, max_m, K] with each expert's count.
+    The rows the op does not write are the reference's NaN (ops_run: not
+    compared)."""
+    layout = r.choice(("blocks", "counts", "masked"))
+    outside = r.random() < OUTSIDE
+    E, K, N = r.randint(1, 5), 128 * r.randint(1, 6), 8 * _size(r, 128)
+    K = K + 64 if outside else K
+    e4m3 = "to(torch.float8_e4m3fn)"
+    c.lines += [f"b = (torch.randn({E}, {N}, {K}, device=DEVICE) * 2).{e4m3}.transpose(1, 2)",
+                f"sb = (torch.rand({E}, {-(-N // 128)}, {K // 128}, device=DEVICE) + 0.1).transpose(1, 2)"]
+    if layout == "masked":
+        M = _size(r, 400)
+        rows = [r.randint(0, M) for _ in range(E)]
+        c.lines += [f"a = (torch.randn({E}, {M}, {K}, device=DEVICE) * 2).{e4m3}",
+                    f"sa = (torch.rand({E}, {K // 128}, {M}, device=DEVICE) + 0.1).transpose(1, 2)",
+                    f"g = torch.tensor({rows}, device=DEVICE, dtype=torch.int32)",
+                    "out = tkc.grouped_scaled_mm(a, b, sa, sb, g)"]
+    else:
+        if layout == "counts":
+            rows = [4 * r.randint(0, 100) for _ in range(E)]
+            M = sum(rows) + 4 * r.randint(0, 8)
+        else:   # each expert's rows padded to 128, now and then a block of padding alone (-1)
+            rows = [128 * r.randint(0, 3) for _ in range(E)]
+            blocks = [e for e, n in enumerate(rows) for _ in range(n // 128)]
+            if r.random() < 0.3:
+                blocks.insert(r.randint(0, len(blocks)), -1)
+            M = 128 * len(blocks)
+        c.lines += [f"a = (torch.randn({M}, {K}, device=DEVICE) * 2).{e4m3}",
+                    f"sa = (torch.rand({K // 128}, {M}, device=DEVICE) + 0.1).t()"]
+        if layout == "counts":
+            c.lines += [f"g = torch.tensor({rows}, device=DEVICE, dtype=torch.int32)",
+                        "out = tkc.grouped_scaled_mm(a, b, sa, sb, counts=g)"]
+        else:
+            c.lines += [f"g = torch.tensor({blocks}, device=DEVICE, dtype=torch.int32)",
+                        "out = tkc.grouped_scaled_mm(a, b, sa, sb, g)"]
+    c.params = {"layout": layout}
+    c.args, c.valid = ("a", "b", "sa", "sb", "g"), not outside

@@ -47,6 +47,8 @@ def reference(case, args: dict) -> tuple:
         q = args["q"] * args["qs"][:, :, None, None]
         k, v = (args[n] * args[s][:, :, None, None] for n, s in (("k", "ks"), ("v", "vs")))
         return (attention(q, k, v, p["causal"], None)[0],)
+    if op == "grouped_scaled_mm":
+        return (_grouped(args["a"], args["b"], args["sa"], args["sb"], args["g"], p["layout"]),)
     if op == "based":
         q, k, v = args["q"], args["k"], args["v"]
         x = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
@@ -114,3 +116,30 @@ def _linear_attention(q, k, v, g):
         G = g.double().cumsum(-1)
         w = torch.exp((G[..., :, None] - G[..., None, :]).masked_fill(w == 0, float("-inf")))
     return ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5 * w) @ v
+
+
+def _grouped(a, b, sa, sb, g, layout: str):
+    """Each expert's rows of a times b[e] with the block scales; the rows the
+    op leaves unwritten NaN (padding blocks, rows past the counts, a masked
+    expert's rows past its count)."""
+    import torch
+    E, K, N = b.shape
+    bs = [b[e] * sb[e].repeat_interleave(128, 0).repeat_interleave(128, 1)[:K, :N] for e in range(E)]
+    out = torch.full((*a.shape[:-1], N), float("nan"), dtype=a.dtype, device=a.device)
+    deq = a * sa.repeat_interleave(128, -1)
+    if layout == "masked":
+        for e in range(E):
+            n = int(g[e])
+            out[e, :n] = deq[e, :n] @ bs[e]
+        return out
+    if layout == "counts":
+        start = 0
+        for e in range(E):
+            n = int(g[e])
+            out[start:start + n] = deq[start:start + n] @ bs[e]
+            start += n
+        return out
+    for blk, e in enumerate(g.tolist()):
+        if e >= 0:
+            out[128 * blk:128 * blk + 128] = deq[128 * blk:128 * blk + 128] @ bs[e]
+    return out

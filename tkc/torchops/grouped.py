@@ -270,5 +270,6 @@ def _check_counts(counts: Tensor, M: int) -> None:
 
 
 def _strides_ok(t: Tensor, want: tuple) -> bool:
-    """t's strides are `want` where its dims are longer than 1."""
-    return all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), want))
+    """t's strides are `want` where its dims are longer than 1 (any, when it
+    holds nothing: an empty batch's scales, however made)."""
+    return t.numel() == 0 or all(n == 1 or s == w for n, s, w in zip(t.shape, t.stride(), want))
