@@ -27,7 +27,8 @@ def test_cases_are_reproducible_and_cover_every_op():
     assert {c.op for c in cases} == set(OPS)
     assert {c.op for c in cases if not c.valid} >= set(OPS) - {"decode"}
     text = "".join(c.source() for c in cases)
-    for view in ("off=", ".transpose(", "torch.autocast", "dtype=torch.float16", "grad=True"):
+    for view in ("off=", ".transpose(", "torch.autocast", "dtype=torch.float16", "grad=True", ".cpu()",
+                 "captured(", "compiled("):
         assert view in text
     for c in cases:
         compile(c.source(), c.name, "exec")   # each one Python

@@ -73,7 +73,14 @@ def generate(seed: int, index: int) -> Case:
         _dress(r, case)
     if r.random() < MISMATCH:
         _mismatch(r, case)
+    source = case.source()
+    if case.valid and "captured(" not in source and "autocast" not in source and r.random() < COMPILED:
+        case.lines = [f"out = compiled(lambda: {line[6:]})" if line.startswith("out = ") else line
+                      for line in case.lines]   # (inside the domain: dynamo wraps a refusal's TkcError)
     return case
+
+
+COMPILED = 0.03                        # the share of calls made through torch.compile(fullgraph=True)
 
 
 MISMATCH = 0.06                        # the share of cases with one input's dim off by one

@@ -62,6 +62,7 @@ def _namespace(device: str, seed: int) -> dict:
         graph.replay()
         return out
     ns["captured"] = captured
+    ns["compiled"] = lambda call: torch.compile(call, fullgraph=True, dynamic=False)()
     return ns
 
 
