@@ -82,6 +82,15 @@ def _rel(x, ref) -> float:
     return float((x - ref).norm() / max(float(ref.norm()), FLOOR * ref.numel() ** 0.5)) if ref.numel() else 0.0
 
 
+def _free(ns: dict) -> None:
+    """The case's tensors and graph dropped now (its functions' globals make
+    the namespace a cycle, which a collection might free inside another
+    case's capture); the dunder entries (torch.compile's, its compiled
+    functions and builtins) stay for its own cleanup, which deletes them."""
+    for name in [n for n in ns if not n.startswith("__")]:
+        del ns[name]
+
+
 def _call(case, device: str):
     """Run the case's source: ('refused' | 'failed', report, None), or (None, '', its namespace)."""
     from ..diagnostics import TkcError
@@ -91,14 +100,14 @@ def _call(case, device: str):
         for _ in range(2 if case.params.get("twice") else 1):
             exec(code, ns)   # (twice: new tensors, the same shapes)
     except TkcError as e:
-        ns.clear()
+        _free(ns)
         if case.valid:
             return "failed", f"refused a call inside the op's documented domain: {e}", None
         if not e.where.startswith(case.name):
             return "failed", f"the refusal is not located at the case's line: {e}", None
         return "refused", "", None
     except Exception:   # noqa: BLE001 (anything but a located refusal is the fuzzer's finding)
-        ns.clear()
+        _free(ns)
         return "failed", "raised:\n" + traceback.format_exc(limit=6), None
     return None, "", ns
 
@@ -110,8 +119,8 @@ def run_case(case, device: str) -> tuple[str, str]:
         return outcome, report
     try:
         return _check(case, ns)
-    finally:   # its graph and tensors freed now, not by a later collection of the namespace's
-        ns.clear()   # cycles (its functions' globals), which may fall inside another case's capture
+    finally:
+        _free(ns)
 
 
 def _check(case, ns: dict) -> tuple[str, str]:
@@ -190,7 +199,7 @@ def _fake_case(case, device: str) -> tuple[str, str]:
     except Exception:   # noqa: BLE001
         return "failed", "the backward raised:\n" + traceback.format_exc(limit=6)
     finally:
-        ns.clear()
+        _free(ns)
     return "served", ""
 
 
