@@ -46,12 +46,16 @@ def dense(t: Tensor) -> Tensor:
     if torch.compiler.is_compiling():
         return t.contiguous()
     try:
-        start = t.data_ptr()
+        ready = is_dense(t)
     except RuntimeError:
         return t.contiguous()
-    if t.is_contiguous() and not start % ALIGN:
-        return t
-    return t.clone(memory_format=torch.contiguous_format)
+    return t if ready else t.clone(memory_format=torch.contiguous_format)
+
+
+def is_dense(t: Tensor) -> bool:
+    """Whether a real tensor is what dense() returns as it is: contiguous from
+    a 16-byte boundary."""
+    return t.is_contiguous() and not t.data_ptr() % ALIGN
 
 
 def arranged(*ts: Tensor) -> Callable:

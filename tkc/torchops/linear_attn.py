@@ -26,7 +26,7 @@ from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import PICKED, linear_attention as la_kernel, schedules
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import autocast, check_device, dense
+from .checks import autocast, check_device, dense, is_dense
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature, sms
 
@@ -106,7 +106,7 @@ def _plan(kernel, views, scale: float, *ts: Tensor):
     gl views of the inputs (the same memory: later launches read the tensors'
     pointers); inputs that are not contiguous from a 16-byte boundary are
     copied on each call (checks.dense)."""
-    fix = [not t.is_contiguous() or t.data_ptr() % 16 != 0 for t in ts]
+    fix = [not is_dense(t) for t in ts]
     like = ts[2]  # o is shaped like v
 
     def arrange(ts):

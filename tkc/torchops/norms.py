@@ -16,7 +16,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from . import checks
-from .checks import autocast, check_device, check_tensor, dense
+from .checks import autocast, check_device, check_tensor, dense, is_dense
 from .eager import Op, grad_key, public, tracing, wants_grad
 from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
@@ -201,8 +201,7 @@ def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor
         def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
             out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
             return (out[0], x if r is None else out[1]) if prenorm else out[0]
-        same = x.is_contiguous() and not x.data_ptr() % 16 and \
-            (residual is None or r2.data_ptr() == residual.data_ptr())
+        same = is_dense(x) and (residual is None or r2.data_ptr() == residual.data_ptr())
     if not (same and w is weight and b is bias):
         run = _converting(run, prenorm)
     _plain.keep(key, run)
