@@ -354,13 +354,13 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
     split, merge, fused = kernels
     B, Hkv, R, D = qp.shape
     n, numel = B * Hkv * S * R * D, B * Hkv * R   # the splits' outputs, then their lse: one buffer
-    tiles = B * Hkv * -(-R // ROWS)
+    QT = -(-R // ROWS)   # query tiles a (batch, KV head): one counter each
     part = torch.empty(n + numel * S, device=qp.device, dtype=torch.float32)
     parts = part[:n].view(B, Hkv, S * R, D), part[n:].view(B, Hkv, 1, S * R)
     outs = o.view(B, Hkv, R, D), lse.view(B, Hkv, 1, R)
     split = split.prepare(qp, k, v, *parts, *extra, S, cq, 1.0, free=free)
     merged = _merges((merge, signature(*parts, *outs)), merge, (*parts, *outs))   # (the same at every length)
-    count = torch.zeros(1, B, Hkv, -(-R // ROWS), device=qp.device, dtype=torch.int32)   # (its layout alone)
+    count = torch.zeros(1, B, Hkv, QT, device=qp.device, dtype=torch.int32)   # (its layout alone)
     fused = fused.prepare(qp, k, v, *parts, *outs, count, *extra, S, cq, 1.0, free=free)
 
     def launch(q, k, v, o, lse, scale, *extra):   # the buffer's two parts by pointer: no views
@@ -369,7 +369,7 @@ def _split_merged(kernels: tuple, qp: Tensor, k: Tensor, v: Tensor, extra: tuple
             split(q, k, v, part, At(part, n * 4), *extra, S, cq, scale)
             merged(part, At(part, n * 4), o, lse)
         else:   # the splits' buffer and counters the stream's own (not capturing): read within the launch
-            part, count = stream_buffers(q.device, n + numel * S, tiles)
+            part, count = stream_buffers(q.device, n + numel * S, B * Hkv * QT)
             fused(q, k, v, part, At(part, n * 4), o, lse, count, *extra, S, cq, scale)
     return launch
 
