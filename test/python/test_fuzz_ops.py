@@ -82,6 +82,23 @@ def test_a_reference_of_zero_is_compared_absolutely():
     assert ops_run._rel(torch.zeros(3), torch.zeros(2)) == float("inf")
 
 
+def test_the_varlen_reference_reads_the_lengths_the_offsets_hold():
+    """An off-by-one case changes a cu_seqlens entry in the source: the
+    reference takes each sequence's lengths from the offsets the op got (it
+    read its stale parameters once, and failed a right answer on the GPU),
+    and cannot compute offsets that do not partition the tokens."""
+    from tkc.fuzz.ops_ref import reference
+    case = Case(0, 0, "varlen", {"causal": False}, ("q", "k", "v", "cq", "ck"), [])
+    q, k, v = (torch.randn(9, 2, 64, dtype=torch.float64) for _ in range(3))
+    args = {"q": q, "k": k, "v": v, "cq": torch.tensor([0, 4, 9], dtype=torch.int32),
+            "ck": torch.tensor([0, 5, 9], dtype=torch.int32)}
+    out, = reference(case, args)
+    first = torch.softmax(q[:4].transpose(0, 1) @ k[:5].permute(1, 2, 0) / 8, -1) @ v[:5].transpose(0, 1)
+    torch.testing.assert_close(out[:4], first.transpose(0, 1))
+    with pytest.raises(ValueError, match="partition"):
+        reference(case, {**args, "ck": torch.tensor([0, 5, 10], dtype=torch.int32)})
+
+
 # ---------------------------------------------------------------- what the fuzzer found
 
 

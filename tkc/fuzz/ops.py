@@ -338,8 +338,8 @@ def _varlen(r: random.Random, c: Case) -> None:
                 f"cq = torch.tensor({cu(lq)}, device=DEVICE, dtype=torch.int32)",
                 f"ck = torch.tensor({cu(lk)}, device=DEVICE, dtype=torch.int32)",
                 f"out = tkc.attention_varlen(q, k, v, cq, ck, {short}, {max(lk)}, causal={causal})"]
-    c.params = {"causal": causal, "lq": lq, "lk": lk}
-    c.args, c.valid, c.grads = ("q", "k", "v"), not outside or max(lq) == 0, ("q", "k", "v") if g else ()
+    c.params = {"causal": causal}
+    c.args, c.valid, c.grads = ("q", "k", "v", "cq", "ck"), not outside or max(lq) == 0, ("q", "k", "v") if g else ()
 
 
 def _scaled_mm(r: random.Random, c: Case) -> None:

@@ -20,7 +20,9 @@ def reference(case, args: dict) -> tuple:
         o, lse = attention(args["q"], args["k"], args["v"], p["causal"], p["scale"], args.get("n"))
         return (o, lse) if p["lse"] else (o,)
     if op == "varlen":
-        return (_varlen(args["q"], args["k"], args["v"], p["lq"], p["lk"], p["causal"]),)
+        # the lengths the cu_seqlens hold (an off-by-one case changes an entry, not the params)
+        lq, lk = ([b - a for a, b in zip(cu.tolist(), cu.tolist()[1:])] for cu in (args["cq"], args["ck"]))
+        return (_varlen(args["q"], args["k"], args["v"], lq, lk, p["causal"]),)
     if op in ("layer_norm", "rms_norm"):
         x, w, r = args["x"], args["w"], args["r"]
         h = x if r is None else x + r
@@ -82,6 +84,8 @@ def _varlen(q, k, v, lq: list, lk: list, causal: bool):
     """attention_varlen's output [Tq, Hq, D]: each sequence's own attention."""
     import torch
     outs, q0, k0 = [], 0, 0
+    if min(lq + lk, default=0) < 0 or sum(lq) != len(q) or sum(lk) != len(k):
+        raise ValueError(f"cu_seqlens do not partition the tokens: lengths {lq}, {lk}")
     for a, b in zip(lq, lk):
         qs, ks, vs = (t.transpose(0, 1)[None] for t in (q[q0:q0 + a], k[k0:k0 + b], v[k0:k0 + b]))
         outs.append(attention(qs, ks, vs, causal, None)[0][0].transpose(0, 1))
