@@ -34,9 +34,9 @@ def rows():
     def rnd(*shape, grad=False, scale=1.0):
         return (torch.randn(*shape, device=dev) * scale).to(bf).requires_grad_(grad)
 
-    def gemm(m, n, k, batch=None):
+    def gemm(m, n, k, batch=None, batched_b=False):   # batched_b: a B per batch (bmm's)
         a = rnd(*((batch,) if batch else ()), m, k)
-        b = rnd(k, n)
+        b = rnd(*((batch,) if batched_b else ()), k, n)
         return (lambda: tkc.matmul(a, b)), (lambda: torch.matmul(a, b))
 
     def gemm_bwd(m, n, k, batch=None):
@@ -132,6 +132,8 @@ def rows():
                              (8000, 8008, 4000), (3000, 3000, 3000), (4096, 4096, 4096),
                              (8192, 14336, 4096), (16, 4096, 4096), (64, 4096, 14336))]
     table += [("gemm", "matmul [8,2048,4096]x[4096,4096]", lambda: gemm(2048, 4096, 4096, 8),
+               "torch.matmul", 10),
+              ("gemm", "matmul [8,2048,4096]x[8,4096,4096]", lambda: gemm(2048, 4096, 4096, 8, True),
                "torch.matmul", 10),
               ("gemm", "matmul 4096^3 fwd+bwd", lambda: gemm_bwd(4096, 4096, 4096),
                "torch.matmul fwd+bwd", 10),
