@@ -214,6 +214,33 @@ def test_autocast_other_ops_under_the_fake_driver():
             assert cuda.state.launches > n
 
 
+def test_forward_only_ops_refuse_a_call_that_wants_a_gradient():
+    """The ops without a backward (linear_attention, based, hedgehog,
+    fftconv, quantize_fp8) refuse inputs that require grad in grad mode, at
+    the caller's line: their outputs carried no gradient, so a loss that also
+    reached the inputs another way got a wrong one silently. Under no_grad,
+    or on detached inputs, they are served."""
+    from tkc.bench.fake_driver import fake_driver
+    q, g = torch.randn(1, 2, 64, 64).to(BF), -torch.rand(1, 2, 64)
+    qb, vb = torch.randn(1, 2, 64, 16).to(BF), torch.randn(1, 2, 64, 64).to(BF)
+    qh, maps, ab = torch.randn(1, 2, 64, 128).to(BF), torch.randn(2, 128, 64).to(BF), torch.ones(2)
+    u, kf = torch.randn(2, 8, 1024).to(BF), tkc.fftconv_filter(torch.randn(8, 1024), 1024)
+    x = torch.randn(4, 256).to(BF)
+    calls = {"linear_attention": lambda t: tkc.linear_attention(t, q, q, g),
+             "based": lambda t: tkc.based(qb, t, vb), "hedgehog": lambda t: tkc.hedgehog(qh, qh, t, maps, maps, ab, ab),
+             "fftconv": lambda t: tkc.fftconv(t, kf), "quantize_fp8": lambda t: tkc.quantize_fp8(t)}
+    args = {"linear_attention": q, "based": qb, "hedgehog": qh, "fftconv": u, "quantize_fp8": x}
+    with fake_driver():
+        for name, call in calls.items():
+            wanting = args[name].clone().requires_grad_()
+            with pytest.raises(TkcError, match=f"{name}: no gradient flows") as e:
+                call(wanting)
+            assert e.value.where.startswith(__file__)
+            with torch.no_grad():
+                call(wanting)
+            call(wanting.detach())
+
+
 def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
     """tkc.nn.convert: nn.Linear / LayerNorm / RMSNorm that tkc serves become
     tkc.nn's (the same objects and parameters: the state dict and an optimizer

@@ -26,6 +26,8 @@ from typing import Callable
 import torch
 from torch.utils import _python_dispatch
 
+from ..diagnostics import TkcError
+from ..runtime.callsite import caller
 from ..runtime.cache import MissingArtifact, cache_dir
 from .calls import describe
 
@@ -148,7 +150,7 @@ class Op:
     def __init__(self, name: str, impl: Callable, fake: Callable,
                  setup: Callable | None = None, backward: Callable | None = None,
                  infer: Callable | None = None):
-        self.impl, self.infer = impl, infer
+        self.name, self.impl, self.infer = name, impl, infer
         self.custom_op = torch.library.custom_op(name, impl, mutates_args=())
         self.custom_op.register_fake(fake)
         ns, opname = name.split("::")
@@ -188,11 +190,18 @@ class Op:
 
     def _wants_grad(self, args) -> bool:
         """An autograd formula, grad mode, and an argument that requires grad
-        (a loop, not any(): this runs on every call)."""
-        if self.function is None or not _grad_enabled():
+        (a loop, not any(): this runs on every call). An op without a formula
+        refuses such a call: its outputs would carry no gradient, and a loss
+        that also reached the inputs another way would get a wrong one."""
+        if not _grad_enabled():
             return False
         for a in args:
             if isinstance(a, torch.Tensor) and a.requires_grad:
+                if self.function is None:
+                    op = self.name.split("::")[-1].removesuffix("_fwd")
+                    raise TkcError(f"{op}: no gradient flows through it (forward only: it has no "
+                                   f"backward kernels); call it under torch.no_grad() or on tensors "
+                                   f"that do not require grad (.detach())", caller())
                 return True
         return False
 

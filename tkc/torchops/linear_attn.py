@@ -7,8 +7,8 @@ register_fake, so torch.compile traces them without a graph break):
     o = tkc.hedgehog(q, k, v, qmap, kmap, alpha, beta)   # q, k, v [B, H, L, 128], maps [H, 128, 64]
 
 bf16 in and out, f32 state; default scale 1/sqrt(F). Forward only: no
-backward kernels yet, so these tensors carry no gradient (calling backward
-through them raises torch's error for an op without autograd). Semantics and
+backward kernels yet, so a call whose inputs want a gradient is refused at
+the call (eager.Op: its output would carry none). Semantics and
 the kernels: tkc/kernels/linear_attention.py and tkc/kernels/hedgehog.py.
 Importing this module needs torch, not MLIR.
 """
