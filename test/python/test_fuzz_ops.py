@@ -34,6 +34,18 @@ def test_cases_are_reproducible_and_cover_every_op():
         compile(c.source(), c.name, "exec")   # each one Python
 
 
+def test_forward_only_ops_are_called_wanting_a_gradient_and_refuse():
+    """Now and then a forward-only op's first input wants a gradient: outside
+    the domain, so the case passes only where the op refuses it at its line."""
+    from tkc.fuzz.ops import FORWARD_ONLY
+    cases = [c for c in (generate(9, i) for i in range(3000))
+             if c.op in FORWARD_ONLY and "grad=True" in c.lines[0]]
+    assert {c.op for c in cases} == set(FORWARD_ONLY) and not any(c.valid for c in cases)
+    with fake_driver():
+        for c in cases[:8]:
+            assert ops_run._fake_case(c, "cpu") == ("refused", ""), c.source()
+
+
 def test_300_cases_on_the_fake_driver(capsys):
     args = argparse.Namespace(seed=20261, start=0, count=300, fake=True)
     assert ops_run.run_ops(args) == 0, capsys.readouterr().out[-3000:]

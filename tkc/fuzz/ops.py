@@ -28,7 +28,10 @@ import random
 import re
 
 OPS = ("matmul", "linear", "swiglu", "attention", "decode", "varlen", "layer_norm", "rms_norm", "rotary",
-       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention", "attention_fp8", "based", "grouped_scaled_mm")
+       "scaled_mm", "quantize_fp8", "fftconv", "linear_attention", "attention_fp8", "based", "grouped_scaled_mm",
+       "hedgehog")
+FORWARD_ONLY = ("quantize_fp8", "fftconv", "linear_attention", "based", "hedgehog")   # (no backward: they
+WANTS_GRAD = 0.04   # refuse a call whose input wants a gradient; this share of their cases makes one)
 HEAD_DIMS = (64, 96, 128, 256)   # tkc.attention's (torchops/attn.py refuses the rest)
 NORM_MAX = 16384                 # tkc.layer_norm's and tkc.rms_norm's widest row
 GRAD = 0.3                       # the share of cases whose gradients are checked too
@@ -68,7 +71,10 @@ def generate(seed: int, index: int) -> Case:
     {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
      "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
      "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention,
-     "attention_fp8": _attention_fp8, "based": _based, "grouped_scaled_mm": _grouped}[op](r, case)
+     "attention_fp8": _attention_fp8, "based": _based, "grouped_scaled_mm": _grouped, "hedgehog": _hedgehog}[op](r, case)
+    if op in FORWARD_ONLY and r.random() < WANTS_GRAD:
+        case.lines[0] = case.lines[0].replace(")", ", grad=True)", 1)
+        case.valid = False
     if op not in ("scaled_mm", "quantize_fp8", "attention_fp8", "grouped_scaled_mm"):
         _dress(r, case)
     if r.random() < MISMATCH:
@@ -434,6 +440,17 @@ def _based(r: random.Random, c: Case) -> None:
     c.lines += [f"q = rnd({B}, {H}, {L}, {F}, scale=0.5)", f"k = rnd({B}, {H}, {L}, {F}, scale=0.5)",
                 f"v = rnd({B}, {H}, {L}, 64)", "out = tkc.based(q, k, v)"]
     c.args, c.valid, c.tol = ("q", "k", "v"), not outside, 2e-2
+
+
+def _hedgehog(r: random.Random, c: Case) -> None:
+    """Hedgehog: q, k, v [B, H, L, 128], feature maps [H, 128, 64], alpha and beta [H]."""
+    outside = r.random() < OUTSIDE
+    D, (B, H, L) = 64 if outside else 128, (r.randint(1, 2), r.choice((1, 2, 4)), _size(r, 1500))
+    c.lines += [f"q = rnd({B}, {H}, {L}, {D}, scale=0.3)", f"k = rnd({B}, {H}, {L}, {D}, scale=0.3)",
+                f"v = rnd({B}, {H}, {L}, 128)", f"qm = rnd({H}, {D}, 64, scale=0.1)",
+                f"km = rnd({H}, {D}, 64, scale=0.1)", f"al = torch.rand({H}, device=DEVICE) * 2",
+                f"be = torch.rand({H}, device=DEVICE) + 0.5", "out = tkc.hedgehog(q, k, v, qm, km, al, be)"]
+    c.args, c.valid, c.tol = ("q", "k", "v", "qm", "km", "al", "be"), not outside, 2e-2
 
 
 def _grouped(r: random.Random, c: Case) -> None:

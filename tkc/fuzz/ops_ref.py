@@ -3,6 +3,8 @@ on the op's device (differentiable, for the gradients), from the op's
 arguments as float64 leaves (ops_run.py), per op as its docstring defines it."""
 from __future__ import annotations
 
+import math
+
 
 def reference(case, args: dict) -> tuple:
     """The op's outputs (a tuple, as the op returns them) for case.op and case.params."""
@@ -56,7 +58,30 @@ def reference(case, args: dict) -> tuple:
         x = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
         w = (1 + x + x * x / 2) * torch.ones_like(x).tril()
         return (w @ v,)
+    if op == "hedgehog":
+        return (_hedgehog(*(args[n] for n in ("q", "k", "v", "qm", "km", "al", "be"))),)
     raise ValueError(f"no reference for {op!r}")
+
+
+def _hedgehog(q, k, v, qm, km, alpha, beta, chunk: int = 64):
+    """tkc.hedgehog's docstring (tkc.kernels.reference.hedgehog in torch): a
+    sliding-window softmax over the query's chunk (causally) and the one
+    before, alpha phi(q).phi(k) before those, normalised together."""
+    import torch
+    L = q.shape[-2]
+    t = torch.arange(L, device=q.device)[:, None]
+    s = t.T
+    window, linear = (s <= t) & (s // chunk >= t // chunk - 1), s // chunk <= t // chunk - 2
+    x = q @ k.transpose(-1, -2)
+    m = x.masked_fill(~window, -math.inf).amax(-1, keepdim=True)
+    a = torch.where(window, torch.exp((torch.where(window, x, m) - m) * q.shape[-1] ** -0.5), 0.0)
+
+    def phi(y, fmap):   # [B, H, L, D] x [H, D, P] -> concat(softmax(y fmap), softmax(-y fmap)), at least 1e-6
+        z = torch.einsum("bhld,hdp->bhlp", y, fmap)
+        return torch.cat([z.softmax(-1), (-z).softmax(-1)], -1).clamp(min=1e-6)
+    lin = phi(q, qm) @ phi(k, km).transpose(-1, -2)
+    a = a * beta[:, None, None] + torch.where(linear, lin * alpha[:, None, None], 0.0)
+    return (a @ v) / (a.sum(-1, keepdim=True) + 1e-6)
 
 
 def attention(q, k, v, causal: bool, scale, lengths=None):
