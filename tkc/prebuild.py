@@ -35,7 +35,7 @@ def prebuild(expr: str) -> None:
     # a call with one of these keywords has no backward (and refuses gradients): the forward alone
     inference = any((call.func.id, k.arg) in INFERENCE_ONLY for k in call.keywords)
     saved = norms._philox
-    norms._philox = lambda x, p: (0, 0)  # dropout's seed is drawn from a CUDA generator
+    norms._philox = lambda x, p, fn="": (0, 0)  # dropout's seed is drawn from a CUDA generator
     try:
         with fake_driver():
             for grad in (False,) if inference else (False, True):

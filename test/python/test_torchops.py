@@ -241,6 +241,21 @@ def test_forward_only_ops_refuse_a_call_that_wants_a_gradient():
             call(wanting.detach())
 
 
+def test_dropout_is_refused_inside_cuda_graph_capture(monkeypatch):
+    """The norms' dropout seed is a launch argument: a captured graph would
+    replay one mask at every replay, so a call with dropout while capturing
+    is refused at the caller's line (without dropout it is captured)."""
+    from tkc.bench.fake_driver import fake_driver
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    x, w, b = torch.randn(4, 256).to(BF), torch.ones(256).to(BF), torch.zeros(256).to(BF)
+    with fake_driver():
+        for call in (lambda: tkc.layer_norm(x, w, b, dropout_p=0.1), lambda: tkc.rms_norm(x, w, dropout_p=0.1)):
+            with pytest.raises(TkcError, match="one dropout mask at every replay") as e:
+                call()
+            assert e.value.where.startswith(__file__)
+        assert tkc.layer_norm(x, w, b).shape == x.shape
+
+
 def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
     """tkc.nn.convert: nn.Linear / LayerNorm / RMSNorm that tkc serves become
     tkc.nn's (the same objects and parameters: the state dict and an optimizer

@@ -146,6 +146,7 @@ def _dress(r: random.Random, c: Case) -> None:
     if not c.grads and not mode and r.random() < 0.1:
         c.lines = [f"out = captured(lambda: {line[6:]})" if line.startswith("out = ") else line
                    for line in c.lines]
+        c.valid = c.valid and "dropout_p=" not in c.source()   # (refused: one mask every replay)
 
 
 def _size(r: random.Random, hi: int, lo: int = 1) -> int:
@@ -293,7 +294,7 @@ def _norm(r: random.Random, c: Case) -> None:
     while rows * D > 2 ** 25:
         rows //= 2
     lead = r.choice(((rows,), (2, max(rows // 2, 1))))
-    residual, prenorm = r.random() < 0.4, r.random() < 0.2
+    residual, prenorm, p = r.random() < 0.4, r.random() < 0.2, r.choice((0.1, 0.5)) if r.random() < 0.2 else 0
     wdtype = r.choice(("torch.bfloat16", "torch.float32"))
     g = _grad(r)
     G = ", grad=True" if g else ""
@@ -301,16 +302,16 @@ def _norm(r: random.Random, c: Case) -> None:
     Dw = D + 256 if outside == "weight" else D
     c.lines += [f"x = rnd({shape}{G})", f"r = rnd({shape}{G})" if residual else "r = None",
                 f"w = (1 + 0.1 * torch.randn({Dw}, device=DEVICE)).to({wdtype}).requires_grad_({g})"]
-    if rms:
-        c.lines.append(f"out = tkc.rms_norm(x, w, residual=r, prenorm={prenorm})")
-        c.args = ("x", "w", "r")
-    else:
-        c.lines += [f"b = (0.1 * torch.randn({D}, device=DEVICE)).to({wdtype}).requires_grad_({g})",
-                    f"out = tkc.layer_norm(x, w, b, residual=r, prenorm={prenorm})"]
-        c.args = ("x", "w", "b", "r")
-    c.params = {"prenorm": prenorm}
-    c.valid = not outside
-    c.grads = tuple(a for a in c.args if g and (a != "r" or residual)) if not prenorm else ()
+    # dropout: h (prenorm's) tells which elements the mask kept, for the reference (a dropped one is r's)
+    flags = f"prenorm={prenorm or bool(p)}" + (f", dropout_p={p}" if p else "")
+    if not rms:
+        c.lines.append(f"b = (0.1 * torch.randn({D}, device=DEVICE)).to({wdtype}).requires_grad_({g})")
+    c.lines.append(f"out = tkc.rms_norm(x, w, residual=r, {flags})" if rms else
+                   f"out = tkc.layer_norm(x, w, b, residual=r, {flags})")
+    c.lines += ["keep = out[1] != (0 if r is None else r.to(out[1].dtype))"] if p else []
+    c.args = ("x", "w", "r", *(() if rms else ("b",)), *(("keep",) if p else ()))
+    c.params, c.valid = {"prenorm": prenorm or bool(p), "p": p}, not outside
+    c.grads = tuple(a for a in c.args if g and a != "keep" and (a != "r" or residual)) if p or not prenorm else ()
 
 
 def _rotary(r: random.Random, c: Case) -> None:

@@ -26,7 +26,12 @@ def reference(case, args: dict) -> tuple:
         lq, lk = ([b - a for a, b in zip(cu.tolist(), cu.tolist()[1:])] for cu in (args["cq"], args["ck"]))
         return (_varlen(args["q"], args["k"], args["v"], lq, lk, p["causal"]),)
     if op in ("layer_norm", "rms_norm"):
-        x, w, r = args["x"], args["w"], args["r"]
+        x, w, r, drop = args["x"], args["w"], args["r"], p.get("p")
+        if drop:   # the mask the op drew, read off its h (ops.py); dropped about p of the elements
+            keep = args["keep"]
+            x = x * keep / (1 - drop)
+            if not keep.is_meta and keep.numel() >= 1000 and abs(1 - keep.double().mean() - drop) > 5 * (drop / keep.numel()) ** 0.5:
+                raise ValueError(f"dropout_p={drop} dropped {1 - keep.double().mean():.3f} of the elements")
         h = x if r is None else x + r
         if op == "layer_norm":
             y = F.layer_norm(h, (h.shape[-1],), w, args["b"], 1e-5)

@@ -20,6 +20,7 @@ A CUDA fault leaves the context unusable, so the run stops at the first one.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import traceback
@@ -238,17 +239,27 @@ def _reference_shapes(case, ns: dict):
     return None, report
 
 
+@contextlib.contextmanager
+def _fake_scope():
+    """The fake driver, and the norms' dropout seeded without a CUDA generator (as prebuild does)."""
+    from ..bench.fake_driver import fake_driver
+    from ..torchops import norms
+    saved, norms._philox = norms._philox, lambda x, p, fn="": (0, 0)
+    try:
+        with fake_driver():
+            yield
+    finally:
+        norms._philox = saved
+
+
 def run_ops(args) -> int:
     """`tkc fuzz --ops`: cases start .. start + count of seed, a report per failure, a summary."""
-    import contextlib
-
     import torch
 
     from .ops import generate
     fake = args.fake or not torch.cuda.is_available()
     if fake:
-        from ..bench.fake_driver import fake_driver
-        scope, device, check = fake_driver(), "cpu", _fake_case
+        scope, device, check = _fake_scope(), "cpu", _fake_case
     else:
         scope, device, check = contextlib.nullcontext(), "cuda", run_case
     t0, tally, failed = time.time(), Counter(), 0

@@ -169,11 +169,17 @@ _ln_fwd_nores = Op("tkc::layer_norm_fwd_nores", _ln_fwd_nores_impl, _ln_fwd_nore
                    norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
 
 
-def _philox(x: Tensor, p: float) -> tuple[int, int]:
+def _philox(x: Tensor, p: float, fn: str = "layer_norm") -> tuple[int, int]:
     """(seed, offset) from the device's default generator, advanced past the
-    numbers this call draws (PyTorch's accounting: one per 4 elements)."""
+    numbers this call draws (PyTorch's accounting: one per 4 elements). They
+    are launch arguments, so a captured CUDA graph would replay one mask at
+    every replay: refused while capturing."""
     if p == 0:
         return 0, 0
+    if torch.cuda.is_current_stream_capturing():
+        raise TkcError(f"{fn}: dropout_p={p} inside CUDA-graph capture would replay one dropout mask at "
+                       "every replay (its seed is a launch argument); capture it with dropout_p=0, or "
+                       "call it outside the graph", caller())
     gen = torch.cuda.default_generators[x.device.index or 0]
     seed, offset = gen.initial_seed() & 0x7FFFFFFF, gen.get_offset()
     gen.set_offset(offset + (x.numel() + 3) // 4 * 4)
@@ -271,7 +277,7 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)
-    seed, offset = _philox(x2, dropout_p)
+    seed, offset = _philox(x2, dropout_p, "layer_norm")
     w, b = _bf16(weight), _bf16(bias)
     if residual is None and not (prenorm and dropout_p > 0):  # reads x only
         y = _shaped(_ln_fwd_nores.main_output(x2, w, b, eps, dropout_p, seed, offset), x)
@@ -422,7 +428,7 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)
-    seed, offset = _philox(x2, dropout_p)
+    seed, offset = _philox(x2, dropout_p, "rms_norm")
     if residual is None and prenorm and dropout_p > 0:
         residual = torch.zeros_like(x)
     r2 = _bf16(_rows(residual)) if residual is not None else None
