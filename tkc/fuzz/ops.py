@@ -71,7 +71,8 @@ def generate(seed: int, index: int) -> Case:
     {"matmul": _matmul, "linear": _linear, "swiglu": _swiglu, "attention": _attention, "decode": _decode,
      "varlen": _varlen, "layer_norm": _norm, "rms_norm": _norm, "rotary": _rotary, "scaled_mm": _scaled_mm,
      "quantize_fp8": _quantize, "fftconv": _fftconv, "linear_attention": _linear_attention,
-     "attention_fp8": _attention_fp8, "based": _based, "grouped_scaled_mm": _grouped, "hedgehog": _hedgehog}[op](r, case)
+     "attention_fp8": _attention_fp8, "based": _based, "grouped_scaled_mm": _grouped,
+     "hedgehog": _hedgehog}[op](r, case)
     if op in FORWARD_ONLY and r.random() < WANTS_GRAD:
         case.lines[0] = case.lines[0].replace(")", ", grad=True)", 1)
         case.valid = False
@@ -300,7 +301,9 @@ def _norm(r: random.Random, c: Case) -> None:
     G = ", grad=True" if g else ""
     shape = ", ".join(map(str, (*lead, D)))
     Dw = D + 256 if outside == "weight" else D
-    c.lines += [f"x = rnd({shape}{G})", f"r = rnd({shape}{G})" if residual else "r = None",
+    # (with dropout a small residual: a kept x/(1-p) below half an ulp of r would leave h = r, as dropped)
+    small = ", scale=0.01" if p else ""
+    c.lines += [f"x = rnd({shape}{G})", f"r = rnd({shape}{G}{small})" if residual else "r = None",
                 f"w = (1 + 0.1 * torch.randn({Dw}, device=DEVICE)).to({wdtype}).requires_grad_({g})"]
     # dropout: h (prenorm's) tells which elements the mask kept, for the reference (a dropped one is r's)
     flags = f"prenorm={prenorm or bool(p)}" + (f", dropout_p={p}" if p else "")
