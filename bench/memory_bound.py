@@ -128,14 +128,15 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
             yield f"{what} d{D} N{N}", tensors * x.numel() * 2 + 8 * N, 2 * x.numel() * 2, fns, {"tkc": err}
         # backward, with a residual (dy, dh_next, h read; dx = dresidual written) and without
         # one (dy, x read; dx written); the peers run from the same saved tensors
-        y, h, mean, rstd = ops._ln_fwd(x, res, w, b, 1e-5, 0.0, 0, 0)
-        _, mean0, rstd0 = ops._ln_fwd_nores(x, w, b, 1e-5, 0.0, 0, 0)
+        none = torch.zeros(1, 2, device="cuda", dtype=torch.int32)   # the dropout's seed and offset (none)
+        y, h, mean, rstd = ops._ln_fwd(x, res, w, b, 1e-5, 0.0, none)
+        _, mean0, rstd0 = ops._ln_fwd_nores(x, w, b, 1e-5, 0.0, none)
         for residual in (True, False):
             hh, m, r, dhn = (h, mean, rstd, gh) if residual else (x, mean0, rstd0, None)
             if residual:
-                fns = {"tkc": lambda: ops._ln_bwd(gy, gh, h, w, mean, rstd, 0.0, 0, 0, True)}
+                fns = {"tkc": lambda: ops._ln_bwd(gy, gh, h, w, mean, rstd, 0.0, none, True)}
             else:
-                fns = {"tkc": lambda: ops._ln_bwd_nores(gy, x, w, mean0, rstd0, 0.0, 0, 0, True)}
+                fns = {"tkc": lambda: ops._ln_bwd_nores(gy, x, w, mean0, rstd0, 0.0, none, True)}
             got, ref = fns["tkc"](), ln_bwd_eager(gy, dhn, hh, w, m, r)
             err = max(rel_err(got[0], ref[0]), rel_err(got[-1][0], ref[1]), rel_err(got[-1][1], ref[2]))
             fns.update(copy)

@@ -19,7 +19,6 @@ from torch import Tensor
 import tkc
 
 from .bench.fake_driver import fake_driver
-from .torchops import norms
 from .torchops.calls import DTYPES
 
 __all__ = ["INFERENCE_ONLY", "prebuild"]
@@ -34,22 +33,17 @@ def prebuild(expr: str) -> None:
     fn = getattr(tkc, call.func.id)
     # a call with one of these keywords has no backward (and refuses gradients): the forward alone
     inference = any((call.func.id, k.arg) in INFERENCE_ONLY for k in call.keywords)
-    saved = norms._philox
-    norms._philox = lambda x, p, fn="": (0, 0)  # dropout's seed is drawn from a CUDA generator
-    try:
-        with fake_driver():
-            for grad in (False,) if inference else (False, True):
-                args = [_value(a, grad) for a in call.args]
-                kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
-                with torch.set_grad_enabled(grad):
-                    out = fn(*args, **kwargs)
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                if grad and any(isinstance(o, Tensor) and o.requires_grad for o in outs):
-                    torch.autograd.backward([o for o in outs if isinstance(o, Tensor) and o.requires_grad],
-                                            [torch.zeros_like(o) for o in outs
-                                             if isinstance(o, Tensor) and o.requires_grad])
-    finally:
-        norms._philox = saved
+    with fake_driver():
+        for grad in (False,) if inference else (False, True):
+            args = [_value(a, grad) for a in call.args]
+            kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
+            with torch.set_grad_enabled(grad):
+                out = fn(*args, **kwargs)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            if grad and any(isinstance(o, Tensor) and o.requires_grad for o in outs):
+                torch.autograd.backward([o for o in outs if isinstance(o, Tensor) and o.requires_grad],
+                                        [torch.zeros_like(o) for o in outs
+                                         if isinstance(o, Tensor) and o.requires_grad])
 
 
 def _parse(expr: str) -> ast.Call:

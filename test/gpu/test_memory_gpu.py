@@ -183,12 +183,13 @@ def test_layer_norm_dropout_mask_is_tkc_philox():
     x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
     res = torch.zeros_like(x)
     w, b = torch.ones(D, device="cuda", dtype=torch.bfloat16), torch.zeros(D, device="cuda", dtype=torch.bfloat16)
-    y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, 1234, 77)
+    pair = torch.tensor([[1234, 77]], device="cuda", dtype=torch.int32)   # seed, offset: read on the device
+    y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, pair)
     keep = philox.uniform(1234, 77, np.arange(N * D).reshape(N, D)) >= p
     want = torch.where(torch.from_numpy(keep).cuda(), x.float() / (1 - p), 0)
     assert rel_err(h, want) < 1e-2
     assert abs((h == 0).float().mean().item() - p) < 0.01
-    torch.library.opcheck(ops()._ln_fwd.custom_op, (x, res, w, b, 1e-5, p, 1234, 77))
+    torch.library.opcheck(ops()._ln_fwd.custom_op, (x, res, w, b, 1e-5, p, pair))
 
 
 @pytest.mark.parametrize("prenorm", [False, True])
@@ -227,22 +228,23 @@ def test_layer_norm_dropout_gradients(residual):
     w = torch.randn(D, device="cuda", dtype=torch.bfloat16)
     b = torch.randn_like(w)
     keep = _philox_keep(N, D, p, seed, offset)
+    philox = torch.tensor([[seed, offset]], device="cuda", dtype=torch.int32)   # read by the kernels
     leaves = [t.float().requires_grad_() for t in (x, res, w, b)]
     ry, rh = ln_ref(leaves[0], leaves[2], leaves[3], leaves[1] if residual else torch.zeros_like(leaves[1]),
                     1e-5, keep, p)
     gy, gh = torch.randn_like(x), torch.randn_like(x)
     if residual:
-        y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, seed, offset)
-        dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, seed, offset, True)
+        y, h, mean, rstd = ops()._ln_fwd(x, res, w, b, 1e-5, p, philox)
+        dx, dres, dwb = ops()._ln_bwd(gy, gh, h, w, mean, rstd, p, philox, True)
         torch.autograd.backward([ry, rh], [gy.float(), gh.float()])
         assert rel_err(h, rh) < 1e-2 and rel_err(dres, leaves[1].grad) < 2e-2
-        torch.library.opcheck(ops()._ln_bwd.custom_op, (gy, gh, h, w, mean, rstd, p, seed, offset, True))
+        torch.library.opcheck(ops()._ln_bwd.custom_op, (gy, gh, h, w, mean, rstd, p, philox, True))
     else:
-        y, mean, rstd = ops()._ln_fwd_nores(x, w, b, 1e-5, p, seed, offset)
-        dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, seed, offset, True)
+        y, mean, rstd = ops()._ln_fwd_nores(x, w, b, 1e-5, p, philox)
+        dx, dwb = ops()._ln_bwd_nores(gy, x, w, mean, rstd, p, philox, True)
         ry.backward(gy.float())
-        torch.library.opcheck(ops()._ln_fwd_nores.custom_op, (x, w, b, 1e-5, p, seed, offset))
-        torch.library.opcheck(ops()._ln_bwd_nores.custom_op, (gy, x, w, mean, rstd, p, seed, offset, True))
+        torch.library.opcheck(ops()._ln_fwd_nores.custom_op, (x, w, b, 1e-5, p, philox))
+        torch.library.opcheck(ops()._ln_bwd_nores.custom_op, (gy, x, w, mean, rstd, p, philox, True))
     assert rel_err(y, ry) < 1e-2
     assert rel_err(dx, leaves[0].grad) < 2e-2
     assert rel_err(dwb[0], leaves[2].grad) < 2e-2 and rel_err(dwb[1], leaves[3].grad) < 2e-2
@@ -254,14 +256,15 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     N, D = 64, 1024
     x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
     w, b = torch.randn(D, device="cuda", dtype=torch.bfloat16), torch.randn(D, device="cuda", dtype=torch.bfloat16)
-    y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, 0, 0)
-    dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, 0, 0,
+    none = torch.zeros(1, 2, device="cuda", dtype=torch.int32)   # no dropout: no seed read
+    y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, none)
+    dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, none,
                                   True)
     assert dres.numel() == 0 and dx.shape == x.shape and dwb.shape == (2, D)
     for params in (True, False):  # without params: no weight or bias gradient
         torch.library.opcheck(ops()._ln_bwd.custom_op, (torch.randn_like(x), torch.randn_like(x), h, w, mean,
-                                                        rstd, 0.0, 0, 0, params))
-    dx2, _, dwb = ops()._ln_bwd(torch.ones_like(x), torch.zeros_like(x), h, w, mean, rstd, 0.0, 0, 0, False)
+                                                        rstd, 0.0, none, params))
+    dx2, _, dwb = ops()._ln_bwd(torch.ones_like(x), torch.zeros_like(x), h, w, mean, rstd, 0.0, none, False)
     assert dwb.numel() == 0 and torch.isfinite(dx2.float()).all()
 
 
@@ -276,3 +279,43 @@ def test_rotary_configurations(config, interleaved):
     rotary(D, interleaved, **config)(x.view(B, 1, T, H * D), cos, sin, out.view(B, 1, T, H * D))
     torch.cuda.synchronize()
     assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
+
+
+def test_dropout_draws_a_new_mask_at_each_replay_and_compiled_call():
+    """The dropout seed is drawn on the device (norms._philox): a captured
+    graph's replays and a compiled function's calls each get a new mask,
+    of about p of the elements, and y is the norm of that call's own h."""
+    import torch.nn.functional as F
+
+    import tkc
+    N, D, p = 512, 1024, 0.5
+    x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
+    w, b = torch.rand(D, device="cuda", dtype=torch.bfloat16) + 0.5, torch.zeros(D, device="cuda", dtype=torch.bfloat16)
+    r = torch.zeros_like(x)   # h = dropout(x): a dropped element is 0
+
+    def call():
+        return tkc.layer_norm(x, w, b, residual=r, dropout_p=p, prenorm=True)
+
+    def kept(y, h):
+        assert rel_err(y, F.layer_norm(h.float(), (D,), w.float(), b.float())) < 1e-2
+        mask = h != 0
+        assert abs(mask.float().mean().item() - (1 - p)) < 0.01
+        return mask
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y, h = call()
+    masks = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        masks.append(kept(y, h))
+    assert not torch.equal(masks[0], masks[1])
+    torch._dynamo.reset()
+    compiled = torch.compile(call, fullgraph=True)
+    first, second = (kept(*compiled()) for _ in range(2))
+    assert not torch.equal(first, second)

@@ -167,6 +167,11 @@ CALLS = {
                  tkc.hedgehog(q, q, q, m, m, a, a), False),
     "rms_norm residual prenorm": (lambda x=_rnd(2, 32, 256, grad=True), w=_rnd(256):
                                   tkc.rms_norm(x, w, residual=x, prenorm=True), True),
+    # dropout: the seed is a tensor torch's generator draws in the graph (one graph, a new mask a call)
+    "layer_norm dropout": (lambda x=_rnd(64, 256, grad=True), r=_rnd(64, 256, grad=True), w=_rnd(256):
+                           tkc.layer_norm(x, w, w, residual=r, dropout_p=0.1), True),
+    "rms_norm dropout prenorm": (lambda x=_rnd(64, 256, grad=True), w=_rnd(256):
+                                 tkc.rms_norm(x, w, dropout_p=0.1, prenorm=True), True),
 }
 
 

@@ -53,7 +53,7 @@ def check(rms, D, N, p, residual, blocks=2, seed=7, offset=12, ref_seed=None, **
     fwd = build(D, dropout=p > 0, residual=residual, **split)
     args = [x] + ([res] if residual else []) + [w] + ([] if rms else [b]) + [y] + \
         ([h] if residual else []) + ([] if rms else [mean]) + [rstd]
-    fwd.interpret(*args, p, EPS, seed, offset)
+    fwd.interpret(*args, np.array([[seed, offset]], np.int32), p, EPS)
     if rms:
         ry, rh, rrstd = rms_ref(x, res if residual else None, w, EPS, keep, p)
     else:
@@ -77,7 +77,7 @@ def check(rms, D, N, p, residual, blocks=2, seed=7, offset=12, ref_seed=None, **
     else:
         args = [dy, x, w] + stats + [dx]
     args += [dw] if rms else [dw, db]
-    bwd.interpret(*args, p, seed, offset)
+    bwd.interpret(*args, np.array([[seed, offset]], np.int32), p)
     if rms:
         rdx, rdres, rdw = rms_bwd_ref(dy, dhn if residual else None, hin, w[0], rstd[0], keep, p)
     else:
@@ -154,8 +154,9 @@ def test_the_checks_catch_a_wrong_mask():
                          ids=["ln_fwd_8192", "ln_bwd_8192", "ln_bwd_1280_ragged", "rms_fwd_16384",
                               "rms_bwd_16384"])
 def test_split_sass_is_128_bit_and_spill_free(make, artifact_cache):
-    """A split row keeps 16-byte global accesses (the f32 statistics are the
-    only 32-bit ones) and no local memory."""
+    """A split row keeps 16-byte global accesses (the f32 statistics, and
+    with dropout its seed and offset, are the only 32-bit ones) and no local
+    memory."""
     from tkc.sass import cuobjdump, disassemble
     if cuobjdump() is None:
         pytest.skip("cuobjdump not available (pip install nvidia-cuda-cuobjdump)")
@@ -164,7 +165,7 @@ def test_split_sass_is_128_bit_and_spill_free(make, artifact_cache):
     sass = disassemble(art.cubin)
     wide = [ln for ln in sass.splitlines() if "LDG.E" in ln or "STG.E" in ln]
     narrow = [ln for ln in wide if ".128" not in ln]
-    assert len(wide) > 2 and len(narrow) <= 2, narrow
+    assert len(wide) > 2 and len(narrow) <= 2 + 2 * ("dropout" in kernel.name), narrow
     assert "LDL" not in sass and "STL" not in sass
     assert art.manifest["resources"]["spill_stores"] == 0
 

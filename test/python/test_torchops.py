@@ -241,19 +241,15 @@ def test_forward_only_ops_refuse_a_call_that_wants_a_gradient():
             call(wanting.detach())
 
 
-def test_dropout_is_refused_inside_cuda_graph_capture(monkeypatch):
-    """The norms' dropout seed is a launch argument: a captured graph would
-    replay one mask at every replay, so a call with dropout while capturing
-    is refused at the caller's line (without dropout it is captured)."""
-    from tkc.bench.fake_driver import fake_driver
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    x, w, b = torch.randn(4, 256).to(BF), torch.ones(256).to(BF), torch.zeros(256).to(BF)
-    with fake_driver():
-        for call in (lambda: tkc.layer_norm(x, w, b, dropout_p=0.1), lambda: tkc.rms_norm(x, w, dropout_p=0.1)):
-            with pytest.raises(TkcError, match="one dropout mask at every replay") as e:
-                call()
-            assert e.value.where.startswith(__file__)
-        assert tkc.layer_norm(x, w, b).shape == x.shape
+def test_dropout_seed_is_drawn_on_the_device_at_each_call():
+    """The norms' dropout seed and offset are an i32 [1, 2] tensor the kernels
+    read, drawn by torch's generator (so a captured CUDA graph's replays and
+    a compiled graph's calls each get new ones, not the values of the call
+    that recorded them); without dropout one zero pair a device, kept."""
+    x = torch.randn(4, 256).to(BF)
+    a, b = norms._philox(x, 0.1), norms._philox(x, 0.1)
+    assert a.dtype == torch.int32 and a.shape == (1, 2) and not torch.equal(a, b)
+    assert norms._philox(x, 0.0) is norms._philox(x, 0.0) and not norms._philox(x, 0.0).any()
 
 
 def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
@@ -754,7 +750,7 @@ def test_inference_calls_leave_the_statistics_in_scratch(cpu_ops):
     x = torch.randn(4, 256).to(BF)
     w, b = torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
     y = tkc.layer_norm(x, w, b)
-    full = norms._ln_fwd_nores(x, w, b, 1e-5, 0.0, 0, 0)
+    full = norms._ln_fwd_nores(x, w, b, 1e-5, 0.0, torch.zeros(1, 2, dtype=torch.int32))
     assert torch.equal(y, full[0])
     assert (x.device, "norm mean") in plans._scratch and (x.device, "norm rstd") in plans._scratch
     assert torch.allclose(plans._scratch[x.device, "norm rstd"][:4], full[2])

@@ -81,8 +81,7 @@ def generate(seed: int, index: int) -> Case:
     if r.random() < MISMATCH:
         _mismatch(r, case)
     source = case.source()
-    if case.valid and "captured(" not in source and "autocast" not in source and "dropout_p" not in source \
-            and r.random() < COMPILED:   # (dropout's seed is drawn in Python: dynamo breaks the graph there)
+    if case.valid and "captured(" not in source and "autocast" not in source and r.random() < COMPILED:
         case.lines = [f"out = compiled(lambda: {line[6:]})" if line.startswith("out = ") else line
                       for line in case.lines]   # (inside the domain: dynamo wraps a refusal's TkcError)
     return case
@@ -148,7 +147,6 @@ def _dress(r: random.Random, c: Case) -> None:
     if not c.grads and not mode and r.random() < 0.1:
         c.lines = [f"out = captured(lambda: {line[6:]})" if line.startswith("out = ") else line
                    for line in c.lines]
-        c.valid = c.valid and "dropout_p=" not in c.source()   # (refused: one mask every replay)
 
 
 def _size(r: random.Random, hi: int, lo: int = 1) -> int:

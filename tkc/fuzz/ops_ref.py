@@ -156,8 +156,8 @@ def _linear_attention(q, k, v, g):
 
 def _grouped(a, b, sa, sb, g, layout: str):
     """Each expert's rows of a times b[e] with the block scales; the rows the
-    op leaves unwritten NaN (padding blocks, rows past the counts, a masked
-    expert's rows past its count)."""
+    op leaves unwritten NaN (padding blocks and blocks naming no expert, rows
+    past the counts, a masked expert's rows past its count)."""
     import torch
     E, K, N = b.shape
     bs = [b[e] * sb[e].repeat_interleave(128, 0).repeat_interleave(128, 1)[:K, :N] for e in range(E)]
@@ -176,6 +176,6 @@ def _grouped(a, b, sa, sb, g, layout: str):
             start += n
         return out
     for blk, e in enumerate(g.tolist()):
-        if e >= 0:
+        if 0 <= e < E:   # (-1 pads; a block naming no expert is not written: the op's docstring)
             out[128 * blk:128 * blk + 128] = deq[128 * blk:128 * blk + 128] @ bs[e]
     return out

@@ -239,19 +239,6 @@ def _reference_shapes(case, ns: dict):
     return None, report
 
 
-@contextlib.contextmanager
-def _fake_scope():
-    """The fake driver, and the norms' dropout seeded without a CUDA generator (as prebuild does)."""
-    from ..bench.fake_driver import fake_driver
-    from ..torchops import norms
-    saved, norms._philox = norms._philox, lambda x, p, fn="": (0, 0)
-    try:
-        with fake_driver():
-            yield
-    finally:
-        norms._philox = saved
-
-
 def run_ops(args) -> int:
     """`tkc fuzz --ops`: cases start .. start + count of seed, a report per failure, a summary."""
     import torch
@@ -259,7 +246,8 @@ def run_ops(args) -> int:
     from .ops import generate
     fake = args.fake or not torch.cuda.is_available()
     if fake:
-        scope, device, check = _fake_scope(), "cpu", _fake_case
+        from ..bench.fake_driver import fake_driver
+        scope, device, check = fake_driver(), "cpu", _fake_case
     else:
         scope, device, check = contextlib.nullcontext(), "cuda", run_case
     t0, tally, failed = time.time(), Counter(), 0

@@ -66,6 +66,16 @@ from tkc.dsl import bf16, f32, gl, i32, rv, sv
 from tkc.diagnostics import TkcError
 from tkc.ops import fill, iota, load, rand, rsqrt, store, sum, where, zero
 
+# The dropout's Philox seed and offset, i32 [2] on the device (a graph-safe generator's draw:
+# a captured graph's replays and a compiled graph's calls each get new ones; torchops/norms.py)
+PHILOX = gl(i32, 1, 1, 1, 2)
+# Read from memory, the seed is a register across the backward's row loop, where it was a
+# launch argument read from the constant bank: at D 4096 without a residual (16 values a lane,
+# 8 warps, 80 registers) ptxas 13.0 keeps it in local memory, stored once and reloaded a row
+# (4 bytes; reading only the seed left the same). The split norms spilling slightly measured
+# no slower (docs/kernels.md)
+DROPOUT_BWD_SPILLS = 8
+
 # Limits of registers (ptxas, sm_90a), not tuning choices:
 SPLIT_AT = {"fwd": 2048, "bwd": 1024}  # the largest D a single warp holds a row for (above: spills)
 DROPOUT_LANE_VALUES = 16  # a split row's values a lane with dropout, whose random numbers take registers (32: spills)
@@ -157,7 +167,8 @@ def _row_ops(D: int, S: int, L: int, dropout: bool):
     def drop(v, u, p):  # dropout of v by the numbers u
         return where(u < p, 0.0, v * (1.0 / (1.0 - p)))
 
-    def draw(seed, offset, row, col):  # the dropout numbers of the piece
+    def draw(philox, row, col):  # the dropout numbers of the piece: seed and offset read from philox
+        seed, offset = (load(i32, philox, at=(0, 0, 0, i), fill=0) for i in (0, 1))
         return rand(V(), seed, offset, row * D if not S else row * D + col * L)
 
     def inside(v, col):  # v, zero past the row's end (ragged pieces only)
@@ -183,10 +194,10 @@ def norm_fwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
     V, piece, put, drop, draw, inside, totals = _row_ops(D, S, L, dropout)
     rows = warps if not S else 1  # rows a block
 
-    def dropped(x, row, col, p, seed, offset):  # dropout(x) of the row
+    def dropped(x, row, col, p, philox):  # dropout(x) of the row
         v = piece(x, row, col, fill=not S)
         if dropout:
-            v = drop(v, draw(seed, offset, row, col), p)
+            v = drop(v, draw(philox, row, col), p)
         return v
 
     def normalise(v, w, b, y, mean, rstd, row, col, eps):  # y of the row v, and its statistics
@@ -223,45 +234,45 @@ def norm_fwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
     name = _name("fwd", D, dropout, residual, norm, S)
     deco = dict(name=name, warps=S or warps)
     if rms and residual:
-        @tkc.kernel(**deco, grid=lambda x, res, w, y, h, rstd, p, eps, seed, offset:
+        @tkc.kernel(**deco, grid=lambda x, res, w, y, h, rstd, philox, p, eps:
                     (tkc.cdiv(x.r, rows), 1))
         def rms_fwd(x: gl(bf16, 1, 1, "N", D), res: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D),
                     y: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D), rstd: gl(f32, 1, 1, 1, "N"),
-                    p: f32, eps: f32, seed: i32, offset: i32):
+                    philox: PHILOX, p: f32, eps: f32):
             row, col = here()
-            v = dropped(x, row, col, p, seed, offset) + piece(res, row, col, fill=not S)
+            v = dropped(x, row, col, p, philox) + piece(res, row, col, fill=not S)
             put(h, v, row, col, clip=not S)
             normalise(v, w, None, y, None, rstd, row, col, eps)
 
         return rms_fwd
     if rms:
-        @tkc.kernel(**deco, grid=lambda x, w, y, rstd, p, eps, seed, offset: (tkc.cdiv(x.r, rows), 1))
+        @tkc.kernel(**deco, grid=lambda x, w, y, rstd, philox, p, eps: (tkc.cdiv(x.r, rows), 1))
         def rms_fwd_nores(x: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D), y: gl(bf16, 1, 1, "N", D),
-                          rstd: gl(f32, 1, 1, 1, "N"), p: f32, eps: f32, seed: i32, offset: i32):
+                          rstd: gl(f32, 1, 1, 1, "N"), philox: PHILOX, p: f32, eps: f32):
             row, col = here()
-            normalise(dropped(x, row, col, p, seed, offset), w, None, y, None, rstd, row, col, eps)
+            normalise(dropped(x, row, col, p, philox), w, None, y, None, rstd, row, col, eps)
 
         return rms_fwd_nores
     if residual:
-        @tkc.kernel(**deco, grid=lambda x, res, w, b, y, h, mean, rstd, p, eps, seed, offset:
+        @tkc.kernel(**deco, grid=lambda x, res, w, b, y, h, mean, rstd, philox, p, eps:
                     (tkc.cdiv(x.r, rows), 1))
         def fwd(x: gl(bf16, 1, 1, "N", D), res: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D),
                 b: gl(bf16, 1, 1, 1, D), y: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D),
                 mean: gl(f32, 1, 1, 1, "N"), rstd: gl(f32, 1, 1, 1, "N"),
-                p: f32, eps: f32, seed: i32, offset: i32):
+                philox: PHILOX, p: f32, eps: f32):
             row, col = here()
-            v = dropped(x, row, col, p, seed, offset) + piece(res, row, col, fill=not S)
+            v = dropped(x, row, col, p, philox) + piece(res, row, col, fill=not S)
             put(h, v, row, col, clip=not S)
             normalise(v, w, b, y, mean, rstd, row, col, eps)
 
         return fwd
 
-    @tkc.kernel(**deco, grid=lambda x, w, b, y, mean, rstd, p, eps, seed, offset: (tkc.cdiv(x.r, rows), 1))
+    @tkc.kernel(**deco, grid=lambda x, w, b, y, mean, rstd, philox, p, eps: (tkc.cdiv(x.r, rows), 1))
     def fwd_nores(x: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D), b: gl(bf16, 1, 1, 1, D),
                   y: gl(bf16, 1, 1, "N", D), mean: gl(f32, 1, 1, 1, "N"), rstd: gl(f32, 1, 1, 1, "N"),
-                  p: f32, eps: f32, seed: i32, offset: i32):
+                  philox: PHILOX, p: f32, eps: f32):
         row, col = here()
-        normalise(dropped(x, row, col, p, seed, offset), w, b, y, mean, rstd, row, col, eps)
+        normalise(dropped(x, row, col, p, philox), w, b, y, mean, rstd, row, col, eps)
 
     return fwd_nores
 
@@ -275,12 +286,12 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
     V, piece, put, drop, draw, inside, totals = _row_ops(D, S, L, dropout)
     q = D // warps  # one warp a row: the columns each warp sums over the block's warps
 
-    def row_grads(row, col, g, v, w, wv, mean, rstd, p, seed, offset, red, dhn, dres, dx, accumulate):
+    def row_grads(row, col, g, v, w, wv, mean, rstd, p, philox, red, dhn, dres, dx, accumulate):
         """dx (and dres) of one row (a warp's piece of it); accumulate(g, xhat)
         adds to dw/db; red: the block sums' buffer (split rows)."""
         u = None
         if dropout and not (S and residual):  # (split rows draw late: fewer live registers)
-            u = draw(seed, offset, row, col)
+            u = draw(philox, row, col)
             if not residual:  # h = dropout(x), redrawn
                 v = drop(v, u, p)
         r = load(f32, rstd, at=(0, 0, 0, row), fill=0.0)
@@ -299,7 +310,7 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
         if S:
             tkc.sync()  # every warp has read red before the next row writes it
         if u is None and dropout:
-            u = draw(seed, offset, row, col)
+            u = draw(philox, row, col)
         if dhn is not None:
             dh = dh + piece(dhn, row, col)
         if dres is not None:
@@ -308,10 +319,10 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
             dh = drop(dh, u, p)
         put(dx, dh, row, col)
 
-    def grads(dy, h, w, mean, rstd, dx, dw, db, p, seed, offset, dhn=None, dres=None):
+    def grads(dy, h, w, mean, rstd, dx, dw, db, p, philox, dhn=None, dres=None):
         outs = (dw,) if rms else (dw, db)
         if S:
-            return split_grads(dy, h, w, mean, rstd, dx, outs, p, seed, offset, dhn, dres)
+            return split_grads(dy, h, w, mean, rstd, dx, outs, p, philox, dhn, dres)
         me = tkc.block_idx.x * warps + tkc.warpid()
         wv = load(V(), w, (0, 0, 0, 0))
         accs = [zero(V()) for _ in outs]
@@ -323,7 +334,7 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
 
         for row in tkc.range(me, dy.r, tkc.grid_dim.x * warps):
             g, v = load(V(), dy, (0, 0, row, 0)), load(V(), h, (0, 0, row, 0))
-            row_grads(row, 0, g, v, w, wv, mean, rstd, p, seed, offset, None, dhn, dres, dx, accumulate)
+            row_grads(row, 0, g, v, w, wv, mean, rstd, p, philox, None, dhn, dres, dx, accumulate)
         for acc, out in zip(accs, outs):  # the block's sum: warp w sums columns w*q..
             part = sv(f32, warps * D)
             store(part, acc, (tkc.warpid(),))
@@ -333,7 +344,7 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
                 s = s + load(rv(f32, q, "flat"), part, (i * warps + tkc.warpid(),))
             store(out, s, (0, 0, tkc.block_idx.x, tkc.warpid()))
 
-    def split_grads(dy, h, w, mean, rstd, dx, outs, p, seed, offset, dhn, dres):
+    def split_grads(dy, h, w, mean, rstd, dx, outs, p, philox, dhn, dres):
         col = tkc.warpid()
         red = sv(f32, 64 * S)
         accs = [sv(f32, S * L) for _ in outs]  # the block's dw (db) sums; warp s owns piece s
@@ -346,39 +357,39 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
 
         for row in tkc.range(tkc.block_idx.x, dy.r, tkc.grid_dim.x):
             g, v = piece(dy, row, col), piece(h, row, col)
-            row_grads(row, col, g, v, w, None, mean, rstd, p, seed, offset, red, dhn, dres, dx, accumulate)
+            row_grads(row, col, g, v, w, None, mean, rstd, p, philox, red, dhn, dres, dx, accumulate)
         for acc, out in zip(accs, outs):
             put(out, load(V(), acc, (col,)), tkc.block_idx.x, col)
 
     name = _name("bwd", D, dropout, residual, norm, S)
-    deco = dict(name=name, warps=S or warps)
+    deco = dict(name=name, warps=S or warps, spills=DROPOUT_BWD_SPILLS if dropout else 0)
     if rms:
         return _rms_bwd_kernel(D, dropout, residual, deco, grads)
     if residual and dropout:
         @tkc.kernel(**deco,
-                    grid=lambda dy, dhn, h, w, mean, rstd, dx, dres, dw, db, p, seed, offset: (dw.r, 1))
+                    grid=lambda dy, dhn, h, w, mean, rstd, dx, dres, dw, db, philox, p: (dw.r, 1))
         def bwd(dy: gl(bf16, 1, 1, "N", D), dhn: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D),
                 w: gl(bf16, 1, 1, 1, D), mean: gl(f32, 1, 1, 1, "N"), rstd: gl(f32, 1, 1, 1, "N"),
                 dx: gl(bf16, 1, 1, "N", D), dres: gl(bf16, 1, 1, "N", D),
-                dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), p: f32, seed: i32, offset: i32):
-            grads(dy, h, w, mean, rstd, dx, dw, db, p, seed, offset, dhn=dhn, dres=dres)
+                dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), philox: PHILOX, p: f32):
+            grads(dy, h, w, mean, rstd, dx, dw, db, p, philox, dhn=dhn, dres=dres)
 
         return bwd
     if residual:  # dresidual = dx
-        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, mean, rstd, dx, dw, db, p, seed, offset: (dw.r, 1))
+        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, mean, rstd, dx, dw, db, philox, p: (dw.r, 1))
         def bwd(dy: gl(bf16, 1, 1, "N", D), dhn: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D),
                 w: gl(bf16, 1, 1, 1, D), mean: gl(f32, 1, 1, 1, "N"), rstd: gl(f32, 1, 1, 1, "N"),
                 dx: gl(bf16, 1, 1, "N", D),
-                dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), p: f32, seed: i32, offset: i32):
-            grads(dy, h, w, mean, rstd, dx, dw, db, p, seed, offset, dhn=dhn)
+                dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), philox: PHILOX, p: f32):
+            grads(dy, h, w, mean, rstd, dx, dw, db, p, philox, dhn=dhn)
 
         return bwd
 
-    @tkc.kernel(**deco, grid=lambda dy, x, w, mean, rstd, dx, dw, db, p, seed, offset: (dw.r, 1))
+    @tkc.kernel(**deco, grid=lambda dy, x, w, mean, rstd, dx, dw, db, philox, p: (dw.r, 1))
     def bwd_nores(dy: gl(bf16, 1, 1, "N", D), x: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D),
                   mean: gl(f32, 1, 1, 1, "N"), rstd: gl(f32, 1, 1, 1, "N"), dx: gl(bf16, 1, 1, "N", D),
-                  dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), p: f32, seed: i32, offset: i32):
-        grads(dy, x, w, mean, rstd, dx, dw, db, p, seed, offset)
+                  dw: gl(f32, 1, 1, "W", D), db: gl(f32, 1, 1, "W", D), philox: PHILOX, p: f32):
+        grads(dy, x, w, mean, rstd, dx, dw, db, p, philox)
 
     return bwd_nores
 
@@ -386,27 +397,27 @@ def norm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = Tru
 def _rms_bwd_kernel(D, dropout, residual, deco, grads):
     """RMSNorm's backward kernels: LayerNorm's arguments less mean and db."""
     if residual and dropout:
-        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, rstd, dx, dres, dw, p, seed, offset: (dw.r, 1))
+        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, rstd, dx, dres, dw, philox, p: (dw.r, 1))
         def rms_bwd(dy: gl(bf16, 1, 1, "N", D), dhn: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D),
                     w: gl(bf16, 1, 1, 1, D), rstd: gl(f32, 1, 1, 1, "N"), dx: gl(bf16, 1, 1, "N", D),
-                    dres: gl(bf16, 1, 1, "N", D), dw: gl(f32, 1, 1, "W", D), p: f32, seed: i32, offset: i32):
-            grads(dy, h, w, None, rstd, dx, dw, None, p, seed, offset, dhn=dhn, dres=dres)
+                    dres: gl(bf16, 1, 1, "N", D), dw: gl(f32, 1, 1, "W", D), philox: PHILOX, p: f32):
+            grads(dy, h, w, None, rstd, dx, dw, None, p, philox, dhn=dhn, dres=dres)
 
         return rms_bwd
     if residual:
-        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, rstd, dx, dw, p, seed, offset: (dw.r, 1))
+        @tkc.kernel(**deco, grid=lambda dy, dhn, h, w, rstd, dx, dw, philox, p: (dw.r, 1))
         def rms_bwd(dy: gl(bf16, 1, 1, "N", D), dhn: gl(bf16, 1, 1, "N", D), h: gl(bf16, 1, 1, "N", D),
                     w: gl(bf16, 1, 1, 1, D), rstd: gl(f32, 1, 1, 1, "N"), dx: gl(bf16, 1, 1, "N", D),
-                    dw: gl(f32, 1, 1, "W", D), p: f32, seed: i32, offset: i32):
-            grads(dy, h, w, None, rstd, dx, dw, None, p, seed, offset, dhn=dhn)
+                    dw: gl(f32, 1, 1, "W", D), philox: PHILOX, p: f32):
+            grads(dy, h, w, None, rstd, dx, dw, None, p, philox, dhn=dhn)
 
         return rms_bwd
 
-    @tkc.kernel(**deco, grid=lambda dy, x, w, rstd, dx, dw, p, seed, offset: (dw.r, 1))
+    @tkc.kernel(**deco, grid=lambda dy, x, w, rstd, dx, dw, philox, p: (dw.r, 1))
     def rms_bwd_nores(dy: gl(bf16, 1, 1, "N", D), x: gl(bf16, 1, 1, "N", D), w: gl(bf16, 1, 1, 1, D),
                       rstd: gl(f32, 1, 1, 1, "N"), dx: gl(bf16, 1, 1, "N", D), dw: gl(f32, 1, 1, "W", D),
-                      p: f32, seed: i32, offset: i32):
-        grads(dy, x, w, None, rstd, dx, dw, None, p, seed, offset)
+                      philox: PHILOX, p: f32):
+        grads(dy, x, w, None, rstd, dx, dw, None, p, philox)
 
     return rms_bwd_nores
 
@@ -414,7 +425,8 @@ def _rms_bwd_kernel(D, dropout, residual, deco, grads):
 def layernorm_fwd(D: int, dropout: bool = False, warps: int = 4, residual: bool = True,
                   split_at: int | None = None, lane_values: int | None = None):
     """x, residual, w, b: [N, D] / [D] bf16 -> y, h [N, D] bf16; mean, rstd [N] f32;
-    scalars p, eps, seed, offset. residual=False: no residual in, no h out
+    philox (i32 [2] on the device: the dropout's seed and offset), then
+    scalars p, eps. residual=False: no residual in, no h out
     (x, w, b -> y, mean, rstd). D <= split_at (default SPLIT_AT["fwd"]): one
     warp a row, `warps` rows a block, grid cdiv(N, warps). Larger D: a row
     over S warps (row_split; lane_values a lane), one row a block, grid N,
@@ -426,7 +438,7 @@ def layernorm_bwd(D: int, dropout: bool = False, warps: int = 4, residual: bool 
                   split_at: int | None = None, lane_values: int | None = None):
     """dy, dh_next, h: [N, D] bf16; w [D]; mean, rstd [N] -> dx (and with dropout
     dres) [N, D] bf16 and per-block partial sums dw_part, db_part [blocks, D] f32;
-    scalars p, seed, offset. residual=False: dy, x, w, mean, rstd -> dx and the
+    philox as the forward's, scalar p. residual=False: dy, x, w, mean, rstd -> dx and the
     partial sums. The grid is (blocks, 1), blocks = the partial sums' rows
     (any number >= 1; each block loops over its rows), for either shape of
     kernel; block: `warps` warps (D <= split_at, default SPLIT_AT["bwd"]) or

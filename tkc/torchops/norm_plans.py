@@ -3,9 +3,9 @@ their plans, forward and backward, per argument signature.
 
 Both norms' kernels take their arguments in one order (tkc/kernels/layernorm.py),
 each part present or not: forward x, [residual], w, [b] -> y, [h], [mean],
-rstd, then p, eps, seed, offset; backward dy, [dh_next], h (x without a
+rstd, then philox (i32 [1, 2]), p, eps; backward dy, [dh_next], h (x without a
 residual), w, [mean], rstd -> dx, [dres: with a residual and dropout], dw
-partials, [db partials], then p, seed, offset. The partial sums are one
+partials, [db partials], then philox, p. The partial sums are one
 [parts, blocks, D] f32 buffer (as many blocks as the SMs hold), reduced at once afterwards
 into the [parts, D] output by one more launch (tkc/kernels/norm_grads.py;
 an op's outputs may not alias each other); a backward whose dw and db
@@ -65,7 +65,7 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
         return y, h, mean, torch.empty(N, device=dev, dtype=torch.float32)
 
     if N == 0:
-        return lambda x, res, w, b, eps, p, seed, offset, stats=True: outputs(x)
+        return lambda x, res, w, b, eps, p, philox, stats=True: outputs(x)
     row = lambda t: t.view(1, -1)  # noqa: E731  (w, b, mean, rstd as one-row gls)
     # the kernel's tensors of (x, res, w, b, y, h, mean, rstd)
     parts = operator.itemgetter(*(i for i, on in enumerate(
@@ -73,12 +73,12 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
     y, h, mean, rstd = outputs(x)
     launch = kernels(rms, D, p > 0, res is not None)[0].prepare(
         *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
-                row(rstd))), p, 1e-5, 0, 0)
+                row(rstd))), _pair(dev), p, 1e-5)
 
-    def run(x, res, w, b, eps, p, seed, offset, stats=True):
+    def run(x, res, w, b, eps, p, philox, stats=True):
         """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
         y, h, mean, rstd = out = outputs(x, stats)
-        launch(*parts((x, res, w, b, y, h, mean, rstd)), p, eps, seed, offset)
+        launch(*parts((x, res, w, b, y, h, mean, rstd)), philox, p, eps)
         return out
     return run
 
@@ -113,21 +113,26 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     dx, dres = outputs()
     launch = kernel.prepare(
         *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
-                None if rms else part[1])), p, 0, 0)
+                None if rms else part[1])), _pair(dev), p)
     grads = norm_grads(k).prepare(part, torch.empty(k, D, device=dev, dtype=w.dtype))
 
-    def run(dy, dhn, h, w, mean, rstd, p, seed, offset, params):
+    def run(dy, dhn, h, w, mean, rstd, p, philox, params):
         dx, dres = outputs()
         if not params:
-            launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), p, seed, offset)
+            launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, *unread)), philox, p)
             return dx, dres, None
         part = torch.empty(k, blocks, D, device=dev, dtype=torch.float32)
         launch(*parts((dy, dhn, h, w, mean, rstd, dx, dres, part, None if rms else At(part, db_at))),
-               p, seed, offset)
+               philox, p)
         dwb = torch.empty(k, D, device=dev, dtype=w.dtype)
         grads(part, dwb)
         return dx, dres, dwb
     return run
+
+
+def _pair(dev) -> Tensor:
+    """An i32 [1, 2] of dev: the philox argument a launch is prepared with."""
+    return torch.zeros(1, 2, device=dev, dtype=torch.int32)
 
 
 def plan_key(rms: bool, p: float, *ts) -> tuple:
@@ -138,14 +143,14 @@ fwd_plans = PlanCache(_fwd_plan)
 bwd_plans = PlanCache(_bwd_plan)
 
 
-def norm_fwd(rms, x, res, w, b, eps, p, seed, offset, stats=True):
+def norm_fwd(rms, x, res, w, b, eps, p, philox, stats=True):
     """(y, h, mean, rstd): h None without a residual, mean None for RMSNorm;
     stats=False: mean and rstd in scratch memory (for no backward)."""
     plan = fwd_plans(plan_key(rms, p, x, res, w, b), rms, x, res, w, b, p)
-    return plan(x, res, w, b, eps, p, seed, offset, stats)
+    return plan(x, res, w, b, eps, p, philox, stats)
 
 
-def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params, later=None):
+def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, philox, params, later=None):
     """(dx, dres, [dw; db] or [dw]): dres None unless a residual and dropout;
     the weight (and bias) gradients None unless params. The key: what the
     backward's arguments may vary in. dy, dh_next and h are contiguous (the
@@ -162,4 +167,4 @@ def norm_bwd(rms, dy, dhn, h, w, mean, rstd, p, seed, offset, params, later=None
         plan = bwd_plans(key, rms, dy, dhn, h, w, mean, rstd, p)
         if later is not None:
             later.keep(dy, plan)
-    return plan(dy, dhn, h, w, mean, rstd, p, seed, offset, params)
+    return plan(dy, dhn, h, w, mean, rstd, p, philox, params)

@@ -40,9 +40,9 @@ def _bf16(t: Tensor) -> Tensor:
 # dx to both. The backward ops return dw and db stacked, [2, D].
 
 def _ln_fwd_impl(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
-                 seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                 philox: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     x, residual, weight, bias = _dense(x, residual, weight, bias)
-    return norm_fwd(False, x, residual, weight, bias, eps, p, seed, offset)
+    return norm_fwd(False, x, residual, weight, bias, eps, p, philox)
 
 
 def _dense(*ts):
@@ -52,21 +52,21 @@ def _dense(*ts):
     return tuple(None if t is None else dense(t) for t in ts)
 
 
-def _ln_fwd_fake(x, residual, weight, bias, eps, p, seed, offset):
+def _ln_fwd_fake(x, residual, weight, bias, eps, p, philox):
     stat = x.new_empty(x.shape[0], dtype=torch.float32)
     return torch.empty_like(x), torch.empty_like(x), stat, torch.empty_like(stat)
 
 
 def _ln_bwd_impl(dy: Tensor, dh_next: Tensor, h: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor,
-                 p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
+                 p: float, philox: Tensor, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, [dw; db]); dres is empty without dropout (it is dx), [dw; db]
     empty unless params (the weight's or the bias's gradient is wanted)."""
     dy, dh_next, h, weight = _dense(dy, dh_next, h, weight)
-    dx, dres, dwb = norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, seed, offset, params)
+    dx, dres, dwb = norm_bwd(False, dy, dh_next, h, weight, mean, rstd, p, philox, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dwb, weight)
 
 
-def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, seed, offset, params):
+def _ln_bwd_fake(dy, dh_next, h, weight, mean, rstd, p, philox, params):
     dres = torch.empty_like(dy) if p > 0 else dy.new_empty(0)
     return torch.empty_like(dy), dres, weight.new_empty(2 if params else 0, dy.shape[1])
 
@@ -99,91 +99,93 @@ def _params_grads(ctx, dwb: Tensor | None, i: int) -> list:
 
 
 def _ln_setup(ctx, inputs, output):
-    _, _, weight, _, _, p, seed, offset = inputs
+    _, _, weight, _, _, p, philox = inputs
     _, h, mean, rstd = output
-    ctx.save_for_backward(h, weight, mean, rstd)
-    ctx.p, ctx.seed, ctx.offset = p, seed, offset
+    ctx.save_for_backward(h, weight, mean, rstd, philox)
+    ctx.p = p
 
 
 def _ln_backward(ctx, dy, dh, dmean, drstd):
-    h, weight, mean, rstd = ctx.saved_tensors
+    h, weight, mean, rstd, philox = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dense(dy)
     dh = torch.zeros_like(h) if dh is None else dense(dh)
-    args = (dy, dh, h, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+    args = (dy, dh, h, weight, mean, rstd, ctx.p, philox,
             ctx.needs_input_grad[2] or ctx.needs_input_grad[3])
     dx, dres, dwb = _present(*_ln_bwd(*args)) if tracing(args) else norm_bwd(False, *args)
-    return dx, (dres if ctx.p > 0 else dx), *_params_grads(ctx, dwb, 2), None, None, None, None
+    return dx, (dres if ctx.p > 0 else dx), *_params_grads(ctx, dwb, 2), None, None, None
 
 
 _ln_bwd = Op("tkc::layer_norm_bwd", _ln_bwd_impl, _ln_bwd_fake)
 _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_backward)
 
 
-def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, seed: int,
-                       offset: int) -> tuple[Tensor, Tensor, Tensor]:
+def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, philox: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     x, weight, bias = _dense(x, weight, bias)
-    y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, seed, offset)
+    y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, philox)
     return y, mean, rstd
 
 
-def _ln_fwd_nores_fake(x, weight, bias, eps, p, seed, offset):
+def _ln_fwd_nores_fake(x, weight, bias, eps, p, philox):
     stat = x.new_empty(x.shape[0], dtype=torch.float32)
     return torch.empty_like(x), stat, torch.empty_like(stat)
 
 
 def _ln_bwd_nores_impl(dy: Tensor, x: Tensor, weight: Tensor, mean: Tensor, rstd: Tensor, p: float,
-                       seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor]:
+                       philox: Tensor, params: bool) -> tuple[Tensor, Tensor]:
     """(dx, [dw; db]) ([dw; db] empty unless params)."""
     dy, x, weight = _dense(dy, x, weight)
-    dx, _, dwb = norm_bwd(False, dy, None, x, weight, mean, rstd, p, seed, offset, params)
+    dx, _, dwb = norm_bwd(False, dy, None, x, weight, mean, rstd, p, philox, params)
     return dx, _given(dwb, weight)
 
 
-def _ln_bwd_nores_fake(dy, x, weight, mean, rstd, p, seed, offset, params):
+def _ln_bwd_nores_fake(dy, x, weight, mean, rstd, p, philox, params):
     return torch.empty_like(dy), weight.new_empty(2 if params else 0, dy.shape[1])
 
 
 def _ln_nores_setup(ctx, inputs, output):
-    x, weight, _, _, p, seed, offset = inputs
+    x, weight, _, _, p, philox = inputs
     _, mean, rstd = output
-    ctx.save_for_backward(x, weight, mean, rstd)
-    ctx.p, ctx.seed, ctx.offset = p, seed, offset
+    ctx.save_for_backward(x, weight, mean, rstd, philox)
+    ctx.p = p
 
 
 def _ln_nores_backward(ctx, dy, dmean, drstd):
-    x, weight, mean, rstd = ctx.saved_tensors
+    x, weight, mean, rstd, philox = ctx.saved_tensors
     dy = torch.zeros_like(x) if dy is None else dense(dy)
-    args = (dy, x, weight, mean, rstd, ctx.p, ctx.seed, ctx.offset,
+    args = (dy, x, weight, mean, rstd, ctx.p, philox,
             ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
     if tracing(args):
         dx, dwb = _present(*_ln_bwd_nores(*args))
     else:
         dx, _, dwb = norm_bwd(False, dy, None, *args[1:], _later(ctx))
-    return dx, *_params_grads(ctx, dwb, 1), None, None, None, None
+    return dx, *_params_grads(ctx, dwb, 1), None, None, None
 
 
 _ln_bwd_nores = Op("tkc::layer_norm_bwd_nores", _ln_bwd_nores_impl, _ln_bwd_nores_fake)
 _ln_fwd_nores = Op("tkc::layer_norm_fwd_nores", _ln_fwd_nores_impl, _ln_fwd_nores_fake,
                    _ln_nores_setup, _ln_nores_backward,
-                   lambda x, w, b, eps, p, seed, offset:
-                   norm_fwd(False, x, None, w, b, eps, p, seed, offset, False)[0])
+                   lambda x, w, b, eps, p, philox:
+                   norm_fwd(False, x, None, w, b, eps, p, philox, False)[0])
 
 
-def _philox(x: Tensor, p: float, fn: str = "layer_norm") -> tuple[int, int]:
-    """(seed, offset) from the device's default generator, advanced past the
-    numbers this call draws (PyTorch's accounting: one per 4 elements). They
-    are launch arguments, so a captured CUDA graph would replay one mask at
-    every replay: refused while capturing."""
-    if p == 0:
-        return 0, 0
-    if torch.cuda.is_current_stream_capturing():
-        raise TkcError(f"{fn}: dropout_p={p} inside CUDA-graph capture would replay one dropout mask at "
-                       "every replay (its seed is a launch argument); capture it with dropout_p=0, or "
-                       "call it outside the graph", caller())
-    gen = torch.cuda.default_generators[x.device.index or 0]
-    seed, offset = gen.initial_seed() & 0x7FFFFFFF, gen.get_offset()
-    gen.set_offset(offset + (x.numel() + 3) // 4 * 4)
-    return seed, offset & 0x7FFFFFFF
+def _philox(x: Tensor, p: float) -> Tensor:
+    """The dropout's Philox seed and offset, i32 [1, 2] on x's device (a
+    one-row gl), which the kernels read there (the backward again, to redraw
+    the mask): drawn by torch's generator on the device, so a captured CUDA
+    graph's replays and a compiled graph's calls each draw new ones. Without
+    dropout the kernels read none: a zero pair kept per device (made in the
+    graph while tracing)."""
+    if p:
+        return torch.randint(0, 2 ** 31 - 1, (1, 2), device=x.device, dtype=torch.int32)
+    if tracing((x,)):
+        return torch.zeros(1, 2, device=x.device, dtype=torch.int32)
+    none = _NO_DROPOUT.get(x.device)
+    if none is None:
+        none = _NO_DROPOUT[x.device] = torch.zeros(1, 2, device=x.device, dtype=torch.int32)
+    return none
+
+
+_NO_DROPOUT: dict = {}   # device -> its zero pair (_philox)
 
 
 # ---------------------------------------------------------------- repeated eager calls
@@ -200,12 +202,13 @@ def _keep_plain(key, rms: bool, eps: float, prenorm: bool, x: Tensor, x2: Tensor
                 residual: Tensor | None, r2: Tensor | None, weight: Tensor, w: Tensor,
                 bias: Tensor | None, b: Tensor | None) -> None:
     plan = fwd_plans(plan_key(rms, 0.0, x2, r2, w, b), rms, x2, r2, w, b, 0.0)
+    none = _philox(x2, 0.0)   # (no dropout: the kernels read no seed)
     if wants_grad(x, residual, weight, bias):
-        run = _grad_run(rms, eps, prenorm, plan, residual is not None)
+        run = _grad_run(rms, eps, prenorm, plan, residual is not None, none)
         same = x2 is x and r2 is residual  # (the formulas want rows: [N, D])
     else:
         def run(x, w, b, r):  # y, and h (x itself without a residual) for prenorm
-            out = plan(x, r, w, b, eps, 0.0, 0, 0, False)
+            out = plan(x, r, w, b, eps, 0.0, none, False)
             return (out[0], x if r is None else out[1]) if prenorm else out[0]
         same = is_dense(x) and (residual is None or r2.data_ptr() == residual.data_ptr())
     if not (same and w is weight and b is bias):
@@ -226,28 +229,28 @@ def _converting(run, prenorm: bool):
     return converted
 
 
-def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool):
+def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool, none: Tensor):
     """The run of a call wanting a gradient: the full path's op, Op.fast with
     the plan (Op.fast_main unless the caller keeps h, an output of its own)."""
     h_out = prenorm and residual
     fast = (lambda op: op.fast) if h_out else (lambda op: op.fast_main)  # noqa: E731
     if rms:
-        def fwd(x, r, w, eps, p, seed, offset):  # _rms_fwd_impl's outputs
-            y, h, _, rstd = plan(x, r, w, None, eps, p, seed, offset)
+        def fwd(x, r, w, eps, p, philox):  # _rms_fwd_impl's outputs
+            y, h, _, rstd = plan(x, r, w, None, eps, p, philox)
             return y, x.new_empty(0) if h is None else h, rstd
         fwd.later = Later()  # the backward's plan (without a residual)
         op = fast(_rms_fwd)
-        call = lambda x, w, b, r: op(x, r, w, eps, 0.0, 0, 0, fwd)  # noqa: E731
+        call = lambda x, w, b, r: op(x, r, w, eps, 0.0, none, fwd)  # noqa: E731
     elif residual:
         op = fast(_ln_fwd)
-        call = lambda x, w, b, r: op(x, r, w, b, eps, 0.0, 0, 0, plan)  # noqa: E731
+        call = lambda x, w, b, r: op(x, r, w, b, eps, 0.0, none, plan)  # noqa: E731
     else:
-        def fwd(x, w, b, eps, p, seed, offset):  # _ln_fwd_nores_impl's outputs
-            y, _, mean, rstd = plan(x, None, w, b, eps, p, seed, offset)
+        def fwd(x, w, b, eps, p, philox):  # _ln_fwd_nores_impl's outputs
+            y, _, mean, rstd = plan(x, None, w, b, eps, p, philox)
             return y, mean, rstd
         fwd.later = Later()  # the backward's plan
         op = fast(_ln_fwd_nores)
-        call = lambda x, w, b, r: op(x, w, b, eps, 0.0, 0, 0, fwd)  # noqa: E731
+        call = lambda x, w, b, r: op(x, w, b, eps, 0.0, none, fwd)  # noqa: E731
 
     if h_out:
         def run(x, w, b, r):  # y and h
@@ -277,16 +280,16 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)
-    seed, offset = _philox(x2, dropout_p, "layer_norm")
+    philox = _philox(x2, dropout_p)
     w, b = _bf16(weight), _bf16(bias)
     if residual is None and not (prenorm and dropout_p > 0):  # reads x only
-        y = _shaped(_ln_fwd_nores.main_output(x2, w, b, eps, dropout_p, seed, offset), x)
+        y = _shaped(_ln_fwd_nores.main_output(x2, w, b, eps, dropout_p, philox), x)
         if key is not None and not dropout_p:
             _keep_plain(key, False, eps, prenorm, x, x2, None, None, weight, w, bias, b)
         return (y, x) if prenorm else y  # h = x (without dropout)
     # with a residual, or h = dropout(x) wanted: the residual kernels (a zero residual)
     r2 = _bf16(_rows(residual)) if residual is not None else torch.zeros_like(x2)
-    y, h, _, _ = _ln_fwd(x2, r2, w, b, eps, dropout_p, seed, offset)
+    y, h, _, _ = _ln_fwd(x2, r2, w, b, eps, dropout_p, philox)
     if key is not None and not dropout_p:
         _keep_plain(key, False, eps, prenorm, x, x2, residual, r2, weight, w, bias, b)
     y, h = _shaped(y, x), _shaped(h, x)
@@ -353,61 +356,61 @@ def _explain(fn: str, x, weight, bias, residual) -> None:
 # backward returns dw as [1, D] (no bias).
 
 def _rms_fwd_impl(x: Tensor, residual: Tensor | None, weight: Tensor, eps: float, p: float,
-                  seed: int, offset: int) -> tuple[Tensor, Tensor, Tensor]:
+                  philox: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(y, h, rstd); h is empty without a residual (it is x, or redrawn)."""
     x, residual, weight = _dense(x, residual, weight)
-    y, h, _, rstd = norm_fwd(True, x, residual, weight, None, eps, p, seed, offset)
+    y, h, _, rstd = norm_fwd(True, x, residual, weight, None, eps, p, philox)
     return y, x.new_empty(0) if h is None else h, rstd
 
 
-def _rms_fwd_fake(x, residual, weight, eps, p, seed, offset):
+def _rms_fwd_fake(x, residual, weight, eps, p, philox):
     stat = x.new_empty(x.shape[0], dtype=torch.float32)
     return torch.empty_like(x), torch.empty_like(x) if residual is not None else x.new_empty(0), stat
 
 
 def _rms_bwd_impl(dy: Tensor, dh_next: Tensor | None, h: Tensor, weight: Tensor, rstd: Tensor,
-                  p: float, seed: int, offset: int, params: bool) -> tuple[Tensor, Tensor, Tensor]:
+                  p: float, philox: Tensor, params: bool) -> tuple[Tensor, Tensor, Tensor]:
     """(dx, dres, dw [1, D]); h is x without a residual (dh_next None); dres is
     empty unless a residual and dropout (otherwise it is dx, or absent); dw
     empty unless params."""
     dy, dh_next, h, weight = _dense(dy, dh_next, h, weight)
-    dx, dres, dw = norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, seed, offset, params)
+    dx, dres, dw = norm_bwd(True, dy, dh_next, h, weight, None, rstd, p, philox, params)
     return dx, dy.new_empty(0) if dres is None else dres, _given(dw, weight)
 
 
-def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, seed, offset, params):
+def _rms_bwd_fake(dy, dh_next, h, weight, rstd, p, philox, params):
     dres = torch.empty_like(dy) if dh_next is not None and p > 0 else dy.new_empty(0)
     return torch.empty_like(dy), dres, weight.new_empty(1 if params else 0, dy.shape[1])
 
 
 def _rms_setup(ctx, inputs, output):
-    x, residual, weight, _, p, seed, offset = inputs
+    x, residual, weight, _, p, philox = inputs
     _, h, rstd = output
     ctx.residual = residual is not None
-    ctx.save_for_backward(h if ctx.residual else x, weight, rstd)
-    ctx.p, ctx.seed, ctx.offset = p, seed, offset
+    ctx.save_for_backward(h if ctx.residual else x, weight, rstd, philox)
+    ctx.p = p
 
 
 def _rms_backward(ctx, dy, dh, drstd):
-    h, weight, rstd = ctx.saved_tensors
+    h, weight, rstd, philox = ctx.saved_tensors
     dy = torch.zeros_like(h) if dy is None else dense(dy)
     dhn = None
     if ctx.residual:
         dhn = torch.zeros_like(h) if dh is None else dense(dh)
-    args = (dy, dhn, h, weight, rstd, ctx.p, ctx.seed, ctx.offset, ctx.needs_input_grad[2])
+    args = (dy, dhn, h, weight, rstd, ctx.p, philox, ctx.needs_input_grad[2])
     if tracing(args):
         dx, dres, dw = _present(*_rms_bwd(*args))
     else:
         dx, dres, dw = norm_bwd(True, dy, dhn, h, weight, None, *args[4:],
                                 None if ctx.residual else _later(ctx))
     dr = (dx if dres is None else dres) if ctx.residual else None
-    return dx, dr, None if dw is None else dw[0], None, None, None, None
+    return dx, dr, None if dw is None else dw[0], None, None, None
 
 
 _rms_bwd = Op("tkc::rms_norm_bwd", _rms_bwd_impl, _rms_bwd_fake)
 _rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rms_backward,
-              lambda x, res, w, eps, p, seed, offset:
-              norm_fwd(True, x, res, w, None, eps, p, seed, offset, False)[0])
+              lambda x, res, w, eps, p, philox:
+              norm_fwd(True, x, res, w, None, eps, p, philox, False)[0])
 
 
 @public
@@ -428,7 +431,7 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)
-    seed, offset = _philox(x2, dropout_p, "rms_norm")
+    philox = _philox(x2, dropout_p)
     if residual is None and prenorm and dropout_p > 0:
         residual = torch.zeros_like(x)
     r2 = _bf16(_rows(residual)) if residual is not None else None
@@ -436,6 +439,6 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if key is not None and not dropout_p:
         _keep_plain(key, True, eps, prenorm, x, x2, residual, r2, weight, w, None, None)
     if not prenorm:
-        return _shaped(_rms_fwd.main_output(x2, r2, w, eps, dropout_p, seed, offset), x)
-    y, h, _ = _rms_fwd(x2, r2, w, eps, dropout_p, seed, offset)
+        return _shaped(_rms_fwd.main_output(x2, r2, w, eps, dropout_p, philox), x)
+    y, h, _ = _rms_fwd(x2, r2, w, eps, dropout_p, philox)
     return _shaped(y, x), (_shaped(h, x) if r2 is not None else x)
