@@ -6,8 +6,9 @@ them (docs/tile-ir.md, "Block level"; docs/pipelining.md). The pass:
 
 1. resolves `tk.order = "auto"`: when the kernel's loads split into tiles
    that depend only on block_idx.x and tiles that depend only on
-   block_idx.y (GEMM's B and A), it groups along y ("super-rows", the
-   paper's order). A wave of S concurrent blocks then covers W values of y
+   block_idx.y (GEMM's B and A; z does not count: a grouped order runs
+   inside one z, a batch), it groups along y ("super-rows", the paper's
+   order). A wave of S concurrent blocks then covers W values of y
    and S/W of x, so per K step the wave reads W*b_y + (S/W)*b_x distinct
    bytes (b_y, b_x: the bytes of the tiles that depend on y, on x), least at
    W = sqrt(S * b_x / b_y), provided L2 holds L2_WINDOW steps of that wave

@@ -119,7 +119,8 @@ _ln_bwd = Op("tkc::layer_norm_bwd", _ln_bwd_impl, _ln_bwd_fake)
 _ln_fwd = Op("tkc::layer_norm_fwd", _ln_fwd_impl, _ln_fwd_fake, _ln_setup, _ln_backward)
 
 
-def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, philox: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _ln_fwd_nores_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float,
+                       philox: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     x, weight, bias = _dense(x, weight, bias)
     y, _, mean, rstd = norm_fwd(False, x, None, weight, bias, eps, p, philox)
     return y, mean, rstd
