@@ -129,7 +129,7 @@ def _as_rows(t: Tensor) -> tuple[Tensor, bool]:
     transpose."""
     batch_ok = t.dim() == 2 or t.shape[0] == 1 or t.stride(0) == t.shape[1] * t.shape[2]
     rows, cols = t.shape[-1] % 8 == 0, t.shape[-2] % 8 == 0
-    batch_ok = batch_ok and not t.data_ptr() % 16   # (TMA reads from 16-byte boundaries)
+    batch_ok = batch_ok and not t.data_ptr() % checks.ALIGN   # (TMA reads from 16-byte boundaries)
     if batch_ok and t.stride(-1) == 1 and t.stride(-2) == t.shape[-1] and rows:
         return t, False
     if batch_ok and t.stride(-2) == 1 and t.stride(-1) == t.shape[-2] and cols:

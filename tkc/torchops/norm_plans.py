@@ -25,7 +25,7 @@ from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .norm_tuned import WARPS, lane_split
 from .plans import At, PlanCache, resident, scratch, signature, sms
 
-__all__ = ["fwd_plans", "kernels", "norm_bwd", "norm_fwd", "picked_kernels", "plan_key"]
+__all__ = ["fwd_plans", "kernels", "no_dropout", "norm_bwd", "norm_fwd", "picked_kernels", "plan_key"]
 
 
 def picked_kernels(rms: bool, D: int, dropout: bool, residual: bool):
@@ -73,7 +73,7 @@ def _fwd_plan(rms: bool, x: Tensor, res: Tensor | None, w: Tensor, b: Tensor | N
     y, h, mean, rstd = outputs(x)
     launch = kernels(rms, D, p > 0, res is not None)[0].prepare(
         *parts((x, res, row(w), None if rms else row(b), y, h, None if rms else row(mean),
-                row(rstd))), _pair(dev), p, 1e-5)
+                row(rstd))), no_dropout(dev), p, 1e-5)
 
     def run(x, res, w, b, eps, p, philox, stats=True):
         """x (and res) may be any contiguous tensor of these rows: y and h take its shape."""
@@ -113,7 +113,7 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     dx, dres = outputs()
     launch = kernel.prepare(
         *parts((dy, dhn, h, row(w), None if rms else row(mean), row(rstd), dx, dres, part[0],
-                None if rms else part[1])), _pair(dev), p)
+                None if rms else part[1])), no_dropout(dev), p)
     grads = norm_grads(k).prepare(part, torch.empty(k, D, device=dev, dtype=w.dtype))
 
     def run(dy, dhn, h, w, mean, rstd, p, philox, params):
@@ -130,9 +130,17 @@ def _bwd_plan(rms: bool, dy: Tensor, dhn: Tensor | None, h: Tensor, w: Tensor, m
     return run
 
 
-def _pair(dev) -> Tensor:
-    """An i32 [1, 2] of dev: the philox argument a launch is prepared with."""
-    return torch.zeros(1, 2, device=dev, dtype=torch.int32)
+def no_dropout(dev) -> Tensor:
+    """The philox argument (i32 [1, 2]: the dropout's seed and offset) of a
+    call without dropout, whose kernels read none: a zero pair kept per
+    device (launches are prepared with it too)."""
+    none = _NO_DROPOUT.get(dev)
+    if none is None:
+        none = _NO_DROPOUT[dev] = torch.zeros(1, 2, device=dev, dtype=torch.int32)
+    return none
+
+
+_NO_DROPOUT: dict = {}   # device -> its zero pair
 
 
 def plan_key(rms: bool, p: float, *ts) -> tuple:

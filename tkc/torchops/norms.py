@@ -18,7 +18,7 @@ from ..runtime.callsite import caller
 from . import checks
 from .checks import autocast, check_device, check_tensor, dense, is_dense
 from .eager import Op, grad_key, public, tracing, wants_grad
-from .norm_plans import fwd_plans, norm_bwd, norm_fwd, plan_key
+from .norm_plans import fwd_plans, no_dropout, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
 
 __all__ = ["layer_norm", "rms_norm"]
@@ -174,19 +174,13 @@ def _philox(x: Tensor, p: float) -> Tensor:
     one-row gl), which the kernels read there (the backward again, to redraw
     the mask): drawn by torch's generator on the device, so a captured CUDA
     graph's replays and a compiled graph's calls each draw new ones. Without
-    dropout the kernels read none: a zero pair kept per device (made in the
+    dropout the kernels read none: norm_plans.no_dropout's pair (made in the
     graph while tracing)."""
     if p:
         return torch.randint(0, 2 ** 31 - 1, (1, 2), device=x.device, dtype=torch.int32)
     if tracing((x,)):
         return torch.zeros(1, 2, device=x.device, dtype=torch.int32)
-    none = _NO_DROPOUT.get(x.device)
-    if none is None:
-        none = _NO_DROPOUT[x.device] = torch.zeros(1, 2, device=x.device, dtype=torch.int32)
-    return none
-
-
-_NO_DROPOUT: dict = {}   # device -> its zero pair (_philox)
+    return no_dropout(x.device)
 
 
 # ---------------------------------------------------------------- repeated eager calls
