@@ -53,7 +53,7 @@ def reference(case, args: dict) -> tuple:
         y = torch.fft.irfft(torch.fft.rfft(u, n=N) * torch.fft.rfft(k, n=N), n=N)
         return (y[..., :u.shape[-1]],)
     if op == "linear_attention":
-        return (_linear_attention(args["q"], args["k"], args["v"], args["g"]),)
+        return (linear_attention(args["q"], args["k"], args["v"], args["g"]),)
     if op == "attention_fp8":   # the dequantised inputs' attention
         q = args["q"] * args["qs"][:, :, None, None]
         k, v = (args[n] * args[s][:, :, None, None] for n, s in (("k", "ks"), ("v", "vs")))
@@ -143,7 +143,7 @@ def _scaled_mm(a, b, sa, sb, mode: str):
     return (a @ b) * sa * sb
 
 
-def _linear_attention(q, k, v, g):
+def linear_attention(q, k, v, g):
     """o_t = F^-1/2 sum_{s<=t} exp(G_t - G_s) (q_t . k_s) v_s, G the cumulative sum of g."""
     import torch
     L = q.shape[-2]
