@@ -150,25 +150,33 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     with 80, L 1k-4k; tkc tune picked 80 from 1k keys on, fixed lengths and
     varlen, with and without the mask; the H100's table follows, not
     measured there).
-    Without the mask, fixed lengths: persistent (the long one at D 128
+    Without the mask, fixed lengths: persistent (the long one at D 96 and 128
     only; at D 256 two Q slots do not fit). With it, fixed lengths: the
     zigzag order (D 64: two consumers, the diagonal's mask alone, 3/8 of
     the exponentials on the FMA pipe; D 128 also its long one, with the
     diagonal's mask alone); varlen: the paired forward (one consumer
-    warpgroup, two blocks an SM). D 128 without the mask, fixed lengths:
-    the short one ping-pongs (the warpgroups take turns at S = Q K^T, no
-    overlap): H200, 2048 items of 4-16 KV tiles, 0.98-1.00 of cuDNN where the
-    plain loop read 0.87-0.94 (2026-11-29; not measured on the H100, whose
-    hand pick it replaced). D 96 has D 128's spaces (tuned on the H200 only)."""
+    warpgroup, two blocks an SM). D 96 and 128 without the mask, fixed
+    lengths: the short one a plain persistent loop with an eighth of the
+    exponentials on the FMA pipe (both warpgroups' softmax at once then
+    queue less on the MUFU). H200, 2026-12-01, B 16 H 16 D 128 against
+    cuDNN, CUDA graphs: at 512 and 1024 keys 0.97-0.99 where FlashAttention-3's
+    ping-pong without the overlap, the pick since 2026-11-29 (0.98-1.00 then
+    against the plain loop's 0.87-0.94; 0.96 here), read 0.96-0.98; tkc tune
+    picked it at D 96 (512 and 1024 keys, 2-6%) and D 128 (1024); as fast at
+    2048, 3-6% slower beyond. The ping-pong alone went with it (the H100's
+    table follows, not measured there). D 96 has D 128's spaces (tuned on
+    the H200 only)."""
     fixed = layout != "varlen"
     short = {64: ForwardSchedule(stages=2, consumers=3), 96: ForwardSchedule(), 128: ForwardSchedule(),
              256: ForwardSchedule(KV=64, stages=2, o_via_q=fixed)}[D]
     long = dataclasses.replace(short, overlap=True, pingpong=True, KV=80 if D == 256 else short.KV)
     if D == 256 or not fixed and not causal:
         return short, long
-    if not causal:   # D 128: ping-pong alone (no overlap) where keys are few
-        return (dataclasses.replace(short, persistent=True, pingpong=D > 64),
-                dataclasses.replace(long, persistent=D > 64))
+    if not causal:   # D 96 and 128: a share of the exponentials on the FMA pipe where keys are few
+        if D == 64:
+            return dataclasses.replace(short, persistent=True), long
+        return (dataclasses.replace(short, persistent=True, ex2_fma=0.125),
+                dataclasses.replace(long, persistent=True))
     if not fixed:
         return ForwardSchedule(KV=128 if D == 64 else 64, stages=2, consumers=1, blocks_per_sm=2), long
     if D == 64:
