@@ -201,6 +201,29 @@ def test_attention_gradients_are_held_to_pytorchs_own(monkeypatch):
     assert outcome == "failed" and "gradient of q" in report and "PyTorch's in bf16" in report
 
 
+def test_the_attention_bound_covers_causal_rows_that_see_no_key(monkeypatch):
+    """Causal with more queries than keys (seed 128 case 65 on the H200: Lq
+    12, Lk 2, D 96, dq 3.9% off float64): the first Lq - Lk rows see no key
+    and SDPA gives them NaN, so PyTorch's bound runs on the rows that see one,
+    the others' dq 0; an op with tkc's semantics (those rows' o is 0) passes."""
+    import torch.nn.functional as F
+
+    def op(q, k, v, causal=False, scale=None, return_lse=False):
+        cut = q.shape[-2] - k.shape[-2]
+        o = F.scaled_dot_product_attention(q[..., cut:, :], k, v, is_causal=True, scale=scale, enable_gqa=True)
+        return torch.cat([o.new_zeros(*o.shape[:-2], cut, o.shape[-1]), o], -2)
+    lines = ["q = rnd(2, 1, 12, 96, grad=True)", "k = rnd(2, 1, 2, 96, grad=True)", "v = rnd(2, 1, 2, 96, grad=True)",
+             "out = tkc.attention(q, k, v, causal=True, scale=0.126, return_lse=False)"]
+    case = Case(128, 65, "attention", {"causal": True, "scale": 0.126, "lse": False}, ("q", "k", "v"), lines, True,
+                ("q", "k", "v"))
+    q, k, v = torch.randn(2, 1, 12, 96), torch.randn(2, 1, 2, 96), torch.randn(2, 1, 2, 96)
+    dq, dk, dv = ops_run.peer_grads(case, {"q": q, "k": k, "v": v}, torch.randn(2, 1, 12, 96, dtype=BF))
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    assert not dq[..., :10, :].any() and dq[..., 10:, :].abs().sum() > 0 and dk.isfinite().all()
+    monkeypatch.setattr(tkc, "attention", op)
+    assert ops_run.run_case(case, "cpu") == ("served", "")
+
+
 def test_batch_dims_that_do_not_broadcast_are_refused_at_the_call():
     """(seed 18 case 1197: torch's RuntimeError from broadcast_shapes)."""
     a, b = torch.randn(2, 3, 101, 16, dtype=BF), torch.randn(2, 4, 16, 1016, dtype=BF)

@@ -179,20 +179,28 @@ def peer_grads(case, args: dict, dy):
     # dense copies: the error is the arithmetic's, and SDPA's causal backward on a view off a
     # 16-byte boundary faulted (misaligned address) on the H200 (torch 2.11)
     q, k, v = (args[n].detach().to(torch.bfloat16, memory_format=torch.contiguous_format, copy=True)
-               .requires_grad_(n in case.grads) for n in "qkv")
+               for n in "qkv")
     Lq, Lk = q.shape[-2], k.shape[-2]
-    if q.numel() == 0 or (case.params["causal"] and Lq > Lk):   # (rows with no key: SDPA gives NaN)
+    if q.numel() == 0 or k.numel() == 0:
         return None
+    # causal with more queries than keys: the first Lq - Lk rows see no key (SDPA gives them NaN;
+    # their dq is 0 and they add nothing to dk, dv): SDPA runs on the rows that see one
+    cut = Lq - Lk if case.params["causal"] and Lq > Lk else 0
+    q, dy = q[..., cut:, :].contiguous(), dy[..., cut:, :]
+    q, k, v = (t.requires_grad_(n in case.grads) for n, t in zip("qkv", (q, k, v)))
     mask = None
-    if case.params["causal"] and Lq != Lk:
+    if case.params["causal"] and Lq - cut != Lk:
         from torch.nn.attention.bias import causal_lower_right
-        mask = causal_lower_right(Lq, Lk)
+        mask = causal_lower_right(Lq - cut, Lk)
     try:   # (a peer that cannot run a case bounds nothing)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=case.params["causal"] and Lq == Lk,
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=case.params["causal"] and Lq - cut == Lk,
                                            scale=case.params["scale"], enable_gqa=True)
-        return torch.autograd.grad(o, [t for n, t in zip("qkv", (q, k, v)) if n in case.grads], dy)
+        grads = list(torch.autograd.grad(o, [t for n, t in zip("qkv", (q, k, v)) if n in case.grads], dy))
     except RuntimeError:
         return None
+    if cut and "q" in case.grads:   # the rows that see no key: dq 0
+        grads[0] = torch.cat([grads[0].new_zeros(*grads[0].shape[:-2], cut, grads[0].shape[-1]), grads[0]], -2)
+    return grads
 
 
 def _fake_case(case, device: str) -> tuple[str, str]:
