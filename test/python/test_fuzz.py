@@ -50,7 +50,9 @@ def test_the_programs_cover_the_vocabulary():
             # float gls as views of wider rows (strided=True; core._strided)
             "strided",
             # one counter for every block, the last block reading the others' writes (outputs.last_block)
-            "atomic_add_last_block"}
+            "atomic_add_last_block",
+            # exponentials with a share on the FMA pipe (exp(x, fma=s): the attention forwards' softmax)
+            "exp_fma", "exp2_fma"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 
