@@ -105,6 +105,7 @@ def rotary_rows(ops, fla_rope, rope_c):
 
 
 def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
+    from tkc.torchops.norm_plans import no_dropout
     for N in (16384, 65536):
         D = 1024
         x, res, gy, gh = (torch.randn(N, D, device="cuda", dtype=torch.bfloat16) for _ in range(4))
@@ -128,7 +129,7 @@ def layernorm_rows(ops, fla_ln, fla_ln_fwd, fla_ln_bwd, ln_c, ln_bwd_c):
             yield f"{what} d{D} N{N}", tensors * x.numel() * 2 + 8 * N, 2 * x.numel() * 2, fns, {"tkc": err}
         # backward, with a residual (dy, dh_next, h read; dx = dresidual written) and without
         # one (dy, x read; dx written); the peers run from the same saved tensors
-        none = torch.zeros(1, 2, device="cuda", dtype=torch.int32)   # the dropout's seed and offset (none)
+        none = no_dropout(x.device)   # the dropout's seed and offset (none read)
         y, h, mean, rstd = ops._ln_fwd(x, res, w, b, 1e-5, 0.0, none)
         _, mean0, rstd0 = ops._ln_fwd_nores(x, w, b, 1e-5, 0.0, none)
         for residual in (True, False):

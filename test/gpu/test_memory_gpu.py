@@ -256,7 +256,8 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     N, D = 64, 1024
     x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16)
     w, b = torch.randn(D, device="cuda", dtype=torch.bfloat16), torch.randn(D, device="cuda", dtype=torch.bfloat16)
-    none = torch.zeros(1, 2, device="cuda", dtype=torch.int32)   # no dropout: no seed read
+    from tkc.torchops.norm_plans import no_dropout
+    none = no_dropout(x.device)   # no dropout: no seed read
     y, h, mean, rstd = ops()._ln_fwd(x, torch.randn_like(x), w, b, 1e-5, 0.0, none)
     dx, dres, dwb = ops()._ln_bwd(torch.randn_like(x), torch.randn_like(x), h, w, mean, rstd, 0.0, none,
                                   True)

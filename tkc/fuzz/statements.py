@@ -103,11 +103,11 @@ def unary(g) -> Val | None:
     v = V.unary(op, x, g.fresh())
     if v is None or not v.sane():
         return None
-    side = random.Random(f"tkc-fuzz:fma:{g.name}:{v.name}")   # (g.rng's draws stay those of before)
-    if op in ("exp", "exp2") and x.kind == "rt" and side.random() < 0.3:
-        # a share of the elements on the FMA pipe (a polynomial within 1e-4: inside EPS's bound)
-        g.emit(f"{v.name} = {op}({x.name}, fma={side.choice((0.125, 0.25, 0.375, 0.5, 1))})", f"{op}_fma")
-        return v
+    if op in ("exp", "exp2") and x.kind == "rt":
+        side = random.Random(f"tkc-fuzz:fma:{g.name}:{v.name}")   # (g.rng's draws stay those of before)
+        if side.random() < 0.3:   # a share on the FMA pipe (a polynomial within 1e-4: inside EPS's bound)
+            g.emit(f"{v.name} = {op}({x.name}, fma={side.choice((0.125, 0.25, 0.375, 0.5, 1))})", f"{op}_fma")
+            return v
     g.emit(f"{v.name} = {op}({x.name})", op)
     return v
 
