@@ -2,8 +2,8 @@
 (scripts/gpu.sh's step `sanitizer`):
 
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
-        python3 -m tkc.bench.sanitize [gemm attention attention_long memory dropout linear fftconv
-                                   ops fp8 attention_fp8 ring swiglu decode]
+        python3 -m tkc.bench.sanitize [gemm attention attention_long attention_picks memory dropout
+                                   linear fftconv ops fp8 attention_fp8 ring swiglu decode]
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); the attention steps
@@ -14,13 +14,12 @@ tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and
 quantisation (fp8); tkc.swiglu at every schedule (swiglu). Results are
 checked too (tkc.bench.verdict).
 """
-import contextlib
 import sys
 
 from . import verdict
 from .peer import rel_err
-from .sanitize_attention import attention, attention_fp8, attention_long, decode, ring
-from .verdict import report
+from .sanitize_attention import attention, attention_fp8, attention_long, attention_picks, decode, ring
+from .verdict import picked, report
 
 try:
     import torch
@@ -225,20 +224,6 @@ def _blocks(t, rows):
     return (pad / s.repeat_interleave(rows, 0).repeat_interleave(128, 1)).to(torch.float8_e4m3fn)[:R], s
 
 
-@contextlib.contextmanager
-def _picked(space, config):
-    """Inside: every op runs `config` where the autotuned `space` would
-    choose (the plans made anew); after it, the tables' picks again."""
-    from tkc.torchops import plans
-    space.choose = lambda key, args=None: config
-    plans.forget()
-    try:
-        yield
-    finally:
-        del space.choose   # the method again
-        plans.forget()
-
-
 def fp8():
     """tkc.quantize_fp8; tkc.scaled_mm with per-tensor, row-wise and block scales at both
     tile heights (the tuned pick replaced by each in turn) and with use_fast_accum; the grouped
@@ -252,7 +237,7 @@ def fp8():
     a, bt = torch.randn(M, K, device="cuda").to(e4), torch.randn(N, K, device="cuda").to(e4)
     full = a.float() @ bt.float().t()
     for bm in (128, 192):   # each tile height, the tuned pick replaced
-        with _picked(scaled.TILE, {"BM": bm}):
+        with picked(scaled.TILE, {"BM": bm}):
             for kind, sa, sb in (("tensor", torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")),
                                  ("rowwise", torch.rand(M, 1, device="cuda"), torch.rand(1, N, device="cuda"))):
                 for fast in ((False, True) if bm == 128 else (False,)):
@@ -277,7 +262,7 @@ def fp8():
         qa[e, :counts[e]], sa[e, :, :counts[e]] = qr, sr.t()
     i32 = lambda v: torch.tensor(v, device="cuda", dtype=torch.int32)  # noqa: E731
     for bm in (128, 192):   # the masked kernel at each height
-        with _picked(grouped.MASKED_TILE, {"BM": bm}):
+        with picked(grouped.MASKED_TILE, {"BM": bm}):
             c = tkc.grouped_scaled_mm(qa, b, sa.transpose(1, 2), sb, i32(counts), out_dtype=torch.float32)
         for e, m in enumerate(counts):
             if m:
@@ -304,7 +289,7 @@ def fp8():
     check(tkc.grouped_scaled_mm(a2, b, sa2, sb, i32(groups), out_dtype=torch.float32), starts, "contiguous")
     a3, sa3, pads, starts = contiguous(4)   # the layout by counts: experts back to back, multiples of 4
     for bm in (128, 192):   # at each height
-        with _picked(grouped.COUNTS_TILE, {"BM": bm}):
+        with picked(grouped.COUNTS_TILE, {"BM": bm}):
             c = tkc.grouped_scaled_mm(a3, b, sa3, sb, counts=i32(pads), out_dtype=torch.float32)
         check(c, starts, f"by counts BM {bm}")
 
@@ -323,7 +308,7 @@ def swiglu():
         x = torch.randn(300, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         wg, wu = ((torch.randn(8 + 4 * bn, 264, device="cuda") * 0.1).bfloat16().requires_grad_() for _ in "gu")
         want = silu(x.float() @ wg.float().t()) * (x.float() @ wu.float().t())
-        with _picked(gated.TILE, dict(BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm,
+        with picked(gated.TILE, dict(BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm,
                                       swap=swap)):
             h = tkc.swiglu(x, wg, wu)
             h.float().sum().backward()
@@ -335,7 +320,8 @@ def swiglu():
     report("linear silu", rel_err(tkc.linear(x, w, None, "silu"), silu(x.float() @ w.float().t())), 1e-2)
 
 
-STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long, "memory": memory,
+STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long,
+         "attention_picks": attention_picks, "memory": memory,
          "dropout": dropout, "linear": linear, "fftconv": fftconv, "ops": ops, "fp8": fp8,
          "attention_fp8": attention_fp8, "ring": ring, "swiglu": swiglu, "decode": decode}
 

@@ -1,7 +1,8 @@
 """tkc.bench.sanitize's attention steps: the forwards and backwards (every
 head dim, causal and not, ragged, GQA, strided and packed layouts, varlen),
-a backward of several waves, the FP8 forward at every schedule, ring
-attention's merge and the decode path, each against float32 attention."""
+a backward of several waves, every forward the tables pick, the FP8 forward
+at every schedule, ring attention's merge and the decode path, each against
+float32 attention."""
 import math
 
 from .peer import rel_err
@@ -169,3 +170,38 @@ def decode():
         want = torch.cat([reference(q[:1], k[:1], v[:1], causal, grads=False), torch.zeros_like(q[:1]).float(),
                           reference(q[2:], k[2:, :, :100], v[2:, :, :100], causal, grads=False)])
         report(f"decode{' causal' if causal else ''} with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
+
+
+def attention_picks():
+    """Every forward that the tuned tables pick on this GPU (each head dim,
+    mask and layout; bhld and varlen) at a small shape with the pick forced:
+    more work items than SMs, so the persistent schedules run several a block,
+    and ragged tails (GQA 2:1; causal with fewer queries than keys)."""
+    import json
+
+    import tkc
+    from tkc.kernels.attention_schedule import BUCKETS
+    from tkc.kernels.attention_tuned import FORWARD
+
+    from .verdict import picked
+    for (D, causal, layout), space in FORWARD.items():
+        configs = {json.dumps(c, sort_keys=True): c
+                   for c in (space.choose((D, causal, layout, keys)) for keys in BUCKETS)}
+        for config in configs.values():
+            name = f"attention pick {space.kernel(config).name}"
+            with picked(space, config), torch.no_grad():
+                if layout == "bhld":
+                    q = torch.randn(4, 8, 600, D, device="cuda", dtype=torch.bfloat16)
+                    k, v = (torch.randn(4, 4, 650, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+                    report(name, rel_err(tkc.attention(q, k, v, causal=causal),
+                                         reference(q, k, v, causal, grads=False)), 1e-2)
+                    continue
+                lengths = [600] + [130] * 20 + [1]
+                cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+                q = torch.randn(sum(lengths), 8, D, device="cuda", dtype=torch.bfloat16)
+                k, v = (torch.randn(sum(lengths), 4, D, device="cuda", dtype=torch.bfloat16) for _ in "kv")
+                o = tkc.attention_varlen(q, k, v, cu, cu, 600, 600, causal=causal)
+                want = torch.cat([reference(*(t[a:b].transpose(0, 1)[None] for t in (q, k, v)), causal,
+                                            grads=False)[0].transpose(0, 1)
+                                  for a, b in zip(cu.tolist(), cu.tolist()[1:])])
+                report(name, rel_err(o, want), 1e-2)
