@@ -363,9 +363,10 @@ def test_matmul_values_and_gradients(cpu_ops, case):
 def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     """tkc.matmul's schedule is the tuned table's for C's shape (per 128 rows,
     with the height of a swapped tile that fits them, and 256 columns up to
-    4096, then power-of-two buckets) and for whether both operands' rows miss
-    128-byte alignment; the reference GPU's table where this GPU has none,
-    else the widest tile without a cluster (the default)."""
+    4096, 1024 up to 16384, then power-of-two buckets) and for whether both
+    operands' rows miss 128-byte alignment; the reference GPU's table where
+    this GPU has none; a key of 1024 columns no table holds takes its
+    power-of-two bucket's; else the widest tile without a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
@@ -380,7 +381,8 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
         repr((128, 112, 4096, False)): {"config": S(64, 1, False, 2)},
         repr((64, 4096, False)): {"config": S(32, 1, False, 1, 64)},
         repr((16, 4096, False)): {"config": S(64, 1, False, 2, 16)},
-        repr((3072, 256, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)}}}}))
+        repr((3072, 256, 3072, True)): {"config": S(192, 2)}, repr((8192, 16384, False)): {"config": S(128)},
+        repr((1024, 256, 6144, False)): {"config": S(192)}, repr((1024, 256, 16384, False)): {"config": S(128, 2)}}}}))
     t = lambda m, n, k: gemm._schedule(m, n, torch.empty(m, k, dtype=BF), torch.empty(k, n, dtype=BF))  # noqa: E731
     try:
         assert [t(1000, 1000, 1024), t(777, 4096, 4096), t(833, 4096, 4096), t(5000, 9000, 64),
@@ -393,6 +395,9 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
             S(64, 1, False, 2), S(256),  # 100 rows: one tile of 112; 65: of 80, untuned
             S(32, 1, False, 1, 64), S(32, 1, False, 1, 64),  # 17-64 rows: one key
             S(64, 1, False, 2, 16), S(64, 1, False, 2, 16)]  # and up to 16
+        # wide C: its own key per 1024 columns, else its power-of-two bucket's, else the default
+        assert [t(1000, 6000, 4096), t(1000, 11000, 4096), t(1000, 20000, 4096)] == [S(192), S(128, 2), S(256)]
+        assert gemm._key(200, 11000, False) == (256, 208, 11264, False)
         # batched C: the rows of all batches, the swapped tile fitting one batch's M
         assert gemm._key(8 * 100, 4096, False, 100) == (896, 112, 4096, False)
     finally:
