@@ -412,3 +412,41 @@ def test_every_shipped_pick_is_a_configuration_of_its_space():
             texts = {config_text(c) for c in registry[name].configs}
             for key, row in rows.items():
                 assert config_text(row["config"]) in texts, (path.name, name, key, row["config"])
+
+
+def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkeypatch, capsys):
+    """`tkc tune --missing` skips the examples whose key a table holds (this
+    machine's here) and tunes the rest; with every key held it tunes nothing
+    and succeeds."""
+    src = tmp_path / "one_space.py"
+    src.write_text(textwrap.dedent('''
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.missing", key=lambda n: n,
+                      examples=lambda: [[1], [2], [3]])
+        def space(R):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_missing_{R}")
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+    '''))
+    from tkc.tune import cli
+    from tkc.tune.measure import Result
+    from tkc.tune.space import Autotuned
+    tuned_keys = []
+
+    def tune(self, *args, **kw):
+        tuned_keys.append(args[0])
+        tables.record(self.name, args[0], {"config": self.default})
+        return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "spread": 0.0,
+                                            "why": ""}])
+    monkeypatch.setattr(Autotuned, "tune", tune)
+    tables.record("t.missing", 2, {"config": {"R": 32}})
+    assert cli.main([str(src), "--missing"]) == 0
+    assert tuned_keys == [1, 3]
+    assert "1 key(s) a table holds" in capsys.readouterr().out
+    assert cli.main([str(src), "--missing"]) == 0 and tuned_keys == [1, 3]
+    assert "3 key(s) a table holds" in capsys.readouterr().out
+    assert cli.main([str(src)]) == 0 and tuned_keys == [1, 3, 1, 2, 3]   # without it: every key

@@ -2,12 +2,15 @@
 
     tkc tune FILE.py --call "scale(f32[4096, 64], f32[4096, 64])"   # a file's, at a call
     tkc tune --library [--filter matmul]                            # the library's, its examples
+    tkc tune --library --filter tkc.matmul.tile --missing           # ... only keys no table holds
 
 Each autotuned builder found (a FILE's globals, or the library's: the torch
 ops' picks) is tuned at every call given for it by name (--call, in the
 language of `tkc build --call`: tensors as DTYPE[dims], made random on the
-GPU), else at its own examples (autotune(examples=...)). One line per key
-as it is tuned, then a summary table (best configuration, its µs, the
+GPU), else at its own examples (autotune(examples=...)); with --missing
+only the keys that neither this machine's table nor the package's holds
+(a space whose key grew finer: its new keys). One line per key as it is
+tuned, then a summary table (best configuration, its µs, the
 default's, and how many candidates were pruned or rejected) and the table
 file the picks went into. Needs torch and a GPU; without MLIR
 (TKC_OFFLINE=1) only candidates already built are timed.
@@ -18,8 +21,10 @@ import argparse
 import ast
 import sys
 import time
+from pathlib import Path
 
 from ..diagnostics import TkcError
+from . import tables
 from .configs import config_text
 from .space import registry
 
@@ -31,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--call", action="append", default=[], metavar="EXPR",
                    help='a call to tune at, e.g. "scale(f32[4096, 64], f32[4096, 64])"')
     p.add_argument("--filter", default="", help="only builders whose name contains this")
+    p.add_argument("--missing", action="store_true", help="only keys that no table holds yet")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
     return p
@@ -45,7 +51,7 @@ def main(argv: list[str]) -> int:
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
     calls = [_parse(expr) for expr in args.call]
-    rows, failed, t0 = [], [], time.perf_counter()
+    rows, failed, held, t0 = [], [], 0, time.perf_counter()
     for tuned in found:
         mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
         examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
@@ -55,6 +61,9 @@ def main(argv: list[str]) -> int:
         for i, example in enumerate(examples):
             try:   # a key whose example or default cannot be made (offline: not built) is skipped
                 made = example() if callable(example) else example
+                if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
+                    held += 1
+                    continue
                 result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
             except TkcError as e:   # this key cannot be tuned: the rest can
                 failed.append(f"{tuned.name}: {e}")
@@ -64,13 +73,14 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
     if rows:
         sys.stdout.write(summary(rows, time.perf_counter() - t0))
+    if held:
+        sys.stdout.write(f"{held} key(s) a table holds: not tuned again (--missing)\n")
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
-    return 1 if failed or not rows else 0
+    return 1 if failed or not (rows or held) else 0
 
 
 def summary(rows: list, seconds: float) -> str:
-    from . import tables
     lines = [f"{'builder':28} {'key':44} {'best':28} {'µs':>9} {'spread':>7} {'default µs':>11} "
              f"{'pruned':>6} {'rejected':>8}"]
     for tuned, r in rows:
@@ -89,8 +99,9 @@ def _builders(files: list, library: bool) -> list:
     from ..frontend.kernel import kernels_in_file
     before = set(registry)
     for f in files:
-        kernels_in_file(f)   # imports the file: its autotune decorators register
-    names = [n for n in registry if n not in before]
+        kernels_in_file(f)   # imports the file: its autotune decorators register (again, if imported before)
+    paths = {str(Path(f).resolve()) for f in files}
+    names = [n for n in registry if n not in before or registry[n].where.rsplit(":", 2)[0] in paths]
     if library:
         import tkc.torchops  # noqa: F401  (the torch ops declare the library's picks)
         names += [n for n in registry if n.startswith("tkc.") and n not in names]
