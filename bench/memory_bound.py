@@ -81,26 +81,26 @@ def ln_bwd_eager(dy, dh_next, h, w, mean, rstd):
 
 
 def rotary_rows(ops, fla_rope, rope_c):
-    for B, H, L, interleaved in ((16, 16, 1024, False), (16, 16, 4096, False),
-                                 (16, 16, 4096, True), (4, 32, 16384, False)):
+    for B, H, L, pairs in ((16, 16, 1024, False), (16, 16, 4096, False),   # pairs: interleaved
+                           (16, 16, 4096, True), (4, 32, 16384, False)):
         D = 128
         x = torch.randn(B, L, H, D, device="cuda", dtype=torch.bfloat16)
         theta = torch.randn(L, D // 2, device="cuda")
         cos, sin = theta.cos().bfloat16(), theta.sin().bfloat16()
-        fns = {"tkc": lambda: ops.rotary_embedding(x, cos, sin, interleaved), "copy": lambda: x.clone()}
-        ref = rope_eager(x, cos, sin, interleaved)
+        fns = {"tkc": lambda: ops.rotary_embedding(x, cos, sin, pairs), "copy": lambda: x.clone()}
+        ref = rope_eager(x, cos, sin, pairs)
         errs = {"tkc": rel_err(fns["tkc"](), ref)}
         for name, cfg in VARIANTS.items():
-            out, kernel = torch.empty_like(x), rotary(D, interleaved, **cfg)
+            out, kernel = torch.empty_like(x), rotary(D, pairs, **cfg)
             fn = (lambda k, o: lambda: k(x.view(B, 1, L, H * D), cos, sin, o.view(B, 1, L, H * D)))(kernel, out)
             fn()
             errs[name] = rel_err(out, ref)
             fns[name] = fn
         if rope_c is not None:
-            fns["compile"] = lambda: rope_c(x, cos, sin, interleaved)
+            fns["compile"] = lambda: rope_c(x, cos, sin, pairs)
         if fla_rope is not None:
-            fns["fla"] = lambda: fla_rope(x, cos, sin, interleaved=interleaved)
-        kind = "interleaved" if interleaved else "half-split"
+            fns["fla"] = lambda: fla_rope(x, cos, sin, interleaved=pairs)
+        kind = "interleaved" if pairs else "half-split"
         yield f"rotary {kind} B{B} H{H} D{D} L{L}", 2 * x.numel() * 2, 2 * x.numel() * 2, fns, errs
 
 

@@ -223,7 +223,7 @@ def measure(configs=tuple(CONFIGS), rounds: int = 5, modes=(), calls: int = 10, 
                        "speedup": round(median_ratio(ms["torch"], ms["tkc"]), 3)}
                 out.append(row)
                 print(json.dumps(row), flush=True)
-        del args, x, dy
+        args = x = dy = None   # this config's inputs freed before the next's
         torch.cuda.empty_cache()
     return out
 
