@@ -76,8 +76,9 @@ def _wider(key: tuple) -> dict:
     """The pick of a key no table holds: a key of columns between FINE and
     WIDE (the tables tune fewer widths there) takes its columns' power-of-two
     bucket's; any other, the default."""
-    wider = (*key[:-2], bucket(key[-2]), key[-1])
-    return TILE.choose(wider) if wider != key else TILE.default
+    cols = key[-2]
+    wider = (*key[:-2], bucket(cols), key[-1])
+    return TILE.choose(wider) if FINE < cols <= WIDE and wider != key else TILE.default
 
 
 def _serves(config: dict, key: tuple) -> bool:
