@@ -52,7 +52,9 @@ def test_the_programs_cover_the_vocabulary():
             # one counter for every block, the last block reading the others' writes (outputs.last_block)
             "atomic_add_last_block",
             # exponentials with a share on the FMA pipe (exp(x, fma=s): the attention forwards' softmax)
-            "exp_fma", "exp2_fma"}
+            "exp_fma", "exp2_fma",
+            # the warpgroup mma's negate= and when= (warpgroup.mma_options)
+            "wgmma_negate", "wgmma_when"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 

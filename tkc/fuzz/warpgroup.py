@@ -15,6 +15,8 @@ program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 
+import random
+
 from . import ragged as R
 from . import statements as S
 from .core import Arg, Gen, Program
@@ -59,6 +61,22 @@ def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> No
             rows[h] = f"p{h}"
     for h in range(parts):
         g.emit(f"tma.load({views[h]}, {src}, (0, 0, {rows[h]}, k))", "tma_load")
+
+
+def mma_options(g, looped: bool) -> str:
+    """Now and then negate=True (acc - a b: the same interval) or when= a
+    condition uniform over each warpgroup (else acc stays: within it too),
+    drawn from a side generator, so a seed's other draws stay as they were."""
+    side = random.Random(f"tkc-fuzz:mma-options:{g.name}")
+    out = ""
+    if side.random() < 0.15:
+        out += ", negate=True"
+        g.features.add("wgmma_negate")
+    if side.random() < 0.15:
+        conds = ["bx == 0", "by % 2 == 1", "wg == 0"] + (["k > 0", "k % 2 == 0"] if looped else [])
+        out += f", when={side.choice(conds)}"
+        g.features.add("wgmma_when")
+    return out
 
 
 def generate(rng, name: str, seed: int, index: int) -> Program:
@@ -108,7 +126,7 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
         operand = f"subtile({a_s}, {bk}, 64, (0, wg))"
     else:
         operand = f"subtile({a_s}, 64, {bk}, (wg, 0))"
-    g.emit(f"warpgroup.{op}(acc, {operand}, {b_s})", f"wgmma_{op}")
+    g.emit(f"warpgroup.{op}(acc, {operand}, {b_s}{mma_options(g, bool(stages))})", f"wgmma_{op}")
     g.emit("warpgroup.mma_async_wait(acc)")
     g.depth = 1
     if persistent:
