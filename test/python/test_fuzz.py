@@ -53,8 +53,8 @@ def test_the_programs_cover_the_vocabulary():
             "atomic_add_last_block",
             # exponentials with a share on the FMA pipe (exp(x, fma=s): the attention forwards' softmax)
             "exp_fma", "exp2_fma",
-            # the warpgroup mma's negate= and when= (warpgroup.mma_options)
-            "wgmma_negate", "wgmma_when"}
+            # the warpgroup mma's negate= and when= (warpgroup.mma_options), 8-bit operands (eight_bit)
+            "wgmma_negate", "wgmma_when", "wgmma_f8"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 
@@ -235,3 +235,19 @@ def test_integer_outputs_compare_bit_for_bit():
     got[j].flat[0] += 1
     f = checks.compare_gpu(p, got, want)
     assert f is not None and "integer elements differ" in f.message
+
+
+def test_eight_bit_operands_hold_values_of_their_format():
+    """A warpgroup program with 8-bit operands (warpgroup.eight_bit): its A and
+    B gls are f8e4m3 or f8e5m2, mma_ABt from shared memory, K a multiple of
+    16 (16-byte rows), and program.arrays draws values the format holds (the
+    GPU gets them exactly), not all zero."""
+    from tkc.fuzz.program import ROUND
+    progs = [p for p in (generate(SEED, i) for i in range(300)) if "wgmma_f8" in p.features]
+    assert progs
+    for p in progs:
+        assert "warpgroup.mma_ABt(" in p.source
+        for a, x in zip(p.args, arrays(p)):
+            if a.name in ("a", "b"):
+                assert a.dtype in ("f8e4m3", "f8e5m2") and a.shape[3] % 16 == 0
+                assert np.array_equal(ROUND[a.dtype](x), x) and np.any(x != 0)

@@ -104,7 +104,8 @@ def _on_gpu(torch, a, x):
     """Argument x on the GPU in its gl's dtype; a strided gl's as a view of its
     wider rows there too (its strides, not a contiguous copy's: the view's
     `_base` is the whole array, which the pad check reads)."""
-    dtype = {"i32": None, "i64": None, "bf16": torch.bfloat16}.get(a.dtype, torch.float32)
+    dtype = {"i32": None, "i64": None, "bf16": torch.bfloat16, "f8e4m3": torch.float8_e4m3fn,
+             "f8e5m2": torch.float8_e5m2}.get(a.dtype, torch.float32)
     whole = np.lib.stride_tricks.as_strided(x, x.shape[:-1] + (x.shape[-1] + a.pad,), x.strides) if a.pad else x
     t = torch.from_numpy(np.ascontiguousarray(whole)).cuda()
     t = t if dtype is None else t.to(dtype)

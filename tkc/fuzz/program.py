@@ -45,8 +45,15 @@ def arrays(p: Program) -> list[np.ndarray]:
             out.append(np.full(a.shape, 0.5, np.float32))
         else:
             x = rng.uniform(-1.0, 1.0, a.shape).astype(np.float32)
-            out.append(round_bf16(x) if a.dtype == "bf16" else x)
+            out.append(ROUND[a.dtype](x) if a.dtype in ROUND else x)
     return [_padded(p, a, x) if a.pad else x for a, x in zip(p.args, out)]
+
+
+def _round_f8(fmt: str):
+    def rnd(x):
+        from ..interpreter import values   # (numpy only: no MLIR on a GPU machine)
+        return getattr(values, f"round_{fmt}")(x)
+    return rnd
 
 
 def _padded(p: Program, a, x: np.ndarray) -> np.ndarray:
@@ -69,6 +76,9 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     bits = x.astype(np.float32).view(np.uint32)
     bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     return bits.view(np.float32)
+
+
+ROUND = {"bf16": round_bf16, "f8e4m3": _round_f8("f8e4m3"), "f8e5m2": _round_f8("f8e5m2")}   # an input's values
 
 
 def digest(xs: list[np.ndarray]) -> str:

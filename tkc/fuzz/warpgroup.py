@@ -23,6 +23,7 @@ from .core import Arg, Gen, Program
 from .values import EPS, Val
 
 CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster along x
+FP8_SHARE = 0.15      # of the warpgroup programs with 8-bit operands (eight_bit)
 
 
 def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> None:
@@ -79,6 +80,17 @@ def mma_options(g, looped: bool) -> str:
     return out
 
 
+def eight_bit(g) -> tuple | None:
+    """Now and then 8-bit operands: (A's, B's dtype), each f8e4m3 or f8e5m2
+    (mma_ABt from shared memory, both K-major as FP8 wgmma reads them; K
+    tiles of 32 or 64). From a side generator, as mma_options."""
+    side = random.Random(f"tkc-fuzz:eight-bit:{g.name}")
+    if side.random() >= FP8_SHARE:
+        return None
+    g.features.add("wgmma_f8")
+    return side.choice(("f8e4m3", "f8e5m2")), side.choice(("f8e4m3", "f8e5m2"))
+
+
 def generate(rng, name: str, seed: int, index: int) -> Program:
     g = Gen(rng, name)
     wgs = rng.choice((1, 1, 2))
@@ -88,8 +100,11 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     if persistent:  # maybe over ragged groups (ragged.py): the grid's z and y, a count gl
         g.kernel_opts = R.persistent_opts(g, bm)
     op = rng.choice(("mma_AB", "mma_ABt", "mma_AtB", "mma_AtBt"))
+    f8 = eight_bit(g)
+    if f8:
+        op, bk = "mma_ABt", 2 * bk if bk < 32 else bk   # (K steps of 32: 32 or 64 columns)
     ta, tb = S.MMA_SHAPES[op]
-    a_reg = not ta and rng.random() < 0.3      # A from registers: this warp's 16 rows
+    a_reg = not ta and rng.random() < 0.3 and not f8   # A from registers: this warp's 16 rows
     # compiler-synchronised TMA loads sit at the top level or in the pipelined
     # loop (tk-pipeline-staging refuses them in a plain loop): no stages, one k step
     stages = rng.choice(("", ", stages=1", ", stages=2", ", stages=3", ', stages="auto"'))
@@ -104,10 +119,13 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     m = g.grid[1] * bm - (8 if ta else 1) * rng.randrange(0, 5 if ta else 40)  # TMA rows: 16-byte multiples
     n = g.grid[0] * bn - 8 * rng.randrange(0, bn // 8)
     k = nk * bk - 8 * rng.randrange(0, bk // 8)  # the last k tile ragged: zero-filled on both sides
+    if f8:   # an 8-bit gl's rows are whole 16-byte units (the launch's rule)
+        k = -(-k // 16) * 16
+    da, db = f8 or ("bf16", "bf16")
     a_shape, b_shape = ((k, m) if ta else (m, k)), ((n, k) if tb else (k, n))
-    g.args += [Arg("a", "bf16", (1, 1) + a_shape), Arg("b", "bf16", (1, 1) + b_shape)]
-    a_s = g.alloc(f"st(bf16, {bk}, {bm})" if ta else f"st(bf16, {bm}, {bk})")
-    b_s = g.alloc(f"st(bf16, {bn}, {bk})" if tb else f"st(bf16, {bk}, {bn})")
+    g.args += [Arg("a", da, (1, 1) + a_shape), Arg("b", db, (1, 1) + b_shape)]
+    a_s = g.alloc(f"st({da}, {bk}, {bm})" if ta else f"st({da}, {bm}, {bk})")
+    b_s = g.alloc(f"st({db}, {bn}, {bk})" if tb else f"st({db}, {bk}, {bn})")
     g.emit(f"acc = zero(rt(f32, 16, {bn}))", "zero")
     if stages:
         g.emit(f"for k in tkc.range({nk}{stages}):", "pipelined")
