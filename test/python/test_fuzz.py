@@ -54,7 +54,7 @@ def test_the_programs_cover_the_vocabulary():
             # exponentials with a share on the FMA pipe (exp(x, fma=s): the attention forwards' softmax)
             "exp_fma", "exp2_fma",
             # the warpgroup mma's negate= and when= (warpgroup.mma_options), 8-bit operands (eight_bit)
-            "wgmma_negate", "wgmma_when", "wgmma_f8"}
+            "wgmma_negate", "wgmma_when", "wgmma_f8", "wgmma_f8_lanes"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 
@@ -239,14 +239,15 @@ def test_integer_outputs_compare_bit_for_bit():
 
 def test_eight_bit_operands_hold_values_of_their_format():
     """A warpgroup program with 8-bit operands (warpgroup.eight_bit): its A and
-    B gls are f8e4m3 or f8e5m2, mma_ABt from shared memory, K a multiple of
-    16 (16-byte rows), and program.arrays draws values the format holds (the
-    GPU gets them exactly), not all zero."""
+    B gls are f8e4m3 or f8e5m2, mma_ABt (A in registers with k_order="lanes"),
+    K a multiple of 16 (16-byte rows), and program.arrays draws values the
+    format holds (the GPU gets them exactly), not all zero."""
     from tkc.fuzz.program import ROUND
     progs = [p for p in (generate(SEED, i) for i in range(300)) if "wgmma_f8" in p.features]
     assert progs
     for p in progs:
         assert "warpgroup.mma_ABt(" in p.source
+        assert ('k_order="lanes"' in p.source) == ("wgmma_f8_lanes" in p.features)
         for a, x in zip(p.args, arrays(p)):
             if a.name in ("a", "b"):
                 assert a.dtype in ("f8e4m3", "f8e5m2") and a.shape[3] % 16 == 0

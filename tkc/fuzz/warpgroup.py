@@ -82,8 +82,9 @@ def mma_options(g, looped: bool) -> str:
 
 def eight_bit(g) -> tuple | None:
     """Now and then 8-bit operands: (A's, B's dtype), each f8e4m3 or f8e5m2
-    (mma_ABt from shared memory, both K-major as FP8 wgmma reads them; K
-    tiles of 32 or 64). From a side generator, as mma_options."""
+    (mma_ABt, both K-major as FP8 wgmma reads them; A from shared memory or
+    this warp's registers, k_order="lanes"; K tiles of 32 or 64). From a
+    side generator, as mma_options."""
     side = random.Random(f"tkc-fuzz:eight-bit:{g.name}")
     if side.random() >= FP8_SHARE:
         return None
@@ -104,7 +105,7 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     if f8:
         op, bk = "mma_ABt", 2 * bk if bk < 32 else bk   # (K steps of 32: 32 or 64 columns)
     ta, tb = S.MMA_SHAPES[op]
-    a_reg = not ta and rng.random() < 0.3 and not f8   # A from registers: this warp's 16 rows
+    a_reg = not ta and rng.random() < 0.3      # A from registers: this warp's 16 rows
     # compiler-synchronised TMA loads sit at the top level or in the pipelined
     # loop (tk-pipeline-staging refuses them in a plain loop): no stages, one k step
     stages = rng.choice(("", ", stages=1", ", stages=2", ", stages=3", ', stages="auto"'))
@@ -137,14 +138,16 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     else:
         a_pieces(g, a_s, bm, bk, m, nk, bool(stages))
     g.emit(f"tma.load({b_s}, b, (0, 0, {'bx, k' if tb else 'k, bx'}))")
-    if a_reg:
-        operand = f"load(rt(bf16, 16, {bk}), {a_s}, (tkc.warpid(), 0))"
-        g.features.add("wgmma_a_registers")
+    lanes = ""
+    if a_reg:   # (8-bit: wgmma takes its columns in fp8_lane_order() per 32, and so reads B's K)
+        operand = f"load(rt({da}, 16, {bk}), {a_s}, (tkc.warpid(), 0))"
+        lanes = ', k_order="lanes"' if f8 else ""
+        g.features.add("wgmma_f8_lanes" if f8 else "wgmma_a_registers")
     elif ta:
         operand = f"subtile({a_s}, {bk}, 64, (0, wg))"
     else:
         operand = f"subtile({a_s}, 64, {bk}, (wg, 0))"
-    g.emit(f"warpgroup.{op}(acc, {operand}, {b_s}{mma_options(g, bool(stages))})", f"wgmma_{op}")
+    g.emit(f"warpgroup.{op}(acc, {operand}, {b_s}{lanes}{mma_options(g, bool(stages))})", f"wgmma_{op}")
     g.emit("warpgroup.mma_async_wait(acc)")
     g.depth = 1
     if persistent:
