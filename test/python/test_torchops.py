@@ -365,8 +365,9 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     with the height of a swapped tile that fits them, and 256 columns up to
     4096, 1024 up to 16384, then power-of-two buckets) and for whether both
     operands' rows miss 128-byte alignment; the reference GPU's table where
-    this GPU has none; a key of 1024 columns no table holds takes its
-    power-of-two bucket's; else the widest tile without a cluster (the default)."""
+    this GPU has none; a key of 1024 columns no table holds takes (if
+    misaligned) the aligned key's, else its power-of-two bucket's; else the
+    widest tile without a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
@@ -395,8 +396,11 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
             S(64, 1, False, 2), S(256),  # 100 rows: one tile of 112; 65: of 80, untuned
             S(32, 1, False, 1, 64), S(32, 1, False, 1, 64),  # 17-64 rows: one key
             S(64, 1, False, 2, 16), S(64, 1, False, 2, 16)]  # and up to 16
-        # wide C: its own key per 1024 columns, else its power-of-two bucket's, else the default
+        # wide C: its own key per 1024 columns, else its power-of-two bucket's, else the default;
+        # misaligned (K 4000, N not a multiple of 64): the aligned key's of its columns first
         assert [t(1000, 6000, 4096), t(1000, 11000, 4096), t(1000, 20000, 4096)] == [S(192), S(128, 2), S(256)]
+        # (11000: no aligned 11264 key, nor a misaligned 16384 one: that one's aligned twin)
+        assert [t(1000, 6000, 4000), t(1000, 11000, 4000)] == [S(192), S(128, 2)]
         assert gemm._key(200, 11000, False) == (256, 208, 11264, False)
         # batched C: the rows of all batches, the swapped tile fitting one batch's M
         assert gemm._key(8 * 100, 4096, False, 100) == (896, 112, 4096, False)
