@@ -450,3 +450,26 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
     assert cli.main([str(src), "--missing"]) == 0 and tuned_keys == [1, 3]
     assert "3 key(s) a table holds" in capsys.readouterr().out
     assert cli.main([str(src)]) == 0 and tuned_keys == [1, 3, 1, 2, 3]   # without it: every key
+
+
+def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):
+    """measure._gpu_timer captures one CUDA graph per kernel object and
+    replays it after: kernels made anew (lambdas, whose ids a dead one's may
+    be) each get their own graph, never another's; the same object replays
+    its own. (Graphs and replays faked: each graph's time is its index.)"""
+    torch = pytest.importorskip("torch")
+    from tkc.bench import timing
+    from tkc.tune import measure
+    graphs = []
+
+    def captured(fn, inner):   # (as a CUDA graph, it keeps no reference to fn or the kernel)
+        fn()
+        graphs.append(len(graphs))
+        return graphs[-1]
+    monkeypatch.setattr(timing, "captured", captured)
+    monkeypatch.setattr(timing, "replay_ms", lambda graph, reps, inner: float(graph))
+    timer = measure._gpu_timer(False)
+    args = [torch.zeros(2)]
+    assert [timer(lambda x: None, args) for _ in range(5)] == [0.0, 1000.0, 2000.0, 3000.0, 4000.0]
+    k = lambda x: None  # noqa: E731
+    assert timer(k, args) == timer(k, args) == 5000.0 and len(graphs) == 6

@@ -245,8 +245,10 @@ def _gpu_timer(flush_l2: bool):
         return replay_ms(graph, reps, inner) * 1e3
 
     def timer(kernel, args) -> float:
-        graph = held.get(id(kernel))
-        if graph is None:
+        # a graph per kernel object, which its entry keeps alive: a kernel made
+        # anew (a lambda) cannot take a dead one's id and replay its graph
+        kept = held.get(id(kernel))
+        if kept is None or kept[0] is not kernel:
             copies = _copies(args)
             if flush_l2 and "junk" not in held:
                 l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -254,8 +256,7 @@ def _gpu_timer(flush_l2: bool):
                 held["flush"] = captured(lambda: held["junk"].fill_(1.0), inner)
             call = (lambda: (held["junk"].fill_(1.0), kernel(*copies))) if flush_l2 else \
                 (lambda: kernel(*copies))
-            graph = held[id(kernel)] = captured(call, inner)
-            held[("args", id(kernel))] = copies  # alive while the graph is
-        us = replay_us(graph)
+            kept = held[id(kernel)] = (kernel, captured(call, inner), copies)   # (copies: alive with the graph)
+        us = replay_us(kept[1])
         return max(us - replay_us(held["flush"]), 0.0) if flush_l2 else us
     return timer
