@@ -473,3 +473,26 @@ def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):
     assert [timer(lambda x: None, args) for _ in range(5)] == [0.0, 1000.0, 2000.0, 3000.0, 4000.0]
     k = lambda x: None  # noqa: E731
     assert timer(k, args) == timer(k, args) == 5000.0 and len(graphs) == 6
+
+
+def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path, monkeypatch, capsys):
+    """`tkc tune --ship TUNED.json --source S`: the rows of a machine's table
+    (its GPU's) join the package's table of that GPU, a key's row replaced
+    in place and new keys at the end of their space (the file's order kept),
+    each with the source; --filter ships only the spaces it names."""
+    from tkc.tune import cli
+    monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path / "pkg")
+    (tmp_path / "pkg").mkdir()
+    package = tables.package_path("Some GPU")
+    package.write_text(json.dumps({"device": "Some GPU", "entries": {"t.a": {
+        "1": {"config": {"R": 16}}, "2": {"config": {"R": 16}}}}}, indent=1) + "\n")
+    tuned = tmp_path / "tuned.json"
+    for name, key, r in (("t.a", 2, 32), ("t.a", 3, 64), ("t.b", 1, 8)):
+        tables.record(name, key, {"config": {"R": r}, "us": 1.0}, device="Some GPU", path=tuned)
+    assert cli.main(["--ship", str(tuned), "--source", "a test", "--filter", "t.a"]) == 0
+    assert "2 row(s)" in capsys.readouterr().out
+    rows = json.loads(package.read_text())["entries"]
+    assert list(rows) == ["t.a"] and list(rows["t.a"]) == ["1", "2", "3"]
+    assert rows["t.a"]["1"] == {"config": {"R": 16}}
+    assert rows["t.a"]["2"] == {"config": {"R": 32}, "us": 1.0, "source": "a test"}
+    assert tables.lookup("t.a", 3, device="Some GPU") == {"R": 64}

@@ -3,6 +3,7 @@
     tkc tune FILE.py --call "scale(f32[4096, 64], f32[4096, 64])"   # a file's, at a call
     tkc tune --library [--filter matmul]                            # the library's, its examples
     tkc tune --library --filter tkc.matmul.tile --missing           # ... only keys no table holds
+    tkc tune --ship TUNED.json --source "how"                       # its rows into the package's table
 
 Each autotuned builder found (a FILE's globals, or the library's: the torch
 ops' picks) is tuned at every call given for it by name (--call, in the
@@ -13,7 +14,9 @@ only the keys that neither this machine's table nor the package's holds
 tuned, then a summary table (best configuration, its µs, the
 default's, and how many candidates were pruned or rejected) and the table
 file the picks went into. Needs torch and a GPU; without MLIR
-(TKC_OFFLINE=1) only candidates already built are timed.
+(TKC_OFFLINE=1) only candidates already built are timed. `--ship` copies
+the rows a GPU machine tuned (the table file it wrote, brought back) into
+the package's table of that GPU: how the shipped tables are made.
 """
 from __future__ import annotations
 
@@ -37,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
                    help='a call to tune at, e.g. "scale(f32[4096, 64], f32[4096, 64])"')
     p.add_argument("--filter", default="", help="only builders whose name contains this")
     p.add_argument("--missing", action="store_true", help="only keys that no table holds yet")
+    p.add_argument("--ship", metavar="TUNED.json", help="copy a machine's tuned rows (tkc tune's table) into "
+                   "the package's table of its GPU (with --filter: those spaces only), and stop")
+    p.add_argument("--source", help="with --ship: how the rows were tuned (each row's source)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
     return p
@@ -44,6 +50,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.ship:
+        path, count = tables.ship(args.ship, args.source, args.filter)
+        sys.stdout.write(f"{count} row(s) of {args.ship} in {path}\n")
+        return 0
     if not args.files and not args.library:
         raise TkcError("tkc tune: name FILE.py files or --library")
     found = _builders(args.files, args.library)

@@ -27,7 +27,7 @@ import re
 import tempfile
 from pathlib import Path
 
-__all__ = ["device_name", "lookup", "package_path", "record", "user_path"]
+__all__ = ["device_name", "lookup", "package_path", "record", "ship", "user_path"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "tables"
 REFERENCE_GPU = "NVIDIA H200"
@@ -113,3 +113,29 @@ def record(name: str, key, row: dict, device: str | None = None, path: Path | No
     os.replace(tmp, path)
     _loaded.pop(path, None)
     return path
+
+
+def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int]:
+    """Copy a machine's tuned rows (its table, as `tkc tune` writes it) into
+    the package's table of that GPU: (the package file, rows copied). Each
+    row replaces its key's or joins the end of its space (the file's order
+    kept, so a diff shows what changed), with `source` (how it was tuned)
+    where given; `only`: spaces whose name contains it."""
+    data = json.loads(Path(src).read_text())
+    device = data.get("device") or device_name()
+    path = package_path(device)
+    try:
+        package = json.loads(path.read_text())
+    except OSError:
+        package = {"device": device, "entries": {}}
+    count = 0
+    for name, rows in data.get("entries", {}).items():
+        if only not in name:
+            continue
+        space = package.setdefault("entries", {}).setdefault(name, {})
+        for key, row in rows.items():
+            space[key] = dict(row, source=source) if source else row
+            count += 1
+    path.write_text(json.dumps(package, indent=1) + "\n")
+    _loaded.pop(path, None)
+    return path, count
