@@ -417,7 +417,7 @@ def test_every_shipped_pick_is_a_configuration_of_its_space():
 def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkeypatch, capsys):
     """`tkc tune --missing` skips the examples whose key a table holds (this
     machine's here) and tunes the rest; with every key held it tunes nothing
-    and succeeds."""
+    and succeeds. --budget: no key is started past it (and that succeeds)."""
     src = tmp_path / "one_space.py"
     src.write_text(textwrap.dedent('''
         import tkc
@@ -450,6 +450,9 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
     assert cli.main([str(src), "--missing"]) == 0 and tuned_keys == [1, 3]
     assert "3 key(s) a table holds" in capsys.readouterr().out
     assert cli.main([str(src)]) == 0 and tuned_keys == [1, 3, 1, 2, 3]   # without it: every key
+    capsys.readouterr()
+    assert cli.main([str(src), "--budget", "0"]) == 0 and len(tuned_keys) == 5   # spent at once: no key
+    assert "3 example(s) left when the budget ran out" in capsys.readouterr().out
 
 
 def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):

@@ -3,6 +3,7 @@
     tkc tune FILE.py --call "scale(f32[4096, 64], f32[4096, 64])"   # a file's, at a call
     tkc tune --library [--filter matmul]                            # the library's, its examples
     tkc tune --library --filter tkc.matmul.tile --missing           # ... only keys no table holds
+    tkc tune --library --missing --budget 600                       # ... for at most ~10 minutes
     tkc tune --ship TUNED.json --source "how"                       # its rows into the package's table
 
 Each autotuned builder found (a FILE's globals, or the library's: the torch
@@ -43,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ship", metavar="TUNED.json", help="copy a machine's tuned rows (tkc tune's table) into "
                    "the package's table of its GPU (with --filter: those spaces only), and stop")
     p.add_argument("--source", help="with --ship: how the rows were tuned (each row's source)")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="start no key after this many seconds (the picks so far are kept: run again with "
+                        "--missing for the rest)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
     return p
@@ -61,7 +65,7 @@ def main(argv: list[str]) -> int:
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
     calls = [_parse(expr) for expr in args.call]
-    rows, failed, held, t0 = [], [], 0, time.perf_counter()
+    rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     for tuned in found:
         mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
         examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
@@ -69,6 +73,9 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
             continue
         for i, example in enumerate(examples):
+            if args.budget is not None and time.perf_counter() - t0 > args.budget:
+                left += 1
+                continue
             try:   # a key whose example or default cannot be made (offline: not built) is skipped
                 made = example() if callable(example) else example
                 if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
@@ -85,9 +92,11 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(summary(rows, time.perf_counter() - t0))
     if held:
         sys.stdout.write(f"{held} key(s) a table holds: not tuned again (--missing)\n")
+    if left:
+        sys.stdout.write(f"{left} example(s) left when the budget ran out (--budget {args.budget:g})\n")
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
-    return 1 if failed or not (rows or held) else 0
+    return 1 if failed or not (rows or held or left) else 0
 
 
 def summary(rows: list, seconds: float) -> str:
