@@ -1,6 +1,7 @@
 """tkc.bench.timing's bookkeeping on the CPU (`bench` itself needs a GPU: its
 per-call times are stubbed here): rounds interleave the contenders, and the
-probes' medians and peer lines come from them."""
+probes' medians and peer lines come from them; and how the sanitizer run
+(tkc.bench.sanitize) takes its steps."""
 from tkc.bench import timing
 
 
@@ -53,3 +54,15 @@ def test_tflops_lines():
     peer, tkc = timing.tflops_lines(times, "cudnn", 6e9)
     assert peer.split() == ["cudnn", "3", "TF/s"]
     assert tkc.split() == ["tkc", "4", "TF/s", "(2.000x", "cudnn)"]
+
+
+def test_sanitize_steps_take_head_dims(monkeypatch):
+    """`python -m tkc.bench.sanitize attention_picks:128,256 gemm`: each step
+    by name, an attention step with the head dims after its colon (a
+    sanitizer's run split into parts that fit its time)."""
+    from tkc.bench import sanitize
+    calls = []
+    monkeypatch.setitem(sanitize.STEPS, "attention_picks", lambda *a: calls.append(("picks", *a)))
+    monkeypatch.setitem(sanitize.STEPS, "gemm", lambda *a: calls.append(("gemm", *a)))
+    assert sanitize.main(["attention_picks:128,256", "gemm"]) == 0
+    assert calls == [("picks", (128, 256)), ("gemm",)]

@@ -4,6 +4,7 @@
     compute-sanitizer --tool memcheck|racecheck|synccheck --report-api-errors no \
         python3 -m tkc.bench.sanitize [gemm attention attention_long attention_picks memory dropout
                                    linear fftconv ops fp8 attention_fp8 ring swiglu decode]
+        (attention and attention_picks take head dims: attention_picks:128,256)
 
 GEMM shapes give several work items per persistent block, K steps that wrap
 the ring, and ragged edges (TMA zero-fill and clipping); the attention steps
@@ -328,7 +329,8 @@ STEPS = {"gemm": gemms, "attention": attention, "attention_long": attention_long
 
 def main(steps) -> int:
     for step in steps or list(STEPS):
-        STEPS[step]()
+        name, _, dims = step.partition(":")   # attention:96,128 (the attention steps' head dims)
+        STEPS[name](*([tuple(int(d) for d in dims.split(","))] if dims else []))
     return 1 if verdict.wrong else 0
 
 

@@ -172,7 +172,7 @@ def decode():
         report(f"decode{' causal' if causal else ''} with k_lengths [4099, 0, 100]", rel_err(o, want), 1e-2)
 
 
-def attention_picks():
+def attention_picks(dims=(64, 96, 128, 256)):
     """Every forward that the tuned tables pick on this GPU (each head dim,
     mask and layout; bhld and varlen) at a small shape with the pick forced:
     more work items than SMs, so the persistent schedules run several a block,
@@ -185,6 +185,8 @@ def attention_picks():
 
     from .verdict import picked
     for (D, causal, layout), space in FORWARD.items():
+        if D not in dims:
+            continue
         configs = {json.dumps(c, sort_keys=True): c
                    for c in (space.choose((D, causal, layout, keys)) for keys in BUCKETS)}
         for config in configs.values():
