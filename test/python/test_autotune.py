@@ -499,3 +499,5 @@ def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path,
     assert rows["t.a"]["1"] == {"config": {"R": 16}}
     assert rows["t.a"]["2"] == {"config": {"R": 32}, "us": 1.0, "source": "a test"}
     assert tables.lookup("t.a", 3, device="Some GPU") == {"R": 64}
+    with pytest.raises(TkcError, match="is not a tuned table"):
+        cli.main(["--ship", str(tmp_path / "absent.json")])

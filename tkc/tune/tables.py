@@ -27,6 +27,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..diagnostics import TkcError
+
 __all__ = ["device_name", "lookup", "package_path", "record", "ship", "user_path"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "tables"
@@ -121,7 +123,10 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
     row replaces its key's or joins the end of its space (the file's order
     kept, so a diff shows what changed), with `source` (how it was tuned)
     where given; `only`: spaces whose name contains it."""
-    data = json.loads(Path(src).read_text())
+    try:
+        data = json.loads(Path(src).read_text())
+    except (OSError, ValueError) as e:
+        raise TkcError(f"tkc tune --ship: {src} is not a tuned table ({type(e).__name__}: {e})") from None
     device = data.get("device") or device_name()
     path = package_path(device)
     try:
