@@ -117,6 +117,12 @@ class Gen:
         if feature:
             self.features.add(feature)
 
+    def side(self, what: str, *more: str) -> random.Random:
+        """A generator of its own for an optional draw (`what`, and `more` to
+        tell draws of one program apart): the program's other draws, from
+        self.rng, stay those of before the option existed."""
+        return random.Random(":".join(("tkc-fuzz", what, self.name, *more)))
+
     def fresh(self) -> str:
         self.count += 1
         return f"v{self.count}"

@@ -13,6 +13,7 @@ import linecache
 
 import numpy as np
 
+from ..interpreter.values import round_f8e4m3, round_f8e5m2   # (numpy only: no MLIR on a GPU machine)
 from .core import Program
 
 
@@ -49,13 +50,6 @@ def arrays(p: Program) -> list[np.ndarray]:
     return [_padded(p, a, x) if a.pad else x for a, x in zip(p.args, out)]
 
 
-def _round_f8(fmt: str):
-    def rnd(x):
-        from ..interpreter import values   # (numpy only: no MLIR on a GPU machine)
-        return getattr(values, f"round_{fmt}")(x)
-    return rnd
-
-
 def _padded(p: Program, a, x: np.ndarray) -> np.ndarray:
     """x as a view of rows a.pad elements wider (a strided gl's argument);
     the pad is random for an input (a read through the wrong pitch gets
@@ -78,7 +72,7 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     return bits.view(np.float32)
 
 
-ROUND = {"bf16": round_bf16, "f8e4m3": _round_f8("f8e4m3"), "f8e5m2": _round_f8("f8e5m2")}   # an input's values
+ROUND = {"bf16": round_bf16, "f8e4m3": round_f8e4m3, "f8e5m2": round_f8e5m2}   # an input's values
 
 
 def digest(xs: list[np.ndarray]) -> str:

@@ -10,7 +10,6 @@ the intervals of values.py.
 """
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 from . import values as V
@@ -104,7 +103,7 @@ def unary(g) -> Val | None:
     if v is None or not v.sane():
         return None
     if op in ("exp", "exp2") and x.kind == "rt":
-        side = random.Random(f"tkc-fuzz:fma:{g.name}:{v.name}")   # (g.rng's draws stay those of before)
+        side = g.side("fma", v.name)
         if side.random() < 0.3:   # a share on the FMA pipe (a polynomial within 1e-4: inside EPS's bound)
             g.emit(f"{v.name} = {op}({x.name}, fma={side.choice((0.125, 0.25, 0.375, 0.5, 1))})", f"{op}_fma")
             return v

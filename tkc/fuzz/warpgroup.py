@@ -15,8 +15,6 @@ program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 
-import random
-
 from . import ragged as R
 from . import statements as S
 from .core import Arg, Gen, Program
@@ -67,8 +65,8 @@ def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> No
 def mma_options(g, looped: bool) -> str:
     """Now and then negate=True (acc - a b: the same interval) or when= a
     condition uniform over each warpgroup (else acc stays: within it too),
-    drawn from a side generator, so a seed's other draws stay as they were."""
-    side = random.Random(f"tkc-fuzz:mma-options:{g.name}")
+    drawn from a side generator (Gen.side)."""
+    side = g.side("mma-options")
     out = ""
     if side.random() < 0.15:
         out += ", negate=True"
@@ -84,8 +82,8 @@ def eight_bit(g) -> tuple | None:
     """Now and then 8-bit operands: (A's, B's dtype), each f8e4m3 or f8e5m2
     (mma_ABt, both K-major as FP8 wgmma reads them; A from shared memory or
     this warp's registers, k_order="lanes"; K tiles of 32 or 64). From a
-    side generator, as mma_options."""
-    side = random.Random(f"tkc-fuzz:eight-bit:{g.name}")
+    side generator (Gen.side)."""
+    side = g.side("eight-bit")
     if side.random() >= FP8_SHARE:
         return None
     g.features.add("wgmma_f8")
