@@ -482,7 +482,8 @@ def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path,
     """`tkc tune --ship TUNED.json --source S`: the rows of a machine's table
     (its GPU's) join the package's table of that GPU, a key's row replaced
     in place and new keys at the end of their space (the file's order kept),
-    each with the source; --filter ships only the spaces it names."""
+    each with the source; --filter ships only the spaces it names; a row the
+    table holds already (a later run's file keeps it) is left with its source."""
     from tkc.tune import cli
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path / "pkg")
     (tmp_path / "pkg").mkdir()
@@ -499,5 +500,11 @@ def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path,
     assert rows["t.a"]["1"] == {"config": {"R": 16}}
     assert rows["t.a"]["2"] == {"config": {"R": 32}, "us": 1.0, "source": "a test"}
     assert tables.lookup("t.a", 3, device="Some GPU") == {"R": 64}
+    # the machine's file grows between runs: the rows shipped before keep their source
+    tables.record("t.a", 4, {"config": {"R": 128}, "us": 2.0}, device="Some GPU", path=tuned)
+    assert cli.main(["--ship", str(tuned), "--source", "a later run", "--filter", "t.a"]) == 0
+    assert "1 row(s)" in (out := capsys.readouterr().out) and "2 the table held already" in out
+    rows = json.loads(package.read_text())["entries"]["t.a"]
+    assert [r.get("source") for r in rows.values()] == [None, "a test", "a test", "a later run"]
     with pytest.raises(TkcError, match="is not a tuned table"):
         cli.main(["--ship", str(tmp_path / "absent.json")])

@@ -55,8 +55,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.ship:
-        path, count = tables.ship(args.ship, args.source, args.filter)
-        sys.stdout.write(f"{count} row(s) of {args.ship} in {path}\n")
+        path, count, held = tables.ship(args.ship, args.source, args.filter)
+        sys.stdout.write(f"{count} row(s) of {args.ship} in {path}"
+                         + (f" ({held} the table held already: left as they were)" if held else "") + "\n")
         return 0
     if not args.files and not args.library:
         raise TkcError("tkc tune: name FILE.py files or --library")

@@ -117,12 +117,15 @@ def record(name: str, key, row: dict, device: str | None = None, path: Path | No
     return path
 
 
-def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int]:
+def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int, int]:
     """Copy a machine's tuned rows (its table, as `tkc tune` writes it) into
-    the package's table of that GPU: (the package file, rows copied). Each
-    row replaces its key's or joins the end of its space (the file's order
-    kept, so a diff shows what changed), with `source` (how it was tuned)
-    where given; `only`: spaces whose name contains it."""
+    the package's table of that GPU: (the package file, rows copied, rows it
+    already held). Each row replaces its key's or joins the end of its space
+    (the file's order kept, so a diff shows what changed), with `source` (how
+    it was tuned) where given; `only`: spaces whose name contains it. A row
+    the table holds as it is (but its source) is left as it is: a machine's
+    file keeps the rows of its earlier runs, which an earlier --ship copied
+    with their own source."""
     try:
         data = json.loads(Path(src).read_text())
     except (OSError, ValueError) as e:
@@ -133,14 +136,21 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
         package = json.loads(path.read_text())
     except OSError:
         package = {"device": device, "entries": {}}
-    count = 0
+    count = held = 0
     for name, rows in data.get("entries", {}).items():
         if only not in name:
             continue
         space = package.setdefault("entries", {}).setdefault(name, {})
         for key, row in rows.items():
+            if _unsourced(space.get(key)) == _unsourced(row):
+                held += 1
+                continue
             space[key] = dict(row, source=source) if source else row
             count += 1
     path.write_text(json.dumps(package, indent=1) + "\n")
     _loaded.pop(path, None)
-    return path, count
+    return path, count, held
+
+
+def _unsourced(row: dict | None) -> dict | None:
+    return None if row is None else {k: v for k, v in row.items() if k != "source"}
