@@ -121,6 +121,32 @@ def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
     assert not monkeypatch_device.exists()                      # per GPU name
 
 
+def test_after_the_first_round_only_the_shortlist_and_the_default_are_timed(cache):
+    """measure.SHORTLIST: a candidate slower than 1.25x the first round's
+    fastest is timed no more (its row says why, with its one time); the
+    default always runs on, as the pick's baseline; a candidate timed in one
+    round only never becomes the pick, even where the shortlist's fail."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.scale.shortlist")(scale_builder)
+    calls = {}
+
+    def timer_of(times):
+        def timer(kernel, args):
+            calls[kernel.name] = calls.get(kernel.name, 0) + 1
+            return times[kernel.name][calls[kernel.name] - 1]
+        return timer
+    times = {"tune_scale_16_2": [2.0] * 3, "tune_scale_32_2": [1.0] * 3, "tune_scale_64_2": [1.3] * 3}
+    result = t.tune(*args_of(), timer=timer_of(times), run=cpu_run, compare=cpu_compare, rounds=3, record=False)
+    assert calls == {"tune_scale_16_2": 3, "tune_scale_32_2": 3, "tune_scale_64_2": 1}
+    assert result.best == {"R": 32}
+    row = {r["config"]["R"]: r for r in result.rows}[64]
+    assert row["us"] == 1.3 and "off the shortlist: 1.30x" in row["why"] and row["status"] == "ok"
+    # the shortlisted candidate turns slow after the first round: the default stays
+    calls.clear()
+    times["tune_scale_32_2"] = [1.0, 2.5, 2.5]
+    result = t.tune(*args_of(), timer=timer_of(times), run=cpu_run, compare=cpu_compare, rounds=3, record=False)
+    assert calls["tune_scale_64_2"] == 1 and result.best == {"R": 16}
+
+
 def test_each_candidates_spread_over_the_rounds_is_reported(cache):
     """A row's spread is (max - min) / median of its rounds' times: the noise a
     difference must exceed; the table shows it and the tables record the best's."""

@@ -18,7 +18,11 @@
    clock change hits every candidate alike, each round in its own order (a
    shuffle seeded by the round: what runs just before weighs on a timing, so
    no candidate may always follow the same one); a candidate's time is its
-   median.
+   median. After the first round only a shortlist runs on: the candidates
+   within SHORTLIST of that round's fastest, and the default (a candidate
+   1.25x slower cannot turn into a pick, which must beat the default in
+   most rounds; of the H200's tkc.matmul keys, 15-31% of a key's candidates
+   were within 1.25x of its best, so a key's later rounds cost a quarter).
    With flush_l2 each call follows a write of twice the L2, whose own time
    is subtracted.
 4. Pick. A candidate replaces the default only where it is faster beyond
@@ -53,6 +57,7 @@ __all__ = ["Result", "tune"]
 
 TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
 MARGIN = 0.01   # the least gain over the default (median of the paired rounds) that counts
+SHORTLIST = 1.25   # after the first round, only candidates within this of its fastest run on
 
 
 class Result(NamedTuple):
@@ -101,16 +106,13 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
         if why:
             rows[text].update(status="rejected", why=why)
             del kernels[text]
-    timer = timer or _gpu_timer(tuned.flush_l2)
-    times: dict = {text: [] for text in kernels}
-    for r in range(rounds):
-        for text in random.Random(r).sample(list(kernels), len(kernels)):
-            times[text].append(timer(kernels[text], args))
+    untuned = config_text(tuned.fallback(key)) if tuned.fallback is not None else default
+    untuned = untuned if untuned in kernels else default
+    times = _time(kernels, args, rounds, timer or _gpu_timer(tuned.flush_l2), untuned, rows)
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
         rows[text]["spread"] = (max(ts) - min(ts)) / rows[text]["us"] if rows[text]["us"] else 0.0
-    untuned = config_text(tuned.fallback(key)) if tuned.fallback is not None else default
-    best = _pick(times, untuned if untuned in times else default, rows)
+    best = _pick({t: ts for t, ts in times.items() if len(ts) == rounds}, untuned, rows)
     rows[best]["status"] = "best"
     result = Result(rows[best]["config"], key, list(rows.values()))
     if record:
@@ -120,6 +122,23 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
             "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
             "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
     return result
+
+
+def _time(kernels: dict, args, rounds: int, timer, default: str, rows: dict) -> dict:
+    """Each candidate's times, a round each (see the module docstring): all
+    of them in the first round, then the shortlist and the default."""
+    times: dict = {text: [] for text in kernels}
+    live = list(kernels)
+    for r in range(rounds):
+        for text in random.Random(r).sample(live, len(live)):
+            times[text].append(timer(kernels[text], args))
+        if r == 0 and rounds > 1:
+            fastest = min(times[t][0] for t in live)
+            for t in live:
+                if t != default and times[t][0] > SHORTLIST * fastest:
+                    rows[t]["why"] = f"off the shortlist: {times[t][0] / fastest:.2f}x the first round's fastest"
+            live = [t for t in live if t == default or times[t][0] <= SHORTLIST * fastest]
+    return times
 
 
 def _pick(times: dict, default: str, rows: dict) -> str:
