@@ -12,14 +12,13 @@ import importlib.util
 import inspect
 import json
 import sys
-import textwrap
-import types
 from pathlib import Path
 
 from ..diagnostics import TkcError, author_python_error
 from ..dialect.types import UNIFORM_IDS
 from .cluster import check_cluster
 from .grid import grid_exprs
+from .identity import closure_of, constants_of, helpers_of, source_of
 from .tiles import SCALAR_DTYPES, DType, GLSpec
 
 
@@ -50,7 +49,7 @@ def _resolve(fn, name: str, ann, where: str, scope: dict | None = None):
     if isinstance(ann, str) and not isinstance(ann, DType):
         env = dict(fn.__globals__)
         env.update(scope or {})
-        env.update(_closure(fn))
+        env.update(closure_of(fn))
         try:
             ann = eval(ann, env)  # noqa: S307 (the author's own annotation)
         except Exception as e:
@@ -59,17 +58,6 @@ def _resolve(fn, name: str, ann, where: str, scope: dict | None = None):
         return ann
     raise TkcError(f"kernel argument {name!r} must be annotated with gl(dtype, b, d, r, c), "
                    f"tkc.f32 or tkc.i32, got {ann!r}", where)
-
-
-def _closure(fn) -> dict:
-    cells = fn.__closure__ or ()
-    out = {}
-    for name, cell in zip(fn.__code__.co_freevars, cells):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            pass
-    return out
 
 
 class Kernel:
@@ -159,18 +147,18 @@ class Kernel:
     # ---------------------------------------------------------- cache key
     def source(self) -> str:
         """Kernel source, grid lambda source, and sources of helpers it calls."""
-        parts = [_source(self.fn)]
+        parts = [source_of(self.fn)]
         if self.grid_fn is not None:
-            parts.append(_source(self.grid_fn))
-        parts += [_source(f) for f in _helpers(self.fn)]
+            parts.append(source_of(self.grid_fn))
+        parts += [source_of(f) for f in helpers_of(self.fn)]
         return "\n".join(parts)
 
     def specialisation(self) -> str:
         """Decorator arguments, argument types and the constants the source reads."""
         consts = {}
-        for f in (self.fn, self.grid_fn, *_helpers(self.fn)):
+        for f in (self.fn, self.grid_fn, *helpers_of(self.fn)):
             if f is not None:
-                consts.update(_constants(f))
+                consts.update(constants_of(f))
         return json.dumps({
             "name": self.name, "warps": self.warps, "grid": self.grid(),
             "divisible": self.divisible, "order": self.order, "persistent": self.persistent,
@@ -397,77 +385,6 @@ def _check_divisible(divisible, fn) -> dict[str, int | str]:
 
 
 # -------------------------------------------------------------- key helpers
-
-_SIMPLE = (int, float, str, bool, type(None))
-
-
-def _simple(v) -> bool:
-    if isinstance(v, tuple):
-        return all(_simple(x) for x in v)
-    return isinstance(v, _SIMPLE)
-
-
-_SOURCES: dict = {}  # id(code object) -> (that code object, its source)
-
-
-def _source(f) -> str:
-    """f's source, kept per code object: inspect tokenizes the file from the
-    function's first line to find its end (1.3 ms a function), and the
-    library's 233 kernel keys name 1,360 functions, few of them distinct,
-    each key asked for twice or more by a build. (Kept by identity: equal
-    code objects of two files may differ in source.)"""
-    code = f.__code__
-    kept = _SOURCES.get(id(code))
-    if kept is None or kept[0] is not code:
-        kept = _SOURCES[id(code)] = (code, _read_source(f))
-    return kept[1]
-
-
-def _read_source(f) -> str:
-    try:
-        return textwrap.dedent(inspect.getsource(f))
-    except (OSError, TypeError):
-        # No source file (e.g. exec'd code): the bytecode is the next best identity.
-        return repr(f.__code__.co_code) + repr(f.__code__.co_consts)
-
-
-def _names(code) -> set[str]:
-    """Global names a code object (and nested ones, e.g. lambdas) reads."""
-    names = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _names(c)
-    return names
-
-
-def _constants(f) -> dict:
-    """Closure variables and read module globals with int/float/str/bool/tuple values."""
-    out = {}
-    for name, v in _closure(f).items():
-        if _simple(v):
-            out[f"{f.__qualname__}:{name}"] = v
-    for name in sorted(_names(f.__code__)):
-        if name in f.__globals__ and _simple(f.__globals__[name]):
-            # by name only: the same file imported under another module name keeps its key
-            out[f"global:{name}"] = f.__globals__[name]
-    return out
-
-
-def _helpers(fn) -> list:
-    """Plain Python functions of the author's module that the kernel calls (transitively)."""
-    seen, out, todo = {fn}, [], [fn]
-    while todo:
-        f = todo.pop()
-        env = {**f.__globals__, **_closure(f)}
-        for name in sorted(_names(f.__code__) | set(f.__code__.co_freevars)):
-            g = env.get(name)
-            if isinstance(g, types.FunctionType) and g not in seen \
-                    and g.__module__ == fn.__module__:
-                seen.add(g)
-                out.append(g)
-                todo.append(g)
-    return out
-
 
 # -------------------------------------------------------------- files
 
