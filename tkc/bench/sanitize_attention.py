@@ -6,7 +6,7 @@ float32 attention."""
 import math
 
 from .peer import rel_err
-from .verdict import report
+from .verdict import picked, report
 
 try:
     import torch
@@ -182,8 +182,6 @@ def attention_picks(dims=(64, 96, 128, 256)):
     import tkc
     from tkc.kernels.attention_schedule import BUCKETS
     from tkc.kernels.attention_tuned import FORWARD
-
-    from .verdict import picked
     for (D, causal, layout), space in FORWARD.items():
         if D not in dims:
             continue
