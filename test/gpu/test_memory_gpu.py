@@ -4,8 +4,16 @@ rotary (both layouts, in place, autograd) and dropout + residual + LayerNorm
 import numpy as np
 import pytest
 
+from tkc.kernels import rotary
+
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
+
+# rotary's block shapes beside the op's (bench/memory_bound.py times them): 4 warps of one head,
+# 2 blocks an SM; 8 heads a block (a 32 KB tile), 2 blocks an SM
+ROTARY_CONFIGURATIONS = [rotary(128, il, **cfg) for cfg in (dict(blocks_per_sm=2), dict(warps=8, blocks_per_sm=2))
+                         for il in (False, True)]
+KERNELS = ROTARY_CONFIGURATIONS   # for `tkc build`
 
 
 def ops():
@@ -269,15 +277,14 @@ def test_layer_norm_backward_without_dropout_shares_dx():
     assert dwb.numel() == 0 and torch.isfinite(dx2.float()).all()
 
 
-@pytest.mark.parametrize("config", [dict(blocks_per_sm=2), dict(warps=8, blocks_per_sm=2)])
-@pytest.mark.parametrize("interleaved", [False, True])
-def test_rotary_configurations(config, interleaved):
-    """The benchmark's other block shapes (bench/memory_bound.py builds them)."""
-    from tkc.kernels import rotary
+@pytest.mark.parametrize("kernel", ROTARY_CONFIGURATIONS, ids=lambda k: k.name)
+def test_rotary_configurations(kernel):
+    """The benchmark's other block shapes (bench/memory_bound.py times them)."""
     B, T, H, D = 2, 1000, 6, 128  # H not a multiple of the block's heads
+    interleaved = "_interleaved" in kernel.name
     x, cos, sin = rope_inputs(B, T, H, D)
     out = torch.empty_like(x)
-    rotary(D, interleaved, **config)(x.view(B, 1, T, H * D), cos, sin, out.view(B, 1, T, H * D))
+    kernel(x.view(B, 1, T, H * D), cos, sin, out.view(B, 1, T, H * D))
     torch.cuda.synchronize()
     assert rel_err(out, rope_ref(x, cos, sin, interleaved)) < 1e-2
 
