@@ -504,6 +504,16 @@ def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):
     assert timer(k, args) == timer(k, args) == 5000.0 and len(graphs) == 6
 
 
+def test_the_package_tables_keep_a_picks_evidence_not_every_candidates_time():
+    """The shipped tables hold, a row, at most the fastest KEPT candidates'
+    times and the untuned one's (tables.trimmed): every process that looks a
+    key up parses the whole file."""
+    for path in tables.PACKAGE_DIR.glob("*.json"):
+        for name, rows in json.loads(path.read_text())["entries"].items():
+            for key, row in rows.items():
+                assert len(row.get("candidates", ())) <= tables.KEPT + 1, (path.name, name, key)
+
+
 def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path, monkeypatch, capsys):
     """`tkc tune --ship TUNED.json --source S`: the rows of a machine's table
     (its GPU's) join the package's table of that GPU, a key's row replaced
@@ -534,3 +544,15 @@ def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path,
     assert [r.get("source") for r in rows.values()] == [None, "a test", "a test", "a later run"]
     with pytest.raises(TkcError, match="is not a tuned table"):
         cli.main(["--ship", str(tmp_path / "absent.json")])
+    # the package keeps the fastest KEPT candidates' times and the untuned one's
+    times = {"a": 5.0, "b": 1.004, "c": 3.0, "d": 2.0, "e": 4.0}
+    tables.record("t.a", 5, {"config": {"R": 8}, "us": 1.004, "untuned": "e", "candidates": times},
+                  device="Some GPU", path=tuned)
+    assert cli.main(["--ship", str(tuned), "--filter", "t.a"]) == 0
+    row = json.loads(package.read_text())["entries"]["t.a"]["5"]
+    assert row["candidates"] == {"b": 1.004, "c": 3.0, "d": 2.0, "e": 4.0}
+    assert json.loads(tuned.read_text())["entries"]["t.a"]["5"]["candidates"] == times   # the log keeps them
+    assert "1 row(s)" in capsys.readouterr().out
+    # shipped again, the trimmed row is the one the table holds
+    assert cli.main(["--ship", str(tuned), "--filter", "t.a"]) == 0
+    assert "0 row(s)" in (out := capsys.readouterr().out) and "4 the table held already" in out

@@ -120,7 +120,7 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
         from . import tables
         tables.record(tuned.name, key, {
             "config": result.best, "us": rows[best]["us"], "spread": round(rows[best]["spread"], 4),
-            "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
+            "untuned": untuned, "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
             "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
     return result
 

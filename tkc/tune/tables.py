@@ -15,8 +15,12 @@ device's name; without one (building ahead of time on a CPU machine) it is
 $TKC_DEVICE_NAME, else the H200, the GPU tkc's tables are measured on.
 File format: {"device", "compiler", "commit", "entries": {name: {key: row}}}
 with row = {"config": {...}, "us": best µs, "spread": the best's (max - min) / median over the
-rounds (rows tuned since 2026-11-29), "candidates": {config: µs}, "rejected": {config: why}};
-keys are the repr of the autotuned key.
+rounds (rows tuned since 2026-11-29), "untuned": the configuration the key ran before (rows
+tuned since 2026-12-01), "candidates": {config: µs}, "rejected": {config: why}};
+keys are the repr of the autotuned key. A machine's table keeps every candidate's time (the
+tuning's log); the package's keeps the fastest KEPT and the untuned one's, the evidence of a
+pick, since every process that looks a key up reads the whole file (the H200's, with all its
+candidates, was 6.7 MB: 0.12 s to parse at a process's first tuned call).
 """
 from __future__ import annotations
 
@@ -29,10 +33,11 @@ from pathlib import Path
 
 from ..diagnostics import TkcError
 
-__all__ = ["device_name", "lookup", "package_path", "record", "ship", "user_path"]
+__all__ = ["KEPT", "device_name", "lookup", "package_path", "record", "ship", "trimmed", "user_path"]
 
 PACKAGE_DIR = Path(__file__).resolve().parent / "tables"
 REFERENCE_GPU = "NVIDIA H200"
+KEPT = 3   # the candidates' times a package row keeps: the fastest three (and the untuned one's)
 
 _loaded: dict = {}  # path -> (mtime, entries)
 
@@ -142,6 +147,7 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
             continue
         space = package.setdefault("entries", {}).setdefault(name, {})
         for key, row in rows.items():
+            row = trimmed(row)
             if _unsourced(space.get(key)) == _unsourced(row):
                 held += 1
                 continue
@@ -150,6 +156,17 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
     path.write_text(json.dumps(package, indent=1) + "\n")
     _loaded.pop(path, None)
     return path, count, held
+
+
+def trimmed(row: dict, default: str | None = None) -> dict:
+    """The row as the package keeps it: the times of its KEPT fastest
+    candidates and of the untuned configuration (the row's `untuned`;
+    a row tuned before rows named it: `default`, its space's), not every one's."""
+    times = row.get("candidates")
+    if not times:
+        return row
+    kept = set(sorted(times, key=times.get)[:KEPT]) | {row.get("untuned", default)}
+    return dict(row, candidates={t: us for t, us in times.items() if t in kept})
 
 
 def _unsourced(row: dict | None) -> dict | None:
