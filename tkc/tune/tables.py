@@ -114,12 +114,19 @@ def record(name: str, key, row: dict, device: str | None = None, path: Path | No
     data.setdefault("device", device or device_name())
     data.setdefault("compiler", compiler_hash())
     data.setdefault("entries", {}).setdefault(name, {})[repr(key)] = row
+    _write(path, json.dumps(data, indent=1, sort_keys=True))
+    return path
+
+
+def _write(path: Path, text: str) -> None:
+    """path's new text, atomically: a process reading the table meanwhile
+    (lookup) sees the old file or the new, never half of one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned-")
     with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+        f.write(text)
+    os.chmod(tmp, 0o644)   # as a file written plainly (mkstemp's is the owner's alone)
     os.replace(tmp, path)
     _loaded.pop(path, None)
-    return path
 
 
 def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int, int]:
@@ -153,8 +160,7 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
                 continue
             space[key] = dict(row, source=source) if source else row
             count += 1
-    path.write_text(json.dumps(package, indent=1) + "\n")
-    _loaded.pop(path, None)
+    _write(path, json.dumps(package, indent=1) + "\n")
     return path, count, held
 
 
