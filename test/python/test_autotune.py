@@ -125,7 +125,9 @@ def test_after_the_first_round_only_the_shortlist_and_the_default_are_timed(cach
     """measure.SHORTLIST: a candidate slower than 1.5x the first round's
     fastest is timed no more (its row says why, with its one time); the
     default always runs on, as the pick's baseline; a candidate timed in one
-    round only never becomes the pick, even where the shortlist's fail."""
+    round only never becomes the pick, even where the shortlist's fail.
+    (After the 3 rounds the shortlist here, the default and R = 32, are the
+    finalists: 6 rounds more.)"""
     t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.scale.shortlist")(scale_builder)
     calls = {}
 
@@ -134,15 +136,15 @@ def test_after_the_first_round_only_the_shortlist_and_the_default_are_timed(cach
             calls[kernel.name] = calls.get(kernel.name, 0) + 1
             return times[kernel.name][calls[kernel.name] - 1]
         return timer
-    times = {"tune_scale_16_2": [2.0] * 3, "tune_scale_32_2": [1.0] * 3, "tune_scale_64_2": [1.6] * 3}
+    times = {"tune_scale_16_2": [2.0] * 9, "tune_scale_32_2": [1.0] * 9, "tune_scale_64_2": [1.6] * 9}
     result = t.tune(*args_of(), timer=timer_of(times), run=cpu_run, compare=cpu_compare, rounds=3, record=False)
-    assert calls == {"tune_scale_16_2": 3, "tune_scale_32_2": 3, "tune_scale_64_2": 1}
+    assert calls == {"tune_scale_16_2": 9, "tune_scale_32_2": 9, "tune_scale_64_2": 1}
     assert result.best == {"R": 32}
     row = {r["config"]["R"]: r for r in result.rows}[64]
     assert row["us"] == 1.6 and "off the shortlist: 1.60x" in row["why"] and row["status"] == "ok"
     # the shortlisted candidate turns slow after the first round: the default stays
     calls.clear()
-    times["tune_scale_32_2"] = [1.0, 2.5, 2.5]
+    times["tune_scale_32_2"] = [1.0] + [2.5] * 8
     result = t.tune(*args_of(), timer=timer_of(times), run=cpu_run, compare=cpu_compare, rounds=3, record=False)
     assert calls["tune_scale_64_2"] == 1 and result.best == {"R": 16}
 
@@ -151,7 +153,7 @@ def test_each_candidates_spread_over_the_rounds_is_reported(cache):
     """A row's spread is (max - min) / median of its rounds' times: the noise a
     difference must exceed; the table shows it and the tables record the best's."""
     t = tkc.autotune(space={"R": [16, 32]}, name="test.scale.spread")(scale_builder)
-    times = {"tune_scale_16_2": iter([5.0, 5.5, 4.5]), "tune_scale_32_2": iter([3.0, 3.0, 3.0])}
+    times = {"tune_scale_16_2": iter([5.0, 5.5, 4.5] * 3), "tune_scale_32_2": iter([3.0] * 9)}
     result = t.tune(*args_of(), timer=lambda kernel, args: next(times[kernel.name]), run=cpu_run,
                     compare=cpu_compare, rounds=3)
     spread = {r["config"]["R"]: r["spread"] for r in result.rows}
@@ -161,18 +163,21 @@ def test_each_candidates_spread_over_the_rounds_is_reported(cache):
 
 
 @pytest.mark.parametrize("gains, win", [
-    ([0.5, 0.5, 0.5, 0.5, 0.5], False),   # 0.5% faster every round: within the noise
-    ([5, 5, -2, 5, -2], False),           # 5% faster by its median, slower in 2 rounds of 5
-    ([3, 3, 3, 3, -4], True),             # 3% faster in 4 rounds of 5
-    ([2.5, 2.5, 2.5, 2.5, 2.5], True),    # 2.5% faster every round
+    ([0.5] * 5 * 3, False),                 # 0.5% faster every round: within the noise
+    ([5, 5, -2, 5, -2] * 3, False),         # 5% faster by its median, slower in 2 rounds of 5
+    ([3, 3, 3, 3, -4] * 3, True),           # 3% faster in 4 rounds of 5
+    ([2.5] * 5 * 3, True),                  # 2.5% faster every round
+    ([6, -3, 6, -3, 6] + [6] * 10, True),   # slower in 2 of the first 5 rounds, then faster in every one
+    ([2] * 5 + [0, -1] * 5, False),         # faster in the first 5 rounds only: a fluke the finalists' undo
 ])
 def test_a_candidate_replaces_the_default_only_beyond_the_noise(cache, gains, win):
     """The default is kept unless a candidate beats it by more than 1% in
-    the median of their per-round ratios and in three rounds of four; the
-    clock moves between rounds (up to 8% here, more than every gain) but
-    not within one, where the pair is timed together."""
+    the median of their per-round ratios and in three rounds of four (the
+    first 5 rounds, then as finalists 10 more); the clock moves between
+    rounds (up to 8% here, more than every gain) but not within one, where
+    the pair is timed together."""
     t = tkc.autotune(space={"R": [16, 32]}, name="test.scale.margin")(scale_builder)
-    clock, seen = [1.0, 1.08, 0.95, 1.0, 1.04], []
+    clock, seen = [1.0, 1.08, 0.95, 1.0, 1.04] * 3, []
 
     def timer(kernel, args):
         r = len(seen) // 2   # two candidates a round
@@ -182,7 +187,30 @@ def test_a_candidate_replaces_the_default_only_beyond_the_noise(cache, gains, wi
     result = t.tune(*args_of(), timer=timer, run=cpu_run, compare=cpu_compare, rounds=5, record=False)
     assert result.best == ({"R": 32} if win else {"R": 16})
     row = next(r for r in result.rows if r["config"] == {"R": 32})
-    assert ("within the noise" in row["why"]) == (not win) and (row["status"] == "best") == win
+    default = next(r for r in result.rows if r["config"] == {"R": 16})
+    assert (row["status"] == "best") == win
+    assert ("within the noise" in row["why"]) == (not win and row["us"] < default["us"])
+
+
+def test_the_finalists_alone_run_the_last_rounds(cache):
+    """measure.FINALISTS: after the rounds, the 3 fastest by their medians
+    and the default run 2 x rounds more; the rest keep their first rounds'
+    times, their rows say why, and none of them can be the pick."""
+    t = tkc.autotune(space={"R": [16, 32, 64], "factor": [2.0, 3.0]}, name="test.scale.final")(scale_builder)
+    us = {"tune_scale_16_2": 5.0, "tune_scale_32_2": 3.0, "tune_scale_64_2": 3.1,
+          "tune_scale_16_3": 3.2, "tune_scale_32_3": 3.3, "tune_scale_64_3": 3.4}
+    calls = {}
+
+    def timer(kernel, args):
+        calls[kernel.name] = calls.get(kernel.name, 0) + 1
+        return us[kernel.name]
+    result = t.tune(*args_of(), timer=timer, run=lambda k, a: [], compare=lambda r, o: None, rounds=2,
+                    record=False)
+    assert calls == {"tune_scale_16_2": 6, "tune_scale_32_2": 6, "tune_scale_64_2": 6, "tune_scale_16_3": 6,
+                     "tune_scale_32_3": 2, "tune_scale_64_3": 2}
+    assert result.best == {"R": 32, "factor": 2.0}
+    rows = {(r["config"]["R"], r["config"]["factor"]): r for r in result.rows}
+    assert rows[(32, 3.0)]["why"] == "not among the 3 fastest after 2 rounds" and rows[(32, 3.0)]["us"] == 3.3
 
 
 def test_the_noise_margin_is_against_what_the_key_runs_untuned(cache):

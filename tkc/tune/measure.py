@@ -23,7 +23,13 @@
    wide because a round can hold a clock change (the H200's tkc.matmul
    picks, 352 keys: their rounds spread 2% at the median, 25% at the 99th
    percentile); there 36% of a key's candidates were within 1.5x of its
-   best, so a key's later rounds cost about a third.
+   best, so a key's later rounds cost about a third. Then the finalists, the
+   FINALISTS fastest by their medians and the default, run FINAL x rounds
+   rounds more, alone: the pick rests on those rounds too (the others' rows
+   keep their times of the first rounds). Three rounds decided too little:
+   tuned twice (H200, 12-01), 25 tkc.matmul keys of 3840-16384 rows got 9
+   different picks, and at two keys one run kept the default where the
+   other's pick ran 1.5-6% faster in both runs (not in all 3 rounds).
    With flush_l2 each call follows a write of twice the L2, whose own time
    is subtracted.
 4. Pick. A candidate replaces the default only where it is faster beyond
@@ -59,6 +65,7 @@ __all__ = ["Result", "tune"]
 TOLERANCE = {"bfloat16": 2e-2, "float16": 1e-2, "float32": 1e-3, "float64": 1e-9}
 MARGIN = 0.01   # the least gain over the default (median of the paired rounds) that counts
 SHORTLIST = 1.5   # after the first round, only candidates within this of its fastest run on
+FINALISTS, FINAL = 3, 2   # after the rounds, the 3 fastest and the default run 2 x rounds more
 
 
 class Result(NamedTuple):
@@ -113,7 +120,8 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
         rows[text]["spread"] = (max(ts) - min(ts)) / rows[text]["us"] if rows[text]["us"] else 0.0
-    best = _pick({t: ts for t, ts in times.items() if len(ts) == rounds}, untuned, rows)
+    most = max(len(ts) for ts in times.values())   # the finalists' rounds (the default's)
+    best = _pick({t: ts for t, ts in times.items() if len(ts) == most}, untuned, rows)
     rows[best]["status"] = "best"
     result = Result(rows[best]["config"], key, list(rows.values()))
     if record:
@@ -127,7 +135,8 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
 
 def _time(kernels: dict, args, rounds: int, timer, default: str, rows: dict) -> dict:
     """Each candidate's times, a round each (see the module docstring): all
-    of them in the first round, then the shortlist and the default."""
+    of them in the first round, then the shortlist and the default, then
+    the finalists and the default."""
     times: dict = {text: [] for text in kernels}
     live = list(kernels)
     for r in range(rounds):
@@ -139,6 +148,14 @@ def _time(kernels: dict, args, rounds: int, timer, default: str, rows: dict) -> 
                 if t != default and times[t][0] > SHORTLIST * fastest:
                     rows[t]["why"] = f"off the shortlist: {times[t][0] / fastest:.2f}x the first round's fastest"
             live = [t for t in live if t == default or times[t][0] <= SHORTLIST * fastest]
+    finalists = sorted((t for t in live if t != default), key=lambda t: statistics.median(times[t]))
+    if rounds > 1 and finalists:
+        for t in finalists[FINALISTS:]:
+            rows[t]["why"] = rows[t]["why"] or f"not among the {FINALISTS} fastest after {rounds} rounds"
+        live = [default, *finalists[:FINALISTS]]
+        for r in range(rounds, rounds * (1 + FINAL)):
+            for text in random.Random(r).sample(live, len(live)):
+                times[text].append(timer(kernels[text], args))
     return times
 
 
