@@ -32,6 +32,8 @@ from . import tables
 from .configs import config_text
 from .space import registry
 
+WON = 0.02   # --ship counts the rows this much faster than their untuned configuration
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tkc tune", description=__doc__.split("\n\n")[0])
@@ -55,9 +57,15 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     if args.ship:
-        path, count, held = tables.ship(args.ship, args.source, args.filter)
+        path, count, held, gains = tables.ship(args.ship, args.source, args.filter)
         sys.stdout.write(f"{count} row(s) of {args.ship} in {path}"
                          + (f" ({held} the table held already: left as they were)" if held else "") + "\n")
+        if gains:   # what the rows change: how much faster than what their keys ran untuned
+            won = sorted(g for g in gains if g >= WON)
+            sys.stdout.write(f"{len(won)} of the {len(gains)} naming their untuned configuration run "
+                             f"{WON:.0%} or more faster than it"
+                             + (f" ({won[0]:.0%} to {won[-1]:.0%}, median {won[len(won) // 2]:.0%})"
+                                if won else "") + "\n")
         return 0
     if not args.files and not args.library:
         raise TkcError("tkc tune: name FILE.py files or --library")

@@ -129,10 +129,11 @@ def _write(path: Path, text: str) -> None:
     _loaded.pop(path, None)
 
 
-def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int, int]:
+def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, int, int, list]:
     """Copy a machine's tuned rows (its table, as `tkc tune` writes it) into
     the package's table of that GPU: (the package file, rows copied, rows it
-    already held). Each row replaces its key's or joins the end of its space
+    already held, the copied rows' gains: their untuned configuration's time
+    over their pick's, less 1, where a row names it). Each row replaces its key's or joins the end of its space
     (the file's order kept, so a diff shows what changed), with `source` (how
     it was tuned) where given; `only`: spaces whose name contains it. A row
     the table holds as it is (but its source) is left as it is: a machine's
@@ -148,7 +149,7 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
         package = json.loads(path.read_text())
     except OSError:
         package = {"device": device, "entries": {}}
-    count = held = 0
+    count, held, gains = 0, 0, []
     for name, rows in data.get("entries", {}).items():
         if only not in name:
             continue
@@ -160,8 +161,11 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
                 continue
             space[key] = dict(row, source=source) if source else row
             count += 1
+            untuned = row.get("candidates", {}).get(row.get("untuned"))
+            if untuned and row.get("us"):
+                gains.append(untuned / row["us"] - 1)
     _write(path, json.dumps(package, indent=1) + "\n")
-    return path, count, held
+    return path, count, held, gains
 
 
 def trimmed(row: dict, default: str | None = None) -> dict:
