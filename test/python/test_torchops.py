@@ -366,8 +366,9 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     4096, 1024 up to 16384, then power-of-two buckets) and for whether both
     operands' rows miss 128-byte alignment; the reference GPU's table where
     this GPU has none; a key of 1024 columns no table holds takes (if
-    misaligned) the aligned key's, else its power-of-two bucket's; else the
-    widest tile without a cluster (the default)."""
+    misaligned) the aligned key's, else its power-of-two bucket's, and of more
+    than 16384 its rows' at 16384 (an LM head); else the widest tile without
+    a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
@@ -396,12 +397,25 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
             S(64, 1, False, 2), S(256),  # 100 rows: one tile of 112; 65: of 80, untuned
             S(32, 1, False, 1, 64), S(32, 1, False, 1, 64),  # 17-64 rows: one key
             S(64, 1, False, 2, 16), S(64, 1, False, 2, 16)]  # and up to 16
-        # wide C: its own key per 1024 columns, else its power-of-two bucket's, else the default;
+        # wide C: its own key per 1024 columns, else its power-of-two bucket's, else the default; beyond
+        # 16384 its rows' at 16384 (a vocabulary's LM head: 20000, 128256), else the default;
         # misaligned (K 4000, N not a multiple of 64): the aligned key's of its columns first
-        assert [t(1000, 6000, 4096), t(1000, 11000, 4096), t(1000, 20000, 4096)] == [S(192), S(128, 2), S(256)]
+        assert [t(1000, 6000, 4096), t(1000, 11000, 4096), t(1000, 7000, 4096)] == [S(192), S(128, 2), S(256)]
+        assert [t(1000, 20000, 4096), t(1000, 128256, 4096), t(8192, 128256, 4096), t(16, 32000, 4096)] == [
+            S(128, 2), S(128, 2), S(128), S(256)]
+        # ... and its rows' at the widest of HEADS a table holds below its own (Gemma's 256000: 131072's)
+        gemm.TILE.forget()
+        table = json.loads(tables.package_path(tables.REFERENCE_GPU).read_text())
+        table["entries"]["tkc.matmul.tile"][repr((1024, 256, 65536, False))] = {"config": S(192, 1, False)}
+        tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps(table))
+        assert [t(1000, 128256, 4096), t(1000, 256000, 4096), t(1000, 20000, 4096), t(1000, 65536, 4096)] == [
+            S(192, 1, False), S(192, 1, False), S(128, 2), S(192, 1, False)]
         # (11000: no aligned 11264 key, nor a misaligned 16384 one: that one's aligned twin)
         assert [t(1000, 6000, 4000), t(1000, 11000, 4000)] == [S(192), S(128, 2)]
         assert gemm._key(200, 11000, False) == (256, 208, 11264, False)
+        # the LM heads `tkc tune --library` tunes (HEAD_ROWS x HEADS): a key each, the vocabularies' among them
+        heads = {gemm._key(m, n, False) for m in gemm.HEAD_ROWS for n in gemm.HEADS}
+        assert len(heads) == 21 and {gemm._key(16, 128256, False), gemm._key(2048, 32000, False)} <= heads
         # batched C: the rows of all batches, the swapped tile fitting one batch's M
         assert gemm._key(8 * 100, 4096, False, 100) == (896, 112, 4096, False)
     finally:

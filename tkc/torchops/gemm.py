@@ -48,6 +48,11 @@ def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: b
 
 FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
 WIDE = 16384  # ... and up to here per 1024 columns
+# ... and beyond per power of two, tuned at an LM head's vocabularies (32k to 128k columns: Llama-2's
+# 32000, Llama-3's 128256; Qwen's 151936 and Gemma's 256000 take 128k's pick: tuning holds every
+# candidate's copy of B and C, 3 GB each at 256k) and the rows from a decode step's to a prefill
+# chunk's; more rows are many waves of the widest tile (the default)
+HEADS, HEAD_ROWS = (32768, 65536, 131072), (16, 64, 128, 256, 512, 1024, 2048)
 FEW = (16, 64)   # C of up to 16, and of 17 to 64 rows (a decode step's activations): keys of their own
 
 
@@ -59,8 +64,8 @@ def _tile_key(a, b, c) -> tuple:
     columns (how the work items fill the SMs' waves changes within a power
     of two), then 1024 columns up to WIDE (a wide C of few rows is few waves:
     at 1024 x 6144 the pick for 8192 columns ran 1.3x the best), beyond
-    them powers of two (many waves: the widest tile wins); and whether both
-    operands' rows miss 128-byte alignment (see _misaligned)."""
+    them powers of two (HEADS); and whether both operands' rows miss
+    128-byte alignment (see _misaligned)."""
     rows = c.shape[-2] * (c.shape[-3] if len(c.shape) > 2 else 1)
     return _key(rows, c.shape[-1], _misaligned(a, b), c.shape[-2])
 
@@ -73,18 +78,24 @@ def _key(rows: int, cols: int, misaligned: bool, m: int | None = None) -> tuple:
 
 
 def _wider(key: tuple) -> dict:
-    """The pick of a key no table holds, of columns between FINE and WIDE
-    (the tables tune fewer widths there): a misaligned key's is the aligned
-    key's of its columns where a table holds that, else (and an aligned
-    key's) its columns' power-of-two bucket's; any other key's, the default.
-    (On the H200's misaligned keys up to FINE, 473 with both picks timed,
-    the aligned one's ran 1.026x the best on average, at most 1.20x; the
+    """The pick of a key no table holds, of more columns than FINE (the
+    tables tune fewer widths there): a misaligned key's is the aligned key's
+    of its columns where a table holds that; else, up to WIDE columns, its
+    columns' power-of-two bucket's, and beyond, its rows' of the most
+    columns a table holds up to its own (HEADS, then WIDE: a decode step's
+    LM head of 16 rows runs a 16-row tile, not the default's 128 rows); any
+    other key's, the default. (On the
+    H200's misaligned keys up to FINE, 473 with both picks timed, the
+    aligned one's ran 1.026x the best on average, at most 1.20x; the
     bucket's 1.096x, at most 1.86x.)"""
     cols = key[-2]
-    if not FINE < cols <= WIDE:
+    if cols <= FINE:
         return TILE.default
     if key[-1] and tables.lookup(TILE.name, (*key[:-1], False)) is not None:
         return TILE.choose((*key[:-1], False))
+    if cols > WIDE:
+        held = [n for n in HEADS if n < cols and tables.lookup(TILE.name, (*key[:-2], n, key[-1])) is not None]
+        return TILE.choose((*key[:-2], held[-1] if held else WIDE, key[-1]))
     wider = (*key[:-2], bucket(cols), key[-1])
     return TILE.choose(wider) if wider != key else TILE.default
 
@@ -106,7 +117,8 @@ def _misaligned(a: Tensor, b: Tensor) -> bool:
 def _tile_examples() -> list:
     """The shapes `tkc tune --library` tunes the schedule at: every key's C up
     to FINE rows (its most rows) and WIDE columns, and 8192 and 16384 rows
-    beyond; K 4096, and for the misaligned keys K 4000 with C 8 columns short of the key's."""
+    beyond; then HEAD_ROWS x HEADS (an LM head's); K 4096, and then for the
+    misaligned keys K 4000 with C 8 columns short of the key's."""
     rows = [*_example_rows(), 8192, 16384]
     cols = [*range(256, FINE + 1, 256), *range(FINE + 1024, WIDE + 1, 1024)]
 
@@ -114,7 +126,8 @@ def _tile_examples() -> list:
         return lambda: [_gl(torch.randn(m, k, device="cuda").to(BF16)),
                         _gl(torch.randn(k, n, device="cuda").to(BF16)),
                         _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
-    return [make(m, n - 8 * skew, 4096 - 96 * skew) for skew in (0, 1) for m in rows for n in cols]
+    return [*(make(m, n, 4096) for m in rows for n in cols), *(make(m, n, 4096) for m in HEAD_ROWS for n in HEADS),
+            *(make(m, n - 8, 4000) for m in rows for n in cols)]
 
 
 def _example_rows() -> list[int]:
