@@ -39,6 +39,10 @@ def rows():
         b = rnd(*((batch,) if batched_b else ()), k, n)
         return (lambda: tkc.matmul(a, b)), (lambda: torch.matmul(a, b))
 
+    def linear(m, k, n):   # x w^T, w [n, k] as nn.Linear stores it (an LM head's vocabulary: n)
+        x, w = rnd(m, k), rnd(n, k, scale=0.02)
+        return (lambda: tkc.linear(x, w)), (lambda: F.linear(x, w))
+
     def gemm_bwd(m, n, k, batch=None):
         a = rnd(*((batch,) if batch else ()), m, k, grad=True)
         b = rnd(k, n, grad=True, scale=0.05)
@@ -141,6 +145,9 @@ def rows():
                "torch.matmul fwd+bwd", 5),
               ("gemm", "matmul [8,2048,4096]x[4096,4096] fwd+bwd",
                lambda: gemm_bwd(2048, 4096, 4096, 8), "torch.matmul fwd+bwd", 5)]
+    for m in (16, 2048):   # Llama-3-8B's LM head: a decode step's, a prefill chunk's
+        table.append(("gemm", f"linear {m}x4096 -> 128256 (an LM head)", lambda m=m: linear(m, 4096, 128256),
+                      "F.linear", 10))
     for m, bwd in ((16, False), (4096, False), (4096, True)):   # a Llama-8B MLP's: decode, training
         table.append(("gemm", f"swiglu {m}x4096 -> 14336{' fwd+bwd' if bwd else ''}",
                       lambda m=m, b=bwd: swiglu(m, 4096, 14336, b),
