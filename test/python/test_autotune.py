@@ -507,6 +507,16 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
     capsys.readouterr()
     assert cli.main([str(src), "--budget", "0"]) == 0 and len(tuned_keys) == 5   # spent at once: no key
     assert "3 example(s) left when the budget ran out" in capsys.readouterr().out
+    # --dry-run lists the keys it would tune, tuning none (with --missing: those no table holds)
+    assert cli.main([str(src), "--dry-run"]) == 0 and len(tuned_keys) == 5
+    assert capsys.readouterr().out == "t.missing 1\nt.missing 2\nt.missing 3\nt.missing: 3 key(s) to tune\n" \
+        "3 key(s) to tune in 1 of 1 space(s)\n"
+    table = json.loads(tables.user_path().read_text())
+    del table["entries"]["t.missing"]["1"]   # the table forgets key 1
+    tables.user_path().write_text(json.dumps(table))
+    assert cli.main([str(src), "--dry-run", "--missing"]) == 0 and len(tuned_keys) == 5
+    assert capsys.readouterr().out == "t.missing 1\nt.missing: 1 key(s) to tune, 2 a table holds\n" \
+        "1 key(s) to tune in 1 of 1 space(s)\n"
 
 
 def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):

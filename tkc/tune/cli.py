@@ -5,6 +5,7 @@
     tkc tune --library --filter tkc.matmul.tile --missing           # ... only keys no table holds
     tkc tune --library --missing --budget 600                       # ... for at most ~10 minutes
     tkc tune --ship TUNED.json --source "how"                       # its rows into the package's table
+    tkc tune --library --missing --dry-run                          # the keys it would tune (no GPU)
 
 Each autotuned builder found (a FILE's globals, or the library's: the torch
 ops' picks) is tuned at every call given for it by name (--call, in the
@@ -25,6 +26,7 @@ import argparse
 import ast
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from ..diagnostics import TkcError
@@ -51,6 +53,8 @@ def parser() -> argparse.ArgumentParser:
                         "--missing for the rest)")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5; the finalists then run 2 x as many more)")
     p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
+    p.add_argument("--dry-run", action="store_true", help="list the keys it would tune (with --missing: those "
+                   "no table holds) and stop; needs no GPU (the examples made as fake tensors)")
     return p
 
 
@@ -74,13 +78,11 @@ def main(argv: list[str]) -> int:
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
     calls = [_parse(expr) for expr in args.call]
+    if args.dry_run:
+        return _dry_run(found, calls, args.missing)
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     for tuned in found:
-        mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
-        examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
-        if not examples:
-            sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
-            continue
+        examples = _examples(tuned, calls)
         for i, example in enumerate(examples):
             if args.budget is not None and time.perf_counter() - t0 > args.budget:
                 left += 1
@@ -106,6 +108,50 @@ def main(argv: list[str]) -> int:
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
     return 1 if failed or not (rows or held or left) else 0
+
+
+def _examples(tuned, calls: list) -> list:
+    """The argument lists (or thunks making them) to tune `tuned` at: its
+    --call ones, else its own examples; none, said on stderr."""
+    mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
+    examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
+    if not examples:
+        sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
+    return examples
+
+
+def _dry_run(found: list, calls: list, missing: bool) -> int:
+    """--dry-run: each builder's keys its examples (or calls) would tune, made
+    as fake tensors (torch's FakeTensorMode: shapes without memory) through
+    the fake driver, so any machine can list them; with missing, those no
+    table holds."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from ..bench.fake_driver import fake_driver
+    total, spaces, unlisted = 0, 0, []
+    for tuned in found:
+        keys, held = [], 0
+        try:   # (the fake driver: what examples ask the driver, an SM count say)
+            with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
+                for example in _examples(tuned, calls):
+                    key = tuned.key(example() if callable(example) else example)
+                    if missing and tables.lookup(tuned.name, key) is not None:
+                        held += 1
+                    elif key not in keys:
+                        keys.append(key)
+        except Exception as e:  # noqa: BLE001  (examples or a key that need real tensors or the driver)
+            unlisted.append(f"{tuned.name} ({type(e).__name__}: {str(e).splitlines()[0]})")
+        else:
+            if keys:
+                sys.stdout.write("".join(f"{tuned.name} {k!r}\n" for k in keys) + f"{tuned.name}: {len(keys)} "
+                                 f"key(s) to tune" + (f", {held} a table holds" if held else "") + "\n")
+            total += len(keys)
+            spaces += bool(keys)
+    sys.stdout.write(f"{total} key(s) to tune in {spaces} of {len(found) - len(unlisted)} space(s)\n")
+    for line in unlisted:
+        sys.stdout.write(f"not listed, its examples need a GPU: {line}\n")
+    return 0
 
 
 def summary(rows: list, seconds: float) -> str:
