@@ -168,7 +168,7 @@ def test_each_candidates_spread_over_the_rounds_is_reported(cache):
     ([3, 3, 3, 3, -4] * 3, True),           # 3% faster in 4 rounds of 5
     ([2.5] * 5 * 3, True),                  # 2.5% faster every round
     ([6, -3, 6, -3, 6] + [6] * 10, True),   # slower in 2 of the first 5 rounds, then faster in every one
-    ([2] * 5 + [0, -1] * 5, False),         # faster in the first 5 rounds only: a fluke the finalists' undo
+    ([2] * 5 + [0, -1] * 5, False),         # faster in the first 5 rounds only: a fluke the finalists' rounds undo
 ])
 def test_a_candidate_replaces_the_default_only_beyond_the_noise(cache, gains, win):
     """The default is kept unless a candidate beats it by more than 1% in

@@ -367,8 +367,9 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     operands' rows miss 128-byte alignment; the reference GPU's table where
     this GPU has none; a key of 1024 columns no table holds takes (if
     misaligned) the aligned key's, else its power-of-two bucket's, and of more
-    than 16384 its rows' at 16384 (an LM head); else the widest tile without
-    a cluster (the default)."""
+    than 16384 (an LM head's) its rows' at the most columns below its own a
+    table holds (of 32k, 64k, 128k, else 16384); else the widest tile
+    without a cluster (the default)."""
     from tkc.tune import tables
     monkeypatch.setattr(tables, "PACKAGE_DIR", tmp_path)
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))

@@ -81,13 +81,12 @@ def _wider(key: tuple) -> dict:
     """The pick of a key no table holds, of more columns than FINE (the
     tables tune fewer widths there): a misaligned key's is the aligned key's
     of its columns where a table holds that; else, up to WIDE columns, its
-    columns' power-of-two bucket's, and beyond, its rows' of the most
-    columns a table holds up to its own (HEADS, then WIDE: a decode step's
-    LM head of 16 rows runs a 16-row tile, not the default's 128 rows); any
-    other key's, the default. (On the
-    H200's misaligned keys up to FINE, 473 with both picks timed, the
-    aligned one's ran 1.026x the best on average, at most 1.20x; the
-    bucket's 1.096x, at most 1.86x.)"""
+    columns' power-of-two bucket's, and beyond, its rows' at the most
+    columns below its own a table holds (of HEADS, else WIDE: a decode
+    step's LM head of 16 rows runs a 16-row tile, not the default's 128
+    rows); any other key's, the default. (On the H200's misaligned keys up
+    to FINE, 473 with both picks timed, the aligned one's ran 1.026x the
+    best on average, at most 1.20x; the bucket's 1.096x, at most 1.86x.)"""
     cols = key[-2]
     if cols <= FINE:
         return TILE.default
