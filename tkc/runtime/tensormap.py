@@ -126,8 +126,8 @@ def encode(args: EncodeArgs) -> bytes:
     cu = driver.api()
     dtype, box, element_strides, interleave, swizzle, l2, oob = _fixed(cu, args)[1]
     u64 = cu.cuuint64_t
-    tmap = driver.call("cuTensorMapEncodeTiled", dtype, 4, args.address, [u64(n) for n in args.global_dim],
-                       [u64(n) for n in args.global_strides], box, element_strides, interleave, swizzle, l2, oob)
+    tmap = driver.call("cuTensorMapEncodeTiled", dtype, 4, args.address, list(map(u64, args.global_dim)),
+                       list(map(u64, args.global_strides)), box, element_strides, interleave, swizzle, l2, oob)
     return ctypes.string_at(tmap.getPtr(), MAP_BYTES)
 
 

@@ -21,11 +21,14 @@ def strided_takes(t: Tensor, row_dims: int = 1) -> bool:
     """Whether a strided gl (tkc.gl(..., strided=True)) takes t as it is, its
     last `row_dims` dims seen as one row: their elements adjacent, and the
     runtime's launch rule for the rest (args.strided_fits)."""
-    if row_dims == 1:   # the common case in a few reads (a decode step checks its cache's each call)
-        e, strides = t.element_size(), t.stride()
-        if strides and strides[-1] == 1 and not t.data_ptr() % ALIGN and \
-                all(s > 0 and not s * e % ALIGN for s in strides[:-1]):
-            return True
+    if row_dims == 1:   # the common case in a few reads (a decode step checks its cache's each call:
+        e, strides = t.element_size(), t.stride()   # a loop, not all() over a generator's frames)
+        if strides and strides[-1] == 1 and not t.data_ptr() % ALIGN:
+            for s in strides[:-1]:
+                if s <= 0 or s * e % ALIGN:
+                    break
+            else:
+                return True
     inner = 1
     for n, s in zip(reversed(t.shape[-row_dims:]), reversed(t.stride()[-row_dims:])):
         if n != 1 and s != inner:
