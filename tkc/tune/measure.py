@@ -148,8 +148,9 @@ def _time(kernels: dict, args, rounds: int, timer, default: str, rows: dict) -> 
                 if t != default and times[t][0] > SHORTLIST * fastest:
                     rows[t]["why"] = f"off the shortlist: {times[t][0] / fastest:.2f}x the first round's fastest"
             live = [t for t in live if t == default or times[t][0] <= SHORTLIST * fastest]
-    finalists = sorted((t for t in live if t != default), key=lambda t: statistics.median(times[t]))
-    if rounds > 1 and finalists:
+    finalists = sorted((t for t in live if t != default), key=lambda t: statistics.median(times[t])) \
+        if rounds > 1 else []
+    if finalists:
         for t in finalists[FINALISTS:]:
             rows[t]["why"] = rows[t]["why"] or f"not among the {FINALISTS} fastest after {rounds} rounds"
         live = [default, *finalists[:FINALISTS]]

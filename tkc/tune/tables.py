@@ -133,9 +133,10 @@ def ship(src: Path, source: str | None = None, only: str = "") -> tuple[Path, in
     """Copy a machine's tuned rows (its table, as `tkc tune` writes it) into
     the package's table of that GPU: (the package file, rows copied, rows it
     already held, the copied rows' gains: their untuned configuration's time
-    over their pick's, less 1, where a row names it). Each row replaces its key's or joins the end of its space
-    (the file's order kept, so a diff shows what changed), with `source` (how
-    it was tuned) where given; `only`: spaces whose name contains it. A row
+    over their pick's, less 1, where a row names it). Each row replaces its
+    key's or joins the end of its space (the file's order kept, so a diff
+    shows what changed), trimmed (`trimmed`), with `source` (how it was
+    tuned) where given; `only`: spaces whose name contains it. A row
     the table holds as it is (but its source) is left as it is: a machine's
     file keeps the rows of its earlier runs, which an earlier --ship copied
     with their own source."""
