@@ -478,8 +478,8 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
         from tkc import f32, gl, rt
         from tkc.ops import load, store
 
-        @tkc.autotune(space={"R": [16, 32]}, name="t.missing", key=lambda n: n,
-                      examples=lambda: [[1], [2], [3]])
+        @tkc.autotune(space={"R": [16, 32]}, name="t.missing", key=lambda n, _: n,
+                      examples=lambda: [[1, 0], [2, 0], [3, 0]])
         def space(R):
             @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_missing_{R}")
             def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
@@ -596,3 +596,54 @@ def test_tkc_tune_ship_copies_tuned_rows_into_the_package_table(cache, tmp_path,
     # shipped again, the trimmed row is the one the table holds
     assert cli.main(["--ship", str(tuned), "--filter", "t.a"]) == 0
     assert "0 row(s)" in (out := capsys.readouterr().out) and "4 the table held already" in out
+
+
+def test_every_library_space_s_first_example_fits_its_kernel():
+    """Each library space's first example (made as fake tensors through the
+    fake driver, as --dry-run makes them) is as many arguments as its kernel
+    takes: the norms' examples kept the dropout's old (p, seed, offset) after
+    the kernels took (philox, p), and `tkc tune` failed at every norm key
+    on the GPU (12-01). Spaces whose examples need a GPU are skipped."""
+    pytest.importorskip("torch")
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.tune import cli
+    checked, misfits = 0, []
+    for tuned in cli._builders([], True):
+        try:
+            with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                example = tuned.examples()[0]
+                args = example() if callable(example) else example
+        except Exception:  # noqa: BLE001  (examples that need a GPU: --dry-run names them)
+            continue
+        checked += 1
+        why = tuned.misfit(args)
+        if why is not None:
+            misfits.append(f"{tuned.name}: {why}")
+    assert checked >= 100 and not misfits, misfits
+
+
+def test_a_dry_run_fails_on_an_example_its_kernel_cannot_take(cache, tmp_path, capsys):
+    src = tmp_path / "misfit.py"
+    src.write_text(textwrap.dedent('''
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.misfit", key=lambda *a: len(a),
+                      examples=lambda: [[1, 2], [1, 2, 3]])
+        def space(R):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_misfit_{R}")
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+    '''))
+    from tkc.tune import cli
+    assert cli.main([str(src), "--dry-run"]) == 1
+    out = capsys.readouterr()
+    assert out.out.startswith("t.misfit 2\n") and "t.misfit 3" not in out.out
+    assert "t.misfit: an example of 3 arguments; the kernel cli_misfit_16 takes 2 (x, y)" in out.err

@@ -29,14 +29,14 @@ from __future__ import annotations
 import functools
 import itertools
 
-from tkc.diagnostics import TkcError
+from tkc.kernels import NORM_WIDTHS
 from tkc.kernels.layernorm import LANE_CHOICES, lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from tkc.kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from tkc.tune import autotune, bucket
 
 __all__ = ["KERNELS", "SPACES", "SPACE_KEYS", "lane_split", "space", "space_name"]
 
-EXAMPLE_WIDTHS = (1024, 2048, 4096, 8192, 16384)   # the D `tkc tune` tunes at, N 16384 rows
+EXAMPLE_WIDTHS = NORM_WIDTHS   # the D `tkc tune` tunes at (N 16384 rows): those the library prebuilds
 WARPS = 4   # rows a block of the one-warp kernels (norm_plans builds them so)
 BUILDERS = {(False, "fwd"): layernorm_fwd, (False, "bwd"): layernorm_bwd,
             (True, "fwd"): rmsnorm_fwd, (True, "bwd"): rmsnorm_bwd}
@@ -92,13 +92,14 @@ def _example(rms: bool, kind: str, D: int, dropout: bool, residual: bool, N: int
     row = lambda: torch.randn(1, D, device="cuda").to(torch.bfloat16)  # noqa: E731
     stat = lambda: torch.rand(1, N, device="cuda") + 0.5  # noqa: E731
     p = 0.1 if dropout else 0.0
+    philox = torch.tensor([[1, 0]], device="cuda", dtype=torch.int32)   # (seed, offset), as norm_plans draws
     mean = [] if rms else [stat()]
     res = [bf()] if residual else []   # forward: the residual in, h out; backward: dh_next
     if kind == "fwd":
         return [bf(), *res, row(), *([] if rms else [row()]), bf(), *([bf()] if residual else []),
-                *mean, stat(), p, 1e-5, 1, 0]
+                *mean, stat(), philox, p, 1e-5]
     dev = torch.device("cuda")   # the default's grid (norm_plans: the blocks the SMs hold)
     blocks = sms(dev) * resident(BUILDERS[rms, kind](D, dropout, WARPS, residual), dev)
     parts = [torch.empty(blocks, D, device="cuda") for _ in range(1 if rms else 2)]
     dres = [bf()] if residual and dropout else []
-    return [bf(), *res, bf(), row(), *mean, stat(), bf(), *dres, *parts, p, 1, 0]
+    return [bf(), *res, bf(), row(), *mean, stat(), bf(), *dres, *parts, philox, p]

@@ -125,18 +125,24 @@ def _dry_run(found: list, calls: list, missing: bool) -> int:
     """--dry-run: each builder's keys its examples (or calls) would tune, made
     as fake tensors (torch's FakeTensorMode: shapes without memory) through
     the fake driver, so any machine can list them; with missing, those no
-    table holds."""
+    table holds. An example its kernel cannot take (Autotuned.misfit) is an
+    error: 1."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ..bench.fake_driver import fake_driver
-    total, spaces, unlisted = 0, 0, []
+    total, spaces, unlisted, misfits = 0, 0, [], []
     for tuned in found:
         keys, held = [], 0
         try:   # (the fake driver: what examples ask the driver, an SM count say)
             with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
                 warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
                 for example in _examples(tuned, calls):
-                    key = tuned.key(example() if callable(example) else example)
+                    args = example() if callable(example) else example
+                    why = tuned.misfit(args)
+                    if why is not None:
+                        misfits.append(f"{tuned.name}: {why}")
+                        break
+                    key = tuned.key(args)
                     if missing and tables.lookup(tuned.name, key) is not None:
                         held += 1
                     elif key not in keys:
@@ -152,7 +158,9 @@ def _dry_run(found: list, calls: list, missing: bool) -> int:
     sys.stdout.write(f"{total} key(s) to tune in {spaces} of {len(found) - len(unlisted)} space(s)\n")
     for line in unlisted:
         sys.stdout.write(f"not listed, its examples need a GPU: {line}\n")
-    return 0
+    for line in misfits:
+        sys.stderr.write(f"tkc tune: {line}\n")
+    return 1 if misfits else 0
 
 
 def summary(rows: list, seconds: float) -> str:

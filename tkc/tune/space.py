@@ -99,6 +99,17 @@ class Autotuned:
     def key(self, args) -> object:
         return self.key_fn(*args)
 
+    def misfit(self, args) -> str | None:
+        """Why args cannot be a call of the default's kernel (its argument
+        count, a Bound kernel's less its bound ones), else None: what a dry
+        run asks of each example, where the count is all it can check."""
+        k = self.kernel(self.default)
+        names = list(getattr(k, "kernel", k).params)
+        n = len(names) - len(getattr(k, "values", {}))
+        if len(args) != n:
+            return f"an example of {len(args)} arguments; the kernel {k.name} takes {n} ({', '.join(names)})"
+        return None
+
     def pick(self, args) -> dict:
         """The configuration a call with these arguments runs: the tuned one
         for its key (tuning it first when asked to), else the default."""
