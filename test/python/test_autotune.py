@@ -647,3 +647,38 @@ def test_a_dry_run_fails_on_an_example_its_kernel_cannot_take(cache, tmp_path, c
     out = capsys.readouterr()
     assert out.out.startswith("t.misfit 2\n") and "t.misfit 3" not in out.out
     assert "t.misfit: an example of 3 arguments; the kernel cli_misfit_16 takes 2 (x, y)" in out.err
+
+
+def test_batched_records_write_the_table_every_few_seconds_and_at_the_end(cache, monkeypatch):
+    """Within tables.batched() (`tkc tune`'s loop) a row is written when
+    WRITE_EVERY seconds passed since the last write, else at the end; lookup
+    sees it meanwhile; a SIGTERM (cli._terminable: `timeout`'s) ends the
+    loop with the rows written."""
+    import os
+    import signal
+
+    from tkc.tune import cli
+    clock = [100.0]
+    monkeypatch.setattr(tables.time, "monotonic", lambda: clock[0])
+    path = tables.user_path()
+    path.unlink(missing_ok=True)
+    written = lambda: json.loads(path.read_text())["entries"]["t.batch"] if path.exists() else {}  # noqa: E731
+    with tables.batched():
+        tables.record("t.batch", 1, {"config": {"R": 16}})
+        clock[0] += tables.WRITE_EVERY / 2
+        tables.record("t.batch", 2, {"config": {"R": 32}})
+        assert written() == {} and tables.lookup("t.batch", 2) == {"R": 32}   # held, and seen
+        clock[0] += tables.WRITE_EVERY / 2
+        tables.record("t.batch", 3, {"config": {"R": 16}})   # the interval passed: all three written
+        assert set(written()) == {"1", "2", "3"}
+        tables.record("t.batch", 4, {"config": {"R": 32}})
+        assert set(written()) == {"1", "2", "3"}
+    assert set(written()) == {"1", "2", "3", "4"} and tables.lookup("t.batch", 4) == {"R": 32}
+    tables.record("t.batch", 5, {"config": {"R": 16}})   # outside: at once
+    assert set(written()) == {"1", "2", "3", "4", "5"}
+    with pytest.raises(SystemExit) as stop:
+        with cli._terminable(), tables.batched():
+            tables.record("t.batch", 6, {"config": {"R": 16}})
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert stop.value.code == 128 + signal.SIGTERM and "6" in written()
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # restored

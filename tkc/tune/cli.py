@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import signal
 import sys
 import time
 import warnings
@@ -82,24 +84,25 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         return _dry_run(found, calls, args.missing)
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
-    for tuned in found:
-        examples = _examples(tuned, calls)
-        for i, example in enumerate(examples):
-            if args.budget is not None and time.perf_counter() - t0 > args.budget:
-                left += 1
-                continue
-            try:   # a key whose example or default cannot be made (offline: not built) is skipped
-                made = example() if callable(example) else example
-                if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
-                    held += 1
+    with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
+        for tuned in found:
+            examples = _examples(tuned, calls)
+            for i, example in enumerate(examples):
+                if args.budget is not None and time.perf_counter() - t0 > args.budget:
+                    left += 1
                     continue
-                result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
-            except TkcError as e:   # this key cannot be tuned: the rest can
-                failed.append(f"{tuned.name}: {e}")
-                sys.stderr.write(f"[-] {failed[-1]}\n")
-                continue
-            rows.append((tuned, result))
-            sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
+                try:   # a key whose example or default cannot be made (offline: not built) is skipped
+                    made = example() if callable(example) else example
+                    if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
+                        held += 1
+                        continue
+                    result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
+                except TkcError as e:   # this key cannot be tuned: the rest can
+                    failed.append(f"{tuned.name}: {e}")
+                    sys.stderr.write(f"[-] {failed[-1]}\n")
+                    continue
+                rows.append((tuned, result))
+                sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
     if rows:
         sys.stdout.write(summary(rows, time.perf_counter() - t0))
     if held:
@@ -119,6 +122,23 @@ def _examples(tuned, calls: list) -> list:
     if not examples:
         sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
     return examples
+
+
+@contextlib.contextmanager
+def _terminable():
+    """SIGTERM (`timeout`'s, a batch system's) as SystemExit within it, so the
+    rows batched() holds are written before the process ends."""
+    def end(signum, frame):
+        raise SystemExit(128 + signum)
+    try:
+        old = signal.signal(signal.SIGTERM, end)
+    except ValueError:   # (not the main thread: as it was)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _dry_run(found: list, calls: list, missing: bool) -> int:
