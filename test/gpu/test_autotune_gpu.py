@@ -36,3 +36,21 @@ def test_tune_a_small_space_end_to_end(tmp_path, monkeypatch):
     scale(x, y)
     torch.cuda.synchronize()
     assert torch.equal(y, 2 * x) and torch.count_nonzero(y) > 0
+
+
+def test_every_library_space_s_first_example_runs_its_default():
+    """What `tkc tune --library` starts each space with: its first example
+    made on the GPU and its default's kernel run on it (the norms' examples
+    had gone stale against their kernels' arguments and every norm key
+    failed to tune, 12-01; the CPU test checks only the count)."""
+    import tkc.torchops  # noqa: F401  (registers the library's spaces)
+    from tkc.tune import cli
+    ran = []
+    for tuned in cli._builders([], True):
+        example = tuned.examples()[0]
+        args = example() if callable(example) else example
+        tuned.kernel(tuned.default)(*args)
+        torch.cuda.synchronize()
+        ran.append(tuned.name)
+        del args
+    assert len(ran) >= 100
