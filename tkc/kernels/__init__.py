@@ -38,7 +38,7 @@ from .scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hoppe
 
 
 NORMS = (layernorm_fwd, layernorm_bwd, rmsnorm_fwd, rmsnorm_bwd)
-NORM_WIDTHS = (1024, 2048, 4096, 8192, 16384)   # the widths the norms' spaces tune at (norm_tuned)
+NORM_WIDTHS = (1024, 2048, 4096, 8192, 16384)   # the norms' prebuilt widths, which their spaces tune at
 
 
 def _gemm_ops():

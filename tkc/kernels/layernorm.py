@@ -93,8 +93,10 @@ def split_args(lane_values: int | None) -> dict:
 
 
 def lane_choices(kind: str, D: int, dropout: bool) -> list:
-    """The LANE_CHOICES a row of D can take: a split within a block's 32 warps,
-    at most DROPOUT_LANE_VALUES a lane with dropout; a backward of D <=
+    """The LANE_CHOICES a row of D can take: a split over at most ROW_WARPS
+    warps (no table picked more, H200 or H100, and at 32 warps, 64 registers
+    a thread, the backward at D 16384 spilled 4-56 B), at most
+    DROPOUT_LANE_VALUES a lane with dropout; a backward of D <=
     SPLIT_AT keeps one warp a row (its split kernels' per-block partial sums
     are not the one-warp kernels', so tuning could not check one against the
     other)."""
@@ -104,7 +106,8 @@ def lane_choices(kind: str, D: int, dropout: bool) -> list:
             if (dropout and v > DROPOUT_LANE_VALUES) or (kind == "bwd" and D <= SPLIT_AT["bwd"]):
                 continue
             try:
-                row_split(D, kind, **split_args(v))
+                if row_split(D, kind, **split_args(v))[0] > ROW_WARPS:
+                    continue
             except TkcError:  # more warps a row than a block has
                 continue
         out.append(v)
