@@ -4,6 +4,7 @@ import pytest
 
 import tkc
 from tkc import f32, gl, rt
+from tkc.kernels.attention_tuned import all_kernels
 from tkc.ops import load, store
 
 pytestmark = pytest.mark.gpu
@@ -38,15 +39,23 @@ def test_tune_a_small_space_end_to_end(tmp_path, monkeypatch):
     assert torch.equal(y, 2 * x) and torch.count_nonzero(y) > 0
 
 
+def _library_spaces() -> list:
+    import tkc.torchops  # noqa: F401  (registers the library's spaces)
+    from tkc.tune import cli
+    return cli._builders([], True)
+
+
+# `tkc build` of this file: the defaults, and what attention's examples run to make their arguments
+KERNELS = [t.kernel(t.default) for t in _library_spaces()] + all_kernels()
+
+
 def test_every_library_space_s_first_example_runs_its_default():
     """What `tkc tune --library` starts each space with: its first example
     made on the GPU and its default's kernel run on it (the norms' examples
     had gone stale against their kernels' arguments and every norm key
     failed to tune, 12-01; the CPU test checks only the count)."""
-    import tkc.torchops  # noqa: F401  (registers the library's spaces)
-    from tkc.tune import cli
     ran = []
-    for tuned in cli._builders([], True):
+    for tuned in _library_spaces():
         example = tuned.examples()[0]
         args = example() if callable(example) else example
         tuned.kernel(tuned.default)(*args)
