@@ -171,7 +171,7 @@ def rows():
         table.append(("attention", f"attention draft B{B} Hq{Hq} Hkv{Hkv} Lq {Lq} causal Lk {Lk} D{D}",
                       lambda B=B, Hq=Hq, Hkv=Hkv, Lq=Lq, Lk=Lk, D=D: draft(B, Hq, Hkv, Lq, Lk, D),
                       "SDPA causal_lower_right", 20))
-    for n, d in ((16384, 1024), (8192, 8192)):
+    for n, d in ((16384, 1024), (8192, 8192), (4096, 16384)):   # (16384: the widest D the norms serve)
         for bwd in (False, True):
             table.append(("memory", f"layer_norm {n}x{d}{' fwd+bwd' if bwd else ''}",
                           lambda n=n, d=d, b=bwd: layernorm(n, d, b),
