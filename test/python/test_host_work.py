@@ -150,18 +150,21 @@ def test_a_growing_cache_keeps_nothing_per_step():
 def test_matmul_and_linear_inference_calls():
     """A repeated no-grad call runs the plain path (its key, its cached plan,
     the launch): one launch and one torch op, the output's allocation. A
-    2-D tkc.linear costs what tkc.matmul does but a frame (its plan's
-    result picked from (y, preact)); it viewed its 2-D result as 2-D and
-    allocated through one more lambda, 12-01."""
+    tkc.linear costs what tkc.matmul does but a frame (its plan's result
+    picked from (y, preact)), and of x [B, T, K] allocates y [B, T, N]
+    itself; until 12-01 it viewed its result (as [..., N], even when 2-D) and
+    allocated through one more lambda. tkc.swiglu likewise."""
     x, w = torch.randn(64, 256).to(BF), torch.randn(128, 256).to(BF)
+    x3 = x.view(4, 16, 256)
     with torch.no_grad():
         counts = {name: _work(call) for name, call in
                   (("linear", lambda: tkc.linear(x, w)), ("matmul", lambda: tkc.matmul(x, w.t())))}
-        with fake_driver():
-            tkc.linear(x, w)
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                tkc.linear(x, w)
-    top = collections.Counter(e.name for e in prof.events() if e.cpu_parent is None)
-    assert top == {"aten::empty": 1}, top
+        for call in (lambda: tkc.linear(x, w), lambda: tkc.linear(x3, w), lambda: tkc.swiglu(x3, w, w)):
+            with fake_driver():
+                call()
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                    call()
+            top = collections.Counter(e.name for e in prof.events() if e.cpu_parent is None)
+            assert top == {"aten::empty": 1}, top
     (launches, _, frames), (m_launches, _, m_frames) = counts["linear"], counts["matmul"]
     assert launches == m_launches == 1 and frames <= m_frames + 1, (frames, m_frames)

@@ -75,12 +75,15 @@ def test_each_schedule_kind(cpu_ops, monkeypatch, schedule):
     assert _rel(tkc.swiglu(x, wg, wu), _ref(x, wg, wu)) < 1e-2
 
 
-def test_plain_and_autograd_paths_agree(cpu_ops):
+@pytest.mark.parametrize("shape", [(33, 64), (3, 11, 64)])
+def test_plain_and_autograd_paths_agree(cpu_ops, shape):
     """No gradient wanted: the kernel writes h alone, and later calls take the
-    kept plan; with one, it also stores gate and up. Both give the same h."""
-    x, wg, wu, _ = _operands(3, 33, 64, grad=False)
+    kept plan (which makes h [..., F] itself); with one, it also stores gate
+    and up. Both give the same h."""
+    x, wg, wu, _ = _operands(3, *shape, grad=False)
     plain = tkc.swiglu(x, wg, wu)
-    assert tkc.swiglu(x, wg, wu).equal(plain)   # the kept plan's run
+    kept = tkc.swiglu(x, wg, wu)   # the kept plan's run
+    assert kept.shape == (*shape[:-1], 72) and kept.is_contiguous() and kept.equal(plain)
     graded = tkc.swiglu(x, wg, wu.requires_grad_())
     assert graded.requires_grad and graded.detach().equal(plain)
     with torch.no_grad():

@@ -96,9 +96,11 @@ TILE = autotune(space=SPACE, prune=pruned_gated, name="tkc.swiglu.tile", flush_l
 
 def _plan(x: Tensor, wg: Tensor, wu: Tensor, preact: bool):
     M, F = x.shape[0], wg.shape[0]
-    out = functools.partial(torch.empty, M, F, device=x.device, dtype=BF16)
+    dev = x.device
+    out = functools.partial(torch.empty, M, F, device=dev, dtype=BF16)
     if x.numel() == 0 or wg.numel() == 0:   # no rows, or K = 0 (gate and up are zeros)
-        return lambda x, wg, wu: (out().zero_(), *((out().zero_(), out().zero_()) if preact else ()))
+        return lambda x, wg, wu, shape=(M, F): (torch.zeros(shape, device=x.device, dtype=BF16),
+                                                 *((out().zero_(), out().zero_()) if preact else ()))
     launch = _kernel(preact, **TILE.choose(_key(M, F))).prepare(
         _gl(x), _gl(wg), _gl(wu), *(_gl(out()) for _ in range(3 if preact else 1)))
 
@@ -107,9 +109,9 @@ def _plan(x: Tensor, wg: Tensor, wu: Tensor, preact: bool):
             y, g, u = out(), out(), out()
             launch(x, wg, wu, y, g, u)
             return y, g, u
-    else:
-        def run(x, wg, wu):
-            y = out()
+    else:   # shape: y's (a plain call's [..., F]: the launch reads its pointer)
+        def run(x, wg, wu, shape=(M, F)):
+            y = torch.empty(shape, device=dev, dtype=BF16)
             launch(x, wg, wu, y)
             return (y,)
     return run
@@ -186,6 +188,6 @@ def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor) -> Tensor:
     shape = (*x.shape[:-1], w_gate.shape[0])
     if key is not None and x2.data_ptr() == x.data_ptr() and wg is w_gate and wu is w_up:
         plan = _plans((signature(x2, wg, wu), False), x2, wg, wu, False)
-        _plain.keep(key, lambda x, wg, wu: plan(x, wg, wu)[0].view(shape))
+        _plain.keep(key, lambda x, wg, wu: plan(x, wg, wu, shape)[0])   # (h made [..., F]: no view)
     return h.view(shape)
 

@@ -290,8 +290,8 @@ def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact
     M, N = x.shape[0], w.shape[0]
     act = activation or None
     if x.numel() == 0 or w.numel() == 0:
-        def empty(x, w, bias):
-            z = torch.zeros(M, N, device=x.device, dtype=BF16)
+        def empty(x, w, bias, shape=(M, N)):
+            z = torch.zeros(shape, device=x.device, dtype=BF16)
             if bias is not None:
                 z += bias
             y = z if act is None else getattr(torch.nn.functional, act)(z)
@@ -309,14 +309,14 @@ def _lin_plan(x: Tensor, w: Tensor, bias: Tensor | None, activation: str, preact
             y, z = out(), out()
             launch(x, w, *([bias] if bias is not None else []), y, z)
             return y, z
-    elif bias is None:   # (torch.empty inline: a frame less a call)
-        def run(x, w, bias):
-            y = torch.empty(M, N, device=dev, dtype=BF16)
+    elif bias is None:   # shape: y's (a plain call's [..., N]: the launch reads its pointer)
+        def run(x, w, bias, shape=(M, N)):
+            y = torch.empty(shape, device=dev, dtype=BF16)
             launch(x, w, y)
             return y, None
     else:
-        def run(x, w, bias):
-            y = torch.empty(M, N, device=dev, dtype=BF16)
+        def run(x, w, bias, shape=(M, N)):
+            y = torch.empty(shape, device=dev, dtype=BF16)
             launch(x, w, bias, y)
             return y, None
     return run
@@ -403,8 +403,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None,
     if key is not None and x2.data_ptr() == x.data_ptr() and w is weight and b is bias:
         plan, shape = _lin_plans((signature(x2, w, b), act, False), x2, w, b, act, False), \
             (*x.shape[:-1], weight.shape[0])
-        _plain.keep(key, (lambda x, w, b: plan(x, w, b)[0]) if x.dim() == 2 else   # (a view: ~1 µs)
-                    (lambda x, w, b: plan(x, w, b)[0].view(shape)))
+        _plain.keep(key, lambda x, w, b: plan(x, w, b, shape)[0])   # (y made [..., N]: no view)
     return y.view(*x.shape[:-1], weight.shape[0])
 
 
