@@ -108,7 +108,8 @@ def main(argv: list[str]) -> int:
     if held:
         sys.stdout.write(f"{held} key(s) a table holds: not tuned again (--missing)\n")
     if left:
-        sys.stdout.write(f"{left} example(s) left when the budget ran out (--budget {args.budget:g})\n")
+        sys.stdout.write(f"{left} example(s) left when the budget ran out (--budget {args.budget:g}; examples "
+                         "can share a key: --missing --dry-run lists the keys left)\n")
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
     return 1 if failed or not (rows or held or left) else 0
