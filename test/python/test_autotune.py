@@ -610,17 +610,11 @@ def test_every_library_space_s_first_example_fits_its_kernel():
     the kernels took (philox, p), and `tkc tune` failed at every norm key
     on the GPU (12-01). Spaces whose examples need a GPU are skipped."""
     pytest.importorskip("torch")
-    import warnings
-
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from tkc.bench.fake_driver import fake_driver
     from tkc.tune import cli
     checked, misfits = 0, []
     for tuned in cli._builders([], True):
         try:
-            with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with cli.faked():
                 example = tuned.examples()[0]
                 args = example() if callable(example) else example
         except Exception:  # noqa: BLE001  (examples that need a GPU: --dry-run names them)

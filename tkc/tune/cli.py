@@ -142,21 +142,29 @@ def _terminable():
         signal.signal(signal.SIGTERM, old)
 
 
-def _dry_run(found: list, calls: list, missing: bool) -> int:
-    """--dry-run: each builder's keys its examples (or calls) would tune, made
-    as fake tensors (torch's FakeTensorMode: shapes without memory) through
-    the fake driver, so any machine can list them; with missing, those no
-    table holds. An example its kernel cannot take (Autotuned.misfit) is an
-    error: 1."""
+@contextlib.contextmanager
+def faked():
+    """Examples made within it are fake tensors (torch's FakeTensorMode:
+    shapes without memory) and what they ask the driver (an SM count, say)
+    the fake driver answers: how a machine without a GPU makes them."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from ..bench.fake_driver import fake_driver
+    with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
+        yield
+
+
+def _dry_run(found: list, calls: list, missing: bool) -> int:
+    """--dry-run: each builder's keys its examples (or calls) would tune, made
+    as fake tensors through the fake driver (faked), so any machine can list
+    them; with missing, those no table holds. An example its kernel cannot
+    take (Autotuned.misfit) is an error: 1."""
     total, spaces, unlisted, misfits = 0, 0, [], []
     for tuned in found:
         keys, held = [], 0
-        try:   # (the fake driver: what examples ask the driver, an SM count say)
-            with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-                warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
+        try:
+            with faked():
                 for example in _examples(tuned, calls):
                     args = example() if callable(example) else example
                     why = tuned.misfit(args)
