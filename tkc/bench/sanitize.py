@@ -15,6 +15,7 @@ tkc.matmul, tkc.linear and the wide norms (ops); the FP8 GEMMs and
 quantisation (fp8); tkc.swiglu at every schedule (swiglu). Results are
 checked too (tkc.bench.verdict).
 """
+import itertools
 import sys
 
 from . import verdict
@@ -64,33 +65,33 @@ def memory():
 
 def dropout():
     """Both norms with dropout (the seed read on the device), forward and
-    backward, with and without a residual. dx is 0 exactly where an element
+    backward, with and without a residual, at D 1024 (a warp a row) and 16384
+    (the widest, a row split over warps). dx is 0 exactly where an element
     was dropped: that mask gives the reference."""
     import torch.nn.functional as F
 
     import tkc
-    for rms in (False, True):
-        for residual in (True, False):
-            N, D, p = 300, 1024, 0.25
-            x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-            r = torch.randn_like(x) if residual else None
-            w = (torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16).requires_grad_()
-            b = torch.randn(D, device="cuda", dtype=torch.bfloat16) * 0.1
-            y = tkc.rms_norm(x, w, r, dropout_p=p) if rms else tkc.layer_norm(x, w, b, r, dropout_p=p)
-            g = torch.randn_like(y)
-            y.backward(g)
-            torch.cuda.synchronize()
-            kept = x.grad != 0
-            xf, wf = (t.detach().float().requires_grad_() for t in (x, w))
-            h = xf * kept / (1 - p) + (r.float() if residual else 0)
-            want = (F.rms_norm(h, (D,), wf, 1e-6) if rms
-                    else F.layer_norm(h, (D,), wf, b.float(), 1e-5))
-            want.backward(g.float())
-            name = f"{'rms' if rms else 'layer'}_norm dropout {p} residual={residual}"
-            report(name, rel_err(y, want), 1e-2)
-            report(name + " dx, dw", rel_err(torch.cat([x.grad.flatten(), w.grad]),
-                                             torch.cat([xf.grad.flatten(), wf.grad])), 1e-2)
-            report(name + " kept share", abs(kept.float().mean().item() - (1 - p)), 0.01)
+    for rms, residual, D in itertools.product((False, True), (True, False), (1024, 16384)):
+        N, p = 300 if D == 1024 else 40, 0.25
+        x = torch.randn(N, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        r = torch.randn_like(x) if residual else None
+        w = (torch.rand(D, device="cuda") + 0.5).to(torch.bfloat16).requires_grad_()
+        b = torch.randn(D, device="cuda", dtype=torch.bfloat16) * 0.1
+        y = tkc.rms_norm(x, w, r, dropout_p=p) if rms else tkc.layer_norm(x, w, b, r, dropout_p=p)
+        g = torch.randn_like(y)
+        y.backward(g)
+        torch.cuda.synchronize()
+        kept = x.grad != 0
+        xf, wf = (t.detach().float().requires_grad_() for t in (x, w))
+        h = xf * kept / (1 - p) + (r.float() if residual else 0)
+        want = (F.rms_norm(h, (D,), wf, 1e-6) if rms
+                else F.layer_norm(h, (D,), wf, b.float(), 1e-5))
+        want.backward(g.float())
+        name = f"{'rms' if rms else 'layer'}_norm D {D} dropout {p} residual={residual}"
+        report(name, rel_err(y, want), 1e-2)
+        report(name + " dx, dw", rel_err(torch.cat([x.grad.flatten(), w.grad]),
+                                         torch.cat([xf.grad.flatten(), wf.grad])), 1e-2)
+        report(name + " kept share", abs(kept.float().mean().item() - (1 - p)), 0.01)
 
 
 def rotary(D: int):
