@@ -168,3 +168,24 @@ def test_matmul_and_linear_inference_calls():
             assert top == {"aten::empty": 1}, top
     (launches, _, frames), (m_launches, _, m_frames) = counts["linear"], counts["matmul"]
     assert launches == m_launches == 1 and frames <= m_frames + 1, (frames, m_frames)
+
+
+def test_the_host_benchmark_measures_every_row_and_its_floor_launches_nothing():
+    """`python -m tkc.bench.host --fake` (what the host table's CPU column
+    runs): every row measured through the fake driver; the floor rows' peer,
+    a Python autograd.Function, allocates and saves like the op (its inputs'
+    gradients, in their shapes) and launches no kernel."""
+    from tkc.bench import host
+    result = host.measure(calls=2, rounds=1, fake=True)
+    assert result["mode"].startswith("fake driver")
+    for name, row in result["rows"].items():
+        assert row["tkc_us"] > 0 and row["peer_us"] > 0, name
+    for op in ("attention", "layer_norm"):
+        assert result["rows"][f"tkc.{op} fwd+bwd (floor)"]["peer"] == "a Python Function's floor"
+    x = torch.randn(64, 1024, dtype=BF, requires_grad=True)
+    w = torch.ones(1024, dtype=BF)
+    name, call = host.floor(2, x, w)
+    with fake_driver() as cuda:
+        call()
+        assert cuda.state.launches == 0
+    assert x.grad.shape == x.shape and w.grad is None

@@ -1,6 +1,7 @@
 """Host time per eager op call, beside the nearest torch call: what a model
 author's Python pays per op when the inputs are too small for the GPU to be
-the bottleneck.
+the bottleneck; the fwd+bwd rows also beside their floor (`floor`: a Python
+autograd.Function that only allocates: tkc's ops wanting a gradient are Python Functions).
 
     python -m tkc.bench.host [--fake] [--calls N] [--rounds R] [--json FILE]
 
@@ -105,7 +106,39 @@ def cases(device: str) -> dict:
         "tkc.rotary_embedding": (lambda: tkc.rotary_embedding(xr, cos, sin), *add),
         "tkc.rotary_embedding fwd+bwd": (lambda: tkc.rotary_embedding(xrg, cos, sin).sum().backward(),
                                          "x.mul(2) fwd+bwd", lambda: xrg.mul(2).sum().backward()),
+        # the same fwd+bwd calls beside their floor in Python: what is left above it is tkc's own work
+        "tkc.attention fwd+bwd (floor)": (lambda: tkc.attention(qg, qg, qg).sum().backward(), *floor(1, qg, qg, qg)),
+        "tkc.layer_norm fwd+bwd (floor)": (lambda: tkc.layer_norm(xg, w, bias).sum().backward(),
+                                           *floor(2, xg, w, bias)),
     }
+
+
+def floor(stats: int, *inputs) -> tuple:
+    """(name, fwd+bwd call) of a Python autograd.Function that allocates and
+    saves what a tkc op's forward does (its output like the first input, and
+    `stats` f32 statistics a row) and allocates its inputs' gradients, but
+    launches nothing: the host time an eager fwd+bwd through autograd's Python
+    Functions cannot go below (the engine, the graph node, the Function's
+    frames, the allocations), where torch's own ops run those steps in C++."""
+    import torch
+
+    class Floor(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *xs):
+            ctx.set_materialize_grads(False)
+            x = xs[0]
+            kept = [torch.empty(x.shape[:-1], device=x.device, dtype=torch.float32) for _ in range(stats)]
+            ctx.save_for_backward(*xs, *kept)
+            return torch.empty_like(x)
+
+        @staticmethod
+        def backward(ctx, dy):
+            saved = ctx.saved_tensors
+            return tuple(torch.empty_like(saved[i]) if want else None
+                         for i, want in enumerate(ctx.needs_input_grad))
+
+    apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, Floor)   # the C apply, as tkc's ops call it
+    return "a Python Function's floor", lambda: apply(*inputs).sum().backward()
 
 
 def measure(calls: int = 300, rounds: int = 5, fake: bool | None = None) -> dict:
