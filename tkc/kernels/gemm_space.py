@@ -32,7 +32,10 @@ by a median 1.04x on the H200, not worth their 30 kernels; BN 32 and 16 unsplit,
 no key of the H200's table picks (their 45 kernels); swapped tiles in 2-CTA clusters
 (H200, 2026-11-30, heights 112-240: 777x4096^2 39.7 against the pick's 39.8 µs, 200x11000x4000
 39.3 against 38.8, 777x1536x4096 21.8 against 23.4, slower at 256-1536 rows: 7% at a few
-keys was not worth a schedule's 15 library kernels untuned across the rest). Timed
+keys was not worth a schedule's 15 library kernels untuned across the rest). Not
+built: 192-row tiles (three consumer warpgroups; cuBLAS runs 192 x 192 at 3000^3),
+H200, 12-01, 3000^3: 192 x 192 95.0 µs, 192 x 128 115.9, against the pick's 91.3 and
+cuBLAS's 84.8; in a 2-CTA cluster 192 x 192 spills, 192 x 256 does not fit. Timed
 with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 """
