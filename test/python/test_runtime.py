@@ -273,6 +273,16 @@ def test_missing_error_names_build_command(cache_root):
     assert err.where == f"{__file__}:{line}"
 
 
+def test_missing_error_without_mlir_says_so(cache_root):
+    """A miss on a machine whose MLIR bindings do not import: why it cannot
+    compile (the import's error), both ways on, and the build command."""
+    err = cache.missing("gemm", KEY, no_mlir=ModuleNotFoundError("No module named 'mlir'"))
+    assert err.message == (
+        f"no artifact for kernel 'gemm' (key {KEY[:12]}...) in {cache_root}, and compiling it needs MLIR's "
+        f"Python bindings, which do not import here (No module named 'mlir'): install tkc's dependencies, "
+        f"or build it on a machine with MLIR and run with TKC_OFFLINE=1: `TKC_CACHE_DIR={cache_root} tkc build`")
+
+
 # -- the grid language ----------------------------------------------------------
 
 ENV = {"c.c": 130, "c.r": 64, "q.d": 0, "n": 7}

@@ -767,6 +767,28 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     assert "rms_norm(bf16[5, 512], f32[512]" in e.value.command, e.value.command
 
 
+def test_miss_without_mlir_names_the_build_command(tmp_path, monkeypatch):
+    """A missing artifact where compiling would need MLIR's bindings and they
+    do not import (a GPU machine without them, TKC_OFFLINE unset): tkc's
+    error at the caller's line, naming the import's failure and `tkc build
+    --call` for this call, not a ModuleNotFoundError from inside the tracer."""
+    import sys
+
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.runtime.cache import MissingArtifact
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TKC_OFFLINE", raising=False)
+    monkeypatch.setitem(sys.modules, "mlir.ir", None)   # `import mlir.ir` raises ImportError
+    x, w = torch.zeros(3, 256, dtype=BF), torch.ones(256, dtype=BF)
+    norm_plans.rms_kernels.cache_clear()   # kernels another test of this process loaded hold their artifacts
+    with fake_driver(), pytest.raises(MissingArtifact) as e:
+        tkc.rms_norm(x, w)
+    norm_plans.rms_kernels.cache_clear()
+    assert "test_torchops.py" in e.value.where
+    assert "MLIR's Python bindings, which do not import here (import of mlir.ir halted" in e.value.reason
+    assert e.value.command == f"TKC_CACHE_DIR={tmp_path} tkc build --call 'rms_norm(bf16[3, 256], bf16[256])'"
+
+
 def test_inference_calls_leave_the_statistics_in_scratch(cpu_ops):
     """Without gradients, tkc.layer_norm allocates y alone (mean and rstd go to
     the per-device scratch) and gives the values of the full op."""

@@ -190,6 +190,10 @@ class Kernel:
         if art is None:
             if cache.offline():
                 raise cache.missing(self.name, key, self.fn.__code__.co_filename)
+            try:
+                import mlir.ir  # noqa: F401  (tracing and compiling need MLIR's bindings)
+            except ImportError as e:
+                raise cache.missing(self.name, key, self.fn.__code__.co_filename, no_mlir=e) from None
             from ..compiler import compile_kernel
             art = compile_kernel(self.trace(), key=key, spills=self.spills)
             cache.store(key, art)

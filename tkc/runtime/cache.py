@@ -178,18 +178,21 @@ class MissingArtifact(TkcError):
         self.reason, self.command = message, command
 
 
-def missing(name: str, key: str, source: str | None = None) -> TkcError:
-    """The error for a cache miss when TKC_OFFLINE=1 forbids compiling. The
-    build command names the kernel's file unless it is the library's own
-    (`tkc build` builds the library; `tkc build FILE.py` a file's kernels too)."""
+def missing(name: str, key: str, source: str | None = None, no_mlir: ImportError | None = None) -> TkcError:
+    """The error for a cache miss when TKC_OFFLINE=1 forbids compiling, or
+    (no_mlir: the import's error) where MLIR's Python bindings, which
+    compiling needs, do not import. The build command names the kernel's file
+    unless it is the library's own (`tkc build` builds the library; `tkc
+    build FILE.py` a file's kernels too)."""
     root = cache_dir()
     here = Path(__file__).resolve().parent.parent  # the tkc package
     path = Path(source).resolve() if source else None
     target = "" if path is None or here in path.parents else f" {_shown(path)}"
-    return MissingArtifact(
-        f"no artifact for kernel '{name}' (key {key[:12]}...) in {root} and TKC_OFFLINE=1 "
-        f"forbids compiling here; build it on a machine with MLIR: ", caller(),
-        f"TKC_CACHE_DIR={root} tkc build{target}")
+    why = " and TKC_OFFLINE=1 forbids compiling here; build it on a machine with MLIR: " if no_mlir is None else \
+        (f", and compiling it needs MLIR's Python bindings, which do not import here ({no_mlir}): install "
+         f"tkc's dependencies, or build it on a machine with MLIR and run with TKC_OFFLINE=1: ")
+    return MissingArtifact(f"no artifact for kernel '{name}' (key {key[:12]}...) in {root}{why}", caller(),
+                           f"TKC_CACHE_DIR={root} tkc build{target}")
 
 
 def _shown(path: Path) -> str:
