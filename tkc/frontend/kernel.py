@@ -8,6 +8,7 @@ can find prebuilt artifacts.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import inspect
 import json
@@ -191,7 +192,7 @@ class Kernel:
             if cache.offline():
                 raise cache.missing(self.name, key, self.fn.__code__.co_filename)
             try:
-                import mlir.ir  # noqa: F401  (tracing and compiling need MLIR's bindings)
+                importlib.import_module("mlir.ir")   # tracing and compiling need MLIR's bindings
             except ImportError as e:
                 raise cache.missing(self.name, key, self.fn.__code__.co_filename, no_mlir=e) from None
             from ..compiler import compile_kernel
