@@ -8,7 +8,6 @@ can find prebuilt artifacts.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import inspect
 import json
