@@ -275,7 +275,7 @@ def test_missing_error_names_build_command(cache_root):
 
 def test_missing_error_without_mlir_says_so(cache_root):
     """A miss on a machine whose MLIR bindings do not import: why it cannot
-    compile (the import's error), both ways on, and the build command."""
+    compile (the import's error), the two ways out, and the build command."""
     err = cache.missing("gemm", KEY, no_mlir=ModuleNotFoundError("No module named 'mlir'"))
     assert err.message == (
         f"no artifact for kernel 'gemm' (key {KEY[:12]}...) in {cache_root}, and compiling it needs MLIR's "
