@@ -490,12 +490,13 @@ def test_threads_pack_free_arguments_into_frames_of_their_own(fake, monkeypatch)
     art = Artifact(b"cubin", FREE_MANIFEST)
     x, cache = torch.zeros(2, 32, 64), torch.zeros(2, 3, 40, 64, dtype=torch.float16)
     go = launcher(art).prepare([x, cache[:, :, :10], 0.5], free=(1,))
-    seen = {}
+    seen, both = {}, threading.Barrier(2)
 
     def steps(name):
         for n in range(11, 11 + FEW):
             go(x, cache[:, :, :n], 1.0)
         seen[name] = {f.address for f in go.__globals__["frames"].frames().values()}
+        both.wait()   # both threads' frames alive (an ended thread's are freed, their memory reused)
     workers = [threading.Thread(target=steps, args=(i,)) for i in range(2)]
     for w in workers:
         w.start()

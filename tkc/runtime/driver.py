@@ -188,19 +188,16 @@ def params_array(values: list):
     return (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
 
 
-class Params(list):
-    """Parameter storage (ctypes objects) whose void*[] is built already, at
-    `address` (`array`: a ctypes array, or that address itself where the
-    storage holds the array: frame.py's frames, which also say what they
-    hold: `decoded()`): a launch passes it as is."""
+class Params:
+    """Parameters whose void*[] is built already, at `address`, in `storage`
+    (which keeps that memory alive): what a launch passes as kernelParams.
+    frame.py's frames make them; a launcher keeps one per distinct set of
+    values, so it is one object, referring to nothing that refers back."""
 
-    def __init__(self, values, array, decode=None):
-        super().__init__(values)
-        self.array, self.address = array, array if isinstance(array, int) else ctypes.addressof(array)
-        self._decode = decode
+    __slots__ = ("storage", "address")
 
-    def decoded(self) -> list:
-        return self._decode() if self._decode else [v.value for v in self]
+    def __init__(self, storage, address: int):
+        self.storage, self.address = storage, address
 
 
 def launch(fn: Function, grid, block, shared_bytes: int, stream: int, values: list,

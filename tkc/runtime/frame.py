@@ -51,6 +51,32 @@ class Layout:
         self.buffer_size = self.array_offset + self.pointers.size + MAP_ALIGN   # (+ the alignment pad)
 
 
+def _address(buffer: bytearray) -> int:
+    """The address of a bytearray's memory, which stays put while it is not resized."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+class Packed(driver.Params):
+    """A frame's parameters as a launch takes them, and what they hold (for
+    tests and debugging: `decoded`), without the Frame: a launcher keeps one
+    per distinct set of values, a single object over a bytearray, which the
+    collector does not track (a frame of ctypes objects and lists kept five
+    tracked objects, in a cycle: where pointers move, kept frames paced
+    Python's full collections)."""
+
+    __slots__ = ("layout", "pad")
+
+    def __init__(self, storage: bytearray, address: int, layout: Layout, pad: int):
+        super().__init__(storage, address)
+        self.layout, self.pad = layout, pad
+
+    def decoded(self) -> list:
+        """The regular values as Python numbers, then each tensor map's 128 bytes."""
+        raw, pad = self.storage, self.pad
+        return list(self.layout.struct.unpack_from(raw, pad)) + \
+            [bytes(raw[pad + o:pad + o + MAP_BYTES]) for o in self.layout.map_offsets]
+
+
 class Frame:
     """One parameter buffer; `params` is what driver.launch takes. The buffer
     also holds the void*[] into itself (no ctypes object per parameter, no
@@ -61,13 +87,13 @@ class Frame:
 
     def __init__(self, layout: Layout):
         self.layout = layout
-        self.raw = raw = ctypes.create_string_buffer(layout.buffer_size)
-        address = ctypes.addressof(raw)
+        self.raw = raw = bytearray(layout.buffer_size)
+        address = _address(raw)
         self.pad = pad = -address % MAP_ALIGN  # tensor maps want 64-byte alignment
         base = address + pad
         self.map_addresses = [base + offset for offset in layout.map_offsets]
         layout.pointers.pack_into(raw, pad + layout.array_offset, *[base + offset for offset in layout.slots])
-        self.params = driver.Params([raw], base + layout.array_offset, self.decoded)
+        self.params = Packed(raw, base + layout.array_offset, layout, pad)
 
     def pack(self, values: list, maps=()) -> driver.Params:
         """Write values (Python numbers in PTX order) and the maps' 128-byte buffers."""
@@ -79,5 +105,4 @@ class Frame:
     def decoded(self) -> list:
         """What the frame holds: the regular values as Python numbers, then each
         tensor map's 128 bytes (for tests and debugging)."""
-        values = list(self.layout.struct.unpack_from(self.raw, self.pad))
-        return values + [ctypes.string_at(a, MAP_BYTES) for a in self.map_addresses]
+        return self.params.decoded()
