@@ -59,10 +59,9 @@ def _address(buffer: bytearray) -> int:
 class Packed(driver.Params):
     """A frame's parameters as a launch takes them, and what they hold (for
     tests and debugging: `decoded`), without the Frame: a launcher keeps one
-    per distinct set of values, a single object over a bytearray, which the
-    collector does not track (a frame of ctypes objects and lists kept five
-    tracked objects, in a cycle: where pointers move, kept frames paced
-    Python's full collections)."""
+    per distinct set of values, so a kept frame is one object the collector
+    tracks, over a bytearray it does not (ctypes objects and lists made five,
+    in a cycle: where pointers move, kept frames paced Python's collections)."""
 
     __slots__ = ("layout", "pad")
 
