@@ -287,7 +287,7 @@ def test_offline_package_table_and_fallback(cache, monkeypatch):
     tables.PACKAGE_DIR.mkdir(parents=True, exist_ok=True)
     tables.package_path().write_text(json.dumps(
         {"device": "Test GPU", "entries": {"test.offline": {repr(key): {"config": {"R": 64}}}}}))
-    assert t.pick(args) == {"R": 64}                            # the package's table
+    assert t.pick(args) is t.configs[2]                         # the package's table: the space's {"R": 64}
     tables.record("test.offline", key, {"config": {"R": 32}})
     t.forget()
     assert t.pick(args) == {"R": 32}                            # this machine's wins
