@@ -70,6 +70,11 @@ def test_space_keys_and_refusals():
     assert tkc.autotune(space=[{"R": 32}, {"R": 16}])(scale_builder).default == {"R": 32}
     assert bucket(0) == 0 and bucket(48) == 64 and bucket(64) == 64 and bucket(65) == 128
     assert default_key(np.zeros((48, 64), np.float32), 3) == (("float32", (64, 64)), 3)
+    # kept per (dtype, shape) for the next call: the same key again, another shape its own
+    assert default_key(np.ones((48, 64), np.float32), 3) == (("float32", (64, 64)), 3)
+    assert default_key(np.zeros((48, 64), np.float16)) == (("float16", (64, 64)),)
+    odd = type("Odd", (), {"shape": [48, 3], "dtype": "f32"})()   # an unhashable shape: made, not kept
+    assert default_key(odd) == (("f32", (64, 4)),)
     with pytest.raises(TkcError, match="takes no parameter 'C'") as e:
         tkc.autotune(space={"C": [1]})(scale_builder)
     assert e.value.where.startswith(__file__)   # the decorator's line
@@ -81,6 +86,10 @@ def test_space_keys_and_refusals():
         tkc.autotune(space={"R": [object()]})(scale_builder)
     with pytest.raises(TkcError, match="must return a tkc.Kernel"):
         tkc.autotune(space={"R": [16]})(lambda R: None).kernel({"R": 16})
+    # a configuration's Kernel: one per configuration, whether asked by the same dict or an equal one
+    k = t.kernel(t.configs[1])
+    assert t.kernel(t.configs[1]) is k and t.kernel({"factor": 2.0, "R": 32}) is k
+    assert t.kernel(t.default) is not k
 
 
 def test_a_key_tunes_only_the_candidates_that_fit_it(cache):

@@ -22,17 +22,32 @@ def bucket(n: int) -> int:
     return n if n < 2 else 1 << (n - 1).bit_length()
 
 
+_parts: dict = {}   # (dtype, shape) -> its part of a key (default_key runs at every call)
+
+
 def default_key(*args) -> tuple:
     """Per argument: a tensor's dtype and bucketed shape, a scalar as it is."""
     out = []
     for a in args:
         shape = getattr(a, "shape", None)
         if shape is not None:
-            out.append((str(getattr(a, "dtype", "")).removeprefix("torch."),
-                        tuple(bucket(int(d)) for d in shape)))
+            dtype = getattr(a, "dtype", "")
+            try:
+                part = _parts.get((dtype, shape))
+            except TypeError:   # an unhashable shape (symbolic sizes): made, not kept
+                part = _part(dtype, shape)
+            if part is None:
+                if len(_parts) >= 4096:
+                    _parts.clear()
+                part = _parts[(dtype, tuple(shape))] = _part(dtype, shape)
+            out.append(part)
         else:
             out.append(a)
     return tuple(out)
+
+
+def _part(dtype, shape) -> tuple:
+    return str(dtype).removeprefix("torch."), tuple(bucket(int(d)) for d in shape)
 
 
 def config_text(config: dict) -> str:

@@ -56,6 +56,7 @@ class Autotuned:
         self.configs = configs(space, builder, where)
         self._texts: dict | None = None   # config text -> config (_known's index, made at its first use)
         self._kernels: dict = {}   # config text -> Kernel
+        self._seen: dict = {}      # id(config) -> (config, Kernel): kernel()'s memo by identity
         self._picks: dict = {}     # key -> config (this process's memo of the tables)
         registry[self.name] = self
 
@@ -74,6 +75,9 @@ class Autotuned:
 
     def kernel(self, config: dict):
         """The Kernel (or Bound kernel) of one configuration (the builder called once per configuration)."""
+        seen = self._seen.get(id(config))   # a call's pick is a configuration met before: no JSON
+        if seen is not None and seen[0] is config:
+            return seen[1]
         text = config_text(config)
         k = self._kernels.get(text)
         if k is None:
@@ -84,6 +88,9 @@ class Autotuned:
                 raise TkcError(f"autotune {self.name}: the builder must return a tkc.Kernel, got "
                                f"{type(k).__name__} for {text}", self.where)
             self._kernels[text] = k
+        if len(self._seen) >= 4096:
+            self._seen.clear()
+        self._seen[id(config)] = (config, k)   # (config held: its id is not reused while kept)
         return k
 
     def kernels(self) -> list:
