@@ -90,6 +90,10 @@ def test_space_keys_and_refusals():
     k = t.kernel(t.configs[1])
     assert t.kernel(t.configs[1]) is k and t.kernel({"factor": 2.0, "R": 32}) is k
     assert t.kernel(t.default) is not k
+    mine = {"R": 16, "factor": 2.0}   # a dict changed after use names its new configuration
+    assert t.kernel(mine) is t.kernel(t.default)
+    mine["R"] = 32
+    assert t.kernel(mine) is k
 
 
 def test_a_key_tunes_only_the_candidates_that_fit_it(cache):
@@ -115,8 +119,10 @@ def test_the_fastest_checked_candidate_wins_and_is_recorded(cache):
     args = args_of()
     us = {"tune_scale_16_2": 5.0, "tune_scale_32_2": 3.0, "tune_scale_64_2": 4.0,
           "tune_scale_16_3": 1.0, "tune_scale_32_3": 1.0}
+    assert t._picked(args) is t.kernel(t.default)   # before tuning, a call runs the default
     result = t.tune(*args, timer=fake_timer(us), run=cpu_run, compare=cpu_compare, rounds=2)
     assert result.best == {"R": 32, "factor": 2.0}
+    assert t._picked(args) is t.kernel(result.best)   # after it, the Kernel a call keeps is the pick's
     status = {(r["config"]["R"], r["config"]["factor"]): r["status"] for r in result.rows}
     assert status == {(16, 2.0): "ok", (32, 2.0): "best", (64, 2.0): "ok",
                       (16, 3.0): "rejected", (32, 3.0): "rejected"}  # (64, 3.0) pruned by the author

@@ -56,7 +56,7 @@ class Autotuned:
         self.configs = configs(space, builder, where)
         self._texts: dict | None = None   # config text -> config (_known's index, made at its first use)
         self._kernels: dict = {}   # config text -> Kernel
-        self._seen: dict = {}      # id(config) -> (config, Kernel): kernel()'s memo by identity
+        self._runs: dict = {}      # key -> the Kernel of its pick (a call's path: no JSON)
         self._picks: dict = {}     # key -> config (this process's memo of the tables)
         registry[self.name] = self
 
@@ -75,9 +75,6 @@ class Autotuned:
 
     def kernel(self, config: dict):
         """The Kernel (or Bound kernel) of one configuration (the builder called once per configuration)."""
-        seen = self._seen.get(id(config))   # a call's pick is a configuration met before: no JSON
-        if seen is not None and seen[0] is config:
-            return seen[1]
         text = config_text(config)
         k = self._kernels.get(text)
         if k is None:
@@ -88,9 +85,6 @@ class Autotuned:
                 raise TkcError(f"autotune {self.name}: the builder must return a tkc.Kernel, got "
                                f"{type(k).__name__} for {text}", self.where)
             self._kernels[text] = k
-        if len(self._seen) >= 4096:
-            self._seen.clear()
-        self._seen[id(config)] = (config, k)   # (config held: its id is not reused while kept)
         return k
 
     def kernels(self) -> list:
@@ -140,23 +134,38 @@ class Autotuned:
             self._picks[key] = config
         return config
 
+    def _picked(self, args):
+        """The Kernel of the pick for these arguments, kept per key: a call's
+        path (a configuration's JSON, kernel()'s key, cost more than the rest
+        of an @autotune call's own work)."""
+        key = self.key(args)
+        k = self._runs.get(key)
+        if k is None:
+            if len(self._runs) >= 4096:
+                self._runs.clear()
+            k = self._runs[key] = self.kernel(self.choose(key, args))
+        return k
+
     def __call__(self, *args, stream=None):
-        self.kernel(self.pick(args))(*args, stream=stream)
+        self._picked(args)(*args, stream=stream)
 
     def prepare(self, *args, bound=(), free=()):
         """The picked kernel's prepared launch (Kernel.prepare)."""
-        return self.kernel(self.pick(args)).prepare(*args, bound=bound, free=free)
+        return self._picked(args).prepare(*args, bound=bound, free=free)
 
     def tune(self, *args, **options):
         """Tune the key of these arguments now (measure.tune): the Result."""
         from .measure import tune
         result = tune(self, args, **options)
-        self._picks[self.key(args)] = result.best
+        key = self.key(args)
+        self._picks[key] = result.best
+        self._runs.pop(key, None)
         return result
 
     def forget(self) -> None:
         """Drop this process's picks (the tables are read again)."""
         self._picks.clear()
+        self._runs.clear()
 
 
 def _known(tuned: Autotuned, config: dict | None) -> dict | None:
