@@ -32,14 +32,15 @@ def default_key(*args) -> tuple:
         shape = getattr(a, "shape", None)
         if shape is not None:
             dtype = getattr(a, "dtype", "")
+            memo = (dtype, shape)
             try:
-                part = _parts.get((dtype, shape))
+                part = _parts.get(memo)
             except TypeError:   # an unhashable shape (symbolic sizes): made, not kept
                 part = _part(dtype, shape)
             if part is None:
                 if len(_parts) >= 4096:
                     _parts.clear()
-                part = _parts[(dtype, tuple(shape))] = _part(dtype, shape)
+                part = _parts[memo] = _part(dtype, shape)
             out.append(part)
         else:
             out.append(a)
