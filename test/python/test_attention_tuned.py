@@ -138,6 +138,8 @@ def test_the_shipped_tables_pick_what_the_hand_tables_did(shipped):
     bad = []
     for (D, causal, layout) in OLD_PICKS:
         for n in KEYS:
+            if n < tuned.SMALLEST_HELD:   # buckets the H100's table lacks: the H200's rows (below)
+                continue
             prep, bwd = tuned.backward_kernels(D, causal, layout, n)
             got = (tuned.forward_kernel(D, causal, layout, n).name, bwd.name)
             if got != old_pick(D, causal, layout, n) or prep.name != f"attn_prep_d{D}_{layout}":
@@ -195,9 +197,10 @@ def test_each_space_holds_what_its_tables_pick():
                                         ("backward", tuned.BACKWARD, backward_space)):
         for (D, causal, layout), space in spaces.items():
             picked = []
-            for entries in tables_[:1] if D == 96 else tables_:
+            for i, entries in enumerate(tables_[:1] if D == 96 else tables_):
                 rows = entries[tuned.space_name(direction, D, causal, layout)]
-                assert sorted(rows) == sorted(repr((D, causal, layout, b)) for b in BUCKETS)
+                held = [b for b in BUCKETS if i == 0 or b >= tuned.SMALLEST_HELD]   # the H100's: from 512
+                assert sorted(rows) == sorted(repr((D, causal, layout, b)) for b in held)
                 picked += [r["config"] for r in rows.values()]
             assert all(c in space.configs for c in picked)
             assert all(c in picked for c in space.configs)
@@ -205,9 +208,34 @@ def test_each_space_holds_what_its_tables_pick():
 
 
 def test_key_buckets():
-    assert [key_bucket(n) for n in (0, 1, 511, 512, 1023, 1024, 2047, 2048, 8191, 8192, 70000)] == \
-        [512, 512, 512, 512, 512, 1024, 1024, 2048, 4096, 8192, 65536]
-    assert BUCKETS == (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+    assert [key_bucket(n) for n in (0, 1, 127, 128, 255, 256, 511, 512, 1023, 1024, 2047, 2048, 8191, 8192,
+                                    70000)] == \
+        [128, 128, 128, 128, 128, 256, 256, 512, 512, 1024, 1024, 2048, 4096, 8192, 65536]
+    assert BUCKETS == (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+
+
+def test_the_small_buckets(shipped):
+    """The 128- and 256-key buckets came after the H100's table. The H200's
+    table has rows for them, where D 64's two consumers (128-row query
+    tiles, which 128 and 256 rows fill; three consumers' 192-row tiles
+    compute 384 rows for 256) beat 512's three, and the H100 (whose table
+    lacks them) runs those rows, as any GPU does a key its table lacks; a
+    key no table holds below 512 runs 512's pick (what those lengths ran
+    before), not the space's default."""
+    two = "attn_fwd_d64_bhld_kv128_s2_persistent"
+    for gpu in ("NVIDIA H200", H100):
+        shipped(gpu)
+        assert [tuned.forward_kernel(64, False, "bhld", n).name for n in (1, 128, 256, 511)] == [two] * 4
+        assert tuned.forward_kernel(64, False, "bhld", 512).name == "attn_fwd_d64_bhld_kv128_s2_c3_persistent"
+    # a table whose 512 row is not the default: its pick, not the default, below 512 keys
+    space = tuned.FORWARD[128, False, "bhld"]
+    other = space.configs[1]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tables, "lookup", lambda name, key: other if key[-1] == 512 else None)
+        space.forget()
+        assert [space.choose((128, False, "bhld", b)) for b in (128, 256, 512, 1024)] == \
+            [other, other, other, space.default]
+    space.forget()
 
 
 def test_the_key_of_a_kernel_call():
@@ -237,7 +265,7 @@ def test_tkc_tune_finds_the_spaces():
     assert len(found) == 32   # 4 head dims x causal or not x (bhld, varlen) x (forward, backward)
     assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
     assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64, 96)]
-    assert tuned.EXAMPLE_KEYS == (512, 1024, 2048, 4096, 8192, 16384)
+    assert tuned.EXAMPLE_KEYS == (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 def test_the_library_builds_the_common_shapes_picks():
@@ -246,7 +274,7 @@ def test_the_library_builds_the_common_shapes_picks():
     alike), causal and not (and their prep), and tkc.attention_fp8's spaces at
     D 64 and 128 (7 kernels, what the H200's tuning picked; its D 256 compiles
     at its first call), and the decode path's four (split, merge, unsplit,
-    merging split): at most 54 attention kernels in all, every one a kernel
+    merging split): at most 55 attention kernels in all, every one a kernel
     the ops may launch (the paper's Figure 1 kernel,
     tkc.kernels.attention_fwd, is an example no op launches: it compiles at
     its first call)."""
@@ -255,7 +283,7 @@ def test_the_library_builds_the_common_shapes_picks():
     fp8 = {n for n in names if n.startswith("attn_fwd_fp8_")}
     assert fp8 == {k.name for (D, _, _), t in tuned.FP8_FORWARD.items() if D < 256 for k in t.kernels()}
     assert len(fp8) == 7
-    assert len(names) <= 54
+    assert len(names) <= 55
     names -= fp8
     for D, causal, layout in ATTENTION_COMMON:
         if (D, causal, layout) not in OLD_PICKS:   # D 96: no hand table, its spaces whole
@@ -289,7 +317,7 @@ def test_tuning_a_space_on_the_cpu(artifact_cache, monkeypatch, tmp_path):
     long = "attn_fwd_d128_bhld_kv128_overlap_pingpong_persistent"
     us = {"attn_fwd_d128_bhld_kv128_persistent_fma12": 2.0, long: 1.0}
     result = space.tune(*args, timer=lambda kern, a: us[kern.name], run=run, compare=compare, rounds=1)
-    assert result.key == (128, False, "bhld", 512) and result.best["overlap"]
+    assert result.key == (128, False, "bhld", 256) and result.best["overlap"]
     assert sorted(r["status"] for r in result.rows) == ["best", "ok"]
     space.forget()
     assert tuned.forward_kernel(128, False, "bhld", 300).name == long

@@ -23,9 +23,12 @@ __all__ = ["BUCKETS", "BackwardSchedule", "ForwardSchedule", "backward_space", "
            "forward_space", "fp8_forward_space", "key_bucket"]
 
 # The key counts a table distinguishes: powers of two, a bucket holding
-# from its count to the next (below 512: 512's, from 65536: 65536's). The
-# H100's thresholds (1024, 2048, 8192 keys) are bucket edges.
-BUCKETS = tuple(1 << i for i in range(9, 17))
+# from its count to the next (below 128: 128's, from 65536: 65536's). The
+# H100's thresholds (1024, 2048, 8192 keys) are bucket edges. 128 and 256
+# came later (2026-12-02): there a query tile's fill decides (D 64's three
+# consumers, 192-row tiles, compute 384 rows for 256); a key that no table
+# holds there runs 512's pick (attention_tuned's fallback).
+BUCKETS = tuple(1 << i for i in range(7, 17))
 
 
 def key_bucket(keys: int) -> int:
@@ -182,8 +185,9 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     if D == 256 or not fixed and not causal:
         return d96(short, 0.125), d96(long, 0.125)
     if not causal:   # D 96 and 128: a share of the exponentials on the FMA pipe where keys are few
-        if D == 64:
-            return dataclasses.replace(short, persistent=True), long
+        if D == 64:   # two consumers too: 128-row tiles, which 128 and 256 rows fill
+            return (dataclasses.replace(short, persistent=True), long,
+                    dataclasses.replace(short, persistent=True, consumers=2))
         return (dataclasses.replace(short, persistent=True, ex2_fma=0.125),
                 dataclasses.replace(long, persistent=True))
     if not fixed:

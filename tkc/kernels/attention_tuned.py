@@ -13,7 +13,7 @@ it is tuned (docs/attention.md).
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
 
 `tkc tune --library --filter tkc.attention` tunes the spaces at their
-examples (the eager benchmark's shapes, 512 to 16k keys); offline
+examples (the eager benchmark's shapes, 128 to 16k keys); offline
 (TKC_OFFLINE=1) it times only candidates already built: `tkc build
 tkc/kernels/attention_tuned.py` builds them all (KERNELS).
 
@@ -39,7 +39,8 @@ __all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "back
            "backward_schedule", "decode_kernels", "decode_lengths_kernel", "forward_kernel", "fp8_forward_kernel",
            "space_name"]
 
-EXAMPLE_KEYS = (512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
+EXAMPLE_KEYS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
+SMALLEST_HELD = 512   # the smallest bucket every table has a row for (BUCKETS' 128 and 256 came later)
 DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
               "backward": (attention_bwd, BackwardSchedule, backward_space),
               "fp8": (lambda D, causal, layout, s: attention_hopper(D, causal, layout, s, dtype="f8e4m3"),
@@ -65,12 +66,18 @@ def _keys(direction: str, layout: str, args) -> int:
 
 def _space(direction: str, D: int, causal: bool, layout: str):
     build, schedule, space = DIRECTIONS[direction]
-    return autotune(
+
+    def fallback(key):   # a bucket below 512 that a table lacks: the next bucket's pick (512's
+        *rest, keys = key   # rows are in every table: they held those lengths before)
+        return tuned.choose((*rest, keys * 2)) if keys < SMALLEST_HELD else tuned.default
+
+    tuned = autotune(
         space=[dataclasses.asdict(s) for s in space(D, causal, layout)],
         key=lambda *args: (D, causal, layout, key_bucket(_keys(direction, layout, args))),
-        name=space_name(direction, D, causal, layout),
+        name=space_name(direction, D, causal, layout), fallback=fallback,
         examples=lambda: [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS],
     )(lambda **config: build(D, causal, layout, schedule(**config)))
+    return tuned
 
 
 TRIPLES = list(itertools.product(HEAD_DIMS, (False, True), LAYOUTS))
