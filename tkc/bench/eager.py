@@ -158,6 +158,10 @@ def rows():
                 name = f"attention L {L}{' causal' if causal else ''}{' fwd+bwd' if bwd else ''}"
                 table.append(("attention", name, lambda L=L, c=causal, b=bwd: attn(L, c, b),
                               "SDPA" + (" fwd+bwd" if bwd else ""), 10))
+    for L in (128, 256):   # short sequences, 16384 tokens (D 64: where the query tiles' fill decides)
+        for D in (64, 128):
+            table.append(("attention", f"attention D{D} L {L}", lambda L=L, D=D: attn(L, False, False, D=D),
+                          "SDPA", 20))
     for L in (1024, 4096):   # Phi-3-mini's attention: 32 heads of 96
         for bwd in (False, True):
             table.append(("attention", f"attention D96 H32 L {L} causal{' fwd+bwd' if bwd else ''}",
