@@ -183,6 +183,8 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     def d96(s, share):   # D 96: this share of the exponentials on the FMA pipe (the docstring)
         return dataclasses.replace(s, ex2_fma=share) if D == 96 else s
     if D == 256 or not fixed and not causal:
+        if D == 64:   # varlen: two consumers too (128-row query tiles, as bhld's below 512 keys)
+            return short, long, dataclasses.replace(short, consumers=2)
         return d96(short, 0.125), d96(long, 0.125)
     if not causal:   # D 96 and 128: a share of the exponentials on the FMA pipe where keys are few
         if D == 64:   # two consumers too: 128-row tiles, which 128 and 256 rows fill
@@ -220,7 +222,7 @@ def fp8_forward_space(D: int, causal: bool) -> tuple[ForwardSchedule, ...]:
         if causal:   # from 8k keys / below
             return (S(stages=2, consumers=3, overlap=True, pingpong=True),
                     S(stages=2, diagonal_mask=True, persistent="zigzag", ex2_fma=0.375))
-        return (S(stages=2, consumers=3, persistent=True),)
+        return S(stages=2, consumers=3, persistent=True), S(stages=2, persistent=True)   # (two: as bf16's)
     # causal: from 16k keys / below 2k / between; without the mask three consumer warpgroups
     # with an eighth of the exponentials on the FMA pipe at every length (the MUFU's 16 a
     # clock per SM take as long as the FP8 wgmmas at D 128: more warps and a share moved off
