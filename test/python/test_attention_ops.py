@@ -107,12 +107,13 @@ def test_strided_inputs_reach_the_kernels_as_they_are(monkeypatch):
 
 def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
     """A pick is data: this machine's table saying FlashAttention-3's
-    schedule (ping-pong + overlap) for D 64's causal forward below 1024 keys
-    makes the op launch it there (the shipped tables: the zigzag one), with
-    the same values."""
+    schedule (ping-pong + overlap) for D 64's causal forward in the bucket
+    of 130 keys (128's) makes the op launch it there (the shipped tables:
+    the zigzag one), with the same values."""
     import dataclasses
 
     from tkc.kernels import attention_tuned as tuned
+    from tkc.kernels.attention_schedule import key_bucket
     from tkc.tune import tables
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     space = tuned.FORWARD[64, True, "bhld"]
@@ -123,7 +124,7 @@ def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
     q, k, v = attention_qkv(1, 4, 2, 77, 130, 64)
     for record in (False, True):
         if record:
-            tables.record(space.name, (64, True, "bhld", 512), {"config": long})
+            tables.record(space.name, (64, True, "bhld", key_bucket(130)), {"config": long})
         space.forget()
         plans.forget()
         o, _ = ops._fwd(q, k, v, True, 0.125)
