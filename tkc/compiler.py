@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 from .diagnostics import TkcError
 from .dialect import walk
@@ -166,10 +167,13 @@ def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
         with open(src, "w") as f:
             f.write(avoid_ptxas_bugs(ptx))
         cmd = ["ptxas", f"-arch={arch}", "-O3", "-v", src, "-o", dst]
+        t0 = time.perf_counter()
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except FileNotFoundError:
             raise TkcError("ptxas not found on PATH: install the CUDA toolkit (12.4 or newer)") from None
+        from .pass_pipeline import note
+        note("ptxas", time.perf_counter() - t0)
         report = (done.stdout + done.stderr).replace(src, "kernel.ptx")
         if done.returncode != 0:
             raise TkcError(f"ptxas failed (exit {done.returncode}):\n{report.strip()}")

@@ -16,8 +16,10 @@ upstream passes interleave freely.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+import time
 
 from .diagnostics import TkcError, TkcErrors  # noqa: F401  (TkcErrors re-exported)
 from .lowering import lower_module
@@ -72,12 +74,34 @@ def run_pipeline(module, pipeline: str, *, print_ir_after_all: bool = False,
     passes = all_passes()
     for entry in split_pipeline(_unwrap(pipeline)):
         info = passes.get(entry)
+        t0 = time.perf_counter()
         if info is not None:
             _run_tk_pass(module, info)
         else:
             _run_upstream(module, entry)
+        note(entry, time.perf_counter() - t0)
         if print_ir_after_all:
             out.write(f"// -----// IR Dump After {entry} //----- //\n{module}\n")
+
+
+_record: list | None = None
+
+
+@contextlib.contextmanager
+def timed():
+    """Collect (phase, seconds) of every pipeline entry and ptxas run inside
+    the block, in order (tkc.bench.compile_time)."""
+    global _record
+    outer, _record = _record, []
+    try:
+        yield _record
+    finally:
+        _record = outer
+
+
+def note(phase: str, seconds: float) -> None:
+    if _record is not None:
+        _record.append((phase, seconds))
 
 
 def _run_tk_pass(module, info) -> None:

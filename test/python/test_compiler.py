@@ -132,6 +132,32 @@ def test_compile_kernel_manifest():
     assert "tk.kernel" in art.tile_ir
 
 
+def test_timed_records_every_phase_of_a_compile():
+    """pass_pipeline.timed collects each pipeline entry and ptxas in order
+    (tkc.bench.compile_time's account); outside it nothing is kept, and an
+    inner block leaves the outer one's record whole."""
+    from tkc import pass_pipeline as pp
+    pp.note("ptxas", 1.0)                                   # no block open: dropped
+    with pp.timed() as outer:
+        pp.note("before", 0.5)
+        with pp.timed() as record:
+            compiler.compile_kernel(_module())
+        pp.note("after", 0.25)
+    phases = [name for name, _ in record]
+    assert phases == [*pp.split_pipeline(compiler.TILE_PIPELINE), compiler.LOWER_PASS,
+                      compiler.UPSTREAM_PIPELINE, compiler.TO_PTX_PIPELINE, "ptxas"]
+    assert all(0 <= seconds < 60 for _, seconds in record)
+    assert outer == [("before", 0.5), ("after", 0.25)]
+
+
+def test_the_compile_time_report_adds_up():
+    from tkc.bench.compile_time import report
+    text = report("gemm", [0.5, 0.7, 0.6], {compiler.TO_PTX_PIPELINE: [0.1, 0.2, 0.3], "ptxas": [0.3, 0.3, 0.3]})
+    assert text.splitlines() == ["gemm: 600 ms a warm build (median of 3; 500-700)",
+                                 "    200.0 ms  LLVM to PTX", "    300.0 ms  ptxas",
+                                 "    100.0 ms  tracing, keys, the manifest (the rest)"]
+
+
 @pytest.mark.parametrize("declared, warned", [(0, True), (64, False), (32, True)])
 def test_spill_warning_spares_a_declared_allowance(monkeypatch, capsys, declared, warned):
     """compile_kernel warns of spills beyond what the kernel declares
@@ -239,3 +265,17 @@ def test_walk_is_the_pre_order_of_nested_ops():
     assert names.index("scf.for") < names.index("scf.if") < names.index("tk.sync") < names.index("tk.load")
     it = walk(m.operation)
     assert next(it).name == "func.func"
+
+
+def test_the_compile_time_bench_runs(capsys):
+    """python -m tkc.bench.compile_time on one kernel: every phase's line, in
+    a cache of its own (the user's is left alone)."""
+    import os
+    from tkc.bench import compile_time
+    before = os.environ.get("TKC_CACHE_DIR")
+    compile_time.main(["layer_norm", "--repeats", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("layer_norm: ") and "a warm build" in lines[0]
+    assert [line.split("  ")[-1] for line in lines[1:]][-3:] == ["LLVM to PTX", "ptxas",
+                                                                 "tracing, keys, the manifest (the rest)"]
+    assert os.environ.get("TKC_CACHE_DIR") == before

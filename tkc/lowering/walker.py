@@ -38,6 +38,9 @@ from . import barriers, block, cluster, compute, masks, memory, mma, random, red
 # LLVM at O3: O2 keeps the GEMMs' k-loop rolled (O3 unrolls it twice): 15% less LLVM and ptxas
 # time, but the library GEMM ran 1.8-3.4% slower on the H200 (8192x8192x1024 643 against 665
 # TFLOP/s, 8192^3 672 against 683; A/B in one run, 2026-11-29), so O2 was reverted.
+# Rolled by loop metadata on the wgmma loops alone (O3 otherwise), ptxas took 176 against 332 ms
+# and the library built in 290 against 409 s, but 8192x8192x1024 ran 1.4-1.5% slower and 4096^3
+# 0.3-0.5% (old and new cubins alternated in one process, 2026-12-02): not kept either.
 TARGET = '#nvvm.target<chip = "sm_90a", features = "+ptx81", O = 3>'
 GPU_MODULE = "tkc"
 DYNAMIC = -1

@@ -1,0 +1,100 @@
+"""Where a warm compile's time goes: a kernel built again and again in one
+process (tracing, every pass of the pipeline, LLVM to PTX, ptxas), the
+median of each phase and of the whole build.
+
+    python -m tkc.bench.compile_time [--repeats N] [KERNEL ...]
+
+KERNEL: gemm (the library GEMM, A·Bᵀ at its 128x256 tile: issue 39's
+compile-time bar), attention (the D 128 forward), layer_norm (D 1024's
+forward); all three by default. Needs MLIR; runs anywhere (no GPU). The
+build's cache is a temporary folder, so nothing is read from or left in the
+user's. The times are this machine's and its load's: compare phases of one
+run, not runs of two machines.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import tempfile
+import time
+
+
+def kernels() -> dict:
+    """{name: a function returning the library kernel}."""
+    def gemm():
+        from tkc.kernels import gemm_hopper
+        return gemm_hopper("bf16", True)
+
+    def attention():
+        from tkc.kernels import attention_hopper
+        return attention_hopper(128, False, "bhld")
+
+    def layer_norm():
+        from tkc.kernels.layernorm import layernorm_fwd
+        return layernorm_fwd(1024)
+    return {"gemm": gemm, "attention": attention, "layer_norm": layer_norm}
+
+
+def phases(kernel, repeats: int) -> tuple[list[float], dict[str, list[float]]]:
+    """The whole build's seconds per repeat, and each phase's (after one
+    build off the record: imports, first-use caches)."""
+    from tkc.pass_pipeline import timed
+    kernel.build(force=True)
+    totals, by_phase = [], collections.defaultdict(list)
+    for _ in range(repeats):
+        with timed() as record:
+            t0 = time.perf_counter()
+            kernel.build(force=True)
+            totals.append(time.perf_counter() - t0)
+        for name, seconds in _summed(record).items():
+            by_phase[name].append(seconds)
+    return totals, by_phase
+
+
+def _summed(record: list[tuple[str, float]]) -> dict[str, float]:
+    out = collections.defaultdict(float)
+    for name, seconds in record:
+        out[name] += seconds
+    return out
+
+
+def _label(phase: str) -> str:
+    from tkc.compiler import TO_PTX_PIPELINE, UPSTREAM_PIPELINE
+    return {UPSTREAM_PIPELINE: "upstream MLIR to the LLVM dialect", TO_PTX_PIPELINE: "LLVM to PTX"}.get(phase, phase)
+
+
+def report(name: str, totals: list[float], by_phase: dict[str, list[float]]) -> str:
+    total = statistics.median(totals)
+    rows = [(_label(phase), statistics.median(v)) for phase, v in by_phase.items()]
+    rows.append(("tracing, keys, the manifest (the rest)", total - sum(s for _, s in rows)))
+    lines = [f"{name}: {total * 1e3:.0f} ms a warm build (median of {len(totals)}; "
+             f"{min(totals) * 1e3:.0f}-{max(totals) * 1e3:.0f})"]
+    lines += [f"  {s * 1e3:7.1f} ms  {phase}" for phase, s in rows]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m tkc.bench.compile_time", description=__doc__.split("\n\n")[0])
+    ap.add_argument("kernel", nargs="*", help=f"of {', '.join(kernels())} (default: all)")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    unknown = sorted(set(args.kernel) - set(kernels()))
+    if unknown:
+        ap.error(f"unknown kernel {', '.join(unknown)} (known: {', '.join(kernels())})")
+    before = os.environ.get("TKC_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="tkc-compile-time-") as cache:
+        os.environ["TKC_CACHE_DIR"] = cache
+        try:
+            for name in args.kernel or kernels():
+                print(report(name, *phases(kernels()[name](), args.repeats)), flush=True)
+        finally:
+            if before is None:
+                del os.environ["TKC_CACHE_DIR"]
+            else:
+                os.environ["TKC_CACHE_DIR"] = before
+
+
+if __name__ == "__main__":
+    main()
