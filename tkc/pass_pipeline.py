@@ -90,7 +90,8 @@ _record: list | None = None
 @contextlib.contextmanager
 def timed():
     """Collect (phase, seconds) of every pipeline entry and ptxas run inside
-    the block, in order (tkc.bench.compile_time)."""
+    the block, in order (tkc.bench.compile_time). Process-wide: a thread
+    compiling meanwhile would add its phases too."""
     global _record
     outer, _record = _record, []
     try:
