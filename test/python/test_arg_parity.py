@@ -137,6 +137,11 @@ def test_launch_checks_aliasing_on_every_call():
     sig.check_aliasing([0x1000, 0x1000 + span], [span, span])  # adjacent: fine
     with pytest.raises(TkcError, match="overlaps"):
         sig.check_aliasing([0x1000, 0x1000 + 31 * 64 * 4], [span, span])
+    # a null pointer is no memory (fake tensors', as `tkc tune --dry-run` makes them): no overlap
+    sig.check_aliasing([0, 0], [span, span])
+    sig.check_aliasing([0x1000, 0], [span, span])
+    with pytest.raises(TkcError, match="is the same tensor as"):
+        sig.check_aliasing([0x1000, 0x1000], [span, span])
 
 
 def test_inplace_names_are_checked():

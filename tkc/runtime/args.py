@@ -336,8 +336,12 @@ class Signature:
     def check_aliasing(self, ptrs: list, spans: list) -> None:
         """No written argument may overlap another argument in memory (the
         kernel would read what it already wrote), except the very same tensor
-        as a declared in-place partner. Per launch: a few comparisons."""
+        as a declared in-place partner. A null pointer is no memory (a fake
+        tensor's, as `tkc tune --dry-run` makes them, or an empty one's): it
+        overlaps nothing. Per launch: a few comparisons."""
         for i, j in self.overlaps:
+            if not (ptrs[i] and ptrs[j]):
+                continue
             a, b = (ptrs[i], ptrs[i] + spans[i]), (ptrs[j], ptrs[j] + spans[j])
             if a[0] < b[1] and b[0] < a[1]:
                 if a == b and ((i, j) in self.inplace or (j, i) in self.inplace):
