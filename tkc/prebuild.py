@@ -12,6 +12,7 @@ compiled into the cache on the way. Needs torch.
 from __future__ import annotations
 
 import ast
+import shlex
 
 import torch
 from torch import Tensor
@@ -19,6 +20,7 @@ from torch import Tensor
 import tkc
 
 from .bench.fake_driver import fake_driver
+from .runtime.callsite import standing_at
 from .torchops.calls import DTYPES
 
 __all__ = ["INFERENCE_ONLY", "prebuild"]
@@ -28,12 +30,15 @@ INFERENCE_ONLY = {("attention", "k_lengths")}   # (op, keyword): calls without a
 
 def prebuild(expr: str) -> None:
     """Make the call `expr` through the fake driver, building what it launches
-    (forward without gradients, then with them and backward)."""
+    (forward without gradients, then with them and backward). The op's
+    errors are located at the command (`tkc build --call '...'`), there being
+    no line of the user's."""
     call = _parse(expr)
     fn = getattr(tkc, call.func.id)
     # a call with one of these keywords has no backward (and refuses gradients): the forward alone
     inference = any((call.func.id, k.arg) in INFERENCE_ONLY for k in call.keywords)
-    with fake_driver():
+    # an argument the op refuses is the command's mistake: its errors name the command
+    with fake_driver(), standing_at(f"tkc build --call {shlex.quote(expr)}"):
         for grad in (False,) if inference else (False, True):
             args = [_value(a, grad) for a in call.args]
             kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}

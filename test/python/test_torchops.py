@@ -767,6 +767,20 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     assert "rms_norm(bf16[5, 512], f32[512]" in e.value.command, e.value.command
 
 
+def test_a_refused_build_call_is_located_at_the_command(capsys):
+    """`tkc build --call` makes the call for the user, who has no line of
+    theirs in it: an argument the op refuses is reported at the command (as
+    it can be pasted again), not at the console script's frame."""
+    from tkc.cli import main
+    from tkc.runtime.callsite import caller
+    call = "layer_norm(bf16[4, 1000], bf16[1000], bf16[1000])"
+    assert main(["build", "--call", call]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tkc build --call '{call}': error: layer_norm: x's last dim must be a multiple "
+                          f"of 256"), err
+    assert "test_torchops.py" in caller()   # after the command, callers are located by their frames again
+
+
 def test_miss_without_mlir_names_the_build_command(tmp_path, monkeypatch):
     """A missing artifact where compiling would need MLIR's bindings and they
     do not import (a GPU machine without them, TKC_OFFLINE unset): tkc's
