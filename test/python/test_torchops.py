@@ -964,3 +964,42 @@ def test_norms_compile_with_and_without_parameter_gradients(cpu_ops):
             grads.append((x.grad, w.grad))
         (ex, ew), (cx, cw) = grads
         assert torch.equal(ex, cx) and (torch.equal(ew, cw) if params else ew is cw is None)
+
+
+def _scalar_calls():
+    """(op, option, a value it must refuse, the call) for the ops' scalar options."""
+    import math
+    q, qv = torch.zeros(1, 2, 128, 64, dtype=BF), torch.zeros(256, 2, 64, dtype=BF)
+    cu = torch.tensor([0, 128, 256], dtype=torch.int32)
+    x, w, b = torch.zeros(4, 256, dtype=BF), torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
+    xr, cs = torch.zeros(1, 64, 2, 128, dtype=BF), torch.zeros(64, 64, dtype=BF)
+    lq = torch.zeros(1, 2, 64, 64, dtype=BF)
+    calls = {"attention": lambda **o: tkc.attention(q, q, q, **o),
+             "attention_varlen": lambda **o: tkc.attention_varlen(qv, qv, qv, cu, cu, 128, 128, **o),
+             "layer_norm": lambda **o: tkc.layer_norm(x, w, b, **o),
+             "rms_norm": lambda **o: tkc.rms_norm(x, w, **o),
+             "rotary_embedding": lambda **o: tkc.rotary_embedding(xr, cs, cs, **o),
+             "linear_attention": lambda **o: tkc.linear_attention(lq, lq, lq, **o),
+             "based": lambda **o: tkc.based(lq[..., :16], lq[..., :16], lq, **o)}
+    bad = {"attention": {"causal": ["yes", None, 1], "scale": ["x", math.nan, math.inf], "return_lse": ["x"]},
+           "attention_varlen": {"causal": ["no"], "scale": ["x", math.nan], "return_lse": [None]},
+           "layer_norm": {"eps": ["x", None, math.nan], "dropout_p": ["a", math.inf], "prenorm": ["x"]},
+           "rms_norm": {"eps": ["x", math.inf], "dropout_p": ["a"], "prenorm": [0]},
+           "rotary_embedding": {"interleaved": ["x"]},
+           "linear_attention": {"scale": ["x", math.nan]},
+           "based": {"scale": [True]}}
+    return [(op, name, v, calls[op]) for op, opts in bad.items() for name, vals in opts.items() for v in vals]
+
+
+@pytest.mark.parametrize("op, name, value, call", _scalar_calls(),
+                         ids=lambda p: p if isinstance(p, str) else repr(p) if not callable(p) else "")
+def test_a_scalar_option_of_the_wrong_kind_is_refused_at_the_caller(op, name, value, call):
+    """An option that is not what it names (causal="no", which is true; a
+    string, None or a non-finite scale or eps) is tkc's error at the
+    caller's line, never torch's or struct's from inside the op, nor a
+    kernel picked by the option's truth (12-02: causal="yes" raised a
+    KeyError from the tables, eps="x" struct.error from the launch frame)."""
+    from tkc.bench.fake_driver import fake_driver
+    with fake_driver(), pytest.raises(TkcError, match=f"{op}: {name} must be ") as e:
+        call(**{name: value})
+    assert "test_torchops.py" in e.value.where

@@ -41,7 +41,8 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
-from .checks import arranged, autocast, check_device, dense, strided_takes
+from .checks import (arranged, autocast, check_device, check_flags, dense, finite, softmax_scale,
+                     strided_takes)
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -260,7 +261,8 @@ def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
     if not packable(q, k):
         raise TkcError(f"attention: k_lengths serves up to 64 query rows a KV head (Hq / Hkv x Lq = "
                        f"{q.shape[1] // k.shape[1]} x {q.shape[2]})", caller())
-    o, lse = _len(q, k, v, k_lengths, causal, _scale(scale, q.shape[3]))
+    check_flags("attention", causal=causal, return_lse=return_lse)
+    o, lse = _len(q, k, v, k_lengths, causal, softmax_scale("attention", scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
 
@@ -285,7 +287,8 @@ def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
     if not _fits(q, k, v) or wants_grad(q, k, v):
         return None
     steps = decode_family(q, k, v, causal, _outputs)
-    return None if steps is None else family_step(steps, _scale(scale, q.shape[3]), return_lse)
+    return None if steps is None else family_step(steps, softmax_scale("attention", scale, q.shape[3]),
+                                                  return_lse)
 
 
 @public
@@ -306,6 +309,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
+    if run is None:   # a key not seen: its options checked (a kept run's were)
+        check_flags("attention", causal=causal, return_lse=return_lse)
+        if scale is not None:
+            finite("attention", "scale", scale)
     if run is None and key is not None:
         run = _decode_runs.get(key)
         if run is None:   # a decode step at a new key count (a growing cache's, each step)?
@@ -319,7 +326,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return run(q, k, v)
     if (cast := _checked(q, k, v)) is not None:
         return attention(*cast, causal, scale, return_lse)
-    scale = _scale(scale, q.shape[3])
+    scale = softmax_scale("attention", scale, q.shape[3])
     if key is not None:  # the forward plan, next time straight away (eager.grad_key)
         plan = _plan(q, k, v, causal, scale)
         if wants_grad(q, k, v):  # the autograd call, with the plan for its forward
@@ -422,8 +429,9 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
                        f"got shapes {tuple(cu_seqlens_q.shape)} and {tuple(cu_seqlens_k.shape)}",
                        caller())
     check_device("attention_varlen", ("q", q), ("k", k), ("v", v))
+    check_flags("attention_varlen", causal=causal, return_lse=return_lse)
     o, lse = _vfwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                   causal, _scale(scale, q.shape[-1]))
+                   causal, softmax_scale("attention_varlen", scale, q.shape[-1]))
     return (o, lse) if return_lse else o
 
 
@@ -488,6 +496,3 @@ def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:
         raise TkcError(f"attention_varlen: a sequence of {max(lengths)} rows is longer than the "
                        f"max_seqlen given for {name} ({most})", caller())
 
-
-def _scale(scale, D: int) -> float:
-    return 1.0 / math.sqrt(D) if scale is None else float(scale)

@@ -47,7 +47,7 @@ from ..kernels.attention_fp8_v import loads_for
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import check_device, check_tensor, dense
+from .checks import check_device, check_flags, check_tensor, dense, softmax_scale
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -192,14 +192,16 @@ def _kept_run(v_name: str, q, k, v, q_scale, k_scale, v_scale, causal, scale):
     """The run an eager call keeps under its key (eager.plain_key), the
     arguments checked on its key's first call; None while tracing, with a
     gradient wanted or a tensor not contiguous (the custom ops then, checked)."""
-    key = plain_key((v_name, bool(causal), scale), q, k, v, q_scale, k_scale, v_scale)
+    key = plain_key((v_name, causal, scale), q, k, v, q_scale, k_scale, v_scale)
     run = _plain.get(key)
     if run is not None:
         return run
     _check(q, k, v, q_scale, k_scale, v_scale, v_name)
+    fn = "attention_fp8" if v_name == "v" else "attention_fp8_vt"
+    check_flags(fn, causal=causal)
     if key is None or not all(t.is_contiguous() for t in (q, k, v, q_scale, k_scale, v_scale)):
         return None
-    causal, scale, laid_out = bool(causal), _scale(scale, q.shape[3]), v_name == "vt"
+    causal, scale, laid_out = bool(causal), softmax_scale(fn, scale, q.shape[3]), v_name == "vt"
     run = _plans((signature(q, k, v, q_scale, k_scale, v_scale), causal, scale, laid_out),
                  q, k, v, q_scale, k_scale, v_scale, causal, scale, laid_out)
     _plain.keep(key, run)
@@ -219,7 +221,9 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     if run is not None:
         o, lse = run(q, k, v, q_scale, k_scale, v_scale)
     else:
-        o, lse = _fwd(q, k, _v_layout(v), q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+        o, lse = _fwd(q, k, _v_layout(v), q_scale, k_scale, v_scale, causal,
+                      softmax_scale("attention_fp8", scale, q.shape[3]))
+    check_flags("attention_fp8", return_lse=return_lse)
     return (o, lse) if return_lse else o
 
 
@@ -233,7 +237,9 @@ def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale:
     if run is not None:
         o, lse = run(q, k, vt, q_scale, k_scale, v_scale)
     else:
-        o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal, _scale(scale, q.shape[3]))
+        o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal,
+                      softmax_scale("attention_fp8_vt", scale, q.shape[3]))
+    check_flags("attention_fp8_vt", return_lse=return_lse)
     return (o, lse) if return_lse else o
 
 
@@ -269,6 +275,3 @@ def _check(q, k, v, q_scale, k_scale, v_scale, v_name: str) -> None:
     check_device(fn, ("q", q), ("k", k), (v_name, v), ("q_scale", q_scale), ("k_scale", k_scale),
                  ("v_scale", v_scale))
 
-
-def _scale(scale, D: int) -> float:
-    return 1.0 / math.sqrt(D) if scale is None else float(scale)

@@ -3,8 +3,11 @@ what was expected and what was found, at the caller's line (the first frame
 outside tkc and torch: runtime/callsite.py)."""
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Callable
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -100,6 +103,31 @@ def check_device(fn: str, *named: tuple[str, Tensor]) -> None:
             where = "a CUDA device" if first.type != DEVICE_TYPE else \
                 f"{named[0][0]}'s CUDA device ({first})"
             raise TkcError(f"{fn}: {name} must be on {where}, got {t.device}", caller())
+
+
+def check_flags(fn: str, **named) -> None:
+    """Each option True or False (numpy's bools too): a string or None taken
+    for its truth would pick a wrong kernel or none (causal="no" is true)."""
+    for name, value in named.items():
+        if not isinstance(value, (bool, np.bool_)):
+            raise TkcError(f"{fn}: {name} must be True or False, got {value!r}", caller())
+
+
+def finite(fn: str, name: str, value) -> float:
+    """A float option (eps, dropout_p, a scale) as a float: a finite real
+    number, not a bool. Under torch.compile the value may be symbolic (a
+    SymFloat, which isfinite cannot read without a graph break): it passes
+    as it is, and the custom op's schema takes floats only."""
+    if torch.compiler.is_compiling():
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TkcError(f"{fn}: {name} must be a finite number, got {value!r}", caller())
+    return float(value)
+
+
+def softmax_scale(fn: str, scale, D: int) -> float:
+    """The scores' scale: 1 / sqrt(D) by default, else the caller's (finite)."""
+    return 1.0 / math.sqrt(D) if scale is None else finite(fn, "scale", scale)
 
 
 def autocast(*tensors) -> tuple | None:

@@ -15,7 +15,6 @@ Importing this module needs torch, not MLIR.
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 from torch import Tensor
@@ -26,7 +25,7 @@ from ..kernels.linear_attention import BASED_DV, BASED_F, based as based_kernel
 from ..kernels.linear_attention import PICKED, linear_attention as la_kernel, schedules
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import autocast, check_device, dense, is_dense
+from .checks import autocast, check_device, dense, is_dense, softmax_scale
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature, sms
 
@@ -230,10 +229,10 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, g: Tensor | None = None,
         if g.device != q.device:
             raise TkcError(f"linear_attention: g must be on {q.device}, got {g.device}", caller())
     if key is not None:  # plain: next time straight to the plan's run
-        run = _la_run(q, k, v, g, _scale(scale, q.shape[-1]))
+        run = _la_run(q, k, v, g, softmax_scale("linear_attention", scale, q.shape[-1]))
         _plain.keep(key, run)
         return run(q, k, v) if g is None else run(q, k, v, g)
-    return _la(q, k, v, g, _scale(scale, q.shape[-1]))
+    return _la(q, k, v, g, softmax_scale("linear_attention", scale, q.shape[-1]))
 
 
 @public
@@ -245,7 +244,7 @@ def based(q: Tensor, k: Tensor, v: Tensor, scale: float | None = None) -> Tensor
     if (cast := autocast(q, k, v)) is not None:
         return based(*cast, scale)
     _check("based", q, k, v, (BASED_F,), (BASED_DV,))
-    return _based(q, k, v, _scale(scale, q.shape[-1]))
+    return _based(q, k, v, softmax_scale("based", scale, q.shape[-1]))
 
 
 @public
@@ -275,7 +274,7 @@ def hedgehog(q: Tensor, k: Tensor, v: Tensor, qmap: Tensor, kmap: Tensor, alpha:
             if t.device != q.device:
                 raise TkcError(f"hedgehog: {name} must be on {q.device}, got {t.device}", caller())
     _check("hedgehog", q, k, v, (HH_D,), (HH_DV,))
-    return _hedgehog(q, k, v, qmap, kmap, alpha, beta, _scale(scale, q.shape[-1]))
+    return _hedgehog(q, k, v, qmap, kmap, alpha, beta, softmax_scale("hedgehog", scale, q.shape[-1]))
 
 
 def _check(fn: str, q, k, v, features, values) -> None:
@@ -302,6 +301,3 @@ def _check(fn: str, q, k, v, features, values) -> None:
                        caller())
     check_device(fn, ("q", q), ("k", k), ("v", v))
 
-
-def _scale(scale, F: int) -> float:
-    return 1.0 / math.sqrt(F) if scale is None else float(scale)

@@ -16,7 +16,7 @@ from torch import Tensor
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from . import checks
-from .checks import autocast, check_device, check_tensor, dense, is_dense
+from .checks import autocast, check_device, check_flags, check_tensor, dense, finite, is_dense
 from .eager import Op, grad_key, public, tracing, wants_grad
 from .norm_plans import fwd_plans, no_dropout, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
@@ -272,6 +272,8 @@ def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None 
     if (cast := autocast(x, residual)) is not None:   # AMP: a float32 residual stream in a bf16 region
         return layer_norm(cast[0], weight, bias, cast[1], eps, dropout_p, prenorm)
     _check("layer_norm", x, weight, bias, residual)
+    eps, dropout_p = finite("layer_norm", "eps", eps), finite("layer_norm", "dropout_p", dropout_p)
+    check_flags("layer_norm", prenorm=prenorm)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"layer_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)
@@ -423,6 +425,8 @@ def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: flo
     if (cast := autocast(x, residual)) is not None:
         return rms_norm(cast[0], weight, cast[1], eps, dropout_p, prenorm)
     _check("rms_norm", x, weight, None, residual)
+    eps, dropout_p = finite("rms_norm", "eps", eps), finite("rms_norm", "dropout_p", dropout_p)
+    check_flags("rms_norm", prenorm=prenorm)
     if not 0 <= dropout_p < 1:
         raise TkcError(f"rms_norm: dropout_p must be in [0, 1), got {dropout_p}", caller())
     x2 = _rows(x)

@@ -44,7 +44,6 @@ bf16 on CUDA, under torchrun with every rank calling with the same shapes.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor
@@ -53,7 +52,7 @@ from ..diagnostics import TkcError
 from ..kernels.attention_merge import attention_merge
 from ..runtime.callsite import caller
 from .attn import _bwd_impl, attention
-from .checks import check_device, check_tensor
+from .checks import check_device, check_flags, check_tensor, softmax_scale
 from .eager import Op
 from .plans import PlanCache, signature
 from .symm import process_group as _named   # a CPU test maps its in-process groups here
@@ -154,8 +153,9 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2:] != k.shape[2:]:
         raise TkcError(f"{fn}: q [B, Hq, L, D] and k, v [B, Hkv, L, D] of this rank's L, got shapes "
                        f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}", caller())
+    check_flags(fn, causal=causal)
     group = group if group is not None else dist.group.WORLD
-    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scale = softmax_scale(fn, scale, q.shape[-1])
     if group.size() == 1:
         return _attend(q, k, v, causal, scale)[0]
     if causal and q.shape[2] % 2:

@@ -20,7 +20,7 @@ from ..kernels.rotary import fits, rotary, splits
 from ..runtime.callsite import caller
 from ..tune import autotune
 from . import checks
-from .checks import autocast, check_device, check_tensor, dense, strided_takes
+from .checks import autocast, check_device, check_flags, check_tensor, dense, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, signature
 
@@ -150,6 +150,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
         if (cast := autocast(x)) is not None:   # AMP: a float32 x in a bf16 region
             return rotary_embedding(cast[0], cos, sin, interleaved)
         _explain(x, cos, sin)
+    check_flags("rotary_embedding", interleaved=interleaved)
     if key is None:   # tracing: no pointer to read (_impl takes x as it is given)
         return _rotary(x, _bf16(cos), _bf16(sin), interleaved, False)
     args = _taken(x), _bf16(cos), _bf16(sin)
