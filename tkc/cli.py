@@ -239,6 +239,9 @@ def _build(args) -> int:
             names.add(k.name)
             found.append(k)
     kernels = [k for k in found if not args.filter or args.filter in k.name]
+    if not kernels and not args.filter and args.call:   # (zero-size tensors: nothing launches)
+        print(f"tkc build: no kernel to build: {', '.join(map(repr, args.call))} launches none")
+        return 0
     if not kernels:
         raise TkcError(f"no library kernel matches '{args.filter}'")
     if args.prune and (args.filter or args.call and not args.library):

@@ -12,6 +12,7 @@ compiled into the cache on the way. Needs torch.
 from __future__ import annotations
 
 import ast
+import inspect
 import shlex
 
 import torch
@@ -42,6 +43,10 @@ def prebuild(expr: str) -> None:
         for grad in (False,) if inference else (False, True):
             args = [_value(a, grad) for a in call.args]
             kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
+            try:   # arguments the op's signature does not take: the command's mistake
+                inspect.signature(fn).bind(*args, **kwargs)
+            except TypeError as e:
+                raise ValueError(f"--call {expr!r}: {e}") from None
             with torch.set_grad_enabled(grad):
                 out = fn(*args, **kwargs)
             outs = out if isinstance(out, (tuple, list)) else (out,)

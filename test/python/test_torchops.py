@@ -781,6 +781,22 @@ def test_a_refused_build_call_is_located_at_the_command(capsys):
     assert "test_torchops.py" in caller()   # after the command, callers are located by their frames again
 
 
+def test_build_call_mistakes_are_the_command_s(capsys):
+    """`tkc build --call` with arguments the op's signature does not take is
+    a located error of the command (was "internal error: TypeError"); a call
+    of zero-size tensors launches nothing and builds nothing (was "no library
+    kernel matches 'None'")."""
+    from tkc.cli import main
+    assert main(["build", "--call", "matmul(bf16[64, 64], bf16[64, 64], bogus=1)"]) == 1
+    assert "--call 'matmul(bf16[64, 64], bf16[64, 64], bogus=1)': got an unexpected keyword argument " \
+        "'bogus'" in capsys.readouterr().err
+    assert main(["build", "--call", "matmul(bf16[64, 64])"]) == 1
+    assert "missing a required argument: 'b'" in capsys.readouterr().err
+    empty = "attention(bf16[1, 2, 0, 64], bf16[1, 2, 0, 64], bf16[1, 2, 0, 64])"
+    assert main(["build", "--call", empty]) == 0
+    assert f"no kernel to build: '{empty}' launches none" in capsys.readouterr().out
+
+
 def test_miss_without_mlir_names_the_build_command(tmp_path, monkeypatch):
     """A missing artifact where compiling would need MLIR's bindings and they
     do not import (a GPU machine without them, TKC_OFFLINE unset): tkc's
