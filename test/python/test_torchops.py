@@ -989,21 +989,23 @@ def _scalar_calls():
     cu = torch.tensor([0, 128, 256], dtype=torch.int32)
     x, w, b = torch.zeros(4, 256, dtype=BF), torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
     xr, cs = torch.zeros(1, 64, 2, 128, dtype=BF), torch.zeros(64, 64, dtype=BF)
-    lq = torch.zeros(1, 2, 64, 64, dtype=BF)
+    lq, f8 = torch.zeros(1, 2, 64, 64, dtype=BF), torch.zeros(128, 128).to(torch.float8_e4m3fn)
     calls = {"attention": lambda **o: tkc.attention(q, q, q, **o),
              "attention_varlen": lambda **o: tkc.attention_varlen(qv, qv, qv, cu, cu, 128, 128, **o),
              "layer_norm": lambda **o: tkc.layer_norm(x, w, b, **o),
              "rms_norm": lambda **o: tkc.rms_norm(x, w, **o),
              "rotary_embedding": lambda **o: tkc.rotary_embedding(xr, cs, cs, **o),
              "linear_attention": lambda **o: tkc.linear_attention(lq, lq, lq, **o),
-             "based": lambda **o: tkc.based(lq[..., :16], lq[..., :16], lq, **o)}
+             "based": lambda **o: tkc.based(lq[..., :16], lq[..., :16], lq, **o),
+             "scaled_mm": lambda **o: tkc.scaled_mm(f8, f8.T, torch.ones(()), torch.ones(()), **o)}
     bad = {"attention": {"causal": ["yes", None, 1], "scale": ["x", math.nan, math.inf], "return_lse": ["x"]},
            "attention_varlen": {"causal": ["no"], "scale": ["x", math.nan], "return_lse": [None]},
            "layer_norm": {"eps": ["x", None, math.nan], "dropout_p": ["a", math.inf], "prenorm": ["x"]},
            "rms_norm": {"eps": ["x", math.inf], "dropout_p": ["a"], "prenorm": [0]},
            "rotary_embedding": {"interleaved": ["x"]},
            "linear_attention": {"scale": ["x", math.nan]},
-           "based": {"scale": [True]}}
+           "based": {"scale": [True]},
+           "scaled_mm": {"use_fast_accum": ["x", None]}}
     return [(op, name, v, calls[op]) for op, opts in bad.items() for name, vals in opts.items() for v in vals]
 
 

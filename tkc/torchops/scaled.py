@@ -37,7 +37,7 @@ from ..kernels.scaled_mm_blockwise import scaled_mm_blockwise
 from ..kernels.scaled_mm_hopper import FAST_WIDTHS, HEIGHTS, PROMOTED_BN, scaled_mm_hopper
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import check_device, check_tensor
+from .checks import check_device, check_flags, check_tensor
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature, sms
 
@@ -237,11 +237,12 @@ def scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor,
     use_fast_accum=True (as torch's): the wgmmas accumulate into the result
     directly, in their reduced precision, faster; False (the default):
     promoted into f32 every 128 of K, the accuracy of torch's default."""
-    key = plain_key((out_dtype, bool(use_fast_accum)), a, b, scale_a, scale_b)
+    key = plain_key((out_dtype, use_fast_accum), a, b, scale_a, scale_b)
     run = _plain.get(key)
     if run is not None:   # a repeated eager call: the key fixes what the checks read
         return run(a, b, scale_a, scale_b)
     fn = "scaled_mm"
+    check_flags(fn, use_fast_accum=use_fast_accum)
     check_tensor(fn, "a", a, 2, "[M, K]", (E4M3,))
     check_tensor(fn, "b", b, 2, "[K, N]", (E4M3,))
     check_tensor(fn, "scale_a", scale_a, None, "", (F32,))
