@@ -495,4 +495,3 @@ def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:
     if max(lengths) > most:
         raise TkcError(f"attention_varlen: a sequence of {max(lengths)} rows is longer than the "
                        f"max_seqlen given for {name} ({most})", caller())
-

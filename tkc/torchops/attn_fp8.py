@@ -274,4 +274,3 @@ def _check(q, k, v, q_scale, k_scale, v_scale, v_name: str) -> None:
                            f"{(B, H)} (one scale a head), got {tuple(t.shape)}", caller())
     check_device(fn, ("q", q), ("k", k), (v_name, v), ("q_scale", q_scale), ("k_scale", k_scale),
                  ("v_scale", v_scale))
-

@@ -300,4 +300,3 @@ def _check(fn: str, q, k, v, features, values) -> None:
         raise TkcError(f"{fn}: the value dim {v.shape[-1]} is not supported (one of {values})",
                        caller())
     check_device(fn, ("q", q), ("k", k), ("v", v))
-
