@@ -41,8 +41,7 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
-from .checks import (arranged, autocast, check_device, check_flags, dense, finite, softmax_scale,
-                     strided_takes)
+from .checks import arranged, attention_options, autocast, check_device, dense, softmax_scale, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
@@ -261,7 +260,7 @@ def _with_lengths(q, k, v, k_lengths, causal: bool, scale, return_lse: bool):
     if not packable(q, k):
         raise TkcError(f"attention: k_lengths serves up to 64 query rows a KV head (Hq / Hkv x Lq = "
                        f"{q.shape[1] // k.shape[1]} x {q.shape[2]})", caller())
-    check_flags("attention", causal=causal, return_lse=return_lse)
+    attention_options("attention", causal, scale, return_lse)
     o, lse = _len(q, k, v, k_lengths, causal, softmax_scale("attention", scale, q.shape[3]))
     return (o, lse) if return_lse else o
 
@@ -284,6 +283,7 @@ def _decode_step(q, k, v, causal: bool, scale, return_lse: bool):
     """A plain call's step through the decode path's family (attn_decode.family_step:
     its launches kept across key counts), or None: not a decode step, a gradient
     wanted, arguments the checks must see (_fits)."""
+    attention_options("attention", causal, scale, return_lse)   # (a family found was made by checked ones)
     if not _fits(q, k, v) or wants_grad(q, k, v):
         return None
     steps = decode_family(q, k, v, causal, _outputs)
@@ -309,10 +309,6 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
         return _with_lengths(q, k, v, k_lengths, causal, scale, return_lse)
     key = grad_key((causal, scale, return_lse), q, k, v)
     run = _plain.get(key)
-    if run is None:   # a key not seen: its options checked (a kept run's were)
-        check_flags("attention", causal=causal, return_lse=return_lse)
-        if scale is not None:
-            finite("attention", "scale", scale)
     if run is None and key is not None:
         run = _decode_runs.get(key)
         if run is None:   # a decode step at a new key count (a growing cache's, each step)?
@@ -324,6 +320,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: floa
                 _decode_runs.keep(key, run)
     if run is not None:
         return run(q, k, v)
+    attention_options("attention", causal, scale, return_lse)
     if (cast := _checked(q, k, v)) is not None:
         return attention(*cast, causal, scale, return_lse)
     scale = softmax_scale("attention", scale, q.shape[3])
@@ -429,7 +426,7 @@ def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_s
                        f"got shapes {tuple(cu_seqlens_q.shape)} and {tuple(cu_seqlens_k.shape)}",
                        caller())
     check_device("attention_varlen", ("q", q), ("k", k), ("v", v))
-    check_flags("attention_varlen", causal=causal, return_lse=return_lse)
+    attention_options("attention_varlen", causal, scale, return_lse)
     o, lse = _vfwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                    causal, softmax_scale("attention_varlen", scale, q.shape[-1]))
     return (o, lse) if return_lse else o

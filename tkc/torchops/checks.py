@@ -125,6 +125,13 @@ def finite(fn: str, name: str, value) -> float:
     return float(value)
 
 
+def attention_options(fn: str, causal, scale, return_lse) -> None:
+    """An attention call's options (on a key not kept: a kept run's were)."""
+    check_flags(fn, causal=causal, return_lse=return_lse)
+    if scale is not None:
+        finite(fn, "scale", scale)
+
+
 def softmax_scale(fn: str, scale, D: int) -> float:
     """The scores' scale: 1 / sqrt(D) by default, else the caller's (finite)."""
     return 1.0 / math.sqrt(D) if scale is None else finite(fn, "scale", scale)
