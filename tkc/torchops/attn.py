@@ -41,7 +41,8 @@ from ..kernels.attention_tuned import backward_kernels, backward_schedule, forwa
 from ..runtime.callsite import caller
 from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
-from .checks import arranged, attention_options, autocast, check_device, dense, softmax_scale, strided_takes
+from .checks import (arranged, attention_options, autocast, check_device, dense, softmax_scale,
+                     strided_takes)
 from .eager import Op, grad_key, kept_run, public, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
