@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from .building import build_all, quietly
-from .diagnostics import TkcError
+from .diagnostics import TkcError, at_least
 
 EMITS = ("tile", "nvvm", "llvm", "ptx", "cubin", "sass")
 
@@ -206,7 +206,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true",
                    help="then remove every cache entry this build did not produce or find "
                         "(older builds'), e.g. before carrying the cache to a GPU machine")
-    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+    p.add_argument("-j", "--jobs", type=at_least(1), default=None, metavar="N",
                    help="compile in N processes (default: one a core)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="a line per kernel (registers, spills, shared memory, cache path) and "

@@ -5,6 +5,7 @@ callsite/fused forms); `where(op_or_loc)` turns them into `file.py:12:5`.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import re
 
@@ -75,3 +76,16 @@ def _column(code, lasti: int) -> int:
     except (AttributeError, IndexError):
         return 1
     return col + 1 if col is not None else 1
+
+
+def at_least(least: int):
+    """An argparse type for the command lines' counts: an int of at least
+    `least` (`tkc fuzz --count 0` ran nothing and reported no failure;
+    `--start -4` failed in the generator)."""
+    def parse(text: str) -> int:
+        n = int(text)   # (a ValueError: argparse's "invalid int value")
+        if n < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {n}")
+        return n
+    parse.__name__ = "int"
+    return parse

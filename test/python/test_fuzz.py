@@ -252,3 +252,26 @@ def test_eight_bit_operands_hold_values_of_their_format():
             if a.name in ("a", "b"):
                 assert a.dtype in ("f8e4m3", "f8e5m2") and a.shape[3] % 16 == 0
                 assert np.array_equal(ROUND[a.dtype](x), x) and np.any(x != 0)
+
+
+@pytest.mark.parametrize("argv, complaint", [
+    (["--count", "0"], "argument --count: must be at least 1, got 0"),
+    (["--start", "-4"], "argument --start: must be at least 0, got -4"),
+    (["--seed", "-2"], "argument --seed: must be at least 0, got -2"),
+    (["-j", "0"], "argument -j/--jobs: must be at least 1, got 0"),
+    (["--count", "x"], "argument --count: invalid int value: 'x'"),
+])
+def test_the_command_line_refuses_counts_out_of_range(argv, complaint, capsys):
+    """`tkc fuzz --count 0` ran nothing and reported no failure; --start -4
+    and a negative seed failed inside the generator (numpy's seed wants an
+    int >= 0, and fuzz_-2_0 is no name): each is argparse's error now, as are
+    `tkc build -j 0` and `tkc tune -j 0`."""
+    from tkc.cli import main
+    from tkc.fuzz.runner import parser
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(argv)
+    assert e.value.code == 2 and complaint in capsys.readouterr().err
+    for cmd in (["build", "-j", "0"], ["tune", "--library", "-j", "-1"]):
+        with pytest.raises(SystemExit):
+            main(cmd)
+        assert "-j/--jobs: must be at least 1" in capsys.readouterr().err

@@ -24,14 +24,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..diagnostics import at_least
+
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tkc fuzz", description="Generate tile programs and check "
                                 "the passes, the verifier's refusals and (--build/--gpu) the GPU.")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--count", type=int, default=100)
-    p.add_argument("--start", type=int, default=0, help="first program index (default 0)")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (CPU checks and --build)")
+    p.add_argument("--seed", type=at_least(0), default=0)
+    p.add_argument("--count", type=at_least(1), default=100)
+    p.add_argument("--start", type=at_least(0), default=0, help="first program index (default 0)")
+    p.add_argument("-j", "--jobs", type=at_least(1), default=1, help="worker processes (CPU checks and --build)")
     p.add_argument("--build", metavar="DIR", help="compile each program into the artifact cache "
                    "and write the interpreter's outputs to DIR")
     p.add_argument("--gpu", metavar="DIR", help="run the cached kernels on the GPU against DIR's outputs")

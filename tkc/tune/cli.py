@@ -31,7 +31,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..diagnostics import TkcError
+from ..diagnostics import TkcError, at_least
 from . import tables
 from .configs import config_text
 from .space import registry
@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
                         "--missing for the rest)")
     p.add_argument("--rounds", type=int, default=5,
                    help="interleaved timing rounds (default 5; the finalists then run 2 x as many more)")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="build processes (default: one a core)")
+    p.add_argument("-j", "--jobs", type=at_least(1), default=None, help="build processes (default: one a core)")
     p.add_argument("--dry-run", action="store_true", help="list the keys it would tune (with --missing: those "
                    "no table holds) and stop; needs no GPU (the examples made as fake tensors)")
     return p
