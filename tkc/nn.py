@@ -19,7 +19,9 @@ import torch
 from torch import nn
 from torch.nn.attention import bias as _bias
 
+from .diagnostics import TkcError
 from .kernels.attention_hopper import HEAD_DIMS
+from .runtime.callsite import caller
 from .torchops import checks
 from .torchops.attn import attention
 from .torchops.gated import swiglu
@@ -193,6 +195,8 @@ def convert(model: nn.Module) -> nn.Module:
     attn_implementation="tkc" (register_transformers; listed as "attention").
     The others stay as they are: `model.tkc_converted` lists the converted
     modules' names and `model.tkc_skipped` maps the others of these kinds to why."""
+    if not isinstance(model, nn.Module):
+        raise TkcError(f"convert: model must be a torch.nn.Module, got {type(model).__name__}", caller())
     converted, skipped = [], {}
     for name, m in model.named_modules():
         why = _swap(m)

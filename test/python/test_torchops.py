@@ -252,6 +252,17 @@ def test_dropout_seed_is_drawn_on_the_device_at_each_call():
     assert norms._philox(x, 0.0) is norms._philox(x, 0.0) and not norms._philox(x, 0.0).any()
 
 
+def test_nn_convert_refuses_what_is_not_a_module():
+    """tkc.nn.convert(None) raised AttributeError ('NoneType' object has no
+    attribute 'named_modules') from inside tkc; it is tkc's error at the
+    caller's line."""
+    import tkc.nn
+    for bad in (None, "model", [torch.nn.Linear(8, 8)]):
+        with pytest.raises(TkcError, match="convert: model must be a torch.nn.Module, got ") as e:
+            tkc.nn.convert(bad)
+        assert "test_torchops.py" in e.value.where
+
+
 def test_nn_convert_swaps_what_tkc_serves_in_place(cpu_ops):
     """tkc.nn.convert: nn.Linear / LayerNorm / RMSNorm that tkc serves become
     tkc.nn's (the same objects and parameters: the state dict and an optimizer
