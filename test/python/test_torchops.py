@@ -1001,6 +1001,7 @@ def _scalar_calls():
     x, w, b = torch.zeros(4, 256, dtype=BF), torch.ones(256, dtype=BF), torch.zeros(256, dtype=BF)
     xr, cs = torch.zeros(1, 64, 2, 128, dtype=BF), torch.zeros(64, 64, dtype=BF)
     lq, f8 = torch.zeros(1, 2, 64, 64, dtype=BF), torch.zeros(128, 128).to(torch.float8_e4m3fn)
+    q8 = torch.zeros(1, 2, 128, 64).to(torch.float8_e4m3fn)
     calls = {"attention": lambda **o: tkc.attention(q, q, q, **o),
              "attention_varlen": lambda **o: tkc.attention_varlen(qv, qv, qv, cu, cu, 128, 128, **o),
              "layer_norm": lambda **o: tkc.layer_norm(x, w, b, **o),
@@ -1008,7 +1009,8 @@ def _scalar_calls():
              "rotary_embedding": lambda **o: tkc.rotary_embedding(xr, cs, cs, **o),
              "linear_attention": lambda **o: tkc.linear_attention(lq, lq, lq, **o),
              "based": lambda **o: tkc.based(lq[..., :16], lq[..., :16], lq, **o),
-             "scaled_mm": lambda **o: tkc.scaled_mm(f8, f8.T, torch.ones(()), torch.ones(()), **o)}
+             "scaled_mm": lambda **o: tkc.scaled_mm(f8, f8.T, torch.ones(()), torch.ones(()), **o),
+             "attention_fp8": lambda **o: tkc.attention_fp8(q8, q8, q8, *(torch.ones(1, 2),) * 3, **o)}
     bad = {"attention": {"causal": ["yes", None, 1], "scale": ["x", math.nan, math.inf], "return_lse": ["x"]},
            "attention_varlen": {"causal": ["no"], "scale": ["x", math.nan], "return_lse": [None]},
            "layer_norm": {"eps": ["x", None, math.nan], "dropout_p": ["a", math.inf], "prenorm": ["x"]},
@@ -1016,7 +1018,8 @@ def _scalar_calls():
            "rotary_embedding": {"interleaved": ["x"]},
            "linear_attention": {"scale": ["x", math.nan]},
            "based": {"scale": [True]},
-           "scaled_mm": {"use_fast_accum": ["x", None]}}
+           "scaled_mm": {"use_fast_accum": ["x", None]},
+           "attention_fp8": {"causal": ["no"], "scale": [float("nan")], "return_lse": ["x"]}}
     return [(op, name, v, calls[op]) for op, opts in bad.items() for name, vals in opts.items() for v in vals]
 
 

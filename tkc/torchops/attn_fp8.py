@@ -47,7 +47,7 @@ from ..kernels.attention_fp8_v import loads_for
 from ..kernels.attention_tuned import fp8_forward_kernel
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
-from .checks import check_device, check_flags, check_tensor, dense, softmax_scale
+from .checks import attention_options, check_device, check_tensor, dense, softmax_scale
 from .eager import Op, plain_key, public
 from .plans import PlanCache, signature
 
@@ -188,17 +188,18 @@ _plans = PlanCache(_plan)
 _plain = PlanCache()   # an eager call's key -> its plan's run
 
 
-def _kept_run(v_name: str, q, k, v, q_scale, k_scale, v_scale, causal, scale):
+def _kept_run(v_name: str, q, k, v, q_scale, k_scale, v_scale, causal, scale, return_lse):
     """The run an eager call keeps under its key (eager.plain_key), the
-    arguments checked on its key's first call; None while tracing, with a
-    gradient wanted or a tensor not contiguous (the custom ops then, checked)."""
-    key = plain_key((v_name, causal, scale), q, k, v, q_scale, k_scale, v_scale)
+    arguments and options checked on its key's first call; None while
+    tracing, with a gradient wanted or a tensor not contiguous (the custom
+    ops then, checked)."""
+    key = plain_key((v_name, causal, scale, return_lse), q, k, v, q_scale, k_scale, v_scale)
     run = _plain.get(key)
     if run is not None:
         return run
-    _check(q, k, v, q_scale, k_scale, v_scale, v_name)
     fn = "attention_fp8" if v_name == "v" else "attention_fp8_vt"
-    check_flags(fn, causal=causal)
+    attention_options(fn, causal, scale, return_lse)
+    _check(q, k, v, q_scale, k_scale, v_scale, v_name)
     if key is None or not all(t.is_contiguous() for t in (q, k, v, q_scale, k_scale, v_scale)):
         return None
     causal, scale, laid_out = bool(causal), softmax_scale(fn, scale, q.shape[3]), v_name == "vt"
@@ -217,13 +218,12 @@ def attention_fp8(q: Tensor, k: Tensor, v: Tensor, q_scale: Tensor, k_scale: Ten
     [B, Hq, Lq, D]; return_lse=True also returns the log-sum-exp [B, Hq, Lq].
     V is brought into the kernel's layout on each call (fp8_v_layout: one
     kernel pass over V); forward only (module docstring)."""
-    run = _kept_run("v", q, k, v, q_scale, k_scale, v_scale, causal, scale)
+    run = _kept_run("v", q, k, v, q_scale, k_scale, v_scale, causal, scale, return_lse)
     if run is not None:
         o, lse = run(q, k, v, q_scale, k_scale, v_scale)
     else:
         o, lse = _fwd(q, k, _v_layout(v), q_scale, k_scale, v_scale, causal,
                       softmax_scale("attention_fp8", scale, q.shape[3]))
-    check_flags("attention_fp8", return_lse=return_lse)
     return (o, lse) if return_lse else o
 
 
@@ -233,13 +233,12 @@ def attention_fp8_vt(q: Tensor, k: Tensor, vt: Tensor, q_scale: Tensor, k_scale:
                      return_lse: bool = False):
     """attention_fp8 with V already in the kernel's layout: vt = fp8_v_layout(v)
     [B, Hkv, D, Lk32] (a V used by several calls is laid out once)."""
-    run = _kept_run("vt", q, k, vt, q_scale, k_scale, v_scale, causal, scale)
+    run = _kept_run("vt", q, k, vt, q_scale, k_scale, v_scale, causal, scale, return_lse)
     if run is not None:
         o, lse = run(q, k, vt, q_scale, k_scale, v_scale)
     else:
         o, lse = _fwd(q, k, vt, q_scale, k_scale, v_scale, causal,
                       softmax_scale("attention_fp8_vt", scale, q.shape[3]))
-    check_flags("attention_fp8_vt", return_lse=return_lse)
     return (o, lse) if return_lse else o
 
 
