@@ -265,13 +265,14 @@ def test_the_command_line_refuses_counts_out_of_range(argv, complaint, capsys):
     """`tkc fuzz --count 0` ran nothing and reported no failure; --start -4
     and a negative seed failed inside the generator (numpy's seed wants an
     int >= 0, and fuzz_-2_0 is no name): each is argparse's error now, as are
-    `tkc build -j 0` and `tkc tune -j 0`."""
+    `tkc build -j 0`, `tkc tune -j 0` and `tkc tune --rounds 0`."""
     from tkc.cli import main
     from tkc.fuzz.runner import parser
     with pytest.raises(SystemExit) as e:
         parser().parse_args(argv)
     assert e.value.code == 2 and complaint in capsys.readouterr().err
-    for cmd in (["build", "-j", "0"], ["tune", "--library", "-j", "-1"]):
+    for cmd, name in ((["build", "-j", "0"], "-j/--jobs"), (["tune", "--library", "-j", "-1"], "-j/--jobs"),
+                      (["tune", "--library", "--rounds", "0"], "--rounds")):
         with pytest.raises(SystemExit):
             main(cmd)
-        assert "-j/--jobs: must be at least 1" in capsys.readouterr().err
+        assert f"{name}: must be at least 1" in capsys.readouterr().err

@@ -44,7 +44,6 @@ bf16 on CUDA, under torchrun with every rank calling with the same shapes.
 """
 from __future__ import annotations
 
-
 import torch
 from torch import Tensor
 

@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                    help="start no key after this many seconds (the picks so far are kept: run again with "
                         "--missing for the rest)")
-    p.add_argument("--rounds", type=int, default=5,
+    p.add_argument("--rounds", type=at_least(1), default=5,
                    help="interleaved timing rounds (default 5; the finalists then run 2 x as many more)")
     p.add_argument("-j", "--jobs", type=at_least(1), default=None, help="build processes (default: one a core)")
     p.add_argument("--dry-run", action="store_true", help="list the keys it would tune (with --missing: those "
