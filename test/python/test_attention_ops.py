@@ -135,6 +135,32 @@ def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
     assert dataclasses.asdict(tuned.forward_space(64, True, "bhld")[1]) == long
 
 
+def test_a_chunk_over_a_longer_cache_runs_its_query_row(monkeypatch, tmp_path):
+    """77 queries over 300 keys (causal: the chunk's rows end at the cache's
+    end) key the forward by both buckets (256 keys, 128 queries): a row for
+    that key decides what the op launches; without one, 256 keys' pick
+    runs, as it did before queries joined the key."""
+    from tkc.kernels import attention_tuned as tuned
+    from tkc.tune import tables
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    space = tuned.FORWARD[64, True, "bhld"]
+    square = space.kernel(space.choose((64, True, "bhld", 256))).name
+    other = next(c for c in space.configs if space.kernel(c).name != square)
+    picked = []
+    monkeypatch.setattr(ops, "forward_kernel",
+                        lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
+    q, k, v = attention_qkv(1, 4, 2, 77, 300, 64)
+    for record in (False, True):
+        if record:
+            tables.record(space.name, (64, True, "bhld", 256, 128), {"config": other})
+        space.forget()
+        plans.forget()
+        o, _ = ops._fwd(q, k, v, True, 0.125)
+        assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
+    space.forget()
+    assert [k.name for k in picked] == [square, space.kernel(other).name]
+
+
 def test_backwards_have_warp_uniform_ids_and_a_store_warp():
     """Every backward a table may pick has warp-uniform warp ids; at D <= 128
     dQ's TMA adds are issued by a store warp (varlen's too)."""

@@ -200,7 +200,11 @@ def test_each_space_holds_what_its_tables_pick():
             for i, entries in enumerate(tables_[:1] if D == 96 else tables_):
                 rows = entries[tuned.space_name(direction, D, causal, layout)]
                 held = [b for b in BUCKETS if i == 0 or b >= tuned.SMALLEST_HELD]   # the H100's: from 512
-                assert sorted(rows) == sorted(repr((D, causal, layout, b)) for b in held)
+                diagonal = {repr((D, causal, layout, b)) for b in held}
+                # the H200's bhld forwards: also the short queries' examples (forward_key)
+                short = {repr(tuned.forward_key(D, causal, layout, k, q)) for q, k in tuned.QUERY_EXAMPLES} \
+                    if (direction, layout, i) == ("forward", "bhld", 0) else set()
+                assert diagonal <= set(rows) <= diagonal | short
                 picked += [r["config"] for r in rows.values()]
             assert all(c in space.configs for c in picked)
             assert all(c in picked for c in space.configs)
@@ -238,16 +242,53 @@ def test_the_small_buckets(shipped):
     space.forget()
 
 
+def test_short_queries_over_long_keys():
+    """A bhld forward of fewer queries than keys (a prefill's chunk over its
+    cache) runs its (keys, queries) row; a key no table holds takes the row
+    of its query bucket at the nearest key bucket (the longer of two as
+    near), skipping a configuration the space no longer has, else the key
+    count's pick, as before the key had queries."""
+    space = tuned.FORWARD[64, False, "bhld"]
+    base = (64, False, "bhld")
+    a, b, c = space.configs
+    rows = {(*base, 2048, 256): a, (*base, 8192, 256): b, (*base, 16384, 128): {**c, "KV": 48},
+            (*base, 65536, 128): c, (*base, 16384): b}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tables, "lookup", lambda name, key: rows.get(key) if name == space.name else None)
+        space.forget()
+        assert space.choose((*base, 2048, 256)) == a
+        assert space.choose((*base, 4096, 256)) == b       # 2048 and 8192 as near: the longer
+        assert space.choose((*base, 1024, 256)) == a       # the nearer
+        assert space.choose((*base, 16384, 128)) == c      # its own row names no schedule of the space
+        assert space.choose((*base, 16384, 512)) == b      # no row of 512 queries: 16384 keys' pick
+        assert space.choose((*base, 16384)) == b
+        assert space.choose((*base, 4096)) == space.default
+        names = {cfg["consumers"]: space.kernel(cfg).name for cfg in (a, c)}
+        assert tuned.forward_kernel(64, False, "bhld", 4096, 300).name == space.kernel(b).name   # bucket 256
+        assert tuned.forward_kernel(64, False, "bhld", 100000, 100).name == names[2]
+        assert tuned.forward_kernel(64, False, "bhld", 16384).name == space.kernel(b).name
+        assert tuned.forward_kernel(64, False, "bhld", 16384, 16384).name == space.kernel(b).name
+    space.forget()
+    assert tuned.forward_key(64, False, "varlen", 4096, 128) == (64, False, "varlen", 4096)
+    assert tuned.forward_key(64, False, "bhld", 4096, 5000) == (64, False, "bhld", 4096)
+    assert tuned.forward_key(64, False, "bhld", 4096, 2100) == (64, False, "bhld", 4096, 2048)
+
+
 def test_the_key_of_a_kernel_call():
     """`tkc tune` keys a call by its arguments: k's rows (bhld, whatever its
-    strides: a [B, L, H, D] tensor's transpose too), the backward's max_k or
-    the forward's longest sequence (varlen)."""
+    strides: a [B, L, H, D] tensor's transpose too) and, a bhld forward's, q's
+    where their bucket is the smaller; the backward's max_k or the forward's
+    longest sequence (varlen)."""
     z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
     bhld = [z(1, 4, 100, 64), z(1, 2, 3000, 64), z(1, 2, 3000, 64), z(1, 4, 100, 64), z(1, 4, 1, 100), 0.1]
-    assert tuned.FORWARD[64, True, "bhld"].key(bhld) == (64, True, "bhld", 2048)
+    assert tuned.FORWARD[64, True, "bhld"].key(bhld) == (64, True, "bhld", 2048, 128)
     blhd = [z(1, 100, 4, 64).transpose(0, 2, 1, 3), z(1, 700, 2, 64).transpose(0, 2, 1, 3),
             z(1, 700, 2, 64).transpose(0, 2, 1, 3), z(1, 100, 4, 64).transpose(0, 2, 1, 3), z(1, 4, 1, 100), 0.1]
-    assert tuned.FORWARD[64, False, "bhld"].key(blhd) == (64, False, "bhld", 512)
+    assert tuned.FORWARD[64, False, "bhld"].key(blhd) == (64, False, "bhld", 512, 128)
+    square = [z(1, 4, 600, 64), z(1, 2, 700, 64), z(1, 2, 700, 64), z(1, 4, 600, 64), z(1, 4, 1, 600), 0.1]
+    assert tuned.FORWARD[64, False, "bhld"].key(square) == (64, False, "bhld", 512)   # one bucket
+    more = [z(1, 4, 3000, 64), z(1, 2, 700, 64), z(1, 2, 700, 64), z(1, 4, 3000, 64), z(1, 4, 1, 3000), 0.1]
+    assert tuned.FORWARD[64, False, "bhld"].key(more) == (64, False, "bhld", 512)   # more queries than keys
     cu_q, cu_k = np.array([0, 5, 10], np.int32), np.array([0, 1500, 1600], np.int32)
     varlen = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 1, 10), cu_q, cu_k, 5, 0.1]
     assert tuned.FORWARD[128, True, "varlen"].key(varlen) == (128, True, "varlen", 1024)
@@ -263,7 +304,9 @@ def test_tkc_tune_finds_the_spaces():
     every = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
     found = {n: t for n, t in every.items() if ".decode." not in n}
     assert len(found) == 32   # 4 head dims x causal or not x (bhld, varlen) x (forward, backward)
-    assert all(len(t.examples()) == len(tuned.EXAMPLE_KEYS) for t in found.values())
+    for t in found.values():   # the bhld forwards' short queries over long keys besides
+        short = ".forward." in t.name and t.name.endswith(".bhld")
+        assert len(t.examples()) == len(tuned.EXAMPLE_KEYS) + short * len(tuned.QUERY_EXAMPLES)
     assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64, 96)]
     assert tuned.EXAMPLE_KEYS == (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -298,7 +341,8 @@ def test_the_library_builds_the_common_shapes_picks():
 def test_tuning_a_space_on_the_cpu(artifact_cache, monkeypatch, tmp_path):
     """measure.tune over D 128's forward without the mask (bhld): both
     candidates built, run by the interpreter and found to agree, the faster
-    by a fake timer recorded, and then launched for that key bucket."""
+    by a fake timer recorded, and then launched for that key (200 queries
+    over 300 keys: the query bucket's row)."""
     pytest.importorskip("mlir")
     monkeypatch.setattr(tables, "user_path", lambda device=None: tmp_path / "tuned.json")
     space = tuned.FORWARD[128, False, "bhld"]
@@ -317,8 +361,10 @@ def test_tuning_a_space_on_the_cpu(artifact_cache, monkeypatch, tmp_path):
     long = "attn_fwd_d128_bhld_kv128_overlap_pingpong_persistent"
     us = {"attn_fwd_d128_bhld_kv128_persistent_fma12": 2.0, long: 1.0}
     result = space.tune(*args, timer=lambda kern, a: us[kern.name], run=run, compare=compare, rounds=1)
-    assert result.key == (128, False, "bhld", 256) and result.best["overlap"]
+    assert result.key == (128, False, "bhld", 256, 128) and result.best["overlap"]   # 200 queries
     assert sorted(r["status"] for r in result.rows) == ["best", "ok"]
     space.forget()
-    assert tuned.forward_kernel(128, False, "bhld", 300).name == long
+    assert tuned.forward_kernel(128, False, "bhld", 300, 200).name == long
+    square = space.kernel(space.choose((128, False, "bhld", 256))).name   # the key count's row, not the new one
+    assert tuned.forward_kernel(128, False, "bhld", 300).name == square and square != long
     space.forget()

@@ -68,6 +68,14 @@ def rows():
             return (lambda: mine().backward(do)), (lambda: peer().backward(do))
         return mine, peer
 
+    def chunk(Lq, Lk, D, causal):   # a prefill's chunk of 4096 tokens over its cache (32 heads)
+        from torch.nn.attention.bias import causal_lower_right
+        B = max(1, 4096 // Lq)
+        q, k, v = rnd(B, 32, Lq, D), rnd(B, 32, Lk, D), rnd(B, 32, Lk, D)
+        mask = causal_lower_right(Lq, Lk) if causal else None   # tkc's causal: the chunk ends the cache
+        return (lambda: tkc.attention(q, k, v, causal=causal)), \
+            (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
     def decode(B, Hq, Hkv, Lk, D=128):   # one query a head against a KV cache (no_grad)
         q, k, v = rnd(B, Hq, 1, D), rnd(B, Hkv, Lk, D), rnd(B, Hkv, Lk, D)
         return (lambda: tkc.attention(q, k, v)), \
@@ -166,6 +174,11 @@ def rows():
         for bwd in (False, True):
             table.append(("attention", f"attention D96 H32 L {L} causal{' fwd+bwd' if bwd else ''}",
                           lambda L=L, b=bwd: attn(L, True, b, D=96, H=32), "SDPA" + (" fwd+bwd" if bwd else ""), 10))
+    for D, Lq, Lk, causal in ((64, 256, 16384, False), (64, 128, 4096, True), (128, 512, 16384, True),
+                              (128, 1024, 8192, False)):
+        table.append(("attention", f"attention chunk D{D} Lq {Lq} over Lk {Lk}{' causal' if causal else ''}",
+                      lambda D=D, Lq=Lq, Lk=Lk, c=causal: chunk(Lq, Lk, D, c),
+                      "SDPA" + (" causal_lower_right" if causal else ""), 10))
     for B, Hq, Hkv, Lk, D in ((1, 32, 8, 4096, 128), (1, 32, 8, 32768, 128), (8, 32, 8, 8192, 128),
                               (64, 32, 8, 2048, 128), (1, 64, 8, 8192, 64), (4, 16, 16, 8192, 256),
                               (1, 32, 32, 4096, 96)):

@@ -1,11 +1,12 @@
 """Which attention kernels tkc.attention launches: per head dim, mask and
 layout, the forward and the backward as autotuned spaces (tkc.autotune) of
 the schedules in attention_schedule.py, keyed by (D, causal, layout, key
-bucket). Which schedule runs for a key is data, per GPU, in tkc/tune/tables:
+bucket), and the bhld forward's by the query bucket too where it is the
+smaller (forward_key). Which schedule runs for a key is data, per GPU, in tkc/tune/tables:
 the H100's picks (measured by hand there), and the same for the H200 until
 it is tuned (docs/attention.md).
 
-    forward_kernel(D, causal, layout, keys)      the forward for up to `keys` keys
+    forward_kernel(D, causal, layout, keys, queries)  the forward for up to `keys` keys
     decode_kernels(D)                            the decode path's (split, merge, unsplit, merging split)
     decode_lengths_kernel(D, merged)             ... its split with per-batch key lengths
     fp8_forward_kernel(D, causal, keys)          tkc.attention_fp8's (bhld)
@@ -13,7 +14,8 @@ it is tuned (docs/attention.md).
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
 
 `tkc tune --library --filter tkc.attention` tunes the spaces at their
-examples (the eager benchmark's shapes, 128 to 16k keys); offline
+examples (the eager benchmark's shapes, 128 to 16k keys, and the bhld
+forward's short queries over long keys: QUERY_EXAMPLES); offline
 (TKC_OFFLINE=1) it times only candidates already built: `tkc build
 tkc/kernels/attention_tuned.py` builds them all (KERNELS).
 
@@ -31,15 +33,18 @@ from tkc.kernels.attention_bwd_kernel import attention_bwd
 from tkc.kernels.attention_bwd_prep import attention_prep, stats_columns
 from tkc.kernels.attention_hopper import FP8_HEAD_DIMS, HEAD_DIMS, LAYOUTS, attention_hopper
 from tkc.kernels.attention_hopper import decode_kernels as hopper_decode_kernels
-from tkc.kernels.attention_schedule import (BackwardSchedule, ForwardSchedule, backward_space,
+from tkc.kernels.attention_schedule import (BUCKETS, BackwardSchedule, ForwardSchedule, backward_space,
                                             decode_schedule, forward_space, fp8_forward_space, key_bucket)
-from tkc.tune import autotune
+from tkc.tune import autotune, tables
 
 __all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "backward_kernels",
-           "backward_schedule", "decode_kernels", "decode_lengths_kernel", "forward_kernel", "fp8_forward_kernel",
-           "space_name"]
+           "backward_schedule", "decode_kernels", "decode_lengths_kernel", "forward_key", "forward_kernel",
+           "fp8_forward_kernel", "space_name"]
 
 EXAMPLE_KEYS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
+# The bhld forward's (queries, keys) examples besides: a prefill's chunk over its cache, a
+# cross-attention (a key of a query bucket the examples lack takes the nearest tuned key count's row)
+QUERY_EXAMPLES = tuple((q, k) for k in (4096, 16384) for q in (128, 256, 512, 1024))
 SMALLEST_HELD = 512   # the smallest bucket every table has a row for (BUCKETS' 128 and 256 came later)
 DIRECTIONS = {"forward": (attention_hopper, ForwardSchedule, forward_space),
               "backward": (attention_bwd, BackwardSchedule, backward_space),
@@ -64,18 +69,53 @@ def _keys(direction: str, layout: str, args) -> int:
     return int((cu_k[1:] - cu_k[:-1]).max())
 
 
+def forward_key(D: int, causal: bool, layout: str, keys: int, queries: int | None = None) -> tuple:
+    """The bhld forward's key: (D, causal, layout, the key bucket), and the
+    query bucket after it where that is the smaller (a prefill's chunk over
+    its cache: a tile of more rows than the chunk's computes rows nobody
+    reads, and fewer items fill the SMs, so the long sequences' pick need
+    not be the chunk's). Without queries (varlen, the backward) the key count's alone."""
+    keys = key_bucket(keys)
+    if queries is None or layout != "bhld" or key_bucket(queries) >= keys:
+        return D, causal, layout, keys
+    return D, causal, layout, keys, key_bucket(queries)
+
+
+def _nearest_query_row(tuned, key: tuple) -> dict | None:
+    """The tables' pick for key's query bucket at the nearest key bucket that
+    has one (the nearer in powers of two, the longer of two as near), if it
+    is one of the space's."""
+    *rest, keys, queries = key
+    for other in sorted((b for b in BUCKETS if b > queries and b != keys),
+                        key=lambda b: (abs(b.bit_length() - keys.bit_length()), -b)):
+        config = tables.lookup(tuned.name, (*rest, other, queries))
+        if config is not None and config in tuned.configs:
+            return config
+    return None
+
+
 def _space(direction: str, D: int, causal: bool, layout: str):
     build, schedule, space = DIRECTIONS[direction]
+    queries = direction == "forward" and layout == "bhld"   # the key's query bucket (forward_key)
 
-    def fallback(key):   # a bucket below 512 that a table lacks: the next bucket's pick (512's
-        *rest, keys = key   # rows are in every table: they held those lengths before)
-        return tuned.choose((*rest, keys * 2)) if keys < SMALLEST_HELD else tuned.default
+    def fallback(key):
+        if len(key) == 5:   # a short query's key no table holds: that query bucket's nearest row, else
+            return _nearest_query_row(tuned, key) or tuned.choose(key[:4])   # the key count's pick
+        *rest, keys = key   # a bucket below 512 that a table lacks: the next bucket's pick (512's
+        return tuned.choose((*rest, keys * 2)) if keys < SMALLEST_HELD else tuned.default   # rows: every table's
+
+    def key(*args):
+        return forward_key(D, causal, layout, _keys(direction, layout, args),
+                           int(args[0].shape[-2]) if queries else None)
+
+    def examples():
+        made = [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS]
+        return made + [functools.partial(_example, direction, D, causal, layout, k, q)
+                       for q, k in (QUERY_EXAMPLES if queries else ())]
 
     tuned = autotune(
         space=[dataclasses.asdict(s) for s in space(D, causal, layout)],
-        key=lambda *args: (D, causal, layout, key_bucket(_keys(direction, layout, args))),
-        name=space_name(direction, D, causal, layout), fallback=fallback,
-        examples=lambda: [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS],
+        key=key, name=space_name(direction, D, causal, layout), fallback=fallback, examples=examples,
     )(lambda **config: build(D, causal, layout, schedule(**config)))
     return tuned
 
@@ -92,15 +132,17 @@ def prep_kernel(D: int, layout: str):
     return attention_prep(D, layout)
 
 
-def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int) -> tuple:
-    """(the space, its pick) for sequences of up to `keys` keys."""
+def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int, queries: int | None = None) -> tuple:
+    """(the space, its pick) for sequences of up to `keys` keys (and, bhld
+    forwards, `queries` queries: forward_key)."""
     tuned = spaces[D, causal, layout]
-    return tuned, tuned.choose((D, causal, layout, key_bucket(keys)))
+    return tuned, tuned.choose(forward_key(D, causal, layout, keys, queries))
 
 
-def forward_kernel(D: int, causal: bool, layout: str, keys: int):
-    """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)."""
-    tuned, config = _config(FORWARD, D, causal, layout, keys)
+def forward_kernel(D: int, causal: bool, layout: str, keys: int, queries: int | None = None):
+    """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)
+    and, bhld, of `queries` queries (Lq; None: as many as keys)."""
+    tuned, config = _config(FORWARD, D, causal, layout, keys, queries)
     return tuned.kernel(config)
 
 
@@ -149,12 +191,19 @@ KERNELS = [*_preps(), *FORWARD.values(), *BACKWARD.values(), *FP8_FORWARD.values
            *(decode_lengths_kernel(D, m) for D in HEAD_DIMS for m in (False, True))]
 
 
-def _example(direction: str, D: int, causal: bool, layout: str, L: int) -> list:
+def _example(direction: str, D: int, causal: bool, layout: str, L: int, Lq: int | None = None) -> list:
     """One call's arguments on the GPU, as tkc.attention makes them, at the
     eager benchmark's shape (tkc/bench/eager.py: 16 heads, 16384 // L
     sequences of L; varlen: those packed). A backward's statistics and dQ
-    accumulator come from the picked forward and attention_prep."""
+    accumulator come from the picked forward and attention_prep. Lq (a bhld
+    forward's): queries of L keys, a chunk of 4096 tokens (4096 // Lq
+    sequences) over 32 heads, as the eager benchmark's chunk rows."""
     import torch
+    if Lq is not None:
+        B, H = max(1, 4096 // Lq), 32
+        q = torch.randn(B, H, Lq, D, device="cuda").to(torch.bfloat16)
+        k, v = (torch.randn(B, H, L, D, device="cuda").to(torch.bfloat16) for _ in range(2))
+        return [q, k, v, torch.empty_like(q), torch.empty(B, H, 1, Lq, device="cuda"), D ** -0.5]
     B, H, varlen = max(1, 16384 // L), 16, layout == "varlen"
     if direction == "fp8":   # tkc.attention_fp8's arguments: e4m3 q, k and V^T (keys in any order)
         q, k = (torch.randn(B, H, L, D, device="cuda").to(torch.float8_e4m3fn) for _ in range(2))

@@ -98,7 +98,8 @@ def _fwd_plan(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float):
         return empty
     arrange = arranged(q, k, v)
     o, lse = outputs()
-    launch = forward_kernel(D, causal, "bhld", k.shape[2]).prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)
+    kernel = forward_kernel(D, causal, "bhld", k.shape[2], q.shape[2])
+    launch = kernel.prepare(*arrange(q, k, v), o, lse.unsqueeze(2), scale)
 
     def run(q, k, v, scale, lse=True):
         q, k, v = arrange(q, k, v)
