@@ -59,7 +59,8 @@ def inputs(B, Hq, Hkv, Lq, Lk, D, blhd=False, grad=True):
 SHAPES = {"square": (2, 4, 4, 256, 256), "gqa8-ragged": (1, 8, 1, 1000, 1000),
           "mqa-77": (2, 4, 1, 77, 77), "lq<lk": (1, 4, 2, 300, 1000), "lq>lk": (1, 4, 2, 1000, 300),
           "mid-ragged": (1, 4, 2, 1500, 3000),   # 3000 keys: D 128's long forwards (zigzag if causal)
-          "long-ragged": (1, 4, 2, 2100, 8250)}  # Lk past 8192: the long (ping-pong) forward everywhere
+          "long-ragged": (1, 4, 2, 2100, 8250),  # Lk past 8192: the long (ping-pong) forward everywhere
+          "chunk": (2, 4, 2, 200, 4500)}   # a prefill's chunk over its cache: the forward's (4096, 128) row
 
 
 @pytest.mark.parametrize("D", [64, 96, 128, 256])

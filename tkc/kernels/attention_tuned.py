@@ -197,12 +197,11 @@ def _example(direction: str, D: int, causal: bool, layout: str, L: int, Lq: int 
     sequences of L; varlen: those packed). A backward's statistics and dQ
     accumulator come from the picked forward and attention_prep. Lq (a bhld
     forward's): queries of L keys, a chunk of 4096 tokens (4096 // Lq
-    sequences) over 32 heads, as the eager benchmark's chunk rows."""
+    sequences) over 32 heads (16 at D 256), as the eager benchmark's chunk rows."""
     import torch
     if Lq is not None:
-        B, H = max(1, 4096 // Lq), 32
-        q = torch.randn(B, H, Lq, D, device="cuda").to(torch.bfloat16)
-        k, v = (torch.randn(B, H, L, D, device="cuda").to(torch.bfloat16) for _ in range(2))
+        B, H = max(1, 4096 // Lq), 32 if D <= 128 else 16
+        q, k, v = (torch.randn(B, H, n, D, device="cuda", dtype=torch.bfloat16) for n in (Lq, L, L))
         return [q, k, v, torch.empty_like(q), torch.empty(B, H, 1, Lq, device="cuda"), D ** -0.5]
     B, H, varlen = max(1, 16384 // L), 16, layout == "varlen"
     if direction == "fp8":   # tkc.attention_fp8's arguments: e4m3 q, k and V^T (keys in any order)

@@ -97,10 +97,14 @@ def main(argv: list[str]) -> int:
                         held += 1
                         continue
                     result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
-                except TkcError as e:   # this key cannot be tuned: the rest can
-                    failed.append(f"{tuned.name}: {e}")
+                except (TkcError, MemoryError, RuntimeError) as e:   # this key cannot be tuned: the rest can
+                    if isinstance(e, RuntimeError) and type(e).__name__ != "OutOfMemoryError":
+                        raise   # (torch's OutOfMemoryError: an example larger than the GPU's free memory)
+                    failed.append(f"{tuned.name}: {type(e).__name__ + ': ' if not isinstance(e, TkcError) else ''}{e}")
                     sys.stderr.write(f"[-] {failed[-1]}\n")
                     continue
+                finally:
+                    made = None   # (before the next example is made: two at once filled the H200 at D 256)
                 rows.append((tuned, result))
                 sys.stderr.write(f"[{len(rows)}] {tuned.name} {result.key!r}: {config_text(result.best)}\n")
     if rows:
