@@ -25,7 +25,7 @@ import pytest
 from tkc.kernels import attention_tuned as tuned
 from tkc.kernels.attention_hopper import HEAD_DIMS, LAYOUTS
 from tkc.kernels.attention_schedule import (BUCKETS, BackwardSchedule, ForwardSchedule, backward_space,
-                                            forward_space)
+                                            forward_space, key_bucket)
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "attention.md"
@@ -72,6 +72,21 @@ def table_rows(text: str, prefix: str) -> list[dict]:
                          layouts=tuple(x.strip() for x in layouts.split(",")), keys=key_range(keys),
                          kernel=kernel.strip("`"), options=eval(f"dict({options.strip('`')})", {"dict": dict}),
                          line=line))
+    return rows
+
+
+def short_query_rows(text: str) -> list[dict]:
+    """The short queries' rows (D, causal, Lq, kernel, options: five cells), as table_rows'."""
+    rows = []
+    for line in text.splitlines():
+        c = cells(line) if line.startswith("|") else []
+        if len(c) != 5 or not c[3].startswith("`attn_fwd_"):
+            continue
+        D, causal, queries, kernel, options = c
+        rows.append(dict(D=int(D), causal={"no": (False,), "yes": (True,)}[causal], layouts=("bhld",),
+                         queries=key_range(queries.replace("Lq", "Lk")), kernel=kernel.strip("`"),
+                         keys=(1, float("inf")),
+                         options=eval(f"dict({options.strip('`')})", {"dict": dict}), line=line))
     return rows
 
 
@@ -128,8 +143,23 @@ def mismatches(text: str | None = None) -> list[str]:
                 bad.append(f"prep D {D} {layout}: code {prep.name}, doc "
                            f"{pattern.group(1) if pattern else 'no attn_prep_d<D>_<layout>'}")
 
+    # the short queries' rows (bhld forwards): at every query count below each key count's bucket,
+    # the row of its D, mask and query count where one applies, else the key count's row
+    short = short_query_rows(doc)
+    if not short:
+        bad.append("the short queries' table is missing")
+    for D, causal in itertools.product(HEAD_DIMS, (False, True)):
+        for queries in sorted({b + d for b in BUCKETS[:6] for d in (-1, 0, 1)}):
+            for keys in (k for k in probe_keys() if key_bucket(queries) < key_bucket(k)):
+                code = tuned.forward_kernel(D, causal, "bhld", keys, queries).name
+                rows = [r for r in short if r["D"] == D and r["causal"] == (causal,)
+                        and r["queries"][0] <= queries < r["queries"][1]]
+                want = rows[0]["kernel"] if len(rows) == 1 else tuned.forward_kernel(D, causal, "bhld", keys).name
+                if len(rows) > 1 or want != code:
+                    bad.append(f"forward D {D} causal {causal} bhld Lq {queries} Lk {keys}: doc {want}, code {code}")
+
     # each row's schedule is its space's and names the row's kernel; each schedule has a row
-    for rows, schedule, space in ((fwd, ForwardSchedule, forward_space),
+    for rows, schedule, space in ((fwd + short, ForwardSchedule, forward_space),
                                   (bwd, BackwardSchedule, backward_space)):
         for D, causal, layout in itertools.product(HEAD_DIMS, (False, True), LAYOUTS):
             mine = [schedule(**r["options"]) for r in rows

@@ -539,6 +539,56 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
         "1 key(s) to tune in 1 of 1 space(s)\n"
 
 
+def test_tkc_tune_goes_on_past_an_example_the_gpu_cannot_hold(tmp_path, monkeypatch, capsys):
+    """An example too large for the GPU's free memory (torch's
+    OutOfMemoryError, when it is made or tuned) fails its key, said in the
+    summary with rc 1, and the keys after it are tuned; another error of the
+    example's is not swallowed."""
+    pytest.importorskip("torch")
+    monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
+    src = tmp_path / "big.py"
+    src.write_text(textwrap.dedent('''
+        import torch
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        def example(n):
+            def make():
+                if n == 2:
+                    raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 32.00 GiB")
+                if n == 9:
+                    raise RuntimeError("not a memory error")
+                return [n, 0]
+            return make
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.big", key=lambda n, _: n,
+                      examples=lambda: [example(n) for n in EXAMPLES])
+        def space(R):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_big_{R}")
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+        EXAMPLES = [1, 2, 3]
+    '''))
+    from tkc.tune import cli
+    from tkc.tune.measure import Result
+    from tkc.tune.space import Autotuned
+    tuned_keys = []
+
+    def tune(self, *args, **kw):
+        tuned_keys.append(args[0])
+        return Result(self.default, args[0], [{"config": self.default, "status": "best", "us": 1.0,
+                                               "spread": 0.0, "why": ""}])
+    monkeypatch.setattr(Autotuned, "tune", tune)
+    assert cli.main([str(src)]) == 1 and tuned_keys == [1, 3]
+    out = capsys.readouterr()
+    assert "1 key(s) not tuned:\n  t.big: OutOfMemoryError: CUDA out of memory" in out.out
+    src.write_text(src.read_text().replace("EXAMPLES = [1, 2, 3]", "EXAMPLES = [9]"))
+    with pytest.raises(RuntimeError, match="not a memory error"):
+        cli.main([str(src)])
+
+
 def test_the_gpu_timer_keeps_a_graph_per_kernel_object(monkeypatch):
     """measure._gpu_timer captures one CUDA graph per kernel object and
     replays it after: kernels made anew (lambdas, whose ids a dead one's may
