@@ -58,8 +58,9 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def table_rows(text: str, prefix: str) -> list[dict]:
-    """The rows (D, causal, layout, Lk, kernel, options) whose kernel starts with prefix."""
+def table_rows(text: str, prefix: str, length: str = "Lk") -> list[dict]:
+    """The rows (D, causal, layout, Lk, kernel, options) whose kernel starts with prefix
+    (length: the fourth column's, Lk, or the short queries' table's Lq: its range in "keys")."""
     rows = []
     for line in text.splitlines():
         if not line.startswith("|"):
@@ -69,24 +70,10 @@ def table_rows(text: str, prefix: str) -> list[dict]:
             continue
         D, causal, layouts, keys, kernel, options = c
         rows.append(dict(D=int(D), causal={"no": (False,), "yes": (True,), "either": (False, True)}[causal],
-                         layouts=tuple(x.strip() for x in layouts.split(",")), keys=key_range(keys),
+                         layouts=tuple(x.strip() for x in layouts.split(",")),
+                         keys=key_range(keys.replace(length, "Lk")),
                          kernel=kernel.strip("`"), options=eval(f"dict({options.strip('`')})", {"dict": dict}),
                          line=line))
-    return rows
-
-
-def short_query_rows(text: str) -> list[dict]:
-    """The short queries' rows (D, causal, Lq, kernel, options: five cells), as table_rows'."""
-    rows = []
-    for line in text.splitlines():
-        c = cells(line) if line.startswith("|") else []
-        if len(c) != 5 or not c[3].startswith("`attn_fwd_"):
-            continue
-        D, causal, queries, kernel, options = c
-        rows.append(dict(D=int(D), causal={"no": (False,), "yes": (True,)}[causal], layouts=("bhld",),
-                         queries=key_range(queries.replace("Lq", "Lk")), kernel=kernel.strip("`"),
-                         keys=(1, float("inf")),
-                         options=eval(f"dict({options.strip('`')})", {"dict": dict}), line=line))
     return rows
 
 
@@ -113,7 +100,11 @@ def probe_keys() -> list[int]:
 def mismatches(text: str | None = None) -> list[str]:
     """What in the doc's Part 1 does not match the code (empty: they agree)."""
     doc = part1(text)
-    fwd, bwd = table_rows(doc, "attn_fwd_"), table_rows(doc, "attn_bwd_")
+    start = doc.find("### Short queries")
+    end = doc.find("\n#", start + 1)
+    short_text = doc[start:end] if start >= 0 else ""
+    rest = doc.replace(short_text, "") if short_text else doc
+    fwd, bwd = table_rows(rest, "attn_fwd_"), table_rows(rest, "attn_bwd_")
     bad = []
     if not fwd or not bwd:
         return ["the forward or backward table is missing"]
@@ -143,20 +134,22 @@ def mismatches(text: str | None = None) -> list[str]:
                 bad.append(f"prep D {D} {layout}: code {prep.name}, doc "
                            f"{pattern.group(1) if pattern else 'no attn_prep_d<D>_<layout>'}")
 
-    # the short queries' rows (bhld forwards): at every query count below each key count's bucket,
-    # the row of its D, mask and query count where one applies, else the key count's row
-    short = short_query_rows(doc)
+    # the short queries' rows (the forwards): at every query count below each key count's bucket,
+    # the row of its D, mask, layout and query count where one applies, else the key count's row
+    short = table_rows(short_text, "attn_fwd_", "Lq")
     if not short:
         bad.append("the short queries' table is missing")
-    for D, causal in itertools.product(HEAD_DIMS, (False, True)):
+    for D, causal, layout in itertools.product(HEAD_DIMS, (False, True), LAYOUTS):
         for queries in sorted({b + d for b in BUCKETS[:6] for d in (-1, 0, 1)}):
             for keys in (k for k in probe_keys() if key_bucket(queries) < key_bucket(k)):
-                code = tuned.forward_kernel(D, causal, "bhld", keys, queries).name
-                rows = [r for r in short if r["D"] == D and r["causal"] == (causal,)
-                        and r["queries"][0] <= queries < r["queries"][1]]
-                want = rows[0]["kernel"] if len(rows) == 1 else tuned.forward_kernel(D, causal, "bhld", keys).name
+                code = tuned.forward_kernel(D, causal, layout, keys, queries).name
+                rows = [r for r in short if r["D"] == D and causal in r["causal"] and layout in r["layouts"]
+                        and r["keys"][0] <= queries < r["keys"][1]]
+                want = name_of(rows[0]["kernel"], D, causal, layout) if len(rows) == 1 else \
+                    tuned.forward_kernel(D, causal, layout, keys).name
                 if len(rows) > 1 or want != code:
-                    bad.append(f"forward D {D} causal {causal} bhld Lq {queries} Lk {keys}: doc {want}, code {code}")
+                    bad.append(f"forward D {D} causal {causal} {layout} Lq {queries} Lk {keys}: "
+                               f"doc {want}, code {code}")
 
     # each row's schedule is its space's and names the row's kernel; each schedule has a row
     for rows, schedule, space in ((fwd + short, ForwardSchedule, forward_space),

@@ -203,9 +203,9 @@ def test_each_space_holds_what_its_tables_pick():
                 rows = entries[tuned.space_name(direction, D, causal, layout)]
                 held = [b for b in BUCKETS if i == 0 or b >= tuned.SMALLEST_HELD]   # the H100's: from 512
                 diagonal = {repr((D, causal, layout, b)) for b in held}
-                # the H200's bhld forwards: also the short queries' examples (forward_key)
+                # the H200's forwards: also the short queries' examples (forward_key)
                 short = {repr(tuned.forward_key(D, causal, layout, k, q)) for q, k in tuned.QUERY_EXAMPLES} \
-                    if (direction, layout, i) == ("forward", "bhld", 0) else set()
+                    if (direction, i) == ("forward", 0) else set()
                 assert diagonal <= set(rows) <= diagonal | short
                 picked += [r["config"] for r in rows.values()]
             assert all(c in space.configs for c in picked)
@@ -272,16 +272,17 @@ def test_short_queries_over_long_keys():
         assert tuned.forward_kernel(64, False, "bhld", 16384).name == space.kernel(b).name
         assert tuned.forward_kernel(64, False, "bhld", 16384, 16384).name == space.kernel(b).name
     space.forget()
-    assert tuned.forward_key(64, False, "varlen", 4096, 128) == (64, False, "varlen", 4096)
+    assert tuned.forward_key(64, False, "varlen", 4096, 128) == (64, False, "varlen", 4096, 128)
+    assert tuned.forward_key(64, False, "varlen", 4096) == (64, False, "varlen", 4096)
     assert tuned.forward_key(64, False, "bhld", 4096, 5000) == (64, False, "bhld", 4096)
     assert tuned.forward_key(64, False, "bhld", 4096, 2100) == (64, False, "bhld", 4096, 2048)
 
 
 def test_the_key_of_a_kernel_call():
     """`tkc tune` keys a call by its arguments: k's rows (bhld, whatever its
-    strides: a [B, L, H, D] tensor's transpose too) and, a bhld forward's, q's
+    strides: a [B, L, H, D] tensor's transpose too) and, a forward's, q's
     where their bucket is the smaller; the backward's max_k or the forward's
-    longest sequence (varlen)."""
+    longest sequence (varlen), and its max_q."""
     z = lambda *shape: np.zeros(shape, np.float32)  # noqa: E731
     bhld = [z(1, 4, 100, 64), z(1, 2, 3000, 64), z(1, 2, 3000, 64), z(1, 4, 100, 64), z(1, 4, 1, 100), 0.1]
     assert tuned.FORWARD[64, True, "bhld"].key(bhld) == (64, True, "bhld", 2048, 128)
@@ -294,6 +295,8 @@ def test_the_key_of_a_kernel_call():
     assert tuned.FORWARD[64, False, "bhld"].key(more) == (64, False, "bhld", 512)   # more queries than keys
     cu_q, cu_k = np.array([0, 5, 10], np.int32), np.array([0, 1500, 1600], np.int32)
     varlen = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 1, 10), cu_q, cu_k, 5, 0.1]
+    assert tuned.FORWARD[128, True, "varlen"].key(varlen) == (128, True, "varlen", 1024, 128)   # max_q 5
+    varlen[7] = 2000   # (a max_q past the longest sequence: the op's grid, and its key)
     assert tuned.FORWARD[128, True, "varlen"].key(varlen) == (128, True, "varlen", 1024)
     bwd = [z(10, 256), z(1600, 128), z(1600, 128), z(10, 256), z(4, 2, 256), z(10, 256),
            z(1600, 128), z(1600, 128), cu_q, cu_k, 9000, 0.1]
@@ -307,8 +310,8 @@ def test_tkc_tune_finds_the_spaces():
     every = {t.name: t for t in _builders([], True) if t.name.startswith("tkc.attention.")}
     found = {n: t for n, t in every.items() if ".decode." not in n}
     assert len(found) == 32   # 4 head dims x causal or not x (bhld, varlen) x (forward, backward)
-    for t in found.values():   # the bhld forwards' short queries over long keys besides
-        short = ".forward." in t.name and t.name.endswith(".bhld")
+    for t in found.values():   # the forwards' short queries over long keys besides
+        short = ".forward." in t.name
         assert len(t.examples()) == len(tuned.EXAMPLE_KEYS) + short * len(tuned.QUERY_EXAMPLES)
     assert sorted(set(every) - set(found)) == [f"tkc.attention.decode.splits.d{D}" for D in (128, 256, 64, 96)]
     assert tuned.EXAMPLE_KEYS == (128, 256, 512, 1024, 2048, 4096, 8192, 16384)

@@ -174,7 +174,7 @@ def decode():
 
 def attention_picks(dims=(64, 96, 128, 256)):
     """Every forward that the tuned tables pick on this GPU (each head dim,
-    mask and layout; bhld and varlen; bhld's short queries' rows too) at a small shape with the pick forced:
+    mask and layout; bhld and varlen; the short queries' rows too) at a small shape with the pick forced:
     more work items than SMs, so the persistent schedules run several a block,
     and ragged tails (GQA 2:1; causal with fewer queries than keys)."""
     import json
@@ -185,8 +185,8 @@ def attention_picks(dims=(64, 96, 128, 256)):
     for (D, causal, layout), space in FORWARD.items():
         if D not in dims:
             continue
-        keys = [(D, causal, layout, n) for n in BUCKETS]   # and the short queries' rows (bhld)
-        keys += [forward_key(D, causal, layout, n, q) for q, n in QUERY_EXAMPLES if layout == "bhld"]
+        keys = [(D, causal, layout, n) for n in BUCKETS]   # and the short queries' rows
+        keys += [forward_key(D, causal, layout, n, q) for q, n in QUERY_EXAMPLES]
         configs = {json.dumps(c, sort_keys=True): c for c in map(space.choose, keys)}
         for config in configs.values():
             name = f"attention pick {space.kernel(config).name}"

@@ -1,7 +1,7 @@
 """Which attention kernels tkc.attention launches: per head dim, mask and
 layout, the forward and the backward as autotuned spaces (tkc.autotune) of
 the schedules in attention_schedule.py, keyed by (D, causal, layout, key
-bucket), and the bhld forward's by the query bucket too where it is the
+bucket), and the forward's by the query bucket too where it is the
 smaller (forward_key). Which schedule runs for a key is data, per GPU, in tkc/tune/tables:
 the H100's picks (measured by hand there), and the same for the H200 until
 it is tuned (docs/attention.md).
@@ -14,8 +14,8 @@ it is tuned (docs/attention.md).
     backward_schedule(D, causal, layout, keys)   the backward's schedule (dq_result's order)
 
 `tkc tune --library --filter tkc.attention` tunes the spaces at their
-examples (the eager benchmark's shapes, 128 to 16k keys, and the bhld
-forward's short queries over long keys: QUERY_EXAMPLES); offline
+examples (the eager benchmark's shapes, 128 to 16k keys, and the
+forwards' short queries over long keys: QUERY_EXAMPLES); offline
 (TKC_OFFLINE=1) it times only candidates already built: `tkc build
 tkc/kernels/attention_tuned.py` builds them all (KERNELS).
 
@@ -42,7 +42,7 @@ __all__ = ["BACKWARD", "FORWARD", "FP8_FORWARD", "KERNELS", "all_kernels", "back
            "fp8_forward_kernel", "space_name"]
 
 EXAMPLE_KEYS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)   # the lengths `tkc tune` tunes at
-# The bhld forward's (queries, keys) examples besides: a prefill's chunk over its cache, a
+# The forwards' (queries, keys) examples besides: a prefill's chunk over its cache, a
 # cross-attention (a key of a query bucket the examples lack takes the nearest tuned key count's row)
 QUERY_EXAMPLES = tuple((q, k) for k in (4096, 16384) for q in (128, 256, 512, 1024))
 SMALLEST_HELD = 512   # the smallest bucket every table has a row for (BUCKETS' 128 and 256 came later)
@@ -70,13 +70,14 @@ def _keys(direction: str, layout: str, args) -> int:
 
 
 def forward_key(D: int, causal: bool, layout: str, keys: int, queries: int | None = None) -> tuple:
-    """The bhld forward's key: (D, causal, layout, the key bucket), and the
-    query bucket after it where that is the smaller (a prefill's chunk over
-    its cache: a tile of more rows than the chunk's computes rows nobody
-    reads, and fewer items fill the SMs, so the long sequences' pick need
-    not be the chunk's). Without queries (varlen, the backward) the key count's alone."""
+    """The forward's key: (D, causal, layout, the key bucket), and the query
+    bucket after it where that is the smaller (a prefill's chunk over its
+    cache: a tile of more rows than the chunk's computes rows nobody reads,
+    and fewer items fill the SMs, so the long sequences' pick need not be
+    the chunk's). queries: Lq, or varlen's max_seqlen_q; without them (the
+    backward) the key count's alone."""
     keys = key_bucket(keys)
-    if queries is None or layout != "bhld" or key_bucket(queries) >= keys:
+    if queries is None or key_bucket(queries) >= keys:
         return D, causal, layout, keys
     return D, causal, layout, keys, key_bucket(queries)
 
@@ -94,9 +95,14 @@ def _nearest_query_row(tuned, key: tuple) -> dict | None:
     return None
 
 
+def _queries(layout: str, args) -> int:
+    """A forward call's query count: q's rows (bhld), or its max_q (varlen)."""
+    return int(args[0].shape[-2]) if layout != "varlen" else int(args[7])
+
+
 def _space(direction: str, D: int, causal: bool, layout: str):
     build, schedule, space = DIRECTIONS[direction]
-    queries = direction == "forward" and layout == "bhld"   # the key's query bucket (forward_key)
+    queries = direction == "forward"   # the key's query bucket (forward_key)
 
     def fallback(key):
         if len(key) == 5:   # a short query's key no table holds: that query bucket's nearest row, else
@@ -106,7 +112,7 @@ def _space(direction: str, D: int, causal: bool, layout: str):
 
     def key(*args):
         return forward_key(D, causal, layout, _keys(direction, layout, args),
-                           int(args[0].shape[-2]) if queries else None)
+                           _queries(layout, args) if queries else None)
 
     def examples():
         made = [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS]
@@ -133,7 +139,7 @@ def prep_kernel(D: int, layout: str):
 
 
 def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int, queries: int | None = None) -> tuple:
-    """(the space, its pick) for sequences of up to `keys` keys (and, bhld
+    """(the space, its pick) for sequences of up to `keys` keys (and, the
     forwards, `queries` queries: forward_key)."""
     tuned = spaces[D, causal, layout]
     return tuned, tuned.choose(forward_key(D, causal, layout, keys, queries))
@@ -141,7 +147,7 @@ def _config(spaces: dict, D: int, causal: bool, layout: str, keys: int, queries:
 
 def forward_kernel(D: int, causal: bool, layout: str, keys: int, queries: int | None = None):
     """The forward for sequences of up to `keys` keys (Lk, or max_seqlen_k)
-    and, bhld, of `queries` queries (Lq; None: as many as keys)."""
+    and of `queries` queries (Lq, or max_seqlen_q; None: as many as keys)."""
     tuned, config = _config(FORWARD, D, causal, layout, keys, queries)
     return tuned.kernel(config)
 
@@ -197,10 +203,16 @@ def _example(direction: str, D: int, causal: bool, layout: str, L: int, Lq: int 
     sequences of L; varlen: those packed). A backward's statistics and dQ
     accumulator come from the picked forward and attention_prep. Lq (a bhld
     forward's): queries of L keys, a chunk of 4096 tokens (4096 // Lq
-    sequences) over 32 heads (16 at D 256), as the eager benchmark's chunk rows."""
+    sequences) over 32 heads (16 at D 256), as the eager benchmark's chunk
+    rows (varlen: those sequences packed)."""
     import torch
     if Lq is not None:
         B, H = max(1, 4096 // Lq), 32 if D <= 128 else 16
+        if layout == "varlen":
+            q, k, v = (torch.randn(B * n, H * D, device="cuda", dtype=torch.bfloat16) for n in (Lq, L, L))
+            cu_q, cu_k = (torch.arange(0, B * n + 1, n, device="cuda", dtype=torch.int32) for n in (Lq, L))
+            return [q, k, v, torch.empty_like(q), torch.empty(H, 1, B * Lq, device="cuda"), cu_q, cu_k, Lq,
+                    D ** -0.5]
         q, k, v = (torch.randn(B, H, n, D, device="cuda", dtype=torch.bfloat16) for n in (Lq, L, L))
         return [q, k, v, torch.empty_like(q), torch.empty(B, H, 1, Lq, device="cuda"), D ** -0.5]
     B, H, varlen = max(1, 16384 // L), 16, layout == "varlen"

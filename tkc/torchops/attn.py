@@ -350,8 +350,8 @@ def _vfwd_impl(q: Tensor, k: Tensor, v: Tensor, cu_q: Tensor, cu_k: Tensor, max_
     lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
     if T == 0 or k.shape[0] == 0 or len(cu_q) == 1:
         return o.zero_(), lse.fill_(math.inf)   # +inf, as the kernel's rows with no key
-    forward_kernel(D, causal, "varlen", max_k)(*(_tokens(t) for t in (q, k, v, o)),
-                                               lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
+    forward_kernel(D, causal, "varlen", max_k, max_q)(*(_tokens(t) for t in (q, k, v, o)),
+                                                      lse.unsqueeze(1), cu_q, cu_k, max_q, scale)
     return o, lse
 
 
