@@ -157,13 +157,17 @@ def test_strided_layouts_without_copies(causal, memory, D, L):
 
 @pytest.mark.parametrize("D", [64, 96, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("long", [False, True])
-def test_varlen(long, causal, D):
-    """long: one sequence of 8200 keys (max_k past 8192: the long, ping-pong forward)."""
+@pytest.mark.parametrize("case", ["short", "long", "chunks"])
+def test_varlen(case, causal, D):
+    """long: one sequence of 8200 keys (max_k past 8192: the long, ping-pong
+    forward); chunks: at most 200 queries over up to 4500 keys (the forward's
+    short-query row of 128 queries over 4096 keys)."""
     import tkc
     lq, lk = [1000, 77, 1, 300, 513], [1000, 200, 30, 300, 64]
-    if long:
+    if case == "long":
         lq, lk = lq + [700], lk + [8200]
+    if case == "chunks":
+        lq, lk = [200, 77, 1, 130], [4500, 3000, 30, 4100]
     cu = lambda ls: torch.tensor([0, *torch.tensor(ls).cumsum(0).tolist()], device="cuda", dtype=torch.int32)  # noqa: E731
     cu_q, cu_k = cu(lq), cu(lk)
     q = torch.randn(sum(lq), 8, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -187,8 +187,9 @@ def test_the_h200_table_holds_its_tuning_and_serves_gpus_without_one(shipped):
 
 
 def test_each_space_holds_what_its_tables_pick():
-    """In each shipped table every key bucket of every space has a row and its
-    pick is one of the space's schedules (the H100's table: D 64, 128, 256,
+    """In each shipped table every key bucket of every space has a row (the
+    H200's forwards: every short-query example's key too) and its pick is
+    one of the space's schedules (the H100's table: D 64, 128, 256,
     measured before D 96 was served); every schedule is picked in some table
     (a space holds nothing speculative: an option no table picks, on any GPU
     measured, goes with its code)."""
@@ -206,7 +207,7 @@ def test_each_space_holds_what_its_tables_pick():
                 # the H200's forwards: also the short queries' examples (forward_key)
                 short = {repr(tuned.forward_key(D, causal, layout, k, q)) for q, k in tuned.QUERY_EXAMPLES} \
                     if (direction, i) == ("forward", 0) else set()
-                assert diagonal <= set(rows) <= diagonal | short
+                assert set(rows) == diagonal | short
                 picked += [r["config"] for r in rows.values()]
             assert all(c in space.configs for c in picked)
             assert all(c in picked for c in space.configs)
