@@ -114,24 +114,12 @@ def test_the_tables_decide_what_the_op_launches(monkeypatch, tmp_path):
 
     from tkc.kernels import attention_tuned as tuned
     from tkc.kernels.attention_schedule import key_bucket
-    from tkc.tune import tables
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     space = tuned.FORWARD[64, True, "bhld"]
     long = next(c for c in space.configs if c["pingpong"])
-    picked = []
-    monkeypatch.setattr(ops, "forward_kernel",
-                        lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
-    q, k, v = attention_qkv(1, 4, 2, 77, 130, 64)
-    for record in (False, True):
-        if record:
-            tables.record(space.name, (64, True, "bhld", key_bucket(130)), {"config": long})
-        space.forget()
-        plans.forget()
-        o, _ = ops._fwd(q, k, v, True, 0.125)
-        assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
-    space.forget()
-    assert [k.name for k in picked] == ["attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
-                                        "attn_fwd_d64_causal_bhld_kv128_s2_overlap_pingpong_c3"]
+    picked = _launched_before_and_after(monkeypatch, space, (64, True, "bhld", key_bucket(130)), long, 77, 130)
+    assert picked == ["attn_fwd_d64_causal_bhld_kv128_s2_zigzag_fma38_diag",
+                      "attn_fwd_d64_causal_bhld_kv128_s2_overlap_pingpong_c3"]
     assert dataclasses.asdict(tuned.forward_space(64, True, "bhld")[1]) == long
 
 
@@ -141,24 +129,32 @@ def test_a_chunk_over_a_longer_cache_runs_its_query_row(monkeypatch, tmp_path):
     that key decides what the op launches; without one, 256 keys' pick
     runs, as it did before queries joined the key."""
     from tkc.kernels import attention_tuned as tuned
-    from tkc.tune import tables
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path))
     space = tuned.FORWARD[64, True, "bhld"]
     square = space.kernel(space.choose((64, True, "bhld", 256))).name
     other = next(c for c in space.configs if space.kernel(c).name != square)
+    picked = _launched_before_and_after(monkeypatch, space, (64, True, "bhld", 256, 128), other, 77, 300)
+    assert picked == [square, space.kernel(other).name]
+
+
+def _launched_before_and_after(monkeypatch, space, key, config, lq, lk) -> list:
+    """The forwards the op launches (interpreted, checked against the
+    reference) for causal D 64 attention of lq queries over lk keys, before
+    and after this machine's table gives key the configuration."""
+    from tkc.tune import tables
     picked = []
     monkeypatch.setattr(ops, "forward_kernel",
                         lambda *key: picked.append(forward_kernel(*key)) or _interpreted(picked[-1]))
-    q, k, v = attention_qkv(1, 4, 2, 77, 300, 64)
+    q, k, v = attention_qkv(1, 4, 2, lq, lk, 64)
     for record in (False, True):
         if record:
-            tables.record(space.name, (64, True, "bhld", 256, 128), {"config": other})
+            tables.record(space.name, key, {"config": config})
         space.forget()
         plans.forget()
         o, _ = ops._fwd(q, k, v, True, 0.125)
         assert _rel(o, _reference(q, k, v, True, 0.125)) < 1e-2
     space.forget()
-    assert [k.name for k in picked] == [square, space.kernel(other).name]
+    return [k.name for k in picked]
 
 
 def test_backwards_have_warp_uniform_ids_and_a_store_warp():

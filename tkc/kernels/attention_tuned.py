@@ -201,7 +201,7 @@ def _example(direction: str, D: int, causal: bool, layout: str, L: int, Lq: int 
     """One call's arguments on the GPU, as tkc.attention makes them, at the
     eager benchmark's shape (tkc/bench/eager.py: 16 heads, 16384 // L
     sequences of L; varlen: those packed). A backward's statistics and dQ
-    accumulator come from the picked forward and attention_prep. Lq (a bhld
+    accumulator come from the picked forward and attention_prep. Lq (a
     forward's): queries of L keys, a chunk of 4096 tokens (4096 // Lq
     sequences) over 32 heads (16 at D 256), as the eager benchmark's chunk
     rows (varlen: those sequences packed)."""
