@@ -279,3 +279,6 @@ def test_the_compile_time_bench_runs(capsys):
     assert [line.split("  ")[-1] for line in lines[1:]][-3:] == ["LLVM to PTX", "ptxas",
                                                                  "tracing, keys, the manifest (the rest)"]
     assert os.environ.get("TKC_CACHE_DIR") == before
+    with pytest.raises(SystemExit):   # no repeat: no median (as the other commands' counts)
+        compile_time.main(["layer_norm", "--repeats", "0"])
+    assert "--repeats: must be at least 1, got 0" in capsys.readouterr().err

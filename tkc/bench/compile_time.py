@@ -20,6 +20,8 @@ import statistics
 import tempfile
 import time
 
+from tkc.diagnostics import at_least
+
 
 def kernels() -> dict:
     """{name: a function returning the library kernel}."""
@@ -78,7 +80,7 @@ def report(name: str, totals: list[float], by_phase: dict[str, list[float]]) -> 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m tkc.bench.compile_time", description=__doc__.split("\n\n")[0])
     ap.add_argument("kernel", nargs="*", help=f"of {', '.join(kernels())} (default: all)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=at_least(1), default=5)
     args = ap.parse_args(argv)
     unknown = sorted(set(args.kernel) - set(kernels()))
     if unknown:

@@ -102,7 +102,7 @@ def _queries(layout: str, args) -> int:
 
 def _space(direction: str, D: int, causal: bool, layout: str):
     build, schedule, space = DIRECTIONS[direction]
-    queries = direction == "forward"   # the key's query bucket (forward_key)
+    by_queries = direction == "forward"   # the key has the query bucket (forward_key)
 
     def fallback(key):
         if len(key) == 5:   # a short query's key no table holds: that query bucket's nearest row, else
@@ -112,12 +112,12 @@ def _space(direction: str, D: int, causal: bool, layout: str):
 
     def key(*args):
         return forward_key(D, causal, layout, _keys(direction, layout, args),
-                           _queries(layout, args) if queries else None)
+                           _queries(layout, args) if by_queries else None)
 
     def examples():
         made = [functools.partial(_example, direction, D, causal, layout, n) for n in EXAMPLE_KEYS]
         return made + [functools.partial(_example, direction, D, causal, layout, k, q)
-                       for q, k in (QUERY_EXAMPLES if queries else ())]
+                       for q, k in (QUERY_EXAMPLES if by_queries else ())]
 
     tuned = autotune(
         space=[dataclasses.asdict(s) for s in space(D, causal, layout)],
