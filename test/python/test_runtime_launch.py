@@ -241,6 +241,41 @@ def test_torch_tensor_changes_are_refused(torch_fake, fake):
     assert len(fake.launches) == 2
 
 
+def test_fake_tensors_are_refused_even_where_real_ones_were_launched(torch_fake, fake):
+    """A fake tensor (FakeTensorMode's, torch.compile's and torch.export's:
+    its data pointer is null) would launch a kernel on address 0, whose fault
+    ends the process's CUDA context: refused at the caller's line, also when
+    a real call of the same layout has left its checks in the cache; an empty
+    tensor's null pointer is no such tensor."""
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    torch = torch_fake
+    art = Artifact(b"cubin", MANIFEST)
+    x, y = torch.ones(2, 32, 64), torch.ones(16, 24, dtype=torch.float16)
+    launch(art, [x, y, 0.5, 3])
+    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (torch's warning at a fake tensor's pointer)
+        fx = torch.ones(2, 32, 64)
+        assert "the tensor has no memory" in refused(art, [fx, y, 0.5, 3]).message
+        assert "argument 0 'x'" in refused(art, [fx, y, 0.5, 3]).message
+    assert len(fake.launches) == 1
+    empty = torch.ones(0, 32, 64)
+    assert empty.data_ptr() == 0
+    Signature(art.manifest).bind([empty, y, 0.5, 3])   # (no error)
+
+
+def test_the_fake_driver_takes_fake_tensors():
+    """Within tkc.bench.fake_driver (whose launches are stubs) a fake tensor
+    goes through, as `tkc tune --dry-run`'s examples do; outside, the check is
+    back."""
+    pytest.importorskip("torch")
+    from tkc.runtime import args
+    with bench.fake_driver():
+        assert not args.memory_needed
+    assert args.memory_needed
+
+
 # ---- the parameter frame
 
 def test_layout_aligns_each_parameter_and_the_maps():

@@ -3,8 +3,10 @@
 `fake_driver()` swaps tkc.runtime's cuda-bindings module for Python stubs that
 return success at the cost of one Python call each, and makes the runtime's
 argument checks and the ops' device checks (tkc.torchops.checks) take CPU
-tensors as if they lived on cuda:0. Every other check still runs, so what a
-call costs here is tkc's own host work plus a stub launch.
+tensors as if they lived on cuda:0, and fake tensors (no memory: `tkc tune
+--dry-run` makes its examples so) as if they had some. Every other check
+still runs, so what a call costs here is tkc's own host work plus a stub
+launch.
 """
 from __future__ import annotations
 
@@ -108,7 +110,7 @@ def fake_driver(bf16_from_f16: bool = False):
     from tkc.runtime.launch import reset_all
     tables = (driver._contexts, driver._functions, driver._shared_optin,
               driver._configs)
-    saved = (driver._cuda, args.view, [dict(t) for t in tables])
+    saved = (driver._cuda, args.view, [dict(t) for t in tables], args.memory_needed)
     real_view = args.view
 
     def view(obj, stream=None):
@@ -122,6 +124,7 @@ def fake_driver(bf16_from_f16: bool = False):
     saved_type = checks and checks.DEVICE_TYPE
     try:   # whatever fails on the way in, the finally restores the real runtime
         driver._cuda, args.view = fake, view
+        args.memory_needed = False   # (a stub launch reads no memory: fake tensors may go in)
         _forget_plans()  # the ops' prepared launches hold the driver they were made with,
         reset_all()  # and the kernels' launchers its functions and tensor maps
         if checks:
@@ -132,7 +135,7 @@ def fake_driver(bf16_from_f16: bool = False):
     finally:
         _forget_plans()
         reset_all()
-        driver._cuda, args.view = saved[0], saved[1]
+        driver._cuda, args.view, args.memory_needed = saved[0], saved[1], saved[3]
         if checks:
             checks.DEVICE_TYPE = saved_type
         for table, old in zip(tables, saved[2]):

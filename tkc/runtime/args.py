@@ -11,8 +11,9 @@ found, located at the caller's line.
 
 `Signature.key(args)` is what those checks read, for the launcher's cache of
 check results: per tensor its dtype, shape, strides, device and data pointer
-modulo 16 (read straight from a torch tensor's attributes; other tensors
-through their view), and the values of the i32 scalars the grid reads.
+modulo 16, or 16 for a null one (read straight from a torch tensor's
+attributes; other tensors through their view), and the values of the i32
+scalars the grid reads.
 Scalars are checked on every call; a key is None when an argument is
 unusual (not a tensor, an out-of-range or non-builtin scalar), and the full
 checks then run and raise the error, or pass without caching.
@@ -36,6 +37,14 @@ from .tensors import TensorView, view
 INT32_MAX = 2**31 - 1
 F32_MAX = 3.4028234663852886e38
 ALIGN = 16
+# A tensor with elements and a null data pointer has no memory: a fake tensor's (what
+# FakeTensorMode, torch.compile and torch.export trace with) would launch a kernel on
+# address 0, whose fault ends the process's CUDA context.
+NO_MEMORY = ("the tensor has no memory (a null data pointer: a fake tensor, as torch.compile, "
+             "torch.export and FakeTensorMode trace with); a kernel launches on real tensors: "
+             "launch it outside the trace, or call a tkc op (tkc.matmul, tkc.attention, ...), "
+             "which traces as a torch custom op")
+memory_needed = True   # False within tkc.bench.fake_driver, whose launches are stubs (`tkc tune --dry-run`)
 
 
 class Bound(NamedTuple):
@@ -280,21 +289,22 @@ class Signature:
                     parts.append(x)
                 values.append(x)
             elif isinstance(arg, tensor):  # what _torch_view reads, unconverted
-                ptr = arg.data_ptr()
-                parts.append((arg.dtype, arg.shape, arg.stride(), arg.device, ptr % ALIGN))
+                ptr = arg.data_ptr()   # (null: its own key, whose checks refuse a tensor with elements)
+                parts.append((arg.dtype, arg.shape, arg.stride(), arg.device, ptr % ALIGN if ptr else ALIGN))
                 values.append(ptr)
             elif isinstance(arg, Peers) and isinstance(arg.tensor, tensor):
                 # the peers' pointers and the rank are in the plan's values
                 # (and its tensor maps), so the key holds them as they are
                 t = arg.tensor
                 ptr = t.data_ptr()
-                parts.append((t.dtype, t.shape, t.stride(), t.device, ptr % ALIGN, arg.ptrs, arg.rank))
+                parts.append((t.dtype, t.shape, t.stride(), t.device, ptr % ALIGN if ptr else ALIGN,
+                              arg.ptrs, arg.rank))
                 values.append(ptr)
             else:
                 v = view(arg, stream)
                 if v is None:
                     return None
-                parts.append(v._replace(ptr=v.ptr % ALIGN))
+                parts.append(v._replace(ptr=v.ptr % ALIGN if v.ptr else ALIGN))
                 values.append(v.ptr)
         return tuple(parts), values
 
@@ -336,9 +346,8 @@ class Signature:
     def check_aliasing(self, ptrs: list, spans: list) -> None:
         """No written argument may overlap another argument in memory (the
         kernel would read what it already wrote), except the very same tensor
-        as a declared in-place partner. A null pointer is no memory (a fake
-        tensor's, as `tkc tune --dry-run` makes them, or an empty one's): it
-        overlaps nothing. Per launch: a few comparisons."""
+        as a declared in-place partner. A null pointer is no memory (an empty
+        tensor's): it overlaps nothing. Per launch: a few comparisons."""
         for i, j in self.overlaps:
             if not (ptrs[i] and ptrs[j]):
                 continue
@@ -393,4 +402,6 @@ class Signature:
         if device is not None and v.index != device:
             raise param.error(f"the tensor is on cuda:{v.index}, the arguments before it "
                               f"on cuda:{device}; all tensors must be on one device")
+        if not v.ptr and memory_needed and math.prod(v.shape):
+            raise param.error(NO_MEMORY)
         return v.index
