@@ -539,59 +539,6 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
         "1 key(s) to tune in 1 of 1 space(s)\n"
 
 
-def test_tkc_tune_missing_finds_held_keys_on_fake_tensors(cache, tmp_path, monkeypatch, capsys):
-    """--missing computes an example's key on fake tensors first: a held
-    key's tensors are never made for real (on a GPU: seconds and gigabytes
-    an example); an example that cannot be made fake (it reads values, as
-    one launching a kernel would be refused) is made for real, as before."""
-    pytest.importorskip("torch")
-    from torch._subclasses.fake_tensor import is_fake
-    src = tmp_path / "thunks.py"
-    src.write_text(textwrap.dedent('''
-        import torch
-        import tkc
-        from tkc import f32, gl, rt
-        from tkc.ops import load, store
-
-        MADE = []   # (rows, fake?) of each example made
-
-        def example(n, reads=False):
-            def make():
-                x = torch.zeros(n, 64)
-                if reads:
-                    x.sum().item()   # (a value: no fake tensor has one)
-                MADE.append((n, type(x).__name__ == "FakeTensor"))
-                return [x, torch.zeros(n, 64)]
-            return make
-
-        @tkc.autotune(space={"R": [16, 32]}, name="t.fakekeys", key=lambda x, y: x.shape[0],
-                      examples=lambda: [example(16), example(32), example(48, reads=True), example(64)])
-        def space(R):
-            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_fakekeys_{R}")
-            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
-                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
-            return k
-    '''))
-    from tkc.tune import cli
-    from tkc.tune.measure import Result
-    from tkc.tune.space import Autotuned
-    tuned = []
-
-    def tune(self, *args, **kw):
-        assert not any(is_fake(a) for a in args)
-        tuned.append(args[0].shape[0])
-        return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "spread": 0.0,
-                                            "why": ""}])
-    monkeypatch.setattr(Autotuned, "tune", tune)
-    for n in (16, 48, 64):
-        tables.record("t.fakekeys", n, {"config": {"R": 16}})
-    assert cli.main([str(src), "--missing"]) == 0
-    assert tuned == [32] and "3 key(s) a table holds" in capsys.readouterr().out
-    from tkc.tune.space import registry
-    made = registry["t.fakekeys"].examples.__globals__["MADE"]   # (the file's module's list)
-    assert made == [(16, True), (32, True), (32, False), (48, False), (64, True)]
-
-
 def test_tkc_tune_goes_on_past_an_example_the_gpu_cannot_hold(tmp_path, monkeypatch, capsys):
     """An example too large for the GPU's free memory (torch's
     OutOfMemoryError, when it is made or tuned) fails its key, said in the

@@ -92,9 +92,6 @@ def main(argv: list[str]) -> int:
                     left += 1
                     continue
                 try:   # a key whose example or default cannot be made (offline: not built) is skipped
-                    if args.missing and _held(tuned, example):
-                        held += 1
-                        continue
                     made = example() if callable(example) else example
                     if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
                         held += 1
@@ -147,26 +144,6 @@ def _terminable():
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-def _held(tuned, example) -> bool:
-    """Whether a table holds the key of an example (a thunk making it),
-    found on fake tensors (FakeTensorMode: shapes without memory; the driver
-    the real one, so an SM count in the key is this GPU's), so that --missing
-    passes a held key without making its tensors on the GPU (the library's
-    matmul examples rotate inputs through 3x the L2; D 256 attention's chunks
-    over 16384 keys take ~9 GB). False where the example cannot be made so
-    (it launches a kernel, whose checks refuse fake tensors): it is made."""
-    if not callable(example):
-        return False
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    try:
-        with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
-            key = tuned.key(example())
-    except Exception:  # noqa: BLE001  (what needs real tensors: the real example then)
-        return False
-    return tables.lookup(tuned.name, key) is not None
 
 
 @contextlib.contextmanager
