@@ -72,7 +72,10 @@ STAGES = 2                  # the Q/dO ring
 # BQ = 64 spills nothing (its producer given 32 registers, the consumers 232)
 # but ran 6-30% slower than BQ = 128 at every tuned key (H200, 2026-11-30): the
 # spills left are three loop-invariant shared addresses reloaded a step (L1)
-# and four epilogue values kept across the loop.
+# and four epilogue values kept across the loop. D = 128 without the mask
+# spills 4 bytes in the producer's 24 registers (a value reloaded a step of
+# its loop); giving it 32 leaves the consumers 232, in which ptxas
+# serialises their wgmma (C7514; tried 2026-12-02).
 SPILLS = 192
 
 
