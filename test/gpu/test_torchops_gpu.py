@@ -108,6 +108,31 @@ def test_wide_norms(D, norm):
     assert grads_match(y, ref, dy, ts, 3e-2)
 
 
+def test_backward_on_the_calling_thread():
+    """torch.autograd.set_multithreading_enabled(False), the backward on the
+    calling thread (docs/torch-ops.md: what a host-bound loop can do), gives
+    the ops' gradients as autograd's device thread does, on the first call
+    and on the kept run of the second."""
+    x, q, k, v = rnd(64, 1024, grad=True), rnd(2, 4, 256, 64, grad=True), rnd(2, 4, 256, 64, grad=True), \
+        rnd(2, 4, 256, 64, grad=True)
+    w, b = (1 + 0.1 * torch.randn(1024, device="cuda")).to(BF).requires_grad_(), rnd(1024, grad=True)
+    dy, do = rnd(64, 1024), rnd(2, 4, 256, 64)
+    leaves = (x, w, b, q, k, v)
+
+    def grads(threads: bool) -> list:
+        out = []
+        with torch.autograd.set_multithreading_enabled(threads):
+            for _ in range(2):
+                for t in leaves:
+                    t.grad = None
+                tkc.layer_norm(x, w, b).backward(dy)
+                tkc.attention(q, k, v, causal=True).backward(do)
+                out += [t.grad.clone() for t in leaves]
+        return out
+    for got, ref in zip(grads(False), grads(True)):
+        assert rel(got, ref) < 1e-3
+
+
 def _off(*shape, grad=False):
     """A [..., n] view starting one element past a 16-byte boundary."""
     buf = rnd(*shape[:-1], shape[-1] + 8, grad=grad)

@@ -1,7 +1,8 @@
 """Host time per eager op call, beside the nearest torch call: what a model
 author's Python pays per op when the inputs are too small for the GPU to be
 the bottleneck; the fwd+bwd rows also beside their floor (`floor`: a Python
-autograd.Function that only allocates: tkc's ops wanting a gradient are Python Functions).
+autograd.Function that only allocates: tkc's ops wanting a gradient are Python Functions)
+and with the backward on the calling thread (`calling`).
 
     python -m tkc.bench.host [--fake] [--calls N] [--rounds R] [--json FILE]
 
@@ -106,11 +107,32 @@ def cases(device: str) -> dict:
         "tkc.rotary_embedding": (lambda: tkc.rotary_embedding(xr, cos, sin), *add),
         "tkc.rotary_embedding fwd+bwd": (lambda: tkc.rotary_embedding(xrg, cos, sin).sum().backward(),
                                          "x.mul(2) fwd+bwd", lambda: xrg.mul(2).sum().backward()),
+        # the same fwd+bwd calls with the backward on the calling thread, not autograd's device thread
+        # (torch.autograd.set_multithreading_enabled(False): what a host-bound loop can do; docs/torch-ops.md)
+        "tkc.layer_norm fwd+bwd, calling thread": (calling(lambda: tkc.layer_norm(xg, w, bias).sum().backward()),
+                                                   "F.layer_norm fwd+bwd, calling thread",
+                                                   calling(lambda: F.layer_norm(xg, (1024,), w, bias).sum().backward())),
+        "tkc.attention fwd+bwd, calling thread": (calling(lambda: tkc.attention(qg, qg, qg).sum().backward()),
+                                                  "SDPA fwd+bwd, calling thread",
+                                                  calling(lambda: F.scaled_dot_product_attention(qg, qg, qg).sum()
+                                                          .backward())),
         # the same fwd+bwd calls beside their floor in Python: what is left above it is tkc's own work
         "tkc.attention fwd+bwd (floor)": (lambda: tkc.attention(qg, qg, qg).sum().backward(), *floor(1, qg, qg, qg)),
         "tkc.layer_norm fwd+bwd (floor)": (lambda: tkc.layer_norm(xg, w, bias).sum().backward(),
                                            *floor(2, xg, w, bias)),
     }
+
+
+def calling(fn):
+    """fn with autograd's engine running its backward on the calling thread
+    (on a GPU the engine runs the backward's nodes on the device's thread,
+    which a Python formula reaches through two thread handoffs)."""
+    import torch
+
+    def run():
+        with torch.autograd.set_multithreading_enabled(False):
+            return fn()
+    return run
 
 
 def floor(stats: int, *inputs) -> tuple:
