@@ -169,8 +169,8 @@ def forward_space(D: int, causal: bool, layout: str) -> tuple[ForwardSchedule, .
     2048, 3-6% slower beyond. The ping-pong alone went with it (the H100's
     table follows, not measured there); both at once (H200, 2026-12-02, tkc
     tune at every D 96 and 128 key) won no key, within 1% of the share alone
-    to 1024 keys and 4-15% slower than the long one beyond. D 96 has D 128's spaces (tuned on
-    the H200 only), but for more of its exponentials on the FMA pipe: its
+    to 1024 keys and 4-15% slower than the long one beyond. D 96 has D 128's
+    spaces (tuned on the H200 only), but for more of its exponentials on the FMA pipe: its
     wgmmas take 3/4 of D 128's time a key, its softmax as long. tkc tune
     over the spaces with shares of 1/8 and 1/4 added to each schedule
     (H200, 2026-12-01): with the mask (fixed lengths) the zigzag loop with
