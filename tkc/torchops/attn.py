@@ -43,7 +43,7 @@ from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
 from .checks import (arranged, attention_options, autocast, check_device, dense, softmax_scale,
                      strided_takes)
-from .eager import Op, grad_key, kept_run, public, wants_grad
+from .eager import Op, grad_key, kept_run, public, tracing, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
@@ -477,14 +477,15 @@ def _check_qkv(q: Tensor, k: Tensor, v: Tensor, rank: int) -> None:
 def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:
     """int32 [B + 1] on t's device; its values (0 first, ascending, ending at
     t's rows, gaps at most `most`) when they can be read: not while a CUDA
-    graph is captured or torch.compile traces."""
+    graph is captured or anything traces (torch.compile, fake tensors), nor
+    of a meta tensor."""
     if not isinstance(cu, Tensor) or cu.dtype != torch.int32 or cu.dim() != 1 or len(cu) < 2:
         raise TkcError(f"attention_varlen: {name} must be an int32 tensor [B + 1], got "
                        f"{getattr(cu, 'dtype', type(cu).__name__)} {tuple(getattr(cu, 'shape', ()))}",
                        caller())
     if cu.device != t.device:
         raise TkcError(f"attention_varlen: {name} must be on {t.device}, got {cu.device}", caller())
-    if torch.compiler.is_compiling() or (cu.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if tracing((cu,)) or cu.is_meta or (cu.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     c = cu.tolist()
     lengths = [b - a for a, b in zip(c, c[1:])]

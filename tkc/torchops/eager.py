@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import functools
 import shlex
+import warnings
 from typing import Callable
 
 import torch
 from torch.utils import _python_dispatch
+from torch.utils import _pytree as pytree
 
 from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from ..runtime.cache import MissingArtifact, cache_dir
+from . import checks
 from .calls import describe
 
 __all__ = ["Op", "grad_key", "kept_run", "plain_key", "public", "tracing", "wants_grad"]
@@ -242,7 +245,8 @@ def _autograd_function(name: str, impl, setup, backward, main: bool = False) -> 
 def public(fn: Callable) -> Callable:
     """A public op (tkc.layer_norm, ...): when a kernel it picks is missing
     offline, its error names `tkc build --call` for this very call, which
-    builds what the call launches, forward and backward (tkc/prebuild.py)."""
+    builds what the call launches, forward and backward (tkc/prebuild.py);
+    a call on meta tensors gives its outputs as meta tensors (_on_meta)."""
     @functools.wraps(fn)
     def op(*args, **kwargs):
         try:
@@ -255,4 +259,37 @@ def public(fn: Callable) -> Callable:
                                   f"--call {shlex.quote(call)}")
             err.op_call = True
             raise err from None
+        except TkcError:   # (meta tensors fail the device checks: only then are they looked for)
+            if not _all_meta((args, kwargs)):
+                raise
+            return _on_meta(fn, args, kwargs)
     return op
+
+
+def _all_meta(tree) -> bool:
+    """Tensors in the call, every one of them a meta tensor."""
+    tensors = [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+    return bool(tensors) and all(t.is_meta for t in tensors)
+
+
+def _on_meta(fn: Callable, args: tuple, kwargs: dict):
+    """A call on meta tensors (torch's shape inference: a model built under
+    torch.device("meta")): its outputs' shapes, strides and dtypes as meta
+    tensors, from the call traced on fake CUDA tensors (the ops' custom ops
+    and their fake implementations, as torch.compile traces them); no
+    autograd graph, as nothing of it could run."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def fake(t):
+        if not (isinstance(t, torch.Tensor) and t.is_meta):
+            return t
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=checks.DEVICE_TYPE)
+
+    def meta(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (the checks' reads of a fake tensor's pointer)
+        out = fn(*pytree.tree_map(fake, args), **pytree.tree_map(fake, kwargs))
+    return pytree.tree_map(meta, out)
