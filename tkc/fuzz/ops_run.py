@@ -12,6 +12,7 @@ same shapes, the checks reading the second run's). Its outcome:
 - served: the output (and prenorm's h, return_lse's lse) within the dtype's
   tolerance of the float64 reference, and each gradient `grads` names
   (torch.autograd.grad at the op's arguments, views included) within its own;
+  the call on meta copies of its tensors gives outputs of the same shapes;
 - refused: a TkcError located at the case's line, and only outside the
   documented domain;
 - anything else fails: the report is the case's source, ready to paste.
@@ -150,6 +151,9 @@ def _check(case, ns: dict) -> tuple[str, str]:
         err = _rel(o.detach(), ref.detach())
         if not err < case.tol:
             return "failed", f"output {n} ({tuple(o.shape)}) off the reference: relative error {err:.3g}"
+    problem = _on_meta(case, ns, outs)
+    if problem:
+        return "failed", problem
     if case.grads and outs[0].numel():
         dy = torch.randn(outs[0].shape, device=outs[0].device).to(outs[0].dtype)
         got = torch.autograd.grad(outs[0], [args[a] for a in case.grads], dy, allow_unused=True)
@@ -164,6 +168,26 @@ def _check(case, ns: dict) -> tuple[str, str]:
                 return "failed", (f"the gradient of {a} off the reference: relative error {err:.3g}"
                                   + (f" (PyTorch's in bf16: {peer:.3g})" if theirs is not None else ""))
     return "served", ""
+
+
+def _on_meta(case, ns: dict, outs: tuple) -> str:
+    """The case's call again on meta copies of its tensors (torch's shape
+    inference): outputs of the shapes and dtypes it served ('' if so, or if
+    the call is not a plain one: under autocast, captured, compiled)."""
+    import torch
+    line = next((x for x in case.lines if x.startswith("out = tkc.")), None)
+    if line is None:
+        return ""
+    meta = {k: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
+            if isinstance(v, torch.Tensor) else v for k, v in ns.items()}   # (the call's every tensor)
+    try:
+        exec(compile(line, case.name, "exec"), meta)
+    except Exception:   # noqa: BLE001 (a call it served must be served on meta tensors too)
+        return "served the call, refused it on meta tensors:\n" + traceback.format_exc(limit=4)
+    got = meta["out"] if isinstance(meta["out"], tuple) else (meta["out"],)
+    shapes = [(tuple(t.shape), t.dtype, t.is_meta) for t in got]
+    want = [(tuple(t.shape), t.dtype, True) for t in outs]
+    return "" if shapes == want else f"on meta tensors: outputs {shapes}, served {want}"
 
 
 def peer_grads(case, args: dict, dy):
@@ -217,6 +241,9 @@ def _fake_case(case, device: str) -> tuple[str, str]:
             return "failed", "served a call its reference cannot compute:\n" + report
         if shapes and [tuple(o.shape) for o in outs] != shapes:
             return "failed", f"returned shapes {[tuple(o.shape) for o in outs]}, the reference {shapes}"
+        problem = _on_meta(case, ns, outs)
+        if problem:
+            return "failed", problem
         if case.grads and outs[0].numel():   # the backward's plumbing and its own checks
             torch.autograd.grad(outs[0], [ns[a] for a in case.grads], torch.ones_like(outs[0]),
                                 allow_unused=True)

@@ -46,7 +46,7 @@ from ..kernels.scaled_mm_hopper import HEIGHTS
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
-from .eager import Op, plain_key, public
+from .eager import Op, plain_key, public, tracing
 from .plans import PlanCache, signature
 from .scaled import tma_scales
 
@@ -258,9 +258,10 @@ def grouped_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, gr
 
 def _check_counts(counts: Tensor, M: int) -> None:
     """The counts layout's values, when they can be read (not while a CUDA graph is
-    captured or torch.compile traces; as attention_varlen's offsets): each a multiple
-    of ALIGN (the tiles' row scales start on 16 bytes) and at least 0, their sum at most M."""
-    if torch.compiler.is_compiling() or (counts.is_cuda and torch.cuda.is_current_stream_capturing()):
+    captured or anything traces, nor of a meta tensor; as attention_varlen's offsets): each
+    a multiple of ALIGN (the tiles' row scales start on 16 bytes) and at least 0, their sum
+    at most M."""
+    if tracing((counts,)) or counts.is_meta or (counts.is_cuda and torch.cuda.is_current_stream_capturing()):
         return
     c = counts.tolist()
     if any(n < 0 or n % ALIGN for n in c) or sum(c) > M:
