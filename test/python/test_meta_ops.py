@@ -92,3 +92,17 @@ def test_nothing_of_a_meta_call_stays_behind():
         tkc.layer_norm(M(8, 1024), M(1024), M(1024))
         tkc.layer_norm(x, w, b)
         assert cuda.state.launches == 1
+
+
+def test_a_meta_call_the_trace_cannot_serve_is_a_tkc_error():
+    """A call whose trace on fake tensors fails (here: it reads a value) is
+    refused with tkc's error, not torch's exception from inside the trace."""
+    from tkc.torchops.checks import check_device
+    from tkc.torchops.eager import public
+
+    @public
+    def reads_values(x):
+        check_device("reads_values", ("x", x))
+        return x.new_empty(int(x.sum().item()))
+    with pytest.raises(TkcError, match="reads_values: its output shapes could not be found on meta tensors"):
+        reads_values(M(4))

@@ -151,7 +151,7 @@ def _check(case, ns: dict) -> tuple[str, str]:
         err = _rel(o.detach(), ref.detach())
         if not err < case.tol:
             return "failed", f"output {n} ({tuple(o.shape)}) off the reference: relative error {err:.3g}"
-    problem = _on_meta(case, ns, outs)
+    problem = _meta_call(case, ns, outs)
     if problem:
         return "failed", problem
     if case.grads and outs[0].numel():
@@ -170,7 +170,7 @@ def _check(case, ns: dict) -> tuple[str, str]:
     return "served", ""
 
 
-def _on_meta(case, ns: dict, outs: tuple) -> str:
+def _meta_call(case, ns: dict, outs: tuple) -> str:
     """The case's call again on meta copies of its tensors (torch's shape
     inference): outputs of the shapes and dtypes it served ('' if so, or if
     the call is not a plain one: under autocast, captured, compiled)."""
@@ -241,7 +241,7 @@ def _fake_case(case, device: str) -> tuple[str, str]:
             return "failed", "served a call its reference cannot compute:\n" + report
         if shapes and [tuple(o.shape) for o in outs] != shapes:
             return "failed", f"returned shapes {[tuple(o.shape) for o in outs]}, the reference {shapes}"
-        problem = _on_meta(case, ns, outs)
+        problem = _meta_call(case, ns, outs)
         if problem:
             return "failed", problem
         if case.grads and outs[0].numel():   # the backward's plumbing and its own checks

@@ -289,7 +289,13 @@ def _on_meta(fn: Callable, args: tuple, kwargs: dict):
         if not isinstance(t, torch.Tensor):
             return t
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # (the checks' reads of a fake tensor's pointer)
-        out = fn(*pytree.tree_map(fake, args), **pytree.tree_map(fake, kwargs))
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # (the checks' reads of a fake tensor's pointer)
+            out = fn(*pytree.tree_map(fake, args), **pytree.tree_map(fake, kwargs))
+    except TkcError:
+        raise
+    except Exception as e:   # noqa: BLE001  (what the trace could not do, said as tkc's error)
+        raise TkcError(f"{fn.__name__}: its output shapes could not be found on meta tensors "
+                       f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})", caller()) from None
     return pytree.tree_map(meta, out)
