@@ -69,6 +69,19 @@ def test_a_transformer_block_built_on_the_meta_device():
     assert y.is_meta and y.shape == (2, 64, 256) and y.dtype == BF
 
 
+def test_tkc_nn_modules_under_the_meta_device():
+    """tkc.nn's modules built and called under torch.device("meta"), as a
+    large model is before its weights are loaded."""
+    import tkc.nn as tnn
+    with torch.device("meta"):
+        layers = [tnn.Linear(128, 256, dtype=BF), tnn.LayerNorm(256, dtype=BF), tnn.RMSNorm(256, dtype=BF),
+                  tnn.GatedMLP(256, 512, dtype=BF)]
+        y = torch.empty(4, 16, 128, dtype=BF)
+        for layer in layers:
+            y = layer(y)
+    assert y.is_meta and y.shape == (4, 16, 256) and y.dtype == BF
+
+
 def test_other_problems_of_a_meta_call_are_refused_at_the_callers_line():
     with pytest.raises(TkcError, match="a must be bfloat16") as e:
         line = sys._getframe().f_lineno + 1
