@@ -189,3 +189,16 @@ def test_the_host_benchmark_measures_every_row_and_its_floor_launches_nothing():
         call()
         assert cuda.state.launches == 0
     assert x.grad.shape == x.shape and w.grad is None
+
+
+def test_the_eager_benchmark_runs_its_backwards_on_the_calling_thread_when_asked(monkeypatch):
+    """`python -m tkc.bench.eager --calling-thread`: every row measured with
+    autograd's multithreading off (the backward on the calling thread), and
+    on again after; without the flag, on."""
+    from tkc.bench import eager
+    seen = []
+    monkeypatch.setattr(eager, "measure", lambda only, rounds: seen.append(torch.autograd.is_multithreading_enabled())
+                        or [])
+    eager.main(["--calling-thread"])
+    eager.main([])
+    assert seen == [False, True] and torch.autograd.is_multithreading_enabled()

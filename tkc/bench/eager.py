@@ -1,7 +1,7 @@
 """What users see: each op called eagerly, as a model author calls it (host
 time included), beside its peer in the same run, interleaved in rounds.
 
-    python -m tkc.bench.eager [--only WORD ...] [--rounds R] [--json FILE]
+    python -m tkc.bench.eager [--only WORD ...] [--rounds R] [--json FILE] [--calling-thread]
 
 Per row: the median over `rounds` rounds of the mean ms per call of a burst
 of eager calls (CUDA events around them, no graph), tkc's and the peer's in
@@ -13,6 +13,9 @@ after one costs a cold host path (H200 hosts, 2026-11-29: tkc.fftconv's
 C++ ops 0-20), which a model's stream of ops between synchronisations does
 not pay once per op.
 The kernel time alone (CUDA-graph replay) is `python -m tkc.bench`'s.
+--calling-thread: every backward (tkc's and the peer's) on the calling thread,
+torch.autograd.set_multithreading_enabled(False), as a host-bound training
+loop can run it (docs/torch-ops.md).
 """
 from __future__ import annotations
 
@@ -248,8 +251,12 @@ def main(argv=None) -> None:
     p.add_argument("--only", nargs="*", default=())
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--json")
+    p.add_argument("--calling-thread", action="store_true",
+                   help="the backwards on the calling thread, not autograd's device thread")
     opts = p.parse_args(argv)
-    result = measure(opts.only, opts.rounds)
+    import torch
+    with torch.autograd.set_multithreading_enabled(not opts.calling_thread):
+        result = measure(opts.only, opts.rounds)
     if opts.json:
         with open(opts.json, "w") as f:
             json.dump(result, f, indent=1)
