@@ -43,7 +43,7 @@ from . import checks
 from .attn_decode import decode_family, decode_plan, family_key, family_step, lengths_plan, packable
 from .checks import (arranged, attention_options, autocast, check_device, dense, softmax_scale,
                      strided_takes)
-from .eager import Op, grad_key, kept_run, public, tracing, wants_grad
+from .eager import Op, grad_key, kept_run, public, readable, wants_grad
 from .plans import Later, PlanCache, scratch, signature
 
 __all__ = ["attention", "attention_varlen"]
@@ -485,7 +485,7 @@ def _check_offsets(name: str, cu: Tensor, t: Tensor, most: int) -> None:
                        caller())
     if cu.device != t.device:
         raise TkcError(f"attention_varlen: {name} must be on {t.device}, got {cu.device}", caller())
-    if tracing((cu,)) or cu.is_meta or (cu.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if not readable(cu):
         return
     c = cu.tolist()
     lengths = [b - a for a, b in zip(c, c[1:])]

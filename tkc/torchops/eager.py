@@ -34,7 +34,7 @@ from ..runtime.cache import MissingArtifact, cache_dir
 from . import checks
 from .calls import describe
 
-__all__ = ["Op", "grad_key", "kept_run", "plain_key", "public", "tracing", "wants_grad"]
+__all__ = ["Op", "grad_key", "kept_run", "plain_key", "public", "readable", "tracing", "wants_grad"]
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _functorch_stack = torch._C._functorch.peek_interpreter_stack
@@ -61,6 +61,13 @@ def tracing(args) -> bool:
         if isinstance(a, torch.Tensor) and type(a) not in _PLAIN:
             return True
     return False
+
+
+def readable(t) -> bool:
+    """Whether a tensor's values can be read on the host now (an op's check of
+    index values: cu_seqlens, counts): not while anything traces, nor of a
+    meta tensor, nor while a CUDA graph is captured."""
+    return not (tracing((t,)) or t.is_meta or (t.is_cuda and torch.cuda.is_current_stream_capturing()))
 
 
 def plain_key(flags, *tensors):

@@ -46,7 +46,7 @@ from ..kernels.scaled_mm_hopper import HEIGHTS
 from ..runtime.callsite import caller
 from ..tune import autotune, bucket
 from .checks import check_device, check_tensor
-from .eager import Op, plain_key, public, tracing
+from .eager import Op, plain_key, public, readable
 from .plans import PlanCache, signature
 from .scaled import tma_scales
 
@@ -261,7 +261,7 @@ def _check_counts(counts: Tensor, M: int) -> None:
     captured or anything traces, nor of a meta tensor; as attention_varlen's offsets): each
     a multiple of ALIGN (the tiles' row scales start on 16 bytes) and at least 0, their sum
     at most M."""
-    if tracing((counts,)) or counts.is_meta or (counts.is_cuda and torch.cuda.is_current_stream_capturing()):
+    if not readable(counts):
         return
     c = counts.tolist()
     if any(n < 0 or n % ALIGN for n in c) or sum(c) > M:
