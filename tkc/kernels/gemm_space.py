@@ -35,7 +35,12 @@ no key of the H200's table picks (their 45 kernels); swapped tiles in 2-CTA clus
 keys was not worth a schedule's 15 library kernels untuned across the rest). Not
 built: 192-row tiles (three consumer warpgroups; cuBLAS runs 192 x 192 at 3000^3),
 H200, 12-01, 3000^3: 192 x 192 95.0 µs, 192 x 128 115.9, against the pick's 91.3 and
-cuBLAS's 84.8; in a 2-CTA cluster 192 x 192 spills, 192 x 256 does not fit. Timed
+cuBLAS's 84.8; in a 2-CTA cluster 192 x 192 spills, 192 x 256 does not fit. Nor
+split-K through global memory (each CTA's f32 partial TMA-added into a workspace,
+the tile's last CTA, by an atomic count, loading it back to store C: any tile and
+split; H200, 2026-12-02, a lab prototype, graphs against cuBLAS: 256 x 1536 x 4096
+17.3 µs at 128 x 128 split 4, against the pick's 13.9 and cuBLAS's 10.5; 777 x 1536
+34.6 against 23.3 and 17.7: the last CTA's round trip through L2). Timed
 with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 """
