@@ -117,11 +117,12 @@ def _worker(rank, world, ins):
     return [t.detach() for t in (a, c, x.grad, y.grad, c_only, o, p.grad, q.grad, *compiled)]
 
 
-def test_ops_and_their_gradients_over_torch_distributed(tmp_path):
-    """Both ops on 2 gloo ranks against one process's float64 autograd over the whole problem:
+@pytest.mark.parametrize("world", [2, 8])
+def test_ops_and_their_gradients_over_torch_distributed(tmp_path, world):
+    """Both ops on 2 and 8 gloo ranks against one process's float64 autograd over the whole problem:
     the outputs, every rank's gradients (a loss on each rank's outputs, the gathered A's too), the
     return_A=False call, and torch.compile's (the custom ops traced through their fake impls)."""
-    world, Ms, K, N = 2, 8, 16, 24
+    Ms, K, N = 8, 16, 24
     g = torch.Generator().manual_seed(3)
     r = lambda *s: torch.randn(*s, generator=g).bfloat16()  # noqa: E731
     ins = ([r(Ms, K) for _ in range(world)], [r(K, N) for _ in range(world)],

@@ -76,7 +76,7 @@ def waited_read(x: pgl(f32, 1, 1, None, T), flags: pgl(i32, 1, 1, 1, 16), out: g
     store(out, load(rt(f32, 16, T), x, (0, 0, prev, 0)), (0, 0, 1, 0))
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, 4, 8])
 def test_signal_then_wait_orders_peer_writes(world):
     args = [[np.zeros((world * 16, T), np.float32), np.zeros((1, 16), np.int32),
              np.full((T, T), r + 1, np.float32)] for r in range(world)]

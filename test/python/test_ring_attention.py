@@ -106,7 +106,7 @@ def _check(parts, q, k, v, causal):
 
 
 @pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (2, False, 4), (4, True, 1),
-                                              (3, False, 1)])
+                                              (3, False, 1), (8, True, 2), (8, False, 4)])
 def test_ring_equals_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
     _cpu(monkeypatch)
     q, k, v = _inputs(world, hkv)
@@ -139,7 +139,7 @@ def _check_grads(per_rank, q, k, v, do, causal):
 
 
 @pytest.mark.parametrize("world,causal,hkv", [(2, True, 4), (3, True, 2), (4, True, 1), (2, False, 2),
-                                              (3, False, 4), (4, False, 1)])
+                                              (3, False, 4), (4, False, 1), (8, True, 1), (8, False, 2)])
 def test_ring_gradients_equal_attention_over_the_whole_sequence(monkeypatch, world, causal, hkv):
     _cpu(monkeypatch)
     monkeypatch.setattr(ring, "_attend_backward", _attend_backward)
@@ -163,13 +163,14 @@ def _worker(rank, world, q, k, v, do):
     return [t.detach() for t in (o, *grads)]
 
 
-def test_ring_over_torch_distributed(tmp_path):
-    """The same ring through torch.distributed itself (gloo, 2 processes):
-    the real batch_isend_irecv pairing and peer numbering, forward and
-    backward (whose K/V and dK/dV passes are in flight together)."""
-    q, k, v = _inputs(2, 2)
+@pytest.mark.parametrize("world", [2, 8])
+def test_ring_over_torch_distributed(tmp_path, world):
+    """The same ring through torch.distributed itself (gloo, 2 and 8
+    processes): the real batch_isend_irecv pairing and peer numbering,
+    forward and backward (whose K/V and dK/dV passes are in flight together)."""
+    q, k, v = _inputs(world, 2)
     do = torch.randn(q.shape, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
-    per_rank = gloo_ranks.run(_worker, 2, tmp_path, q, k, v, do)
+    per_rank = gloo_ranks.run(_worker, world, tmp_path, q, k, v, do)
     _check([r[0] for r in per_rank], q, k, v, True)
     _check_grads(per_rank, q, k, v, do, True)
 
