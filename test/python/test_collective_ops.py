@@ -117,9 +117,9 @@ def _worker(rank, world, ins):
     return [t.detach() for t in (a, c, x.grad, y.grad, c_only, o, p.grad, q.grad, *compiled)]
 
 
-@pytest.mark.parametrize("world", [2, 8])
+@pytest.mark.parametrize("world", [2, 4, 8])
 def test_ops_and_their_gradients_over_torch_distributed(tmp_path, world):
-    """Both ops on 2 and 8 gloo ranks against one process's float64 autograd over the whole problem:
+    """Both ops on 2, 4 and 8 gloo ranks against one process's float64 autograd over the whole problem:
     the outputs, every rank's gradients (a loss on each rank's outputs, the gathered A's too), the
     return_A=False call, and torch.compile's (the custom ops traced through their fake impls)."""
     Ms, K, N = 8, 16, 24

@@ -163,9 +163,9 @@ def _worker(rank, world, q, k, v, do):
     return [t.detach() for t in (o, *grads)]
 
 
-@pytest.mark.parametrize("world", [2, 8])
+@pytest.mark.parametrize("world", [2, 4, 8])
 def test_ring_over_torch_distributed(tmp_path, world):
-    """The same ring through torch.distributed itself (gloo, 2 and 8
+    """The same ring through torch.distributed itself (gloo, 2, 4 and 8
     processes): the real batch_isend_irecv pairing and peer numbering,
     forward and backward (whose K/V and dK/dV passes are in flight together)."""
     q, k, v = _inputs(world, 2)
