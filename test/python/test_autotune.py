@@ -753,3 +753,37 @@ def test_batched_records_write_the_table_every_few_seconds_and_at_the_end(cache,
             os.kill(os.getpid(), signal.SIGTERM)
     assert stop.value.code == 128 + signal.SIGTERM and "6" in written()
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL   # restored
+
+
+def test_tkc_tune_call_tunes_only_the_builder_it_names(cache, tmp_path, capsys):
+    """`tkc tune FILE --call "NAME(...)"` tunes NAME at that call's key and no
+    other builder at its examples; a call naming no builder is refused with
+    the names a call may take (it would otherwise tune every example)."""
+    src = tmp_path / "two_spaces.py"
+    src.write_text(textwrap.dedent('''
+        import tkc
+        from tkc import f32, gl, rt
+        from tkc.ops import load, store
+
+        def copy(R, name):
+            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=name)
+            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
+                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
+            return k
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.first", key=lambda x, y: x.shape[-2],
+                      examples=lambda: [[1, 0]])
+        def first(R):
+            return copy(R, f"cli_call_first_{R}")
+
+        @tkc.autotune(space={"R": [16, 32]}, name="t.second", key=lambda x, y: x.shape[-2],
+                      examples=lambda: [[2, 0]])
+        def second(R):
+            return copy(R, f"cli_call_second_{R}")
+    '''))
+    from tkc.tune import cli
+    assert cli.main([str(src), "--call", "t.second(f32[1, 1, 48, 64], f32[1, 1, 48, 64])", "--dry-run"]) == 0
+    assert capsys.readouterr().out == "t.second 48\nt.second: 1 key(s) to tune\n1 key(s) to tune in 1 of 1 space(s)\n"
+    with pytest.raises(TkcError, match=r"--call 'matmul\(f32\[1, 64\]\)' names no autotuned builder: a call "
+                                       r"names a builder \(one of t.first, t.second\)"):
+        cli.main([str(src), "--call", "matmul(f32[1, 64])", "--dry-run"])

@@ -10,7 +10,10 @@
 Each autotuned builder found (a FILE's globals, or the library's: the torch
 ops' picks) is tuned at every call given for it by name (--call, in the
 language of `tkc build --call`: tensors as DTYPE[dims], made random on the
-GPU), else at its own examples (autotune(examples=...)); with --missing
+GPU; the builder's name and its kernel's arguments, e.g. --call
+"tkc.matmul.tile(bf16[1, 1, 777, 4096], bf16[1, 1, 4096, 1536], bf16[1, 1, 777, 1536])";
+with calls, only the builders they name, and a call naming none is an
+error), else at its own examples (autotune(examples=...)); with --missing
 only the keys that neither this machine's table nor the package's holds
 (a space whose key grew finer: its new keys). One line per key as it is
 tuned, then a summary table (best configuration, its µs, the
@@ -81,6 +84,8 @@ def main(argv: list[str]) -> int:
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
     calls = [_parse(expr) for expr in args.call]
+    if calls:   # tune at the calls given, and only the builders they name
+        found = _called(found, calls, args.call, args.filter)
     if args.dry_run:
         return _dry_run(found, calls, args.missing)
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
@@ -119,10 +124,33 @@ def main(argv: list[str]) -> int:
     return 1 if failed or not (rows or held or left) else 0
 
 
+def _called(found: list, calls: list, exprs: list, only: str) -> list:
+    """The builders of `found` that the --call expressions name; a call that
+    names none is an error (tuning every example instead of the one call is
+    not what was asked), which lists the names a call may take."""
+    names = {n for t in found for n in _names(t)}
+    for expr, (name, _) in zip(exprs, calls):
+        if name not in names:   # (those whose name holds the call's first: matmul -> tkc.matmul.tile)
+            known = sorted(t.name for t in found)
+            known = [n for n in known if name.split(".")[-1] in n] or known
+            raise TkcError(f"tkc tune: --call {expr!r} names no autotuned builder"
+                           + (f" matching --filter {only!r}" if only else "")
+                           + f": a call names a builder (one of {', '.join(known[:6])}"
+                           + (f" and {len(known) - 6} more" if len(known) > 6 else "")
+                           + ") and gives its kernel's arguments, as `tkc tune --dry-run` lists its keys")
+    return [t for t in found if any(name in _names(t) for name, _ in calls)]
+
+
+def _names(tuned) -> tuple:
+    """The names a --call may give a builder: its space's, and its function's
+    (a functools.partial has none)."""
+    return tuned.name, getattr(tuned.builder, "__name__", tuned.name)
+
+
 def _examples(tuned, calls: list) -> list:
     """The argument lists (or thunks making them) to tune `tuned` at: its
     --call ones, else its own examples; none, said on stderr."""
-    mine = [c for c in calls if c[0] in (tuned.name, tuned.builder.__name__)]
+    mine = [c for c in calls if c[0] in _names(tuned)]
     examples = [c[1] for c in mine] if mine else list(tuned.examples() if tuned.examples else ())
     if not examples:
         sys.stderr.write(f"tkc tune: {tuned.name}: no --call for it and no examples: skipped\n")
