@@ -12,6 +12,7 @@ compiled into the cache on the way. Needs torch.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import shlex
 
@@ -29,20 +30,22 @@ __all__ = ["INFERENCE_ONLY", "prebuild"]
 INFERENCE_ONLY = {("attention", "k_lengths")}   # (op, keyword): calls without a backward
 
 
-def prebuild(expr: str) -> None:
+def prebuild(expr: str, command: str = "tkc build", gpu: bool = False) -> None:
     """Make the call `expr` through the fake driver, building what it launches
     (forward without gradients, then with them and backward). The op's
     errors are located at the command (`tkc build --call '...'`), there being
-    no line of the user's."""
+    no line of the user's. gpu=True: on the GPU instead (its tensors zeros
+    there; `tkc tune --call` of an op, whose keys are the GPU's own)."""
     call = _parse(expr)
     fn = getattr(tkc, call.func.id)
     # a call with one of these keywords has no backward (and refuses gradients): the forward alone
     inference = any((call.func.id, k.arg) in INFERENCE_ONLY for k in call.keywords)
     # an argument the op refuses is the command's mistake: its errors name the command
-    with fake_driver(), standing_at(f"tkc build --call {shlex.quote(expr)}"):
+    device = "cuda" if gpu else "cpu"
+    with contextlib.nullcontext() if gpu else fake_driver(), standing_at(f"{command} --call {shlex.quote(expr)}"):
         for grad in (False,) if inference else (False, True):
-            args = [_value(a, grad) for a in call.args]
-            kwargs = {k.arg: _value(k.value, grad) for k in call.keywords}
+            args = [_value(a, grad, device) for a in call.args]
+            kwargs = {k.arg: _value(k.value, grad, device) for k in call.keywords}
             try:   # arguments the op's signature does not take: the command's mistake
                 inspect.signature(fn).bind(*args, **kwargs)
             except TypeError as e:
@@ -68,20 +71,20 @@ def _parse(expr: str) -> ast.Call:
     return node
 
 
-def _value(node: ast.AST, grad: bool):
-    """A tensor expression as a CPU tensor (floats require grad when `grad`),
-    anything else as its literal."""
+def _value(node: ast.AST, grad: bool, device: str = "cpu"):
+    """A tensor expression as a tensor of zeros on `device` (floats require
+    grad when `grad`), anything else as its literal."""
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
             and node.value.id in DTYPES:
         dims = ast.literal_eval(node.slice)
         dims = dims if isinstance(dims, tuple) else (dims,)
         dtype = DTYPES[node.value.id]
-        return torch.zeros(dims, dtype=dtype).requires_grad_(grad and dtype.is_floating_point)
+        return torch.zeros(dims, dtype=dtype, device=device).requires_grad_(grad and dtype.is_floating_point)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "i32":
-        return torch.tensor(ast.literal_eval(node.args[0]), dtype=torch.int32)
+        return torch.tensor(ast.literal_eval(node.args[0]), dtype=torch.int32, device=device)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
             and node.func.attr in ("transpose", "permute", "t"):
-        base = _value(node.func.value, False)
+        base = _value(node.func.value, False, device)
         view = getattr(base, node.func.attr)(*(ast.literal_eval(a) for a in node.args))
         return view.detach().requires_grad_(grad and base.is_floating_point()) if grad else view
     try:

@@ -784,6 +784,52 @@ def test_tkc_tune_call_tunes_only_the_builder_it_names(cache, tmp_path, capsys):
     from tkc.tune import cli
     assert cli.main([str(src), "--call", "t.second(f32[1, 1, 48, 64], f32[1, 1, 48, 64])", "--dry-run"]) == 0
     assert capsys.readouterr().out == "t.second 48\nt.second: 1 key(s) to tune\n1 key(s) to tune in 1 of 1 space(s)\n"
-    with pytest.raises(TkcError, match=r"--call 'matmul\(f32\[1, 64\]\)' names no autotuned builder: a call "
+    with pytest.raises(TkcError, match=r"--call 'scale\(f32\[1, 64\]\)' names no autotuned builder: a call "
                                        r"names a builder \(one of t.first, t.second\)"):
-        cli.main([str(src), "--call", "matmul(f32[1, 64])", "--dry-run"])
+        cli.main([str(src), "--call", "scale(f32[1, 64])", "--dry-run"])
+
+
+def test_tkc_tune_call_of_a_torch_op_lists_the_keys_it_picks(capsys):
+    """`tkc tune --call` of a torch op (no FILE, no --library): the spaces and
+    keys the call picks from, forward and backward (a dry run makes it
+    through the fake driver), each found among its space's examples; none of
+    the spaces the call does not touch."""
+    pytest.importorskip("torch")
+    from tkc.torchops.norm_tuned import space_name
+    from tkc.tune import cli
+    assert cli.main(["--call", "layer_norm(bf16[64, 1024], bf16[1024], bf16[1024])", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    fwd, bwd = space_name(False, "fwd", 1024, False, False), space_name(False, "bwd", 1024, False, False)
+    assert [line.split(" ")[0] for line in lines if " key(s) to tune" not in line] == [fwd, bwd]
+    assert lines[-1] == "2 key(s) to tune in 2 of 2 space(s)"
+    # the same call again in this process (whose picks are made: dropped and looked up again), one space
+    assert cli.main(["--call", "layer_norm(bf16[64, 1024], bf16[1024], bf16[1024])", "--filter", ".bwd.",
+                     "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(bwd + " ") and len(out) == 3
+
+
+def test_recording_notes_each_key_a_call_looks_up():
+    """space.recording: the (space, key) pairs looked up within it, once each
+    and in order, through choose() and through a call's pick (whose kernel is
+    kept per key, so a later call skips choose); nothing outside it."""
+    from tkc.tune.space import recording
+    from tkc.tune.op_calls import _example_of
+
+    space = tkc.autotune(space={"R": [16, 32], "factor": [2.0]}, name="t.recorded", key=lambda n, _: n,
+                         examples=lambda: [[1, 0], [2, 0], [3, 0]])(scale_builder)
+    space.choose(7)
+    with recording() as seen:
+        space.choose(1)
+        space.choose(2)
+        space.choose(1)
+    space.choose(3)
+    assert seen == [(space, 1), (space, 2)]
+    assert _example_of(space, 2, None) == [2, 0] and _example_of(space, 9, None) is None
+    # plans.forget drops the process's picks: the spaces' and the memos made of them (picks_memo)
+    from tkc.torchops.norm_plans import ln_kernels
+    from tkc.torchops.plans import forget
+    ln_kernels(1024, False, False)
+    assert 3 in space._picks and ln_kernels.cache_info().currsize > 0
+    forget()
+    assert not space._picks and ln_kernels.cache_info().currsize == 0

@@ -13,7 +13,6 @@ nobody wants writes them to scratch memory and reduces nothing.
 """
 from __future__ import annotations
 
-import functools
 import operator
 
 import torch
@@ -23,6 +22,7 @@ from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.norm_grads import norm_grads
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
 from .norm_tuned import WARPS, lane_split
+from ..tune.space import picks_memo
 from .plans import At, PlanCache, resident, scratch, signature, sms
 
 __all__ = ["fwd_plans", "kernels", "no_dropout", "norm_bwd", "norm_fwd", "picked_kernels", "plan_key"]
@@ -36,12 +36,12 @@ def picked_kernels(rms: bool, D: int, dropout: bool, residual: bool):
             bwd(D, dropout, WARPS, residual, **lane_split(rms, "bwd", D, dropout, residual)))
 
 
-@functools.lru_cache(maxsize=None)
+@picks_memo
 def ln_kernels(D: int, dropout: bool, residual: bool = True):
     return picked_kernels(False, D, dropout, residual)
 
 
-@functools.lru_cache(maxsize=None)
+@picks_memo
 def rms_kernels(D: int, dropout: bool, residual: bool):
     return picked_kernels(True, D, dropout, residual)
 

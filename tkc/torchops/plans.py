@@ -60,10 +60,12 @@ class PlanCache:
 
 
 def forget() -> None:
-    """Drop every op's plans: the next calls pick kernels anew (after a
-    change of the picks, e.g. in tests)."""
+    """Drop every op's plans and the process's picks: the next calls pick
+    kernels anew (after a change of the picks, e.g. in tests)."""
+    from ..tune.space import forget_picks
     for cache in _caches:
         cache.plans.clear()
+    forget_picks()
 
 
 class Later:

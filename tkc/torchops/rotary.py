@@ -19,6 +19,7 @@ from ..kernels.attention_hopper import HEAD_DIMS
 from ..kernels.rotary import fits, rotary, splits
 from ..runtime.callsite import caller
 from ..tune import autotune
+from ..tune.space import picks_memo
 from . import checks
 from .checks import autocast, check_device, check_flags, check_tensor, dense, strided_takes
 from .eager import Op, grad_key, kept_run, public, wants_grad
@@ -75,7 +76,7 @@ def picked(D: int, interleaved: bool, inverse: bool, key: str):
     return rotary(D, interleaved, config["warps"], config["heads"], inverse=inverse)
 
 
-@functools.lru_cache(maxsize=None)
+@picks_memo
 def _kernel(D: int, interleaved: bool, inverse: bool, key: str):
     return picked(D, interleaved, inverse, key)
 

@@ -1,6 +1,7 @@
 """`tkc tune`: tune autotuned kernels (tkc.autotune) for given shapes.
 
     tkc tune FILE.py --call "scale(f32[4096, 64], f32[4096, 64])"   # a file's, at a call
+    tkc tune --call "matmul(bf16[777, 4096], bf16[4096, 1536])"     # what a torch op's call picks
     tkc tune --library [--filter matmul]                            # the library's, its examples
     tkc tune --library --filter tkc.matmul.tile --missing           # ... only keys no table holds
     tkc tune --library --missing --budget 600                       # ... for at most ~10 minutes
@@ -13,7 +14,9 @@ language of `tkc build --call`: tensors as DTYPE[dims], made random on the
 GPU; the builder's name and its kernel's arguments, e.g. --call
 "tkc.matmul.tile(bf16[1, 1, 777, 4096], bf16[1, 1, 4096, 1536], bf16[1, 1, 777, 1536])";
 with calls, only the builders they name, and a call naming none is an
-error), else at its own examples (autotune(examples=...)); with --missing
+error; a call of one of tkc's torch ops instead tunes each key it picks from,
+at an example that makes it: op_calls.py), else at its own examples
+(autotune(examples=...)); with --missing
 only the keys that neither this machine's table nor the package's holds
 (a space whose key grew finer: its new keys). One line per key as it is
 tuned, then a summary table (best configuration, its µs, the
@@ -35,7 +38,7 @@ import warnings
 from pathlib import Path
 
 from ..diagnostics import TkcError, at_least
-from . import tables
+from . import op_calls, tables
 from .configs import config_text
 from .space import registry
 
@@ -77,17 +80,23 @@ def main(argv: list[str]) -> int:
                              + (f" ({won[0]:.0%} to {won[-1]:.0%}, median {won[len(won) // 2]:.0%})"
                                 if won else "") + "\n")
         return 0
-    if not args.files and not args.library:
-        raise TkcError("tkc tune: name FILE.py files or --library")
-    found = _builders(args.files, args.library)
+    parsed = [(expr, _parse(expr)) for expr in args.call]
+    ops = [expr for expr, (name, _) in parsed if op_calls.is_op(name)]   # a torch op's call: the library's
+    if not args.files and not args.library and not ops:
+        raise TkcError("tkc tune: name FILE.py files, --library or a --call of a torch op")
+    found = _builders(args.files, args.library or bool(ops))
     found = [t for t in found if args.filter in t.name]
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
-    calls = [_parse(expr) for expr in args.call]
-    if calls:   # tune at the calls given, and only the builders they name
-        found = _called(found, calls, args.call, args.filter)
+    calls, lacking = [call for expr, call in parsed if expr not in ops], 0
+    _called(found, [(expr, call) for expr, call in parsed if expr not in ops], args.filter)
+    for expr in ops:   # each key the op picks from, as an example of its space that makes it
+        keyed, missed = op_calls.expand(expr, found, args.dry_run, faked)
+        calls, lacking = calls + keyed, lacking + missed
+    if args.call:   # tune at the calls given, and only the builders they name
+        found = [t for t in found if any(name in _names(t) for name, _ in calls)]
     if args.dry_run:
-        return _dry_run(found, calls, args.missing)
+        return _dry_run(found, calls, args.missing) or int(lacking > 0)
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
         for tuned in found:
@@ -121,15 +130,15 @@ def main(argv: list[str]) -> int:
                          "can share a key: --missing --dry-run lists the keys left)\n")
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
-    return 1 if failed or not (rows or held or left) else 0
+    return 1 if failed or lacking or not (rows or held or left) else 0
 
 
-def _called(found: list, calls: list, exprs: list, only: str) -> list:
-    """The builders of `found` that the --call expressions name; a call that
-    names none is an error (tuning every example instead of the one call is
-    not what was asked), which lists the names a call may take."""
+def _called(found: list, calls: list, only: str) -> None:
+    """Refuse a --call (expr, (name, make)) that names none of `found`'s
+    builders (tuning every example instead of the one call is not what was
+    asked), listing the names a call may take."""
     names = {n for t in found for n in _names(t)}
-    for expr, (name, _) in zip(exprs, calls):
+    for expr, (name, _) in calls:
         if name not in names:   # (those whose name holds the call's first: matmul -> tkc.matmul.tile)
             known = sorted(t.name for t in found)
             known = [n for n in known if name.split(".")[-1] in n] or known
@@ -137,8 +146,8 @@ def _called(found: list, calls: list, exprs: list, only: str) -> list:
                            + (f" matching --filter {only!r}" if only else "")
                            + f": a call names a builder (one of {', '.join(known[:6])}"
                            + (f" and {len(known) - 6} more" if len(known) > 6 else "")
-                           + ") and gives its kernel's arguments, as `tkc tune --dry-run` lists its keys")
-    return [t for t in found if any(name in _names(t) for name, _ in calls)]
+                           + ") and gives its kernel's arguments, as `tkc tune --dry-run` lists its keys, "
+                           "or names a torch op and gives its arguments")
 
 
 def _names(tuned) -> tuple:

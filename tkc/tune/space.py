@@ -30,6 +30,8 @@ a tuned pick offline (TKC_OFFLINE=1): only the picked kernel's artifact.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import sys
 
@@ -39,6 +41,45 @@ from .configs import config_text, configs, default_key
 __all__ = ["Autotuned", "autotune", "registry"]
 
 registry: dict = {}  # name -> Autotuned: build workers and `tkc tune` find them here
+_seen: list | None = None   # within recording(): the (space, key) pairs looked up
+
+
+@contextlib.contextmanager
+def recording():
+    """Within it, each (space, key) a call looks up is noted, once, in the
+    list it yields: the keys an op call picks from (`tkc tune --call` of a
+    torch op, tune/op_calls.py)."""
+    global _seen
+    outer, _seen = _seen, []
+    try:
+        yield _seen
+    finally:
+        _seen = outer
+
+
+def _note(tuned, key) -> None:
+    if (tuned, key) not in _seen:
+        _seen.append((tuned, key))
+
+
+_memos: list = []   # picks_memo's caches
+
+
+def picks_memo(fn):
+    """functools.lru_cache for a function whose value rests on a pick (a
+    space's choose: an op's kernels for a shape), which forget_picks clears."""
+    cached = functools.lru_cache(maxsize=None)(fn)
+    _memos.append(cached)
+    return cached
+
+
+def forget_picks() -> None:
+    """Drop the process's picks, the spaces' and the memos' made of them: the
+    next calls look their keys up again (the tables read anew)."""
+    for memo in _memos:
+        memo.cache_clear()
+    for tuned in registry.values():
+        tuned.forget()
 
 
 class Autotuned:
@@ -121,6 +162,8 @@ class Autotuned:
         """The configuration of a key: this process's memo, else the tables,
         else (with args, when asked to tune at first calls) tuned now, else
         the fallback's for the key, else the default."""
+        if _seen is not None:
+            _note(self, key)
         config = self._picks.get(key)
         if config is None:
             from . import tables
@@ -139,6 +182,8 @@ class Autotuned:
         path (a configuration's JSON, kernel()'s key, cost more than the rest
         of an @autotune call's own work)."""
         key = self.key(args)
+        if _seen is not None:
+            _note(self, key)
         k = self._runs.get(key)
         if k is None:
             if len(self._runs) >= 4096:
