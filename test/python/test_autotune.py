@@ -807,6 +807,9 @@ def test_tkc_tune_call_of_a_torch_op_lists_the_keys_it_picks(capsys):
                      "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(bwd + " ") and len(out) == 3
+    with pytest.raises(TkcError, match="the calls pick from no autotuned space matching --filter 'tkc.matmul'"):
+        cli.main(["--call", "layer_norm(bf16[64, 1024], bf16[1024], bf16[1024])", "--filter", "tkc.matmul",
+                  "--dry-run"])
 
 
 def test_recording_notes_each_key_a_call_looks_up():

@@ -21,8 +21,8 @@ from torch import Tensor
 from ..kernels.layernorm import layernorm_bwd, layernorm_fwd
 from ..kernels.norm_grads import norm_grads
 from ..kernels.rmsnorm import rmsnorm_bwd, rmsnorm_fwd
-from .norm_tuned import WARPS, lane_split
 from ..tune.space import picks_memo
+from .norm_tuned import WARPS, lane_split
 from .plans import At, PlanCache, resident, scratch, signature, sms
 
 __all__ = ["fwd_plans", "kernels", "no_dropout", "norm_bwd", "norm_fwd", "picked_kernels", "plan_key"]

@@ -95,6 +95,9 @@ def main(argv: list[str]) -> int:
         calls, lacking = calls + keyed, lacking + missed
     if args.call:   # tune at the calls given, and only the builders they name
         found = [t for t in found if any(name in _names(t) for name, _ in calls)]
+        if not found and not lacking:
+            raise TkcError("tkc tune: the calls pick from no autotuned space"
+                           + (f" matching --filter {args.filter!r}" if args.filter else ""))
     if args.dry_run:
         return _dry_run(found, calls, args.missing) or int(lacking > 0)
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
