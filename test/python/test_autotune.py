@@ -828,6 +828,12 @@ def test_recording_notes_each_key_a_call_looks_up():
         space.choose(1)
     space.choose(3)
     assert seen == [(space, 1), (space, 2)]
+    # a fallback's own lookups (a nearby key's pick) are not the call's keys
+    nearby = tkc.autotune(space={"R": [16, 32], "factor": [2.0]}, name="t.nearby", key=lambda n, _: n,
+                          fallback=lambda key: space.choose(key + 100))(scale_builder)
+    with recording() as seen:
+        nearby.choose(5)
+    assert seen == [(nearby, 5)]
     assert _example_of(space, 2, None) == [2, 0] and _example_of(space, 9, None) is None
     # plans.forget drops the process's picks: the spaces' and the memos made of them (picks_memo)
     from tkc.torchops.norm_plans import ln_kernels

@@ -173,9 +173,22 @@ class Autotuned:
                 config = tune(self, args).best
             config = _known(self, config)
             if config is None:
-                config = self.fallback(key) if self.fallback is not None else self.default
+                config = self._fallback(key)
             self._picks[key] = config
         return config
+
+    def _fallback(self, key) -> dict:
+        """The fallback's configuration for a key the tables lack (else the
+        default); the keys it looks up itself (a nearby key's pick) are not
+        the call's, and not noted."""
+        if self.fallback is None:
+            return self.default
+        global _seen
+        outer, _seen = _seen, None
+        try:
+            return self.fallback(key)
+        finally:
+            _seen = outer
 
     def _picked(self, args):
         """The Kernel of the pick for these arguments, kept per key: a call's
