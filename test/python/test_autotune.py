@@ -464,6 +464,7 @@ def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch
         return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "spread": 0.02,
                                             "why": ""}])
     monkeypatch.setattr(Autotuned, "tune", tune)
+    monkeypatch.setattr(cli, "_gpu", lambda: True)   # (the fake tune times nothing)
     assert cli.main([str(src)]) == 1
     out = capsys.readouterr()
     assert "t.good" in out.out and "2 key(s) not tuned" in out.out and "t.bad: " in out.out
@@ -517,6 +518,7 @@ def test_tkc_tune_missing_tunes_only_keys_no_table_holds(cache, tmp_path, monkey
         return Result(self.default, args, [{"config": self.default, "status": "best", "us": 1.0, "spread": 0.0,
                                             "why": ""}])
     monkeypatch.setattr(Autotuned, "tune", tune)
+    monkeypatch.setattr(cli, "_gpu", lambda: True)   # (the fake tune times nothing)
     tables.record("t.missing", 2, {"config": {"R": 32}})
     assert cli.main([str(src), "--missing"]) == 0
     assert tuned_keys == [1, 3]
@@ -581,6 +583,7 @@ def test_tkc_tune_goes_on_past_an_example_the_gpu_cannot_hold(tmp_path, monkeypa
         return Result(self.default, args[0], [{"config": self.default, "status": "best", "us": 1.0,
                                                "spread": 0.0, "why": ""}])
     monkeypatch.setattr(Autotuned, "tune", tune)
+    monkeypatch.setattr(cli, "_gpu", lambda: True)   # (the fake tune times nothing)
     assert cli.main([str(src)]) == 1 and tuned_keys == [1, 3]
     out = capsys.readouterr()
     assert "1 key(s) not tuned:\n  t.big: OutOfMemoryError: CUDA out of memory" in out.out
@@ -807,6 +810,10 @@ def test_tkc_tune_call_of_a_torch_op_lists_the_keys_it_picks(capsys):
                      "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(bwd + " ") and len(out) == 3
+    with pytest.MonkeyPatch.context() as m:   # without a GPU, only the dry run: tuning is refused, said so
+        m.setattr(cli, "_gpu", lambda: False)
+        with pytest.raises(TkcError, match="tuning times the candidates on a GPU, and torch sees none here"):
+            cli.main(["--call", "layer_norm(bf16[64, 1024], bf16[1024], bf16[1024])"])
     with pytest.raises(TkcError, match="the calls pick from no autotuned space matching --filter 'tkc.matmul'"):
         cli.main(["--call", "layer_norm(bf16[64, 1024], bf16[1024], bf16[1024])", "--filter", "tkc.matmul",
                   "--dry-run"])

@@ -82,6 +82,8 @@ def main(argv: list[str]) -> int:
         return 0
     parsed = [(expr, _parse(expr)) for expr in args.call]
     ops = [expr for expr, (name, _) in parsed if op_calls.is_op(name)]   # a torch op's call: the library's
+    if ops and not args.dry_run:   # (its call is made on the GPU)
+        _need_gpu()
     if not args.files and not args.library and not ops:
         raise TkcError("tkc tune: name FILE.py files, --library or a --call of a torch op")
     found = _builders(args.files, args.library or bool(ops))
@@ -100,6 +102,7 @@ def main(argv: list[str]) -> int:
                            + (f" matching --filter {args.filter!r}" if args.filter else ""))
     if args.dry_run:
         return _dry_run(found, calls, args.missing) or int(lacking > 0)
+    _need_gpu()
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
         for tuned in found:
@@ -151,6 +154,18 @@ def _called(found: list, calls: list, only: str) -> None:
                            + (f" and {len(known) - 6} more" if len(known) > 6 else "")
                            + ") and gives its kernel's arguments, as `tkc tune --dry-run` lists its keys, "
                            "or names a torch op and gives its arguments")
+
+
+def _gpu() -> bool:
+    """Whether torch sees a CUDA device (tuning times candidates on one)."""
+    import torch
+    return torch.cuda.is_available()
+
+
+def _need_gpu() -> None:
+    if not _gpu():
+        raise TkcError("tkc tune: tuning times the candidates on a GPU, and torch sees none here "
+                       "(--dry-run lists the keys it would tune on any machine)")
 
 
 def _names(tuned) -> tuple:
