@@ -326,6 +326,8 @@ def test_tuning_at_the_first_call(cache, monkeypatch):
         {"tune_scale_16_2": 2.0, "tune_scale_32_2": 1.0}))
     monkeypatch.setattr(measure, "_run_gpu", lambda k, a: tuned.append(k.name) or cpu_run(k, a))
     monkeypatch.setattr(measure, "_compare", cpu_compare)
+    from tkc.tune import space as space_module
+    monkeypatch.setattr(space_module, "_can_tune_now", lambda: True)   # (the GPU faked above)
     t = tkc.autotune(space={"R": [16, 32]}, name="test.first", tune=True)(scale_builder)
     assert t.pick(args_of()) == {"R": 32} and len(tuned) == 2
     assert t.pick(args_of()) == {"R": 32} and len(tuned) == 2
@@ -849,3 +851,35 @@ def test_recording_notes_each_key_a_call_looks_up():
     assert 3 in space._picks and ln_kernels.cache_info().currsize > 0
     forget()
     assert not space._picks and ln_kernels.cache_info().currsize == 0
+
+
+def test_first_call_tuning_of_a_lookup_without_arguments(monkeypatch, tmp_path):
+    """TKC_AUTOTUNE=1 and a lookup without kernel arguments (how tkc's torch
+    ops ask for a pick): the key is tuned at the first of the space's
+    examples that makes it (found as fake tensors), and kept; a call that
+    cannot tune now (no GPU, the fake driver, a capture, a trace) runs the
+    untuned pick and keeps nothing, so a later call tunes the key."""
+    pytest.importorskip("torch")
+    from tkc.bench.fake_driver import fake_driver
+    from tkc.runtime import driver
+    from tkc.tune import measure, space as space_module
+    from tkc.tune.measure import Result
+    monkeypatch.setattr(tables, "user_path", lambda device=None: tmp_path / "tuned.json")
+    monkeypatch.setenv("TKC_AUTOTUNE", "1")
+    t = tkc.autotune(space={"R": [16, 32], "factor": [2.0]}, name="t.first_call", key=lambda n, _: n,
+                     examples=lambda: [[1, 0], [2, 0], [3, 0]])(scale_builder)
+    tuned_at = []
+
+    def tune(tuned, args, **kw):
+        tuned_at.append(list(args))
+        return Result({"R": 32, "factor": 2.0}, tuned.key(args), [])
+    monkeypatch.setattr(measure, "tune", tune)
+    assert not space_module._can_tune_now()   # (no GPU here)
+    assert t.choose(2) == t.default and 2 not in t._picks and tuned_at == []   # left for later
+    monkeypatch.setattr(space_module, "_can_tune_now", lambda: True)
+    assert t.choose(2) == {"R": 32, "factor": 2.0} and tuned_at == [[2, 0]]
+    assert t.choose(2) == {"R": 32, "factor": 2.0} and tuned_at == [[2, 0]]   # kept: tuned once
+    assert t.choose(9) == t.default and tuned_at == [[2, 0]]   # no example makes key 9: the default
+    with fake_driver():
+        assert driver.is_fake()
+    assert not driver.is_fake()

@@ -44,6 +44,7 @@ def fake_cuda():
         return (state.result,)
 
     return SimpleNamespace(
+        stand_in=True,   # (tkc.runtime.driver.is_fake: its launches are stubs)
         CUresult=SimpleNamespace(CUDA_SUCCESS=ok),
         CUdevice_attribute=SimpleNamespace(
             CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR=75,

@@ -56,6 +56,12 @@ def api():
     return _cuda
 
 
+def is_fake() -> bool:
+    """Whether a stand-in answers for the driver (tkc.bench.fake_driver): its
+    launches are stubs, so nothing may be timed."""
+    return getattr(_cuda, "stand_in", False)
+
+
 def _check(driver, err, call: str) -> None:
     if err != driver.CUresult.CUDA_SUCCESS:
         raise TkcError(f"{call} failed: {error_text(driver, err)}")

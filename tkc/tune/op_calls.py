@@ -13,10 +13,14 @@ were made of zeros (offsets, counts), so each key is tuned at the first
 example that makes it (the key's pick serves every call of the key). A key
 no example makes is reported, with the kernel-level --call that tunes it.
 The process's picks are dropped first (plans.forget), so every key is
-looked up, and noted, again."""
+looked up, and noted, again. The examples are searched as fake tensors and
+the one found made for real; so are they for a key tuned at its first call
+(TKC_AUTOTUNE=1) by a lookup that has no arguments (a torch op's plan)."""
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
 
 
 def is_op(name: str) -> bool:
@@ -41,7 +45,7 @@ def expand(expr: str, found: list, dry_run: bool, faked) -> tuple[list, int]:
     for tuned, key in seen:
         if tuned.name not in mine:
             continue
-        example = _example_of(tuned, key, faked if dry_run else None)
+        example = _example_of(tuned, key, faked if dry_run else fake_tensors)
         if example is None:
             lacking += 1
             sys.stderr.write(f"tkc tune: --call {expr!r} picks {tuned.name} at key {key!r}, which none of "
@@ -52,10 +56,20 @@ def expand(expr: str, found: list, dry_run: bool, faked) -> tuple[list, int]:
     return out, lacking
 
 
+@contextlib.contextmanager
+def fake_tensors():
+    """Tensors made within it are fake (torch's FakeTensorMode: shapes, no
+    memory); the driver is the real one (a key may ask it the SM count)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (a key's read of a fake tensor's pointer)
+        yield
+
+
 def _example_of(tuned, key, faked):
     """The first of the space's examples whose arguments make `key` (made as
-    fake tensors within faked, when given), or None."""
-    import contextlib
+    fake tensors within faked, when given: a space's largest examples need
+    not fit beside a model), or None."""
     with faked() if faked is not None else contextlib.nullcontext():
         for example in tuned.examples() if tuned.examples else ():
             args = example() if callable(example) else example

@@ -24,8 +24,12 @@ rounded up to powers of two (shape buckets), each scalar as it is.
 
 A call looks its key up in the tuned tables (tables.py: this machine's,
 then the package's, for the current GPU) and falls back to the default;
-`tune=True` (or TKC_AUTOTUNE=1) tunes a key at its first call instead, and
-`.tune(*args)` tunes one on request (measure.py). No MLIR is needed to run
+`tune=True` (or TKC_AUTOTUNE=1, which the library's torch ops follow too)
+tunes a key the tables lack at its first call instead (an op's lookup, which
+has no kernel arguments, at an example of the space that makes the key;
+a call under CUDA-graph capture, torch.compile or fake tensors runs the
+untuned pick and leaves the key to a later call), and `.tune(*args)` tunes
+one on request (measure.py). No MLIR is needed to run
 a tuned pick offline (TKC_OFFLINE=1): only the picked kernel's artifact.
 """
 from __future__ import annotations
@@ -168,14 +172,32 @@ class Autotuned:
         if config is None:
             from . import tables
             config = tables.lookup(self.name, key)
-            if config is None and args is not None and (self.tune_first or _env_tunes()):
-                from .measure import tune
-                config = tune(self, args).best
+            later = False   # tuning asked for, but not possible at this call
+            if config is None and (self.tune_first or _env_tunes()):
+                later = not _can_tune_now()
+                config = None if later else self._tuned_now(key, args)
             config = _known(self, config)
             if config is None:
                 config = self._fallback(key)
+            if later:
+                return config   # not kept: the key's first call that can tune it does
             self._picks[key] = config
         return config
+
+    def _tuned_now(self, key, args) -> dict | None:
+        """The key's pick, tuned now (measure.tune, which records it in this
+        machine's table): at the call's arguments, or for a lookup without
+        them (a torch op's plan), at the first of the space's examples that
+        makes the key, found as fake tensors and then made (op_calls); None
+        where no example makes it."""
+        from .measure import tune
+        if args is None:
+            from .op_calls import _example_of, fake_tensors
+            example = _example_of(self, key, fake_tensors)
+            if example is None:
+                return None
+            args = example() if callable(example) else example
+        return tune(self, args).best
 
     def _fallback(self, key) -> dict:
         """The fallback's configuration for a key the tables lack (else the
@@ -201,7 +223,9 @@ class Autotuned:
         if k is None:
             if len(self._runs) >= 4096:
                 self._runs.clear()
-            k = self._runs[key] = self.kernel(self.choose(key, args))
+            k = self.kernel(self.choose(key, args))
+            if key in self._picks:   # (a key left to tune at a later call: not kept)
+                self._runs[key] = k
         return k
 
     def __call__(self, *args, stream=None):
@@ -237,6 +261,18 @@ def _known(tuned: Autotuned, config: dict | None) -> dict | None:
     if tuned._texts is None:
         tuned._texts = {config_text(c): c for c in tuned.configs}
     return tuned._texts.get(config_text(config))
+
+
+def _can_tune_now() -> bool:
+    """Whether a key may be tuned at this call: a GPU behind the real driver,
+    and no CUDA-graph capture, torch.compile trace or dispatch mode (fake
+    tensors) in progress, since tuning runs kernels and synchronises."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    from ..runtime import driver
+    return not driver.is_fake() and torch.cuda.is_available() and not torch.compiler.is_compiling() \
+        and not torch.cuda.is_current_stream_capturing() and _get_current_dispatch_mode() is None
 
 
 def _env_tunes() -> bool:
