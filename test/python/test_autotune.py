@@ -826,7 +826,6 @@ def test_recording_notes_each_key_a_call_looks_up():
     and in order, through choose() and through a call's pick (whose kernel is
     kept per key, so a later call skips choose); nothing outside it."""
     from tkc.tune.space import recording
-    from tkc.tune.op_calls import _example_of
 
     space = tkc.autotune(space={"R": [16, 32], "factor": [2.0]}, name="t.recorded", key=lambda n, _: n,
                          examples=lambda: [[1, 0], [2, 0], [3, 0]])(scale_builder)
@@ -843,7 +842,7 @@ def test_recording_notes_each_key_a_call_looks_up():
     with recording() as seen:
         nearby.choose(5)
     assert seen == [(nearby, 5)]
-    assert _example_of(space, 2, None) == [2, 0] and _example_of(space, 9, None) is None
+    assert space.example_of(2) == [2, 0] and space.example_of(9) is None
     # plans.forget drops the process's picks: the spaces' and the memos made of them (picks_memo)
     from tkc.torchops.norm_plans import ln_kernels
     from tkc.torchops.plans import forget

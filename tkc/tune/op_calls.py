@@ -18,9 +18,9 @@ the one found made for real; so are they for a key tuned at its first call
 (TKC_AUTOTUNE=1) by a lookup that has no arguments (a torch op's plan)."""
 from __future__ import annotations
 
-import contextlib
 import sys
-import warnings
+
+from .space import fake_tensors, recording
 
 
 def is_op(name: str) -> bool:
@@ -36,7 +36,6 @@ def expand(expr: str, found: list, dry_run: bool, faked) -> tuple[list, int]:
     examples too, as fake tensors)."""
     from ..prebuild import prebuild
     from ..torchops.plans import forget
-    from .space import recording
     forget()   # (picks this process made already: looked up again, so noted)
     with recording() as seen:
         prebuild(expr, "tkc tune", gpu=not dry_run)
@@ -45,7 +44,7 @@ def expand(expr: str, found: list, dry_run: bool, faked) -> tuple[list, int]:
     for tuned, key in seen:
         if tuned.name not in mine:
             continue
-        example = _example_of(tuned, key, faked if dry_run else fake_tensors)
+        example = tuned.example_of(key, faked if dry_run else fake_tensors)
         if example is None:
             lacking += 1
             sys.stderr.write(f"tkc tune: --call {expr!r} picks {tuned.name} at key {key!r}, which none of "
@@ -54,26 +53,3 @@ def expand(expr: str, found: list, dry_run: bool, faked) -> tuple[list, int]:
         else:
             out.append((tuned.name, example))
     return out, lacking
-
-
-@contextlib.contextmanager
-def fake_tensors():
-    """Tensors made within it are fake (torch's FakeTensorMode: shapes, no
-    memory); the driver is the real one (a key may ask it the SM count)."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # (a key's read of a fake tensor's pointer)
-        yield
-
-
-def _example_of(tuned, key, faked):
-    """The first of the space's examples whose arguments make `key` (made as
-    fake tensors within faked, when given: a space's largest examples need
-    not fit beside a model), or None."""
-    with faked() if faked is not None else contextlib.nullcontext():
-        for example in tuned.examples() if tuned.examples else ():
-            args = example() if callable(example) else example
-            if tuned.key(args) == key:
-                return example
-            args = None   # (before the next is made: real examples hold GPU memory)
-    return None

@@ -192,12 +192,23 @@ class Autotuned:
         where no example makes it."""
         from .measure import tune
         if args is None:
-            from .op_calls import _example_of, fake_tensors
-            example = _example_of(self, key, fake_tensors)
+            example = self.example_of(key, fake_tensors)
             if example is None:
                 return None
             args = example() if callable(example) else example
         return tune(self, args).best
+
+    def example_of(self, key, faked=None):
+        """The first of the space's examples whose arguments make `key` (made
+        as fake tensors within `faked()`, when given: a space's largest
+        examples need not fit beside a model), or None."""
+        with faked() if faked is not None else contextlib.nullcontext():
+            for example in self.examples() if self.examples else ():
+                args = example() if callable(example) else example
+                if self.key(args) == key:
+                    return example
+                args = None   # (before the next is made: real examples hold GPU memory)
+        return None
 
     def _fallback(self, key) -> dict:
         """The fallback's configuration for a key the tables lack (else the
@@ -261,6 +272,18 @@ def _known(tuned: Autotuned, config: dict | None) -> dict | None:
     if tuned._texts is None:
         tuned._texts = {config_text(c): c for c in tuned.configs}
     return tuned._texts.get(config_text(config))
+
+
+@contextlib.contextmanager
+def fake_tensors():
+    """Tensors made within it are fake (torch's FakeTensorMode: shapes, no
+    memory); the driver is the real one (a key may ask it the SM count)."""
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (a key's read of a fake tensor's pointer)
+        yield
 
 
 def _can_tune_now() -> bool:
