@@ -164,8 +164,8 @@ class Autotuned:
 
     def choose(self, key, args=None) -> dict:
         """The configuration of a key: this process's memo, else the tables,
-        else (with args, when asked to tune at first calls) tuned now, else
-        the fallback's for the key, else the default."""
+        else (when asked to tune at first calls, and this call can) tuned
+        now, else the fallback's for the key, else the default."""
         if _seen is not None:
             _note(self, key)
         config = self._picks.get(key)
@@ -188,8 +188,8 @@ class Autotuned:
         """The key's pick, tuned now (measure.tune, which records it in this
         machine's table): at the call's arguments, or for a lookup without
         them (a torch op's plan), at the first of the space's examples that
-        makes the key, found as fake tensors and then made (op_calls); None
-        where no example makes it."""
+        makes the key, found as fake tensors and then made (example_of);
+        None where no example makes it."""
         from .measure import tune
         if args is None:
             example = self.example_of(key, fake_tensors)
