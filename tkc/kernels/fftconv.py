@@ -47,7 +47,7 @@ wait leaving the other's groups pending: H200, 2026-12-02, B 16 D 768, N 2048
 68.9 µs at two warpgroups, against 71.2 with one pair and the tuned three
 warpgroups' 63.3; N 1024 40.5 against 32.5. Not kept. Nor persistent blocks,
 the constants loaded once an SM: N 2048 D 768 64.9 against 63.5, D 1024 76.0
-against the pick's 76.8, N 1024 33.8 against 32.8, N 4096 115.0 against 114.5.)
+(its pick's tuning run: 76.8), N 1024 33.8 against 32.8, N 4096 115.0 against 114.5.)
 """
 from __future__ import annotations
 
