@@ -24,6 +24,7 @@ import tkc
 from .bench.fake_driver import fake_driver
 from .runtime.callsite import standing_at
 from .torchops.calls import DTYPES
+from .torchops.eager import ForwardOnly
 
 __all__ = ["INFERENCE_ONLY", "prebuild"]
 
@@ -32,7 +33,8 @@ INFERENCE_ONLY = {("attention", "k_lengths")}   # (op, keyword): calls without a
 
 def prebuild(expr: str, command: str = "tkc build", gpu: bool = False) -> None:
     """Make the call `expr` through the fake driver, building what it launches
-    (forward without gradients, then with them and backward). The op's
+    (forward without gradients, then, for an op with a backward, with them
+    and backward). The op's
     errors are located at the command (`tkc build --call '...'`), there being
     no line of the user's. gpu=True: on the GPU instead (its tensors zeros
     there; `tkc tune --call` of an op, whose keys are the GPU's own)."""
@@ -50,8 +52,13 @@ def prebuild(expr: str, command: str = "tkc build", gpu: bool = False) -> None:
                 inspect.signature(fn).bind(*args, **kwargs)
             except TypeError as e:
                 raise ValueError(f"--call {expr!r}: {e}") from None
-            with torch.set_grad_enabled(grad):
-                out = fn(*args, **kwargs)
+            try:
+                with torch.set_grad_enabled(grad):
+                    out = fn(*args, **kwargs)
+            except ForwardOnly:
+                if grad:   # an op without a backward: its forward, built above, is all it launches
+                    return
+                raise
             outs = out if isinstance(out, (tuple, list)) else (out,)
             if grad and any(isinstance(o, Tensor) and o.requires_grad for o in outs):
                 torch.autograd.backward([o for o in outs if isinstance(o, Tensor) and o.requires_grad],

@@ -778,6 +778,18 @@ def test_offline_miss_names_the_build_command_for_this_call(tmp_path, monkeypatc
     assert "rms_norm(bf16[5, 512], f32[512]" in e.value.command, e.value.command
 
 
+def test_build_call_of_a_forward_only_op(monkeypatch):
+    """`tkc build --call` of an op without a backward builds its forward (the
+    pass with gradients, which such an op refuses, is left out: it refused
+    the command the op's own offline error names)."""
+    from tkc import cli
+    from tkc.cli import build_all as cli_build_all
+    built = []
+    monkeypatch.setattr(cli, "build_all", lambda kernels, *a: built.extend(kernels) or cli_build_all(kernels, *a))
+    assert cli.main(["build", "--call", "fftconv(bf16[2, 8, 1024], bf16[2, 8, 32, 32])"]) == 0
+    assert [k.name for k in built] == ["fftconv_1024"]
+
+
 def test_a_refused_build_call_is_located_at_the_command(capsys):
     """`tkc build --call` makes the call for the user, who has no line of
     theirs in it: an argument the op refuses is reported at the command (as

@@ -209,11 +209,15 @@ class Op:
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 if self.function is None:
                     op = self.name.split("::")[-1].removesuffix("_fwd")
-                    raise TkcError(f"{op}: no gradient flows through it (forward only: it has no "
+                    raise ForwardOnly(f"{op}: no gradient flows through it (forward only: it has no "
                                    f"backward kernels); call it under torch.no_grad() or on tensors "
                                    f"that do not require grad (.detach())", caller())
                 return True
         return False
+
+
+class ForwardOnly(TkcError):
+    """A call of an op without a backward that wants a gradient (refused)."""
 
 
 def _autograd_function(name: str, impl, setup, backward, main: bool = False) -> type:
