@@ -26,6 +26,24 @@ def test_bad_operands_are_refused_where_called():
         tkc.matmul_reduce_scatter(torch.zeros(128, 64), torch.zeros(64, 64), None)
 
 
+def test_no_process_group_is_refused_where_called():
+    """Without torch.distributed initialised and no group=, each multi-GPU op
+    says so at the caller's line (it was an AttributeError of None)."""
+    import torch.distributed as dist
+
+    from tkc.bench.fake_driver import fake_driver
+    assert not dist.is_initialized()
+    x = torch.zeros(128, 64, dtype=torch.bfloat16)
+    q = torch.zeros(1, 2, 64, 64, dtype=torch.bfloat16)
+    w = x.t().contiguous()
+    for call in (lambda: tkc.all_gather_matmul(x, w), lambda: tkc.matmul_reduce_scatter(x, w),
+                 lambda: tkc.ring_attention(q, q, q)):
+        with fake_driver(), pytest.raises(tkc.diagnostics.TkcError, match="no process group: torch.distributed "
+                                                                          "is not initialised") as e:
+            call()
+        assert e.value.where.startswith(__file__)
+
+
 def test_fused_or_fallback():
     assert collective.fused(16384, 8192, 8192, 2, 8192)
     assert not collective.fused(16384, 8192, 8192, 1, 16384)      # one rank: nothing to overlap

@@ -44,7 +44,7 @@ from ..runtime.peers import Peers
 from .checks import check_device, check_tensor
 from .eager import Op
 from .gemm import matmul
-from .symm import buffer, process_group
+from .symm import buffer, group_or_world, process_group
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter"]
 BF16 = torch.bfloat16
@@ -58,11 +58,6 @@ FUSED_FLOPS = 2 * 2048 * 4096 * 4096
 @functools.lru_cache(maxsize=None)
 def _rs(world: int):
     return gemm_reduce_scatter(world)
-
-
-def _group(group):
-    import torch.distributed as dist
-    return group if group is not None else dist.group.WORLD
 
 
 def _check(fn: str, a: Tensor, b: Tensor, a_name: str) -> None:
@@ -98,7 +93,8 @@ def fused(M: int, N: int, K: int, world: int, rows: int) -> bool:
 def all_gather_matmul(a_shard: Tensor, b: Tensor, group=None, *, return_A: bool = True):
     """(all_gather(a_shard) or None, all_gather(a_shard) @ b): module doc."""
     _check("all_gather_matmul", a_shard, b, "a_shard")
-    a, c = _all_gather_matmul(a_shard, b, _group(group).group_name, bool(return_A))
+    a, c = _all_gather_matmul(a_shard, b, group_or_world("all_gather_matmul", group).group_name,
+                              bool(return_A))
     return (a if return_A else None), c
 
 
@@ -106,10 +102,11 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, group=None) -> Tensor:
     """reduce_scatter(a @ b) over the group, rows scattered: module doc."""
     fn = "matmul_reduce_scatter"
     _check(fn, a, b, "a")
-    world = _group(group).size()
+    group = group_or_world(fn, group)
+    world = group.size()
     if a.shape[0] % world:
         raise TkcError(f"{fn}: a's rows (M = {a.shape[0]}) must split evenly over the {world} ranks", caller())
-    return _matmul_reduce_scatter(a, b, _group(group).group_name)
+    return _matmul_reduce_scatter(a, b, group.group_name)
 
 
 def _ag_impl(a_shard: Tensor, b: Tensor, group_name: str, return_A: bool) -> tuple[Tensor, Tensor]:

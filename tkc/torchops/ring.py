@@ -54,6 +54,7 @@ from .attn import _bwd_impl, attention
 from .checks import check_device, check_flags, check_tensor, softmax_scale
 from .eager import Op
 from .plans import PlanCache, signature
+from .symm import group_or_world
 from .symm import process_group as _named   # a CPU test maps its in-process groups here
 
 __all__ = ["ring_attention", "zigzag", "unzigzag"]
@@ -144,7 +145,6 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
     """This rank's part of attention over the sequence split across the
     group (module doc: causal=True takes and gives the zigzag order),
     differentiable in q, k and v."""
-    dist = _dist()
     fn = "ring_attention"
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(fn, name, t, 4, "[B, H, L, D]", (BF16,))
@@ -153,7 +153,7 @@ def ring_attention(q: Tensor, k: Tensor, v: Tensor, group=None, causal: bool = T
         raise TkcError(f"{fn}: q [B, Hq, L, D] and k, v [B, Hkv, L, D] of this rank's L, got shapes "
                        f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}", caller())
     check_flags(fn, causal=causal)
-    group = group if group is not None else dist.group.WORLD
+    group = group_or_world(fn, group)
     scale = softmax_scale(fn, scale, q.shape[-1])
     if group.size() == 1:
         return _attend(q, k, v, causal, scale)[0]

@@ -39,6 +39,19 @@ def check_no_multicast() -> None:
                        caller())
 
 
+def group_or_world(fn: str, group):
+    """`group`, or torch.distributed's default one; without either, a located
+    error saying what to do (it was an AttributeError of None)."""
+    if group is not None:
+        return group
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        raise TkcError(f"{fn}: no process group: torch.distributed is not initialised "
+                       f"(torch.distributed.init_process_group, or run under torchrun) and no "
+                       f"group= was given", caller())
+    return dist.group.WORLD
+
+
 def process_group(group_name: str):
     """The process group of a name: tkc's torch.library ops take their group
     by name (torch's symm_mem ops' convention), and resolve it here."""
