@@ -34,10 +34,10 @@ INFERENCE_ONLY = {("attention", "k_lengths")}   # (op, keyword): calls without a
 def prebuild(expr: str, command: str = "tkc build", gpu: bool = False) -> None:
     """Make the call `expr` through the fake driver, building what it launches
     (forward without gradients, then, for an op with a backward, with them
-    and backward). The op's
-    errors are located at the command (`tkc build --call '...'`), there being
-    no line of the user's. gpu=True: on the GPU instead (its tensors zeros
-    there; `tkc tune --call` of an op, whose keys are the GPU's own)."""
+    and backward). The op's errors are located at the command (`tkc build
+    --call '...'`), there being no line of the user's. gpu=True: on the GPU
+    instead (its tensors zeros there; `tkc tune --call` of an op, whose keys
+    are the GPU's own)."""
     call = _parse(expr)
     fn = getattr(tkc, call.func.id)
     # a call with one of these keywords has no backward (and refuses gradients): the forward alone

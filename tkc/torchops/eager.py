@@ -210,8 +210,8 @@ class Op:
                 if self.function is None:
                     op = self.name.split("::")[-1].removesuffix("_fwd")
                     raise ForwardOnly(f"{op}: no gradient flows through it (forward only: it has no "
-                                   f"backward kernels); call it under torch.no_grad() or on tensors "
-                                   f"that do not require grad (.detach())", caller())
+                                      f"backward kernels); call it under torch.no_grad() or on tensors "
+                                      f"that do not require grad (.detach())", caller())
                 return True
         return False
 
