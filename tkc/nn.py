@@ -52,7 +52,7 @@ class Linear(nn.Linear):
 
 class LayerNorm(nn.LayerNorm):
     """nn.LayerNorm as tkc.layer_norm: one normalized dim, a multiple of 256 up to 16384,
-    with its weight and bias."""
+    with its weight and bias or without them."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return layer_norm(x, self.weight, self.bias, eps=self.eps)
@@ -60,7 +60,7 @@ class LayerNorm(nn.LayerNorm):
 
 class RMSNorm(nn.RMSNorm):
     """nn.RMSNorm as tkc.rms_norm: one normalized dim, a multiple of 256 up to 16384, with
-    its weight. eps=None is nn.RMSNorm's: the input dtype's machine epsilon."""
+    its weight or without. eps=None is nn.RMSNorm's: the input dtype's machine epsilon."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
@@ -175,8 +175,6 @@ def _swap(m: nn.Module) -> str | None:
         if not _served_width(m.normalized_shape):
             return (f"normalized_shape {tuple(m.normalized_shape)}: tkc's norms take one dim, a "
                     f"multiple of 256 up to {MAX_D}")
-        if m.weight is None or kind is nn.LayerNorm and m.bias is None:
-            return "not affine (tkc's norms take a weight, LayerNorm's a bias too)"
         m.__class__ = LayerNorm if kind is nn.LayerNorm else RMSNorm
     else:
         return ""
@@ -185,8 +183,8 @@ def _swap(m: nn.Module) -> str | None:
 
 def convert(model: nn.Module) -> nn.Module:
     """model with each nn.Linear, nn.LayerNorm and nn.RMSNorm that tkc serves (Linear:
-    features multiples of 8; the norms: one affine dim, a multiple of 256 up to 16384,
-    LayerNorm with a bias) computed by tkc's ops, and each gated MLP (a module with
+    features multiples of 8; the norms: one dim, a multiple of 256 up to 16384, with or
+    without weight and bias) computed by tkc's ops, and each gated MLP (a module with
     nn.Linear gate_proj, up_proj, down_proj and a SiLU act_fn, Hugging Face's
     LlamaMLP, MistralMLP, Qwen2MLP; or with gate_up_proj, down_proj and a SiLU
     activation_fn, Phi3MLP: its forward taken to be theirs) by tkc.swiglu, in

@@ -637,6 +637,38 @@ def test_rms_norm_values_and_gradients(cpu_ops, residual):
     assert grads_match(y, ref, dy, (x, w, r) if residual else (x, w), 2e-2)
 
 
+def test_norms_without_weight_or_bias(cpu_ops):
+    """weight or bias None (nn.LayerNorm(elementwise_affine=False), bias=False;
+    nn.RMSNorm(elementwise_affine=False)): ones and zeros, values and the
+    gradients of what there is; the ones and zeros kept per width and device
+    (not a meta call's); nn.convert takes such norms too."""
+    from tkc import nn as tnn
+    from tkc.torchops import norms
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 256, generator=g).to(BF).requires_grad_()
+    w = (1 + 0.1 * torch.randn(256, generator=g)).to(BF).requires_grad_()
+    dy = torch.randn(3, 256, generator=g).to(BF)
+    y = tkc.layer_norm(x, None, None)
+    ref = torch.nn.functional.layer_norm(x.double(), (256,))
+    assert _rel(y, ref) < 1e-2 and grads_match(y, ref, dy, (x,), 2e-2)
+    x.grad = None   # (grads_match leaves the reference's)
+    y = tkc.layer_norm(x, w, None)   # bias=False
+    ref = torch.nn.functional.layer_norm(x.double(), (256,), w.double())
+    assert _rel(y, ref) < 1e-2 and grads_match(y, ref, dy, (x, w), 2e-2)
+    x.grad = None
+    y = tkc.rms_norm(x, None)
+    ref = x.double() * torch.rsqrt(x.double().square().mean(-1, keepdim=True) + 1e-6)
+    assert _rel(y, ref) < 1e-2 and grads_match(y, ref, dy, (x,), 2e-2)
+    ones = norms._UNITS[256, x.device, 1.0]
+    assert torch.equal(ones, torch.ones(256, dtype=BF)) and norms._unit(x, None, 1.0) is ones
+    tkc.layer_norm(torch.zeros(2, 512, dtype=BF, device="meta"), None, None)   # traced: made, not kept
+    assert all(not t.is_meta for t in norms._UNITS.values())
+    model = tnn.convert(torch.nn.Sequential(torch.nn.LayerNorm(256, elementwise_affine=False),
+                                            torch.nn.LayerNorm(256, bias=False)))
+    assert model.tkc_converted == ["0", "1"] and not model.tkc_skipped
+    assert _rel(model(x), torch.nn.functional.layer_norm(x.double(), (256,))) < 1e-2
+
+
 # ---------------------------------------------------------------- the host path
 
 def test_host_path_through_the_fake_driver(tmp_path, monkeypatch):

@@ -138,18 +138,23 @@ def _norm(r: random.Random, c: Case) -> None:
     Dw = D + 256 if outside == "weight" else D
     # (with dropout a small residual: a kept x/(1-p) below half an ulp of r would leave h = r, as dropped)
     small = ", scale=0.01" if p else ""
+    # a norm without weight (or LayerNorm's bias): elementwise_affine=False, bias=False
+    no_w, no_b = outside != "weight" and r.random() < 0.15, not rms and r.random() < 0.15
     c.lines += [f"x = rnd({shape}{G})", f"r = rnd({shape}{G}{small})" if residual else "r = None",
+                "w = None" if no_w else
                 f"w = (1 + 0.1 * torch.randn({Dw}, device=DEVICE)).to({wdtype}).requires_grad_({g})"]
     # dropout: h (prenorm's) tells which elements the mask kept, for the reference (a dropped one is r's)
     flags = f"prenorm={prenorm or bool(p)}" + (f", dropout_p={p}" if p else "")
     if not rms:
-        c.lines.append(f"b = (0.1 * torch.randn({D}, device=DEVICE)).to({wdtype}).requires_grad_({g})")
+        c.lines.append("b = None" if no_b else
+                       f"b = (0.1 * torch.randn({D}, device=DEVICE)).to({wdtype}).requires_grad_({g})")
     c.lines.append(f"out = tkc.rms_norm(x, w, residual=r, {flags})" if rms else
                    f"out = tkc.layer_norm(x, w, b, residual=r, {flags})")
     c.lines += ["keep = out[1] != (0 if r is None else r.to(out[1].dtype))"] if p else []
     c.args = ("x", "w", "r", *(() if rms else ("b",)), *(("keep",) if p else ()))
     c.params, c.valid = {"prenorm": prenorm or bool(p), "p": p}, not outside
-    c.grads = tuple(a for a in c.args if g and a != "keep" and (a != "r" or residual)) if p or not prenorm else ()
+    c.grads = tuple(a for a in c.args if g and a != "keep" and (a != "r" or residual) and not (a == "w" and no_w)
+                    and not (a == "b" and no_b)) if p or not prenorm else ()
 
 
 def _rotary(r: random.Random, c: Case) -> None:

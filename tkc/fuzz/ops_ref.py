@@ -38,7 +38,8 @@ def reference(case, args: dict) -> tuple:
         if op == "layer_norm":
             y = F.layer_norm(h, (h.shape[-1],), w, args["b"], 1e-5)
         else:
-            y = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6) * w
+            y = h * torch.rsqrt(h.square().mean(-1, keepdim=True) + 1e-6)
+            y = y if w is None else y * w
         return (y, h) if p["prenorm"] else (y,)
     if op == "rotary":
         return (_rotary(args["x"], args["cos"], args["sin"], p["interleaved"]),)

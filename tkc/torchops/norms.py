@@ -260,11 +260,15 @@ def _grad_run(rms: bool, eps: float, prenorm: bool, plan, residual: bool, none: 
 
 
 @public
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None = None,
+def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, residual: Tensor | None = None,
                eps: float = 1e-5, dropout_p: float = 0.0, prenorm: bool = False):
     """LayerNorm(dropout(x) + residual) over the last dim (bf16, D a multiple of
-    256), differentiable in x, residual, weight and bias. prenorm=True also
-    returns h = dropout(x) + residual, the residual stream's next value."""
+    256), differentiable in x, residual, weight and bias. weight or bias None:
+    a norm without them (nn.LayerNorm(elementwise_affine=False) or bias=False),
+    ones and zeros. prenorm=True also returns h = dropout(x) + residual, the
+    residual stream's next value."""
+    if weight is None or bias is None:
+        weight, bias = _unit(x, weight, 1.0), _unit(x, bias, 0.0)
     key = grad_key((False, eps, dropout_p, prenorm), x, weight, bias, residual)
     run = _plain.get(key)
     if run is not None:
@@ -305,6 +309,25 @@ def _shaped(y: Tensor, x: Tensor) -> Tensor:
 
 def _fits(t, shape, device) -> bool:
     return isinstance(t, Tensor) and t.shape == shape and t.is_floating_point() and t.device == device
+
+
+_UNITS: dict = {}   # (D, device, value) -> bf16 [D] of value: a norm's missing weight (ones) or bias (zeros)
+
+
+def _unit(x, t, value: float):
+    """t, or where it is None (and x a tensor of a last dim), the vector of
+    x's last dim filled with value, kept per (D, device): but not one made
+    while something traces or a CUDA graph is captured (made in it, not run
+    yet), which each such call makes anew."""
+    if t is not None or not isinstance(x, Tensor) or not x.dim():
+        return t
+    key = (x.shape[-1], x.device, value)
+    unit = _UNITS.get(key)
+    if unit is None:
+        unit = torch.full((x.shape[-1],), value, dtype=torch.bfloat16, device=x.device)
+        if not (tracing((x,)) or x.is_meta or x.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _UNITS[key] = unit
+    return unit
 
 
 def _check(fn: str, x, weight, bias, residual) -> None:
@@ -411,13 +434,15 @@ _rms_fwd = Op("tkc::rms_norm_fwd", _rms_fwd_impl, _rms_fwd_fake, _rms_setup, _rm
 
 
 @public
-def rms_norm(x: Tensor, weight: Tensor, residual: Tensor | None = None, eps: float = 1e-6,
+def rms_norm(x: Tensor, weight: Tensor | None, residual: Tensor | None = None, eps: float = 1e-6,
              dropout_p: float = 0.0, prenorm: bool = False):
     """RMSNorm(dropout(x) + residual) = h * rsqrt(mean(h^2) + eps) * weight over
     the last dim (x bf16, D a multiple of 256 up to 16384), differentiable in x,
-    residual and weight. prenorm=True also returns h, the residual stream's
-    next value (without a residual, h = dropout(x): the residual kernels run
-    with a zero residual to write it)."""
+    residual and weight (None: ones, nn.RMSNorm(elementwise_affine=False)).
+    prenorm=True also returns h, the residual stream's next value (without a
+    residual, h = dropout(x): the residual kernels run with a zero residual to
+    write it)."""
+    weight = _unit(x, weight, 1.0)
     key = grad_key((True, eps, dropout_p, prenorm), x, weight, residual)
     run = _plain.get(key)
     if run is not None:
