@@ -1036,6 +1036,15 @@ def test_norms_compile_with_and_without_parameter_gradients(cpu_ops):
         (ex, ew), (cx, cw) = grads
         assert torch.equal(ex, cx) and (torch.equal(ew, cw) if params else ew is cw is None)
 
+    def bare(x):   # norms without weight or bias: their ones and zeros made in the traced graph
+        return tkc.layer_norm(x, None, None) + tkc.rms_norm(x, None)
+    grads = []
+    for run in (bare, torch.compile(bare, backend="aot_eager", fullgraph=True)):
+        x = x0.clone().requires_grad_()
+        run(x).backward(dy)
+        grads.append(x.grad)
+    assert torch.equal(*grads)
+
 
 def _scalar_calls():
     """(op, option, a value it must refuse, the call) for the ops' scalar options."""
