@@ -352,23 +352,41 @@ def test_errors_inside_a_compiled_graph_name_the_callers_line():
 
 # ---------------------------------------------------------------- matmul, linear, rms_norm
 
-@pytest.mark.parametrize("case", ["ab", "a_bt", "batched", "batched_shared_b"])
+@pytest.mark.parametrize("case", ["ab", "a_bt", "batched", "batched_shared_b", "vector_a", "vector_b",
+                                  "batched_vector_b", "vector_a_batched_b"])
 def test_matmul_values_and_gradients(cpu_ops, case):
     """Against float64 autograd: a ragged 2-D product, b given as a transpose
-    (x @ w.t(): the A B^T kernel, no copy), a batch of products, and a batch
-    against one shared b (flattened into one product)."""
+    (x @ w.t(): the A B^T kernel, no copy), a batch of products, a batch
+    against one shared b (flattened into one product), and torch.matmul's
+    vectors: a [K] a row, b [K] a column (a batch of matrices times one)."""
     g = torch.Generator().manual_seed(1)
     rnd = lambda *s: torch.randn(*s, generator=g).to(BF).requires_grad_()  # noqa: E731
     a, b = {"ab": lambda: (rnd(40, 72), rnd(72, 136)),
             "a_bt": lambda: (rnd(40, 72), rnd(136, 72)),
             "batched": lambda: (rnd(2, 40, 72), rnd(2, 72, 24)),
-            "batched_shared_b": lambda: (rnd(2, 20, 72), rnd(72, 24))}[case]()
+            "batched_shared_b": lambda: (rnd(2, 20, 72), rnd(72, 24)),
+            "vector_a": lambda: (rnd(72), rnd(72, 136)),
+            "vector_b": lambda: (rnd(40, 72), rnd(72)),
+            "batched_vector_b": lambda: (rnd(2, 24, 72), rnd(72)),
+            "vector_a_batched_b": lambda: (rnd(72), rnd(2, 72, 24))}[case]()
     bb = b.t() if case == "a_bt" else b
     c = tkc.matmul(a, bb)
     ref = a.double() @ bb.double()
     assert c.dtype == BF and c.shape == ref.shape and _rel(c, ref) < 1e-2
     dc = torch.randn(ref.shape, generator=g).to(BF)
     assert grads_match(c, ref, dc, (a, b), 2e-2)
+
+
+def test_matmul_vector_refusals(cpu_ops):
+    """Two vectors (a dot product), and a vector b beside a matrix of rows
+    that are not a multiple of 8 (it runs as b a^T): refused at the caller."""
+    v = torch.zeros(64, dtype=BF)
+    with pytest.raises(TkcError, match=r"a and b must not both be vectors \(a dot product: torch.dot\)") as e:
+        tkc.matmul(v, v)
+    assert e.value.where.startswith(__file__)
+    with pytest.raises(TkcError, match="a matrix times a vector b \\[K\\] runs as b a\\^T, whose rows are a's: "
+                                       "M = 5 must be a multiple of 8"):
+        tkc.matmul(torch.zeros(5, 64, dtype=BF), v)
 
 
 def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):

@@ -22,16 +22,23 @@ def _matmul(r: random.Random, c: Case) -> None:
     g = checks_grad(r)
     G = ", grad=True" if g else ""
     dims = ", ".join(map(str, batch)) + ", " if batch else ""
-    if r.random() < 0.2:   # a transposed view of a row-major [.., K, M]
+    vector = r.choice(("a", "b")) if r.random() < 0.08 else ""   # torch.matmul's a [K] or b [K]
+    if vector == "a":
+        c.lines.append(f"a = rnd({K}{G})")
+    elif r.random() < 0.2:   # a transposed view of a row-major [.., K, M]
         c.lines.append(f"a = rnd({dims}{K}, {M}{G}).transpose(-1, -2)")
     else:
         c.lines.append(f"a = rnd({dims}{M}, {K}{G})")
-    if not b_batched and r.random() < 0.4:   # a weight [N, K] used as its transpose
+    if vector == "b":
+        c.lines.append(f"b = rnd({K}{G}, scale=0.1)")
+    elif not b_batched and r.random() < 0.4:   # a weight [N, K] used as its transpose
         c.lines.append(f"b = rnd({N}, {K}{G}, scale=0.1).t()")
     else:
         c.lines.append(f"b = rnd({dims if b_batched else ''}{K}, {N}{G}, scale=0.1)")
     c.lines.append("out = tkc.matmul(a, b)")
-    c.args, c.valid, c.grads = ("a", "b"), not outside, ("a", "b") if g else ()
+    # a vector b is a row times a's transpose: M takes N's rule, and N is not there
+    valid = bad != "K" and M % 8 == 0 if vector == "b" else not outside
+    c.args, c.valid, c.grads = ("a", "b"), valid, ("a", "b") if g else ()
 
 
 def _linear(r: random.Random, c: Case) -> None:

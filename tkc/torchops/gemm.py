@@ -244,7 +244,9 @@ _plain = PlanCache()  # plain calls (eager.plain_key) of matmul and linear: key 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
     """a @ b in bf16 (f32 accumulation) for a [..., M, K] and b [K, N] or
     [..., K, N] (b's batch a's, or 1); differentiable in a and b. K and N
-    multiples of 8 (16-byte rows); either operand may be a transpose."""
+    multiples of 8 (16-byte rows); either operand may be a transpose. As
+    torch.matmul, a vector a [K] is a row (dropped from the result) and a
+    vector b [K] a column (then M is the multiple of 8: a b = (b a^T)^T)."""
     key = plain_key(None, a, b)
     run = _plain.get(key)
     if run is not None:
@@ -260,9 +262,17 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     fn = "matmul"
     check_tensor(fn, "a", a, None, "", (BF16,))
     check_tensor(fn, "b", b, None, "", (BF16,))
+    if a.dim() == 1 and b.dim() >= 2:   # torch.matmul's vector @ matrix: a row of one, dropped
+        return matmul(a.unsqueeze(0), b).squeeze(-2)
+    if b.dim() == 1 and a.dim() >= 2:   # matrix @ vector: b as a row times a's transpose
+        if a.shape[-2] % 8:
+            raise TkcError(f"{fn}: a matrix times a vector b [K] runs as b a^T, whose rows are a's: "
+                           f"M = {a.shape[-2]} must be a multiple of 8, got shapes {tuple(a.shape)} and "
+                           f"{tuple(b.shape)}", caller())
+        return matmul(b.unsqueeze(0), a.transpose(-1, -2)).squeeze(-2)
     if a.dim() < 2 or b.dim() < 2:
-        raise TkcError(f"{fn}: a and b must have 2 or more dims, got shapes {tuple(a.shape)} and "
-                       f"{tuple(b.shape)}", caller())
+        raise TkcError(f"{fn}: a and b must not both be vectors (a dot product: torch.dot), got shapes "
+                       f"{tuple(a.shape)} and {tuple(b.shape)}", caller())
     if a.shape[-1] != b.shape[-2]:
         raise TkcError(f"{fn}: a's last dim (K = {a.shape[-1]}) must be b's second to last, got "
                        f"shapes {tuple(a.shape)} and {tuple(b.shape)}", caller())
