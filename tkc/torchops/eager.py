@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import shlex
-import warnings
 from typing import Callable
 
 import torch
@@ -289,7 +288,7 @@ def _on_meta(fn: Callable, args: tuple, kwargs: dict):
     tensors, from the call traced on fake CUDA tensors (the ops' custom ops
     and their fake implementations, as torch.compile traces them); no
     autograd graph, as nothing of it could run."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
+    from ..tune.space import fake_tensors
 
     def fake(t):
         if not (isinstance(t, torch.Tensor) and t.is_meta):
@@ -301,8 +300,7 @@ def _on_meta(fn: Callable, args: tuple, kwargs: dict):
             return t
         return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
     try:
-        with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-            warnings.simplefilter("ignore")   # (the checks' reads of a fake tensor's pointer)
+        with fake_tensors():
             out = fn(*pytree.tree_map(fake, args), **pytree.tree_map(fake, kwargs))
     except TkcError:
         raise

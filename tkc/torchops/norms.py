@@ -17,7 +17,7 @@ from ..diagnostics import TkcError
 from ..runtime.callsite import caller
 from . import checks
 from .checks import autocast, check_device, check_flags, check_tensor, dense, finite, is_dense
-from .eager import Op, grad_key, public, tracing, wants_grad
+from .eager import Op, grad_key, public, readable, tracing, wants_grad
 from .norm_plans import fwd_plans, no_dropout, norm_bwd, norm_fwd, plan_key
 from .plans import Later, PlanCache
 
@@ -325,7 +325,7 @@ def _unit(x, t, value: float):
     unit = _UNITS.get(key)
     if unit is None:
         unit = torch.full((x.shape[-1],), value, dtype=torch.bfloat16, device=x.device)
-        if not (tracing((x,)) or x.is_meta or x.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if readable(x):   # (the conditions under which a tensor made now holds its values)
             _UNITS[key] = unit
     return unit
 

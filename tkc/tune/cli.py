@@ -34,13 +34,12 @@ import contextlib
 import signal
 import sys
 import time
-import warnings
 from pathlib import Path
 
 from ..diagnostics import TkcError, at_least
 from . import op_calls, tables
 from .configs import config_text
-from .space import registry
+from .space import fake_tensors, registry
 
 WON = 0.02   # --ship counts the rows this much faster than their untuned configuration
 
@@ -82,16 +81,17 @@ def main(argv: list[str]) -> int:
         return 0
     parsed = [(expr, _parse(expr)) for expr in args.call]
     ops = [expr for expr, (name, _) in parsed if op_calls.is_op(name)]   # a torch op's call: the library's
-    if ops and not args.dry_run:   # (its call is made on the GPU)
-        _need_gpu()
     if not args.files and not args.library and not ops:
         raise TkcError("tkc tune: name FILE.py files, --library or a --call of a torch op")
     found = _builders(args.files, args.library or bool(ops))
     found = [t for t in found if args.filter in t.name]
     if not found:
         raise TkcError(f"tkc tune: no autotuned builder{' matches ' + repr(args.filter) if args.filter else ''}")
-    calls, lacking = [call for expr, call in parsed if expr not in ops], 0
-    _called(found, [(expr, call) for expr, call in parsed if expr not in ops], args.filter)
+    kernel_calls = [(expr, call) for expr, call in parsed if expr not in ops]
+    _called(found, kernel_calls, args.filter)
+    calls, lacking = [call for _, call in kernel_calls], 0
+    if not args.dry_run:   # (an op's call below is made on the GPU too)
+        _need_gpu()
     for expr in ops:   # each key the op picks from, as an example of its space that makes it
         keyed, missed = op_calls.expand(expr, found, args.dry_run, faked)
         calls, lacking = calls + keyed, lacking + missed
@@ -102,7 +102,6 @@ def main(argv: list[str]) -> int:
                            + (f" matching --filter {args.filter!r}" if args.filter else ""))
     if args.dry_run:
         return _dry_run(found, calls, args.missing) or int(lacking > 0)
-    _need_gpu()
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
         for tuned in found:
@@ -206,11 +205,8 @@ def faked():
     """Examples made within it are fake tensors (torch's FakeTensorMode:
     shapes without memory) and what they ask the driver (an SM count, say)
     the fake driver answers: how a machine without a GPU makes them."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
     from ..bench.fake_driver import fake_driver
-    with fake_driver(), FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # (the keys' reads of a fake tensor's pointer)
+    with fake_driver(), fake_tensors():
         yield
 
 

@@ -282,7 +282,7 @@ def fake_tensors():
 
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode(allow_non_fake_inputs=True), warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # (a key's read of a fake tensor's pointer)
+        warnings.simplefilter("ignore")   # (a key's or a check's read of a fake tensor's pointer)
         yield
 
 
