@@ -20,7 +20,9 @@ from tkc.torchops import ring  # noqa: E402
 from tkc.torchops.ring import unzigzag, zigzag  # noqa: E402
 
 
-CASES = [(2, True, 8, 2, 4096), (3, True, 4, 4, 1536), (2, False, 4, 4, 2048), (4, True, 4, 1, 2048)]
+# (8 ranks: the most a host's NVLink holds, as the 8-GPU run would have them)
+CASES = [(2, True, 8, 2, 4096), (3, True, 4, 4, 1536), (2, False, 4, 4, 2048), (4, True, 4, 1, 2048),
+         (8, True, 4, 2, 4096), (8, False, 2, 2, 2048)]
 
 
 def _inputs(world, causal, H, Hkv, L):

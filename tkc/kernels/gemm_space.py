@@ -40,7 +40,9 @@ split-K through global memory (each CTA's f32 partial TMA-added into a workspace
 the tile's last CTA, by an atomic count, loading it back to store C: any tile and
 split; H200, 2026-12-02, a lab prototype, graphs against cuBLAS: 256 x 1536 x 4096
 17.3 µs at 128 x 128 split 4, against the pick's 13.9 and cuBLAS's 10.5; 777 x 1536
-34.6 against 23.3 and 17.7: the last CTA's round trip through L2). Timed
+34.6 against 23.3 and 17.7: the last CTA's round trip through L2; persistent, each
+SM looping over (tile, K part) units, split 2 or 3: 0.31-0.57 of cuBLAS at 1152 x 9216,
+3000^3, 777 x 11008 x 4096, 2048^3 and 4096^3, where tkc.matmul's picks ran 0.84-1.01). Timed
 with a cold L2: a decode step's weights come from HBM (16x4096x4096 hot:
 BN 32 split-K best, cold: BN 64 split-K, 12.0 against 14.1 µs).
 """
