@@ -62,6 +62,7 @@ def fake_cuda():
         cuModuleLoadData=lambda image: (ok, _Handle(1)),
         cuModuleGetFunction=lambda module, name: (ok, _Handle(2)),
         cuFuncSetAttribute=lambda *args: (ok,),
+        cuMemAlloc=lambda nbytes: (ok, _Handle(0x7000)), cuMemsetD8=lambda *args: (ok,),
         # two blocks an SM (a real one's count comes from registers and shared memory)
         cuOccupancyMaxActiveBlocksPerMultiprocessor=lambda fn, threads, shared: (ok, 2),
         cuLaunchKernelEx=launch,
@@ -110,7 +111,7 @@ def fake_driver(bf16_from_f16: bool = False):
     from tkc.runtime import args, driver
     from tkc.runtime.launch import reset_all
     tables = (driver._contexts, driver._functions, driver._shared_optin,
-              driver._configs)
+              driver._configs, driver._zeros)
     saved = (driver._cuda, args.view, [dict(t) for t in tables], args.memory_needed)
     real_view = args.view
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from ..diagnostics import TkcError
 from ..dtypes import itemsize
+from . import driver
 from .callsite import caller
 from .grid import DIMS, compile_grid
 from .peers import MAX_PEERS, Peers
@@ -158,7 +159,7 @@ class GlParam:
             return self._check_strides(v)
         step = v.itemsize
         for n, stride in zip(reversed(v.shape), reversed(v.strides)):
-            if n != 1 and stride != step:  # a size-1 dim's stride never matters
+            if n > 1 and stride != step:  # a size-1 (or empty) dim's stride never matters
                 raise self.error(f"expected a contiguous row-major tensor, found shape {v.shape} "
                                  f"with strides {tuple(s // v.itemsize for s in v.strides)} "
                                  f"(in elements); call .contiguous()")
@@ -183,7 +184,7 @@ class GlParam:
             raise self.error(f"data pointer {v.ptr:#x} is not {ALIGN}-byte aligned; copy it with .contiguous()")
 
     def pack(self, v: TensorView, values: list, env: dict, peers=None) -> None:
-        values.append(ctypes.c_uint64(v.ptr))
+        values.append(ctypes.c_uint64(_address(v)))
         shape = _shape4(v.shape)
         for axis in self.runtime_axes:
             values.append(ctypes.c_uint32(shape[axis]))
@@ -194,6 +195,18 @@ class GlParam:
         if self.peers:   # the peers' pointers, rank, world size (lowering/peers.py)
             values += [ctypes.c_uint64(p) for p in peers.slots()]
             values += [ctypes.c_uint32(peers.rank), ctypes.c_uint32(peers.world)]
+
+
+def _address(v: TensorView) -> int:
+    """The pointer a kernel gets: the tensor's, or for an empty device tensor
+    (a null pointer) driver.zeros', which its filled loads may read."""
+    return v.ptr or _empty(v.device, v.index, v.shape)
+
+
+def _empty(device: str, index, shape) -> int:
+    """driver.zeros for a null pointer of a CUDA tensor without elements; 0 for
+    any other (one with elements, e.g. a fake tensor's, the checks refuse)."""
+    return driver.zeros(index or 0) if device == "cuda" and not math.prod(shape) else 0
 
 
 class ScalarParam:
@@ -291,7 +304,7 @@ class Signature:
             elif isinstance(arg, tensor):  # what _torch_view reads, unconverted
                 ptr = arg.data_ptr()   # (null: its own key, whose checks refuse a tensor with elements)
                 parts.append((arg.dtype, arg.shape, arg.stride(), arg.device, ptr % ALIGN if ptr else ALIGN))
-                values.append(ptr)
+                values.append(ptr or _empty(arg.device.type, arg.device.index, arg.shape))
             elif isinstance(arg, Peers) and isinstance(arg.tensor, tensor):
                 # the peers' pointers and the rank are in the plan's values
                 # (and its tensor maps), so the key holds them as they are
@@ -305,7 +318,7 @@ class Signature:
                 if v is None:
                     return None
                 parts.append(v._replace(ptr=v.ptr % ALIGN if v.ptr else ALIGN))
-                values.append(v.ptr)
+                values.append(_address(v))
         return tuple(parts), values
 
     def bind(self, args, *, stream: int | None = None, host_ok: bool = False) -> Bound:

@@ -25,6 +25,8 @@ _configs: dict = {}     # (grid, block, shared, stream, cluster) -> CUlaunchConf
 CACHE_LIMIT = 256       # entries kept in _configs (and each launcher's)
 _functions: dict = {}   # (cubin sha256, ordinal, kernel name) -> Function
 _shared_optin: dict = {}  # same key -> dynamic shared bytes the function is opted in to
+_zeros: dict = {}       # device ordinal -> address of ZEROS zero bytes (zeros())
+ZEROS = 16              # (a filled load's widest access)
 # load's lock: two threads loading one kernel at once (cuModuleLoadData lets the
 # other run) each made a function, and the second could find the key opted in
 # by the first and launch its own without the opt-in (CUDA_ERROR_INVALID_VALUE
@@ -104,6 +106,22 @@ def context(ordinal: int):
     if int(current) != handle:
         call("cuCtxSetCurrent", ctx)
     return ctx
+
+
+def zeros(ordinal: int) -> int:
+    """The address of ZEROS zero bytes on the device, allocated once: what a
+    kernel gets for an empty tensor's null pointer. A filled load's lanes off
+    their gl read its first element's address before they select the fill
+    (lowering/global_memory.py: one register select, which a zero global of
+    the module's own in its place made 4-5% slower in the dropout norms'
+    backwards, H200), and an empty gl has no first element."""
+    known = _zeros.get(ordinal)
+    if known is None:
+        context(ordinal)
+        ptr = call("cuMemAlloc", ZEROS)
+        call("cuMemsetD8", ptr, 0, ZEROS)
+        known = _zeros[ordinal] = int(ptr)
+    return known
 
 
 def copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
