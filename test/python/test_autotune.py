@@ -821,6 +821,29 @@ def test_tkc_tune_call_of_a_torch_op_lists_the_keys_it_picks(capsys):
                   "--dry-run"])
 
 
+def test_tkc_tune_call_of_a_batched_matmul_finds_an_example_per_key(capsys):
+    """A batched matmul's C has more rows than tkc.matmul's examples: its
+    keys are tuned at the space's example(key) (C of the key's rows), and a
+    key whose C would be larger than the examples' is named, not tuned."""
+    pytest.importorskip("torch")
+    from tkc.torchops.gemm import TILE
+    from tkc.tune import cli
+    assert cli.main(["--call", "matmul(bf16[8, 3336, 2224], bf16[2224, 1112])", "--dry-run"]) == 0
+    out = capsys.readouterr()
+    assert "which none of its examples makes" not in out.err + out.out
+    assert out.out.splitlines()[-1] == "3 key(s) to tune in 1 of 1 space(s)"
+    assert "tkc.matmul.tile (32768, 1280, True)" in out.out and "(32768, 2304, True)" in out.out
+    # example(key) makes the key (misaligned: K 4000, C 8 columns short); none beyond the examples' size
+    from tkc.tune.space import fake_tensors
+    for key in ((32768, 1280, True), (65536, 4096, False), (16, 262144, False), (896, 208, 1280, False)):
+        with fake_tensors():
+            assert TILE.key(TILE.example(key)()) == key, key
+    assert TILE.example((65536, 65536, False)) is None
+    assert cli.main(["--call", "matmul(bf16[40000, 4096], bf16[4096, 50000])", "--dry-run"]) == 1   # (said)
+    assert "picks tkc.matmul.tile at key (65536, 65536, False), which none of its examples makes" in \
+        capsys.readouterr().err
+
+
 def test_recording_notes_each_key_a_call_looks_up():
     """space.recording: the (space, key) pairs looked up within it, once each
     and in order, through choose() and through a call's pick (whose kernel is

@@ -120,13 +120,29 @@ def _tile_examples() -> list:
     misaligned keys K 4000 with C 8 columns short of the key's."""
     rows = [*_example_rows(), 8192, 16384]
     cols = [*range(256, FINE + 1, 256), *range(FINE + 1024, WIDE + 1, 1024)]
+    return [*(_example(m, n, 4096) for m in rows for n in cols),
+            *(_example(m, n, 4096) for m in HEAD_ROWS for n in HEADS),
+            *(_example(m, n - 8, 4000) for m in rows for n in cols)]
 
-    def make(m, n, k):
-        return lambda: [_gl(torch.randn(m, k, device="cuda").to(BF16)),
-                        _gl(torch.randn(k, n, device="cuda").to(BF16)),
-                        _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
-    return [*(make(m, n, 4096) for m in rows for n in cols), *(make(m, n, 4096) for m in HEAD_ROWS for n in HEADS),
-            *(make(m, n - 8, 4000) for m in rows for n in cols)]
+
+def _example(m: int, n: int, k: int):
+    """A function making A B's kernel arguments for C of m x n."""
+    return lambda: [_gl(torch.randn(m, k, device="cuda").to(BF16)),
+                    _gl(torch.randn(k, n, device="cuda").to(BF16)),
+                    _gl(torch.empty(m, n, device="cuda", dtype=BF16))]
+
+
+def _tile_example(key: tuple):
+    """An example making `key` where _tile_examples has none (C of more rows,
+    or of more columns than WIDE but an LM head's: a call's, for `tkc tune
+    --call`): C of the key's most rows that make it and its columns, as
+    _tile_examples makes them; None for a key no such C makes, or a C larger
+    than theirs (tuning holds a copy of C per candidate)."""
+    cols, misaligned = key[-2:]
+    rows = next((m for m in range(key[0], max(key[0] - 128, 0), -1) if _key(m, 0, False)[:-2] == key[:-2]), None)
+    if rows is None or rows * cols > 16384 * 16384:
+        return None
+    return _example(rows, cols - 8, 4000) if misaligned else _example(rows, cols, 4096)
 
 
 def _example_rows() -> list[int]:
@@ -140,7 +156,7 @@ def _example_rows() -> list[int]:
 # C's schedule, tuned per GPU (tkc/tune/tables) over tkc/kernels/gemm_space.py's
 # space (its docstring: what each choice is for, and what is pruned and why).
 TILE = autotune(space=SPACE, key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
-                prune=pruned, fits=_serves, fallback=_wider)(
+                prune=pruned, fits=_serves, fallback=_wider, example=_tile_example)(
     lambda BN, cluster, persistent, split, BM, swap: _kernel(False, False, False, BN=BN, cluster=cluster,
                                                              persistent=persistent, split=split, BM=BM,
                                                              swap=swap))

@@ -91,8 +91,9 @@ class Autotuned:
 
     def __init__(self, builder, space, key=None, prune=None, name: str | None = None,
                  tune: bool = False, flush_l2: bool = False, examples=None, where: str = "",
-                 fallback=None, fits=None):
+                 fallback=None, fits=None, example=None):
         self.builder, self.prune, self.where, self.examples = builder, prune, where, examples
+        self.example = example
         self.fallback, self.fits = fallback, fits
         self.name = name or f"{builder.__module__}.{builder.__qualname__}"
         self.key_fn = key or default_key
@@ -199,11 +200,15 @@ class Autotuned:
         return tune(self, args).best
 
     def example_of(self, key, faked=None):
-        """The first of the space's examples whose arguments make `key` (made
-        as fake tensors within `faked()`, when given: a space's largest
-        examples need not fit beside a model), or None."""
+        """The space's example(key) where it makes `key`, else the first of its
+        examples whose arguments make it (made as fake tensors within
+        `faked()`, when given: a space's largest examples need not fit beside
+        a model), or None."""
+        made = [self.example(key)] if self.example is not None else []
         with faked() if faked is not None else contextlib.nullcontext():
-            for example in self.examples() if self.examples else ():
+            for example in [*made, *(self.examples() if self.examples else ())]:
+                if example is None:
+                    continue
                 args = example() if callable(example) else example
                 if self.key(args) == key:
                     return example
@@ -303,7 +308,7 @@ def _env_tunes() -> bool:
 
 
 def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = False,
-             flush_l2: bool = False, examples=None, fallback=None, fits=None):
+             flush_l2: bool = False, examples=None, fallback=None, fits=None, example=None):
     """Decorate a kernel builder (see the module docstring): the space of its
     parameters, the key of a call (default: dtypes and power-of-two shape
     buckets), prune(config) -> True to drop a configuration, the name its
@@ -311,6 +316,8 @@ def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = 
     its first call, flush_l2=True to time each candidate with a cold L2,
     examples() -> the argument lists `tkc tune` tunes at when given no call
     (each a list, or a function making one: tensors are made lazily),
+    example(key) -> such an argument list whose call makes `key`, or None, for
+    keys no example makes (a call's, which `tkc tune --call` tunes at),
     fallback(key) -> the configuration of a key no table holds (default:
     the space's first), fits(config, key) -> False to leave a configuration
     out of that key's candidates."""
@@ -320,5 +327,5 @@ def autotune(space, key=None, prune=None, name: str | None = None, tune: bool = 
     def wrap(builder):
         if not callable(builder):
             raise TkcError(f"autotune decorates a kernel builder (a function), got {builder!r}", where)
-        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where, fallback, fits)
+        return Autotuned(builder, space, key, prune, name, tune, flush_l2, examples, where, fallback, fits, example)
     return wrap
