@@ -12,7 +12,6 @@ def test_filled_loads_of_a_short_or_empty_gl(n):
     check(y, n)
 
 
-
 def test_an_empty_tensor_is_launched_with_the_zeros_address(monkeypatch):
     """A filled load's lanes off the gl read its first element's address (then
     select the fill): an empty CUDA tensor's null pointer goes to the kernel
