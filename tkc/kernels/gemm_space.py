@@ -23,8 +23,11 @@ they take (BN 32: N / 32 blocks to stream B with), or 16 (BM 16 only: a
 narrow C, 16 x 1024, has 64 tiles of 16 columns). Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
-probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000), clusters of blocks that
-are not persistent (no faster than persistent ones there), and split-K but
+probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
+12-02, BM 64 in clusters of 2 and 4, A multicast: 0.39-0.90 of cuBLAS where the picks
+ran 0.74-1.02; ncu: cuBLAS's 64x64 tiles at 256 x 1536 run in clusters of 8, 4 x 2,
+which can share B along M too, where tk-pipeline-staging's share A along x), clusters
+of blocks that are not persistent (no faster than persistent ones there), and split-K but
 for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
 for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
 high); split 4 of the 128-row tiles (two warps' rows a CTA: tried) won 44 of 1656 keys
