@@ -43,6 +43,8 @@ def test_8bit_floats_are_moved_as_bytes():
     (A, 0x1000, (64, 36), "dim c = 36 of bf16 is 72 bytes"),
     (dict(A, box=[64, 128]), 0x1000, (64, 128), "a 128b swizzle allows box rows of at most 128 bytes, found 256"),
     (dict(A, box=[512, 64]), 0x1000, (64, 128), "box 512x64 must be at most 256 per dim"),
+    (A, 0, (0, 64), "TMA cannot map a tensor without elements, found dims (1, 1, 0, 64)"),
+    (A, 0, (2, 0, 8, 64), "TMA cannot map a tensor without elements"),
 ])
 def test_arguments_refuse_what_tma_cannot_describe(entry, ptr, shape, message):
     with pytest.raises(TkcError) as info:

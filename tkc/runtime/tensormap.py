@@ -65,7 +65,7 @@ def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> Encode
     span = SWIZZLE_SPAN.get(entry["swizzle"])
     s0, s1, s2 = strides
     if ptr % 16 or c * e % 16 or not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or cols * e % 16 \
-            or span is not None and cols * e > span or max(b, d, r, c) > 2**32 \
+            or span is not None and cols * e > span or not 1 <= min(b, d, r, c) <= max(b, d, r, c) <= 2**32 \
             or (s0 | s1 | s2) % 16 or max(s0, s1, s2) >= 2**40:
         _refuse(kernel, entry, ptr, (b, d, r, c), strides, e, span)
     return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,
@@ -81,6 +81,9 @@ def _refuse(kernel: str, entry: dict, ptr: int, shape: tuple, strides: tuple, e:
 
     b, d, r, c = shape
     rows, cols = entry["box"]
+    if not min(shape):   # (cuTensorMapEncodeTiled takes dims of 1 element or more)
+        raise bad(f"TMA cannot map a tensor without elements, found dims {shape}: a kernel that "
+                  f"moves this argument by TMA takes it with elements")
     if ptr % 16:
         raise bad(f"TMA needs a 16-byte aligned data pointer, found {ptr:#x}")
     if row_problem(entry["dtype"], c):
