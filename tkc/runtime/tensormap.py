@@ -65,7 +65,7 @@ def arguments(kernel: str, entry: dict, ptr: int, shape, strides=None) -> Encode
     span = SWIZZLE_SPAN.get(entry["swizzle"])
     s0, s1, s2 = strides
     if ptr % 16 or c * e % 16 or not (1 <= rows <= BOX_LIMIT and 1 <= cols <= BOX_LIMIT) or cols * e % 16 \
-            or span is not None and cols * e > span or not 1 <= min(b, d, r, c) <= max(b, d, r, c) <= 2**32 \
+            or span is not None and cols * e > span or min(b, d, r, c) < 1 or max(b, d, r, c) > 2**32 \
             or (s0 | s1 | s2) % 16 or max(s0, s1, s2) >= 2**40:
         _refuse(kernel, entry, ptr, (b, d, r, c), strides, e, span)
     return EncodeArgs(_DTYPES[entry["dtype"]], ptr, (c, r, d, b), strides,

@@ -54,6 +54,7 @@ WIDE = 16384  # ... and up to here per 1024 columns
 # chunk's; more rows are many waves of the widest tile (the default)
 HEADS, HEAD_ROWS = (32768, 65536, 131072), (16, 64, 128, 256, 512, 1024, 2048)
 FEW = (16, 64)   # C of up to 16, and of 17 to 64 rows (a decode step's activations): keys of their own
+MOST_ROWS = 16384   # _tile_examples' most rows (MOST_ROWS x WIDE: their largest C)
 
 
 def _tile_key(a, b, c) -> tuple:
@@ -118,7 +119,7 @@ def _tile_examples() -> list:
     to FINE rows (its most rows) and WIDE columns, and 8192 and 16384 rows
     beyond; then HEAD_ROWS x HEADS (an LM head's); K 4096, and then for the
     misaligned keys K 4000 with C 8 columns short of the key's."""
-    rows = [*_example_rows(), 8192, 16384]
+    rows = [*_example_rows(), 8192, MOST_ROWS]
     cols = [*range(256, FINE + 1, 256), *range(FINE + 1024, WIDE + 1, 1024)]
     return [*(_example(m, n, 4096) for m in rows for n in cols),
             *(_example(m, n, 4096) for m in HEAD_ROWS for n in HEADS),
@@ -140,7 +141,7 @@ def _tile_example(key: tuple):
     than theirs (tuning holds a copy of C per candidate)."""
     cols, misaligned = key[-2:]
     rows = next((m for m in range(key[0], max(key[0] - 128, 0), -1) if _key(m, 0, False)[:-2] == key[:-2]), None)
-    if rows is None or rows * cols > 16384 * 16384:
+    if rows is None or rows * cols > MOST_ROWS * WIDE:   # (and HEAD_ROWS x HEADS: 2048 x 128k, as large)
         return None
     return _example(rows, cols - 8, 4000) if misaligned else _example(rows, cols, 4096)
 
