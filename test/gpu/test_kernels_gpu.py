@@ -64,6 +64,24 @@ def test_gemm_variants(which):
     check_gemm(gemm_hopper("bf16", **VARIANTS[which]), "bf16", 1152, 2304, 768)
 
 
+# Clusters along C's rows sharing B's tile (cluster_m), alone, with split-K, with A shared
+# along x, swapped: the multicast slices and the remote releases on the GPU.
+ROW_CLUSTERS = {"bm64-cm4": dict(BM=64, BN=128, cluster_m=4),
+                "split2-cm4": dict(BM=64, BN=128, split=2, cluster_m=4),
+                "split4-cm2-bt": dict(BM=64, BN=64, split=4, cluster_m=2, transpose_b=True),
+                "c2-cm2": dict(BN=128, cluster=2, cluster_m=2),
+                "swap-cm4": dict(BM=208, BN=128, swap=True, cluster_m=4)}
+
+
+@pytest.mark.parametrize("shape", [(256, 1536, 4096), (777, 1000, 1000), (100, 264, 72)])
+@pytest.mark.parametrize("which", list(ROW_CLUSTERS))
+def test_gemm_row_clusters(which, shape):
+    kw = ROW_CLUSTERS[which]
+    for _ in range(3):   # again: a slot released too early would show as a wrong sum
+        check_gemm(gemm_hopper("bf16", persistent=False, **kw), "bf16", *shape,
+                   transpose_b=kw.get("transpose_b", False))
+
+
 def test_gemm_small_tiles():
     kern = gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2)
     a = torch.randn(192, 64, device="cuda", dtype=torch.bfloat16)
@@ -107,7 +125,8 @@ ATTENTION = {  # name: (head dim, kernel factory)
 
 # the variants beyond the library, for `tkc build test/gpu/test_kernels_gpu.py`
 KERNELS = [make() for _, make in ATTENTION.values()] + \
-    [gemm_hopper("bf16", **kw) for kw in VARIANTS.values()]
+    [gemm_hopper("bf16", **kw) for kw in VARIANTS.values()] + \
+    [gemm_hopper("bf16", persistent=False, **kw) for kw in ROW_CLUSTERS.values()]
 
 
 @pytest.mark.parametrize("which", list(ATTENTION))

@@ -25,6 +25,12 @@ interpreter tests (test_cluster.py) and the GPU tests
   cluster after the inits and before the end. B's tile stays per CTA.
   persistent_cluster_gemm: the same, persistent: the clusters loop over
   their items (tk-grid-ordering pairs a cluster's CTAs on one row of C).
+- column_cluster_gemm: the same loop in (1, 4, 1) clusters: B's tile does
+  not follow block_idx.y, so a cluster's column of CTAs (four row blocks
+  of C) shares it, each loading 16 of its 64 rows; A's stays per CTA.
+- grid_cluster_gemm: (2, 2, 1) clusters: A's tile is shared along x (a
+  cluster's row: each of its 2 CTAs loads half), B's along y (its
+  column), and a slot is free when all four CTAs' consumers released it.
 """
 import tkc
 from tkc import bf16, f32, gl, rt, st, tma, warpgroup
@@ -129,4 +135,18 @@ def staged_cluster_gemm(a: A, b: B, c: C):
 @tkc.kernel(warps=8, cluster=(2, 1, 1), persistent=True,
             grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 128)))
 def persistent_cluster_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c)
+
+
+# (1, 4, 1) clusters: four row blocks of C in a column share B's tile
+@tkc.kernel(warps=8, cluster=(1, 4, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 128), tkc.cdiv(c.r, 4 * 128) * 4))
+def column_cluster_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c)
+
+
+# (2, 2, 1) clusters: A shared along x, B along y
+@tkc.kernel(warps=8, cluster=(2, 2, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
+def grid_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)

@@ -14,7 +14,8 @@ from tkc.interpreter.values import ROUND
 from tkc.ops import store
 
 from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, exchange_sum, make_cluster_gemm,
-                             multicast_copy, persistent_cluster_gemm, staged_cluster_gemm)
+                             multicast_copy, persistent_cluster_gemm, staged_cluster_gemm,
+                             column_cluster_gemm, grid_cluster_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -271,6 +272,54 @@ def test_staging_shares_only_what_every_cta_of_a_cluster_loads():
     assert counts == [1, 16]
     assert names.count("tk.cluster_sync") == 2 and names.count("tk.arrive") == 0
     assert names.count("tk.arrive_cta") >= 2
+
+
+@pytest.mark.parametrize("m, n, k", [(512, 256, 192), (300, 200, 320)])
+@pytest.mark.parametrize("kernel", ["column", "grid"])
+def test_staging_multicasts_along_y_and_both_axes(m, n, k, kernel):
+    """(1, 4, 1) clusters share B's tile along y (a column of row blocks),
+    (2, 2, 1) clusters A's along x and B's along y: C = A B through the
+    interpreter, on shapes past whole tiles (CTAs past M load their slices
+    of B for their column, and their stores clip)."""
+    _check_gemm(column_cluster_gemm if kernel == "column" else grid_cluster_gemm, m, n, k, 4)
+
+
+def _staged_ops(kernel):
+    from tkc.compiler import TILE_PIPELINE
+    from tkc.dialect import walk
+    from tkc.pass_pipeline import run_pipeline
+    m = kernel.trace()
+    run_pipeline(m, TILE_PIPELINE)
+    return m, list(walk(m.operation))   # the module with its ops: they die with it
+
+
+def test_staging_shares_along_y_what_a_cluster_column_loads():
+    """(1, 4, 1): B's load is one multicast slice a CTA (16 of its 64 rows),
+    A's a plain load (it follows block_idx.y); a slot's empty barrier counts
+    the four CTAs' 8 consumer warps each, released on all four (the column
+    is the whole cluster: constant ranks)."""
+    m, ops = _staged_ops(column_cluster_gemm)
+    names = [op.name for op in ops]
+    assert names.count("tk.tma_load_multicast") == 1 and names.count("tk.tma_load") == 1
+    multicast = next(op for op in ops if op.name == "tk.tma_load_multicast")
+    assert "16 : i64, 128 : i64" in str(multicast.operands[0].type)   # a quarter of B's 64 rows
+    counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
+    assert counts == [1, 32]
+    assert names.count("tk.arrive_cta") >= 4 and names.count("tk.arrive") == 0
+
+
+def test_staging_shares_each_tile_along_its_own_axis():
+    """(2, 2, 1): A's load is shared along x (half its rows a CTA, the mask
+    of the CTA's cluster row), B's along y (half its rows, the mask of its
+    column); both are multicast, and a slot's empty barrier counts the
+    whole cluster's consumers (its row and column together are all four)."""
+    m, ops = _staged_ops(grid_cluster_gemm)
+    names = [op.name for op in ops]
+    assert names.count("tk.tma_load_multicast") == 2 and names.count("tk.tma_load") == 0
+    tiles = sorted(str(op.operands[0].type) for op in ops if op.name == "tk.tma_load_multicast")
+    assert any("64 : i64, 64 : i64" in t for t in tiles) and any("32 : i64, 128 : i64" in t for t in tiles)
+    counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
+    assert counts == [1, 32]
 
 
 @pytest.mark.parametrize("m, n, k", [(128, 384, 192), (520, 1000, 256)])

@@ -321,6 +321,36 @@ def test_16_row_tiles_keep_each_wgmma_waited_on():
     assert "pending = 1" in str(staged(gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=2)))
 
 
+# ---------------------------------------------------------------- clusters along C's rows
+
+@pytest.mark.parametrize("options,m,n,k", [
+    (dict(BM=64, BN=128, persistent=False, cluster_m=4), 200, 264, 200),   # 4 row blocks share B
+    (dict(BM=64, BN=64, persistent=False, split=2, cluster_m=2), 100, 136, 456),   # (2, 2) clusters
+    (dict(BM=64, BN=64, persistent=False, split=4, cluster_m=2, transpose_b=True), 72, 136, 520),
+    (dict(BN=128, persistent=False, cluster=2, cluster_m=2, bias=True), 300, 520, 136),   # A along x
+    (dict(BM=48, BN=64, persistent=False, swap=True, split=2, cluster_m=2), 100, 136, 200),
+], ids=["bm64-cm4", "split2-cm2", "split4-cm2-bt", "c2-cm2-bias", "swap-split2-cm2"])
+def test_clusters_along_rows_share_b(options, m, n, k, rng):
+    """cluster_m: row blocks of C in clusters along y share B's tile
+    (tk-pipeline-staging multicasts it along y), alone, with split-K's CTAs
+    along x (the peers' ranks y * split ..), with A shared along x, and
+    swapped; ragged shapes, so some clusters hold row blocks past M."""
+    c, _, _, ref = run_linear(rng, "f32", m, n, k, **options)
+    assert rel_err(c, ref) < 1e-5
+
+
+def test_clusters_along_rows_grid_and_refusals():
+    """The grid's y rounds up to whole clusters; the B load is multicast
+    along y; persistent blocks (whose items tk-grid-ordering deals along x)
+    are refused."""
+    k = gemm_hopper("bf16", BM=64, BN=128, persistent=False, cluster_m=4)
+    assert k.name == "gemm_hopper_bf16_ab_64x128x64_np_cm4" and k.cluster == (1, 4, 1)
+    assert k.grid_fn(type("C", (), {"r": 320, "c": 1536})()) == (12, 8)
+    assert str(staged(k)).count('"tk.tma_load_multicast"') == 1
+    with pytest.raises(ValueError, match="cluster_m is 1, 2 or 4"):
+        gemm_hopper("bf16", BM=64, BN=128, cluster_m=2)   # persistent
+
+
 # ---------------------------------------------------------------- swapped tiles (C's rows on wgmma's N)
 
 @pytest.mark.parametrize("options,m,n,k", [

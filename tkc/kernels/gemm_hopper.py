@@ -83,7 +83,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
                 preact: bool = False, cluster: int = 1, split: int = 1, BM: int = 128,
-                swap: bool = False):
+                swap: bool = False, cluster_m: int = 1):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -125,7 +125,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     cluster=n: blocks run in clusters of n along x, which share their A
     tiles: tk-pipeline-staging has each CTA load 1/n of A's tile and
     multicast it to the cluster (persistent: tk-grid-ordering deals a
-    cluster's CTAs one row of tiles). The grid's x rounds up to a multiple
+    cluster's CTAs one row of tiles). cluster_m=m (blocks not persistent):
+    clusters of m along y, C's row blocks, which share their B tile the
+    same way (the L2 serves a column of tiles B once; with cluster or
+    split, clusters of (n, m)). The grid's x rounds up to a multiple
     of n (a block past N computes a tile TMA does not store).
     split=2 (split-K, blocks not persistent, BN up to 128): a tile's two
     CTAs, a (2, 1, 1) cluster, each sum half of K's steps, then swap their
@@ -175,6 +178,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     if not swap and not (0 < BN <= 256 and out_cols % epi == 0):  # the finish stores whole chunks
         raise ValueError(f"gemm_hopper: BN must be a multiple of the finish tile's {epi} columns "
                          f"up to 256 (wgmma's widest N), got {BN}")
+    if cluster_m not in (1, 2, 4) or cluster_m > 1 and persistent:
+        raise ValueError(f"gemm_hopper: cluster_m is 1, 2 or 4, with blocks that are not persistent "
+                         f"(tk-grid-ordering deals clusters items along x only), got "
+                         f"cluster_m={cluster_m}, persistent={persistent}")
     if split not in (1, 2, 4) or split > 1 and (persistent or cluster > 1 or BN > 128):
         raise ValueError("gemm_hopper: split is 1, 2 or 4, and split-K takes blocks that are not "
                          f"persistent, no cluster of its own and BN <= 128 (f32 partial tiles "
@@ -195,7 +202,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         "" if epilogue in (None, default) else f"e{epi}x{buffers}",
         "batched" if batched else "", "bias" if bias else "", activation or "",
         "preact" if preact else "", f"c{cluster}" if cluster > 1 else "",
-        f"k{split}" if split > 1 else "", "swap" if swap else "") if x)
+        f"k{split}" if split > 1 else "", f"cm{cluster_m}" if cluster_m > 1 else "",
+        "swap" if swap else "") if x)
     if swap:   # C^T = op(B)^T op(A)^T: B's tile is wgmma's a, A's its b, both read as TMA put them
         mma = getattr(warpgroup, f"mma_{'A' if transpose_b else 'At'}{'B' if transpose_a else 'Bt'}")
     else:
@@ -210,6 +218,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     def body(a, b, c, vec, z, b_up=None, z_up=None):
         x, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
         bn, r = (x // split, x % split) if split > 1 else (x, 0)   # r: this CTA's part of K
+        # the cluster rank of split CTA i of this tile's (ranks run x fastest: in (split, m)
+        # clusters a tile's CTAs are ranks y * split ..)
+        peer = (lambda i: i) if cluster_m == 1 else (lambda i: tkc.cluster_ctarank() - r + i)  # noqa: E731
         # (b, d) of this block's matrices: its batch; B's is 0 when B has batch 1
         ac = (0, tkc.block_idx.z) if batched else (0, 0)
         bc = (0, tkc.block_idx.z % b.d) if batched else (0, 0)
@@ -293,7 +304,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             with tkc.if_(tkc.warpid() == 0):
                 tma.expect(got, *theirs)
                 for d in range(1, split):
-                    tma.store_cta(theirs[d - 1], mine[d - 1], (r + d) % split, got)
+                    tma.store_cta(theirs[d - 1], mine[d - 1], peer((r + d) % split), got)
             tkc.wait(got, 0)
             for t in theirs:   # every warp adds (a warp loads alone); warp r's sums are the ones stored
                 acc = acc + load(rt(f32, 16, acc_cols), t, (0, 0))
@@ -305,7 +316,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             tkc.sync()
             with tkc.if_(tkc.warpid() == 0):
                 tma.expect(got, theirs)
-                tma.store_cta(theirs, mine, 1 - r, got)
+                tma.store_cta(theirs, mine, peer(1 - r), got)
             tkc.wait(got, 0)
             acc = acc + (load(rt(f32, 16, BN), theirs, (0, 0)) if BM == 16 and not swap
                          else warpgroup.load(rt(f32, 16, acc_cols), theirs, (wg, 0)))
@@ -363,10 +374,12 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     n = max(cluster, split)   # CTAs a cluster along x
     cols = ((lambda c: tkc.cdiv(c.c, out_cols * cluster) * n) if n > 1   # noqa: E731   (whole clusters)
             else (lambda c: tkc.cdiv(c.c, out_cols)))
-    grid = ((lambda c: (cols(c), tkc.cdiv(c.r, BM), c.d)) if batched
-            else (lambda c: (cols(c), tkc.cdiv(c.r, BM))))
+    rows = ((lambda c: tkc.cdiv(c.r, BM * cluster_m) * cluster_m) if cluster_m > 1   # noqa: E731
+            else (lambda c: tkc.cdiv(c.r, BM)))
+    grid = ((lambda c: (cols(c), rows(c), c.d)) if batched
+            else (lambda c: (cols(c), rows(c))))
     warps = 4 * max(1, acc_rows // 64)   # the consumers (tk-pipeline-staging adds the producer)
-    if n > 1 and not persistent:
-        return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, 1, 1))(gemm)
+    if n * cluster_m > 1 and not persistent:
+        return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, cluster_m, 1))(gemm)
     return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,
                       cluster=(cluster, 1, 1))(gemm)

@@ -218,3 +218,8 @@ def _narrow(it, n: int, op):
 
 def _index(n: int):
     return arith.constant(ir.IndexType.get(), n)
+
+
+def span(axes: tuple, cluster: tuple) -> int:
+    """The CTAs a tile shared along `axes` ("x", "y") is sliced among."""
+    return (cluster[0] if "x" in axes else 1) * (cluster[1] if "y" in axes else 1)

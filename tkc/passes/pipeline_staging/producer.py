@@ -11,7 +11,7 @@ from mlir.dialects import arith, scf
 from ...dialect import ops as tk
 from ...dialect.types import view
 from ..rewrite import entry, index
-from .ir_helpers import (for_view, if_then, recompute, remake_view, ring_root, root_alloc, staged_attr,
+from .ir_helpers import (for_view, span, if_then, recompute, remake_view, ring_root, root_alloc, staged_attr,
                          terminator, tile_bytes)
 
 
@@ -111,20 +111,31 @@ class Producer:
                         slots[root] = tk.stage(root, s)
                     dst = remake_view(op.operands[0], slots[root], body_map, op)  # a subtile: of the slot
                     if op in self.multicast:
-                        self._multicast(dst, src, coords, full)
+                        self._multicast(dst, src, coords, full, self.multicast[op])
                     else:
                         tk.tma_load(dst, src, coords, full)
             scf.YieldOp([arith.addi(cur, index(1))])
         loop.operation.attributes["tk.staged"] = staged_attr(self.stages, "producer")
         return loop.results[0]
 
-    def _multicast(self, dst, src, coords, full) -> None:
-        """This CTA's 1/cx slice of a tile every CTA of the cluster loads
-        (staging.py): rows rank * R/cx .. of it, multicast to all of them;
-        each one's full barrier expects the whole tile, as without."""
-        t = view(dst.type)
+    def _multicast(self, dst, src, coords, full, along) -> None:
+        """This CTA's 1/n slice of a tile the n CTAs of its cluster row
+        (along x) or column (along y), or the whole cluster, load
+        (staging.py): rows i * R/n .. of it, i its place among them,
+        multicast to all of them; each one's full barrier expects the whole
+        tile, as without. Ranks run x fastest: rank = rx + ry * cx."""
+        (cx, cy), t = self.cluster, view(dst.type)
+        n = span(along, self.cluster)
         rank = tk.cluster_ctarank()
-        part = tk.subtile(t.with_(rows=t.rows // self.cx).mlir(), dst, rank, index(0))
-        coords = list(coords)   # (.., row, col) in tiles of dst: in slices, row * cx + rank
-        coords[-2] = arith.addi(arith.muli(coords[-2], index(self.cx)), rank)
-        tk.tma_load_multicast(part, src, coords, full, index((1 << self.cx) - 1))
+        if along == ("x",) and cy > 1:     # the row's CTAs: rx among ry * cx ..
+            i, ry = arith.remui(rank, index(cx)), arith.divui(rank, index(cx))
+            mask = arith.shli(index((1 << cx) - 1), arith.muli(ry, index(cx)))
+        elif along == ("y",) and cx > 1:   # the column's: ry among rx, rx + cx, ..
+            i, rx = arith.divui(rank, index(cx)), arith.remui(rank, index(cx))
+            mask = arith.shli(index(sum(1 << (j * cx) for j in range(cy))), rx)
+        else:                              # the whole cluster's (or its only axis)
+            i, mask = rank, index((1 << n) - 1)
+        part = tk.subtile(t.with_(rows=t.rows // n).mlir(), dst, i, index(0))
+        coords = list(coords)   # (.., row, col) in tiles of dst: in slices, row * n + i
+        coords[-2] = arith.addi(arith.muli(coords[-2], index(n)), i)
+        tk.tma_load_multicast(part, src, coords, full, mask)

@@ -18,7 +18,7 @@ from ..rewrite import (PURE_TK, WARP_IDS, backward_slice, defining_op, entry, ho
 from .analysis import Found
 from .budget import Budget
 from .consumer import Consumer
-from .ir_helpers import alloc_of, for_view, ring_root, terminator, tile_bytes
+from .ir_helpers import alloc_of, for_view, ring_root, span, terminator, tile_bytes
 from .producer import Producer
 from .reuse import check_after_ring
 from .stores import Stores
@@ -48,32 +48,42 @@ class Staging(Budget, Consumer, Stores, Producer):
         self.drained = None  # the store warp's "writes completed" barrier (tk.atomic_add)
         self.store_warp = self._store_warp_choice()
         self.out_slots = self.opts.get("store_slots") or OUTPUT_STAGES   # a stored tile's slots
-        self.cx, self.multicast = self._multicast_loads()
+        self.cluster, self.multicast = self._multicast_loads()   # (cx, cy); {load: axes shared along}
 
-    def _multicast_loads(self) -> tuple[int, set]:
-        """(CTAs a cluster along x, the ring loads they share). In a kernel
-        of clusters along x, a ring load whose coordinates do not follow
-        block_idx.x loads the same tile in every CTA of a cluster: each CTA
-        loads a 1/cx slice of its rows and multicasts it to all of them
-        (the L2 serves the tile once a cluster), and a slot is free only
-        when every CTA's consumers have released it."""
+    def _multicast_loads(self) -> tuple[tuple, dict]:
+        """((cx, cy), {ring load: the cluster axes it is shared along}). In a
+        kernel of clusters along x and/or y, a ring load whose coordinates do
+        not follow block_idx.x (.y) loads the same tile in every CTA of a
+        cluster's row (column): each of those n CTAs loads a 1/n slice of its
+        rows and multicasts it to all of them (the L2 serves the tile once
+        a row or column: a GEMM's A tile along x, its B tile along y), and
+        a slot is free only when the consumers of every CTA writing into it
+        have released it."""
         cx, cy, cz = cluster_shape(self.fn)
-        if cx == 1 or cy != 1 or cz != 1:
-            return 1, set()
+        if cx * cy == 1 or cz != 1:
+            return (cx, cy), {}
         # a loop's variable is the same in each CTA only when its bounds are (a split-K
         # loop's start follows the CTA: each loads other k tiles)
-        loops = []
-        for x in (self.f.loop, self.f.items):
-            if x is not None:
-                f = for_view(x)
-                if _same_in_cluster([f.lowerBound, f.upperBound, f.step], loops, cx):
-                    loops.append(f.induction_variable)
-        shared = set()
+        loops = {}
+        for axis, n in (("x", cx), ("y", cy)):
+            loops[axis] = []
+            for x in (self.f.loop, self.f.items):
+                if x is not None:
+                    f = for_view(x)
+                    if _same_in_cluster([f.lowerBound, f.upperBound, f.step], loops[axis], axis, n):
+                        loops[axis].append(f.induction_variable)
+        shared = {}
         for op in self.f.ring_loads:
-            t = view(op.operands[0].type)
-            if t.rows % (16 * cx) == 0 and _same_in_cluster(list(op.operands)[2:], loops, cx):
-                shared.add(op)
-        return cx, shared
+            rows = view(op.operands[0].type).rows
+            along = tuple(a for a, n in (("x", cx), ("y", cy))
+                          if n > 1 and _same_in_cluster(list(op.operands)[2:], loops[a], a, n))
+            # the slices are whole 16-row tiles; a tile shared along both axes that does not
+            # split cx * cy ways is shared along the one that it does
+            for choice in (along, *((a,) for a in along)):
+                if choice and rows % (16 * span(choice, (cx, cy))) == 0:
+                    shared[op] = choice
+                    break
+        return (cx, cy), shared
 
     def build(self) -> None:
         self.peer_stores = self._peer_stores()   # before the rewrite replaces the stores
@@ -155,7 +165,7 @@ class Staging(Budget, Consumer, Stores, Producer):
             self.full = tk.alloc(b, self.stages)
             self.empty = tk.alloc(b, self.stages)
             tk.init_barrier(self.full, 1)
-            tk.init_barrier(self.empty, self.cw * (self.cx if self.multicast else 1))
+            tk.init_barrier(self.empty, self.cw * (self._peer_count() if self.multicast else 1))
             for op in self.f.ring_loads:
                 alloc_of(ring_root(op.operands[0])).attributes["stages"] = i64(self.stages)
         self.once = {}
@@ -178,13 +188,32 @@ class Staging(Budget, Consumer, Stores, Producer):
 
     def _release(self, empty_slot) -> None:
         """The consumers hand a ring slot back: to every CTA of the cluster
-        where the slot takes multicast slices (each CTA's producer writes
-        into all of them)."""
+        that writes multicast slices into it (each of those CTAs' producers
+        writes into all of them)."""
         if not self.multicast:
             tk.arrive(empty_slot)
             return
-        for r in range(self.cx):
-            tk.arrive_cta(empty_slot, index(r))
+        for r in self._peers():
+            tk.arrive_cta(empty_slot, r)
+
+    def _peers(self) -> list:
+        """The ranks (index values) of the CTAs whose producers write slices
+        into this CTA's ring slots, itself included: its cluster row where
+        the shared tiles are shared along x only, its column where along y
+        only, else the whole cluster. Ranks run x fastest (%cluster_ctarank)."""
+        (cx, cy), axes = self.cluster, set(self.multicast.values())
+        if axes == {("x",)} and cy > 1:   # rank - rx + i
+            first = arith.subi(tk.cluster_ctarank(), arith.remui(tk.cluster_ctarank(), index(cx)))
+            return [arith.addi(first, index(i)) for i in range(cx)]
+        if axes == {("y",)} and cx > 1:   # rx + j * cx
+            rx = arith.remui(tk.cluster_ctarank(), index(cx))
+            return [arith.addi(rx, index(j * cx)) for j in range(cy)]
+        return [index(r) for r in range(cx * cy)]
+
+    def _peer_count(self) -> int:
+        """len(self._peers()), without making its ops."""
+        (cx, cy), axes = self.cluster, set(self.multicast.values())
+        return cx if axes == {("x",)} else cy if axes == {("y",)} else cx * cy
 
     def _split(self, keep=frozenset()):
         """scf.if warpid >= cw {producer} else {consumers}, with every
@@ -242,34 +271,37 @@ def _pure(op) -> bool:
 _CLUSTER_IDS = ("tk.cluster_ctarank", "tk.cluster_idx")
 
 
-# What a value may be computed from to be the same in every CTA of a cluster along x.
+# What a value may be computed from to be the same in every CTA of a cluster's row or column.
 _CLUSTER_SAME = ("tk.grid_dim", "tk.dim")
 
 
-def _cluster_index(op, cx: int) -> bool:
-    """op is block_idx.x divided by a constant multiple of cx (clusters run
-    consecutive x: x = cx * cluster + rank)."""
+def _block_idx(op, axis: str) -> bool:
+    return op.name == "tk.block_idx" and ir.StringAttr(op.attributes["dim"]).value == axis
+
+
+def _cluster_index(op, axis: str, n: int) -> bool:
+    """op is block_idx.axis divided by a constant multiple of n, the
+    cluster's CTAs along it (clusters run consecutive blocks: x = cx *
+    cluster + rank_x, and likewise y)."""
     if op.name not in ("arith.divui", "arith.floordivsi"):
         return False
     x, d = (defining_op(v) for v in op.operands)
-    if x is None or d is None or x.name != "tk.block_idx" or d.name != "arith.constant":
+    if x is None or d is None or not _block_idx(x, axis) or d.name != "arith.constant":
         return False
-    if ir.StringAttr(x.attributes["dim"]).value != "x":
-        return False
-    n = ir.IntegerAttr(d.attributes["value"]).value
-    return n > 0 and n % cx == 0
+    k = ir.IntegerAttr(d.attributes["value"]).value
+    return k > 0 and k % n == 0
 
 
-def _same_in_cluster(values, loops, cx: int) -> bool:
-    """Whether values are the same in every CTA of a cluster of cx along x:
-    computed by arith from constants, kernel arguments, tk.dim, grid_dim,
-    block_idx.y and .z, block_idx.x divided by a multiple of cx (the
-    cluster's index: a persistent kernel's first work item, as
-    tk-grid-ordering deals a cluster's CTAs the same items) and the
-    pipeline's own loop variables where their bounds are such values (the k
-    loop's, the work items' loop's). Anything else (block_idx.x itself or
-    its remainder, a value loaded from memory, another loop's variable) may
-    differ: no multicast."""
+def _same_in_cluster(values, loops, axis: str, n: int) -> bool:
+    """Whether values are the same in every CTA of a cluster's row (axis
+    "x": the n CTAs of one y) or column ("y"): computed by arith from
+    constants, kernel arguments, tk.dim, grid_dim, the other axes'
+    block_idx, block_idx.axis divided by a multiple of n (the cluster's
+    index: a persistent kernel's first work item, as tk-grid-ordering deals
+    a cluster's CTAs the same items) and the pipeline's own loop variables
+    where their bounds are such values (the k loop's, the work items'
+    loop's). Anything else (block_idx.axis itself or its remainder, a value
+    loaded from memory, another loop's variable) may differ: no multicast."""
     todo, seen = list(values), set()
     while todo:
         v = todo.pop()
@@ -283,10 +315,10 @@ def _same_in_cluster(values, loops, cx: int) -> bool:
         if op in seen:
             continue
         seen.add(op)
-        if _cluster_index(op, cx):
+        if _cluster_index(op, axis, n):
             continue
         if op.name == "tk.block_idx":
-            if ir.StringAttr(op.attributes["dim"]).value == "x":
+            if _block_idx(op, axis):
                 return False
         elif op.name.startswith("arith.") or op.name in _CLUSTER_SAME:
             todo.extend(op.operands)
