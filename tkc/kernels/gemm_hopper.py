@@ -182,6 +182,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         raise ValueError(f"gemm_hopper: cluster_m is 1, 2 or 4, with blocks that are not persistent "
                          f"(tk-grid-ordering deals clusters items along x only), got "
                          f"cluster_m={cluster_m}, persistent={persistent}")
+    if max(cluster, split) * cluster_m > 8:
+        raise ValueError(f"gemm_hopper: a cluster holds at most 8 CTAs: cluster_m={cluster_m} times "
+                         f"{'split' if split > 1 else 'cluster'}={max(cluster, split)} is more")
     if split not in (1, 2, 4) or split > 1 and (persistent or cluster > 1 or BN > 128):
         raise ValueError("gemm_hopper: split is 1, 2 or 4, and split-K takes blocks that are not "
                          f"persistent, no cluster of its own and BN <= 128 (f32 partial tiles "

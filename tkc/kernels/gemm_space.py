@@ -58,11 +58,14 @@ from .gemm_hopper import SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES
 # the default (each list's first value) first: the tile of large C
 SPACE = {"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
          "split": [1, 2, 4], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
-         "swap": [False, True]}
+         "swap": [False, True], "cluster_m": [1, 2]}
 
 
 def pruned(c: dict) -> bool:
     """The schedules the space drops (the module docstring says why)."""
+    if c["cluster_m"] > 1 and (c["BM"] != 64 or c["BN"] != 128 or c["persistent"] or c["split"] > 2
+                               or c["swap"] or c["cluster"] > 1):
+        return True
     if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; split: the narrow one
         return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
             or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["split"] == 2 and c["BM"] > SWAP_SPLIT_MAX)
@@ -74,14 +77,15 @@ def pruned(c: dict) -> bool:
             or c["BN"] <= 32 and c["split"] == 1)   # BN 32 and 16 won only split (H200, every key)
 
 
-# (BN, cluster, persistent, split, BM, swap) of every schedule the space keeps
+# (BN, cluster, persistent, split, BM, swap, cluster_m) of every schedule the space keeps
 SCHEDULES = tuple(v for v in itertools.product(*SPACE.values()) if not pruned(dict(zip(SPACE, v))))
 
 
 def pruned_gated(c: dict) -> bool:
     """pruned's, and the schedules a gated tile (tkc.swiglu's) cannot take:
-    gemm_hopper's rule, not swapped and BN a multiple of 32."""
-    return pruned(c) or c["swap"] or c["BN"] % 32 != 0
+    gemm_hopper's rule, not swapped and BN a multiple of 32; and not in
+    clusters along C's rows (untried there)."""
+    return pruned(c) or c["swap"] or c["BN"] % 32 != 0 or c["cluster_m"] > 1
 
 
 # ... and of those a gated tile takes
