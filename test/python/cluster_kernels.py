@@ -28,6 +28,9 @@ interpreter tests (test_cluster.py) and the GPU tests
 - column_cluster_gemm: the same loop in (1, 4, 1) clusters: B's tile does
   not follow block_idx.y, so a cluster's column of CTAs (four row blocks
   of C) shares it, each loading 16 of its 64 rows; A's stays per CTA.
+- row_cluster_gemm: (2, 2, 1) clusters whose B load is written through
+  block_idx.y: only A's tile is shared, along x, and a slot passes between
+  the 2 CTAs of a cluster's row (ranks rank - rank % 2 + i), not all four.
 - grid_cluster_gemm: (2, 2, 1) clusters: A's tile is shared along x (a
   cluster's row: each of its 2 CTAs loads half), B's along y (its
   column), and a slot is free when all four CTAs' consumers released it.
@@ -110,13 +113,15 @@ def make_cluster_gemm(release_peer: bool = True):
 cluster_gemm = make_cluster_gemm()
 
 
-def _staged_gemm(a, b, c):
+def _staged_gemm(a, b, c, b_follows_y=False):
     bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
     a_s, b_s = st(bf16, 128, 64), st(bf16, 64, 128)
     acc = zero(rt(f32, 16, 128))
     for k in tkc.range(tkc.cdiv(a.c, 64), stages=3):
         tma.load(a_s, a, (0, 0, bm, k))        # the same tile in both CTAs of a cluster
-        tma.load(b_s, b, (0, 0, k, bn))
+        # (b_follows_y: B's column written through block_idx.y, 0 all the same, which the
+        # staging cannot prove the same down a cluster's column)
+        tma.load(b_s, b, (0, 0, k, bn + bm % 1 if b_follows_y else bn))
         warpgroup.mma_AB(acc, subtile(a_s, 64, 64, (wg, 0)), b_s)
         warpgroup.mma_async_wait(acc)
     store(c, acc, (0, 0, bm * 8 + tkc.warpid(), bn), clip=True)   # 16 rows a warp
@@ -143,6 +148,14 @@ def persistent_cluster_gemm(a: A, b: B, c: C):
             grid=lambda a, b, c: (tkc.cdiv(c.c, 128), tkc.cdiv(c.r, 4 * 128) * 4))
 def column_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)
+
+
+# (2, 2, 1) clusters, B's load written through block_idx.y: A shared along x only, so a
+# slot passes between the CTAs of a cluster's row
+@tkc.kernel(warps=8, cluster=(2, 2, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
+def row_cluster_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c, b_follows_y=True)
 
 
 # (2, 2, 1) clusters: A shared along x, B along y

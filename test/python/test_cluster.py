@@ -15,7 +15,7 @@ from tkc.ops import store
 
 from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, exchange_sum, make_cluster_gemm,
                              multicast_copy, persistent_cluster_gemm, staged_cluster_gemm,
-                             column_cluster_gemm, grid_cluster_gemm)
+                             column_cluster_gemm, grid_cluster_gemm, row_cluster_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -275,13 +275,15 @@ def test_staging_shares_only_what_every_cta_of_a_cluster_loads():
 
 
 @pytest.mark.parametrize("m, n, k", [(512, 256, 192), (300, 200, 320)])
-@pytest.mark.parametrize("kernel", ["column", "grid"])
+@pytest.mark.parametrize("kernel", ["column", "grid", "row"])
 def test_staging_multicasts_along_y_and_both_axes(m, n, k, kernel):
     """(1, 4, 1) clusters share B's tile along y (a column of row blocks),
     (2, 2, 1) clusters A's along x and B's along y: C = A B through the
     interpreter, on shapes past whole tiles (CTAs past M load their slices
-    of B for their column, and their stores clip)."""
-    _check_gemm(column_cluster_gemm if kernel == "column" else grid_cluster_gemm, m, n, k, 4)
+    of B for their column, and their stores clip); (2, 2, 1) with A shared
+    along x only (a slot passed within the cluster's row)."""
+    kernels = {"column": column_cluster_gemm, "grid": grid_cluster_gemm, "row": row_cluster_gemm}
+    _check_gemm(kernels[kernel], m, n, k, 4)
 
 
 def _staged_ops(kernel):
@@ -320,6 +322,17 @@ def test_staging_shares_each_tile_along_its_own_axis():
     assert any("64 : i64, 64 : i64" in t for t in tiles) and any("32 : i64, 128 : i64" in t for t in tiles)
     counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
     assert counts == [1, 32]
+
+
+def test_staging_passes_a_slot_within_the_row_that_shares_it():
+    """(2, 2, 1) with only A shared (along x): A's load multicast to the
+    CTA's row (half its rows a CTA), B's plain; a slot's empty barrier counts
+    the row's two CTAs' 8 consumer warps each, not the cluster's four."""
+    m, ops = _staged_ops(row_cluster_gemm)
+    names = [op.name for op in ops]
+    assert names.count("tk.tma_load_multicast") == 1 and names.count("tk.tma_load") == 1
+    counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
+    assert counts == [1, 16]
 
 
 @pytest.mark.parametrize("m, n, k", [(128, 384, 192), (520, 1000, 256)])

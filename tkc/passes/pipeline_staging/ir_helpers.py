@@ -223,3 +223,16 @@ def _index(n: int):
 def span(axes: tuple, cluster: tuple) -> int:
     """The CTAs a tile shared along `axes` ("x", "y") is sliced among."""
     return (cluster[0] if "x" in axes else 1) * (cluster[1] if "y" in axes else 1)
+
+
+def sharers(shared: set, cluster: tuple) -> str:
+    """Which CTAs of a (cx, cy) cluster the tiles shared along each of
+    `shared` (a set of axes tuples) pass between: a CTA's "row" where all are
+    shared along x only, its "column" where along y only, else the whole
+    "cluster" (also where the row or column is the whole cluster)."""
+    cx, cy = cluster
+    if shared == {("x",)} and cy > 1:
+        return "row"
+    if shared == {("y",)} and cx > 1:
+        return "column"
+    return "cluster"

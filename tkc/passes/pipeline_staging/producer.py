@@ -11,8 +11,8 @@ from mlir.dialects import arith, scf
 from ...dialect import ops as tk
 from ...dialect.types import view
 from ..rewrite import entry, index
-from .ir_helpers import (for_view, span, if_then, recompute, remake_view, ring_root, root_alloc, staged_attr,
-                         terminator, tile_bytes)
+from .ir_helpers import (for_view, if_then, recompute, remake_view, ring_root, root_alloc, sharers, span,
+                         staged_attr, terminator, tile_bytes)
 
 
 class Producer:
@@ -127,13 +127,14 @@ class Producer:
         (cx, cy), t = self.cluster, view(dst.type)
         n = span(along, self.cluster)
         rank = tk.cluster_ctarank()
-        if along == ("x",) and cy > 1:     # the row's CTAs: rx among ry * cx ..
+        group = sharers({along}, self.cluster)
+        if group == "row":        # rx among the row's ry * cx ..
             i, ry = arith.remui(rank, index(cx)), arith.divui(rank, index(cx))
             mask = arith.shli(index((1 << cx) - 1), arith.muli(ry, index(cx)))
-        elif along == ("y",) and cx > 1:   # the column's: ry among rx, rx + cx, ..
+        elif group == "column":   # ry among the column's rx, rx + cx, ..
             i, rx = arith.divui(rank, index(cx)), arith.remui(rank, index(cx))
             mask = arith.shli(index(sum(1 << (j * cx) for j in range(cy))), rx)
-        else:                              # the whole cluster's (or its only axis)
+        else:
             i, mask = rank, index((1 << n) - 1)
         part = tk.subtile(t.with_(rows=t.rows // n).mlir(), dst, i, index(0))
         coords = list(coords)   # (.., row, col) in tiles of dst: in slices, row * n + i

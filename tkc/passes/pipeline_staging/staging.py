@@ -18,7 +18,7 @@ from ..rewrite import (PURE_TK, WARP_IDS, backward_slice, defining_op, entry, ho
 from .analysis import Found
 from .budget import Budget
 from .consumer import Consumer
-from .ir_helpers import alloc_of, for_view, ring_root, span, terminator, tile_bytes
+from .ir_helpers import alloc_of, for_view, ring_root, sharers, span, terminator, tile_bytes
 from .producer import Producer
 from .reuse import check_after_ring
 from .stores import Stores
@@ -198,22 +198,22 @@ class Staging(Budget, Consumer, Stores, Producer):
 
     def _peers(self) -> list:
         """The ranks (index values) of the CTAs whose producers write slices
-        into this CTA's ring slots, itself included: its cluster row where
-        the shared tiles are shared along x only, its column where along y
-        only, else the whole cluster. Ranks run x fastest (%cluster_ctarank)."""
-        (cx, cy), axes = self.cluster, set(self.multicast.values())
-        if axes == {("x",)} and cy > 1:   # rank - rx + i
-            first = arith.subi(tk.cluster_ctarank(), arith.remui(tk.cluster_ctarank(), index(cx)))
+        into this CTA's ring slots, itself included (ir_helpers.sharers).
+        Ranks run x fastest (%cluster_ctarank)."""
+        (cx, cy), group = self.cluster, sharers(set(self.multicast.values()), self.cluster)
+        if group == "row":      # rank - rx + i
+            rank = tk.cluster_ctarank()
+            first = arith.subi(rank, arith.remui(rank, index(cx)))
             return [arith.addi(first, index(i)) for i in range(cx)]
-        if axes == {("y",)} and cx > 1:   # rx + j * cx
+        if group == "column":   # rx + j * cx
             rx = arith.remui(tk.cluster_ctarank(), index(cx))
             return [arith.addi(rx, index(j * cx)) for j in range(cy)]
         return [index(r) for r in range(cx * cy)]
 
     def _peer_count(self) -> int:
         """len(self._peers()), without making its ops."""
-        (cx, cy), axes = self.cluster, set(self.multicast.values())
-        return cx if axes == {("x",)} else cy if axes == {("y",)} else cx * cy
+        (cx, cy), group = self.cluster, sharers(set(self.multicast.values()), self.cluster)
+        return {"row": cx, "column": cy}.get(group, cx * cy)
 
     def _split(self, keep=frozenset()):
         """scf.if warpid >= cw {producer} else {consumers}, with every
