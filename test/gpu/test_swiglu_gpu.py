@@ -49,13 +49,13 @@ def test_values_and_gradients(m, k, f):
         assert tkc.swiglu(x, wg, wu).equal(h.detach())
 
 
-@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap", GATED_SCHEDULES)
-def test_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap):
+@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap, cluster_m", GATED_SCHEDULES)
+def test_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap, cluster_m):
     """Each schedule the table may pick, forced, on ragged rows and F (a
     cluster's second CTA past F), forward and backward."""
     from tkc.torchops import gated
     monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: dict(
-        BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm, swap=swap))
+        BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm, swap=swap, cluster_m=cluster_m))
     x, wg, wu = operands(333, 520, 8 + bn, grad=True)
     h = tkc.swiglu(x, wg, wu)
     r = ref(x, wg, wu)

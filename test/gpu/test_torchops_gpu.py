@@ -41,16 +41,17 @@ def test_matmul(shape):
     assert rel(tkc.matmul(a, bt.t()), a.double() @ bt.double().t()) < 1e-2
 
 
-@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap", GEMM_SCHEDULES)
-def test_matmul_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap):
+@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap, cluster_m", GEMM_SCHEDULES)
+def test_matmul_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap, cluster_m):
     """Each schedule the table may pick (2-CTA clusters sharing A, blocks not
-    persistent, split-K, swapped tiles of each height included), forced, on misaligned rows (a cluster's second CTA
+    persistent, split-K, swapped tiles of each height, clusters along C's
+    rows sharing B included), forced, on misaligned rows (a cluster's second CTA
     past N), batched, and through a linear layer's forward and backward
     (A Bt, At B)."""
     from tkc.torchops import gemm
     monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
                                                           "persistent": persistent, "split": split,
-                                                          "BM": bm, "swap": swap})
+                                                          "BM": bm, "swap": swap, "cluster_m": cluster_m})
     a, b = rnd(300, 1000), rnd(1000, 200 + bn)
     assert rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
     a3, b3 = rnd(2, 130, 264), rnd(2, 264, 520)

@@ -16,7 +16,7 @@ from tkc.kernels import GATED_SCHEDULES  # noqa: E402
 from tkc.torchops import checks, gated, gemm  # noqa: E402
 
 BF = torch.bfloat16
-SMALL = {"BN": 64, "cluster": 1, "persistent": True, "split": 1, "BM": 128, "swap": False}
+SMALL = {"BN": 64, "cluster": 1, "persistent": True, "split": 1, "BM": 128, "swap": False, "cluster_m": 1}
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_schedules_space_and_key():
     assert kept == set(GATED_SCHEDULES) and len(kept) == 25
     assert all(not s[5] and s[0] % 32 == 0 for s in kept)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p, k, bm, _ in kept:
+    for bn, cl, p, k, bm, _, _ in kept:
         for preact in (False, True):
             assert gated._kernel(preact, BN=bn, cluster=cl, persistent=p, split=k, BM=bm).artifact_key() in built
     assert [gated._key(m, f) for m, f in ((1, 14336), (17, 11008), (65, 4096), (300, 4000), (4096, 14336),

@@ -20,17 +20,20 @@ or 16 (C of few rows: a 128-row tile would stream B at half the rate, its
 second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
 64 and 16 with one block a tile of up to 128 columns, or 32, which only
 they take (BN 32: N / 32 blocks to stream B with), or 16 (BM 16 only: a
-narrow C, 16 x 1024, has 64 tiles of 16 columns). Tuned with A B; the other products
+narrow C, 16 x 1024, has 64 tiles of 16 columns); cluster_m 2, pairs of
+64 x 128 blocks along C's rows that share B's tile (multicast down the
+cluster's column; unsplit or split 2, not persistent), for C of a few
+hundred rows whose blocks each stream all of B's columns they cover (H200,
+12-02, TILE.tune against each key's pick at 128-512 rows x 256-4096
+columns: 20 of 320 keys won, 1.03-1.24x, 256 x 3072-3840 and 384-512 x
+1280-2560; other tiles in pairs and clusters of 4: slower, 2x where four
+CTAs do not co-reside). Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
 12-02, BM 64 in clusters of 2 and 4, A multicast: 0.39-0.90 of cuBLAS where the picks
 ran 0.74-1.02; ncu: cuBLAS's 64x64 tiles at 256 x 1536 run in clusters of 8, 4 x 2,
-which can share B along M too); clusters along C's rows sharing B (gemm_hopper's
-cluster_m; H200, 12-02, graphs against each key's pick: 64 x 128 in pairs along the rows,
-split 2 or not, 256 x 1536 x 4096 12.2 against 13.8 µs, 192 x 3072 17.5 against 19.5, 320 x
-2560 18.4 against 20.4, no faster at 8 other C of 128-3000 rows; clusters of 4, and of 2 of
-the other tiles and swapped ones, slower), not yet tuned into the tables; clusters
+which can share B along M too, where tk-pipeline-staging's share A along x), clusters
 of blocks that are not persistent (no faster than persistent ones there), and split-K but
 for blocks of BN <= 128 that are not persistent (gemm_hopper's rule), and
 for swapped tiles but the one-warpgroup ones (split 2 up to SWAP_SPLIT_MAX
@@ -62,11 +65,14 @@ from .gemm_hopper import SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES
 # the default (each list's first value) first: the tile of large C
 SPACE = {"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
          "split": [1, 2, 4], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
-         "swap": [False, True]}
+         "swap": [False, True], "cluster_m": [1, 2]}
 
 
 def pruned(c: dict) -> bool:
     """The schedules the space drops (the module docstring says why)."""
+    if c["cluster_m"] > 1 and (c["BM"] != 64 or c["BN"] != 128 or c["persistent"] or c["split"] > 2
+                               or c["swap"] or c["cluster"] > 1):
+        return True
     if c["swap"]:   # the swapped tiles gemm_hopper.SWAP_TILES names, at each height; split: the narrow one
         return c["BM"] not in SWAP_HEIGHTS or (c["BN"], c["persistent"]) not in SWAP_TILES \
             or c["cluster"] > 1 or c["split"] > 1 and (c["BN"] != 64 or c["split"] == 2 and c["BM"] > SWAP_SPLIT_MAX)
@@ -78,14 +84,15 @@ def pruned(c: dict) -> bool:
             or c["BN"] <= 32 and c["split"] == 1)   # BN 32 and 16 won only split (H200, every key)
 
 
-# (BN, cluster, persistent, split, BM, swap) of every schedule the space keeps
+# (BN, cluster, persistent, split, BM, swap, cluster_m) of every schedule the space keeps
 SCHEDULES = tuple(v for v in itertools.product(*SPACE.values()) if not pruned(dict(zip(SPACE, v))))
 
 
 def pruned_gated(c: dict) -> bool:
     """pruned's, and the schedules a gated tile (tkc.swiglu's) cannot take:
-    gemm_hopper's rule, not swapped and BN a multiple of 32."""
-    return pruned(c) or c["swap"] or c["BN"] % 32 != 0
+    gemm_hopper's rule, not swapped and BN a multiple of 32; and not in
+    clusters along C's rows (untried there)."""
+    return pruned(c) or c["swap"] or c["BN"] % 32 != 0 or c["cluster_m"] > 1
 
 
 # ... and of those a gated tile takes
