@@ -22,12 +22,13 @@ second half zeros; BM 16 loads only A's 16 rows, gemm_hopper's docstring),
 they take (BN 32: N / 32 blocks to stream B with), or 16 (BM 16 only: a
 narrow C, 16 x 1024, has 64 tiles of 16 columns); cluster_m 2, pairs of
 64 x 128 blocks along C's rows that share B's tile (multicast down the
-cluster's column; unsplit or split 2, not persistent), for C of a few
-hundred rows whose blocks each stream all of B's columns they cover (H200,
-12-02, TILE.tune against each key's pick at 128-512 rows x 256-4096
-columns: 20 of 320 keys won, 1.03-1.24x, 256 x 3072-3840 and 384-512 x
-1280-2560; other tiles in pairs and clusters of 4: slower, 2x where four
-CTAs do not co-reside). Tuned with A B; the other products
+cluster's column; unsplit or split 2, not persistent), for C of few row
+blocks, whose B loads bound them: 206 of the H200's 4109 keys pick
+it (12-02, TILE.tune against each key's pick, >= 3% faster and no slower in
+CUDA graphs over rotating inputs: there 1.13x the old pick, median, 1.01-1.49;
+C of 128-512 rows x 1280-4096 columns, 640-2048 x 256-1536, 2560-4096 x 256);
+other tiles in pairs, and clusters of 4, ran slower (2x where four CTAs do not
+co-reside). Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
