@@ -113,15 +113,17 @@ def make_cluster_gemm(release_peer: bool = True):
 cluster_gemm = make_cluster_gemm()
 
 
-def _staged_gemm(a, b, c, b_follows_y=False):
+def _staged_gemm(a, b, c, b_follows_y=False, sliced=False):
     bn, bm, wg = tkc.block_idx.x, tkc.block_idx.y, tkc.warpgroupid()
     a_s, b_s = st(bf16, 128, 64), st(bf16, 64, 128)
     acc = zero(rt(f32, 16, 128))
+    if sliced:   # the block's rows of A and columns of B as slices, loaded at coordinates 0 in each
+        a, b = a.slice("r", bm * 128, 128), b.slice("c", bn * 128, 128)
     for k in tkc.range(tkc.cdiv(a.c, 64), stages=3):
-        tma.load(a_s, a, (0, 0, bm, k))        # the same tile in both CTAs of a cluster
+        tma.load(a_s, a, (0, 0, 0 if sliced else bm, k))        # the same tile in both CTAs of a cluster
         # (b_follows_y: B's column written through block_idx.y, 0 all the same, which the
         # staging cannot prove the same down a cluster's column)
-        tma.load(b_s, b, (0, 0, k, bn + bm % 1 if b_follows_y else bn))
+        tma.load(b_s, b, (0, 0, k, 0 if sliced else bn + bm % 1 if b_follows_y else bn))
         warpgroup.mma_AB(acc, subtile(a_s, 64, 64, (wg, 0)), b_s)
         warpgroup.mma_async_wait(acc)
     store(c, acc, (0, 0, bm * 8 + tkc.warpid(), bn), clip=True)   # 16 rows a warp
@@ -163,3 +165,11 @@ def row_cluster_gemm(a: A, b: B, c: C):
             grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
 def grid_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)
+
+
+# (2, 2, 1) clusters loading A and B through slices at the block's row and column: A's slice
+# follows y (shared along x only), B's follows x (shared along y only), whatever the coordinates
+@tkc.kernel(warps=8, cluster=(2, 2, 1),
+            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
+def sliced_grid_gemm(a: A, b: B, c: C):
+    _staged_gemm(a, b, c, sliced=True)

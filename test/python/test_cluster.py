@@ -15,7 +15,7 @@ from tkc.ops import store
 
 from cluster_kernels import (_staged_gemm as _staged, cluster_gemm, exchange_sum, make_cluster_gemm,
                              multicast_copy, persistent_cluster_gemm, staged_cluster_gemm,
-                             column_cluster_gemm, grid_cluster_gemm, row_cluster_gemm)
+                             column_cluster_gemm, grid_cluster_gemm, row_cluster_gemm, sliced_grid_gemm)
 
 
 def line_of(fn, text: str) -> int:
@@ -322,6 +322,23 @@ def test_staging_shares_each_tile_along_its_own_axis():
     assert any("64 : i64, 64 : i64" in t for t in tiles) and any("32 : i64, 128 : i64" in t for t in tiles)
     counts = sorted(op.attributes["count"].value for op in ops if op.name == "tk.init_barrier")
     assert counts == [1, 32]
+
+
+@pytest.mark.parametrize("m, n, k", [(512, 256, 192), (512, 512, 320)])
+def test_staging_shares_a_slice_only_along_the_axis_it_does_not_follow(m, n, k):
+    """(2, 2, 1), A and B loaded through slices at the block's rows and
+    columns, at coordinates 0: the slice's offset decides what a cluster
+    shares (A's follows block_idx.y: shared along x only, half its rows a
+    CTA; B's follows x: along y only), not the coordinates, which are the
+    same in every CTA (taken alone, each tile would be multicast to all four
+    CTAs: wrong rows down a column, wrong columns along a row; found by the
+    fuzzer's (1, 2, 1) programs). C = A B through the interpreter."""
+    m_, ops = _staged_ops(sliced_grid_gemm)
+    tiles = sorted(str(op.operands[0].type) for op in ops if op.name == "tk.tma_load_multicast")
+    assert len(tiles) == 2 and any("64 : i64, 64 : i64" in t for t in tiles) \
+        and any("32 : i64, 128 : i64" in t for t in tiles)
+    del m_, ops
+    _check_gemm(sliced_grid_gemm, m, n, k, 5)
 
 
 def test_staging_passes_a_slot_within_the_row_that_shares_it():

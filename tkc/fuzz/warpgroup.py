@@ -8,7 +8,7 @@ epilogue of the core generator's statements on its accumulator.
         warpgroup.mma_async_wait(acc)
 
 with the four transposes (a stored K x M for At, b stored N x K for Bt), 1 or 2
-warpgroups, some pipelined ones in (2, 1, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
+warpgroups, some pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
 what lies outside a load and clips a store). Each warp then holds its 16 rows
 of its warpgroup's 64 x BN tile: the core statements go on from there and the
 program stores like any other (core.Gen.finish).
@@ -20,7 +20,7 @@ from . import statements as S
 from .core import Arg, Gen, Program
 from .values import EPS, Val
 
-CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster along x
+CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster along x (along y)
 FP8_SHARE = 0.15      # of the warpgroup programs with 8-bit operands (eight_bit)
 
 
@@ -112,9 +112,14 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     g.after_loop = bool(stages) and not persistent
     # in (2, 1, 1) clusters: tk-pipeline-staging multicasts A's tiles where their rows are the same
     # in both CTAs (not a gathered row), tk-grid-ordering pairs a persistent grid's CTAs
-    if stages and not g.groups and g.grid[0] == 2 and rng.random() < CLUSTER_SHARE:
-        g.kernel_opts += ", cluster=(2, 1, 1)"
-        g.features.add("cluster")
+    cx = 2 if stages and not g.groups and g.grid[0] == 2 and rng.random() < CLUSTER_SHARE else 1
+    # ... and in (cx, 2, 1) ones, blocks not persistent: B's tiles (and A's through a slice that
+    # does not follow by) down the cluster's column (a side draw: the other draws stay the same)
+    cy = 2 if stages and not g.groups and not persistent and g.grid[1] == 2 \
+        and g.side("cluster-y").random() < CLUSTER_SHARE else 1
+    if cx * cy > 1:
+        g.kernel_opts += f", cluster=({cx}, {cy}, 1)"
+        g.features.update(f for f, n in (("cluster", cx), ("cluster_y", cy)) if n > 1)
     m = g.grid[1] * bm - (8 if ta else 1) * rng.randrange(0, 5 if ta else 40)  # TMA rows: 16-byte multiples
     n = g.grid[0] * bn - 8 * rng.randrange(0, bn // 8)
     k = nk * bk - 8 * rng.randrange(0, bk // 8)  # the last k tile ragged: zero-filled on both sides

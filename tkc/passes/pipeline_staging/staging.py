@@ -75,8 +75,10 @@ class Staging(Budget, Consumer, Stores, Producer):
         shared = {}
         for op in self.f.ring_loads:
             rows = view(op.operands[0].type).rows
+            # its source too: a slice of a gl at an offset that follows the axis is another
+            # tile in each CTA, whatever its coordinates
             along = tuple(a for a, n in (("x", cx), ("y", cy))
-                          if n > 1 and _same_in_cluster(list(op.operands)[2:], loops[a], a, n))
+                          if n > 1 and _same_in_cluster(list(op.operands)[1:], loops[a], a, n))
             # the slices are whole 16-row tiles; a tile shared along both axes that does not
             # split cx * cy ways is shared along the one that it does
             for choice in (along, *((a,) for a in along)):
@@ -272,7 +274,7 @@ _CLUSTER_IDS = ("tk.cluster_ctarank", "tk.cluster_idx")
 
 
 # What a value may be computed from to be the same in every CTA of a cluster's row or column.
-_CLUSTER_SAME = ("tk.grid_dim", "tk.dim")
+_CLUSTER_SAME = ("tk.grid_dim", "tk.dim", "tk.gl_slice")   # (a slice: its source and offsets)
 
 
 def _block_idx(op, axis: str) -> bool:
@@ -292,16 +294,28 @@ def _cluster_index(op, axis: str, n: int) -> bool:
     return k > 0 and k % n == 0
 
 
+def _dim_source(op):
+    """What tk.dim op's value follows: its slice's size along the slice's
+    axis, else (through slices along other axes) the gl it slices."""
+    g, along = op.operands[0], ir.StringAttr(op.attributes["axis"]).value
+    while (s := defining_op(g)) is not None and s.name == "tk.gl_slice":
+        if ir.StringAttr(s.attributes["axis"]).value == along:
+            return s.operands[2]
+        g = s.operands[0]
+    return g
+
+
 def _same_in_cluster(values, loops, axis: str, n: int) -> bool:
     """Whether values are the same in every CTA of a cluster's row (axis
     "x": the n CTAs of one y) or column ("y"): computed by arith from
-    constants, kernel arguments, tk.dim, grid_dim, the other axes'
-    block_idx, block_idx.axis divided by a multiple of n (the cluster's
-    index: a persistent kernel's first work item, as tk-grid-ordering deals
-    a cluster's CTAs the same items) and the pipeline's own loop variables
-    where their bounds are such values (the k loop's, the work items'
-    loop's). Anything else (block_idx.axis itself or its remainder, a value
-    loaded from memory, another loop's variable) may differ: no multicast."""
+    constants, kernel arguments, slices of gls at such offsets, tk.dim,
+    grid_dim, the other axes' block_idx, block_idx.axis divided by a
+    multiple of n (the cluster's index: a persistent kernel's first work
+    item, as tk-grid-ordering deals a cluster's CTAs the same items) and
+    the pipeline's own loop variables where their bounds are such values
+    (the k loop's, the work items' loop's). Anything else (block_idx.axis
+    itself or its remainder, a value loaded from memory, another loop's
+    variable) may differ: no multicast."""
     todo, seen = list(values), set()
     while todo:
         v = todo.pop()
@@ -316,6 +330,9 @@ def _same_in_cluster(values, loops, axis: str, n: int) -> bool:
             continue
         seen.add(op)
         if _cluster_index(op, axis, n):
+            continue
+        if op.name == "tk.dim":   # a slice's dim along another axis is its source's
+            todo.append(_dim_source(op))
             continue
         if op.name == "tk.block_idx":
             if _block_idx(op, axis):
