@@ -18,7 +18,7 @@ except ImportError:
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from cluster_kernels import (cluster_gemm, column_cluster_gemm, exchange_sum,  # noqa: E402,F401
                              grid_cluster_gemm, multicast_copy, persistent_cluster_gemm,
-                             row_cluster_gemm, staged_cluster_gemm)
+                             row_cluster_gemm, sliced_grid_gemm, staged_cluster_gemm)
 
 
 def test_multicast_copy_fills_both_ctas():
@@ -55,21 +55,24 @@ def test_cluster_gemm_against_torch(m, n, k):
 
 
 @pytest.mark.parametrize("m, n, k", [(256, 512, 512), (1000, 1096, 2048)])
-@pytest.mark.parametrize("kernel", ["staged", "persistent", "column", "grid", "row"])
+@pytest.mark.parametrize("kernel", ["staged", "persistent", "column", "grid", "row", "sliced"])
 def test_staging_multicast_gemm_against_torch(m, n, k, kernel):
     """tk-pipeline-staging's multicast of A over (2, 1, 1) clusters (and
     persistent ones: a cluster's CTAs on paired items), on the GPU:
     the CTA-scope remote releases and waits (lowering/cluster.py) keep the
     ring right; a cluster's CTA past N clips its stores. column: (1, 4, 1)
     clusters sharing B along y; grid: (2, 2, 1), A along x and B along y;
-    row: (2, 2, 1), A along x only (a slot passed within a cluster's row)."""
+    row: (2, 2, 1), A along x only (a slot passed within a cluster's row);
+    sliced: (2, 2, 1), A and B through slices at the block's rows and
+    columns (each shared along the axis its slice does not follow)."""
     torch.manual_seed(1)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float32)
     for _ in range(3):   # again and again: a stale slot would show as a wrong sum
         gemm = {"staged": staged_cluster_gemm, "persistent": persistent_cluster_gemm,
-                "column": column_cluster_gemm, "grid": grid_cluster_gemm, "row": row_cluster_gemm}[kernel]
+                "column": column_cluster_gemm, "grid": grid_cluster_gemm, "row": row_cluster_gemm,
+                "sliced": sliced_grid_gemm}[kernel]
         gemm(a.view(1, 1, m, k), b.view(1, 1, k, n), c.view(1, 1, m, n))
     torch.cuda.synchronize()
     torch.testing.assert_close(c, a.float() @ b.float(), atol=2e-2, rtol=2e-3)
