@@ -28,7 +28,9 @@ it (12-02, TILE.tune against each key's pick, >= 3% faster and no slower in
 CUDA graphs over rotating inputs: there 1.13x the old pick, median, 1.01-1.49;
 C of 128-512 rows x 1280-4096 columns, 640-2048 x 256-1536, 2560-4096 x 256);
 other tiles in pairs, and clusters of 4, ran slower (2x where four CTAs do not
-co-reside). Tuned with A B; the other products
+co-reside), and so did 2 x 2 and 4 x 2 clusters sharing A along x and B along y
+(64-128 x 64-128 tiles, H200, 12-02, 9 C of 64-1500 rows: 0.23-0.82 of cuBLAS where
+the picks ran 0.74-0.96). Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
