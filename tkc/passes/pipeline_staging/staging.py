@@ -274,7 +274,7 @@ _CLUSTER_IDS = ("tk.cluster_ctarank", "tk.cluster_idx")
 
 
 # What a value may be computed from to be the same in every CTA of a cluster's row or column.
-_CLUSTER_SAME = ("tk.grid_dim", "tk.dim", "tk.gl_slice")   # (a slice: its source and offsets)
+_CLUSTER_SAME = ("tk.grid_dim", "tk.gl_slice")   # (a slice: its source and offsets; tk.dim: _dim_source)
 
 
 def _block_idx(op, axis: str) -> bool:
