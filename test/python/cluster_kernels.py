@@ -152,24 +152,21 @@ def column_cluster_gemm(a: A, b: B, c: C):
     _staged_gemm(a, b, c)
 
 
-# (2, 2, 1) clusters, B's load written through block_idx.y: A shared along x only, so a
-# slot passes between the CTAs of a cluster's row
-@tkc.kernel(warps=8, cluster=(2, 2, 1),
-            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
-def row_cluster_gemm(a: A, b: B, c: C):
-    _staged_gemm(a, b, c, b_follows_y=True)
+def _grid_cluster(name: str, **options):
+    """_staged_gemm(**options) in (2, 2, 1) clusters: two CTAs along x (C's
+    columns), two along y (its rows)."""
+    @tkc.kernel(name=name, warps=8, cluster=(2, 2, 1),
+                grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
+    def gemm(a: A, b: B, c: C):
+        _staged_gemm(a, b, c, **options)
+    return gemm
 
 
-# (2, 2, 1) clusters: A shared along x, B along y
-@tkc.kernel(warps=8, cluster=(2, 2, 1),
-            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
-def grid_cluster_gemm(a: A, b: B, c: C):
-    _staged_gemm(a, b, c)
-
-
-# (2, 2, 1) clusters loading A and B through slices at the block's row and column: A's slice
-# follows y (shared along x only), B's follows x (shared along y only), whatever the coordinates
-@tkc.kernel(warps=8, cluster=(2, 2, 1),
-            grid=lambda a, b, c: (tkc.cdiv(c.c, 2 * 128) * 2, tkc.cdiv(c.r, 2 * 128) * 2))
-def sliced_grid_gemm(a: A, b: B, c: C):
-    _staged_gemm(a, b, c, sliced=True)
+# B's load written through block_idx.y: A shared along x only, so a slot passes between the
+# CTAs of a cluster's row
+row_cluster_gemm = _grid_cluster("row_cluster_gemm", b_follows_y=True)
+# A shared along x, B along y
+grid_cluster_gemm = _grid_cluster("grid_cluster_gemm")
+# A and B loaded through slices at the block's row and column: A's slice follows y (shared
+# along x only), B's follows x (shared along y only), whatever the coordinates
+sliced_grid_gemm = _grid_cluster("sliced_grid_gemm", sliced=True)
