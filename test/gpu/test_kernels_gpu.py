@@ -82,6 +82,30 @@ def test_gemm_row_clusters(which, shape):
                    transpose_b=kw.get("transpose_b", False))
 
 
+# sliced-K: a 64-row tile's two consumer warpgroups split each K step, warpgroup 1's partial
+# through shared memory; alone and in pairs of row blocks sharing B (cluster_m).
+SLICED = {"bn128": dict(BN=128), "bn64-bt": dict(BN=64, transpose_b=True),
+          "bn128-at": dict(BN=128, transpose_a=True), "bn64-cm2": dict(BN=64, cluster_m=2)}
+
+
+@pytest.mark.parametrize("shape", [(256, 1536, 4096), (1000, 768, 1000), (64, 6144, 4096), (100, 264, 72)])
+@pytest.mark.parametrize("which", list(SLICED))
+def test_gemm_sliced_k(which, shape):
+    kw = SLICED[which]
+    m, n, k = shape
+    kern = gemm_hopper("bf16", BM=64, persistent=False, sliced=True, **kw)
+    for _ in range(3):   # again: a partial read before warpgroup 1 wrote it would show as a wrong sum
+        if kw.get("transpose_a"):   # (A^T's rows are M long: M a multiple of 8)
+            m = -(-m // 8) * 8
+            a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            kern(a, b, c)
+            assert rel_err(c, a.float().T @ b.float()) < 1e-2
+        else:
+            check_gemm(kern, "bf16", m, n, k, transpose_b=kw.get("transpose_b", False))
+
+
 def test_gemm_small_tiles():
     kern = gemm("bf16", BM=64, BN=64, BK=32, WM=2, WN=2)
     a = torch.randn(192, 64, device="cuda", dtype=torch.bfloat16)
@@ -126,7 +150,8 @@ ATTENTION = {  # name: (head dim, kernel factory)
 # the variants beyond the library, for `tkc build test/gpu/test_kernels_gpu.py`
 KERNELS = [make() for _, make in ATTENTION.values()] + \
     [gemm_hopper("bf16", **kw) for kw in VARIANTS.values()] + \
-    [gemm_hopper("bf16", persistent=False, **kw) for kw in ROW_CLUSTERS.values()]
+    [gemm_hopper("bf16", persistent=False, **kw) for kw in ROW_CLUSTERS.values()] + \
+    [gemm_hopper("bf16", BM=64, persistent=False, sliced=True, **kw) for kw in SLICED.values()]
 
 
 @pytest.mark.parametrize("which", list(ATTENTION))

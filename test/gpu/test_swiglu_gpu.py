@@ -10,6 +10,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import tkc  # noqa: E402
 from tkc.kernels import GATED_SCHEDULES  # noqa: E402
+from tkc.kernels.gemm_space import label  # noqa: E402
 
 BF = torch.bfloat16
 
@@ -49,14 +50,13 @@ def test_values_and_gradients(m, k, f):
         assert tkc.swiglu(x, wg, wu).equal(h.detach())
 
 
-@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap, cluster_m", GATED_SCHEDULES)
-def test_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap, cluster_m):
+@pytest.mark.parametrize("schedule", GATED_SCHEDULES, ids=label)
+def test_every_schedule(monkeypatch, schedule):
     """Each schedule the table may pick, forced, on ragged rows and F (a
     cluster's second CTA past F), forward and backward."""
     from tkc.torchops import gated
-    monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: dict(
-        BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm, swap=swap, cluster_m=cluster_m))
-    x, wg, wu = operands(333, 520, 8 + bn, grad=True)
+    monkeypatch.setattr(gated.TILE, "choose", lambda key, args=None: schedule)
+    x, wg, wu = operands(333, 520, 8 + schedule["BN"], grad=True)
     h = tkc.swiglu(x, wg, wu)
     r = ref(x, wg, wu)
     assert rel(h, r) < 1e-2

@@ -9,6 +9,7 @@ import torch.nn.functional as F  # noqa: E402
 
 import tkc  # noqa: E402
 from tkc.kernels import GEMM_SCHEDULES  # noqa: E402
+from tkc.kernels.gemm_space import label  # noqa: E402
 
 BF = torch.bfloat16
 
@@ -41,18 +42,16 @@ def test_matmul(shape):
     assert rel(tkc.matmul(a, bt.t()), a.double() @ bt.double().t()) < 1e-2
 
 
-@pytest.mark.parametrize("bn, cluster, persistent, split, bm, swap, cluster_m", GEMM_SCHEDULES)
-def test_matmul_every_schedule(monkeypatch, bn, cluster, persistent, split, bm, swap, cluster_m):
+@pytest.mark.parametrize("schedule", GEMM_SCHEDULES, ids=label)
+def test_matmul_every_schedule(monkeypatch, schedule):
     """Each schedule the table may pick (2-CTA clusters sharing A, blocks not
     persistent, split-K, swapped tiles of each height, clusters along C's
-    rows sharing B included), forced, on misaligned rows (a cluster's second CTA
+    rows sharing B and sliced-K included), forced, on misaligned rows (a cluster's second CTA
     past N), batched, and through a linear layer's forward and backward
     (A Bt, At B)."""
     from tkc.torchops import gemm
-    monkeypatch.setattr(gemm, "_schedule", lambda *args: {"BN": bn, "cluster": cluster,
-                                                          "persistent": persistent, "split": split,
-                                                          "BM": bm, "swap": swap, "cluster_m": cluster_m})
-    a, b = rnd(300, 1000), rnd(1000, 200 + bn)
+    monkeypatch.setattr(gemm, "_schedule", lambda *args: schedule)
+    a, b = rnd(300, 1000), rnd(1000, 200 + schedule["BN"])
     assert rel(tkc.matmul(a, b), a.double() @ b.double()) < 1e-2
     a3, b3 = rnd(2, 130, 264), rnd(2, 264, 520)
     assert rel(tkc.matmul(a3, b3), a3.double() @ b3.double()) < 1e-2

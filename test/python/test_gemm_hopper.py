@@ -321,6 +321,43 @@ def test_16_row_tiles_keep_each_wgmma_waited_on():
     assert "pending = 1" in str(staged(gemm_hopper("bf16", BM=64, BN=64, persistent=False, split=2)))
 
 
+# ---------------------------------------------------------------- sliced-K (two warpgroups a tile's K)
+
+@pytest.mark.parametrize("options,m,n,k", [
+    (dict(BN=128), 100, 264, 456),   # ragged M, N; K 3.6 steps of 128: a half step past K
+    (dict(BN=64, transpose_b=True, bias=True), 40, 136, 200),   # the bias once, after the sum
+    (dict(BN=128, transpose_a=True, activation="gelu", preact=True), 72, 136, 328),
+    (dict(BN=64, batched=True, cluster_m=2), 130, 72, 520),   # pairs of row blocks share B
+    (dict(BN=64, transpose_b=True), 16, 72, 64),   # one half step: warpgroup 1's half is zeros
+], ids=["bn128", "bt-bias", "at-gelu-preact", "batched-cm2", "k64"])
+def test_sliced_k(options, m, n, k, rng):
+    """sliced=True: both consumer warpgroups multiply the tile's 64 rows by
+    their half of each 128-deep K step, warpgroup 0 adds warpgroup 1's
+    partial and finishes alone (bias and activation after the sum)."""
+    batch = (2,) if options.get("batched") else ()
+    c, z, pre, ref = run_linear(rng, "f32", m, n, k, batch=batch, b_batch=batch, BM=64, persistent=False,
+                                sliced=True, **options)
+    assert rel_err(c, ref) < 1e-5
+    if z is not None:
+        assert rel_err(z, pre) < 1e-5
+
+
+def test_sliced_k_shape_and_refusals():
+    """Eight consumer warps, K steps of 128 in A's and B's stages (each half
+    one 64-column panel of A), one partial tile; refused where a tile is not
+    64 rows or its blocks loop or pair up along x."""
+    k = gemm_hopper("bf16", BM=64, BN=128, persistent=False, sliced=True)
+    assert k.name == "gemm_hopper_bf16_ab_64x128x128_np_sliced" and k.warps == 8
+    assert k.grid_fn(type("C", (), {"r": 130, "c": 300})()) == (3, 3)
+    text = str(staged(k))
+    for tile in ("bf16, 64 : i64, 128 : i64", "bf16, 128 : i64, 128 : i64", "f32, 64 : i64, 128 : i64"):
+        assert f"!tk.st<{tile}" in text, tile
+    for bad in (dict(BM=128), dict(BM=64, persistent=True), dict(BM=64, swap=True, BN=64),
+                dict(BM=64, split=2, BN=64), dict(BM=64, transpose_b=True, activation="swiglu", BN=64)):
+        with pytest.raises(ValueError, match="sliced=True"):
+            gemm_hopper("bf16", **{"persistent": False, **bad}, sliced=True)
+
+
 # ---------------------------------------------------------------- clusters along C's rows
 
 @pytest.mark.parametrize("options,m,n,k", [

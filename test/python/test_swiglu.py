@@ -16,7 +16,8 @@ from tkc.kernels import GATED_SCHEDULES  # noqa: E402
 from tkc.torchops import checks, gated, gemm  # noqa: E402
 
 BF = torch.bfloat16
-SMALL = {"BN": 64, "cluster": 1, "persistent": True, "split": 1, "BM": 128, "swap": False, "cluster_m": 1}
+SMALL = {"BN": 64, "cluster": 1, "persistent": True, "split": 1, "BM": 128, "swap": False, "cluster_m": 1,
+         "sliced": False}
 
 
 @pytest.fixture
@@ -138,13 +139,13 @@ def test_schedules_space_and_key():
     bucket C's rows (16, 64, then powers of four) and F (powers of two to
     4096, multiples of 2048 to 16384), and every tuning example is a key."""
     from tkc.kernels import library
-    kept = {tuple(c.values()) for c in gated.TILE.candidates()}
-    assert kept == set(GATED_SCHEDULES) and len(kept) == 25
-    assert all(not s[5] and s[0] % 32 == 0 for s in kept)
+    kept = gated.TILE.candidates()
+    assert kept == list(GATED_SCHEDULES) and len(kept) == 25
+    assert all(not s["swap"] and not s["sliced"] and s["BN"] % 32 == 0 for s in kept)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p, k, bm, _, _ in kept:
+    for s in kept:
         for preact in (False, True):
-            assert gated._kernel(preact, BN=bn, cluster=cl, persistent=p, split=k, BM=bm).artifact_key() in built
+            assert gated._kernel(preact, **s).artifact_key() in built
     assert [gated._key(m, f) for m, f in ((1, 14336), (17, 11008), (65, 4096), (300, 4000), (4096, 14336),
                                           (5000, 1000), (16384, 28672))] \
         == [(16, 14336), (64, 12288), (256, 4096), (1024, 4096), (4096, 14336), (16384, 1024), (16384, 32768)]

@@ -406,7 +406,7 @@ def test_matmul_schedules_are_tuned_data(monkeypatch, tmp_path):
     gemm.TILE.forget()
     S = lambda bn, cluster=1, persistent=True, split=1, bm=128, swap=False: {  # noqa: E731
         "BN": bn, "cluster": cluster, "persistent": persistent, "split": split, "BM": bm, "swap": swap,
-        "cluster_m": 1}
+        "cluster_m": 1, "sliced": False}
     tables.package_path(tables.REFERENCE_GPU).write_text(json.dumps({"entries": {"tkc.matmul.tile": {
         repr((1024, 256, 1024, False)): {"config": S(64, 1, False)},
         repr((896, 208, 4096, False)): {"config": S(128, 1, True, 1, 208, True)},
@@ -480,7 +480,7 @@ def test_matmul_and_linear_on_swapped_tiles(cpu_ops, monkeypatch, bn):
     tiles)."""
     monkeypatch.setattr(gemm, "_schedule", lambda rows, cols, a, b, m=None: {
         "BN": bn, "cluster": 1, "persistent": bn == 128, "split": 1, "BM": gemm.swap_rows(m or rows),
-        "swap": True, "cluster_m": 1})
+        "swap": True, "cluster_m": 1, "sliced": False})
     g = torch.Generator().manual_seed(bn)
     rnd = lambda *s, scale=1.0: (torch.randn(*s, generator=g) * scale).to(BF)  # noqa: E731
     a, b = rnd(90, 64), rnd(64, 136, scale=0.1)
@@ -502,23 +502,23 @@ def test_matmul_schedules_are_prebuilt():
     builds, for every product and linear epilogue: an offline call never
     meets a pick it cannot run."""
     from tkc.kernels import GEMM_SCHEDULES, library
-    kept = {tuple(c[p] for p in ("BN", "cluster", "persistent", "split", "BM", "swap", "cluster_m"))
-            for c in gemm.TILE.candidates()}
-    assert kept == set(GEMM_SCHEDULES)
-    assert {s for s in kept if s[-1] > 1} == {(128, 1, False, 1, 64, False, 2), (128, 1, False, 2, 64, False, 2)}
+    kept = gemm.TILE.candidates()
+    assert kept == list(GEMM_SCHEDULES)
+    named = [tuple(c[p] for p in ("BN", "cluster", "persistent", "split", "BM", "swap")) for c in kept]
+    assert {n for n, c in zip(named, kept) if c["cluster_m"] > 1} == {(128, 1, False, 1, 64, False),
+                                                                   (128, 1, False, 2, 64, False)}
+    assert {n for n, c in zip(named, kept) if c["sliced"]} == {(128, 1, False, 1, 64, False),
+                                                              (64, 1, False, 1, 64, False)}
     assert {(128, 2, True, 1, 128, False), (256, 2, False, 1, 128, False), (256, 1, False, 2, 128, False),
             (64, 1, True, 2, 128, False), (32, 1, False, 1, 128, False), (64, 1, True, 1, 64, False),
             (256, 1, False, 1, 64, False), (16, 1, False, 1, 64, False), (16, 1, False, 1, 128, False),
             (256, 1, True, 1, 208, True), (128, 2, True, 1, 208, True), (64, 1, False, 1, 208, False),
-            (64, 1, False, 1, 64, True), (128, 1, True, 1, 256, True), (64, 1, False, 1, 128, True)}.isdisjoint(
-                {s[:-1] for s in kept})
+            (64, 1, False, 1, 64, True), (128, 1, True, 1, 256, True), (64, 1, False, 1, 128, True)}.isdisjoint(named)
     built = {k.artifact_key() for k in library()}
-    for bn, cl, p, k, bm, sw, cm in kept:
+    for s in kept:
         for ta, tb, batched in ((False, False, False), (False, True, True), (True, False, False)):
-            assert gemm._kernel(ta, tb, batched, BN=bn, cluster=cl, persistent=p,
-                                split=k, BM=bm, swap=sw, cluster_m=cm).artifact_key() in built
-        assert gemm._kernel(False, True, False, True, "gelu", True, BN=bn, cluster=cl,
-                            persistent=p, split=k, BM=bm, swap=sw, cluster_m=cm).artifact_key() in built
+            assert gemm._kernel(ta, tb, batched, **s).artifact_key() in built
+        assert gemm._kernel(False, True, False, True, "gelu", True, **s).artifact_key() in built
 
 
 @pytest.mark.parametrize("bn, cluster, persistent, split, bm",

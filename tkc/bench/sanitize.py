@@ -177,14 +177,13 @@ def ops():
     4096, 8192) and one-warp ones (D 1024), forward and backward."""
     import tkc
     from tkc.kernels import GEMM_SCHEDULES
+    from tkc.kernels.gemm_space import label
     from tkc.torchops import gemm, plans
     real = gemm._schedule
-    for bn, cluster, persistent, split, bm, swap, cm in GEMM_SCHEDULES:
-        gemm._schedule = lambda *args, s=dict(BN=bn, cluster=cluster, persistent=persistent,
-                                                 split=split, BM=bm, swap=swap, cluster_m=cm): s
+    for schedule in GEMM_SCHEDULES:
+        gemm._schedule = lambda *args, s=schedule: s
         plans.forget()
-        name = (f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
-                f"{' swapped' if swap else ''}{f' cluster_m {cm}' if cm > 1 else ''}")
+        name = label(schedule)
         a = torch.randn(200, 136, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         b = torch.randn(136, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         c = tkc.matmul(a, b)
@@ -303,15 +302,15 @@ def swiglu():
     tkc.linear's silu finish (overlapped too) at the default tile."""
     import tkc
     from tkc.kernels import GATED_SCHEDULES
+    from tkc.kernels.gemm_space import label
     from tkc.torchops import gated
     silu = torch.nn.functional.silu
-    for bn, cluster, persistent, split, bm, swap, cm in GATED_SCHEDULES:
-        name = f"BN {bn} BM {bm} cluster {cluster} split {split}{' persistent' if persistent else ''}"
+    for schedule in GATED_SCHEDULES:
+        name, bn = label(schedule), schedule["BN"]
         x = torch.randn(300, 264, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         wg, wu = ((torch.randn(8 + 4 * bn, 264, device="cuda") * 0.1).bfloat16().requires_grad_() for _ in "gu")
         want = silu(x.float() @ wg.float().t()) * (x.float() @ wu.float().t())
-        with picked(gated.TILE, dict(BN=bn, cluster=cluster, persistent=persistent, split=split, BM=bm,
-                                      swap=swap, cluster_m=cm)):
+        with picked(gated.TILE, schedule):
             h = tkc.swiglu(x, wg, wu)
             h.float().sum().backward()
             report(f"swiglu {name}", rel_err(h, want), 1e-2)

@@ -24,7 +24,7 @@ from .collective_gemm import all_gather_gemm, gemm_reduce_scatter, rs_barrier
 from .fftconv import fftconv
 from .gemm import gemm
 from .gemm_hopper import gemm_hopper, tile_rows
-from .gemm_space import GATED_SCHEDULES, SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (BN, cluster, persistent, split, BM, swap, cluster_m)
+from .gemm_space import GATED_SCHEDULES, SCHEDULES as GEMM_SCHEDULES  # tkc.matmul's schedules (gemm_hopper's keywords)
 from .hedgehog import hedgehog
 from .layernorm import lane_choices, layernorm_bwd, layernorm_fwd, split_args
 from .linear_attention import based, linear_attention, library_kernels as linear_library
@@ -45,20 +45,17 @@ def _gemm_ops():
     """The GEMMs tkc.matmul, tkc.linear and tkc.swiglu launch (forward and backward), at each schedule."""
     pairs = ((False, False), (False, True), (True, False))  # (transpose_a, transpose_b)
     # (BM 16 with A transposed takes BM 64: tile_rows; a schedule's kernel once)
-    products = {(bn, cl, p, k, bm if sw else tile_rows(bm, ta), sw, cm, ta, tb): None
-                for bn, cl, p, k, bm, sw, cm in GEMM_SCHEDULES for ta, tb in pairs}
-    plain = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, cluster=cl, split=k, BM=bm,
-                         swap=sw, cluster_m=cm)
-             for bn, cl, p, k, bm, sw, cm, ta, tb in products]
-    batched = [gemm_hopper("bf16", tb, BN=bn, persistent=p, transpose_a=ta, batched=True, cluster=cl,
-                           split=k, BM=bm, swap=sw, cluster_m=cm) for bn, cl, p, k, bm, sw, cm, ta, tb in products]
-    linear = [gemm_hopper("bf16", True, BN=bn, persistent=p, bias=bias, activation=act,
-                          preact=preact, cluster=cl, split=k, BM=bm, swap=sw, cluster_m=cm)
-              for bn, cl, p, k, bm, sw, cm in GEMM_SCHEDULES for bias in (False, True)
+    products = {tuple(sorted(dict(s, BM=s["BM"] if s["swap"] else tile_rows(s["BM"], ta),
+                                  transpose_a=ta, transpose_b=tb).items())): None
+                for s in GEMM_SCHEDULES for ta, tb in pairs}
+    plain = [gemm_hopper("bf16", **dict(p)) for p in products]
+    batched = [gemm_hopper("bf16", batched=True, **dict(p)) for p in products]
+    linear = [gemm_hopper("bf16", True, bias=bias, activation=act, preact=preact, **s)
+              for s in GEMM_SCHEDULES for bias in (False, True)
               for act in (None, "gelu", "silu") for preact in ((False, True) if act else (False,))
               if bias or act]
-    gated = [gemm_hopper("bf16", True, BN=bn, persistent=p, activation="swiglu", preact=preact, cluster=cl,
-                         split=k, BM=bm) for bn, cl, p, k, bm, _, _ in GATED_SCHEDULES for preact in (False, True)]
+    gated = [gemm_hopper("bf16", True, activation="swiglu", preact=preact, **s)
+             for s in GATED_SCHEDULES for preact in (False, True)]
     return plain + batched + linear + gated
 
 

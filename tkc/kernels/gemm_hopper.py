@@ -40,7 +40,7 @@ import tkc.dsl as tkc
 from tkc.dsl import bf16, f32, gl, rt, rv, st, tma, warpgroup
 from tkc.ops import add_col, add_row, gelu, load, silu, store, subtile, transpose, zero
 
-BK = 64
+BK_STEP = 64   # K's step (sliced=True: two of them)
 EPILOGUE_BYTES = 16384  # one finish tile: 128 x 64 bf16 or 128 x 32 f32 (64 x 128, 64 x 64)
 ACTIVATIONS = (None, "gelu", "silu")
 GATED = ("swiglu",)   # act(A B_gate) * (A B_up): two weights, one accumulator
@@ -83,7 +83,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 epilogue: tuple | None = None, *, transpose_a: bool = False,
                 batched: bool = False, bias: bool = False, activation: str | None = None,
                 preact: bool = False, cluster: int = 1, split: int = 1, BM: int = 128,
-                swap: bool = False, cluster_m: int = 1):
+                swap: bool = False, cluster_m: int = 1, sliced: bool = False):
     """The kernel for one specialisation; its arguments, in order:
 
         a     gl(bf16, 1, 1, M, K), or (1, 1, K, M) with transpose_a
@@ -130,6 +130,13 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     same way (the L2 serves a column of tiles B once; with cluster or
     split, clusters of (n, m)). The grid's x rounds up to a multiple
     of n (a block past N computes a tile TMA does not store).
+    sliced=True (sliced-K, BM 64, blocks not persistent): the block's two
+    consumer warpgroups each multiply the same 64 rows of C by half of each
+    K step (steps of 128: a warpgroup's half is one 128-byte swizzle panel of
+    A's tile), then warpgroup 1 leaves its f32 partial in shared memory and
+    warpgroup 0 adds it and finishes. Twice the warps on a tile of C of few
+    rows, whose one warpgroup would wait on wgmma (cuBLAS's 64 x 64 tiles
+    run two consumer warpgroups too).
     split=2 (split-K, blocks not persistent, BN up to 128): a tile's two
     CTAs, a (2, 1, 1) cluster, each sum half of K's steps, then swap their
     f32 partial tiles through distributed shared memory (tma.store_cta) and
@@ -190,6 +197,12 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                          f"persistent, no cluster of its own and BN <= 128 (f32 partial tiles "
                          f"of 128 x BN in shared memory), got split={split}, persistent={persistent}, "
                          f"cluster={cluster}, BN={BN}")
+    if sliced and (BM != 64 or swap or split > 1 or cluster > 1 or persistent or gated):
+        raise ValueError(f"gemm_hopper: sliced=True splits each K step of a 64-row tile between two "
+                         f"consumer warpgroups: it takes BM 64, blocks that are not persistent, no swap, "
+                         f"split, cluster along x or gating, got BM={BM}, swap={swap}, split={split}, "
+                         f"cluster={cluster}, persistent={persistent}, activation={activation!r}")
+    BK = 128 if sliced else BK_STEP   # sliced: a K step of two 64-deep halves
     # the block's accumulator tile, rows x columns: C's BM x BN, swapped C^T's BN x BM
     acc_rows, acc_cols = (BN, BM) if swap else (BM, BN)
     band = split == 4   # each CTA finishes one warp's 16 rows of the accumulator (docstring)
@@ -206,7 +219,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
         "batched" if batched else "", "bias" if bias else "", activation or "",
         "preact" if preact else "", f"c{cluster}" if cluster > 1 else "",
         f"k{split}" if split > 1 else "", f"cm{cluster_m}" if cluster_m > 1 else "",
-        "swap" if swap else "") if x)
+        "swap" if swap else "", "sliced" if sliced else "") if x)
     if swap:   # C^T = op(B)^T op(A)^T: B's tile is wgmma's a, A's its b, both read as TMA put them
         mma = getattr(warpgroup, f"mma_{'A' if transpose_b else 'At'}{'B' if transpose_a else 'Bt'}")
     else:
@@ -240,7 +253,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             """The finished rows of the tile (swapped: y's transpose, its
             columns) into t: the consumers' (BM 16: warp 0's 16, the other
             warps' being copies; band: warp r's)."""
-            if band or BM == 16 and not swap:
+            if sliced:   # warpgroup 0 holds the sums
+                with tkc.if_(wg == 0):
+                    warpgroup.store(t, y, (0, 0))
+            elif band or BM == 16 and not swap:
                 with tkc.if_(tkc.warpid() == (r if band else 0)):
                     store(t, y, (0, 0))
             elif swapped:
@@ -253,6 +269,8 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             theirs = [st(f32, 16, acc_cols) for _ in range(split - 1)]   # [d - 1]: from CTA r - d
         elif split > 1:   # the partial tiles (swapped: of C^T)
             mine, theirs = st(f32, acc_rows, acc_cols, after_loop=True), st(f32, acc_rows, acc_cols)
+        if sliced:   # warpgroup 1's partial tile, over the K loop's ring after it
+            part = st(f32, 64, BN, after_loop=True)
         if split > 1:
             got = tkc.barrier()
             tkc.cluster_sync()   # the peer's barrier is initialised before it copies into it
@@ -264,7 +282,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 return add_row(acc, load(rv(f32, 16, "col"), vec, (0, 0, 0, bn * (BN // 16) + tkc.warpid()),
                                          fill=0.0))
             return add_col(acc, load(rv(f32, BN, "row"), vec, (0, 0, 0, bn), fill=0.0))
-        if vec is not None and split == 1:
+        if vec is not None and split == 1 and not sliced:
             # the bias is the accumulator's start, not a finish step: loaded
             # before the loop, it leaves the finish as plain conversions, which
             # tk-pipeline-staging can overlap with the next item's loop (a load
@@ -290,6 +308,10 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             if swap:
                 mine_b = subtile(b_s, 64, BK, (wg, 0)) if transpose_b else subtile(b_s, BK, 64, (0, wg))
                 mma(acc, mine_b, a_s)
+            elif sliced:   # all 64 rows of C, this warpgroup's half of the step (of A's columns, B's rows)
+                h = BK // 2
+                mine_a = subtile(a_s, h, 64, (wg, 0)) if transpose_a else subtile(a_s, 64, h, (0, wg))
+                mma(acc, mine_a, subtile(b_s, BN, h, (0, wg)) if transpose_b else subtile(b_s, h, BN, (wg, 0)))
             else:
                 if BM == 16:
                     mine_a = load(rt(bf16, 16, BK), a_s, (0, 0))
@@ -298,6 +320,13 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
                 mma(acc, mine_a, b_s)
             warpgroup.mma_async_wait(acc)
         row = bm
+        if sliced:   # warpgroup 1's partial, through shared memory, added to warpgroup 0's
+            with tkc.if_(wg == 1):
+                warpgroup.store(part, acc, (0, 0))
+            tkc.sync()
+            acc = acc + warpgroup.load(rt(f32, 16, BN), part, (0, 0))
+            if vec is not None:
+                acc = add_bias(acc)
         if band:   # reduce-scatter: warp w's rows to CTA w, which adds the three partials of them
             for d in range(1, split):
                 with tkc.if_(tkc.warpid() == (r + d) % split):
@@ -381,7 +410,7 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
             else (lambda c: tkc.cdiv(c.r, BM)))
     grid = ((lambda c: (cols(c), rows(c), c.d)) if batched
             else (lambda c: (cols(c), rows(c))))
-    warps = 4 * max(1, acc_rows // 64)   # the consumers (tk-pipeline-staging adds the producer)
+    warps = 8 if sliced else 4 * max(1, acc_rows // 64)   # the consumers (tk-pipeline-staging adds the producer)
     if n * cluster_m > 1 and not persistent:
         return tkc.kernel(name=name, warps=warps, grid=grid, cluster=(n, cluster_m, 1))(gemm)
     return tkc.kernel(name=name, warps=warps, persistent=persistent, order=order, grid=grid,

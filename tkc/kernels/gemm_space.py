@@ -30,7 +30,14 @@ C of 128-512 rows x 1280-4096 columns, 640-2048 x 256-1536, 2560-4096 x 256);
 other tiles in pairs, and clusters of 4, ran slower (2x where four CTAs do not
 co-reside), and so did 2 x 2 and 4 x 2 clusters sharing A along x and B along y
 (64-128 x 64-128 tiles, H200, 12-02, 9 C of 64-1500 rows: 0.23-0.82 of cuBLAS where
-the picks ran 0.74-0.96). Tuned with A B; the other products
+the picks ran 0.74-0.96); sliced-K (gemm_hopper's sliced: a 64-row tile's two consumer
+warpgroups each take half of every 128-deep K step, BN 64 or 128, one block a tile), for C
+of few row blocks whose one consumer warpgroup waits on its wgmma: 29 of the H200's keys
+pick it (12-02, each key's pick against sliced BN 64 and 128 over the 960 keys of up to
+2048 x 8192: >= 3% faster with a cold L2 and no slower in CUDA graphs with a warm one;
+there 1.13x the old pick, median, 1.01-1.59, and 0.84 -> 0.94 of cuBLAS; C of 176-1344
+rows x 768-3840 columns); in pairs along C's rows (cluster_m 2) it won 2 of the 960, not
+kept. Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
@@ -68,11 +75,14 @@ from .gemm_hopper import SWAP_HEIGHTS, SWAP_SPLIT_MAX, SWAP_TILES
 # the default (each list's first value) first: the tile of large C
 SPACE = {"BN": [256, 192, 128, 64, 32, 16], "cluster": [1, 2], "persistent": [True, False],
          "split": [1, 2, 4], "BM": sorted({128, 64, 16, *SWAP_HEIGHTS}, key=lambda h: (h != 128, h)),
-         "swap": [False, True], "cluster_m": [1, 2]}
+         "swap": [False, True], "cluster_m": [1, 2], "sliced": [False, True]}
 
 
 def pruned(c: dict) -> bool:
     """The schedules the space drops (the module docstring says why)."""
+    if c["sliced"] and (c["BM"] != 64 or c["BN"] not in (64, 128) or c["persistent"] or c["split"] > 1
+                        or c["cluster"] > 1 or c["cluster_m"] > 1 or c["swap"]):
+        return True
     if c["cluster_m"] > 1 and (c["BM"] != 64 or c["BN"] != 128 or c["persistent"] or c["split"] > 2
                                or c["swap"] or c["cluster"] > 1):
         return True
@@ -87,16 +97,23 @@ def pruned(c: dict) -> bool:
             or c["BN"] <= 32 and c["split"] == 1)   # BN 32 and 16 won only split (H200, every key)
 
 
-# (BN, cluster, persistent, split, BM, swap, cluster_m) of every schedule the space keeps
-SCHEDULES = tuple(v for v in itertools.product(*SPACE.values()) if not pruned(dict(zip(SPACE, v))))
+# every schedule the space keeps, as gemm_hopper's keyword arguments ({"BN": 256, "cluster": 1, ...})
+SCHEDULES = tuple(c for c in (dict(zip(SPACE, v)) for v in itertools.product(*SPACE.values())) if not pruned(c))
+
+
+def label(s: dict) -> str:
+    """A schedule as reports and test ids name it: "BN 128 BM 64 split 2 cluster_m 2"."""
+    flags = [f"{k} {s[k]}" for k in ("cluster", "split", "cluster_m") if s[k] > 1]
+    flags += [k for k in ("persistent", "swap", "sliced") if s[k]]
+    return " ".join([f"BN {s['BN']} BM {s['BM']}", *flags])
 
 
 def pruned_gated(c: dict) -> bool:
     """pruned's, and the schedules a gated tile (tkc.swiglu's) cannot take:
     gemm_hopper's rule, not swapped and BN a multiple of 32; and not in
     clusters along C's rows (untried there)."""
-    return pruned(c) or c["swap"] or c["BN"] % 32 != 0 or c["cluster_m"] > 1
+    return pruned(c) or c["swap"] or c["BN"] % 32 != 0 or c["cluster_m"] > 1 or c["sliced"]
 
 
 # ... and of those a gated tile takes
-GATED_SCHEDULES = tuple(v for v in SCHEDULES if not pruned_gated(dict(zip(SPACE, v))))
+GATED_SCHEDULES = tuple(c for c in SCHEDULES if not pruned_gated(c))

@@ -43,9 +43,9 @@ BF16 = torch.bfloat16
 
 @functools.lru_cache(maxsize=None)
 def _kernel(preact: bool, BN: int = 256, cluster: int = 1, persistent: bool = True, split: int = 1,
-            BM: int = 128, swap: bool = False, cluster_m: int = 1):
+            BM: int = 128, swap: bool = False, cluster_m: int = 1, sliced: bool = False):
     return gemm_hopper("bf16", True, BN=BN, persistent=persistent, activation="swiglu", preact=preact,
-                       cluster=cluster, split=split, BM=BM, cluster_m=cluster_m)
+                       cluster=cluster, split=split, BM=BM, cluster_m=cluster_m, sliced=sliced)
 
 
 def _key(rows: int, cols: int) -> tuple:

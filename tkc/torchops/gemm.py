@@ -39,11 +39,12 @@ BF16 = torch.bfloat16
 @functools.lru_cache(maxsize=None)
 def _kernel(transpose_a: bool, transpose_b: bool, batched: bool = False, bias: bool = False,
             activation: str | None = None, preact: bool = False, BN: int = 256, cluster: int = 1,
-            persistent: bool = True, split: int = 1, BM: int = 128, swap: bool = False, cluster_m: int = 1):
+            persistent: bool = True, split: int = 1, BM: int = 128, swap: bool = False, cluster_m: int = 1,
+            sliced: bool = False):
     return gemm_hopper("bf16", transpose_b, BN=BN, persistent=persistent, transpose_a=transpose_a,
                        batched=batched, bias=bias, activation=activation, preact=preact,
                        cluster=cluster, split=split, BM=BM if swap else tile_rows(BM, transpose_a),
-                       swap=swap, cluster_m=cluster_m)
+                       swap=swap, cluster_m=cluster_m, sliced=sliced)
 
 
 FINE = 4096  # up to here the schedule is tuned per 128 rows and 256 columns of C
@@ -158,13 +159,13 @@ def _example_rows() -> list[int]:
 # space (its docstring: what each choice is for, and what is pruned and why).
 TILE = autotune(space=SPACE, key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
                 prune=pruned, fits=_serves, fallback=_wider, example=_tile_example)(
-    lambda BN, cluster, persistent, split, BM, swap, cluster_m: _kernel(
+    lambda BN, cluster, persistent, split, BM, swap, cluster_m, sliced: _kernel(
         False, False, False, BN=BN, cluster=cluster, persistent=persistent, split=split, BM=BM, swap=swap,
-        cluster_m=cluster_m))
+        cluster_m=cluster_m, sliced=sliced))
 
 
 def _schedule(rows: int, cols: int, a: Tensor, b: Tensor, m: int | None = None) -> dict:
-    """{BN, cluster, persistent, split, BM, swap, cluster_m} for C of rows x cols (m rows
+    """{BN, cluster, persistent, split, BM, swap, cluster_m, sliced} for C of rows x cols (m rows
     a batch, when batched) from operands a and b as stored."""
     return TILE.choose(_key(rows, cols, _misaligned(a, b), m))
 
