@@ -54,7 +54,9 @@ def test_the_programs_cover_the_vocabulary():
             # exponentials with a share on the FMA pipe (exp(x, fma=s): the attention forwards' softmax)
             "exp_fma", "exp2_fma",
             # the warpgroup mma's negate= and when= (warpgroup.mma_options), 8-bit operands (eight_bit)
-            "wgmma_negate", "wgmma_when", "wgmma_f8", "wgmma_f8_lanes"}
+            "wgmma_negate", "wgmma_when", "wgmma_f8", "wgmma_f8_lanes",
+            # two warpgroups splitting each K step, a partial through shared memory (gemm_hopper's sliced)
+            "sliced_k"}
     assert want <= feats, want - feats
     assert any(f.startswith("wgmma_") for f in feats)
 

@@ -8,7 +8,8 @@ epilogue of the core generator's statements on its accumulator.
         warpgroup.mma_async_wait(acc)
 
 with the four transposes (a stored K x M for At, b stored N x K for Bt), 1 or 2
-warpgroups, some pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
+warpgroups (2: each its 64 rows, or sliced-K: both the same 64 rows, each half of
+every K step, warpgroup 1's partial added to warpgroup 0's through shared memory), some pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
 what lies outside a load and clips a store). Each warp then holds its 16 rows
 of its warpgroup's 64 x BN tile: the core statements go on from there and the
 program stores like any other (core.Gen.finish).
@@ -22,6 +23,7 @@ from .values import EPS, Val
 
 CLUSTER_SHARE = 0.3   # of the pipelined programs whose grid is one cluster along x (along y)
 FP8_SHARE = 0.15      # of the warpgroup programs with 8-bit operands (eight_bit)
+SLICED_SHARE = 0.3    # of the pipelined 2-warpgroup programs: sliced-K (a side draw)
 
 
 def a_pieces(g, a_s: str, bm: int, bk: int, m: int, nk: int, looped: bool) -> None:
@@ -108,6 +110,14 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     # loop (tk-pipeline-staging refuses them in a plain loop): no stages, one k step
     stages = rng.choice(("", ", stages=1", ", stages=2", ", stages=3", ', stages="auto"'))
     nk = rng.randrange(1, 4) if stages else 1
+    # sliced-K (gemm_hopper's sliced): both warpgroups multiply one 64-row tile, each by half of
+    # every K step (128 deep: a half of A's columns is one 128-byte swizzle panel), then
+    # warpgroup 1's partial goes through shared memory into warpgroup 0's (a side draw)
+    sliced = wgs == 2 and bool(stages) and not (f8 or a_reg or persistent) \
+        and g.side("sliced").random() < SLICED_SHARE
+    if sliced:
+        bm, bk = 64, 128
+        g.features.add("sliced_k")
     # the outputs' st (outputs.tma_store) come after a pipelined loop of loads: over its ring
     g.after_loop = bool(stages) and not persistent
     # in (2, 1, 1) clusters: tk-pipeline-staging multicasts A's tiles where their rows are the same
@@ -142,7 +152,11 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
         a_pieces(g, a_s, bm, bk, m, nk, bool(stages))
     g.emit(f"tma.load({b_s}, b, (0, 0, {'bx, k' if tb else 'k, bx'}))")
     lanes = ""
-    if a_reg:   # (8-bit: wgmma takes its columns in fp8_lane_order() per 32, and so reads B's K)
+    if sliced:
+        h = bk // 2
+        operand = f"subtile({a_s}, {h}, 64, (wg, 0))" if ta else f"subtile({a_s}, 64, {h}, (0, wg))"
+        b_s = f"subtile({b_s}, {bn}, {h}, (0, wg))" if tb else f"subtile({b_s}, {h}, {bn}, (wg, 0))"
+    elif a_reg:   # (8-bit: wgmma takes its columns in fp8_lane_order() per 32, and so reads B's K)
         operand = f"load(rt({da}, 16, {bk}), {a_s}, (tkc.warpid(), 0))"
         lanes = ', k_order="lanes"' if f8 else ""
         g.features.add("wgmma_f8_lanes" if f8 else "wgmma_a_registers")
@@ -153,6 +167,12 @@ def generate(rng, name: str, seed: int, index: int) -> Program:
     g.emit(f"warpgroup.{op}(acc, {operand}, {b_s}{lanes}{mma_options(g, bool(stages))})", f"wgmma_{op}")
     g.emit("warpgroup.mma_async_wait(acc)")
     g.depth = 1
+    if sliced:   # over the ring where outputs may lie (warpgroup 1's values: twice its half)
+        part = g.alloc(f"st(f32, 64, {bn}{', after_loop=True' if g.after_loop else ''})")
+        g.emit("with tkc.if_(wg == 1):")
+        g.emit(f"    warpgroup.store({part}, acc, (0, 0))")
+        g.emit("tkc.sync()")
+        g.emit(f"acc = acc + warpgroup.load(rt(f32, 16, {bn}), {part}, (0, 0))")
     if persistent:
         g.features.add("persistent")
     kk = nk * bk
