@@ -9,7 +9,8 @@ iteration; tk-grid-ordering makes it persistent (one block per SM) in
 L2-friendly super-rows. No barrier is written here.
 
 A block computes a BM x BN tile of C with BM / 64 consumer warpgroups (each
-its 64 rows: a subtile of the A stage; one for BM 16) over K steps of 64;
+its 64 rows: a subtile of the A stage; one for BM 16; two on one 64-row tile
+with sliced=True) over K steps of 64;
 the finish goes through two shared tiles of BM x EPI by TMA stores, so a
 work item's stores overlap the next item's main loop. BM is 128, or 64 for C
 of few rows (M <= 64: a decode step's activations), where a 128-row tile
@@ -134,9 +135,9 @@ def gemm_hopper(out_dtype: str = bf16, transpose_b: bool = False, BN: int = 256,
     consumer warpgroups each multiply the same 64 rows of C by half of each
     K step (steps of 128: a warpgroup's half is one 128-byte swizzle panel of
     A's tile), then warpgroup 1 leaves its f32 partial in shared memory and
-    warpgroup 0 adds it and finishes. Twice the warps on a tile of C of few
-    rows, whose one warpgroup would wait on wgmma (cuBLAS's 64 x 64 tiles
-    run two consumer warpgroups too).
+    warpgroup 0 adds it and finishes: twice the consumer warps on a 64-row
+    tile (cuBLAS's 64 x 64 tiles at 256 x 1536 x 4096 run two consumer
+    warpgroups too, ncu), for C of few row blocks (gemm_space: where it won).
     split=2 (split-K, blocks not persistent, BN up to 128): a tile's two
     CTAs, a (2, 1, 1) cluster, each sum half of K's steps, then swap their
     f32 partial tiles through distributed shared memory (tma.store_cta) and

@@ -32,12 +32,12 @@ co-reside), and so did 2 x 2 and 4 x 2 clusters sharing A along x and B along y
 (64-128 x 64-128 tiles, H200, 12-02, 9 C of 64-1500 rows: 0.23-0.82 of cuBLAS where
 the picks ran 0.74-0.96); sliced-K (gemm_hopper's sliced: a 64-row tile's two consumer
 warpgroups each take half of every 128-deep K step, BN 64 or 128, one block a tile), for C
-of few row blocks whose one consumer warpgroup waits on its wgmma: 29 of the H200's keys
-pick it (12-02, each key's pick against sliced BN 64 and 128 over the 960 keys of up to
-2048 x 8192: >= 3% faster with a cold L2 and no slower in CUDA graphs with a warm one;
-there 1.13x the old pick, median, 1.01-1.59, and 0.84 -> 0.94 of cuBLAS; C of 176-1344
-rows x 768-3840 columns); in pairs along C's rows (cluster_m 2) it won 2 of the 960, not
-kept. Tuned with A B; the other products
+of few row blocks: 29 of the H200's keys pick it (12-02, each key's pick against sliced BN
+64 and 128 over the 960 aligned keys of up to 2048 x 8192: >= 3% faster with a cold L2 and
+no slower in CUDA graphs with a warm one; there 1.13x the old pick, median, 1.01-1.59, and
+0.84 -> 0.94 of cuBLAS; C of 176-1344 rows x 768-3840 columns); of the 960 misaligned keys
+7 won cold, 1 of them warm (1.003x): none picks it; in pairs along C's rows (cluster_m 2)
+it won 2 of the aligned 960, not kept. Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
@@ -53,8 +53,12 @@ no key of the H200's table picks (their 45 kernels); swapped tiles in 2-CTA clus
 (H200, 2026-11-30, heights 112-240: 777x4096^2 39.7 against the pick's 39.8 µs, 200x11000x4000
 39.3 against 38.8, 777x1536x4096 21.8 against 23.4, slower at 256-1536 rows: 7% at a few
 keys was not worth a schedule's 15 library kernels untuned across the rest). Not
-built: 192-row tiles (three consumer warpgroups; cuBLAS runs 192 x 192 at 3000^3),
-H200, 12-01, 3000^3: 192 x 192 95.0 µs, 192 x 128 115.9, against the pick's 91.3 and
+built: swapped tiles stepping 8 rows short of their height (wgmma N = height - 8, 777 rows
+in 200-row steps as cuBLAS's): the swapped kernel's time is its rows' (H200, 12-02, 4 x 32
+items at heights 176-224: 45.3-47.9 ns a row of C), so 200 of 208 would run 777 x 4096^2
+at ~36.5 against cuBLAS's 35.5 µs (0.97; 208: 37.4, 0.95), not worth its DSL extents;
+192-row tiles (three consumer warpgroups; cuBLAS runs 192 x 192 at 3000^3), H200, 12-01,
+3000^3: 192 x 192 95.0 µs, 192 x 128 115.9, against the pick's 91.3 and
 cuBLAS's 84.8; in a 2-CTA cluster 192 x 192 spills, 192 x 256 does not fit. Nor
 split-K through global memory (each CTA's f32 partial TMA-added into a workspace,
 the tile's last CTA, by an atomic count, loading it back to store C: any tile and
