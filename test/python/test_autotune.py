@@ -423,6 +423,61 @@ def test_a_fallback_for_keys_no_table_holds(cache):
     assert t.pick(args_of(64)) == {"R": 16} and t.pick(args_of(128)) == {"R": 64}
 
 
+def test_challengers_are_timed_against_the_tables_pick(cache):
+    """--challenge: only the configurations it accepts are timed, beside the
+    default (the outputs' reference) and the key's table pick, which a
+    challenger must beat beyond the noise (not the default)."""
+    t = tkc.autotune(space={"R": [16, 32, 48, 64]}, name="test.challenge")(scale_builder)
+    key = t.key(args_of())
+    tables.record("test.challenge", key, {"config": {"R": 32}})
+    timed = []
+
+    def timer(us):
+        return lambda kernel, args: timed.append(kernel.name) or us[kernel.name]
+    us = {"tune_scale_16_2": 9.0, "tune_scale_32_2": 5.0, "tune_scale_64_2": 4.0}
+    result = t.tune(*args_of(), timer=timer(us), run=cpu_run, compare=cpu_compare, rounds=3, record=False,
+                    challengers=lambda c: c["R"] == 64)
+    assert result.best == {"R": 64} and set(timed) == set(us)   # R 48: neither challenger nor pick
+    assert sorted(r["config"]["R"] for r in result.rows) == [16, 32, 64]
+    us["tune_scale_64_2"] = 4.98   # within the noise of the pick (not of the default, 1.8x slower)
+    result = t.tune(*args_of(), timer=timer(us), run=cpu_run, compare=cpu_compare, rounds=3, record=False,
+                    challengers=lambda c: c["R"] == 64)
+    assert result.best == {"R": 32}
+
+
+def test_a_challenger_slower_with_a_warm_l2_keeps_the_pick(cache):
+    """--warm, in a space timed with a cold L2: a challenger that wins cold
+    must also be no slower than the pick by the warm timer, else the pick
+    stays and the challenger's row says why."""
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="test.challenge.warm", flush_l2=True)(scale_builder)
+    tables.record("test.challenge.warm", t.key(args_of()), {"config": {"R": 32}})
+    cold = {"tune_scale_16_2": 9.0, "tune_scale_32_2": 5.0, "tune_scale_64_2": 4.0}
+    for warm, best in (({"tune_scale_32_2": 3.0, "tune_scale_64_2": 3.1}, 32),
+                       ({"tune_scale_32_2": 3.0, "tune_scale_64_2": 2.9}, 64)):
+        result = t.tune(*args_of(), timer=fake_timer(cold), run=cpu_run, compare=cpu_compare, rounds=3,
+                        record=False, challengers=lambda c: c["R"] == 64, warm=fake_timer(warm))
+        assert result.best == {"R": best}
+        why = {r["config"]["R"]: r["why"] for r in result.rows}[64]
+        assert why.startswith("slower with a warm L2: 0.968x") if best == 32 else not why
+
+
+def test_challenge_names_a_value_of_the_space():
+    """`tkc tune --challenge NAME=VALUE`: a predicate on the space's
+    configurations (values as Python literals); a name the space lacks or a
+    value none of its configurations has is refused, naming what it has."""
+    from tkc.tune.cli import _challengers
+    from tkc.torchops import gemm
+    accepts = _challengers(gemm.TILE, ["sliced=True", "BN=64"])
+    assert [c for c in gemm.TILE.configs if accepts(c)] == [
+        c for c in gemm.TILE.configs if c["sliced"] and c["BN"] == 64] != []
+    with pytest.raises(TkcError, match="no 'slicd'.*cluster_m, persistent, sliced"):
+        _challengers(gemm.TILE, ["slicd=True"])
+    with pytest.raises(TkcError, match="BN=100.*its values: 128, 16, 192, 256, 32, 64"):
+        _challengers(gemm.TILE, ["BN=100"])
+    with pytest.raises(TkcError, match="expected NAME=VALUE"):
+        _challengers(gemm.TILE, ["sliced"])
+
+
 def test_tkc_tune_goes_on_past_a_key_it_cannot_tune(cache, tmp_path, monkeypatch, capsys):
     """`tkc tune` over several keys: one whose tuning fails (its default does
     not build, say) or whose example cannot be made (a kernel it needs is not

@@ -7,6 +7,8 @@
     tkc tune --library --missing --budget 600                       # ... for at most ~10 minutes
     tkc tune --ship TUNED.json --source "how"                       # its rows into the package's table
     tkc tune --library --missing --dry-run                          # the keys it would tune (no GPU)
+    tkc tune --library --filter tkc.matmul.tile --challenge sliced=True --warm
+                                                # a new schedule against each key's pick
 
 Each autotuned builder found (a FILE's globals, or the library's: the torch
 ops' picks) is tuned at every call given for it by name (--call, in the
@@ -25,6 +27,10 @@ file the picks went into. Needs torch and a GPU; without MLIR
 (TKC_OFFLINE=1) only candidates already built are timed. `--ship` copies
 the rows a GPU machine tuned (the table file it wrote, brought back) into
 the package's table of that GPU: how the shipped tables are made.
+`--challenge NAME=VALUE` (repeatable: all must hold) times, at each key,
+only the configurations with those values against the one the key runs
+now (its table's pick), which a challenger must beat; `--warm` then also
+requires the winner to be no slower with a warm L2 (measure.py).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from ..diagnostics import TkcError, at_least
 from . import op_calls, tables
@@ -60,6 +67,11 @@ def parser() -> argparse.ArgumentParser:
                         "--missing for the rest)")
     p.add_argument("--rounds", type=at_least(1), default=5,
                    help="interleaved timing rounds (default 5; the finalists then run 2 x as many more)")
+    p.add_argument("--challenge", action="append", default=[], metavar="NAME=VALUE",
+                   help="time only the configurations with NAME=VALUE (repeatable: all of them) against what "
+                        "each key runs now, e.g. sliced=True")
+    p.add_argument("--warm", action="store_true", help="a winner must also be no slower than what the key runs "
+                   "now with a warm L2 (for spaces timed with a cold one)")
     p.add_argument("-j", "--jobs", type=at_least(1), default=None, help="build processes (default: one a core)")
     p.add_argument("--dry-run", action="store_true", help="list the keys it would tune (with --missing: those "
                    "no table holds) and stop; needs no GPU (the examples made as fake tensors)")
@@ -102,6 +114,7 @@ def main(argv: list[str]) -> int:
                            + (f" matching --filter {args.filter!r}" if args.filter else ""))
     if args.dry_run:
         return _dry_run(found, calls, args.missing) or int(lacking > 0)
+    challenge = {t.name: _challengers(t, args.challenge) for t in found} if args.challenge else {}
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
         for tuned in found:
@@ -115,7 +128,9 @@ def main(argv: list[str]) -> int:
                     if args.missing and tables.lookup(tuned.name, tuned.key(made)) is not None:
                         held += 1
                         continue
-                    result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs)
+                    result = tuned.tune(*made, rounds=args.rounds, jobs=args.jobs,
+                                        challengers=challenge.get(tuned.name),
+                                        warm=args.warm)
                 except (TkcError, MemoryError, RuntimeError) as e:   # this key cannot be tuned: the rest can
                     if isinstance(e, RuntimeError) and type(e).__name__ != "OutOfMemoryError":
                         raise   # (torch's OutOfMemoryError: an example larger than the GPU's free memory)
@@ -136,6 +151,33 @@ def main(argv: list[str]) -> int:
     if failed:
         sys.stdout.write(f"{len(failed)} key(s) not tuned:\n" + "".join(f"  {f}\n" for f in failed))
     return 1 if failed or lacking or not (rows or held or left) else 0
+
+
+def _challengers(tuned, pairs: list) -> Callable:
+    """--challenge's NAME=VALUE pairs as a predicate on `tuned`'s configurations
+    (VALUE a Python literal: True, 128, "auto"); a name its space lacks, or a
+    value none of its configurations has, is an error."""
+    want = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        try:
+            value = ast.literal_eval(text) if sep else None
+        except (ValueError, SyntaxError):
+            value = text   # (a bare word: a string value)
+        if not sep or not name:
+            raise TkcError(f"tkc tune --challenge {pair!r}: expected NAME=VALUE, e.g. sliced=True")
+        values = {c.get(name, _ABSENT) for c in tuned.configs}
+        if _ABSENT in values:
+            raise TkcError(f"tkc tune --challenge {pair!r}: {tuned.name}'s configurations have no {name!r} "
+                           f"(they have {', '.join(sorted(tuned.configs[0]))})")
+        if value not in values:
+            raise TkcError(f"tkc tune --challenge {pair!r}: no configuration of {tuned.name} has "
+                           f"{name}={value!r} (its values: {', '.join(map(repr, sorted(values, key=repr)))})")
+        want[name] = value
+    return lambda config: all(config[k] == v for k, v in want.items())
+
+
+_ABSENT = object()
 
 
 def _called(found: list, calls: list, only: str) -> None:

@@ -44,6 +44,16 @@
 5. Record. The pick goes into this machine's table (tables.py) with every
    candidate's time and why the others were pruned or rejected.
 
+Challenging a pick (`tkc tune --challenge`): `challengers` (a predicate on
+configurations) narrows the candidates to those it accepts, the default
+(the outputs' reference) and what the key runs now (its table's pick, else
+the fallback's), which is then the one to beat: a new schedule tried
+against the tuned picks without timing the whole space again. With
+`warm` (`--warm`, for a space timed with a cold L2; or a timer, as the
+tests' fake one) a winner must also run no slower than what the key runs
+now in CUDA graphs with a warm L2, as a model's repeated call sees it (H200, 12-02: of 36
+tkc.matmul keys where sliced-K won >= 3% cold, 6 ran slower warm).
+
 timer(kernel, args) -> µs, run(kernel, args) -> tensors and compare(ref,
 out) -> None or a reason replace steps 2 and 3's GPU work (the CPU tests use
 them: a fake timer, the interpreter).
@@ -89,10 +99,15 @@ class Result(NamedTuple):
 
 
 def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
-         run=None, compare=None, record: bool = True, progress=None) -> Result:
+         run=None, compare=None, record: bool = True, progress=None,
+         challengers: Callable | None = None, warm=False) -> Result:
     """Tune the key of `args` for `tuned` (a space.Autotuned; see the module docstring): the Result."""
     key = tuned.key(args)
     configs = tuned.candidates(key)
+    now = _running(tuned, key, challengers is not None)
+    if challengers is not None:
+        keep = {config_text(tuned.default), config_text(now)}
+        configs = [c for c in configs if challengers(c) or config_text(c) in keep]
     rows = {config_text(c): {"config": c, "status": "ok", "us": None, "spread": None, "why": ""}
             for c in configs}
     kernels = _build(tuned, configs, rows, jobs, progress)
@@ -114,7 +129,7 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
         if why:
             rows[text].update(status="rejected", why=why)
             del kernels[text]
-    untuned = config_text(tuned.fallback(key)) if tuned.fallback is not None else default
+    untuned = config_text(now)
     untuned = untuned if untuned in kernels else default
     times = _time(kernels, args, rounds, timer or _gpu_timer(tuned.flush_l2), untuned, rows)
     for text, ts in times.items():
@@ -122,6 +137,13 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
         rows[text]["spread"] = (max(ts) - min(ts)) / rows[text]["us"] if rows[text]["us"] else 0.0
     most = max(len(ts) for ts in times.values())   # the finalists' rounds (the default's)
     best = _pick({t: ts for t, ts in times.items() if len(ts) == most}, untuned, rows)
+    if warm and tuned.flush_l2 and best != untuned:   # ... and no slower warm than what the key runs now
+        pair = _time({t: kernels[t] for t in (untuned, best)}, args, rounds,
+                     warm if callable(warm) else _gpu_timer(False), untuned, rows)
+        ratio = statistics.median(u / b if b > 0 else float("inf") for u, b in zip(pair[untuned], pair[best]))
+        if ratio < 1.0:
+            rows[best]["why"] = f"slower with a warm L2: {ratio:.3f}x what the key runs now"
+            best = untuned
     rows[best]["status"] = "best"
     result = Result(rows[best]["config"], key, list(rows.values()))
     if record:
@@ -131,6 +153,15 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
             "untuned": untuned, "candidates": {t: r["us"] for t, r in rows.items() if r["us"] is not None},
             "rejected": {t: r["why"] for t, r in rows.items() if r["status"] in ("pruned", "rejected")}})
     return result
+
+
+def _running(tuned, key, tabled: bool) -> dict:
+    """What the key runs untuned: the fallback's pick (else the default); with
+    `tabled`, its table's pick first (a pick being challenged)."""
+    held = tuned.held(key) if tabled else None
+    if held is not None:
+        return held
+    return tuned.fallback(key) if tuned.fallback is not None else tuned.default
 
 
 def _time(kernels: dict, args, rounds: int, timer, default: str, rows: dict) -> dict:

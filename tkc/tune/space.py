@@ -251,6 +251,11 @@ class Autotuned:
         """The picked kernel's prepared launch (Kernel.prepare)."""
         return self._picked(args).prepare(*args, bound=bound, free=free)
 
+    def held(self, key) -> dict | None:
+        """The tables' pick of key where it is a configuration of this space, else None."""
+        from . import tables
+        return _known(self, tables.lookup(self.name, key))
+
     def tune(self, *args, **options):
         """Tune the key of these arguments now (measure.tune): the Result."""
         from .measure import tune
