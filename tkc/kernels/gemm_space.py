@@ -37,7 +37,10 @@ of few row blocks: 29 of the H200's keys pick it (12-02, each key's pick against
 no slower in CUDA graphs with a warm one; there 1.13x the old pick, median, 1.01-1.59, and
 0.84 -> 0.94 of cuBLAS; C of 176-1344 rows x 768-3840 columns); of the 960 misaligned keys
 7 won cold, 1 of them warm (1.003x): none picks it; in pairs along C's rows (cluster_m 2)
-it won 2 of the aligned 960, not kept. Tuned with A B; the other products
+it won 2 of the aligned 960, not kept (ncu, locked clocks, 12-02, 672 x 1536 x 4096:
+sliced BN 128 20.7 µs at 61% of the SMs' throughput, unsliced 27.2 at 45%, cuBLAS's
+128 x 64 tiles of two consumer warpgroups in 2-CTA clusters 19.2 at 67%; sliced BN 64
+37%). Tuned with A B; the other products
 and tkc.linear take the same schedule for their C. Pruned, so the library
 does not build them: 2-CTA clusters of the narrow tiles, which never won (H200
 probe at 3000^3, 1024^3, 777x4096^2, 8000x8008x4000; at 128-777 x 1536-4096 x 4096,
