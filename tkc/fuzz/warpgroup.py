@@ -8,11 +8,12 @@ epilogue of the core generator's statements on its accumulator.
         warpgroup.mma_async_wait(acc)
 
 with the four transposes (a stored K x M for At, b stored N x K for Bt), 1 or 2
-warpgroups (2: each its 64 rows, or sliced-K: both the same 64 rows, each half of
-every K step, warpgroup 1's partial added to warpgroup 0's through shared memory), some pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims that are not multiples of the tiles (TMA zero-fills
-what lies outside a load and clips a store). Each warp then holds its 16 rows
-of its warpgroup's 64 x BN tile: the core statements go on from there and the
-program stores like any other (core.Gen.finish).
+warpgroups (2: each its 64 rows, or sliced-K: both the same 64 rows, each half of every
+K step, warpgroup 1's partial added to warpgroup 0's through shared memory), some
+pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims
+that are not multiples of the tiles (TMA zero-fills what lies outside a load and clips a
+store). Each warp then holds its 16 rows of its warpgroup's 64 x BN tile (sliced,
+warpgroup 1's: twice its half, as well checked): the core statements go on from there and the program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 
