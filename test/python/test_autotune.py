@@ -445,6 +445,22 @@ def test_challengers_are_timed_against_the_tables_pick(cache):
     assert result.best == {"R": 32}
 
 
+def test_a_pick_that_does_not_build_is_not_challenged(cache):
+    """A challenged pick the builder refuses (or, offline, one not built) is
+    an error for its key: the default standing in for it would let a
+    challenger win against the wrong time."""
+    def picky(R):
+        if R == 48:
+            raise ValueError("R 48 refused here")
+        return scale_builder(R)
+    t = tkc.autotune(space={"R": [16, 32, 48, 64]}, name="test.challenge.unbuilt")(picky)
+    tables.record("test.challenge.unbuilt", t.key(args_of()), {"config": {"R": 48}})
+    with pytest.raises(TkcError, match=r"the pick being challenged at .*\{\"R\":48\}, does not build: "
+                                       r"ValueError: R 48 refused here"):
+        t.tune(*args_of(), timer=fake_timer({}), run=cpu_run, compare=cpu_compare, rounds=1, record=False,
+               challengers=lambda c: c["R"] == 64)
+
+
 def test_a_challenger_slower_with_a_warm_l2_keeps_the_pick(cache):
     """--warm, in a space timed with a cold L2: a challenger that wins cold
     must also be no slower than the pick by the warm timer, else the pick

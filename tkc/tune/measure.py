@@ -52,7 +52,8 @@ against the tuned picks without timing the whole space again. With
 `warm` (`--warm`, for a space timed with a cold L2; or a timer, as the
 tests' fake one) a winner must also run no slower than what the key runs
 now in CUDA graphs with a warm L2, as a model's repeated call sees it (H200, 12-02: of 36
-tkc.matmul keys where sliced-K won >= 3% cold, 6 ran slower warm).
+tkc.matmul keys where sliced-K won >= 3% cold, 6 ran slower warm). A pick that does not build
+(offline: not built) is an error for its key, not replaced by the default.
 
 timer(kernel, args) -> µs, run(kernel, args) -> tensors and compare(ref,
 out) -> None or a reason replace steps 2 and 3's GPU work (the CPU tests use
@@ -115,6 +116,10 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
     if default not in kernels:
         raise TkcError(f"autotune {tuned.name}: the default configuration {default} does not "
                        f"build: {rows[default]['why']}", tuned.where)
+    held = config_text(now)
+    if challengers is not None and held not in kernels:   # (else the default would stand in for it)
+        raise TkcError(f"autotune {tuned.name}: the pick being challenged at {key!r}, {held}, does not "
+                       f"build: {rows[held]['why'] if held in rows else 'not a candidate of the key'}", tuned.where)
     run = run or _run_gpu
     compare = compare or _compare
     reference = run(kernels[default], args)
@@ -129,8 +134,7 @@ def tune(tuned, args, *, rounds: int = 5, jobs: int | None = None, timer=None,
         if why:
             rows[text].update(status="rejected", why=why)
             del kernels[text]
-    untuned = config_text(now)
-    untuned = untuned if untuned in kernels else default
+    untuned = held if held in kernels else default
     times = _time(kernels, args, rounds, timer or _gpu_timer(tuned.flush_l2), untuned, rows)
     for text, ts in times.items():
         rows[text]["us"] = statistics.median(ts)
