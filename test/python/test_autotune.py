@@ -494,26 +494,14 @@ def test_challenge_names_a_value_of_the_space():
         _challengers(gemm.TILE, ["sliced"])
 
 
-def test_tkc_tune_passes_the_challenge_and_warm_to_each_key(cache, tmp_path, monkeypatch, capsys):
-    """`tkc tune FILE --challenge R=32 --warm`: each key's tuning gets the
+def test_tkc_tune_passes_the_challenge_and_warm_to_each_key(cache, monkeypatch):
+    """`tkc tune --challenge R=32 --warm`: each key's tuning gets the
     predicate (R 32 alone) and warm=True; a --challenge its space lacks is
     refused before anything is tuned."""
-    src = tmp_path / "one_space.py"
-    src.write_text(textwrap.dedent('''
-        import tkc
-        from tkc import f32, gl, rt
-        from tkc.ops import load, store
-
-        @tkc.autotune(space={"R": [16, 32, 64]}, name="t.challenged", examples=lambda: [[1], [2]])
-        def challenged(R):
-            @tkc.kernel(warps=1, grid=lambda x, y: (tkc.cdiv(x.r, R),), name=f"cli_challenged_{R}")
-            def k(x: gl(f32, 1, 1, "N", 64), y: gl(f32, 1, 1, "N", 64)):
-                store(y, load(rt(f32, R, 64), x, (0, 0, tkc.block_idx.x, 0)), (0, 0, tkc.block_idx.x, 0))
-            return k
-    '''))
     from tkc.tune import cli
     from tkc.tune.measure import Result
     from tkc.tune.space import Autotuned
+    t = tkc.autotune(space={"R": [16, 32, 64]}, name="t.challenged", examples=lambda: [[1], [2]])(scale_builder)
     seen = []
 
     def tune(self, *args, **kw):
@@ -522,10 +510,11 @@ def test_tkc_tune_passes_the_challenge_and_warm_to_each_key(cache, tmp_path, mon
                                             "why": ""}])
     monkeypatch.setattr(Autotuned, "tune", tune)
     monkeypatch.setattr(cli, "_gpu", lambda: True)
-    assert cli.main([str(src), "--challenge", "R=32", "--warm"]) == 0
+    monkeypatch.setattr(cli, "_builders", lambda files, library: [t])
+    assert cli.main(["--library", "--challenge", "R=32", "--warm"]) == 0
     assert seen == [([32], True), ([32], True)]
     with pytest.raises(TkcError, match="no configuration of t.challenged has R=48"):
-        cli.main([str(src), "--challenge", "R=48"])
+        cli.main(["--library", "--challenge", "R=48"])
     assert len(seen) == 2
 
 
