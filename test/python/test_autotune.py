@@ -497,7 +497,7 @@ def test_challenge_names_a_value_of_the_space():
 def test_tkc_tune_passes_the_challenge_and_warm_to_each_key(cache, monkeypatch):
     """`tkc tune --challenge R=32 --warm`: each key's tuning gets the
     predicate (R 32 alone) and warm=True; a --challenge its space lacks is
-    refused before anything is tuned."""
+    refused before anything is tuned, and by a dry run."""
     from tkc.tune import cli
     from tkc.tune.measure import Result
     from tkc.tune.space import Autotuned
@@ -513,8 +513,9 @@ def test_tkc_tune_passes_the_challenge_and_warm_to_each_key(cache, monkeypatch):
     monkeypatch.setattr(cli, "_builders", lambda files, library: [t])
     assert cli.main(["--library", "--challenge", "R=32", "--warm"]) == 0
     assert seen == [([32], True), ([32], True)]
-    with pytest.raises(TkcError, match="no configuration of t.challenged has R=48"):
-        cli.main(["--library", "--challenge", "R=48"])
+    for dry in ([], ["--dry-run"]):
+        with pytest.raises(TkcError, match="no configuration of t.challenged has R=48"):
+            cli.main(["--library", "--challenge", "R=48", *dry])
     assert len(seen) == 2
 
 

@@ -112,9 +112,10 @@ def main(argv: list[str]) -> int:
         if not found and not lacking:
             raise TkcError("tkc tune: the calls pick from no autotuned space"
                            + (f" matching --filter {args.filter!r}" if args.filter else ""))
+    # (checked before a dry run too: a misspelt challenge shows on the CPU, not on the GPU machine)
+    challenge = {t.name: _challengers(t, args.challenge) for t in found} if args.challenge else {}
     if args.dry_run:
         return _dry_run(found, calls, args.missing) or int(lacking > 0)
-    challenge = {t.name: _challengers(t, args.challenge) for t in found} if args.challenge else {}
     rows, failed, held, left, t0 = [], [], 0, 0, time.perf_counter()
     with _terminable(), tables.batched():   # (the rows written every few seconds, and at a SIGTERM)
         for tuned in found:
