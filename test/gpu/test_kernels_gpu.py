@@ -17,15 +17,15 @@ def rel_err(x, ref):
     return float((x.double() - ref.double()).norm() / ref.double().norm())
 
 
-def check_gemm(kern, out, m, n, k, transpose_b=False):
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+def check_gemm(kern, out, m, n, k, transpose_b=False, transpose_a=False):
+    a = torch.randn(*((k, m) if transpose_a else (m, k)), device="cuda", dtype=torch.bfloat16)
     b = torch.randn(*((n, k) if transpose_b else (k, n)), device="cuda", dtype=torch.bfloat16)
     dt = torch.bfloat16 if out == "bf16" else torch.float32
     c = torch.full((m, n), float("nan"), device="cuda", dtype=dt)
     kern(a, b, c)
     torch.cuda.synchronize()
     assert not c.isnan().any()
-    ref = a.float() @ (b.float().T if transpose_b else b.float())
+    ref = (a.float().T if transpose_a else a.float()) @ (b.float().T if transpose_b else b.float())
     assert rel_err(c, ref) < (1e-2 if out == "bf16" else 1e-5)
 
 
@@ -94,16 +94,11 @@ def test_gemm_sliced_k(which, shape):
     kw = SLICED[which]
     m, n, k = shape
     kern = gemm_hopper("bf16", BM=64, persistent=False, sliced=True, **kw)
+    if kw.get("transpose_a"):   # (A^T's rows are M long: M a multiple of 8)
+        m = -(-m // 8) * 8
     for _ in range(3):   # again: a partial read before warpgroup 1 wrote it would show as a wrong sum
-        if kw.get("transpose_a"):   # (A^T's rows are M long: M a multiple of 8)
-            m = -(-m // 8) * 8
-            a = torch.randn(k, m, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-            c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-            kern(a, b, c)
-            assert rel_err(c, a.float().T @ b.float()) < 1e-2
-        else:
-            check_gemm(kern, "bf16", m, n, k, transpose_b=kw.get("transpose_b", False))
+        check_gemm(kern, "bf16", m, n, k, transpose_b=kw.get("transpose_b", False),
+                   transpose_a=kw.get("transpose_a", False))
 
 
 def test_gemm_small_tiles():
