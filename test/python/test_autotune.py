@@ -351,6 +351,23 @@ def test_tkc_build_of_a_file_builds_every_candidate(cache, tmp_path):
     assert sorted(k.name for k in kernels_in_file(src)) == ["file_copy_16", "file_copy_32"]
 
 
+def test_build_workers_import_a_partial_builders_own_module():
+    """measure._files: a builder's candidates compile in spawned processes
+    that import its module; a functools.partial (tkc.swiglu's builder is
+    one) names its function's module, not functools."""
+    import types
+
+    from tkc.torchops import gated
+    tuned = lambda builder: types.SimpleNamespace(builder=builder)  # noqa: E731
+    here = functools.partial(functools.partial(scale_builder, 16), factor=2.0)
+    assert measure._files(tuned(here), 4) == ((__file__,), 4)
+    assert measure._files(tuned(scale_builder), 4) == ((__file__,), 4)
+    assert measure._files(tuned(functools.partial(gated._kernel, False)), 4) == ((), 4)   # the library's
+    main = functools.partial(lambda R: None, 16)
+    main.func.__module__ = "__main__"
+    assert measure._files(tuned(main), 4) == ((), 1)
+
+
 def test_the_readme_example(cache):
     """README's @autotune block defines a builder whose candidates all build
     and compute y = 2 x (its GPU lines, tune and call, are left out here)."""

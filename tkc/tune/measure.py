@@ -61,6 +61,7 @@ them: a fake timer, the interpreter).
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import random
@@ -250,11 +251,16 @@ def _build(tuned, configs: list, rows: dict, jobs, progress) -> dict:
 def _files(tuned, jobs):
     """The file a spawned build worker imports to make the candidates again
     (none for a builder in a package module, which the library lists, or in
-    __main__, which a worker cannot import: then one process builds)."""
-    module = sys.modules.get(tuned.builder.__module__)
-    if module is None or tuned.builder.__module__ == "__main__":
+    __main__, which a worker cannot import: then one process builds). A
+    functools.partial is its function's (its own __module__ is functools)."""
+    builder = tuned.builder
+    while isinstance(builder, functools.partial):
+        builder = builder.func
+    name = getattr(builder, "__module__", None)
+    module = sys.modules.get(name)
+    if module is None or name == "__main__":
         return (), 1
-    if tuned.builder.__module__.startswith("tkc."):
+    if name.startswith("tkc."):
         return (), jobs
     try:
         return (inspect.getfile(module),), jobs
