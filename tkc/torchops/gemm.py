@@ -159,9 +159,7 @@ def _example_rows() -> list[int]:
 # space (its docstring: what each choice is for, and what is pruned and why).
 TILE = autotune(space=SPACE, key=_tile_key, name="tkc.matmul.tile", examples=_tile_examples, flush_l2=True,
                 prune=pruned, fits=_serves, fallback=_wider, example=_tile_example)(
-    lambda BN, cluster, persistent, split, BM, swap, cluster_m, sliced: _kernel(
-        False, False, False, BN=BN, cluster=cluster, persistent=persistent, split=split, BM=BM, swap=swap,
-        cluster_m=cluster_m, sliced=sliced))
+    lambda **schedule: _kernel(False, False, False, **schedule))   # (gemm_hopper's keywords)
 
 
 def _schedule(rows: int, cols: int, a: Tensor, b: Tensor, m: int | None = None) -> dict:
