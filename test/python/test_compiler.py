@@ -158,6 +158,35 @@ def test_the_compile_time_report_adds_up():
                                  "    100.0 ms  tracing, keys, the manifest (the rest)"]
 
 
+def test_the_library_sample_report_adds_up():
+    """sample_report: means over the drawn kernels, each phase's share of
+    their sum, the rest what no phase timed."""
+    from tkc.bench.compile_time import sample_report
+    text = sample_report([0.2, 0.4, 0.6], {compiler.TO_PTX_PIPELINE: [0.1, 0.1, 0.1], "ptxas": [0.1, 0.2, 0.3]})
+    assert text.splitlines() == ["library (3 kernels drawn): 400 ms a kernel (mean; median 400, 200-600)",
+                                 "    100.0 ms   25%  LLVM to PTX", "    200.0 ms   50%  ptxas",
+                                 "    100.0 ms   25%  tracing, keys, the manifest (the rest)"]
+
+
+def test_the_compile_time_bench_draws_library_kernels(capsys, monkeypatch):
+    """--library N: N kernels of the library (the list stubbed to three
+    small ones here), each built once; a kernel named beside it is refused."""
+    from tkc.bench import compile_time
+    from tkc.kernels import layernorm
+    import tkc.kernels
+    monkeypatch.setattr(tkc.kernels, "library", lambda: [layernorm.layernorm_fwd(D) for D in (1024, 2048, 4096)])
+    compile_time.main(["--library", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("library (2 kernels drawn): ")
+    assert [line.split("  ")[-1] for line in lines[1:]][-3:] == ["LLVM to PTX", "ptxas",
+                                                                 "tracing, keys, the manifest (the rest)"]
+    shares = [int(line.split("%")[0].split()[-1]) for line in lines[1:]]
+    assert 98 <= sum(shares) <= 102 and min(shares) >= 0
+    with pytest.raises(SystemExit):
+        compile_time.main(["--library", "2", "gemm"])
+    assert "--library draws its kernels: name none" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("declared, warned", [(0, True), (64, False), (32, True)])
 def test_spill_warning_spares_a_declared_allowance(monkeypatch, capsys, declared, warned):
     """compile_kernel warns of spills beyond what the kernel declares
