@@ -262,8 +262,9 @@ def _build(args) -> int:
     sys.stdout.write(summary(rows, time.perf_counter() - t0, args.verbose))
     sys.stdout.flush()
     if args.prune:
-        from .runtime import cache
+        from .runtime import cache, reuse
         n, size = cache.prune({Path(r["cache path"]).name for r in rows if r["cache path"] != "FAILED"})
+        reuse.prune()   # (the indexes naming what was pruned)
         sys.stderr.write(f"pruned {n} older cache entries ({size / 2 ** 20:.1f} MiB)\n")
     failed = sum(1 for r in rows if r["cache path"] == "FAILED")
     spilled = sum(1 for r in rows if r["over"])

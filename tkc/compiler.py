@@ -12,9 +12,12 @@ like `tkc --emit=ptx file.mlir`):
 """
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -159,6 +162,20 @@ def avoid_ptxas_bugs(ptx: str) -> str:
                                   f"{m[1]}{m[2]}add.s32 \t{m[3]}, {m[3]}, 1;", ptx)
 
 
+PTXAS_FLAGS = ("-O3", "-v")
+
+
+@functools.cache
+def ptxas_identity() -> str:
+    """Which ptxas runs (its path, size and time): part of what a reused cubin
+    is keyed by (runtime/reuse.py), so another ptxas assembles anew."""
+    path = shutil.which("ptxas")
+    if path is None:
+        return ""
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
     """Assemble PTX to a cubin with `ptxas -O3 -v` (after avoid_ptxas_bugs);
     return it and its resources."""
@@ -166,7 +183,7 @@ def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
         src, dst = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
         with open(src, "w") as f:
             f.write(avoid_ptxas_bugs(ptx))
-        cmd = ["ptxas", f"-arch={arch}", "-O3", "-v", src, "-o", dst]
+        cmd = ["ptxas", f"-arch={arch}", *PTXAS_FLAGS, src, "-o", dst]
         t0 = time.perf_counter()
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -214,10 +231,14 @@ def parse_resources(report: str) -> dict:
 
 # ---------------------------------------------------------------- artifacts
 
-def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int = 0):
+def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int = 0, reuse: bool = True):
     """Compile a module holding one tk kernel to an Artifact (cubin + manifest).
     spills: the spill stores the kernel declares (tkc.kernel(spills=N)), which
-    get no warning: a user of a library op that declares them cannot act on it."""
+    get no warning: a user of a library op that declares them cannot act on it.
+    reuse: an earlier build's PTX and cubin where the lowered module, or the
+    PTX, is the same (runtime/reuse.py); the keys go into the manifest
+    (source.stages), under which the caller indexes the stored artifact."""
+    from .runtime import reuse as stages
     from .runtime.artifact import Artifact
     from .runtime.cache import compiler_hash
     if target not in TARGETS:
@@ -228,11 +249,23 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int
     tile_ir = compile_to(module, "tile", start="tile") if start == "tile" else None
     advance(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
     manifest = read_manifest(module)
-    advance(module, "ptx", start="llvm")
-    ptx = ptx_of(module)
-    cubin, resources = ptxas(ptx, target)
+    lowered = stages.key("ptx", _bytecode(module), TO_PTX_PIPELINE)
+    earlier = stages.find("ptx", lowered) if reuse else None
+    if earlier is not None:
+        ptx = (earlier / "kernel.ptx").read_text()
+    else:
+        advance(module, "ptx", start="llvm")
+        ptx = ptx_of(module)
+    assembled = stages.key("cubin", ptx, target, *PTXAS_FLAGS, ptxas_identity())
+    earlier = stages.find("cubin", assembled) if reuse else None   # (the same ptxas: its key says)
+    if earlier is not None:
+        made = Artifact.load(earlier)
+        cubin, resources = made.cubin, made.manifest["resources"]
+    else:
+        cubin, resources = ptxas(ptx, target)
     warn_resources(manifest.get("kernel"), resources, spills)
-    manifest.update(resources=resources, source={"key": key, "compiler": compiler_hash()})
+    manifest.update(resources=resources, source={"key": key, "compiler": compiler_hash(),
+                                                 "stages": {"ptx": lowered, "cubin": assembled}})
     manifest.setdefault("version", 1)
     manifest.setdefault("target", target)
     return Artifact(cubin, manifest, ptx, tile_ir)
@@ -264,6 +297,14 @@ def read_manifest(module) -> dict:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _bytecode(module) -> bytes:
+    """The module as MLIR bytecode: what reuse keys a lowered module by (2 ms
+    for the library GEMM, where its text takes 19)."""
+    out = io.BytesIO()
+    module.operation.write_bytecode(out)
+    return out.getvalue()
+
 
 def _dialect(name: str) -> str:
     return name.split(".", 1)[0]

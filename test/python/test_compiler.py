@@ -127,7 +127,8 @@ def test_compile_kernel_manifest():
                  "names": [None] * 4, "divisible": [1, 1, 32, 32], "writes": False}
     assert o["divisible"] == [1, 1, 16, 32] and o["writes"] and man["inplace"] == []
     assert man["resources"]["spill_stores"] == 0 and man["resources"]["registers"] > 0
-    assert man["source"] == {"key": "k123", "compiler": compiler_hash()}
+    assert man["source"]["key"] == "k123" and man["source"]["compiler"] == compiler_hash()
+    assert sorted(man["source"]["stages"]) == ["cubin", "ptx"]   # (runtime/reuse.py's index keys)
     assert art.cubin[:4] == b"\x7fELF" and ".entry roundtrip" in art.ptx
     assert "tk.kernel" in art.tile_ir
 

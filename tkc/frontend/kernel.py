@@ -195,8 +195,10 @@ class Kernel:
             except ImportError as e:
                 raise cache.missing(self.name, key, self.fn.__code__.co_filename, no_mlir=e) from None
             from ..compiler import compile_kernel
-            art = compile_kernel(self.trace(), key=key, spills=self.spills)
+            from ..runtime import reuse
+            art = compile_kernel(self.trace(), key=key, spills=self.spills, reuse=not force)
             cache.store(key, art)
+            reuse.note(key, art.manifest["source"].get("stages", {}))   # what a later compile may reuse
         self._artifact, self._launcher = art, None
         return art
 

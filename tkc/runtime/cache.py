@@ -2,7 +2,9 @@
 
 key = sha256 of (kernel source, specialisation, target, compiler hash), so a
 change to the kernel or to any part of tkc gives a new key and a stale
-artifact is never picked up. Layout: `<cache>/<key[:2]>/<key>/` holding an
+artifact is never picked up (a new key's compile still reuses an earlier
+build's PTX and cubin where its lowered module or its PTX is the same:
+reuse.py). Layout: `<cache>/<key[:2]>/<key>/` holding an
 artifact folder. Entries are written into a temporary folder in the cache
 root and renamed into place, so no reader ever sees a half-written entry and
 two processes storing the same key both succeed.
