@@ -13,6 +13,7 @@ like `tkc --emit=ptx file.mlir`):
 from __future__ import annotations
 
 import functools
+import glob
 import io
 import json
 import os
@@ -176,6 +177,17 @@ def ptxas_identity() -> str:
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
+@functools.cache
+def mlir_identity() -> str:
+    """Which MLIR and LLVM libraries make PTX (names, sizes, times): part of
+    what reused PTX is keyed by, so another build of them lowers anew."""
+    import mlir._mlir_libs as libs
+    here = os.path.dirname(libs.__file__)
+    found = sorted(glob.glob(os.path.join(here, "libMLIRPythonCAPI*"))) + \
+        sorted(glob.glob(os.path.join(here, "..", "..", "llvm", "lib", "libLLVM*")))   # (its RUNPATH's)
+    return ";".join(f"{os.path.basename(p)}:{st.st_size}:{st.st_mtime_ns}" for p in found for st in [os.stat(p)])
+
+
 def ptxas(ptx: str, arch: str = "sm_90a") -> tuple[bytes, dict]:
     """Assemble PTX to a cubin with `ptxas -O3 -v` (after avoid_ptxas_bugs);
     return it and its resources."""
@@ -249,7 +261,7 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int
     tile_ir = compile_to(module, "tile", start="tile") if start == "tile" else None
     advance(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
     manifest = read_manifest(module)
-    lowered = stages.key("ptx", _bytecode(module), TO_PTX_PIPELINE)
+    lowered = stages.key("ptx", _bytecode(module), TO_PTX_PIPELINE, mlir_identity())
     earlier = stages.find("ptx", lowered) if reuse else None
     if earlier is not None:
         ptx = (earlier / "kernel.ptx").read_text()

@@ -80,6 +80,11 @@ def test_what_differs_or_is_forced_is_compiled(kernel_file, monkeypatch):
     assert {compiler.TO_PTX_PIPELINE, "ptxas"} <= phases(other)
     assert other.build().cubin != first.build().cubin
     assert {compiler.TO_PTX_PIPELINE, "ptxas"} <= phases(first, force=True)   # force: compile it all
+    mlir = compiler.mlir_identity
+    monkeypatch.setattr(compiler, "mlir_identity", lambda: "another LLVM")
+    ran = phases(kernel_file("k", comment="# another LLVM"))
+    assert compiler.TO_PTX_PIPELINE in ran and "ptxas" not in ran   # lowered anew, the same PTX's cubin
+    monkeypatch.setattr(compiler, "mlir_identity", mlir)
     monkeypatch.setattr(compiler, "ptxas_identity", lambda: "another ptxas")
     ran = phases(kernel_file("k", comment="# another ptxas"))
     assert compiler.TO_PTX_PIPELINE not in ran and "ptxas" in ran   # the PTX reused, the cubin not
