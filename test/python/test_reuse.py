@@ -5,6 +5,7 @@ nothing. The phases that ran are read from pass_pipeline.timed."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 import textwrap
 
 import pytest
@@ -33,6 +34,9 @@ def kernel_file(tmp_path, monkeypatch):
     written and imported afresh, in a cache of the test's own."""
     monkeypatch.setenv("TKC_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TKC_OFFLINE", raising=False)
+    # no .pyc: a file rewritten within its second at the same size ("2.0" -> "3.0") would import
+    # the old one's code (Python checks a .pyc by its source's mtime and size)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
 
     def make(name: str, above: str = "", comment: str = "", factor: str = "2.0"):
         path = tmp_path / f"{name}.py"
