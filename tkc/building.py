@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from .diagnostics import TkcError
+from .diagnostics import TkcError, library_warnings
 
 __all__ = ["build_all", "build_one", "quietly"]
 
@@ -115,7 +115,7 @@ def quietly(fn, lines: list):
         banks._WARNED.clear()
     err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):
+        with contextlib.redirect_stderr(err), library_warnings():   # (the library's notes too: summarised)
             return fn()
     finally:
         lines += dict.fromkeys(ln for ln in err.getvalue().splitlines() if ln.strip())

@@ -100,7 +100,9 @@ def _compile(args) -> int:
     if not args.file:
         raise TkcError("no input file (usage: tkc FILE [options], tkc --list-passes, tkc build)")
     module = load_module(args.file, args.kernel)
-    result = _run_stages(module, args)
+    from .diagnostics import library_warnings
+    with library_warnings():   # asked for this file's compile: its notes, a library file's too
+        result = _run_stages(module, args)
     _write(result, args.output)
     return 0
 

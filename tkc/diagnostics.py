@@ -6,6 +6,7 @@ callsite/fused forms); `where(op_or_loc)` turns them into `file.py:12:5`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 
@@ -33,6 +34,30 @@ class TkcErrors(TkcError):
 
     def __str__(self) -> str:
         return "\n".join(f"{w}: error: {m}" if w else f"error: {m}" for w, m in self.errors)
+
+
+_LIBRARY_WARNINGS = [False]   # library_warnings' state
+
+
+@contextlib.contextmanager
+def library_warnings():
+    """Within: the compiler's performance notes at lines of tkc's own sources
+    (a library kernel's bank conflicts) are written too: `tkc build`, which
+    collects them into its summary, and `tkc FILE`. Outside, a library kernel
+    that an op compiles at its first call writes none: they are known and
+    measured, and its user cannot act on them."""
+    before, _LIBRARY_WARNINGS[0] = _LIBRARY_WARNINGS[0], True
+    try:
+        yield
+    finally:
+        _LIBRARY_WARNINGS[0] = before
+
+
+def noted_at(loc: str) -> bool:
+    """Whether a performance note at loc ('file:line:col') is written (see
+    library_warnings): at the user's lines always, at tkc's inside it."""
+    path = loc.rsplit(":", 2)[0] if loc.count(":") >= 2 else loc
+    return _LIBRARY_WARNINGS[0] or not os.path.abspath(path).startswith(_TKC_DIR)
 
 
 def where(obj) -> str:

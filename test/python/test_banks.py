@@ -220,3 +220,22 @@ def test_a_warning_is_printed_once_per_process(capsys):
     for _ in range(3):
         conflicted.interpret(np.zeros((16, 16), np.float32), np.zeros((16, 16), np.float32))
     assert capsys.readouterr().err.count("2-way shared-memory bank conflicts") == 1
+
+
+def test_a_library_kernels_notes_are_written_only_where_asked_for(capsys, monkeypatch):
+    """An op's first call compiles a library kernel: its bank conflicts (known,
+    measured, the library's) are not its user's to act on, so they are noted
+    only within diagnostics.library_warnings (`tkc build`'s summary, `tkc
+    FILE`); a user's kernel is noted either way (the test above)."""
+    from tkc.compiler import compile_to
+    from tkc.diagnostics import library_warnings
+    from tkc.kernels import gemm_hopper
+    from tkc.passes import banks
+    kernel = gemm_hopper("f32", True)   # f32 pairs of its epilogue tiles: 2-way (gemm_hopper.py)
+    monkeypatch.setattr(banks, "_WARNED", set())
+    compile_to(kernel.trace(), "tile")
+    assert "bank conflicts" not in capsys.readouterr().err
+    with library_warnings():
+        compile_to(kernel.trace(), "tile")
+    err = capsys.readouterr().err
+    assert "gemm_hopper.py:" in err and "2-way shared-memory bank conflicts" in err

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from ..dialect.types import RT, RV, ST, SV, view
-from ..diagnostics import where
+from ..diagnostics import noted_at, where
 from ..dtypes import itemsize
 from ..hopper import fragments
 from ..hopper.fragments import HALF, extent_ok
@@ -306,7 +306,7 @@ def report(module_op, *, least: int = 2, kind: str = "warning", out=None) -> lis
         n = degree(a)
         found.append((op, a, n))
         loc = where(op)
-        if n >= least and (loc, a) not in said:
+        if n >= least and (loc, a) not in said and (kind != "warning" or noted_at(loc)):
             said.add((loc, a))
             out.write(f"{loc + ': ' if loc else ''}{kind}: {n}-way shared-memory bank "
                       f"conflicts: {a.describe()}\n")

@@ -51,8 +51,10 @@ Four decisions, in this order (each needs the one before):
 4. Bank conflicts (banks.py): every shared access's conflict degree is
    computed from the decided layouts; degrees above 1-way are warned on
    stderr as `file:line:col: warning: N-way shared-memory bank conflicts:
-   ldmatrix of st<bf16, 64, 64, "none">`. `tk-bank-report` remarks every
-   degree, 1-way included.
+   ldmatrix of st<bf16, 64, 64, "none">` (at the library's own lines only
+   within `tkc build` and `tkc FILE`: diagnostics.library_warnings; an op's
+   first call compiling a library kernel notes nothing its user could act
+   on). `tk-bank-report` remarks every degree, 1-way included.
 """
 from __future__ import annotations
 
