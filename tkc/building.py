@@ -122,14 +122,17 @@ def quietly(fn, lines: list):
 
 
 def build_one(kernel, force: bool) -> dict:
-    """Build one kernel: its row (the table's columns, and cached, seconds,
-    error, warnings: tkc.progress). Writes nothing: the caller reports it."""
+    """Build one kernel: its row (the table's columns, and cached, reused,
+    seconds, error, warnings: tkc.progress). Writes nothing: the caller
+    reports it."""
+    from .pass_pipeline import timed
     from .runtime import cache
     t0 = time.perf_counter()
     warned: list[str] = []
     try:
         cached = not force and cache.entry_dir(kernel.artifact_key()).is_dir()
-        art = quietly(lambda: kernel.build(force=force), warned)
+        with timed() as record:
+            art = quietly(lambda: kernel.build(force=force), warned)
     except Exception as e:  # noqa: BLE001  (one broken kernel must not hide the others)
         if os.environ.get("TKC_DEBUG") == "1":
             raise
@@ -149,4 +152,5 @@ def build_one(kernel, force: bool) -> dict:
             "cache path": str(cache.entry_dir(key)),
             "over": stores > allowed or ((stores or loads) and not allowed),
             "cached": cached, "seconds": time.perf_counter() - t0, "error": None,
-            "warnings": warned}
+            "warnings": warned,   # compiled without ptxas: an earlier build's cubin (runtime/reuse.py)
+            "reused": bool(record) and all(phase != "ptxas" for phase, _ in record)}

@@ -112,6 +112,13 @@ def test_summary_names_the_spilling_serialised_and_failed_kernels():
         "failed (errors above): broken\n")
 
 
+def test_summary_counts_the_compiles_that_reused_an_earlier_cubin():
+    """(runtime/reuse.py: compiled anew, under a new key, ptxas skipped)"""
+    rows = [_row("fresh"), {**_row("again"), "reused": True}, _row("kept", cached=True)]
+    assert summary(rows, 1.0).splitlines()[0] == \
+        "built 3 kernels in 1.0 s (2 compiled (1 with an earlier build’s cubin), 1 cached)"
+
+
 def test_a_warning_from_many_kernels_names_a_few():
     """One kind of warning from many kernels, lines and details: a few lines."""
     rows = [_row(f"k{i}", warnings=[f"k.py:{10 + i % 2}:2: warning: 4-way shared-memory bank "

@@ -111,3 +111,14 @@ def test_an_index_whose_artifact_is_gone_is_a_miss_and_pruned(kernel_file):
 def test_keys_separate_their_parts():
     assert reuse.key("ptx", "ab", "c") != reuse.key("ptx", "a", "bc") != reuse.key("cubin", "a", "bc")
     assert reuse.key("ptx", b"x") == reuse.key("ptx", "x")
+
+
+def test_tkc_build_counts_what_it_reused(kernel_file):
+    """building.build_one's row: reused where the build ran no ptxas."""
+    from tkc.building import build_one
+    first = kernel_file("k")
+    assert build_one(first, False)["reused"] is False
+    again = kernel_file("k", comment="# again")
+    row = build_one(again, False)
+    assert row["reused"] is True and not row["cached"]
+    assert build_one(again, False)["reused"] is False   # (now cached)
