@@ -48,17 +48,8 @@ def kernels() -> dict:
 def phases(kernel, repeats: int) -> tuple[list[float], dict[str, list[float]]]:
     """The whole build's seconds per repeat, and each phase's (after one
     build off the record: imports, first-use caches)."""
-    from tkc.pass_pipeline import timed
     kernel.build(force=True)
-    totals, by_phase = [], collections.defaultdict(list)
-    for _ in range(repeats):
-        with timed() as record:
-            t0 = time.perf_counter()
-            kernel.build(force=True)
-            totals.append(time.perf_counter() - t0)
-        for name, seconds in _summed(record).items():
-            by_phase[name].append(seconds)
-    return totals, by_phase
+    return _builds([kernel] * repeats)
 
 
 def sample(count: int, seed: int = 0) -> tuple[list[float], dict[str, list[float]]]:
@@ -66,12 +57,17 @@ def sample(count: int, seed: int = 0) -> tuple[list[float], dict[str, list[float
     drawn at random (after a kernel off the record: imports, first-use
     caches)."""
     from tkc.kernels import library
-    from tkc.pass_pipeline import timed
     kernels = library()
     drawn = random.Random(seed).sample(kernels, min(count + 1, len(kernels)))
     drawn[0].build(force=True)
+    return _builds(drawn[1:])
+
+
+def _builds(kernels: list) -> tuple[list[float], dict[str, list[float]]]:
+    """Each kernel built (forced: nothing reused), its seconds and its phases'."""
+    from tkc.pass_pipeline import timed
     totals, by_phase = [], collections.defaultdict(list)
-    for kernel in drawn[1:]:
+    for kernel in kernels:
         with timed() as record:
             t0 = time.perf_counter()
             kernel.build(force=True)
