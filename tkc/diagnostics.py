@@ -57,7 +57,7 @@ def noted_at(loc: str) -> bool:
     """Whether a performance note at loc ('file:line:col') is written (see
     library_warnings): at the user's lines always, at tkc's inside it."""
     path = loc.rsplit(":", 2)[0] if loc.count(":") >= 2 else loc
-    return _LIBRARY_WARNINGS[0] or not os.path.abspath(path).startswith(_TKC_DIR)
+    return _LIBRARY_WARNINGS[0] or not path or not os.path.abspath(path).startswith(_TKC_DIR)
 
 
 def where(obj) -> str:

@@ -219,8 +219,9 @@ def summary(rows: list[dict], seconds: float, verbose: bool = False) -> str:
     cached = sum(1 for r in rows if r["cached"] and r["error"] is None)
     reused = sum(1 for r in rows if r.get("reused") and r["error"] is None)
     compiled = len(rows) - cached - len(failed)
+    earlier = f" ({reused} with an earlier build's cubin)" if reused else ""
     head = f"built {_plural(len(rows) - len(failed), 'kernel')} in {seconds:.1f} s " \
-           f"({compiled} compiled{f' ({reused} with an earlier build’s cubin)' if reused else ''}, {cached} cached"
+           f"({compiled} compiled{earlier}, {cached} cached"
     lines = [head + (f", {len(failed)} FAILED)" if failed else ")")]
     spilled = [r for r in rows if r["error"] is None and r["spills"] not in ("0", "-")]
     if spilled:

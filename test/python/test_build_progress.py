@@ -116,7 +116,7 @@ def test_summary_counts_the_compiles_that_reused_an_earlier_cubin():
     """(runtime/reuse.py: compiled anew, under a new key, ptxas skipped)"""
     rows = [_row("fresh"), {**_row("again"), "reused": True}, _row("kept", cached=True)]
     assert summary(rows, 1.0).splitlines()[0] == \
-        "built 3 kernels in 1.0 s (2 compiled (1 with an earlier build’s cubin), 1 cached)"
+        "built 3 kernels in 1.0 s (2 compiled (1 with an earlier build's cubin), 1 cached)"
 
 
 def test_a_warning_from_many_kernels_names_a_few():
