@@ -183,8 +183,8 @@ def mlir_identity() -> str:
     what reused PTX is keyed by, so another build of them lowers anew."""
     import mlir._mlir_libs as libs
     here = os.path.dirname(libs.__file__)
-    found = sorted(glob.glob(os.path.join(here, "libMLIRPythonCAPI*"))) + \
-        sorted(glob.glob(os.path.join(here, "..", "..", "llvm", "lib", "libLLVM*")))   # (its RUNPATH's)
+    found = sorted(glob.glob(os.path.join(here, "*.so*"))) + \
+        sorted(glob.glob(os.path.join(here, "..", "..", "llvm", "lib", "libLLVM*")))   # (the CAPI's RUNPATH's)
     return ";".join(f"{os.path.basename(p)}:{st.st_size}:{st.st_mtime_ns}" for p in found for st in [os.stat(p)])
 
 
