@@ -262,19 +262,13 @@ def compile_kernel(module, *, key: str = "", target: str = "sm_90a", spills: int
     advance(module, "llvm", start=start, tile_pipeline="" if start == "tile" else None)
     manifest = read_manifest(module)
     lowered = stages.key("ptx", _bytecode(module), TO_PTX_PIPELINE, mlir_identity())
-    earlier = stages.find("ptx", lowered) if reuse else None
-    if earlier is not None:
-        ptx = (earlier / "kernel.ptx").read_text()
-    else:
+    ptx = stages.ptx(lowered) if reuse else None
+    if ptx is None:
         advance(module, "ptx", start="llvm")
         ptx = ptx_of(module)
     assembled = stages.key("cubin", ptx, target, *PTXAS_FLAGS, ptxas_identity())
-    earlier = stages.find("cubin", assembled) if reuse else None   # (the same ptxas: its key says)
-    if earlier is not None:
-        made = Artifact.load(earlier)
-        cubin, resources = made.cubin, made.manifest["resources"]
-    else:
-        cubin, resources = ptxas(ptx, target)
+    made = stages.cubin(assembled) if reuse else None   # (the same ptxas too: the key says)
+    cubin, resources = made if made is not None else ptxas(ptx, target)
     warn_resources(manifest.get("kernel"), resources, spills)
     manifest.update(resources=resources, source={"key": key, "compiler": compiler_hash(),
                                                  "stages": {"ptx": lowered, "cubin": assembled}})

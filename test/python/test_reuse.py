@@ -122,3 +122,13 @@ def test_tkc_build_counts_what_it_reused(kernel_file):
     row = build_one(again, False)
     assert row["reused"] is True and not row["cached"]
     assert build_one(again, False)["reused"] is False   # (now cached)
+
+
+def test_an_earlier_artifact_that_no_longer_loads_is_compiled_past(kernel_file):
+    """A corrupt entry an index names: this build assembles its own cubin."""
+    first = kernel_file("k")
+    first.build()
+    (cache.entry_dir(first.artifact_key()) / "manifest.json").write_text("{not json")
+    again = kernel_file("k", above="\n# a line down\n")
+    assert "ptxas" in phases(again)
+    assert again.build().manifest["resources"]["registers"] > 0

@@ -30,8 +30,9 @@ import re
 import tempfile
 from pathlib import Path
 
+from ..diagnostics import TkcError
 from . import cache
-from .artifact import CUBIN, MANIFEST, PTX
+from .artifact import CUBIN, MANIFEST, PTX, Artifact
 
 STAGES = {"ptx": (PTX, CUBIN, MANIFEST), "cubin": (CUBIN, MANIFEST)}   # stage -> the files a hit reads
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -63,6 +64,29 @@ def find(stage: str, stage_key: str) -> Path | None:
         return None
     entry = cache.entry_dir(named)
     return entry if all((entry / name).is_file() for name in STAGES[stage]) else None
+
+
+def ptx(stage_key: str) -> str | None:
+    """The PTX an earlier build made of this lowered module, or None."""
+    entry = find("ptx", stage_key)
+    try:
+        return None if entry is None else (entry / PTX).read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def cubin(stage_key: str) -> tuple[bytes, dict] | None:
+    """(cubin, resources) an earlier build assembled of this PTX, or None
+    (also where that artifact no longer loads: then this build assembles)."""
+    entry = find("cubin", stage_key)
+    if entry is None:
+        return None
+    try:
+        made = Artifact.load(entry)
+    except TkcError:
+        return None
+    resources = made.manifest.get("resources")
+    return (made.cubin, resources) if resources else None
 
 
 def note(artifact_key: str, stages: dict) -> None:
