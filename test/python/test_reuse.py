@@ -129,6 +129,6 @@ def test_an_earlier_artifact_that_no_longer_loads_is_compiled_past(kernel_file):
     first = kernel_file("k")
     first.build()
     (cache.entry_dir(first.artifact_key()) / "manifest.json").write_text("{not json")
-    again = kernel_file("k", above="\n# a line down\n")
+    again = kernel_file("k", above="\n# a line down\n", comment="# a new key")
     assert "ptxas" in phases(again)
     assert again.build().manifest["resources"]["registers"] > 0
