@@ -10,14 +10,15 @@ changes. So two indexes beside the entries name the artifact that holds a
 stage's output, by a hash of that stage's input:
 
 - "ptx": the lowered module (the LLVM dialect's bytecode, its locations
-  included, and the pipeline that makes PTX of it) -> its PTX and cubin;
+  included; the pipeline that makes PTX of it; which MLIR and LLVM
+  libraries run that) -> its PTX;
 - "cubin": the PTX (and ptxas: its flags, the arch, which binary) -> its
   cubin and ptxas's report.
 
 An index is a file `<cache>/reuse/<stage>/<key[:2]>/<key>` holding an
-artifact key; it is written when that artifact is stored (cache.store, from
-the manifest's source.stages) and read back only while the artifact still
-has the files the stage needs. Both inputs determine their outputs (LLVM and
+artifact key; Kernel.build writes it once it has stored that artifact (from
+the manifest's source.stages), and it is read back only while the artifact
+still has the files the stage needs (and loads). Both inputs determine their outputs (LLVM and
 ptxas are deterministic), so a hit is the output a compile would make. A
 forced build (`Kernel.build(force=True)`, what `tkc build --force` and the
 compile-time benchmark run) reuses nothing.
@@ -34,7 +35,7 @@ from ..diagnostics import TkcError
 from . import cache
 from .artifact import CUBIN, MANIFEST, PTX, Artifact
 
-STAGES = {"ptx": (PTX, CUBIN, MANIFEST), "cubin": (CUBIN, MANIFEST)}   # stage -> the files a hit reads
+STAGES = {"ptx": (PTX,), "cubin": (CUBIN, MANIFEST)}   # stage -> the files a hit reads
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
