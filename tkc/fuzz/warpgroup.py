@@ -13,7 +13,8 @@ K step, warpgroup 1's partial added to warpgroup 0's through shared memory), som
 pipelined ones in (2, 1, 1), (1, 2, 1) or (2, 2, 1) thread-block clusters, and gl dims
 that are not multiples of the tiles (TMA zero-fills what lies outside a load and clips a
 store). Each warp then holds its 16 rows of its warpgroup's 64 x BN tile (sliced,
-warpgroup 1's: twice its half, as well checked): the core statements go on from there and the program stores like any other (core.Gen.finish).
+warpgroup 1's: twice its half, as well checked): the core statements go on from
+there and the program stores like any other (core.Gen.finish).
 """
 from __future__ import annotations
 

@@ -18,14 +18,15 @@ stage's output, by a hash of that stage's input:
 An index is a file `<cache>/reuse/<stage>/<key[:2]>/<key>` holding an
 artifact key; Kernel.build writes it once it has stored that artifact (from
 the manifest's source.stages), and it is read back only while the artifact
-still has the files the stage needs (and loads). Both inputs determine their outputs (LLVM and
-ptxas are deterministic), so a hit is the output a compile would make. A
-forced build (`Kernel.build(force=True)`, what `tkc build --force` and the
-compile-time benchmark run) reuses nothing.
+still has the files the stage needs (and loads). Both inputs determine their
+outputs (LLVM and ptxas are deterministic), so a hit is the output a compile
+would make. A forced build (`Kernel.build(force=True)`, what `tkc build
+--force` and the compile-time benchmark run) reuses nothing.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -82,9 +83,9 @@ def cubin(stage_key: str) -> tuple[bytes, dict] | None:
     entry = find("cubin", stage_key)
     if entry is None:
         return None
-    try:
-        made = Artifact.load(entry)
-    except TkcError:
+    try:   # the cubin and the (checked) manifest alone: not the PTX and tile IR Artifact.load reads too
+        made = Artifact((entry / CUBIN).read_bytes(), json.loads((entry / MANIFEST).read_text()))
+    except (OSError, ValueError, TkcError):
         return None
     resources = made.manifest.get("resources")
     return (made.cubin, resources) if resources else None
